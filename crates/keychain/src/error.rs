@@ -1,0 +1,89 @@
+//! Why a keychain call failed, in the terms a person can act on.
+//!
+//! Every variant carries a `detail` built from the platform's error code and message; secrets
+//! are never part of it (the backends do not echo them, and undecodable stored bytes are
+//! reported by length only).
+
+use crate::platform;
+
+/// A keychain failure. `Display` says what happened; [`KeychainError::fix`] says what to do.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum KeychainError {
+    /// There is no keychain to talk to: no D-Bus session bus, no Secret Service provider on it,
+    /// or (macOS/Windows) no user keychain for this session.
+    #[error("no OS keychain is available: {detail}")]
+    NoService { detail: String },
+    /// The keychain exists but is locked (or has no default keyring that could be unlocked).
+    #[error("the OS keychain is locked: {detail}")]
+    Locked { detail: String },
+    /// The keychain refused this program, or the user dismissed its prompt.
+    #[error("the OS keychain denied access: {detail}")]
+    AccessDenied { detail: String },
+    /// Anything else: a protocol, encoding or platform failure.
+    #[error("OS keychain error: {detail}")]
+    Other { detail: String },
+}
+
+impl KeychainError {
+    /// A stable machine-readable code, e.g. for an RFC 9457 problem `type` or a UI string key.
+    pub fn code(&self) -> &'static str {
+        match self {
+            KeychainError::NoService { .. } => "keychain_unavailable",
+            KeychainError::Locked { .. } => "keychain_locked",
+            KeychainError::AccessDenied { .. } => "keychain_access_denied",
+            KeychainError::Other { .. } => "keychain_error",
+        }
+    }
+
+    /// What the platform reported.
+    pub fn detail(&self) -> &str {
+        match self {
+            KeychainError::NoService { detail }
+            | KeychainError::Locked { detail }
+            | KeychainError::AccessDenied { detail }
+            | KeychainError::Other { detail } => detail,
+        }
+    }
+
+    /// What a person can do about it on this platform.
+    pub fn fix(&self) -> &'static str {
+        match self {
+            KeychainError::NoService { .. } => platform::FIX_NO_SERVICE,
+            KeychainError::Locked { .. } => platform::FIX_LOCKED,
+            KeychainError::AccessDenied { .. } => platform::FIX_DENIED,
+            KeychainError::Other { .. } => {
+                "Retry; if it keeps failing, restart the keychain service (or log out and in) and \
+                 report the detail above."
+            }
+        }
+    }
+
+    pub(crate) fn other(detail: impl Into<String>) -> Self {
+        KeychainError::Other {
+            detail: detail.into(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_kind_has_a_code_and_a_fix() {
+        let all = [
+            KeychainError::NoService { detail: "d".into() },
+            KeychainError::Locked { detail: "d".into() },
+            KeychainError::AccessDenied { detail: "d".into() },
+            KeychainError::Other { detail: "d".into() },
+        ];
+        let codes: std::collections::HashSet<_> = all.iter().map(|e| e.code()).collect();
+        assert_eq!(codes.len(), all.len(), "codes must be distinct");
+        for e in &all {
+            assert!(e.fix().len() > 20, "{e}: fix too short");
+            assert_eq!(e.detail(), "d");
+            assert!(e.to_string().ends_with(": d"));
+        }
+    }
+}

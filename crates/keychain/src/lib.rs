@@ -1,0 +1,21 @@
+//! weir-keychain: the OS keychain holds the credentials a queued create needs for its replay; the
+//! queue database only stores a reference (the account name).
+//!
+//! # Layout
+//! - [`keychain`]: [`Keychain`], set/get/delete/probe of one service's entries.
+//! - [`error`]: [`KeychainError`], what went wrong and what a person can do about it.
+//! - [`secret`]: [`Secret`], a string that is zeroised on drop and never printed.
+//! - `platform`: the only `cfg(target_os)` code: which backend an entry uses and how its
+//!   errors are classified.
+//!
+//! All calls block (D-Bus, Security.framework, Credential Manager): call them from
+//! `tokio::task::spawn_blocking`, not from an async worker.
+
+pub mod error;
+pub mod keychain;
+mod platform;
+pub mod secret;
+
+pub use error::KeychainError;
+pub use keychain::Keychain;
+pub use secret::Secret;

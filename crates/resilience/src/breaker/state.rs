@@ -1,0 +1,143 @@
+//! The breaker's public vocabulary: its [`State`], the [`BreakerSnapshot`] the dashboard
+//! shows, the [`BreakerEvent`] sent on every transition, and the [`Rejected`] error.
+
+use std::fmt;
+use std::time::{Duration, SystemTime};
+
+use serde::Serialize;
+use thiserror::Error;
+
+/// Where a breaker stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum State {
+    /// Calls flow; outcomes are counted.
+    Closed,
+    /// Calls are rejected until the wait ends.
+    Open,
+    /// A fixed number of probe calls decide whether to close or reopen.
+    HalfOpen,
+}
+
+impl State {
+    /// Stable snake_case name (`closed`, `open`, `half_open`).
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            State::Closed => "closed",
+            State::Open => "open",
+            State::HalfOpen => "half_open",
+        }
+    }
+}
+
+impl fmt::Display for State {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A point-in-time view of a breaker, for the dashboard and `/status`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct BreakerSnapshot {
+    /// The breaker's name (usually the upstream).
+    pub name: String,
+    /// Current state.
+    pub state: State,
+    /// Wall-clock time of the last transition (creation if none yet).
+    pub since: SystemTime,
+    /// Why it is in this state, in words.
+    pub reason: String,
+    /// Consecutive openings that drive the growing wait; back to 0 once the breaker has
+    /// stayed closed for `reset_growth_after`.
+    pub open_count: u32,
+    /// Openings since the breaker was created.
+    pub opens_total: u64,
+    /// Failure rate (0.0–1.0) over the window, or over the probes while half-open.
+    pub failure_rate: f64,
+    /// Slow-call rate (0.0–1.0), same basis as `failure_rate`.
+    pub slow_rate: f64,
+    /// Calls the rates are computed from.
+    pub calls_in_window: u64,
+    /// While open: how long until probes are allowed.
+    pub retry_after: Option<Duration>,
+}
+
+/// Sent on the breaker's broadcast channel at every state change.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct BreakerEvent {
+    /// The breaker's name.
+    pub breaker: String,
+    /// State before.
+    pub from: State,
+    /// State after.
+    pub to: State,
+    /// Wall-clock time of the change.
+    pub at: SystemTime,
+    /// Why, in words (e.g. "failure rate 62% ≥ 50% over last 20 calls").
+    pub reason: String,
+}
+
+/// A call refused by the breaker.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error("circuit breaker `{breaker}` is {state}: {reason} (retry in {}s)", retry_after.as_secs_f64().ceil())]
+pub struct Rejected {
+    /// The breaker's name.
+    pub breaker: String,
+    /// `Open`, or `HalfOpen` with all probe slots taken.
+    pub state: State,
+    /// How long until a call might be let through.
+    pub retry_after: Duration,
+    /// Why the breaker is not closed.
+    pub reason: String,
+}
+
+/// Formats a 0.0–1.0 rate as a whole percentage for reasons.
+pub(crate) fn percent(rate: f64) -> String {
+    format!("{}%", (rate * 100.0).round() as i64)
+}
+
+/// Formats a duration compactly for reasons ("2s", "1.5s", "250ms").
+pub(crate) fn short_duration(d: Duration) -> String {
+    if d.as_millis() < 1000 {
+        format!("{}ms", d.as_millis())
+    } else if d.subsec_millis() == 0 {
+        format!("{}s", d.as_secs())
+    } else {
+        format!("{:.1}s", d.as_secs_f64())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn state_serialises_snake_case() {
+        assert_eq!(serde_json::to_value(State::HalfOpen).unwrap(), "half_open");
+        assert_eq!(serde_json::to_value(State::Closed).unwrap(), "closed");
+        assert_eq!(State::Open.to_string(), "open");
+    }
+
+    #[test]
+    fn formatting_helpers() {
+        assert_eq!(percent(0.625), "63%");
+        assert_eq!(percent(0.5), "50%");
+        assert_eq!(short_duration(Duration::from_secs(2)), "2s");
+        assert_eq!(short_duration(Duration::from_millis(1500)), "1.5s");
+        assert_eq!(short_duration(Duration::from_millis(250)), "250ms");
+    }
+
+    #[test]
+    fn rejected_message() {
+        let r = Rejected {
+            breaker: "api.github.com".into(),
+            state: State::Open,
+            retry_after: Duration::from_millis(4200),
+            reason: "failure rate 60% ≥ 50% over last 20 calls".into(),
+        };
+        assert_eq!(
+            r.to_string(),
+            "circuit breaker `api.github.com` is open: failure rate 60% ≥ 50% over last 20 calls (retry in 5s)"
+        );
+    }
+}

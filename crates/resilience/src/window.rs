@@ -1,0 +1,121 @@
+//! A time-bucketed sliding window of tallies, shared by the retry budget and the breaker.
+//!
+//! The window is split into `n` buckets of `window / n` each. A record lands in the bucket of
+//! the current instant; a sum covers the current bucket and the `n - 1` before it, so it sees
+//! between `window · (n-1)/n` and `window` of history. Buckets are reused in a ring and reset
+//! lazily when their epoch is stale, so memory is fixed and no background task is needed.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+/// Something that can be added up bucket by bucket.
+pub(crate) trait Tally: Default + Copy {
+    /// Adds `other` into `self`.
+    fn merge(&mut self, other: &Self);
+}
+
+/// Epoch of a slot that holds nothing; no real epoch reaches it.
+const EMPTY: u64 = u64::MAX;
+
+#[derive(Debug)]
+pub(crate) struct TimeWindow<T> {
+    origin: Instant,
+    bucket_nanos: u128,
+    /// `(epoch, tally)` per ring slot; `epoch` is the bucket index since `origin`.
+    slots: Vec<(u64, T)>,
+}
+
+impl<T: Tally> TimeWindow<T> {
+    /// A window of `window` split into `buckets` buckets (both clamped to sane minimums, so a
+    /// zero never divides anything).
+    pub(crate) fn new(window: Duration, buckets: u32, now: Instant) -> Self {
+        let buckets = buckets.max(1);
+        let bucket_nanos = (window.as_nanos() / u128::from(buckets)).max(1);
+        TimeWindow {
+            origin: now,
+            bucket_nanos,
+            slots: vec![(EMPTY, T::default()); buckets as usize],
+        }
+    }
+
+    fn epoch(&self, now: Instant) -> u64 {
+        let since = now.saturating_duration_since(self.origin).as_nanos();
+        u64::try_from(since / self.bucket_nanos).unwrap_or(u64::MAX)
+    }
+
+    /// The tally of the current bucket, for recording into.
+    pub(crate) fn current(&mut self, now: Instant) -> &mut T {
+        let epoch = self.epoch(now);
+        let len = self.slots.len() as u64;
+        let slot = &mut self.slots[(epoch % len) as usize];
+        if slot.0 != epoch {
+            *slot = (epoch, T::default());
+        }
+        &mut slot.1
+    }
+
+    /// The sum of all buckets still inside the window at `now`.
+    pub(crate) fn sum(&self, now: Instant) -> T {
+        let epoch = self.epoch(now);
+        let oldest = epoch.saturating_sub(self.slots.len() as u64 - 1);
+        let mut total = T::default();
+        for (e, t) in &self.slots {
+            if (oldest..=epoch).contains(e) {
+                total.merge(t);
+            }
+        }
+        total
+    }
+
+    /// Forgets everything.
+    pub(crate) fn clear(&mut self) {
+        for slot in &mut self.slots {
+            *slot = (EMPTY, T::default());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, Default, Clone, Copy, PartialEq)]
+    struct Count(u64);
+    impl Tally for Count {
+        fn merge(&mut self, other: &Self) {
+            self.0 += other.0;
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn slides_and_clears() {
+        let start = Instant::now();
+        let mut w = TimeWindow::<Count>::new(Duration::from_secs(10), 10, start);
+        w.current(start).0 += 5;
+        assert_eq!(w.sum(start), Count(5));
+        tokio::time::advance(Duration::from_secs(5)).await;
+        w.current(Instant::now()).0 += 3;
+        assert_eq!(w.sum(Instant::now()), Count(8));
+        // 10 s after the first record its bucket has left the window.
+        tokio::time::advance(Duration::from_secs(5)).await;
+        assert_eq!(w.sum(Instant::now()), Count(3));
+        tokio::time::advance(Duration::from_secs(5)).await;
+        assert_eq!(w.sum(Instant::now()), Count(0));
+        w.current(Instant::now()).0 += 1;
+        w.clear();
+        assert_eq!(w.sum(Instant::now()), Count(0));
+        w.current(Instant::now()).0 += 2;
+        assert_eq!(w.sum(Instant::now()), Count(2));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn records_at_origin_after_clear_count() {
+        let start = Instant::now();
+        let mut w = TimeWindow::<Count>::new(Duration::from_secs(1), 4, start);
+        w.clear();
+        assert_eq!(w.sum(start), Count(0));
+        w.current(start).0 += 1;
+        assert_eq!(w.sum(start), Count(1));
+    }
+}

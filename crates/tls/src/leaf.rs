@@ -1,0 +1,177 @@
+//! Short-lived leaf certificates for the managed hosts, issued on demand from the SNI name and
+//! cached until they are close to expiry; plugs into rustls as its certificate resolver.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use rustls::pki_types::PrivateKeyDer;
+use rustls::server::{ClientHello, ResolvesServerCert};
+use rustls::sign::CertifiedKey;
+use rustls::ServerConfig;
+use time::{Duration, OffsetDateTime};
+
+use crate::clock::{Clock, SystemClock};
+use crate::hosts::normalize_host;
+use crate::{LocalCa, TlsError};
+
+/// How long leaves live and when they are replaced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LeafPolicy {
+    /// Lifetime of a leaf from the moment it is issued (clamped to the CA's own expiry).
+    pub validity: Duration,
+    /// A cached leaf with less than this left is replaced by a new one.
+    pub renew_before: Duration,
+    /// `notBefore` is set this far in the past, for clients whose clock is slightly behind.
+    pub backdate: Duration,
+}
+
+impl Default for LeafPolicy {
+    fn default() -> Self {
+        Self {
+            validity: Duration::hours(24),
+            renew_before: Duration::hours(1),
+            backdate: Duration::hours(1),
+        }
+    }
+}
+
+struct CachedLeaf {
+    key: Arc<CertifiedKey>,
+    not_after: OffsetDateTime,
+}
+
+struct Shared {
+    ca: Arc<LocalCa>,
+    clock: Arc<dyn Clock>,
+    policy: LeafPolicy,
+    /// Keyed by normalised host; holds at most one entry per managed host, so it cannot grow
+    /// with client input. A std mutex is right here: rustls calls the resolver synchronously and
+    /// issuing under the lock means concurrent handshakes for one host make one leaf, not many.
+    cache: Mutex<HashMap<String, CachedLeaf>>,
+    issued: AtomicU64,
+}
+
+/// Issues and caches leaves signed by the local CA; a cheap-to-clone handle.
+#[derive(Clone)]
+pub struct LeafIssuer {
+    shared: Arc<Shared>,
+}
+
+impl LeafIssuer {
+    /// An issuer with the system clock and the default 24 h / renew-at-1 h policy.
+    pub fn new(ca: Arc<LocalCa>) -> Self {
+        Self::with_clock(ca, Arc::new(SystemClock), LeafPolicy::default())
+    }
+
+    /// An issuer with an injected clock and policy.
+    pub fn with_clock(ca: Arc<LocalCa>, clock: Arc<dyn Clock>, policy: LeafPolicy) -> Self {
+        Self {
+            shared: Arc::new(Shared {
+                ca,
+                clock,
+                policy,
+                cache: Mutex::new(HashMap::new()),
+                issued: AtomicU64::new(0),
+            }),
+        }
+    }
+
+    /// The CA this issuer signs with.
+    pub fn ca(&self) -> &Arc<LocalCa> {
+        &self.shared.ca
+    }
+
+    /// The certificate and key to serve for `host`: the cached leaf while it has more than
+    /// `renew_before` left, otherwise a newly issued one. Refuses hosts that are not exactly on
+    /// the managed list, and refuses to issue once the CA itself has expired.
+    pub fn certified_key(&self, host: &str) -> Result<Arc<CertifiedKey>, TlsError> {
+        let host = normalize_host(host)?;
+        let ca = &self.shared.ca;
+        if !ca.permitted_hosts().contains(&host) {
+            return Err(TlsError::HostNotPermitted { host });
+        }
+        let now = self.shared.clock.now();
+        let policy = self.shared.policy;
+        let mut cache = self
+            .shared
+            .cache
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(leaf) = cache.get(&host) {
+            if leaf.not_after - now > policy.renew_before {
+                return Ok(leaf.key.clone());
+            }
+        }
+        if ca.not_after() <= now {
+            return Err(TlsError::CaExpired {
+                not_after: ca.not_after(),
+            });
+        }
+        let not_before = (now - policy.backdate).max(ca.not_before());
+        let not_after = (now + policy.validity).min(ca.not_after());
+        let (cert, key) = ca.sign_leaf(&host, not_before, not_after)?;
+        let signing_key = rustls::crypto::ring::sign::any_ecdsa_type(&PrivateKeyDer::Pkcs8(key))?;
+        let certified = Arc::new(CertifiedKey::new(vec![cert], signing_key));
+        self.shared.issued.fetch_add(1, Ordering::Relaxed);
+        tracing::debug!(%host, %not_after, "issued leaf certificate");
+        cache.insert(
+            host,
+            CachedLeaf {
+                key: certified.clone(),
+                not_after,
+            },
+        );
+        Ok(certified)
+    }
+
+    /// How many leaves this issuer has signed (for status output and tests).
+    pub fn issued_count(&self) -> u64 {
+        self.shared.issued.load(Ordering::Relaxed)
+    }
+
+    /// A rustls server configuration that uses this issuer for certificates, the ring provider,
+    /// TLS 1.2 and 1.3, and offers ALPN `h2` then `http/1.1`. Build it once and share the `Arc`.
+    pub fn server_config(&self) -> Result<Arc<ServerConfig>, TlsError> {
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mut config = ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()?
+            .with_no_client_auth()
+            .with_cert_resolver(Arc::new(self.clone()));
+        config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        Ok(Arc::new(config))
+    }
+}
+
+impl ResolvesServerCert for LeafIssuer {
+    fn resolve(&self, client_hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        // No SNI means we cannot know which managed host is meant: abort rather than guess.
+        let Some(host) = client_hello.server_name() else {
+            tracing::debug!("TLS client sent no SNI; refusing handshake");
+            return None;
+        };
+        match self.certified_key(host) {
+            Ok(key) => Some(key),
+            Err(err @ (TlsError::HostNotPermitted { .. } | TlsError::InvalidHost { .. })) => {
+                tracing::debug!(%host, error = %err, "no certificate for SNI name");
+                None
+            }
+            Err(err) => {
+                // An expired CA or a signing failure breaks every managed host: make it visible.
+                tracing::warn!(%host, error = %err, "could not issue a leaf certificate");
+                None
+            }
+        }
+    }
+}
+
+impl fmt::Debug for LeafIssuer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LeafIssuer")
+            .field("ca", &self.shared.ca.common_name())
+            .field("policy", &self.shared.policy)
+            .field("issued", &self.issued_count())
+            .finish_non_exhaustive()
+    }
+}

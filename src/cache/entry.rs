@@ -1,0 +1,64 @@
+//! A stored response and how fresh it is.
+
+use bytes::Bytes;
+use http::{HeaderMap, StatusCode};
+use std::time::{Duration, SystemTime};
+use tokio::time::Instant;
+
+/// A complete upstream response held in memory (cached, or shared between coalesced waiters).
+#[derive(Debug)]
+pub struct Stored {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    pub body: Bytes,
+    pub stored_at: Instant,
+    pub stored_wall: SystemTime,
+    pub fresh_until: Instant,
+    /// Until then a stale copy is served at once while one background refresh runs.
+    pub revalidate_until: Instant,
+    /// Until then a stale copy is served when the upstream fails.
+    pub stale_if_error_until: Instant,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Freshness {
+    Fresh,
+    /// Stale, inside the stale-while-revalidate window.
+    Revalidate,
+    /// Stale, only usable when the upstream fails.
+    OnlyOnError,
+    /// Too old to serve at all.
+    Expired,
+}
+
+impl Stored {
+    pub fn freshness(&self, now: Instant) -> Freshness {
+        if now < self.fresh_until {
+            Freshness::Fresh
+        } else if now < self.revalidate_until {
+            Freshness::Revalidate
+        } else if now < self.stale_if_error_until {
+            Freshness::OnlyOnError
+        } else {
+            Freshness::Expired
+        }
+    }
+
+    pub fn age(&self, now: Instant) -> Duration {
+        now.saturating_duration_since(self.stored_at)
+    }
+
+    /// Bytes this entry costs, for the memory budget.
+    pub fn weight(&self) -> u32 {
+        let headers: usize = self
+            .headers
+            .iter()
+            .map(|(k, v)| k.as_str().len() + v.len() + 32)
+            .sum();
+        u32::try_from(self.body.len() + headers + 256).unwrap_or(u32::MAX)
+    }
+
+    pub fn is_success(&self) -> bool {
+        self.status.is_success()
+    }
+}

@@ -1,0 +1,47 @@
+//! Command-line parsing and dispatch.
+
+mod serve;
+
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(name = "weir", version, about = "A localhost proxy that keeps Copilot cloud-agent storms away from GitHub")]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the proxy in the foreground (headless).
+    Serve(ServeArgs),
+}
+
+#[derive(clap::Args, Clone)]
+pub struct ServeArgs {
+    /// Config file (default: the OS config dir's weir/config.toml if present).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Address to listen on, overriding the config file (loopback only).
+    #[arg(long, value_name = "ADDR")]
+    pub listen: Option<std::net::SocketAddr>,
+    /// Data directory (default: the OS data dir's weir/).
+    #[arg(long, value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+}
+
+/// Exit code 2: the user must fix the config or the command line.
+pub const EXIT_CONFIG: u8 = 2;
+
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("WEIR_LOG").unwrap_or_else(|_| "weir=info".into()))
+        .with_writer(std::io::stderr)
+        .init();
+    match cli.command {
+        Command::Serve(args) => serve::run(args),
+    }
+}

@@ -1,0 +1,80 @@
+//! `weir serve`: the proxy in the foreground until SIGINT/SIGTERM.
+
+use super::{ServeArgs, EXIT_CONFIG};
+use std::process::ExitCode;
+use weir::config::{self, Settings};
+
+/// Loads settings the way `weir serve` and the tray do: the given file, else the OS config
+/// file if it exists, else the built-in defaults.
+pub fn load_settings(args: &ServeArgs) -> Result<Settings, config::ConfigError> {
+    let file = args.config.clone().or_else(|| weir::paths::default_config_file().filter(|p| p.exists()));
+    let mut settings = match file {
+        Some(f) => config::load_file(&f)?,
+        None => Settings::default(),
+    };
+    if let Some(l) = args.listen {
+        settings.listen = l;
+    }
+    Ok(settings)
+}
+
+pub fn run(args: ServeArgs) -> ExitCode {
+    let settings = match load_settings(&args) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("weir: {e}");
+            return ExitCode::from(EXIT_CONFIG);
+        }
+    };
+    if !settings.listen.ip().is_loopback() {
+        eprintln!("weir: --listen {} is not a loopback address; Weir only listens on 127.0.0.1 or [::1]", settings.listen);
+        return ExitCode::from(EXIT_CONFIG);
+    }
+    let data_dir = args.data_dir.clone().or_else(|| settings.data_dir.clone()).unwrap_or_else(weir::paths::default_data_dir);
+    let rt = match tokio::runtime::Runtime::new() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("weir: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    rt.block_on(async move {
+        let handle = match weir::start(weir::EngineOptions { settings, data_dir }).await {
+            Ok(h) => h,
+            Err(e) => {
+                eprintln!("weir: {e}");
+                return ExitCode::FAILURE;
+            }
+        };
+        println!("weir: proxy listening on http://{}", handle.local_addr());
+        println!("weir: dashboard and control API at {}", handle.dashboard_url());
+        println!("weir: point your tools at it with HTTPS_PROXY=http://{0} HTTP_PROXY=http://{0}", handle.local_addr());
+        wait_for_signal().await;
+        println!("weir: shutting down, draining in-flight requests");
+        handle.shutdown().await;
+        println!("weir: stopped");
+        ExitCode::SUCCESS
+    })
+}
+
+async fn wait_for_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = term.recv() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}

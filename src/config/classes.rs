@@ -1,0 +1,224 @@
+//! Route classes: which requests are `list`, `view`, `stream`, `create`, `token` or plain
+//! pass-through, and the per-class cache knobs.
+
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+
+/// What Weir does with a request depends only on its class.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RouteClass {
+    List,
+    View,
+    Stream,
+    Create,
+    Token,
+    Other,
+}
+
+impl RouteClass {
+    pub const ALL: [RouteClass; 6] = [
+        RouteClass::List,
+        RouteClass::View,
+        RouteClass::Stream,
+        RouteClass::Create,
+        RouteClass::Token,
+        RouteClass::Other,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RouteClass::List => "list",
+            RouteClass::View => "view",
+            RouteClass::Stream => "stream",
+            RouteClass::Create => "create",
+            RouteClass::Token => "token",
+            RouteClass::Other => "other",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<RouteClass> {
+        RouteClass::ALL.into_iter().find(|c| c.as_str() == s)
+    }
+
+    /// Classes whose responses are coalesced and cached.
+    pub fn is_cacheable(self) -> bool {
+        matches!(self, RouteClass::List | RouteClass::View | RouteClass::Token)
+    }
+
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// Cache knobs of one class.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClassSettings {
+    /// How long a stored response is served without asking the upstream.
+    pub fresh_ttl: Duration,
+    /// After `fresh_ttl`, for this long the stale copy is served at once while one background
+    /// request refreshes it.
+    pub stale_while_revalidate: Duration,
+    /// Maximum staleness of a copy served because the upstream failed or is unreachable.
+    pub stale_if_error: Duration,
+    /// Token class only: a token is refreshed this long before its `refresh_in`/`expires_at`.
+    pub token_margin: Duration,
+}
+
+impl ClassSettings {
+    pub fn defaults(class: RouteClass) -> ClassSettings {
+        let day = Duration::from_secs(24 * 3600);
+        let (fresh, swr, sie) = match class {
+            RouteClass::List => (Duration::from_secs(15), Duration::from_secs(60), day),
+            RouteClass::View => (Duration::from_secs(3), Duration::from_secs(30), day),
+            // Token freshness comes from the token itself; these bound it when it says nothing.
+            RouteClass::Token => (Duration::from_secs(60), Duration::ZERO, Duration::ZERO),
+            _ => (Duration::ZERO, Duration::ZERO, Duration::ZERO),
+        };
+        ClassSettings {
+            fresh_ttl: fresh,
+            stale_while_revalidate: swr,
+            stale_if_error: sie,
+            token_margin: Duration::from_secs(60),
+        }
+    }
+}
+
+/// Settings of every class, indexed by class.
+#[derive(Debug, Clone)]
+pub struct ClassTable([ClassSettings; 6]);
+
+impl Default for ClassTable {
+    fn default() -> Self {
+        ClassTable(RouteClass::ALL.map(ClassSettings::defaults))
+    }
+}
+
+impl ClassTable {
+    pub fn get(&self, class: RouteClass) -> &ClassSettings {
+        &self.0[class.index()]
+    }
+    pub fn get_mut(&mut self, class: RouteClass) -> &mut ClassSettings {
+        &mut self.0[class.index()]
+    }
+}
+
+/// One `method + path pattern → class` rule. Patterns are `/`-separated; `{name}` matches
+/// exactly one non-empty segment. The query string never takes part in matching.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RouteRule {
+    pub method: http::Method,
+    pub segments: Vec<Segment>,
+    pub class: RouteClass,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Segment {
+    Literal(String),
+    Param,
+}
+
+impl RouteRule {
+    pub fn new(method: &str, pattern: &str, class: RouteClass) -> Result<RouteRule, String> {
+        let method = http::Method::from_bytes(method.to_ascii_uppercase().as_bytes())
+            .map_err(|_| format!("`{method}` is not an HTTP method"))?;
+        if !pattern.starts_with('/') {
+            return Err(format!("path pattern `{pattern}` must start with `/`"));
+        }
+        let segments = pattern
+            .trim_matches('/')
+            .split('/')
+            .filter(|s| !s.is_empty())
+            .map(|s| {
+                if s.starts_with('{') && s.ends_with('}') {
+                    Ok(Segment::Param)
+                } else if s.contains(['{', '}']) {
+                    Err(format!(
+                        "segment `{s}` of `{pattern}`: use `{{name}}` for a whole segment"
+                    ))
+                } else {
+                    Ok(Segment::Literal(s.to_string()))
+                }
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(RouteRule {
+            method,
+            segments,
+            class,
+        })
+    }
+
+    pub fn matches(&self, method: &http::Method, path: &str) -> bool {
+        if *method != self.method {
+            return false;
+        }
+        let mut parts = path.trim_matches('/').split('/').filter(|s| !s.is_empty());
+        for seg in &self.segments {
+            match (seg, parts.next()) {
+                (Segment::Literal(l), Some(p)) if l == p => {}
+                (Segment::Param, Some(_)) => {}
+                _ => return false,
+            }
+        }
+        parts.next().is_none()
+    }
+}
+
+/// GitHub's real agent-session API, as served by api.githubcopilot.com and api.github.com.
+/// More specific patterns come first: the first match wins.
+pub fn default_routes() -> Vec<RouteRule> {
+    use RouteClass::*;
+    let table: [(&str, &str, RouteClass); 9] = [
+        ("GET", "/agents/sessions", List),
+        ("GET", "/agents/sessions/nwo/{owner}/{repo}", List),
+        ("GET", "/agents/sessions/resource/pull/{id}", List),
+        ("GET", "/agents/sessions/{id}/logs", Stream),
+        ("GET", "/agents/sessions/{id}", View),
+        ("GET", "/agents/swe/v1/jobs/{owner}/{repo}/{job_id}", View),
+        ("POST", "/agents/swe/v1/jobs/{owner}/{repo}", Create),
+        ("GET", "/copilot_internal/v2/token", Token),
+        ("GET", "/copilot_internal/v2/token/", Token),
+    ];
+    table
+        .iter()
+        .filter_map(|(m, p, c)| RouteRule::new(m, p, *c).ok())
+        .collect()
+}
+
+/// The class of a request: the first matching rule, else `other`.
+pub fn classify(rules: &[RouteRule], method: &http::Method, path: &str) -> RouteClass {
+    rules
+        .iter()
+        .find(|r| r.matches(method, path))
+        .map(|r| r.class)
+        .unwrap_or(RouteClass::Other)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http::Method;
+
+    #[test]
+    fn default_routes_match_the_agent_api() {
+        let r = default_routes();
+        let c = |m: Method, p: &str| classify(&r, &m, p);
+        assert_eq!(c(Method::GET, "/agents/sessions"), RouteClass::List);
+        assert_eq!(c(Method::GET, "/agents/sessions/nwo/o/r"), RouteClass::List);
+        assert_eq!(c(Method::GET, "/agents/sessions/resource/pull/7"), RouteClass::List);
+        assert_eq!(c(Method::GET, "/agents/sessions/abc"), RouteClass::View);
+        assert_eq!(c(Method::GET, "/agents/sessions/abc/logs"), RouteClass::Stream);
+        assert_eq!(c(Method::GET, "/agents/swe/v1/jobs/o/r/9"), RouteClass::View);
+        assert_eq!(c(Method::POST, "/agents/swe/v1/jobs/o/r"), RouteClass::Create);
+        assert_eq!(c(Method::GET, "/copilot_internal/v2/token"), RouteClass::Token);
+        assert_eq!(c(Method::DELETE, "/agents/sessions/abc"), RouteClass::Other);
+        assert_eq!(c(Method::GET, "/agents/sessions/a/b/c"), RouteClass::Other);
+    }
+
+    #[test]
+    fn bad_patterns_are_refused() {
+        assert!(RouteRule::new("GET", "agents", RouteClass::List).is_err());
+        assert!(RouteRule::new("GET", "/a{b}", RouteClass::List).is_err());
+        assert!(RouteRule::new("G ET", "/a", RouteClass::List).is_err());
+    }
+}

@@ -1,0 +1,72 @@
+//! The configuration file exactly as written. Every key is optional; unknown keys are errors
+//! (a typo must not silently fall back to a default).
+
+use serde::Deserialize;
+use toml::Spanned;
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileConfig {
+    pub listen: Option<Spanned<String>>,
+    pub data_dir: Option<Spanned<String>>,
+    #[serde(default)]
+    pub upstream: Vec<FileUpstream>,
+    #[serde(default)]
+    pub route: Vec<FileRoute>,
+    #[serde(default)]
+    pub classes: FileClasses,
+    #[serde(default)]
+    pub limits: FileLimits,
+    #[serde(default)]
+    pub cache: FileCache,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileUpstream {
+    pub name: Spanned<String>,
+    pub origin: Spanned<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileRoute {
+    pub method: Spanned<String>,
+    pub path: Spanned<String>,
+    pub class: Spanned<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileClasses {
+    pub list: Option<FileClass>,
+    pub view: Option<FileClass>,
+    pub token: Option<FileClass>,
+}
+
+/// Durations are written like `15s`, `500ms`, `2m`, `24h`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileClass {
+    pub fresh_ttl: Option<Spanned<String>>,
+    pub stale_while_revalidate: Option<Spanned<String>>,
+    pub stale_if_error: Option<Spanned<String>>,
+    pub token_margin: Option<Spanned<String>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileLimits {
+    pub max_header_bytes: Option<Spanned<i64>>,
+    pub max_body_bytes: Option<Spanned<i64>>,
+    pub header_read_timeout: Option<Spanned<String>>,
+    pub max_connections: Option<Spanned<i64>>,
+    pub drain_timeout: Option<Spanned<String>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileCache {
+    pub max_bytes: Option<Spanned<i64>>,
+    pub key_headers: Option<Spanned<Vec<String>>>,
+}

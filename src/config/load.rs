@@ -1,0 +1,297 @@
+//! Reading and validating a config file. Every error names the file, the line, the key and what
+//! is wrong, so a person can fix it without reading Weir's source.
+
+use super::classes::{default_routes, ClassSettings, ClassTable, RouteClass, RouteRule};
+use super::file::{FileClass, FileConfig};
+use super::{Limits, Origin, Settings, UpstreamSettings, DEFAULT_PORT};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use toml::Spanned;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{file}:{line}: key `{key}`: {message}")]
+    Invalid {
+        file: String,
+        line: usize,
+        key: String,
+        message: String,
+    },
+}
+
+/// Reads and validates `path`.
+pub fn load_file(path: &Path) -> Result<Settings, ConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    parse_str(&text, &path.display().to_string())
+}
+
+/// Parses and validates config text; `file` is only used in error messages.
+pub fn parse_str(text: &str, file: &str) -> Result<Settings, ConfigError> {
+    let raw: FileConfig = toml::from_str(text).map_err(|e| {
+        let (line, key) = match e.span() {
+            Some(span) => (line_of(text, span.start), key_on_line(text, span.start)),
+            None => (1, String::from("?")),
+        };
+        ConfigError::Invalid {
+            file: file.to_string(),
+            line,
+            key,
+            message: e.message().to_string(),
+        }
+    })?;
+    Settings::from_file(raw, file, text)
+}
+
+fn line_of(text: &str, offset: usize) -> usize {
+    text[..offset.min(text.len())].matches('\n').count() + 1
+}
+
+/// The key written on the line holding `offset` (`key = value`, or a `[table]` header).
+fn key_on_line(text: &str, offset: usize) -> String {
+    let offset = offset.min(text.len());
+    let start = text[..offset].rfind('\n').map(|i| i + 1).unwrap_or(0);
+    let end = text[offset..].find('\n').map(|i| offset + i).unwrap_or(text.len());
+    let line = text[start..end].trim();
+    match line.split_once('=') {
+        Some((k, _)) => k.trim().to_string(),
+        None => line.trim_matches(['[', ']']).to_string(),
+    }
+}
+
+/// Collects context for validation errors.
+struct Ctx<'a> {
+    file: &'a str,
+    text: &'a str,
+}
+
+impl Ctx<'_> {
+    fn err<T>(&self, key: &str, span: std::ops::Range<usize>, message: String) -> Result<T, ConfigError> {
+        Err(ConfigError::Invalid {
+            file: self.file.to_string(),
+            line: if self.text.is_empty() { 1 } else { line_of(self.text, span.start) },
+            key: key.to_string(),
+            message,
+        })
+    }
+
+    fn duration(&self, key: &str, v: &Option<Spanned<String>>) -> Result<Option<Duration>, ConfigError> {
+        match v {
+            None => Ok(None),
+            Some(s) => match humantime::parse_duration(s.get_ref()) {
+                Ok(d) => Ok(Some(d)),
+                Err(e) => self.err(
+                    key,
+                    s.span(),
+                    format!("`{}` is not a duration ({e}); write e.g. \"15s\", \"500ms\", \"24h\"", s.get_ref()),
+                ),
+            },
+        }
+    }
+
+    fn positive(&self, key: &str, v: &Option<Spanned<i64>>, min: i64) -> Result<Option<usize>, ConfigError> {
+        match v {
+            None => Ok(None),
+            Some(n) if *n.get_ref() >= min => Ok(usize::try_from(*n.get_ref()).ok()),
+            Some(n) => self.err(key, n.span(), format!("must be at least {min}, got {}", n.get_ref())),
+        }
+    }
+}
+
+impl Settings {
+    /// Validates a parsed file into runtime settings.
+    pub fn from_file(raw: FileConfig, file: &str, text: &str) -> Result<Settings, ConfigError> {
+        let cx = Ctx { file, text };
+        let listen = match &raw.listen {
+            None => SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), DEFAULT_PORT),
+            Some(s) => match s.get_ref().parse::<SocketAddr>() {
+                Ok(a) if a.ip().is_loopback() => a,
+                Ok(a) => {
+                    return cx.err(
+                        "listen",
+                        s.span(),
+                        format!("{a} is not a loopback address; Weir only listens on 127.0.0.1 or [::1] so other machines cannot use it"),
+                    )
+                }
+                Err(_) => {
+                    return cx.err(
+                        "listen",
+                        s.span(),
+                        format!("`{}` is not an address like \"127.0.0.1:{DEFAULT_PORT}\"", s.get_ref()),
+                    )
+                }
+            },
+        };
+
+        let mut upstreams = Vec::new();
+        for u in &raw.upstream {
+            let name = u.name.get_ref().trim().to_string();
+            if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
+                return cx.err("upstream.name", u.name.span(), format!("`{name}` must be non-empty and use only letters, digits, `-` and `_`"));
+            }
+            if upstreams.iter().any(|x: &UpstreamSettings| x.name == name) {
+                return cx.err("upstream.name", u.name.span(), format!("upstream `{name}` is defined twice"));
+            }
+            let origin = match Origin::parse(u.origin.get_ref()) {
+                Ok(o) => o,
+                Err(m) => return cx.err("upstream.origin", u.origin.span(), m),
+            };
+            upstreams.push(UpstreamSettings { name, origin });
+        }
+        if upstreams.is_empty() {
+            upstreams = default_upstreams();
+        }
+
+        let mut routes = Vec::new();
+        for r in &raw.route {
+            let Some(class) = RouteClass::parse(r.class.get_ref()) else {
+                return cx.err("route.class", r.class.span(), format!("`{}` is not one of list, view, stream, create, token, other", r.class.get_ref()));
+            };
+            match RouteRule::new(r.method.get_ref(), r.path.get_ref(), class) {
+                Ok(rule) => routes.push(rule),
+                Err(m) => return cx.err("route.path", r.path.span(), m),
+            }
+        }
+        // Rules from the file come first so they can override the defaults.
+        routes.extend(default_routes());
+
+        let mut classes = ClassTable::default();
+        for (class, fc) in [
+            (RouteClass::List, &raw.classes.list),
+            (RouteClass::View, &raw.classes.view),
+            (RouteClass::Token, &raw.classes.token),
+        ] {
+            if let Some(fc) = fc {
+                apply_class(&cx, class, fc, classes.get_mut(class))?;
+            }
+        }
+
+        let l = &raw.limits;
+        let defaults = Limits::default();
+        let limits = Limits {
+            max_header_bytes: cx.positive("limits.max_header_bytes", &l.max_header_bytes, 1024)?.unwrap_or(defaults.max_header_bytes),
+            max_body_bytes: cx.positive("limits.max_body_bytes", &l.max_body_bytes, 1)?.unwrap_or(defaults.max_body_bytes),
+            header_read_timeout: cx.duration("limits.header_read_timeout", &l.header_read_timeout)?.unwrap_or(defaults.header_read_timeout),
+            max_connections: cx.positive("limits.max_connections", &l.max_connections, 1)?.unwrap_or(defaults.max_connections),
+            drain_timeout: cx.duration("limits.drain_timeout", &l.drain_timeout)?.unwrap_or(defaults.drain_timeout),
+        };
+
+        let cache_max_bytes = cx.positive("cache.max_bytes", &raw.cache.max_bytes, 0)?.unwrap_or(64 << 20) as u64;
+        let key_headers = match &raw.cache.key_headers {
+            None => default_key_headers(),
+            Some(list) => {
+                let mut out = Vec::new();
+                for h in list.get_ref() {
+                    match http::HeaderName::from_bytes(h.to_ascii_lowercase().as_bytes()) {
+                        Ok(n) => out.push(n),
+                        Err(_) => return cx.err("cache.key_headers", list.span(), format!("`{h}` is not a header name")),
+                    }
+                }
+                out
+            }
+        };
+
+        Ok(Settings {
+            listen,
+            data_dir: raw.data_dir.map(|d| PathBuf::from(d.into_inner())),
+            upstreams,
+            routes,
+            classes,
+            limits,
+            cache_max_bytes,
+            key_headers,
+        })
+    }
+}
+
+fn apply_class(cx: &Ctx, class: RouteClass, fc: &FileClass, out: &mut ClassSettings) -> Result<(), ConfigError> {
+    let k = |f: &str| format!("classes.{}.{f}", class.as_str());
+    if let Some(d) = cx.duration(&k("fresh_ttl"), &fc.fresh_ttl)? {
+        out.fresh_ttl = d;
+    }
+    if let Some(d) = cx.duration(&k("stale_while_revalidate"), &fc.stale_while_revalidate)? {
+        out.stale_while_revalidate = d;
+    }
+    if let Some(d) = cx.duration(&k("stale_if_error"), &fc.stale_if_error)? {
+        out.stale_if_error = d;
+    }
+    if let Some(d) = cx.duration(&k("token_margin"), &fc.token_margin)? {
+        out.token_margin = d;
+    }
+    Ok(())
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_header_bytes: 32 * 1024,
+            max_body_bytes: 10 * 1024 * 1024,
+            header_read_timeout: Duration::from_secs(10),
+            max_connections: 2048,
+            drain_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+fn default_upstreams() -> Vec<UpstreamSettings> {
+    [("copilot-api", "https://api.githubcopilot.com"), ("github-api", "https://api.github.com")]
+        .into_iter()
+        .filter_map(|(name, origin)| {
+            Some(UpstreamSettings { name: name.to_string(), origin: Origin::parse(origin).ok()? })
+        })
+        .collect()
+}
+
+fn default_key_headers() -> Vec<http::HeaderName> {
+    ["accept", "accept-encoding", "x-github-api-version"]
+        .into_iter()
+        .map(http::HeaderName::from_static)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_file_gives_defaults() {
+        let s = parse_str("", "w.toml").unwrap();
+        assert_eq!(s.listen.port(), DEFAULT_PORT);
+        assert_eq!(s.upstreams.len(), 2);
+        assert_eq!(s.classes.get(RouteClass::List).fresh_ttl, Duration::from_secs(15));
+    }
+
+    #[test]
+    fn contract_keys_parse() {
+        let s = parse_str(
+            "listen = \"127.0.0.1:1234\"\n[[upstream]]\nname = \"copilot-api\"\norigin = \"http://127.0.0.1:9\"\n",
+            "w.toml",
+        )
+        .unwrap();
+        assert_eq!(s.listen.port(), 1234);
+        assert_eq!(s.upstreams.len(), 1);
+        assert_eq!(s.upstreams[0].origin.port, 9);
+    }
+
+    #[test]
+    fn errors_name_file_line_and_key() {
+        let e = parse_str("listen = \"127.0.0.1:1\"\n\n[[upstream]]\nname = \"a\"\norigin = \"ftp://x\"\n", "w.toml").unwrap_err();
+        assert_eq!(e.to_string(), "w.toml:5: key `upstream.origin`: scheme `ftp` is not http or https");
+        let e = parse_str("lisen = \"x\"\n", "w.toml").unwrap_err();
+        let ConfigError::Invalid { line, key, message, .. } = e else { panic!() };
+        assert_eq!((line, key.as_str()), (1, "lisen"));
+        assert!(message.contains("unknown field"), "{message}");
+        let e = parse_str("[classes.list]\nfresh_ttl = \"soon\"\n", "w.toml").unwrap_err();
+        assert!(e.to_string().starts_with("w.toml:2: key `classes.list.fresh_ttl`"), "{e}");
+        let e = parse_str("listen = \"0.0.0.0:80\"\n", "w.toml").unwrap_err();
+        assert!(e.to_string().contains("not a loopback"), "{e}");
+    }
+}

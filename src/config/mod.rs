@@ -1,0 +1,66 @@
+//! Configuration: the TOML file as written (`file`), its validation with file/line errors, and the
+//! typed runtime settings the engine uses (`Settings`).
+
+mod classes;
+mod file;
+mod load;
+mod origin;
+
+pub use classes::{classify, default_routes, ClassSettings, ClassTable, RouteClass, RouteRule};
+pub use file::FileConfig;
+pub use load::{load_file, parse_str, ConfigError};
+pub use origin::Origin;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// The fixed, documented default port: "weir" on a phone keypad (9-3-4-7).
+pub const DEFAULT_PORT: u16 = 9347;
+
+/// Validated runtime settings. Built from a [`FileConfig`] by [`Settings::from_file`].
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub listen: SocketAddr,
+    pub data_dir: Option<PathBuf>,
+    pub upstreams: Vec<UpstreamSettings>,
+    pub routes: Vec<classes::RouteRule>,
+    pub classes: classes::ClassTable,
+    pub limits: Limits,
+    pub cache_max_bytes: u64,
+    /// Request headers that change the response and so are part of the cache/coalescing key.
+    pub key_headers: Vec<http::HeaderName>,
+}
+
+#[derive(Debug, Clone)]
+pub struct UpstreamSettings {
+    pub name: String,
+    pub origin: Origin,
+}
+
+/// Caps that protect Weir from bad or hostile clients.
+#[derive(Debug, Clone)]
+pub struct Limits {
+    pub max_header_bytes: usize,
+    pub max_body_bytes: usize,
+    pub header_read_timeout: Duration,
+    pub max_connections: usize,
+    pub drain_timeout: Duration,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        // The defaults are a valid file with nothing in it.
+        Settings::from_file(FileConfig::default(), "<defaults>", "")
+            .unwrap_or_else(|e| unreachable!("built-in defaults must validate: {e}"))
+    }
+}
+
+impl Settings {
+    /// The upstream whose origin matches `scheme://host[:port]`, if Weir manages it.
+    pub fn upstream_for(&self, scheme: &str, host: &str, port: u16) -> Option<usize> {
+        self.upstreams
+            .iter()
+            .position(|u| u.origin.matches(scheme, host, port))
+    }
+}

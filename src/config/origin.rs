@@ -1,0 +1,108 @@
+//! `scheme://host[:port]` origins of managed upstreams.
+
+use std::fmt;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Origin {
+    pub scheme: Scheme,
+    pub host: String,
+    pub port: u16,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scheme {
+    Http,
+    Https,
+}
+
+impl Scheme {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Scheme::Http => "http",
+            Scheme::Https => "https",
+        }
+    }
+    pub fn default_port(self) -> u16 {
+        match self {
+            Scheme::Http => 80,
+            Scheme::Https => 443,
+        }
+    }
+}
+
+impl Origin {
+    /// Parses `scheme://host[:port]` with nothing after it (a trailing `/` is tolerated).
+    pub fn parse(text: &str) -> Result<Origin, String> {
+        let (scheme, rest) = text
+            .split_once("://")
+            .ok_or_else(|| format!("`{text}` is not of the form scheme://host[:port]"))?;
+        let scheme = match scheme.to_ascii_lowercase().as_str() {
+            "http" => Scheme::Http,
+            "https" => Scheme::Https,
+            other => return Err(format!("scheme `{other}` is not http or https")),
+        };
+        let rest = rest.strip_suffix('/').unwrap_or(rest);
+        if rest.is_empty() || rest.contains(['/', '?', '#', '@']) {
+            return Err(format!(
+                "`{text}` must be only scheme://host[:port], with no path, query or user"
+            ));
+        }
+        let authority: http::uri::Authority = rest
+            .parse()
+            .map_err(|_| format!("`{rest}` is not a valid host[:port]"))?;
+        let host = authority.host().trim_matches(['[', ']']).to_ascii_lowercase();
+        if host.is_empty() {
+            return Err(format!("`{text}` has no host"));
+        }
+        let port = authority.port_u16().unwrap_or(scheme.default_port());
+        Ok(Origin { scheme, host, port })
+    }
+
+    pub fn matches(&self, scheme: &str, host: &str, port: u16) -> bool {
+        self.scheme.as_str().eq_ignore_ascii_case(scheme)
+            && self.host.eq_ignore_ascii_case(host.trim_matches(['[', ']']))
+            && self.port == port
+    }
+
+    /// `host:port` (brackets around IPv6), as used in a URI authority.
+    pub fn authority(&self) -> String {
+        let host = if self.host.contains(':') {
+            format!("[{}]", self.host)
+        } else {
+            self.host.clone()
+        };
+        if self.port == self.scheme.default_port() {
+            host
+        } else {
+            format!("{host}:{}", self.port)
+        }
+    }
+}
+
+impl fmt::Display for Origin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}://{}", self.scheme.as_str(), self.authority())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_and_defaults_port() {
+        let o = Origin::parse("https://api.githubcopilot.com").unwrap();
+        assert_eq!((o.host.as_str(), o.port), ("api.githubcopilot.com", 443));
+        let o = Origin::parse("http://127.0.0.1:8080/").unwrap();
+        assert_eq!(o.port, 8080);
+        assert!(o.matches("http", "127.0.0.1", 8080));
+        assert_eq!(o.to_string(), "http://127.0.0.1:8080");
+    }
+
+    #[test]
+    fn rejects_paths_and_bad_schemes() {
+        assert!(Origin::parse("https://x.com/api").is_err());
+        assert!(Origin::parse("ftp://x.com").is_err());
+        assert!(Origin::parse("x.com").is_err());
+    }
+}

@@ -1,0 +1,38 @@
+//! # Weir
+//!
+//! A localhost proxy between a developer's tools and GitHub's Copilot cloud-agent services, so
+//! that a wobbling control plane does not turn into a storm: identical calls are coalesced,
+//! list/view/token answers are cached per identity, and Weir's own errors are RFC 9457 problems.
+//!
+//! # Layout
+//! - [`config`]: the TOML file, its validation (file/line errors) and typed runtime settings.
+//! - [`engine`]: starts the listener and owns shared state; [`engine::EngineHandle`] is the API
+//!   the CLI, the tray and tests use.
+//! - [`server`]: accept loop, connection limits, slow-client guard, graceful drain.
+//! - [`proxy`]: the request path (control / CONNECT / managed / pass-through), in order.
+//! - [`cache`], [`coalesce`]: the per-identity cache and single-flight coalescing.
+//! - [`identity`], [`surface`]: who is asking (keyed credential hash) and with which tool.
+//! - [`upstream`]: the pooled rustls HTTP client and typed fetch failures.
+//! - [`problem`]: problem+json documents and their explanation pages.
+//! - [`control`]: `/_weir/api/*`, `/metrics`, problem pages; Host/Origin checks.
+//! - [`stats`], [`events`]: counters and the event stream.
+//! - [`paths`]: OS config/data directories.
+
+pub mod body;
+pub mod cache;
+pub mod coalesce;
+pub mod config;
+pub mod control;
+pub mod engine;
+pub mod events;
+pub mod identity;
+pub mod paths;
+pub mod problem;
+pub mod proxy;
+pub mod server;
+pub mod stats;
+pub mod surface;
+pub mod time_fmt;
+pub mod upstream;
+
+pub use engine::{start, EngineError, EngineHandle, EngineOptions};

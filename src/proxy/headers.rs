@@ -1,0 +1,78 @@
+//! Header handling shared by every proxied exchange: hop-by-hop removal (RFC 9110 §7.6.1),
+//! request ids, and the header-size cap.
+
+use http::{header, HeaderMap, HeaderName, HeaderValue};
+
+pub const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+pub const CACHE_STATUS: HeaderName = HeaderName::from_static("cache-status");
+
+/// Headers that describe one connection, never the message; a proxy must not forward them.
+const HOP_BY_HOP: [&str; 9] = [
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "proxy-authenticate",
+    "proxy-authorization",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+];
+
+/// Removes hop-by-hop headers, including every header the `Connection` header names.
+pub fn strip_hop_by_hop(h: &mut HeaderMap) {
+    let named: Vec<HeaderName> = h
+        .get_all(header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .filter_map(|n| HeaderName::from_bytes(n.trim().as_bytes()).ok())
+        .collect();
+    for n in named {
+        h.remove(n);
+    }
+    for n in HOP_BY_HOP {
+        h.remove(n);
+    }
+}
+
+/// The client's `X-Request-Id` if it sent a sane one, else a new random id.
+pub fn request_id(h: &HeaderMap) -> HeaderValue {
+    if let Some(v) = h.get(&REQUEST_ID) {
+        if !v.is_empty() && v.len() <= 128 && v.to_str().is_ok() {
+            return v.clone();
+        }
+    }
+    let id: u128 = rand::random();
+    HeaderValue::from_str(&format!("{id:032x}")).unwrap_or_else(|_| HeaderValue::from_static("0"))
+}
+
+/// Bytes of the header section as received (names, values and separators).
+pub fn header_bytes(h: &HeaderMap) -> usize {
+    h.iter().map(|(k, v)| k.as_str().len() + v.len() + 4).sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn strips_connection_named_headers() {
+        let mut h = HeaderMap::new();
+        h.insert("connection", "close, x-secret-hop".parse().unwrap());
+        h.insert("x-secret-hop", "1".parse().unwrap());
+        h.insert("proxy-authorization", "Basic x".parse().unwrap());
+        h.insert("accept", "*/*".parse().unwrap());
+        strip_hop_by_hop(&mut h);
+        assert_eq!(h.len(), 1);
+        assert!(h.contains_key("accept"));
+    }
+
+    #[test]
+    fn keeps_client_request_id() {
+        let mut h = HeaderMap::new();
+        h.insert("x-request-id", "abc".parse().unwrap());
+        assert_eq!(request_id(&h), "abc");
+        assert_eq!(request_id(&HeaderMap::new()).len(), 32);
+    }
+}

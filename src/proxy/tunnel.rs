@@ -1,0 +1,47 @@
+//! `CONNECT` tunnels: a blind byte pipe to the target. Weir never looks inside a tunnel to a
+//! host it does not manage.
+
+use crate::body::{empty, Body};
+use crate::engine::Shared;
+use crate::problem::Problem;
+use http::{Request, Response, StatusCode};
+use hyper::body::Incoming;
+use hyper_util::rt::TokioIo;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::TcpStream;
+
+pub async fn connect(shared: &Arc<Shared>, req: Request<Incoming>) -> Result<Response<Body>, Problem> {
+    let Some(authority) = req.uri().authority().cloned() else {
+        return Err(Problem::new(StatusCode::BAD_REQUEST, "bad_request", "CONNECT needs a host:port target"));
+    };
+    let Some(port) = authority.port_u16() else {
+        return Err(Problem::new(StatusCode::BAD_REQUEST, "bad_request", format!("CONNECT target `{authority}` has no port")));
+    };
+    let host = authority.host().trim_matches(['[', ']']).to_string();
+    let upstream = match tokio::time::timeout(Duration::from_secs(10), TcpStream::connect((host.as_str(), port))).await {
+        Ok(Ok(s)) => s,
+        Ok(Err(e)) => {
+            return Err(Problem::new(StatusCode::BAD_GATEWAY, "connection", format!("could not connect to {authority}: {e}")));
+        }
+        Err(_) => {
+            return Err(Problem::new(StatusCode::GATEWAY_TIMEOUT, "timeout", format!("connecting to {authority} took longer than 10s")));
+        }
+    };
+    let _ = upstream.set_nodelay(true);
+    shared.global.tunnels.fetch_add(1, Relaxed);
+    tokio::spawn(async move {
+        match hyper::upgrade::on(req).await {
+            Ok(upgraded) => {
+                let mut client = TokioIo::new(upgraded);
+                let mut upstream = upstream;
+                if let Err(e) = tokio::io::copy_bidirectional(&mut client, &mut upstream).await {
+                    tracing::debug!(target = %authority, error = %e, "tunnel closed with error");
+                }
+            }
+            Err(e) => tracing::debug!(error = %e, "CONNECT upgrade failed"),
+        }
+    });
+    Ok(Response::new(empty()))
+}

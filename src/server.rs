@@ -1,0 +1,86 @@
+//! The listener: accepts connections (bounded), serves HTTP/1.1 and HTTP/2 with upgrades (for
+//! CONNECT), guards against slow clients, and drains in-flight requests on shutdown.
+
+use crate::engine::Shared;
+use crate::problem::Problem;
+use http::StatusCode;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
+use hyper_util::server::graceful::GracefulShutdown;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::AsyncWriteExt;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::Semaphore;
+
+pub async fn serve(listener: TcpListener, shared: Arc<Shared>, shutdown: impl Future<Output = ()>) {
+    let limits = shared.settings.limits.clone();
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        // Slowloris: a client gets this long to send its whole header section.
+        .header_read_timeout(limits.header_read_timeout)
+        // Room for our own, friendlier 431 check; beyond this hyper refuses by itself.
+        .max_buf_size((limits.max_header_bytes * 2).max(16 * 1024));
+    builder.http2().timer(TokioTimer::new()).max_header_list_size((limits.max_header_bytes * 2) as u32);
+    let graceful = GracefulShutdown::new();
+    let connections = Arc::new(Semaphore::new(limits.max_connections));
+    tokio::pin!(shutdown);
+
+    loop {
+        let (stream, peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(x) => x,
+                Err(e) => {
+                    // Usually EMFILE: back off briefly instead of spinning.
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            _ = &mut shutdown => break,
+        };
+        let Ok(permit) = connections.clone().try_acquire_owned() else {
+            tokio::spawn(refuse(stream, shared.clone()));
+            continue;
+        };
+        let _ = stream.set_nodelay(true);
+        let sh = shared.clone();
+        let svc = service_fn(move |req| crate::proxy::handle(sh.clone(), req));
+        let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), svc).into_owned();
+        let conn = graceful.watch(conn);
+        tokio::spawn(async move {
+            if let Err(e) = conn.await {
+                tracing::debug!(%peer, error = %e, "connection ended with error");
+            }
+            drop(permit);
+        });
+    }
+    drop(listener);
+    tracing::info!("draining in-flight requests (at most {:?})", limits.drain_timeout);
+    tokio::select! {
+        _ = graceful.shutdown() => tracing::info!("all connections closed"),
+        _ = tokio::time::sleep(limits.drain_timeout) => tracing::warn!("drain timeout reached; closing remaining connections"),
+    }
+}
+
+/// Over the connection limit: answer a 503 problem and close, rather than queueing unboundedly.
+async fn refuse(mut stream: TcpStream, shared: Arc<Shared>) {
+    let p = Problem::new(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "too_many_connections",
+        format!("Weir already has {} client connections open (limits.max_connections)", shared.settings.limits.max_connections),
+    )
+    .with_base(&shared.base_url);
+    let body = serde_json::to_string(&p).unwrap_or_default();
+    let head = format!(
+        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/problem+json\r\ncontent-length: {}\r\nretry-after: 1\r\nconnection: close\r\n\r\n",
+        body.len()
+    );
+    let _ = stream.write_all(head.as_bytes()).await;
+    let _ = stream.write_all(body.as_bytes()).await;
+    let _ = stream.shutdown().await;
+}

@@ -1,0 +1,114 @@
+//! Counters behind `/_weir/api/status` and `/metrics`: per upstream and class, what clients
+//! asked for and what actually reached the upstream (the difference is what Weir saved).
+
+use crate::config::RouteClass;
+use crate::surface::Surface;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Mutex;
+
+#[derive(Debug, Default)]
+pub struct ClassCounters {
+    pub client_requests: AtomicU64,
+    pub upstream_requests: AtomicU64,
+    pub coalesced: AtomicU64,
+    pub cache_hits_fresh: AtomicU64,
+    pub cache_hits_stale: AtomicU64,
+    pub errors: AtomicU64,
+}
+
+#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq, Eq)]
+pub struct ClassSnapshot {
+    pub client_requests: u64,
+    pub upstream_requests: u64,
+    pub coalesced: u64,
+    pub cache_hits_fresh: u64,
+    pub cache_hits_stale: u64,
+    pub errors: u64,
+}
+
+impl ClassCounters {
+    pub fn snapshot(&self) -> ClassSnapshot {
+        ClassSnapshot {
+            client_requests: self.client_requests.load(Relaxed),
+            upstream_requests: self.upstream_requests.load(Relaxed),
+            coalesced: self.coalesced.load(Relaxed),
+            cache_hits_fresh: self.cache_hits_fresh.load(Relaxed),
+            cache_hits_stale: self.cache_hits_stale.load(Relaxed),
+            errors: self.errors.load(Relaxed),
+        }
+    }
+}
+
+impl std::ops::AddAssign for ClassSnapshot {
+    fn add_assign(&mut self, o: ClassSnapshot) {
+        self.client_requests += o.client_requests;
+        self.upstream_requests += o.upstream_requests;
+        self.coalesced += o.coalesced;
+        self.cache_hits_fresh += o.cache_hits_fresh;
+        self.cache_hits_stale += o.cache_hits_stale;
+        self.errors += o.errors;
+    }
+}
+
+/// Counters of one managed upstream.
+#[derive(Debug, Default)]
+pub struct UpstreamCounters {
+    classes: [ClassCounters; 6],
+    errors_by_kind: Mutex<BTreeMap<String, u64>>,
+}
+
+impl UpstreamCounters {
+    pub fn class(&self, c: RouteClass) -> &ClassCounters {
+        &self.classes[c as usize]
+    }
+
+    pub fn error(&self, c: RouteClass, kind: &str) {
+        self.class(c).errors.fetch_add(1, Relaxed);
+        if let Ok(mut m) = self.errors_by_kind.lock() {
+            *m.entry(kind.to_string()).or_default() += 1;
+        }
+    }
+
+    pub fn classes(&self) -> BTreeMap<&'static str, ClassSnapshot> {
+        RouteClass::ALL
+            .iter()
+            .map(|c| (c.as_str(), self.class(*c).snapshot()))
+            .collect()
+    }
+
+    pub fn totals(&self) -> ClassSnapshot {
+        let mut t = ClassSnapshot::default();
+        for c in RouteClass::ALL {
+            t += self.class(c).snapshot();
+        }
+        t
+    }
+
+    pub fn errors_by_kind(&self) -> BTreeMap<String, u64> {
+        self.errors_by_kind.lock().map(|m| m.clone()).unwrap_or_default()
+    }
+}
+
+/// Counters for requests that are not to a managed upstream, and per surface.
+#[derive(Debug, Default)]
+pub struct GlobalCounters {
+    surfaces: [AtomicU64; 4],
+    pub passthrough_requests: AtomicU64,
+    pub tunnels: AtomicU64,
+    pub rejected: AtomicU64,
+}
+
+impl GlobalCounters {
+    pub fn surface(&self, s: Surface) {
+        self.surfaces[s.index()].fetch_add(1, Relaxed);
+    }
+
+    pub fn surfaces(&self) -> BTreeMap<&'static str, u64> {
+        Surface::ALL
+            .iter()
+            .map(|s| (s.as_str(), self.surfaces[s.index()].load(Relaxed)))
+            .collect()
+    }
+}

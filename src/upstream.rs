@@ -1,0 +1,179 @@
+//! The upstream HTTP client: hyper-util's pooled client over rustls (with the platform's
+//! roots), plus the buffered fetch used by coalesced/cached classes and its typed failures.
+
+use crate::body::{Body, BoxError};
+use bytes::Bytes;
+use http::{Request, Response};
+use http_body_util::{BodyExt, Limited};
+use hyper_util::client::legacy::{connect::HttpConnector, Client};
+use hyper_util::rt::TokioExecutor;
+use std::time::Duration;
+
+pub type Connector = hyper_rustls::HttpsConnector<HttpConnector>;
+
+/// Why an upstream exchange failed before a complete response was in hand.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum FetchError {
+    #[error("could not connect to {target}: {message}")]
+    Connect { target: String, message: String },
+    #[error("{target} did not answer within {after:?} ({phase})")]
+    Timeout {
+        target: String,
+        phase: TimeoutPhase,
+        after: Duration,
+    },
+    #[error("exchange with {target} failed: {message}")]
+    Protocol { target: String, message: String },
+    #[error("response from {target} is larger than {limit} bytes")]
+    TooLarge { target: String, limit: usize },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TimeoutPhase {
+    Connect,
+    Headers,
+    Body,
+}
+
+impl std::fmt::Display for TimeoutPhase {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            TimeoutPhase::Connect => "connect",
+            TimeoutPhase::Headers => "response headers",
+            TimeoutPhase::Body => "response body",
+        })
+    }
+}
+
+impl FetchError {
+    /// The problem kind this failure is reported as.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            FetchError::Connect { .. } => "connection",
+            FetchError::Timeout { .. } => "timeout",
+            FetchError::Protocol { .. } => "connection",
+            FetchError::TooLarge { .. } => "upstream_protocol",
+        }
+    }
+}
+
+/// Timeouts of one upstream exchange.
+#[derive(Debug, Clone, Copy)]
+pub struct Timeouts {
+    pub headers: Duration,
+    pub body: Duration,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Timeouts { headers: Duration::from_secs(30), body: Duration::from_secs(60) }
+    }
+}
+
+#[derive(Clone)]
+pub struct UpstreamClient {
+    client: Client<Connector, Body>,
+}
+
+impl UpstreamClient {
+    pub fn new() -> UpstreamClient {
+        let mut roots = rustls::RootCertStore::empty();
+        let native = rustls_native_certs::load_native_certs();
+        for e in &native.errors {
+            tracing::warn!(error = %e, "could not load some platform root certificates");
+        }
+        let (added, _ignored) = roots.add_parsable_certificates(native.certs);
+        if added == 0 {
+            tracing::warn!("no platform root certificates found: HTTPS upstreams will fail to verify");
+        }
+        let tls = rustls::ClientConfig::builder_with_provider(rustls::crypto::ring::default_provider().into())
+            .with_safe_default_protocol_versions()
+            .map(|b| b.with_root_certificates(roots).with_no_client_auth())
+            .unwrap_or_else(|e| unreachable!("ring supports the default protocol versions: {e}"));
+        let mut http = HttpConnector::new();
+        http.enforce_http(false);
+        http.set_connect_timeout(Some(Duration::from_secs(10)));
+        http.set_nodelay(true);
+        let https = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_tls_config(tls)
+            .https_or_http()
+            .enable_http1()
+            .enable_http2()
+            .wrap_connector(http);
+        let client = Client::builder(TokioExecutor::new())
+            .pool_idle_timeout(Duration::from_secs(60))
+            .build(https);
+        UpstreamClient { client }
+    }
+
+    /// Sends `req` and returns the response with its body still streaming.
+    pub async fn send(&self, req: Request<Body>, t: Timeouts) -> Result<Response<hyper::body::Incoming>, FetchError> {
+        let target = target_of(&req);
+        match tokio::time::timeout(t.headers, self.client.request(req)).await {
+            Err(_) => Err(FetchError::Timeout { target, phase: TimeoutPhase::Headers, after: t.headers }),
+            Ok(Err(e)) => Err(classify_client_error(target, &e)),
+            Ok(Ok(resp)) => Ok(resp),
+        }
+    }
+
+    /// Sends `req` and reads the whole body (at most `limit` bytes).
+    pub async fn fetch(&self, req: Request<Body>, t: Timeouts, limit: usize) -> Result<Response<Bytes>, FetchError> {
+        let target = target_of(&req);
+        let resp = self.send(req, t).await?;
+        let (parts, body) = resp.into_parts();
+        let collected = tokio::time::timeout(t.body, Limited::new(body, limit).collect()).await;
+        match collected {
+            Err(_) => Err(FetchError::Timeout { target, phase: TimeoutPhase::Body, after: t.body }),
+            Ok(Err(e)) => {
+                if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() {
+                    Err(FetchError::TooLarge { target, limit })
+                } else {
+                    Err(FetchError::Protocol { target, message: error_chain(e.as_ref()) })
+                }
+            }
+            Ok(Ok(c)) => Ok(Response::from_parts(parts, c.to_bytes())),
+        }
+    }
+}
+
+impl Default for UpstreamClient {
+    fn default() -> Self {
+        UpstreamClient::new()
+    }
+}
+
+fn target_of<B>(req: &Request<B>) -> String {
+    req.uri().authority().map(|a| a.to_string()).unwrap_or_default()
+}
+
+fn classify_client_error(target: String, e: &hyper_util::client::legacy::Error) -> FetchError {
+    let message = error_chain(e);
+    if e.is_connect() {
+        if message.contains("timed out") || message.contains("timeout") {
+            return FetchError::Timeout { target, phase: TimeoutPhase::Connect, after: Duration::from_secs(10) };
+        }
+        FetchError::Connect { target, message }
+    } else {
+        FetchError::Protocol { target, message }
+    }
+}
+
+/// `a: b: c` from an error and its sources, for messages a person can read.
+pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        let t = c.to_string();
+        if !s.contains(&t) {
+            s.push_str(": ");
+            s.push_str(&t);
+        }
+        cur = c.source();
+    }
+    s
+}
+
+/// Converts an error into [`BoxError`] (used when boxing streamed bodies).
+pub fn boxed_error<E: Into<BoxError>>(e: E) -> BoxError {
+    e.into()
+}
