@@ -43,11 +43,14 @@ impl Cache {
         self.inner.insert(key, value);
     }
 
+    /// Exact counts need moka's pending housekeeping applied first (status calls only).
     pub fn entry_count(&self) -> u64 {
+        self.inner.run_pending_tasks();
         self.inner.entry_count()
     }
 
     pub fn weighted_size(&self) -> u64 {
+        self.inner.run_pending_tasks();
         self.inner.weighted_size()
     }
 }

@@ -39,7 +39,7 @@ pub fn run(args: ServeArgs) -> ExitCode {
         }
     };
     rt.block_on(async move {
-        let handle = match weir::start(weir::EngineOptions { settings, data_dir }).await {
+        let handle = match weir::start(weir::EngineOptions::new(settings, data_dir)).await {
             Ok(h) => h,
             Err(e) => {
                 eprintln!("weir: {e}");

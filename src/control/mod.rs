@@ -4,9 +4,11 @@
 //! DNS rebinding sends its own name and gets nothing); a foreign `Origin` is refused; no CORS
 //! header is ever sent, so other origins cannot read anything.
 
+mod events;
 mod metrics;
 mod pages;
 mod status;
+mod ui;
 
 pub use status::{snapshot, StatusSnapshot};
 
@@ -69,9 +71,64 @@ pub async fn handle(shared: &Arc<Shared>, req: Request<Incoming>) -> Result<Resp
         (&Method::GET, "/_weir/api/health") => Ok(json(&serde_json::json!({"ok": true}))),
         (&Method::GET, "/metrics") => Ok(text("text/plain; version=0.0.4; charset=utf-8", metrics::render(shared))),
         (&Method::GET, p) if p.starts_with("/_weir/problems/") => pages::problem_page(&p["/_weir/problems/".len()..]),
-        (&Method::GET, "/_weir" | "/_weir/") => Ok(text("text/html; charset=utf-8", pages::index(shared))),
+        (&Method::GET, "/_weir/api/events") => Ok(events::stream_response(shared)),
+        (&Method::POST, "/_weir/api/pause") => {
+            require_secret(shared, &req)?;
+            let body = read_json(req, shared).await?;
+            let paused = body.get("paused").and_then(|v| v.as_bool()).ok_or_else(|| {
+                Problem::new(StatusCode::UNPROCESSABLE_ENTITY, "bad_request", "body must be {\"paused\": true|false}")
+            })?;
+            set_paused(shared, paused);
+            Ok(json(&serde_json::json!({"paused": paused})))
+        }
+        (&Method::GET, "/_weir") => Ok(redirect("/_weir/")),
+        (&Method::GET, p) if p.starts_with("/_weir/") => {
+            ui::file(&p["/_weir/".len()..]).ok_or_else(|| Problem::new(StatusCode::NOT_FOUND, "not_found", format!("no dashboard file at {p}")))
+        }
         _ => Err(Problem::new(StatusCode::NOT_FOUND, "not_found", format!("no control endpoint at {} {path}", req.method()))),
     }
+}
+
+/// Mutating calls need the per-install control secret in `X-Weir-Secret`. A custom header also
+/// makes every cross-site attempt a CORS preflight, which Weir never approves (CSRF).
+fn require_secret(shared: &Shared, req: &Request<Incoming>) -> Result<(), Problem> {
+    let given = req.headers().get("x-weir-secret").map(|v| v.as_bytes()).unwrap_or_default();
+    if constant_time_eq(given, shared.control_secret.as_bytes()) {
+        Ok(())
+    } else {
+        Err(Problem::new(StatusCode::UNAUTHORIZED, "unauthorized", "this call changes Weir's state and needs the control secret in the X-Weir-Secret header"))
+    }
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// Reads a small JSON request body (control calls only).
+async fn read_json(req: Request<Incoming>, shared: &Shared) -> Result<serde_json::Value, Problem> {
+    use http_body_util::BodyExt;
+    let limit = 64 * 1024;
+    let bytes = http_body_util::Limited::new(req.into_body(), limit)
+        .collect()
+        .await
+        .map_err(|_| Problem::new(StatusCode::PAYLOAD_TOO_LARGE, "body_too_large", format!("control calls take at most {limit} bytes")))?
+        .to_bytes();
+    let _ = shared;
+    serde_json::from_slice(&bytes).map_err(|e| Problem::new(StatusCode::BAD_REQUEST, "bad_request", format!("body is not JSON: {e}")))
+}
+
+pub fn set_paused(shared: &Shared, paused: bool) {
+    use std::sync::atomic::Ordering;
+    if shared.paused.swap(paused, Ordering::Relaxed) != paused {
+        shared.emit(crate::events::Event::Paused { at: std::time::SystemTime::now(), paused });
+    }
+}
+
+fn redirect(to: &'static str) -> Response<Body> {
+    let mut r = Response::new(crate::body::empty());
+    *r.status_mut() = StatusCode::PERMANENT_REDIRECT;
+    r.headers_mut().insert(header::LOCATION, HeaderValue::from_static(to));
+    r
 }
 
 pub fn json<T: serde::Serialize>(v: &T) -> Response<Body> {

@@ -18,9 +18,3 @@ pub fn problem_page(kind: &str) -> Result<Response<Body>, Problem> {
     Ok(super::text("text/html; charset=utf-8", html))
 }
 
-pub fn index(shared: &Shared) -> String {
-    format!(
-        "<!doctype html><meta charset=utf-8><title>Weir</title><h1>Weir</h1><p>Proxy at {b}. <a href=\"/_weir/api/status\">status</a> · <a href=\"/metrics\">metrics</a></p>",
-        b = shared.base_url
-    )
-}

@@ -11,9 +11,7 @@ use crate::events::Event;
 use crate::identity::IdentityKey;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::SystemTime;
 use tokio::sync::{broadcast, oneshot};
 use tokio::task::JoinHandle;
 
@@ -30,6 +28,19 @@ pub enum EngineError {
 pub struct EngineOptions {
     pub settings: Settings,
     pub data_dir: PathBuf,
+    /// The per-install control secret; `None` makes a random one for this run.
+    pub control_secret: Option<String>,
+}
+
+impl EngineOptions {
+    pub fn new(settings: Settings, data_dir: PathBuf) -> EngineOptions {
+        EngineOptions { settings, data_dir, control_secret: None }
+    }
+}
+
+/// A fresh random control secret (32 bytes, hex).
+pub fn new_secret() -> String {
+    hex::encode(rand::random::<[u8; 32]>())
 }
 
 /// A running engine. Cheap to clone; [`EngineHandle::shutdown`] stops it.
@@ -46,7 +57,8 @@ pub async fn start(opts: EngineOptions) -> Result<EngineHandle, EngineError> {
     let addr = opts.settings.listen;
     let listener = tokio::net::TcpListener::bind(addr).await.map_err(|source| EngineError::Bind { addr, source })?;
     let local_addr = listener.local_addr().map_err(|source| EngineError::Bind { addr, source })?;
-    let shared = Arc::new(Shared::new(opts.settings, local_addr.port(), IdentityKey::random()));
+    let secret = opts.control_secret.unwrap_or_else(new_secret);
+    let shared = Arc::new(Shared::new(opts.settings, local_addr.port(), IdentityKey::random(), secret));
     let (tx, rx) = oneshot::channel::<()>();
     let task = tokio::spawn(crate::server::serve(listener, shared.clone(), async {
         let _ = rx.await;
@@ -87,9 +99,18 @@ impl EngineHandle {
 
     /// While paused, Weir passes everything through untouched.
     pub fn set_paused(&self, paused: bool) {
-        if self.shared.paused.swap(paused, Ordering::Relaxed) != paused {
-            self.shared.emit(Event::Paused { at: SystemTime::now(), paused });
-        }
+        crate::control::set_paused(&self.shared, paused);
+    }
+
+    /// The secret mutating control calls need (`X-Weir-Secret`).
+    pub fn control_secret(&self) -> &str {
+        &self.shared.control_secret
+    }
+
+    /// The dashboard URL with the control secret in its fragment (never sent to a server;
+    /// the page keeps it in session storage).
+    pub fn dashboard_url_with_secret(&self) -> String {
+        format!("{}#secret={}", self.dashboard_url(), self.shared.control_secret)
     }
 
     pub fn shared(&self) -> &Arc<Shared> {
@@ -99,6 +120,7 @@ impl EngineHandle {
     /// Stops accepting, drains in-flight requests (bounded by `limits.drain_timeout`), returns
     /// when done. Calling it twice is harmless.
     pub async fn shutdown(&self) {
+        self.shared.stopping.send_replace(true);
         if let Some(tx) = self.stop.lock().ok().and_then(|mut s| s.take()) {
             let _ = tx.send(());
         }

@@ -25,6 +25,10 @@ pub struct Shared {
     pub events: broadcast::Sender<Event>,
     pub paused: AtomicBool,
     pub started_at: SystemTime,
+    /// Secret that mutating control calls must carry (`X-Weir-Secret`).
+    pub control_secret: String,
+    /// Flipped to true when shutdown starts, so long-lived streams (SSE) end and drain finishes.
+    pub stopping: tokio::sync::watch::Sender<bool>,
 }
 
 /// Runtime state of one managed upstream.
@@ -33,7 +37,7 @@ pub struct UpstreamState {
 }
 
 impl Shared {
-    pub fn new(settings: Settings, port: u16, identity_key: IdentityKey) -> Shared {
+    pub fn new(settings: Settings, port: u16, identity_key: IdentityKey, control_secret: String) -> Shared {
         let upstreams = settings
             .upstreams
             .iter()
@@ -52,6 +56,8 @@ impl Shared {
             events,
             paused: AtomicBool::new(false),
             started_at: SystemTime::now(),
+            control_secret,
+            stopping: tokio::sync::watch::channel(false).0,
             settings,
         }
     }

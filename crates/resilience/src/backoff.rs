@@ -74,7 +74,9 @@ impl Backoff {
 
     /// The delay before retry number `attempt` (0-based): `jitter.pick(ceiling(attempt))`.
     pub fn delay(&self, attempt: u32, jitter: &mut dyn Jitter) -> Duration {
-        jitter.pick(self.ceiling(attempt)).min(self.ceiling(attempt))
+        jitter
+            .pick(self.ceiling(attempt))
+            .min(self.ceiling(attempt))
     }
 
     /// Like [`Backoff::delay`], but never shorter than a server's wait hint (`Retry-After`):
@@ -102,7 +104,15 @@ mod tests {
         let got: Vec<_> = (0..7).map(|a| b.ceiling(a)).collect();
         assert_eq!(
             got,
-            [MS(100), MS(200), MS(400), MS(800), MS(1600), MS(2000), MS(2000)]
+            [
+                MS(100),
+                MS(200),
+                MS(400),
+                MS(800),
+                MS(1600),
+                MS(2000),
+                MS(2000)
+            ]
         );
         assert_eq!(b.ceiling(u32::MAX), MS(2000));
         assert_eq!(b.ceiling(64), MS(2000));
@@ -112,7 +122,10 @@ mod tests {
     fn no_jitter_is_the_ceiling() {
         let b = Backoff::default();
         assert_eq!(b.delay(2, &mut NoJitter), MS(400));
-        assert_eq!(b.delay_with_hint(0, Some(MS(1500)), &mut NoJitter), MS(1500));
+        assert_eq!(
+            b.delay_with_hint(0, Some(MS(1500)), &mut NoJitter),
+            MS(1500)
+        );
         assert_eq!(b.delay_with_hint(4, Some(MS(5)), &mut NoJitter), MS(1600));
     }
 

@@ -94,7 +94,10 @@ mod tests {
         );
         // Remaining > 0 and no message hint: a plain permission problem.
         assert_eq!(
-            kind(&[("x-ratelimit-remaining", "12")], r#"{"message":"Must have admin rights"}"#),
+            kind(
+                &[("x-ratelimit-remaining", "12")],
+                r#"{"message":"Must have admin rights"}"#
+            ),
             Kind::Auth
         );
     }
@@ -127,7 +130,10 @@ mod tests {
     #[test]
     fn other_forbidden_is_auth() {
         assert_eq!(
-            kind(&[], r#"{"message":"Resource protected by organization SAML enforcement. You must grant your Personal Access token access to this organization."}"#),
+            kind(
+                &[],
+                r#"{"message":"Resource protected by organization SAML enforcement. You must grant your Personal Access token access to this organization."}"#
+            ),
             Kind::Auth
         );
         assert_eq!(kind(&[], ""), Kind::Auth);

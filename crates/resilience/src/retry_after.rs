@@ -71,7 +71,9 @@ fn clamp(secs: u64) -> Duration {
 }
 
 fn until(at: SystemTime, now: SystemTime) -> Duration {
-    at.duration_since(now).unwrap_or(Duration::ZERO).min(MAX_WAIT)
+    at.duration_since(now)
+        .unwrap_or(Duration::ZERO)
+        .min(MAX_WAIT)
 }
 
 #[cfg(test)]

@@ -222,7 +222,10 @@ mod tests {
     fn defaults_watch_the_copilot_components_on_the_public_page() {
         let c = StatusSettings::default().validate().unwrap();
         assert_eq!(c.base_url, "https://www.githubstatus.com");
-        assert_eq!(c.summary_url(), "https://www.githubstatus.com/api/v2/summary.json");
+        assert_eq!(
+            c.summary_url(),
+            "https://www.githubstatus.com/api/v2/summary.json"
+        );
         assert_eq!(
             c.unresolved_url(),
             "https://www.githubstatus.com/api/v2/incidents/unresolved.json"
@@ -234,11 +237,26 @@ mod tests {
     #[test]
     fn region_and_base_url() {
         let eu: StatusSettings = serde_json::from_str(r#"{"region":"EU"}"#).unwrap();
-        assert_eq!(eu.validate().unwrap().base_url, "https://eu.githubstatus.com");
-        let au = StatusSettings { region: "au".into(), ..Default::default() };
-        assert_eq!(au.validate().unwrap().base_url, "https://au.githubstatus.com");
-        let us = StatusSettings { region: "us".into(), ..Default::default() };
-        assert_eq!(us.validate().unwrap().base_url, "https://us.githubstatus.com");
+        assert_eq!(
+            eu.validate().unwrap().base_url,
+            "https://eu.githubstatus.com"
+        );
+        let au = StatusSettings {
+            region: "au".into(),
+            ..Default::default()
+        };
+        assert_eq!(
+            au.validate().unwrap().base_url,
+            "https://au.githubstatus.com"
+        );
+        let us = StatusSettings {
+            region: "us".into(),
+            ..Default::default()
+        };
+        assert_eq!(
+            us.validate().unwrap().base_url,
+            "https://us.githubstatus.com"
+        );
         let custom = StatusSettings {
             region: "eu".into(),
             base_url: Some("http://127.0.0.1:9/".into()),
@@ -249,14 +267,33 @@ mod tests {
 
     #[test]
     fn bad_settings_name_their_key() {
-        let bad = StatusSettings { region: "mars".into(), ..Default::default() };
-        assert_eq!(bad.validate().unwrap_err(), ConfigError::Region("mars".into()));
-        assert!(bad.validate().unwrap_err().to_string().starts_with("status.region"));
-        let bad = StatusSettings { base_url: Some("ftp://x".into()), ..Default::default() };
+        let bad = StatusSettings {
+            region: "mars".into(),
+            ..Default::default()
+        };
+        assert_eq!(
+            bad.validate().unwrap_err(),
+            ConfigError::Region("mars".into())
+        );
+        assert!(bad
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .starts_with("status.region"));
+        let bad = StatusSettings {
+            base_url: Some("ftp://x".into()),
+            ..Default::default()
+        };
         assert!(matches!(bad.validate(), Err(ConfigError::BaseUrl(_))));
-        let bad = StatusSettings { interval_secs: 1, ..Default::default() };
+        let bad = StatusSettings {
+            interval_secs: 1,
+            ..Default::default()
+        };
         assert_eq!(bad.validate().unwrap_err(), ConfigError::Interval(1));
-        let bad = StatusSettings { components: vec![" ".into()], ..Default::default() };
+        let bad = StatusSettings {
+            components: vec![" ".into()],
+            ..Default::default()
+        };
         assert_eq!(bad.validate().unwrap_err(), ConfigError::NoComponents);
         assert!(serde_json::from_str::<StatusSettings>(r#"{"regoin":"eu"}"#).is_err());
     }
@@ -264,7 +301,10 @@ mod tests {
     #[test]
     fn jitter_samples_stay_in_range() {
         assert_eq!(Jitter::None.sample(), Duration::ZERO);
-        assert_eq!(Jitter::Fixed(Duration::from_secs(3)).sample(), Duration::from_secs(3));
+        assert_eq!(
+            Jitter::Fixed(Duration::from_secs(3)).sample(),
+            Duration::from_secs(3)
+        );
         for _ in 0..100 {
             assert!(Jitter::UpTo(Duration::from_secs(5)).sample() <= Duration::from_secs(5));
         }

@@ -153,7 +153,11 @@ mod tests {
     #[test]
     fn first_poll_announces_incidents_but_not_components() {
         let old = GithubStatus::initial("u");
-        let new = ok(1, &[("Copilot", "major_outage")], vec![inc("a", "investigating", "x")]);
+        let new = ok(
+            1,
+            &[("Copilot", "major_outage")],
+            vec![inc("a", "investigating", "x")],
+        );
         let ev = diff(&old, &new);
         assert_eq!(ev.len(), 1, "{ev:?}");
         assert!(matches!(&ev[0], StatusEvent::IncidentOpened { incident } if incident.id == "a"));
@@ -162,9 +166,20 @@ mod tests {
     #[test]
     fn first_poll_after_failures_is_still_first_data() {
         let old = GithubStatus::initial("u").failed("refused".into(), at(1));
-        let new = ok(2, &[("Copilot", "operational")], vec![inc("a", "investigating", "x")]);
+        let new = ok(
+            2,
+            &[("Copilot", "operational")],
+            vec![inc("a", "investigating", "x")],
+        );
         let ev = diff(&old, &new);
-        assert!(matches!(ev[0], StatusEvent::ReachabilityChanged { from: Reachability::Unknown, to: Reachability::Ok, .. }));
+        assert!(matches!(
+            ev[0],
+            StatusEvent::ReachabilityChanged {
+                from: Reachability::Unknown,
+                to: Reachability::Ok,
+                ..
+            }
+        ));
         assert!(matches!(ev[1], StatusEvent::IncidentOpened { .. }));
         assert_eq!(ev.len(), 2);
     }
@@ -188,20 +203,46 @@ mod tests {
         let mut repeated = inc("a", "identified", "looking");
         repeated.latest_update_at = Some("2025-01-01T00:30:00Z".into());
         let ev = diff(&moved, &ok(4, &[], vec![repeated.clone()]));
-        assert!(matches!(&ev[..], [StatusEvent::IncidentUpdated { .. }]), "same text, new post");
+        assert!(
+            matches!(&ev[..], [StatusEvent::IncidentUpdated { .. }]),
+            "same text, new post"
+        );
 
-        let both = ok(5, &[], vec![repeated.clone(), inc("b", "investigating", "new")]);
+        let both = ok(
+            5,
+            &[],
+            vec![repeated.clone(), inc("b", "investigating", "new")],
+        );
         let ev = diff(&ok(4, &[], vec![repeated.clone()]), &both);
-        assert!(matches!(&ev[..], [StatusEvent::IncidentOpened { incident }] if incident.id == "b"));
+        assert!(
+            matches!(&ev[..], [StatusEvent::IncidentOpened { incident }] if incident.id == "b")
+        );
 
         let ev = diff(&both, &ok(6, &[], vec![inc("b", "investigating", "new")]));
-        assert_eq!(ev, vec![StatusEvent::IncidentResolved { incident: repeated }]);
+        assert_eq!(
+            ev,
+            vec![StatusEvent::IncidentResolved { incident: repeated }]
+        );
     }
 
     #[test]
     fn component_changes_only_between_two_data_sets() {
-        let old = ok(1, &[("Copilot", "operational"), ("Git Operations", "operational")], vec![]);
-        let new = ok(2, &[("Copilot", "partial_outage"), ("Git Operations", "operational")], vec![]);
+        let old = ok(
+            1,
+            &[
+                ("Copilot", "operational"),
+                ("Git Operations", "operational"),
+            ],
+            vec![],
+        );
+        let new = ok(
+            2,
+            &[
+                ("Copilot", "partial_outage"),
+                ("Git Operations", "operational"),
+            ],
+            vec![],
+        );
         assert_eq!(
             diff(&old, &new),
             vec![StatusEvent::ComponentChanged {
@@ -210,13 +251,27 @@ mod tests {
                 to: "partial_outage".into()
             }]
         );
-        let appeared = ok(3, &[("Copilot", "partial_outage"), ("API Requests", "major_outage")], vec![]);
-        assert!(diff(&new, &appeared).is_empty(), "no 'from' for a component new to the page");
+        let appeared = ok(
+            3,
+            &[
+                ("Copilot", "partial_outage"),
+                ("API Requests", "major_outage"),
+            ],
+            vec![],
+        );
+        assert!(
+            diff(&new, &appeared).is_empty(),
+            "no 'from' for a component new to the page"
+        );
     }
 
     #[test]
     fn failure_reports_reachability_only_and_recovery_reports_what_moved() {
-        let good = ok(1, &[("Copilot", "operational")], vec![inc("a", "investigating", "x")]);
+        let good = ok(
+            1,
+            &[("Copilot", "operational")],
+            vec![inc("a", "investigating", "x")],
+        );
         let down = good.failed("HTTP 503 Service Unavailable".into(), at(2));
         let ev = diff(&good, &down);
         assert_eq!(
@@ -232,7 +287,13 @@ mod tests {
         let back = ok(4, &[("Copilot", "major_outage")], vec![]);
         let ev = diff(&down, &back);
         assert_eq!(ev.len(), 3, "{ev:?}");
-        assert!(matches!(ev[0], StatusEvent::ReachabilityChanged { to: Reachability::Ok, .. }));
+        assert!(matches!(
+            ev[0],
+            StatusEvent::ReachabilityChanged {
+                to: Reachability::Ok,
+                ..
+            }
+        ));
         assert!(matches!(ev[1], StatusEvent::IncidentResolved { .. }));
         assert!(matches!(ev[2], StatusEvent::ComponentChanged { .. }));
     }

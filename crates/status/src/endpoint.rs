@@ -71,12 +71,14 @@ impl<T: DeserializeOwned> Endpoint<T> {
     ) -> Result<(Arc<T>, Freshness), PollError> {
         let request = fetch.get(&self.url, self.request_headers());
         let result = match timeout {
-            Some(after) => tokio::time::timeout(after, request)
-                .await
-                .map_err(|_| PollError::Timeout {
-                    url: self.url.clone(),
-                    after,
-                })?,
+            Some(after) => {
+                tokio::time::timeout(after, request)
+                    .await
+                    .map_err(|_| PollError::Timeout {
+                        url: self.url.clone(),
+                        after,
+                    })?
+            }
             None => request.await,
         };
         let resp = result.map_err(|source| PollError::Fetch {

@@ -138,7 +138,10 @@ mod tests {
     fn keeps_watched_components_in_configured_order_case_insensitively() {
         let s = summary(&[
             ("API Requests", "operational"),
-            ("Visit www.githubstatus.com for more information", "major_outage"),
+            (
+                "Visit www.githubstatus.com for more information",
+                "major_outage",
+            ),
             ("Actions", "major_outage"),
             ("Copilot", "degraded_performance"),
         ]);
@@ -151,7 +154,10 @@ mod tests {
 
     #[test]
     fn placeholder_is_never_watched_even_if_configured() {
-        let s = summary(&[("Visit www.githubstatus.com for more information", "major_outage")]);
+        let s = summary(&[(
+            "Visit www.githubstatus.com for more information",
+            "major_outage",
+        )]);
         let w = vec!["Visit www.githubstatus.com for more information".to_owned()];
         let v = project(&s, &unresolved(serde_json::json!([])), &w);
         assert!(v.components.is_empty());
@@ -179,7 +185,10 @@ mod tests {
         let v = project(&s, &u, &watched());
         let ids: Vec<_> = v.incidents.iter().map(|i| i.id.as_str()).collect();
         assert_eq!(ids, ["a", "c", "d", "e"]);
-        assert!(v.incidents[2].components.is_empty(), "placeholder is not a component");
+        assert!(
+            v.incidents[2].components.is_empty(),
+            "placeholder is not a component"
+        );
         assert_eq!(v.incidents[3].components, ["API Requests"]);
     }
 

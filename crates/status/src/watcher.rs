@@ -104,7 +104,9 @@ impl StatusWatcher {
                     error: None,
                     indicator: Some(view.indicator),
                     description: Some(view.description),
-                    page_url: view.page_url.unwrap_or_else(|| self.config.base_url.clone()),
+                    page_url: view
+                        .page_url
+                        .unwrap_or_else(|| self.config.base_url.clone()),
                     components: view.components,
                     incidents: view.incidents,
                 }

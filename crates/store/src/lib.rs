@@ -1,1 +1,31 @@
-//! weir-store
+//! weir-store: the durable queue of session creates that could not be sent yet. A create is
+//! committed to SQLite (WAL, `synchronous=FULL`) before Weir answers 202; a replay worker
+//! sends it when the upstream is healthy. No secrets are stored: an item names the keychain
+//! account holding its credential.
+//!
+//! # Layout
+//! - [`store`]: [`Store`] — opening (pragmas, integrity check, migrations) and queries.
+//! - [`transition`]: the state machine — every state-changing operation and where it may
+//!   start from.
+//! - [`item`]: [`NewItem`], [`Item`], [`State`], [`StateCounts`], [`ListFilter`].
+//! - [`schema`](SCHEMA_VERSION): ordered migrations tracked in `PRAGMA user_version`.
+//! - [`error`]: [`StoreError`], classified from SQLite's extended result codes.
+//! - [`async_store`]: [`AsyncStore`], the same operations from async code on a dedicated
+//!   thread.
+//!
+//! Times are unix milliseconds passed in by the caller (`now_ms`), so tests are
+//! deterministic and the store never reads a clock.
+
+pub mod async_store;
+pub mod error;
+pub mod item;
+mod schema;
+pub mod store;
+pub mod transition;
+
+pub use async_store::AsyncStore;
+pub use error::StoreError;
+pub use item::{Item, ListFilter, NewItem, State, StateCounts, UnknownState};
+pub use schema::SCHEMA_VERSION;
+pub use store::{Store, StoreOptions};
+pub use transition::Transition;

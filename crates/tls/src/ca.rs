@@ -263,11 +263,18 @@ fn permitted_dns_names(
 /// "Weir local CA (<owner>)", O=Weir, and the creation date in OU so rotated CAs are told apart.
 fn ca_name(owner: &str, now: OffsetDateTime) -> DistinguishedName {
     let room = MAX_CN_LEN.saturating_sub(CA_NAME_PREFIX.len() + 3);
-    let owner: String = owner.chars().filter(|c| !c.is_control()).take(room).collect();
+    let owner: String = owner
+        .chars()
+        .filter(|c| !c.is_control())
+        .take(room)
+        .collect();
     let mut name = DistinguishedName::new();
     name.push(DnType::CommonName, format!("{CA_NAME_PREFIX} ({owner})"));
     name.push(DnType::OrganizationName, "Weir");
-    name.push(DnType::OrganizationalUnitName, format!("created {}", now.date()));
+    name.push(
+        DnType::OrganizationalUnitName,
+        format!("created {}", now.date()),
+    );
     name
 }
 

@@ -26,7 +26,10 @@ pub fn normalize_host(host: &str) -> Result<String, TlsError> {
         reason,
     };
     let trimmed = host.trim();
-    let name = trimmed.strip_suffix('.').unwrap_or(trimmed).to_ascii_lowercase();
+    let name = trimmed
+        .strip_suffix('.')
+        .unwrap_or(trimmed)
+        .to_ascii_lowercase();
     if name.is_empty() {
         return Err(invalid("empty"));
     }
@@ -81,7 +84,15 @@ mod tests {
 
     #[test]
     fn rejects_ip_wildcard_empty_and_garbage() {
-        for bad in ["", ".", "127.0.0.1", "::1", "*.github.com", ".github.com", "a b.com"] {
+        for bad in [
+            "",
+            ".",
+            "127.0.0.1",
+            "::1",
+            "*.github.com",
+            ".github.com",
+            "a b.com",
+        ] {
             assert!(
                 matches!(normalize_host(bad), Err(TlsError::InvalidHost { .. })),
                 "{bad:?} should be rejected"
@@ -91,9 +102,19 @@ mod tests {
 
     #[test]
     fn list_dedupes_and_refuses_empty() {
-        let hosts = vec!["a.example".to_owned(), "A.example.".to_owned(), "b.example".to_owned()];
-        assert_eq!(normalize_list(&hosts).unwrap(), vec!["a.example", "b.example"]);
-        assert!(matches!(normalize_list(&[]), Err(TlsError::NoPermittedHosts)));
+        let hosts = vec![
+            "a.example".to_owned(),
+            "A.example.".to_owned(),
+            "b.example".to_owned(),
+        ];
+        assert_eq!(
+            normalize_list(&hosts).unwrap(),
+            vec!["a.example", "b.example"]
+        );
+        assert!(matches!(
+            normalize_list(&[]),
+            Err(TlsError::NoPermittedHosts)
+        ));
     }
 
     #[test]
@@ -102,6 +123,9 @@ mod tests {
         assert!(subtree_permits("api.github.com", "x.api.github.com"));
         assert!(!subtree_permits("api.github.com", "evilapi.github.com"));
         assert!(!subtree_permits("api.github.com", "github.com"));
-        assert!(!subtree_permits("api.github.com", "api.github.com.evil.example"));
+        assert!(!subtree_permits(
+            "api.github.com",
+            "api.github.com.evil.example"
+        ));
     }
 }

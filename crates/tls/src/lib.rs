@@ -8,7 +8,7 @@
 //! - [`leaf`]: [`LeafIssuer`], a rustls certificate resolver that issues and caches short-lived leaves.
 //! - [`trust`]: per-OS commands that install (or remove) the CA in system and browser trust stores.
 //! - [`bundle`]: a PEM file of the system roots plus Weir's CA for tools that need one bundle.
-//! - [`error`]: [`TlsError`].
+//! - [`error`]: the crate's error type, [`TlsError`].
 //!
 //! The CA private key is exposed and accepted only as PEM; storing it (in the OS keychain) is the
 //! caller's job, and nothing here prints it.

@@ -98,12 +98,18 @@ pub struct TrustTargets {
 }
 
 impl TrustTargets {
-    /// Reads `HOME` (or `USERPROFILE`) and looks for Firefox profiles (directories holding an
-    /// NSS `cert9.db`) in the usual places for `os`, including Snap and Flatpak installs.
+    /// Reads `HOME` (or `USERPROFILE`) and looks for Firefox profiles there (see
+    /// [`TrustTargets::detect_in`]).
     pub fn detect(os: Os) -> Self {
         let home = std::env::var_os("HOME")
             .or_else(|| std::env::var_os("USERPROFILE"))
             .map(PathBuf::from);
+        Self::detect_in(os, home)
+    }
+
+    /// Looks under `home` for Firefox profiles (directories holding an NSS `cert9.db`) in the
+    /// usual places for `os`, including Snap and Flatpak installs.
+    pub fn detect_in(os: Os, home: Option<PathBuf>) -> Self {
         let roots: &[&str] = match os {
             Os::MacOs => &["Library/Application Support/Firefox/Profiles"],
             Os::Windows => &[],
@@ -201,7 +207,15 @@ pub fn install_steps_for(os: Os, ca_cert_path: &Path, targets: &TrustTargets) ->
                 steps.push(InstallStep::new(
                     "Alternative without admin rights: trust the CA for this user only (login \
                      keychain; macOS asks for confirmation)",
-                    &["security", "add-trusted-cert", "-r", "trustRoot", "-k", &login, path],
+                    &[
+                        "security",
+                        "add-trusted-cert",
+                        "-r",
+                        "trustRoot",
+                        "-k",
+                        &login,
+                        path,
+                    ],
                     false,
                     true,
                 ));
@@ -232,7 +246,18 @@ pub fn install_steps_for(os: Os, ca_cert_path: &Path, targets: &TrustTargets) ->
                  / nss-tools / brew nss)",
                 db.display()
             ),
-            &["certutil", "-d", &db_arg, "-A", "-t", "C,,", "-n", NSS_NICKNAME, "-i", path],
+            &[
+                "certutil",
+                "-d",
+                &db_arg,
+                "-A",
+                "-t",
+                "C,,",
+                "-n",
+                NSS_NICKNAME,
+                "-i",
+                path,
+            ],
             false,
             true,
         ));
@@ -304,7 +329,14 @@ pub fn remove_steps(
                 ),
                 InstallStep::new(
                     "Delete the old CA from the System keychain",
-                    &["security", "delete-certificate", "-Z", &thumb, "-t", MAC_SYSTEM_KEYCHAIN],
+                    &[
+                        "security",
+                        "delete-certificate",
+                        "-Z",
+                        &thumb,
+                        "-t",
+                        MAC_SYSTEM_KEYCHAIN,
+                    ],
                     true,
                     false,
                 ),
@@ -313,7 +345,14 @@ pub fn remove_steps(
                 let login = home.join("Library/Keychains/login.keychain-db");
                 steps.push(InstallStep::new(
                     "Delete the old CA from this user's login keychain (if it was put there)",
-                    &["security", "delete-certificate", "-Z", &thumb, "-t", &login.to_string_lossy()],
+                    &[
+                        "security",
+                        "delete-certificate",
+                        "-Z",
+                        &thumb,
+                        "-t",
+                        &login.to_string_lossy(),
+                    ],
                     false,
                     true,
                 ));

@@ -14,6 +14,7 @@ mod config;
 mod state;
 #[cfg(test)]
 mod tests;
+mod verdict;
 
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime};
@@ -26,8 +27,9 @@ pub use state::{BreakerEvent, BreakerSnapshot, Rejected, State};
 
 use crate::backoff::Jitter;
 use crate::kind::Kind;
-use crate::window::{Tally, TimeWindow};
-use state::{percent, short_duration};
+use crate::window::TimeWindow;
+use state::short_duration;
+use verdict::{Calls, Probes, Verdict};
 
 /// Hint given to callers refused because every half-open probe slot is taken: probes are
 /// ordinary calls, so they usually finish within about this long.
@@ -66,29 +68,6 @@ enum Phase {
     Closed,
     Open { until: Instant },
     HalfOpen(Probes),
-}
-
-#[derive(Debug, Clone, Copy, Default)]
-struct Probes {
-    admitted: u32,
-    done: u32,
-    failures: u32,
-    slow: u32,
-}
-
-#[derive(Debug, Clone, Copy, Default)]
-struct Calls {
-    calls: u64,
-    failures: u64,
-    slow: u64,
-}
-
-impl Tally for Calls {
-    fn merge(&mut self, other: &Self) {
-        self.calls += other.calls;
-        self.failures += other.failures;
-        self.slow += other.slow;
-    }
 }
 
 impl Phase {
@@ -207,7 +186,13 @@ impl Breaker {
                 (c.calls, c.failures, c.slow)
             }
         };
-        let rate = |n: u64| if calls == 0 { 0.0 } else { n as f64 / calls as f64 };
+        let rate = |n: u64| {
+            if calls == 0 {
+                0.0
+            } else {
+                n as f64 / calls as f64
+            }
+        };
         BreakerSnapshot {
             name: self.shared.name.clone(),
             state: inner.phase.state(),
@@ -232,7 +217,8 @@ impl Permit {
     /// slow-call duration for this request class.
     pub fn record(mut self, failure: bool, slow: bool) {
         self.recorded = true;
-        self.shared.record(self.generation, self.probe, failure, slow);
+        self.shared
+            .record(self.generation, self.probe, failure, slow);
     }
 
     /// [`Permit::record`] from a classified outcome: kinds that do not count as breaker
@@ -287,7 +273,11 @@ impl Shared {
                     "waited {}; letting {} probe call{} through",
                     short_duration(waited),
                     self.config.half_open_probes,
-                    if self.config.half_open_probes == 1 { "" } else { "s" },
+                    if self.config.half_open_probes == 1 {
+                        ""
+                    } else {
+                        "s"
+                    },
                 );
                 inner.window.clear();
                 self.transition(inner, Phase::HalfOpen(Probes::default()), reason, now);
@@ -318,7 +308,7 @@ impl Shared {
                 slot.failures += u64::from(failure);
                 slot.slow += u64::from(slow);
                 let sum = inner.window.sum(now);
-                if let Some(reason) = self.closed_verdict(sum) {
+                if let Some(reason) = verdict::closed(&self.config, sum) {
                     self.open(inner, reason, now);
                 }
             }
@@ -335,82 +325,14 @@ impl Shared {
         }
     }
 
-    /// `Some(reason)` when the closed window's rates say "open".
-    fn closed_verdict(&self, sum: Calls) -> Option<String> {
-        let c = &self.config;
-        if sum.calls < u64::from(c.minimum_calls) {
-            return None;
-        }
-        let calls = sum.calls as f64;
-        let failure_rate = sum.failures as f64 / calls;
-        let slow_rate = sum.slow as f64 / calls;
-        if failure_rate >= c.failure_rate_threshold {
-            Some(format!(
-                "failure rate {} ≥ {} over last {} calls",
-                percent(failure_rate),
-                percent(c.failure_rate_threshold),
-                sum.calls
-            ))
-        } else if slow_rate >= c.slow_call_rate_threshold {
-            Some(format!(
-                "slow-call rate {} ≥ {} over last {} calls{}",
-                percent(slow_rate),
-                percent(c.slow_call_rate_threshold),
-                sum.calls,
-                self.slower_than()
-            ))
-        } else {
-            None
-        }
-    }
-
-    fn half_open_verdict(&self, inner: &mut Inner, p: Probes, now: Instant) {
-        let c = &self.config;
-        let n = f64::from(p.done);
-        let failure_rate = f64::from(p.failures) / n;
-        let slow_rate = f64::from(p.slow) / n;
-        if failure_rate >= c.failure_rate_threshold {
-            let reason = format!(
-                "{} of {} half-open probes failed (failure rate {} ≥ {})",
-                p.failures,
-                p.done,
-                percent(failure_rate),
-                percent(c.failure_rate_threshold)
-            );
-            self.open(inner, reason, now);
-        } else if slow_rate >= c.slow_call_rate_threshold {
-            let reason = format!(
-                "{} of {} half-open probes were slow (slow-call rate {} ≥ {}{})",
-                p.slow,
-                p.done,
-                percent(slow_rate),
-                percent(c.slow_call_rate_threshold),
-                self.slower_than()
-            );
-            self.open(inner, reason, now);
-        } else {
-            // A probe that was both failed and slow is one bad probe, not two.
-            let good = p.done.saturating_sub(p.failures.max(p.slow));
-            let mut reason = format!("{good} of {} half-open probes succeeded", p.done);
-            if good < p.done {
-                reason.push_str(&format!(
-                    " (failure rate {} < {}, slow-call rate {} < {})",
-                    percent(failure_rate),
-                    percent(c.failure_rate_threshold),
-                    percent(slow_rate),
-                    percent(c.slow_call_rate_threshold)
-                ));
+    fn half_open_verdict(&self, inner: &mut Inner, probes: Probes, now: Instant) {
+        match verdict::half_open(&self.config, probes) {
+            Verdict::Open(reason) => self.open(inner, reason, now),
+            Verdict::Close(reason) => {
+                inner.window.clear();
+                self.transition(inner, Phase::Closed, reason, now);
             }
-            inner.window.clear();
-            self.transition(inner, Phase::Closed, reason, now);
         }
-    }
-
-    fn slower_than(&self) -> String {
-        self.config
-            .slow_call_duration
-            .map(|d| format!(" (slower than {})", short_duration(d)))
-            .unwrap_or_default()
     }
 
     fn open(&self, inner: &mut Inner, cause: String, now: Instant) {

@@ -260,11 +260,15 @@ async fn stale_permits_are_ignored() {
 async fn record_kind_counts_only_upstream_failures() {
     let b = breaker(BreakerConfig::default());
     for _ in 0..20 {
-        b.try_acquire().unwrap().record_kind(Kind::RateLimited, false);
+        b.try_acquire()
+            .unwrap()
+            .record_kind(Kind::RateLimited, false);
     }
     assert_eq!(b.state(), State::Closed);
     for _ in 0..20 {
-        b.try_acquire().unwrap().record_kind(Kind::ServerError, false);
+        b.try_acquire()
+            .unwrap()
+            .record_kind(Kind::ServerError, false);
     }
     assert_eq!(b.state(), State::Open);
 }
@@ -279,7 +283,10 @@ async fn jitter_shortens_the_wait_at_most_by_half() {
     }
     let b = Breaker::new("j", BreakerConfig::default(), Zero).unwrap();
     trip(&b);
-    assert_eq!(b.try_acquire().err().unwrap().retry_after, Duration::from_millis(2500));
+    assert_eq!(
+        b.try_acquire().err().unwrap().retry_after,
+        Duration::from_millis(2500)
+    );
 }
 
 #[tokio::test(start_paused = true)]

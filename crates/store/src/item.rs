@@ -1,0 +1,304 @@
+//! Queue items: what the engine hands in ([`NewItem`]), what it gets back ([`Item`]), their
+//! [`State`]s, and the row mapping between them and SQLite.
+
+use std::fmt;
+use std::str::FromStr;
+
+use rusqlite::types::{FromSql, FromSqlError, FromSqlResult, ToSql, ToSqlOutput, Type, ValueRef};
+use serde::{Deserialize, Serialize};
+
+/// Where an item is in its life. Serialised snake_case (`"in_doubt"`), which is also how it
+/// is stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum State {
+    /// Waiting for its `next_attempt_at` and a healthy upstream.
+    Queued,
+    /// Being sent right now.
+    Replaying,
+    /// A send may or may not have reached the upstream (Weir stopped mid-send, or the answer
+    /// was lost): look it up upstream before sending again.
+    InDoubt,
+    /// Created upstream; `result` says what was created.
+    Done,
+    /// Given up after a definite error; `last_error` says why. Can be retried by hand.
+    Failed,
+    /// Cancelled by the user.
+    Cancelled,
+    /// Not sent within the configured maximum age.
+    Expired,
+}
+
+impl State {
+    /// Every state, in life-cycle order.
+    pub const ALL: [State; 7] = [
+        State::Queued,
+        State::Replaying,
+        State::InDoubt,
+        State::Done,
+        State::Failed,
+        State::Cancelled,
+        State::Expired,
+    ];
+
+    /// The stored / serialised name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            State::Queued => "queued",
+            State::Replaying => "replaying",
+            State::InDoubt => "in_doubt",
+            State::Done => "done",
+            State::Failed => "failed",
+            State::Cancelled => "cancelled",
+            State::Expired => "expired",
+        }
+    }
+
+    /// Still waiting to reach the upstream; at most one live item may hold a dedupe key.
+    pub fn is_live(self) -> bool {
+        matches!(self, State::Queued | State::Replaying | State::InDoubt)
+    }
+
+    /// The item's life has ended: its keychain secret can be deleted.
+    pub fn is_end(self) -> bool {
+        !self.is_live()
+    }
+}
+
+impl fmt::Display for State {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The text was not one of the state names.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown queue state '{0}'")]
+pub struct UnknownState(pub String);
+
+impl FromStr for State {
+    type Err = UnknownState;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        State::ALL
+            .into_iter()
+            .find(|st| st.as_str() == s)
+            .ok_or_else(|| UnknownState(s.to_owned()))
+    }
+}
+
+impl ToSql for State {
+    fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
+        Ok(ToSqlOutput::from(self.as_str()))
+    }
+}
+
+impl FromSql for State {
+    fn column_result(value: ValueRef<'_>) -> FromSqlResult<Self> {
+        value
+            .as_str()?
+            .parse()
+            .map_err(|e| FromSqlError::Other(Box::new(e)))
+    }
+}
+
+/// A create to keep until it can be sent. Holds no secrets: credentials stay in the keychain
+/// under `credential_ref`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewItem {
+    /// Upstream name (the key the replay worker and breaker use), e.g. "copilot".
+    pub upstream: String,
+    pub method: String,
+    pub path_and_query: String,
+    /// Non-secret request headers only (no Authorization, no cookies).
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+    /// Keyed hash of the caller's identity, hex.
+    pub identity: String,
+    /// Keychain account holding the credential for the replay.
+    pub credential_ref: Option<String>,
+    /// Same create → same key; at most one live item per key.
+    pub dedupe_key: String,
+    /// "owner/repo" from the path.
+    pub repo: Option<String>,
+    pub problem_statement: Option<String>,
+}
+
+/// A stored item. Times are unix milliseconds from the caller's clock.
+///
+/// `Serialize` leaves out the body: listings (dashboard, control API) do not need to ship
+/// request bodies around.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Item {
+    pub id: i64,
+    pub upstream: String,
+    pub method: String,
+    pub path_and_query: String,
+    pub headers: Vec<(String, String)>,
+    #[serde(skip_serializing)]
+    pub body: Vec<u8>,
+    pub identity: String,
+    pub credential_ref: Option<String>,
+    pub dedupe_key: String,
+    pub repo: Option<String>,
+    pub problem_statement: Option<String>,
+    pub state: State,
+    pub created_at: i64,
+    /// Sends started (incremented by `mark_replaying`).
+    pub attempts: u32,
+    pub next_attempt_at: i64,
+    pub last_attempt_at: Option<i64>,
+    pub last_error: Option<String>,
+    /// What the upstream created (job id, session id, PR), once known.
+    pub result: Option<serde_json::Value>,
+    pub updated_at: i64,
+    /// An earlier send may have reached the upstream: look it up before sending again. Set on
+    /// entering `in_doubt`, kept through cancel/fail/expire so `retry` returns the item to
+    /// `in_doubt`, cleared by `mark_replaying` (the caller looked and found nothing).
+    pub needs_lookup: bool,
+}
+
+/// The columns `Item::from_row` reads, in a form to paste after SELECT or RETURNING.
+pub(crate) const COLUMNS: &str = "id, upstream, method, path_and_query, headers, body, \
+     identity, credential_ref, dedupe_key, repo, problem_statement, state, created_at, \
+     attempts, next_attempt_at, last_attempt_at, last_error, result, updated_at, needs_lookup";
+
+impl Item {
+    pub(crate) fn from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Item> {
+        Ok(Item {
+            id: row.get("id")?,
+            upstream: row.get("upstream")?,
+            method: row.get("method")?,
+            path_and_query: row.get("path_and_query")?,
+            headers: json_column(row, "headers")?,
+            body: row.get("body")?,
+            identity: row.get("identity")?,
+            credential_ref: row.get("credential_ref")?,
+            dedupe_key: row.get("dedupe_key")?,
+            repo: row.get("repo")?,
+            problem_statement: row.get("problem_statement")?,
+            state: row.get("state")?,
+            created_at: row.get("created_at")?,
+            attempts: row.get("attempts")?,
+            next_attempt_at: row.get("next_attempt_at")?,
+            last_attempt_at: row.get("last_attempt_at")?,
+            last_error: row.get("last_error")?,
+            result: row
+                .get::<_, Option<String>>("result")?
+                .map(|text| parse_json(row, "result", &text))
+                .transpose()?,
+            updated_at: row.get("updated_at")?,
+            needs_lookup: row.get("needs_lookup")?,
+        })
+    }
+}
+
+fn json_column<T: serde::de::DeserializeOwned>(
+    row: &rusqlite::Row<'_>,
+    name: &str,
+) -> rusqlite::Result<T> {
+    let text: String = row.get(name)?;
+    parse_json(row, name, &text)
+}
+
+/// A JSON column that does not parse is reported like any other bad stored value.
+fn parse_json<T: serde::de::DeserializeOwned>(
+    row: &rusqlite::Row<'_>,
+    name: &str,
+    text: &str,
+) -> rusqlite::Result<T> {
+    serde_json::from_str(text).map_err(|e| {
+        let index = row.as_ref().column_index(name).unwrap_or(0);
+        rusqlite::Error::FromSqlConversionFailure(index, Type::Text, Box::new(e))
+    })
+}
+
+/// Items per state, e.g. for the dashboard.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct StateCounts {
+    pub queued: u64,
+    pub replaying: u64,
+    pub in_doubt: u64,
+    pub done: u64,
+    pub failed: u64,
+    pub cancelled: u64,
+    pub expired: u64,
+}
+
+impl StateCounts {
+    pub fn get(&self, state: State) -> u64 {
+        *self.slot(state)
+    }
+
+    /// Items still waiting to reach the upstream.
+    pub fn live(&self) -> u64 {
+        self.queued + self.replaying + self.in_doubt
+    }
+
+    pub fn total(&self) -> u64 {
+        State::ALL.into_iter().map(|s| self.get(s)).sum()
+    }
+
+    pub(crate) fn slot_mut(&mut self, state: State) -> &mut u64 {
+        match state {
+            State::Queued => &mut self.queued,
+            State::Replaying => &mut self.replaying,
+            State::InDoubt => &mut self.in_doubt,
+            State::Done => &mut self.done,
+            State::Failed => &mut self.failed,
+            State::Cancelled => &mut self.cancelled,
+            State::Expired => &mut self.expired,
+        }
+    }
+
+    fn slot(&self, state: State) -> &u64 {
+        match state {
+            State::Queued => &self.queued,
+            State::Replaying => &self.replaying,
+            State::InDoubt => &self.in_doubt,
+            State::Done => &self.done,
+            State::Failed => &self.failed,
+            State::Cancelled => &self.cancelled,
+            State::Expired => &self.expired,
+        }
+    }
+}
+
+/// Which items `Store::list` returns: newest first.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListFilter {
+    /// Only these states; empty means all.
+    pub states: Vec<State>,
+    pub limit: u32,
+}
+
+impl Default for ListFilter {
+    fn default() -> Self {
+        ListFilter {
+            states: Vec::new(),
+            limit: 100,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn states_round_trip_through_text_and_serde() {
+        for s in State::ALL {
+            assert_eq!(s.as_str().parse::<State>().unwrap(), s);
+            assert_eq!(serde_json::to_string(&s).unwrap(), format!("\"{s}\""));
+        }
+        assert_eq!(State::InDoubt.as_str(), "in_doubt");
+        assert!("In_Doubt".parse::<State>().is_err());
+    }
+
+    #[test]
+    fn live_and_end_states_partition_all() {
+        let live: Vec<_> = State::ALL.into_iter().filter(|s| s.is_live()).collect();
+        assert_eq!(live, [State::Queued, State::Replaying, State::InDoubt]);
+        assert!(State::ALL.into_iter().all(|s| s.is_live() != s.is_end()));
+    }
+}

@@ -1,0 +1,239 @@
+//! [`Store`]: opening the queue database (WAL, `synchronous=FULL`, busy timeout, migrations,
+//! integrity check) and the read-only queries. State changes are in `transition.rs`.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use rusqlite::{params, Connection, OpenFlags, OptionalExtension, TransactionBehavior};
+
+use crate::item::{Item, ListFilter, State, StateCounts, COLUMNS};
+use crate::schema::{self, MIGRATIONS};
+use crate::StoreError;
+
+/// How to open the database.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreOptions {
+    /// How long a write waits for another connection's lock before failing with
+    /// [`StoreError::Locked`].
+    pub busy_timeout: Duration,
+    /// Open with `SQLITE_OPEN_READ_ONLY`: every write fails with [`StoreError::ReadOnly`]. For
+    /// inspecting a queue (e.g. `weir queue list` while Weir runs) without any chance of
+    /// changing it.
+    pub read_only: bool,
+    /// Cap on the file size; past it inserts fail with [`StoreError::Full`] and the engine can
+    /// refuse new creates instead of filling the disk. `None`: limited only by the disk.
+    pub max_size_bytes: Option<u64>,
+}
+
+impl Default for StoreOptions {
+    fn default() -> Self {
+        StoreOptions {
+            busy_timeout: Duration::from_secs(5),
+            read_only: false,
+            max_size_bytes: None,
+        }
+    }
+}
+
+/// The durable create queue: one SQLite connection. Blocking; from async code use
+/// [`crate::AsyncStore`].
+#[derive(Debug)]
+pub struct Store {
+    pub(crate) conn: Connection,
+    pub(crate) path: PathBuf,
+}
+
+impl Store {
+    /// Opens (creating if needed) the queue at `path` with default options.
+    pub fn open(path: impl AsRef<Path>) -> Result<Store, StoreError> {
+        Store::open_with(path, &StoreOptions::default())
+    }
+
+    /// Opens the queue at `path`. Creates the parent directory unless read-only. Fails with a
+    /// typed error (never panics) when the file is not a database, is damaged, is locked, or
+    /// cannot be written.
+    pub fn open_with(path: impl AsRef<Path>, options: &StoreOptions) -> Result<Store, StoreError> {
+        let path = path.as_ref().to_path_buf();
+        let sql_err = |e| StoreError::from_sqlite(&path, e);
+        let flags = if options.read_only {
+            OpenFlags::SQLITE_OPEN_READ_ONLY
+        } else {
+            if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+                std::fs::create_dir_all(dir).map_err(|e| StoreError::from_io(&path, e))?;
+            }
+            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE
+        } | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let mut conn = Connection::open_with_flags(&path, flags).map_err(sql_err)?;
+        conn.busy_timeout(options.busy_timeout).map_err(sql_err)?;
+
+        if !options.read_only {
+            // WAL: readers (the dashboard) never block the writer. The first statement that
+            // reads the header is also where a non-database file is detected (SQLITE_NOTADB).
+            let mode: String = conn
+                .pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get(0))
+                .map_err(sql_err)?;
+            if !mode.eq_ignore_ascii_case("wal") {
+                tracing::warn!(db = %path.display(), mode, "queue database not in WAL mode");
+            }
+        }
+        // FULL: every commit is fsynced before it returns, so a create we answered 202 for is
+        // on disk even if the machine loses power right after.
+        conn.pragma_update(None, "synchronous", "FULL")
+            .map_err(sql_err)?;
+        check_integrity(&conn, &path)?;
+        schema::migrate(&mut conn, &path, MIGRATIONS, options.read_only)?;
+        if let Some(max) = options.max_size_bytes {
+            let page_size: u64 = conn
+                .pragma_query_value(None, "page_size", |r| r.get(0))
+                .map_err(sql_err)?;
+            let pages = max.div_ceil(page_size.max(1));
+            conn.pragma_update(None, "max_page_count", pages)
+                .map_err(sql_err)?;
+        }
+        Ok(Store { conn, path })
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The file's `PRAGMA user_version` (equal to [`crate::SCHEMA_VERSION`] once open).
+    pub fn schema_version(&self) -> Result<u32, StoreError> {
+        schema::user_version(&self.conn, &self.path)
+    }
+
+    /// The item with this id, if any.
+    pub fn get(&self, id: i64) -> Result<Option<Item>, StoreError> {
+        self.conn
+            .query_row(
+                &format!("SELECT {COLUMNS} FROM queue_items WHERE id = ?1"),
+                [id],
+                Item::from_row,
+            )
+            .optional()
+            .map_err(|e| self.sql_err(e))
+    }
+
+    /// Items in the filter's states, newest first, at most `filter.limit`.
+    pub fn list(&self, filter: &ListFilter) -> Result<Vec<Item>, StoreError> {
+        let where_clause = if filter.states.is_empty() {
+            String::new()
+        } else {
+            format!("WHERE state IN ({})", state_list(&filter.states))
+        };
+        let sql =
+            format!("SELECT {COLUMNS} FROM queue_items {where_clause} ORDER BY id DESC LIMIT ?1");
+        self.query_items(&sql, params![filter.limit])
+    }
+
+    /// How many items are in each state.
+    pub fn counts(&self) -> Result<StateCounts, StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare_cached("SELECT state, COUNT(*) FROM queue_items GROUP BY state")
+            .map_err(|e| self.sql_err(e))?;
+        let rows = stmt
+            .query_map([], |r| Ok((r.get::<_, State>(0)?, r.get::<_, u64>(1)?)))
+            .map_err(|e| self.sql_err(e))?;
+        let mut counts = StateCounts::default();
+        for row in rows {
+            let (state, n) = row.map_err(|e| self.sql_err(e))?;
+            *counts.slot_mut(state) = n;
+        }
+        Ok(counts)
+    }
+
+    /// The oldest `queued` or `in_doubt` item of `upstream` whose `next_attempt_at` has come.
+    /// An `in_doubt` one must be looked up upstream before it is sent again.
+    pub fn next_due(&self, upstream: &str, now_ms: i64) -> Result<Option<Item>, StoreError> {
+        self.conn
+            .query_row(
+                &format!(
+                    "SELECT {COLUMNS} FROM queue_items
+                     WHERE upstream = ?1 AND state IN ('queued', 'in_doubt')
+                       AND next_attempt_at <= ?2
+                     ORDER BY created_at, id LIMIT 1"
+                ),
+                params![upstream, now_ms],
+                Item::from_row,
+            )
+            .optional()
+            .map_err(|e| self.sql_err(e))
+    }
+
+    /// The item holding `dedupe_key`: the live one if there is one, else the newest.
+    pub fn find_by_dedupe_key(&self, dedupe_key: &str) -> Result<Option<Item>, StoreError> {
+        self.conn
+            .query_row(
+                &format!(
+                    "SELECT {COLUMNS} FROM queue_items WHERE dedupe_key = ?1
+                     ORDER BY state IN ('queued', 'replaying', 'in_doubt') DESC, id DESC
+                     LIMIT 1"
+                ),
+                [dedupe_key],
+                Item::from_row,
+            )
+            .optional()
+            .map_err(|e| self.sql_err(e))
+    }
+
+    pub(crate) fn query_items(
+        &self,
+        sql: &str,
+        params: impl rusqlite::Params,
+    ) -> Result<Vec<Item>, StoreError> {
+        let mut stmt = self.conn.prepare(sql).map_err(|e| self.sql_err(e))?;
+        let rows = stmt
+            .query_map(params, Item::from_row)
+            .map_err(|e| self.sql_err(e))?;
+        rows.collect::<Result<Vec<_>, _>>()
+            .map_err(|e| self.sql_err(e))
+    }
+
+    /// Runs `f` in an IMMEDIATE transaction (the write lock is taken up front, so a busy
+    /// database fails here after the busy timeout rather than half-way) and commits; any
+    /// error rolls back.
+    pub(crate) fn write<T>(
+        &mut self,
+        f: impl FnOnce(&rusqlite::Transaction<'_>, &Path) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        let path = self.path.clone();
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(|e| StoreError::from_sqlite(&path, e))?;
+        let out = f(&tx, &path)?;
+        tx.commit().map_err(|e| StoreError::from_sqlite(&path, e))?;
+        Ok(out)
+    }
+
+    pub(crate) fn sql_err(&self, e: rusqlite::Error) -> StoreError {
+        StoreError::from_sqlite(&self.path, e)
+    }
+}
+
+/// `'queued', 'in_doubt'` for an IN clause. The names come from the enum, never from input.
+pub(crate) fn state_list(states: &[State]) -> String {
+    states
+        .iter()
+        .map(|s| format!("'{}'", s.as_str()))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// `quick_check` reads every page (cheap for a queue-sized file) so damage is reported at
+/// start-up, with a fix, instead of in the middle of a replay.
+fn check_integrity(conn: &Connection, path: &Path) -> Result<(), StoreError> {
+    let verdict: String = conn
+        .pragma_query_value(None, "quick_check", |r| r.get(0))
+        .map_err(|e| StoreError::from_sqlite(path, e))?;
+    if verdict == "ok" {
+        Ok(())
+    } else {
+        Err(StoreError::Corrupt {
+            path: path.to_path_buf(),
+            detail: format!("integrity check: {verdict}"),
+        })
+    }
+}

@@ -1,0 +1,358 @@
+//! The state machine: every operation that changes an item, which states it may start from,
+//! and its SQL. Each returns the updated [`Item`] so the caller can emit an event and, when
+//! the item has ended (`State::is_end`), delete its keychain secret.
+//!
+//! ```text
+//! insert ─► queued ──mark_replaying──► replaying ──mark_done──► done
+//!             ▲  ▲                      │  │  │
+//!             │  └──────reschedule──────┘  │  └──mark_failed──► failed ──retry──► queued/in_doubt
+//!             │                            │
+//!             │        recover_after_crash / mark_in_doubt
+//!             │                            ▼
+//!             └─(retry)───────────────  in_doubt ──mark_done (found upstream)──► done
+//!                                          └──mark_replaying (not found upstream)──► replaying
+//! cancel: queued | in_doubt | failed ─► cancelled      expire: queued | in_doubt ─► expired
+//! ```
+
+use std::fmt;
+
+use rusqlite::{params, OptionalExtension, ToSql, Transaction};
+
+use crate::item::{Item, NewItem, State, COLUMNS};
+use crate::store::{state_list, Store};
+use crate::StoreError;
+
+/// A state-changing operation, as named in [`StoreError::IllegalTransition`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Transition {
+    Replay,
+    Done,
+    Fail,
+    Reschedule,
+    InDoubt,
+    Cancel,
+    Retry,
+    Expire,
+    Recover,
+}
+
+impl Transition {
+    /// The states an item may be in for this operation.
+    pub fn allowed_from(self) -> &'static [State] {
+        use State::*;
+        match self {
+            Transition::Replay => &[Queued, InDoubt],
+            Transition::Done => &[Replaying, InDoubt],
+            Transition::Fail => &[Queued, Replaying, InDoubt],
+            Transition::Reschedule => &[Queued, Replaying, InDoubt],
+            Transition::InDoubt => &[Replaying],
+            Transition::Cancel => &[Queued, InDoubt, Failed],
+            Transition::Retry => &[Failed, Expired, Cancelled],
+            Transition::Expire => &[Queued, InDoubt],
+            Transition::Recover => &[Replaying],
+        }
+    }
+}
+
+impl fmt::Display for Transition {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Transition::Replay => "start a replay",
+            Transition::Done => "mark it done",
+            Transition::Fail => "mark it failed",
+            Transition::Reschedule => "reschedule it",
+            Transition::InDoubt => "mark it in doubt",
+            Transition::Cancel => "cancel it",
+            Transition::Retry => "retry it",
+            Transition::Expire => "expire it",
+            Transition::Recover => "recover it",
+        })
+    }
+}
+
+const LIVE_STATES: &str = "'queued', 'replaying', 'in_doubt'";
+
+impl Store {
+    /// Stores a new `queued` item, due at `now_ms`. Committed and fsynced when this returns.
+    /// Fails with [`StoreError::Duplicate`] if a live item already has the same dedupe key.
+    pub fn insert(&mut self, item: &NewItem, now_ms: i64) -> Result<Item, StoreError> {
+        let headers = serde_json::to_string(&item.headers).map_err(|e| StoreError::Other {
+            path: self.path.clone(),
+            detail: format!("headers not serialisable: {e}"),
+        })?;
+        self.write(|tx, path| {
+            tx.query_row(
+                &format!(
+                    "INSERT INTO queue_items (upstream, method, path_and_query, headers, body,
+                         identity, credential_ref, dedupe_key, repo, problem_statement, state,
+                         created_at, attempts, next_attempt_at, updated_at, needs_lookup)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, 'queued', ?11, 0, ?11, ?11, 0)
+                     RETURNING {COLUMNS}"
+                ),
+                params![
+                    item.upstream,
+                    item.method,
+                    item.path_and_query,
+                    headers,
+                    item.body,
+                    item.identity,
+                    item.credential_ref,
+                    item.dedupe_key,
+                    item.repo,
+                    item.problem_statement,
+                    now_ms,
+                ],
+                Item::from_row,
+            )
+            .map_err(|e| duplicate_or(tx, path, &item.dedupe_key, e))
+        })
+    }
+
+    /// queued | in_doubt → replaying; counts an attempt. From `in_doubt` only after the caller
+    /// looked the create up upstream and did not find it (this clears `needs_lookup`).
+    pub fn mark_replaying(&mut self, id: i64, now_ms: i64) -> Result<Item, StoreError> {
+        self.transition(
+            id,
+            Transition::Replay,
+            "state = 'replaying', attempts = attempts + 1, last_attempt_at = ?2,
+             needs_lookup = 0, updated_at = ?2",
+            &[&now_ms],
+        )
+    }
+
+    /// replaying | in_doubt → done, recording what was created (job id, session id, PR).
+    pub fn mark_done(
+        &mut self,
+        id: i64,
+        result: &serde_json::Value,
+        now_ms: i64,
+    ) -> Result<Item, StoreError> {
+        let result = result.to_string();
+        self.transition(
+            id,
+            Transition::Done,
+            "state = 'done', result = ?2, updated_at = ?3",
+            &[&result, &now_ms],
+        )
+    }
+
+    /// queued | replaying | in_doubt → failed (a definite, permanent error).
+    pub fn mark_failed(&mut self, id: i64, reason: &str, now_ms: i64) -> Result<Item, StoreError> {
+        self.transition(
+            id,
+            Transition::Fail,
+            "state = 'failed', last_error = ?2, updated_at = ?3",
+            &[&reason, &now_ms],
+        )
+    }
+
+    /// Try again at `next_attempt_at`. From `replaying` the item goes back to `queued`: call
+    /// this only when the attempt certainly did not reach the upstream (connection refused,
+    /// breaker open, 5xx before processing); otherwise use [`Store::mark_in_doubt`]. A
+    /// `queued` or `in_doubt` item keeps its state (a failed lookup stays in doubt).
+    pub fn reschedule(
+        &mut self,
+        id: i64,
+        next_attempt_at: i64,
+        error: &str,
+        now_ms: i64,
+    ) -> Result<Item, StoreError> {
+        self.transition(
+            id,
+            Transition::Reschedule,
+            "state = CASE state WHEN 'replaying' THEN 'queued' ELSE state END,
+             next_attempt_at = ?2, last_error = ?3, updated_at = ?4",
+            &[&next_attempt_at, &error, &now_ms],
+        )
+    }
+
+    /// replaying → in_doubt: the send may have reached the upstream (timeout after sending,
+    /// connection reset mid-response). It is looked up before any new send.
+    pub fn mark_in_doubt(
+        &mut self,
+        id: i64,
+        next_attempt_at: i64,
+        error: &str,
+        now_ms: i64,
+    ) -> Result<Item, StoreError> {
+        self.transition(
+            id,
+            Transition::InDoubt,
+            "state = 'in_doubt', needs_lookup = 1, next_attempt_at = ?2, last_error = ?3,
+             updated_at = ?4",
+            &[&next_attempt_at, &error, &now_ms],
+        )
+    }
+
+    /// queued | in_doubt | failed → cancelled.
+    pub fn cancel(&mut self, id: i64, now_ms: i64) -> Result<Item, StoreError> {
+        self.transition(
+            id,
+            Transition::Cancel,
+            "state = 'cancelled', updated_at = ?2",
+            &[&now_ms],
+        )
+    }
+
+    /// failed | expired | cancelled → queued (or `in_doubt` if an earlier send may have
+    /// reached the upstream), due now, with a fresh attempt count. Fails with
+    /// [`StoreError::Duplicate`] if the same create was queued again meanwhile.
+    pub fn retry(&mut self, id: i64, now_ms: i64) -> Result<Item, StoreError> {
+        self.transition(
+            id,
+            Transition::Retry,
+            "state = CASE WHEN needs_lookup THEN 'in_doubt' ELSE 'queued' END, attempts = 0,
+             next_attempt_at = ?2, updated_at = ?2",
+            &[&now_ms],
+        )
+    }
+
+    /// Every queued or in-doubt item created more than `max_age_ms` before `now_ms` →
+    /// expired. Returns them, oldest first.
+    pub fn expire_older_than(
+        &mut self,
+        max_age_ms: i64,
+        now_ms: i64,
+    ) -> Result<Vec<Item>, StoreError> {
+        let cutoff = now_ms.saturating_sub(max_age_ms);
+        self.write_many(
+            &format!(
+                "UPDATE queue_items SET state = 'expired', updated_at = ?2
+                 WHERE state IN ({}) AND created_at < ?1 RETURNING {COLUMNS}",
+                state_list(Transition::Expire.allowed_from())
+            ),
+            params![cutoff, now_ms],
+        )
+    }
+
+    /// At start-up: every `replaying` item (Weir stopped mid-send) → in_doubt, due now.
+    /// Returns them, oldest first.
+    pub fn recover_after_crash(&mut self, now_ms: i64) -> Result<Vec<Item>, StoreError> {
+        self.write_many(
+            &format!(
+                "UPDATE queue_items SET state = 'in_doubt', needs_lookup = 1,
+                     next_attempt_at = ?1, updated_at = ?1,
+                     last_error = 'Weir stopped while this create was being sent'
+                 WHERE state IN ({}) RETURNING {COLUMNS}",
+                state_list(Transition::Recover.allowed_from())
+            ),
+            params![now_ms],
+        )
+    }
+
+    /// Deletes ended items (done, failed, cancelled, expired) last changed before
+    /// `updated_before_ms`, so the file does not grow forever. Returns how many.
+    pub fn purge_ended_before(&mut self, updated_before_ms: i64) -> Result<usize, StoreError> {
+        self.write(|tx, path| {
+            tx.execute(
+                &format!(
+                    "DELETE FROM queue_items WHERE state NOT IN ({LIVE_STATES})
+                     AND updated_at < ?1"
+                ),
+                [updated_before_ms],
+            )
+            .map_err(|e| StoreError::from_sqlite(path, e))
+        })
+    }
+
+    /// One-item update: `set` may use ?2.. for `args` (?1 is the id). When no row matches,
+    /// the same transaction tells "no such item" from "wrong state".
+    fn transition(
+        &mut self,
+        id: i64,
+        op: Transition,
+        set: &str,
+        args: &[&dyn ToSql],
+    ) -> Result<Item, StoreError> {
+        let sql = format!(
+            "UPDATE queue_items SET {set} WHERE id = ?1 AND state IN ({}) RETURNING {COLUMNS}",
+            state_list(op.allowed_from())
+        );
+        let mut all: Vec<&dyn ToSql> = Vec::with_capacity(args.len() + 1);
+        all.push(&id);
+        all.extend_from_slice(args);
+        self.write(|tx, path| {
+            let sql_err = |e| StoreError::from_sqlite(path, e);
+            let updated = tx
+                .query_row(&sql, all.as_slice(), Item::from_row)
+                .optional();
+            let updated = match (op, updated) {
+                (Transition::Retry, Err(e)) => {
+                    let key: Option<String> = tx
+                        .query_row(
+                            "SELECT dedupe_key FROM queue_items WHERE id = ?1",
+                            [id],
+                            |r| r.get(0),
+                        )
+                        .optional()
+                        .map_err(sql_err)?;
+                    return Err(duplicate_or(tx, path, key.as_deref().unwrap_or(""), e));
+                }
+                (_, r) => r.map_err(sql_err)?,
+            };
+            if let Some(item) = updated {
+                return Ok(item);
+            }
+            let from: Option<State> = tx
+                .query_row("SELECT state FROM queue_items WHERE id = ?1", [id], |r| {
+                    r.get(0)
+                })
+                .optional()
+                .map_err(sql_err)?;
+            Err(match from {
+                Some(from) => StoreError::IllegalTransition { id, from, op },
+                None => StoreError::NotFound { id },
+            })
+        })
+    }
+
+    fn write_many(
+        &mut self,
+        sql: &str,
+        params: impl rusqlite::Params,
+    ) -> Result<Vec<Item>, StoreError> {
+        let mut items = self.write(|tx, path| {
+            let mut stmt = tx
+                .prepare(sql)
+                .map_err(|e| StoreError::from_sqlite(path, e))?;
+            let rows = stmt
+                .query_map(params, Item::from_row)
+                .map_err(|e| StoreError::from_sqlite(path, e))?;
+            rows.collect::<Result<Vec<_>, _>>()
+                .map_err(|e| StoreError::from_sqlite(path, e))
+        })?;
+        items.sort_by_key(|i| (i.created_at, i.id));
+        Ok(items)
+    }
+}
+
+/// A UNIQUE violation can only come from the live-dedupe index: name the item holding the key.
+fn duplicate_or(
+    tx: &Transaction<'_>,
+    path: &std::path::Path,
+    dedupe_key: &str,
+    err: rusqlite::Error,
+) -> StoreError {
+    let unique = matches!(
+        &err,
+        rusqlite::Error::SqliteFailure(e, _)
+            if e.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_UNIQUE
+    );
+    if !unique {
+        return StoreError::from_sqlite(path, err);
+    }
+    let existing = tx
+        .query_row(
+            &format!(
+                "SELECT id FROM queue_items WHERE dedupe_key = ?1 AND state IN ({LIVE_STATES})"
+            ),
+            [dedupe_key],
+            |r| r.get(0),
+        )
+        .optional();
+    match existing {
+        Ok(Some(existing_id)) => StoreError::Duplicate { existing_id },
+        Ok(None) => StoreError::from_sqlite(path, err),
+        Err(e) => StoreError::from_sqlite(path, e),
+    }
+}

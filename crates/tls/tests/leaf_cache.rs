@@ -1,0 +1,154 @@
+//! LeafIssuer: refusal of unmanaged names, reuse of cached leaves, renewal near expiry, and
+//! clamping to the CA's lifetime, driven by a manual clock (no sleeping).
+
+mod common;
+
+use std::sync::Arc;
+
+use common::{ca_at, t0, verify_for_name};
+use time::Duration;
+use weir_tls::{LeafIssuer, LeafPolicy, ManualClock, TlsError};
+use x509_parser::prelude::X509Certificate;
+
+fn issuer() -> (LeafIssuer, Arc<ManualClock>) {
+    let clock = Arc::new(ManualClock::new(t0()));
+    let issuer =
+        LeafIssuer::with_clock(Arc::new(ca_at(t0())), clock.clone(), LeafPolicy::default());
+    (issuer, clock)
+}
+
+fn parse(der: &[u8]) -> X509Certificate<'_> {
+    x509_parser::parse_x509_certificate(der).unwrap().1
+}
+
+#[test]
+fn refuses_names_that_are_not_exactly_managed() {
+    let (issuer, _) = issuer();
+    for name in [
+        "evil.example",
+        "github.com",
+        "x.api.github.com",
+        "uploads.github.com",
+    ] {
+        assert!(
+            matches!(
+                issuer.certified_key(name),
+                Err(TlsError::HostNotPermitted { .. })
+            ),
+            "{name}"
+        );
+    }
+    for name in ["127.0.0.1", "", "*.api.github.com"] {
+        assert!(
+            matches!(
+                issuer.certified_key(name),
+                Err(TlsError::InvalidHost { .. })
+            ),
+            "{name}"
+        );
+    }
+    assert_eq!(issuer.issued_count(), 0);
+}
+
+#[test]
+fn leaf_fields_are_a_24h_p256_server_cert_for_the_host() {
+    let (issuer, _) = issuer();
+    let key = issuer.certified_key("API.GitHub.com.").unwrap();
+    let cert = parse(&key.cert[0]);
+    let sans: Vec<String> = cert
+        .subject_alternative_name()
+        .unwrap()
+        .unwrap()
+        .value
+        .general_names
+        .iter()
+        .map(|n| n.to_string())
+        .collect();
+    assert_eq!(sans, ["DNSName(api.github.com)"]);
+    let eku = cert.extended_key_usage().unwrap().unwrap().value;
+    assert!(eku.server_auth && !eku.client_auth && !eku.any);
+    assert!(!cert.basic_constraints().unwrap().unwrap().value.ca);
+    assert_eq!(
+        cert.public_key().algorithm.algorithm.to_id_string(),
+        "1.2.840.10045.2.1"
+    );
+    let validity = cert.validity();
+    assert_eq!(validity.not_after.to_datetime(), t0() + Duration::hours(24));
+    assert_eq!(validity.not_before.to_datetime(), t0() - Duration::hours(1));
+}
+
+#[test]
+fn cached_leaf_is_reused_until_an_hour_is_left_then_renewed() {
+    let (issuer, clock) = issuer();
+    let first = issuer.certified_key("api.github.com").unwrap();
+    assert_eq!(issuer.issued_count(), 1);
+
+    clock.advance(Duration::hours(22) + Duration::minutes(59));
+    let again = issuer.certified_key("api.github.com").unwrap();
+    assert!(
+        Arc::ptr_eq(&first, &again),
+        "leaf with > 1 h left must be reused"
+    );
+    assert_eq!(issuer.issued_count(), 1);
+
+    // A different host gets its own leaf.
+    let other = issuer.certified_key("api.githubcopilot.com").unwrap();
+    assert!(!Arc::ptr_eq(&first, &other));
+    assert_eq!(issuer.issued_count(), 2);
+
+    clock.advance(Duration::minutes(2)); // 23h01m after issue: 59 min left
+    let renewed = issuer.certified_key("api.github.com").unwrap();
+    assert!(
+        !Arc::ptr_eq(&first, &renewed),
+        "leaf with < 1 h left must be renewed"
+    );
+    assert_ne!(first.cert[0], renewed.cert[0]);
+    assert_eq!(issuer.issued_count(), 3);
+    let now = t0() + Duration::hours(23) + Duration::minutes(1);
+    assert_eq!(
+        parse(&renewed.cert[0]).validity().not_after.to_datetime(),
+        now + Duration::hours(24)
+    );
+    verify_for_name(
+        issuer.ca().cert_der(),
+        &renewed.cert[0],
+        "api.github.com",
+        now,
+    )
+    .unwrap();
+
+    let cached = issuer.certified_key("api.github.com").unwrap();
+    assert!(Arc::ptr_eq(&renewed, &cached));
+    assert_eq!(issuer.issued_count(), 3);
+}
+
+#[test]
+fn leaf_never_outlives_the_ca_and_none_is_issued_after_it_expires() {
+    let (issuer, clock) = issuer();
+    let ca_end = issuer.ca().not_after();
+    clock.set(ca_end - Duration::hours(5));
+    let key = issuer.certified_key("api.github.com").unwrap();
+    assert_eq!(
+        parse(&key.cert[0]).validity().not_after.to_datetime(),
+        ca_end
+    );
+
+    clock.set(ca_end);
+    assert!(matches!(
+        issuer.certified_key("api.github.com"),
+        Err(TlsError::CaExpired { .. })
+    ));
+}
+
+#[test]
+fn concurrent_requests_for_one_host_issue_one_leaf() {
+    let (issuer, _) = issuer();
+    let keys: Vec<_> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..8)
+            .map(|_| s.spawn(|| issuer.certified_key("api.githubcopilot.com").unwrap()))
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert_eq!(issuer.issued_count(), 1);
+    assert!(keys.iter().all(|k| Arc::ptr_eq(k, &keys[0])));
+}

@@ -1,0 +1,180 @@
+//! Test fixtures: a real loopback upstream that counts what it receives and can be told to be
+//! slow, fail or die, and a real Weir engine on 127.0.0.1:0 in front of it.
+#![allow(dead_code)]
+
+use bytes::Bytes;
+use http::{Request, Response, StatusCode};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+/// How the fake upstream answers.
+#[derive(Clone, Debug)]
+pub struct Behaviour {
+    pub delay: Duration,
+    pub status: u16,
+    pub extra_headers: Vec<(String, String)>,
+    /// Body override; `None` echoes a JSON body naming the path, the count and the auth header.
+    pub body: Option<String>,
+}
+
+impl Default for Behaviour {
+    fn default() -> Self {
+        Behaviour { delay: Duration::ZERO, status: 200, extra_headers: vec![], body: None }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Seen {
+    pub method: String,
+    pub path_and_query: String,
+    pub headers: http::HeaderMap,
+    pub body: Bytes,
+}
+
+pub struct Upstream {
+    pub addr: SocketAddr,
+    pub behaviour: Arc<Mutex<Behaviour>>,
+    pub seen: Arc<Mutex<Vec<Seen>>>,
+    stop: watch::Sender<bool>,
+}
+
+impl Upstream {
+    pub async fn start() -> Upstream {
+        Self::start_on(TcpListener::bind("127.0.0.1:0").await.unwrap()).await
+    }
+
+    pub async fn start_on(listener: TcpListener) -> Upstream {
+        let addr = listener.local_addr().unwrap();
+        let behaviour = Arc::new(Mutex::new(Behaviour::default()));
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let (stop, mut stopped) = watch::channel(false);
+        let (b, s) = (behaviour.clone(), seen.clone());
+        tokio::spawn(async move {
+            loop {
+                let (stream, _) = tokio::select! {
+                    a = listener.accept() => match a { Ok(x) => x, Err(_) => continue },
+                    _ = stopped.changed() => return,
+                };
+                let (b, s) = (b.clone(), s.clone());
+                let mut stopped = stopped.clone();
+                tokio::spawn(async move {
+                    let svc = service_fn(move |req| answer(req, b.clone(), s.clone()));
+                    let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+                    let conn = builder.serve_connection(TokioIo::new(stream), svc);
+                    tokio::select! { _ = conn => {}, _ = stopped.changed() => {} }
+                });
+            }
+        });
+        Upstream { addr, behaviour, seen, stop }
+    }
+
+    pub fn origin(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    pub fn set(&self, f: impl FnOnce(&mut Behaviour)) {
+        f(&mut self.behaviour.lock().unwrap());
+    }
+
+    /// Requests received so far for `path` (path and query, exact).
+    pub fn count(&self, path_and_query: &str) -> usize {
+        self.seen.lock().unwrap().iter().filter(|s| s.path_and_query == path_and_query).count()
+    }
+
+    pub fn total(&self) -> usize {
+        self.seen.lock().unwrap().len()
+    }
+
+    pub fn seen(&self) -> Vec<Seen> {
+        self.seen.lock().unwrap().clone()
+    }
+
+    /// Stops accepting and closes open connections: the upstream is "down".
+    pub fn kill(&self) {
+        let _ = self.stop.send(true);
+    }
+}
+
+async fn answer(req: Request<Incoming>, b: Arc<Mutex<Behaviour>>, s: Arc<Mutex<Vec<Seen>>>) -> Result<Response<Full<Bytes>>, std::convert::Infallible> {
+    let (parts, body) = req.into_parts();
+    let body = body.collect().await.map(|c| c.to_bytes()).unwrap_or_default();
+    let pq = parts.uri.path_and_query().map(|p| p.to_string()).unwrap_or_default();
+    let n = {
+        let mut seen = s.lock().unwrap();
+        seen.push(Seen { method: parts.method.to_string(), path_and_query: pq.clone(), headers: parts.headers.clone(), body });
+        seen.iter().filter(|x| x.path_and_query == pq).count()
+    };
+    let beh = b.lock().unwrap().clone();
+    if !beh.delay.is_zero() {
+        tokio::time::sleep(beh.delay).await;
+    }
+    let auth = parts.headers.get("authorization").and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
+    let body = beh.body.clone().unwrap_or_else(|| serde_json::json!({"path": pq, "n": n, "auth": auth}).to_string());
+    let mut resp = Response::new(Full::new(Bytes::from(body)));
+    *resp.status_mut() = StatusCode::from_u16(beh.status).unwrap();
+    resp.headers_mut().insert("content-type", "application/json".parse().unwrap());
+    for (k, v) in &beh.extra_headers {
+        resp.headers_mut().insert(http::HeaderName::from_bytes(k.as_bytes()).unwrap(), v.parse().unwrap());
+    }
+    Ok(resp)
+}
+
+pub struct Weir {
+    pub handle: weir::EngineHandle,
+    pub dir: tempfile::TempDir,
+}
+
+impl Weir {
+    /// Starts Weir on 127.0.0.1:0 with `extra` TOML appended after `[[upstream]]` entries
+    /// for each given origin (named `up0`, `up1`, ...).
+    pub async fn start(origins: &[&str], extra: &str) -> Weir {
+        let mut toml = String::from("listen = \"127.0.0.1:0\"\n");
+        for (i, o) in origins.iter().enumerate() {
+            toml.push_str(&format!("[[upstream]]\nname = \"up{i}\"\norigin = \"{o}\"\n"));
+        }
+        toml.push_str(extra);
+        let settings = weir::config::parse_str(&toml, "test.toml").expect("test config");
+        let dir = tempfile::tempdir().unwrap();
+        let handle = weir::start(weir::EngineOptions::new(settings, dir.path().to_path_buf())).await.expect("weir starts");
+        Weir { handle, dir }
+    }
+
+    pub fn proxy_url(&self) -> String {
+        format!("http://{}", self.handle.local_addr())
+    }
+
+    /// A real HTTP client that uses Weir as its proxy, sending `Authorization: token <who>`.
+    pub fn client(&self, who: &str) -> reqwest::Client {
+        let mut h = reqwest::header::HeaderMap::new();
+        h.insert("authorization", format!("token {who}").parse().unwrap());
+        reqwest::Client::builder()
+            .proxy(reqwest::Proxy::all(self.proxy_url()).unwrap())
+            .default_headers(h)
+            .pool_max_idle_per_host(0)
+            .build()
+            .unwrap()
+    }
+
+    pub async fn status(&self) -> serde_json::Value {
+        let url = format!("{}/_weir/api/status", self.proxy_url());
+        reqwest::get(url).await.unwrap().json().await.unwrap()
+    }
+}
+
+/// Polls `cond` until it holds, at most `tries` × 20 ms (a bound, not a timing assertion).
+pub async fn eventually(tries: u32, mut cond: impl FnMut() -> bool) -> bool {
+    for _ in 0..tries {
+        if cond() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    cond()
+}
