@@ -47,7 +47,7 @@ pub fn run(args: ServeArgs) -> ExitCode {
             }
         };
         println!("weir: proxy listening on http://{}", handle.local_addr());
-        println!("weir: dashboard and control API at {}", handle.dashboard_url());
+        println!("weir: dashboard and control API at {}", handle.dashboard_url_with_secret());
         println!("weir: point your tools at it with HTTPS_PROXY=http://{0} HTTP_PROXY=http://{0}", handle.local_addr());
         wait_for_signal().await;
         println!("weir: shutting down, draining in-flight requests");

@@ -8,6 +8,14 @@
 //! - `platform`: the only `cfg(target_os)` code: which backend an entry uses and how its
 //!   errors are classified.
 //!
+//! # Tests
+//! The integration tests use the real Secret Service. Run them with
+//! `scripts/with-keychain.sh cargo test -p weir-keychain`, which provides a private D-Bus
+//! session and an unlocked throwaway gnome-keyring (apt packages `dbus-x11 gnome-keyring
+//! libsecret-tools`). Without a usable keychain they fail, naming the fix; set
+//! `WEIR_SKIP_KEYCHAIN_TESTS=1` to skip them deliberately (e.g. on a CI runner without
+//! gnome-keyring). `tests/no_service.rs` needs nothing and always runs.
+//!
 //! All calls block (D-Bus, Security.framework, Credential Manager): call them from
 //! `tokio::task::spawn_blocking`, not from an async worker.
 

@@ -8,7 +8,7 @@
 //! - `endpoint`: one URL with conditional requests (ETag / Last-Modified, 304 reuse).
 //! - `project`: raw documents → watched components and relevant incidents.
 //! - [`model`]: the [`GithubStatus`] snapshot (dashboard JSON).
-//! - [`diff`]: old snapshot + new snapshot → [`StatusEvent`]s (pure).
+//! - [`mod@diff`]: old snapshot + new snapshot → [`StatusEvent`]s (pure).
 //! - `schedule`: interval, exponential backoff, jitter.
 //! - `watcher`: [`StatusWatcher`] (one check) and [`StatusHandle`] (the background task).
 //!

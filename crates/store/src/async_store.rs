@@ -113,7 +113,12 @@ impl AsyncStore {
         self.call(move |s| s.mark_done(id, &result, now_ms)).await
     }
 
-    pub async fn mark_failed(&self, id: i64, reason: &str, now_ms: i64) -> Result<Item, StoreError> {
+    pub async fn mark_failed(
+        &self,
+        id: i64,
+        reason: &str,
+        now_ms: i64,
+    ) -> Result<Item, StoreError> {
         let reason = reason.to_owned();
         self.call(move |s| s.mark_failed(id, &reason, now_ms)).await
     }

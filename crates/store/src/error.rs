@@ -22,7 +22,7 @@ pub enum StoreError {
     #[error("queue database {} is full: {detail}", .path.display())]
     Full { path: PathBuf, detail: String },
     /// The file or its directory cannot be written (or opened at all).
-    #[error("queue database {} cannot be written: {detail}", .path.display())]
+    #[error("queue database {} cannot be opened or written: {detail}", .path.display())]
     ReadOnly { path: PathBuf, detail: String },
     /// The OS reported an I/O error.
     #[error("I/O error on queue database {}: {detail}", .path.display())]
@@ -220,8 +220,12 @@ mod tests {
     #[test]
     fn every_error_has_a_fix_naming_the_path_where_there_is_one() {
         let p = PathBuf::from("/data/weir/queue.db");
-        for code in [ffi::SQLITE_BUSY, ffi::SQLITE_CORRUPT, ffi::SQLITE_FULL, ffi::SQLITE_READONLY]
-        {
+        for code in [
+            ffi::SQLITE_BUSY,
+            ffi::SQLITE_CORRUPT,
+            ffi::SQLITE_FULL,
+            ffi::SQLITE_READONLY,
+        ] {
             let e = classify_code(code, p.clone(), "d".into());
             assert!(e.fix().contains("/data/weir/queue.db"), "{}", e.fix());
             assert!(e.to_string().contains("/data/weir/queue.db"), "{e}");

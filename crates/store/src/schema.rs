@@ -153,7 +153,14 @@ mod tests {
         // An older build meeting the newer file refuses it instead of writing to it.
         let err = migrate(&mut conn, &path, MIGRATIONS, false).unwrap_err();
         assert!(
-            matches!(err, StoreError::SchemaTooNew { found: 2, supported: 1, .. }),
+            matches!(
+                err,
+                StoreError::SchemaTooNew {
+                    found: 2,
+                    supported: 1,
+                    ..
+                }
+            ),
             "{err:?}"
         );
     }

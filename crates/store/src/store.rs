@@ -237,3 +237,31 @@ fn check_integrity(conn: &Connection, path: &Path) -> Result<(), StoreError> {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn connection_settings_are_applied() {
+        let dir = tempfile::tempdir().unwrap();
+        let options = StoreOptions {
+            busy_timeout: Duration::from_millis(1234),
+            ..StoreOptions::default()
+        };
+        let store = Store::open_with(dir.path().join("q.db"), &options).unwrap();
+        let get = |name: &str| -> i64 {
+            store
+                .conn
+                .pragma_query_value(None, name, |r| r.get(0))
+                .unwrap()
+        };
+        assert_eq!(get("synchronous"), 2, "FULL");
+        assert_eq!(get("busy_timeout"), 1234);
+        let mode: String = store
+            .conn
+            .pragma_query_value(None, "journal_mode", |r| r.get(0))
+            .unwrap();
+        assert_eq!(mode, "wal");
+    }
+}

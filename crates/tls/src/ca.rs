@@ -54,7 +54,7 @@ impl LocalCa {
         Self::generate_for_owner(permitted_hosts, now, &default_owner_label())
     }
 
-    /// As [`LocalCa::generate`], with the owner label in "Weir local CA (<owner>)" given.
+    /// As [`LocalCa::generate`], with the owner label in `Weir local CA (<owner>)` given.
     pub fn generate_for_owner(
         permitted_hosts: &[String],
         now: OffsetDateTime,
@@ -175,7 +175,7 @@ impl LocalCa {
         colon_hex(ring::digest::digest(&ring::digest::SHA256, &self.cert_der).as_ref())
     }
 
-    /// The certificate's subject common name, "Weir local CA (<owner>)".
+    /// The certificate's subject common name, `Weir local CA (<owner>)`.
     pub fn common_name(&self) -> &str {
         &self.common_name
     }
@@ -260,7 +260,7 @@ fn permitted_dns_names(
     normalize_list(&names)
 }
 
-/// "Weir local CA (<owner>)", O=Weir, and the creation date in OU so rotated CAs are told apart.
+/// `Weir local CA (<owner>)`, O=Weir, and the creation date in OU so rotated CAs are told apart.
 fn ca_name(owner: &str, now: OffsetDateTime) -> DistinguishedName {
     let room = MAX_CN_LEN.saturating_sub(CA_NAME_PREFIX.len() + 3);
     let owner: String = owner

@@ -1,0 +1,55 @@
+//! The `weir` binary: config errors exit 2 naming file, line and key; `serve` prints where it
+//! listens and stops gracefully on SIGTERM.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+
+fn weir() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_weir"));
+    // Keep the user's own config and data out of the test.
+    let home = tempfile::tempdir().unwrap().keep();
+    c.env("HOME", &home).env("XDG_CONFIG_HOME", home.join("cfg")).env("XDG_DATA_HOME", home.join("data"));
+    c
+}
+
+#[test]
+fn bad_config_exits_2_with_file_line_and_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("weir.toml");
+    std::fs::write(&f, "listen = \"127.0.0.1:0\"\n[[upstream]]\nname = \"x\"\norigin = \"https://a.example/path\"\n").unwrap();
+    let out = weir().args(["serve", "--config"]).arg(&f).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(&format!("{}:4: key `upstream.origin`", f.display())), "{err}");
+
+    std::fs::write(&f, "listen = [1,\n").unwrap();
+    let out = weir().args(["serve", "--config"]).arg(&f).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("weir.toml:"), "never a panic");
+}
+
+#[cfg(unix)]
+#[test]
+fn serve_prints_addresses_and_stops_on_sigterm() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = weir()
+        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(dir.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let first = lines.next().unwrap().unwrap();
+    assert!(first.starts_with("weir: proxy listening on http://127.0.0.1:"), "{first}");
+    let second = lines.next().unwrap().unwrap();
+    assert!(second.contains("/_weir/#secret="), "{second}");
+    let addr = first.rsplit("http://").next().unwrap().to_string();
+    let status = std::net::TcpStream::connect(&addr);
+    assert!(status.is_ok(), "listening at {addr}");
+    let _ = Command::new("kill").args(["-TERM", &child.id().to_string()]).status();
+    let code = child.wait().unwrap();
+    assert!(code.success(), "{code:?}");
+    let rest: Vec<String> = lines.map_while(Result::ok).collect();
+    assert!(rest.iter().any(|l| l == "weir: stopped"), "{rest:?}");
+}

@@ -1,0 +1,117 @@
+//! What Weir does not manage passes through untouched: plain HTTP to other hosts, CONNECT
+//! tunnels (byte for byte), and managed non-cacheable classes (streamed, not buffered).
+
+mod common;
+use common::{Upstream, Weir};
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+#[tokio::test]
+async fn unmanaged_http_is_passed_through_without_cache() {
+    let managed = Upstream::start().await;
+    let other = Upstream::start().await;
+    let weir = Weir::start(&[&managed.origin()], "").await;
+    let c = weir.client("alice");
+    for _ in 0..2 {
+        let r = c.get(format!("{}/agents/sessions", other.origin())).send().await.unwrap();
+        assert_eq!(r.status(), 200);
+        assert!(!r.headers().contains_key("cache-status"), "unmanaged hosts get no policy");
+    }
+    assert_eq!(other.count("/agents/sessions"), 2);
+    assert_eq!(managed.total(), 0);
+    let seen = other.seen();
+    assert_eq!(seen[0].headers["authorization"], "token alice");
+    assert!(!seen[0].headers.contains_key("proxy-connection"));
+}
+
+#[tokio::test]
+async fn hop_by_hop_headers_are_not_forwarded() {
+    let up = Upstream::start().await;
+    let weir = Weir::start(&[&up.origin()], "").await;
+    let mut s = TcpStream::connect(weir.handle.local_addr()).await.unwrap();
+    let req = format!(
+        "POST http://{}/agents/swe/v1/jobs/o/r HTTP/1.1\r\nHost: {}\r\nConnection: keep-alive, x-hop\r\nX-Hop: secret\r\nKeep-Alive: timeout=5\r\nProxy-Authorization: Basic Zm9vOmJhcg==\r\nContent-Length: 2\r\n\r\n{{}}",
+        up.addr, up.addr
+    );
+    s.write_all(req.as_bytes()).await.unwrap();
+    let mut buf = vec![0; 4096];
+    let n = s.read(&mut buf).await.unwrap();
+    assert!(String::from_utf8_lossy(&buf[..n]).starts_with("HTTP/1.1 200"));
+    let seen = &up.seen()[0];
+    assert_eq!(seen.method, "POST");
+    assert_eq!(&seen.body[..], b"{}");
+    for h in ["x-hop", "keep-alive", "proxy-authorization"] {
+        assert!(!seen.headers.contains_key(h), "{h} was forwarded");
+    }
+}
+
+#[tokio::test]
+async fn connect_is_a_blind_byte_tunnel() {
+    // A raw TCP echo server standing in for any non-managed TLS host.
+    let echo = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let echo_addr = echo.local_addr().unwrap();
+    tokio::spawn(async move {
+        let (mut s, _) = echo.accept().await.unwrap();
+        let mut buf = [0u8; 1024];
+        loop {
+            let n = s.read(&mut buf).await.unwrap();
+            if n == 0 {
+                break;
+            }
+            s.write_all(&buf[..n]).await.unwrap();
+        }
+    });
+    let weir = Weir::start(&[], "").await;
+    let mut s = TcpStream::connect(weir.handle.local_addr()).await.unwrap();
+    s.write_all(format!("CONNECT {echo_addr} HTTP/1.1\r\nHost: {echo_addr}\r\n\r\n").as_bytes()).await.unwrap();
+    let mut buf = vec![0; 1024];
+    let n = s.read(&mut buf).await.unwrap();
+    assert!(String::from_utf8_lossy(&buf[..n]).starts_with("HTTP/1.1 200"), "{}", String::from_utf8_lossy(&buf[..n]));
+    let payload: Vec<u8> = (0..=255u8).cycle().take(600).collect();
+    s.write_all(&payload).await.unwrap();
+    let mut got = vec![0; payload.len()];
+    s.read_exact(&mut got).await.unwrap();
+    assert_eq!(got, payload, "bytes come back unchanged");
+    assert_eq!(weir.status().await["tunnels"], 1);
+}
+
+#[tokio::test]
+async fn connect_to_a_dead_port_is_a_502_problem() {
+    let dead = TcpListener::bind("127.0.0.1:0").await.unwrap().local_addr().unwrap();
+    let weir = Weir::start(&[], "").await;
+    let mut s = TcpStream::connect(weir.handle.local_addr()).await.unwrap();
+    s.write_all(format!("CONNECT {dead} HTTP/1.1\r\nHost: {dead}\r\n\r\n").as_bytes()).await.unwrap();
+    let mut buf = vec![0; 4096];
+    let n = s.read(&mut buf).await.unwrap();
+    let text = String::from_utf8_lossy(&buf[..n]);
+    assert!(text.starts_with("HTTP/1.1 502"), "{text}");
+    assert!(text.contains("application/problem+json") && text.contains("\"kind\": \"connection\""), "{text}");
+}
+
+#[tokio::test]
+async fn stream_class_is_streamed_not_buffered() {
+    // An SSE-like upstream that sends one event, then waits, then sends another.
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    let (release_tx, release_rx) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(async move {
+        let (mut s, _) = l.accept().await.unwrap();
+        let mut buf = vec![0; 4096];
+        let _ = s.read(&mut buf).await.unwrap();
+        s.write_all(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n").await.unwrap();
+        s.write_all(b"a\r\ndata: one\n\r\n").await.unwrap();
+        let _ = release_rx.await;
+        s.write_all(b"a\r\ndata: two\n\r\n0\r\n\r\n").await.unwrap();
+    });
+    let origin = format!("http://{addr}");
+    let weir = Weir::start(&[&origin], "").await;
+    let mut r = weir.client("a").get(format!("{origin}/agents/sessions/s1/logs")).send().await.unwrap();
+    assert!(!r.headers().contains_key("cache-status"));
+    // The first chunk arrives while the upstream is still holding the second back.
+    let first = tokio::time::timeout(Duration::from_secs(10), r.chunk()).await.unwrap().unwrap().unwrap();
+    assert_eq!(&first[..], b"data: one\n");
+    release_tx.send(()).unwrap();
+    let second = r.chunk().await.unwrap().unwrap();
+    assert_eq!(&second[..], b"data: two\n");
+}
