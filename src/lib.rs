@@ -13,6 +13,7 @@
 //! - [`cache`], [`coalesce`]: the per-identity cache and single-flight coalescing.
 //! - [`identity`], [`surface`]: who is asking (keyed credential hash) and with which tool.
 //! - [`upstream`]: the pooled rustls HTTP client and typed fetch failures.
+//! - [`resilience`]: per-upstream gate (cooldown, breaker, bulkhead) and the one retry layer.
 //! - [`problem`]: problem+json documents and their explanation pages.
 //! - [`control`]: `/_weir/api/*`, `/metrics`, problem pages; Host/Origin checks.
 //! - [`stats`], [`events`]: counters and the event stream.
@@ -29,6 +30,7 @@ pub mod identity;
 pub mod paths;
 pub mod problem;
 pub mod proxy;
+pub mod resilience;
 pub mod server;
 pub mod stats;
 pub mod surface;

@@ -26,6 +26,9 @@ pub struct Problem {
     pub breaker: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub request_id: Option<String>,
+    /// Extra response headers (e.g. `RateLimit`), not part of the JSON.
+    #[serde(skip)]
+    pub headers: Vec<(&'static str, String)>,
 }
 
 impl Problem {
@@ -41,6 +44,7 @@ impl Problem {
             retry_after_s: None,
             breaker: None,
             request_id: None,
+            headers: Vec::new(),
         }
     }
 
@@ -80,6 +84,11 @@ impl Problem {
         h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
         if let Some(s) = self.retry_after_s {
             h.insert(header::RETRY_AFTER, HeaderValue::from(s));
+        }
+        for (name, value) in &self.headers {
+            if let Ok(v) = HeaderValue::from_str(value) {
+                h.insert(*name, v);
+            }
         }
         resp
     }

@@ -63,6 +63,12 @@ pub struct ClassSettings {
     pub stale_if_error: Duration,
     /// Token class only: a token is refreshed this long before its `refresh_in`/`expires_at`.
     pub token_margin: Duration,
+    /// Timeout of one upstream attempt (until the response headers).
+    pub per_try_timeout: Duration,
+    /// Overall budget for all attempts, retries and backoff included.
+    pub deadline: Duration,
+    /// Slower calls count as slow for the breaker even when they succeed.
+    pub slow_call: Duration,
 }
 
 impl ClassSettings {
@@ -75,11 +81,25 @@ impl ClassSettings {
             RouteClass::Token => (Duration::from_secs(60), Duration::ZERO, Duration::ZERO),
             _ => (Duration::ZERO, Duration::ZERO, Duration::ZERO),
         };
+        let secs = Duration::from_secs;
+        // Agent-session calls normally answer in well under a second; a list that takes 5 s is
+        // a sign of the Oct 29 kind of trouble. Streams are long-lived, so only their headers
+        // are timed.
+        let (per_try, deadline, slow) = match class {
+            RouteClass::List | RouteClass::View => (secs(10), secs(20), secs(5)),
+            RouteClass::Token => (secs(5), secs(10), secs(3)),
+            RouteClass::Create => (secs(30), secs(30), secs(10)),
+            RouteClass::Stream => (secs(30), secs(30), secs(10)),
+            RouteClass::Other => (secs(30), secs(60), secs(10)),
+        };
         ClassSettings {
             fresh_ttl: fresh,
             stale_while_revalidate: swr,
             stale_if_error: sie,
             token_margin: Duration::from_secs(60),
+            per_try_timeout: per_try,
+            deadline,
+            slow_call: slow,
         }
     }
 }

@@ -19,6 +19,14 @@ pub struct FileConfig {
     pub limits: FileLimits,
     #[serde(default)]
     pub cache: FileCache,
+    #[serde(default)]
+    pub breaker: super::resilience::FileBreaker,
+    #[serde(default)]
+    pub retry: super::resilience::FileRetry,
+    #[serde(default)]
+    pub bulkhead: super::resilience::FileBulkhead,
+    #[serde(default)]
+    pub rate_limit: super::resilience::FileRateLimit,
 }
 
 #[derive(Debug, Deserialize)]
@@ -26,6 +34,8 @@ pub struct FileConfig {
 pub struct FileUpstream {
     pub name: Spanned<String>,
     pub origin: Spanned<String>,
+    /// Tried once after a retryable failure of `origin`, or while its breaker is open.
+    pub fallback: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -42,6 +52,9 @@ pub struct FileClasses {
     pub list: Option<FileClass>,
     pub view: Option<FileClass>,
     pub token: Option<FileClass>,
+    pub stream: Option<FileClass>,
+    pub create: Option<FileClass>,
+    pub other: Option<FileClass>,
 }
 
 /// Durations are written like `15s`, `500ms`, `2m`, `24h`.
@@ -52,6 +65,12 @@ pub struct FileClass {
     pub stale_while_revalidate: Option<Spanned<String>>,
     pub stale_if_error: Option<Spanned<String>>,
     pub token_margin: Option<Spanned<String>>,
+    /// Timeout of one upstream attempt (until the response headers).
+    pub per_try_timeout: Option<Spanned<String>>,
+    /// Overall time for all attempts, retries and backoff included.
+    pub deadline: Option<Spanned<String>>,
+    /// A call slower than this counts as slow for the breaker, even when it succeeds.
+    pub slow_call: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

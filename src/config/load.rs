@@ -68,13 +68,13 @@ fn key_on_line(text: &str, offset: usize) -> String {
 }
 
 /// Collects context for validation errors.
-struct Ctx<'a> {
+pub(super) struct Ctx<'a> {
     file: &'a str,
     text: &'a str,
 }
 
 impl Ctx<'_> {
-    fn err<T>(&self, key: &str, span: std::ops::Range<usize>, message: String) -> Result<T, ConfigError> {
+    pub(super) fn err<T>(&self, key: &str, span: std::ops::Range<usize>, message: String) -> Result<T, ConfigError> {
         Err(ConfigError::Invalid {
             file: self.file.to_string(),
             line: if self.text.is_empty() { 1 } else { line_of(self.text, span.start) },
@@ -83,7 +83,7 @@ impl Ctx<'_> {
         })
     }
 
-    fn duration(&self, key: &str, v: &Option<Spanned<String>>) -> Result<Option<Duration>, ConfigError> {
+    pub(super) fn duration(&self, key: &str, v: &Option<Spanned<String>>) -> Result<Option<Duration>, ConfigError> {
         match v {
             None => Ok(None),
             Some(s) => match humantime::parse_duration(s.get_ref()) {
@@ -97,7 +97,7 @@ impl Ctx<'_> {
         }
     }
 
-    fn positive(&self, key: &str, v: &Option<Spanned<i64>>, min: i64) -> Result<Option<usize>, ConfigError> {
+    pub(super) fn positive(&self, key: &str, v: &Option<Spanned<i64>>, min: i64) -> Result<Option<usize>, ConfigError> {
         match v {
             None => Ok(None),
             Some(n) if *n.get_ref() >= min => Ok(usize::try_from(*n.get_ref()).ok()),
@@ -144,7 +144,14 @@ impl Settings {
                 Ok(o) => o,
                 Err(m) => return cx.err("upstream.origin", u.origin.span(), m),
             };
-            upstreams.push(UpstreamSettings { name, origin });
+            let fallback = match &u.fallback {
+                None => None,
+                Some(f) => match Origin::parse(f.get_ref()) {
+                    Ok(o) => Some(o),
+                    Err(m) => return cx.err("upstream.fallback", f.span(), m),
+                },
+            };
+            upstreams.push(UpstreamSettings { name, origin, fallback });
         }
         if upstreams.is_empty() {
             upstreams = default_upstreams();
@@ -168,6 +175,9 @@ impl Settings {
             (RouteClass::List, &raw.classes.list),
             (RouteClass::View, &raw.classes.view),
             (RouteClass::Token, &raw.classes.token),
+            (RouteClass::Stream, &raw.classes.stream),
+            (RouteClass::Create, &raw.classes.create),
+            (RouteClass::Other, &raw.classes.other),
         ] {
             if let Some(fc) = fc {
                 apply_class(&cx, class, fc, classes.get_mut(class))?;
@@ -199,7 +209,10 @@ impl Settings {
             }
         };
 
+        let resilience = super::resilience::validate(&cx, &raw.breaker, &raw.retry, &raw.bulkhead, &raw.rate_limit)?;
+
         Ok(Settings {
+            resilience,
             listen,
             data_dir: raw.data_dir.map(|d| PathBuf::from(d.into_inner())),
             upstreams,
@@ -226,6 +239,15 @@ fn apply_class(cx: &Ctx, class: RouteClass, fc: &FileClass, out: &mut ClassSetti
     if let Some(d) = cx.duration(&k("token_margin"), &fc.token_margin)? {
         out.token_margin = d;
     }
+    if let Some(d) = cx.duration(&k("per_try_timeout"), &fc.per_try_timeout)? {
+        out.per_try_timeout = d;
+    }
+    if let Some(d) = cx.duration(&k("deadline"), &fc.deadline)? {
+        out.deadline = d;
+    }
+    if let Some(d) = cx.duration(&k("slow_call"), &fc.slow_call)? {
+        out.slow_call = d;
+    }
     Ok(())
 }
 
@@ -245,7 +267,7 @@ fn default_upstreams() -> Vec<UpstreamSettings> {
     [("copilot-api", "https://api.githubcopilot.com"), ("github-api", "https://api.github.com")]
         .into_iter()
         .filter_map(|(name, origin)| {
-            Some(UpstreamSettings { name: name.to_string(), origin: Origin::parse(origin).ok()? })
+            Some(UpstreamSettings { name: name.to_string(), origin: Origin::parse(origin).ok()?, fallback: None })
         })
         .collect()
 }

@@ -5,11 +5,13 @@ mod classes;
 mod file;
 mod load;
 mod origin;
+mod resilience;
 
 pub use classes::{classify, default_routes, ClassSettings, ClassTable, RouteClass, RouteRule};
 pub use file::FileConfig;
 pub use load::{load_file, parse_str, ConfigError};
 pub use origin::Origin;
+pub use resilience::ResilienceSettings;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -30,12 +32,14 @@ pub struct Settings {
     pub cache_max_bytes: u64,
     /// Request headers that change the response and so are part of the cache/coalescing key.
     pub key_headers: Vec<http::HeaderName>,
+    pub resilience: ResilienceSettings,
 }
 
 #[derive(Debug, Clone)]
 pub struct UpstreamSettings {
     pub name: String,
     pub origin: Origin,
+    pub fallback: Option<Origin>,
 }
 
 /// Caps that protect Weir from bad or hostile clients.

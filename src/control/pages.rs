@@ -1,7 +1,6 @@
 //! Small HTML pages: problem explanations (`/_weir/problems/<kind>`) and a plain index.
 
 use crate::body::Body;
-use crate::engine::Shared;
 use crate::problem::{page, Problem};
 use http::{Response, StatusCode};
 

@@ -27,6 +27,10 @@ pub struct UpstreamStatus {
     pub classes: BTreeMap<&'static str, ClassSnapshot>,
     pub totals: ClassSnapshot,
     pub errors_by_kind: BTreeMap<String, u64>,
+    pub fallback: Option<String>,
+    pub fallback_attempts: u64,
+    #[serde(flatten)]
+    pub guard: crate::resilience::GuardStatus,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -50,6 +54,9 @@ pub fn snapshot(shared: &Shared) -> StatusSnapshot {
             classes: st.counters.classes(),
             totals: st.counters.totals(),
             errors_by_kind: st.counters.errors_by_kind(),
+            fallback: cfg.fallback.as_ref().map(|f| f.to_string()),
+            fallback_attempts: st.fallback_attempts.load(Relaxed),
+            guard: st.guard.status(),
         })
         .collect();
     StatusSnapshot {

@@ -59,6 +59,7 @@ pub async fn start(opts: EngineOptions) -> Result<EngineHandle, EngineError> {
     let local_addr = listener.local_addr().map_err(|source| EngineError::Bind { addr, source })?;
     let secret = opts.control_secret.unwrap_or_else(new_secret);
     let shared = Arc::new(Shared::new(opts.settings, local_addr.port(), IdentityKey::random(), secret));
+    forward_breaker_events(&shared);
     let (tx, rx) = oneshot::channel::<()>();
     let task = tokio::spawn(crate::server::serve(listener, shared.clone(), async {
         let _ = rx.await;
@@ -69,6 +70,37 @@ pub async fn start(opts: EngineOptions) -> Result<EngineHandle, EngineError> {
         stop: Arc::new(std::sync::Mutex::new(Some(tx))),
         task: Arc::new(tokio::sync::Mutex::new(Some(task))),
     })
+}
+
+/// Turns every breaker transition into an engine [`Event::Breaker`] (tray, dashboard, logs).
+fn forward_breaker_events(shared: &Arc<Shared>) {
+    for st in &shared.upstreams {
+        let mut rx = st.guard.breaker.subscribe();
+        let events = shared.events.clone();
+        let mut stop = shared.stopping.subscribe();
+        tokio::spawn(async move {
+            loop {
+                let ev = tokio::select! {
+                    ev = rx.recv() => ev,
+                    _ = stop.changed() => return,
+                };
+                match ev {
+                    Ok(e) => {
+                        tracing::warn!(upstream = %e.breaker, from = %e.from, to = %e.to, reason = %e.reason, "circuit breaker changed");
+                        let _ = events.send(Event::Breaker {
+                            upstream: e.breaker,
+                            from: e.from.as_str().to_string(),
+                            to: e.to.as_str().to_string(),
+                            at: e.at,
+                            reason: e.reason,
+                        });
+                    }
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+                    Err(_) => return,
+                }
+            }
+        });
+    }
 }
 
 impl EngineHandle {

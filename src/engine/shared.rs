@@ -4,9 +4,13 @@ use crate::cache::{Cache, Stored};
 use crate::coalesce::Coalescer;
 use crate::config::Settings;
 use crate::events::Event;
-use crate::identity::IdentityKey;
+use crate::identity::{Identity, IdentityKey};
+use crate::resilience::Guard;
+use crate::surface::Surface;
+use weir_resilience::KeyedRateLimiter;
 use crate::stats::{GlobalCounters, UpstreamCounters};
-use crate::upstream::{FetchError, UpstreamClient};
+use crate::problem::Problem;
+use crate::upstream::UpstreamClient;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::SystemTime;
 use tokio::sync::broadcast;
@@ -18,7 +22,7 @@ pub struct Shared {
     pub port: u16,
     pub identity_key: IdentityKey,
     pub cache: Cache,
-    pub coalescer: Coalescer<Stored, FetchError>,
+    pub coalescer: Coalescer<Stored, Problem>,
     pub client: UpstreamClient,
     pub upstreams: Vec<UpstreamState>,
     pub global: GlobalCounters,
@@ -29,11 +33,15 @@ pub struct Shared {
     pub control_secret: String,
     /// Flipped to true when shutdown starts, so long-lived streams (SSE) end and drain finishes.
     pub stopping: tokio::sync::watch::Sender<bool>,
+    /// Per (surface, identity) limits on requests that would reach an upstream.
+    pub rate_limiter: Option<KeyedRateLimiter<(Surface, Identity)>>,
 }
 
 /// Runtime state of one managed upstream.
 pub struct UpstreamState {
     pub counters: UpstreamCounters,
+    pub guard: Guard,
+    pub fallback_attempts: std::sync::atomic::AtomicU64,
 }
 
 impl Shared {
@@ -41,8 +49,13 @@ impl Shared {
         let upstreams = settings
             .upstreams
             .iter()
-            .map(|_| UpstreamState { counters: UpstreamCounters::default() })
+            .map(|u| {
+                // Settings were validated, so the breaker config is valid.
+                let guard = Guard::new(u, &settings.resilience).unwrap_or_else(|e| unreachable!("validated breaker config: {e}"));
+                UpstreamState { counters: UpstreamCounters::default(), guard, fallback_attempts: Default::default() }
+            })
             .collect();
+        let rate_limiter = settings.resilience.rate_limit.as_ref().and_then(|c| KeyedRateLimiter::new(c).ok());
         let (events, _) = broadcast::channel(256);
         Shared {
             base_url: format!("http://{}", crate::control::host_for(settings.listen.ip(), port)),
@@ -58,6 +71,7 @@ impl Shared {
             started_at: SystemTime::now(),
             control_secret,
             stopping: tokio::sync::watch::channel(false).0,
+            rate_limiter,
             settings,
         }
     }

@@ -1,16 +1,17 @@
 //! The cacheable classes (`list`, `view`, `token`): per-identity cache, stale-while-revalidate,
 //! stale-if-error, and coalescing of identical in-flight requests into one upstream fetch.
 
-use super::forward::fetch_problem;
 use super::headers::{strip_hop_by_hop, CACHE_STATUS};
-use crate::body::{empty, full, Body};
+use super::limit::{self, Caller};
+use crate::body::{full, Body};
 use crate::cache::{CacheKey, Freshness, Stored};
 use crate::coalesce::Role;
 use crate::config::{ClassSettings, RouteClass};
 use crate::engine::Shared;
 use crate::problem::Problem;
-use crate::upstream::{FetchError, Timeouts};
-use http::{header, HeaderMap, HeaderValue, Request, Response, StatusCode, Uri};
+use crate::resilience::{call_buffered, Replayable};
+use bytes::Bytes;
+use http::{header, HeaderMap, HeaderValue, Method, Request, Response, StatusCode, Uri};
 use hyper::body::Incoming;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
@@ -27,9 +28,9 @@ struct FetchSpec {
     headers: HeaderMap,
 }
 
-pub async fn serve(shared: &Arc<Shared>, up: usize, class: RouteClass, req: Request<Incoming>) -> Result<Response<Body>, Problem> {
+pub async fn serve(shared: &Arc<Shared>, up: usize, class: RouteClass, req: Request<Incoming>, who: Caller) -> Result<Response<Body>, Problem> {
     let (parts, _body) = req.into_parts();
-    let identity = shared.identity_key.identify(&parts.headers);
+    let identity = who.identity;
     let pq = parts.uri.path_and_query().map(|p| p.as_str()).unwrap_or("/");
     let key = CacheKey::new(up, &parts.method, pq, &identity, &parts.headers, &shared.settings.key_headers);
     let counters = shared.upstreams[up].counters.class(class);
@@ -52,6 +53,16 @@ pub async fn serve(shared: &Arc<Shared>, up: usize, class: RouteClass, req: Requ
         }
     }
 
+    // Only requests that would reach the upstream count against the client's rate limit.
+    if let Err(p) = limit::check(shared, who) {
+        return match cached.filter(|e| e.freshness(Instant::now()) != Freshness::Expired) {
+            Some(s) => {
+                counters.cache_hits_stale.fetch_add(1, Relaxed);
+                Ok(respond(&s, "weir; hit; fwd=stale; detail=client-rate-limited"))
+            }
+            None => Err(p),
+        };
+    }
     let spec = spec(up, class, key, &parts.uri, &parts.headers);
     let sh = shared.clone();
     let (outcome, role) = shared.coalescer.run(key, move || fetch(sh, spec)).await;
@@ -74,12 +85,12 @@ pub async fn serve(shared: &Arc<Shared>, up: usize, class: RouteClass, req: Requ
                 _ => Ok(respond(&failed, &format!("{fwd}; fwd-status={}", failed.status.as_u16()))),
             }
         }
-        Some(Err(err)) => match stale {
+        Some(Err(problem)) => match stale {
             Some(s) => {
                 counters.cache_hits_stale.fetch_add(1, Relaxed);
-                Ok(respond(&s, "weir; hit; fwd=stale; detail=upstream-unreachable"))
+                Ok(respond(&s, &format!("weir; hit; fwd=stale; detail={}", problem.kind)))
             }
-            None => Err(fetch_problem(&err).upstream(&shared.settings.upstreams[up].name)),
+            None => Err((*problem).clone()),
         },
         None => Err(Problem::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", "the upstream fetch ended without an answer")),
     }
@@ -91,25 +102,13 @@ fn spec(up: usize, class: RouteClass, key: CacheKey, uri: &Uri, headers: &Header
     FetchSpec { up, class, key, uri: uri.clone(), headers }
 }
 
-/// The detached fetch task: one upstream request, stored in the cache on success.
-async fn fetch(shared: Arc<Shared>, spec: FetchSpec) -> Result<Arc<Stored>, Arc<FetchError>> {
-    let mut req = Request::new(empty());
-    *req.uri_mut() = spec.uri.clone();
-    *req.headers_mut() = spec.headers;
-    if let Some(a) = spec.uri.authority() {
-        if let Ok(v) = HeaderValue::from_str(a.as_str()) {
-            req.headers_mut().insert(header::HOST, v);
-        }
-    }
-    let counters = &shared.upstreams[spec.up].counters;
-    counters.class(spec.class).upstream_requests.fetch_add(1, Relaxed);
-    let limit = shared.settings.limits.max_body_bytes;
-    let resp = match shared.client.fetch(req, Timeouts::default(), limit).await {
-        Ok(r) => r,
-        Err(e) => {
-            counters.error(spec.class, e.kind());
-            return Err(Arc::new(e));
-        }
+/// The detached fetch task: one logical upstream request (retries and fallback inside the
+/// resilience layer), stored in the cache on success.
+async fn fetch(shared: Arc<Shared>, spec: FetchSpec) -> Result<Arc<Stored>, Arc<Problem>> {
+    let req = Replayable { method: &Method::GET, uri: &spec.uri, headers: &spec.headers, body: Bytes::new() };
+    let resp = match call_buffered(&shared, spec.up, spec.class, req).await {
+        Ok(a) => a.response,
+        Err(p) => return Err(Arc::new(p)),
     };
     let (mut parts, body) = resp.into_parts();
     strip_hop_by_hop(&mut parts.headers);
@@ -129,8 +128,6 @@ async fn fetch(shared: Arc<Shared>, spec: FetchSpec) -> Result<Arc<Stored>, Arc<
     });
     if stored.is_success() {
         shared.cache.insert(spec.key, stored.clone());
-    } else {
-        counters.error(spec.class, &format!("http_{}", stored.status.as_u16()));
     }
     Ok(stored)
 }

@@ -5,9 +5,12 @@
 mod cached;
 mod forward;
 mod headers;
+mod limit;
 mod tunnel;
 
+pub use forward::fetch_problem;
 pub use headers::{CACHE_STATUS, REQUEST_ID};
+pub use limit::Caller;
 
 use crate::body::Body;
 use crate::config::{classify, RouteClass};
@@ -66,7 +69,7 @@ async fn dispatch(shared: &Arc<Shared>, mut req: Request<Incoming>, rid: &Header
         Target::Unmanaged => {
             shared.global.surface(surface);
             shared.global.passthrough_requests.fetch_add(1, Relaxed);
-            forward::stream(shared, req, None).await
+            forward::stream(shared, req).await
         }
         Target::Managed(up) => {
             shared.global.surface(surface);
@@ -74,13 +77,14 @@ async fn dispatch(shared: &Arc<Shared>, mut req: Request<Incoming>, rid: &Header
             let counters = &shared.upstreams[up].counters;
             counters.class(class).client_requests.fetch_add(1, Relaxed);
             if shared.is_paused() {
-                return forward::stream(shared, req, Some((up, class))).await;
+                return forward::stream(shared, req).await;
             }
             req.headers_mut().insert(REQUEST_ID, rid.clone());
+            let who = Caller { surface, identity: shared.identity_key.identify(req.headers()) };
             if class.is_cacheable() && req.method() == Method::GET {
-                cached::serve(shared, up, class, req).await
+                cached::serve(shared, up, class, req, who).await
             } else {
-                forward::stream(shared, req, Some((up, class))).await
+                forward::managed(shared, up, class, req, who).await
             }
         }
     }
