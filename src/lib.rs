@@ -14,6 +14,7 @@
 //! - [`identity`], [`surface`]: who is asking (keyed credential hash) and with which tool.
 //! - [`upstream`]: the pooled rustls HTTP client and typed fetch failures.
 //! - [`resilience`]: per-upstream gate (cooldown, breaker, bulkhead) and the one retry layer.
+//! - [`queue`]: creates never lost or doubled: dedupe, durable SQLite queue, replay worker.
 //! - [`problem`]: problem+json documents and their explanation pages.
 //! - [`control`]: `/_weir/api/*`, `/metrics`, problem pages; Host/Origin checks.
 //! - [`stats`], [`events`]: counters and the event stream.
@@ -30,6 +31,7 @@ pub mod identity;
 pub mod paths;
 pub mod problem;
 pub mod proxy;
+pub mod queue;
 pub mod resilience;
 pub mod server;
 pub mod stats;

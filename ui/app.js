@@ -142,7 +142,8 @@ function renderOverview(st) {
     ['Passed through', fmt.int(st.passthrough_requests), 'passthrough'],
     ['Tunnels', fmt.int(st.tunnels), 'tunnels'],
     ['Rejected', fmt.int(st.rejected), 'rejected'],
-    ['Cache', `${fmt.int(c.entries)} entries · ${fmt.bytes(c.bytes)} of ${fmt.bytes(c.max_bytes)}`, 'cache'],
+    ['Cache entries', fmt.int(c.entries), 'cache-entries'],
+    ['Cache size', `${fmt.bytes(c.bytes)} of ${fmt.bytes(c.max_bytes)}`, 'cache-size'],
     ['In flight', fmt.int(c.in_flight), 'in-flight'],
   ];
   // A <div> per dt/dd pair (allowed in <dl>) so each pair is one grid cell.

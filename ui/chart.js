@@ -41,11 +41,12 @@ export function createChart(label) {
     const peak = samples.reduce((m, x) => Math.max(m, x.client, x.upstream), 0);
     const max = niceMax(peak);
     const start = now - WINDOW_MS;
+    const xOf = (t) => Math.max(0, ((t - start) / WINDOW_MS) * W).toFixed(1);
+    // Each sample is the rate over its own interval, so it is drawn as a flat step across it.
     const pts = (key) => samples
       .map((x) => {
-        const px = ((x.at - start) / WINDOW_MS) * W;
-        const py = H - (Math.min(x[key], max) / max) * (H - 2) - 1;
-        return `${px.toFixed(1)},${py.toFixed(1)}`;
+        const py = (H - (Math.min(x[key], max) / max) * (H - 2) - 1).toFixed(1);
+        return `${xOf(x.at - (x.dt ?? 1) * 1000)},${py} ${xOf(x.at)},${py}`;
       })
       .join(' ');
     clientLine.setAttribute('points', pts('client'));

@@ -17,7 +17,7 @@ function totalsOf(up) {
 export class RateHistory {
   constructor(windowMs = WINDOW_MS) {
     this.windowMs = windowMs;
-    this.series = new Map(); // name -> {last: {at, client, upstream, stale}, samples: [{at, client, upstream, stale}]}
+    this.series = new Map(); // name -> {last: {at, client, upstream, stale}, samples: [{at, dt, client, upstream, stale}] (rates per second over dt seconds)}
   }
 
   /** Records one snapshot taken at `at` (ms since epoch, the page's clock). */
@@ -38,6 +38,7 @@ export class RateHistory {
         const dt = (at - prev.at) / 1000;
         entry.samples.push({
           at,
+          dt,
           client: (now.client - prev.client) / dt,
           upstream: (now.upstream - prev.upstream) / dt,
           stale: (now.stale - prev.stale) / dt,
@@ -67,14 +68,8 @@ export class RateHistory {
     return this.samples(name).some((x) => x.at >= now - ms && x.stale > 0);
   }
 
-  /** Sum of (client - upstream) requests over the window: calls Weir kept away from GitHub. */
+  /** Client requests Weir answered without an upstream call over the window (cache, coalescing). */
   savedInWindow(name) {
-    const s = this.samples(name);
-    let saved = 0;
-    for (let i = 1; i < s.length; i += 1) {
-      const dt = (s[i].at - s[i - 1].at) / 1000;
-      saved += Math.max(0, s[i].client - s[i].upstream) * dt;
-    }
-    return saved;
+    return this.samples(name).reduce((sum, x) => sum + Math.max(0, x.client - x.upstream) * x.dt, 0);
   }
 }

@@ -15,7 +15,7 @@ const CLASS_COLS = [
   ['errors', 'errors'],
 ];
 const TIMELINE_MAX = 30;
-const BREAKER_KNOWN = new Set(['state', 'since', 'reason']);
+const BREAKER_KNOWN = new Set(['state', 'since', 'reason', 'open_count', 'opens_total', 'failure_rate', 'slow_rate', 'calls_in_window', 'retry_after_s']);
 
 function metric(label, testid, hint) {
   const value = h('dd', { 'data-testid': testid }, fmt.DASH);
@@ -59,6 +59,10 @@ function buildCard(name) {
   return { root, breaker, breakerDetail, origin, m, chart, errorsList, classBody, timeline, events: [] };
 }
 
+function pct(v) {
+  return typeof v === 'number' && Number.isFinite(v) ? `${Math.round(v * 100)}%` : fmt.DASH;
+}
+
 function renderBreaker(card, b, now) {
   if (!b || typeof b !== 'object') {
     card.breaker.dataset.state = 'unknown';
@@ -71,6 +75,12 @@ function renderBreaker(card, b, now) {
   const parts = [];
   if (b.since) parts.push(`since ${fmt.clock(b.since)} (${fmt.ago(b.since, now)})`);
   if (b.reason) parts.push(String(b.reason));
+  if ('failure_rate' in b || 'slow_rate' in b) {
+    const calls = typeof b.calls_in_window === 'number' ? ` of ${fmt.int(b.calls_in_window)} recent calls` : '';
+    parts.push(`${pct(b.failure_rate)} failed, ${pct(b.slow_rate)} slow${calls}`);
+  }
+  if (typeof b.opens_total === 'number') parts.push(`opened ${fmt.int(b.opens_total)}×`);
+  if (typeof b.retry_after_s === 'number') parts.push(`next probe in ${Math.ceil(b.retry_after_s)} s`);
   for (const [k, v] of Object.entries(b)) {
     if (!BREAKER_KNOWN.has(k) && v !== null && typeof v !== 'object') parts.push(`${fmt.words(k)}: ${v}`);
   }

@@ -152,8 +152,9 @@ impl<R: Runtime> TrayMenu<R> {
         Ok(())
     }
 
-    pub fn set_autostart_checked(&self, on: bool) -> tauri::Result<()> {
-        self.autostart.set_checked(on)
+    /// The "Start at login" item, for the click handler to set its check mark.
+    pub fn autostart_item(&self) -> CheckMenuItem<R> {
+        self.autostart.clone()
     }
 }
 

@@ -8,6 +8,11 @@ use http::{HeaderMap, HeaderName, Method};
 pub struct CacheKey([u8; 32]);
 
 impl CacheKey {
+    /// A key from an already-computed 32-byte hash (e.g. a create's dedupe key).
+    pub fn from_bytes(b: [u8; 32]) -> CacheKey {
+        CacheKey(b)
+    }
+
     pub fn new(
         upstream: usize,
         method: &Method,

@@ -27,6 +27,16 @@ pub struct FileConfig {
     pub bulkhead: super::resilience::FileBulkhead,
     #[serde(default)]
     pub rate_limit: super::resilience::FileRateLimit,
+    #[serde(default)]
+    pub queue: FileQueue,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileQueue {
+    pub credentials: Option<Spanned<String>>,
+    pub max_age: Option<Spanned<String>>,
+    pub dedupe_window: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]

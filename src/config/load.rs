@@ -211,7 +211,21 @@ impl Settings {
 
         let resilience = super::resilience::validate(&cx, &raw.breaker, &raw.retry, &raw.bulkhead, &raw.rate_limit)?;
 
+        let q = &raw.queue;
+        let memory_credentials = match &q.credentials {
+            None => false,
+            Some(c) if c.get_ref() == "keychain" => false,
+            Some(c) if c.get_ref() == "memory" => true,
+            Some(c) => return cx.err("queue.credentials", c.span(), format!("`{}` is not \"keychain\" or \"memory\"", c.get_ref())),
+        };
+        let queue = super::QueueSettings {
+            memory_credentials,
+            max_age: cx.duration("queue.max_age", &q.max_age)?.unwrap_or(Duration::from_secs(24 * 3600)),
+            dedupe_window: cx.duration("queue.dedupe_window", &q.dedupe_window)?.unwrap_or(Duration::from_secs(60)),
+        };
+
         Ok(Settings {
+            queue,
             resilience,
             listen,
             data_dir: raw.data_dir.map(|d| PathBuf::from(d.into_inner())),

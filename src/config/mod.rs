@@ -33,6 +33,17 @@ pub struct Settings {
     /// Request headers that change the response and so are part of the cache/coalescing key.
     pub key_headers: Vec<http::HeaderName>,
     pub resilience: ResilienceSettings,
+    pub queue: QueueSettings,
+}
+
+/// `[queue]`: the durable create queue.
+#[derive(Debug, Clone)]
+pub struct QueueSettings {
+    /// `"keychain"` (default) or `"memory"`: where replay credentials live. With `"memory"`
+    /// Weir queues even without a keychain, but credentials do not survive a restart.
+    pub memory_credentials: bool,
+    pub max_age: Duration,
+    pub dedupe_window: Duration,
 }
 
 #[derive(Debug, Clone)]

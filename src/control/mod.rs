@@ -7,6 +7,7 @@
 mod events;
 mod metrics;
 mod pages;
+mod queue_api;
 mod status;
 mod ui;
 
@@ -67,7 +68,7 @@ pub async fn handle(shared: &Arc<Shared>, req: Request<Incoming>) -> Result<Resp
     }
     let path = req.uri().path().to_string();
     match (req.method(), path.as_str()) {
-        (&Method::GET, "/_weir/api/status") => Ok(json(&snapshot(shared))),
+        (&Method::GET, "/_weir/api/status") => Ok(json(&status::snapshot_full(shared).await)),
         (&Method::GET, "/_weir/api/health") => Ok(json(&serde_json::json!({"ok": true}))),
         (&Method::GET, "/metrics") => Ok(text("text/plain; version=0.0.4; charset=utf-8", metrics::render(shared))),
         (&Method::GET, p) if p.starts_with("/_weir/problems/") => pages::problem_page(&p["/_weir/problems/".len()..]),
@@ -81,6 +82,7 @@ pub async fn handle(shared: &Arc<Shared>, req: Request<Incoming>) -> Result<Resp
             set_paused(shared, paused);
             Ok(json(&serde_json::json!({"paused": paused})))
         }
+        (_, p) if p == "/_weir/api/queue" || p.starts_with("/_weir/api/queue/") => queue_api::handle(shared, &req, &p["/_weir/api/queue".len()..]).await,
         (&Method::GET, "/_weir") => Ok(redirect("/_weir/")),
         (&Method::GET, p) if p.starts_with("/_weir/") => {
             ui::file(&p["/_weir/".len()..]).ok_or_else(|| Problem::new(StatusCode::NOT_FOUND, "not_found", format!("no dashboard file at {p}")))
@@ -91,7 +93,7 @@ pub async fn handle(shared: &Arc<Shared>, req: Request<Incoming>) -> Result<Resp
 
 /// Mutating calls need the per-install control secret in `X-Weir-Secret`. A custom header also
 /// makes every cross-site attempt a CORS preflight, which Weir never approves (CSRF).
-fn require_secret(shared: &Shared, req: &Request<Incoming>) -> Result<(), Problem> {
+pub(crate) fn require_secret(shared: &Shared, req: &Request<Incoming>) -> Result<(), Problem> {
     let given = req.headers().get("x-weir-secret").map(|v| v.as_bytes()).unwrap_or_default();
     if constant_time_eq(given, shared.control_secret.as_bytes()) {
         Ok(())

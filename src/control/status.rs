@@ -18,6 +18,16 @@ pub struct StatusSnapshot {
     pub tunnels: u64,
     pub rejected: u64,
     pub cache: CacheStatus,
+    pub queue: QueueStatus,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct QueueStatus {
+    pub available: bool,
+    pub error: Option<String>,
+    pub credentials: &'static str,
+    #[serde(flatten)]
+    pub counts: Option<weir_store::StateCounts>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -41,6 +51,16 @@ pub struct CacheStatus {
     pub in_flight: usize,
 }
 
+/// The status document, with the queue counts read from SQLite (off the async workers).
+pub async fn snapshot_full(shared: &Shared) -> StatusSnapshot {
+    let mut s = snapshot(shared);
+    if let Some(q) = &shared.queue {
+        s.queue.counts = q.store.counts().await.ok();
+    }
+    s
+}
+
+/// The status document without a database read (for the once-a-second stream).
 pub fn snapshot(shared: &Shared) -> StatusSnapshot {
     use std::sync::atomic::Ordering::Relaxed;
     let upstreams = shared
@@ -75,6 +95,12 @@ pub fn snapshot(shared: &Shared) -> StatusSnapshot {
             bytes: shared.cache.weighted_size(),
             max_bytes: shared.settings.cache_max_bytes,
             in_flight: shared.coalescer.in_flight(),
+        },
+        queue: QueueStatus {
+            available: shared.queue.is_some(),
+            error: shared.queue_error.clone(),
+            credentials: shared.queue.as_ref().map(|q| q.secrets.backend()).unwrap_or("unavailable"),
+            counts: None,
         },
     }
 }

@@ -57,8 +57,30 @@ pub async fn start(opts: EngineOptions) -> Result<EngineHandle, EngineError> {
     let addr = opts.settings.listen;
     let listener = tokio::net::TcpListener::bind(addr).await.map_err(|source| EngineError::Bind { addr, source })?;
     let local_addr = listener.local_addr().map_err(|source| EngineError::Bind { addr, source })?;
-    let secret = opts.control_secret.unwrap_or_else(new_secret);
-    let shared = Arc::new(Shared::new(opts.settings, local_addr.port(), IdentityKey::random(), secret));
+    let secrets = crate::queue::secrets::Secrets::detect(opts.settings.queue.memory_credentials).await;
+    let secret = match opts.control_secret {
+        Some(s) => s,
+        None => control_secret(&secrets).await,
+    };
+    let max_age = opts.settings.queue.max_age;
+    let mut shared = Shared::new(opts.settings, local_addr.port(), IdentityKey::random(), secret);
+    match crate::queue::Queue::open(&opts.data_dir, secrets).await {
+        Ok(mut q) => {
+            q.max_age = max_age;
+            match q.store.recover_after_crash(crate::queue::now_ms()).await {
+                Ok(items) if !items.is_empty() => tracing::warn!(count = items.len(), "creates were being replayed when Weir stopped; they are in doubt and will be looked up upstream before any replay"),
+                Ok(_) => {}
+                Err(e) => tracing::warn!(error = %e, "could not recover the create queue"),
+            }
+            shared.queue = Some(q);
+        }
+        Err(e) => {
+            tracing::error!(error = %e, fix = %e.fix(), "the create queue is unavailable; creates cannot be queued during outages");
+            shared.queue_error = Some(format!("{}. {}", e.detail(), e.fix()));
+        }
+    }
+    let shared = Arc::new(shared);
+    crate::queue::replay::spawn_workers(&shared);
     forward_breaker_events(&shared);
     let (tx, rx) = oneshot::channel::<()>();
     let task = tokio::spawn(crate::server::serve(listener, shared.clone(), async {
@@ -70,6 +92,22 @@ pub async fn start(opts: EngineOptions) -> Result<EngineHandle, EngineError> {
         stop: Arc::new(std::sync::Mutex::new(Some(tx))),
         task: Arc::new(tokio::sync::Mutex::new(Some(task))),
     })
+}
+
+/// The per-install control secret: kept in the keychain so the CLI and tray can read it; a
+/// random per-run secret when there is no keychain.
+async fn control_secret(secrets: &crate::queue::secrets::Secrets) -> String {
+    const ACCOUNT: &str = "control-secret";
+    if let crate::queue::secrets::Secrets::Keychain(_) = secrets {
+        if let Ok(Some(s)) = secrets.get(ACCOUNT).await {
+            return s;
+        }
+        let s = new_secret();
+        if secrets.put(ACCOUNT, s.clone()).await.is_ok() {
+            return s;
+        }
+    }
+    new_secret()
 }
 
 /// Turns every breaker transition into an engine [`Event::Breaker`] (tray, dashboard, logs).

@@ -13,6 +13,7 @@ use crate::problem::Problem;
 use crate::upstream::UpstreamClient;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::SystemTime;
+use std::sync::Arc;
 use tokio::sync::broadcast;
 
 pub struct Shared {
@@ -35,6 +36,12 @@ pub struct Shared {
     pub stopping: tokio::sync::watch::Sender<bool>,
     /// Per (surface, identity) limits on requests that would reach an upstream.
     pub rate_limiter: Option<KeyedRateLimiter<(Surface, Identity)>>,
+    /// The durable create queue; `None` (with the reason) if it could not be opened.
+    pub queue: Option<crate::queue::Queue>,
+    pub queue_error: Option<String>,
+    /// Successful creates within the dedupe window, by dedupe key.
+    pub recent_creates: moka::sync::Cache<String, Arc<Stored>>,
+    pub create_flights: Coalescer<Stored, Problem>,
 }
 
 /// Runtime state of one managed upstream.
@@ -72,6 +79,10 @@ impl Shared {
             control_secret,
             stopping: tokio::sync::watch::channel(false).0,
             rate_limiter,
+            queue: None,
+            queue_error: None,
+            recent_creates: moka::sync::Cache::builder().max_capacity(10_000).time_to_live(settings.queue.dedupe_window).build(),
+            create_flights: Coalescer::default(),
             settings,
         }
     }

@@ -9,7 +9,7 @@ mod limit;
 mod tunnel;
 
 pub use forward::fetch_problem;
-pub use headers::{CACHE_STATUS, REQUEST_ID};
+pub use headers::{strip_hop_by_hop, CACHE_STATUS, REQUEST_ID};
 pub use limit::Caller;
 
 use crate::body::Body;
@@ -83,6 +83,9 @@ async fn dispatch(shared: &Arc<Shared>, mut req: Request<Incoming>, rid: &Header
             let who = Caller { surface, identity: shared.identity_key.identify(req.headers()) };
             if class.is_cacheable() && req.method() == Method::GET {
                 cached::serve(shared, up, class, req, who).await
+            } else if class == RouteClass::Create {
+                limit::check(shared, who)?;
+                crate::queue::create::serve(shared, up, req, who).await
             } else {
                 forward::managed(shared, up, class, req, who).await
             }

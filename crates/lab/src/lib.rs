@@ -14,13 +14,16 @@
 //! - [`weir_ctl`]: starts the Weir engine (the library, in process) in front of an upstream.
 //! - [`scenarios`]: the experiments (`fleet`, `oct29`, `aug17-token`, `agents-429`, `cold`).
 //! - [`report`]: the Markdown tables and the SVG charts.
-//! - [`stats`]: latency percentiles.
+//! - [`stats`]: latency percentiles; [`hold`]: idle connections for the memory check;
+//!   [`run`]: runs scenarios and writes the report.
 
 pub mod client;
 pub mod error;
 pub mod fleet;
+pub mod hold;
 pub mod policy;
 pub mod report;
+pub mod run;
 pub mod scenarios;
 pub mod stats;
 pub mod timeline;
