@@ -218,3 +218,40 @@ async fn without_a_keychain_creates_are_not_queued_and_the_client_is_told_why() 
     assert_eq!(p["kind"], "queue_unavailable");
     assert!(p["detail"].as_str().unwrap().contains("credential"), "{p}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cli_lists_and_cancels_queued_creates() {
+    let up = Upstream::start().await;
+    up.set(|b| b.status = 503);
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("weir.toml");
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    std::fs::write(&cfg, format!("listen = \"127.0.0.1:{port}\"\n[[upstream]]\nname = \"jobs\"\norigin = \"{}\"\n[queue]\ncredentials = \"memory\"\n[breaker]\nminimum_calls = 1000\n", up.origin())).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_weir")).args(["serve", "--config"]).arg(&cfg).arg("--data-dir").arg(dir.path()).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let _ = lines.next();
+    let dash = lines.next().unwrap().unwrap();
+    let secret = dash.rsplit("#secret=").next().unwrap().to_string();
+    let client = reqwest::Client::builder().proxy(reqwest::Proxy::all(format!("http://127.0.0.1:{port}")).unwrap()).build().unwrap();
+    let r = client.post(format!("{}{JOBS}", up.origin())).header("authorization", "token z").body(body(3)).send().await.unwrap();
+    assert_eq!(r.status(), 202);
+    let cli = |args: &[&str], secret: Option<&str>| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_weir"));
+        c.arg("queue").arg("--config").arg(&cfg).args(args);
+        if let Some(s) = secret {
+            c.env("WEIR_CONTROL_SECRET", s);
+        }
+        c.output().unwrap()
+    };
+    let ls = cli(&["ls"], None);
+    let text = String::from_utf8_lossy(&ls.stdout);
+    assert!(ls.status.success() && text.contains(JOBS), "{text}");
+    let denied = cli(&["cancel", "1"], Some("wrong"));
+    assert!(!denied.status.success());
+    let ok = cli(&["cancel", "1"], Some(&secret));
+    assert!(ok.status.success(), "{}", String::from_utf8_lossy(&ok.stderr));
+    let show = cli(&["show", "1"], None);
+    assert!(String::from_utf8_lossy(&show.stdout).contains("\"state\": \"cancelled\""));
+    child.kill().unwrap();
+    child.wait().unwrap();
+}

@@ -1,5 +1,6 @@
 //! Command-line parsing and dispatch.
 
+mod queue;
 mod serve;
 
 use clap::{Parser, Subcommand};
@@ -17,6 +18,13 @@ pub struct Cli {
 enum Command {
     /// Run the proxy in the foreground (headless).
     Serve(ServeArgs),
+    /// Inspect and manage queued creates of the running instance.
+    Queue {
+        #[command(subcommand)]
+        cmd: queue::QueueCmd,
+        #[command(flatten)]
+        args: ServeArgs,
+    },
 }
 
 #[derive(clap::Args, Clone)]
@@ -43,5 +51,6 @@ pub fn main() -> ExitCode {
         .init();
     match cli.command {
         Command::Serve(args) => serve::run(args),
+        Command::Queue { cmd, args } => queue::run(cmd, args),
     }
 }
