@@ -13,6 +13,8 @@
 //! - [`cache`], [`coalesce`]: the per-identity cache and single-flight coalescing.
 //! - [`identity`], [`surface`]: who is asking (keyed credential hash) and with which tool.
 //! - [`upstream`]: the pooled rustls HTTP client and typed fetch failures.
+//! - [`upstream_pool`]: how upstream connections are made (`connect_to`, `ca_file`, `upstream_proxy`).
+//! - [`intercept`]: TLS interception of managed https upstreams; the local CA's lifecycle.
 //! - [`problem`]: problem+json documents and their explanation pages.
 //! - [`control`]: `/_weir/api/*`, `/metrics`, problem pages; Host/Origin checks.
 //! - [`stats`], [`events`]: counters and the event stream.
@@ -26,6 +28,7 @@ pub mod control;
 pub mod engine;
 pub mod events;
 pub mod identity;
+pub mod intercept;
 pub mod paths;
 pub mod problem;
 pub mod proxy;
@@ -34,5 +37,6 @@ pub mod stats;
 pub mod surface;
 pub mod time_fmt;
 pub mod upstream;
+pub mod upstream_pool;
 
 pub use engine::{start, EngineError, EngineHandle, EngineOptions};

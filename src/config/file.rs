@@ -19,6 +19,10 @@ pub struct FileConfig {
     pub limits: FileLimits,
     #[serde(default)]
     pub cache: FileCache,
+    /// TLS interception of managed https upstreams (default true); see `crate::intercept`.
+    pub intercept: Option<Spanned<bool>>,
+    /// `http://host:port`: Weir's own upstream connections go through this proxy (CONNECT).
+    pub upstream_proxy: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -26,6 +30,10 @@ pub struct FileConfig {
 pub struct FileUpstream {
     pub name: Spanned<String>,
     pub origin: Spanned<String>,
+    /// `host:port` the TCP connection goes to instead (SNI and Host stay the origin's).
+    pub connect_to: Option<Spanned<String>>,
+    /// PEM file of extra root certificates trusted for this upstream.
+    pub ca_file: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -144,7 +144,11 @@ impl Settings {
                 Ok(o) => o,
                 Err(m) => return cx.err("upstream.origin", u.origin.span(), m),
             };
-            upstreams.push(UpstreamSettings { name, origin });
+            let net = match super::net::upstream_net(u, file) {
+                Ok(n) => n,
+                Err(e) => return cx.err(e.key, e.span, e.message),
+            };
+            upstreams.push(UpstreamSettings { name, origin, net });
         }
         if upstreams.is_empty() {
             upstreams = default_upstreams();
@@ -199,7 +203,13 @@ impl Settings {
             }
         };
 
+        let upstream_proxy = match &raw.upstream_proxy {
+            None => None,
+            Some(p) => Some(super::UpstreamProxy::parse(p.get_ref()).or_else(|m| cx.err("upstream_proxy", p.span(), m))?),
+        };
         Ok(Settings {
+            intercept: raw.intercept.as_ref().map_or(true, |i| *i.get_ref()),
+            upstream_proxy,
             listen,
             data_dir: raw.data_dir.map(|d| PathBuf::from(d.into_inner())),
             upstreams,
@@ -245,7 +255,7 @@ fn default_upstreams() -> Vec<UpstreamSettings> {
     [("copilot-api", "https://api.githubcopilot.com"), ("github-api", "https://api.github.com")]
         .into_iter()
         .filter_map(|(name, origin)| {
-            Some(UpstreamSettings { name: name.to_string(), origin: Origin::parse(origin).ok()? })
+            Some(UpstreamSettings { name: name.to_string(), origin: Origin::parse(origin).ok()?, net: Default::default() })
         })
         .collect()
 }

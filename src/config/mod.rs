@@ -4,11 +4,13 @@
 mod classes;
 mod file;
 mod load;
+mod net;
 mod origin;
 
 pub use classes::{classify, default_routes, ClassSettings, ClassTable, RouteClass, RouteRule};
 pub use file::FileConfig;
 pub use load::{load_file, parse_str, ConfigError};
+pub use net::{read_roots, HostPort, UpstreamNet, UpstreamProxy};
 pub use origin::Origin;
 
 use std::net::SocketAddr;
@@ -30,12 +32,17 @@ pub struct Settings {
     pub cache_max_bytes: u64,
     /// Request headers that change the response and so are part of the cache/coalescing key.
     pub key_headers: Vec<http::HeaderName>,
+    /// TLS-terminate CONNECTs to managed https upstreams when the local CA is loaded.
+    pub intercept: bool,
+    /// Weir's own upstream connections go through this proxy (CONNECT), except `connect_to`.
+    pub upstream_proxy: Option<UpstreamProxy>,
 }
 
 #[derive(Debug, Clone)]
 pub struct UpstreamSettings {
     pub name: String,
     pub origin: Origin,
+    pub net: UpstreamNet,
 }
 
 /// Caps that protect Weir from bad or hostile clients.

@@ -30,11 +30,14 @@ pub struct EngineOptions {
     pub data_dir: PathBuf,
     /// The per-install control secret; `None` makes a random one for this run.
     pub control_secret: Option<String>,
+    /// Weir's local CA (see `intercept::ca_store`); with it, CONNECTs to managed https
+    /// upstreams are TLS-terminated unless `intercept = false`.
+    pub local_ca: Option<Arc<weir_tls::LocalCa>>,
 }
 
 impl EngineOptions {
     pub fn new(settings: Settings, data_dir: PathBuf) -> EngineOptions {
-        EngineOptions { settings, data_dir, control_secret: None }
+        EngineOptions { settings, data_dir, control_secret: None, local_ca: None }
     }
 }
 
@@ -58,7 +61,9 @@ pub async fn start(opts: EngineOptions) -> Result<EngineHandle, EngineError> {
     let listener = tokio::net::TcpListener::bind(addr).await.map_err(|source| EngineError::Bind { addr, source })?;
     let local_addr = listener.local_addr().map_err(|source| EngineError::Bind { addr, source })?;
     let secret = opts.control_secret.unwrap_or_else(new_secret);
-    let shared = Arc::new(Shared::new(opts.settings, local_addr.port(), IdentityKey::random(), secret));
+    let mut shared = Shared::new(opts.settings, local_addr.port(), IdentityKey::random(), secret);
+    shared.intercept = crate::intercept::interceptor_for(&shared.settings, opts.local_ca);
+    let shared = Arc::new(shared);
     let (tx, rx) = oneshot::channel::<()>();
     let task = tokio::spawn(crate::server::serve(listener, shared.clone(), async {
         let _ = rx.await;

@@ -29,6 +29,8 @@ pub struct Shared {
     pub control_secret: String,
     /// Flipped to true when shutdown starts, so long-lived streams (SSE) end and drain finishes.
     pub stopping: tokio::sync::watch::Sender<bool>,
+    /// TLS interception of managed https upstreams; `None` keeps every CONNECT a blind tunnel.
+    pub intercept: Option<std::sync::Arc<crate::intercept::Interceptor>>,
 }
 
 /// Runtime state of one managed upstream.
@@ -50,7 +52,7 @@ impl Shared {
             identity_key,
             cache: Cache::new(settings.cache_max_bytes),
             coalescer: Coalescer::default(),
-            client: UpstreamClient::new(),
+            client: UpstreamClient::for_settings(&settings),
             upstreams,
             global: GlobalCounters::default(),
             events,
@@ -58,6 +60,7 @@ impl Shared {
             started_at: SystemTime::now(),
             control_secret,
             stopping: tokio::sync::watch::channel(false).0,
+            intercept: None,
             settings,
         }
     }
