@@ -11,12 +11,15 @@
 //!   decision which CONNECTs are intercepted.
 //! - [`ca_store`]: the CA's lifecycle: certificate in `<data_dir>/ca/`, private key in the OS
 //!   keychain, never on disk.
+//! - [`cert_info`]: a readable summary of the CA certificate (`weir ca show`, `weir doctor`).
 //! - `serve`: TLS accept and HTTP/1.1 + HTTP/2 serving of one intercepted connection.
 
 pub mod ca_store;
+pub mod cert_info;
 mod serve;
 
 pub use ca_store::{CaError, CaStore, LoadOutcome};
+pub use cert_info::CertInfo;
 
 use crate::body::{empty, Body};
 use crate::engine::Shared;
