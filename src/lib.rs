@@ -15,6 +15,8 @@
 //! - [`upstream`]: the pooled rustls HTTP client and typed fetch failures.
 //! - [`resilience`]: per-upstream gate (cooldown, breaker, bulkhead) and the one retry layer.
 //! - [`queue`]: creates never lost or doubled: dedupe, durable SQLite queue, replay worker.
+//! - [`upstream_pool`]: how upstream connections are made (`connect_to`, `ca_file`, `upstream_proxy`).
+//! - [`intercept`]: TLS interception of managed https upstreams; the local CA's lifecycle.
 //! - [`problem`]: problem+json documents and their explanation pages.
 //! - [`control`]: `/_weir/api/*`, `/metrics`, problem pages; Host/Origin checks.
 //! - [`stats`], [`events`]: counters and the event stream.
@@ -28,6 +30,7 @@ pub mod control;
 pub mod engine;
 pub mod events;
 pub mod identity;
+pub mod intercept;
 pub mod paths;
 pub mod problem;
 pub mod proxy;
@@ -38,5 +41,6 @@ pub mod stats;
 pub mod surface;
 pub mod time_fmt;
 pub mod upstream;
+pub mod upstream_pool;
 
 pub use engine::{start, EngineError, EngineHandle, EngineOptions};

@@ -9,7 +9,7 @@ use hyper_util::client::legacy::{connect::HttpConnector, Client};
 use hyper_util::rt::TokioExecutor;
 use std::time::Duration;
 
-pub type Connector = hyper_rustls::HttpsConnector<HttpConnector>;
+pub type Connector = hyper_rustls::HttpsConnector<crate::upstream_pool::RoutingConnector>;
 
 /// Why an upstream exchange failed before a complete response was in hand.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -72,7 +72,7 @@ impl Default for Timeouts {
 
 #[derive(Clone)]
 pub struct UpstreamClient {
-    client: Client<Connector, Body>,
+    pub(crate) client: Client<Connector, Body>,
 }
 
 impl UpstreamClient {
@@ -99,7 +99,7 @@ impl UpstreamClient {
             .https_or_http()
             .enable_http1()
             .enable_http2()
-            .wrap_connector(http);
+            .wrap_connector(crate::upstream_pool::RoutingConnector::direct(http));
         let client = Client::builder(TokioExecutor::new())
             .pool_idle_timeout(Duration::from_secs(60))
             .build(https);

@@ -1,7 +1,13 @@
 //! Command-line parsing and dispatch.
 
 mod queue;
+mod ca;
+mod context;
+mod doctor;
+mod env;
 mod serve;
+mod serve_tls;
+mod setup;
 
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
@@ -25,6 +31,14 @@ enum Command {
         #[command(flatten)]
         args: ServeArgs,
     },
+    /// The local CA used for HTTPS to managed hosts: path, show, rotate, install.
+    Ca(ca::CaArgs),
+    /// Print the environment that points tools at Weir and trusts its CA.
+    Env(env::EnvArgs),
+    /// Configure an application to use Weir (vscode).
+    Setup(setup::SetupArgs),
+    /// Check that Weir, its CA, the environment and the upstreams are set up.
+    Doctor(doctor::DoctorArgs),
 }
 
 #[derive(clap::Args, Clone)]
@@ -52,5 +66,9 @@ pub fn main() -> ExitCode {
     match cli.command {
         Command::Serve(args) => serve::run(args),
         Command::Queue { cmd, args } => queue::run(cmd, args),
+        Command::Ca(args) => ca::run(args),
+        Command::Env(args) => env::run(args),
+        Command::Setup(args) => setup::run(args),
+        Command::Doctor(args) => doctor::run(args),
     }
 }

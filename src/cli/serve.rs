@@ -31,6 +31,8 @@ pub fn run(args: ServeArgs) -> ExitCode {
         return ExitCode::from(EXIT_CONFIG);
     }
     let data_dir = args.data_dir.clone().or_else(|| settings.data_dir.clone()).unwrap_or_else(weir::paths::default_data_dir);
+    // Before the runtime starts: the keychain calls block.
+    let local_ca = weir::intercept::ca_store::load_for_engine(&settings, &data_dir, &super::context::keychain_service());
     let rt = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
         Err(e) => {
@@ -39,7 +41,9 @@ pub fn run(args: ServeArgs) -> ExitCode {
         }
     };
     rt.block_on(async move {
-        let handle = match weir::start(weir::EngineOptions::new(settings, data_dir)).await {
+        let mut opts = weir::EngineOptions::new(settings, data_dir);
+        opts.local_ca = local_ca;
+        let handle = match weir::start(opts).await {
             Ok(h) => h,
             Err(e) => {
                 eprintln!("weir: {e}");
@@ -49,6 +53,7 @@ pub fn run(args: ServeArgs) -> ExitCode {
         println!("weir: proxy listening on http://{}", handle.local_addr());
         println!("weir: dashboard and control API at {}", handle.dashboard_url_with_secret());
         println!("weir: point your tools at it with HTTPS_PROXY=http://{0} HTTP_PROXY=http://{0}", handle.local_addr());
+        super::serve_tls::print_intercept_status(&handle);
         wait_for_signal().await;
         println!("weir: shutting down, draining in-flight requests");
         handle.shutdown().await;

@@ -19,6 +19,10 @@ pub struct FileConfig {
     pub limits: FileLimits,
     #[serde(default)]
     pub cache: FileCache,
+    /// TLS interception of managed https upstreams (default true); see `crate::intercept`.
+    pub intercept: Option<Spanned<bool>>,
+    /// `http://host:port`: Weir's own upstream connections go through this proxy (CONNECT).
+    pub upstream_proxy: Option<Spanned<String>>,
     #[serde(default)]
     pub breaker: super::resilience::FileBreaker,
     #[serde(default)]
@@ -46,6 +50,10 @@ pub struct FileUpstream {
     pub origin: Spanned<String>,
     /// Tried once after a retryable failure of `origin`, or while its breaker is open.
     pub fallback: Option<Spanned<String>>,
+    /// `host:port` the TCP connection goes to instead (SNI and Host stay the origin's).
+    pub connect_to: Option<Spanned<String>>,
+    /// PEM file of extra root certificates trusted for this upstream.
+    pub ca_file: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -151,7 +151,11 @@ impl Settings {
                     Err(m) => return cx.err("upstream.fallback", f.span(), m),
                 },
             };
-            upstreams.push(UpstreamSettings { name, origin, fallback });
+            let net = match super::net::upstream_net(u, file) {
+                Ok(n) => n,
+                Err(e) => return cx.err(e.key, e.span, e.message),
+            };
+            upstreams.push(UpstreamSettings { name, origin, fallback, net });
         }
         if upstreams.is_empty() {
             upstreams = default_upstreams();
@@ -224,9 +228,15 @@ impl Settings {
             dedupe_window: cx.duration("queue.dedupe_window", &q.dedupe_window)?.unwrap_or(Duration::from_secs(60)),
         };
 
+        let upstream_proxy = match &raw.upstream_proxy {
+            None => None,
+            Some(p) => Some(super::UpstreamProxy::parse(p.get_ref()).or_else(|m| cx.err("upstream_proxy", p.span(), m))?),
+        };
         Ok(Settings {
             queue,
             resilience,
+            intercept: raw.intercept.as_ref().map_or(true, |i| *i.get_ref()),
+            upstream_proxy,
             listen,
             data_dir: raw.data_dir.map(|d| PathBuf::from(d.into_inner())),
             upstreams,
@@ -281,7 +291,7 @@ fn default_upstreams() -> Vec<UpstreamSettings> {
     [("copilot-api", "https://api.githubcopilot.com"), ("github-api", "https://api.github.com")]
         .into_iter()
         .filter_map(|(name, origin)| {
-            Some(UpstreamSettings { name: name.to_string(), origin: Origin::parse(origin).ok()?, fallback: None })
+            Some(UpstreamSettings { name: name.to_string(), origin: Origin::parse(origin).ok()?, fallback: None, net: Default::default() })
         })
         .collect()
 }

@@ -4,12 +4,14 @@
 mod classes;
 mod file;
 mod load;
+mod net;
 mod origin;
 mod resilience;
 
 pub use classes::{classify, default_routes, ClassSettings, ClassTable, RouteClass, RouteRule};
 pub use file::FileConfig;
 pub use load::{load_file, parse_str, ConfigError};
+pub use net::{read_roots, HostPort, UpstreamNet, UpstreamProxy};
 pub use origin::Origin;
 pub use resilience::ResilienceSettings;
 
@@ -32,6 +34,10 @@ pub struct Settings {
     pub cache_max_bytes: u64,
     /// Request headers that change the response and so are part of the cache/coalescing key.
     pub key_headers: Vec<http::HeaderName>,
+    /// TLS-terminate CONNECTs to managed https upstreams when the local CA is loaded.
+    pub intercept: bool,
+    /// Weir's own upstream connections go through this proxy (CONNECT), except `connect_to`.
+    pub upstream_proxy: Option<UpstreamProxy>,
     pub resilience: ResilienceSettings,
     pub queue: QueueSettings,
 }
@@ -51,6 +57,7 @@ pub struct UpstreamSettings {
     pub name: String,
     pub origin: Origin,
     pub fallback: Option<Origin>,
+    pub net: UpstreamNet,
 }
 
 /// Caps that protect Weir from bad or hostile clients.

@@ -6,6 +6,7 @@
 
 mod events;
 mod metrics;
+mod pac;
 mod pages;
 mod queue_api;
 mod status;
@@ -69,6 +70,7 @@ pub async fn handle(shared: &Arc<Shared>, req: Request<Incoming>) -> Result<Resp
     let path = req.uri().path().to_string();
     match (req.method(), path.as_str()) {
         (&Method::GET, "/_weir/api/status") => Ok(json(&status::snapshot_full(shared).await)),
+        (&Method::GET, "/proxy.pac") => Ok(pac::response(shared)),
         (&Method::GET, "/_weir/api/health") => Ok(json(&serde_json::json!({"ok": true}))),
         (&Method::GET, "/metrics") => Ok(text("text/plain; version=0.0.4; charset=utf-8", metrics::render(shared))),
         (&Method::GET, p) if p.starts_with("/_weir/problems/") => pages::problem_page(&p["/_weir/problems/".len()..]),

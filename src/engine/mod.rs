@@ -30,11 +30,14 @@ pub struct EngineOptions {
     pub data_dir: PathBuf,
     /// The per-install control secret; `None` makes a random one for this run.
     pub control_secret: Option<String>,
+    /// Weir's local CA (see `intercept::ca_store`); with it, CONNECTs to managed https
+    /// upstreams are TLS-terminated unless `intercept = false`.
+    pub local_ca: Option<Arc<weir_tls::LocalCa>>,
 }
 
 impl EngineOptions {
     pub fn new(settings: Settings, data_dir: PathBuf) -> EngineOptions {
-        EngineOptions { settings, data_dir, control_secret: None }
+        EngineOptions { settings, data_dir, control_secret: None, local_ca: None }
     }
 }
 
@@ -79,6 +82,7 @@ pub async fn start(opts: EngineOptions) -> Result<EngineHandle, EngineError> {
             shared.queue_error = Some(format!("{}. {}", e.detail(), e.fix()));
         }
     }
+    shared.intercept = crate::intercept::interceptor_for(&shared.settings, opts.local_ca);
     let shared = Arc::new(shared);
     crate::queue::replay::spawn_workers(&shared);
     forward_breaker_events(&shared);

@@ -42,6 +42,8 @@ pub struct Shared {
     /// Successful creates within the dedupe window, by dedupe key.
     pub recent_creates: moka::sync::Cache<String, Arc<Stored>>,
     pub create_flights: Coalescer<Stored, Problem>,
+    /// TLS interception of managed https upstreams; `None` keeps every CONNECT a blind tunnel.
+    pub intercept: Option<std::sync::Arc<crate::intercept::Interceptor>>,
 }
 
 /// Runtime state of one managed upstream.
@@ -70,7 +72,7 @@ impl Shared {
             identity_key,
             cache: Cache::new(settings.cache_max_bytes),
             coalescer: Coalescer::default(),
-            client: UpstreamClient::new(),
+            client: UpstreamClient::for_settings(&settings),
             upstreams,
             global: GlobalCounters::default(),
             events,
@@ -83,6 +85,7 @@ impl Shared {
             queue_error: None,
             recent_creates: moka::sync::Cache::builder().max_capacity(10_000).time_to_live(settings.queue.dedupe_window).build(),
             create_flights: Coalescer::default(),
+            intercept: None,
             settings,
         }
     }

@@ -1,5 +1,5 @@
 //! `CONNECT` tunnels: a blind byte pipe to the target. Weir never looks inside a tunnel to a
-//! host it does not manage.
+//! host it does not manage (managed https upstreams are handed to [`crate::intercept`]).
 
 use crate::body::{empty, Body};
 use crate::engine::Shared;
@@ -19,6 +19,9 @@ pub async fn connect(shared: &Arc<Shared>, req: Request<Incoming>) -> Result<Res
     let Some(port) = authority.port_u16() else {
         return Err(Problem::new(StatusCode::BAD_REQUEST, "bad_request", format!("CONNECT target `{authority}` has no port")));
     };
+    if crate::intercept::should_intercept(shared, &authority) {
+        return crate::intercept::accept(shared, req, authority);
+    }
     let host = authority.host().trim_matches(['[', ']']).to_string();
     let upstream = match tokio::time::timeout(Duration::from_secs(10), TcpStream::connect((host.as_str(), port))).await {
         Ok(Ok(s)) => s,

@@ -16,6 +16,8 @@ export const CHROMIUM = process.env.CHROMIUM_BIN || '/usr/bin/chromium';
 export const CHROMIUM_ARGS = [
   '--headless', '--no-sandbox', '--disable-gpu', '--no-first-run',
   '--disable-background-networking', '--disable-component-update', '--disable-sync',
+  // Never touch a keyring (the test may run inside a private Secret Service session).
+  '--password-store=basic',
 ];
 
 /** A page on the upstream's origin: a different origin from Weir (other port). */
@@ -95,8 +97,13 @@ export async function startWeir(bin, upstreamPort) {
     `origin = "http://127.0.0.1:${upstreamPort}"`,
     '',
   ].join('\n'));
-  const child = spawn(bin, ['serve', '--config', config, '--data-dir', path.join(dir, 'data')], {
+  const args = ['serve', '--config', config, '--data-dir', path.join(dir, 'data')];
+  const keychain = keychainWrapper();
+  // detached: Weir (and, when wrapped, its private bus and keyring) get their own process group,
+  // so stop() can end exactly the processes this test started.
+  const child = spawn(keychain ?? bin, keychain ? [bin, ...args] : args, {
     stdio: ['ignore', 'pipe', 'pipe'],
+    detached: true,
     env: { ...process.env, WEIR_LOG: process.env.WEIR_LOG || 'weir=warn' },
   });
   let stdout = '';
@@ -125,17 +132,37 @@ export async function startWeir(bin, upstreamPort) {
     secret,
     base: `http://127.0.0.1:${port}`,
     logs: () => ({ stdout, stderr }),
+    keychain: Boolean(keychain),
     async stop() {
-      if (child.exitCode === null && child.signalCode === null) {
-        const exited = new Promise((resolve) => child.once('exit', resolve));
-        child.kill('SIGTERM');
-        const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
-        await exited;
-        clearTimeout(timer);
-      }
+      signalGroup(child.pid, 'SIGTERM');
+      const gone = await until('weir to stop', async () => !signalGroup(child.pid, 0), { timeoutMs: 10_000 }).catch(() => false);
+      if (!gone) signalGroup(child.pid, 'SIGKILL');
       fs.rmSync(dir, { recursive: true, force: true });
     },
   };
+}
+
+/**
+ * Weir keeps queued creates' credentials in the OS keychain; on a headless box that needs a
+ * Secret Service. Unless the test already runs inside one (scripts/with-keychain.sh sets
+ * WEIR_KEYCHAIN_BUS), Weir is started through that script: a private D-Bus session with a
+ * throwaway, unlocked gnome-keyring that never touches the developer's own keyring.
+ */
+function keychainWrapper() {
+  if (process.env.WEIR_KEYCHAIN_BUS || process.env.WEIR_TEST_NO_KEYCHAIN) return null;
+  const script = path.join(REPO, 'scripts', 'with-keychain.sh');
+  const onPath = (tool) => (process.env.PATH || '').split(':').some((d) => d && fs.existsSync(path.join(d, tool)));
+  return fs.existsSync(script) && onPath('dbus-run-session') && onPath('gnome-keyring-daemon') ? script : null;
+}
+
+/** Signals a whole process group; false once the group is gone. */
+function signalGroup(pid, signal) {
+  try {
+    process.kill(-pid, signal);
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 /**

@@ -6,6 +6,7 @@ use super::spec::{UpstreamCounters, UpstreamSpec};
 use bytes::Bytes;
 use http::{header, Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Incoming;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::sync::atomic::Ordering::Relaxed;
@@ -29,11 +30,7 @@ impl Responder {
         Responder { spec, counters, list_body, rng, window: Mutex::new((Instant::now(), 0)) }
     }
 
-    pub async fn respond<B>(&self, req: Request<B>) -> Response<Full<Bytes>>
-    where
-        B: hyper::body::Body + Send,
-        B::Error: std::fmt::Display,
-    {
+    pub async fn respond(&self, req: Request<Incoming>) -> Response<Full<Bytes>> {
         self.counters.requests.record();
         if let Some(wait) = self.over_limit() {
             self.counters.rate_limited.fetch_add(1, Relaxed);
@@ -142,11 +139,7 @@ impl Route {
 }
 
 /// The `intent` field of a create body; empty if there is none or the body is not JSON.
-async fn read_intent<B>(body: B) -> String
-where
-    B: hyper::body::Body,
-    B::Error: std::fmt::Display,
-{
+async fn read_intent(body: Incoming) -> String {
     let Ok(collected) = Limited::new(body, 64 * 1024).collect().await else {
         return String::new();
     };

@@ -1,0 +1,14 @@
+//! What `weir serve` says about HTTPS interception at start-up.
+
+/// One line: intercepting with which CA, or why not.
+pub fn print_intercept_status(handle: &weir::EngineHandle) {
+    let shared = handle.shared();
+    match &shared.intercept {
+        Some(i) => println!(
+            "weir: HTTPS to {} is intercepted with the local CA (sha256 {}); clients must trust it (`weir ca install`, `weir env`)",
+            i.ca().permitted_hosts().join(", "),
+            i.ca().fingerprint_sha256()
+        ),
+        None => println!("weir: HTTPS to managed hosts is tunnelled untouched (TLS interception is off; `weir doctor` says why)"),
+    }
+}

@@ -1,0 +1,60 @@
+//! `GET /proxy.pac`: a proxy auto-config script that sends only the managed upstreams to Weir
+//! and everything else `DIRECT`, for browsers and tools that take a PAC URL
+//! (`chromium --proxy-pac-url=http://127.0.0.1:PORT/proxy.pac`, OS proxy settings).
+
+use crate::body::Body;
+use crate::engine::Shared;
+use http::Response;
+
+pub const CONTENT_TYPE: &str = "application/x-ns-proxy-autoconfig";
+
+/// The PAC script for this engine's managed upstreams and listening port.
+pub fn script(shared: &Shared) -> String {
+    let proxy = format!("PROXY {}", crate::control::host_for(shared.settings.listen.ip(), shared.port));
+    let mut rules = String::new();
+    for u in &shared.settings.upstreams {
+        // Host names in a PAC are compared lower-case; the origin's host already is. The port
+        // is left out on purpose: browsers pass only the host to FindProxyForURL.
+        rules.push_str(&format!(
+            "  if (scheme === \"{}\" && host === {}) return \"{proxy}\";\n",
+            u.origin.scheme.as_str(),
+            js_string(&u.origin.host)
+        ));
+    }
+    format!(
+        "// Weir: only the managed upstreams go through Weir; everything else is DIRECT.\n\
+         function FindProxyForURL(url, host) {{\n  \
+         host = host.toLowerCase();\n  \
+         var scheme = url.substring(0, url.indexOf(\":\")).toLowerCase();\n\
+         {rules}  return \"DIRECT\";\n}}\n"
+    )
+}
+
+pub fn response(shared: &Shared) -> Response<Body> {
+    crate::control::text(CONTENT_TYPE, script(shared))
+}
+
+/// A JavaScript string literal (host names are plain ASCII, but never trust that in code).
+fn js_string(s: &str) -> String {
+    serde_json::to_string(s).unwrap_or_else(|_| "\"\"".to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::identity::IdentityKey;
+
+    #[test]
+    fn script_names_managed_hosts_only() {
+        let settings = crate::config::parse_str(
+            "[[upstream]]\nname = \"a\"\norigin = \"https://api.githubcopilot.com\"\n[[upstream]]\nname = \"b\"\norigin = \"http://127.0.0.1:8080\"\n",
+            "t.toml",
+        )
+        .unwrap();
+        let shared = Shared::new(settings, 9347, IdentityKey::random(), "s".into());
+        let pac = script(&shared);
+        assert!(pac.contains("if (scheme === \"https\" && host === \"api.githubcopilot.com\") return \"PROXY 127.0.0.1:9347\";"), "{pac}");
+        assert!(pac.contains("host === \"127.0.0.1\""), "{pac}");
+        assert!(pac.trim_end().ends_with("return \"DIRECT\";\n}"), "{pac}");
+    }
+}

@@ -1,0 +1,199 @@
+//! The local CA's lifecycle: created on first run for the managed https hosts, its certificate at
+//! `<data_dir>/ca/weir-ca.pem` (public), its private key in the OS keychain (service `weir`,
+//! account `local-ca-key`) and never on disk. Rotation replaces both and deletes the old key.
+//!
+//! Every call here may block on the keychain (D-Bus, Security.framework): call it before the
+//! async runtime starts or from `spawn_blocking`.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use weir_keychain::{Keychain, KeychainError};
+use weir_tls::{LocalCa, OffsetDateTime, TlsError};
+
+/// The keychain service Weir's entries live under (`WEIR_KEYCHAIN_SERVICE` overrides it in the
+/// CLI, so tests and a second install keep their own).
+pub const DEFAULT_SERVICE: &str = "weir";
+/// The keychain account holding the CA private key (PKCS#8 PEM).
+pub const KEY_ACCOUNT: &str = "local-ca-key";
+
+/// Why the CA could not be loaded, created or rotated.
+#[derive(Debug, thiserror::Error)]
+pub enum CaError {
+    #[error("{0}")]
+    Keychain(#[from] KeychainError),
+    #[error("no managed upstream is an https:// origin with a host name, so there is nothing to intercept")]
+    NoHosts,
+    #[error("there is no local CA yet ({path} does not exist)")]
+    NoCert { path: PathBuf },
+    #[error("the CA certificate {path} exists but its private key is not in the OS keychain (service `{service}`, account `{KEY_ACCOUNT}`)")]
+    NoKey { path: PathBuf, service: String },
+    #[error("the local CA is not usable: {0}")]
+    Tls(#[from] TlsError),
+    #[error("cannot {action} {path}: {source}")]
+    Io {
+        action: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl CaError {
+    /// What a person can do about it.
+    pub fn fix(&self) -> String {
+        match self {
+            CaError::Keychain(e) => e.fix().to_string(),
+            CaError::NoHosts => "Nothing to do: only https:// upstreams are intercepted.".to_string(),
+            CaError::NoCert { .. } => "Run `weir serve` once (it creates the CA), or `weir ca rotate`.".to_string(),
+            CaError::NoKey { .. } | CaError::Tls(TlsError::KeyMismatch | TlsError::CaExpired { .. }) => {
+                "Run `weir ca rotate` to make a new CA, then install it again with `weir ca install`.".to_string()
+            }
+            CaError::Tls(_) => "Run `weir ca rotate` to replace the CA.".to_string(),
+            CaError::Io { .. } => "Check the permissions of Weir's data directory.".to_string(),
+        }
+    }
+}
+
+/// A CA in hand, and how it came to be.
+#[derive(Debug)]
+pub struct LoadOutcome {
+    pub ca: Arc<LocalCa>,
+    /// True when this call generated it (first run).
+    pub created: bool,
+    /// Managed hosts the CA does not cover (added to the config after it was made): their
+    /// CONNECTs stay blind tunnels until `weir ca rotate`.
+    pub missing_hosts: Vec<String>,
+}
+
+/// Where one install keeps its CA.
+#[derive(Debug, Clone)]
+pub struct CaStore {
+    dir: PathBuf,
+    keychain: Keychain,
+}
+
+impl CaStore {
+    pub fn new(data_dir: &Path, keychain_service: &str) -> CaStore {
+        CaStore { dir: data_dir.join("ca"), keychain: Keychain::new(keychain_service) }
+    }
+
+    /// `<data_dir>/ca/weir-ca.pem`, the public CA certificate.
+    pub fn cert_path(&self) -> PathBuf {
+        self.dir.join("weir-ca.pem")
+    }
+
+    /// `<data_dir>/ca/weir-bundle.pem`: system roots plus Weir's CA, for `SSL_CERT_FILE`.
+    pub fn bundle_path(&self) -> PathBuf {
+        self.dir.join("weir-bundle.pem")
+    }
+
+    /// `<data_dir>/ca/weir-ca.old.pem`: the certificate a rotation replaced (for removal steps).
+    pub fn old_cert_path(&self) -> PathBuf {
+        self.dir.join("weir-ca.old.pem")
+    }
+
+    pub fn keychain(&self) -> &Keychain {
+        &self.keychain
+    }
+
+    /// The CA certificate PEM, if there is one (no keychain access).
+    pub fn read_cert(&self) -> Result<Option<String>, CaError> {
+        let path = self.cert_path();
+        match std::fs::read_to_string(&path) {
+            Ok(t) => Ok(Some(t)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(source) => Err(CaError::Io { action: "read", path, source }),
+        }
+    }
+
+    /// Loads the existing CA: certificate from disk, key from the keychain.
+    pub fn load(&self) -> Result<LocalCa, CaError> {
+        let path = self.cert_path();
+        let cert = self.read_cert()?.ok_or_else(|| CaError::NoCert { path: path.clone() })?;
+        let key = self
+            .keychain
+            .get_secret(KEY_ACCOUNT)?
+            .ok_or_else(|| CaError::NoKey { path, service: self.keychain.service().to_string() })?;
+        Ok(LocalCa::from_pem(&cert, key.expose())?)
+    }
+
+    /// Loads the CA, or creates it when there is no certificate yet (first run).
+    pub fn load_or_create(&self, hosts: &[String]) -> Result<LoadOutcome, CaError> {
+        if hosts.is_empty() {
+            return Err(CaError::NoHosts);
+        }
+        if self.read_cert()?.is_none() {
+            let ca = self.create(hosts)?;
+            return Ok(LoadOutcome { ca: Arc::new(ca), created: true, missing_hosts: Vec::new() });
+        }
+        let ca = self.load()?;
+        let missing = hosts.iter().filter(|h| !ca.is_managed(h)).cloned().collect();
+        Ok(LoadOutcome { ca: Arc::new(ca), created: false, missing_hosts: missing })
+    }
+
+    /// Replaces the CA with a new one for `hosts`; the old certificate is kept at
+    /// [`CaStore::old_cert_path`] (for the trust-store removal steps) and the old key is gone
+    /// from the keychain (overwritten by the new one). Returns the new CA.
+    pub fn rotate(&self, hosts: &[String]) -> Result<LocalCa, CaError> {
+        if hosts.is_empty() {
+            return Err(CaError::NoHosts);
+        }
+        if let Some(old) = self.read_cert()? {
+            write_atomically(&self.old_cert_path(), old.as_bytes())?;
+        }
+        // Delete first: if generating or storing the new key fails, the old key is gone anyway,
+        // which is what a rotation after a suspected leak must guarantee.
+        self.keychain.delete(KEY_ACCOUNT)?;
+        self.create(hosts)
+    }
+
+    /// Generates a CA, stores its key in the keychain and only then writes the certificate, so
+    /// a keychain failure leaves nothing half-made on disk.
+    fn create(&self, hosts: &[String]) -> Result<LocalCa, CaError> {
+        let ca = LocalCa::generate(hosts, OffsetDateTime::now_utc())?;
+        let key = ca.key_pem();
+        self.keychain.set(KEY_ACCOUNT, &key)?;
+        std::fs::create_dir_all(&self.dir).map_err(|source| CaError::Io { action: "create", path: self.dir.clone(), source })?;
+        write_atomically(&self.cert_path(), ca.cert_pem().as_bytes())?;
+        tracing::info!(path = %self.cert_path().display(), fingerprint = %ca.fingerprint_sha256(), "created Weir's local CA");
+        Ok(ca)
+    }
+}
+
+/// What `weir serve` and the tray do at start-up: the CA when interception is on and possible,
+/// else `None` with a warning saying why, so CONNECTs to managed hosts stay blind tunnels.
+pub fn load_for_engine(settings: &crate::config::Settings, data_dir: &Path, keychain_service: &str) -> Option<Arc<LocalCa>> {
+    if !settings.intercept {
+        tracing::info!("TLS interception is off (intercept = false): HTTPS to managed hosts is tunnelled untouched");
+        return None;
+    }
+    let store = CaStore::new(data_dir, keychain_service);
+    match store.load_or_create(&settings.intercept_hosts()) {
+        Ok(out) => {
+            if !out.missing_hosts.is_empty() {
+                tracing::warn!(hosts = ?out.missing_hosts, "the local CA does not cover these managed hosts; their HTTPS stays tunnelled untouched. Fix: `weir ca rotate`, then `weir ca install`");
+            }
+            if out.created {
+                tracing::warn!(path = %store.cert_path().display(), "created a new local CA: clients must trust it before HTTPS to managed hosts works; see `weir ca install` and `weir env`");
+            }
+            Some(out.ca)
+        }
+        Err(CaError::NoHosts) => None,
+        Err(e) => {
+            tracing::warn!("TLS interception is off: {e}. HTTPS to managed hosts stays a blind tunnel (no caching or coalescing). Fix: {} (`weir doctor` checks this)", e.fix());
+            None
+        }
+    }
+}
+
+/// Writes beside `path` and renames over it, so a reader never sees half a certificate.
+fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), CaError> {
+    let io = |action, source| CaError::Io { action, path: path.to_path_buf(), source };
+    let tmp = path.with_extension("pem.tmp");
+    let mut f = std::fs::File::create(&tmp).map_err(|e| io("create", e))?;
+    f.write_all(bytes).map_err(|e| io("write", e))?;
+    f.sync_all().map_err(|e| io("sync", e))?;
+    drop(f);
+    std::fs::rename(&tmp, path).map_err(|e| io("replace", e))
+}

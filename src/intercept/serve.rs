@@ -1,0 +1,115 @@
+//! One intercepted connection: the TLS handshake with a leaf for the CONNECT host, then HTTP/1.1
+//! or HTTP/2 (hyper-util's auto builder) whose requests are rewritten to absolute form and handed
+//! to [`crate::proxy::handle`], exactly like plain proxy requests.
+
+use crate::body::Body;
+use crate::engine::Shared;
+use crate::problem::Problem;
+use http::uri::{Authority, PathAndQuery};
+use http::{Method, Request, Response, StatusCode, Uri, Version};
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper::upgrade::Upgraded;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
+use rustls::ServerConfig;
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_rustls::TlsAcceptor;
+
+/// A client gets this long to finish its TLS handshake.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+pub async fn serve(shared: Arc<Shared>, upgraded: Upgraded, authority: Authority, config: Arc<ServerConfig>) {
+    let acceptor = TlsAcceptor::from(config);
+    let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(TokioIo::new(upgraded))).await {
+        Ok(Ok(tls)) => tls,
+        Ok(Err(e)) => {
+            // Usually a client that does not trust Weir's CA yet: say so where it can be seen.
+            tracing::warn!(target = %authority, error = %e, "TLS handshake with a client failed (does it trust Weir's CA? see `weir ca install`)");
+            return;
+        }
+        Err(_) => {
+            tracing::debug!(target = %authority, "TLS handshake timed out");
+            return;
+        }
+    };
+    // The leaf was issued for the SNI name; requests must go to that same host, so a client
+    // cannot CONNECT to one managed host and speak to another inside.
+    let sni = tls.get_ref().1.server_name().map(str::to_owned);
+    if !sni.as_deref().is_some_and(|s| s.trim_end_matches('.').eq_ignore_ascii_case(authority.host())) {
+        tracing::warn!(target = %authority, sni = ?sni, "TLS server name does not match the CONNECT target; closing");
+        return;
+    }
+    let base = origin_of(&authority);
+
+    let limits = shared.settings.limits.clone();
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(limits.header_read_timeout)
+        .max_buf_size((limits.max_header_bytes * 2).max(16 * 1024));
+    builder.http2().timer(TokioTimer::new()).max_header_list_size((limits.max_header_bytes * 2) as u32);
+
+    let sh = shared.clone();
+    let svc = service_fn(move |req| handle(sh.clone(), base.clone(), req));
+    let conn = builder.serve_connection(TokioIo::new(tls), svc);
+    tokio::pin!(conn);
+    let mut stopping = shared.stopping.subscribe();
+    let result = tokio::select! {
+        r = conn.as_mut() => r,
+        _ = async { stopping.wait_for(|s| *s).await.map(|_| ()) } => {
+            // Shutdown: finish the request in flight, then close (bounded by the engine's drain).
+            conn.as_mut().graceful_shutdown();
+            conn.await
+        }
+    };
+    if let Err(e) = result {
+        tracing::debug!(target = %authority, error = %e, "intercepted connection ended with error");
+    }
+}
+
+/// `https://host` (or `https://host:port` off 443) of a CONNECT target.
+fn origin_of(authority: &Authority) -> String {
+    match authority.port_u16() {
+        Some(443) | None => format!("https://{}", authority.host()),
+        Some(p) => format!("https://{}:{p}", authority.host()),
+    }
+}
+
+async fn handle(shared: Arc<Shared>, base: String, req: Request<Incoming>) -> Result<Response<Body>, Infallible> {
+    match rewrite(req, &base) {
+        Ok(req) => crate::proxy::handle(shared, req).await,
+        Err(p) => Ok(p.with_base(&shared.base_url).into_response(None)),
+    }
+}
+
+/// Puts the request in the absolute form `https://host[:port]/path?query` the pipeline routes
+/// by. The host is always the CONNECT target's, whatever the request itself says.
+fn rewrite(mut req: Request<Incoming>, base: &str) -> Result<Request<Incoming>, Problem> {
+    if req.method() == Method::CONNECT {
+        return Err(Problem::new(StatusCode::METHOD_NOT_ALLOWED, "bad_request", "CONNECT inside an intercepted connection is not allowed"));
+    }
+    let pq = req.uri().path_and_query().cloned().unwrap_or_else(|| PathAndQuery::from_static("/"));
+    let uri: Uri = format!("{base}{pq}")
+        .parse()
+        .map_err(|_| Problem::new(StatusCode::BAD_REQUEST, "bad_request", format!("`{pq}` is not a valid request target")))?;
+    *req.uri_mut() = uri;
+    // The client's protocol version is a property of its connection, not of the request: the
+    // upstream connection negotiates its own (HTTP/2 or HTTP/1.1).
+    *req.version_mut() = Version::HTTP_11;
+    Ok(req)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn origin_drops_the_default_port() {
+        assert_eq!(origin_of(&"api.github.com:443".parse().unwrap()), "https://api.github.com");
+        assert_eq!(origin_of(&"api.github.com:8443".parse().unwrap()), "https://api.github.com:8443");
+    }
+}
