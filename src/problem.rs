@@ -36,7 +36,10 @@ impl Problem {
     pub fn new(status: StatusCode, kind: &str, detail: impl Into<String>) -> Problem {
         Problem {
             type_uri: format!("/_weir/problems/{kind}"),
-            title: page(kind).map(|p| p.title).unwrap_or("Weir error").to_string(),
+            title: page(kind)
+                .map(|p| p.title)
+                .unwrap_or("Weir error")
+                .to_string(),
             status: status.as_u16(),
             detail: detail.into(),
             kind: kind.to_string(),
@@ -78,7 +81,8 @@ impl Problem {
         }
         let json = serde_json::to_vec_pretty(&self).unwrap_or_else(|_| b"{}".to_vec());
         let mut resp = Response::new(full(json));
-        *resp.status_mut() = StatusCode::from_u16(self.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        *resp.status_mut() =
+            StatusCode::from_u16(self.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
         let h = resp.headers_mut();
         h.insert(header::CONTENT_TYPE, HeaderValue::from_static(CONTENT_TYPE));
         h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
@@ -151,7 +155,10 @@ mod tests {
         assert_eq!(r.headers()[header::RETRY_AFTER], "2");
         let b = r.into_body().collect().await.unwrap().to_bytes();
         let v: serde_json::Value = serde_json::from_slice(&b).unwrap();
-        assert_eq!(v["type"], "http://127.0.0.1:9347/_weir/problems/breaker_open");
+        assert_eq!(
+            v["type"],
+            "http://127.0.0.1:9347/_weir/problems/breaker_open"
+        );
         assert_eq!(v["kind"], "breaker_open");
         assert_eq!(v["retry_after_s"], 2);
         assert_eq!(v["request_id"], "rid-1");

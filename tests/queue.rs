@@ -37,10 +37,18 @@ async fn fifty_identical_creates_make_one_upstream_create() {
         answers.push(t.await.unwrap());
     }
     assert_eq!(up.count(JOBS), 1, "one upstream create");
-    assert!(answers.iter().all(|a| a == &answers[0]), "identical answers");
+    assert!(
+        answers.iter().all(|a| a == &answers[0]),
+        "identical answers"
+    );
     assert_eq!(answers[0].0, 201);
     // A different body from the same identity is a different create.
-    weir.client("alice").post(format!("{}{JOBS}", up.origin())).body(body(2)).send().await.unwrap();
+    weir.client("alice")
+        .post(format!("{}{JOBS}", up.origin()))
+        .body(body(2))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(up.count(JOBS), 2);
 }
 
@@ -50,7 +58,13 @@ async fn fatal_answers_are_never_queued() {
     let weir = Weir::start(&[&up.origin()], "[queue]\ncredentials = \"memory\"\n").await;
     for status in [400u16, 401, 403, 404, 422] {
         up.set(|b| b.status = status);
-        let r = weir.client("a").post(format!("{}{JOBS}", up.origin())).body(body(status as usize)).send().await.unwrap();
+        let r = weir
+            .client("a")
+            .post(format!("{}{JOBS}", up.origin()))
+            .body(body(status as usize))
+            .send()
+            .await
+            .unwrap();
         assert_eq!(r.status().as_u16(), status, "passed through as it came");
     }
     let s = weir.status().await;
@@ -62,8 +76,18 @@ async fn fatal_answers_are_never_queued() {
 async fn a_failing_upstream_gets_the_create_queued_then_replayed_once() {
     let up = Upstream::start().await;
     up.set(|b| b.status = 503);
-    let weir = Weir::start(&[&up.origin()], "[queue]\ncredentials = \"memory\"\n[breaker]\nminimum_calls = 1000\n").await;
-    let r = weir.client("a").post(format!("{}{JOBS}", up.origin())).body(body(7)).send().await.unwrap();
+    let weir = Weir::start(
+        &[&up.origin()],
+        "[queue]\ncredentials = \"memory\"\n[breaker]\nminimum_calls = 1000\n",
+    )
+    .await;
+    let r = weir
+        .client("a")
+        .post(format!("{}{JOBS}", up.origin()))
+        .body(body(7))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 202);
     let loc = r.headers()["location"].to_str().unwrap().to_string();
     assert!(loc.starts_with("/_weir/api/queue/"));
@@ -85,9 +109,20 @@ async fn a_failing_upstream_gets_the_create_queued_then_replayed_once() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert!(done, "replayed");
-    let creates: Vec<_> = up.seen().into_iter().filter(|s| s.method == "POST").collect();
-    assert_eq!(creates.len(), 2, "the failed attempt and exactly one replay");
-    assert_eq!(creates[1].headers["authorization"], "token a", "the replay carries the credential");
+    let creates: Vec<_> = up
+        .seen()
+        .into_iter()
+        .filter(|s| s.method == "POST")
+        .collect();
+    assert_eq!(
+        creates.len(),
+        2,
+        "the failed attempt and exactly one replay"
+    );
+    assert_eq!(
+        creates[1].headers["authorization"], "token a",
+        "the replay carries the credential"
+    );
     assert_eq!(&creates[1].body[..], body(7).as_bytes());
 }
 
@@ -117,12 +152,25 @@ async fn twenty_creates_survive_kill_9_and_reach_the_upstream_exactly_once() {
     drop(listener);
     let dir = tempfile::tempdir().unwrap();
     let cfg = dir.path().join("weir.toml");
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
     std::fs::write(&cfg, format!("listen = \"127.0.0.1:{port}\"\n[[upstream]]\nname = \"jobs\"\norigin = \"http://{up_addr}\"\n[breaker]\nminimum_calls = 1000\n")).unwrap();
     let (mut weir, addr) = spawn_serve(&cfg, dir.path());
-    let client = reqwest::Client::builder().proxy(reqwest::Proxy::all(format!("http://{addr}")).unwrap()).build().unwrap();
+    let client = reqwest::Client::builder()
+        .proxy(reqwest::Proxy::all(format!("http://{addr}")).unwrap())
+        .build()
+        .unwrap();
     for i in 0..20 {
-        let r = client.post(format!("http://{up_addr}{JOBS}")).header("authorization", format!("token u{i}")).body(body(i)).send().await.unwrap();
+        let r = client
+            .post(format!("http://{up_addr}{JOBS}"))
+            .header("authorization", format!("token u{i}"))
+            .body(body(i))
+            .send()
+            .await
+            .unwrap();
         let status = r.status();
         let text = r.text().await.unwrap();
         assert_eq!(status, 202, "{text}");
@@ -154,7 +202,11 @@ async fn twenty_creates_survive_kill_9_and_reach_the_upstream_exactly_once() {
 async fn an_in_doubt_create_found_upstream_is_not_sent_again() {
     let up = Upstream::start().await;
     up.set(|b| b.status = 503);
-    let weir = Weir::start(&[&up.origin()], "[queue]\ncredentials = \"memory\"\n[breaker]\nminimum_calls = 1000\n").await;
+    let weir = Weir::start(
+        &[&up.origin()],
+        "[queue]\ncredentials = \"memory\"\n[breaker]\nminimum_calls = 1000\n",
+    )
+    .await;
     weir.handle.shutdown().await;
     // Queue an item directly, as a crash mid-replay leaves it: state replaying.
     let db = weir.dir.path().join("queue.sqlite3");
@@ -187,10 +239,20 @@ async fn an_in_doubt_create_found_upstream_is_not_sent_again() {
         b.body = Some(format!(r#"{{"sessions":[{{"id":"sess-9","problem_statement":"task 9","created_at":"{created}"}}]}}"#));
     });
     let settings = weir::config::parse_str(&format!("listen = \"127.0.0.1:0\"\n[[upstream]]\nname = \"up0\"\norigin = \"{}\"\n[queue]\ncredentials = \"memory\"\n", up.origin()), "t").unwrap();
-    let again = weir::start(weir::EngineOptions::new(settings, weir.dir.path().to_path_buf())).await.unwrap();
+    let again = weir::start(weir::EngineOptions::new(
+        settings,
+        weir.dir.path().to_path_buf(),
+    ))
+    .await
+    .unwrap();
     let mut state = String::new();
     for _ in 0..200 {
-        let v: serde_json::Value = reqwest::get(format!("{}/_weir/api/queue/1", again.base_url())).await.unwrap().json().await.unwrap();
+        let v: serde_json::Value = reqwest::get(format!("{}/_weir/api/queue/1", again.base_url()))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
         state = v["state"].as_str().unwrap_or("").to_string();
         if state == "done" {
             assert_eq!(v["result"]["session"]["id"], "sess-9");
@@ -199,20 +261,32 @@ async fn an_in_doubt_create_found_upstream_is_not_sent_again() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert_eq!(state, "done");
-    assert_eq!(up.seen().iter().filter(|s| s.method == "POST").count(), 0, "no second create");
+    assert_eq!(
+        up.seen().iter().filter(|s| s.method == "POST").count(),
+        0,
+        "no second create"
+    );
     again.shutdown().await;
 }
 
 #[tokio::test]
 async fn without_a_keychain_creates_are_not_queued_and_the_client_is_told_why() {
-    if std::env::var("DBUS_SESSION_BUS_ADDRESS").is_ok() && std::env::var("WEIR_TEST_NO_KEYCHAIN").is_err() {
+    if std::env::var("DBUS_SESSION_BUS_ADDRESS").is_ok()
+        && std::env::var("WEIR_TEST_NO_KEYCHAIN").is_err()
+    {
         // Covered by running this binary once more without a bus (scripts/test.sh does).
         return;
     }
     let up = Upstream::start().await;
     up.set(|b| b.status = 503);
     let weir = Weir::start(&[&up.origin()], "[breaker]\nminimum_calls = 1000\n").await;
-    let r = weir.client("a").post(format!("{}{JOBS}", up.origin())).body(body(1)).send().await.unwrap();
+    let r = weir
+        .client("a")
+        .post(format!("{}{JOBS}", up.origin()))
+        .body(body(1))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 503);
     let p: serde_json::Value = r.json().await.unwrap();
     assert_eq!(p["kind"], "queue_unavailable");
@@ -225,15 +299,36 @@ async fn the_cli_lists_and_cancels_queued_creates() {
     up.set(|b| b.status = 503);
     let dir = tempfile::tempdir().unwrap();
     let cfg = dir.path().join("weir.toml");
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
     std::fs::write(&cfg, format!("listen = \"127.0.0.1:{port}\"\n[[upstream]]\nname = \"jobs\"\norigin = \"{}\"\n[queue]\ncredentials = \"memory\"\n[breaker]\nminimum_calls = 1000\n", up.origin())).unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_weir")).args(["serve", "--config"]).arg(&cfg).arg("--data-dir").arg(dir.path()).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_weir"))
+        .args(["serve", "--config"])
+        .arg(&cfg)
+        .arg("--data-dir")
+        .arg(dir.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     let _ = lines.next();
     let dash = lines.next().unwrap().unwrap();
     let secret = dash.rsplit("#secret=").next().unwrap().to_string();
-    let client = reqwest::Client::builder().proxy(reqwest::Proxy::all(format!("http://127.0.0.1:{port}")).unwrap()).build().unwrap();
-    let r = client.post(format!("{}{JOBS}", up.origin())).header("authorization", "token z").body(body(3)).send().await.unwrap();
+    let client = reqwest::Client::builder()
+        .proxy(reqwest::Proxy::all(format!("http://127.0.0.1:{port}")).unwrap())
+        .build()
+        .unwrap();
+    let r = client
+        .post(format!("{}{JOBS}", up.origin()))
+        .header("authorization", "token z")
+        .body(body(3))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 202);
     let cli = |args: &[&str], secret: Option<&str>| {
         let mut c = Command::new(env!("CARGO_BIN_EXE_weir"));
@@ -249,7 +344,11 @@ async fn the_cli_lists_and_cancels_queued_creates() {
     let denied = cli(&["cancel", "1"], Some("wrong"));
     assert!(!denied.status.success());
     let ok = cli(&["cancel", "1"], Some(&secret));
-    assert!(ok.status.success(), "{}", String::from_utf8_lossy(&ok.stderr));
+    assert!(
+        ok.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
     let show = cli(&["show", "1"], None);
     assert!(String::from_utf8_lossy(&show.stdout).contains("\"state\": \"cancelled\""));
     child.kill().unwrap();

@@ -37,7 +37,11 @@ async fn retries_under_total_failure_stay_within_the_budget() {
     }
     let total = up.total();
     assert!(total > 50, "some retries happened: {total}");
-    assert!(total <= 60, "retries ≤ 20% of 50 requests, got {} retries", total - 50);
+    assert!(
+        total <= 60,
+        "retries ≤ 20% of 50 requests, got {} retries",
+        total - 50
+    );
 }
 
 #[tokio::test]
@@ -48,22 +52,43 @@ async fn retry_after_holds_back_every_surface() {
         b.extra_headers = vec![("retry-after".into(), "2".into())];
     });
     // A short deadline: the 2 s wait does not fit, so Weir does not retry within the call.
-    let weir = Weir::start(&[&up.origin()], &format!("{QUIET}[classes.view]\ndeadline = \"500ms\"\n")).await;
+    let weir = Weir::start(
+        &[&up.origin()],
+        &format!("{QUIET}[classes.view]\ndeadline = \"500ms\"\n"),
+    )
+    .await;
     let r = weir.client("a").get(view(&up, 1)).send().await.unwrap();
     assert_eq!(r.status(), 429);
     assert_eq!(up.total(), 1);
     up.set(|b| b.status = 200);
     let proxy = reqwest::Proxy::all(weir.proxy_url()).unwrap();
     let c = reqwest::Client::builder().proxy(proxy).build().unwrap();
-    for (i, ua) in ["GitHubCopilotChat/1", "gh/2.60", "Mozilla/5.0"].iter().enumerate() {
-        let r = c.get(view(&up, 10 + i)).header("user-agent", *ua).header("authorization", format!("token u{i}")).send().await.unwrap();
+    for (i, ua) in ["GitHubCopilotChat/1", "gh/2.60", "Mozilla/5.0"]
+        .iter()
+        .enumerate()
+    {
+        let r = c
+            .get(view(&up, 10 + i))
+            .header("user-agent", *ua)
+            .header("authorization", format!("token u{i}"))
+            .send()
+            .await
+            .unwrap();
         assert_eq!(r.status(), 429, "{ua}");
-        let ra: u64 = r.headers()["retry-after"].to_str().unwrap().parse().unwrap();
+        let ra: u64 = r.headers()["retry-after"]
+            .to_str()
+            .unwrap()
+            .parse()
+            .unwrap();
         assert!((1..=2).contains(&ra), "retry-after {ra}");
         let p: serde_json::Value = r.json().await.unwrap();
         assert_eq!(p["kind"], "rate_limited");
     }
-    assert_eq!(up.total(), 1, "nothing reached the upstream during the cooldown");
+    assert_eq!(
+        up.total(),
+        1,
+        "nothing reached the upstream during the cooldown"
+    );
 }
 
 async fn wait_state(weir: &Weir, state: &str) -> bool {
@@ -90,10 +115,19 @@ async fn a_run_of_5xx_opens_the_breaker_with_an_event() {
     assert!(wait_state(&weir, "open").await);
     let s = weir.status().await;
     assert_eq!(s["upstreams"][0]["breaker"]["state"], "open");
-    assert!(s["upstreams"][0]["breaker"]["reason"].as_str().unwrap().contains("failure rate"));
-    let ev = tokio::time::timeout(Duration::from_secs(5), events.recv()).await.unwrap().unwrap();
+    assert!(s["upstreams"][0]["breaker"]["reason"]
+        .as_str()
+        .unwrap()
+        .contains("failure rate"));
+    let ev = tokio::time::timeout(Duration::from_secs(5), events.recv())
+        .await
+        .unwrap()
+        .unwrap();
     let v = serde_json::to_value(&ev).unwrap();
-    assert_eq!((v["type"].as_str(), v["to"].as_str()), (Some("breaker"), Some("open")));
+    assert_eq!(
+        (v["type"].as_str(), v["to"].as_str()),
+        (Some("breaker"), Some("open"))
+    );
     // Open: fail fast, nothing more upstream.
     let before = up.total();
     let r = c.get(view(&up, 99)).send().await.unwrap();
@@ -115,7 +149,11 @@ async fn slow_successes_open_the_breaker() {
         assert_eq!(c.get(view(&up, i)).send().await.unwrap().status(), 200);
     }
     assert!(wait_state(&weir, "open").await);
-    let reason = weir.handle.status().upstreams[0].guard.breaker.reason.clone();
+    let reason = weir.handle.status().upstreams[0]
+        .guard
+        .breaker
+        .reason
+        .clone();
     assert!(reason.contains("slow"), "{reason}");
 }
 
@@ -136,10 +174,12 @@ async fn half_open_lets_exactly_the_configured_probes_through() {
         b.status = 200;
         b.delay = Duration::from_millis(300);
     });
-    let tasks: Vec<_> = (0..6).map(|i| {
-        let (c, u) = (c.clone(), view(&up, 100 + i));
-        tokio::spawn(async move { c.get(u).send().await.unwrap().status().as_u16() })
-    }).collect();
+    let tasks: Vec<_> = (0..6)
+        .map(|i| {
+            let (c, u) = (c.clone(), view(&up, 100 + i));
+            tokio::spawn(async move { c.get(u).send().await.unwrap().status().as_u16() })
+        })
+        .collect();
     let mut codes = Vec::new();
     for t in tasks {
         codes.push(t.await.unwrap());
@@ -147,7 +187,10 @@ async fn half_open_lets_exactly_the_configured_probes_through() {
     assert_eq!(up.total() - before, 2, "exactly two probes: {codes:?}");
     assert_eq!(codes.iter().filter(|c| **c == 200).count(), 2);
     assert_eq!(codes.iter().filter(|c| **c == 503).count(), 4);
-    assert!(wait_state(&weir, "closed").await, "two good probes close it");
+    assert!(
+        wait_state(&weir, "closed").await,
+        "two good probes close it"
+    );
 }
 
 #[tokio::test]
@@ -166,12 +209,31 @@ async fn while_open_list_is_served_stale_and_creates_fail_fast() {
     let before = up.total();
     let r = c.get(&list).send().await.unwrap();
     assert_eq!(r.status(), 200);
-    assert_eq!(r.headers()["cache-status"], "weir; hit; fwd=stale; detail=breaker_open");
-    let r = c.post(format!("{}/agents/swe/v1/jobs/o/r", up.origin())).body("{}").send().await.unwrap();
+    assert_eq!(
+        r.headers()["cache-status"],
+        "weir; hit; fwd=stale; detail=breaker_open"
+    );
+    let r = c
+        .post(format!("{}/agents/swe/v1/jobs/o/r", up.origin()))
+        .body("{}")
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 503);
-    assert!(r.headers()["retry-after"].to_str().unwrap().parse::<u64>().unwrap() > 0);
+    assert!(
+        r.headers()["retry-after"]
+            .to_str()
+            .unwrap()
+            .parse::<u64>()
+            .unwrap()
+            > 0
+    );
     assert_eq!(r.headers()["content-type"], "application/problem+json");
-    assert_eq!(up.total(), before, "nothing reached the upstream while open");
+    assert_eq!(
+        up.total(),
+        before,
+        "nothing reached the upstream while open"
+    );
 }
 
 #[tokio::test]
@@ -179,16 +241,29 @@ async fn the_fallback_gets_one_attempt() {
     let primary = Upstream::start().await;
     let fallback = Upstream::start().await;
     primary.set(|b| b.status = 503);
-    let extra = format!("fallback = \"{}\"\n{QUIET}[classes.view]\ndeadline = \"200ms\"\n", fallback.origin());
+    let extra = format!(
+        "fallback = \"{}\"\n{QUIET}[classes.view]\ndeadline = \"200ms\"\n",
+        fallback.origin()
+    );
     let weir = Weir::start(&[&primary.origin()], &extra).await;
-    let r = weir.client("a").get(view(&primary, 1)).send().await.unwrap();
+    let r = weir
+        .client("a")
+        .get(view(&primary, 1))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 200);
     assert_eq!(r.headers()["weir-fallback"], fallback.origin().as_str());
     assert_eq!(fallback.total(), 1);
     assert!(primary.total() >= 1);
     // Fatal answers never go to the fallback.
     primary.set(|b| b.status = 404);
-    let r = weir.client("a").get(view(&primary, 2)).send().await.unwrap();
+    let r = weir
+        .client("a")
+        .get(view(&primary, 2))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 404);
     assert_eq!(fallback.total(), 1);
     assert_eq!(weir.status().await["upstreams"][0]["fallback_attempts"], 1);
@@ -198,17 +273,23 @@ async fn the_fallback_gets_one_attempt() {
 async fn the_bulkhead_sheds_beyond_its_limit() {
     let up = Upstream::start().await;
     up.set(|b| b.delay = Duration::from_millis(400));
-    let weir = Weir::start(&[&up.origin()], &format!("{QUIET}[bulkhead]\nmax_in_flight = 1\nmax_queue = 0\n")).await;
+    let weir = Weir::start(
+        &[&up.origin()],
+        &format!("{QUIET}[bulkhead]\nmax_in_flight = 1\nmax_queue = 0\n"),
+    )
+    .await;
     let c = weir.client("a");
-    let tasks: Vec<_> = (0..3).map(|i| {
-        let (c, u) = (c.clone(), view(&up, i));
-        tokio::spawn(async move {
-            let r = c.get(u).send().await.unwrap();
-            let s = r.status().as_u16();
-            let body: serde_json::Value = r.json().await.unwrap();
-            (s, body)
+    let tasks: Vec<_> = (0..3)
+        .map(|i| {
+            let (c, u) = (c.clone(), view(&up, i));
+            tokio::spawn(async move {
+                let r = c.get(u).send().await.unwrap();
+                let s = r.status().as_u16();
+                let body: serde_json::Value = r.json().await.unwrap();
+                (s, body)
+            })
         })
-    }).collect();
+        .collect();
     let mut shed = 0;
     for t in tasks {
         let (s, body) = t.await.unwrap();
@@ -224,7 +305,11 @@ async fn the_bulkhead_sheds_beyond_its_limit() {
 #[tokio::test]
 async fn client_rate_limits_answer_429_with_ratelimit_headers() {
     let up = Upstream::start().await;
-    let weir = Weir::start(&[&up.origin()], &format!("{QUIET}[rate_limit]\nburst = 2\nper = \"10s\"\n")).await;
+    let weir = Weir::start(
+        &[&up.origin()],
+        &format!("{QUIET}[rate_limit]\nburst = 2\nper = \"10s\"\n"),
+    )
+    .await;
     let c = weir.client("a");
     for i in 0..2 {
         assert_eq!(c.get(view(&up, i)).send().await.unwrap().status(), 200);
@@ -233,11 +318,27 @@ async fn client_rate_limits_answer_429_with_ratelimit_headers() {
     assert_eq!(r.status(), 429);
     let h = r.headers();
     assert!(h.contains_key("retry-after"));
-    assert!(h["ratelimit-policy"].to_str().unwrap().contains("q=2"), "{:?}", h["ratelimit-policy"]);
-    assert!(h["ratelimit"].to_str().unwrap().contains("r=0"), "{:?}", h["ratelimit"]);
+    assert!(
+        h["ratelimit-policy"].to_str().unwrap().contains("q=2"),
+        "{:?}",
+        h["ratelimit-policy"]
+    );
+    assert!(
+        h["ratelimit"].to_str().unwrap().contains("r=0"),
+        "{:?}",
+        h["ratelimit"]
+    );
     assert_eq!(up.total(), 2);
     // Another identity has its own allowance.
-    assert_eq!(weir.client("b").get(view(&up, 4)).send().await.unwrap().status(), 200);
+    assert_eq!(
+        weir.client("b")
+            .get(view(&up, 4))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        200
+    );
     // Cache hits are never limited.
     assert_eq!(c.get(view(&up, 0)).send().await.unwrap().status(), 200);
 }
@@ -252,7 +353,12 @@ async fn naive_retries_reach_the_upstream_far_less_through_weir() {
     let calls = 20;
     let naive = |c: reqwest::Client, url: String| async move {
         for _ in 0..6 {
-            if c.get(&url).send().await.map(|r| r.status().is_success()).unwrap_or(false) {
+            if c.get(&url)
+                .send()
+                .await
+                .map(|r| r.status().is_success())
+                .unwrap_or(false)
+            {
                 break;
             }
         }

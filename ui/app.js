@@ -23,7 +23,9 @@ const banner = document.getElementById('banner');
 function showProblem(err) {
   const p = err?.problem ?? { title: 'Something went wrong', detail: String(err?.message ?? err) };
   setText(banner.querySelector('.banner-title'), p.title);
-  setText(banner.querySelector('.banner-detail'), p.detail ?? '');
+  // A rejected secret is usually one from an earlier run of Weir (it makes a new one per start).
+  const stale = p.status === 401 && hasSecret() ? ' This page\'s control secret was refused: open the link printed by `weir serve` (or the tray) again.' : '';
+  setText(banner.querySelector('.banner-detail'), `${p.detail ?? ''}${stale}`);
   const more = banner.querySelector('.banner-more');
   const type = typeof p.type === 'string' && p.type !== 'about:blank' ? p.type : null;
   if (type) {

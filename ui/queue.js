@@ -71,7 +71,7 @@ export class QueuePanel {
     if (queue && typeof queue === 'object') {
       const key = JSON.stringify(queue);
       const parts = COUNT_ORDER.filter((k) => typeof queue[k] === 'number' && queue[k] > 0).map((k) => `${fmt.int(queue[k])} ${fmt.words(k)}`);
-      setText(this.counts, parts.length ? parts.join(' · ') : 'Nothing queued.');
+      setText(this.counts, parts.join(' · '));
       if (key !== this.countsKey) {
         const first = this.countsKey === null;
         this.countsKey = key;

@@ -75,7 +75,8 @@ function renderBreaker(card, b, now) {
   const parts = [];
   if (b.since) parts.push(`since ${fmt.clock(b.since)} (${fmt.ago(b.since, now)})`);
   if (b.reason) parts.push(String(b.reason));
-  if ('failure_rate' in b || 'slow_rate' in b) {
+  // While open the reason already states the rates that tripped it.
+  if (state !== 'open' && ('failure_rate' in b || 'slow_rate' in b)) {
     const calls = typeof b.calls_in_window === 'number' ? ` of ${fmt.int(b.calls_in_window)} recent calls` : '';
     parts.push(`${pct(b.failure_rate)} failed, ${pct(b.slow_rate)} slow${calls}`);
   }

@@ -1,10 +1,10 @@
 //! Command-line parsing and dispatch.
 
-mod queue;
 mod ca;
 mod context;
 mod doctor;
 mod env;
+mod queue;
 mod serve;
 mod serve_tls;
 mod setup;
@@ -14,7 +14,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[derive(Parser)]
-#[command(name = "weir", version, about = "A localhost proxy that keeps Copilot cloud-agent storms away from GitHub")]
+#[command(
+    name = "weir",
+    version,
+    about = "A localhost proxy that keeps Copilot cloud-agent storms away from GitHub"
+)]
 pub struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -60,7 +64,10 @@ pub const EXIT_CONFIG: u8 = 2;
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("WEIR_LOG").unwrap_or_else(|_| "weir=info".into()))
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("WEIR_LOG")
+                .unwrap_or_else(|_| "weir=info".into()),
+        )
         .with_writer(std::io::stderr)
         .init();
     match cli.command {

@@ -31,14 +31,27 @@ pub fn run(cmd: QueueCmd, args: ServeArgs) -> ExitCode {
             return ExitCode::from(EXIT_CONFIG);
         }
     };
-    let base = format!("http://{}", weir::control::host_for(settings.listen.ip(), settings.listen.port()));
-    let Ok(rt) = tokio::runtime::Runtime::new() else { return ExitCode::FAILURE };
+    let base = format!(
+        "http://{}",
+        weir::control::host_for(settings.listen.ip(), settings.listen.port())
+    );
+    let Ok(rt) = tokio::runtime::Runtime::new() else {
+        return ExitCode::FAILURE;
+    };
     rt.block_on(async move {
         let (method, path, secret) = match &cmd {
             QueueCmd::Ls { .. } => (Method::GET, "/_weir/api/queue".to_string(), None),
             QueueCmd::Show { id } => (Method::GET, format!("/_weir/api/queue/{id}"), None),
-            QueueCmd::Cancel { id } => (Method::POST, format!("/_weir/api/queue/{id}/cancel"), Some(secret().await)),
-            QueueCmd::Retry { id } => (Method::POST, format!("/_weir/api/queue/{id}/retry"), Some(secret().await)),
+            QueueCmd::Cancel { id } => (
+                Method::POST,
+                format!("/_weir/api/queue/{id}/cancel"),
+                Some(secret().await),
+            ),
+            QueueCmd::Retry { id } => (
+                Method::POST,
+                format!("/_weir/api/queue/{id}/retry"),
+                Some(secret().await),
+            ),
         };
         let mut req = Request::new(weir::body::empty());
         *req.method_mut() = method;
@@ -54,17 +67,26 @@ pub fn run(cmd: QueueCmd, args: ServeArgs) -> ExitCode {
                 req.headers_mut().insert("x-weir-secret", v);
             }
         }
-        let t = Timeouts { headers: Duration::from_secs(10), body: Duration::from_secs(10) };
+        let t = Timeouts {
+            headers: Duration::from_secs(10),
+            body: Duration::from_secs(10),
+        };
         let resp = match UpstreamClient::new().fetch(req, t, 16 << 20).await {
             Ok(r) => r,
             Err(e) => {
-                eprintln!("weir: cannot reach Weir at {base} ({e}). Is `weir serve` or the tray running?");
+                eprintln!(
+                    "weir: cannot reach Weir at {base} ({e}). Is `weir serve` or the tray running?"
+                );
                 return ExitCode::FAILURE;
             }
         };
         let v: serde_json::Value = serde_json::from_slice(resp.body()).unwrap_or_default();
         if !resp.status().is_success() {
-            eprintln!("weir: {} — {}", v["title"].as_str().unwrap_or("error"), v["detail"].as_str().unwrap_or(""));
+            eprintln!(
+                "weir: {} — {}",
+                v["title"].as_str().unwrap_or("error"),
+                v["detail"].as_str().unwrap_or("")
+            );
             return ExitCode::FAILURE;
         }
         match cmd {
@@ -79,11 +101,16 @@ async fn secret() -> Option<String> {
     if let Ok(s) = std::env::var("WEIR_CONTROL_SECRET") {
         return Some(s);
     }
-    let got = tokio::task::spawn_blocking(|| weir_keychain::Keychain::new("weir").get("control-secret")).await;
+    let got =
+        tokio::task::spawn_blocking(|| weir_keychain::Keychain::new("weir").get("control-secret"))
+            .await;
     match got {
         Ok(Ok(s)) => s,
         Ok(Err(e)) => {
-            eprintln!("weir: cannot read the control secret from the keychain: {e}. {}", e.fix());
+            eprintln!(
+                "weir: cannot read the control secret from the keychain: {e}. {}",
+                e.fix()
+            );
             None
         }
         Err(_) => None,
@@ -96,7 +123,10 @@ fn print_table(v: &serde_json::Value) {
         println!("no queued creates");
         return;
     }
-    println!("{:>5}  {:<10}  {:<12}  {:>8}  {}", "ID", "STATE", "UPSTREAM", "ATTEMPTS", "PATH");
+    println!(
+        "{:>5}  {:<10}  {:<12}  {:>8}  {}",
+        "ID", "STATE", "UPSTREAM", "ATTEMPTS", "PATH"
+    );
     for i in items {
         println!(
             "{:>5}  {:<10}  {:<12}  {:>8}  {}",

@@ -43,7 +43,10 @@ impl RouteClass {
 
     /// Classes whose responses are coalesced and cached.
     pub fn is_cacheable(self) -> bool {
-        matches!(self, RouteClass::List | RouteClass::View | RouteClass::Token)
+        matches!(
+            self,
+            RouteClass::List | RouteClass::View | RouteClass::Token
+        )
     }
 
     fn index(self) -> usize {
@@ -225,12 +228,27 @@ mod tests {
         let c = |m: Method, p: &str| classify(&r, &m, p);
         assert_eq!(c(Method::GET, "/agents/sessions"), RouteClass::List);
         assert_eq!(c(Method::GET, "/agents/sessions/nwo/o/r"), RouteClass::List);
-        assert_eq!(c(Method::GET, "/agents/sessions/resource/pull/7"), RouteClass::List);
+        assert_eq!(
+            c(Method::GET, "/agents/sessions/resource/pull/7"),
+            RouteClass::List
+        );
         assert_eq!(c(Method::GET, "/agents/sessions/abc"), RouteClass::View);
-        assert_eq!(c(Method::GET, "/agents/sessions/abc/logs"), RouteClass::Stream);
-        assert_eq!(c(Method::GET, "/agents/swe/v1/jobs/o/r/9"), RouteClass::View);
-        assert_eq!(c(Method::POST, "/agents/swe/v1/jobs/o/r"), RouteClass::Create);
-        assert_eq!(c(Method::GET, "/copilot_internal/v2/token"), RouteClass::Token);
+        assert_eq!(
+            c(Method::GET, "/agents/sessions/abc/logs"),
+            RouteClass::Stream
+        );
+        assert_eq!(
+            c(Method::GET, "/agents/swe/v1/jobs/o/r/9"),
+            RouteClass::View
+        );
+        assert_eq!(
+            c(Method::POST, "/agents/swe/v1/jobs/o/r"),
+            RouteClass::Create
+        );
+        assert_eq!(
+            c(Method::GET, "/copilot_internal/v2/token"),
+            RouteClass::Token
+        );
         assert_eq!(c(Method::DELETE, "/agents/sessions/abc"), RouteClass::Other);
         assert_eq!(c(Method::GET, "/agents/sessions/a/b/c"), RouteClass::Other);
     }

@@ -73,22 +73,41 @@ impl Default for ResilienceSettings {
             retry_cap: Duration::from_secs(2),
             retry_jitter: true,
             budget: BudgetConfig::default(),
-            bulkhead: BulkheadConfig { max_in_flight: 64, max_queue: 256, max_wait: Some(Duration::from_secs(10)) },
-            rate_limit: Some(RateLimitConfig { policy: "client".into(), burst: 60, per: Duration::from_secs(10) }),
+            bulkhead: BulkheadConfig {
+                max_in_flight: 64,
+                max_queue: 256,
+                max_wait: Some(Duration::from_secs(10)),
+            },
+            rate_limit: Some(RateLimitConfig {
+                policy: "client".into(),
+                burst: 60,
+                per: Duration::from_secs(10),
+            }),
         }
     }
 }
 
 fn rate(cx: &Ctx, key: &str, v: &Option<Spanned<f64>>) -> Result<Option<f64>, ConfigError> {
     match v {
-        Some(r) if !(*r.get_ref() > 0.0 && *r.get_ref() <= 1.0) => {
-            cx.err(key, r.span(), format!("must be a fraction in (0, 1], e.g. 0.5 for 50%; got {}", r.get_ref()))
-        }
+        Some(r) if !(*r.get_ref() > 0.0 && *r.get_ref() <= 1.0) => cx.err(
+            key,
+            r.span(),
+            format!(
+                "must be a fraction in (0, 1], e.g. 0.5 for 50%; got {}",
+                r.get_ref()
+            ),
+        ),
         other => Ok(other.as_ref().map(|r| *r.get_ref())),
     }
 }
 
-pub fn validate(cx: &Ctx, b: &FileBreaker, r: &FileRetry, bh: &FileBulkhead, rl: &FileRateLimit) -> Result<ResilienceSettings, ConfigError> {
+pub fn validate(
+    cx: &Ctx,
+    b: &FileBreaker,
+    r: &FileRetry,
+    bh: &FileBulkhead,
+    rl: &FileRateLimit,
+) -> Result<ResilienceSettings, ConfigError> {
     let mut s = ResilienceSettings::default();
     let br = &mut s.breaker;
     if let Some(d) = cx.duration("breaker.window", &b.window)? {
@@ -97,10 +116,18 @@ pub fn validate(cx: &Ctx, b: &FileBreaker, r: &FileRetry, bh: &FileBulkhead, rl:
     if let Some(n) = cx.positive("breaker.minimum_calls", &b.minimum_calls, 1)? {
         br.minimum_calls = n as u32;
     }
-    if let Some(x) = rate(cx, "breaker.failure_rate_threshold", &b.failure_rate_threshold)? {
+    if let Some(x) = rate(
+        cx,
+        "breaker.failure_rate_threshold",
+        &b.failure_rate_threshold,
+    )? {
         br.failure_rate_threshold = x;
     }
-    if let Some(x) = rate(cx, "breaker.slow_call_rate_threshold", &b.slow_call_rate_threshold)? {
+    if let Some(x) = rate(
+        cx,
+        "breaker.slow_call_rate_threshold",
+        &b.slow_call_rate_threshold,
+    )? {
         br.slow_call_rate_threshold = x;
     }
     if let Some(d) = cx.duration("breaker.open_wait", &b.open_wait)? {
@@ -110,7 +137,11 @@ pub fn validate(cx: &Ctx, b: &FileBreaker, r: &FileRetry, bh: &FileBulkhead, rl:
     if let Some(d) = cx.duration("breaker.open_wait_max", &b.open_wait_max)? {
         if d < br.open_base {
             let span = b.open_wait_max.as_ref().map(|s| s.span()).unwrap_or(0..0);
-            return cx.err("breaker.open_wait_max", span, "must not be shorter than breaker.open_wait".into());
+            return cx.err(
+                "breaker.open_wait_max",
+                span,
+                "must not be shorter than breaker.open_wait".into(),
+            );
         }
         br.open_max = d;
     }

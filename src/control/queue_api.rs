@@ -10,25 +10,52 @@ use hyper::body::Incoming;
 use std::sync::Arc;
 use weir_store::{Item, ListFilter, StoreError};
 
-pub async fn handle(shared: &Arc<Shared>, req: &Request<Incoming>, rest: &str) -> Result<Response<Body>, Problem> {
+pub async fn handle(
+    shared: &Arc<Shared>,
+    req: &Request<Incoming>,
+    rest: &str,
+) -> Result<Response<Body>, Problem> {
     let Some(q) = &shared.queue else {
-        return Err(Problem::new(StatusCode::SERVICE_UNAVAILABLE, "queue_unavailable", shared.queue_error.clone().unwrap_or_default()));
+        return Err(Problem::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "queue_unavailable",
+            shared.queue_error.clone().unwrap_or_default(),
+        ));
     };
     let parts: Vec<&str> = rest.split('/').filter(|s| !s.is_empty()).collect();
     match (req.method(), parts.as_slice()) {
         (&Method::GET, []) => {
-            let items = q.store.list(ListFilter { states: Vec::new(), limit: 500 }).await.map_err(store_problem)?;
+            let items = q
+                .store
+                .list(ListFilter {
+                    states: Vec::new(),
+                    limit: 500,
+                })
+                .await
+                .map_err(store_problem)?;
             let counts = q.store.counts().await.map_err(store_problem)?;
-            Ok(json(&serde_json::json!({"items": items.iter().map(view).collect::<Vec<_>>(), "counts": counts})))
+            Ok(json(
+                &serde_json::json!({"items": items.iter().map(view).collect::<Vec<_>>(), "counts": counts}),
+            ))
         }
         (&Method::GET, [id]) => {
-            let item = q.store.get(parse(id)?).await.map_err(store_problem)?.ok_or_else(|| not_found(id))?;
+            let item = q
+                .store
+                .get(parse(id)?)
+                .await
+                .map_err(store_problem)?
+                .ok_or_else(|| not_found(id))?;
             Ok(json(&view(&item)))
         }
         (&Method::POST, [id, action @ ("cancel" | "retry")]) => {
             require_secret(shared, req)?;
             let id = parse(id)?;
-            let item = if *action == "cancel" { q.store.cancel(id, now_ms()).await } else { q.store.retry(id, now_ms()).await }.map_err(store_problem)?;
+            let item = if *action == "cancel" {
+                q.store.cancel(id, now_ms()).await
+            } else {
+                q.store.retry(id, now_ms()).await
+            }
+            .map_err(store_problem)?;
             if *action == "cancel" {
                 if let Some(acct) = &item.credential_ref {
                     q.secrets.delete(acct).await;
@@ -36,10 +63,20 @@ pub async fn handle(shared: &Arc<Shared>, req: &Request<Incoming>, rest: &str) -
             } else {
                 q.wake.notify_waiters();
             }
-            shared.emit(event(&item, format!("{action}led by the user").replace("retryled", "retried")));
+            shared.emit(event(
+                &item,
+                format!("{action}led by the user").replace("retryled", "retried"),
+            ));
             Ok(json(&view(&item)))
         }
-        _ => Err(Problem::new(StatusCode::NOT_FOUND, "not_found", format!("no queue endpoint at {} /_weir/api/queue/{rest}", req.method()))),
+        _ => Err(Problem::new(
+            StatusCode::NOT_FOUND,
+            "not_found",
+            format!(
+                "no queue endpoint at {} /_weir/api/queue/{rest}",
+                req.method()
+            ),
+        )),
     }
 }
 
@@ -52,17 +89,33 @@ fn view(i: &Item) -> serde_json::Value {
 }
 
 fn parse(id: &str) -> Result<i64, Problem> {
-    id.parse().map_err(|_| Problem::new(StatusCode::BAD_REQUEST, "bad_request", format!("`{id}` is not a queue item id")))
+    id.parse().map_err(|_| {
+        Problem::new(
+            StatusCode::BAD_REQUEST,
+            "bad_request",
+            format!("`{id}` is not a queue item id"),
+        )
+    })
 }
 
 fn not_found(id: &str) -> Problem {
-    Problem::new(StatusCode::NOT_FOUND, "not_found", format!("no queued create with id {id}"))
+    Problem::new(
+        StatusCode::NOT_FOUND,
+        "not_found",
+        format!("no queued create with id {id}"),
+    )
 }
 
 fn store_problem(e: StoreError) -> Problem {
     match e {
         StoreError::NotFound { .. } => Problem::new(StatusCode::NOT_FOUND, "not_found", e.detail()),
-        StoreError::IllegalTransition { .. } => Problem::new(StatusCode::CONFLICT, "bad_request", e.detail()),
-        e => Problem::new(StatusCode::SERVICE_UNAVAILABLE, "queue_unavailable", format!("{}. {}", e.detail(), e.fix())),
+        StoreError::IllegalTransition { .. } => {
+            Problem::new(StatusCode::CONFLICT, "bad_request", e.detail())
+        }
+        e => Problem::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "queue_unavailable",
+            format!("{}. {}", e.detail(), e.fix()),
+        ),
     }
 }

@@ -99,7 +99,11 @@ pub fn snapshot(shared: &Shared) -> StatusSnapshot {
         queue: QueueStatus {
             available: shared.queue.is_some(),
             error: shared.queue_error.clone(),
-            credentials: shared.queue.as_ref().map(|q| q.secrets.backend()).unwrap_or("unavailable"),
+            credentials: shared
+                .queue
+                .as_ref()
+                .map(|q| q.secrets.backend())
+                .unwrap_or("unavailable"),
             counts: None,
         },
     }

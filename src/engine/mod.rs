@@ -18,9 +18,15 @@ use tokio::task::JoinHandle;
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {
     #[error("cannot listen on {addr}: {source}. Is another Weir already running? Use --listen to pick another port.")]
-    Bind { addr: SocketAddr, source: std::io::Error },
+    Bind {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
     #[error("cannot create data directory {path}: {source}")]
-    DataDir { path: PathBuf, source: std::io::Error },
+    DataDir {
+        path: PathBuf,
+        source: std::io::Error,
+    },
 }
 
 /// What the engine needs to start.
@@ -37,7 +43,12 @@ pub struct EngineOptions {
 
 impl EngineOptions {
     pub fn new(settings: Settings, data_dir: PathBuf) -> EngineOptions {
-        EngineOptions { settings, data_dir, control_secret: None, local_ca: None }
+        EngineOptions {
+            settings,
+            data_dir,
+            control_secret: None,
+            local_ca: None,
+        }
     }
 }
 
@@ -56,17 +67,30 @@ pub struct EngineHandle {
 }
 
 pub async fn start(opts: EngineOptions) -> Result<EngineHandle, EngineError> {
-    std::fs::create_dir_all(&opts.data_dir).map_err(|source| EngineError::DataDir { path: opts.data_dir.clone(), source })?;
+    std::fs::create_dir_all(&opts.data_dir).map_err(|source| EngineError::DataDir {
+        path: opts.data_dir.clone(),
+        source,
+    })?;
     let addr = opts.settings.listen;
-    let listener = tokio::net::TcpListener::bind(addr).await.map_err(|source| EngineError::Bind { addr, source })?;
-    let local_addr = listener.local_addr().map_err(|source| EngineError::Bind { addr, source })?;
-    let secrets = crate::queue::secrets::Secrets::detect(opts.settings.queue.memory_credentials).await;
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|source| EngineError::Bind { addr, source })?;
+    let local_addr = listener
+        .local_addr()
+        .map_err(|source| EngineError::Bind { addr, source })?;
+    let secrets =
+        crate::queue::secrets::Secrets::detect(opts.settings.queue.memory_credentials).await;
     let secret = match opts.control_secret {
         Some(s) => s,
         None => control_secret(&secrets).await,
     };
     let max_age = opts.settings.queue.max_age;
-    let mut shared = Shared::new(opts.settings, local_addr.port(), IdentityKey::random(), secret);
+    let mut shared = Shared::new(
+        opts.settings,
+        local_addr.port(),
+        IdentityKey::random(),
+        secret,
+    );
     match crate::queue::Queue::open(&opts.data_dir, secrets).await {
         Ok(mut q) => {
             q.max_age = max_age;
@@ -184,7 +208,11 @@ impl EngineHandle {
     /// The dashboard URL with the control secret in its fragment (never sent to a server;
     /// the page keeps it in session storage).
     pub fn dashboard_url_with_secret(&self) -> String {
-        format!("{}#secret={}", self.dashboard_url(), self.shared.control_secret)
+        format!(
+            "{}#secret={}",
+            self.dashboard_url(),
+            self.shared.control_secret
+        )
     }
 
     pub fn shared(&self) -> &Arc<Shared> {

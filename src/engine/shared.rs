@@ -5,16 +5,16 @@ use crate::coalesce::Coalescer;
 use crate::config::Settings;
 use crate::events::Event;
 use crate::identity::{Identity, IdentityKey};
-use crate::resilience::Guard;
-use crate::surface::Surface;
-use weir_resilience::KeyedRateLimiter;
-use crate::stats::{GlobalCounters, UpstreamCounters};
 use crate::problem::Problem;
+use crate::resilience::Guard;
+use crate::stats::{GlobalCounters, UpstreamCounters};
+use crate::surface::Surface;
 use crate::upstream::UpstreamClient;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::SystemTime;
 use std::sync::Arc;
+use std::time::SystemTime;
 use tokio::sync::broadcast;
+use weir_resilience::KeyedRateLimiter;
 
 pub struct Shared {
     pub settings: Settings,
@@ -54,20 +54,37 @@ pub struct UpstreamState {
 }
 
 impl Shared {
-    pub fn new(settings: Settings, port: u16, identity_key: IdentityKey, control_secret: String) -> Shared {
+    pub fn new(
+        settings: Settings,
+        port: u16,
+        identity_key: IdentityKey,
+        control_secret: String,
+    ) -> Shared {
         let upstreams = settings
             .upstreams
             .iter()
             .map(|u| {
                 // Settings were validated, so the breaker config is valid.
-                let guard = Guard::new(u, &settings.resilience).unwrap_or_else(|e| unreachable!("validated breaker config: {e}"));
-                UpstreamState { counters: UpstreamCounters::default(), guard, fallback_attempts: Default::default() }
+                let guard = Guard::new(u, &settings.resilience)
+                    .unwrap_or_else(|e| unreachable!("validated breaker config: {e}"));
+                UpstreamState {
+                    counters: UpstreamCounters::default(),
+                    guard,
+                    fallback_attempts: Default::default(),
+                }
             })
             .collect();
-        let rate_limiter = settings.resilience.rate_limit.as_ref().and_then(|c| KeyedRateLimiter::new(c).ok());
+        let rate_limiter = settings
+            .resilience
+            .rate_limit
+            .as_ref()
+            .and_then(|c| KeyedRateLimiter::new(c).ok());
         let (events, _) = broadcast::channel(256);
         Shared {
-            base_url: format!("http://{}", crate::control::host_for(settings.listen.ip(), port)),
+            base_url: format!(
+                "http://{}",
+                crate::control::host_for(settings.listen.ip(), port)
+            ),
             port,
             identity_key,
             cache: Cache::new(settings.cache_max_bytes),
@@ -83,7 +100,10 @@ impl Shared {
             rate_limiter,
             queue: None,
             queue_error: None,
-            recent_creates: moka::sync::Cache::builder().max_capacity(10_000).time_to_live(settings.queue.dedupe_window).build(),
+            recent_creates: moka::sync::Cache::builder()
+                .max_capacity(10_000)
+                .time_to_live(settings.queue.dedupe_window)
+                .build(),
             create_flights: Coalescer::default(),
             intercept: None,
             settings,

@@ -41,7 +41,9 @@ pub struct Interceptor {
 
 impl std::fmt::Debug for Interceptor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Interceptor").field("issuer", &self.issuer).finish_non_exhaustive()
+        f.debug_struct("Interceptor")
+            .field("issuer", &self.issuer)
+            .finish_non_exhaustive()
     }
 }
 
@@ -50,7 +52,11 @@ impl Interceptor {
     pub fn new(ca: Arc<LocalCa>) -> Result<Interceptor, TlsError> {
         let issuer = LeafIssuer::new(ca);
         let server_config = issuer.server_config()?;
-        Ok(Interceptor { issuer, server_config, connections: AtomicU64::new(0) })
+        Ok(Interceptor {
+            issuer,
+            server_config,
+            connections: AtomicU64::new(0),
+        })
     }
 
     pub fn ca(&self) -> &LocalCa {
@@ -71,22 +77,38 @@ impl Interceptor {
 /// True when a CONNECT to `authority` must be intercepted: interception is on, the CA is loaded,
 /// the target is a managed `https://` upstream (host and port), and the CA may issue for it.
 pub fn should_intercept(shared: &Shared, authority: &Authority) -> bool {
-    let Some(i) = &shared.intercept else { return false };
-    let Some(port) = authority.port_u16() else { return false };
+    let Some(i) = &shared.intercept else {
+        return false;
+    };
+    let Some(port) = authority.port_u16() else {
+        return false;
+    };
     let host = authority.host();
-    shared.settings.intercept && shared.settings.upstream_for("https", host, port).is_some() && i.ca().is_managed(host)
+    shared.settings.intercept
+        && shared.settings.upstream_for("https", host, port).is_some()
+        && i.ca().is_managed(host)
 }
 
 /// Answers the CONNECT with 200 and serves the decrypted connection in the background.
-pub fn accept(shared: &Arc<Shared>, req: Request<Incoming>, authority: Authority) -> Result<Response<Body>, Problem> {
+pub fn accept(
+    shared: &Arc<Shared>,
+    req: Request<Incoming>,
+    authority: Authority,
+) -> Result<Response<Body>, Problem> {
     let Some(i) = shared.intercept.clone() else {
-        return Err(Problem::new(http::StatusCode::INTERNAL_SERVER_ERROR, "internal", "interception is not set up"));
+        return Err(Problem::new(
+            http::StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            "interception is not set up",
+        ));
     };
     i.connections.fetch_add(1, Ordering::Relaxed);
     let shared = shared.clone();
     tokio::spawn(async move {
         match hyper::upgrade::on(req).await {
-            Ok(upgraded) => serve::serve(shared, upgraded, authority, i.server_config.clone()).await,
+            Ok(upgraded) => {
+                serve::serve(shared, upgraded, authority, i.server_config.clone()).await
+            }
             Err(e) => tracing::debug!(error = %e, "CONNECT upgrade failed"),
         }
     });
@@ -95,7 +117,10 @@ pub fn accept(shared: &Arc<Shared>, req: Request<Incoming>, authority: Authority
 
 /// The interceptor the engine runs with: only when `intercept` is on and a CA was loaded. A CA
 /// that cannot serve (rustls refuses its config) is logged and leaves interception off.
-pub fn interceptor_for(settings: &crate::config::Settings, ca: Option<Arc<LocalCa>>) -> Option<Arc<Interceptor>> {
+pub fn interceptor_for(
+    settings: &crate::config::Settings,
+    ca: Option<Arc<LocalCa>>,
+) -> Option<Arc<Interceptor>> {
     let ca = ca.filter(|_| settings.intercept)?;
     match Interceptor::new(ca) {
         Ok(i) => Some(Arc::new(i)),

@@ -13,7 +13,10 @@ use hyper::body::Incoming;
 use std::sync::Arc;
 
 /// Passes `req` through untouched (unmanaged hosts, and everything while paused).
-pub async fn stream(shared: &Arc<Shared>, req: Request<Incoming>) -> Result<Response<Body>, Problem> {
+pub async fn stream(
+    shared: &Arc<Shared>,
+    req: Request<Incoming>,
+) -> Result<Response<Body>, Problem> {
     let upstream_req = prepare(req)?;
     match shared.client.send(upstream_req, Timeouts::default()).await {
         Ok(resp) => Ok(relay(resp.map(boxed))),
@@ -22,7 +25,13 @@ pub async fn stream(shared: &Arc<Shared>, req: Request<Incoming>) -> Result<Resp
 }
 
 /// A managed, non-cacheable request: rate limit, then the resilience layer, streamed.
-pub async fn managed(shared: &Arc<Shared>, up: usize, class: RouteClass, req: Request<Incoming>, who: Caller) -> Result<Response<Body>, Problem> {
+pub async fn managed(
+    shared: &Arc<Shared>,
+    up: usize,
+    class: RouteClass,
+    req: Request<Incoming>,
+    who: Caller,
+) -> Result<Response<Body>, Problem> {
     limit::check(shared, who)?;
     let upstream_req = prepare(req)?;
     let attempted = crate::resilience::call_streaming(shared, up, class, upstream_req).await?;
@@ -60,5 +69,9 @@ fn absolute_uri(uri: &Uri) -> Result<Uri, Problem> {
     if uri.authority().is_some() && uri.scheme().is_some() {
         return Ok(uri.clone());
     }
-    Err(Problem::new(StatusCode::BAD_REQUEST, "bad_request", format!("`{uri}` is not an absolute URL; use Weir as an HTTP proxy")))
+    Err(Problem::new(
+        StatusCode::BAD_REQUEST,
+        "bad_request",
+        format!("`{uri}` is not an absolute URL; use Weir as an HTTP proxy"),
+    ))
 }

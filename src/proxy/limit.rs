@@ -15,7 +15,9 @@ pub struct Caller {
 }
 
 pub fn check(shared: &Shared, who: Caller) -> Result<(), Problem> {
-    let Some(limiter) = &shared.rate_limiter else { return Ok(()) };
+    let Some(limiter) = &shared.rate_limiter else {
+        return Ok(());
+    };
     match limiter.check(&(who.surface, who.identity)) {
         Ok(_) => Ok(()),
         Err(t) => {

@@ -12,24 +12,48 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpStream;
 
-pub async fn connect(shared: &Arc<Shared>, req: Request<Incoming>) -> Result<Response<Body>, Problem> {
+pub async fn connect(
+    shared: &Arc<Shared>,
+    req: Request<Incoming>,
+) -> Result<Response<Body>, Problem> {
     let Some(authority) = req.uri().authority().cloned() else {
-        return Err(Problem::new(StatusCode::BAD_REQUEST, "bad_request", "CONNECT needs a host:port target"));
+        return Err(Problem::new(
+            StatusCode::BAD_REQUEST,
+            "bad_request",
+            "CONNECT needs a host:port target",
+        ));
     };
     let Some(port) = authority.port_u16() else {
-        return Err(Problem::new(StatusCode::BAD_REQUEST, "bad_request", format!("CONNECT target `{authority}` has no port")));
+        return Err(Problem::new(
+            StatusCode::BAD_REQUEST,
+            "bad_request",
+            format!("CONNECT target `{authority}` has no port"),
+        ));
     };
     if crate::intercept::should_intercept(shared, &authority) {
         return crate::intercept::accept(shared, req, authority);
     }
     let host = authority.host().trim_matches(['[', ']']).to_string();
-    let upstream = match tokio::time::timeout(Duration::from_secs(10), TcpStream::connect((host.as_str(), port))).await {
+    let upstream = match tokio::time::timeout(
+        Duration::from_secs(10),
+        TcpStream::connect((host.as_str(), port)),
+    )
+    .await
+    {
         Ok(Ok(s)) => s,
         Ok(Err(e)) => {
-            return Err(Problem::new(StatusCode::BAD_GATEWAY, "connection", format!("could not connect to {authority}: {e}")));
+            return Err(Problem::new(
+                StatusCode::BAD_GATEWAY,
+                "connection",
+                format!("could not connect to {authority}: {e}"),
+            ));
         }
         Err(_) => {
-            return Err(Problem::new(StatusCode::GATEWAY_TIMEOUT, "timeout", format!("connecting to {authority} took longer than 10s")));
+            return Err(Problem::new(
+                StatusCode::GATEWAY_TIMEOUT,
+                "timeout",
+                format!("connecting to {authority} took longer than 10s"),
+            ));
         }
     };
     let _ = upstream.set_nodelay(true);

@@ -27,28 +27,65 @@ use weir_resilience::{classify_response, Kind};
 use weir_store::{NewItem, StoreError};
 
 /// Problem kinds after which a create is queued rather than failed.
-const QUEUEABLE: [&str; 5] = ["breaker_open", "rate_limited", "overloaded", "connection", "timeout"];
+const QUEUEABLE: [&str; 5] = [
+    "breaker_open",
+    "rate_limited",
+    "overloaded",
+    "connection",
+    "timeout",
+];
 
-pub async fn serve(shared: &Arc<Shared>, up: usize, req: Request<Incoming>, who: Caller) -> Result<Response<Body>, Problem> {
+pub async fn serve(
+    shared: &Arc<Shared>,
+    up: usize,
+    req: Request<Incoming>,
+    who: Caller,
+) -> Result<Response<Body>, Problem> {
     let (parts, body) = req.into_parts();
     let limit = shared.settings.limits.max_body_bytes;
     let body = match Limited::new(body, limit).collect().await {
         Ok(c) => c.to_bytes(),
         Err(_) => {
-            return Err(Problem::new(StatusCode::PAYLOAD_TOO_LARGE, "body_too_large", format!("a create body may be at most {limit} bytes (limits.max_body_bytes)")))
+            return Err(Problem::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "body_too_large",
+                format!("a create body may be at most {limit} bytes (limits.max_body_bytes)"),
+            ))
         }
     };
     let key = dedupe_key(up, &who, &parts.uri, &parts.headers, &body);
     if let Some(first) = shared.recent_creates.get(&key) {
         return Ok(respond(&first, "duplicate-of-recent"));
     }
-    let task = CreateTask { shared: shared.clone(), up, key: key.clone(), identity: who.identity.hex(), uri: parts.uri, headers: parts.headers, body };
-    let (outcome, role) = shared.create_flights.run(CacheKey::from_bytes(*blake3::hash(key.as_bytes()).as_bytes()), move || task.run()).await;
-    let how = if role == crate::coalesce::Role::Leader { "first" } else { "duplicate-in-flight" };
+    let task = CreateTask {
+        shared: shared.clone(),
+        up,
+        key: key.clone(),
+        identity: who.identity.hex(),
+        uri: parts.uri,
+        headers: parts.headers,
+        body,
+    };
+    let (outcome, role) = shared
+        .create_flights
+        .run(
+            CacheKey::from_bytes(*blake3::hash(key.as_bytes()).as_bytes()),
+            move || task.run(),
+        )
+        .await;
+    let how = if role == crate::coalesce::Role::Leader {
+        "first"
+    } else {
+        "duplicate-in-flight"
+    };
     match outcome {
         Some(Ok(stored)) => Ok(respond(&stored, how)),
         Some(Err(p)) => Err((*p).clone()),
-        None => Err(Problem::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", "the create task ended without an answer")),
+        None => Err(Problem::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            "the create task ended without an answer",
+        )),
     }
 }
 
@@ -97,11 +134,20 @@ impl CreateTask {
         if let Some(q) = &sh.queue {
             if let Ok(Some(item)) = q.store.find_by_dedupe_key(&self.key).await {
                 if item.state.is_live() {
-                    return Ok(accepted(sh, item.id, "an identical create is already queued"));
+                    return Ok(accepted(
+                        sh,
+                        item.id,
+                        "an identical create is already queued",
+                    ));
                 }
             }
         }
-        let req = Replayable { method: &Method::POST, uri: &self.uri, headers: &self.headers, body: self.body.clone() };
+        let req = Replayable {
+            method: &Method::POST,
+            uri: &self.uri,
+            headers: &self.headers,
+            body: self.body.clone(),
+        };
         let reason = match call_buffered(sh, self.up, RouteClass::Create, req).await {
             Ok(a) => {
                 let (mut parts, body) = a.response.into_parts();
@@ -128,9 +174,15 @@ impl CreateTask {
     async fn enqueue(&self, reason: String) -> Result<Arc<Stored>, Problem> {
         let sh = &self.shared;
         let name = &sh.settings.upstreams[self.up].name;
-        let unavailable = |detail: String| Problem::new(StatusCode::SERVICE_UNAVAILABLE, "queue_unavailable", detail).upstream(name);
+        let unavailable = |detail: String| {
+            Problem::new(StatusCode::SERVICE_UNAVAILABLE, "queue_unavailable", detail)
+                .upstream(name)
+        };
         let Some(q) = &sh.queue else {
-            return Err(unavailable(format!("{reason}, and the create queue could not be opened: {}", sh.queue_error.as_deref().unwrap_or("unknown"))));
+            return Err(unavailable(format!(
+                "{reason}, and the create queue could not be opened: {}",
+                sh.queue_error.as_deref().unwrap_or("unknown")
+            )));
         };
         // The credential goes to the keychain; the row gets only its account name.
         let credential = credential_of(&self.headers);
@@ -144,7 +196,11 @@ impl CreateTask {
         let item = NewItem {
             upstream: name.clone(),
             method: "POST".into(),
-            path_and_query: self.uri.path_and_query().map(|p| p.to_string()).unwrap_or_else(|| "/".into()),
+            path_and_query: self
+                .uri
+                .path_and_query()
+                .map(|p| p.to_string())
+                .unwrap_or_else(|| "/".into()),
             headers: replay_headers(&self.headers),
             body: self.body.to_vec(),
             identity: self.identity.clone(),
@@ -159,10 +215,18 @@ impl CreateTask {
                 q.wake.notify_waiters();
                 Ok(accepted(sh, item.id, &reason))
             }
-            Err(StoreError::Duplicate { existing_id }) => Ok(accepted(sh, existing_id, "an identical create is already queued")),
+            Err(StoreError::Duplicate { existing_id }) => Ok(accepted(
+                sh,
+                existing_id,
+                "an identical create is already queued",
+            )),
             Err(e) => {
                 q.secrets.delete(&account).await;
-                Err(unavailable(format!("{reason}, and the create could not be stored: {}. {}", e.detail(), e.fix())))
+                Err(unavailable(format!(
+                    "{reason}, and the create could not be stored: {}. {}",
+                    e.detail(),
+                    e.fix()
+                )))
             }
         }
     }
@@ -170,7 +234,16 @@ impl CreateTask {
 
 fn stored(status: StatusCode, headers: HeaderMap, body: Bytes) -> Arc<Stored> {
     let now = Instant::now();
-    Arc::new(Stored { status, headers, body, stored_at: now, stored_wall: SystemTime::now(), fresh_until: now, revalidate_until: now, stale_if_error_until: now })
+    Arc::new(Stored {
+        status,
+        headers,
+        body,
+        stored_at: now,
+        stored_wall: SystemTime::now(),
+        fresh_until: now,
+        revalidate_until: now,
+        stale_if_error_until: now,
+    })
 }
 
 fn accepted(sh: &Shared, id: i64, reason: &str) -> Arc<Stored> {
@@ -183,7 +256,10 @@ fn accepted(sh: &Shared, id: i64, reason: &str) -> Arc<Stored> {
         "detail": format!("Weir stored this create durably and will send it once when the upstream is healthy again. Follow it with GET {}{location}, or `weir queue show {id}`.", sh.base_url),
     });
     let mut headers = HeaderMap::new();
-    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
     if let Ok(v) = HeaderValue::from_str(&location) {
         headers.insert(header::LOCATION, v);
     }
@@ -194,17 +270,25 @@ fn accepted(sh: &Shared, id: i64, reason: &str) -> Arc<Stored> {
 fn credential_of(h: &HeaderMap) -> Option<String> {
     let pick = |n: header::HeaderName| h.get(n).and_then(|v| v.to_str().ok()).map(str::to_string);
     let (auth, cookie) = (pick(header::AUTHORIZATION), pick(header::COOKIE));
-    (auth.is_some() || cookie.is_some()).then(|| serde_json::json!({"authorization": auth, "cookie": cookie}).to_string())
+    (auth.is_some() || cookie.is_some())
+        .then(|| serde_json::json!({"authorization": auth, "cookie": cookie}).to_string())
 }
 
 /// Headers to replay: everything but credentials and connection-level headers.
 fn replay_headers(h: &HeaderMap) -> Vec<(String, String)> {
     let mut h = h.clone();
     crate::proxy::strip_hop_by_hop(&mut h);
-    for n in [header::AUTHORIZATION, header::COOKIE, header::HOST, header::CONTENT_LENGTH] {
+    for n in [
+        header::AUTHORIZATION,
+        header::COOKIE,
+        header::HOST,
+        header::CONTENT_LENGTH,
+    ] {
         h.remove(n);
     }
-    h.iter().filter_map(|(k, v)| Some((k.to_string(), v.to_str().ok()?.to_string()))).collect()
+    h.iter()
+        .filter_map(|(k, v)| Some((k.to_string(), v.to_str().ok()?.to_string())))
+        .collect()
 }
 
 /// `owner/repo` from `/agents/swe/v1/jobs/{owner}/{repo}` and the body's `problem_statement`.
@@ -212,6 +296,9 @@ fn describe(uri: &Uri, body: &[u8]) -> (Option<String>, Option<String>) {
     let segs: Vec<&str> = uri.path().trim_matches('/').split('/').collect();
     let repo = (segs.len() >= 6).then(|| format!("{}/{}", segs[4], segs[5]));
     let v: serde_json::Value = serde_json::from_slice(body).unwrap_or_default();
-    let statement = v.get("problem_statement").and_then(|s| s.as_str()).map(str::to_string);
+    let statement = v
+        .get("problem_statement")
+        .and_then(|s| s.as_str())
+        .map(str::to_string);
     (repo, statement)
 }

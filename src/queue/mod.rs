@@ -26,13 +26,22 @@ pub struct Queue {
 
 impl Queue {
     pub async fn open(data_dir: &Path, secrets: secrets::Secrets) -> Result<Queue, StoreError> {
-        let store = AsyncStore::open(data_dir.join("queue.sqlite3"), StoreOptions::default()).await?;
-        Ok(Queue { store, secrets, wake: tokio::sync::Notify::new(), max_age: Duration::from_secs(24 * 3600) })
+        let store =
+            AsyncStore::open(data_dir.join("queue.sqlite3"), StoreOptions::default()).await?;
+        Ok(Queue {
+            store,
+            secrets,
+            wake: tokio::sync::Notify::new(),
+            max_age: Duration::from_secs(24 * 3600),
+        })
     }
 }
 
 pub fn now_ms() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
 }
 
 /// The event for an item's new state.

@@ -110,13 +110,23 @@ async fn replay_one(sh: &Arc<Shared>, q: &Queue, up: usize, item: Item) -> Durat
                 return PACE;
             }
             Lookup::Unknown(e) => {
-                let _ = q.store.reschedule(item.id, now_ms() + 5_000, &format!("lookup failed: {e}"), now_ms()).await;
+                let _ = q
+                    .store
+                    .reschedule(
+                        item.id,
+                        now_ms() + 5_000,
+                        &format!("lookup failed: {e}"),
+                        now_ms(),
+                    )
+                    .await;
                 return PACE;
             }
             Lookup::NotFound => {}
         }
     }
-    let Ok(item) = q.store.mark_replaying(item.id, now_ms()).await else { return PACE };
+    let Ok(item) = q.store.mark_replaying(item.id, now_ms()).await else {
+        return PACE;
+    };
     sh.emit(event(&item, "replaying"));
     let origin = &sh.settings.upstreams[up].origin;
     let mut req = Request::new(full(item.body.clone()));
@@ -126,7 +136,10 @@ async fn replay_one(sh: &Arc<Shared>, q: &Queue, up: usize, item: Item) -> Durat
         Err(_) => return PACE,
     };
     for (k, v) in &item.headers {
-        if let (Ok(k), Ok(v)) = (header::HeaderName::from_bytes(k.as_bytes()), HeaderValue::from_str(v)) {
+        if let (Ok(k), Ok(v)) = (
+            header::HeaderName::from_bytes(k.as_bytes()),
+            HeaderValue::from_str(v),
+        ) {
             req.headers_mut().append(k, v);
         }
     }
@@ -134,11 +147,25 @@ async fn replay_one(sh: &Arc<Shared>, q: &Queue, up: usize, item: Item) -> Durat
     if let Ok(v) = HeaderValue::from_str(&origin.authority()) {
         req.headers_mut().insert(header::HOST, v);
     }
-    st.counters.class(RouteClass::Create).upstream_requests.fetch_add(1, Relaxed);
+    st.counters
+        .class(RouteClass::Create)
+        .upstream_requests
+        .fetch_add(1, Relaxed);
     let t = sh.settings.classes.get(RouteClass::Create).per_try_timeout;
-    let res = sh.client.fetch(req, Timeouts { headers: t, body: t }, sh.settings.limits.max_body_bytes).await;
+    let res = sh
+        .client
+        .fetch(
+            req,
+            Timeouts {
+                headers: t,
+                body: t,
+            },
+            sh.settings.limits.max_body_bytes,
+        )
+        .await;
     let now = now_ms();
-    let backoff = 1000i64.saturating_mul(1 << item.attempts.min(6)) + rand::random::<i64>().rem_euclid(1000);
+    let backoff =
+        1000i64.saturating_mul(1 << item.attempts.min(6)) + rand::random::<i64>().rem_euclid(1000);
     match res {
         Ok(resp) => {
             let kind = classify_response(resp.status(), resp.headers(), resp.body());
@@ -149,10 +176,27 @@ async fn replay_one(sh: &Arc<Shared>, q: &Queue, up: usize, item: Item) -> Durat
                     end(sh, q, &it, "done: replayed").await;
                 }
             } else if kind.is_retryable() || kind == Kind::RateLimited {
-                let _ = q.store.reschedule(item.id, now + backoff, &format!("upstream answered {}", resp.status()), now).await;
+                let _ = q
+                    .store
+                    .reschedule(
+                        item.id,
+                        now + backoff,
+                        &format!("upstream answered {}", resp.status()),
+                        now,
+                    )
+                    .await;
             } else {
-                let snippet = String::from_utf8_lossy(&resp.body()[..resp.body().len().min(300)]).into_owned();
-                if let Ok(it) = q.store.mark_failed(item.id, &format!("upstream refused it: {} {snippet}", resp.status()), now).await {
+                let snippet = String::from_utf8_lossy(&resp.body()[..resp.body().len().min(300)])
+                    .into_owned();
+                if let Ok(it) = q
+                    .store
+                    .mark_failed(
+                        item.id,
+                        &format!("upstream refused it: {} {snippet}", resp.status()),
+                        now,
+                    )
+                    .await
+                {
                     end(sh, q, &it, "failed: refused upstream").await;
                 }
             }
@@ -161,9 +205,19 @@ async fn replay_one(sh: &Arc<Shared>, q: &Queue, up: usize, item: Item) -> Durat
             permit.record(true, false);
             // Not connected: it certainly did not arrive. Anything later may have.
             if matches!(e, FetchError::Connect { .. }) {
-                let _ = q.store.reschedule(item.id, now + backoff, &e.to_string(), now).await;
-            } else if let Ok(it) = q.store.mark_in_doubt(item.id, now + backoff, &e.to_string(), now).await {
-                sh.emit(event(&it, "in doubt: the attempt may have reached the upstream"));
+                let _ = q
+                    .store
+                    .reschedule(item.id, now + backoff, &e.to_string(), now)
+                    .await;
+            } else if let Ok(it) = q
+                .store
+                .mark_in_doubt(item.id, now + backoff, &e.to_string(), now)
+                .await
+            {
+                sh.emit(event(
+                    &it,
+                    "in doubt: the attempt may have reached the upstream",
+                ));
             }
         }
     }
@@ -171,8 +225,15 @@ async fn replay_one(sh: &Arc<Shared>, q: &Queue, up: usize, item: Item) -> Durat
 }
 
 fn set_credential(h: &mut http::HeaderMap, c: &serde_json::Value) {
-    for (field, name) in [("authorization", header::AUTHORIZATION), ("cookie", header::COOKIE)] {
-        if let Some(v) = c.get(field).and_then(|v| v.as_str()).and_then(|v| HeaderValue::from_str(v).ok()) {
+    for (field, name) in [
+        ("authorization", header::AUTHORIZATION),
+        ("cookie", header::COOKIE),
+    ] {
+        if let Some(v) = c
+            .get(field)
+            .and_then(|v| v.as_str())
+            .and_then(|v| HeaderValue::from_str(v).ok())
+        {
             h.insert(name, v);
         }
     }
@@ -181,7 +242,11 @@ fn set_credential(h: &mut http::HeaderMap, c: &serde_json::Value) {
 /// What the upstream said it created: job id, session id, PR when present.
 fn summarise(status: u16, body: &[u8]) -> serde_json::Value {
     let v: serde_json::Value = serde_json::from_slice(body).unwrap_or_default();
-    let pick = |keys: &[&str]| keys.iter().find_map(|k| v.get(*k).cloned()).unwrap_or(serde_json::Value::Null);
+    let pick = |keys: &[&str]| {
+        keys.iter()
+            .find_map(|k| v.get(*k).cloned())
+            .unwrap_or(serde_json::Value::Null)
+    };
     serde_json::json!({
         "status": status,
         "job_id": pick(&["job_id", "id"]),
@@ -198,16 +263,30 @@ enum Lookup {
 }
 
 async fn lookup(sh: &Shared, up: usize, item: &Item, credential: &serde_json::Value) -> Lookup {
-    let (Some(repo), Some(statement)) = (&item.repo, &item.problem_statement) else { return Lookup::Unverifiable };
+    let (Some(repo), Some(statement)) = (&item.repo, &item.problem_statement) else {
+        return Lookup::Unverifiable;
+    };
     let origin = &sh.settings.upstreams[up].origin;
     let mut req = Request::new(crate::body::empty());
-    *req.uri_mut() = match format!("{origin}/agents/sessions?repo_nwo={repo}&sort=created_at").parse() {
-        Ok(u) => u,
-        Err(e) => return Lookup::Unknown(e.to_string()),
-    };
+    *req.uri_mut() =
+        match format!("{origin}/agents/sessions?repo_nwo={repo}&sort=created_at").parse() {
+            Ok(u) => u,
+            Err(e) => return Lookup::Unknown(e.to_string()),
+        };
     set_credential(req.headers_mut(), credential);
     let t = Duration::from_secs(15);
-    let resp = match sh.client.fetch(req, Timeouts { headers: t, body: t }, sh.settings.limits.max_body_bytes).await {
+    let resp = match sh
+        .client
+        .fetch(
+            req,
+            Timeouts {
+                headers: t,
+                body: t,
+            },
+            sh.settings.limits.max_body_bytes,
+        )
+        .await
+    {
         Ok(r) if r.status().is_success() => r,
         Ok(r) => return Lookup::Unknown(format!("session list answered {}", r.status())),
         Err(e) => return Lookup::Unknown(e.to_string()),
@@ -222,16 +301,27 @@ async fn lookup(sh: &Shared, up: usize, item: &Item, credential: &serde_json::Va
 
 /// Any object in the list whose `problem_statement` (or `name`/`title`/`prompt`) equals the
 /// statement and whose `created_at` (RFC 3339 or unix seconds) is at or after `since_ms`.
-fn find_session(v: &serde_json::Value, statement: &str, since_ms: i64) -> Option<serde_json::Value> {
+fn find_session(
+    v: &serde_json::Value,
+    statement: &str,
+    since_ms: i64,
+) -> Option<serde_json::Value> {
     match v {
         serde_json::Value::Array(a) => a.iter().find_map(|x| find_session(x, statement, since_ms)),
         serde_json::Value::Object(o) => {
-            let text_matches = ["problem_statement", "name", "title", "prompt"].iter().any(|k| o.get(*k).and_then(|s| s.as_str()) == Some(statement));
-            let created = o.get("created_at").and_then(|c| c.as_str().and_then(crate::time_fmt::parse_rfc3339_ms).or_else(|| c.as_i64().map(|s| s * 1000)));
+            let text_matches = ["problem_statement", "name", "title", "prompt"]
+                .iter()
+                .any(|k| o.get(*k).and_then(|s| s.as_str()) == Some(statement));
+            let created = o.get("created_at").and_then(|c| {
+                c.as_str()
+                    .and_then(crate::time_fmt::parse_rfc3339_ms)
+                    .or_else(|| c.as_i64().map(|s| s * 1000))
+            });
             if text_matches && created.is_some_and(|c| c >= since_ms) {
                 return Some(v.clone());
             }
-            o.values().find_map(|x| find_session(x, statement, since_ms))
+            o.values()
+                .find_map(|x| find_session(x, statement, since_ms))
         }
         _ => None,
     }
@@ -248,7 +338,10 @@ mod tests {
             {"id": "new", "problem_statement": "fix it", "created_at": "2026-11-30T08:00:00Z"},
         ]});
         let at = crate::time_fmt::parse_rfc3339_ms("2026-11-30T07:59:30Z").unwrap();
-        assert_eq!(find_session(&list, "fix it", at - 60_000).unwrap()["id"], "new");
+        assert_eq!(
+            find_session(&list, "fix it", at - 60_000).unwrap()["id"],
+            "new"
+        );
         assert!(find_session(&list, "other", 0).is_none());
         assert!(find_session(&list, "fix it", at + 3_600_000).is_none());
     }

@@ -12,7 +12,10 @@ pub enum Secrets {
     Keychain(Keychain),
     Memory(Mutex<HashMap<String, String>>),
     /// No usable store: the reason and the fix, for the 503 problem.
-    Unavailable { reason: String, fix: String },
+    Unavailable {
+        reason: String,
+        fix: String,
+    },
 }
 
 impl Secrets {
@@ -31,9 +34,15 @@ impl Secrets {
             }
             Ok(Err(e)) => {
                 tracing::warn!(error = %e, fix = e.fix(), "no keychain: creates cannot be queued during outages");
-                Secrets::Unavailable { reason: e.to_string(), fix: e.fix().to_string() }
+                Secrets::Unavailable {
+                    reason: e.to_string(),
+                    fix: e.fix().to_string(),
+                }
             }
-            Err(e) => Secrets::Unavailable { reason: format!("keychain probe crashed: {e}"), fix: "restart Weir".into() },
+            Err(e) => Secrets::Unavailable {
+                reason: format!("keychain probe crashed: {e}"),
+                fix: "restart Weir".into(),
+            },
         }
     }
 
@@ -56,7 +65,9 @@ impl Secrets {
                 }
             }
             Secrets::Memory(m) => {
-                m.lock().map_err(|e| e.to_string())?.insert(account.to_string(), secret);
+                m.lock()
+                    .map_err(|e| e.to_string())?
+                    .insert(account.to_string(), secret);
                 Ok(())
             }
             Secrets::Unavailable { reason, fix } => Err(format!("{reason}. {fix}")),

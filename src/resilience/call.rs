@@ -33,22 +33,49 @@ pub struct Replayable<'a> {
 }
 
 /// Sends a request whose body is in memory, reading the whole response (cacheable classes).
-pub async fn call_buffered(shared: &Arc<Shared>, up: usize, class: RouteClass, req: Replayable<'_>) -> Result<Attempted<Bytes>, Problem> {
+pub async fn call_buffered(
+    shared: &Arc<Shared>,
+    up: usize,
+    class: RouteClass,
+    req: Replayable<'_>,
+) -> Result<Attempted<Bytes>, Problem> {
     let limit = shared.settings.limits.max_body_bytes;
     let send = |origin: Origin, t: Timeouts| {
         let r = build(&origin, &req, full(req.body.clone()));
         let client = shared.client.clone();
         async move { client.fetch(r?, t, limit).await }
     };
-    run(shared, up, class, req.method, send, |r: &Response<Bytes>| r.body().clone()).await
+    run(
+        shared,
+        up,
+        class,
+        req.method,
+        send,
+        |r: &Response<Bytes>| r.body().clone(),
+    )
+    .await
 }
 
 /// Sends a request and streams the response. Retried only when it has no body to re-send.
-pub async fn call_streaming(shared: &Arc<Shared>, up: usize, class: RouteClass, req: Request<Body>) -> Result<Attempted<Body>, Problem> {
-    let bodiless = req.headers().get(header::CONTENT_LENGTH).is_none_or(|v| v == "0") && !req.headers().contains_key(header::TRANSFER_ENCODING);
+pub async fn call_streaming(
+    shared: &Arc<Shared>,
+    up: usize,
+    class: RouteClass,
+    req: Request<Body>,
+) -> Result<Attempted<Body>, Problem> {
+    let bodiless = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .is_none_or(|v| v == "0")
+        && !req.headers().contains_key(header::TRANSFER_ENCODING);
     if bodiless {
         let (parts, _) = req.into_parts();
-        let rep = Replayable { method: &parts.method, uri: &parts.uri, headers: &parts.headers, body: Bytes::new() };
+        let rep = Replayable {
+            method: &parts.method,
+            uri: &parts.uri,
+            headers: &parts.headers,
+            body: Bytes::new(),
+        };
         let send = |origin: Origin, t: Timeouts| {
             let r = build(&origin, &rep, crate::body::empty());
             let client = shared.client.clone();
@@ -59,9 +86,18 @@ pub async fn call_streaming(shared: &Arc<Shared>, up: usize, class: RouteClass, 
     // A streamed body can be sent once: wrap it so the loop's first attempt takes it.
     let (parts, body) = req.into_parts();
     let slot = std::sync::Mutex::new(Some(body));
-    let rep = Replayable { method: &Method::POST, uri: &parts.uri, headers: &parts.headers, body: Bytes::new() };
+    let rep = Replayable {
+        method: &Method::POST,
+        uri: &parts.uri,
+        headers: &parts.headers,
+        body: Bytes::new(),
+    };
     let send = |origin: Origin, t: Timeouts| {
-        let body = slot.lock().ok().and_then(|mut b| b.take()).unwrap_or_else(crate::body::empty);
+        let body = slot
+            .lock()
+            .ok()
+            .and_then(|mut b| b.take())
+            .unwrap_or_else(crate::body::empty);
         let r = build(&origin, &rep, body).map(|mut r| {
             *r.method_mut() = parts.method.clone();
             r
@@ -75,7 +111,12 @@ pub async fn call_streaming(shared: &Arc<Shared>, up: usize, class: RouteClass, 
 
 fn build(origin: &Origin, req: &Replayable<'_>, body: Body) -> Result<Request<Body>, FetchError> {
     let pq = req.uri.path_and_query().map(|p| p.as_str()).unwrap_or("/");
-    let uri: Uri = format!("{origin}{pq}").parse().map_err(|e| FetchError::Protocol { target: origin.to_string(), message: format!("bad URI: {e}") })?;
+    let uri: Uri = format!("{origin}{pq}")
+        .parse()
+        .map_err(|e| FetchError::Protocol {
+            target: origin.to_string(),
+            message: format!("bad URI: {e}"),
+        })?;
     let mut r = Request::new(body);
     *r.method_mut() = req.method.clone();
     *r.uri_mut() = uri;
@@ -116,7 +157,10 @@ where
     let cfg = &shared.settings.upstreams[up];
     let cs = shared.settings.classes.get(class);
     let deadline = Instant::now() + cs.deadline;
-    let idempotent = matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS | Method::PUT | Method::DELETE);
+    let idempotent = matches!(
+        *method,
+        Method::GET | Method::HEAD | Method::OPTIONS | Method::PUT | Method::DELETE
+    );
     let mut jitter = g.jitter();
     g.budget.record_request();
     let mut last: Option<(Result<Response<B>, FetchError>, Kind)> = None;
@@ -131,9 +175,22 @@ where
         };
         let _slot = g.slot().await?;
         let started = Instant::now();
-        let per_try = cs.per_try_timeout.min(deadline.saturating_duration_since(started)).max(Duration::from_millis(1));
-        counters.class(class).upstream_requests.fetch_add(1, Relaxed);
-        let res = send(cfg.origin.clone(), Timeouts { headers: per_try, body: per_try }).await;
+        let per_try = cs
+            .per_try_timeout
+            .min(deadline.saturating_duration_since(started))
+            .max(Duration::from_millis(1));
+        counters
+            .class(class)
+            .upstream_requests
+            .fetch_add(1, Relaxed);
+        let res = send(
+            cfg.origin.clone(),
+            Timeouts {
+                headers: per_try,
+                body: per_try,
+            },
+        )
+        .await;
         let slow = started.elapsed() >= cs.slow_call;
         let pre = res.as_ref().map(&prefix).unwrap_or_default();
         let kind = kind_of(&res, &pre);
@@ -141,7 +198,10 @@ where
         if !kind.is_ok() {
             counters.error(class, kind.as_str());
         }
-        let hint = res.as_ref().ok().and_then(|r| wait_hint(r.headers(), SystemTime::now()));
+        let hint = res
+            .as_ref()
+            .ok()
+            .and_then(|r| wait_hint(r.headers(), SystemTime::now()));
         if matches!(kind, Kind::RateLimited | Kind::Overloaded) {
             if let Some(w) = hint {
                 g.cool_down(w, kind);
@@ -154,32 +214,58 @@ where
         }
         let left = deadline.saturating_duration_since(Instant::now());
         let wait = g.backoff.delay_with_hint(attempt, hint, jitter.as_mut());
-        if !idempotent || wait >= left || !kind.retryable_within(hint, left) || !g.budget.try_withdraw() {
+        if !idempotent
+            || wait >= left
+            || !kind.retryable_within(hint, left)
+            || !g.budget.try_withdraw()
+        {
             break;
         }
         tracing::debug!(upstream = %cfg.name, %kind, attempt, ?wait, "retrying");
         tokio::time::sleep(wait).await;
     }
 
-    let primary_failed = closed.is_some() || last.as_ref().is_some_and(|(_, k)| k.is_retryable() || *k == Kind::RateLimited);
+    let primary_failed = closed.is_some()
+        || last
+            .as_ref()
+            .is_some_and(|(_, k)| k.is_retryable() || *k == Kind::RateLimited);
     if let (Some(fb), true) = (&cfg.fallback, primary_failed) {
         // One bounded attempt at the fallback; never for fatal/auth kinds (not reached then).
         st.fallback_attempts.fetch_add(1, Relaxed);
-        let res = send(fb.clone(), Timeouts { headers: cs.per_try_timeout, body: cs.per_try_timeout }).await;
+        let res = send(
+            fb.clone(),
+            Timeouts {
+                headers: cs.per_try_timeout,
+                body: cs.per_try_timeout,
+            },
+        )
+        .await;
         let pre = res.as_ref().map(&prefix).unwrap_or_default();
         if let Ok(mut resp) = res {
             if classify_response(resp.status(), resp.headers(), &pre).is_ok() {
                 if let Ok(v) = HeaderValue::from_str(&fb.to_string()) {
                     resp.headers_mut().insert("weir-fallback", v);
                 }
-                return Ok(Attempted { response: resp, fallback: Some(fb.to_string()) });
+                return Ok(Attempted {
+                    response: resp,
+                    fallback: Some(fb.to_string()),
+                });
             }
         }
     }
     match (last, closed) {
-        (Some((Ok(response), _)), _) => Ok(Attempted { response, fallback: None }),
-        (Some((Err(e), _)), _) => Err(fetch_problem(&e).upstream(&cfg.name).breaker(g.breaker.state().as_str())),
+        (Some((Ok(response), _)), _) => Ok(Attempted {
+            response,
+            fallback: None,
+        }),
+        (Some((Err(e), _)), _) => Err(fetch_problem(&e)
+            .upstream(&cfg.name)
+            .breaker(g.breaker.state().as_str())),
         (None, Some(c)) => Err(g.problem_for(&c)),
-        (None, None) => Err(Problem::new(http::StatusCode::INTERNAL_SERVER_ERROR, "internal", "no attempt was made")),
+        (None, None) => Err(Problem::new(
+            http::StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            "no attempt was made",
+        )),
     }
 }

@@ -7,7 +7,8 @@ use serde::Serialize;
 use std::sync::Mutex;
 use std::time::Duration;
 use weir_resilience::{
-    Backoff, Breaker, BreakerSnapshot, Bulkhead, BulkheadPermit, Cooldown, FullJitter, Jitter, Kind, NoJitter, Permit, RetryBudget,
+    Backoff, Breaker, BreakerSnapshot, Bulkhead, BulkheadPermit, Cooldown, FullJitter, Jitter,
+    Kind, NoJitter, Permit, RetryBudget,
 };
 
 pub struct Guard {
@@ -42,7 +43,10 @@ impl Guard {
             budget: RetryBudget::new(r.budget.clone()),
             cooldown: Cooldown::new(),
             bulkhead: Bulkhead::new(r.bulkhead.clone()),
-            backoff: Backoff { base: r.retry_base, cap: r.retry_cap },
+            backoff: Backoff {
+                base: r.retry_base,
+                cap: r.retry_cap,
+            },
             retry_jitter: r.retry_jitter,
             cooldown_kind: Mutex::new(None),
         })
@@ -59,7 +63,12 @@ impl Guard {
     /// Cooldown, then breaker: may an attempt go out now?
     pub fn admit(&self) -> Result<Permit, Closed> {
         if let Some(rem) = self.cooldown.remaining() {
-            let kind = self.cooldown_kind.lock().ok().and_then(|k| *k).unwrap_or(Kind::RateLimited);
+            let kind = self
+                .cooldown_kind
+                .lock()
+                .ok()
+                .and_then(|k| *k)
+                .unwrap_or(Kind::RateLimited);
             return Err(Closed::Cooldown(rem, kind));
         }
         self.breaker.try_acquire().map_err(Closed::Breaker)
@@ -67,7 +76,12 @@ impl Guard {
 
     pub async fn slot(&self) -> Result<BulkheadPermit, Problem> {
         self.bulkhead.acquire().await.map_err(|shed| {
-            Problem::new(StatusCode::SERVICE_UNAVAILABLE, "overloaded", format!("request shed: {shed}")).retry_after(Duration::from_secs(1))
+            Problem::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "overloaded",
+                format!("request shed: {shed}"),
+            )
+            .retry_after(Duration::from_secs(1))
         })
     }
 
@@ -87,13 +101,24 @@ impl Guard {
                 } else {
                     (StatusCode::TOO_MANY_REQUESTS, "rate_limited")
                 };
-                Problem::new(status, k, format!("{} asked for a pause; Weir holds every request back for {:.1}s more", self.name, rem.as_secs_f64()))
-                    .retry_after(*rem)
+                Problem::new(
+                    status,
+                    k,
+                    format!(
+                        "{} asked for a pause; Weir holds every request back for {:.1}s more",
+                        self.name,
+                        rem.as_secs_f64()
+                    ),
+                )
+                .retry_after(*rem)
             }
             Closed::Breaker(rej) => Problem::new(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "breaker_open",
-                format!("the circuit breaker for {} is {}: {}", self.name, rej.state, rej.reason),
+                format!(
+                    "the circuit breaker for {} is {}: {}",
+                    self.name, rej.state, rej.reason
+                ),
             )
             .retry_after(rej.retry_after)
             .breaker(rej.state.as_str()),
