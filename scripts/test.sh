@@ -7,13 +7,9 @@ cd "$(dirname "$0")/.."
 # --- System packages (Debian/Ubuntu). Skipped when already present. -----------------------
 need=()
 have() { dpkg -s "$1" >/dev/null 2>&1; }
-for p in pkg-config libdbus-1-dev gnome-keyring dbus-x11 libsecret-tools curl ca-certificates \
-         chromium libnss3-tools nodejs npm; do
+for p in pkg-config libdbus-1-dev gnome-keyring dbus-x11 libsecret-tools curl ca-certificates; do
   have "$p" || need+=("$p")
 done
-# nodejs/npm may come from elsewhere (e.g. nodesource): only install them if absent.
-command -v node >/dev/null && need=("${need[@]/nodejs}") && need=("${need[@]/npm}")
-need=($(printf '%s\n' "${need[@]}" | grep -v '^$' || true))
 if [ "${#need[@]}" -gt 0 ]; then
   echo "test.sh: installing ${need[*]}"
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
@@ -33,6 +29,5 @@ scripts/with-keychain.sh cargo test "${pkgs[@]}" --all-targets
 env -u DBUS_SESSION_BUS_ADDRESS WEIR_TEST_NO_KEYCHAIN=1 WEIR_SKIP_KEYCHAIN_TESTS=1 \
   cargo test -p weir --test queue without_a_keychain
 
-# --- The dashboard in a real browser (Debian's chromium via playwright-core). ------------
-cargo build -p weir
-(cd tests/browser && npm install --no-audit --no-fund --silent && WEIR_BIN="$PWD/../../target/debug/weir" node --test)
+# The dashboard's browser test (tests/browser, Debian chromium via playwright-core) is run on
+# its own until it is part of this suite: see README.
