@@ -2,7 +2,7 @@
 //! waits are bounded polls for a state, jitter is off.
 
 mod common;
-use common::{eventually, Upstream, Weir};
+use common::{Upstream, Weir};
 use std::time::Duration;
 
 /// Retries fast and deterministic, breaker out of the way unless a test sets it.

@@ -60,6 +60,7 @@ const queue = new QueuePanel({
   table: byTestId('queue'),
   note: byTestId('queue-note'),
   counts: byTestId('queue-counts'),
+  credentials: byTestId('queue-credentials'),
   showFinished: byTestId('queue-show-finished'),
   onProblem: showProblem,
   onNotice: showNotice,

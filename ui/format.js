@@ -63,6 +63,17 @@ export function ago(v, now = Date.now()) {
   return `${Math.floor(s / 86400)} d ago`;
 }
 
+/** "in 12 s", "in 3 min", or "now" once the time has passed. */
+export function until(v, now = Date.now()) {
+  const d = toDate(v);
+  if (!d) return DASH;
+  const s = Math.round((d.getTime() - now) / 1000);
+  if (s <= 0) return 'now';
+  if (s < 60) return `in ${s} s`;
+  if (s < 3600) return `in ${Math.floor(s / 60)} min`;
+  return `in ${Math.floor(s / 3600)} h`;
+}
+
 /** "half_open" → "half open". */
 export function words(v) {
   return v === undefined || v === null || v === '' ? DASH : String(v).replace(/_/g, ' ');

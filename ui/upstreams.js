@@ -43,6 +43,7 @@ function buildCard(name) {
   const classTable = h('table', { class: 'class-table small' },
     h('thead', {}, h('tr', {}, h('th', { scope: 'col' }, 'class'), CLASS_COLS.map(([, l]) => h('th', { scope: 'col', class: 'num' }, l)))),
     classBody);
+  const guardList = h('ul', { class: 'kv-list small guard', 'data-testid': `guard-${id}` });
   const timeline = h('ol', { class: 'timeline small', 'data-testid': `timeline-${id}` },
     h('li', { class: 'muted' }, 'No breaker changes since this page opened.'));
   const root = h('article', { class: 'card', 'data-testid': `upstream-${id}`, 'aria-labelledby': `up-${id}-h` },
@@ -55,15 +56,16 @@ function buildCard(name) {
     h('div', { class: 'card-cols' },
       h('div', {}, h('h4', {}, 'Errors by kind'), errorsList),
       h('div', {}, h('h4', {}, 'Breaker timeline'), timeline)),
-    h('details', {}, h('summary', { class: 'small' }, 'Counters by request class'), h('div', { class: 'table-wrap' }, classTable)));
-  return { root, breaker, breakerDetail, origin, m, chart, errorsList, classBody, timeline, events: [] };
+    h('details', {}, h('summary', { class: 'small' }, 'Counters by request class, retries and limits'),
+      h('div', { class: 'table-wrap' }, classTable), guardList));
+  return { root, breaker, breakerDetail, origin, m, chart, errorsList, classBody, guardList, timeline, events: [] };
 }
 
 function pct(v) {
   return typeof v === 'number' && Number.isFinite(v) ? `${Math.round(v * 100)}%` : fmt.DASH;
 }
 
-function renderBreaker(card, b, now) {
+function renderBreaker(card, b, now, cooldown) {
   if (!b || typeof b !== 'object') {
     card.breaker.dataset.state = 'unknown';
     setText(card.breaker, fmt.DASH);
@@ -82,6 +84,7 @@ function renderBreaker(card, b, now) {
   }
   if (typeof b.opens_total === 'number') parts.push(`opened ${fmt.int(b.opens_total)}×`);
   if (typeof b.retry_after_s === 'number') parts.push(`next probe in ${Math.ceil(b.retry_after_s)} s`);
+  if (typeof cooldown === 'number' && cooldown > 0) parts.push(`cooling down after rate limiting or overload: ${Math.ceil(cooldown)} s left`);
   for (const [k, v] of Object.entries(b)) {
     if (!BREAKER_KNOWN.has(k) && v !== null && typeof v !== 'object') parts.push(`${fmt.words(k)}: ${v}`);
   }
@@ -105,6 +108,24 @@ function renderClasses(card, classes) {
   if (card.classesKey === key) return;
   card.classesKey = key;
   card.classBody.replaceChildren(...(rows.length ? rows : [h('tr', {}, h('td', { colspan: 7, class: 'muted' }, fmt.DASH))]));
+}
+
+/** Retry budget, bulkhead and fallback lines, for whichever of them this Weir reports. */
+function renderGuard(card, up) {
+  const rows = [];
+  const b = up.retry_budget;
+  if (b && typeof b === 'object') {
+    rows.push(['Retry budget', `${fmt.int(b.available)} retries available · ${fmt.int(b.retries_allowed_total)} allowed, ${fmt.int(b.retries_refused_total)} refused so far`]);
+  }
+  const k = up.bulkhead;
+  if (k && typeof k === 'object') {
+    rows.push(['Concurrency limit', `${fmt.int(k.in_flight)} in flight, ${fmt.int(k.queued)} waiting, ${fmt.int(k.shed_total)} shed so far`]);
+  }
+  if (up.fallback) rows.push(['Fallback', `${up.fallback} (${fmt.int(up.fallback_attempts)} attempts)`]);
+  const key = JSON.stringify(rows);
+  if (card.guardKey === key) return;
+  card.guardKey = key;
+  card.guardList.replaceChildren(...rows.map(([label, text]) => h('li', {}, h('span', {}, label), h('span', {}, text))));
 }
 
 function renderTimeline(card) {
@@ -158,7 +179,7 @@ export class UpstreamCards {
     const name = String(up.name);
     const latest = history.latest(name);
     setText(card.origin, up.origin ?? fmt.DASH);
-    renderBreaker(card, up.breaker, now);
+    renderBreaker(card, up.breaker, now, up.cooldown_remaining_s);
     setText(card.m.clientRate.value, fmt.rate(latest?.client));
     setText(card.m.upstreamRate.value, fmt.rate(latest?.upstream));
     setText(card.m.saved.value, latest ? fmt.int(Math.round(history.savedInWindow(name))) : fmt.DASH);
@@ -172,6 +193,7 @@ export class UpstreamCards {
       `Now ${fmt.rate(latest?.client)} from clients, ${fmt.rate(latest?.upstream)} to GitHub`);
     renderErrors(card, up.errors_by_kind);
     renderClasses(card, up.classes);
+    renderGuard(card, up);
   }
 
   /** A `breaker` event: prepend it to that upstream's timeline. */

@@ -55,6 +55,9 @@ pub fn run(args: ServeArgs) -> ExitCode {
         }
     };
     rt.block_on(async move {
+        // Handlers are installed before anything is printed, so a supervisor that sends
+        // SIGTERM as soon as it sees the address gets a graceful stop, not a default kill.
+        let stop = shutdown_signal();
         let mut opts = weir::EngineOptions::new(settings, data_dir);
         opts.local_ca = local_ca;
         let handle = match weir::start(opts).await {
@@ -74,7 +77,7 @@ pub fn run(args: ServeArgs) -> ExitCode {
             handle.local_addr()
         );
         super::serve_tls::print_intercept_status(&handle);
-        wait_for_signal().await;
+        stop.await;
         println!("weir: shutting down, draining in-flight requests");
         handle.shutdown().await;
         println!("weir: stopped");
@@ -82,24 +85,31 @@ pub fn run(args: ServeArgs) -> ExitCode {
     })
 }
 
-async fn wait_for_signal() {
+/// Registers SIGINT/SIGTERM handlers now and returns a future that resolves on either.
+fn shutdown_signal() -> impl std::future::Future<Output = ()> {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{signal, SignalKind};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = tokio::signal::ctrl_c() => {}
-                    _ = term.recv() => {}
+        let term = signal(SignalKind::terminate());
+        let int = signal(SignalKind::interrupt());
+        async move {
+            match (term, int) {
+                (Ok(mut t), Ok(mut i)) => {
+                    tokio::select! {
+                        _ = t.recv() => {}
+                        _ = i.recv() => {}
+                    }
                 }
-            }
-            Err(_) => {
-                let _ = tokio::signal::ctrl_c().await;
+                _ => {
+                    let _ = tokio::signal::ctrl_c().await;
+                }
             }
         }
     }
     #[cfg(not(unix))]
     {
-        let _ = tokio::signal::ctrl_c().await;
+        async {
+            let _ = tokio::signal::ctrl_c().await;
+        }
     }
 }
