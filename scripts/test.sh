@@ -7,7 +7,8 @@ cd "$(dirname "$0")/.."
 # --- System packages (Debian/Ubuntu). Skipped when already present. -----------------------
 need=()
 have() { dpkg -s "$1" >/dev/null 2>&1; }
-for p in pkg-config libdbus-1-dev gnome-keyring dbus-x11 libsecret-tools curl ca-certificates; do
+for p in pkg-config libdbus-1-dev gnome-keyring dbus-x11 libsecret-tools curl ca-certificates \
+         util-linux chromium; do
   have "$p" || need+=("$p")
 done
 if [ "${#need[@]}" -gt 0 ]; then
@@ -29,5 +30,6 @@ scripts/with-keychain.sh cargo test "${pkgs[@]}" --all-targets
 env -u DBUS_SESSION_BUS_ADDRESS WEIR_TEST_NO_KEYCHAIN=1 WEIR_SKIP_KEYCHAIN_TESTS=1 \
   cargo test -p weir --test queue without_a_keychain
 
-# The dashboard's browser test (tests/browser, Debian chromium via playwright-core) is run on
-# its own until it is part of this suite: see README.
+# --- The dashboard in a real browser (Debian's chromium driven by playwright-core). -------
+command -v npm >/dev/null || { echo "test.sh: npm (Node.js 20+) is needed for the browser test" >&2; exit 1; }
+(cd tests/browser && npm ci --no-audit --no-fund --silent && WEIR_BIN="$PWD/../../target/debug/weir" node --test)

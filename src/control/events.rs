@@ -1,6 +1,9 @@
 //! `/_weir/api/events`: a server-sent event stream. It opens with a `status` snapshot, repeats
 //! the snapshot every second (the dashboard's live rates), and forwards every engine event as
 //! it happens, so the dashboard never polls.
+//!
+//! A producer task writes into a small channel that the response body reads; the task ends
+//! when the client goes away (send fails) or Weir shuts down.
 
 use crate::body::Body;
 use crate::engine::Shared;
@@ -12,38 +15,14 @@ use hyper::body::Frame;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::broadcast::error::RecvError;
-
-struct State {
-    shared: Arc<Shared>,
-    events: tokio::sync::broadcast::Receiver<crate::events::Event>,
-    tick: tokio::time::Interval,
-    stop: tokio::sync::watch::Receiver<bool>,
-}
+use tokio::sync::mpsc;
 
 pub fn stream_response(shared: &Arc<Shared>) -> Response<Body> {
-    let mut tick = tokio::time::interval(Duration::from_secs(1));
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
-    let state = State {
-        events: shared.events.subscribe(),
-        stop: shared.stopping.subscribe(),
-        shared: shared.clone(),
-        tick,
-    };
-    let s = stream::unfold(state, |mut st| async move {
-        if *st.stop.borrow() {
-            return None;
-        }
-        let chunk = tokio::select! {
-            _ = st.tick.tick() => sse("status", &super::snapshot(&st.shared)),
-            ev = st.events.recv() => match ev {
-                Ok(e) => sse(e.name(), &e),
-                // A slow reader missed events; the next status snapshot resynchronises it.
-                Err(RecvError::Lagged(_)) => Bytes::from_static(b": lagged\n\n"),
-                Err(RecvError::Closed) => return None,
-            },
-            _ = st.stop.changed() => return None,
-        };
-        Some((Ok::<_, std::convert::Infallible>(Frame::data(chunk)), st))
+    let (tx, rx) = mpsc::channel::<Bytes>(16);
+    tokio::spawn(produce(shared.clone(), tx));
+    let s = stream::unfold(rx, |mut rx| async move {
+        let chunk = rx.recv().await?;
+        Some((Ok::<_, std::convert::Infallible>(Frame::data(chunk)), rx))
     });
     let mut r = Response::new(StreamBody::new(s).map_err(|never| match never {}).boxed());
     let h = r.headers_mut();
@@ -53,6 +32,31 @@ pub fn stream_response(shared: &Arc<Shared>) -> Response<Body> {
     );
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     r
+}
+
+async fn produce(shared: Arc<Shared>, tx: mpsc::Sender<Bytes>) {
+    let mut events = shared.events.subscribe();
+    let mut stop = shared.stopping.subscribe();
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    loop {
+        if *stop.borrow() {
+            return;
+        }
+        let chunk = tokio::select! {
+            _ = tick.tick() => sse("status", &super::status::snapshot_full(&shared).await),
+            ev = events.recv() => match ev {
+                Ok(e) => sse(e.name(), &e),
+                // A slow reader missed events; the next status snapshot resynchronises it.
+                Err(RecvError::Lagged(_)) => Bytes::from_static(b": lagged\n\n"),
+                Err(RecvError::Closed) => return,
+            },
+            _ = stop.changed() => return,
+        };
+        if tx.send(chunk).await.is_err() {
+            return;
+        }
+    }
 }
 
 fn sse<T: serde::Serialize>(event: &str, data: &T) -> Bytes {

@@ -10,6 +10,7 @@ mod pac;
 mod pages;
 mod queue_api;
 mod status;
+mod token_api;
 mod ui;
 
 pub use status::{snapshot, StatusSnapshot};
@@ -111,6 +112,9 @@ pub async fn handle(
         (_, p) if p == "/_weir/api/queue" || p.starts_with("/_weir/api/queue/") => {
             queue_api::handle(shared, &req, &p["/_weir/api/queue".len()..]).await
         }
+        (&Method::PUT | &Method::DELETE, "/_weir/api/token") => {
+            token_api::handle(shared, req).await
+        }
         (&Method::GET, "/_weir") => Ok(redirect("/_weir/")),
         (&Method::GET, p) if p.starts_with("/_weir/") => ui::file(&p["/_weir/".len()..])
             .ok_or_else(|| {
@@ -148,7 +152,10 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 }
 
 /// Reads a small JSON request body (control calls only).
-async fn read_json(req: Request<Incoming>, shared: &Shared) -> Result<serde_json::Value, Problem> {
+pub(crate) async fn read_json(
+    req: Request<Incoming>,
+    shared: &Shared,
+) -> Result<serde_json::Value, Problem> {
     use http_body_util::BodyExt;
     let limit = 64 * 1024;
     let bytes = http_body_util::Limited::new(req.into_body(), limit)

@@ -21,6 +21,8 @@ pub struct StatusSnapshot {
     pub queue: QueueStatus,
     /// GitHub Status (watched components and incidents); `null` when the watcher is off.
     pub github: Option<weir_status::GithubStatus>,
+    /// Whether a GitHub token is stored in the keychain (the token is never shown).
+    pub github_token_stored: bool,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -59,6 +61,7 @@ pub async fn snapshot_full(shared: &Shared) -> StatusSnapshot {
     if let Some(q) = &shared.queue {
         s.queue.counts = q.store.counts().await.ok();
     }
+    s.github_token_stored = super::token_api::is_stored(shared).await;
     s
 }
 
@@ -99,6 +102,7 @@ pub fn snapshot(shared: &Shared) -> StatusSnapshot {
             in_flight: shared.coalescer.in_flight(),
         },
         github: shared.github.get().map(|h| h.snapshot()),
+        github_token_stored: false,
         queue: QueueStatus {
             available: shared.queue.is_some(),
             error: shared.queue_error.clone(),

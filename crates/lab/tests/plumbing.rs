@@ -7,7 +7,7 @@ use std::sync::Arc;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 use weir_lab::client::{request, Credential, LabClient};
-use weir_lab::scenarios::surfaces::{create_loop, CreateTally};
+use weir_lab::scenarios::surfaces::{CreateLoop, CreateTally};
 use weir_lab::upstream::{Upstream, UpstreamSpec};
 
 #[tokio::test]
@@ -71,10 +71,13 @@ async fn creates_are_counted_per_intent_and_listed_by_repo() {
     // The create loop records its intents and gets each created once when nothing fails.
     let tally = Arc::new(CreateTally::default());
     let start = tokio::time::Instant::now();
-    create_loop(client, url, 7, start, start + std::time::Duration::from_millis(1), tally.clone(), 0).await;
+    let period = std::time::Duration::from_millis(20);
+    let creator = CreateLoop { client, url, dev: 7, period, tally: tally.clone(), seed: 0 };
+    creator.run(start, start + period * 3).await;
     let snap = tally.snapshot();
     let intended = tally.intended();
-    assert!(snap.intended <= 1 && snap.created == snap.intended && snap.gave_up == 0, "{snap:?}");
+    assert_eq!(intended.len(), 3);
+    assert_eq!((snap.intended, snap.created, snap.presses, snap.gave_up), (3, 3, 3, 0));
     for i in intended {
         assert_eq!(up.counters().creates().get(&i), Some(&1));
     }

@@ -3,7 +3,7 @@
 //! 5 s, a CLI listing, a browser tab), each retrying on its own, while people create sessions
 //! and press "create" again when they see an error.
 
-use super::surfaces::{create_loop, poll_loop, CreateTally, Creates, PollTally, Polls, Surface};
+use super::surfaces::{poll_loop, CreateLoop, CreateTally, Creates, PollTally, Polls, Surface};
 use super::LabConfig;
 use crate::client::LabClient;
 use crate::report::{num, percent, Section, Series, Table};
@@ -62,7 +62,15 @@ pub async fn run_row(cfg: &LabConfig, developers: usize, weir: Option<Caching>) 
             let seed = cfg.seed ^ ((d * 16 + i) as u64);
             tasks.spawn(poll_loop(client.clone(), list_url.clone(), s, start, end, polls.clone(), seed));
         }
-        tasks.spawn(create_loop(client.clone(), create_url.clone(), d, start, end, creates.clone(), cfg.seed ^ d as u64));
+        let creator = CreateLoop {
+            client: client.clone(),
+            url: create_url.clone(),
+            dev: d,
+            period: Duration::from_secs(15),
+            tally: creates.clone(),
+            seed: cfg.seed ^ d as u64,
+        };
+        tasks.spawn(creator.run(start, end));
     }
     while tasks.join_next().await.is_some() {}
     let seconds = cfg.seconds as usize;

@@ -161,43 +161,56 @@ impl CreateTally {
 /// Presses before the person gives up on one intent.
 const PRESSES: u32 = 3;
 
-/// Developer `dev` creates one session every 15 s (random phase) until `end`.
-pub async fn create_loop(client: LabClient, url: String, dev: usize, start: Instant, end: Instant, tally: std::sync::Arc<CreateTally>, seed: u64) {
-    let period = Duration::from_secs(15);
-    let mut rng = StdRng::seed_from_u64(seed);
-    let mut next = start + period.mul_f64(rng.gen::<f64>());
-    let vscode = Surface::vscode(dev);
-    let mut k = 0;
-    while next < end {
-        sleep_until(next).await;
-        let intent = format!("d{dev}-{k}");
-        k += 1;
-        if let Ok(mut v) = tally.intents.lock() {
-            v.push(intent.clone());
+/// A person creating one session per `period` (random phase) and pressing "create" again on
+/// an error.
+pub struct CreateLoop {
+    pub client: LabClient,
+    pub url: String,
+    pub dev: usize,
+    pub period: Duration,
+    pub tally: std::sync::Arc<CreateTally>,
+    pub seed: u64,
+}
+
+impl CreateLoop {
+    /// Creates until `end`.
+    pub async fn run(self, start: Instant, end: Instant) {
+        let mut rng = StdRng::seed_from_u64(self.seed);
+        let mut next = start + self.period.mul_f64(rng.gen::<f64>());
+        let vscode = Surface::vscode(self.dev);
+        let mut k = 0;
+        while next < end {
+            sleep_until(next).await;
+            let intent = format!("d{}-{k}", self.dev);
+            k += 1;
+            if let Ok(mut v) = self.tally.intents.lock() {
+                v.push(intent.clone());
+            }
+            let body = serde_json::json!({ "problem_statement": format!("lab task {intent}"), "intent": intent }).to_string();
+            if !self.press(&vscode, Bytes::from(body)).await {
+                self.tally.gave_up.fetch_add(1, Relaxed);
+            }
+            next += self.period;
         }
-        let body = serde_json::json!({ "problem_statement": format!("lab task {intent}"), "intent": intent }).to_string();
-        let mut done = false;
+    }
+
+    /// Up to [`PRESSES`] presses; whether one was accepted.
+    async fn press(&self, vscode: &Surface, body: Bytes) -> bool {
         for _ in 0..PRESSES {
-            tally.presses.fetch_add(1, Relaxed);
-            match send(&client, Method::POST, &url, &vscode, Bytes::from(body.clone())).await {
+            self.tally.presses.fetch_add(1, Relaxed);
+            match send(&self.client, Method::POST, &self.url, vscode, body.clone()).await {
                 Some(s) if s == http::StatusCode::ACCEPTED => {
-                    tally.queued.fetch_add(1, Relaxed);
-                    done = true;
+                    self.tally.queued.fetch_add(1, Relaxed);
+                    return true;
                 }
                 Some(s) if s.is_success() => {
-                    tally.created.fetch_add(1, Relaxed);
-                    done = true;
+                    self.tally.created.fetch_add(1, Relaxed);
+                    return true;
                 }
                 // An error on screen: the person looks, then presses again.
                 _ => sleep(Duration::from_secs(2)).await,
             }
-            if done {
-                break;
-            }
         }
-        if !done {
-            tally.gave_up.fetch_add(1, Relaxed);
-        }
-        next += period;
+        false
     }
 }

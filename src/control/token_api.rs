@@ -1,0 +1,78 @@
+//! `PUT/DELETE /_weir/api/token`: store or remove a GitHub token in the OS keychain (account
+//! `github-token`). It is never sent back; the status document only says whether one is stored.
+//! Weir uses it for its own upstream checks (the in-doubt lookup of a create whose own
+//! credential is gone).
+
+use super::{json, read_json, require_secret};
+use crate::body::Body;
+use crate::engine::Shared;
+use crate::problem::Problem;
+use http::{Method, Request, Response, StatusCode};
+use hyper::body::Incoming;
+use std::sync::Arc;
+
+pub const ACCOUNT: &str = "github-token";
+
+pub async fn handle(
+    shared: &Arc<Shared>,
+    req: Request<Incoming>,
+) -> Result<Response<Body>, Problem> {
+    require_secret(shared, &req)?;
+    let Some(q) = &shared.queue else {
+        return Err(unavailable("the keychain store is not open"));
+    };
+    if q.secrets.backend() != "keychain" {
+        return Err(unavailable(
+            "no OS keychain is available, and Weir never writes tokens to files",
+        ));
+    }
+    match *req.method() {
+        Method::PUT => {
+            let body = read_json(req, shared).await?;
+            let token = body
+                .get("token")
+                .and_then(|t| t.as_str())
+                .map(str::trim)
+                .unwrap_or("");
+            if token.is_empty() || token.len() > 1024 || token.chars().any(char::is_whitespace) {
+                return Err(Problem::new(
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    "bad_request",
+                    "body must be {\"token\": \"<a GitHub token>\"} with no spaces",
+                ));
+            }
+            q.secrets
+                .put(ACCOUNT, token.to_string())
+                .await
+                .map_err(|e| unavailable(&e))?;
+            Ok(json(&serde_json::json!({"stored": true})))
+        }
+        Method::DELETE => {
+            q.secrets.delete(ACCOUNT).await;
+            Ok(json(&serde_json::json!({"stored": false})))
+        }
+        _ => Err(Problem::new(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "not_found",
+            "use PUT or DELETE",
+        )),
+    }
+}
+
+/// Whether a token is stored (never the token itself).
+pub async fn is_stored(shared: &Shared) -> bool {
+    match &shared.queue {
+        Some(q) if q.secrets.backend() == "keychain" => {
+            matches!(q.secrets.get(ACCOUNT).await, Ok(Some(_)))
+        }
+        _ => false,
+    }
+}
+
+fn unavailable(why: &str) -> Problem {
+    Problem::new(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "queue_unavailable",
+        format!("cannot store the token: {why}"),
+    )
+}
