@@ -157,3 +157,57 @@ async fn surfaces_are_counted_from_user_agent() {
         assert_eq!(s["surfaces"][k], 1, "{k}");
     }
 }
+
+#[tokio::test]
+async fn settings_are_saved_to_the_config_file_validated_and_backed_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("config.toml");
+    std::fs::write(
+        &file,
+        "# my comment\nlisten = \"127.0.0.1:0\"\nwatch_github_status = false\n",
+    )
+    .unwrap();
+    let settings = weir::config::load_file(&file).unwrap();
+    let mut opts = weir::EngineOptions::new(settings, dir.path().join("data"));
+    opts.config_file = Some(file.clone());
+    let h = weir::start(opts).await.unwrap();
+    let url = format!("{}/_weir/api/settings", h.base_url());
+    let c = reqwest::Client::new();
+    let got: serde_json::Value = c.get(&url).send().await.unwrap().json().await.unwrap();
+    assert_eq!(got["config_file"], file.display().to_string());
+    let patch = r#"{"classes":{"list":{"fresh_ttl":"30s"}},"upstreams":[{"name":"copilot-api","origin":"https://api.githubcopilot.com"}]}"#;
+    assert_eq!(c.put(&url).body(patch).send().await.unwrap().status(), 401);
+    let r = c
+        .put(&url)
+        .header("x-weir-secret", h.control_secret())
+        .body(patch)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert!(text.starts_with("# my comment\n"), "{text}");
+    let saved = weir::config::load_file(&file).unwrap();
+    assert_eq!(
+        saved.classes.get(weir::config::RouteClass::List).fresh_ttl,
+        std::time::Duration::from_secs(30)
+    );
+    assert!(dir.path().join("config.toml.bak").exists());
+    // An invalid change is refused with the validator's file:line message and nothing written.
+    let bad = r#"{"upstreams":[{"name":"x","origin":"ftp://nope"}]}"#;
+    let r = c
+        .put(&url)
+        .header("x-weir-secret", h.control_secret())
+        .body(bad)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 422);
+    let p: serde_json::Value = r.json().await.unwrap();
+    assert!(
+        p["detail"].as_str().unwrap().contains("upstream.origin"),
+        "{p}"
+    );
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), text);
+    h.shutdown().await;
+}

@@ -54,12 +54,18 @@ pub fn run(args: ServeArgs) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    // The dashboard's settings panel saves here: the file given, else the OS default location.
+    let config_file = args
+        .config
+        .clone()
+        .or_else(weir::paths::default_config_file);
     rt.block_on(async move {
         // Handlers are installed before anything is printed, so a supervisor that sends
         // SIGTERM as soon as it sees the address gets a graceful stop, not a default kill.
         let stop = shutdown_signal();
         let mut opts = weir::EngineOptions::new(settings, data_dir);
         opts.local_ca = local_ca;
+        opts.config_file = config_file;
         let handle = match weir::start(opts).await {
             Ok(h) => h,
             Err(e) => {

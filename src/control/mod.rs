@@ -9,6 +9,7 @@ mod metrics;
 mod pac;
 mod pages;
 mod queue_api;
+mod settings_api;
 mod status;
 mod token_api;
 mod ui;
@@ -111,6 +112,9 @@ pub async fn handle(
         }
         (_, p) if p == "/_weir/api/queue" || p.starts_with("/_weir/api/queue/") => {
             queue_api::handle(shared, &req, &p["/_weir/api/queue".len()..]).await
+        }
+        (&Method::GET | &Method::PUT, "/_weir/api/settings") => {
+            settings_api::handle(shared, req).await
         }
         (&Method::PUT | &Method::DELETE, "/_weir/api/token") => {
             token_api::handle(shared, req).await

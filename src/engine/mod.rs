@@ -39,6 +39,9 @@ pub struct EngineOptions {
     /// Weir's local CA (see `intercept::ca_store`); with it, CONNECTs to managed https
     /// upstreams are TLS-terminated unless `intercept = false`.
     pub local_ca: Option<Arc<weir_tls::LocalCa>>,
+    /// Where the dashboard's settings panel saves changes (the file read at start, or the OS
+    /// default location); `None`: settings are read-only.
+    pub config_file: Option<PathBuf>,
 }
 
 impl EngineOptions {
@@ -48,6 +51,7 @@ impl EngineOptions {
             data_dir,
             control_secret: None,
             local_ca: None,
+            config_file: None,
         }
     }
 }
@@ -85,6 +89,7 @@ pub async fn start(opts: EngineOptions) -> Result<EngineHandle, EngineError> {
         None => control_secret(&secrets).await,
     };
     let max_age = opts.settings.queue.max_age;
+    let config_file = opts.config_file.clone();
     let mut shared = Shared::new(
         opts.settings,
         local_addr.port(),
@@ -106,6 +111,7 @@ pub async fn start(opts: EngineOptions) -> Result<EngineHandle, EngineError> {
             shared.queue_error = Some(format!("{}. {}", e.detail(), e.fix()));
         }
     }
+    shared.config_file = config_file;
     shared.intercept = crate::intercept::interceptor_for(&shared.settings, opts.local_ca);
     let shared = Arc::new(shared);
     crate::queue::replay::spawn_workers(&shared);

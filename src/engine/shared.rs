@@ -44,6 +44,7 @@ pub struct Shared {
     pub create_flights: Coalescer<Stored, Problem>,
     /// The GitHub Status watcher, once started.
     pub github: std::sync::OnceLock<weir_status::StatusHandle>,
+    pub config_file: Option<std::path::PathBuf>,
     /// TLS interception of managed https upstreams; `None` keeps every CONNECT a blind tunnel.
     pub intercept: Option<std::sync::Arc<crate::intercept::Interceptor>>,
 }
@@ -108,6 +109,7 @@ impl Shared {
                 .build(),
             create_flights: Coalescer::default(),
             github: std::sync::OnceLock::new(),
+            config_file: None,
             intercept: None,
             settings,
         }

@@ -46,13 +46,16 @@ enum Command {
         #[arg(long, default_value_t = 0)]
         latency_ms: u64,
     },
-    /// Prints a `weir serve` config managing `--upstream` (for the benchmark script).
+    /// Prints a `weir serve` config managing `--upstream` (for the benchmark script). The
+    /// per-client rate limit is off: the load generator is a single client.
     WeirConfig {
         #[arg(long)]
         upstream: String,
         #[arg(long, default_value = "127.0.0.1:9347")]
         listen: SocketAddr,
     },
+    /// Prints a loopback port that was free a moment ago.
+    FreePort,
     /// Opens --conns connections to --proxy, sends one GET --url on each, and holds them open.
     Hold {
         #[arg(long)]
@@ -109,9 +112,14 @@ async fn dispatch(command: Command) -> anyhow::Result<()> {
             up.stop();
         }
         Command::WeirConfig { upstream, listen } => {
-            let text = weir_lab::weir_ctl::lab_config(&upstream, weir_lab::weir_ctl::Caching::Default, "")
+            let extra = weir_lab::weir_ctl::NO_RATE_LIMIT;
+            let text = weir_lab::weir_ctl::lab_config(&upstream, weir_lab::weir_ctl::Caching::Default, extra)
                 .replace("listen = \"127.0.0.1:0\"", &format!("listen = \"{listen}\""));
             print!("{text}");
+        }
+        Command::FreePort => {
+            let l = std::net::TcpListener::bind("127.0.0.1:0")?;
+            println!("{}", l.local_addr()?.port());
         }
         Command::Hold { proxy, url, conns, seconds } => {
             let held = weir_lab::hold::hold(proxy, &url, conns).await?;

@@ -1,0 +1,202 @@
+//! `GET/PUT /_weir/api/settings`: the dashboard's settings panel. GET shows where the config
+//! file is and the effective values; PUT changes managed upstreams, class TTLs and breaker
+//! thresholds in the file (comments and other keys kept, via toml_edit), validates the whole
+//! file with the same rules as start-up, keeps a `.bak`, and writes atomically. Changes apply
+//! on the next start (the response says so).
+
+use super::{json, read_json, require_secret};
+use crate::body::Body;
+use crate::config::RouteClass;
+use crate::engine::Shared;
+use crate::problem::Problem;
+use http::{Method, Request, Response, StatusCode};
+use hyper::body::Incoming;
+use serde_json::Value;
+use std::sync::Arc;
+use toml_edit::{value, ArrayOfTables, DocumentMut, Item, Table};
+
+pub async fn handle(
+    shared: &Arc<Shared>,
+    req: Request<Incoming>,
+) -> Result<Response<Body>, Problem> {
+    match *req.method() {
+        Method::GET => Ok(json(&current(shared))),
+        Method::PUT => {
+            require_secret(shared, &req)?;
+            let patch = read_json(req, shared).await?;
+            save(shared, &patch).await
+        }
+        _ => Err(Problem::new(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "not_found",
+            "use GET or PUT",
+        )),
+    }
+}
+
+fn current(shared: &Shared) -> Value {
+    let s = &shared.settings;
+    let class = |c: RouteClass| {
+        let k = s.classes.get(c);
+        serde_json::json!({
+            "fresh_ttl": humantime::format_duration(k.fresh_ttl).to_string(),
+            "stale_while_revalidate": humantime::format_duration(k.stale_while_revalidate).to_string(),
+            "stale_if_error": humantime::format_duration(k.stale_if_error).to_string(),
+            "slow_call": humantime::format_duration(k.slow_call).to_string(),
+        })
+    };
+    let b = &s.resilience.breaker;
+    serde_json::json!({
+        "config_file": shared.config_file.as_ref().map(|p| p.display().to_string()),
+        "exists": shared.config_file.as_ref().is_some_and(|p| p.exists()),
+        "effective": {
+            "listen": s.listen.to_string(),
+            "upstreams": s.upstreams.iter().map(|u| serde_json::json!({
+                "name": u.name, "origin": u.origin.to_string(), "fallback": u.fallback.as_ref().map(|f| f.to_string()),
+            })).collect::<Vec<_>>(),
+            "classes": {"list": class(RouteClass::List), "view": class(RouteClass::View)},
+            "breaker": {
+                "failure_rate_threshold": b.failure_rate_threshold,
+                "slow_call_rate_threshold": b.slow_call_rate_threshold,
+                "minimum_calls": b.minimum_calls,
+                "open_wait": humantime::format_duration(b.open_base).to_string(),
+                "half_open_probes": b.half_open_probes,
+            },
+        },
+        "restart_required_for_changes": true,
+    })
+}
+
+fn bad(detail: impl Into<String>) -> Problem {
+    Problem::new(StatusCode::UNPROCESSABLE_ENTITY, "bad_request", detail)
+}
+
+/// Applies the patch to the file's text; errors name the offending field.
+fn apply(text: &str, patch: &Value) -> Result<String, Problem> {
+    let mut doc: DocumentMut = text
+        .parse()
+        .map_err(|e| bad(format!("the config file does not parse: {e}")))?;
+    if let Some(ups) = patch.get("upstreams") {
+        let arr = ups
+            .as_array()
+            .ok_or_else(|| bad("`upstreams` must be a list"))?;
+        let mut tables = ArrayOfTables::new();
+        for (i, u) in arr.iter().enumerate() {
+            let mut t = Table::new();
+            for key in ["name", "origin", "fallback"] {
+                match u.get(key) {
+                    Some(Value::String(v)) if !v.is_empty() => {
+                        t.insert(key, value(v.as_str()));
+                    }
+                    None | Some(Value::Null) if key == "fallback" => {}
+                    Some(Value::String(_)) if key == "fallback" => {}
+                    _ => {
+                        return Err(bad(format!(
+                            "upstreams[{i}].{key} must be a non-empty string"
+                        )))
+                    }
+                }
+            }
+            tables.push(t);
+        }
+        doc.insert("upstream", Item::ArrayOfTables(tables));
+    }
+    if let Some(classes) = patch.get("classes").and_then(Value::as_object) {
+        for (class, knobs) in classes {
+            if !["list", "view", "token"].contains(&class.as_str()) {
+                return Err(bad(format!(
+                    "classes.{class}: only list, view and token are editable here"
+                )));
+            }
+            for (k, v) in knobs
+                .as_object()
+                .ok_or_else(|| bad(format!("classes.{class} must be an object")))?
+            {
+                let v = v.as_str().ok_or_else(|| {
+                    bad(format!(
+                        "classes.{class}.{k} must be a duration string like \"15s\""
+                    ))
+                })?;
+                doc["classes"][class.as_str()][k.as_str()] = value(v);
+            }
+        }
+        if let Some(t) = doc.get_mut("classes").and_then(Item::as_table_mut) {
+            t.set_implicit(true);
+        }
+    }
+    if let Some(b) = patch.get("breaker").and_then(Value::as_object) {
+        for (k, v) in b {
+            doc["breaker"][k.as_str()] = match v {
+                Value::String(s) => value(s.as_str()),
+                Value::Number(n) if n.is_i64() => value(n.as_i64().unwrap_or_default()),
+                Value::Number(n) => value(n.as_f64().unwrap_or_default()),
+                Value::Bool(x) => value(*x),
+                _ => {
+                    return Err(bad(format!(
+                        "breaker.{k} must be a number, string or boolean"
+                    )))
+                }
+            };
+        }
+    }
+    Ok(doc.to_string())
+}
+
+async fn save(shared: &Shared, patch: &Value) -> Result<Response<Body>, Problem> {
+    let Some(path) = shared.config_file.clone() else {
+        return Err(bad(
+            "this Weir was started without a config file location; start it with --config FILE",
+        ));
+    };
+    let old = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+        Err(e) => return Err(bad(format!("cannot read {}: {e}", path.display()))),
+    };
+    let new = apply(&old, patch)?;
+    // The same validation as at start-up, so a saved file always starts.
+    crate::config::parse_str(&new, &path.display().to_string()).map_err(|e| bad(e.to_string()))?;
+    let write = || -> std::io::Result<()> {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        if !old.is_empty() {
+            std::fs::write(path.with_extension("toml.bak"), &old)?;
+        }
+        let tmp = path.with_extension("toml.tmp");
+        std::fs::write(&tmp, &new)?;
+        std::fs::rename(&tmp, &path)
+    };
+    write().map_err(|e| {
+        Problem::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "internal",
+            format!("cannot write {}: {e}", path.display()),
+        )
+    })?;
+    Ok(json(
+        &serde_json::json!({"saved": true, "config_file": path.display().to_string(), "restart_required": true}),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keeps_comments_and_validates_shape() {
+        let text = "# mine\nlisten = \"127.0.0.1:9347\"\n";
+        let patch = serde_json::json!({"classes": {"list": {"fresh_ttl": "30s"}}, "breaker": {"minimum_calls": 10},
+            "upstreams": [{"name": "copilot-api", "origin": "https://api.githubcopilot.com"}]});
+        let out = apply(text, &patch).unwrap();
+        assert!(out.starts_with("# mine\n"));
+        let s = crate::config::parse_str(&out, "t").unwrap();
+        assert_eq!(
+            s.classes.get(RouteClass::List).fresh_ttl,
+            std::time::Duration::from_secs(30)
+        );
+        assert_eq!(s.resilience.breaker.minimum_calls, 10);
+        assert_eq!(s.upstreams.len(), 1);
+        assert!(apply(text, &serde_json::json!({"upstreams": [{"name": ""}]})).is_err());
+    }
+}
