@@ -32,4 +32,5 @@ env -u DBUS_SESSION_BUS_ADDRESS WEIR_TEST_NO_KEYCHAIN=1 WEIR_SKIP_KEYCHAIN_TESTS
 
 # --- The dashboard in a real browser (Debian's chromium driven by playwright-core). -------
 command -v npm >/dev/null || { echo "test.sh: npm (Node.js 20+) is needed for the browser test" >&2; exit 1; }
-(cd tests/browser && npm ci --no-audit --no-fund --silent && WEIR_BIN="$PWD/../../target/debug/weir" node --test)
+weir_bin="${CARGO_TARGET_DIR:-$PWD/target}/debug/weir"
+(cd tests/browser && npm ci --no-audit --no-fund --silent && WEIR_BIN="$weir_bin" node --test)
