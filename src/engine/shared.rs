@@ -31,6 +31,8 @@ pub struct Shared {
     pub stopping: tokio::sync::watch::Sender<bool>,
     /// TLS interception of managed https upstreams; `None` keeps every CONNECT a blind tunnel.
     pub intercept: Option<std::sync::Arc<crate::intercept::Interceptor>>,
+    /// How blind CONNECT tunnels reach their target (`connect_to`, `upstream_proxy`).
+    pub tunnel_connector: crate::upstream_pool::RoutingConnector,
 }
 
 /// Runtime state of one managed upstream.
@@ -61,6 +63,7 @@ impl Shared {
             control_secret,
             stopping: tokio::sync::watch::channel(false).0,
             intercept: None,
+            tunnel_connector: crate::upstream_pool::RoutingConnector::for_settings(crate::upstream_pool::http_connector(), &settings),
             settings,
         }
     }

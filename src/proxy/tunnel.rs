@@ -10,7 +10,6 @@ use hyper_util::rt::TokioIo;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::net::TcpStream;
 
 pub async fn connect(shared: &Arc<Shared>, req: Request<Incoming>) -> Result<Response<Body>, Problem> {
     let Some(authority) = req.uri().authority().cloned() else {
@@ -23,8 +22,8 @@ pub async fn connect(shared: &Arc<Shared>, req: Request<Incoming>) -> Result<Res
         return crate::intercept::accept(shared, req, authority);
     }
     let host = authority.host().trim_matches(['[', ']']).to_string();
-    let upstream = match tokio::time::timeout(Duration::from_secs(10), TcpStream::connect((host.as_str(), port))).await {
-        Ok(Ok(s)) => s,
+    let upstream = match tokio::time::timeout(Duration::from_secs(10), shared.tunnel_connector.connect_tunnel(&host, port)).await {
+        Ok(Ok(s)) => s.into_inner(),
         Ok(Err(e)) => {
             return Err(Problem::new(StatusCode::BAD_GATEWAY, "connection", format!("could not connect to {authority}: {e}")));
         }
