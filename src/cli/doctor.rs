@@ -168,13 +168,13 @@ fn check_upstreams(cx: &Context, r: &mut Report) {
         let t = weir::upstream::Timeouts { headers: Duration::from_secs(5), body: Duration::from_secs(5) };
         let mut out = Vec::new();
         for u in &cx.settings.upstreams {
+            // GET, not HEAD: some servers mishandle HEAD over HTTP/2; only the status is read.
             let mut req = http::Request::new(weir::body::empty());
-            *req.method_mut() = http::Method::HEAD;
             *req.uri_mut() = match format!("{}/", u.origin).parse() {
                 Ok(uri) => uri,
                 Err(_) => continue,
             };
-            out.push((u, client.fetch(req, t, 64 * 1024).await.map(|resp| resp.status())));
+            out.push((u, client.send(req, t).await.map(|resp| resp.status())));
         }
         out
     });
