@@ -120,10 +120,7 @@ fn check_system_store(info: &CertInfo, r: &mut Report) {
     // platform (Keychain, Windows store) through rustls-native-certs.
     let bundles = ["/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt", "/etc/ssl/cert.pem"];
     let trusted = if cfg!(target_os = "linux") {
-        match bundles.iter().find(|b| Path::new(b).is_file()) {
-            Some(b) => Some((bundle_contains(Path::new(b), &info.der), b.to_string())),
-            None => None,
-        }
+        bundles.iter().find(|b| Path::new(b).is_file()).map(|b| (bundle_contains(Path::new(b), &info.der), b.to_string()))
     } else {
         let native = rustls_native_certs::load_native_certs();
         Some((native.certs.iter().any(|c| c.as_ref() == info.der), "the system trust store".to_string()))

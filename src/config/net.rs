@@ -181,7 +181,7 @@ mod tests {
         assert_eq!(s.intercept_hosts(), vec!["api.githubcopilot.com", "api.github.com"]);
         let s = parse_str("intercept = false\nupstream_proxy = \"http://127.0.0.1:3128\"\n[[upstream]]\nname = \"a\"\norigin = \"http://a.example\"\n", "w.toml").unwrap();
         assert!(!s.intercept);
-        assert_eq!(s.upstream_proxy.unwrap().address.port, 3128);
+        assert_eq!(s.upstream_proxy.as_ref().unwrap().address.port, 3128);
         assert!(s.intercept_hosts().is_empty());
     }
 }

@@ -18,8 +18,8 @@ pub async fn connect(shared: &Arc<Shared>, req: Request<Incoming>) -> Result<Res
     let Some(port) = authority.port_u16() else {
         return Err(Problem::new(StatusCode::BAD_REQUEST, "bad_request", format!("CONNECT target `{authority}` has no port")));
     };
-    if crate::intercept::should_intercept(shared, &authority) {
-        return crate::intercept::accept(shared, req, authority);
+    if let Some(i) = crate::intercept::should_intercept(shared, &authority) {
+        return Ok(crate::intercept::accept(shared, i, req, authority));
     }
     let host = authority.host().trim_matches(['[', ']']).to_string();
     let upstream = match tokio::time::timeout(Duration::from_secs(10), shared.tunnel_connector.connect_tunnel(&host, port)).await {
