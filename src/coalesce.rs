@@ -21,13 +21,17 @@ pub struct Coalescer<T, E> {
 
 impl<T, E> Clone for Coalescer<T, E> {
     fn clone(&self) -> Self {
-        Coalescer { flights: self.flights.clone() }
+        Coalescer {
+            flights: self.flights.clone(),
+        }
     }
 }
 
 impl<T, E> Default for Coalescer<T, E> {
     fn default() -> Self {
-        Coalescer { flights: Arc::default() }
+        Coalescer {
+            flights: Arc::default(),
+        }
     }
 }
 
@@ -104,7 +108,10 @@ where
         let (tx, rx) = watch::channel(None);
         map.insert(key, rx.clone());
         drop(map);
-        let guard = FlightGuard { key, flights: self.flights.clone() };
+        let guard = FlightGuard {
+            key,
+            flights: self.flights.clone(),
+        };
         let fut = fetch();
         tokio::spawn(async move {
             let outcome = fut.await;
@@ -125,7 +132,14 @@ mod tests {
 
     fn key(n: u8) -> CacheKey {
         let id = crate::identity::IdentityKey::new([n; 32]).identify(&http::HeaderMap::new());
-        CacheKey::new(0, &http::Method::GET, "/", &id, &http::HeaderMap::new(), &[])
+        CacheKey::new(
+            0,
+            &http::Method::GET,
+            "/",
+            &id,
+            &http::HeaderMap::new(),
+            &[],
+        )
     }
 
     #[tokio::test(start_paused = true)]
@@ -159,14 +173,18 @@ mod tests {
     async fn leader_hanging_up_does_not_cancel() {
         let c: Coalescer<u32, String> = Coalescer::default();
         let calls = Arc::new(AtomicUsize::new(0));
-        let mk = |calls: Arc<AtomicUsize>| move || async move {
-            calls.fetch_add(1, Ordering::SeqCst);
-            tokio::time::sleep(Duration::from_secs(1)).await;
-            Ok(Arc::new(1))
+        let mk = |calls: Arc<AtomicUsize>| {
+            move || async move {
+                calls.fetch_add(1, Ordering::SeqCst);
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                Ok(Arc::new(1))
+            }
         };
         // The leader gives up after 50 ms, then reissues, twice.
         for _ in 0..3 {
-            let _ = tokio::time::timeout(Duration::from_millis(50), c.run(key(2), mk(calls.clone()))).await;
+            let _ =
+                tokio::time::timeout(Duration::from_millis(50), c.run(key(2), mk(calls.clone())))
+                    .await;
         }
         let (out, role) = c.run(key(2), mk(calls.clone())).await;
         assert_eq!(*out.unwrap().unwrap(), 1);

@@ -13,6 +13,8 @@
 //! - [`cache`], [`coalesce`]: the per-identity cache and single-flight coalescing.
 //! - [`identity`], [`surface`]: who is asking (keyed credential hash) and with which tool.
 //! - [`upstream`]: the pooled rustls HTTP client and typed fetch failures.
+//! - [`resilience`]: per-upstream gate (cooldown, breaker, bulkhead) and the one retry layer.
+//! - [`queue`]: creates never lost or doubled: dedupe, durable SQLite queue, replay worker.
 //! - [`upstream_pool`]: how upstream connections are made (`connect_to`, `ca_file`, `upstream_proxy`).
 //! - [`intercept`]: TLS interception of managed https upstreams; the local CA's lifecycle.
 //! - [`problem`]: problem+json documents and their explanation pages.
@@ -32,6 +34,8 @@ pub mod intercept;
 pub mod paths;
 pub mod problem;
 pub mod proxy;
+pub mod queue;
+pub mod resilience;
 pub mod server;
 pub mod stats;
 pub mod surface;

@@ -26,6 +26,9 @@ pub struct Problem {
     pub breaker: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub request_id: Option<String>,
+    /// Extra response headers (e.g. `RateLimit`), not part of the JSON.
+    #[serde(skip)]
+    pub headers: Vec<(&'static str, String)>,
 }
 
 impl Problem {
@@ -33,7 +36,10 @@ impl Problem {
     pub fn new(status: StatusCode, kind: &str, detail: impl Into<String>) -> Problem {
         Problem {
             type_uri: format!("/_weir/problems/{kind}"),
-            title: page(kind).map(|p| p.title).unwrap_or("Weir error").to_string(),
+            title: page(kind)
+                .map(|p| p.title)
+                .unwrap_or("Weir error")
+                .to_string(),
             status: status.as_u16(),
             detail: detail.into(),
             kind: kind.to_string(),
@@ -41,6 +47,7 @@ impl Problem {
             retry_after_s: None,
             breaker: None,
             request_id: None,
+            headers: Vec::new(),
         }
     }
 
@@ -74,12 +81,18 @@ impl Problem {
         }
         let json = serde_json::to_vec_pretty(&self).unwrap_or_else(|_| b"{}".to_vec());
         let mut resp = Response::new(full(json));
-        *resp.status_mut() = StatusCode::from_u16(self.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        *resp.status_mut() =
+            StatusCode::from_u16(self.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
         let h = resp.headers_mut();
         h.insert(header::CONTENT_TYPE, HeaderValue::from_static(CONTENT_TYPE));
         h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
         if let Some(s) = self.retry_after_s {
             h.insert(header::RETRY_AFTER, HeaderValue::from(s));
+        }
+        for (name, value) in &self.headers {
+            if let Ok(v) = HeaderValue::from_str(value) {
+                h.insert(*name, v);
+            }
         }
         resp
     }
@@ -142,7 +155,10 @@ mod tests {
         assert_eq!(r.headers()[header::RETRY_AFTER], "2");
         let b = r.into_body().collect().await.unwrap().to_bytes();
         let v: serde_json::Value = serde_json::from_slice(&b).unwrap();
-        assert_eq!(v["type"], "http://127.0.0.1:9347/_weir/problems/breaker_open");
+        assert_eq!(
+            v["type"],
+            "http://127.0.0.1:9347/_weir/problems/breaker_open"
+        );
         assert_eq!(v["kind"], "breaker_open");
         assert_eq!(v["retry_after_s"], 2);
         assert_eq!(v["request_id"], "rid-1");

@@ -25,7 +25,10 @@ pub async fn serve(listener: TcpListener, shared: Arc<Shared>, shutdown: impl Fu
         .header_read_timeout(limits.header_read_timeout)
         // Room for our own, friendlier 431 check; beyond this hyper refuses by itself.
         .max_buf_size((limits.max_header_bytes * 2).max(16 * 1024));
-    builder.http2().timer(TokioTimer::new()).max_header_list_size((limits.max_header_bytes * 2) as u32);
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .max_header_list_size((limits.max_header_bytes * 2) as u32);
     let graceful = GracefulShutdown::new();
     let connections = Arc::new(Semaphore::new(limits.max_connections));
     tokio::pin!(shutdown);
@@ -50,7 +53,9 @@ pub async fn serve(listener: TcpListener, shared: Arc<Shared>, shutdown: impl Fu
         let _ = stream.set_nodelay(true);
         let sh = shared.clone();
         let svc = service_fn(move |req| crate::proxy::handle(sh.clone(), req));
-        let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), svc).into_owned();
+        let conn = builder
+            .serve_connection_with_upgrades(TokioIo::new(stream), svc)
+            .into_owned();
         let conn = graceful.watch(conn);
         tokio::spawn(async move {
             if let Err(e) = conn.await {
@@ -60,7 +65,10 @@ pub async fn serve(listener: TcpListener, shared: Arc<Shared>, shutdown: impl Fu
         });
     }
     drop(listener);
-    tracing::info!("draining in-flight requests (at most {:?})", limits.drain_timeout);
+    tracing::info!(
+        "draining in-flight requests (at most {:?})",
+        limits.drain_timeout
+    );
     tokio::select! {
         _ = graceful.shutdown() => tracing::info!("all connections closed"),
         _ = tokio::time::sleep(limits.drain_timeout) => tracing::warn!("drain timeout reached; closing remaining connections"),
@@ -72,7 +80,10 @@ async fn refuse(mut stream: TcpStream, shared: Arc<Shared>) {
     let p = Problem::new(
         StatusCode::SERVICE_UNAVAILABLE,
         "too_many_connections",
-        format!("Weir already has {} client connections open (limits.max_connections)", shared.settings.limits.max_connections),
+        format!(
+            "Weir already has {} client connections open (limits.max_connections)",
+            shared.settings.limits.max_connections
+        ),
     )
     .with_base(&shared.base_url);
     let body = serde_json::to_string(&p).unwrap_or_default();

@@ -87,7 +87,10 @@ impl UpstreamCounters {
     }
 
     pub fn errors_by_kind(&self) -> BTreeMap<String, u64> {
-        self.errors_by_kind.lock().map(|m| m.clone()).unwrap_or_default()
+        self.errors_by_kind
+            .lock()
+            .map(|m| m.clone())
+            .unwrap_or_default()
     }
 }
 

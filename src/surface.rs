@@ -12,7 +12,12 @@ pub enum Surface {
 }
 
 impl Surface {
-    pub const ALL: [Surface; 4] = [Surface::Vscode, Surface::GhCli, Surface::Browser, Surface::Other];
+    pub const ALL: [Surface; 4] = [
+        Surface::Vscode,
+        Surface::GhCli,
+        Surface::Browser,
+        Surface::Other,
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -27,9 +32,17 @@ impl Surface {
         let Some(ua) = ua else { return Surface::Other };
         let l = ua.to_ascii_lowercase();
         // VS Code's Copilot extensions send e.g. "GitHubCopilotChat/0.22.4" or "vscode/1.95".
-        if l.contains("vscode") || l.contains("githubcopilotchat") || l.contains("copilot-vscode") || l.contains("visual studio code") {
+        if l.contains("vscode")
+            || l.contains("githubcopilotchat")
+            || l.contains("copilot-vscode")
+            || l.contains("visual studio code")
+        {
             Surface::Vscode
-        } else if l.starts_with("gh/") || l.starts_with("gh ") || l.contains("github cli") || l.starts_with("go-gh") {
+        } else if l.starts_with("gh/")
+            || l.starts_with("gh ")
+            || l.contains("github cli")
+            || l.starts_with("go-gh")
+        {
             Surface::GhCli
         } else if l.starts_with("mozilla/") {
             Surface::Browser
@@ -49,10 +62,22 @@ mod tests {
 
     #[test]
     fn known_agents() {
-        assert_eq!(Surface::from_user_agent(Some("GitHubCopilotChat/0.22.4")), Surface::Vscode);
-        assert_eq!(Surface::from_user_agent(Some("gh/2.63.0 (linux)")), Surface::GhCli);
-        assert_eq!(Surface::from_user_agent(Some("Mozilla/5.0 (X11; Linux x86_64) Chrome/130")), Surface::Browser);
-        assert_eq!(Surface::from_user_agent(Some("curl/7.88.1")), Surface::Other);
+        assert_eq!(
+            Surface::from_user_agent(Some("GitHubCopilotChat/0.22.4")),
+            Surface::Vscode
+        );
+        assert_eq!(
+            Surface::from_user_agent(Some("gh/2.63.0 (linux)")),
+            Surface::GhCli
+        );
+        assert_eq!(
+            Surface::from_user_agent(Some("Mozilla/5.0 (X11; Linux x86_64) Chrome/130")),
+            Surface::Browser
+        );
+        assert_eq!(
+            Surface::from_user_agent(Some("curl/7.88.1")),
+            Surface::Other
+        );
         assert_eq!(Surface::from_user_agent(None), Surface::Other);
     }
 }

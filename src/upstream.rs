@@ -66,7 +66,10 @@ pub struct Timeouts {
 
 impl Default for Timeouts {
     fn default() -> Self {
-        Timeouts { headers: Duration::from_secs(30), body: Duration::from_secs(60) }
+        Timeouts {
+            headers: Duration::from_secs(30),
+            body: Duration::from_secs(60),
+        }
     }
 }
 
@@ -84,12 +87,16 @@ impl UpstreamClient {
         }
         let (added, _ignored) = roots.add_parsable_certificates(native.certs);
         if added == 0 {
-            tracing::warn!("no platform root certificates found: HTTPS upstreams will fail to verify");
+            tracing::warn!(
+                "no platform root certificates found: HTTPS upstreams will fail to verify"
+            );
         }
-        let tls = rustls::ClientConfig::builder_with_provider(rustls::crypto::ring::default_provider().into())
-            .with_safe_default_protocol_versions()
-            .map(|b| b.with_root_certificates(roots).with_no_client_auth())
-            .unwrap_or_else(|e| unreachable!("ring supports the default protocol versions: {e}"));
+        let tls = rustls::ClientConfig::builder_with_provider(
+            rustls::crypto::ring::default_provider().into(),
+        )
+        .with_safe_default_protocol_versions()
+        .map(|b| b.with_root_certificates(roots).with_no_client_auth())
+        .unwrap_or_else(|e| unreachable!("ring supports the default protocol versions: {e}"));
         let mut http = HttpConnector::new();
         http.enforce_http(false);
         http.set_connect_timeout(Some(Duration::from_secs(10)));
@@ -107,28 +114,50 @@ impl UpstreamClient {
     }
 
     /// Sends `req` and returns the response with its body still streaming.
-    pub async fn send(&self, req: Request<Body>, t: Timeouts) -> Result<Response<hyper::body::Incoming>, FetchError> {
+    pub async fn send(
+        &self,
+        req: Request<Body>,
+        t: Timeouts,
+    ) -> Result<Response<hyper::body::Incoming>, FetchError> {
         let target = target_of(&req);
         match tokio::time::timeout(t.headers, self.client.request(req)).await {
-            Err(_) => Err(FetchError::Timeout { target, phase: TimeoutPhase::Headers, after: t.headers }),
+            Err(_) => Err(FetchError::Timeout {
+                target,
+                phase: TimeoutPhase::Headers,
+                after: t.headers,
+            }),
             Ok(Err(e)) => Err(classify_client_error(target, &e)),
             Ok(Ok(resp)) => Ok(resp),
         }
     }
 
     /// Sends `req` and reads the whole body (at most `limit` bytes).
-    pub async fn fetch(&self, req: Request<Body>, t: Timeouts, limit: usize) -> Result<Response<Bytes>, FetchError> {
+    pub async fn fetch(
+        &self,
+        req: Request<Body>,
+        t: Timeouts,
+        limit: usize,
+    ) -> Result<Response<Bytes>, FetchError> {
         let target = target_of(&req);
         let resp = self.send(req, t).await?;
         let (parts, body) = resp.into_parts();
         let collected = tokio::time::timeout(t.body, Limited::new(body, limit).collect()).await;
         match collected {
-            Err(_) => Err(FetchError::Timeout { target, phase: TimeoutPhase::Body, after: t.body }),
+            Err(_) => Err(FetchError::Timeout {
+                target,
+                phase: TimeoutPhase::Body,
+                after: t.body,
+            }),
             Ok(Err(e)) => {
-                if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() {
+                if e.downcast_ref::<http_body_util::LengthLimitError>()
+                    .is_some()
+                {
                     Err(FetchError::TooLarge { target, limit })
                 } else {
-                    Err(FetchError::Protocol { target, message: error_chain(e.as_ref()) })
+                    Err(FetchError::Protocol {
+                        target,
+                        message: error_chain(e.as_ref()),
+                    })
                 }
             }
             Ok(Ok(c)) => Ok(Response::from_parts(parts, c.to_bytes())),
@@ -143,14 +172,21 @@ impl Default for UpstreamClient {
 }
 
 fn target_of<B>(req: &Request<B>) -> String {
-    req.uri().authority().map(|a| a.to_string()).unwrap_or_default()
+    req.uri()
+        .authority()
+        .map(|a| a.to_string())
+        .unwrap_or_default()
 }
 
 fn classify_client_error(target: String, e: &hyper_util::client::legacy::Error) -> FetchError {
     let message = error_chain(e);
     if e.is_connect() {
         if message.contains("timed out") || message.contains("timeout") {
-            return FetchError::Timeout { target, phase: TimeoutPhase::Connect, after: Duration::from_secs(10) };
+            return FetchError::Timeout {
+                target,
+                phase: TimeoutPhase::Connect,
+                after: Duration::from_secs(10),
+            };
         }
         FetchError::Connect { target, message }
     } else {

@@ -47,7 +47,11 @@ type Connecting = Pin<Box<dyn Future<Output = Result<TokioIo<TcpStream>, BoxErro
 impl RoutingConnector {
     /// Straight TCP to every destination, no overrides.
     pub fn direct(http: HttpConnector) -> RoutingConnector {
-        RoutingConnector { http, routes: Arc::new(Vec::new()), proxy: None }
+        RoutingConnector {
+            http,
+            routes: Arc::new(Vec::new()),
+            proxy: None,
+        }
     }
 
     /// The overrides of `settings`: every upstream's `connect_to`, and `upstream_proxy`.
@@ -57,12 +61,28 @@ impl RoutingConnector {
             .iter()
             .filter_map(|u| {
                 let to = u.net.connect_to.clone()?;
-                let scheme = if u.origin.scheme.as_str() == "https" { "https" } else { "http" };
-                Some(Route { scheme, host: u.origin.host.clone(), port: u.origin.port, to })
+                let scheme = if u.origin.scheme.as_str() == "https" {
+                    "https"
+                } else {
+                    "http"
+                };
+                Some(Route {
+                    scheme,
+                    host: u.origin.host.clone(),
+                    port: u.origin.port,
+                    to,
+                })
             })
             .collect();
-        let proxy = settings.upstream_proxy.as_ref().and_then(|p| p.uri().parse::<Uri>().ok());
-        RoutingConnector { http, routes: Arc::new(routes), proxy }
+        let proxy = settings
+            .upstream_proxy
+            .as_ref()
+            .and_then(|p| p.uri().parse::<Uri>().ok());
+        RoutingConnector {
+            http,
+            routes: Arc::new(routes),
+            proxy,
+        }
     }
 
     /// TCP to `host:port` for a client's blind CONNECT tunnel: to a managed upstream's
@@ -85,7 +105,11 @@ impl RoutingConnector {
     fn route(&self, scheme: &str, host: &str, port: u16) -> Option<&HostPort> {
         self.routes
             .iter()
-            .find(|r| r.scheme.eq_ignore_ascii_case(scheme) && r.host.eq_ignore_ascii_case(host) && r.port == port)
+            .find(|r| {
+                r.scheme.eq_ignore_ascii_case(scheme)
+                    && r.host.eq_ignore_ascii_case(host)
+                    && r.port == port
+            })
             .map(|r| &r.to)
     }
 }
@@ -102,7 +126,11 @@ impl Service<Uri> for RoutingConnector {
     fn call(&mut self, dst: Uri) -> Connecting {
         let scheme = dst.scheme_str().unwrap_or("http").to_ascii_lowercase();
         let default_port = if scheme == "https" { 443 } else { 80 };
-        let host = dst.host().unwrap_or_default().trim_matches(['[', ']']).to_string();
+        let host = dst
+            .host()
+            .unwrap_or_default()
+            .trim_matches(['[', ']'])
+            .to_string();
         let port = dst.port_u16().unwrap_or(default_port);
         let mut http = self.http.clone();
         // A connect_to target is reached directly, even with an upstream proxy: it is a local
@@ -147,20 +175,36 @@ impl ServerCertVerifier for PerHostVerifier {
         now: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
         let special = match server_name {
-            ServerName::DnsName(d) => self.by_host.iter().find(|(h, _)| h.eq_ignore_ascii_case(d.as_ref())).map(|(_, v)| v),
+            ServerName::DnsName(d) => self
+                .by_host
+                .iter()
+                .find(|(h, _)| h.eq_ignore_ascii_case(d.as_ref()))
+                .map(|(_, v)| v),
             _ => None,
         };
         match special.or(self.default.as_ref()) {
             Some(v) => v.verify_server_cert(end_entity, intermediates, server_name, ocsp, now),
-            None => Err(rustls::Error::InvalidCertificate(rustls::CertificateError::UnknownIssuer)),
+            None => Err(rustls::Error::InvalidCertificate(
+                rustls::CertificateError::UnknownIssuer,
+            )),
         }
     }
 
-    fn verify_tls12_signature(&self, message: &[u8], cert: &CertificateDer<'_>, dss: &DigitallySignedStruct) -> Result<HandshakeSignatureValid, rustls::Error> {
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
         rustls::crypto::verify_tls12_signature(message, cert, dss, &self.algorithms)
     }
 
-    fn verify_tls13_signature(&self, message: &[u8], cert: &CertificateDer<'_>, dss: &DigitallySignedStruct) -> Result<HandshakeSignatureValid, rustls::Error> {
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
         rustls::crypto::verify_tls13_signature(message, cert, dss, &self.algorithms)
     }
 
@@ -201,10 +245,18 @@ fn verifier(roots: RootCertStore) -> Option<Arc<WebPkiServerVerifier>> {
 pub fn client_tls(settings: &Settings) -> rustls::ClientConfig {
     let platform = platform_roots();
     let mut by_host: Vec<(String, Arc<WebPkiServerVerifier>)> = Vec::new();
-    for u in settings.upstreams.iter().filter(|u| !u.net.extra_roots.is_empty()) {
+    for u in settings
+        .upstreams
+        .iter()
+        .filter(|u| !u.net.extra_roots.is_empty())
+    {
         let mut roots = platform.clone();
         // Another upstream on the same host may have brought roots too: trust both.
-        for other in settings.upstreams.iter().filter(|o| o.origin.host == u.origin.host) {
+        for other in settings
+            .upstreams
+            .iter()
+            .filter(|o| o.origin.host == u.origin.host)
+        {
             roots.add_parsable_certificates(other.net.extra_roots.iter().cloned());
         }
         if by_host.iter().all(|(h, _)| *h != u.origin.host) {
@@ -221,7 +273,11 @@ pub fn client_tls(settings: &Settings) -> rustls::ClientConfig {
     };
     rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
-        .map(|b| b.dangerous().with_custom_certificate_verifier(Arc::new(verifier)).with_no_client_auth())
+        .map(|b| {
+            b.dangerous()
+                .with_custom_certificate_verifier(Arc::new(verifier))
+                .with_no_client_auth()
+        })
         .unwrap_or_else(|e| unreachable!("ring supports the default protocol versions: {e}"))
 }
 
@@ -245,7 +301,9 @@ impl UpstreamClient {
             .enable_http1()
             .enable_http2()
             .wrap_connector(RoutingConnector::for_settings(http, settings));
-        let client = Client::builder(TokioExecutor::new()).pool_idle_timeout(Duration::from_secs(60)).build(https);
+        let client = Client::builder(TokioExecutor::new())
+            .pool_idle_timeout(Duration::from_secs(60))
+            .build(https);
         UpstreamClient { client }
     }
 }

@@ -8,7 +8,9 @@ fn weir() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_weir"));
     // Keep the user's own config and data out of the test.
     let home = tempfile::tempdir().unwrap().keep();
-    c.env("HOME", &home).env("XDG_CONFIG_HOME", home.join("cfg")).env("XDG_DATA_HOME", home.join("data"));
+    c.env("HOME", &home)
+        .env("XDG_CONFIG_HOME", home.join("cfg"))
+        .env("XDG_DATA_HOME", home.join("data"));
     c
 }
 
@@ -20,12 +22,18 @@ fn bad_config_exits_2_with_file_line_and_key() {
     let out = weir().args(["serve", "--config"]).arg(&f).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains(&format!("{}:4: key `upstream.origin`", f.display())), "{err}");
+    assert!(
+        err.contains(&format!("{}:4: key `upstream.origin`", f.display())),
+        "{err}"
+    );
 
     std::fs::write(&f, "listen = [1,\n").unwrap();
     let out = weir().args(["serve", "--config"]).arg(&f).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("weir.toml:"), "never a panic");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("weir.toml:"),
+        "never a panic"
+    );
 }
 
 #[cfg(unix)]
@@ -41,13 +49,18 @@ fn serve_prints_addresses_and_stops_on_sigterm() {
         .unwrap();
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     let first = lines.next().unwrap().unwrap();
-    assert!(first.starts_with("weir: proxy listening on http://127.0.0.1:"), "{first}");
+    assert!(
+        first.starts_with("weir: proxy listening on http://127.0.0.1:"),
+        "{first}"
+    );
     let second = lines.next().unwrap().unwrap();
     assert!(second.contains("/_weir/#secret="), "{second}");
     let addr = first.rsplit("http://").next().unwrap().to_string();
     let status = std::net::TcpStream::connect(&addr);
     assert!(status.is_ok(), "listening at {addr}");
-    let _ = Command::new("kill").args(["-TERM", &child.id().to_string()]).status();
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
     let code = child.wait().unwrap();
     assert!(code.success(), "{code:?}");
     let rest: Vec<String> = lines.map_while(Result::ok).collect();

@@ -18,7 +18,13 @@ async fn two_hundred_identical_lists_make_one_upstream_request() {
             let (c, u) = (client.clone(), url.clone());
             tokio::spawn(async move {
                 let r = c.get(u).send().await.unwrap();
-                let cs = r.headers().get("cache-status").unwrap().to_str().unwrap().to_string();
+                let cs = r
+                    .headers()
+                    .get("cache-status")
+                    .unwrap()
+                    .to_str()
+                    .unwrap()
+                    .to_string();
                 (r.status().as_u16(), cs, r.bytes().await.unwrap())
             })
         })
@@ -31,8 +37,15 @@ async fn two_hundred_identical_lists_make_one_upstream_request() {
         collapsed += usize::from(cs.contains("collapsed"));
         bodies.push(body);
     }
-    assert_eq!(up.count(LIST), 1, "one upstream request for 200 identical ones");
-    assert!(bodies.iter().all(|b| b == &bodies[0]), "every waiter got the same body");
+    assert_eq!(
+        up.count(LIST),
+        1,
+        "one upstream request for 200 identical ones"
+    );
+    assert!(
+        bodies.iter().all(|b| b == &bodies[0]),
+        "every waiter got the same body"
+    );
     let v: serde_json::Value = serde_json::from_slice(&bodies[0]).unwrap();
     assert_eq!(v["n"], 1);
     // Everyone but the leader joined the flight (or, if late, hit the fresh cache).
@@ -40,7 +53,10 @@ async fn two_hundred_identical_lists_make_one_upstream_request() {
     let list = &s["upstreams"][0]["classes"]["list"];
     assert_eq!(list["client_requests"], 200);
     assert_eq!(list["upstream_requests"], 1);
-    assert_eq!(list["coalesced"].as_u64().unwrap() + list["cache_hits_fresh"].as_u64().unwrap(), 199);
+    assert_eq!(
+        list["coalesced"].as_u64().unwrap() + list["cache_hits_fresh"].as_u64().unwrap(),
+        199
+    );
     assert_eq!(collapsed as u64, list["coalesced"].as_u64().unwrap());
 }
 
@@ -62,7 +78,11 @@ async fn two_identities_are_never_shared() {
     }
     for t in tasks {
         let (who, body) = t.await.unwrap();
-        assert_eq!(body["auth"], format!("token {who}"), "{who} got another identity's answer");
+        assert_eq!(
+            body["auth"],
+            format!("token {who}"),
+            "{who} got another identity's answer"
+        );
     }
     assert_eq!(up.count(LIST), 2);
 }
@@ -80,10 +100,18 @@ async fn a_client_hanging_up_does_not_cancel_or_restart_the_fetch() {
         .build()
         .unwrap();
     for _ in 0..5 {
-        assert!(impatient.get(&url).header("authorization", "token carol").send().await.is_err());
+        assert!(impatient
+            .get(&url)
+            .header("authorization", "token carol")
+            .send()
+            .await
+            .is_err());
     }
     // The one fetch completes and is cached: a patient client gets it without a second request.
-    assert!(eventually(200, || weir.handle.status().cache.entries == 1).await, "the detached fetch finished and was stored");
+    assert!(
+        eventually(200, || weir.handle.status().cache.entries == 1).await,
+        "the detached fetch finished and was stored"
+    );
     let r = weir.client("carol").get(&url).send().await.unwrap();
     assert_eq!(r.headers()["cache-status"], "weir; hit");
     assert_eq!(up.count(LIST), 1);

@@ -19,18 +19,32 @@ async fn status_answers_own_host_and_refuses_a_foreign_one() {
     let weir = Weir::start(&[], "").await;
     let port = weir.handle.local_addr().port();
     for host in [format!("127.0.0.1:{port}"), format!("localhost:{port}")] {
-        let r = raw(&weir, &format!("GET /_weir/api/status HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n")).await;
+        let r = raw(
+            &weir,
+            &format!("GET /_weir/api/status HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"),
+        )
+        .await;
         assert!(r.starts_with("HTTP/1.1 200"), "{host}: {r}");
         assert!(r.contains("\"upstreams\""));
-        assert!(!r.to_ascii_lowercase().contains("access-control-allow"), "no CORS headers ever");
+        assert!(
+            !r.to_ascii_lowercase().contains("access-control-allow"),
+            "no CORS headers ever"
+        );
     }
     // DNS rebinding: the page's own name in Host.
     let r = raw(&weir, &format!("GET /_weir/api/status HTTP/1.1\r\nHost: evil.example:{port}\r\nConnection: close\r\n\r\n")).await;
     assert!(r.starts_with("HTTP/1.1 403"), "{r}");
-    assert!(r.contains("application/problem+json") && r.contains("forbidden_host"), "{r}");
+    assert!(
+        r.contains("application/problem+json") && r.contains("forbidden_host"),
+        "{r}"
+    );
     assert!(!r.contains("\"upstreams\""));
     // Right host, wrong port (another local service's name).
-    let r = raw(&weir, "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1:1\r\nConnection: close\r\n\r\n").await;
+    let r = raw(
+        &weir,
+        "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1:1\r\nConnection: close\r\n\r\n",
+    )
+    .await;
     assert!(r.starts_with("HTTP/1.1 403"), "{r}");
 }
 
@@ -39,9 +53,19 @@ async fn foreign_origin_and_missing_secret_are_refused() {
     let weir = Weir::start(&[], "").await;
     let base = weir.proxy_url();
     let c = reqwest::Client::new();
-    let r = c.get(format!("{base}/_weir/api/status")).header("origin", "https://evil.example").send().await.unwrap();
+    let r = c
+        .get(format!("{base}/_weir/api/status"))
+        .header("origin", "https://evil.example")
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 403);
-    let r = c.post(format!("{base}/_weir/api/pause")).body(r#"{"paused":true}"#).send().await.unwrap();
+    let r = c
+        .post(format!("{base}/_weir/api/pause"))
+        .body(r#"{"paused":true}"#)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 401);
     assert_eq!(r.headers()["content-type"], "application/problem+json");
     assert!(!weir.handle.is_paused());
@@ -60,11 +84,25 @@ async fn foreign_origin_and_missing_secret_are_refused() {
 async fn metrics_and_problem_pages_are_served() {
     let up = Upstream::start().await;
     let weir = Weir::start(&[&up.origin()], "").await;
-    weir.client("a").get(format!("{}/agents/sessions", up.origin())).send().await.unwrap();
-    let m = reqwest::get(format!("{}/metrics", weir.proxy_url())).await.unwrap().text().await.unwrap();
-    assert!(m.contains("weir_client_requests_total{upstream=\"up0\",class=\"list\"} 1"), "{m}");
+    weir.client("a")
+        .get(format!("{}/agents/sessions", up.origin()))
+        .send()
+        .await
+        .unwrap();
+    let m = reqwest::get(format!("{}/metrics", weir.proxy_url()))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        m.contains("weir_client_requests_total{upstream=\"up0\",class=\"list\"} 1"),
+        "{m}"
+    );
     assert!(m.contains("weir_upstream_requests_total{upstream=\"up0\",class=\"list\"} 1"));
-    let page = reqwest::get(format!("{}/_weir/problems/breaker_open", weir.proxy_url())).await.unwrap();
+    let page = reqwest::get(format!("{}/_weir/problems/breaker_open", weir.proxy_url()))
+        .await
+        .unwrap();
     assert_eq!(page.status(), 200);
     assert!(page.text().await.unwrap().contains("circuit breaker"));
 }
@@ -74,13 +112,22 @@ async fn oversized_headers_get_431_problem_json() {
     let up = Upstream::start().await;
     let weir = Weir::start(&[&up.origin()], "[limits]\nmax_header_bytes = 4096\n").await;
     let big = "x".repeat(6000);
-    let r = weir.client("a").get(format!("{}/agents/sessions", up.origin())).header("x-big", big).send().await.unwrap();
+    let r = weir
+        .client("a")
+        .get(format!("{}/agents/sessions", up.origin()))
+        .header("x-big", big)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 431);
     assert_eq!(r.headers()["content-type"], "application/problem+json");
     let p: serde_json::Value = r.json().await.unwrap();
     assert_eq!(p["kind"], "header_too_large");
     assert_eq!(p["status"], 431);
-    assert!(p["type"].as_str().unwrap().ends_with("/_weir/problems/header_too_large"));
+    assert!(p["type"]
+        .as_str()
+        .unwrap()
+        .ends_with("/_weir/problems/header_too_large"));
     assert!(p["request_id"].is_string());
     assert_eq!(up.total(), 0, "nothing reached the upstream");
 }
@@ -89,9 +136,21 @@ async fn oversized_headers_get_431_problem_json() {
 async fn surfaces_are_counted_from_user_agent() {
     let up = Upstream::start().await;
     let weir = Weir::start(&[&up.origin()], "").await;
-    let c = reqwest::Client::builder().proxy(reqwest::Proxy::all(weir.proxy_url()).unwrap()).build().unwrap();
-    for ua in ["GitHubCopilotChat/0.22", "gh/2.63.0", "Mozilla/5.0 Chrome", "curl/8"] {
-        c.get(format!("{}/agents/sessions", up.origin())).header("user-agent", ua).send().await.unwrap();
+    let c = reqwest::Client::builder()
+        .proxy(reqwest::Proxy::all(weir.proxy_url()).unwrap())
+        .build()
+        .unwrap();
+    for ua in [
+        "GitHubCopilotChat/0.22",
+        "gh/2.63.0",
+        "Mozilla/5.0 Chrome",
+        "curl/8",
+    ] {
+        c.get(format!("{}/agents/sessions", up.origin()))
+            .header("user-agent", ua)
+            .send()
+            .await
+            .unwrap();
     }
     let s = weir.status().await;
     for k in ["vscode", "gh_cli", "browser", "other"] {

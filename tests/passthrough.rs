@@ -14,9 +14,16 @@ async fn unmanaged_http_is_passed_through_without_cache() {
     let weir = Weir::start(&[&managed.origin()], "").await;
     let c = weir.client("alice");
     for _ in 0..2 {
-        let r = c.get(format!("{}/agents/sessions", other.origin())).send().await.unwrap();
+        let r = c
+            .get(format!("{}/agents/sessions", other.origin()))
+            .send()
+            .await
+            .unwrap();
         assert_eq!(r.status(), 200);
-        assert!(!r.headers().contains_key("cache-status"), "unmanaged hosts get no policy");
+        assert!(
+            !r.headers().contains_key("cache-status"),
+            "unmanaged hosts get no policy"
+        );
     }
     assert_eq!(other.count("/agents/sessions"), 2);
     assert_eq!(managed.total(), 0);
@@ -64,10 +71,16 @@ async fn connect_is_a_blind_byte_tunnel() {
     });
     let weir = Weir::start(&[], "").await;
     let mut s = TcpStream::connect(weir.handle.local_addr()).await.unwrap();
-    s.write_all(format!("CONNECT {echo_addr} HTTP/1.1\r\nHost: {echo_addr}\r\n\r\n").as_bytes()).await.unwrap();
+    s.write_all(format!("CONNECT {echo_addr} HTTP/1.1\r\nHost: {echo_addr}\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
     let mut buf = vec![0; 1024];
     let n = s.read(&mut buf).await.unwrap();
-    assert!(String::from_utf8_lossy(&buf[..n]).starts_with("HTTP/1.1 200"), "{}", String::from_utf8_lossy(&buf[..n]));
+    assert!(
+        String::from_utf8_lossy(&buf[..n]).starts_with("HTTP/1.1 200"),
+        "{}",
+        String::from_utf8_lossy(&buf[..n])
+    );
     let payload: Vec<u8> = (0..=255u8).cycle().take(600).collect();
     s.write_all(&payload).await.unwrap();
     let mut got = vec![0; payload.len()];
@@ -78,15 +91,24 @@ async fn connect_is_a_blind_byte_tunnel() {
 
 #[tokio::test]
 async fn connect_to_a_dead_port_is_a_502_problem() {
-    let dead = TcpListener::bind("127.0.0.1:0").await.unwrap().local_addr().unwrap();
+    let dead = TcpListener::bind("127.0.0.1:0")
+        .await
+        .unwrap()
+        .local_addr()
+        .unwrap();
     let weir = Weir::start(&[], "").await;
     let mut s = TcpStream::connect(weir.handle.local_addr()).await.unwrap();
-    s.write_all(format!("CONNECT {dead} HTTP/1.1\r\nHost: {dead}\r\n\r\n").as_bytes()).await.unwrap();
+    s.write_all(format!("CONNECT {dead} HTTP/1.1\r\nHost: {dead}\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
     let mut buf = vec![0; 4096];
     let n = s.read(&mut buf).await.unwrap();
     let text = String::from_utf8_lossy(&buf[..n]);
     assert!(text.starts_with("HTTP/1.1 502"), "{text}");
-    assert!(text.contains("application/problem+json") && text.contains("\"kind\": \"connection\""), "{text}");
+    assert!(
+        text.contains("application/problem+json") && text.contains("\"kind\": \"connection\""),
+        "{text}"
+    );
 }
 
 #[tokio::test]
@@ -106,10 +128,19 @@ async fn stream_class_is_streamed_not_buffered() {
     });
     let origin = format!("http://{addr}");
     let weir = Weir::start(&[&origin], "").await;
-    let mut r = weir.client("a").get(format!("{origin}/agents/sessions/s1/logs")).send().await.unwrap();
+    let mut r = weir
+        .client("a")
+        .get(format!("{origin}/agents/sessions/s1/logs"))
+        .send()
+        .await
+        .unwrap();
     assert!(!r.headers().contains_key("cache-status"));
     // The first chunk arrives while the upstream is still holding the second back.
-    let first = tokio::time::timeout(Duration::from_secs(10), r.chunk()).await.unwrap().unwrap().unwrap();
+    let first = tokio::time::timeout(Duration::from_secs(10), r.chunk())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
     assert_eq!(&first[..], b"data: one\n");
     release_tx.send(()).unwrap();
     let second = r.chunk().await.unwrap().unwrap();

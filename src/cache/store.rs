@@ -17,9 +17,17 @@ pub struct Cache {
 struct Expire;
 
 impl moka::Expiry<CacheKey, Arc<Stored>> for Expire {
-    fn expire_after_create(&self, _k: &CacheKey, v: &Arc<Stored>, _now: std::time::Instant) -> Option<Duration> {
+    fn expire_after_create(
+        &self,
+        _k: &CacheKey,
+        v: &Arc<Stored>,
+        _now: std::time::Instant,
+    ) -> Option<Duration> {
         let now = Instant::now();
-        let last = v.stale_if_error_until.max(v.revalidate_until).max(v.fresh_until);
+        let last = v
+            .stale_if_error_until
+            .max(v.revalidate_until)
+            .max(v.fresh_until);
         Some(last.saturating_duration_since(now) + Duration::from_secs(1))
     }
 }

@@ -50,7 +50,12 @@ fn show(cx: &Context) -> ExitCode {
     let path = cx.store.cert_path();
     let pem = match cx.store.read_cert() {
         Ok(Some(p)) => p,
-        Ok(None) => return fail(format!("there is no local CA yet ({} does not exist); `weir serve` creates it on first run", path.display())),
+        Ok(None) => {
+            return fail(format!(
+            "there is no local CA yet ({} does not exist); `weir serve` creates it on first run",
+            path.display()
+        ))
+        }
         Err(e) => return fail(e),
     };
     let info = match CertInfo::from_pem(&pem) {
@@ -73,7 +78,11 @@ fn rotate(cx: &Context) -> ExitCode {
         Ok(ca) => ca,
         Err(e) => return fail(format!("{e}\nfix: {}", e.fix())),
     };
-    println!("weir: new local CA {} (sha256 {})", cx.store.cert_path().display(), ca.fingerprint_sha256());
+    println!(
+        "weir: new local CA {} (sha256 {})",
+        cx.store.cert_path().display(),
+        ca.fingerprint_sha256()
+    );
     println!("weir: the old private key was deleted from the OS keychain; restart `weir serve` to use the new CA");
     let os = Os::current();
     if had_old {
@@ -99,7 +108,10 @@ fn install(cx: &Context, apply: bool) -> ExitCode {
     }
     let steps = install_steps(Os::current(), &cx.store.cert_path());
     if !apply {
-        println!("# Run these to trust Weir's CA ({}); or run `weir ca install --apply`.", cx.store.cert_path().display());
+        println!(
+            "# Run these to trust Weir's CA ({}); or run `weir ca install --apply`.",
+            cx.store.cert_path().display()
+        );
         print_steps(&steps);
         return ExitCode::SUCCESS;
     }
@@ -110,13 +122,23 @@ fn install(cx: &Context, apply: bool) -> ExitCode {
             continue;
         }
         let cmd = with_admin(step);
-        println!("+ {}", cmd.iter().map(|a| sh_quote(a)).collect::<Vec<_>>().join(" "));
+        println!(
+            "+ {}",
+            cmd.iter()
+                .map(|a| sh_quote(a))
+                .collect::<Vec<_>>()
+                .join(" ")
+        );
         let status = Command::new(&cmd[0]).args(&cmd[1..]).status();
         match status {
             Ok(s) if s.success() => println!("✓ {}", step.description),
             Ok(s) => {
                 failed |= !step.optional;
-                println!("✗ {} (exit {})", step.description, s.code().map_or("signal".into(), |c| c.to_string()));
+                println!(
+                    "✗ {} (exit {})",
+                    step.description,
+                    s.code().map_or("signal".into(), |c| c.to_string())
+                );
             }
             Err(e) => {
                 failed |= !step.optional;
@@ -134,18 +156,26 @@ fn install(cx: &Context, apply: bool) -> ExitCode {
 /// An NSS step is worth running when `certutil` exists and the database it names does.
 fn is_present_nss_step(step: &InstallStep) -> bool {
     let db = step.command.iter().skip_while(|a| *a != "-d").nth(1);
-    let Some(dir) = db.and_then(|d| d.strip_prefix("sql:")) else { return false };
-    step.command.first().is_some_and(|c| c == "certutil") && which("certutil") && std::path::Path::new(dir).join("cert9.db").is_file()
+    let Some(dir) = db.and_then(|d| d.strip_prefix("sql:")) else {
+        return false;
+    };
+    step.command.first().is_some_and(|c| c == "certutil")
+        && which("certutil")
+        && std::path::Path::new(dir).join("cert9.db").is_file()
 }
 
 fn which(program: &str) -> bool {
-    std::env::var_os("PATH").is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(program).is_file()))
+    std::env::var_os("PATH")
+        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(program).is_file()))
 }
 
 fn is_root() -> bool {
     #[cfg(unix)]
     {
-        Command::new("id").arg("-u").output().is_ok_and(|o| o.stdout.trim_ascii() == b"0")
+        Command::new("id")
+            .arg("-u")
+            .output()
+            .is_ok_and(|o| o.stdout.trim_ascii() == b"0")
     }
     #[cfg(not(unix))]
     {
@@ -156,7 +186,9 @@ fn is_root() -> bool {
 /// The step's command, behind `sudo` when it needs administrator rights and we are not root.
 fn with_admin(step: &InstallStep) -> Vec<String> {
     if step.needs_admin && cfg!(unix) && !is_root() {
-        std::iter::once("sudo".to_string()).chain(step.command.iter().cloned()).collect()
+        std::iter::once("sudo".to_string())
+            .chain(step.command.iter().cloned())
+            .collect()
     } else {
         step.command.clone()
     }
@@ -171,6 +203,13 @@ pub fn print_steps(steps: &[InstallStep]) {
             (false, false) => "",
         };
         println!("# {}{note}", s.description);
-        println!("{}", with_admin(s).iter().map(|a| sh_quote(a)).collect::<Vec<_>>().join(" "));
+        println!(
+            "{}",
+            with_admin(s)
+                .iter()
+                .map(|a| sh_quote(a))
+                .collect::<Vec<_>>()
+                .join(" ")
+        );
     }
 }

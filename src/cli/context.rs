@@ -26,31 +26,48 @@ pub struct Context {
 
 /// The keychain service name: `weir`, or `WEIR_KEYCHAIN_SERVICE` (tests, a second install).
 pub fn keychain_service() -> String {
-    std::env::var("WEIR_KEYCHAIN_SERVICE").ok().filter(|s| !s.trim().is_empty()).unwrap_or_else(|| DEFAULT_SERVICE.to_string())
+    std::env::var("WEIR_KEYCHAIN_SERVICE")
+        .ok()
+        .filter(|s| !s.trim().is_empty())
+        .unwrap_or_else(|| DEFAULT_SERVICE.to_string())
 }
 
 impl Context {
     /// Loads the config like `weir serve` does; a bad file is printed and becomes exit code 2.
     pub fn load(args: &CommonArgs) -> Result<Context, ExitCode> {
-        let serve_args = ServeArgs { config: args.config.clone(), listen: None, data_dir: args.data_dir.clone() };
+        let serve_args = ServeArgs {
+            config: args.config.clone(),
+            listen: None,
+            data_dir: args.data_dir.clone(),
+        };
         let settings = super::serve::load_settings(&serve_args).map_err(|e| {
             eprintln!("weir: {e}");
             ExitCode::from(EXIT_CONFIG)
         })?;
-        let data_dir = args.data_dir.clone().or_else(|| settings.data_dir.clone()).unwrap_or_else(weir::paths::default_data_dir);
+        let data_dir = args
+            .data_dir
+            .clone()
+            .or_else(|| settings.data_dir.clone())
+            .unwrap_or_else(weir::paths::default_data_dir);
         let store = CaStore::new(&data_dir, &keychain_service());
         Ok(Context { settings, store })
     }
 
     /// `http://127.0.0.1:PORT`, where clients reach Weir.
     pub fn proxy_url(&self) -> String {
-        format!("http://{}", weir::control::host_for(self.settings.listen.ip(), self.settings.listen.port()))
+        format!(
+            "http://{}",
+            weir::control::host_for(self.settings.listen.ip(), self.settings.listen.port())
+        )
     }
 }
 
 /// `'text'` for POSIX shells: safe for any path.
 pub fn sh_quote(s: &str) -> String {
-    if !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || "/._-:=,@+".contains(c)) {
+    if !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "/._-:=,@+".contains(c))
+    {
         return s.to_string();
     }
     format!("'{}'", s.replace('\'', "'\\''"))

@@ -39,7 +39,9 @@ pub fn variables(cx: &Context) -> (Vec<(&'static str, String)>, Vec<String>) {
     ];
     let mut notes = Vec::new();
     if !cx.settings.intercept {
-        notes.push("TLS interception is off (intercept = false): no CA variables needed".to_string());
+        notes.push(
+            "TLS interception is off (intercept = false): no CA variables needed".to_string(),
+        );
         return (vars, notes);
     }
     let ca_pem = match cx.store.read_cert() {
@@ -47,7 +49,10 @@ pub fn variables(cx: &Context) -> (Vec<(&'static str, String)>, Vec<String>) {
         _ => match cx.store.load_or_create(&cx.settings.intercept_hosts()) {
             Ok(out) => Some(out.ca.cert_pem().to_string()),
             Err(e) => {
-                notes.push(format!("no local CA, so no CA variables: {e} (fix: {})", e.fix()));
+                notes.push(format!(
+                    "no local CA, so no CA variables: {e} (fix: {})",
+                    e.fix()
+                ));
                 None
             }
         },
@@ -64,7 +69,10 @@ pub fn variables(cx: &Context) -> (Vec<(&'static str, String)>, Vec<String>) {
                 vars.push(("REQUESTS_CA_BUNDLE", b.clone()));
                 vars.push(("CURL_CA_BUNDLE", b));
             }
-            Err(e) => notes.push(format!("cannot write the CA bundle {}: {e}", bundle.display())),
+            Err(e) => notes.push(format!(
+                "cannot write the CA bundle {}: {e}",
+                bundle.display()
+            )),
         }
     }
     (vars, notes)
@@ -103,9 +111,21 @@ mod tests {
 
     #[test]
     fn renders_each_shell() {
-        let vars = vec![("HTTPS_PROXY", "http://127.0.0.1:9347".to_string()), ("SSL_CERT_FILE", "/a b/it's.pem".to_string())];
-        assert_eq!(render(Shell::Bash, &vars), "export HTTPS_PROXY=http://127.0.0.1:9347\nexport SSL_CERT_FILE='/a b/it'\\''s.pem'\n");
-        assert_eq!(render(Shell::Fish, &vars).lines().next(), Some("set -gx HTTPS_PROXY http://127.0.0.1:9347"));
-        assert_eq!(render(Shell::Powershell, &vars).lines().nth(1), Some("$env:SSL_CERT_FILE = '/a b/it''s.pem'"));
+        let vars = vec![
+            ("HTTPS_PROXY", "http://127.0.0.1:9347".to_string()),
+            ("SSL_CERT_FILE", "/a b/it's.pem".to_string()),
+        ];
+        assert_eq!(
+            render(Shell::Bash, &vars),
+            "export HTTPS_PROXY=http://127.0.0.1:9347\nexport SSL_CERT_FILE='/a b/it'\\''s.pem'\n"
+        );
+        assert_eq!(
+            render(Shell::Fish, &vars).lines().next(),
+            Some("set -gx HTTPS_PROXY http://127.0.0.1:9347")
+        );
+        assert_eq!(
+            render(Shell::Powershell, &vars).lines().nth(1),
+            Some("$env:SSL_CERT_FILE = '/a b/it''s.pem'")
+        );
     }
 }

@@ -4,6 +4,7 @@ mod ca;
 mod context;
 mod doctor;
 mod env;
+mod queue;
 mod serve;
 mod serve_tls;
 mod setup;
@@ -13,7 +14,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[derive(Parser)]
-#[command(name = "weir", version, about = "A localhost proxy that keeps Copilot cloud-agent storms away from GitHub")]
+#[command(
+    name = "weir",
+    version,
+    about = "A localhost proxy that keeps Copilot cloud-agent storms away from GitHub"
+)]
 pub struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -23,6 +28,13 @@ pub struct Cli {
 enum Command {
     /// Run the proxy in the foreground (headless).
     Serve(ServeArgs),
+    /// Inspect and manage queued creates of the running instance.
+    Queue {
+        #[command(subcommand)]
+        cmd: queue::QueueCmd,
+        #[command(flatten)]
+        args: ServeArgs,
+    },
     /// The local CA used for HTTPS to managed hosts: path, show, rotate, install.
     Ca(ca::CaArgs),
     /// Print the environment that points tools at Weir and trusts its CA.
@@ -52,11 +64,15 @@ pub const EXIT_CONFIG: u8 = 2;
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("WEIR_LOG").unwrap_or_else(|_| "weir=info".into()))
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("WEIR_LOG")
+                .unwrap_or_else(|_| "weir=info".into()),
+        )
         .with_writer(std::io::stderr)
         .init();
     match cli.command {
         Command::Serve(args) => serve::run(args),
+        Command::Queue { cmd, args } => queue::run(cmd, args),
         Command::Ca(args) => ca::run(args),
         Command::Env(args) => env::run(args),
         Command::Setup(args) => setup::run(args),

@@ -49,7 +49,10 @@ pub enum SetupError {
 pub fn vscode_settings(proxy: &str) -> Vec<(&'static str, CstInputValue)> {
     vec![
         ("http.proxy", CstInputValue::String(proxy.to_string())),
-        ("http.proxySupport", CstInputValue::String("override".to_string())),
+        (
+            "http.proxySupport",
+            CstInputValue::String("override".to_string()),
+        ),
         ("http.proxyStrictSSL", CstInputValue::Bool(true)),
     ]
 }
@@ -57,8 +60,16 @@ pub fn vscode_settings(proxy: &str) -> Vec<(&'static str, CstInputValue)> {
 /// `text` with the keys set (replaced where present, appended otherwise), comments kept.
 pub fn merge(text: &str, path: &str, proxy: &str) -> Result<String, SetupError> {
     let text = if text.trim().is_empty() { "{}\n" } else { text };
-    let root = CstRootNode::parse(text, &ParseOptions::default()).map_err(|e| SetupError::Parse { path: path.to_string(), message: e.to_string() })?;
-    let obj = root.object_value_or_create().ok_or_else(|| SetupError::NotAnObject { path: path.to_string() })?;
+    let root =
+        CstRootNode::parse(text, &ParseOptions::default()).map_err(|e| SetupError::Parse {
+            path: path.to_string(),
+            message: e.to_string(),
+        })?;
+    let obj = root
+        .object_value_or_create()
+        .ok_or_else(|| SetupError::NotAnObject {
+            path: path.to_string(),
+        })?;
     for (key, value) in vscode_settings(proxy) {
         match obj.get(key) {
             Some(prop) => prop.set_value(value),
@@ -78,14 +89,20 @@ fn default_settings_path() -> Option<PathBuf> {
     } else if cfg!(windows) {
         std::env::var_os("APPDATA").map(|a| PathBuf::from(a).join("Code\\User\\settings.json"))
     } else {
-        let config = std::env::var_os("XDG_CONFIG_HOME").map(PathBuf::from).or_else(|| home.map(|h| h.join(".config")));
+        let config = std::env::var_os("XDG_CONFIG_HOME")
+            .map(PathBuf::from)
+            .or_else(|| home.map(|h| h.join(".config")));
         config.map(|c| c.join("Code/User/settings.json"))
     }
 }
 
 /// Backs `path` up to `path.bak` (if it exists) and writes the merged settings.
 pub fn apply(path: &Path, proxy: &str) -> Result<Option<PathBuf>, SetupError> {
-    let io = |action, source| SetupError::Io { action, path: path.to_path_buf(), source };
+    let io = |action, source| SetupError::Io {
+        action,
+        path: path.to_path_buf(),
+        source,
+    };
     let (old, existed) = match std::fs::read_to_string(path) {
         Ok(t) => (t, true),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => (String::new(), false),
@@ -111,13 +128,18 @@ pub fn run(args: SetupArgs) -> ExitCode {
         Ok(c) => c,
         Err(code) => return code,
     };
-    let SetupTarget::Vscode { apply: do_apply, settings } = args.target;
+    let SetupTarget::Vscode {
+        apply: do_apply,
+        settings,
+    } = args.target;
     let proxy = cx.proxy_url();
     if !do_apply {
         let shown = merge("{}", "settings", &proxy).unwrap_or_default();
         println!("// Add to VS Code's user settings.json (or run `weir setup vscode --apply`):");
         print!("{shown}");
-        println!("// VS Code trusts Weir's CA through the system store: run `weir ca install` once.");
+        println!(
+            "// VS Code trusts Weir's CA through the system store: run `weir ca install` once."
+        );
         return ExitCode::SUCCESS;
     }
     let Some(path) = settings.or_else(default_settings_path) else {
@@ -144,8 +166,14 @@ mod tests {
     fn merge_keeps_comments_and_replaces_keys() {
         let text = "{\n  // my font\n  \"editor.fontSize\": 14,\n  \"http.proxy\": \"http://old:1\", /* old */\n}\n";
         let out = merge(text, "s.json", "http://127.0.0.1:9347").unwrap();
-        assert!(out.contains("// my font") && out.contains("/* old */"), "{out}");
-        assert!(out.contains("\"http.proxy\": \"http://127.0.0.1:9347\""), "{out}");
+        assert!(
+            out.contains("// my font") && out.contains("/* old */"),
+            "{out}"
+        );
+        assert!(
+            out.contains("\"http.proxy\": \"http://127.0.0.1:9347\""),
+            "{out}"
+        );
         assert!(!out.contains("http://old:1"), "{out}");
         assert!(out.contains("\"http.proxySupport\": \"override\""), "{out}");
         assert!(out.contains("\"http.proxyStrictSSL\": true"), "{out}");
@@ -154,8 +182,16 @@ mod tests {
 
     #[test]
     fn merge_refuses_garbage_and_non_objects() {
-        assert!(matches!(merge("[1, 2]", "s.json", "p"), Err(SetupError::NotAnObject { .. })));
-        assert!(matches!(merge("{ \"a\": ", "s.json", "p"), Err(SetupError::Parse { .. })));
-        assert!(merge("", "s.json", "p").unwrap().contains("\"http.proxy\": \"p\""));
+        assert!(matches!(
+            merge("[1, 2]", "s.json", "p"),
+            Err(SetupError::NotAnObject { .. })
+        ));
+        assert!(matches!(
+            merge("{ \"a\": ", "s.json", "p"),
+            Err(SetupError::Parse { .. })
+        ));
+        assert!(merge("", "s.json", "p")
+            .unwrap()
+            .contains("\"http.proxy\": \"p\""));
     }
 }

@@ -43,7 +43,10 @@ impl RouteClass {
 
     /// Classes whose responses are coalesced and cached.
     pub fn is_cacheable(self) -> bool {
-        matches!(self, RouteClass::List | RouteClass::View | RouteClass::Token)
+        matches!(
+            self,
+            RouteClass::List | RouteClass::View | RouteClass::Token
+        )
     }
 
     fn index(self) -> usize {
@@ -63,6 +66,12 @@ pub struct ClassSettings {
     pub stale_if_error: Duration,
     /// Token class only: a token is refreshed this long before its `refresh_in`/`expires_at`.
     pub token_margin: Duration,
+    /// Timeout of one upstream attempt (until the response headers).
+    pub per_try_timeout: Duration,
+    /// Overall budget for all attempts, retries and backoff included.
+    pub deadline: Duration,
+    /// Slower calls count as slow for the breaker even when they succeed.
+    pub slow_call: Duration,
 }
 
 impl ClassSettings {
@@ -75,11 +84,25 @@ impl ClassSettings {
             RouteClass::Token => (Duration::from_secs(60), Duration::ZERO, Duration::ZERO),
             _ => (Duration::ZERO, Duration::ZERO, Duration::ZERO),
         };
+        let secs = Duration::from_secs;
+        // Agent-session calls normally answer in well under a second; a list that takes 5 s is
+        // a sign of the Oct 29 kind of trouble. Streams are long-lived, so only their headers
+        // are timed.
+        let (per_try, deadline, slow) = match class {
+            RouteClass::List | RouteClass::View => (secs(10), secs(20), secs(5)),
+            RouteClass::Token => (secs(5), secs(10), secs(3)),
+            RouteClass::Create => (secs(30), secs(30), secs(10)),
+            RouteClass::Stream => (secs(30), secs(30), secs(10)),
+            RouteClass::Other => (secs(30), secs(60), secs(10)),
+        };
         ClassSettings {
             fresh_ttl: fresh,
             stale_while_revalidate: swr,
             stale_if_error: sie,
             token_margin: Duration::from_secs(60),
+            per_try_timeout: per_try,
+            deadline,
+            slow_call: slow,
         }
     }
 }
@@ -205,12 +228,27 @@ mod tests {
         let c = |m: Method, p: &str| classify(&r, &m, p);
         assert_eq!(c(Method::GET, "/agents/sessions"), RouteClass::List);
         assert_eq!(c(Method::GET, "/agents/sessions/nwo/o/r"), RouteClass::List);
-        assert_eq!(c(Method::GET, "/agents/sessions/resource/pull/7"), RouteClass::List);
+        assert_eq!(
+            c(Method::GET, "/agents/sessions/resource/pull/7"),
+            RouteClass::List
+        );
         assert_eq!(c(Method::GET, "/agents/sessions/abc"), RouteClass::View);
-        assert_eq!(c(Method::GET, "/agents/sessions/abc/logs"), RouteClass::Stream);
-        assert_eq!(c(Method::GET, "/agents/swe/v1/jobs/o/r/9"), RouteClass::View);
-        assert_eq!(c(Method::POST, "/agents/swe/v1/jobs/o/r"), RouteClass::Create);
-        assert_eq!(c(Method::GET, "/copilot_internal/v2/token"), RouteClass::Token);
+        assert_eq!(
+            c(Method::GET, "/agents/sessions/abc/logs"),
+            RouteClass::Stream
+        );
+        assert_eq!(
+            c(Method::GET, "/agents/swe/v1/jobs/o/r/9"),
+            RouteClass::View
+        );
+        assert_eq!(
+            c(Method::POST, "/agents/swe/v1/jobs/o/r"),
+            RouteClass::Create
+        );
+        assert_eq!(
+            c(Method::GET, "/copilot_internal/v2/token"),
+            RouteClass::Token
+        );
         assert_eq!(c(Method::DELETE, "/agents/sessions/abc"), RouteClass::Other);
         assert_eq!(c(Method::GET, "/agents/sessions/a/b/c"), RouteClass::Other);
     }

@@ -23,6 +23,24 @@ pub struct FileConfig {
     pub intercept: Option<Spanned<bool>>,
     /// `http://host:port`: Weir's own upstream connections go through this proxy (CONNECT).
     pub upstream_proxy: Option<Spanned<String>>,
+    #[serde(default)]
+    pub breaker: super::resilience::FileBreaker,
+    #[serde(default)]
+    pub retry: super::resilience::FileRetry,
+    #[serde(default)]
+    pub bulkhead: super::resilience::FileBulkhead,
+    #[serde(default)]
+    pub rate_limit: super::resilience::FileRateLimit,
+    #[serde(default)]
+    pub queue: FileQueue,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileQueue {
+    pub credentials: Option<Spanned<String>>,
+    pub max_age: Option<Spanned<String>>,
+    pub dedupe_window: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -30,6 +48,8 @@ pub struct FileConfig {
 pub struct FileUpstream {
     pub name: Spanned<String>,
     pub origin: Spanned<String>,
+    /// Tried once after a retryable failure of `origin`, or while its breaker is open.
+    pub fallback: Option<Spanned<String>>,
     /// `host:port` the TCP connection goes to instead (SNI and Host stay the origin's).
     pub connect_to: Option<Spanned<String>>,
     /// PEM file of extra root certificates trusted for this upstream.
@@ -50,6 +70,9 @@ pub struct FileClasses {
     pub list: Option<FileClass>,
     pub view: Option<FileClass>,
     pub token: Option<FileClass>,
+    pub stream: Option<FileClass>,
+    pub create: Option<FileClass>,
+    pub other: Option<FileClass>,
 }
 
 /// Durations are written like `15s`, `500ms`, `2m`, `24h`.
@@ -60,6 +83,12 @@ pub struct FileClass {
     pub stale_while_revalidate: Option<Spanned<String>>,
     pub stale_if_error: Option<Spanned<String>>,
     pub token_margin: Option<Spanned<String>>,
+    /// Timeout of one upstream attempt (until the response headers).
+    pub per_try_timeout: Option<Spanned<String>>,
+    /// Overall time for all attempts, retries and backoff included.
+    pub deadline: Option<Spanned<String>>,
+    /// A call slower than this counts as slow for the breaker, even when it succeeds.
+    pub slow_call: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

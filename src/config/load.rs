@@ -59,7 +59,10 @@ fn line_of(text: &str, offset: usize) -> usize {
 fn key_on_line(text: &str, offset: usize) -> String {
     let offset = offset.min(text.len());
     let start = text[..offset].rfind('\n').map(|i| i + 1).unwrap_or(0);
-    let end = text[offset..].find('\n').map(|i| offset + i).unwrap_or(text.len());
+    let end = text[offset..]
+        .find('\n')
+        .map(|i| offset + i)
+        .unwrap_or(text.len());
     let line = text[start..end].trim();
     match line.split_once('=') {
         Some((k, _)) => k.trim().to_string(),
@@ -68,22 +71,35 @@ fn key_on_line(text: &str, offset: usize) -> String {
 }
 
 /// Collects context for validation errors.
-struct Ctx<'a> {
+pub(super) struct Ctx<'a> {
     file: &'a str,
     text: &'a str,
 }
 
 impl Ctx<'_> {
-    fn err<T>(&self, key: &str, span: std::ops::Range<usize>, message: String) -> Result<T, ConfigError> {
+    pub(super) fn err<T>(
+        &self,
+        key: &str,
+        span: std::ops::Range<usize>,
+        message: String,
+    ) -> Result<T, ConfigError> {
         Err(ConfigError::Invalid {
             file: self.file.to_string(),
-            line: if self.text.is_empty() { 1 } else { line_of(self.text, span.start) },
+            line: if self.text.is_empty() {
+                1
+            } else {
+                line_of(self.text, span.start)
+            },
             key: key.to_string(),
             message,
         })
     }
 
-    fn duration(&self, key: &str, v: &Option<Spanned<String>>) -> Result<Option<Duration>, ConfigError> {
+    pub(super) fn duration(
+        &self,
+        key: &str,
+        v: &Option<Spanned<String>>,
+    ) -> Result<Option<Duration>, ConfigError> {
         match v {
             None => Ok(None),
             Some(s) => match humantime::parse_duration(s.get_ref()) {
@@ -91,17 +107,29 @@ impl Ctx<'_> {
                 Err(e) => self.err(
                     key,
                     s.span(),
-                    format!("`{}` is not a duration ({e}); write e.g. \"15s\", \"500ms\", \"24h\"", s.get_ref()),
+                    format!(
+                        "`{}` is not a duration ({e}); write e.g. \"15s\", \"500ms\", \"24h\"",
+                        s.get_ref()
+                    ),
                 ),
             },
         }
     }
 
-    fn positive(&self, key: &str, v: &Option<Spanned<i64>>, min: i64) -> Result<Option<usize>, ConfigError> {
+    pub(super) fn positive(
+        &self,
+        key: &str,
+        v: &Option<Spanned<i64>>,
+        min: i64,
+    ) -> Result<Option<usize>, ConfigError> {
         match v {
             None => Ok(None),
             Some(n) if *n.get_ref() >= min => Ok(usize::try_from(*n.get_ref()).ok()),
-            Some(n) => self.err(key, n.span(), format!("must be at least {min}, got {}", n.get_ref())),
+            Some(n) => self.err(
+                key,
+                n.span(),
+                format!("must be at least {min}, got {}", n.get_ref()),
+            ),
         }
     }
 }
@@ -134,21 +162,45 @@ impl Settings {
         let mut upstreams = Vec::new();
         for u in &raw.upstream {
             let name = u.name.get_ref().trim().to_string();
-            if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
-                return cx.err("upstream.name", u.name.span(), format!("`{name}` must be non-empty and use only letters, digits, `-` and `_`"));
+            if name.is_empty()
+                || !name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+            {
+                return cx.err(
+                    "upstream.name",
+                    u.name.span(),
+                    format!("`{name}` must be non-empty and use only letters, digits, `-` and `_`"),
+                );
             }
             if upstreams.iter().any(|x: &UpstreamSettings| x.name == name) {
-                return cx.err("upstream.name", u.name.span(), format!("upstream `{name}` is defined twice"));
+                return cx.err(
+                    "upstream.name",
+                    u.name.span(),
+                    format!("upstream `{name}` is defined twice"),
+                );
             }
             let origin = match Origin::parse(u.origin.get_ref()) {
                 Ok(o) => o,
                 Err(m) => return cx.err("upstream.origin", u.origin.span(), m),
             };
+            let fallback = match &u.fallback {
+                None => None,
+                Some(f) => match Origin::parse(f.get_ref()) {
+                    Ok(o) => Some(o),
+                    Err(m) => return cx.err("upstream.fallback", f.span(), m),
+                },
+            };
             let net = match super::net::upstream_net(u, file) {
                 Ok(n) => n,
                 Err(e) => return cx.err(e.key, e.span, e.message),
             };
-            upstreams.push(UpstreamSettings { name, origin, net });
+            upstreams.push(UpstreamSettings {
+                name,
+                origin,
+                fallback,
+                net,
+            });
         }
         if upstreams.is_empty() {
             upstreams = default_upstreams();
@@ -157,7 +209,14 @@ impl Settings {
         let mut routes = Vec::new();
         for r in &raw.route {
             let Some(class) = RouteClass::parse(r.class.get_ref()) else {
-                return cx.err("route.class", r.class.span(), format!("`{}` is not one of list, view, stream, create, token, other", r.class.get_ref()));
+                return cx.err(
+                    "route.class",
+                    r.class.span(),
+                    format!(
+                        "`{}` is not one of list, view, stream, create, token, other",
+                        r.class.get_ref()
+                    ),
+                );
             };
             match RouteRule::new(r.method.get_ref(), r.path.get_ref(), class) {
                 Ok(rule) => routes.push(rule),
@@ -172,6 +231,9 @@ impl Settings {
             (RouteClass::List, &raw.classes.list),
             (RouteClass::View, &raw.classes.view),
             (RouteClass::Token, &raw.classes.token),
+            (RouteClass::Stream, &raw.classes.stream),
+            (RouteClass::Create, &raw.classes.create),
+            (RouteClass::Other, &raw.classes.other),
         ] {
             if let Some(fc) = fc {
                 apply_class(&cx, class, fc, classes.get_mut(class))?;
@@ -181,14 +243,26 @@ impl Settings {
         let l = &raw.limits;
         let defaults = Limits::default();
         let limits = Limits {
-            max_header_bytes: cx.positive("limits.max_header_bytes", &l.max_header_bytes, 1024)?.unwrap_or(defaults.max_header_bytes),
-            max_body_bytes: cx.positive("limits.max_body_bytes", &l.max_body_bytes, 1)?.unwrap_or(defaults.max_body_bytes),
-            header_read_timeout: cx.duration("limits.header_read_timeout", &l.header_read_timeout)?.unwrap_or(defaults.header_read_timeout),
-            max_connections: cx.positive("limits.max_connections", &l.max_connections, 1)?.unwrap_or(defaults.max_connections),
-            drain_timeout: cx.duration("limits.drain_timeout", &l.drain_timeout)?.unwrap_or(defaults.drain_timeout),
+            max_header_bytes: cx
+                .positive("limits.max_header_bytes", &l.max_header_bytes, 1024)?
+                .unwrap_or(defaults.max_header_bytes),
+            max_body_bytes: cx
+                .positive("limits.max_body_bytes", &l.max_body_bytes, 1)?
+                .unwrap_or(defaults.max_body_bytes),
+            header_read_timeout: cx
+                .duration("limits.header_read_timeout", &l.header_read_timeout)?
+                .unwrap_or(defaults.header_read_timeout),
+            max_connections: cx
+                .positive("limits.max_connections", &l.max_connections, 1)?
+                .unwrap_or(defaults.max_connections),
+            drain_timeout: cx
+                .duration("limits.drain_timeout", &l.drain_timeout)?
+                .unwrap_or(defaults.drain_timeout),
         };
 
-        let cache_max_bytes = cx.positive("cache.max_bytes", &raw.cache.max_bytes, 0)?.unwrap_or(64 << 20) as u64;
+        let cache_max_bytes = cx
+            .positive("cache.max_bytes", &raw.cache.max_bytes, 0)?
+            .unwrap_or(64 << 20) as u64;
         let key_headers = match &raw.cache.key_headers {
             None => default_key_headers(),
             Some(list) => {
@@ -196,18 +270,60 @@ impl Settings {
                 for h in list.get_ref() {
                     match http::HeaderName::from_bytes(h.to_ascii_lowercase().as_bytes()) {
                         Ok(n) => out.push(n),
-                        Err(_) => return cx.err("cache.key_headers", list.span(), format!("`{h}` is not a header name")),
+                        Err(_) => {
+                            return cx.err(
+                                "cache.key_headers",
+                                list.span(),
+                                format!("`{h}` is not a header name"),
+                            )
+                        }
                     }
                 }
                 out
             }
         };
 
+        let resilience = super::resilience::validate(
+            &cx,
+            &raw.breaker,
+            &raw.retry,
+            &raw.bulkhead,
+            &raw.rate_limit,
+        )?;
+
+        let q = &raw.queue;
+        let memory_credentials = match &q.credentials {
+            None => false,
+            Some(c) if c.get_ref() == "keychain" => false,
+            Some(c) if c.get_ref() == "memory" => true,
+            Some(c) => {
+                return cx.err(
+                    "queue.credentials",
+                    c.span(),
+                    format!("`{}` is not \"keychain\" or \"memory\"", c.get_ref()),
+                )
+            }
+        };
+        let queue = super::QueueSettings {
+            memory_credentials,
+            max_age: cx
+                .duration("queue.max_age", &q.max_age)?
+                .unwrap_or(Duration::from_secs(24 * 3600)),
+            dedupe_window: cx
+                .duration("queue.dedupe_window", &q.dedupe_window)?
+                .unwrap_or(Duration::from_secs(60)),
+        };
+
         let upstream_proxy = match &raw.upstream_proxy {
             None => None,
-            Some(p) => Some(super::UpstreamProxy::parse(p.get_ref()).or_else(|m| cx.err("upstream_proxy", p.span(), m))?),
+            Some(p) => Some(
+                super::UpstreamProxy::parse(p.get_ref())
+                    .or_else(|m| cx.err("upstream_proxy", p.span(), m))?,
+            ),
         };
         Ok(Settings {
+            queue,
+            resilience,
             intercept: raw.intercept.as_ref().map_or(true, |i| *i.get_ref()),
             upstream_proxy,
             listen,
@@ -222,7 +338,12 @@ impl Settings {
     }
 }
 
-fn apply_class(cx: &Ctx, class: RouteClass, fc: &FileClass, out: &mut ClassSettings) -> Result<(), ConfigError> {
+fn apply_class(
+    cx: &Ctx,
+    class: RouteClass,
+    fc: &FileClass,
+    out: &mut ClassSettings,
+) -> Result<(), ConfigError> {
     let k = |f: &str| format!("classes.{}.{f}", class.as_str());
     if let Some(d) = cx.duration(&k("fresh_ttl"), &fc.fresh_ttl)? {
         out.fresh_ttl = d;
@@ -235,6 +356,15 @@ fn apply_class(cx: &Ctx, class: RouteClass, fc: &FileClass, out: &mut ClassSetti
     }
     if let Some(d) = cx.duration(&k("token_margin"), &fc.token_margin)? {
         out.token_margin = d;
+    }
+    if let Some(d) = cx.duration(&k("per_try_timeout"), &fc.per_try_timeout)? {
+        out.per_try_timeout = d;
+    }
+    if let Some(d) = cx.duration(&k("deadline"), &fc.deadline)? {
+        out.deadline = d;
+    }
+    if let Some(d) = cx.duration(&k("slow_call"), &fc.slow_call)? {
+        out.slow_call = d;
     }
     Ok(())
 }
@@ -252,12 +382,20 @@ impl Default for Limits {
 }
 
 fn default_upstreams() -> Vec<UpstreamSettings> {
-    [("copilot-api", "https://api.githubcopilot.com"), ("github-api", "https://api.github.com")]
-        .into_iter()
-        .filter_map(|(name, origin)| {
-            Some(UpstreamSettings { name: name.to_string(), origin: Origin::parse(origin).ok()?, net: Default::default() })
+    [
+        ("copilot-api", "https://api.githubcopilot.com"),
+        ("github-api", "https://api.github.com"),
+    ]
+    .into_iter()
+    .filter_map(|(name, origin)| {
+        Some(UpstreamSettings {
+            name: name.to_string(),
+            origin: Origin::parse(origin).ok()?,
+            fallback: None,
+            net: Default::default(),
         })
-        .collect()
+    })
+    .collect()
 }
 
 fn default_key_headers() -> Vec<http::HeaderName> {
@@ -276,7 +414,10 @@ mod tests {
         let s = parse_str("", "w.toml").unwrap();
         assert_eq!(s.listen.port(), DEFAULT_PORT);
         assert_eq!(s.upstreams.len(), 2);
-        assert_eq!(s.classes.get(RouteClass::List).fresh_ttl, Duration::from_secs(15));
+        assert_eq!(
+            s.classes.get(RouteClass::List).fresh_ttl,
+            Duration::from_secs(15)
+        );
     }
 
     #[test]
@@ -293,14 +434,30 @@ mod tests {
 
     #[test]
     fn errors_name_file_line_and_key() {
-        let e = parse_str("listen = \"127.0.0.1:1\"\n\n[[upstream]]\nname = \"a\"\norigin = \"ftp://x\"\n", "w.toml").unwrap_err();
-        assert_eq!(e.to_string(), "w.toml:5: key `upstream.origin`: scheme `ftp` is not http or https");
+        let e = parse_str(
+            "listen = \"127.0.0.1:1\"\n\n[[upstream]]\nname = \"a\"\norigin = \"ftp://x\"\n",
+            "w.toml",
+        )
+        .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "w.toml:5: key `upstream.origin`: scheme `ftp` is not http or https"
+        );
         let e = parse_str("lisen = \"x\"\n", "w.toml").unwrap_err();
-        let ConfigError::Invalid { line, key, message, .. } = e else { panic!() };
+        let ConfigError::Invalid {
+            line, key, message, ..
+        } = e
+        else {
+            panic!()
+        };
         assert_eq!((line, key.as_str()), (1, "lisen"));
         assert!(message.contains("unknown field"), "{message}");
         let e = parse_str("[classes.list]\nfresh_ttl = \"soon\"\n", "w.toml").unwrap_err();
-        assert!(e.to_string().starts_with("w.toml:2: key `classes.list.fresh_ttl`"), "{e}");
+        assert!(
+            e.to_string()
+                .starts_with("w.toml:2: key `classes.list.fresh_ttl`"),
+            "{e}"
+        );
         let e = parse_str("listen = \"0.0.0.0:80\"\n", "w.toml").unwrap_err();
         assert!(e.to_string().contains("not a loopback"), "{e}");
     }

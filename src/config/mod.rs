@@ -6,12 +6,14 @@ mod file;
 mod load;
 mod net;
 mod origin;
+mod resilience;
 
 pub use classes::{classify, default_routes, ClassSettings, ClassTable, RouteClass, RouteRule};
 pub use file::FileConfig;
 pub use load::{load_file, parse_str, ConfigError};
 pub use net::{read_roots, HostPort, UpstreamNet, UpstreamProxy};
 pub use origin::Origin;
+pub use resilience::ResilienceSettings;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -36,12 +38,25 @@ pub struct Settings {
     pub intercept: bool,
     /// Weir's own upstream connections go through this proxy (CONNECT), except `connect_to`.
     pub upstream_proxy: Option<UpstreamProxy>,
+    pub resilience: ResilienceSettings,
+    pub queue: QueueSettings,
+}
+
+/// `[queue]`: the durable create queue.
+#[derive(Debug, Clone)]
+pub struct QueueSettings {
+    /// `"keychain"` (default) or `"memory"`: where replay credentials live. With `"memory"`
+    /// Weir queues even without a keychain, but credentials do not survive a restart.
+    pub memory_credentials: bool,
+    pub max_age: Duration,
+    pub dedupe_window: Duration,
 }
 
 #[derive(Debug, Clone)]
 pub struct UpstreamSettings {
     pub name: String,
     pub origin: Origin,
+    pub fallback: Option<Origin>,
     pub net: UpstreamNet,
 }
 

@@ -31,9 +31,13 @@ pub struct HostPort {
 impl HostPort {
     /// Parses `host:port`; the port is required.
     pub fn parse(text: &str) -> Result<HostPort, String> {
-        let authority: http::uri::Authority =
-            text.trim().parse().map_err(|_| format!("`{text}` is not of the form host:port"))?;
-        let port = authority.port_u16().ok_or_else(|| format!("`{text}` has no port; write host:port"))?;
+        let authority: http::uri::Authority = text
+            .trim()
+            .parse()
+            .map_err(|_| format!("`{text}` is not of the form host:port"))?;
+        let port = authority
+            .port_u16()
+            .ok_or_else(|| format!("`{text}` has no port; write host:port"))?;
         let host = authority.host().trim_matches(['[', ']']).to_string();
         if host.is_empty() || text.contains(['/', '@']) {
             return Err(format!("`{text}` is not of the form host:port"));
@@ -62,9 +66,9 @@ impl UpstreamProxy {
     /// Parses `http://host:port` (an `https://` proxy or credentials in the URL are refused: Weir
     /// speaks plain HTTP CONNECT to the proxy and has nowhere safe to keep a proxy password).
     pub fn parse(text: &str) -> Result<UpstreamProxy, String> {
-        let rest = text
-            .strip_prefix("http://")
-            .ok_or_else(|| format!("`{text}` must start with http:// (Weir talks plain HTTP CONNECT to the proxy)"))?;
+        let rest = text.strip_prefix("http://").ok_or_else(|| {
+            format!("`{text}` must start with http:// (Weir talks plain HTTP CONNECT to the proxy)")
+        })?;
         let rest = rest.strip_suffix('/').unwrap_or(rest);
         if rest.contains('@') {
             return Err("credentials in the proxy URL are not supported".to_string());
@@ -74,7 +78,10 @@ impl UpstreamProxy {
         }
         let address = match HostPort::parse(rest) {
             Ok(a) => a,
-            Err(_) if !rest.is_empty() && !rest.contains(':') => HostPort { host: rest.to_string(), port: 80 },
+            Err(_) if !rest.is_empty() && !rest.contains(':') => HostPort {
+                host: rest.to_string(),
+                port: 80,
+            },
             Err(m) => return Err(m),
         };
         Ok(UpstreamProxy { address })
@@ -105,7 +112,11 @@ pub(super) fn upstream_net(u: &FileUpstream, config_file: &str) -> Result<Upstre
         })?);
     }
     if let Some(f) = &u.ca_file {
-        let err = |message| NetError { key: "upstream.ca_file", span: f.span(), message };
+        let err = |message| NetError {
+            key: "upstream.ca_file",
+            span: f.span(),
+            message,
+        };
         let mut path = PathBuf::from(f.get_ref());
         if path.is_relative() {
             if let Some(dir) = Path::new(config_file).parent() {
@@ -137,7 +148,10 @@ impl Settings {
         let mut hosts: Vec<String> = Vec::new();
         for u in &self.upstreams {
             let h = &u.origin.host;
-            if u.origin.scheme == super::origin::Scheme::Https && h.parse::<std::net::IpAddr>().is_err() && !hosts.contains(h) {
+            if u.origin.scheme == super::origin::Scheme::Https
+                && h.parse::<std::net::IpAddr>().is_err()
+                && !hosts.contains(h)
+            {
                 hosts.push(h.clone());
             }
         }
@@ -152,25 +166,64 @@ mod tests {
 
     #[test]
     fn host_port_and_proxy_parse() {
-        assert_eq!(HostPort::parse("127.0.0.1:8443").unwrap(), HostPort { host: "127.0.0.1".into(), port: 8443 });
+        assert_eq!(
+            HostPort::parse("127.0.0.1:8443").unwrap(),
+            HostPort {
+                host: "127.0.0.1".into(),
+                port: 8443
+            }
+        );
         assert_eq!(HostPort::parse("[::1]:1").unwrap().to_string(), "[::1]:1");
         assert!(HostPort::parse("localhost").is_err());
-        assert_eq!(UpstreamProxy::parse("http://proxy.corp:3128").unwrap().uri(), "http://proxy.corp:3128");
-        assert_eq!(UpstreamProxy::parse("http://proxy.corp/").unwrap().address.port, 80);
+        assert_eq!(
+            UpstreamProxy::parse("http://proxy.corp:3128")
+                .unwrap()
+                .uri(),
+            "http://proxy.corp:3128"
+        );
+        assert_eq!(
+            UpstreamProxy::parse("http://proxy.corp/")
+                .unwrap()
+                .address
+                .port,
+            80
+        );
         assert!(UpstreamProxy::parse("https://p:1").is_err());
         assert!(UpstreamProxy::parse("http://u:pw@p:1").is_err());
     }
 
     #[test]
     fn errors_name_the_key_and_line() {
-        let e = parse_str("[[upstream]]\nname = \"a\"\norigin = \"https://a.example\"\nconnect_to = \"nope\"\n", "w.toml").unwrap_err();
-        assert!(e.to_string().starts_with("w.toml:4: key `upstream.connect_to`"), "{e}");
+        let e = parse_str(
+            "[[upstream]]\nname = \"a\"\norigin = \"https://a.example\"\nconnect_to = \"nope\"\n",
+            "w.toml",
+        )
+        .unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("w.toml:4: key `upstream.connect_to`"),
+            "{e}"
+        );
         let e = parse_str("[[upstream]]\nname = \"a\"\norigin = \"https://a.example\"\nca_file = \"/nonexistent/ca.pem\"\n", "w.toml").unwrap_err();
-        assert!(e.to_string().starts_with("w.toml:4: key `upstream.ca_file`: cannot read /nonexistent/ca.pem"), "{e}");
-        let e = parse_str("intercept = true\nupstream_proxy = \"socks5://x:1\"\n", "w.toml").unwrap_err();
-        assert!(e.to_string().starts_with("w.toml:2: key `upstream_proxy`"), "{e}");
+        assert!(
+            e.to_string()
+                .starts_with("w.toml:4: key `upstream.ca_file`: cannot read /nonexistent/ca.pem"),
+            "{e}"
+        );
+        let e = parse_str(
+            "intercept = true\nupstream_proxy = \"socks5://x:1\"\n",
+            "w.toml",
+        )
+        .unwrap_err();
+        assert!(
+            e.to_string().starts_with("w.toml:2: key `upstream_proxy`"),
+            "{e}"
+        );
         let e = parse_str("intercept = \"yes\"\n", "w.toml").unwrap_err();
-        assert!(e.to_string().starts_with("w.toml:1: key `intercept`"), "{e}");
+        assert!(
+            e.to_string().starts_with("w.toml:1: key `intercept`"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -178,7 +231,10 @@ mod tests {
         let s = parse_str("", "w.toml").unwrap();
         assert!(s.intercept);
         assert!(s.upstream_proxy.is_none());
-        assert_eq!(s.intercept_hosts(), vec!["api.githubcopilot.com", "api.github.com"]);
+        assert_eq!(
+            s.intercept_hosts(),
+            vec!["api.githubcopilot.com", "api.github.com"]
+        );
         let s = parse_str("intercept = false\nupstream_proxy = \"http://127.0.0.1:3128\"\n[[upstream]]\nname = \"a\"\norigin = \"http://a.example\"\n", "w.toml").unwrap();
         assert!(!s.intercept);
         assert_eq!(s.upstream_proxy.as_ref().unwrap().address.port, 3128);

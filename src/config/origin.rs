@@ -50,7 +50,10 @@ impl Origin {
         let authority: http::uri::Authority = rest
             .parse()
             .map_err(|_| format!("`{rest}` is not a valid host[:port]"))?;
-        let host = authority.host().trim_matches(['[', ']']).to_ascii_lowercase();
+        let host = authority
+            .host()
+            .trim_matches(['[', ']'])
+            .to_ascii_lowercase();
         if host.is_empty() {
             return Err(format!("`{text}` has no host"));
         }
@@ -60,7 +63,9 @@ impl Origin {
 
     pub fn matches(&self, scheme: &str, host: &str, port: u16) -> bool {
         self.scheme.as_str().eq_ignore_ascii_case(scheme)
-            && self.host.eq_ignore_ascii_case(host.trim_matches(['[', ']']))
+            && self
+                .host
+                .eq_ignore_ascii_case(host.trim_matches(['[', ']']))
             && self.port == port
     }
 

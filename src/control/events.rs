@@ -23,7 +23,12 @@ struct State {
 pub fn stream_response(shared: &Arc<Shared>) -> Response<Body> {
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
-    let state = State { events: shared.events.subscribe(), stop: shared.stopping.subscribe(), shared: shared.clone(), tick };
+    let state = State {
+        events: shared.events.subscribe(),
+        stop: shared.stopping.subscribe(),
+        shared: shared.clone(),
+        tick,
+    };
     let s = stream::unfold(state, |mut st| async move {
         if *st.stop.borrow() {
             return None;
@@ -42,7 +47,10 @@ pub fn stream_response(shared: &Arc<Shared>) -> Response<Body> {
     });
     let mut r = Response::new(StreamBody::new(s).map_err(|never| match never {}).boxed());
     let h = r.headers_mut();
-    h.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     r
 }

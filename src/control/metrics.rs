@@ -7,30 +7,64 @@ pub fn render(shared: &Shared) -> String {
     let s = super::snapshot(shared);
     let mut out = String::new();
     let counters: [(&str, &str, fn(&crate::stats::ClassSnapshot) -> u64); 6] = [
-        ("weir_client_requests_total", "Requests clients sent for a managed upstream.", |c| c.client_requests),
-        ("weir_upstream_requests_total", "Requests Weir sent to the upstream.", |c| c.upstream_requests),
-        ("weir_coalesced_total", "Requests answered by joining an identical in-flight request.", |c| c.coalesced),
-        ("weir_cache_hits_fresh_total", "Requests answered from a fresh cached copy.", |c| c.cache_hits_fresh),
-        ("weir_cache_hits_stale_total", "Requests answered from a stale cached copy.", |c| c.cache_hits_stale),
-        ("weir_errors_total", "Failed upstream exchanges.", |c| c.errors),
+        (
+            "weir_client_requests_total",
+            "Requests clients sent for a managed upstream.",
+            |c| c.client_requests,
+        ),
+        (
+            "weir_upstream_requests_total",
+            "Requests Weir sent to the upstream.",
+            |c| c.upstream_requests,
+        ),
+        (
+            "weir_coalesced_total",
+            "Requests answered by joining an identical in-flight request.",
+            |c| c.coalesced,
+        ),
+        (
+            "weir_cache_hits_fresh_total",
+            "Requests answered from a fresh cached copy.",
+            |c| c.cache_hits_fresh,
+        ),
+        (
+            "weir_cache_hits_stale_total",
+            "Requests answered from a stale cached copy.",
+            |c| c.cache_hits_stale,
+        ),
+        ("weir_errors_total", "Failed upstream exchanges.", |c| {
+            c.errors
+        }),
     ];
     for (name, help, get) in counters {
         let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
         for u in &s.upstreams {
             for (class, c) in &u.classes {
-                let _ = writeln!(out, "{name}{{upstream=\"{}\",class=\"{class}\"}} {}", u.name, get(c));
+                let _ = writeln!(
+                    out,
+                    "{name}{{upstream=\"{}\",class=\"{class}\"}} {}",
+                    u.name,
+                    get(c)
+                );
             }
         }
     }
     let _ = writeln!(out, "# HELP weir_upstream_errors_total Upstream failures by kind.\n# TYPE weir_upstream_errors_total counter");
     for u in &s.upstreams {
         for (kind, n) in &u.errors_by_kind {
-            let _ = writeln!(out, "weir_upstream_errors_total{{upstream=\"{}\",kind=\"{kind}\"}} {n}", u.name);
+            let _ = writeln!(
+                out,
+                "weir_upstream_errors_total{{upstream=\"{}\",kind=\"{kind}\"}} {n}",
+                u.name
+            );
         }
     }
     let _ = writeln!(out, "# HELP weir_surface_requests_total Requests by client surface.\n# TYPE weir_surface_requests_total counter");
     for (surface, n) in &s.surfaces {
-        let _ = writeln!(out, "weir_surface_requests_total{{surface=\"{surface}\"}} {n}");
+        let _ = writeln!(
+            out,
+            "weir_surface_requests_total{{surface=\"{surface}\"}} {n}"
+        );
     }
     let _ = writeln!(out, "# HELP weir_cache_bytes Bytes held by the response cache.\n# TYPE weir_cache_bytes gauge\nweir_cache_bytes {}", s.cache.bytes);
     let _ = writeln!(out, "# HELP weir_paused Whether Weir is paused (1) or not (0).\n# TYPE weir_paused gauge\nweir_paused {}", u8::from(s.paused));

@@ -8,6 +8,7 @@ mod events;
 mod metrics;
 mod pac;
 mod pages;
+mod queue_api;
 mod status;
 mod ui;
 
@@ -37,11 +38,16 @@ pub fn host_for(ip: IpAddr, port: u16) -> String {
 
 /// Whether a `Host` (or `Origin` authority) is exactly one of Weir's own names with its port.
 fn is_own_authority(shared: &Shared, value: &str) -> bool {
-    let Ok(a) = value.parse::<http::uri::Authority>() else { return false };
+    let Ok(a) = value.parse::<http::uri::Authority>() else {
+        return false;
+    };
     a.port_u16() == Some(shared.port) && is_own_host_name(a.host())
 }
 
-pub async fn handle(shared: &Arc<Shared>, req: Request<Incoming>) -> Result<Response<Body>, Problem> {
+pub async fn handle(
+    shared: &Arc<Shared>,
+    req: Request<Incoming>,
+) -> Result<Response<Body>, Problem> {
     let host = req
         .headers()
         .get(header::HOST)
@@ -53,7 +59,10 @@ pub async fn handle(shared: &Arc<Shared>, req: Request<Incoming>) -> Result<Resp
         return Err(Problem::new(
             StatusCode::FORBIDDEN,
             "forbidden_host",
-            format!("Host `{host}` is not Weir's own address; use {}/_weir/", shared.base_url),
+            format!(
+                "Host `{host}` is not Weir's own address; use {}/_weir/",
+                shared.base_url
+            ),
         ));
     }
     if let Some(origin) = req.headers().get(header::ORIGIN) {
@@ -63,38 +72,70 @@ pub async fn handle(shared: &Arc<Shared>, req: Request<Incoming>) -> Result<Resp
             .and_then(|o| o.strip_prefix("http://"))
             .is_some_and(|a| is_own_authority(shared, a));
         if !own {
-            return Err(Problem::new(StatusCode::FORBIDDEN, "forbidden_origin", "requests from other web origins are refused"));
+            return Err(Problem::new(
+                StatusCode::FORBIDDEN,
+                "forbidden_origin",
+                "requests from other web origins are refused",
+            ));
         }
     }
     let path = req.uri().path().to_string();
     match (req.method(), path.as_str()) {
-        (&Method::GET, "/_weir/api/status") => Ok(json(&snapshot(shared))),
+        (&Method::GET, "/_weir/api/status") => Ok(json(&status::snapshot_full(shared).await)),
         (&Method::GET, "/proxy.pac") => Ok(pac::response(shared)),
         (&Method::GET, "/_weir/api/health") => Ok(json(&serde_json::json!({"ok": true}))),
-        (&Method::GET, "/metrics") => Ok(text("text/plain; version=0.0.4; charset=utf-8", metrics::render(shared))),
-        (&Method::GET, p) if p.starts_with("/_weir/problems/") => pages::problem_page(&p["/_weir/problems/".len()..]),
+        (&Method::GET, "/metrics") => Ok(text(
+            "text/plain; version=0.0.4; charset=utf-8",
+            metrics::render(shared),
+        )),
+        (&Method::GET, p) if p.starts_with("/_weir/problems/") => {
+            pages::problem_page(&p["/_weir/problems/".len()..])
+        }
         (&Method::GET, "/_weir/api/events") => Ok(events::stream_response(shared)),
         (&Method::POST, "/_weir/api/pause") => {
             require_secret(shared, &req)?;
             let body = read_json(req, shared).await?;
-            let paused = body.get("paused").and_then(|v| v.as_bool()).ok_or_else(|| {
-                Problem::new(StatusCode::UNPROCESSABLE_ENTITY, "bad_request", "body must be {\"paused\": true|false}")
-            })?;
+            let paused = body
+                .get("paused")
+                .and_then(|v| v.as_bool())
+                .ok_or_else(|| {
+                    Problem::new(
+                        StatusCode::UNPROCESSABLE_ENTITY,
+                        "bad_request",
+                        "body must be {\"paused\": true|false}",
+                    )
+                })?;
             set_paused(shared, paused);
             Ok(json(&serde_json::json!({"paused": paused})))
         }
-        (&Method::GET, "/_weir") => Ok(redirect("/_weir/")),
-        (&Method::GET, p) if p.starts_with("/_weir/") => {
-            ui::file(&p["/_weir/".len()..]).ok_or_else(|| Problem::new(StatusCode::NOT_FOUND, "not_found", format!("no dashboard file at {p}")))
+        (_, p) if p == "/_weir/api/queue" || p.starts_with("/_weir/api/queue/") => {
+            queue_api::handle(shared, &req, &p["/_weir/api/queue".len()..]).await
         }
-        _ => Err(Problem::new(StatusCode::NOT_FOUND, "not_found", format!("no control endpoint at {} {path}", req.method()))),
+        (&Method::GET, "/_weir") => Ok(redirect("/_weir/")),
+        (&Method::GET, p) if p.starts_with("/_weir/") => ui::file(&p["/_weir/".len()..])
+            .ok_or_else(|| {
+                Problem::new(
+                    StatusCode::NOT_FOUND,
+                    "not_found",
+                    format!("no dashboard file at {p}"),
+                )
+            }),
+        _ => Err(Problem::new(
+            StatusCode::NOT_FOUND,
+            "not_found",
+            format!("no control endpoint at {} {path}", req.method()),
+        )),
     }
 }
 
 /// Mutating calls need the per-install control secret in `X-Weir-Secret`. A custom header also
 /// makes every cross-site attempt a CORS preflight, which Weir never approves (CSRF).
-fn require_secret(shared: &Shared, req: &Request<Incoming>) -> Result<(), Problem> {
-    let given = req.headers().get("x-weir-secret").map(|v| v.as_bytes()).unwrap_or_default();
+pub(crate) fn require_secret(shared: &Shared, req: &Request<Incoming>) -> Result<(), Problem> {
+    let given = req
+        .headers()
+        .get("x-weir-secret")
+        .map(|v| v.as_bytes())
+        .unwrap_or_default();
     if constant_time_eq(given, shared.control_secret.as_bytes()) {
         Ok(())
     } else {
@@ -113,23 +154,39 @@ async fn read_json(req: Request<Incoming>, shared: &Shared) -> Result<serde_json
     let bytes = http_body_util::Limited::new(req.into_body(), limit)
         .collect()
         .await
-        .map_err(|_| Problem::new(StatusCode::PAYLOAD_TOO_LARGE, "body_too_large", format!("control calls take at most {limit} bytes")))?
+        .map_err(|_| {
+            Problem::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "body_too_large",
+                format!("control calls take at most {limit} bytes"),
+            )
+        })?
         .to_bytes();
     let _ = shared;
-    serde_json::from_slice(&bytes).map_err(|e| Problem::new(StatusCode::BAD_REQUEST, "bad_request", format!("body is not JSON: {e}")))
+    serde_json::from_slice(&bytes).map_err(|e| {
+        Problem::new(
+            StatusCode::BAD_REQUEST,
+            "bad_request",
+            format!("body is not JSON: {e}"),
+        )
+    })
 }
 
 pub fn set_paused(shared: &Shared, paused: bool) {
     use std::sync::atomic::Ordering;
     if shared.paused.swap(paused, Ordering::Relaxed) != paused {
-        shared.emit(crate::events::Event::Paused { at: std::time::SystemTime::now(), paused });
+        shared.emit(crate::events::Event::Paused {
+            at: std::time::SystemTime::now(),
+            paused,
+        });
     }
 }
 
 fn redirect(to: &'static str) -> Response<Body> {
     let mut r = Response::new(crate::body::empty());
     *r.status_mut() = StatusCode::PERMANENT_REDIRECT;
-    r.headers_mut().insert(header::LOCATION, HeaderValue::from_static(to));
+    r.headers_mut()
+        .insert(header::LOCATION, HeaderValue::from_static(to));
     r
 }
 
@@ -143,7 +200,10 @@ pub fn text(content_type: &'static str, body: impl Into<bytes::Bytes>) -> Respon
     let h = r.headers_mut();
     h.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    h.insert("x-content-type-options", HeaderValue::from_static("nosniff"));
+    h.insert(
+        "x-content-type-options",
+        HeaderValue::from_static("nosniff"),
+    );
     h.insert("x-frame-options", HeaderValue::from_static("DENY"));
     r
 }

@@ -10,7 +10,10 @@ pub const CONTENT_TYPE: &str = "application/x-ns-proxy-autoconfig";
 
 /// The PAC script for this engine's managed upstreams and listening port.
 pub fn script(shared: &Shared) -> String {
-    let proxy = format!("PROXY {}", crate::control::host_for(shared.settings.listen.ip(), shared.port));
+    let proxy = format!(
+        "PROXY {}",
+        crate::control::host_for(shared.settings.listen.ip(), shared.port)
+    );
     let mut rules = String::new();
     for u in &shared.settings.upstreams {
         // Host names in a PAC are compared lower-case; the origin's host already is. The port

@@ -1,13 +1,16 @@
 //! Small HTML pages: problem explanations (`/_weir/problems/<kind>`) and a plain index.
 
 use crate::body::Body;
-use crate::engine::Shared;
 use crate::problem::{page, Problem};
 use http::{Response, StatusCode};
 
 pub fn problem_page(kind: &str) -> Result<Response<Body>, Problem> {
     let Some(p) = page(kind) else {
-        return Err(Problem::new(StatusCode::NOT_FOUND, "not_found", format!("no problem type `{kind}`")));
+        return Err(Problem::new(
+            StatusCode::NOT_FOUND,
+            "not_found",
+            format!("no problem type `{kind}`"),
+        ));
     };
     let html = format!(
         "<!doctype html><meta charset=utf-8><title>{t}</title><h1>{t}</h1><p><b>Cause.</b> {c}</p><p><b>What to do.</b> {f}</p><p><a href=\"/_weir/\">Weir dashboard</a></p>",
@@ -17,4 +20,3 @@ pub fn problem_page(kind: &str) -> Result<Response<Body>, Problem> {
     );
     Ok(super::text("text/html; charset=utf-8", html))
 }
-

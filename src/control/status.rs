@@ -18,6 +18,16 @@ pub struct StatusSnapshot {
     pub tunnels: u64,
     pub rejected: u64,
     pub cache: CacheStatus,
+    pub queue: QueueStatus,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct QueueStatus {
+    pub available: bool,
+    pub error: Option<String>,
+    pub credentials: &'static str,
+    #[serde(flatten)]
+    pub counts: Option<weir_store::StateCounts>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -27,6 +37,10 @@ pub struct UpstreamStatus {
     pub classes: BTreeMap<&'static str, ClassSnapshot>,
     pub totals: ClassSnapshot,
     pub errors_by_kind: BTreeMap<String, u64>,
+    pub fallback: Option<String>,
+    pub fallback_attempts: u64,
+    #[serde(flatten)]
+    pub guard: crate::resilience::GuardStatus,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -37,6 +51,16 @@ pub struct CacheStatus {
     pub in_flight: usize,
 }
 
+/// The status document, with the queue counts read from SQLite (off the async workers).
+pub async fn snapshot_full(shared: &Shared) -> StatusSnapshot {
+    let mut s = snapshot(shared);
+    if let Some(q) = &shared.queue {
+        s.queue.counts = q.store.counts().await.ok();
+    }
+    s
+}
+
+/// The status document without a database read (for the once-a-second stream).
 pub fn snapshot(shared: &Shared) -> StatusSnapshot {
     use std::sync::atomic::Ordering::Relaxed;
     let upstreams = shared
@@ -50,6 +74,9 @@ pub fn snapshot(shared: &Shared) -> StatusSnapshot {
             classes: st.counters.classes(),
             totals: st.counters.totals(),
             errors_by_kind: st.counters.errors_by_kind(),
+            fallback: cfg.fallback.as_ref().map(|f| f.to_string()),
+            fallback_attempts: st.fallback_attempts.load(Relaxed),
+            guard: st.guard.status(),
         })
         .collect();
     StatusSnapshot {
@@ -68,6 +95,16 @@ pub fn snapshot(shared: &Shared) -> StatusSnapshot {
             bytes: shared.cache.weighted_size(),
             max_bytes: shared.settings.cache_max_bytes,
             in_flight: shared.coalescer.in_flight(),
+        },
+        queue: QueueStatus {
+            available: shared.queue.is_some(),
+            error: shared.queue_error.clone(),
+            credentials: shared
+                .queue
+                .as_ref()
+                .map(|q| q.secrets.backend())
+                .unwrap_or("unavailable"),
+            counts: None,
         },
     }
 }

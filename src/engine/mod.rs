@@ -18,9 +18,15 @@ use tokio::task::JoinHandle;
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {
     #[error("cannot listen on {addr}: {source}. Is another Weir already running? Use --listen to pick another port.")]
-    Bind { addr: SocketAddr, source: std::io::Error },
+    Bind {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
     #[error("cannot create data directory {path}: {source}")]
-    DataDir { path: PathBuf, source: std::io::Error },
+    DataDir {
+        path: PathBuf,
+        source: std::io::Error,
+    },
 }
 
 /// What the engine needs to start.
@@ -37,7 +43,12 @@ pub struct EngineOptions {
 
 impl EngineOptions {
     pub fn new(settings: Settings, data_dir: PathBuf) -> EngineOptions {
-        EngineOptions { settings, data_dir, control_secret: None, local_ca: None }
+        EngineOptions {
+            settings,
+            data_dir,
+            control_secret: None,
+            local_ca: None,
+        }
     }
 }
 
@@ -56,14 +67,49 @@ pub struct EngineHandle {
 }
 
 pub async fn start(opts: EngineOptions) -> Result<EngineHandle, EngineError> {
-    std::fs::create_dir_all(&opts.data_dir).map_err(|source| EngineError::DataDir { path: opts.data_dir.clone(), source })?;
+    std::fs::create_dir_all(&opts.data_dir).map_err(|source| EngineError::DataDir {
+        path: opts.data_dir.clone(),
+        source,
+    })?;
     let addr = opts.settings.listen;
-    let listener = tokio::net::TcpListener::bind(addr).await.map_err(|source| EngineError::Bind { addr, source })?;
-    let local_addr = listener.local_addr().map_err(|source| EngineError::Bind { addr, source })?;
-    let secret = opts.control_secret.unwrap_or_else(new_secret);
-    let mut shared = Shared::new(opts.settings, local_addr.port(), IdentityKey::random(), secret);
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|source| EngineError::Bind { addr, source })?;
+    let local_addr = listener
+        .local_addr()
+        .map_err(|source| EngineError::Bind { addr, source })?;
+    let secrets =
+        crate::queue::secrets::Secrets::detect(opts.settings.queue.memory_credentials).await;
+    let secret = match opts.control_secret {
+        Some(s) => s,
+        None => control_secret(&secrets).await,
+    };
+    let max_age = opts.settings.queue.max_age;
+    let mut shared = Shared::new(
+        opts.settings,
+        local_addr.port(),
+        IdentityKey::random(),
+        secret,
+    );
+    match crate::queue::Queue::open(&opts.data_dir, secrets).await {
+        Ok(mut q) => {
+            q.max_age = max_age;
+            match q.store.recover_after_crash(crate::queue::now_ms()).await {
+                Ok(items) if !items.is_empty() => tracing::warn!(count = items.len(), "creates were being replayed when Weir stopped; they are in doubt and will be looked up upstream before any replay"),
+                Ok(_) => {}
+                Err(e) => tracing::warn!(error = %e, "could not recover the create queue"),
+            }
+            shared.queue = Some(q);
+        }
+        Err(e) => {
+            tracing::error!(error = %e, fix = %e.fix(), "the create queue is unavailable; creates cannot be queued during outages");
+            shared.queue_error = Some(format!("{}. {}", e.detail(), e.fix()));
+        }
+    }
     shared.intercept = crate::intercept::interceptor_for(&shared.settings, opts.local_ca);
     let shared = Arc::new(shared);
+    crate::queue::replay::spawn_workers(&shared);
+    forward_breaker_events(&shared);
     let (tx, rx) = oneshot::channel::<()>();
     let task = tokio::spawn(crate::server::serve(listener, shared.clone(), async {
         let _ = rx.await;
@@ -74,6 +120,53 @@ pub async fn start(opts: EngineOptions) -> Result<EngineHandle, EngineError> {
         stop: Arc::new(std::sync::Mutex::new(Some(tx))),
         task: Arc::new(tokio::sync::Mutex::new(Some(task))),
     })
+}
+
+/// The per-install control secret: kept in the keychain so the CLI and tray can read it; a
+/// random per-run secret when there is no keychain.
+async fn control_secret(secrets: &crate::queue::secrets::Secrets) -> String {
+    const ACCOUNT: &str = "control-secret";
+    if let crate::queue::secrets::Secrets::Keychain(_) = secrets {
+        if let Ok(Some(s)) = secrets.get(ACCOUNT).await {
+            return s;
+        }
+        let s = new_secret();
+        if secrets.put(ACCOUNT, s.clone()).await.is_ok() {
+            return s;
+        }
+    }
+    new_secret()
+}
+
+/// Turns every breaker transition into an engine [`Event::Breaker`] (tray, dashboard, logs).
+fn forward_breaker_events(shared: &Arc<Shared>) {
+    for st in &shared.upstreams {
+        let mut rx = st.guard.breaker.subscribe();
+        let events = shared.events.clone();
+        let mut stop = shared.stopping.subscribe();
+        tokio::spawn(async move {
+            loop {
+                let ev = tokio::select! {
+                    ev = rx.recv() => ev,
+                    _ = stop.changed() => return,
+                };
+                match ev {
+                    Ok(e) => {
+                        tracing::warn!(upstream = %e.breaker, from = %e.from, to = %e.to, reason = %e.reason, "circuit breaker changed");
+                        let _ = events.send(Event::Breaker {
+                            upstream: e.breaker,
+                            from: e.from.as_str().to_string(),
+                            to: e.to.as_str().to_string(),
+                            at: e.at,
+                            reason: e.reason,
+                        });
+                    }
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+                    Err(_) => return,
+                }
+            }
+        });
+    }
 }
 
 impl EngineHandle {
@@ -115,7 +208,11 @@ impl EngineHandle {
     /// The dashboard URL with the control secret in its fragment (never sent to a server;
     /// the page keeps it in session storage).
     pub fn dashboard_url_with_secret(&self) -> String {
-        format!("{}#secret={}", self.dashboard_url(), self.shared.control_secret)
+        format!(
+            "{}#secret={}",
+            self.dashboard_url(),
+            self.shared.control_secret
+        )
     }
 
     pub fn shared(&self) -> &Arc<Shared> {

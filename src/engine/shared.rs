@@ -4,12 +4,17 @@ use crate::cache::{Cache, Stored};
 use crate::coalesce::Coalescer;
 use crate::config::Settings;
 use crate::events::Event;
-use crate::identity::IdentityKey;
+use crate::identity::{Identity, IdentityKey};
+use crate::problem::Problem;
+use crate::resilience::Guard;
 use crate::stats::{GlobalCounters, UpstreamCounters};
-use crate::upstream::{FetchError, UpstreamClient};
+use crate::surface::Surface;
+use crate::upstream::UpstreamClient;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::SystemTime;
 use tokio::sync::broadcast;
+use weir_resilience::KeyedRateLimiter;
 
 pub struct Shared {
     pub settings: Settings,
@@ -18,7 +23,7 @@ pub struct Shared {
     pub port: u16,
     pub identity_key: IdentityKey,
     pub cache: Cache,
-    pub coalescer: Coalescer<Stored, FetchError>,
+    pub coalescer: Coalescer<Stored, Problem>,
     pub client: UpstreamClient,
     pub upstreams: Vec<UpstreamState>,
     pub global: GlobalCounters,
@@ -29,6 +34,14 @@ pub struct Shared {
     pub control_secret: String,
     /// Flipped to true when shutdown starts, so long-lived streams (SSE) end and drain finishes.
     pub stopping: tokio::sync::watch::Sender<bool>,
+    /// Per (surface, identity) limits on requests that would reach an upstream.
+    pub rate_limiter: Option<KeyedRateLimiter<(Surface, Identity)>>,
+    /// The durable create queue; `None` (with the reason) if it could not be opened.
+    pub queue: Option<crate::queue::Queue>,
+    pub queue_error: Option<String>,
+    /// Successful creates within the dedupe window, by dedupe key.
+    pub recent_creates: moka::sync::Cache<String, Arc<Stored>>,
+    pub create_flights: Coalescer<Stored, Problem>,
     /// TLS interception of managed https upstreams; `None` keeps every CONNECT a blind tunnel.
     pub intercept: Option<std::sync::Arc<crate::intercept::Interceptor>>,
     /// How blind CONNECT tunnels reach their target (`connect_to`, `upstream_proxy`).
@@ -38,18 +51,42 @@ pub struct Shared {
 /// Runtime state of one managed upstream.
 pub struct UpstreamState {
     pub counters: UpstreamCounters,
+    pub guard: Guard,
+    pub fallback_attempts: std::sync::atomic::AtomicU64,
 }
 
 impl Shared {
-    pub fn new(settings: Settings, port: u16, identity_key: IdentityKey, control_secret: String) -> Shared {
+    pub fn new(
+        settings: Settings,
+        port: u16,
+        identity_key: IdentityKey,
+        control_secret: String,
+    ) -> Shared {
         let upstreams = settings
             .upstreams
             .iter()
-            .map(|_| UpstreamState { counters: UpstreamCounters::default() })
+            .map(|u| {
+                // Settings were validated, so the breaker config is valid.
+                let guard = Guard::new(u, &settings.resilience)
+                    .unwrap_or_else(|e| unreachable!("validated breaker config: {e}"));
+                UpstreamState {
+                    counters: UpstreamCounters::default(),
+                    guard,
+                    fallback_attempts: Default::default(),
+                }
+            })
             .collect();
+        let rate_limiter = settings
+            .resilience
+            .rate_limit
+            .as_ref()
+            .and_then(|c| KeyedRateLimiter::new(c).ok());
         let (events, _) = broadcast::channel(256);
         Shared {
-            base_url: format!("http://{}", crate::control::host_for(settings.listen.ip(), port)),
+            base_url: format!(
+                "http://{}",
+                crate::control::host_for(settings.listen.ip(), port)
+            ),
             port,
             identity_key,
             cache: Cache::new(settings.cache_max_bytes),
@@ -62,6 +99,14 @@ impl Shared {
             started_at: SystemTime::now(),
             control_secret,
             stopping: tokio::sync::watch::channel(false).0,
+            rate_limiter,
+            queue: None,
+            queue_error: None,
+            recent_creates: moka::sync::Cache::builder()
+                .max_capacity(10_000)
+                .time_to_live(settings.queue.dedupe_window)
+                .build(),
+            create_flights: Coalescer::default(),
             intercept: None,
             tunnel_connector: crate::upstream_pool::RoutingConnector::for_settings(crate::upstream_pool::http_connector(), &settings),
             settings,

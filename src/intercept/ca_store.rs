@@ -75,7 +75,10 @@ pub struct CaStore {
 
 impl CaStore {
     pub fn new(data_dir: &Path, keychain_service: &str) -> CaStore {
-        CaStore { dir: data_dir.join("ca"), keychain: Keychain::new(keychain_service) }
+        CaStore {
+            dir: data_dir.join("ca"),
+            keychain: Keychain::new(keychain_service),
+        }
     }
 
     /// `<data_dir>/ca/weir-ca.pem`, the public CA certificate.
@@ -103,18 +106,27 @@ impl CaStore {
         match std::fs::read_to_string(&path) {
             Ok(t) => Ok(Some(t)),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(source) => Err(CaError::Io { action: "read", path, source }),
+            Err(source) => Err(CaError::Io {
+                action: "read",
+                path,
+                source,
+            }),
         }
     }
 
     /// Loads the existing CA: certificate from disk, key from the keychain.
     pub fn load(&self) -> Result<LocalCa, CaError> {
         let path = self.cert_path();
-        let cert = self.read_cert()?.ok_or_else(|| CaError::NoCert { path: path.clone() })?;
+        let cert = self
+            .read_cert()?
+            .ok_or_else(|| CaError::NoCert { path: path.clone() })?;
         let key = self
             .keychain
             .get_secret(KEY_ACCOUNT)?
-            .ok_or_else(|| CaError::NoKey { path, service: self.keychain.service().to_string() })?;
+            .ok_or_else(|| CaError::NoKey {
+                path,
+                service: self.keychain.service().to_string(),
+            })?;
         Ok(LocalCa::from_pem(&cert, key.expose())?)
     }
 
@@ -125,11 +137,23 @@ impl CaStore {
         }
         if self.read_cert()?.is_none() {
             let ca = self.create(hosts)?;
-            return Ok(LoadOutcome { ca: Arc::new(ca), created: true, missing_hosts: Vec::new() });
+            return Ok(LoadOutcome {
+                ca: Arc::new(ca),
+                created: true,
+                missing_hosts: Vec::new(),
+            });
         }
         let ca = self.load()?;
-        let missing = hosts.iter().filter(|h| !ca.is_managed(h)).cloned().collect();
-        Ok(LoadOutcome { ca: Arc::new(ca), created: false, missing_hosts: missing })
+        let missing = hosts
+            .iter()
+            .filter(|h| !ca.is_managed(h))
+            .cloned()
+            .collect();
+        Ok(LoadOutcome {
+            ca: Arc::new(ca),
+            created: false,
+            missing_hosts: missing,
+        })
     }
 
     /// Replaces the CA with a new one for `hosts`; the old certificate is kept at
@@ -154,7 +178,11 @@ impl CaStore {
         let ca = LocalCa::generate(hosts, OffsetDateTime::now_utc())?;
         let key = ca.key_pem();
         self.keychain.set(KEY_ACCOUNT, &key)?;
-        std::fs::create_dir_all(&self.dir).map_err(|source| CaError::Io { action: "create", path: self.dir.clone(), source })?;
+        std::fs::create_dir_all(&self.dir).map_err(|source| CaError::Io {
+            action: "create",
+            path: self.dir.clone(),
+            source,
+        })?;
         write_atomically(&self.cert_path(), ca.cert_pem().as_bytes())?;
         tracing::info!(path = %self.cert_path().display(), fingerprint = %ca.fingerprint_sha256(), "created Weir's local CA");
         Ok(ca)
@@ -163,7 +191,11 @@ impl CaStore {
 
 /// What `weir serve` and the tray do at start-up: the CA when interception is on and possible,
 /// else `None` with a warning saying why, so CONNECTs to managed hosts stay blind tunnels.
-pub fn load_for_engine(settings: &crate::config::Settings, data_dir: &Path, keychain_service: &str) -> Option<Arc<LocalCa>> {
+pub fn load_for_engine(
+    settings: &crate::config::Settings,
+    data_dir: &Path,
+    keychain_service: &str,
+) -> Option<Arc<LocalCa>> {
     if !settings.intercept {
         tracing::info!("TLS interception is off (intercept = false): HTTPS to managed hosts is tunnelled untouched");
         return None;
@@ -189,7 +221,11 @@ pub fn load_for_engine(settings: &crate::config::Settings, data_dir: &Path, keyc
 
 /// Writes beside `path` and renames over it, so a reader never sees half a certificate.
 fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), CaError> {
-    let io = |action, source| CaError::Io { action, path: path.to_path_buf(), source };
+    let io = |action, source| CaError::Io {
+        action,
+        path: path.to_path_buf(),
+        source,
+    };
     let tmp = path.with_extension("pem.tmp");
     let mut f = std::fs::File::create(&tmp).map_err(|e| io("create", e))?;
     f.write_all(bytes).map_err(|e| io("write", e))?;

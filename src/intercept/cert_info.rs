@@ -30,7 +30,8 @@ impl CertInfo {
             .next()
             .ok_or_else(|| CertInfoError("no CERTIFICATE block".into()))?
             .map_err(|e| CertInfoError(e.to_string()))?;
-        let (_, x) = x509_parser::parse_x509_certificate(&der).map_err(|e| CertInfoError(e.to_string()))?;
+        let (_, x) =
+            x509_parser::parse_x509_certificate(&der).map_err(|e| CertInfoError(e.to_string()))?;
         let permitted = x
             .name_constraints()
             .ok()
@@ -48,7 +49,12 @@ impl CertInfo {
             })
             .unwrap_or_default();
         let digest = ring::digest::digest(&ring::digest::SHA256, &der);
-        let sha256 = digest.as_ref().iter().map(|b| format!("{b:02X}")).collect::<Vec<_>>().join(":");
+        let sha256 = digest
+            .as_ref()
+            .iter()
+            .map(|b| format!("{b:02X}"))
+            .collect::<Vec<_>>()
+            .join(":");
         Ok(CertInfo {
             subject: x.subject().to_string(),
             sha256,
@@ -65,8 +71,22 @@ impl fmt::Display for CertInfo {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(f, "subject:      {}", self.subject)?;
         writeln!(f, "sha256:       {}", self.sha256)?;
-        writeln!(f, "valid:        {} to {}{}", self.not_before, self.not_after, if self.valid_now { "" } else { "  (NOT valid now)" })?;
-        write!(f, "permits:      {} (and their subdomains; no IP addresses)", self.permitted.join(", "))
+        writeln!(
+            f,
+            "valid:        {} to {}{}",
+            self.not_before,
+            self.not_after,
+            if self.valid_now {
+                ""
+            } else {
+                "  (NOT valid now)"
+            }
+        )?;
+        write!(
+            f,
+            "permits:      {} (and their subdomains; no IP addresses)",
+            self.permitted.join(", ")
+        )
     }
 }
 
@@ -77,11 +97,20 @@ mod tests {
     #[test]
     fn reads_a_weir_ca() {
         let hosts = vec!["api.githubcopilot.com".to_string()];
-        let ca = weir_tls::LocalCa::generate_for_owner(&hosts, weir_tls::OffsetDateTime::now_utc(), "t@h").unwrap();
+        let ca = weir_tls::LocalCa::generate_for_owner(
+            &hosts,
+            weir_tls::OffsetDateTime::now_utc(),
+            "t@h",
+        )
+        .unwrap();
         let info = CertInfo::from_pem(ca.cert_pem()).unwrap();
         assert_eq!(info.sha256, ca.fingerprint_sha256());
         assert_eq!(info.permitted, hosts);
-        assert!(info.subject.contains("Weir local CA (t@h)"), "{}", info.subject);
+        assert!(
+            info.subject.contains("Weir local CA (t@h)"),
+            "{}",
+            info.subject
+        );
         assert!(info.valid_now);
         assert!(CertInfo::from_pem("nope").is_err());
     }

@@ -1,16 +1,17 @@
 //! The cacheable classes (`list`, `view`, `token`): per-identity cache, stale-while-revalidate,
 //! stale-if-error, and coalescing of identical in-flight requests into one upstream fetch.
 
-use super::forward::fetch_problem;
 use super::headers::{strip_hop_by_hop, CACHE_STATUS};
-use crate::body::{empty, full, Body};
+use super::limit::{self, Caller};
+use crate::body::{full, Body};
 use crate::cache::{CacheKey, Freshness, Stored};
 use crate::coalesce::Role;
 use crate::config::{ClassSettings, RouteClass};
 use crate::engine::Shared;
 use crate::problem::Problem;
-use crate::upstream::{FetchError, Timeouts};
-use http::{header, HeaderMap, HeaderValue, Request, Response, StatusCode, Uri};
+use crate::resilience::{call_buffered, Replayable};
+use bytes::Bytes;
+use http::{header, HeaderMap, HeaderValue, Method, Request, Response, StatusCode, Uri};
 use hyper::body::Incoming;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
@@ -27,11 +28,28 @@ struct FetchSpec {
     headers: HeaderMap,
 }
 
-pub async fn serve(shared: &Arc<Shared>, up: usize, class: RouteClass, req: Request<Incoming>) -> Result<Response<Body>, Problem> {
+pub async fn serve(
+    shared: &Arc<Shared>,
+    up: usize,
+    class: RouteClass,
+    req: Request<Incoming>,
+    who: Caller,
+) -> Result<Response<Body>, Problem> {
     let (parts, _body) = req.into_parts();
-    let identity = shared.identity_key.identify(&parts.headers);
-    let pq = parts.uri.path_and_query().map(|p| p.as_str()).unwrap_or("/");
-    let key = CacheKey::new(up, &parts.method, pq, &identity, &parts.headers, &shared.settings.key_headers);
+    let identity = who.identity;
+    let pq = parts
+        .uri
+        .path_and_query()
+        .map(|p| p.as_str())
+        .unwrap_or("/");
+    let key = CacheKey::new(
+        up,
+        &parts.method,
+        pq,
+        &identity,
+        &parts.headers,
+        &shared.settings.key_headers,
+    );
     let counters = shared.upstreams[up].counters.class(class);
 
     let cached = shared.cache.get(&key);
@@ -52,6 +70,19 @@ pub async fn serve(shared: &Arc<Shared>, up: usize, class: RouteClass, req: Requ
         }
     }
 
+    // Only requests that would reach the upstream count against the client's rate limit.
+    if let Err(p) = limit::check(shared, who) {
+        return match cached.filter(|e| e.freshness(Instant::now()) != Freshness::Expired) {
+            Some(s) => {
+                counters.cache_hits_stale.fetch_add(1, Relaxed);
+                Ok(respond(
+                    &s,
+                    "weir; hit; fwd=stale; detail=client-rate-limited",
+                ))
+            }
+            None => Err(p),
+        };
+    }
     let spec = spec(up, class, key, &parts.uri, &parts.headers);
     let sh = shared.clone();
     let (outcome, role) = shared.coalescer.run(key, move || fetch(sh, spec)).await;
@@ -59,57 +90,77 @@ pub async fn serve(shared: &Arc<Shared>, up: usize, class: RouteClass, req: Requ
         counters.coalesced.fetch_add(1, Relaxed);
     }
     let stale = cached.filter(|e| e.freshness(Instant::now()) != Freshness::Expired);
-    let fwd = if role == Role::Leader { "weir; fwd=miss" } else { "weir; fwd=miss; collapsed" };
+    let fwd = if role == Role::Leader {
+        "weir; fwd=miss"
+    } else {
+        "weir; fwd=miss; collapsed"
+    };
     match outcome {
         Some(Ok(fresh)) if fresh.is_success() => Ok(respond(&fresh, &format!("{fwd}; stored"))),
         Some(Ok(failed)) => {
             // The upstream answered with an error; a still-usable stale copy beats it when the
             // error is the upstream's fault (5xx, 429), never for a client error like 404.
-            let upstream_fault = failed.status.is_server_error() || failed.status == StatusCode::TOO_MANY_REQUESTS;
+            let upstream_fault =
+                failed.status.is_server_error() || failed.status == StatusCode::TOO_MANY_REQUESTS;
             match stale {
                 Some(s) if upstream_fault => {
                     counters.cache_hits_stale.fetch_add(1, Relaxed);
-                    Ok(respond(&s, &format!("weir; hit; fwd=stale; fwd-status={}", failed.status.as_u16())))
+                    Ok(respond(
+                        &s,
+                        &format!(
+                            "weir; hit; fwd=stale; fwd-status={}",
+                            failed.status.as_u16()
+                        ),
+                    ))
                 }
-                _ => Ok(respond(&failed, &format!("{fwd}; fwd-status={}", failed.status.as_u16()))),
+                _ => Ok(respond(
+                    &failed,
+                    &format!("{fwd}; fwd-status={}", failed.status.as_u16()),
+                )),
             }
         }
-        Some(Err(err)) => match stale {
+        Some(Err(problem)) => match stale {
             Some(s) => {
                 counters.cache_hits_stale.fetch_add(1, Relaxed);
-                Ok(respond(&s, "weir; hit; fwd=stale; detail=upstream-unreachable"))
+                Ok(respond(
+                    &s,
+                    &format!("weir; hit; fwd=stale; detail={}", problem.kind),
+                ))
             }
-            None => Err(fetch_problem(&err).upstream(&shared.settings.upstreams[up].name)),
+            None => Err((*problem).clone()),
         },
-        None => Err(Problem::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", "the upstream fetch ended without an answer")),
+        None => Err(Problem::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            "the upstream fetch ended without an answer",
+        )),
     }
 }
 
 fn spec(up: usize, class: RouteClass, key: CacheKey, uri: &Uri, headers: &HeaderMap) -> FetchSpec {
     let mut headers = headers.clone();
     strip_hop_by_hop(&mut headers);
-    FetchSpec { up, class, key, uri: uri.clone(), headers }
+    FetchSpec {
+        up,
+        class,
+        key,
+        uri: uri.clone(),
+        headers,
+    }
 }
 
-/// The detached fetch task: one upstream request, stored in the cache on success.
-async fn fetch(shared: Arc<Shared>, spec: FetchSpec) -> Result<Arc<Stored>, Arc<FetchError>> {
-    let mut req = Request::new(empty());
-    *req.uri_mut() = spec.uri.clone();
-    *req.headers_mut() = spec.headers;
-    if let Some(a) = spec.uri.authority() {
-        if let Ok(v) = HeaderValue::from_str(a.as_str()) {
-            req.headers_mut().insert(header::HOST, v);
-        }
-    }
-    let counters = &shared.upstreams[spec.up].counters;
-    counters.class(spec.class).upstream_requests.fetch_add(1, Relaxed);
-    let limit = shared.settings.limits.max_body_bytes;
-    let resp = match shared.client.fetch(req, Timeouts::default(), limit).await {
-        Ok(r) => r,
-        Err(e) => {
-            counters.error(spec.class, e.kind());
-            return Err(Arc::new(e));
-        }
+/// The detached fetch task: one logical upstream request (retries and fallback inside the
+/// resilience layer), stored in the cache on success.
+async fn fetch(shared: Arc<Shared>, spec: FetchSpec) -> Result<Arc<Stored>, Arc<Problem>> {
+    let req = Replayable {
+        method: &Method::GET,
+        uri: &spec.uri,
+        headers: &spec.headers,
+        body: Bytes::new(),
+    };
+    let resp = match call_buffered(&shared, spec.up, spec.class, req).await {
+        Ok(a) => a.response,
+        Err(p) => return Err(Arc::new(p)),
     };
     let (mut parts, body) = resp.into_parts();
     strip_hop_by_hop(&mut parts.headers);
@@ -129,8 +180,6 @@ async fn fetch(shared: Arc<Shared>, spec: FetchSpec) -> Result<Arc<Stored>, Arc<
     });
     if stored.is_success() {
         shared.cache.insert(spec.key, stored.clone());
-    } else {
-        counters.error(spec.class, &format!("http_{}", stored.status.as_u16()));
     }
     Ok(stored)
 }
@@ -144,9 +193,18 @@ fn lifetimes(class: RouteClass, s: &ClassSettings, body: &[u8]) -> (Duration, Du
     // (`expires_at`, unix seconds). Fresh until the earlier of the two minus the margin; usable
     // on upstream failure until it expires.
     let v: serde_json::Value = serde_json::from_slice(body).unwrap_or_default();
-    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().as_secs();
-    let until_expiry = v.get("expires_at").and_then(|e| e.as_u64()).map(|e| Duration::from_secs(e.saturating_sub(now)));
-    let refresh = v.get("refresh_in").and_then(|r| r.as_u64()).map(Duration::from_secs);
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_secs();
+    let until_expiry = v
+        .get("expires_at")
+        .and_then(|e| e.as_u64())
+        .map(|e| Duration::from_secs(e.saturating_sub(now)));
+    let refresh = v
+        .get("refresh_in")
+        .and_then(|r| r.as_u64())
+        .map(Duration::from_secs);
     let due = match (refresh, until_expiry) {
         (Some(r), Some(e)) => r.min(e),
         (Some(r), None) => r,
@@ -154,7 +212,9 @@ fn lifetimes(class: RouteClass, s: &ClassSettings, body: &[u8]) -> (Duration, Du
         (None, None) => s.fresh_ttl,
     };
     let fresh = due.saturating_sub(s.token_margin);
-    let usable = until_expiry.map(|e| e.saturating_sub(s.token_margin)).unwrap_or(fresh);
+    let usable = until_expiry
+        .map(|e| e.saturating_sub(s.token_margin))
+        .unwrap_or(fresh);
     (fresh, Duration::ZERO, usable.saturating_sub(fresh))
 }
 
@@ -163,7 +223,10 @@ fn respond(entry: &Stored, cache_status: &str) -> Response<Body> {
     *resp.status_mut() = entry.status;
     *resp.headers_mut() = entry.headers.clone();
     let h = resp.headers_mut();
-    h.insert(header::AGE, HeaderValue::from(entry.age(Instant::now()).as_secs()));
+    h.insert(
+        header::AGE,
+        HeaderValue::from(entry.age(Instant::now()).as_secs()),
+    );
     if let Ok(v) = HeaderValue::from_str(cache_status) {
         h.insert(CACHE_STATUS, v);
     }
@@ -177,8 +240,14 @@ mod tests {
     #[test]
     fn token_lifetimes_follow_refresh_in() {
         let s = ClassSettings::defaults(RouteClass::Token);
-        let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs();
-        let body = format!(r#"{{"token":"t","expires_at":{},"refresh_in":1500}}"#, now + 1800);
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_secs();
+        let body = format!(
+            r#"{{"token":"t","expires_at":{},"refresh_in":1500}}"#,
+            now + 1800
+        );
         let (fresh, swr, sie) = lifetimes(RouteClass::Token, &s, body.as_bytes());
         assert_eq!(fresh, Duration::from_secs(1440));
         assert_eq!(swr, Duration::ZERO);

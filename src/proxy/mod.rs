@@ -5,9 +5,12 @@
 mod cached;
 mod forward;
 mod headers;
+mod limit;
 mod tunnel;
 
-pub use headers::{CACHE_STATUS, REQUEST_ID};
+pub use forward::fetch_problem;
+pub use headers::{strip_hop_by_hop, CACHE_STATUS, REQUEST_ID};
+pub use limit::Caller;
 
 use crate::body::Body;
 use crate::config::{classify, RouteClass};
@@ -31,20 +34,28 @@ enum Target {
 }
 
 /// The hyper service entry point: never fails, every error becomes a problem response.
-pub async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Result<Response<Body>, Infallible> {
+pub async fn handle(
+    shared: Arc<Shared>,
+    req: Request<Incoming>,
+) -> Result<Response<Body>, Infallible> {
     let rid = headers::request_id(req.headers());
     let mut resp = match dispatch(&shared, req, &rid).await {
         Ok(r) => r,
         Err(p) => {
             shared.global.rejected.fetch_add(1, Relaxed);
-            p.with_base(&shared.base_url).into_response(rid.to_str().ok())
+            p.with_base(&shared.base_url)
+                .into_response(rid.to_str().ok())
         }
     };
     resp.headers_mut().insert(REQUEST_ID, rid);
     Ok(resp)
 }
 
-async fn dispatch(shared: &Arc<Shared>, mut req: Request<Incoming>, rid: &HeaderValue) -> Result<Response<Body>, Problem> {
+async fn dispatch(
+    shared: &Arc<Shared>,
+    mut req: Request<Incoming>,
+    rid: &HeaderValue,
+) -> Result<Response<Body>, Problem> {
     let limits = &shared.settings.limits;
     let size = headers::header_bytes(req.headers());
     if size > limits.max_header_bytes {
@@ -54,7 +65,11 @@ async fn dispatch(shared: &Arc<Shared>, mut req: Request<Incoming>, rid: &Header
             format!("the request headers are {size} bytes; Weir accepts at most {} (limits.max_header_bytes)", limits.max_header_bytes),
         ));
     }
-    let surface = Surface::from_user_agent(req.headers().get(header::USER_AGENT).and_then(|v| v.to_str().ok()));
+    let surface = Surface::from_user_agent(
+        req.headers()
+            .get(header::USER_AGENT)
+            .and_then(|v| v.to_str().ok()),
+    );
 
     if req.method() == Method::CONNECT {
         shared.global.surface(surface);
@@ -66,7 +81,7 @@ async fn dispatch(shared: &Arc<Shared>, mut req: Request<Incoming>, rid: &Header
         Target::Unmanaged => {
             shared.global.surface(surface);
             shared.global.passthrough_requests.fetch_add(1, Relaxed);
-            forward::stream(shared, req, None).await
+            forward::stream(shared, req).await
         }
         Target::Managed(up) => {
             shared.global.surface(surface);
@@ -74,13 +89,20 @@ async fn dispatch(shared: &Arc<Shared>, mut req: Request<Incoming>, rid: &Header
             let counters = &shared.upstreams[up].counters;
             counters.class(class).client_requests.fetch_add(1, Relaxed);
             if shared.is_paused() {
-                return forward::stream(shared, req, Some((up, class))).await;
+                return forward::stream(shared, req).await;
             }
             req.headers_mut().insert(REQUEST_ID, rid.clone());
+            let who = Caller {
+                surface,
+                identity: shared.identity_key.identify(req.headers()),
+            };
             if class.is_cacheable() && req.method() == Method::GET {
-                cached::serve(shared, up, class, req).await
+                cached::serve(shared, up, class, req, who).await
+            } else if class == RouteClass::Create {
+                limit::check(shared, who)?;
+                crate::queue::create::serve(shared, up, req, who).await
             } else {
-                forward::stream(shared, req, Some((up, class))).await
+                forward::managed(shared, up, class, req, who).await
             }
         }
     }
@@ -92,7 +114,11 @@ fn target_of(shared: &Shared, req: &Request<Incoming>) -> Target {
         return Target::Control;
     };
     let scheme = uri.scheme_str().unwrap_or("http");
-    let default_port = if scheme.eq_ignore_ascii_case("https") { 443 } else { 80 };
+    let default_port = if scheme.eq_ignore_ascii_case("https") {
+        443
+    } else {
+        80
+    };
     let port = authority.port_u16().unwrap_or(default_port);
     let host = authority.host();
     if port == shared.port && crate::control::is_own_host_name(host) {

@@ -11,24 +11,48 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub async fn connect(shared: &Arc<Shared>, req: Request<Incoming>) -> Result<Response<Body>, Problem> {
+pub async fn connect(
+    shared: &Arc<Shared>,
+    req: Request<Incoming>,
+) -> Result<Response<Body>, Problem> {
     let Some(authority) = req.uri().authority().cloned() else {
-        return Err(Problem::new(StatusCode::BAD_REQUEST, "bad_request", "CONNECT needs a host:port target"));
+        return Err(Problem::new(
+            StatusCode::BAD_REQUEST,
+            "bad_request",
+            "CONNECT needs a host:port target",
+        ));
     };
     let Some(port) = authority.port_u16() else {
-        return Err(Problem::new(StatusCode::BAD_REQUEST, "bad_request", format!("CONNECT target `{authority}` has no port")));
+        return Err(Problem::new(
+            StatusCode::BAD_REQUEST,
+            "bad_request",
+            format!("CONNECT target `{authority}` has no port"),
+        ));
     };
     if let Some(i) = crate::intercept::should_intercept(shared, &authority) {
         return Ok(crate::intercept::accept(shared, i, req, authority));
     }
     let host = authority.host().trim_matches(['[', ']']).to_string();
-    let upstream = match tokio::time::timeout(Duration::from_secs(10), shared.tunnel_connector.connect_tunnel(&host, port)).await {
+    let upstream = match tokio::time::timeout(
+        Duration::from_secs(10),
+        shared.tunnel_connector.connect_tunnel(&host, port),
+    )
+    .await
+    {
         Ok(Ok(s)) => s.into_inner(),
         Ok(Err(e)) => {
-            return Err(Problem::new(StatusCode::BAD_GATEWAY, "connection", format!("could not connect to {authority}: {e}")));
+            return Err(Problem::new(
+                StatusCode::BAD_GATEWAY,
+                "connection",
+                format!("could not connect to {authority}: {e}"),
+            ));
         }
         Err(_) => {
-            return Err(Problem::new(StatusCode::GATEWAY_TIMEOUT, "timeout", format!("connecting to {authority} took longer than 10s")));
+            return Err(Problem::new(
+                StatusCode::GATEWAY_TIMEOUT,
+                "timeout",
+                format!("connecting to {authority} took longer than 10s"),
+            ));
         }
     };
     let _ = upstream.set_nodelay(true);

@@ -26,7 +26,12 @@ pub struct Behaviour {
 
 impl Default for Behaviour {
     fn default() -> Self {
-        Behaviour { delay: Duration::ZERO, status: 200, extra_headers: vec![], body: None }
+        Behaviour {
+            delay: Duration::ZERO,
+            status: 200,
+            extra_headers: vec![],
+            body: None,
+        }
     }
 }
 
@@ -66,13 +71,19 @@ impl Upstream {
                 let mut stopped = stopped.clone();
                 tokio::spawn(async move {
                     let svc = service_fn(move |req| answer(req, b.clone(), s.clone()));
-                    let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+                    let builder =
+                        hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
                     let conn = builder.serve_connection(TokioIo::new(stream), svc);
                     tokio::select! { _ = conn => {}, _ = stopped.changed() => {} }
                 });
             }
         });
-        Upstream { addr, behaviour, seen, stop }
+        Upstream {
+            addr,
+            behaviour,
+            seen,
+            stop,
+        }
     }
 
     pub fn origin(&self) -> String {
@@ -85,7 +96,12 @@ impl Upstream {
 
     /// Requests received so far for `path` (path and query, exact).
     pub fn count(&self, path_and_query: &str) -> usize {
-        self.seen.lock().unwrap().iter().filter(|s| s.path_and_query == path_and_query).count()
+        self.seen
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|s| s.path_and_query == path_and_query)
+            .count()
     }
 
     pub fn total(&self) -> usize {
@@ -102,26 +118,55 @@ impl Upstream {
     }
 }
 
-async fn answer(req: Request<Incoming>, b: Arc<Mutex<Behaviour>>, s: Arc<Mutex<Vec<Seen>>>) -> Result<Response<Full<Bytes>>, std::convert::Infallible> {
+async fn answer(
+    req: Request<Incoming>,
+    b: Arc<Mutex<Behaviour>>,
+    s: Arc<Mutex<Vec<Seen>>>,
+) -> Result<Response<Full<Bytes>>, std::convert::Infallible> {
     let (parts, body) = req.into_parts();
-    let body = body.collect().await.map(|c| c.to_bytes()).unwrap_or_default();
-    let pq = parts.uri.path_and_query().map(|p| p.to_string()).unwrap_or_default();
+    let body = body
+        .collect()
+        .await
+        .map(|c| c.to_bytes())
+        .unwrap_or_default();
+    let pq = parts
+        .uri
+        .path_and_query()
+        .map(|p| p.to_string())
+        .unwrap_or_default();
     let n = {
         let mut seen = s.lock().unwrap();
-        seen.push(Seen { method: parts.method.to_string(), path_and_query: pq.clone(), headers: parts.headers.clone(), body });
+        seen.push(Seen {
+            method: parts.method.to_string(),
+            path_and_query: pq.clone(),
+            headers: parts.headers.clone(),
+            body,
+        });
         seen.iter().filter(|x| x.path_and_query == pq).count()
     };
     let beh = b.lock().unwrap().clone();
     if !beh.delay.is_zero() {
         tokio::time::sleep(beh.delay).await;
     }
-    let auth = parts.headers.get("authorization").and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
-    let body = beh.body.clone().unwrap_or_else(|| serde_json::json!({"path": pq, "n": n, "auth": auth}).to_string());
+    let auth = parts
+        .headers
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_string();
+    let body = beh
+        .body
+        .clone()
+        .unwrap_or_else(|| serde_json::json!({"path": pq, "n": n, "auth": auth}).to_string());
     let mut resp = Response::new(Full::new(Bytes::from(body)));
     *resp.status_mut() = StatusCode::from_u16(beh.status).unwrap();
-    resp.headers_mut().insert("content-type", "application/json".parse().unwrap());
+    resp.headers_mut()
+        .insert("content-type", "application/json".parse().unwrap());
     for (k, v) in &beh.extra_headers {
-        resp.headers_mut().insert(http::HeaderName::from_bytes(k.as_bytes()).unwrap(), v.parse().unwrap());
+        resp.headers_mut().insert(
+            http::HeaderName::from_bytes(k.as_bytes()).unwrap(),
+            v.parse().unwrap(),
+        );
     }
     Ok(resp)
 }
@@ -137,12 +182,16 @@ impl Weir {
     pub async fn start(origins: &[&str], extra: &str) -> Weir {
         let mut toml = String::from("listen = \"127.0.0.1:0\"\n");
         for (i, o) in origins.iter().enumerate() {
-            toml.push_str(&format!("[[upstream]]\nname = \"up{i}\"\norigin = \"{o}\"\n"));
+            toml.push_str(&format!(
+                "[[upstream]]\nname = \"up{i}\"\norigin = \"{o}\"\n"
+            ));
         }
         toml.push_str(extra);
         let settings = weir::config::parse_str(&toml, "test.toml").expect("test config");
         let dir = tempfile::tempdir().unwrap();
-        let handle = weir::start(weir::EngineOptions::new(settings, dir.path().to_path_buf())).await.expect("weir starts");
+        let handle = weir::start(weir::EngineOptions::new(settings, dir.path().to_path_buf()))
+            .await
+            .expect("weir starts");
         Weir { handle, dir }
     }
 

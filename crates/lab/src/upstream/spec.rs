@@ -1,0 +1,112 @@
+//! What a lab upstream does (latency, failures, rate limit, token lifetimes) and what it
+//! counts (requests per second, 5xx and 429 answers, creates per intent, answer instants).
+
+use crate::timeline::Timeline;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Mutex;
+use tokio::time::Instant;
+
+/// The behaviour of one lab upstream. Serialisable so the `upstream` subcommand and the fleet
+/// worker share it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct UpstreamSpec {
+    /// Delay before every answer (list, view, create, other).
+    pub latency_ms: u64,
+    /// Delay before a token answer (`GET /copilot_internal/v2/token`).
+    pub token_latency_ms: u64,
+    /// Fraction of requests answered `500` after the delay (0.02 = 2 %).
+    pub failure_rate: f64,
+    /// Size of the session-list body.
+    pub list_body_bytes: usize,
+    /// `refresh_in` of issued Copilot tokens, seconds.
+    pub token_refresh_in_s: u64,
+    /// Tokens expire this long after they are issued, seconds.
+    pub token_expires_in_s: u64,
+    /// A secondary rate limit: beyond `limit` requests per fixed window, `429` + `Retry-After`.
+    pub rate_limit: Option<RateLimitSpec>,
+    /// Seed of the failure draws, so a run can be repeated.
+    pub seed: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RateLimitSpec {
+    pub limit: u32,
+    pub window_ms: u64,
+}
+
+impl Default for UpstreamSpec {
+    fn default() -> Self {
+        UpstreamSpec {
+            latency_ms: 0,
+            token_latency_ms: 0,
+            failure_rate: 0.0,
+            list_body_bytes: 1024,
+            token_refresh_in_s: 1500,
+            token_expires_in_s: 1800,
+            rate_limit: None,
+            seed: 7,
+        }
+    }
+}
+
+impl UpstreamSpec {
+    /// Every route answers after `ms`.
+    pub fn with_latency(ms: u64) -> UpstreamSpec {
+        UpstreamSpec { latency_ms: ms, token_latency_ms: ms, ..UpstreamSpec::default() }
+    }
+}
+
+/// The upstream's own counters: the ground truth of every lab table.
+#[derive(Debug, Default)]
+pub struct UpstreamCounters {
+    /// Every request received, by second of arrival.
+    pub requests: Timeline,
+    /// Requests answered `500` on purpose.
+    pub failed: AtomicU64,
+    /// Requests refused with `429` by the rate limit.
+    pub rate_limited: AtomicU64,
+    /// Token requests received.
+    pub token_requests: AtomicU64,
+    /// Create requests received.
+    pub create_requests: AtomicU64,
+    creates: Mutex<BTreeMap<String, u32>>,
+    answers: Mutex<Vec<Instant>>,
+}
+
+impl UpstreamCounters {
+    /// Records that the session for `intent` was created (again).
+    pub(crate) fn created(&self, intent: &str) {
+        if let Ok(mut m) = self.creates.lock() {
+            *m.entry(intent.to_string()).or_default() += 1;
+        }
+    }
+
+    /// How many times each intent was created.
+    pub fn creates(&self) -> BTreeMap<String, u32> {
+        self.creates.lock().map(|m| m.clone()).unwrap_or_default()
+    }
+
+    pub(crate) fn answered(&self, at: Instant) {
+        if let Ok(mut v) = self.answers.lock() {
+            // Bounded: only the first answers matter (the cold-GET spread check).
+            if v.len() < 4096 {
+                v.push(at);
+            }
+        }
+    }
+
+    /// The instants the first (up to 4,096) answers were produced, in order.
+    pub fn answer_instants(&self) -> Vec<Instant> {
+        self.answers.lock().map(|v| v.clone()).unwrap_or_default()
+    }
+
+    pub fn failed(&self) -> u64 {
+        self.failed.load(Relaxed)
+    }
+
+    pub fn rate_limited(&self) -> u64 {
+        self.rate_limited.load(Relaxed)
+    }
+}

@@ -1,0 +1,78 @@
+//! What each tray menu item does when clicked. Failures are logged and, where the user asked
+//! for something, reported by notification: a tray app has no other place to say so.
+
+use crate::engine_task::{self, Engine};
+use crate::menu::MenuId;
+use crate::notify::{self, Notice};
+use crate::window::{self, View};
+use tauri::menu::CheckMenuItem;
+use tauri::{AppHandle, Manager, Runtime};
+use tauri_plugin_autostart::ManagerExt as _;
+use tauri_plugin_clipboard_manager::ClipboardExt as _;
+use tauri_plugin_opener::OpenerExt as _;
+
+/// Handles a click. `github_url` is the link behind the GitHub line right now;
+/// `autostart_item` is re-checked from the real login-item state after a toggle.
+pub fn on_click<R: Runtime>(app: &AppHandle<R>, id: MenuId, github_url: Option<String>, autostart_item: &CheckMenuItem<R>) {
+    let result = match id {
+        MenuId::Overall | MenuId::Upstream(_) | MenuId::OpenDashboard => window::show(app, View::Overview).map_err(|e| e.to_string()),
+        MenuId::Queue => window::show(app, View::Queue).map_err(|e| e.to_string()),
+        MenuId::Github => open_github(app, github_url),
+        MenuId::TogglePause => {
+            let engine = app.state::<Engine>();
+            engine.handle.set_paused(!engine.handle.is_paused());
+            Ok(())
+        }
+        MenuId::CopyProxy => copy_proxy_settings(app),
+        MenuId::Autostart => toggle_autostart(app, autostart_item),
+        MenuId::Quit => {
+            engine_task::quit(app);
+            Ok(())
+        }
+    };
+    if let Err(message) = result {
+        tracing::warn!("weir-tray: {id:?}: {message}");
+        tell(Notice { key: "Weir".into(), summary: "Weir could not do that".into(), body: message });
+    }
+}
+
+fn open_github<R: Runtime>(app: &AppHandle<R>, url: Option<String>) -> Result<(), String> {
+    let url = url.unwrap_or_else(|| "https://www.githubstatus.com".to_string());
+    app.opener().open_url(&url, None::<&str>).map_err(|e| format!("cannot open {url}: {e}"))
+}
+
+fn copy_proxy_settings<R: Runtime>(app: &AppHandle<R>) -> Result<(), String> {
+    let text = app.state::<Engine>().shell_proxy_settings();
+    match app.clipboard().write_text(text.clone()) {
+        Ok(()) => {
+            tell(Notice { key: "Weir".into(), summary: "Proxy settings copied".into(), body: text });
+            Ok(())
+        }
+        Err(e) => {
+            // No clipboard (e.g. a bare X server): the terminal that started us still works.
+            println!("{text}");
+            Err(format!("no clipboard ({e}); paste this instead:\n{text}"))
+        }
+    }
+}
+
+fn toggle_autostart<R: Runtime>(app: &AppHandle<R>, item: &CheckMenuItem<R>) -> Result<(), String> {
+    let autostart = app.autolaunch();
+    let was_on = autostart.is_enabled().unwrap_or(false);
+    let result = if was_on { autostart.disable() } else { autostart.enable() };
+    // The check mark flips on click whatever happened; show the real state.
+    let now_on = autostart.is_enabled().unwrap_or(was_on);
+    if let Err(e) = item.set_checked(now_on) {
+        tracing::warn!("weir-tray: cannot update the Start at login check mark: {e}");
+    }
+    result.map_err(|e| format!("cannot change Start at login: {e}"))
+}
+
+/// Shows a notice off the calling thread (a D-Bus round trip must not stall the menu).
+pub fn tell(notice: Notice) {
+    tauri::async_runtime::spawn_blocking(move || {
+        if let Err(e) = notify::send(&notice) {
+            tracing::warn!("weir-tray: notification `{}` not shown: {e}", notice.summary);
+        }
+    });
+}

@@ -1,0 +1,34 @@
+//! The `weir-tray` binary: parse the command line, then hand over to [`weir_tray::run_app`].
+
+// No console window on Windows release builds.
+#![cfg_attr(not(debug_assertions), windows_subsystem = "windows")]
+
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("WEIR_LOG").unwrap_or_else(|_| "weir=info,weir_tray=info".into()))
+        .with_writer(std::io::stderr)
+        .init();
+    let args = match weir_tray::LaunchArgs::parse(std::env::args().skip(1)) {
+        Ok(a) => a,
+        Err(message) => {
+            eprintln!("weir-tray: {message}");
+            return ExitCode::from(2);
+        }
+    };
+    let options = match weir_tray::AppOptions::desktop(&args) {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("weir-tray: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    match weir_tray::run_app(tauri::Builder::default(), weir_tray::context(), options) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("weir-tray: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

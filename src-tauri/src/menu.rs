@@ -1,0 +1,188 @@
+//! The tray menu: typed item IDs ([`MenuId`]) and the live menu ([`TrayMenu`]) whose labels
+//! follow the latest [`TrayView`].
+
+use crate::tray_state::TrayView;
+use tauri::menu::{CheckMenuItem, Menu, MenuItem, PredefinedMenuItem};
+use tauri::{AppHandle, Runtime};
+
+/// Every clickable (or updatable) line of the tray menu. The string form only exists at the
+/// boundary with Tauri; the rest of the shell matches on this enum.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum MenuId {
+    /// "Weir: healthy" and friends (informational).
+    Overall,
+    /// One line per configured upstream, in config order (informational).
+    Upstream(usize),
+    /// "N creates queued": opens the dashboard's queue view.
+    Queue,
+    /// GitHub Status line: opens the incident (or status page) in the browser.
+    Github,
+    OpenDashboard,
+    TogglePause,
+    CopyProxy,
+    Autostart,
+    Quit,
+}
+
+const UPSTREAM_PREFIX: &str = "upstream-";
+
+impl MenuId {
+    /// The ID Tauri carries in its menu events.
+    pub fn as_id(&self) -> String {
+        match self {
+            MenuId::Upstream(i) => format!("{UPSTREAM_PREFIX}{i}"),
+            other => other.fixed_id().to_string(),
+        }
+    }
+
+    /// The inverse of [`MenuId::as_id`]; `None` for IDs this shell never made.
+    pub fn from_id(id: &str) -> Option<MenuId> {
+        if let Some(n) = id.strip_prefix(UPSTREAM_PREFIX) {
+            // Reject "+1", "01" and the like so the mapping stays one-to-one.
+            if n.is_empty() || !n.bytes().all(|b| b.is_ascii_digit()) || (n.len() > 1 && n.starts_with('0')) {
+                return None;
+            }
+            return n.parse().ok().map(MenuId::Upstream);
+        }
+        FIXED.iter().copied().find(|m| m.fixed_id() == id)
+    }
+
+    fn fixed_id(&self) -> &'static str {
+        match self {
+            MenuId::Overall => "overall",
+            MenuId::Upstream(_) => UPSTREAM_PREFIX,
+            MenuId::Queue => "queue",
+            MenuId::Github => "github",
+            MenuId::OpenDashboard => "open-dashboard",
+            MenuId::TogglePause => "toggle-pause",
+            MenuId::CopyProxy => "copy-proxy",
+            MenuId::Autostart => "autostart",
+            MenuId::Quit => "quit",
+        }
+    }
+}
+
+/// The IDs without a payload, for [`MenuId::from_id`].
+const FIXED: [MenuId; 8] = [
+    MenuId::Overall,
+    MenuId::Queue,
+    MenuId::Github,
+    MenuId::OpenDashboard,
+    MenuId::TogglePause,
+    MenuId::CopyProxy,
+    MenuId::Autostart,
+    MenuId::Quit,
+];
+
+/// Label of the pause toggle for the current state.
+pub fn pause_label(paused: bool) -> &'static str {
+    if paused {
+        "Resume (Weir is passing traffic through)"
+    } else {
+        "Pause (pass everything through)"
+    }
+}
+
+/// The menu and handles to the items whose labels change.
+pub struct TrayMenu<R: Runtime> {
+    pub menu: Menu<R>,
+    overall: MenuItem<R>,
+    upstreams: Vec<MenuItem<R>>,
+    queue: MenuItem<R>,
+    github: MenuItem<R>,
+    pause: MenuItem<R>,
+    autostart: CheckMenuItem<R>,
+}
+
+impl<R: Runtime> TrayMenu<R> {
+    /// Builds the menu for `view`; the number of upstream lines is fixed here (the config does
+    /// not change while the app runs).
+    pub fn build(app: &AppHandle<R>, view: &TrayView, autostart_on: bool) -> tauri::Result<Self> {
+        let item = |id: MenuId, text: &str, enabled: bool| MenuItem::with_id(app, id.as_id(), text, enabled, None::<&str>);
+        let overall = item(MenuId::Overall, &view.overall_line, false)?;
+        let upstreams = view
+            .upstream_lines
+            .iter()
+            .enumerate()
+            .map(|(i, line)| item(MenuId::Upstream(i), line, false))
+            .collect::<tauri::Result<Vec<_>>>()?;
+        let queue = item(MenuId::Queue, &view.queue_line, true)?;
+        let github = item(MenuId::Github, &view.github_line, true)?;
+        let open = item(MenuId::OpenDashboard, "Open dashboard", true)?;
+        let pause = item(MenuId::TogglePause, pause_label(view.paused), true)?;
+        let copy = item(MenuId::CopyProxy, "Copy shell proxy settings", true)?;
+        let autostart = CheckMenuItem::with_id(app, MenuId::Autostart.as_id(), "Start at login", true, autostart_on, None::<&str>)?;
+        let quit = item(MenuId::Quit, "Quit Weir", true)?;
+        let menu = Menu::new(app)?;
+        menu.append(&overall)?;
+        for u in &upstreams {
+            menu.append(u)?;
+        }
+        menu.append(&queue)?;
+        menu.append(&github)?;
+        menu.append(&PredefinedMenuItem::separator(app)?)?;
+        menu.append_items(&[&open, &pause, &copy, &autostart])?;
+        menu.append(&PredefinedMenuItem::separator(app)?)?;
+        menu.append(&quit)?;
+        Ok(TrayMenu { menu, overall, upstreams, queue, github, pause, autostart })
+    }
+
+    /// Updates the labels that differ between `old` and `new` (each change is a main-thread
+    /// round trip, so unchanged lines are skipped).
+    pub fn apply(&self, old: Option<&TrayView>, new: &TrayView) -> tauri::Result<()> {
+        let changed = |f: fn(&TrayView) -> &str| old.map_or(true, |o| f(o) != f(new));
+        if changed(|v| &v.overall_line) {
+            self.overall.set_text(&new.overall_line)?;
+        }
+        for (i, item) in self.upstreams.iter().enumerate() {
+            let Some(line) = new.upstream_lines.get(i) else { continue };
+            if old.and_then(|o| o.upstream_lines.get(i)) != Some(line) {
+                item.set_text(line)?;
+            }
+        }
+        if changed(|v| &v.queue_line) {
+            self.queue.set_text(&new.queue_line)?;
+        }
+        if changed(|v| &v.github_line) {
+            self.github.set_text(&new.github_line)?;
+        }
+        if old.map_or(true, |o| o.paused != new.paused) {
+            self.pause.set_text(pause_label(new.paused))?;
+        }
+        Ok(())
+    }
+
+    /// The "Start at login" item, for the click handler to set its check mark.
+    pub fn autostart_item(&self) -> CheckMenuItem<R> {
+        self.autostart.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_id_round_trips() {
+        let mut all: Vec<MenuId> = FIXED.to_vec();
+        all.extend([MenuId::Upstream(0), MenuId::Upstream(7), MenuId::Upstream(123)]);
+        for id in &all {
+            assert_eq!(MenuId::from_id(&id.as_id()), Some(*id), "{id:?} -> {}", id.as_id());
+        }
+        let strings: std::collections::HashSet<String> = all.iter().map(MenuId::as_id).collect();
+        assert_eq!(strings.len(), all.len(), "two items share an ID string");
+    }
+
+    #[test]
+    fn foreign_and_malformed_ids_are_rejected() {
+        for bad in ["", "upstream-", "upstream-x", "upstream-+1", "upstream-01", "upstream--1", "Quit", "quit ", "tray"] {
+            assert_eq!(MenuId::from_id(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn pause_label_names_the_action() {
+        assert!(pause_label(false).starts_with("Pause"));
+        assert!(pause_label(true).starts_with("Resume"));
+    }
+}

@@ -1,0 +1,200 @@
+//! Desktop notifications for changes worth an interruption (breaker opened/closed, a queued
+//! create replayed or failed, a GitHub incident opened/resolved), rate-limited per upstream.
+//!
+//! [`Limiter`] is pure (it takes instants), so the "at most one per upstream per 3 minutes, then
+//! one summary" rule is tested without clocks; [`send`] hands a notice to notify-rust (D-Bus
+//! `org.freedesktop.Notifications` on Linux, the native centres on macOS and Windows).
+
+use std::collections::HashMap;
+use std::time::Duration;
+use tokio::time::Instant;
+use weir::events::Event;
+
+/// How long an upstream stays quiet after a notification.
+pub const WINDOW: Duration = Duration::from_secs(180);
+
+/// One notification. `key` is what the limiter counts by: the upstream, or "GitHub".
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Notice {
+    pub key: String,
+    pub summary: String,
+    pub body: String,
+}
+
+/// The notice an event deserves, if any (pause toggles and intermediate states get none).
+pub fn notice_for(event: &Event) -> Option<Notice> {
+    let n = |key: &str, summary: String, body: String| Some(Notice { key: key.to_string(), summary, body });
+    match event {
+        Event::Breaker { upstream, to, reason, .. } => match to.as_str() {
+            "open" => n(
+                upstream,
+                format!("{upstream}: circuit open"),
+                format!("{reason}. Weir answers from its cache and queues new sessions until it recovers."),
+            ),
+            "closed" => n(upstream, format!("{upstream}: recovered"), format!("Circuit closed again: {reason}.")),
+            _ => None,
+        },
+        Event::Queue { id, upstream, state, detail, .. } => match state.as_str() {
+            "done" => n(upstream, format!("Queued session #{id} created"), format!("Replayed to {upstream}. {detail}")),
+            "failed" => n(upstream, format!("Queued session #{id} failed"), format!("{upstream} refused it: {detail}")),
+            _ => None,
+        },
+        Event::Github { change, title, url, .. } => {
+            let link = url.as_deref().map(|u| format!("\n{u}")).unwrap_or_default();
+            match change.as_str() {
+                "incident_opened" => n("GitHub", "GitHub incident".to_string(), format!("{title}{link}")),
+                "incident_resolved" => n("GitHub", "GitHub incident resolved".to_string(), format!("{title}{link}")),
+                _ => None,
+            }
+        }
+        Event::Paused { .. } => None,
+    }
+}
+
+#[derive(Debug)]
+struct KeyState {
+    last_shown: Instant,
+    held: u32,
+    latest: Option<Notice>,
+}
+
+/// At most one notification per key per window; what arrives in between is counted and shown
+/// as one summary ("N more changes") when the window ends.
+#[derive(Debug)]
+pub struct Limiter {
+    window: Duration,
+    keys: HashMap<String, KeyState>,
+}
+
+impl Limiter {
+    pub fn new(window: Duration) -> Limiter {
+        Limiter { window, keys: HashMap::new() }
+    }
+
+    /// `Some(notice)` to show now, `None` when it was held for the next summary.
+    pub fn offer(&mut self, notice: Notice, now: Instant) -> Option<Notice> {
+        match self.keys.get_mut(&notice.key) {
+            Some(k) if now.saturating_duration_since(k.last_shown) < self.window => {
+                k.held += 1;
+                k.latest = Some(notice);
+                None
+            }
+            Some(k) => {
+                // The window passed before `due` flushed the held ones: say so in this notice.
+                let mut notice = notice;
+                if k.held > 0 {
+                    notice.body.push_str(&format!("\n(+{} earlier {})", k.held, changes(k.held)));
+                }
+                *k = KeyState { last_shown: now, held: 0, latest: None };
+                Some(notice)
+            }
+            None => {
+                self.keys.insert(notice.key.clone(), KeyState { last_shown: now, held: 0, latest: None });
+                Some(notice)
+            }
+        }
+    }
+
+    /// Summaries for keys whose window has ended with notices held; each restarts its window.
+    pub fn due(&mut self, now: Instant) -> Vec<Notice> {
+        let mut out = Vec::new();
+        for (key, k) in self.keys.iter_mut() {
+            if k.held == 0 || now.saturating_duration_since(k.last_shown) < self.window {
+                continue;
+            }
+            let latest = k.latest.take().map(|n| format!("Latest: {}", n.summary)).unwrap_or_default();
+            out.push(Notice { key: key.clone(), summary: format!("{key}: {} more {}", k.held, changes(k.held)), body: latest });
+            k.held = 0;
+            k.last_shown = now;
+        }
+        out.sort_by(|a, b| a.key.cmp(&b.key));
+        out
+    }
+}
+
+fn changes(n: u32) -> &'static str {
+    if n == 1 {
+        "change"
+    } else {
+        "changes"
+    }
+}
+
+/// Shows a notice. Blocking (D-Bus round trip on Linux): call from `spawn_blocking`.
+pub fn send(notice: &Notice) -> Result<(), notify_rust::error::Error> {
+    notify_rust::Notification::new()
+        .appname("Weir")
+        .summary(&notice.summary)
+        .body(&notice.body)
+        .show()
+        .map(|_| ())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::SystemTime;
+
+    fn notice(key: &str, summary: &str) -> Notice {
+        Notice { key: key.into(), summary: summary.into(), body: "b".into() }
+    }
+
+    #[test]
+    fn first_notice_per_key_shows_then_the_window_holds() {
+        let t0 = Instant::now();
+        let mut l = Limiter::new(WINDOW);
+        assert!(l.offer(notice("copilot-api", "open"), t0).is_some());
+        assert!(l.offer(notice("github-api", "open"), t0).is_some(), "another upstream has its own window");
+        assert_eq!(l.offer(notice("copilot-api", "closed"), t0 + Duration::from_secs(10)), None);
+        assert_eq!(l.offer(notice("copilot-api", "open"), t0 + Duration::from_secs(179)), None);
+        assert!(l.due(t0 + Duration::from_secs(179)).is_empty(), "window not over yet");
+    }
+
+    #[test]
+    fn held_notices_become_one_summary_when_the_window_ends() {
+        let t0 = Instant::now();
+        let mut l = Limiter::new(WINDOW);
+        l.offer(notice("copilot-api", "open"), t0);
+        l.offer(notice("copilot-api", "closed"), t0 + Duration::from_secs(5));
+        l.offer(notice("copilot-api", "open again"), t0 + Duration::from_secs(6));
+        let due = l.due(t0 + WINDOW);
+        assert_eq!(due.len(), 1);
+        assert_eq!(due[0].summary, "copilot-api: 2 more changes");
+        assert_eq!(due[0].body, "Latest: open again");
+        // The summary restarted the window: the next change waits again, nothing is due twice.
+        assert!(l.due(t0 + WINDOW + Duration::from_secs(1)).is_empty());
+        assert_eq!(l.offer(notice("copilot-api", "closed"), t0 + WINDOW + Duration::from_secs(60)), None);
+        let due = l.due(t0 + WINDOW * 2);
+        assert_eq!(due[0].summary, "copilot-api: 1 more change");
+    }
+
+    #[test]
+    fn a_late_notice_carries_the_held_count_when_due_was_not_called() {
+        let t0 = Instant::now();
+        let mut l = Limiter::new(WINDOW);
+        l.offer(notice("copilot-api", "open"), t0);
+        l.offer(notice("copilot-api", "closed"), t0 + Duration::from_secs(1));
+        let shown = l.offer(notice("copilot-api", "open"), t0 + WINDOW).expect("window over");
+        assert_eq!(shown.body, "b\n(+1 earlier change)");
+        assert!(l.due(t0 + WINDOW * 3).is_empty(), "the held one was already reported");
+    }
+
+    #[test]
+    fn events_map_to_notices_only_where_worth_it() {
+        let at = SystemTime::UNIX_EPOCH;
+        let br = |to: &str| Event::Breaker { upstream: "copilot-api".into(), from: "x".into(), to: to.into(), at, reason: "8 of 10 calls failed".into() };
+        assert_eq!(notice_for(&br("open")).map(|n| n.summary), Some("copilot-api: circuit open".into()));
+        assert_eq!(notice_for(&br("closed")).map(|n| n.key), Some("copilot-api".into()));
+        assert_eq!(notice_for(&br("half_open")), None);
+        let q = |state: &str| Event::Queue { id: 4, upstream: "copilot-api".into(), state: state.into(), at, detail: "d".into() };
+        assert_eq!(notice_for(&q("done")).map(|n| n.summary), Some("Queued session #4 created".into()));
+        assert_eq!(notice_for(&q("failed")).map(|n| n.summary), Some("Queued session #4 failed".into()));
+        assert_eq!(notice_for(&q("replaying")), None);
+        let gh = |change: &str| Event::Github { change: change.into(), title: "Copilot slow".into(), url: Some("https://stspg.io/a".into()), at };
+        let opened = notice_for(&gh("incident_opened")).expect("notice");
+        assert_eq!((opened.key.as_str(), opened.body.as_str()), ("GitHub", "Copilot slow\nhttps://stspg.io/a"));
+        assert!(notice_for(&gh("incident_resolved")).is_some());
+        assert_eq!(notice_for(&gh("component_changed")), None);
+        assert_eq!(notice_for(&Event::Paused { at, paused: true }), None);
+    }
+}

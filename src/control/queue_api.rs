@@ -1,0 +1,121 @@
+//! `/_weir/api/queue`: list and show queued creates; cancel and retry them (with the secret).
+
+use super::{json, require_secret};
+use crate::body::Body;
+use crate::engine::Shared;
+use crate::problem::Problem;
+use crate::queue::{event, now_ms};
+use http::{Method, Request, Response, StatusCode};
+use hyper::body::Incoming;
+use std::sync::Arc;
+use weir_store::{Item, ListFilter, StoreError};
+
+pub async fn handle(
+    shared: &Arc<Shared>,
+    req: &Request<Incoming>,
+    rest: &str,
+) -> Result<Response<Body>, Problem> {
+    let Some(q) = &shared.queue else {
+        return Err(Problem::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "queue_unavailable",
+            shared.queue_error.clone().unwrap_or_default(),
+        ));
+    };
+    let parts: Vec<&str> = rest.split('/').filter(|s| !s.is_empty()).collect();
+    match (req.method(), parts.as_slice()) {
+        (&Method::GET, []) => {
+            let items = q
+                .store
+                .list(ListFilter {
+                    states: Vec::new(),
+                    limit: 500,
+                })
+                .await
+                .map_err(store_problem)?;
+            let counts = q.store.counts().await.map_err(store_problem)?;
+            Ok(json(
+                &serde_json::json!({"items": items.iter().map(view).collect::<Vec<_>>(), "counts": counts}),
+            ))
+        }
+        (&Method::GET, [id]) => {
+            let item = q
+                .store
+                .get(parse(id)?)
+                .await
+                .map_err(store_problem)?
+                .ok_or_else(|| not_found(id))?;
+            Ok(json(&view(&item)))
+        }
+        (&Method::POST, [id, action @ ("cancel" | "retry")]) => {
+            require_secret(shared, req)?;
+            let id = parse(id)?;
+            let item = if *action == "cancel" {
+                q.store.cancel(id, now_ms()).await
+            } else {
+                q.store.retry(id, now_ms()).await
+            }
+            .map_err(store_problem)?;
+            if *action == "cancel" {
+                if let Some(acct) = &item.credential_ref {
+                    q.secrets.delete(acct).await;
+                }
+            } else {
+                q.wake.notify_waiters();
+            }
+            shared.emit(event(
+                &item,
+                format!("{action}led by the user").replace("retryled", "retried"),
+            ));
+            Ok(json(&view(&item)))
+        }
+        _ => Err(Problem::new(
+            StatusCode::NOT_FOUND,
+            "not_found",
+            format!(
+                "no queue endpoint at {} /_weir/api/queue/{rest}",
+                req.method()
+            ),
+        )),
+    }
+}
+
+fn view(i: &Item) -> serde_json::Value {
+    serde_json::json!({
+        "id": i.id, "upstream": i.upstream, "state": i.state.as_str(), "method": i.method, "path": i.path_and_query,
+        "repo": i.repo, "created_at": i.created_at, "updated_at": i.updated_at, "attempts": i.attempts,
+        "next_attempt_at": i.next_attempt_at, "last_error": i.last_error, "result": i.result,
+    })
+}
+
+fn parse(id: &str) -> Result<i64, Problem> {
+    id.parse().map_err(|_| {
+        Problem::new(
+            StatusCode::BAD_REQUEST,
+            "bad_request",
+            format!("`{id}` is not a queue item id"),
+        )
+    })
+}
+
+fn not_found(id: &str) -> Problem {
+    Problem::new(
+        StatusCode::NOT_FOUND,
+        "not_found",
+        format!("no queued create with id {id}"),
+    )
+}
+
+fn store_problem(e: StoreError) -> Problem {
+    match e {
+        StoreError::NotFound { .. } => Problem::new(StatusCode::NOT_FOUND, "not_found", e.detail()),
+        StoreError::IllegalTransition { .. } => {
+            Problem::new(StatusCode::CONFLICT, "bad_request", e.detail())
+        }
+        e => Problem::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "queue_unavailable",
+            format!("{}. {}", e.detail(), e.fix()),
+        ),
+    }
+}

@@ -1,0 +1,56 @@
+//! Creates are never lost and never doubled.
+//!
+//! - [`secrets`]: replay credentials in the OS keychain (the database holds only a reference).
+//! - [`create`]: the `create` request path: duplicate suppression, one attempt, and a durable
+//!   202 when the upstream cannot take it.
+//! - [`replay`]: the worker that sends queued creates when the upstream is healthy again, and
+//!   resolves `in_doubt` items by looking them up upstream first.
+
+pub mod create;
+pub mod replay;
+pub mod secrets;
+
+use crate::events::Event;
+use std::path::Path;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use weir_store::{AsyncStore, Item, StoreError, StoreOptions};
+
+/// The durable queue and its credential store.
+pub struct Queue {
+    pub store: AsyncStore,
+    pub secrets: secrets::Secrets,
+    /// New items wake the replay workers at once.
+    pub wake: tokio::sync::Notify,
+    pub max_age: Duration,
+}
+
+impl Queue {
+    pub async fn open(data_dir: &Path, secrets: secrets::Secrets) -> Result<Queue, StoreError> {
+        let store =
+            AsyncStore::open(data_dir.join("queue.sqlite3"), StoreOptions::default()).await?;
+        Ok(Queue {
+            store,
+            secrets,
+            wake: tokio::sync::Notify::new(),
+            max_age: Duration::from_secs(24 * 3600),
+        })
+    }
+}
+
+pub fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+/// The event for an item's new state.
+pub fn event(item: &Item, detail: impl Into<String>) -> Event {
+    Event::Queue {
+        id: item.id,
+        upstream: item.upstream.clone(),
+        state: item.state.as_str().to_string(),
+        at: SystemTime::now(),
+        detail: detail.into(),
+    }
+}

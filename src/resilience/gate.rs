@@ -1,0 +1,176 @@
+//! The per-upstream guard: shared failure state that every surface on the laptop obeys.
+
+use crate::config::{ResilienceSettings, UpstreamSettings};
+use crate::problem::Problem;
+use http::StatusCode;
+use serde::Serialize;
+use std::sync::Mutex;
+use std::time::Duration;
+use weir_resilience::{
+    Backoff, Breaker, BreakerSnapshot, Bulkhead, BulkheadPermit, Cooldown, FullJitter, Jitter,
+    Kind, NoJitter, Permit, RetryBudget,
+};
+
+pub struct Guard {
+    pub name: String,
+    pub breaker: Breaker,
+    pub budget: RetryBudget,
+    pub cooldown: Cooldown,
+    pub bulkhead: Bulkhead,
+    pub backoff: Backoff,
+    retry_jitter: bool,
+    /// What set the current cooldown (rate limited → 429, overloaded → 503).
+    cooldown_kind: Mutex<Option<Kind>>,
+}
+
+/// Why an attempt was not sent.
+pub enum Closed {
+    Cooldown(Duration, Kind),
+    Breaker(weir_resilience::Rejected),
+}
+
+impl Guard {
+    pub fn new(u: &UpstreamSettings, r: &ResilienceSettings) -> Result<Guard, String> {
+        let breaker = if r.breaker_jitter {
+            Breaker::new(&u.name, r.breaker.clone(), FullJitter)
+        } else {
+            Breaker::new(&u.name, r.breaker.clone(), NoJitter)
+        }
+        .map_err(|e| e.to_string())?;
+        Ok(Guard {
+            name: u.name.clone(),
+            breaker,
+            budget: RetryBudget::new(r.budget.clone()),
+            cooldown: Cooldown::new(),
+            bulkhead: Bulkhead::new(r.bulkhead.clone()),
+            backoff: Backoff {
+                base: r.retry_base,
+                cap: r.retry_cap,
+            },
+            retry_jitter: r.retry_jitter,
+            cooldown_kind: Mutex::new(None),
+        })
+    }
+
+    pub fn jitter(&self) -> Box<dyn Jitter> {
+        if self.retry_jitter {
+            Box::new(FullJitter)
+        } else {
+            Box::new(NoJitter)
+        }
+    }
+
+    /// Cooldown, then breaker: may an attempt go out now?
+    pub fn admit(&self) -> Result<Permit, Closed> {
+        if let Some(rem) = self.cooldown.remaining() {
+            let kind = self
+                .cooldown_kind
+                .lock()
+                .ok()
+                .and_then(|k| *k)
+                .unwrap_or(Kind::RateLimited);
+            return Err(Closed::Cooldown(rem, kind));
+        }
+        self.breaker.try_acquire().map_err(Closed::Breaker)
+    }
+
+    pub async fn slot(&self) -> Result<BulkheadPermit, Problem> {
+        self.bulkhead.acquire().await.map_err(|shed| {
+            Problem::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "overloaded",
+                format!("request shed: {shed}"),
+            )
+            .retry_after(Duration::from_secs(1))
+        })
+    }
+
+    /// Holds back every request to this upstream for `wait` (from `Retry-After` & co).
+    pub fn cool_down(&self, wait: Duration, kind: Kind) {
+        if let Ok(mut k) = self.cooldown_kind.lock() {
+            *k = Some(kind);
+        }
+        self.cooldown.hold_for(wait);
+    }
+
+    pub fn problem_for(&self, closed: &Closed) -> Problem {
+        match closed {
+            Closed::Cooldown(rem, kind) => {
+                let (status, k) = if *kind == Kind::Overloaded {
+                    (StatusCode::SERVICE_UNAVAILABLE, "overloaded")
+                } else {
+                    (StatusCode::TOO_MANY_REQUESTS, "rate_limited")
+                };
+                Problem::new(
+                    status,
+                    k,
+                    format!(
+                        "{} asked for a pause; Weir holds every request back for {:.1}s more",
+                        self.name,
+                        rem.as_secs_f64()
+                    ),
+                )
+                .retry_after(*rem)
+            }
+            Closed::Breaker(rej) => Problem::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "breaker_open",
+                format!(
+                    "the circuit breaker for {} is {}: {}",
+                    self.name, rej.state, rej.reason
+                ),
+            )
+            .retry_after(rej.retry_after)
+            .breaker(rej.state.as_str()),
+        }
+        .upstream(&self.name)
+    }
+
+    pub fn status(&self) -> GuardStatus {
+        let b = self.breaker.snapshot();
+        GuardStatus {
+            breaker: BreakerView::from(&b),
+            cooldown_remaining_s: self.cooldown.remaining().map(|d| d.as_secs_f64()),
+            retry_budget: self.budget.stats(),
+            bulkhead: self.bulkhead.stats(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct GuardStatus {
+    pub breaker: BreakerView,
+    pub cooldown_remaining_s: Option<f64>,
+    pub retry_budget: weir_resilience::BudgetStats,
+    pub bulkhead: weir_resilience::BulkheadStats,
+}
+
+/// `upstreams[].breaker` in the status document (outside checks read `.state`).
+#[derive(Debug, Clone, Serialize)]
+pub struct BreakerView {
+    pub state: &'static str,
+    pub since: String,
+    pub reason: String,
+    pub open_count: u32,
+    pub opens_total: u64,
+    pub failure_rate: f64,
+    pub slow_rate: f64,
+    pub calls_in_window: u64,
+    pub retry_after_s: Option<f64>,
+}
+
+impl From<&BreakerSnapshot> for BreakerView {
+    fn from(b: &BreakerSnapshot) -> Self {
+        BreakerView {
+            state: b.state.as_str(),
+            since: crate::time_fmt::rfc3339(b.since),
+            reason: b.reason.clone(),
+            open_count: b.open_count,
+            opens_total: b.opens_total,
+            failure_rate: b.failure_rate,
+            slow_rate: b.slow_rate,
+            calls_in_window: b.calls_in_window,
+            retry_after_s: b.retry_after.map(|d| d.as_secs_f64()),
+        }
+    }
+}

@@ -1,0 +1,356 @@
+//! Creates are never lost and never doubled: a real SQLite file, a real keychain (run the suite
+//! under scripts/with-keychain.sh), real loopback upstreams, and a real `kill -9`.
+
+mod common;
+use common::{eventually, Upstream, Weir};
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+const JOBS: &str = "/agents/swe/v1/jobs/octo/repo";
+
+fn body(i: usize) -> String {
+    format!(r#"{{"problem_statement":"task {i}","event_type":"weir-test"}}"#)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fifty_identical_creates_make_one_upstream_create() {
+    let up = Upstream::start().await;
+    up.set(|b| {
+        b.delay = Duration::from_millis(400);
+        b.status = 201;
+        b.body = Some(r#"{"job_id":"j1","session_id":"s1"}"#.into());
+    });
+    let weir = Weir::start(&[&up.origin()], "[queue]\ncredentials = \"memory\"\n").await;
+    let tasks: Vec<_> = (0..50)
+        .map(|_| {
+            let (c, u) = (weir.client("alice"), format!("{}{JOBS}", up.origin()));
+            tokio::spawn(async move {
+                let r = c.post(u).body(body(1)).send().await.unwrap();
+                (r.status().as_u16(), r.bytes().await.unwrap())
+            })
+        })
+        .collect();
+    let mut answers = Vec::new();
+    for t in tasks {
+        answers.push(t.await.unwrap());
+    }
+    assert_eq!(up.count(JOBS), 1, "one upstream create");
+    assert!(
+        answers.iter().all(|a| a == &answers[0]),
+        "identical answers"
+    );
+    assert_eq!(answers[0].0, 201);
+    // A different body from the same identity is a different create.
+    weir.client("alice")
+        .post(format!("{}{JOBS}", up.origin()))
+        .body(body(2))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(up.count(JOBS), 2);
+}
+
+#[tokio::test]
+async fn fatal_answers_are_never_queued() {
+    let up = Upstream::start().await;
+    let weir = Weir::start(&[&up.origin()], "[queue]\ncredentials = \"memory\"\n").await;
+    for status in [400u16, 401, 403, 404, 422] {
+        up.set(|b| b.status = status);
+        let r = weir
+            .client("a")
+            .post(format!("{}{JOBS}", up.origin()))
+            .body(body(status as usize))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status().as_u16(), status, "passed through as it came");
+    }
+    let s = weir.status().await;
+    assert_eq!(s["queue"]["queued"], 0);
+    assert_eq!(up.count(JOBS), 5);
+}
+
+#[tokio::test]
+async fn a_failing_upstream_gets_the_create_queued_then_replayed_once() {
+    let up = Upstream::start().await;
+    up.set(|b| b.status = 503);
+    let weir = Weir::start(
+        &[&up.origin()],
+        "[queue]\ncredentials = \"memory\"\n[breaker]\nminimum_calls = 1000\n",
+    )
+    .await;
+    let r = weir
+        .client("a")
+        .post(format!("{}{JOBS}", up.origin()))
+        .body(body(7))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 202);
+    let loc = r.headers()["location"].to_str().unwrap().to_string();
+    assert!(loc.starts_with("/_weir/api/queue/"));
+    let v: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(v["status"], "queued");
+    up.set(|b| {
+        b.status = 201;
+        b.body = Some(r#"{"job_id":"j7"}"#.into());
+    });
+    let url = format!("{}{loc}", weir.proxy_url());
+    let mut done = false;
+    for _ in 0..300 {
+        let item: serde_json::Value = reqwest::get(&url).await.unwrap().json().await.unwrap();
+        if item["state"] == "done" {
+            assert_eq!(item["result"]["job_id"], "j7");
+            done = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(done, "replayed");
+    let creates: Vec<_> = up
+        .seen()
+        .into_iter()
+        .filter(|s| s.method == "POST")
+        .collect();
+    assert_eq!(
+        creates.len(),
+        2,
+        "the failed attempt and exactly one replay"
+    );
+    assert_eq!(
+        creates[1].headers["authorization"], "token a",
+        "the replay carries the credential"
+    );
+    assert_eq!(&creates[1].body[..], body(7).as_bytes());
+}
+
+fn spawn_serve(config: &std::path::Path, data: &std::path::Path) -> (Child, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_weir"))
+        .args(["serve", "--config"])
+        .arg(config)
+        .arg("--data-dir")
+        .arg(data)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let first = lines.next().unwrap().unwrap();
+    let addr = first.rsplit("http://").next().unwrap().to_string();
+    std::thread::spawn(move || for _ in lines {});
+    (child, addr)
+}
+
+/// Needs the real keychain: credentials must survive the crash.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn twenty_creates_survive_kill_9_and_reach_the_upstream_exactly_once() {
+    // The upstream's port is reserved, then closed: connection refused = upstream down.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let up_addr = listener.local_addr().unwrap();
+    drop(listener);
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("weir.toml");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    std::fs::write(&cfg, format!("listen = \"127.0.0.1:{port}\"\n[[upstream]]\nname = \"jobs\"\norigin = \"http://{up_addr}\"\n[breaker]\nminimum_calls = 1000\n")).unwrap();
+    let (mut weir, addr) = spawn_serve(&cfg, dir.path());
+    let client = reqwest::Client::builder()
+        .proxy(reqwest::Proxy::all(format!("http://{addr}")).unwrap())
+        .build()
+        .unwrap();
+    for i in 0..20 {
+        let r = client
+            .post(format!("http://{up_addr}{JOBS}"))
+            .header("authorization", format!("token u{i}"))
+            .body(body(i))
+            .send()
+            .await
+            .unwrap();
+        let status = r.status();
+        let text = r.text().await.unwrap();
+        assert_eq!(status, 202, "{text}");
+    }
+    weir.kill().unwrap(); // SIGKILL
+    weir.wait().unwrap();
+
+    let up = Upstream::start_on(tokio::net::TcpListener::bind(up_addr).await.unwrap()).await;
+    up.set(|b| {
+        b.status = 201;
+        b.body = Some(r#"{"job_id":"j"}"#.into());
+    });
+    let (mut weir, _addr) = spawn_serve(&cfg, dir.path());
+    let all_in = eventually(1000, || up.count(JOBS) >= 20).await;
+    // Give a double (if any) the chance to show up before counting.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    weir.kill().unwrap();
+    weir.wait().unwrap();
+    assert!(all_in, "only {} of 20 replayed", up.count(JOBS));
+    let mut per_body: HashMap<Vec<u8>, usize> = HashMap::new();
+    for s in up.seen().into_iter().filter(|s| s.method == "POST") {
+        *per_body.entry(s.body.to_vec()).or_default() += 1;
+    }
+    assert_eq!(per_body.len(), 20);
+    assert!(per_body.values().all(|n| *n == 1), "{per_body:?}");
+}
+
+#[tokio::test]
+async fn an_in_doubt_create_found_upstream_is_not_sent_again() {
+    let up = Upstream::start().await;
+    up.set(|b| b.status = 503);
+    let weir = Weir::start(
+        &[&up.origin()],
+        "[queue]\ncredentials = \"memory\"\n[breaker]\nminimum_calls = 1000\n",
+    )
+    .await;
+    weir.handle.shutdown().await;
+    // Queue an item directly, as a crash mid-replay leaves it: state replaying.
+    let db = weir.dir.path().join("queue.sqlite3");
+    {
+        let mut store = weir_store::Store::open(&db).unwrap();
+        let now = weir::queue::now_ms();
+        let it = store
+            .insert(
+                &weir_store::NewItem {
+                    upstream: "up0".into(),
+                    method: "POST".into(),
+                    path_and_query: JOBS.into(),
+                    headers: vec![],
+                    body: body(9).into_bytes(),
+                    identity: "x".into(),
+                    credential_ref: None,
+                    dedupe_key: "k9".into(),
+                    repo: Some("octo/repo".into()),
+                    problem_statement: Some("task 9".into()),
+                },
+                now,
+            )
+            .unwrap();
+        store.mark_replaying(it.id, now).unwrap();
+    }
+    // The upstream already has the session (the crashed attempt went through).
+    let created = weir::time_fmt::rfc3339(std::time::SystemTime::now());
+    up.set(|b| {
+        b.status = 200;
+        b.body = Some(format!(r#"{{"sessions":[{{"id":"sess-9","problem_statement":"task 9","created_at":"{created}"}}]}}"#));
+    });
+    let settings = weir::config::parse_str(&format!("listen = \"127.0.0.1:0\"\n[[upstream]]\nname = \"up0\"\norigin = \"{}\"\n[queue]\ncredentials = \"memory\"\n", up.origin()), "t").unwrap();
+    let again = weir::start(weir::EngineOptions::new(
+        settings,
+        weir.dir.path().to_path_buf(),
+    ))
+    .await
+    .unwrap();
+    let mut state = String::new();
+    for _ in 0..200 {
+        let v: serde_json::Value = reqwest::get(format!("{}/_weir/api/queue/1", again.base_url()))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        state = v["state"].as_str().unwrap_or("").to_string();
+        if state == "done" {
+            assert_eq!(v["result"]["session"]["id"], "sess-9");
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(state, "done");
+    assert_eq!(
+        up.seen().iter().filter(|s| s.method == "POST").count(),
+        0,
+        "no second create"
+    );
+    again.shutdown().await;
+}
+
+#[tokio::test]
+async fn without_a_keychain_creates_are_not_queued_and_the_client_is_told_why() {
+    if std::env::var("DBUS_SESSION_BUS_ADDRESS").is_ok()
+        && std::env::var("WEIR_TEST_NO_KEYCHAIN").is_err()
+    {
+        // Covered by running this binary once more without a bus (scripts/test.sh does).
+        return;
+    }
+    let up = Upstream::start().await;
+    up.set(|b| b.status = 503);
+    let weir = Weir::start(&[&up.origin()], "[breaker]\nminimum_calls = 1000\n").await;
+    let r = weir
+        .client("a")
+        .post(format!("{}{JOBS}", up.origin()))
+        .body(body(1))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 503);
+    let p: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(p["kind"], "queue_unavailable");
+    assert!(p["detail"].as_str().unwrap().contains("credential"), "{p}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cli_lists_and_cancels_queued_creates() {
+    let up = Upstream::start().await;
+    up.set(|b| b.status = 503);
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("weir.toml");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    std::fs::write(&cfg, format!("listen = \"127.0.0.1:{port}\"\n[[upstream]]\nname = \"jobs\"\norigin = \"{}\"\n[queue]\ncredentials = \"memory\"\n[breaker]\nminimum_calls = 1000\n", up.origin())).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_weir"))
+        .args(["serve", "--config"])
+        .arg(&cfg)
+        .arg("--data-dir")
+        .arg(dir.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let _ = lines.next();
+    let dash = lines.next().unwrap().unwrap();
+    let secret = dash.rsplit("#secret=").next().unwrap().to_string();
+    let client = reqwest::Client::builder()
+        .proxy(reqwest::Proxy::all(format!("http://127.0.0.1:{port}")).unwrap())
+        .build()
+        .unwrap();
+    let r = client
+        .post(format!("{}{JOBS}", up.origin()))
+        .header("authorization", "token z")
+        .body(body(3))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 202);
+    let cli = |args: &[&str], secret: Option<&str>| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_weir"));
+        c.arg("queue").arg("--config").arg(&cfg).args(args);
+        if let Some(s) = secret {
+            c.env("WEIR_CONTROL_SECRET", s);
+        }
+        c.output().unwrap()
+    };
+    let ls = cli(&["ls"], None);
+    let text = String::from_utf8_lossy(&ls.stdout);
+    assert!(ls.status.success() && text.contains(JOBS), "{text}");
+    let denied = cli(&["cancel", "1"], Some("wrong"));
+    assert!(!denied.status.success());
+    let ok = cli(&["cancel", "1"], Some(&secret));
+    assert!(
+        ok.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+    let show = cli(&["show", "1"], None);
+    assert!(String::from_utf8_lossy(&show.stdout).contains("\"state\": \"cancelled\""));
+    child.kill().unwrap();
+    child.wait().unwrap();
+}

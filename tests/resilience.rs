@@ -1,0 +1,380 @@
+//! Resilience, counted at real loopback upstreams that inject faults. No timing assertions:
+//! waits are bounded polls for a state, jitter is off.
+
+mod common;
+use common::{Upstream, Weir};
+use std::time::Duration;
+
+/// Retries fast and deterministic, breaker out of the way unless a test sets it.
+const QUIET: &str = "[retry]\nbase = \"1ms\"\ncap = \"5ms\"\njitter = false\n[breaker]\njitter = false\nminimum_calls = 1000\n";
+
+fn view(up: &Upstream, i: usize) -> String {
+    format!("{}/agents/sessions/s{i}", up.origin())
+}
+
+#[tokio::test]
+async fn a_400_is_sent_upstream_exactly_once() {
+    let up = Upstream::start().await;
+    up.set(|b| b.status = 400);
+    let weir = Weir::start(&[&up.origin()], QUIET).await;
+    let r = weir.client("a").get(view(&up, 1)).send().await.unwrap();
+    assert_eq!(r.status(), 400, "the upstream's answer passes through");
+    assert_eq!(up.total(), 1);
+    let s = weir.status().await;
+    assert_eq!(s["upstreams"][0]["errors_by_kind"]["fatal"], 1);
+}
+
+#[tokio::test]
+async fn retries_under_total_failure_stay_within_the_budget() {
+    let up = Upstream::start().await;
+    up.set(|b| b.status = 500);
+    let extra = "[retry]\nbase = \"1ms\"\ncap = \"2ms\"\njitter = false\nbudget_ratio = 0.2\nbudget_min_per_sec = 0\n[breaker]\nminimum_calls = 1000\n";
+    let weir = Weir::start(&[&up.origin()], extra).await;
+    let c = weir.client("a");
+    for i in 0..50 {
+        let r = c.get(view(&up, i)).send().await.unwrap();
+        assert_eq!(r.status(), 500);
+    }
+    let total = up.total();
+    assert!(total > 50, "some retries happened: {total}");
+    assert!(
+        total <= 60,
+        "retries ≤ 20% of 50 requests, got {} retries",
+        total - 50
+    );
+}
+
+#[tokio::test]
+async fn retry_after_holds_back_every_surface() {
+    let up = Upstream::start().await;
+    up.set(|b| {
+        b.status = 429;
+        b.extra_headers = vec![("retry-after".into(), "2".into())];
+    });
+    // A short deadline: the 2 s wait does not fit, so Weir does not retry within the call.
+    let weir = Weir::start(
+        &[&up.origin()],
+        &format!("{QUIET}[classes.view]\ndeadline = \"500ms\"\n"),
+    )
+    .await;
+    let r = weir.client("a").get(view(&up, 1)).send().await.unwrap();
+    assert_eq!(r.status(), 429);
+    assert_eq!(up.total(), 1);
+    up.set(|b| b.status = 200);
+    let proxy = reqwest::Proxy::all(weir.proxy_url()).unwrap();
+    let c = reqwest::Client::builder().proxy(proxy).build().unwrap();
+    for (i, ua) in ["GitHubCopilotChat/1", "gh/2.60", "Mozilla/5.0"]
+        .iter()
+        .enumerate()
+    {
+        let r = c
+            .get(view(&up, 10 + i))
+            .header("user-agent", *ua)
+            .header("authorization", format!("token u{i}"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 429, "{ua}");
+        let ra: u64 = r.headers()["retry-after"]
+            .to_str()
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!((1..=2).contains(&ra), "retry-after {ra}");
+        let p: serde_json::Value = r.json().await.unwrap();
+        assert_eq!(p["kind"], "rate_limited");
+    }
+    assert_eq!(
+        up.total(),
+        1,
+        "nothing reached the upstream during the cooldown"
+    );
+}
+
+async fn wait_state(weir: &Weir, state: &str) -> bool {
+    for _ in 0..250 {
+        if weir.handle.status().upstreams[0].guard.breaker.state == state {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    false
+}
+
+#[tokio::test]
+async fn a_run_of_5xx_opens_the_breaker_with_an_event() {
+    let up = Upstream::start().await;
+    up.set(|b| b.status = 502);
+    let cfg = "[retry]\nbudget_ratio = 0.01\nbudget_min_per_sec = 0\njitter = false\n[breaker]\nminimum_calls = 5\njitter = false\nopen_wait = \"1h\"\n";
+    let weir = Weir::start(&[&up.origin()], cfg).await;
+    let mut events = weir.handle.subscribe();
+    let c = weir.client("a");
+    for i in 0..5 {
+        c.get(view(&up, i)).send().await.unwrap();
+    }
+    assert!(wait_state(&weir, "open").await);
+    let s = weir.status().await;
+    assert_eq!(s["upstreams"][0]["breaker"]["state"], "open");
+    assert!(s["upstreams"][0]["breaker"]["reason"]
+        .as_str()
+        .unwrap()
+        .contains("failure rate"));
+    let ev = tokio::time::timeout(Duration::from_secs(5), events.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    let v = serde_json::to_value(&ev).unwrap();
+    assert_eq!(
+        (v["type"].as_str(), v["to"].as_str()),
+        (Some("breaker"), Some("open"))
+    );
+    // Open: fail fast, nothing more upstream.
+    let before = up.total();
+    let r = c.get(view(&up, 99)).send().await.unwrap();
+    assert_eq!(r.status(), 503);
+    let p: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(p["kind"], "breaker_open");
+    assert_eq!(p["breaker"], "open");
+    assert_eq!(up.total(), before);
+}
+
+#[tokio::test]
+async fn slow_successes_open_the_breaker() {
+    let up = Upstream::start().await;
+    up.set(|b| b.delay = Duration::from_millis(120));
+    let cfg = "[retry]\njitter = false\n[breaker]\njitter = false\nminimum_calls = 4\nopen_wait = \"1h\"\n[classes.view]\nslow_call = \"50ms\"\n";
+    let weir = Weir::start(&[&up.origin()], cfg).await;
+    let c = weir.client("a");
+    for i in 0..4 {
+        assert_eq!(c.get(view(&up, i)).send().await.unwrap().status(), 200);
+    }
+    assert!(wait_state(&weir, "open").await);
+    let reason = weir.handle.status().upstreams[0]
+        .guard
+        .breaker
+        .reason
+        .clone();
+    assert!(reason.contains("slow"), "{reason}");
+}
+
+#[tokio::test]
+async fn half_open_lets_exactly_the_configured_probes_through() {
+    let up = Upstream::start().await;
+    up.set(|b| b.status = 500);
+    let cfg = "[retry]\nbudget_ratio = 0.01\nbudget_min_per_sec = 0\njitter = false\n[breaker]\nminimum_calls = 3\njitter = false\nopen_wait = \"300ms\"\nhalf_open_probes = 2\n";
+    let weir = Weir::start(&[&up.origin()], cfg).await;
+    let c = weir.client("a");
+    for i in 0..3 {
+        c.get(view(&up, i)).send().await.unwrap();
+    }
+    assert!(wait_state(&weir, "open").await);
+    assert!(wait_state(&weir, "half_open").await);
+    let before = up.total();
+    up.set(|b| {
+        b.status = 200;
+        b.delay = Duration::from_millis(300);
+    });
+    let tasks: Vec<_> = (0..6)
+        .map(|i| {
+            let (c, u) = (c.clone(), view(&up, 100 + i));
+            tokio::spawn(async move { c.get(u).send().await.unwrap().status().as_u16() })
+        })
+        .collect();
+    let mut codes = Vec::new();
+    for t in tasks {
+        codes.push(t.await.unwrap());
+    }
+    assert_eq!(up.total() - before, 2, "exactly two probes: {codes:?}");
+    assert_eq!(codes.iter().filter(|c| **c == 200).count(), 2);
+    assert_eq!(codes.iter().filter(|c| **c == 503).count(), 4);
+    assert!(
+        wait_state(&weir, "closed").await,
+        "two good probes close it"
+    );
+}
+
+#[tokio::test]
+async fn while_open_list_is_served_stale_and_creates_fail_fast() {
+    let up = Upstream::start().await;
+    let cfg = "[retry]\nbudget_ratio = 0.01\nbudget_min_per_sec = 0\njitter = false\n[breaker]\nminimum_calls = 3\njitter = false\nopen_wait = \"1h\"\n[classes.list]\nfresh_ttl = \"0s\"\nstale_while_revalidate = \"0s\"\n";
+    let weir = Weir::start(&[&up.origin()], cfg).await;
+    let c = weir.client("a");
+    let list = format!("{}/agents/sessions", up.origin());
+    assert_eq!(c.get(&list).send().await.unwrap().status(), 200);
+    up.set(|b| b.status = 503);
+    for i in 0..3 {
+        c.get(view(&up, i)).send().await.unwrap();
+    }
+    assert!(wait_state(&weir, "open").await);
+    let before = up.total();
+    let r = c.get(&list).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(
+        r.headers()["cache-status"],
+        "weir; hit; fwd=stale; detail=breaker_open"
+    );
+    let r = c
+        .post(format!("{}/agents/swe/v1/jobs/o/r", up.origin()))
+        .body("{}")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 503);
+    assert!(
+        r.headers()["retry-after"]
+            .to_str()
+            .unwrap()
+            .parse::<u64>()
+            .unwrap()
+            > 0
+    );
+    assert_eq!(r.headers()["content-type"], "application/problem+json");
+    assert_eq!(
+        up.total(),
+        before,
+        "nothing reached the upstream while open"
+    );
+}
+
+#[tokio::test]
+async fn the_fallback_gets_one_attempt() {
+    let primary = Upstream::start().await;
+    let fallback = Upstream::start().await;
+    primary.set(|b| b.status = 503);
+    let extra = format!(
+        "fallback = \"{}\"\n{QUIET}[classes.view]\ndeadline = \"200ms\"\n",
+        fallback.origin()
+    );
+    let weir = Weir::start(&[&primary.origin()], &extra).await;
+    let r = weir
+        .client("a")
+        .get(view(&primary, 1))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(r.headers()["weir-fallback"], fallback.origin().as_str());
+    assert_eq!(fallback.total(), 1);
+    assert!(primary.total() >= 1);
+    // Fatal answers never go to the fallback.
+    primary.set(|b| b.status = 404);
+    let r = weir
+        .client("a")
+        .get(view(&primary, 2))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 404);
+    assert_eq!(fallback.total(), 1);
+    assert_eq!(weir.status().await["upstreams"][0]["fallback_attempts"], 1);
+}
+
+#[tokio::test]
+async fn the_bulkhead_sheds_beyond_its_limit() {
+    let up = Upstream::start().await;
+    up.set(|b| b.delay = Duration::from_millis(400));
+    let weir = Weir::start(
+        &[&up.origin()],
+        &format!("{QUIET}[bulkhead]\nmax_in_flight = 1\nmax_queue = 0\n"),
+    )
+    .await;
+    let c = weir.client("a");
+    let tasks: Vec<_> = (0..3)
+        .map(|i| {
+            let (c, u) = (c.clone(), view(&up, i));
+            tokio::spawn(async move {
+                let r = c.get(u).send().await.unwrap();
+                let s = r.status().as_u16();
+                let body: serde_json::Value = r.json().await.unwrap();
+                (s, body)
+            })
+        })
+        .collect();
+    let mut shed = 0;
+    for t in tasks {
+        let (s, body) = t.await.unwrap();
+        if s == 503 {
+            assert_eq!(body["kind"], "overloaded");
+            shed += 1;
+        }
+    }
+    assert_eq!(shed, 2);
+    assert_eq!(up.total(), 1);
+}
+
+#[tokio::test]
+async fn client_rate_limits_answer_429_with_ratelimit_headers() {
+    let up = Upstream::start().await;
+    let weir = Weir::start(
+        &[&up.origin()],
+        &format!("{QUIET}[rate_limit]\nburst = 2\nper = \"10s\"\n"),
+    )
+    .await;
+    let c = weir.client("a");
+    for i in 0..2 {
+        assert_eq!(c.get(view(&up, i)).send().await.unwrap().status(), 200);
+    }
+    let r = c.get(view(&up, 3)).send().await.unwrap();
+    assert_eq!(r.status(), 429);
+    let h = r.headers();
+    assert!(h.contains_key("retry-after"));
+    assert!(
+        h["ratelimit-policy"].to_str().unwrap().contains("q=2"),
+        "{:?}",
+        h["ratelimit-policy"]
+    );
+    assert!(
+        h["ratelimit"].to_str().unwrap().contains("r=0"),
+        "{:?}",
+        h["ratelimit"]
+    );
+    assert_eq!(up.total(), 2);
+    // Another identity has its own allowance.
+    assert_eq!(
+        weir.client("b")
+            .get(view(&up, 4))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        200
+    );
+    // Cache hits are never limited.
+    assert_eq!(c.get(view(&up, 0)).send().await.unwrap().status(), 200);
+}
+
+/// The figure for the issue note: a naive client (5 immediate retries per failed call) against
+/// an always-failing upstream, directly and through Weir.
+#[tokio::test]
+async fn naive_retries_reach_the_upstream_far_less_through_weir() {
+    let up = Upstream::start().await;
+    up.set(|b| b.status = 503);
+    let direct = reqwest::Client::new();
+    let calls = 20;
+    let naive = |c: reqwest::Client, url: String| async move {
+        for _ in 0..6 {
+            if c.get(&url)
+                .send()
+                .await
+                .map(|r| r.status().is_success())
+                .unwrap_or(false)
+            {
+                break;
+            }
+        }
+    };
+    for i in 0..calls {
+        naive(direct.clone(), view(&up, i)).await;
+    }
+    let without = up.total();
+    let up2 = Upstream::start().await;
+    up2.set(|b| b.status = 503);
+    let weir = Weir::start(&[&up2.origin()], "[retry]\nbase = \"1ms\"\ncap = \"5ms\"\n").await;
+    for i in 0..calls {
+        naive(weir.client("a"), view(&up2, i)).await;
+    }
+    let with = up2.total();
+    println!("naive client, {calls} calls, always-503 upstream: {without} upstream requests direct, {with} through Weir");
+    assert_eq!(without, calls * 6);
+    assert!(with < without / 2, "with Weir {with}, without {without}");
+}

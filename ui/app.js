@@ -1,0 +1,240 @@
+// The dashboard's entry point: reads the control secret, opens the live event stream and hands
+// each event to the panel that shows it. No polling: Weir pushes a status snapshot every second.
+
+import { apiBase, call, hasSecret, loadSecret, url } from './api.js';
+import { byTestId, h, setText } from './dom.js';
+import * as fmt from './format.js';
+import { RateHistory } from './rates.js';
+import { UpstreamCards } from './upstreams.js';
+import { QueuePanel } from './queue.js';
+import { GithubPanel } from './github.js';
+import { SetupPanel, SettingsPanel } from './setup.js';
+
+const STALE_WINDOW_MS = 15_000;
+
+const state = { status: null, connected: false, everConnected: false };
+const history = new RateHistory();
+
+// ---- Messages -------------------------------------------------------------------------------
+
+const banner = document.getElementById('banner');
+
+/** Shows a problem document's title and detail in the alert banner. */
+function showProblem(err) {
+  const p = err?.problem ?? { title: 'Something went wrong', detail: String(err?.message ?? err) };
+  setText(banner.querySelector('.banner-title'), p.title);
+  // A rejected secret is usually one from an earlier run of Weir (it makes a new one per start).
+  const stale = p.status === 401 && hasSecret() ? ' This page\'s control secret was refused: open the link printed by `weir serve` (or the tray) again.' : '';
+  setText(banner.querySelector('.banner-detail'), `${p.detail ?? ''}${stale}`);
+  const more = banner.querySelector('.banner-more');
+  const type = typeof p.type === 'string' && p.type !== 'about:blank' ? p.type : null;
+  if (type) {
+    more.href = type.startsWith('/') ? url(type) : (fmt.safeHref(type) ?? '#');
+    more.hidden = false;
+  } else {
+    more.hidden = true;
+  }
+  banner.dataset.kind = p.kind ?? '';
+  banner.hidden = false;
+}
+
+banner.querySelector('.banner-close').addEventListener('click', () => {
+  banner.hidden = true;
+});
+
+const notice = byTestId('notice');
+let noticeTimer = null;
+function showNotice(text) {
+  setText(notice, text);
+  notice.hidden = false;
+  clearTimeout(noticeTimer);
+  noticeTimer = setTimeout(() => {
+    notice.hidden = true;
+  }, 4000);
+}
+
+// ---- Panels ---------------------------------------------------------------------------------
+
+const cards = new UpstreamCards(byTestId('upstreams'));
+const queue = new QueuePanel({
+  table: byTestId('queue'),
+  note: byTestId('queue-note'),
+  counts: byTestId('queue-counts'),
+  credentials: byTestId('queue-credentials'),
+  showFinished: byTestId('queue-show-finished'),
+  onProblem: showProblem,
+  onNotice: showNotice,
+});
+const github = new GithubPanel(byTestId('github'));
+const setup = new SetupPanel({ list: byTestId('proxy-setup'), status: byTestId('copy-status') });
+const settings = new SettingsPanel({
+  form: byTestId('token-form'),
+  input: byTestId('token-input'),
+  store: byTestId('token-store'),
+  remove: byTestId('token-remove'),
+  status: byTestId('token-status'),
+  configNote: byTestId('config-note'),
+  settings: byTestId('settings'),
+  onProblem: showProblem,
+});
+
+// ---- Header ---------------------------------------------------------------------------------
+
+const overallEl = byTestId('overall-state');
+const connEl = byTestId('connection');
+const pauseBtn = byTestId('pause-toggle');
+
+function overall(now) {
+  const st = state.status;
+  if (!st) return { key: 'connecting', text: state.everConnected ? 'Waiting for status…' : 'Connecting to Weir…' };
+  if (st.paused) return { key: 'paused', text: 'Paused — requests pass straight through, nothing is cached or coalesced' };
+  const ups = st.upstreams || [];
+  const open = ups.filter((u) => u.breaker?.state === 'open').map((u) => u.name);
+  if (open.length) {
+    return { key: 'breaker-open', text: `Upstream breaker open: ${open.join(', ')} — answering from cache, queuing creates` };
+  }
+  const halfOpen = ups.some((u) => u.breaker?.state === 'half_open');
+  const stale = ups.some((u) => history.servedStaleWithin(String(u.name), STALE_WINDOW_MS, now));
+  if (halfOpen || stale || github.degraded()) return { key: 'degraded', text: 'Serving from cache while GitHub is slow' };
+  return { key: 'ok', text: 'All good' };
+}
+
+function renderHeader(now = Date.now()) {
+  const o = overall(now);
+  overallEl.dataset.state = o.key;
+  overallEl.dataset.stale = String(!state.connected && Boolean(state.status));
+  setText(overallEl.querySelector('.state-text'), state.connected || !state.status ? o.text : `${o.text} (last known)`);
+
+  connEl.dataset.connected = String(state.connected);
+  setText(connEl, state.connected ? 'Live' : (state.everConnected ? 'Disconnected — reconnecting…' : 'Connecting…'));
+
+  const paused = Boolean(state.status?.paused);
+  pauseBtn.disabled = !state.status;
+  pauseBtn.setAttribute('aria-pressed', String(paused));
+  setText(pauseBtn, paused ? 'Resume' : 'Pause');
+  pauseBtn.title = hasSecret() ? '' : 'Needs the control secret (open the link printed by weir serve)';
+}
+
+pauseBtn.addEventListener('click', async () => {
+  if (!state.status) return;
+  const want = !state.status.paused;
+  pauseBtn.disabled = true;
+  try {
+    const res = await call('POST', '/_weir/api/pause', { paused: want });
+    state.status.paused = typeof res?.paused === 'boolean' ? res.paused : want;
+    showNotice(state.status.paused ? 'Weir paused: traffic passes straight through.' : 'Weir resumed.');
+  } catch (e) {
+    showProblem(e);
+  } finally {
+    renderHeader();
+  }
+});
+
+// ---- Overview -------------------------------------------------------------------------------
+
+const overviewEl = byTestId('overview');
+
+function renderOverview(st) {
+  const sf = st.surfaces || {};
+  const c = st.cache || {};
+  const items = [
+    ['VS Code', fmt.int(sf.vscode), 'surface-vscode'],
+    ['gh CLI', fmt.int(sf.gh_cli), 'surface-gh'],
+    ['Browser', fmt.int(sf.browser), 'surface-browser'],
+    ['Other tools', fmt.int(sf.other), 'surface-other'],
+    ['Passed through', fmt.int(st.passthrough_requests), 'passthrough'],
+    ['Tunnels', fmt.int(st.tunnels), 'tunnels'],
+    ['Rejected', fmt.int(st.rejected), 'rejected'],
+    ['Cache entries', fmt.int(c.entries), 'cache-entries'],
+    ['Cache size', `${fmt.bytes(c.bytes)} of ${fmt.bytes(c.max_bytes)}`, 'cache-size'],
+    ['In flight', fmt.int(c.in_flight), 'in-flight'],
+  ];
+  // A <div> per dt/dd pair (allowed in <dl>) so each pair is one grid cell.
+  if (overviewEl.children.length !== items.length) {
+    overviewEl.replaceChildren(...items.map(([label, , id]) =>
+      h('div', {}, h('dt', {}, label), h('dd', { 'data-testid': `overview-${id}` }))));
+  }
+  items.forEach(([, value], i) => setText(overviewEl.children[i].lastElementChild, value));
+}
+
+// ---- Live stream ----------------------------------------------------------------------------
+
+function parse(ev) {
+  try {
+    return JSON.parse(ev.data);
+  } catch {
+    return null;
+  }
+}
+
+function onStatus(doc) {
+  if (!doc || typeof doc !== 'object') return;
+  const now = Date.now();
+  state.status = doc;
+  history.push(doc, now);
+  renderHeader(now);
+  renderOverview(doc);
+  cards.update(doc, history, now);
+  queue.statusUpdate(doc.queue);
+  github.update(doc.github);
+  setup.update(doc.listen || new URL(apiBase()).host);
+  setText(byTestId('version'), doc.version ? `v${doc.version}` : '');
+  setText(byTestId('started'), `Listening on ${doc.listen ?? fmt.DASH} · started ${fmt.dateTime(doc.started_at)} (${fmt.ago(doc.started_at, now)})`);
+}
+
+let source = null;
+let retryDelay = 1000;
+
+function connect() {
+  source = new EventSource(url('/_weir/api/events'));
+  source.addEventListener('open', () => {
+    state.connected = true;
+    state.everConnected = true;
+    retryDelay = 1000;
+    renderHeader();
+    queue.scheduleRefresh(0);
+  });
+  source.addEventListener('error', () => {
+    state.connected = false;
+    renderHeader();
+    // EventSource retries by itself unless the server answered with an error; then it closes
+    // for good and we open a new one, backing off up to 15 s.
+    if (source.readyState === EventSource.CLOSED) {
+      setTimeout(connect, retryDelay);
+      retryDelay = Math.min(retryDelay * 2, 15_000);
+    }
+  });
+  source.addEventListener('status', (ev) => onStatus(parse(ev)));
+  source.addEventListener('breaker', (ev) => {
+    const e = parse(ev);
+    if (e) {
+      cards.breakerEvent(e);
+      renderHeader();
+    }
+  });
+  source.addEventListener('queue', () => queue.scheduleRefresh());
+  source.addEventListener('github', (ev) => {
+    const e = parse(ev);
+    if (e) github.event(e);
+  });
+  source.addEventListener('paused', (ev) => {
+    const e = parse(ev);
+    if (e && state.status && typeof e.paused === 'boolean') {
+      state.status.paused = e.paused;
+      renderHeader();
+    }
+  });
+}
+
+// ---- Start ----------------------------------------------------------------------------------
+
+loadSecret();
+byTestId('readonly-notice').hidden = hasSecret();
+byTestId('metrics-link').href = url('/metrics');
+renderHeader();
+if (!apiBase()) {
+  showProblem({ problem: { title: 'Weir address unknown', detail: 'This page is not served by Weir and no Weir address was provided. Open the link printed by `weir serve` or use the tray.' } });
+} else {
+  connect();
+  settings.load();
+}
