@@ -88,10 +88,21 @@ impl RoutingConnector {
     /// TCP to `host:port` for a client's blind CONNECT tunnel: to a managed upstream's
     /// `connect_to` if it has one, else through `upstream_proxy` if set, else directly.
     pub fn connect_tunnel(&self, host: &str, port: u16) -> Connecting {
-        let to = self.routes.iter().find(|r| r.host.eq_ignore_ascii_case(host) && r.port == port).map(|r| r.to.clone());
-        let hp = to.unwrap_or_else(|| HostPort { host: host.to_string(), port });
+        let to = self
+            .routes
+            .iter()
+            .find(|r| r.host.eq_ignore_ascii_case(host) && r.port == port)
+            .map(|r| r.to.clone());
+        let hp = to.unwrap_or_else(|| HostPort {
+            host: host.to_string(),
+            port,
+        });
         // The scheme only selects the route (none for a connect_to target, already applied).
-        let mut me = RoutingConnector { http: self.http.clone(), routes: Arc::new(Vec::new()), proxy: self.proxy.clone() };
+        let mut me = RoutingConnector {
+            http: self.http.clone(),
+            routes: Arc::new(Vec::new()),
+            proxy: self.proxy.clone(),
+        };
         if hp.host != host || hp.port != port {
             me.proxy = None;
         }

@@ -12,7 +12,10 @@ fn weir(dir: &Path, args: &[&str]) -> Output {
         .env("HOME", dir)
         .env("XDG_CONFIG_HOME", dir.join("cfg"))
         .env("XDG_DATA_HOME", dir.join("data"))
-        .env("DBUS_SESSION_BUS_ADDRESS", "unix:path=/nonexistent/weir-test-bus")
+        .env(
+            "DBUS_SESSION_BUS_ADDRESS",
+            "unix:path=/nonexistent/weir-test-bus",
+        )
         .output()
         .unwrap()
 }
@@ -31,27 +34,83 @@ fn setup_vscode_prints_and_merges_settings_keeping_comments() {
     let out = weir(dir.path(), &["setup", "vscode", "--config", cfg_s]);
     let shown = stdout(&out);
     assert!(out.status.success(), "{shown}");
-    assert!(shown.contains("\"http.proxy\": \"http://127.0.0.1:9911\"") && shown.contains("\"http.proxySupport\": \"override\"") && shown.contains("\"http.proxyStrictSSL\": true"), "{shown}");
+    assert!(
+        shown.contains("\"http.proxy\": \"http://127.0.0.1:9911\"")
+            && shown.contains("\"http.proxySupport\": \"override\"")
+            && shown.contains("\"http.proxyStrictSSL\": true"),
+        "{shown}"
+    );
 
     let settings = dir.path().join("settings.json");
-    let original = "{\n  // keep me\n  \"editor.tabSize\": 2,\n  \"http.proxyStrictSSL\": false,\n}\n";
+    let original =
+        "{\n  // keep me\n  \"editor.tabSize\": 2,\n  \"http.proxyStrictSSL\": false,\n}\n";
     std::fs::write(&settings, original).unwrap();
-    let out = weir(dir.path(), &["setup", "vscode", "--apply", "--settings", settings.to_str().unwrap(), "--config", cfg_s]);
-    assert!(out.status.success(), "{}{}", stdout(&out), String::from_utf8_lossy(&out.stderr));
+    let out = weir(
+        dir.path(),
+        &[
+            "setup",
+            "vscode",
+            "--apply",
+            "--settings",
+            settings.to_str().unwrap(),
+            "--config",
+            cfg_s,
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}{}",
+        stdout(&out),
+        String::from_utf8_lossy(&out.stderr)
+    );
     let merged = std::fs::read_to_string(&settings).unwrap();
-    assert!(merged.contains("// keep me") && merged.contains("\"editor.tabSize\": 2"), "{merged}");
-    assert!(merged.contains("\"http.proxyStrictSSL\": true") && !merged.contains("false"), "{merged}");
-    assert!(merged.contains("\"http.proxy\": \"http://127.0.0.1:9911\""), "{merged}");
-    assert_eq!(std::fs::read_to_string(dir.path().join("settings.json.bak")).unwrap(), original);
+    assert!(
+        merged.contains("// keep me") && merged.contains("\"editor.tabSize\": 2"),
+        "{merged}"
+    );
+    assert!(
+        merged.contains("\"http.proxyStrictSSL\": true") && !merged.contains("false"),
+        "{merged}"
+    );
+    assert!(
+        merged.contains("\"http.proxy\": \"http://127.0.0.1:9911\""),
+        "{merged}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("settings.json.bak")).unwrap(),
+        original
+    );
 
     // Applying twice changes nothing more.
-    let out = weir(dir.path(), &["setup", "vscode", "--apply", "--settings", settings.to_str().unwrap(), "--config", cfg_s]);
+    let out = weir(
+        dir.path(),
+        &[
+            "setup",
+            "vscode",
+            "--apply",
+            "--settings",
+            settings.to_str().unwrap(),
+            "--config",
+            cfg_s,
+        ],
+    );
     assert!(out.status.success());
     assert_eq!(std::fs::read_to_string(&settings).unwrap(), merged);
 
     // A file that is not JSONC is left alone and reported.
     std::fs::write(&settings, "{ \"a\": ").unwrap();
-    let out = weir(dir.path(), &["setup", "vscode", "--apply", "--settings", settings.to_str().unwrap(), "--config", cfg_s]);
+    let out = weir(
+        dir.path(),
+        &[
+            "setup",
+            "vscode",
+            "--apply",
+            "--settings",
+            settings.to_str().unwrap(),
+            "--config",
+            cfg_s,
+        ],
+    );
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("is not valid JSONC"));
     assert_eq!(std::fs::read_to_string(&settings).unwrap(), "{ \"a\": ");
@@ -64,12 +123,28 @@ fn env_prints_each_shell_and_skips_ca_variables_when_interception_is_off() {
     std::fs::write(&cfg, "listen = \"127.0.0.1:9912\"\nintercept = false\n").unwrap();
     let cfg_s = cfg.to_str().unwrap();
     let bash = stdout(&weir(dir.path(), &["env", "--config", cfg_s]));
-    assert!(bash.contains("export HTTPS_PROXY=http://127.0.0.1:9912\n") && bash.contains("export no_proxy=localhost,127.0.0.1,::1\n"), "{bash}");
+    assert!(
+        bash.contains("export HTTPS_PROXY=http://127.0.0.1:9912\n")
+            && bash.contains("export no_proxy=localhost,127.0.0.1,::1\n"),
+        "{bash}"
+    );
     assert!(!bash.contains("NODE_EXTRA_CA_CERTS"), "{bash}");
-    let fish = stdout(&weir(dir.path(), &["env", "--shell", "fish", "--config", cfg_s]));
-    assert!(fish.contains("set -gx HTTP_PROXY http://127.0.0.1:9912\n"), "{fish}");
-    let ps = stdout(&weir(dir.path(), &["env", "--shell", "powershell", "--config", cfg_s]));
-    assert!(ps.contains("$env:NO_PROXY = 'localhost,127.0.0.1,::1'\n"), "{ps}");
+    let fish = stdout(&weir(
+        dir.path(),
+        &["env", "--shell", "fish", "--config", cfg_s],
+    ));
+    assert!(
+        fish.contains("set -gx HTTP_PROXY http://127.0.0.1:9912\n"),
+        "{fish}"
+    );
+    let ps = stdout(&weir(
+        dir.path(),
+        &["env", "--shell", "powershell", "--config", cfg_s],
+    ));
+    assert!(
+        ps.contains("$env:NO_PROXY = 'localhost,127.0.0.1,::1'\n"),
+        "{ps}"
+    );
 }
 
 #[test]
@@ -85,22 +160,36 @@ fn ca_path_and_install_steps_name_the_certificate() {
     let out = weir(dir.path(), &["ca", "install", "--data-dir", data_s]);
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("no OS keychain is available") && err.contains("fix:"), "{err}");
+    assert!(
+        err.contains("no OS keychain is available") && err.contains("fix:"),
+        "{err}"
+    );
 
     // With a certificate present the steps only need the file.
     let hosts = vec!["api.githubcopilot.com".to_string()];
-    let ca = weir_tls::LocalCa::generate_for_owner(&hosts, weir_tls::OffsetDateTime::now_utc(), "t").unwrap();
+    let ca =
+        weir_tls::LocalCa::generate_for_owner(&hosts, weir_tls::OffsetDateTime::now_utc(), "t")
+            .unwrap();
     std::fs::create_dir_all(data.join("ca")).unwrap();
     std::fs::write(&path, ca.cert_pem()).unwrap();
     let out = weir(dir.path(), &["ca", "install", "--data-dir", data_s]);
     let steps = stdout(&out);
     assert!(out.status.success(), "{steps}");
-    let want: Vec<String> = weir_tls::install_steps(weir_tls::Os::current(), Path::new(&path)).iter().map(|s| s.command.last().unwrap().clone()).collect();
+    let want: Vec<String> = weir_tls::install_steps(weir_tls::Os::current(), Path::new(&path))
+        .iter()
+        .map(|s| s.command.last().unwrap().clone())
+        .collect();
     assert!(!want.is_empty());
     for w in want {
         assert!(steps.contains(&w), "{w} missing from:\n{steps}");
     }
-    assert!(steps.contains(&format!("certutil -d sql:{}/.pki/nssdb -A", dir.path().display())), "{steps}");
+    assert!(
+        steps.contains(&format!(
+            "certutil -d sql:{}/.pki/nssdb -A",
+            dir.path().display()
+        )),
+        "{steps}"
+    );
 }
 
 #[test]
@@ -118,12 +207,22 @@ fn bad_network_keys_exit_2_naming_file_line_and_key() {
         let out = weir(dir.path(), &["serve", "--config", cfg.to_str().unwrap()]);
         assert_eq!(out.status.code(), Some(2), "{text}");
         let err = String::from_utf8_lossy(&out.stderr);
-        assert!(err.contains(&format!("{}:{line}: key `{key}`", cfg.display())), "{err}");
+        assert!(
+            err.contains(&format!("{}:{line}: key `{key}`", cfg.display())),
+            "{err}"
+        );
     }
     // A relative ca_file is read next to the config file.
-    std::fs::write(&cfg, "[[upstream]]\nname = \"a\"\norigin = \"https://a.example\"\nca_file = \"up.pem\"\n").unwrap();
+    std::fs::write(
+        &cfg,
+        "[[upstream]]\nname = \"a\"\norigin = \"https://a.example\"\nca_file = \"up.pem\"\n",
+    )
+    .unwrap();
     std::fs::write(dir.path().join("up.pem"), "not a pem").unwrap();
     let out = weir(dir.path(), &["doctor", "--config", cfg.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains(&format!("{}/up.pem holds no PEM certificate", dir.path().display())));
+    assert!(String::from_utf8_lossy(&out.stderr).contains(&format!(
+        "{}/up.pem holds no PEM certificate",
+        dir.path().display()
+    )));
 }

@@ -108,7 +108,10 @@ impl Shared {
                 .build(),
             create_flights: Coalescer::default(),
             intercept: None,
-            tunnel_connector: crate::upstream_pool::RoutingConnector::for_settings(crate::upstream_pool::http_connector(), &settings),
+            tunnel_connector: crate::upstream_pool::RoutingConnector::for_settings(
+                crate::upstream_pool::http_connector(),
+                &settings,
+            ),
             settings,
         }
     }

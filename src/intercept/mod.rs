@@ -40,7 +40,9 @@ pub struct Interceptor {
 
 impl std::fmt::Debug for Interceptor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Interceptor").field("issuer", &self.issuer).finish_non_exhaustive()
+        f.debug_struct("Interceptor")
+            .field("issuer", &self.issuer)
+            .finish_non_exhaustive()
     }
 }
 
@@ -49,7 +51,11 @@ impl Interceptor {
     pub fn new(ca: Arc<LocalCa>) -> Result<Interceptor, TlsError> {
         let issuer = LeafIssuer::new(ca);
         let server_config = issuer.server_config()?;
-        Ok(Interceptor { issuer, server_config, connections: AtomicU64::new(0) })
+        Ok(Interceptor {
+            issuer,
+            server_config,
+            connections: AtomicU64::new(0),
+        })
     }
 
     pub fn ca(&self) -> &LocalCa {
@@ -74,17 +80,26 @@ pub fn should_intercept(shared: &Shared, authority: &Authority) -> Option<Arc<In
     let i = shared.intercept.as_ref()?;
     let port = authority.port_u16()?;
     let host = authority.host();
-    let managed = shared.settings.intercept && shared.settings.upstream_for("https", host, port).is_some() && i.ca().is_managed(host);
+    let managed = shared.settings.intercept
+        && shared.settings.upstream_for("https", host, port).is_some()
+        && i.ca().is_managed(host);
     managed.then(|| i.clone())
 }
 
 /// Answers the CONNECT with 200 and serves the decrypted connection in the background.
-pub fn accept(shared: &Arc<Shared>, i: Arc<Interceptor>, req: Request<Incoming>, authority: Authority) -> Response<Body> {
+pub fn accept(
+    shared: &Arc<Shared>,
+    i: Arc<Interceptor>,
+    req: Request<Incoming>,
+    authority: Authority,
+) -> Response<Body> {
     i.connections.fetch_add(1, Ordering::Relaxed);
     let shared = shared.clone();
     tokio::spawn(async move {
         match hyper::upgrade::on(req).await {
-            Ok(upgraded) => serve::serve(shared, upgraded, authority, i.server_config.clone()).await,
+            Ok(upgraded) => {
+                serve::serve(shared, upgraded, authority, i.server_config.clone()).await
+            }
             Err(e) => tracing::debug!(error = %e, "CONNECT upgrade failed"),
         }
     });
@@ -93,7 +108,10 @@ pub fn accept(shared: &Arc<Shared>, i: Arc<Interceptor>, req: Request<Incoming>,
 
 /// The interceptor the engine runs with: only when `intercept` is on and a CA was loaded. A CA
 /// that cannot serve (rustls refuses its config) is logged and leaves interception off.
-pub fn interceptor_for(settings: &crate::config::Settings, ca: Option<Arc<LocalCa>>) -> Option<Arc<Interceptor>> {
+pub fn interceptor_for(
+    settings: &crate::config::Settings,
+    ca: Option<Arc<LocalCa>>,
+) -> Option<Arc<Interceptor>> {
     let ca = ca.filter(|_| settings.intercept)?;
     match Interceptor::new(ca) {
         Ok(i) => Some(Arc::new(i)),

@@ -21,9 +21,16 @@ use tokio_rustls::TlsAcceptor;
 /// A client gets this long to finish its TLS handshake.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
-pub async fn serve(shared: Arc<Shared>, upgraded: Upgraded, authority: Authority, config: Arc<ServerConfig>) {
+pub async fn serve(
+    shared: Arc<Shared>,
+    upgraded: Upgraded,
+    authority: Authority,
+    config: Arc<ServerConfig>,
+) {
     let acceptor = TlsAcceptor::from(config);
-    let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(TokioIo::new(upgraded))).await {
+    let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(TokioIo::new(upgraded)))
+        .await
+    {
         Ok(Ok(tls)) => tls,
         Ok(Err(e)) => {
             // Usually a client that does not trust Weir's CA yet: say so where it can be seen.
@@ -38,7 +45,10 @@ pub async fn serve(shared: Arc<Shared>, upgraded: Upgraded, authority: Authority
     // The leaf was issued for the SNI name; requests must go to that same host, so a client
     // cannot CONNECT to one managed host and speak to another inside.
     let sni = tls.get_ref().1.server_name().map(str::to_owned);
-    if !sni.as_deref().is_some_and(|s| s.trim_end_matches('.').eq_ignore_ascii_case(authority.host())) {
+    if !sni.as_deref().is_some_and(|s| {
+        s.trim_end_matches('.')
+            .eq_ignore_ascii_case(authority.host())
+    }) {
         tracing::warn!(target = %authority, sni = ?sni, "TLS server name does not match the CONNECT target; closing");
         return;
     }
@@ -51,7 +61,10 @@ pub async fn serve(shared: Arc<Shared>, upgraded: Upgraded, authority: Authority
         .timer(TokioTimer::new())
         .header_read_timeout(limits.header_read_timeout)
         .max_buf_size((limits.max_header_bytes * 2).max(16 * 1024));
-    builder.http2().timer(TokioTimer::new()).max_header_list_size((limits.max_header_bytes * 2) as u32);
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .max_header_list_size((limits.max_header_bytes * 2) as u32);
 
     let sh = shared.clone();
     let svc = service_fn(move |req| handle(sh.clone(), base.clone(), req));
@@ -79,7 +92,11 @@ fn origin_of(authority: &Authority) -> String {
     }
 }
 
-async fn handle(shared: Arc<Shared>, base: String, req: Request<Incoming>) -> Result<Response<Body>, Infallible> {
+async fn handle(
+    shared: Arc<Shared>,
+    base: String,
+    req: Request<Incoming>,
+) -> Result<Response<Body>, Infallible> {
     match rewrite(req, &base) {
         Ok(req) => crate::proxy::handle(shared, req).await,
         Err(p) => Ok(p.with_base(&shared.base_url).into_response(None)),
@@ -90,12 +107,24 @@ async fn handle(shared: Arc<Shared>, base: String, req: Request<Incoming>) -> Re
 /// by. The host is always the CONNECT target's, whatever the request itself says.
 fn rewrite(mut req: Request<Incoming>, base: &str) -> Result<Request<Incoming>, Box<Problem>> {
     if req.method() == Method::CONNECT {
-        return Err(Box::new(Problem::new(StatusCode::METHOD_NOT_ALLOWED, "bad_request", "CONNECT inside an intercepted connection is not allowed")));
+        return Err(Box::new(Problem::new(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "bad_request",
+            "CONNECT inside an intercepted connection is not allowed",
+        )));
     }
-    let pq = req.uri().path_and_query().cloned().unwrap_or_else(|| PathAndQuery::from_static("/"));
-    let uri: Uri = format!("{base}{pq}")
-        .parse()
-        .map_err(|_| Box::new(Problem::new(StatusCode::BAD_REQUEST, "bad_request", format!("`{pq}` is not a valid request target"))))?;
+    let pq = req
+        .uri()
+        .path_and_query()
+        .cloned()
+        .unwrap_or_else(|| PathAndQuery::from_static("/"));
+    let uri: Uri = format!("{base}{pq}").parse().map_err(|_| {
+        Box::new(Problem::new(
+            StatusCode::BAD_REQUEST,
+            "bad_request",
+            format!("`{pq}` is not a valid request target"),
+        ))
+    })?;
     *req.uri_mut() = uri;
     // The client's protocol version is a property of its connection, not of the request: the
     // upstream connection negotiates its own (HTTP/2 or HTTP/1.1).
@@ -109,7 +138,13 @@ mod tests {
 
     #[test]
     fn origin_drops_the_default_port() {
-        assert_eq!(origin_of(&"api.github.com:443".parse().unwrap()), "https://api.github.com");
-        assert_eq!(origin_of(&"api.github.com:8443".parse().unwrap()), "https://api.github.com:8443");
+        assert_eq!(
+            origin_of(&"api.github.com:443".parse().unwrap()),
+            "https://api.github.com"
+        );
+        assert_eq!(
+            origin_of(&"api.github.com:8443".parse().unwrap()),
+            "https://api.github.com:8443"
+        );
     }
 }

@@ -32,13 +32,20 @@ impl TestCa {
     pub fn new() -> TestCa {
         let key = KeyPair::generate().unwrap();
         let mut params = CertificateParams::default();
-        params.distinguished_name.push(DnType::CommonName, "Weir test upstream CA");
+        params
+            .distinguished_name
+            .push(DnType::CommonName, "Weir test upstream CA");
         params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
         let cert = params.self_signed(&key).unwrap();
         let dir = tempfile::tempdir().unwrap();
         let pem_path = dir.path().join("upstream-ca.pem");
         std::fs::write(&pem_path, cert.pem()).unwrap();
-        TestCa { dir, pem_path, cert, key }
+        TestCa {
+            dir,
+            pem_path,
+            cert,
+            key,
+        }
     }
 
     /// The CA certificate.
@@ -47,7 +54,10 @@ impl TestCa {
     }
 
     /// A leaf for `host` and a rustls server config serving it with ALPN h2 and http/1.1.
-    pub fn server_config(&self, host: &str) -> (Arc<rustls::ServerConfig>, CertificateDer<'static>) {
+    pub fn server_config(
+        &self,
+        host: &str,
+    ) -> (Arc<rustls::ServerConfig>, CertificateDer<'static>) {
         let key = KeyPair::generate().unwrap();
         let mut params = CertificateParams::new(vec![host.to_string()]).unwrap();
         params.distinguished_name.push(DnType::CommonName, host);
@@ -58,7 +68,10 @@ impl TestCa {
             .with_safe_default_protocol_versions()
             .unwrap()
             .with_no_client_auth()
-            .with_single_cert(vec![der.clone()], PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der())))
+            .with_single_cert(
+                vec![der.clone()],
+                PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der())),
+            )
             .unwrap();
         cfg.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
         (Arc::new(cfg), der)
@@ -92,20 +105,36 @@ impl TlsUpstream {
         let (s, d) = (seen.clone(), delay.clone());
         tokio::spawn(async move {
             loop {
-                let Ok((tcp, _)) = listener.accept().await else { continue };
+                let Ok((tcp, _)) = listener.accept().await else {
+                    continue;
+                };
                 let (acceptor, s, d) = (acceptor.clone(), s.clone(), d.clone());
                 tokio::spawn(async move {
-                    let Ok(tls) = acceptor.accept(tcp).await else { return };
+                    let Ok(tls) = acceptor.accept(tcp).await else {
+                        return;
+                    };
                     let svc = service_fn(move |req| answer(req, s.clone(), d.clone()));
-                    let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new()).serve_connection(TokioIo::new(tls), svc).await;
+                    let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
+                        .serve_connection(TokioIo::new(tls), svc)
+                        .await;
                 });
             }
         });
-        TlsUpstream { addr, cert_der, seen, delay }
+        TlsUpstream {
+            addr,
+            cert_der,
+            seen,
+            delay,
+        }
     }
 
     pub fn count(&self, path_and_query: &str) -> usize {
-        self.seen.lock().unwrap().iter().filter(|s| s.path_and_query == path_and_query).count()
+        self.seen
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|s| s.path_and_query == path_and_query)
+            .count()
     }
 
     pub fn seen(&self) -> Vec<SeenTls> {
@@ -117,14 +146,32 @@ impl TlsUpstream {
     }
 }
 
-async fn answer(req: Request<Incoming>, s: Arc<Mutex<Vec<SeenTls>>>, d: Arc<Mutex<Duration>>) -> Result<Response<Full<Bytes>>, std::convert::Infallible> {
+async fn answer(
+    req: Request<Incoming>,
+    s: Arc<Mutex<Vec<SeenTls>>>,
+    d: Arc<Mutex<Duration>>,
+) -> Result<Response<Full<Bytes>>, std::convert::Infallible> {
     let (parts, body) = req.into_parts();
     let _ = body.collect().await;
-    let pq = parts.uri.path_and_query().map(|p| p.to_string()).unwrap_or_default();
-    let host = parts.headers.get("host").and_then(|v| v.to_str().ok()).map(str::to_string).or_else(|| parts.uri.authority().map(|a| a.to_string())).unwrap_or_default();
+    let pq = parts
+        .uri
+        .path_and_query()
+        .map(|p| p.to_string())
+        .unwrap_or_default();
+    let host = parts
+        .headers
+        .get("host")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string)
+        .or_else(|| parts.uri.authority().map(|a| a.to_string()))
+        .unwrap_or_default();
     let n = {
         let mut seen = s.lock().unwrap();
-        seen.push(SeenTls { path_and_query: pq.clone(), version: parts.version, host });
+        seen.push(SeenTls {
+            path_and_query: pq.clone(),
+            version: parts.version,
+            host,
+        });
         seen.iter().filter(|x| x.path_and_query == pq).count()
     };
     let delay = *d.lock().unwrap();
@@ -133,7 +180,8 @@ async fn answer(req: Request<Incoming>, s: Arc<Mutex<Vec<SeenTls>>>, d: Arc<Mute
     }
     let body = serde_json::json!({"path": pq, "n": n}).to_string();
     let mut resp = Response::new(Full::new(Bytes::from(body)));
-    resp.headers_mut().insert("content-type", "application/json".parse().unwrap());
+    resp.headers_mut()
+        .insert("content-type", "application/json".parse().unwrap());
     Ok(resp)
 }
 
@@ -159,14 +207,26 @@ impl TlsWeir {
     pub async fn start(toml_body: &str) -> TlsWeir {
         let toml = format!("listen = \"127.0.0.1:0\"\n{toml_body}");
         let settings = weir::config::parse_str(&toml, "test.toml").expect("test config");
-        let ca = Arc::new(weir_tls::LocalCa::generate_for_owner(&settings.intercept_hosts(), weir_tls::OffsetDateTime::now_utc(), "test").unwrap());
+        let ca = Arc::new(
+            weir_tls::LocalCa::generate_for_owner(
+                &settings.intercept_hosts(),
+                weir_tls::OffsetDateTime::now_utc(),
+                "test",
+            )
+            .unwrap(),
+        );
         let dir = tempfile::tempdir().unwrap();
         let ca_pem = dir.path().join("weir-ca.pem");
         std::fs::write(&ca_pem, ca.cert_pem()).unwrap();
         let mut opts = weir::EngineOptions::new(settings, dir.path().join("data"));
         opts.local_ca = Some(ca.clone());
         let handle = weir::start(opts).await.expect("weir starts");
-        TlsWeir { handle, dir, ca, ca_pem }
+        TlsWeir {
+            handle,
+            dir,
+            ca,
+            ca_pem,
+        }
     }
 
     pub fn proxy_url(&self) -> String {
@@ -186,18 +246,26 @@ pub fn require_tool(tool: &str, install: &str) -> PathBuf {
     std::env::split_paths(&path)
         .map(|d| d.join(tool))
         .find(|p| p.is_file())
-        .unwrap_or_else(|| panic!("`{tool}` is not installed; this test needs it. Install: {install}"))
+        .unwrap_or_else(|| {
+            panic!("`{tool}` is not installed; this test needs it. Install: {install}")
+        })
 }
 
 /// SHA-256 of a DER certificate, colon-separated upper-case hex.
 pub fn fingerprint(der: &[u8]) -> String {
     let d = ring::digest::digest(&ring::digest::SHA256, der);
-    d.as_ref().iter().map(|b| format!("{b:02X}")).collect::<Vec<_>>().join(":")
+    d.as_ref()
+        .iter()
+        .map(|b| format!("{b:02X}"))
+        .collect::<Vec<_>>()
+        .join(":")
 }
 
 /// Runs a blocking command off the async worker threads and returns its output.
 pub async fn output(mut cmd: std::process::Command) -> std::process::Output {
-    tokio::task::spawn_blocking(move || cmd.output().expect("command runs")).await.unwrap()
+    tokio::task::spawn_blocking(move || cmd.output().expect("command runs"))
+        .await
+        .unwrap()
 }
 
 /// The repository root (where Cargo.toml is).
@@ -221,7 +289,9 @@ impl ConnectProxy {
         let s = seen.clone();
         tokio::spawn(async move {
             loop {
-                let Ok((mut client, _)) = listener.accept().await else { continue };
+                let Ok((mut client, _)) = listener.accept().await else {
+                    continue;
+                };
                 let s = s.clone();
                 tokio::spawn(async move {
                     let mut head = Vec::new();
@@ -233,9 +303,16 @@ impl ConnectProxy {
                         head.push(byte[0]);
                     }
                     let text = String::from_utf8_lossy(&head).to_string();
-                    s.lock().unwrap().push(text.lines().next().unwrap_or_default().to_string());
-                    let Ok(mut up) = tokio::net::TcpStream::connect(target).await else { return };
-                    client.write_all(b"HTTP/1.1 200 Connection established\r\n\r\n").await.unwrap();
+                    s.lock()
+                        .unwrap()
+                        .push(text.lines().next().unwrap_or_default().to_string());
+                    let Ok(mut up) = tokio::net::TcpStream::connect(target).await else {
+                        return;
+                    };
+                    client
+                        .write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")
+                        .await
+                        .unwrap();
                     let _ = tokio::io::copy_bidirectional(&mut client, &mut up).await;
                 });
             }
@@ -246,43 +323,84 @@ impl ConnectProxy {
 
 /// Opens a CONNECT tunnel to `target` through Weir at `proxy`, then a TLS session with SNI
 /// `sni` trusting only `roots`; returns the certificate chain the server presented.
-pub async fn tls_through_proxy(proxy: SocketAddr, target: &str, sni: &str, roots: &[CertificateDer<'static>]) -> Result<Vec<CertificateDer<'static>>, String> {
+pub async fn tls_through_proxy(
+    proxy: SocketAddr,
+    target: &str,
+    sni: &str,
+    roots: &[CertificateDer<'static>],
+) -> Result<Vec<CertificateDer<'static>>, String> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut s = tokio::net::TcpStream::connect(proxy).await.map_err(|e| e.to_string())?;
-    s.write_all(format!("CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n").as_bytes()).await.map_err(|e| e.to_string())?;
+    let mut s = tokio::net::TcpStream::connect(proxy)
+        .await
+        .map_err(|e| e.to_string())?;
+    s.write_all(format!("CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n").as_bytes())
+        .await
+        .map_err(|e| e.to_string())?;
     let mut head = Vec::new();
     let mut byte = [0u8; 1];
     while !head.ends_with(b"\r\n\r\n") {
         if s.read(&mut byte).await.map_err(|e| e.to_string())? == 0 {
-            return Err(format!("proxy closed during CONNECT: {}", String::from_utf8_lossy(&head)));
+            return Err(format!(
+                "proxy closed during CONNECT: {}",
+                String::from_utf8_lossy(&head)
+            ));
         }
         head.push(byte[0]);
     }
     if !head.starts_with(b"HTTP/1.1 200") {
-        return Err(format!("CONNECT refused: {}", String::from_utf8_lossy(&head)));
+        return Err(format!(
+            "CONNECT refused: {}",
+            String::from_utf8_lossy(&head)
+        ));
     }
     let mut store = rustls::RootCertStore::empty();
     for r in roots {
         store.add(r.clone()).map_err(|e| e.to_string())?;
     }
     let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let cfg = rustls::ClientConfig::builder_with_provider(provider).with_safe_default_protocol_versions().unwrap().with_root_certificates(store).with_no_client_auth();
-    let name = rustls::pki_types::ServerName::try_from(sni.to_string()).map_err(|e| e.to_string())?;
-    let tls = tokio_rustls::TlsConnector::from(Arc::new(cfg)).connect(name, s).await.map_err(|e| e.to_string())?;
-    Ok(tls.get_ref().1.peer_certificates().map(|c| c.to_vec()).unwrap_or_default())
+    let cfg = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(store)
+        .with_no_client_auth();
+    let name =
+        rustls::pki_types::ServerName::try_from(sni.to_string()).map_err(|e| e.to_string())?;
+    let tls = tokio_rustls::TlsConnector::from(Arc::new(cfg))
+        .connect(name, s)
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(tls
+        .get_ref()
+        .1
+        .peer_certificates()
+        .map(|c| c.to_vec())
+        .unwrap_or_default())
 }
 
 /// `curl` through `proxy` trusting `cacert`, printing the body then one line
 /// `code|http_version|cache-status`.
 pub fn curl(proxy: &str, cacert: &Path, url: &str, extra: &[&str]) -> std::process::Command {
-    let mut c = std::process::Command::new(require_tool("curl", "apt-get install -y --no-install-recommends curl"));
+    let mut c = std::process::Command::new(require_tool(
+        "curl",
+        "apt-get install -y --no-install-recommends curl",
+    ));
     c.args(["-sS", "--max-time", "30", "--proxy", proxy, "--cacert"])
         .arg(cacert)
         .args(["-w", "\n%{http_code}|%{http_version}|%header{cache-status}"])
         .args(extra)
         .arg(url);
     // Only --cacert decides what curl trusts.
-    for v in ["SSL_CERT_FILE", "SSL_CERT_DIR", "CURL_CA_BUNDLE", "HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy", "NO_PROXY", "no_proxy"] {
+    for v in [
+        "SSL_CERT_FILE",
+        "SSL_CERT_DIR",
+        "CURL_CA_BUNDLE",
+        "HTTPS_PROXY",
+        "https_proxy",
+        "ALL_PROXY",
+        "all_proxy",
+        "NO_PROXY",
+        "no_proxy",
+    ] {
         c.env_remove(v);
     }
     c
@@ -291,7 +409,12 @@ pub fn curl(proxy: &str, cacert: &Path, url: &str, extra: &[&str]) -> std::proce
 /// One curl answer: (body, status, http version, cache-status).
 pub fn parse_curl(out: &std::process::Output) -> (String, u16, String, String) {
     let text = String::from_utf8_lossy(&out.stdout).to_string();
-    assert!(out.status.success(), "curl failed ({}): {}\n{text}", out.status, String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "curl failed ({}): {}\n{text}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
     let (body, meta) = text.rsplit_once('\n').unwrap();
     let mut parts = meta.splitn(3, '|');
     let code = parts.next().unwrap().parse().unwrap();
