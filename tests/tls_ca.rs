@@ -9,11 +9,14 @@
 
 #[path = "common/tls.rs"]
 mod tls;
+#[path = "common/tls_client.rs"]
+mod tls_client;
 
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use tls::{curl, output, parse_curl, TestCa, TlsUpstream, HOST};
+use tls::{output, TestCa, TlsUpstream, HOST};
+use tls_client::{curl, parse_curl};
 use weir_keychain::Keychain;
 
 const LIST: &str = "/agents/sessions";

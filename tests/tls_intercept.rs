@@ -6,10 +6,13 @@
 
 #[path = "common/tls.rs"]
 mod tls;
+#[path = "common/tls_client.rs"]
+mod tls_client;
 
 use std::sync::Arc;
 use std::time::Duration;
-use tls::{curl, output, parse_curl, TestCa, TlsUpstream, TlsWeir, HOST};
+use tls::{output, TestCa, TlsUpstream, TlsWeir, HOST};
+use tls_client::{curl, parse_curl};
 
 const LIST: &str = "/agents/sessions";
 
@@ -87,7 +90,7 @@ async fn curl_http2_is_intercepted_coalesced_and_cached() {
 async fn the_leaf_chains_to_weirs_ca_and_is_for_the_host() {
     let (_ca, _up, weir) = managed().await;
     let roots = vec![weir.ca.cert_der().clone()];
-    let chain = tls::tls_through_proxy(
+    let chain = tls_client::tls_through_proxy(
         weir.handle.local_addr(),
         &format!("{HOST}:443"),
         HOST,
@@ -101,7 +104,7 @@ async fn the_leaf_chains_to_weirs_ca_and_is_for_the_host() {
     );
     // A client trusting only the public roots (here: the upstream's test CA) must refuse it.
     let other = TestCa::new();
-    let refused = tls::tls_through_proxy(
+    let refused = tls_client::tls_through_proxy(
         weir.handle.local_addr(),
         &format!("{HOST}:443"),
         HOST,
@@ -119,7 +122,7 @@ async fn unmanaged_tls_is_tunnelled_byte_for_byte() {
     let (ca, _up, weir) = managed().await;
     // Another TLS host, not managed: its own certificate must reach the client.
     let other = TlsUpstream::start(&ca, "other.example").await;
-    let chain = tls::tls_through_proxy(
+    let chain = tls_client::tls_through_proxy(
         weir.handle.local_addr(),
         &other.addr.to_string(),
         "other.example",
@@ -176,7 +179,7 @@ async fn without_a_ca_or_with_intercept_off_managed_hosts_are_blind_tunnels() {
         let (handle, _dir) = weir_with(&ca, &up, extra, local_ca).await;
         assert!(handle.shared().intercept.is_none(), "{extra:?}");
         // The tunnel goes to connect_to; the client sees the origin's own certificate.
-        let chain = tls::tls_through_proxy(
+        let chain = tls_client::tls_through_proxy(
             handle.local_addr(),
             &format!("{HOST}:443"),
             HOST,
@@ -210,7 +213,7 @@ async fn without_a_ca_or_with_intercept_off_managed_hosts_are_blind_tunnels() {
 async fn upstream_proxy_chains_weirs_own_connections() {
     let ca = TestCa::new();
     let up = TlsUpstream::start(&ca, HOST).await;
-    let corp = tls::ConnectProxy::start(up.addr).await;
+    let corp = tls_client::ConnectProxy::start(up.addr).await;
     // No connect_to: Weir must reach api.githubcopilot.com:443 through the proxy only.
     let toml = format!(
         "upstream_proxy = \"http://{}\"\n[[upstream]]\nname = \"copilot-api\"\norigin = \"https://{HOST}\"\nca_file = \"{}\"\n",
@@ -228,7 +231,7 @@ async fn upstream_proxy_chains_weirs_own_connections() {
         vec![format!("CONNECT {HOST}:443 HTTP/1.1")]
     );
     // A blind tunnel (unmanaged host) is chained too, so it works where only the proxy is allowed.
-    let chain = tls::tls_through_proxy(
+    let chain = tls_client::tls_through_proxy(
         weir.handle.local_addr(),
         "unmanaged.example:443",
         HOST,
