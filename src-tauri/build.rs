@@ -4,9 +4,12 @@
 //! to Tauri's ACL).
 
 fn main() {
-    let attributes = tauri_build::Attributes::new().app_manifest(
-        tauri_build::AppManifest::new().commands(&["get_status", "set_paused", "get_dashboard_base"]),
-    );
+    let attributes =
+        tauri_build::Attributes::new().app_manifest(tauri_build::AppManifest::new().commands(&[
+            "get_status",
+            "set_paused",
+            "get_dashboard_base",
+        ]));
     if let Err(e) = tauri_build::try_build(attributes) {
         // A build script has no caller to return to; the message is what the user needs.
         eprintln!("tauri-build failed: {e:#}");

@@ -89,6 +89,14 @@ where
         role == Role::Leader
     }
 
+    /// Whether a flight for `key` is running (a new caller would join it).
+    pub fn is_running(&self, key: &CacheKey) -> bool {
+        self.flights
+            .lock()
+            .map(|m| m.contains_key(key))
+            .unwrap_or(false)
+    }
+
     pub fn in_flight(&self) -> usize {
         self.flights.lock().map(|m| m.len()).unwrap_or(0)
     }

@@ -11,6 +11,7 @@
 //! - [`server`]: accept loop, connection limits, slow-client guard, graceful drain.
 //! - [`proxy`]: the request path (control / CONNECT / managed / pass-through), in order.
 //! - [`cache`], [`coalesce`]: the per-identity cache and single-flight coalescing.
+//! - [`github_status`]: the GitHub Status watcher wired to the engine's client and events.
 //! - [`identity`], [`surface`]: who is asking (keyed credential hash) and with which tool.
 //! - [`upstream`]: the pooled rustls HTTP client and typed fetch failures.
 //! - [`resilience`]: per-upstream gate (cooldown, breaker, bulkhead) and the one retry layer.
@@ -29,6 +30,7 @@ pub mod config;
 pub mod control;
 pub mod engine;
 pub mod events;
+pub mod github_status;
 pub mod identity;
 pub mod intercept;
 pub mod paths;

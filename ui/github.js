@@ -42,11 +42,13 @@ export class GithubPanel {
     this.update(this.doc);
   }
 
-  /** Whether GitHub itself reports trouble (used for the header's overall state). */
+  /**
+   * Whether GitHub itself reports trouble (for the header). An unreachable status page says
+   * nothing about GitHub, so only the page's own indicator counts.
+   */
   degraded() {
     const gh = this.doc;
-    if (!gh || typeof gh !== 'object') return false;
-    return ['minor', 'major', 'critical'].includes(gh.indicator) || (gh.reachability && gh.reachability !== 'reachable');
+    return Boolean(gh && typeof gh === 'object' && ['minor', 'major', 'critical'].includes(gh.indicator));
   }
 
   render() {
@@ -57,12 +59,16 @@ export class GithubPanel {
         ? 'Waiting for the first answer from githubstatus.com…'
         : '— (this Weir version does not watch GitHub Status yet)'));
     } else {
-      const indicator = String(gh.indicator ?? 'unknown');
+      const indicator = gh.indicator ? String(gh.indicator) : null;
       parts.push(h('p', { class: 'gh-head' },
-        h('span', { class: 'pill', 'data-testid': 'github-indicator', 'data-indicator': indicator }, INDICATOR_TEXT[indicator] ?? fmt.words(indicator)),
-        ' ',
-        h('span', {}, gh.description ?? ''),
-        h('span', { class: 'muted small' }, ` · githubstatus.com ${fmt.words(gh.reachability)}`)));
+        h('span', { class: 'pill', 'data-testid': 'github-indicator', 'data-indicator': indicator ?? 'unknown' },
+          indicator ? (INDICATOR_TEXT[indicator] ?? fmt.words(indicator)) : 'No data yet'),
+        gh.description && gh.description !== INDICATOR_TEXT[indicator] ? ` ${gh.description}` : ''));
+      const checked = gh.checked_at ? `checked ${fmt.ago(gh.checked_at)}` : 'not checked yet';
+      parts.push(h('p', { class: 'muted small gh-meta' },
+        gh.page_url ? link(gh.page_url, 'githubstatus.com') : 'githubstatus.com', ` ${checked}`,
+        gh.stale && gh.last_ok_at ? ` · showing data from ${fmt.ago(gh.last_ok_at)}` : ''));
+      if (gh.error) parts.push(h('p', { class: 'small warn-text', 'data-testid': 'github-error' }, `Last check failed: ${gh.error}`));
       const comps = Array.isArray(gh.components) ? gh.components : [];
       parts.push(h('h3', { class: 'sub' }, 'Watched components'));
       parts.push(comps.length
@@ -75,8 +81,9 @@ export class GithubPanel {
         ? h('ul', { class: 'incidents small', 'data-testid': 'github-incidents' }, incidents.map((i) =>
           h('li', { 'data-impact': i.impact ?? '' },
             link(i.shortlink, i.name ?? 'Incident'),
-            h('span', { class: 'muted' }, ` — ${fmt.words(i.status)}, impact ${fmt.words(i.impact)}, updated ${fmt.ago(i.updated_at)}`))))
-        : h('p', { class: 'muted small' }, 'No open incidents.'));
+            h('span', { class: 'muted' }, ` — ${fmt.words(i.status)}, impact ${fmt.words(i.impact)}, updated ${fmt.ago(i.updated_at)}`),
+            i.latest_update ? h('div', { class: 'muted latest-update' }, String(i.latest_update)) : null)))
+        : h('p', { class: 'muted small' }, gh.checked_at && !gh.error ? 'No open incidents.' : fmt.DASH));
     }
     if (this.recent.length) {
       parts.push(h('h3', { class: 'sub' }, 'Recent changes'));

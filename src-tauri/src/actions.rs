@@ -13,9 +13,16 @@ use tauri_plugin_opener::OpenerExt as _;
 
 /// Handles a click. `github_url` is the link behind the GitHub line right now;
 /// `autostart_item` is re-checked from the real login-item state after a toggle.
-pub fn on_click<R: Runtime>(app: &AppHandle<R>, id: MenuId, github_url: Option<String>, autostart_item: &CheckMenuItem<R>) {
+pub fn on_click<R: Runtime>(
+    app: &AppHandle<R>,
+    id: MenuId,
+    github_url: Option<String>,
+    autostart_item: &CheckMenuItem<R>,
+) {
     let result = match id {
-        MenuId::Overall | MenuId::Upstream(_) | MenuId::OpenDashboard => window::show(app, View::Overview).map_err(|e| e.to_string()),
+        MenuId::Overall | MenuId::Upstream(_) | MenuId::OpenDashboard => {
+            window::show(app, View::Overview).map_err(|e| e.to_string())
+        }
         MenuId::Queue => window::show(app, View::Queue).map_err(|e| e.to_string()),
         MenuId::Github => open_github(app, github_url),
         MenuId::TogglePause => {
@@ -32,20 +39,30 @@ pub fn on_click<R: Runtime>(app: &AppHandle<R>, id: MenuId, github_url: Option<S
     };
     if let Err(message) = result {
         tracing::warn!("weir-tray: {id:?}: {message}");
-        tell(Notice { key: "Weir".into(), summary: "Weir could not do that".into(), body: message });
+        tell(Notice {
+            key: "Weir".into(),
+            summary: "Weir could not do that".into(),
+            body: message,
+        });
     }
 }
 
 fn open_github<R: Runtime>(app: &AppHandle<R>, url: Option<String>) -> Result<(), String> {
     let url = url.unwrap_or_else(|| "https://www.githubstatus.com".to_string());
-    app.opener().open_url(&url, None::<&str>).map_err(|e| format!("cannot open {url}: {e}"))
+    app.opener()
+        .open_url(&url, None::<&str>)
+        .map_err(|e| format!("cannot open {url}: {e}"))
 }
 
 fn copy_proxy_settings<R: Runtime>(app: &AppHandle<R>) -> Result<(), String> {
     let text = app.state::<Engine>().shell_proxy_settings();
     match app.clipboard().write_text(text.clone()) {
         Ok(()) => {
-            tell(Notice { key: "Weir".into(), summary: "Proxy settings copied".into(), body: text });
+            tell(Notice {
+                key: "Weir".into(),
+                summary: "Proxy settings copied".into(),
+                body: text,
+            });
             Ok(())
         }
         Err(e) => {
@@ -59,7 +76,11 @@ fn copy_proxy_settings<R: Runtime>(app: &AppHandle<R>) -> Result<(), String> {
 fn toggle_autostart<R: Runtime>(app: &AppHandle<R>, item: &CheckMenuItem<R>) -> Result<(), String> {
     let autostart = app.autolaunch();
     let was_on = autostart.is_enabled().unwrap_or(false);
-    let result = if was_on { autostart.disable() } else { autostart.enable() };
+    let result = if was_on {
+        autostart.disable()
+    } else {
+        autostart.enable()
+    };
     // The check mark flips on click whatever happened; show the real state.
     let now_on = autostart.is_enabled().unwrap_or(was_on);
     if let Err(e) = item.set_checked(now_on) {
@@ -72,7 +93,10 @@ fn toggle_autostart<R: Runtime>(app: &AppHandle<R>, item: &CheckMenuItem<R>) -> 
 pub fn tell(notice: Notice) {
     tauri::async_runtime::spawn_blocking(move || {
         if let Err(e) = notify::send(&notice) {
-            tracing::warn!("weir-tray: notification `{}` not shown: {e}", notice.summary);
+            tracing::warn!(
+                "weir-tray: notification `{}` not shown: {e}",
+                notice.summary
+            );
         }
     });
 }

@@ -15,15 +15,20 @@ pub struct CommandError {
 
 impl CommandError {
     fn shutting_down() -> CommandError {
-        CommandError { code: "shutting_down", message: "Weir is shutting down; the proxy no longer accepts changes".into() }
+        CommandError {
+            code: "shutting_down",
+            message: "Weir is shutting down; the proxy no longer accepts changes".into(),
+        }
     }
 }
 
 /// The engine's status snapshot (the same document as `GET /_weir/api/status`).
 #[tauri::command]
 pub fn get_status(engine: State<'_, Engine>) -> Result<serde_json::Value, CommandError> {
-    serde_json::to_value(engine.handle.status())
-        .map_err(|e| CommandError { code: "internal", message: format!("cannot serialise the status: {e}") })
+    serde_json::to_value(engine.handle.status()).map_err(|e| CommandError {
+        code: "internal",
+        message: format!("cannot serialise the status: {e}"),
+    })
 }
 
 /// Pauses (everything passes through untouched) or resumes; returns the new state.

@@ -32,13 +32,20 @@ impl LaunchArgs {
                 Some((f, v)) if f.starts_with("--") => (f.to_string(), Some(v.to_string())),
                 _ => (arg.clone(), None),
             };
-            let mut value = |name: &str| inline.clone().or_else(|| it.next()).ok_or_else(|| format!("{name} needs a value\n{USAGE}"));
+            let mut value = |name: &str| {
+                inline
+                    .clone()
+                    .or_else(|| it.next())
+                    .ok_or_else(|| format!("{name} needs a value\n{USAGE}"))
+            };
             match flag.as_str() {
                 "--config" => out.config = Some(PathBuf::from(value("--config")?)),
                 "--data-dir" => out.data_dir = Some(PathBuf::from(value("--data-dir")?)),
                 "--listen" => {
                     let v = value("--listen")?;
-                    out.listen = Some(v.parse().map_err(|_| format!("--listen `{v}` is not an address like 127.0.0.1:9347"))?);
+                    out.listen = Some(v.parse().map_err(|_| {
+                        format!("--listen `{v}` is not an address like 127.0.0.1:9347")
+                    })?);
                 }
                 "-h" | "--help" => return Err(USAGE.to_string()),
                 f if f.starts_with("-psn_") => {}
@@ -56,7 +63,10 @@ pub fn resolve(args: &LaunchArgs) -> Result<(Settings, PathBuf), TrayError> {
     if let Some(f) = args.config.as_ref().filter(|f| !f.exists()) {
         return Err(TrayError::MissingConfig(f.clone()));
     }
-    let file = args.config.clone().or_else(|| weir::paths::default_config_file().filter(|p| p.exists()));
+    let file = args
+        .config
+        .clone()
+        .or_else(|| weir::paths::default_config_file().filter(|p| p.exists()));
     let mut settings = match file {
         Some(f) => config::load_file(&f)?,
         None => Settings::default(),
@@ -67,7 +77,11 @@ pub fn resolve(args: &LaunchArgs) -> Result<(Settings, PathBuf), TrayError> {
     if !settings.listen.ip().is_loopback() {
         return Err(TrayError::NotLoopback(settings.listen));
     }
-    let data_dir = args.data_dir.clone().or_else(|| settings.data_dir.clone()).unwrap_or_else(weir::paths::default_data_dir);
+    let data_dir = args
+        .data_dir
+        .clone()
+        .or_else(|| settings.data_dir.clone())
+        .unwrap_or_else(weir::paths::default_data_dir);
     Ok((settings, data_dir))
 }
 
@@ -81,9 +95,17 @@ impl Engine {
     /// Starts the engine on Tauri's runtime. Call from `setup` (the main thread, not inside the
     /// runtime): the listener is bound before this returns, so a taken port fails the launch.
     pub fn start(settings: Settings, data_dir: PathBuf) -> Result<Engine, TrayError> {
-        let handle = tauri::async_runtime::block_on(weir::start(weir::EngineOptions::new(settings, data_dir)))?;
-        tracing::info!("weir-tray: proxy listening on http://{}", handle.local_addr());
-        Ok(Engine { handle, quitting: AtomicBool::new(false) })
+        let handle = tauri::async_runtime::block_on(weir::start(weir::EngineOptions::new(
+            settings, data_dir,
+        )))?;
+        tracing::info!(
+            "weir-tray: proxy listening on http://{}",
+            handle.local_addr()
+        );
+        Ok(Engine {
+            handle,
+            quitting: AtomicBool::new(false),
+        })
     }
 
     pub fn is_quitting(&self) -> bool {
@@ -158,7 +180,13 @@ mod tests {
 
     #[test]
     fn parses_the_serve_options_both_spellings() {
-        let a = parse(&["--config", "/c.toml", "--listen=127.0.0.1:0", "--data-dir=/d"]).unwrap();
+        let a = parse(&[
+            "--config",
+            "/c.toml",
+            "--listen=127.0.0.1:0",
+            "--data-dir=/d",
+        ])
+        .unwrap();
         assert_eq!(a.config, Some(PathBuf::from("/c.toml")));
         assert_eq!(a.listen, Some("127.0.0.1:0".parse().unwrap()));
         assert_eq!(a.data_dir, Some(PathBuf::from("/d")));
@@ -167,21 +195,37 @@ mod tests {
 
     #[test]
     fn rejects_bad_arguments_with_usage() {
-        assert!(parse(&["--listen", "nope"]).unwrap_err().contains("not an address"));
+        assert!(parse(&["--listen", "nope"])
+            .unwrap_err()
+            .contains("not an address"));
         assert!(parse(&["--config"]).unwrap_err().contains("needs a value"));
         assert!(parse(&["--frobnicate"]).unwrap_err().contains("usage:"));
     }
 
     #[test]
     fn resolve_refuses_a_missing_file_and_non_loopback() {
-        let missing = LaunchArgs { config: Some("/nonexistent/weir.toml".into()), ..Default::default() };
-        assert!(matches!(resolve(&missing), Err(TrayError::MissingConfig(_))));
+        let missing = LaunchArgs {
+            config: Some("/nonexistent/weir.toml".into()),
+            ..Default::default()
+        };
+        assert!(matches!(
+            resolve(&missing),
+            Err(TrayError::MissingConfig(_))
+        ));
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("c.toml");
         std::fs::write(&file, "listen = \"127.0.0.1:0\"\n").unwrap();
-        let wide = LaunchArgs { config: Some(file.clone()), listen: Some("0.0.0.0:9".parse().unwrap()), data_dir: Some(dir.path().into()) };
+        let wide = LaunchArgs {
+            config: Some(file.clone()),
+            listen: Some("0.0.0.0:9".parse().unwrap()),
+            data_dir: Some(dir.path().into()),
+        };
         assert!(matches!(resolve(&wide), Err(TrayError::NotLoopback(_))));
-        let ok = LaunchArgs { config: Some(file), listen: None, data_dir: Some(dir.path().join("d")) };
+        let ok = LaunchArgs {
+            config: Some(file),
+            listen: None,
+            data_dir: Some(dir.path().join("d")),
+        };
         let (settings, data_dir) = resolve(&ok).unwrap();
         assert_eq!(settings.listen, "127.0.0.1:0".parse().unwrap());
         assert_eq!(data_dir, dir.path().join("d"));

@@ -7,7 +7,9 @@ use std::path::PathBuf;
 pub enum TrayError {
     #[error("{0}")]
     Config(#[from] weir::config::ConfigError),
-    #[error("listen address {0} is not a loopback address; Weir only listens on 127.0.0.1 or [::1]")]
+    #[error(
+        "listen address {0} is not a loopback address; Weir only listens on 127.0.0.1 or [::1]"
+    )]
     NotLoopback(SocketAddr),
     #[error("{0}")]
     Engine(#[from] weir::EngineError),

@@ -25,7 +25,13 @@ pub fn image(state: Overall) -> tauri::Result<Image<'static>> {
 mod tests {
     use super::*;
 
-    const ALL: [Overall; 5] = [Overall::Healthy, Overall::Degraded, Overall::BreakerOpen, Overall::Unknown, Overall::Paused];
+    const ALL: [Overall; 5] = [
+        Overall::Healthy,
+        Overall::Degraded,
+        Overall::BreakerOpen,
+        Overall::Unknown,
+        Overall::Paused,
+    ];
 
     /// Which pixels are (mostly) opaque: the shape, ignoring colour.
     fn silhouette(state: Overall) -> Vec<bool> {
@@ -39,7 +45,10 @@ mod tests {
             let img = image(s).unwrap();
             assert_eq!((img.width(), img.height()), (64, 64), "{s:?}");
             assert_eq!(img.rgba().len(), 64 * 64 * 4, "{s:?}");
-            assert!(img.rgba().chunks(4).any(|px| px[3] == 0), "{s:?} needs a transparent background");
+            assert!(
+                img.rgba().chunks(4).any(|px| px[3] == 0),
+                "{s:?} needs a transparent background"
+            );
         }
     }
 
@@ -50,7 +59,10 @@ mod tests {
             for (b, sb) in &shapes[i + 1..] {
                 let differing = sa.iter().zip(sb).filter(|(x, y)| x != y).count();
                 // At least 5% of the pixels: a clearly different outline, not anti-aliasing noise.
-                assert!(differing > 64 * 64 / 20, "{a:?} and {b:?} differ in only {differing} pixels");
+                assert!(
+                    differing > 64 * 64 / 20,
+                    "{a:?} and {b:?} differ in only {differing} pixels"
+                );
             }
         }
     }

@@ -44,12 +44,20 @@ impl AppOptions {
     /// The real app's options from its command line (see [`LaunchArgs`]).
     pub fn desktop(args: &LaunchArgs) -> Result<AppOptions, TrayError> {
         let (settings, data_dir) = engine_task::resolve(args)?;
-        Ok(AppOptions { settings, data_dir, desktop: true })
+        Ok(AppOptions {
+            settings,
+            data_dir,
+            desktop: true,
+        })
     }
 
     /// Engine and commands only.
     pub fn headless(settings: Settings, data_dir: PathBuf) -> AppOptions {
-        AppOptions { settings, data_dir, desktop: false }
+        AppOptions {
+            settings,
+            data_dir,
+            desktop: false,
+        }
     }
 }
 
@@ -59,10 +67,18 @@ pub fn context<R: Runtime>() -> Context<R> {
 }
 
 /// Builds the app on any runtime (`tauri::Builder::default()` for real,
-/// `tauri::test::mock_builder()` in tests). The engine is running, and its listener bound,
-/// once this returns.
-pub fn build_app<R: Runtime>(builder: Builder<R>, context: Context<R>, options: AppOptions) -> Result<App<R>, TrayError> {
-    let AppOptions { settings, data_dir, desktop } = options;
+/// `tauri::test::mock_builder()` in tests). The engine is running, its listener bound and
+/// (desktop) the tray shown once this returns.
+pub fn build_app<R: Runtime>(
+    builder: Builder<R>,
+    context: Context<R>,
+    options: AppOptions,
+) -> Result<App<R>, TrayError> {
+    let AppOptions {
+        settings,
+        data_dir,
+        desktop,
+    } = options;
     let mut builder = builder;
     if desktop {
         // First, so a second launch hands over before starting anything else.
@@ -77,26 +93,35 @@ pub fn build_app<R: Runtime>(builder: Builder<R>, context: Context<R>, options: 
     let app = builder
         .plugin(tauri_plugin_clipboard_manager::init())
         .plugin(tauri_plugin_opener::init())
-        .invoke_handler(tauri::generate_handler![commands::get_status, commands::set_paused, commands::get_dashboard_base])
-        .setup(move |app| {
-            app.manage(Engine::start(settings, data_dir)?);
-            if desktop {
-                tray::install(app.handle())?;
-                engine_task::quit_on_signals(app.handle());
-            }
-            Ok(())
-        })
+        .invoke_handler(tauri::generate_handler![
+            commands::get_status,
+            commands::set_paused,
+            commands::get_dashboard_base
+        ])
         .build(context)?;
+    // After `build` (plugins are initialised, so a second instance has already handed over and
+    // exited) and not in `setup`, which only runs with the event loop: tests never run it.
+    app.manage(Engine::start(settings, data_dir)?);
+    if desktop {
+        tray::install(app.handle())?;
+        engine_task::quit_on_signals(app.handle());
+    }
     Ok(app)
 }
 
 /// Builds and runs the app until Quit (or a signal). Closing the window only hides it.
-pub fn run_app<R: Runtime>(builder: Builder<R>, context: Context<R>, options: AppOptions) -> Result<(), TrayError> {
+pub fn run_app<R: Runtime>(
+    builder: Builder<R>,
+    context: Context<R>,
+    options: AppOptions,
+) -> Result<(), TrayError> {
     let app = build_app(builder, context, options)?;
     app.run(|app, event| match event {
         // Exit with no code = the last window went away; a tray app keeps running. Quit
         // calls `exit(0)`, which has a code and goes through.
-        RunEvent::ExitRequested { code: None, api, .. } => api.prevent_exit(),
+        RunEvent::ExitRequested {
+            code: None, api, ..
+        } => api.prevent_exit(),
         RunEvent::Exit => {
             // Any way out (logout, a plugin) still drains the proxy; harmless after Quit.
             let engine = app.state::<Engine>().handle.clone();

@@ -7,7 +7,10 @@ use std::process::ExitCode;
 
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("WEIR_LOG").unwrap_or_else(|_| "weir=info,weir_tray=info".into()))
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("WEIR_LOG")
+                .unwrap_or_else(|_| "weir=info,weir_tray=info".into()),
+        )
         .with_writer(std::io::stderr)
         .init();
     let args = match weir_tray::LaunchArgs::parse(std::env::args().skip(1)) {

@@ -39,7 +39,10 @@ impl MenuId {
     pub fn from_id(id: &str) -> Option<MenuId> {
         if let Some(n) = id.strip_prefix(UPSTREAM_PREFIX) {
             // Reject "+1", "01" and the like so the mapping stays one-to-one.
-            if n.is_empty() || !n.bytes().all(|b| b.is_ascii_digit()) || (n.len() > 1 && n.starts_with('0')) {
+            if n.is_empty()
+                || !n.bytes().all(|b| b.is_ascii_digit())
+                || (n.len() > 1 && n.starts_with('0'))
+            {
                 return None;
             }
             return n.parse().ok().map(MenuId::Upstream);
@@ -98,7 +101,9 @@ impl<R: Runtime> TrayMenu<R> {
     /// Builds the menu for `view`; the number of upstream lines is fixed here (the config does
     /// not change while the app runs).
     pub fn build(app: &AppHandle<R>, view: &TrayView, autostart_on: bool) -> tauri::Result<Self> {
-        let item = |id: MenuId, text: &str, enabled: bool| MenuItem::with_id(app, id.as_id(), text, enabled, None::<&str>);
+        let item = |id: MenuId, text: &str, enabled: bool| {
+            MenuItem::with_id(app, id.as_id(), text, enabled, None::<&str>)
+        };
         let overall = item(MenuId::Overall, &view.overall_line, false)?;
         let upstreams = view
             .upstream_lines
@@ -111,7 +116,14 @@ impl<R: Runtime> TrayMenu<R> {
         let open = item(MenuId::OpenDashboard, "Open dashboard", true)?;
         let pause = item(MenuId::TogglePause, pause_label(view.paused), true)?;
         let copy = item(MenuId::CopyProxy, "Copy shell proxy settings", true)?;
-        let autostart = CheckMenuItem::with_id(app, MenuId::Autostart.as_id(), "Start at login", true, autostart_on, None::<&str>)?;
+        let autostart = CheckMenuItem::with_id(
+            app,
+            MenuId::Autostart.as_id(),
+            "Start at login",
+            true,
+            autostart_on,
+            None::<&str>,
+        )?;
         let quit = item(MenuId::Quit, "Quit Weir", true)?;
         let menu = Menu::new(app)?;
         menu.append(&overall)?;
@@ -124,7 +136,15 @@ impl<R: Runtime> TrayMenu<R> {
         menu.append_items(&[&open, &pause, &copy, &autostart])?;
         menu.append(&PredefinedMenuItem::separator(app)?)?;
         menu.append(&quit)?;
-        Ok(TrayMenu { menu, overall, upstreams, queue, github, pause, autostart })
+        Ok(TrayMenu {
+            menu,
+            overall,
+            upstreams,
+            queue,
+            github,
+            pause,
+            autostart,
+        })
     }
 
     /// Updates the labels that differ between `old` and `new` (each change is a main-thread
@@ -135,7 +155,9 @@ impl<R: Runtime> TrayMenu<R> {
             self.overall.set_text(&new.overall_line)?;
         }
         for (i, item) in self.upstreams.iter().enumerate() {
-            let Some(line) = new.upstream_lines.get(i) else { continue };
+            let Some(line) = new.upstream_lines.get(i) else {
+                continue;
+            };
             if old.and_then(|o| o.upstream_lines.get(i)) != Some(line) {
                 item.set_text(line)?;
             }
@@ -165,9 +187,18 @@ mod tests {
     #[test]
     fn every_id_round_trips() {
         let mut all: Vec<MenuId> = FIXED.to_vec();
-        all.extend([MenuId::Upstream(0), MenuId::Upstream(7), MenuId::Upstream(123)]);
+        all.extend([
+            MenuId::Upstream(0),
+            MenuId::Upstream(7),
+            MenuId::Upstream(123),
+        ]);
         for id in &all {
-            assert_eq!(MenuId::from_id(&id.as_id()), Some(*id), "{id:?} -> {}", id.as_id());
+            assert_eq!(
+                MenuId::from_id(&id.as_id()),
+                Some(*id),
+                "{id:?} -> {}",
+                id.as_id()
+            );
         }
         let strings: std::collections::HashSet<String> = all.iter().map(MenuId::as_id).collect();
         assert_eq!(strings.len(), all.len(), "two items share an ID string");
@@ -175,7 +206,17 @@ mod tests {
 
     #[test]
     fn foreign_and_malformed_ids_are_rejected() {
-        for bad in ["", "upstream-", "upstream-x", "upstream-+1", "upstream-01", "upstream--1", "Quit", "quit ", "tray"] {
+        for bad in [
+            "",
+            "upstream-",
+            "upstream-x",
+            "upstream-+1",
+            "upstream-01",
+            "upstream--1",
+            "Quit",
+            "quit ",
+            "tray",
+        ] {
             assert_eq!(MenuId::from_id(bad), None, "{bad:?}");
         }
     }

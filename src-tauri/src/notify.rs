@@ -23,7 +23,13 @@ pub struct Notice {
 
 /// The notice an event deserves, if any (pause toggles and intermediate states get none).
 pub fn notice_for(event: &Event) -> Option<Notice> {
-    let n = |key: &str, summary: String, body: String| Some(Notice { key: key.to_string(), summary, body });
+    let n = |key: &str, summary: String, body: String| {
+        Some(Notice {
+            key: key.to_string(),
+            summary,
+            body,
+        })
+    };
     match event {
         Event::Breaker { upstream, to, reason, .. } => match to.as_str() {
             "open" => n(
@@ -68,7 +74,10 @@ pub struct Limiter {
 
 impl Limiter {
     pub fn new(window: Duration) -> Limiter {
-        Limiter { window, keys: HashMap::new() }
+        Limiter {
+            window,
+            keys: HashMap::new(),
+        }
     }
 
     /// `Some(notice)` to show now, `None` when it was held for the next summary.
@@ -83,13 +92,26 @@ impl Limiter {
                 // The window passed before `due` flushed the held ones: say so in this notice.
                 let mut notice = notice;
                 if k.held > 0 {
-                    notice.body.push_str(&format!("\n(+{} earlier {})", k.held, changes(k.held)));
+                    notice
+                        .body
+                        .push_str(&format!("\n(+{} earlier {})", k.held, changes(k.held)));
                 }
-                *k = KeyState { last_shown: now, held: 0, latest: None };
+                *k = KeyState {
+                    last_shown: now,
+                    held: 0,
+                    latest: None,
+                };
                 Some(notice)
             }
             None => {
-                self.keys.insert(notice.key.clone(), KeyState { last_shown: now, held: 0, latest: None });
+                self.keys.insert(
+                    notice.key.clone(),
+                    KeyState {
+                        last_shown: now,
+                        held: 0,
+                        latest: None,
+                    },
+                );
                 Some(notice)
             }
         }
@@ -102,8 +124,16 @@ impl Limiter {
             if k.held == 0 || now.saturating_duration_since(k.last_shown) < self.window {
                 continue;
             }
-            let latest = k.latest.take().map(|n| format!("Latest: {}", n.summary)).unwrap_or_default();
-            out.push(Notice { key: key.clone(), summary: format!("{key}: {} more {}", k.held, changes(k.held)), body: latest });
+            let latest = k
+                .latest
+                .take()
+                .map(|n| format!("Latest: {}", n.summary))
+                .unwrap_or_default();
+            out.push(Notice {
+                key: key.clone(),
+                summary: format!("{key}: {} more {}", k.held, changes(k.held)),
+                body: latest,
+            });
             k.held = 0;
             k.last_shown = now;
         }
@@ -136,7 +166,11 @@ mod tests {
     use std::time::SystemTime;
 
     fn notice(key: &str, summary: &str) -> Notice {
-        Notice { key: key.into(), summary: summary.into(), body: "b".into() }
+        Notice {
+            key: key.into(),
+            summary: summary.into(),
+            body: "b".into(),
+        }
     }
 
     #[test]
@@ -144,10 +178,25 @@ mod tests {
         let t0 = Instant::now();
         let mut l = Limiter::new(WINDOW);
         assert!(l.offer(notice("copilot-api", "open"), t0).is_some());
-        assert!(l.offer(notice("github-api", "open"), t0).is_some(), "another upstream has its own window");
-        assert_eq!(l.offer(notice("copilot-api", "closed"), t0 + Duration::from_secs(10)), None);
-        assert_eq!(l.offer(notice("copilot-api", "open"), t0 + Duration::from_secs(179)), None);
-        assert!(l.due(t0 + Duration::from_secs(179)).is_empty(), "window not over yet");
+        assert!(
+            l.offer(notice("github-api", "open"), t0).is_some(),
+            "another upstream has its own window"
+        );
+        assert_eq!(
+            l.offer(
+                notice("copilot-api", "closed"),
+                t0 + Duration::from_secs(10)
+            ),
+            None
+        );
+        assert_eq!(
+            l.offer(notice("copilot-api", "open"), t0 + Duration::from_secs(179)),
+            None
+        );
+        assert!(
+            l.due(t0 + Duration::from_secs(179)).is_empty(),
+            "window not over yet"
+        );
     }
 
     #[test]
@@ -156,14 +205,23 @@ mod tests {
         let mut l = Limiter::new(WINDOW);
         l.offer(notice("copilot-api", "open"), t0);
         l.offer(notice("copilot-api", "closed"), t0 + Duration::from_secs(5));
-        l.offer(notice("copilot-api", "open again"), t0 + Duration::from_secs(6));
+        l.offer(
+            notice("copilot-api", "open again"),
+            t0 + Duration::from_secs(6),
+        );
         let due = l.due(t0 + WINDOW);
         assert_eq!(due.len(), 1);
         assert_eq!(due[0].summary, "copilot-api: 2 more changes");
         assert_eq!(due[0].body, "Latest: open again");
         // The summary restarted the window: the next change waits again, nothing is due twice.
         assert!(l.due(t0 + WINDOW + Duration::from_secs(1)).is_empty());
-        assert_eq!(l.offer(notice("copilot-api", "closed"), t0 + WINDOW + Duration::from_secs(60)), None);
+        assert_eq!(
+            l.offer(
+                notice("copilot-api", "closed"),
+                t0 + WINDOW + Duration::from_secs(60)
+            ),
+            None
+        );
         let due = l.due(t0 + WINDOW * 2);
         assert_eq!(due[0].summary, "copilot-api: 1 more change");
     }
@@ -174,25 +232,62 @@ mod tests {
         let mut l = Limiter::new(WINDOW);
         l.offer(notice("copilot-api", "open"), t0);
         l.offer(notice("copilot-api", "closed"), t0 + Duration::from_secs(1));
-        let shown = l.offer(notice("copilot-api", "open"), t0 + WINDOW).expect("window over");
+        let shown = l
+            .offer(notice("copilot-api", "open"), t0 + WINDOW)
+            .expect("window over");
         assert_eq!(shown.body, "b\n(+1 earlier change)");
-        assert!(l.due(t0 + WINDOW * 3).is_empty(), "the held one was already reported");
+        assert!(
+            l.due(t0 + WINDOW * 3).is_empty(),
+            "the held one was already reported"
+        );
     }
 
     #[test]
     fn events_map_to_notices_only_where_worth_it() {
         let at = SystemTime::UNIX_EPOCH;
-        let br = |to: &str| Event::Breaker { upstream: "copilot-api".into(), from: "x".into(), to: to.into(), at, reason: "8 of 10 calls failed".into() };
-        assert_eq!(notice_for(&br("open")).map(|n| n.summary), Some("copilot-api: circuit open".into()));
-        assert_eq!(notice_for(&br("closed")).map(|n| n.key), Some("copilot-api".into()));
+        let br = |to: &str| Event::Breaker {
+            upstream: "copilot-api".into(),
+            from: "x".into(),
+            to: to.into(),
+            at,
+            reason: "8 of 10 calls failed".into(),
+        };
+        assert_eq!(
+            notice_for(&br("open")).map(|n| n.summary),
+            Some("copilot-api: circuit open".into())
+        );
+        assert_eq!(
+            notice_for(&br("closed")).map(|n| n.key),
+            Some("copilot-api".into())
+        );
         assert_eq!(notice_for(&br("half_open")), None);
-        let q = |state: &str| Event::Queue { id: 4, upstream: "copilot-api".into(), state: state.into(), at, detail: "d".into() };
-        assert_eq!(notice_for(&q("done")).map(|n| n.summary), Some("Queued session #4 created".into()));
-        assert_eq!(notice_for(&q("failed")).map(|n| n.summary), Some("Queued session #4 failed".into()));
+        let q = |state: &str| Event::Queue {
+            id: 4,
+            upstream: "copilot-api".into(),
+            state: state.into(),
+            at,
+            detail: "d".into(),
+        };
+        assert_eq!(
+            notice_for(&q("done")).map(|n| n.summary),
+            Some("Queued session #4 created".into())
+        );
+        assert_eq!(
+            notice_for(&q("failed")).map(|n| n.summary),
+            Some("Queued session #4 failed".into())
+        );
         assert_eq!(notice_for(&q("replaying")), None);
-        let gh = |change: &str| Event::Github { change: change.into(), title: "Copilot slow".into(), url: Some("https://stspg.io/a".into()), at };
+        let gh = |change: &str| Event::Github {
+            change: change.into(),
+            title: "Copilot slow".into(),
+            url: Some("https://stspg.io/a".into()),
+            at,
+        };
         let opened = notice_for(&gh("incident_opened")).expect("notice");
-        assert_eq!((opened.key.as_str(), opened.body.as_str()), ("GitHub", "Copilot slow\nhttps://stspg.io/a"));
+        assert_eq!(
+            (opened.key.as_str(), opened.body.as_str()),
+            ("GitHub", "Copilot slow\nhttps://stspg.io/a")
+        );
         assert!(notice_for(&gh("incident_resolved")).is_some());
         assert_eq!(notice_for(&gh("component_changed")), None);
         assert_eq!(notice_for(&Event::Paused { at, paused: true }), None);

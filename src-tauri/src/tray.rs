@@ -25,7 +25,9 @@ pub const TRAY_ID: &str = "weir";
 
 /// "10:02" in local time.
 fn local_clock(t: SystemTime) -> String {
-    chrono::DateTime::<chrono::Local>::from(t).format("%H:%M").to_string()
+    chrono::DateTime::<chrono::Local>::from(t)
+        .format("%H:%M")
+        .to_string()
 }
 
 fn current_view(engine: &EngineHandle, recent: &Recent) -> TrayView {
@@ -60,7 +62,12 @@ pub fn install<R: Runtime>(app: &AppHandle<R>) -> Result<(), TrayError> {
     Ok(())
 }
 
-async fn refresh_loop<R: Runtime>(engine: EngineHandle, tray: TrayIcon<R>, menu: TrayMenu<R>, shown: Arc<Mutex<TrayView>>) {
+async fn refresh_loop<R: Runtime>(
+    engine: EngineHandle,
+    tray: TrayIcon<R>,
+    menu: TrayMenu<R>,
+    shown: Arc<Mutex<TrayView>>,
+) {
     let mut events = engine.subscribe();
     let mut tick = tokio::time::interval(TICK);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -101,7 +108,12 @@ async fn refresh_loop<R: Runtime>(engine: EngineHandle, tray: TrayIcon<R>, menu:
     tracing::info!("weir-tray: engine event stream ended; tray no longer updates");
 }
 
-fn apply<R: Runtime>(tray: &TrayIcon<R>, menu: &TrayMenu<R>, old: Option<&TrayView>, new: &TrayView) -> tauri::Result<()> {
+fn apply<R: Runtime>(
+    tray: &TrayIcon<R>,
+    menu: &TrayMenu<R>,
+    old: Option<&TrayView>,
+    new: &TrayView,
+) -> tauri::Result<()> {
     if old.map_or(true, |o| o.overall != new.overall) {
         tray.set_icon(Some(icons::image(new.overall)?))?;
     }

@@ -91,12 +91,29 @@ pub struct Recent {
 impl Recent {
     pub fn record(&mut self, event: &Event) {
         match event {
-            Event::Breaker { upstream, to, at, .. } => {
-                self.breakers.insert(upstream.clone(), BreakerSeen { state: BreakerState::parse(to), at: *at });
+            Event::Breaker {
+                upstream, to, at, ..
+            } => {
+                self.breakers.insert(
+                    upstream.clone(),
+                    BreakerSeen {
+                        state: BreakerState::parse(to),
+                        at: *at,
+                    },
+                );
             }
-            Event::Github { change, title, url, .. } => {
-                if matches!(change.as_str(), "incident_opened" | "incident_updated" | "incident_resolved") {
-                    self.github = Some(GithubSeen { change: change.clone(), title: title.clone(), url: url.clone() });
+            Event::Github {
+                change, title, url, ..
+            } => {
+                if matches!(
+                    change.as_str(),
+                    "incident_opened" | "incident_updated" | "incident_resolved"
+                ) {
+                    self.github = Some(GithubSeen {
+                        change: change.clone(),
+                        title: title.clone(),
+                        url: url.clone(),
+                    });
                 }
             }
             Event::Paused { .. } | Event::Queue { .. } => {}
@@ -105,13 +122,25 @@ impl Recent {
 }
 
 /// Builds the view. `clock` formats an instant for display ("10:02" in local time in the app).
-pub fn tray_view(status: &Value, recent: &Recent, clock: &dyn Fn(SystemTime) -> String) -> TrayView {
-    let paused = status.get("paused").and_then(Value::as_bool).unwrap_or(false);
+pub fn tray_view(
+    status: &Value,
+    recent: &Recent,
+    clock: &dyn Fn(SystemTime) -> String,
+) -> TrayView {
+    let paused = status
+        .get("paused")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
     let mut open = Vec::new();
     let mut degraded = Vec::new();
     let mut any_unknown = false;
     let mut upstream_lines = Vec::new();
-    for up in status.get("upstreams").and_then(Value::as_array).into_iter().flatten() {
+    for up in status
+        .get("upstreams")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
         let name = up.get("name").and_then(Value::as_str).unwrap_or("upstream");
         let (state, since) = breaker_of(up, recent.breakers.get(name));
         match state {
@@ -120,23 +149,35 @@ pub fn tray_view(status: &Value, recent: &Recent, clock: &dyn Fn(SystemTime) -> 
             BreakerState::Unknown => any_unknown = true,
             BreakerState::Closed => {}
         }
-        let since = since.map(|t| format!(" since {}", clock(t))).unwrap_or_default();
+        let since = since
+            .map(|t| format!(" since {}", clock(t)))
+            .unwrap_or_default();
         upstream_lines.push(format!("{name}: {}{since}", state.word()));
     }
     let (queue_line, queue_trouble) = queue_line(status.get("queue"));
     if let Some(t) = queue_trouble {
         degraded.push(t);
     }
-    let (github_line, github_url, github_trouble) = github_line(status.get("github"), recent.github.as_ref());
+    let (github_line, github_url, github_trouble) =
+        github_line(status.get("github"), recent.github.as_ref());
     if github_trouble {
         degraded.push("GitHub incident".to_string());
     }
     let (overall, overall_line) = if paused {
-        (Overall::Paused, "Weir: paused (passing traffic through)".to_string())
+        (
+            Overall::Paused,
+            "Weir: paused (passing traffic through)".to_string(),
+        )
     } else if !open.is_empty() {
-        (Overall::BreakerOpen, format!("Weir: circuit open for {}", open.join(", ")))
+        (
+            Overall::BreakerOpen,
+            format!("Weir: circuit open for {}", open.join(", ")),
+        )
     } else if !degraded.is_empty() {
-        (Overall::Degraded, format!("Weir: degraded ({})", degraded.join(", ")))
+        (
+            Overall::Degraded,
+            format!("Weir: degraded ({})", degraded.join(", ")),
+        )
     } else if any_unknown {
         (Overall::Unknown, "Weir: state unknown".to_string())
     } else {
@@ -161,7 +202,10 @@ pub fn tray_view(status: &Value, recent: &Recent, clock: &dyn Fn(SystemTime) -> 
 /// The snapshot's breaker if it has one, else the last event, else unknown.
 fn breaker_of(up: &Value, seen: Option<&BreakerSeen>) -> (BreakerState, Option<SystemTime>) {
     if let Some(b) = up.get("breaker").filter(|b| b.is_object()) {
-        let state = b.get("state").and_then(Value::as_str).map_or(BreakerState::Unknown, BreakerState::parse);
+        let state = b
+            .get("state")
+            .and_then(Value::as_str)
+            .map_or(BreakerState::Unknown, BreakerState::parse);
         let since = b.get("since").and_then(Value::as_str).and_then(parse_time);
         return (state, since);
     }
@@ -172,7 +216,9 @@ fn breaker_of(up: &Value, seen: Option<&BreakerSeen>) -> (BreakerState, Option<S
 }
 
 fn parse_time(s: &str) -> Option<SystemTime> {
-    chrono::DateTime::parse_from_rfc3339(s).ok().map(SystemTime::from)
+    chrono::DateTime::parse_from_rfc3339(s)
+        .ok()
+        .map(SystemTime::from)
 }
 
 fn count(v: &Value, key: &str) -> u64 {
@@ -201,12 +247,29 @@ fn queue_line(queue: Option<&Value>) -> (String, Option<String>) {
 }
 
 /// The GitHub Status line, the URL it opens, and whether GitHub reports trouble.
-fn github_line(github: Option<&Value>, seen: Option<&GithubSeen>) -> (String, Option<String>, bool) {
+fn github_line(
+    github: Option<&Value>,
+    seen: Option<&GithubSeen>,
+) -> (String, Option<String>, bool) {
     if let Some(g) = github.filter(|g| g.is_object()) {
-        let page = g.get("page_url").and_then(Value::as_str).map(str::to_string);
-        if let Some(inc) = g.get("incidents").and_then(Value::as_array).and_then(|a| a.first()) {
-            let name = inc.get("name").and_then(Value::as_str).unwrap_or("incident");
-            let url = inc.get("shortlink").and_then(Value::as_str).map(str::to_string).or(page);
+        let page = g
+            .get("page_url")
+            .and_then(Value::as_str)
+            .map(str::to_string);
+        if let Some(inc) = g
+            .get("incidents")
+            .and_then(Value::as_array)
+            .and_then(|a| a.first())
+        {
+            let name = inc
+                .get("name")
+                .and_then(Value::as_str)
+                .unwrap_or("incident");
+            let url = inc
+                .get("shortlink")
+                .and_then(Value::as_str)
+                .map(str::to_string)
+                .or(page);
             return (format!("GitHub incident: {name}"), url, true);
         }
         let indicator = g.get("indicator").and_then(Value::as_str);
@@ -220,7 +283,11 @@ fn github_line(github: Option<&Value>, seen: Option<&GithubSeen>) -> (String, Op
         };
     }
     match seen {
-        Some(s) if s.change == "incident_resolved" => (format!("GitHub: resolved: {}", s.title), s.url.clone(), false),
+        Some(s) if s.change == "incident_resolved" => (
+            format!("GitHub: resolved: {}", s.title),
+            s.url.clone(),
+            false,
+        ),
         Some(s) => (format!("GitHub incident: {}", s.title), s.url.clone(), true),
         None => ("GitHub Status: unknown".to_string(), None, false),
     }

@@ -6,7 +6,9 @@ use serde_json::json;
 use std::time::{Duration, SystemTime};
 
 fn utc_clock(t: SystemTime) -> String {
-    chrono::DateTime::<chrono::Utc>::from(t).format("%H:%M").to_string()
+    chrono::DateTime::<chrono::Utc>::from(t)
+        .format("%H:%M")
+        .to_string()
 }
 
 fn view(status: &Value, recent: &Recent) -> TrayView {
@@ -54,17 +56,32 @@ fn all_closed_and_quiet_is_healthy_with_since_times() {
     let v = view(&healthy_status(), &Recent::default());
     assert_eq!(v.overall, Overall::Healthy);
     assert_eq!(v.overall_line, "Weir: healthy");
-    assert_eq!(v.upstream_lines, vec!["copilot-api: closed since 10:02", "github-api: closed since 09:00"]);
+    assert_eq!(
+        v.upstream_lines,
+        vec![
+            "copilot-api: closed since 10:02",
+            "github-api: closed since 09:00"
+        ]
+    );
     assert_eq!(v.queue_line, "No creates queued");
     assert_eq!(v.github_line, "GitHub Status: All Systems Operational");
-    assert_eq!(v.github_url.as_deref(), Some("https://www.githubstatus.com"));
-    assert!(v.tooltip.starts_with("Weir: healthy\ncopilot-api: closed since 10:02\n"), "{}", v.tooltip);
+    assert_eq!(
+        v.github_url.as_deref(),
+        Some("https://www.githubstatus.com")
+    );
+    assert!(
+        v.tooltip
+            .starts_with("Weir: healthy\ncopilot-api: closed since 10:02\n"),
+        "{}",
+        v.tooltip
+    );
 }
 
 #[test]
 fn an_open_breaker_wins_over_degraded_and_is_named() {
     let mut s = healthy_status();
-    s["upstreams"][0]["breaker"] = json!({"state": "open", "since": "2026-11-30T10:05:00Z", "reason": "error rate"});
+    s["upstreams"][0]["breaker"] =
+        json!({"state": "open", "since": "2026-11-30T10:05:00Z", "reason": "error rate"});
     s["queue"]["queued"] = json!(3);
     s["queue"]["in_doubt"] = json!(1);
     let v = view(&s, &Recent::default());
@@ -93,7 +110,10 @@ fn half_open_failed_creates_and_incidents_are_degraded() {
     let mut s = healthy_status();
     s["queue"]["failed"] = json!(2);
     let v = view(&s, &Recent::default());
-    assert_eq!((v.overall, v.queue_line.as_str()), (Overall::Degraded, "No creates queued, 2 failed"));
+    assert_eq!(
+        (v.overall, v.queue_line.as_str()),
+        (Overall::Degraded, "No creates queued, 2 failed")
+    );
 
     let mut s = healthy_status();
     s["github"]["indicator"] = json!("minor");
@@ -108,20 +128,47 @@ fn half_open_failed_creates_and_incidents_are_degraded() {
 fn breaker_events_fill_in_until_the_snapshot_has_breakers() {
     let status = json!({"paused": false, "upstreams": [upstream("copilot-api", None), upstream("github-api", None)]});
     let mut recent = Recent::default();
-    recent.record(&Event::Breaker { upstream: "copilot-api".into(), from: "closed".into(), to: "open".into(), at: t1002(), reason: "5xx".into() });
+    recent.record(&Event::Breaker {
+        upstream: "copilot-api".into(),
+        from: "closed".into(),
+        to: "open".into(),
+        at: t1002(),
+        reason: "5xx".into(),
+    });
     let v = view(&status, &recent);
     assert_eq!(v.overall, Overall::BreakerOpen);
-    assert_eq!(v.upstream_lines, vec!["copilot-api: OPEN since 10:02", "github-api: state unknown"]);
+    assert_eq!(
+        v.upstream_lines,
+        vec!["copilot-api: OPEN since 10:02", "github-api: state unknown"]
+    );
 
-    recent.record(&Event::Breaker { upstream: "copilot-api".into(), from: "open".into(), to: "closed".into(), at: t1002(), reason: "ok".into() });
-    recent.record(&Event::Breaker { upstream: "github-api".into(), from: "open".into(), to: "closed".into(), at: t1002(), reason: "ok".into() });
+    recent.record(&Event::Breaker {
+        upstream: "copilot-api".into(),
+        from: "open".into(),
+        to: "closed".into(),
+        at: t1002(),
+        reason: "ok".into(),
+    });
+    recent.record(&Event::Breaker {
+        upstream: "github-api".into(),
+        from: "open".into(),
+        to: "closed".into(),
+        at: t1002(),
+        reason: "ok".into(),
+    });
     assert_eq!(view(&status, &recent).overall, Overall::Healthy);
 }
 
 #[test]
 fn the_snapshot_wins_over_an_older_event() {
     let mut recent = Recent::default();
-    recent.record(&Event::Breaker { upstream: "copilot-api".into(), from: "closed".into(), to: "open".into(), at: t1002(), reason: "5xx".into() });
+    recent.record(&Event::Breaker {
+        upstream: "copilot-api".into(),
+        from: "closed".into(),
+        to: "open".into(),
+        at: t1002(),
+        reason: "5xx".into(),
+    });
     assert_eq!(view(&healthy_status(), &recent).overall, Overall::Healthy);
 }
 
@@ -130,16 +177,40 @@ fn github_events_fill_in_until_the_snapshot_has_github() {
     let status = json!({"paused": false, "upstreams": []});
     let mut recent = Recent::default();
     let at = t1002();
-    recent.record(&Event::Github { change: "incident_opened".into(), title: "Actions down".into(), url: Some("https://stspg.io/x".into()), at });
+    recent.record(&Event::Github {
+        change: "incident_opened".into(),
+        title: "Actions down".into(),
+        url: Some("https://stspg.io/x".into()),
+        at,
+    });
     let v = view(&status, &recent);
-    assert_eq!((v.overall, v.github_line.as_str()), (Overall::Degraded, "GitHub incident: Actions down"));
+    assert_eq!(
+        (v.overall, v.github_line.as_str()),
+        (Overall::Degraded, "GitHub incident: Actions down")
+    );
     assert_eq!(v.github_url.as_deref(), Some("https://stspg.io/x"));
     // A component blip does not replace the incident.
-    recent.record(&Event::Github { change: "component_changed".into(), title: "Git ops".into(), url: None, at });
-    assert_eq!(view(&status, &recent).github_line, "GitHub incident: Actions down");
-    recent.record(&Event::Github { change: "incident_resolved".into(), title: "Actions down".into(), url: None, at });
+    recent.record(&Event::Github {
+        change: "component_changed".into(),
+        title: "Git ops".into(),
+        url: None,
+        at,
+    });
+    assert_eq!(
+        view(&status, &recent).github_line,
+        "GitHub incident: Actions down"
+    );
+    recent.record(&Event::Github {
+        change: "incident_resolved".into(),
+        title: "Actions down".into(),
+        url: None,
+        at,
+    });
     let v = view(&status, &recent);
-    assert_eq!((v.overall, v.github_line.as_str()), (Overall::Healthy, "GitHub: resolved: Actions down"));
+    assert_eq!(
+        (v.overall, v.github_line.as_str()),
+        (Overall::Healthy, "GitHub: resolved: Actions down")
+    );
 }
 
 #[test]
@@ -151,9 +222,17 @@ fn odd_shapes_do_not_panic_and_read_as_unknown() {
         json!({"upstreams": [{"name": 7, "breaker": null}]}),
     ] {
         let v = view(&status, &Recent::default());
-        assert!(matches!(v.overall, Overall::Unknown | Overall::Healthy), "{status}: {v:?}");
+        assert!(
+            matches!(v.overall, Overall::Unknown | Overall::Healthy),
+            "{status}: {v:?}"
+        );
         assert_eq!(v.queue_line, "Create queue: unknown", "{status}");
-        assert!(v.upstream_lines.iter().all(|l| l.ends_with("state unknown")), "{status}: {v:?}");
+        assert!(
+            v.upstream_lines
+                .iter()
+                .all(|l| l.ends_with("state unknown")),
+            "{status}: {v:?}"
+        );
     }
 }
 

@@ -5,7 +5,9 @@
 
 use crate::engine_task::Engine;
 use crate::error::TrayError;
-use tauri::{AppHandle, Manager, Runtime, Url, WebviewUrl, WebviewWindow, WebviewWindowBuilder, WindowEvent};
+use tauri::{
+    AppHandle, Manager, Runtime, Url, WebviewUrl, WebviewWindow, WebviewWindowBuilder, WindowEvent,
+};
 use tauri_plugin_opener::OpenerExt;
 
 /// Label of the dashboard window (tauri.conf.json, capabilities/dashboard.json).
@@ -25,7 +27,10 @@ pub fn dashboard_url(engine: &Engine, view: View) -> Result<Url, TrayError> {
     if view == View::Queue {
         text.push_str("&view=queue");
     }
-    Url::parse(&text).map_err(|e| TrayError::Open { url: engine.handle.dashboard_url(), message: e.to_string() })
+    Url::parse(&text).map_err(|e| TrayError::Open {
+        url: engine.handle.dashboard_url(),
+        message: e.to_string(),
+    })
 }
 
 /// Shows (creating if needed) the dashboard window at `view` and focuses it.

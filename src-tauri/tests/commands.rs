@@ -5,7 +5,9 @@ use serde_json::{json, Value};
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use tauri::ipc::{CallbackFn, InvokeBody};
-use tauri::test::{get_ipc_response, mock_builder, mock_context, noop_assets, MockRuntime, INVOKE_KEY};
+use tauri::test::{
+    get_ipc_response, mock_builder, mock_context, noop_assets, MockRuntime, INVOKE_KEY,
+};
 use tauri::webview::InvokeRequest;
 use tauri::{App, Manager, WebviewUrl, WebviewWindow, WebviewWindowBuilder};
 use weir_tray::{build_app, AppOptions, Engine};
@@ -16,15 +18,27 @@ fn settings() -> weir::config::Settings {
 }
 
 fn app_with(context: tauri::Context<MockRuntime>, data: &tempfile::TempDir) -> App<MockRuntime> {
-    build_app(mock_builder(), context, AppOptions::headless(settings(), data.path().join("data"))).unwrap()
+    build_app(
+        mock_builder(),
+        context,
+        AppOptions::headless(settings(), data.path().join("data")),
+    )
+    .unwrap()
 }
 
 fn window(app: &App<MockRuntime>, label: &str) -> WebviewWindow<MockRuntime> {
-    WebviewWindowBuilder::new(app, label, WebviewUrl::default()).build().unwrap()
+    WebviewWindowBuilder::new(app, label, WebviewUrl::default())
+        .build()
+        .unwrap()
 }
 
 /// Invokes `cmd` as a page at `origin` would.
-fn invoke(w: &WebviewWindow<MockRuntime>, origin: &str, cmd: &str, args: Value) -> Result<Value, Value> {
+fn invoke(
+    w: &WebviewWindow<MockRuntime>,
+    origin: &str,
+    cmd: &str,
+    args: Value,
+) -> Result<Value, Value> {
     let request = InvokeRequest {
         cmd: cmd.into(),
         callback: CallbackFn(0),
@@ -43,7 +57,11 @@ const LOCAL: &str = "tauri://localhost";
 fn http_get(base: &str, path: &str) -> String {
     let authority = base.strip_prefix("http://").unwrap();
     let mut s = TcpStream::connect(authority).unwrap();
-    write!(s, "GET {path} HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\n\r\n").unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
     let mut out = String::new();
     s.read_to_string(&mut out).unwrap();
     out
@@ -57,23 +75,38 @@ fn commands_drive_the_real_engine() {
 
     let base = invoke(&w, LOCAL, "get_dashboard_base", json!({})).unwrap();
     let base = base.as_str().unwrap().to_string();
-    assert!(base.starts_with("http://127.0.0.1:") && !base.ends_with(":0"), "{base}");
+    assert!(
+        base.starts_with("http://127.0.0.1:") && !base.ends_with(":0"),
+        "{base}"
+    );
     // The engine is really listening there, and it is the app's engine.
     assert!(http_get(&base, "/_weir/api/health").starts_with("HTTP/1.1 200"));
     assert_eq!(app.state::<Engine>().handle.base_url(), base);
-    assert!(data.path().join("data").is_dir(), "engine created its data dir");
+    assert!(
+        data.path().join("data").is_dir(),
+        "engine created its data dir"
+    );
 
     let status = invoke(&w, LOCAL, "get_status", json!({})).unwrap();
     assert_eq!(status["paused"], json!(false));
     assert_eq!(status["upstreams"][0]["name"], json!("copilot-api"));
     assert_eq!(status["dashboard"], json!(format!("{base}/_weir/")));
 
-    assert_eq!(invoke(&w, LOCAL, "set_paused", json!({"paused": true})), Ok(json!(true)));
+    assert_eq!(
+        invoke(&w, LOCAL, "set_paused", json!({"paused": true})),
+        Ok(json!(true))
+    );
     assert!(app.state::<Engine>().handle.is_paused());
-    assert_eq!(invoke(&w, LOCAL, "get_status", json!({})).unwrap()["paused"], json!(true));
+    assert_eq!(
+        invoke(&w, LOCAL, "get_status", json!({})).unwrap()["paused"],
+        json!(true)
+    );
     // The HTTP control API sees the same engine state.
     assert!(http_get(&base, "/_weir/api/status").contains("\"paused\": true"));
-    assert_eq!(invoke(&w, LOCAL, "set_paused", json!({"paused": false})), Ok(json!(false)));
+    assert_eq!(
+        invoke(&w, LOCAL, "set_paused", json!({"paused": false})),
+        Ok(json!(false))
+    );
 
     // A malformed call is refused by Tauri's argument parsing, not half-applied.
     assert!(invoke(&w, LOCAL, "set_paused", json!({"paused": "yes"})).is_err());
@@ -98,7 +131,15 @@ fn the_real_capability_admits_only_the_dashboard_window_and_weirs_origin() {
     // Weir's own dashboard page (a remote origin to Tauri) may call the commands…
     let status = invoke(&main, &dashboard, "get_status", json!({})).unwrap();
     assert_eq!(status["upstreams"][0]["name"], json!("copilot-api"));
-    assert_eq!(invoke(&main, "http://localhost:1234/_weir/", "get_dashboard_base", json!({})), Ok(base.clone()));
+    assert_eq!(
+        invoke(
+            &main,
+            "http://localhost:1234/_weir/",
+            "get_dashboard_base",
+            json!({})
+        ),
+        Ok(base.clone())
+    );
     // …other pages may not, even in the dashboard window.
     for foreign in ["https://evil.example/", "http://127.0.0.1:1234/other/"] {
         let refused = invoke(&main, foreign, "set_paused", json!({"paused": true}));

@@ -33,6 +33,10 @@ pub struct FileConfig {
     pub rate_limit: super::resilience::FileRateLimit,
     #[serde(default)]
     pub queue: FileQueue,
+    /// GitHub Status watcher (`[status]`, see the `weir-status` crate); `watch_github_status =
+    /// false` turns it off.
+    pub status: Option<Spanned<weir_status::StatusSettings>>,
+    pub watch_github_status: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -321,7 +321,21 @@ impl Settings {
                     .or_else(|m| cx.err("upstream_proxy", p.span(), m))?,
             ),
         };
+        let github_status = if raw.watch_github_status == Some(false) {
+            None
+        } else {
+            let (settings, span) = match &raw.status {
+                Some(s) => (s.get_ref().clone(), s.span()),
+                None => (weir_status::StatusSettings::default(), 0..0),
+            };
+            match settings.validate() {
+                Ok(c) => Some(c),
+                Err(e) => return cx.err("status", span, e.to_string()),
+            }
+        };
+
         Ok(Settings {
+            github_status,
             queue,
             resilience,
             intercept: raw.intercept.as_ref().map_or(true, |i| *i.get_ref()),

@@ -40,6 +40,8 @@ pub struct Settings {
     pub upstream_proxy: Option<UpstreamProxy>,
     pub resilience: ResilienceSettings,
     pub queue: QueueSettings,
+    /// The GitHub Status watcher's settings; `None` when turned off.
+    pub github_status: Option<weir_status::StatusConfig>,
 }
 
 /// `[queue]`: the durable create queue.

@@ -19,6 +19,8 @@ pub struct StatusSnapshot {
     pub rejected: u64,
     pub cache: CacheStatus,
     pub queue: QueueStatus,
+    /// GitHub Status (watched components and incidents); `null` when the watcher is off.
+    pub github: Option<weir_status::GithubStatus>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -96,6 +98,7 @@ pub fn snapshot(shared: &Shared) -> StatusSnapshot {
             max_bytes: shared.settings.cache_max_bytes,
             in_flight: shared.coalescer.in_flight(),
         },
+        github: shared.github.get().map(|h| h.snapshot()),
         queue: QueueStatus {
             available: shared.queue.is_some(),
             error: shared.queue_error.clone(),

@@ -109,6 +109,9 @@ pub async fn start(opts: EngineOptions) -> Result<EngineHandle, EngineError> {
     shared.intercept = crate::intercept::interceptor_for(&shared.settings, opts.local_ca);
     let shared = Arc::new(shared);
     crate::queue::replay::spawn_workers(&shared);
+    if let Some(cfg) = shared.settings.github_status.clone() {
+        let _ = shared.github.set(crate::github_status::start(&shared, cfg));
+    }
     forward_breaker_events(&shared);
     let (tx, rx) = oneshot::channel::<()>();
     let task = tokio::spawn(crate::server::serve(listener, shared.clone(), async {

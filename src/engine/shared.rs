@@ -42,6 +42,8 @@ pub struct Shared {
     /// Successful creates within the dedupe window, by dedupe key.
     pub recent_creates: moka::sync::Cache<String, Arc<Stored>>,
     pub create_flights: Coalescer<Stored, Problem>,
+    /// The GitHub Status watcher, once started.
+    pub github: std::sync::OnceLock<weir_status::StatusHandle>,
     /// TLS interception of managed https upstreams; `None` keeps every CONNECT a blind tunnel.
     pub intercept: Option<std::sync::Arc<crate::intercept::Interceptor>>,
     /// How blind CONNECT tunnels reach their target (`connect_to`, `upstream_proxy`).
@@ -107,6 +109,7 @@ impl Shared {
                 .time_to_live(settings.queue.dedupe_window)
                 .build(),
             create_flights: Coalescer::default(),
+            github: std::sync::OnceLock::new(),
             intercept: None,
             tunnel_connector: crate::upstream_pool::RoutingConnector::for_settings(
                 crate::upstream_pool::http_connector(),

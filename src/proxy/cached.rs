@@ -70,8 +70,14 @@ pub async fn serve(
         }
     }
 
-    // Only requests that would reach the upstream count against the client's rate limit.
-    if let Err(p) = limit::check(shared, who) {
+    // Only requests that would reach the upstream count against the client's rate limit: a
+    // request that joins a running flight adds nothing upstream.
+    let joins = shared.coalescer.is_running(&key);
+    if let Err(p) = if joins {
+        Ok(())
+    } else {
+        limit::check(shared, who)
+    } {
         return match cached.filter(|e| e.freshness(Instant::now()) != Freshness::Expired) {
             Some(s) => {
                 counters.cache_hits_stale.fetch_add(1, Relaxed);

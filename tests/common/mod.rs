@@ -22,6 +22,8 @@ pub struct Behaviour {
     pub extra_headers: Vec<(String, String)>,
     /// Body override; `None` echoes a JSON body naming the path, the count and the auth header.
     pub body: Option<String>,
+    /// Bodies by path prefix, checked before `body`.
+    pub path_bodies: Vec<(String, String)>,
 }
 
 impl Default for Behaviour {
@@ -31,6 +33,7 @@ impl Default for Behaviour {
             status: 200,
             extra_headers: vec![],
             body: None,
+            path_bodies: vec![],
         }
     }
 }
@@ -154,9 +157,13 @@ async fn answer(
         .and_then(|v| v.to_str().ok())
         .unwrap_or("")
         .to_string();
-    let body = beh
-        .body
-        .clone()
+    let by_path = beh
+        .path_bodies
+        .iter()
+        .find(|(p, _)| pq.starts_with(p.as_str()))
+        .map(|(_, b)| b.clone());
+    let body = by_path
+        .or_else(|| beh.body.clone())
         .unwrap_or_else(|| serde_json::json!({"path": pq, "n": n, "auth": auth}).to_string());
     let mut resp = Response::new(Full::new(Bytes::from(body)));
     *resp.status_mut() = StatusCode::from_u16(beh.status).unwrap();
@@ -181,6 +188,10 @@ impl Weir {
     /// for each given origin (named `up0`, `up1`, ...).
     pub async fn start(origins: &[&str], extra: &str) -> Weir {
         let mut toml = String::from("listen = \"127.0.0.1:0\"\n");
+        // Tests never poll the real githubstatus.com; the watcher's own tests set [status].
+        if !extra.contains("[status]") && !extra.contains("watch_github_status") {
+            toml.push_str("watch_github_status = false\n");
+        }
         for (i, o) in origins.iter().enumerate() {
             toml.push_str(&format!(
                 "[[upstream]]\nname = \"up{i}\"\norigin = \"{o}\"\n"

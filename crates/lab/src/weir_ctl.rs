@@ -15,13 +15,20 @@ pub enum Caching {
     Off,
 }
 
-/// The lab's Weir configuration: one managed upstream, room for a big fleet's connections,
-/// and `extra` TOML appended (for scenario-specific keys).
+/// Turns Weir's per-client rate limit off (for rows that isolate coalescing).
+pub const NO_RATE_LIMIT: &str = "[rate_limit]\nenabled = false\n";
+
+/// The lab's Weir configuration: one managed upstream and `extra` TOML appended (for
+/// scenario-specific keys). One lab Weir stands in for every developer's own Weir, so the
+/// limits that are per Weir (connections, the per-upstream bulkhead) are raised to fit a
+/// 1,000-client fleet; the per-client ones (rate limit, cache, coalescing) stay as shipped.
+/// No keychain runs in the lab, so the create queue keeps credentials in memory.
 pub fn lab_config(upstream_origin: &str, caching: Caching, extra: &str) -> String {
     let mut s = format!(
         "listen = \"127.0.0.1:0\"\n\n[[upstream]]\nname = \"lab\"\norigin = \"{upstream_origin}\"\n\n\
          [limits]\n# A 1,000-client buggy fleet holds ~10,000 connections open.\nmax_connections = 30000\n\
-         header_read_timeout = \"30s\"\ndrain_timeout = \"1s\"\n"
+         header_read_timeout = \"30s\"\ndrain_timeout = \"1s\"\n\n\
+         [bulkhead]\nmax_in_flight = 4096\nmax_queue = 4096\n\n[queue]\ncredentials = \"memory\"\n"
     );
     if caching == Caching::Off {
         for class in ["list", "view"] {

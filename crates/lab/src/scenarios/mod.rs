@@ -5,6 +5,7 @@ pub mod agents429;
 pub mod cold;
 pub mod fleet;
 pub mod oct29;
+pub mod surfaces;
 pub mod token;
 
 use crate::worker::Placement;

@@ -46,6 +46,7 @@ impl Responder {
             Route::Token => self.spec.token_latency_ms,
             _ => self.spec.latency_ms,
         };
+        let by_repo = req.uri().query().is_some_and(|q| q.contains("repo_nwo="));
         let intent = match route {
             Route::Create => {
                 self.counters.create_requests.fetch_add(1, Relaxed);
@@ -57,22 +58,27 @@ impl Responder {
             self.counters.token_requests.fetch_add(1, Relaxed);
         }
         tokio::time::sleep(Duration::from_millis(delay)).await;
-        let (fail, commit_anyway) = self.draw_failure();
-        if let Some(intent) = &intent {
-            // Half the failed creates fail after the session was made: the client cannot tell
-            // those from the others, which is how a "create again" doubles a session.
-            if !fail || commit_anyway {
-                self.counters.created(intent);
+        let (fail, after_work) = self.draw_failure();
+        if let Some((intent, statement)) = &intent {
+            // A 504 comes after the session was made: the client cannot tell it from a 500,
+            // which is how a "create again" doubles a session.
+            if !fail || after_work {
+                self.counters.created(intent, statement);
             }
         }
         let resp = if fail {
             self.counters.failed.fetch_add(1, Relaxed);
-            json(StatusCode::INTERNAL_SERVER_ERROR, Bytes::from_static(br#"{"message":"Server Error"}"#))
+            if after_work {
+                json(StatusCode::GATEWAY_TIMEOUT, Bytes::from_static(br#"{"message":"We couldn't respond to your request in time."}"#))
+            } else {
+                json(StatusCode::INTERNAL_SERVER_ERROR, Bytes::from_static(br#"{"message":"Server Error"}"#))
+            }
         } else {
             match route {
+                Route::List if by_repo => json(StatusCode::OK, Bytes::from(self.counters.sessions_json())),
                 Route::List => json(StatusCode::OK, self.list_body.clone()),
                 Route::Token => json(StatusCode::OK, self.token_body()),
-                Route::Create => json(StatusCode::CREATED, created_body(intent.as_deref().unwrap_or(""))),
+                Route::Create => json(StatusCode::CREATED, created_body(intent.as_ref().map(|i| i.0.as_str()).unwrap_or(""))),
                 Route::Other => json(StatusCode::OK, Bytes::from_static(br#"{"ok":true}"#)),
             }
         };
@@ -138,13 +144,14 @@ impl Route {
     }
 }
 
-/// The `intent` field of a create body; empty if there is none or the body is not JSON.
-async fn read_intent(body: Incoming) -> String {
+/// The `intent` and `problem_statement` fields of a create body; empty if missing.
+async fn read_intent(body: Incoming) -> (String, String) {
     let Ok(collected) = Limited::new(body, 64 * 1024).collect().await else {
-        return String::new();
+        return (String::new(), String::new());
     };
     let v: serde_json::Value = serde_json::from_slice(&collected.to_bytes()).unwrap_or_default();
-    v.get("intent").and_then(|i| i.as_str()).unwrap_or_default().to_string()
+    let field = |k: &str| v.get(k).and_then(|i| i.as_str()).unwrap_or_default().to_string();
+    (field("intent"), field("problem_statement"))
 }
 
 fn created_body(intent: &str) -> Bytes {

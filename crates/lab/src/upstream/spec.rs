@@ -16,7 +16,9 @@ pub struct UpstreamSpec {
     pub latency_ms: u64,
     /// Delay before a token answer (`GET /copilot_internal/v2/token`).
     pub token_latency_ms: u64,
-    /// Fraction of requests answered `500` after the delay (0.02 = 2 %).
+    /// Fraction of requests that fail after the delay (0.02 = 2 %): half with `500` before any
+    /// work was done, half with `504` after it was done (the gateway gave up; a create made
+    /// its session anyway).
     pub failure_rate: f64,
     /// Size of the session-list body.
     pub list_body_bytes: usize,
@@ -28,6 +30,15 @@ pub struct UpstreamSpec {
     pub rate_limit: Option<RateLimitSpec>,
     /// Seed of the failure draws, so a run can be repeated.
     pub seed: u64,
+}
+
+/// One intent's sessions on the upstream.
+#[derive(Debug, Clone)]
+struct Created {
+    times: u32,
+    problem_statement: String,
+    /// Unix seconds of the first creation.
+    created_at: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -71,21 +82,39 @@ pub struct UpstreamCounters {
     pub token_requests: AtomicU64,
     /// Create requests received.
     pub create_requests: AtomicU64,
-    creates: Mutex<BTreeMap<String, u32>>,
+    creates: Mutex<BTreeMap<String, Created>>,
     answers: Mutex<Vec<Instant>>,
 }
 
 impl UpstreamCounters {
     /// Records that the session for `intent` was created (again).
-    pub(crate) fn created(&self, intent: &str) {
+    pub(crate) fn created(&self, intent: &str, problem_statement: &str) {
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_secs();
         if let Ok(mut m) = self.creates.lock() {
-            *m.entry(intent.to_string()).or_default() += 1;
+            let e = m.entry(intent.to_string()).or_insert_with(|| Created {
+                times: 0,
+                problem_statement: problem_statement.to_string(),
+                created_at: now,
+            });
+            e.times += 1;
         }
     }
 
     /// How many times each intent was created.
     pub fn creates(&self) -> BTreeMap<String, u32> {
-        self.creates.lock().map(|m| m.clone()).unwrap_or_default()
+        self.creates.lock().map(|m| m.iter().map(|(k, v)| (k.clone(), v.times)).collect()).unwrap_or_default()
+    }
+
+    /// The created sessions as the session list shows them (what Weir's in-doubt lookup reads).
+    pub(crate) fn sessions_json(&self) -> String {
+        let m = self.creates.lock().map(|m| m.clone()).unwrap_or_default();
+        let sessions: Vec<serde_json::Value> = m
+            .iter()
+            .map(|(intent, c)| {
+                serde_json::json!({ "id": format!("s-{intent}"), "state": "queued", "problem_statement": c.problem_statement, "created_at": c.created_at })
+            })
+            .collect();
+        serde_json::json!({ "sessions": sessions }).to_string()
     }
 
     pub(crate) fn answered(&self, at: Instant) {

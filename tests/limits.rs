@@ -1,0 +1,63 @@
+//! Protection from bad or hostile clients: slow headers, too many connections, big bodies.
+
+mod common;
+use common::{Upstream, Weir};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+#[tokio::test]
+async fn a_slow_header_sender_is_cut_off() {
+    let weir = Weir::start(&[], "[limits]\nheader_read_timeout = \"300ms\"\n").await;
+    let mut s = TcpStream::connect(weir.handle.local_addr()).await.unwrap();
+    s.write_all(b"GET /_weir/api/health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
+        .await
+        .unwrap();
+    // Never finish the headers: Weir must close the connection (read returns, 0 or a 408).
+    let mut buf = vec![0; 1024];
+    let n = tokio::time::timeout(std::time::Duration::from_secs(20), s.read(&mut buf))
+        .await
+        .expect("closed by Weir, not by the test's bound")
+        .unwrap_or(0);
+    let text = String::from_utf8_lossy(&buf[..n]);
+    assert!(n == 0 || text.starts_with("HTTP/1.1 408"), "{text}");
+}
+
+#[tokio::test]
+async fn connections_beyond_the_limit_get_a_503_problem() {
+    let weir = Weir::start(&[], "[limits]\nmax_connections = 2\n").await;
+    let a = TcpStream::connect(weir.handle.local_addr()).await.unwrap();
+    let b = TcpStream::connect(weir.handle.local_addr()).await.unwrap();
+    // Make sure both are accepted (held) before the third arrives.
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    let mut c = TcpStream::connect(weir.handle.local_addr()).await.unwrap();
+    let mut out = Vec::new();
+    c.read_to_end(&mut out).await.unwrap();
+    let text = String::from_utf8_lossy(&out);
+    assert!(text.starts_with("HTTP/1.1 503"), "{text}");
+    assert!(
+        text.contains("application/problem+json") && text.contains("too_many_connections"),
+        "{text}"
+    );
+    drop((a, b));
+}
+
+#[tokio::test]
+async fn an_oversized_create_body_gets_413_and_is_not_sent() {
+    let up = Upstream::start().await;
+    let weir = Weir::start(
+        &[&up.origin()],
+        "[limits]\nmax_body_bytes = 1024\n[queue]\ncredentials = \"memory\"\n",
+    )
+    .await;
+    let r = weir
+        .client("a")
+        .post(format!("{}/agents/swe/v1/jobs/o/r", up.origin()))
+        .body("x".repeat(4096))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 413);
+    let p: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(p["kind"], "body_too_large");
+    assert_eq!(up.total(), 0);
+}
