@@ -216,7 +216,7 @@ async fn upstream_proxy_chains_weirs_own_connections() {
     let corp = tls_client::ConnectProxy::start(up.addr).await;
     // No connect_to: Weir must reach api.githubcopilot.com:443 through the proxy only.
     let toml = format!(
-        "upstream_proxy = \"http://{}\"\n[[upstream]]\nname = \"copilot-api\"\norigin = \"https://{HOST}\"\nca_file = \"{}\"\n",
+        "watch_github_status = false\nupstream_proxy = \"http://{}\"\n[[upstream]]\nname = \"copilot-api\"\norigin = \"https://{HOST}\"\nca_file = \"{}\"\n",
         corp.addr,
         ca.pem_path.display()
     );
