@@ -85,6 +85,34 @@ impl RoutingConnector {
         }
     }
 
+    /// TCP to `host:port` for a client's blind CONNECT tunnel: to a managed upstream's
+    /// `connect_to` if it has one, else through `upstream_proxy` if set, else directly.
+    pub fn connect_tunnel(&self, host: &str, port: u16) -> Connecting {
+        let to = self
+            .routes
+            .iter()
+            .find(|r| r.host.eq_ignore_ascii_case(host) && r.port == port)
+            .map(|r| r.to.clone());
+        let hp = to.unwrap_or_else(|| HostPort {
+            host: host.to_string(),
+            port,
+        });
+        // The scheme only selects the route (none for a connect_to target, already applied).
+        let mut me = RoutingConnector {
+            http: self.http.clone(),
+            routes: Arc::new(Vec::new()),
+            proxy: self.proxy.clone(),
+        };
+        if hp.host != host || hp.port != port {
+            me.proxy = None;
+        }
+        let target = format!("http://{hp}");
+        Box::pin(async move {
+            let uri: Uri = target.parse()?;
+            me.call(uri).await
+        })
+    }
+
     fn route(&self, scheme: &str, host: &str, port: u16) -> Option<&HostPort> {
         self.routes
             .iter()
@@ -264,14 +292,20 @@ pub fn client_tls(settings: &Settings) -> rustls::ClientConfig {
         .unwrap_or_else(|e| unreachable!("ring supports the default protocol versions: {e}"))
 }
 
+/// The TCP connector every upstream connection starts from.
+pub fn http_connector() -> HttpConnector {
+    let mut http = HttpConnector::new();
+    http.enforce_http(false);
+    http.set_connect_timeout(Some(Duration::from_secs(10)));
+    http.set_nodelay(true);
+    http
+}
+
 impl UpstreamClient {
     /// The pooled client with the overrides of `settings` (`connect_to`, `ca_file`,
     /// `upstream_proxy`).
     pub fn for_settings(settings: &Settings) -> UpstreamClient {
-        let mut http = HttpConnector::new();
-        http.enforce_http(false);
-        http.set_connect_timeout(Some(Duration::from_secs(10)));
-        http.set_nodelay(true);
+        let http = http_connector();
         let https = hyper_rustls::HttpsConnectorBuilder::new()
             .with_tls_config(client_tls(settings))
             .https_or_http()

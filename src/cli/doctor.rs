@@ -163,10 +163,10 @@ fn check_system_store(info: &CertInfo, r: &mut Report) {
         "/etc/ssl/cert.pem",
     ];
     let trusted = if cfg!(target_os = "linux") {
-        match bundles.iter().find(|b| Path::new(b).is_file()) {
-            Some(b) => Some((bundle_contains(Path::new(b), &info.der), b.to_string())),
-            None => None,
-        }
+        bundles
+            .iter()
+            .find(|b| Path::new(b).is_file())
+            .map(|b| (bundle_contains(Path::new(b), &info.der), b.to_string()))
     } else {
         let native = rustls_native_certs::load_native_certs();
         Some((
@@ -250,19 +250,13 @@ fn check_upstreams(cx: &Context, r: &mut Report) {
         };
         let mut out = Vec::new();
         for u in &cx.settings.upstreams {
+            // GET, not HEAD: some servers mishandle HEAD over HTTP/2; only the status is read.
             let mut req = http::Request::new(weir::body::empty());
-            *req.method_mut() = http::Method::HEAD;
             *req.uri_mut() = match format!("{}/", u.origin).parse() {
                 Ok(uri) => uri,
                 Err(_) => continue,
             };
-            out.push((
-                u,
-                client
-                    .fetch(req, t, 64 * 1024)
-                    .await
-                    .map(|resp| resp.status()),
-            ));
+            out.push((u, client.send(req, t).await.map(|resp| resp.status())));
         }
         out
     });

@@ -47,6 +47,8 @@ pub struct Shared {
     pub config_file: Option<std::path::PathBuf>,
     /// TLS interception of managed https upstreams; `None` keeps every CONNECT a blind tunnel.
     pub intercept: Option<std::sync::Arc<crate::intercept::Interceptor>>,
+    /// How blind CONNECT tunnels reach their target (`connect_to`, `upstream_proxy`).
+    pub tunnel_connector: crate::upstream_pool::RoutingConnector,
 }
 
 /// Runtime state of one managed upstream.
@@ -111,6 +113,10 @@ impl Shared {
             github: std::sync::OnceLock::new(),
             config_file: None,
             intercept: None,
+            tunnel_connector: crate::upstream_pool::RoutingConnector::for_settings(
+                crate::upstream_pool::http_connector(),
+                &settings,
+            ),
             settings,
         }
     }

@@ -23,7 +23,6 @@ pub use cert_info::CertInfo;
 
 use crate::body::{empty, Body};
 use crate::engine::Shared;
-use crate::problem::Problem;
 use http::uri::Authority;
 use http::{Request, Response};
 use hyper::body::Incoming;
@@ -74,34 +73,26 @@ impl Interceptor {
     }
 }
 
-/// True when a CONNECT to `authority` must be intercepted: interception is on, the CA is loaded,
-/// the target is a managed `https://` upstream (host and port), and the CA may issue for it.
-pub fn should_intercept(shared: &Shared, authority: &Authority) -> bool {
-    let Some(i) = &shared.intercept else {
-        return false;
-    };
-    let Some(port) = authority.port_u16() else {
-        return false;
-    };
+/// The interceptor when a CONNECT to `authority` must be intercepted: interception is on, the
+/// CA is loaded, the target is a managed `https://` upstream (host and port), and the CA may
+/// issue for it. `None` means: a blind tunnel.
+pub fn should_intercept(shared: &Shared, authority: &Authority) -> Option<Arc<Interceptor>> {
+    let i = shared.intercept.as_ref()?;
+    let port = authority.port_u16()?;
     let host = authority.host();
-    shared.settings.intercept
+    let managed = shared.settings.intercept
         && shared.settings.upstream_for("https", host, port).is_some()
-        && i.ca().is_managed(host)
+        && i.ca().is_managed(host);
+    managed.then(|| i.clone())
 }
 
 /// Answers the CONNECT with 200 and serves the decrypted connection in the background.
 pub fn accept(
     shared: &Arc<Shared>,
+    i: Arc<Interceptor>,
     req: Request<Incoming>,
     authority: Authority,
-) -> Result<Response<Body>, Problem> {
-    let Some(i) = shared.intercept.clone() else {
-        return Err(Problem::new(
-            http::StatusCode::INTERNAL_SERVER_ERROR,
-            "internal",
-            "interception is not set up",
-        ));
-    };
+) -> Response<Body> {
     i.connections.fetch_add(1, Ordering::Relaxed);
     let shared = shared.clone();
     tokio::spawn(async move {
@@ -112,7 +103,7 @@ pub fn accept(
             Err(e) => tracing::debug!(error = %e, "CONNECT upgrade failed"),
         }
     });
-    Ok(Response::new(empty()))
+    Response::new(empty())
 }
 
 /// The interceptor the engine runs with: only when `intercept` is on and a CA was loaded. A CA

@@ -105,13 +105,13 @@ async fn handle(
 
 /// Puts the request in the absolute form `https://host[:port]/path?query` the pipeline routes
 /// by. The host is always the CONNECT target's, whatever the request itself says.
-fn rewrite(mut req: Request<Incoming>, base: &str) -> Result<Request<Incoming>, Problem> {
+fn rewrite(mut req: Request<Incoming>, base: &str) -> Result<Request<Incoming>, Box<Problem>> {
     if req.method() == Method::CONNECT {
-        return Err(Problem::new(
+        return Err(Box::new(Problem::new(
             StatusCode::METHOD_NOT_ALLOWED,
             "bad_request",
             "CONNECT inside an intercepted connection is not allowed",
-        ));
+        )));
     }
     let pq = req
         .uri()
@@ -119,11 +119,11 @@ fn rewrite(mut req: Request<Incoming>, base: &str) -> Result<Request<Incoming>, 
         .cloned()
         .unwrap_or_else(|| PathAndQuery::from_static("/"));
     let uri: Uri = format!("{base}{pq}").parse().map_err(|_| {
-        Problem::new(
+        Box::new(Problem::new(
             StatusCode::BAD_REQUEST,
             "bad_request",
             format!("`{pq}` is not a valid request target"),
-        )
+        ))
     })?;
     *req.uri_mut() = uri;
     // The client's protocol version is a property of its connection, not of the request: the

@@ -10,7 +10,6 @@ use hyper_util::rt::TokioIo;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::net::TcpStream;
 
 pub async fn connect(
     shared: &Arc<Shared>,
@@ -30,17 +29,17 @@ pub async fn connect(
             format!("CONNECT target `{authority}` has no port"),
         ));
     };
-    if crate::intercept::should_intercept(shared, &authority) {
-        return crate::intercept::accept(shared, req, authority);
+    if let Some(i) = crate::intercept::should_intercept(shared, &authority) {
+        return Ok(crate::intercept::accept(shared, i, req, authority));
     }
     let host = authority.host().trim_matches(['[', ']']).to_string();
     let upstream = match tokio::time::timeout(
         Duration::from_secs(10),
-        TcpStream::connect((host.as_str(), port)),
+        shared.tunnel_connector.connect_tunnel(&host, port),
     )
     .await
     {
-        Ok(Ok(s)) => s,
+        Ok(Ok(s)) => s.into_inner(),
         Ok(Err(e)) => {
             return Err(Problem::new(
                 StatusCode::BAD_GATEWAY,

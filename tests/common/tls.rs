@@ -1,0 +1,274 @@
+//! TLS test fixtures: a test CA made with rcgen, a real HTTPS upstream (hyper, HTTP/1.1 and
+//! HTTP/2 by ALPN) with a certificate for `api.githubcopilot.com` signed by it, a Weir engine
+//! that manages that origin through `connect_to` + `ca_file` with an in-memory local CA, and
+//! helpers that insist the external tools (curl, node, chromium, certutil) exist.
+#![allow(dead_code)]
+
+use bytes::Bytes;
+use http::{Request, Response};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::net::TcpListener;
+
+pub const HOST: &str = "api.githubcopilot.com";
+
+/// A CA standing in for the public web PKI, trusted by Weir only through `ca_file`.
+pub struct TestCa {
+    pub dir: tempfile::TempDir,
+    pub pem_path: PathBuf,
+    cert: rcgen::Certificate,
+    key: KeyPair,
+}
+
+impl TestCa {
+    pub fn new() -> TestCa {
+        let key = KeyPair::generate().unwrap();
+        let mut params = CertificateParams::default();
+        params
+            .distinguished_name
+            .push(DnType::CommonName, "Weir test upstream CA");
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        let cert = params.self_signed(&key).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let pem_path = dir.path().join("upstream-ca.pem");
+        std::fs::write(&pem_path, cert.pem()).unwrap();
+        TestCa {
+            dir,
+            pem_path,
+            cert,
+            key,
+        }
+    }
+
+    /// The CA certificate.
+    pub fn der(&self) -> CertificateDer<'static> {
+        self.cert.der().clone()
+    }
+
+    /// A leaf for `host` and a rustls server config serving it with ALPN h2 and http/1.1.
+    pub fn server_config(
+        &self,
+        host: &str,
+    ) -> (Arc<rustls::ServerConfig>, CertificateDer<'static>) {
+        let key = KeyPair::generate().unwrap();
+        let mut params = CertificateParams::new(vec![host.to_string()]).unwrap();
+        params.distinguished_name.push(DnType::CommonName, host);
+        let leaf = params.signed_by(&key, &self.cert, &self.key).unwrap();
+        let der = leaf.der().clone();
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mut cfg = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_no_client_auth()
+            .with_single_cert(
+                vec![der.clone()],
+                PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der())),
+            )
+            .unwrap();
+        cfg.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        (Arc::new(cfg), der)
+    }
+}
+
+/// One request the TLS upstream received.
+#[derive(Debug, Clone)]
+pub struct SeenTls {
+    pub path_and_query: String,
+    pub version: http::Version,
+    pub host: String,
+}
+
+/// A real HTTPS server answering `{"path": ..., "n": ...}` after `delay`.
+pub struct TlsUpstream {
+    pub addr: SocketAddr,
+    pub cert_der: CertificateDer<'static>,
+    pub seen: Arc<Mutex<Vec<SeenTls>>>,
+    pub delay: Arc<Mutex<Duration>>,
+}
+
+impl TlsUpstream {
+    pub async fn start(ca: &TestCa, host: &str) -> TlsUpstream {
+        let (cfg, cert_der) = ca.server_config(host);
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let seen: Arc<Mutex<Vec<SeenTls>>> = Arc::default();
+        let delay: Arc<Mutex<Duration>> = Arc::default();
+        let acceptor = tokio_rustls::TlsAcceptor::from(cfg);
+        let (s, d) = (seen.clone(), delay.clone());
+        tokio::spawn(async move {
+            loop {
+                let Ok((tcp, _)) = listener.accept().await else {
+                    continue;
+                };
+                let (acceptor, s, d) = (acceptor.clone(), s.clone(), d.clone());
+                tokio::spawn(async move {
+                    let Ok(tls) = acceptor.accept(tcp).await else {
+                        return;
+                    };
+                    let svc = service_fn(move |req| answer(req, s.clone(), d.clone()));
+                    let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
+                        .serve_connection(TokioIo::new(tls), svc)
+                        .await;
+                });
+            }
+        });
+        TlsUpstream {
+            addr,
+            cert_der,
+            seen,
+            delay,
+        }
+    }
+
+    pub fn count(&self, path_and_query: &str) -> usize {
+        self.seen
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|s| s.path_and_query == path_and_query)
+            .count()
+    }
+
+    pub fn seen(&self) -> Vec<SeenTls> {
+        self.seen.lock().unwrap().clone()
+    }
+
+    pub fn set_delay(&self, d: Duration) {
+        *self.delay.lock().unwrap() = d;
+    }
+}
+
+async fn answer(
+    req: Request<Incoming>,
+    s: Arc<Mutex<Vec<SeenTls>>>,
+    d: Arc<Mutex<Duration>>,
+) -> Result<Response<Full<Bytes>>, std::convert::Infallible> {
+    let (parts, body) = req.into_parts();
+    let _ = body.collect().await;
+    let pq = parts
+        .uri
+        .path_and_query()
+        .map(|p| p.to_string())
+        .unwrap_or_default();
+    let host = parts
+        .headers
+        .get("host")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string)
+        .or_else(|| parts.uri.authority().map(|a| a.to_string()))
+        .unwrap_or_default();
+    let n = {
+        let mut seen = s.lock().unwrap();
+        seen.push(SeenTls {
+            path_and_query: pq.clone(),
+            version: parts.version,
+            host,
+        });
+        seen.iter().filter(|x| x.path_and_query == pq).count()
+    };
+    let delay = *d.lock().unwrap();
+    if !delay.is_zero() {
+        tokio::time::sleep(delay).await;
+    }
+    let body = serde_json::json!({"path": pq, "n": n}).to_string();
+    let mut resp = Response::new(Full::new(Bytes::from(body)));
+    resp.headers_mut()
+        .insert("content-type", "application/json".parse().unwrap());
+    Ok(resp)
+}
+
+/// The `[[upstream]]` TOML that manages `https://api.githubcopilot.com` via the fixture.
+pub fn upstream_toml(up: &TlsUpstream, ca: &TestCa) -> String {
+    format!(
+        "[[upstream]]\nname = \"copilot-api\"\norigin = \"https://{HOST}\"\nconnect_to = \"{}\"\nca_file = \"{}\"\n",
+        up.addr,
+        ca.pem_path.display()
+    )
+}
+
+/// A Weir engine on 127.0.0.1:0 with an in-memory local CA (no keychain) for `hosts`.
+pub struct TlsWeir {
+    pub handle: weir::EngineHandle,
+    pub dir: tempfile::TempDir,
+    pub ca: Arc<weir_tls::LocalCa>,
+    /// Weir's CA certificate, for `curl --cacert`, `NODE_EXTRA_CA_CERTS`, NSS.
+    pub ca_pem: PathBuf,
+}
+
+impl TlsWeir {
+    pub async fn start(toml_body: &str) -> TlsWeir {
+        let toml = format!("listen = \"127.0.0.1:0\"\n{toml_body}");
+        let settings = weir::config::parse_str(&toml, "test.toml").expect("test config");
+        let ca = Arc::new(
+            weir_tls::LocalCa::generate_for_owner(
+                &settings.intercept_hosts(),
+                weir_tls::OffsetDateTime::now_utc(),
+                "test",
+            )
+            .unwrap(),
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let ca_pem = dir.path().join("weir-ca.pem");
+        std::fs::write(&ca_pem, ca.cert_pem()).unwrap();
+        let mut opts = weir::EngineOptions::new(settings, dir.path().join("data"));
+        opts.local_ca = Some(ca.clone());
+        let handle = weir::start(opts).await.expect("weir starts");
+        TlsWeir {
+            handle,
+            dir,
+            ca,
+            ca_pem,
+        }
+    }
+
+    pub fn proxy_url(&self) -> String {
+        format!("http://{}", self.handle.local_addr())
+    }
+
+    pub async fn status(&self) -> serde_json::Value {
+        let url = format!("{}/_weir/api/status", self.proxy_url());
+        reqwest::get(url).await.unwrap().json().await.unwrap()
+    }
+}
+
+/// The full path of `tool`, or a panic that says how to install it: tests that need a real
+/// client must fail loudly, never skip.
+pub fn require_tool(tool: &str, install: &str) -> PathBuf {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .map(|d| d.join(tool))
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| {
+            panic!("`{tool}` is not installed; this test needs it. Install: {install}")
+        })
+}
+
+/// SHA-256 of a DER certificate, colon-separated upper-case hex.
+pub fn fingerprint(der: &[u8]) -> String {
+    let d = ring::digest::digest(&ring::digest::SHA256, der);
+    d.as_ref()
+        .iter()
+        .map(|b| format!("{b:02X}"))
+        .collect::<Vec<_>>()
+        .join(":")
+}
+
+/// Runs a blocking command off the async worker threads and returns its output.
+pub async fn output(mut cmd: std::process::Command) -> std::process::Output {
+    tokio::task::spawn_blocking(move || cmd.output().expect("command runs"))
+        .await
+        .unwrap()
+}
+
+/// The repository root (where Cargo.toml is).
+pub fn repo_root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}

@@ -1,0 +1,268 @@
+//! HTTPS through Weir with a real client (curl): CONNECTs to a managed https upstream are
+//! TLS-terminated with Weir's local CA and get coalescing/caching (over HTTP/1.1 and HTTP/2);
+//! every other CONNECT is a blind tunnel whose own certificate reaches the client; without a CA
+//! or with `intercept = false` even managed hosts are tunnelled; `upstream_proxy` chains Weir's
+//! own connections through a CONNECT proxy. Needs `curl` (apt-get install curl).
+
+#[path = "common/tls.rs"]
+mod tls;
+#[path = "common/tls_client.rs"]
+mod tls_client;
+
+use std::sync::Arc;
+use std::time::Duration;
+use tls::{output, TestCa, TlsUpstream, TlsWeir, HOST};
+use tls_client::{curl, parse_curl};
+
+const LIST: &str = "/agents/sessions";
+
+async fn managed() -> (TestCa, TlsUpstream, TlsWeir) {
+    let ca = TestCa::new();
+    let up = TlsUpstream::start(&ca, HOST).await;
+    let weir = TlsWeir::start(&tls::upstream_toml(&up, &ca)).await;
+    (ca, up, weir)
+}
+
+/// N concurrent identical curls (HTTP `version_flag`), then one more: one upstream request.
+async fn coalesced_and_cached(version_flag: &str, want_version: &str) {
+    let (_ca, up, weir) = managed().await;
+    up.set_delay(Duration::from_millis(400));
+    let url = format!("https://{HOST}{LIST}");
+    let runs: Vec<_> = (0..5)
+        .map(|_| output(curl(&weir.proxy_url(), &weir.ca_pem, &url, &[version_flag])))
+        .collect();
+    let answers: Vec<_> = futures::future::join_all(runs)
+        .await
+        .iter()
+        .map(parse_curl)
+        .collect();
+    for (body, code, version, cache) in &answers {
+        assert_eq!(*code, 200, "{body}");
+        assert_eq!(
+            version, want_version,
+            "client side of the tunnel speaks {want_version}"
+        );
+        assert!(
+            cache.starts_with("weir;"),
+            "Cache-Status present: {cache:?}"
+        );
+        let v: serde_json::Value = serde_json::from_str(body).unwrap();
+        assert_eq!(v["path"], LIST);
+        assert_eq!(v["n"], 1, "every client got the one upstream answer");
+    }
+    assert!(
+        answers
+            .iter()
+            .any(|a| a.3.contains("collapsed") || a.3.contains("hit")),
+        "{answers:?}"
+    );
+    let (_, code, _, cache) =
+        parse_curl(&output(curl(&weir.proxy_url(), &weir.ca_pem, &url, &[version_flag])).await);
+    assert_eq!((code, cache.as_str()), (200, "weir; hit"));
+    assert_eq!(
+        up.count(LIST),
+        1,
+        "6 identical requests, 1 upstream request"
+    );
+    assert_eq!(
+        up.seen()[0].host,
+        HOST,
+        "the upstream sees its own name, not connect_to's address"
+    );
+    let status = weir.status().await;
+    assert_eq!(status["tunnels"], 0, "nothing was tunnelled blindly");
+    let i = weir.handle.shared().intercept.as_ref().unwrap();
+    assert_eq!(i.connections(), 6);
+    assert_eq!(i.leaves_issued(), 1, "one leaf for the host, reused");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn curl_http1_is_intercepted_coalesced_and_cached() {
+    coalesced_and_cached("--http1.1", "1.1").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn curl_http2_is_intercepted_coalesced_and_cached() {
+    coalesced_and_cached("--http2", "2").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_leaf_chains_to_weirs_ca_and_is_for_the_host() {
+    let (_ca, _up, weir) = managed().await;
+    let roots = vec![weir.ca.cert_der().clone()];
+    let chain = tls_client::tls_through_proxy(
+        weir.handle.local_addr(),
+        &format!("{HOST}:443"),
+        HOST,
+        &roots,
+    )
+    .await
+    .unwrap();
+    assert_ne!(
+        tls::fingerprint(&chain[0]),
+        tls::fingerprint(weir.ca.cert_der())
+    );
+    // A client trusting only the public roots (here: the upstream's test CA) must refuse it.
+    let other = TestCa::new();
+    let refused = tls_client::tls_through_proxy(
+        weir.handle.local_addr(),
+        &format!("{HOST}:443"),
+        HOST,
+        &[other.der()],
+    )
+    .await;
+    assert!(
+        refused.is_err(),
+        "a client that does not trust Weir's CA must not accept the leaf"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unmanaged_tls_is_tunnelled_byte_for_byte() {
+    let (ca, _up, weir) = managed().await;
+    // Another TLS host, not managed: its own certificate must reach the client.
+    let other = TlsUpstream::start(&ca, "other.example").await;
+    let chain = tls_client::tls_through_proxy(
+        weir.handle.local_addr(),
+        &other.addr.to_string(),
+        "other.example",
+        &[ca.der()],
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        tls::fingerprint(&chain[0]),
+        tls::fingerprint(&other.cert_der),
+        "the origin's own certificate, untouched"
+    );
+    assert_eq!(weir.status().await["tunnels"], 1);
+    assert_eq!(
+        weir.handle
+            .shared()
+            .intercept
+            .as_ref()
+            .unwrap()
+            .connections(),
+        0
+    );
+}
+
+/// Starts Weir managing the fixture but with `local_ca`/`extra` as given.
+async fn weir_with(
+    ca: &TestCa,
+    up: &TlsUpstream,
+    extra: &str,
+    local_ca: bool,
+) -> (weir::EngineHandle, tempfile::TempDir) {
+    let toml = format!(
+        "listen = \"127.0.0.1:0\"\n{extra}{}",
+        tls::upstream_toml(up, ca)
+    );
+    let settings = weir::config::parse_str(&toml, "t.toml").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut opts = weir::EngineOptions::new(settings.clone(), dir.path().to_path_buf());
+    if local_ca {
+        let hosts = settings.intercept_hosts();
+        opts.local_ca = Some(Arc::new(
+            weir_tls::LocalCa::generate_for_owner(&hosts, weir_tls::OffsetDateTime::now_utc(), "t")
+                .unwrap(),
+        ));
+    }
+    (weir::start(opts).await.unwrap(), dir)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_ca_or_with_intercept_off_managed_hosts_are_blind_tunnels() {
+    let ca = TestCa::new();
+    let up = TlsUpstream::start(&ca, HOST).await;
+    for (extra, local_ca) in [("", false), ("intercept = false\n", true)] {
+        let (handle, _dir) = weir_with(&ca, &up, extra, local_ca).await;
+        assert!(handle.shared().intercept.is_none(), "{extra:?}");
+        // The tunnel goes to connect_to; the client sees the origin's own certificate.
+        let chain = tls_client::tls_through_proxy(
+            handle.local_addr(),
+            &format!("{HOST}:443"),
+            HOST,
+            &[ca.der()],
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            tls::fingerprint(&chain[0]),
+            tls::fingerprint(&up.cert_der),
+            "{extra:?}"
+        );
+        let url = format!("https://{HOST}{LIST}");
+        let (_, code, _, cache) = parse_curl(
+            &output(curl(
+                &format!("http://{}", handle.local_addr()),
+                &ca.pem_path,
+                &url,
+                &[],
+            ))
+            .await,
+        );
+        assert_eq!(code, 200);
+        assert_eq!(cache, "", "no Weir policy inside a blind tunnel");
+        handle.shutdown().await;
+    }
+    assert_eq!(up.count(LIST), 2, "each blind request reached the upstream");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upstream_proxy_chains_weirs_own_connections() {
+    let ca = TestCa::new();
+    let up = TlsUpstream::start(&ca, HOST).await;
+    let corp = tls_client::ConnectProxy::start(up.addr).await;
+    // No connect_to: Weir must reach api.githubcopilot.com:443 through the proxy only.
+    let toml = format!(
+        "watch_github_status = false\nupstream_proxy = \"http://{}\"\n[[upstream]]\nname = \"copilot-api\"\norigin = \"https://{HOST}\"\nca_file = \"{}\"\n",
+        corp.addr,
+        ca.pem_path.display()
+    );
+    let weir = TlsWeir::start(&toml).await;
+    let url = format!("https://{HOST}{LIST}");
+    let (body, code, _, cache) =
+        parse_curl(&output(curl(&weir.proxy_url(), &weir.ca_pem, &url, &[])).await);
+    assert_eq!(code, 200, "{body}");
+    assert!(cache.contains("stored"), "{cache}");
+    assert_eq!(
+        corp.seen.lock().unwrap().clone(),
+        vec![format!("CONNECT {HOST}:443 HTTP/1.1")]
+    );
+    // A blind tunnel (unmanaged host) is chained too, so it works where only the proxy is allowed.
+    let chain = tls_client::tls_through_proxy(
+        weir.handle.local_addr(),
+        "unmanaged.example:443",
+        HOST,
+        &[ca.der()],
+    )
+    .await
+    .unwrap();
+    assert_eq!(tls::fingerprint(&chain[0]), tls::fingerprint(&up.cert_der));
+    assert_eq!(
+        corp.seen.lock().unwrap().last().unwrap(),
+        "CONNECT unmanaged.example:443 HTTP/1.1"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ca_file_is_needed_to_trust_the_upstream() {
+    let ca = TestCa::new();
+    let up = TlsUpstream::start(&ca, HOST).await;
+    // Same fixture without ca_file: Weir's client must refuse the unknown issuer.
+    let toml = format!(
+        "[[upstream]]\nname = \"copilot-api\"\norigin = \"https://{HOST}\"\nconnect_to = \"{}\"\n",
+        up.addr
+    );
+    let weir = TlsWeir::start(&toml).await;
+    let url = format!("https://{HOST}{LIST}");
+    let (body, code, _, _) =
+        parse_curl(&output(curl(&weir.proxy_url(), &weir.ca_pem, &url, &[])).await);
+    assert_eq!(code, 502, "{body}");
+    assert!(
+        body.contains("certificate") || body.contains("UnknownIssuer"),
+        "{body}"
+    );
+    assert_eq!(up.count(LIST), 0);
+}

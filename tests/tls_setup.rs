@@ -1,0 +1,228 @@
+//! Client set-up commands that need no keychain: `weir setup vscode` (printing, and merging
+//! into a JSONC settings.json with a backup), `weir env` in each shell syntax, `weir ca path`
+//! and `weir ca install`, and config errors of the new keys naming file, line and key.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+/// `weir ARGS` with a throwaway HOME and no usable keychain (no D-Bus session).
+fn weir(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_weir"))
+        .args(args)
+        .env("HOME", dir)
+        .env("XDG_CONFIG_HOME", dir.join("cfg"))
+        .env("XDG_DATA_HOME", dir.join("data"))
+        .env(
+            "DBUS_SESSION_BUS_ADDRESS",
+            "unix:path=/nonexistent/weir-test-bus",
+        )
+        .output()
+        .unwrap()
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).to_string()
+}
+
+#[test]
+fn setup_vscode_prints_and_merges_settings_keeping_comments() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("weir.toml");
+    std::fs::write(&cfg, "listen = \"127.0.0.1:9911\"\n").unwrap();
+    let cfg_s = cfg.to_str().unwrap();
+
+    let out = weir(dir.path(), &["setup", "vscode", "--config", cfg_s]);
+    let shown = stdout(&out);
+    assert!(out.status.success(), "{shown}");
+    assert!(
+        shown.contains("\"http.proxy\": \"http://127.0.0.1:9911\"")
+            && shown.contains("\"http.proxySupport\": \"override\"")
+            && shown.contains("\"http.proxyStrictSSL\": true"),
+        "{shown}"
+    );
+
+    let settings = dir.path().join("settings.json");
+    let original =
+        "{\n  // keep me\n  \"editor.tabSize\": 2,\n  \"http.proxyStrictSSL\": false,\n}\n";
+    std::fs::write(&settings, original).unwrap();
+    let out = weir(
+        dir.path(),
+        &[
+            "setup",
+            "vscode",
+            "--apply",
+            "--settings",
+            settings.to_str().unwrap(),
+            "--config",
+            cfg_s,
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}{}",
+        stdout(&out),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let merged = std::fs::read_to_string(&settings).unwrap();
+    assert!(
+        merged.contains("// keep me") && merged.contains("\"editor.tabSize\": 2"),
+        "{merged}"
+    );
+    assert!(
+        merged.contains("\"http.proxyStrictSSL\": true") && !merged.contains("false"),
+        "{merged}"
+    );
+    assert!(
+        merged.contains("\"http.proxy\": \"http://127.0.0.1:9911\""),
+        "{merged}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("settings.json.bak")).unwrap(),
+        original
+    );
+
+    // Applying twice changes nothing more.
+    let out = weir(
+        dir.path(),
+        &[
+            "setup",
+            "vscode",
+            "--apply",
+            "--settings",
+            settings.to_str().unwrap(),
+            "--config",
+            cfg_s,
+        ],
+    );
+    assert!(out.status.success());
+    assert_eq!(std::fs::read_to_string(&settings).unwrap(), merged);
+
+    // A file that is not JSONC is left alone and reported.
+    std::fs::write(&settings, "{ \"a\": ").unwrap();
+    let out = weir(
+        dir.path(),
+        &[
+            "setup",
+            "vscode",
+            "--apply",
+            "--settings",
+            settings.to_str().unwrap(),
+            "--config",
+            cfg_s,
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("is not valid JSONC"));
+    assert_eq!(std::fs::read_to_string(&settings).unwrap(), "{ \"a\": ");
+}
+
+#[test]
+fn env_prints_each_shell_and_skips_ca_variables_when_interception_is_off() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("weir.toml");
+    std::fs::write(&cfg, "listen = \"127.0.0.1:9912\"\nintercept = false\n").unwrap();
+    let cfg_s = cfg.to_str().unwrap();
+    let bash = stdout(&weir(dir.path(), &["env", "--config", cfg_s]));
+    assert!(
+        bash.contains("export HTTPS_PROXY=http://127.0.0.1:9912\n")
+            && bash.contains("export no_proxy=localhost,127.0.0.1,::1\n"),
+        "{bash}"
+    );
+    assert!(!bash.contains("NODE_EXTRA_CA_CERTS"), "{bash}");
+    let fish = stdout(&weir(
+        dir.path(),
+        &["env", "--shell", "fish", "--config", cfg_s],
+    ));
+    assert!(
+        fish.contains("set -gx HTTP_PROXY http://127.0.0.1:9912\n"),
+        "{fish}"
+    );
+    let ps = stdout(&weir(
+        dir.path(),
+        &["env", "--shell", "powershell", "--config", cfg_s],
+    ));
+    assert!(
+        ps.contains("$env:NO_PROXY = 'localhost,127.0.0.1,::1'\n"),
+        "{ps}"
+    );
+}
+
+#[test]
+fn ca_path_and_install_steps_name_the_certificate() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("weir-data");
+    let data_s = data.to_str().unwrap();
+    let out = weir(dir.path(), &["ca", "path", "--data-dir", data_s]);
+    let path = stdout(&out).trim().to_string();
+    assert_eq!(Path::new(&path), data.join("ca/weir-ca.pem"));
+
+    // No keychain: `install` cannot create a CA and says why, with the fix.
+    let out = weir(dir.path(), &["ca", "install", "--data-dir", data_s]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("no OS keychain is available") && err.contains("fix:"),
+        "{err}"
+    );
+
+    // With a certificate present the steps only need the file.
+    let hosts = vec!["api.githubcopilot.com".to_string()];
+    let ca =
+        weir_tls::LocalCa::generate_for_owner(&hosts, weir_tls::OffsetDateTime::now_utc(), "t")
+            .unwrap();
+    std::fs::create_dir_all(data.join("ca")).unwrap();
+    std::fs::write(&path, ca.cert_pem()).unwrap();
+    let out = weir(dir.path(), &["ca", "install", "--data-dir", data_s]);
+    let steps = stdout(&out);
+    assert!(out.status.success(), "{steps}");
+    let want: Vec<String> = weir_tls::install_steps(weir_tls::Os::current(), Path::new(&path))
+        .iter()
+        .map(|s| s.command.last().unwrap().clone())
+        .collect();
+    assert!(!want.is_empty());
+    for w in want {
+        assert!(steps.contains(&w), "{w} missing from:\n{steps}");
+    }
+    assert!(
+        steps.contains(&format!(
+            "certutil -d sql:{}/.pki/nssdb -A",
+            dir.path().display()
+        )),
+        "{steps}"
+    );
+}
+
+#[test]
+fn bad_network_keys_exit_2_naming_file_line_and_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("weir.toml");
+    let cases = [
+        ("[[upstream]]\nname = \"a\"\norigin = \"https://a.example\"\nconnect_to = \"127.0.0.1\"\n", 4, "upstream.connect_to"),
+        ("[[upstream]]\nname = \"a\"\norigin = \"https://a.example\"\nca_file = \"missing.pem\"\n", 4, "upstream.ca_file"),
+        ("listen = \"127.0.0.1:0\"\nupstream_proxy = \"https://proxy:1\"\n", 2, "upstream_proxy"),
+        ("intercept = 1\n", 1, "intercept"),
+    ];
+    for (text, line, key) in cases {
+        std::fs::write(&cfg, text).unwrap();
+        let out = weir(dir.path(), &["serve", "--config", cfg.to_str().unwrap()]);
+        assert_eq!(out.status.code(), Some(2), "{text}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains(&format!("{}:{line}: key `{key}`", cfg.display())),
+            "{err}"
+        );
+    }
+    // A relative ca_file is read next to the config file.
+    std::fs::write(
+        &cfg,
+        "[[upstream]]\nname = \"a\"\norigin = \"https://a.example\"\nca_file = \"up.pem\"\n",
+    )
+    .unwrap();
+    std::fs::write(dir.path().join("up.pem"), "not a pem").unwrap();
+    let out = weir(dir.path(), &["doctor", "--config", cfg.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains(&format!(
+        "{}/up.pem holds no PEM certificate",
+        dir.path().display()
+    )));
+}
