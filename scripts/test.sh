@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 need=()
 have() { dpkg -s "$1" >/dev/null 2>&1; }
 for p in pkg-config libdbus-1-dev gnome-keyring dbus-x11 libsecret-tools curl ca-certificates \
-         util-linux chromium; do
+         util-linux chromium libnss3-tools; do
   have "$p" || need+=("$p")
 done
 if [ "${#need[@]}" -gt 0 ]; then
@@ -22,6 +22,10 @@ fi
 # built and tested by their own commands; see README.)
 pkgs=(-p weir -p weir-resilience -p weir-store -p weir-keychain -p weir-tls -p weir-status)
 
+# --- Node packages for the real-client tests (undici's ProxyAgent for Node's fetch). ------
+command -v npm >/dev/null || { echo "test.sh: npm (Node.js 18.17+) is needed" >&2; exit 1; }
+npm ci --prefix tests/node --no-audit --no-fund --silent
+
 # --- Rust: formatting, then every crate's tests inside a real Secret Service. ------------
 cargo fmt -p weir -p weir-resilience -p weir-store -p weir-keychain -p weir-tls -p weir-status -- --check
 cargo build "${pkgs[@]}" --all-targets
@@ -31,6 +35,5 @@ env -u DBUS_SESSION_BUS_ADDRESS WEIR_TEST_NO_KEYCHAIN=1 WEIR_SKIP_KEYCHAIN_TESTS
   cargo test -p weir --test queue without_a_keychain
 
 # --- The dashboard in a real browser (Debian's chromium driven by playwright-core). -------
-command -v npm >/dev/null || { echo "test.sh: npm (Node.js 20+) is needed for the browser test" >&2; exit 1; }
 weir_bin="${CARGO_TARGET_DIR:-$PWD/target}/debug/weir"
 (cd tests/browser && npm ci --no-audit --no-fund --silent && WEIR_BIN="$weir_bin" node --test)

@@ -26,6 +26,10 @@ pub enum FetchError {
     Protocol { target: String, message: String },
     #[error("response from {target} is larger than {limit} bytes")]
     TooLarge { target: String, limit: usize },
+    /// The upstream's certificate was not accepted. Retrying cannot fix it; trusting the
+    /// right root (`ca_file`) can.
+    #[error("TLS with {target} failed: {message}. If the upstream uses a private CA, set ca_file on its [[upstream]]")]
+    Tls { target: String, message: String },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,6 +57,7 @@ impl FetchError {
             FetchError::Timeout { .. } => "timeout",
             FetchError::Protocol { .. } => "connection",
             FetchError::TooLarge { .. } => "upstream_protocol",
+            FetchError::Tls { .. } => "connection",
         }
     }
 }
@@ -180,6 +185,9 @@ fn target_of<B>(req: &Request<B>) -> String {
 
 fn classify_client_error(target: String, e: &hyper_util::client::legacy::Error) -> FetchError {
     let message = error_chain(e);
+    if is_certificate_error(e) {
+        return FetchError::Tls { target, message };
+    }
     if e.is_connect() {
         if message.contains("timed out") || message.contains("timeout") {
             return FetchError::Timeout {
@@ -192,6 +200,26 @@ fn classify_client_error(target: String, e: &hyper_util::client::legacy::Error) 
     } else {
         FetchError::Protocol { target, message }
     }
+}
+
+/// Whether a rustls certificate rejection is somewhere in the error's cause chain.
+fn is_certificate_error(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(err) = cur {
+        let tls = err.downcast_ref::<rustls::Error>().or_else(|| {
+            err.downcast_ref::<std::io::Error>()
+                .and_then(|io| io.get_ref())
+                .and_then(|inner| inner.downcast_ref::<rustls::Error>())
+        });
+        if matches!(
+            tls,
+            Some(rustls::Error::InvalidCertificate(_) | rustls::Error::NoCertificatesPresented)
+        ) {
+            return true;
+        }
+        cur = err.source();
+    }
+    false
 }
 
 /// `a: b: c` from an error and its sources, for messages a person can read.

@@ -194,9 +194,9 @@ async fn half_open_lets_exactly_the_configured_probes_through() {
 }
 
 #[tokio::test]
-async fn while_open_list_is_served_stale_and_creates_fail_fast() {
+async fn while_open_list_is_served_stale_others_fail_fast_and_creates_are_queued() {
     let up = Upstream::start().await;
-    let cfg = "[retry]\nbudget_ratio = 0.01\nbudget_min_per_sec = 0\njitter = false\n[breaker]\nminimum_calls = 3\njitter = false\nopen_wait = \"1h\"\n[classes.list]\nfresh_ttl = \"0s\"\nstale_while_revalidate = \"0s\"\n";
+    let cfg = "[retry]\nbudget_ratio = 0.01\nbudget_min_per_sec = 0\njitter = false\n[breaker]\nminimum_calls = 3\njitter = false\nopen_wait = \"1h\"\n[classes.list]\nfresh_ttl = \"0s\"\nstale_while_revalidate = \"0s\"\n[queue]\ncredentials = \"memory\"\n";
     let weir = Weir::start(&[&up.origin()], cfg).await;
     let c = weir.client("a");
     let list = format!("{}/agents/sessions", up.origin());
@@ -213,22 +213,30 @@ async fn while_open_list_is_served_stale_and_creates_fail_fast() {
         r.headers()["cache-status"],
         "weir; hit; fwd=stale; detail=breaker_open"
     );
+    // A non-cacheable call (the session log stream) fails fast with 503 + Retry-After.
+    let r = c
+        .get(format!("{}/agents/sessions/s1/logs", up.origin()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 503);
+    let ra: u64 = r.headers()["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(ra > 0);
+    assert_eq!(r.headers()["content-type"], "application/problem+json");
+    let p: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(p["kind"], "breaker_open");
+    // A create is kept for later instead (see tests/queue.rs for the replay).
     let r = c
         .post(format!("{}/agents/swe/v1/jobs/o/r", up.origin()))
         .body("{}")
         .send()
         .await
         .unwrap();
-    assert_eq!(r.status(), 503);
-    assert!(
-        r.headers()["retry-after"]
-            .to_str()
-            .unwrap()
-            .parse::<u64>()
-            .unwrap()
-            > 0
-    );
-    assert_eq!(r.headers()["content-type"], "application/problem+json");
+    assert_eq!(r.status(), 202);
     assert_eq!(
         up.total(),
         before,

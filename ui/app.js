@@ -8,7 +8,9 @@ import { RateHistory } from './rates.js';
 import { UpstreamCards } from './upstreams.js';
 import { QueuePanel } from './queue.js';
 import { GithubPanel } from './github.js';
-import { SetupPanel, SettingsPanel } from './setup.js';
+import { SetupPanel } from './setup.js';
+import { SettingsForm } from './settings.js';
+import { TokenPanel } from './token.js';
 
 const STALE_WINDOW_MS = 15_000;
 
@@ -67,14 +69,20 @@ const queue = new QueuePanel({
 });
 const github = new GithubPanel(byTestId('github'));
 const setup = new SetupPanel({ list: byTestId('proxy-setup'), status: byTestId('copy-status') });
-const settings = new SettingsPanel({
+const settings = new SettingsForm({
+  form: byTestId('settings-form'),
+  configNote: byTestId('config-note'),
+  saved: byTestId('settings-saved'),
+  onProblem: showProblem,
+  onNotice: showNotice,
+});
+const token = new TokenPanel({
   form: byTestId('token-form'),
   input: byTestId('token-input'),
   store: byTestId('token-store'),
   remove: byTestId('token-remove'),
   status: byTestId('token-status'),
-  configNote: byTestId('config-note'),
-  settings: byTestId('settings'),
+  state: byTestId('token-state'),
   onProblem: showProblem,
 });
 
@@ -177,6 +185,7 @@ function onStatus(doc) {
   cards.update(doc, history, now);
   queue.statusUpdate(doc.queue);
   github.update(doc.github);
+  token.statusUpdate(doc);
   setup.update(doc.listen || new URL(apiBase()).host);
   setText(byTestId('version'), doc.version ? `v${doc.version}` : '');
   setText(byTestId('started'), `Listening on ${doc.listen ?? fmt.DASH} · started ${fmt.dateTime(doc.started_at)} (${fmt.ago(doc.started_at, now)})`);

@@ -41,7 +41,8 @@ pub async fn serve(
     req: Request<Incoming>,
     who: Caller,
 ) -> Result<Response<Body>, Problem> {
-    let (parts, body) = req.into_parts();
+    let (mut parts, body) = req.into_parts();
+    crate::proxy::strip_hop_by_hop(&mut parts.headers);
     let limit = shared.settings.limits.max_body_bytes;
     let body = match Limited::new(body, limit).collect().await {
         Ok(c) => c.to_bytes(),

@@ -204,7 +204,7 @@ async fn replay_one(sh: &Arc<Shared>, q: &Queue, up: usize, item: Item) -> Durat
         Err(e) => {
             permit.record(true, false);
             // Not connected: it certainly did not arrive. Anything later may have.
-            if matches!(e, FetchError::Connect { .. }) {
+            if matches!(e, FetchError::Connect { .. } | FetchError::Tls { .. }) {
                 let _ = q
                     .store
                     .reschedule(item.id, now + backoff, &e.to_string(), now)

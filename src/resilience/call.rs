@@ -135,7 +135,9 @@ fn kind_of<B>(res: &Result<Response<B>, FetchError>, body_prefix: &[u8]) -> Kind
             crate::upstream::TimeoutPhase::Headers => TimeoutPhase::Headers,
             crate::upstream::TimeoutPhase::Body => TimeoutPhase::Body,
         }),
-        Err(FetchError::TooLarge { .. }) => Kind::Fatal,
+        // Neither retryable nor the upstream's ill health: a bad response size or a
+        // certificate this install does not trust.
+        Err(FetchError::TooLarge { .. } | FetchError::Tls { .. }) => Kind::Fatal,
         Err(_) => Kind::Connection,
     }
 }

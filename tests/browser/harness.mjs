@@ -128,6 +128,8 @@ export async function startWeir(bin, upstreamPort) {
   return {
     port,
     dir,
+    // The file Weir was started with (`--config`): the settings panel saves into it.
+    config,
     dashboard,
     secret,
     base: `http://127.0.0.1:${port}`,

@@ -15,18 +15,32 @@ fn classification(c: &mut Criterion) {
         ("list", Method::GET, "/agents/sessions"),
         ("view", Method::GET, "/agents/swe/v1/jobs/octo/lab/1234"),
         ("token", Method::GET, "/copilot_internal/v2/token"),
-        ("other (no match)", Method::GET, "/repos/octo/lab/pulls/7/files"),
+        (
+            "other (no match)",
+            Method::GET,
+            "/repos/octo/lab/pulls/7/files",
+        ),
     ] {
-        g.bench_function(name, |b| b.iter(|| classify(black_box(&routes), black_box(&method), black_box(path))));
+        g.bench_function(name, |b| {
+            b.iter(|| classify(black_box(&routes), black_box(&method), black_box(path)))
+        });
     }
     g.finish();
 }
 
 fn headers() -> HeaderMap {
     let mut h = HeaderMap::new();
-    h.insert(http::header::AUTHORIZATION, "token gho_0123456789abcdefghijABCDEFGHIJ0123".parse().unwrap());
+    h.insert(
+        http::header::AUTHORIZATION,
+        "token gho_0123456789abcdefghijABCDEFGHIJ0123"
+            .parse()
+            .unwrap(),
+    );
     h.insert(http::header::ACCEPT, "application/json".parse().unwrap());
-    h.insert(http::header::USER_AGENT, "Visual Studio Code/1.105.0".parse().unwrap());
+    h.insert(
+        http::header::USER_AGENT,
+        "Visual Studio Code/1.105.0".parse().unwrap(),
+    );
     h.insert("x-github-api-version", "2022-11-28".parse().unwrap());
     h
 }
@@ -34,10 +48,14 @@ fn headers() -> HeaderMap {
 fn keys(c: &mut Criterion) {
     let key = IdentityKey::new([7; 32]);
     let h = headers();
-    let key_headers: Vec<HeaderName> =
-        ["accept", "accept-encoding", "x-github-api-version"].into_iter().map(HeaderName::from_static).collect();
+    let key_headers: Vec<HeaderName> = ["accept", "accept-encoding", "x-github-api-version"]
+        .into_iter()
+        .map(HeaderName::from_static)
+        .collect();
     let id = key.identify(&h);
-    c.bench_function("identity hash (Authorization)", |b| b.iter(|| key.identify(black_box(&h))));
+    c.bench_function("identity hash (Authorization)", |b| {
+        b.iter(|| key.identify(black_box(&h)))
+    });
     c.bench_function("cache key", |b| {
         b.iter(|| {
             CacheKey::new(
@@ -53,7 +71,14 @@ fn keys(c: &mut Criterion) {
     c.bench_function("identity + cache key", |b| {
         b.iter(|| {
             let id = key.identify(black_box(&h));
-            CacheKey::new(0, &Method::GET, black_box("/agents/sessions"), &id, &h, &key_headers)
+            CacheKey::new(
+                0,
+                &Method::GET,
+                black_box("/agents/sessions"),
+                &id,
+                &h,
+                &key_headers,
+            )
         })
     });
 }
@@ -61,10 +86,14 @@ fn keys(c: &mut Criterion) {
 fn problems(c: &mut Criterion) {
     c.bench_function("problem+json response", |b| {
         b.iter(|| {
-            Problem::new(StatusCode::SERVICE_UNAVAILABLE, "breaker_open", "the upstream copilot-api is failing; retry later")
-                .upstream("copilot-api")
-                .retry_after(std::time::Duration::from_secs(5))
-                .into_response(black_box(Some("req-0123456789")))
+            Problem::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "breaker_open",
+                "the upstream copilot-api is failing; retry later",
+            )
+            .upstream("copilot-api")
+            .retry_after(std::time::Duration::from_secs(5))
+            .into_response(black_box(Some("req-0123456789")))
         })
     });
 }

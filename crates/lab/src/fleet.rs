@@ -111,13 +111,25 @@ pub async fn run(spec: &FleetSpec, on_start: impl FnOnce()) -> FleetReport {
     for c in 0..spec.clients {
         for p in 0..spec.pollers {
             let token = format!("{}{c}", spec.token_prefix);
-            let seed = spec.seed.wrapping_mul(1_000_003).wrapping_add((c * spec.pollers + p) as u64);
-            let poller = Poller { client: client.clone(), spec: spec.clone(), token, tally: tally.clone() };
+            let seed = spec
+                .seed
+                .wrapping_mul(1_000_003)
+                .wrapping_add((c * spec.pollers + p) as u64);
+            let poller = Poller {
+                client: client.clone(),
+                spec: spec.clone(),
+                token,
+                tally: tally.clone(),
+            };
             tasks.spawn(poller.run(start, end, StdRng::seed_from_u64(seed)));
         }
     }
     while tasks.join_next().await.is_some() {}
-    let latency = tally.latencies.lock().map(|s| s.percentiles()).unwrap_or_default();
+    let latency = tally
+        .latencies
+        .lock()
+        .map(|s| s.percentiles())
+        .unwrap_or_default();
     FleetReport {
         logical: tally.logical.load(Relaxed),
         succeeded: tally.succeeded.load(Relaxed),
@@ -145,10 +157,11 @@ impl Poller {
             sleep_until(next).await;
             let t0 = Instant::now();
             let answer = self.logical(&mut budget, &mut rng).await;
-            next = t0 + match (self.spec.schedule, answer.as_ref().and_then(refresh_in)) {
-                (Schedule::TokenRefreshIn, Some(r)) => r,
-                _ => period,
-            };
+            next = t0
+                + match (self.spec.schedule, answer.as_ref().and_then(refresh_in)) {
+                    (Schedule::TokenRefreshIn, Some(r)) => r,
+                    _ => period,
+                };
         }
     }
 
@@ -197,7 +210,12 @@ impl Poller {
     fn attempt(&self, tx: mpsc::UnboundedSender<(Duration, Option<Bytes>)>) {
         self.tally.attempts.fetch_add(1, Relaxed);
         let client = self.client.clone();
-        let req = request(Method::GET, &self.spec.url, Credential::Token(&self.token), Bytes::new());
+        let req = request(
+            Method::GET,
+            &self.spec.url,
+            Credential::Token(&self.token),
+            Bytes::new(),
+        );
         tokio::spawn(async move {
             let t = Instant::now();
             let body = match req {

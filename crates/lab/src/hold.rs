@@ -39,7 +39,8 @@ pub async fn hold(proxy: SocketAddr, url: &str, n: usize) -> Result<Vec<Held>, L
 
 async fn open_one(proxy: SocketAddr, url: &str) -> Result<Option<Held>, LabError> {
     let stream = TcpStream::connect(proxy).await?;
-    let Ok((mut sender, conn)) = http1::handshake::<_, Empty<Bytes>>(TokioIo::new(stream)).await else {
+    let Ok((mut sender, conn)) = http1::handshake::<_, Empty<Bytes>>(TokioIo::new(stream)).await
+    else {
         return Ok(None);
     };
     let conn = tokio::spawn(async move {
@@ -54,5 +55,8 @@ async fn open_one(proxy: SocketAddr, url: &str) -> Result<Option<Held>, LabError
         Ok(resp) => resp.status().is_success() && resp.into_body().collect().await.is_ok(),
         Err(_) => false,
     };
-    Ok(ok.then_some(Held { _sender: sender, conn }))
+    Ok(ok.then_some(Held {
+        _sender: sender,
+        conn,
+    }))
 }

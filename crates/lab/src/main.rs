@@ -75,7 +75,10 @@ fn main() -> std::process::ExitCode {
     if let Err(e) = rlimit::increase_nofile_limit(u64::MAX) {
         eprintln!("weir-lab: cannot raise the open-files limit: {e}");
     }
-    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("weir-lab: {e}");
@@ -93,35 +96,67 @@ fn main() -> std::process::ExitCode {
 
 async fn dispatch(command: Command) -> anyhow::Result<()> {
     match command {
-        Command::Run { scenarios, clients, seconds, out, in_process, seed } => {
+        Command::Run {
+            scenarios,
+            clients,
+            seconds,
+            out,
+            in_process,
+            seed,
+        } => {
             let placement = if in_process {
                 Placement::InProcess
             } else {
                 Placement::Child(std::env::current_exe().context("cannot find my own executable")?)
             };
-            let cfg = LabConfig { clients, seconds, placement, seed };
-            let scenarios = if scenarios.is_empty() { Scenario::ALL.to_vec() } else { scenarios };
+            let cfg = LabConfig {
+                clients,
+                seconds,
+                placement,
+                seed,
+            };
+            let scenarios = if scenarios.is_empty() {
+                Scenario::ALL.to_vec()
+            } else {
+                scenarios
+            };
             weir_lab::run::run_and_write(&cfg, &scenarios, &out).await?;
             println!("wrote {}", out.join("RESULTS.md").display());
         }
         Command::FleetWorker => weir_lab::worker::child_main().await?,
         Command::Upstream { listen, latency_ms } => {
-            let up = weir_lab::upstream::Upstream::start_on(weir_lab::upstream::UpstreamSpec::with_latency(latency_ms), listen).await?;
+            let up = weir_lab::upstream::Upstream::start_on(
+                weir_lab::upstream::UpstreamSpec::with_latency(latency_ms),
+                listen,
+            )
+            .await?;
             println!("{}", up.origin());
             tokio::signal::ctrl_c().await?;
             up.stop();
         }
         Command::WeirConfig { upstream, listen } => {
             let extra = weir_lab::weir_ctl::NO_RATE_LIMIT;
-            let text = weir_lab::weir_ctl::lab_config(&upstream, weir_lab::weir_ctl::Caching::Default, extra)
-                .replace("listen = \"127.0.0.1:0\"", &format!("listen = \"{listen}\""));
+            let text = weir_lab::weir_ctl::lab_config(
+                &upstream,
+                weir_lab::weir_ctl::Caching::Default,
+                extra,
+            )
+            .replace(
+                "listen = \"127.0.0.1:0\"",
+                &format!("listen = \"{listen}\""),
+            );
             print!("{text}");
         }
         Command::FreePort => {
             let l = std::net::TcpListener::bind("127.0.0.1:0")?;
             println!("{}", l.local_addr()?.port());
         }
-        Command::Hold { proxy, url, conns, seconds } => {
+        Command::Hold {
+            proxy,
+            url,
+            conns,
+            seconds,
+        } => {
             let held = weir_lab::hold::hold(proxy, &url, conns).await?;
             println!("held {}", held.len());
             tokio::time::sleep(std::time::Duration::from_secs(seconds)).await;

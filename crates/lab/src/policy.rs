@@ -20,13 +20,19 @@ pub enum Policy {
     /// An attempt answered within the timeout earns `ratio` of a token (capped at
     /// `max_tokens`); a new client holds none. Timeouts earn nothing, so a client whose calls
     /// all time out cannot retry at all.
-    Budget { timeout_ms: u64, ratio: f64, max_tokens: f64 },
+    Budget {
+        timeout_ms: u64,
+        ratio: f64,
+        max_tokens: f64,
+    },
 }
 
 impl Policy {
     pub fn timeout(&self) -> Duration {
         let ms = match *self {
-            Policy::Reissue { timeout_ms } | Policy::Backoff { timeout_ms, .. } | Policy::Budget { timeout_ms, .. } => timeout_ms,
+            Policy::Reissue { timeout_ms }
+            | Policy::Backoff { timeout_ms, .. }
+            | Policy::Budget { timeout_ms, .. } => timeout_ms,
         };
         Duration::from_millis(ms)
     }
@@ -66,7 +72,10 @@ impl Budget {
 
     /// An attempt answered successfully after `took`.
     pub fn answered(&mut self, policy: &Policy, took: Duration) {
-        if let Policy::Budget { ratio, max_tokens, .. } = *policy {
+        if let Policy::Budget {
+            ratio, max_tokens, ..
+        } = *policy
+        {
             if took <= policy.timeout() {
                 self.tokens = (self.tokens + ratio).min(max_tokens);
             }
@@ -97,19 +106,37 @@ mod tests {
         let w = Duration::from_millis(500);
         assert_eq!(attempts_within(Policy::Reissue { timeout_ms: 50 }, w), 10);
         assert_eq!(attempts_within(Policy::Reissue { timeout_ms: 1000 }, w), 1);
-        assert_eq!(attempts_within(Policy::Backoff { timeout_ms: 50, jitter: 0.0 }, w), 4);
+        assert_eq!(
+            attempts_within(
+                Policy::Backoff {
+                    timeout_ms: 50,
+                    jitter: 0.0
+                },
+                w
+            ),
+            4
+        );
         // Even the largest jitter keeps the fourth attempt inside and the fifth outside.
-        let p = Policy::Backoff { timeout_ms: 50, jitter: 0.25 };
-        let starts: Vec<Duration> = (1..=4).scan(Duration::ZERO, |t, n| {
-            *t += p.gap(n, 0.999);
-            Some(*t)
-        }).collect();
+        let p = Policy::Backoff {
+            timeout_ms: 50,
+            jitter: 0.25,
+        };
+        let starts: Vec<Duration> = (1..=4)
+            .scan(Duration::ZERO, |t, n| {
+                *t += p.gap(n, 0.999);
+                Some(*t)
+            })
+            .collect();
         assert!(starts[2] < w && starts[3] > w, "{starts:?}");
     }
 
     #[test]
     fn budget_is_earned_by_timely_answers_only() {
-        let p = Policy::Budget { timeout_ms: 50, ratio: 0.5, max_tokens: 1.0 };
+        let p = Policy::Budget {
+            timeout_ms: 50,
+            ratio: 0.5,
+            max_tokens: 1.0,
+        };
         let mut b = Budget::default();
         assert!(!b.try_reissue(&p));
         b.answered(&p, Duration::from_millis(500));

@@ -22,7 +22,11 @@ pub async fn run(cfg: &LabConfig, scenarios: &[Scenario]) -> Result<Vec<Section>
 }
 
 /// Runs `scenarios` and writes `RESULTS.md`, `results.json` and the charts into `out`.
-pub async fn run_and_write(cfg: &LabConfig, scenarios: &[Scenario], out: &Path) -> Result<Vec<Section>, LabError> {
+pub async fn run_and_write(
+    cfg: &LabConfig,
+    scenarios: &[Scenario],
+    out: &Path,
+) -> Result<Vec<Section>, LabError> {
     let sections = run(cfg, scenarios).await?;
     report::write_all(out, &sections, &machine(cfg))?;
     Ok(sections)
@@ -30,12 +34,21 @@ pub async fn run_and_write(cfg: &LabConfig, scenarios: &[Scenario], out: &Path) 
 
 /// The run's parameters and the machine it ran on.
 pub fn machine(cfg: &LabConfig) -> String {
-    let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0);
+    let cpus = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(0);
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("model name")).and_then(|l| l.split_once(':')).map(|(_, m)| m.trim().to_string()))
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, m)| m.trim().to_string())
+        })
         .unwrap_or_else(|| "unknown".into());
-    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").map(|s| s.trim().to_string()).unwrap_or_default();
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default();
     format!(
         "Run: `weir-lab run --clients {} --seconds {}` (fleets {}), seed {}. Machine: {cpus} CPUs ({cpu}), Linux {kernel}. \
          Everything on loopback; one row at a time.",

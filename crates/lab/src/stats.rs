@@ -18,7 +18,8 @@ pub struct Samples(Vec<u64>);
 
 impl Samples {
     pub fn push(&mut self, d: Duration) {
-        self.0.push(u64::try_from(d.as_micros()).unwrap_or(u64::MAX));
+        self.0
+            .push(u64::try_from(d.as_micros()).unwrap_or(u64::MAX));
     }
 
     pub fn extend(&mut self, other: Samples) {
@@ -43,7 +44,12 @@ impl Samples {
             let rank = ((q * v.len() as f64).ceil() as usize).clamp(1, v.len());
             v[rank - 1] as f64 / 1000.0
         };
-        Percentiles { count: v.len() as u64, p50_ms: at(0.50), p99_ms: at(0.99), max_ms: at(1.0) }
+        Percentiles {
+            count: v.len() as u64,
+            p50_ms: at(0.50),
+            p99_ms: at(0.99),
+            max_ms: at(1.0),
+        }
     }
 }
 
@@ -58,7 +64,10 @@ mod tests {
             s.push(Duration::from_millis(ms));
         }
         let p = s.percentiles();
-        assert_eq!((p.count, p.p50_ms, p.p99_ms, p.max_ms), (100, 50.0, 99.0, 100.0));
+        assert_eq!(
+            (p.count, p.p50_ms, p.p99_ms, p.max_ms),
+            (100, 50.0, 99.0, 100.0)
+        );
         assert_eq!(Samples::default().percentiles().p99_ms, 0.0);
     }
 }

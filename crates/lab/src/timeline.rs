@@ -42,18 +42,27 @@ impl Timeline {
 
     /// The moment second 0 began.
     pub fn origin(&self) -> Instant {
-        self.origin.lock().map(|o| *o).unwrap_or_else(|p| *p.into_inner())
+        self.origin
+            .lock()
+            .map(|o| *o)
+            .unwrap_or_else(|p| *p.into_inner())
     }
 
     /// Counts one request arriving now.
     pub fn record(&self) {
-        let secs = Instant::now().saturating_duration_since(self.origin()).as_secs() as usize;
+        let secs = Instant::now()
+            .saturating_duration_since(self.origin())
+            .as_secs() as usize;
         self.buckets[secs.min(MAX_SECONDS - 1)].fetch_add(1, Relaxed);
     }
 
     /// The counts of seconds `0..seconds`.
     pub fn per_second(&self, seconds: usize) -> Vec<u64> {
-        self.buckets.iter().take(seconds.min(MAX_SECONDS)).map(|b| b.load(Relaxed)).collect()
+        self.buckets
+            .iter()
+            .take(seconds.min(MAX_SECONDS))
+            .map(|b| b.load(Relaxed))
+            .collect()
     }
 
     /// Every request counted so far, whatever its second.

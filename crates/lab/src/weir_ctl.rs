@@ -53,7 +53,11 @@ pub struct LabWeir {
 
 impl LabWeir {
     /// Starts Weir with [`lab_config`].
-    pub async fn start(upstream_origin: &str, caching: Caching, extra: &str) -> Result<LabWeir, LabError> {
+    pub async fn start(
+        upstream_origin: &str,
+        caching: Caching,
+        extra: &str,
+    ) -> Result<LabWeir, LabError> {
         LabWeir::start_with(&lab_config(upstream_origin, caching, extra)).await
     }
 
@@ -62,7 +66,10 @@ impl LabWeir {
         let settings = weir::config::parse_str(toml, "lab.toml")?;
         let data = tempfile::tempdir()?;
         let handle = weir::start(EngineOptions::new(settings, data.path().to_path_buf())).await?;
-        Ok(LabWeir { handle, _data: data })
+        Ok(LabWeir {
+            handle,
+            _data: data,
+        })
     }
 
     pub fn addr(&self) -> SocketAddr {
@@ -75,7 +82,12 @@ impl LabWeir {
 
     /// Upstream requests Weir made, per its own counters (a cross-check of the upstream's).
     pub fn upstream_requests(&self) -> u64 {
-        self.handle.status().upstreams.iter().map(|u| u.totals.upstream_requests).sum()
+        self.handle
+            .status()
+            .upstreams
+            .iter()
+            .map(|u| u.totals.upstream_requests)
+            .sum()
     }
 
     pub async fn stop(self) {
@@ -90,7 +102,9 @@ mod tests {
     #[test]
     fn both_configs_validate() {
         for caching in [Caching::Default, Caching::Off] {
-            let s = weir::config::parse_str(&lab_config("http://127.0.0.1:9", caching, ""), "lab.toml").unwrap();
+            let s =
+                weir::config::parse_str(&lab_config("http://127.0.0.1:9", caching, ""), "lab.toml")
+                    .unwrap();
             assert_eq!(s.upstreams.len(), 1);
             let list = s.classes.get(weir::config::RouteClass::List);
             assert_eq!(list.fresh_ttl.is_zero(), caching == Caching::Off);

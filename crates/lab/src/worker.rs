@@ -23,14 +23,22 @@ pub enum Placement {
 }
 
 /// Runs `spec` where `placement` says; `on_start` runs when the clients start.
-pub async fn run_fleet(placement: &Placement, spec: &FleetSpec, on_start: impl FnOnce()) -> Result<FleetReport, LabError> {
+pub async fn run_fleet(
+    placement: &Placement,
+    spec: &FleetSpec,
+    on_start: impl FnOnce(),
+) -> Result<FleetReport, LabError> {
     match placement {
         Placement::InProcess => Ok(fleet::run(spec, on_start).await),
         Placement::Child(exe) => run_child(exe, spec, on_start).await,
     }
 }
 
-async fn run_child(exe: &Path, spec: &FleetSpec, on_start: impl FnOnce()) -> Result<FleetReport, LabError> {
+async fn run_child(
+    exe: &Path,
+    spec: &FleetSpec,
+    on_start: impl FnOnce(),
+) -> Result<FleetReport, LabError> {
     let mut child = Command::new(exe)
         .arg("fleet-worker")
         .stdin(Stdio::piped())
@@ -39,15 +47,23 @@ async fn run_child(exe: &Path, spec: &FleetSpec, on_start: impl FnOnce()) -> Res
         .kill_on_drop(true)
         .spawn()
         .map_err(|e| LabError::Worker(format!("cannot start {}: {e}", exe.display())))?;
-    let mut stdin = child.stdin.take().ok_or_else(|| LabError::Worker("no stdin".into()))?;
-    let stdout = child.stdout.take().ok_or_else(|| LabError::Worker("no stdout".into()))?;
+    let mut stdin = child
+        .stdin
+        .take()
+        .ok_or_else(|| LabError::Worker("no stdin".into()))?;
+    let stdout = child
+        .stdout
+        .take()
+        .ok_or_else(|| LabError::Worker("no stdout".into()))?;
     let mut line = serde_json::to_string(spec)?;
     line.push('\n');
     stdin.write_all(line.as_bytes()).await?;
     drop(stdin);
 
     // Bounded: the run, the give-up time of the last requests, and room to start and report.
-    let limit = Duration::from_secs(spec.seconds) + Duration::from_millis(spec.give_up_ms) + Duration::from_secs(60);
+    let limit = Duration::from_secs(spec.seconds)
+        + Duration::from_millis(spec.give_up_ms)
+        + Duration::from_secs(60);
     let mut lines = BufReader::new(stdout).lines();
     let mut on_start = Some(on_start);
     let read = async {
@@ -76,7 +92,9 @@ async fn run_child(exe: &Path, spec: &FleetSpec, on_start: impl FnOnce()) -> Res
 /// The child side: reads a spec from stdin, runs it, prints the report.
 pub async fn child_main() -> Result<(), LabError> {
     let mut line = String::new();
-    BufReader::new(tokio::io::stdin()).read_line(&mut line).await?;
+    BufReader::new(tokio::io::stdin())
+        .read_line(&mut line)
+        .await?;
     let spec: FleetSpec = serde_json::from_str(&line)?;
     let report = fleet::run(&spec, || println!("started")).await;
     println!("{}", serde_json::to_string(&report)?);

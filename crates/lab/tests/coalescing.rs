@@ -14,7 +14,9 @@ async fn two_hundred_cold_gets_make_one_upstream_request() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn weir_keeps_naive_retries_off_a_rate_limited_upstream() {
     let agents = 4;
-    let r = run_row("naive through Weir", agents, Habit::Naive, true).await.unwrap();
+    let r = run_row("naive through Weir", agents, Habit::Naive, true)
+        .await
+        .unwrap();
     assert_eq!(r.completed as usize, agents * CALLS, "{r:?}");
     // Every call reached the upstream at least once...
     assert!(r.upstream_calls >= r.completed);

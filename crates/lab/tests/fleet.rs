@@ -10,20 +10,38 @@ use weir_lab::upstream::{Upstream, UpstreamSpec};
 use weir_lab::worker::{run_fleet, Placement};
 
 fn pick(names: &[&str]) -> Vec<Variant> {
-    variants().into_iter().filter(|v| names.contains(&v.name)).collect()
+    variants()
+        .into_iter()
+        .filter(|v| names.contains(&v.name))
+        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn buggy_clients_amplify_and_weir_coalesces_them() {
     let cfg = LabConfig::quick(20, 4);
-    let rows = run_rows(&cfg, &pick(&["healthy", "buggy clients", "buggy clients through Weir (caching off)"])).await.unwrap();
+    let rows = run_rows(
+        &cfg,
+        &pick(&[
+            "healthy",
+            "buggy clients",
+            "buggy clients through Weir (caching off)",
+        ]),
+    )
+    .await
+    .unwrap();
     let (healthy, buggy, weir) = (&rows[0], &rows[1], &rows[2]);
 
     // Amplification is the upstream's own per-second count over the healthy row's.
     assert!(healthy.upstream_rps > 0.0);
     assert_eq!(healthy.amplification, 1.0);
-    assert_eq!(buggy.amplification, buggy.upstream_rps / healthy.upstream_rps);
-    assert!(healthy.upstream_total >= healthy.clients.logical, "every healthy logical request reached the upstream");
+    assert_eq!(
+        buggy.amplification,
+        buggy.upstream_rps / healthy.upstream_rps
+    );
+    assert!(
+        healthy.upstream_total >= healthy.clients.logical,
+        "every healthy logical request reached the upstream"
+    );
     assert_eq!(healthy.clients.failed, 0);
 
     // Buggy clients: several attempts per logical request, all of them reaching the upstream.
@@ -35,16 +53,29 @@ async fn buggy_clients_amplify_and_weir_coalesces_them() {
     // upstream sees about one request per logical request, and Weir agrees with its count.
     assert_eq!(weir.clients.failed, 0, "{weir:?}");
     assert_eq!(weir.clients.succeeded, weir.clients.logical);
-    assert!(weir.clients.attempts > weir.clients.logical * 3 / 2, "the clients still reissued");
-    assert!(weir.upstream_total <= weir.clients.logical + weir.clients.logical / 20 + 2, "{weir:?}");
+    assert!(
+        weir.clients.attempts > weir.clients.logical * 3 / 2,
+        "the clients still reissued"
+    );
+    assert!(
+        weir.upstream_total <= weir.clients.logical + weir.clients.logical / 20 + 2,
+        "{weir:?}"
+    );
     assert_eq!(weir.weir_upstream_requests, Some(weir.upstream_total));
     assert!(weir.amplification < buggy.amplification / 2.0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fleet_in_a_child_process_reports_back() {
-    let up = Upstream::start(UpstreamSpec::with_latency(1)).await.unwrap();
-    let spec = FleetSpec::new(5, 2, format!("{}/agents/sessions", up.origin()), Policy::Reissue { timeout_ms: 1000 });
+    let up = Upstream::start(UpstreamSpec::with_latency(1))
+        .await
+        .unwrap();
+    let spec = FleetSpec::new(
+        5,
+        2,
+        format!("{}/agents/sessions", up.origin()),
+        Policy::Reissue { timeout_ms: 1000 },
+    );
     let placement = Placement::Child(env!("CARGO_BIN_EXE_weir-lab").into());
     let counters = up.counters().clone();
     let started = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));

@@ -38,20 +38,29 @@ impl tower_service::Service<Uri> for LabConnector {
                 None => loopback_addr(&uri)?,
             };
             if !addr.ip().is_loopback() {
-                return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("{addr} is not a loopback address")));
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!("{addr} is not a loopback address"),
+                ));
             }
             let stream = TcpStream::connect(addr).await?;
             stream.set_nodelay(true)?;
-            Ok(LabStream { io: TokioIo::new(stream), proxied: proxy.is_some() })
+            Ok(LabStream {
+                io: TokioIo::new(stream),
+                proxied: proxy.is_some(),
+            })
         })
     }
 }
 
 fn loopback_addr(uri: &Uri) -> io::Result<SocketAddr> {
     let host = uri.host().unwrap_or_default().trim_matches(['[', ']']);
-    let ip: IpAddr = host
-        .parse()
-        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, format!("`{host}` is not an IP literal")))?;
+    let ip: IpAddr = host.parse().map_err(|_| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("`{host}` is not an IP literal"),
+        )
+    })?;
     Ok(SocketAddr::new(ip, uri.port_u16().unwrap_or(80)))
 }
 
@@ -68,13 +77,21 @@ impl Connection for LabStream {
 }
 
 impl Read for LabStream {
-    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: ReadBufCursor<'_>) -> Poll<io::Result<()>> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: ReadBufCursor<'_>,
+    ) -> Poll<io::Result<()>> {
         Pin::new(&mut self.io).poll_read(cx, buf)
     }
 }
 
 impl Write for LabStream {
-    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
         Pin::new(&mut self.io).poll_write(cx, buf)
     }
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {

@@ -65,12 +65,22 @@ impl LabClient {
         let resp = self.inner.request(req).await?;
         let (parts, body) = resp.into_parts();
         let body = body.collect().await?.to_bytes();
-        Ok(Answer { status: parts.status, headers: parts.headers, body })
+        Ok(Answer {
+            status: parts.status,
+            headers: parts.headers,
+            body,
+        })
     }
 
     /// `GET url` with `Authorization: token {token}` (or no credential when `token` is empty).
     pub async fn get(&self, url: &str, token: &str) -> Result<Answer, ClientError> {
-        self.send(request(Method::GET, url, Credential::Token(token), Bytes::new())?).await
+        self.send(request(
+            Method::GET,
+            url,
+            Credential::Token(token),
+            Bytes::new(),
+        )?)
+        .await
     }
 }
 
@@ -84,8 +94,16 @@ pub enum Credential<'a> {
 }
 
 /// Builds a request the way the simulated tools send it.
-pub fn request(method: Method, url: &str, who: Credential<'_>, body: Bytes) -> Result<Request<Full<Bytes>>, http::Error> {
-    let mut b = Request::builder().method(method).uri(url).header(http::header::ACCEPT, "application/json");
+pub fn request(
+    method: Method,
+    url: &str,
+    who: Credential<'_>,
+    body: Bytes,
+) -> Result<Request<Full<Bytes>>, http::Error> {
+    let mut b = Request::builder()
+        .method(method)
+        .uri(url)
+        .header(http::header::ACCEPT, "application/json");
     b = match who {
         Credential::Token("") => b,
         Credential::Token(t) => b.header(http::header::AUTHORIZATION, format!("token {t}")),

@@ -19,12 +19,25 @@ const COLORS: [RGBColor; 8] = [
 
 /// Draws `series` into an SVG file at `path`.
 pub fn draw(path: &Path, title: &str, series: &[Series]) -> Result<(), LabError> {
-    plot(path, title, series).map_err(|message| LabError::Chart { path: path.to_path_buf(), message })
+    plot(path, title, series).map_err(|message| LabError::Chart {
+        path: path.to_path_buf(),
+        message,
+    })
 }
 
 fn plot(path: &Path, title: &str, series: &[Series]) -> Result<(), String> {
-    let x_max = series.iter().map(|s| s.per_second.len()).max().unwrap_or(1).max(2) as u32;
-    let y_max = series.iter().flat_map(|s| s.per_second.iter().copied()).max().unwrap_or(1).max(10) as f64;
+    let x_max = series
+        .iter()
+        .map(|s| s.per_second.len())
+        .max()
+        .unwrap_or(1)
+        .max(2) as u32;
+    let y_max = series
+        .iter()
+        .flat_map(|s| s.per_second.iter().copied())
+        .max()
+        .unwrap_or(1)
+        .max(10) as f64;
     let root = SVGBackend::new(path, (960, 540)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| e.to_string())?;
     let mut chart = ChartBuilder::on(&root)
@@ -44,12 +57,18 @@ fn plot(path: &Path, title: &str, series: &[Series]) -> Result<(), String> {
     for (i, s) in series.iter().enumerate() {
         let color = COLORS[i % COLORS.len()];
         // A second with no request is drawn at 0.5 so the log axis can show it.
-        let points = s.per_second.iter().enumerate().map(|(x, y)| (x as u32, (*y as f64).max(0.5)));
+        let points = s
+            .per_second
+            .iter()
+            .enumerate()
+            .map(|(x, y)| (x as u32, (*y as f64).max(0.5)));
         chart
             .draw_series(LineSeries::new(points, color.stroke_width(2)))
             .map_err(|e| e.to_string())?
             .label(s.label.clone())
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 24, y)], color.stroke_width(2)));
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 24, y)], color.stroke_width(2))
+            });
     }
     chart
         .configure_series_labels()
@@ -71,12 +90,22 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("c.svg");
         let series = vec![
-            Series { label: "healthy".into(), per_second: vec![200, 200, 200] },
-            Series { label: "buggy".into(), per_second: vec![0, 2000, 1990] },
+            Series {
+                label: "healthy".into(),
+                per_second: vec![200, 200, 200],
+            },
+            Series {
+                label: "buggy".into(),
+                per_second: vec![0, 2000, 1990],
+            },
         ];
         draw(&path, "fleet", &series).unwrap();
         let svg = std::fs::read_to_string(&path).unwrap();
-        assert!(svg.starts_with("<svg") || svg.starts_with("<?xml"), "{}", &svg[..40]);
+        assert!(
+            svg.starts_with("<svg") || svg.starts_with("<?xml"),
+            "{}",
+            &svg[..40]
+        );
         assert!(svg.contains("healthy") && svg.contains("buggy"));
     }
 }

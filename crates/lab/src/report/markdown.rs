@@ -17,7 +17,10 @@ pub fn render(sections: &[Section], preamble: &str) -> String {
         out.push_str(&table(&s.table));
         out.push('\n');
         if !s.series.is_empty() {
-            out.push_str(&format!("![upstream requests per second: {}]({}.svg)\n\n", s.title, s.key));
+            out.push_str(&format!(
+                "![upstream requests per second: {}]({}.svg)\n\n",
+                s.title, s.key
+            ));
         }
         for n in &s.notes {
             out.push_str(&format!("- {n}\n"));
@@ -32,11 +35,19 @@ pub fn render(sections: &[Section], preamble: &str) -> String {
 /// A GitHub-flavoured Markdown table; `|` inside a cell is escaped.
 pub fn table(t: &Table) -> String {
     let cell = |c: &String| c.replace('|', "\\|");
-    let mut out = format!("| {} |\n", t.header.iter().map(cell).collect::<Vec<_>>().join(" | "));
-    let aligns: Vec<&str> = (0..t.header.len()).map(|i| if i == 0 { "---" } else { "--:" }).collect();
+    let mut out = format!(
+        "| {} |\n",
+        t.header.iter().map(cell).collect::<Vec<_>>().join(" | ")
+    );
+    let aligns: Vec<&str> = (0..t.header.len())
+        .map(|i| if i == 0 { "---" } else { "--:" })
+        .collect();
     out.push_str(&format!("|{}|\n", aligns.join("|")));
     for r in &t.rows {
-        out.push_str(&format!("| {} |\n", r.iter().map(cell).collect::<Vec<_>>().join(" | ")));
+        out.push_str(&format!(
+            "| {} |\n",
+            r.iter().map(cell).collect::<Vec<_>>().join(" | ")
+        ));
     }
     out
 }
@@ -49,6 +60,9 @@ mod tests {
     fn renders_a_table() {
         let mut t = Table::new(&["scenario", "req/s"]);
         t.push(vec!["a|b".into(), "1".into()]);
-        assert_eq!(table(&t), "| scenario | req/s |\n|---|--:|\n| a\\|b | 1 |\n");
+        assert_eq!(
+            table(&t),
+            "| scenario | req/s |\n|---|--:|\n| a\\|b | 1 |\n"
+        );
     }
 }

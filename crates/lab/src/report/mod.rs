@@ -34,7 +34,10 @@ pub struct Table {
 
 impl Table {
     pub fn new(header: &[&str]) -> Table {
-        Table { header: header.iter().map(|h| h.to_string()).collect(), rows: Vec::new() }
+        Table {
+            header: header.iter().map(|h| h.to_string()).collect(),
+            rows: Vec::new(),
+        }
     }
 
     pub fn push(&mut self, row: Vec<String>) {
@@ -50,30 +53,33 @@ pub struct Series {
 
 /// Writes `RESULTS.md`, `results.json` and one SVG per section into `dir`.
 pub fn write_all(dir: &Path, sections: &[Section], preamble: &str) -> Result<(), LabError> {
-    std::fs::create_dir_all(dir).map_err(|source| LabError::Write { path: dir.to_path_buf(), source })?;
+    std::fs::create_dir_all(dir).map_err(|source| LabError::Write {
+        path: dir.to_path_buf(),
+        source,
+    })?;
     for s in sections.iter().filter(|s| !s.series.is_empty()) {
         draw(&dir.join(format!("{}.svg", s.key)), &s.title, &s.series)?;
     }
     let md = dir.join("RESULTS.md");
-    std::fs::write(&md, render(sections, preamble)).map_err(|source| LabError::Write { path: md, source })?;
+    std::fs::write(&md, render(sections, preamble))
+        .map_err(|source| LabError::Write { path: md, source })?;
     let json = dir.join("results.json");
-    std::fs::write(&json, serde_json::to_vec_pretty(sections)?).map_err(|source| LabError::Write { path: json, source })?;
+    std::fs::write(&json, serde_json::to_vec_pretty(sections)?)
+        .map_err(|source| LabError::Write { path: json, source })?;
     Ok(())
 }
 
 /// `12.3`, `1,234`, `0.033` — numbers the way the tables show them.
 pub fn num(v: f64) -> String {
     if v >= 100.0 {
-        let n = v.round() as u64;
-        let s = n.to_string();
-        let mut out = String::new();
-        for (i, ch) in s.chars().enumerate() {
-            if i > 0 && (s.len() - i) % 3 == 0 {
-                out.push(',');
-            }
-            out.push(ch);
-        }
-        out
+        let s = (v.round() as u64).to_string();
+        let groups: Vec<&str> = s
+            .as_bytes()
+            .rchunks(3)
+            .rev()
+            .filter_map(|g| std::str::from_utf8(g).ok())
+            .collect();
+        groups.join(",")
     } else if v >= 10.0 {
         format!("{v:.1}")
     } else {

@@ -19,7 +19,10 @@ use tokio::time::Instant;
 /// Calls each agent must complete.
 pub const CALLS: usize = 15;
 /// The upstream lets this many calls through per window.
-pub const LIMIT: RateLimitSpec = RateLimitSpec { limit: 10, window_ms: 2000 };
+pub const LIMIT: RateLimitSpec = RateLimitSpec {
+    limit: 10,
+    window_ms: 2000,
+};
 /// An agent that is not done by then gives up.
 const DEADLINE: Duration = Duration::from_secs(120);
 
@@ -45,8 +48,17 @@ pub struct AgentsRow {
     pub per_second: Vec<u64>,
 }
 
-pub async fn run_row(name: &str, agents: usize, habit: Habit, weir: bool) -> Result<AgentsRow, LabError> {
-    let up = Upstream::start(UpstreamSpec { rate_limit: Some(LIMIT), ..UpstreamSpec::with_latency(50) }).await?;
+pub async fn run_row(
+    name: &str,
+    agents: usize,
+    habit: Habit,
+    weir: bool,
+) -> Result<AgentsRow, LabError> {
+    let up = Upstream::start(UpstreamSpec {
+        rate_limit: Some(LIMIT),
+        ..UpstreamSpec::with_latency(50)
+    })
+    .await?;
     let lab_weir = match weir {
         true => Some(LabWeir::start(&up.origin(), Caching::Default, "").await?),
         false => None,
@@ -93,13 +105,27 @@ pub async fn run_row(name: &str, agents: usize, habit: Habit, weir: bool) -> Res
 }
 
 /// One call, retried per `habit` until it succeeds or `deadline` passes.
-async fn call(client: &LabClient, url: &str, habit: Habit, attempts: &AtomicU64, deadline: Instant) -> bool {
+async fn call(
+    client: &LabClient,
+    url: &str,
+    habit: Habit,
+    attempts: &AtomicU64,
+    deadline: Instant,
+) -> bool {
     while Instant::now() < deadline {
         attempts.fetch_add(1, Relaxed);
-        let Ok(mut req) = request(Method::GET, url, Credential::Token("agent-token"), Bytes::new()) else {
+        let Ok(mut req) = request(
+            Method::GET,
+            url,
+            Credential::Token("agent-token"),
+            Bytes::new(),
+        ) else {
             return false;
         };
-        req.headers_mut().insert(header::USER_AGENT, HeaderValue::from_static("copilot-swe-agent/1.0"));
+        req.headers_mut().insert(
+            header::USER_AGENT,
+            HeaderValue::from_static("copilot-swe-agent/1.0"),
+        );
         let wait = match client.send(req).await {
             Ok(a) if a.status.is_success() => return true,
             Ok(a) => match habit {
@@ -114,7 +140,13 @@ async fn call(client: &LabClient, url: &str, habit: Habit, attempts: &AtomicU64,
 }
 
 fn retry_after(h: &http::HeaderMap) -> Option<Duration> {
-    h.get(header::RETRY_AFTER)?.to_str().ok()?.trim().parse::<u64>().ok().map(Duration::from_secs)
+    h.get(header::RETRY_AFTER)?
+        .to_str()
+        .ok()?
+        .trim()
+        .parse::<u64>()
+        .ok()
+        .map(Duration::from_secs)
 }
 
 pub async fn run(_cfg: &LabConfig) -> Result<Section, LabError> {
@@ -133,7 +165,13 @@ pub async fn run(_cfg: &LabConfig) -> Result<Section, LabError> {
 
 pub fn section(rows: &[AgentsRow]) -> Section {
     let mut table = Table::new(&[
-        "scenario", "upstream req/s", "success", "wasted calls (upstream 429s)", "upstream calls", "agent attempts", "time to finish",
+        "scenario",
+        "upstream req/s",
+        "success",
+        "wasted calls (upstream 429s)",
+        "upstream calls",
+        "agent attempts",
+        "time to finish",
     ]);
     for r in rows {
         table.push(vec![

@@ -27,7 +27,11 @@ pub struct ColdResult {
 
 /// Sends `waiters` identical GETs (same identity) through a fresh Weir (default caching plus
 /// `weir_extra`) at once.
-pub async fn run_cold(waiters: usize, latency_ms: u64, weir_extra: &str) -> Result<ColdResult, LabError> {
+pub async fn run_cold(
+    waiters: usize,
+    latency_ms: u64,
+    weir_extra: &str,
+) -> Result<ColdResult, LabError> {
     let up = Upstream::start(UpstreamSpec::with_latency(latency_ms)).await?;
     let weir = LabWeir::start(&up.origin(), Caching::Default, weir_extra).await?;
     let client = LabClient::via_proxy(weir.addr());
@@ -36,7 +40,8 @@ pub async fn run_cold(waiters: usize, latency_ms: u64, weir_extra: &str) -> Resu
     for _ in 0..waiters {
         let (client, url) = (client.clone(), url.clone());
         tasks.spawn(async move {
-            let ok = matches!(client.get(&url, "cold-identity").await, Ok(a) if a.status.is_success());
+            let ok =
+                matches!(client.get(&url, "cold-identity").await, Ok(a) if a.status.is_success());
             (ok, Instant::now())
         });
     }
@@ -56,7 +61,11 @@ pub async fn run_cold(waiters: usize, latency_ms: u64, weir_extra: &str) -> Resu
         _ => f64::NAN,
     };
     let result = ColdResult {
-        name: if weir_extra.is_empty() { "Weir defaults".into() } else { "per-client rate limit off".into() },
+        name: if weir_extra.is_empty() {
+            "Weir defaults".into()
+        } else {
+            "per-client rate limit off".into()
+        },
         waiters,
         upstream_latency_ms: latency_ms,
         upstream_requests: up.counters().requests.total(),
@@ -76,10 +85,19 @@ pub async fn run() -> Result<Section, LabError> {
 }
 
 pub fn section(results: &[ColdResult]) -> Section {
-    let mut table = Table::new(&["scenario", "upstream requests", "answered 2xx", "first waiter after upstream", "last waiter after upstream"]);
+    let mut table = Table::new(&[
+        "scenario",
+        "upstream requests",
+        "answered 2xx",
+        "first waiter after upstream",
+        "last waiter after upstream",
+    ]);
     for r in results {
         table.push(vec![
-            format!("{} identical cold GETs, {} ms upstream, {}", r.waiters, r.upstream_latency_ms, r.name),
+            format!(
+                "{} identical cold GETs, {} ms upstream, {}",
+                r.waiters, r.upstream_latency_ms, r.name
+            ),
             r.upstream_requests.to_string(),
             format!("{}/{}", r.answered_ok, r.waiters),
             format!("{:.2} ms", r.first_ms),

@@ -38,18 +38,78 @@ const BUGGY: Policy = Policy::Reissue { timeout_ms: 50 };
 
 /// The rows, healthy first (every other row is divided by it).
 pub fn variants() -> Vec<Variant> {
-    let v = |name, latency_ms, policy, weir, failover, published| Variant { name, latency_ms, policy, weir, weir_extra: "", failover, published };
+    let v = |name, latency_ms, policy, weir, failover, published| Variant {
+        name,
+        latency_ms,
+        policy,
+        weir,
+        weir_extra: "",
+        failover,
+        published,
+    };
     vec![
         // Healthy: the same buggy clients, but the endpoint answers well within their 50 ms.
         v("healthy", 5, BUGGY, None, false, Some(1.0)),
         v("buggy clients", 500, BUGGY, None, false, Some(10.0)),
-        v("buggy clients after failover", 500, BUGGY, None, true, Some(10.0)),
-        v("sane timeout (1 s)", 500, Policy::Reissue { timeout_ms: 1000 }, None, false, Some(1.0)),
-        v("backoff + jitter", 500, Policy::Backoff { timeout_ms: 50, jitter: 0.25 }, None, false, Some(4.0)),
-        v("retry budget", 500, Policy::Budget { timeout_ms: 50, ratio: 0.1, max_tokens: 10.0 }, None, false, Some(1.0)),
+        v(
+            "buggy clients after failover",
+            500,
+            BUGGY,
+            None,
+            true,
+            Some(10.0),
+        ),
+        v(
+            "sane timeout (1 s)",
+            500,
+            Policy::Reissue { timeout_ms: 1000 },
+            None,
+            false,
+            Some(1.0),
+        ),
+        v(
+            "backoff + jitter",
+            500,
+            Policy::Backoff {
+                timeout_ms: 50,
+                jitter: 0.25,
+            },
+            None,
+            false,
+            Some(4.0),
+        ),
+        v(
+            "retry budget",
+            500,
+            Policy::Budget {
+                timeout_ms: 50,
+                ratio: 0.1,
+                max_tokens: 10.0,
+            },
+            None,
+            false,
+            Some(1.0),
+        ),
         // Caching and the per-client rate limit off: the only saving left is coalescing.
-        Variant { weir_extra: NO_RATE_LIMIT, ..v("buggy clients through Weir (caching off)", 500, BUGGY, Some(Caching::Off), false, None) },
-        v("buggy clients through Weir (default caching)", 500, BUGGY, Some(Caching::Default), false, None),
+        Variant {
+            weir_extra: NO_RATE_LIMIT,
+            ..v(
+                "buggy clients through Weir (caching off)",
+                500,
+                BUGGY,
+                Some(Caching::Off),
+                false,
+                None,
+            )
+        },
+        v(
+            "buggy clients through Weir (default caching)",
+            500,
+            BUGGY,
+            Some(Caching::Default),
+            false,
+            None,
+        ),
     ]
 }
 
@@ -78,7 +138,12 @@ pub async fn run_variant(cfg: &LabConfig, v: &Variant) -> Result<FleetRow, LabEr
         Some(c) => Some(LabWeir::start(&up.origin(), c, v.weir_extra).await?),
         None => None,
     };
-    let mut spec = FleetSpec::new(cfg.clients, cfg.seconds, format!("{}/agents/sessions", up.origin()), v.policy);
+    let mut spec = FleetSpec::new(
+        cfg.clients,
+        cfg.seconds,
+        format!("{}/agents/sessions", up.origin()),
+        v.policy,
+    );
     spec.proxy = weir.as_ref().map(|w| w.addr());
     spec.seed = cfg.seed;
 
@@ -106,7 +171,11 @@ pub async fn run_variant(cfg: &LabConfig, v: &Variant) -> Result<FleetRow, LabEr
     let per_second = up.counters().requests.per_second(seconds);
     // Second 0 is the ramp-up (clients start at random phases); after a failover, measure from
     // the first whole second on the standby.
-    let from = if v.failover { seconds.div_ceil(2) } else { warmup(seconds) };
+    let from = if v.failover {
+        seconds.div_ceil(2)
+    } else {
+        warmup(seconds)
+    };
     let weir_upstream_requests = weir.as_ref().map(|w| w.upstream_requests());
     if let Some(w) = weir {
         w.stop().await;
@@ -118,7 +187,11 @@ pub async fn run_variant(cfg: &LabConfig, v: &Variant) -> Result<FleetRow, LabEr
         upstream_rps: mean_rate(&per_second, from, seconds),
         amplification: 0.0,
         published: v.published,
-        success: if report.logical == 0 { 0.0 } else { report.succeeded as f64 / report.logical as f64 },
+        success: if report.logical == 0 {
+            0.0
+        } else {
+            report.succeeded as f64 / report.logical as f64
+        },
         clients: report,
         weir_upstream_requests,
         upstream_total,
@@ -135,12 +208,19 @@ pub fn warmup(seconds: usize) -> usize {
 pub async fn run_rows(cfg: &LabConfig, variants: &[Variant]) -> Result<Vec<FleetRow>, LabError> {
     let mut rows = Vec::new();
     for v in variants {
-        eprintln!("fleet: {} ({} clients × {} s)", v.name, cfg.clients, cfg.seconds);
+        eprintln!(
+            "fleet: {} ({} clients × {} s)",
+            v.name, cfg.clients, cfg.seconds
+        );
         rows.push(run_variant(cfg, v).await?);
     }
     let healthy = rows.first().map(|r| r.upstream_rps).unwrap_or(0.0);
     for r in &mut rows {
-        r.amplification = if healthy > 0.0 { r.upstream_rps / healthy } else { 0.0 };
+        r.amplification = if healthy > 0.0 {
+            r.upstream_rps / healthy
+        } else {
+            0.0
+        };
     }
     Ok(rows)
 }
@@ -152,19 +232,31 @@ pub async fn run(cfg: &LabConfig) -> Result<Section, LabError> {
 
 pub fn section(cfg: &LabConfig, rows: &[FleetRow]) -> Section {
     let mut table = Table::new(&[
-        "scenario", "upstream req/s", "amplification", "published", "success", "client p50", "client p99", "client attempts", "Weir → upstream",
+        "scenario",
+        "upstream req/s",
+        "amplification",
+        "published",
+        "success",
+        "client p50",
+        "client p99",
+        "client attempts",
+        "Weir → upstream",
     ]);
     for r in rows {
         table.push(vec![
             r.name.clone(),
             num(r.upstream_rps),
             times(r.amplification),
-            r.published.map(|p| format!("{p:.1}×")).unwrap_or_else(|| "—".into()),
+            r.published
+                .map(|p| format!("{p:.1}×"))
+                .unwrap_or_else(|| "—".into()),
             percent(r.success),
             format!("{:.0} ms", r.clients.latency.p50_ms),
             format!("{:.0} ms", r.clients.latency.p99_ms),
             r.clients.attempts.to_string(),
-            r.weir_upstream_requests.map(|n| n.to_string()).unwrap_or_else(|| "—".into()),
+            r.weir_upstream_requests
+                .map(|n| n.to_string())
+                .unwrap_or_else(|| "—".into()),
         ]);
     }
     Section {

@@ -25,7 +25,12 @@ pub struct LabConfig {
 impl LabConfig {
     /// A small, quick configuration (tests, CI).
     pub fn quick(clients: usize, seconds: u64) -> LabConfig {
-        LabConfig { clients, seconds, placement: Placement::InProcess, seed: 1 }
+        LabConfig {
+            clients,
+            seconds,
+            placement: Placement::InProcess,
+            seed: 1,
+        }
     }
 }
 
@@ -42,5 +47,11 @@ pub enum Scenario {
 }
 
 impl Scenario {
-    pub const ALL: [Scenario; 5] = [Scenario::Fleet, Scenario::Oct29, Scenario::Aug17Token, Scenario::Agents429, Scenario::Cold];
+    pub const ALL: [Scenario; 5] = [
+        Scenario::Fleet,
+        Scenario::Oct29,
+        Scenario::Aug17Token,
+        Scenario::Agents429,
+        Scenario::Cold,
+    ];
 }

@@ -35,12 +35,23 @@ pub struct Oct29Row {
 }
 
 pub fn upstream_spec() -> UpstreamSpec {
-    UpstreamSpec { failure_rate: 0.02, ..UpstreamSpec::with_latency(1200) }
+    UpstreamSpec {
+        failure_rate: 0.02,
+        ..UpstreamSpec::with_latency(1200)
+    }
 }
 
 /// One row: `weir` = `None` for direct.
-pub async fn run_row(cfg: &LabConfig, developers: usize, weir: Option<Caching>) -> Result<Oct29Row, LabError> {
-    let up = Upstream::start(UpstreamSpec { seed: cfg.seed, ..upstream_spec() }).await?;
+pub async fn run_row(
+    cfg: &LabConfig,
+    developers: usize,
+    weir: Option<Caching>,
+) -> Result<Oct29Row, LabError> {
+    let up = Upstream::start(UpstreamSpec {
+        seed: cfg.seed,
+        ..upstream_spec()
+    })
+    .await?;
     let lab_weir = match weir {
         Some(c) => Some(LabWeir::start(&up.origin(), c, "").await?),
         None => None,
@@ -60,7 +71,15 @@ pub async fn run_row(cfg: &LabConfig, developers: usize, weir: Option<Caching>) 
         surfaces.push(Surface::browser(d));
         for (i, s) in surfaces.into_iter().enumerate() {
             let seed = cfg.seed ^ ((d * 16 + i) as u64);
-            tasks.spawn(poll_loop(client.clone(), list_url.clone(), s, start, end, polls.clone(), seed));
+            tasks.spawn(poll_loop(
+                client.clone(),
+                list_url.clone(),
+                s,
+                start,
+                end,
+                polls.clone(),
+                seed,
+            ));
         }
         let creator = CreateLoop {
             client: client.clone(),
@@ -121,7 +140,16 @@ pub async fn run(cfg: &LabConfig) -> Result<Section, LabError> {
 
 pub fn section(cfg: &LabConfig, rows: &[Oct29Row]) -> Section {
     let mut table = Table::new(&[
-        "scenario", "upstream req/s", "success", "list p50", "list p99", "list errors", "creates", "answered 202 (queued)", "lost", "doubled",
+        "scenario",
+        "upstream req/s",
+        "success",
+        "list p50",
+        "list p99",
+        "list errors",
+        "creates",
+        "answered 202 (queued)",
+        "lost",
+        "doubled",
     ]);
     for r in rows {
         table.push(vec![

@@ -29,14 +29,32 @@ pub struct Surface {
 impl Surface {
     pub fn vscode(dev: usize) -> Surface {
         let ua = "Visual Studio Code/1.105.0 GitHubCopilotChat/0.32.0";
-        Surface { user_agent: ua, period: Duration::from_secs(5), retries: 2, cookie: false, secret: format!("vsc-{dev}") }
+        Surface {
+            user_agent: ua,
+            period: Duration::from_secs(5),
+            retries: 2,
+            cookie: false,
+            secret: format!("vsc-{dev}"),
+        }
     }
     pub fn cli(dev: usize) -> Surface {
-        Surface { user_agent: "GitHub CLI 2.81.0", period: Duration::from_secs(10), retries: 1, cookie: false, secret: format!("gh-{dev}") }
+        Surface {
+            user_agent: "GitHub CLI 2.81.0",
+            period: Duration::from_secs(10),
+            retries: 1,
+            cookie: false,
+            secret: format!("gh-{dev}"),
+        }
     }
     pub fn browser(dev: usize) -> Surface {
         let ua = "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/141.0 Safari/537.36";
-        Surface { user_agent: ua, period: Duration::from_secs(10), retries: 0, cookie: true, secret: format!("web-{dev}") }
+        Surface {
+            user_agent: ua,
+            period: Duration::from_secs(10),
+            retries: 0,
+            cookie: true,
+            secret: format!("web-{dev}"),
+        }
     }
 
     fn credential(&self) -> Credential<'_> {
@@ -81,13 +99,25 @@ impl PollTally {
             calls: self.calls.load(Relaxed),
             errors: self.errors.load(Relaxed),
             attempts: self.attempts.load(Relaxed),
-            latency: self.latencies.lock().map(|l| l.percentiles()).unwrap_or_default(),
+            latency: self
+                .latencies
+                .lock()
+                .map(|l| l.percentiles())
+                .unwrap_or_default(),
         }
     }
 }
 
 /// Polls `url` every `surface.period` (random phase) until `end`.
-pub async fn poll_loop(client: LabClient, url: String, surface: Surface, start: Instant, end: Instant, tally: std::sync::Arc<PollTally>, seed: u64) {
+pub async fn poll_loop(
+    client: LabClient,
+    url: String,
+    surface: Surface,
+    start: Instant,
+    end: Instant,
+    tally: std::sync::Arc<PollTally>,
+    seed: u64,
+) {
     let mut rng = StdRng::seed_from_u64(seed);
     let mut next = start + surface.period.mul_f64(rng.gen::<f64>());
     while next < end {
@@ -97,7 +127,10 @@ pub async fn poll_loop(client: LabClient, url: String, surface: Surface, start: 
         let mut ok = false;
         for _ in 0..=surface.retries {
             tally.attempts.fetch_add(1, Relaxed);
-            if send(&client, Method::GET, &url, &surface, Bytes::new()).await.is_some_and(|s| s.is_success()) {
+            if send(&client, Method::GET, &url, &surface, Bytes::new())
+                .await
+                .is_some_and(|s| s.is_success())
+            {
                 ok = true;
                 break;
             }
@@ -114,9 +147,18 @@ pub async fn poll_loop(client: LabClient, url: String, surface: Surface, start: 
 }
 
 /// The status of one request, `None` if it failed without an answer.
-async fn send(client: &LabClient, method: Method, url: &str, s: &Surface, body: Bytes) -> Option<http::StatusCode> {
+async fn send(
+    client: &LabClient,
+    method: Method,
+    url: &str,
+    s: &Surface,
+    body: Bytes,
+) -> Option<http::StatusCode> {
     let mut req = request(method, url, s.credential(), body).ok()?;
-    req.headers_mut().insert(http::header::USER_AGENT, HeaderValue::from_static(s.user_agent));
+    req.headers_mut().insert(
+        http::header::USER_AGENT,
+        HeaderValue::from_static(s.user_agent),
+    );
     client.send(req).await.ok().map(|a| a.status)
 }
 

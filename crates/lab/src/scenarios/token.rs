@@ -33,7 +33,13 @@ impl TokenTimes {
         let refresh_in_s = (seconds / 3).max(2);
         let slow_ms = refresh_in_s * 300;
         let client_timeout_ms = slow_ms / 10;
-        TokenTimes { refresh_in_s, healthy_ms: client_timeout_ms / 3, slow_ms, client_timeout_ms, margin_ms: refresh_in_s * 200 }
+        TokenTimes {
+            refresh_in_s,
+            healthy_ms: client_timeout_ms / 3,
+            slow_ms,
+            client_timeout_ms,
+            margin_ms: refresh_in_s * 200,
+        }
     }
 }
 
@@ -47,7 +53,13 @@ pub struct TokenRow {
     pub per_second: Vec<u64>,
 }
 
-async fn run_row(cfg: &LabConfig, name: &str, t: TokenTimes, slow: bool, weir: bool) -> Result<TokenRow, LabError> {
+async fn run_row(
+    cfg: &LabConfig,
+    name: &str,
+    t: TokenTimes,
+    slow: bool,
+    weir: bool,
+) -> Result<TokenRow, LabError> {
     let latency = if slow { t.slow_ms } else { t.healthy_ms };
     let spec = UpstreamSpec {
         token_refresh_in_s: t.refresh_in_s,
@@ -61,7 +73,14 @@ async fn run_row(cfg: &LabConfig, name: &str, t: TokenTimes, slow: bool, weir: b
         false => None,
     };
     let url = format!("{}/copilot_internal/v2/token", up.origin());
-    let mut fleet = FleetSpec::new(cfg.clients, cfg.seconds, url, Policy::Reissue { timeout_ms: t.client_timeout_ms });
+    let mut fleet = FleetSpec::new(
+        cfg.clients,
+        cfg.seconds,
+        url,
+        Policy::Reissue {
+            timeout_ms: t.client_timeout_ms,
+        },
+    );
     fleet.pollers = WINDOWS;
     fleet.schedule = Schedule::TokenRefreshIn;
     fleet.period_ms = t.refresh_in_s * 1000;
@@ -83,7 +102,11 @@ async fn run_row(cfg: &LabConfig, name: &str, t: TokenTimes, slow: bool, weir: b
         name: name.to_string(),
         upstream_rps: mean_rate(&per_second, from, seconds),
         amplification: 0.0,
-        success: if report.logical == 0 { 0.0 } else { report.succeeded as f64 / report.logical as f64 },
+        success: if report.logical == 0 {
+            0.0
+        } else {
+            report.succeeded as f64 / report.logical as f64
+        },
         client_attempts: report.attempts,
         per_second,
     })
@@ -97,20 +120,39 @@ pub async fn run(cfg: &LabConfig) -> Result<Section, LabError> {
         ("slow endpoint + reissue bug", true, false),
         ("slow endpoint + reissue bug, through Weir", true, true),
     ] {
-        eprintln!("aug17-token: {name} ({} developers × {WINDOWS} windows × {} s)", cfg.clients, cfg.seconds);
+        eprintln!(
+            "aug17-token: {name} ({} developers × {WINDOWS} windows × {} s)",
+            cfg.clients, cfg.seconds
+        );
         rows.push(run_row(cfg, name, t, slow, weir).await?);
     }
     let healthy = rows[0].upstream_rps;
     for r in &mut rows {
-        r.amplification = if healthy > 0.0 { r.upstream_rps / healthy } else { 0.0 };
+        r.amplification = if healthy > 0.0 {
+            r.upstream_rps / healthy
+        } else {
+            0.0
+        };
     }
     Ok(section(cfg, t, &rows))
 }
 
 pub fn section(cfg: &LabConfig, t: TokenTimes, rows: &[TokenRow]) -> Section {
-    let mut table = Table::new(&["scenario", "upstream req/s", "amplification", "success", "client attempts"]);
+    let mut table = Table::new(&[
+        "scenario",
+        "upstream req/s",
+        "amplification",
+        "success",
+        "client attempts",
+    ]);
     for r in rows {
-        table.push(vec![r.name.clone(), num(r.upstream_rps), times(r.amplification), percent(r.success), r.client_attempts.to_string()]);
+        table.push(vec![
+            r.name.clone(),
+            num(r.upstream_rps),
+            times(r.amplification),
+            percent(r.success),
+            r.client_attempts.to_string(),
+        ]);
     }
     Section {
         key: "aug17-token".into(),
@@ -136,7 +178,16 @@ mod tests {
     #[test]
     fn scaled_times_keep_their_ratios() {
         let t = TokenTimes::for_seconds(30);
-        assert_eq!((t.refresh_in_s, t.slow_ms, t.client_timeout_ms, t.healthy_ms, t.margin_ms), (10, 3000, 300, 100, 2000));
+        assert_eq!(
+            (
+                t.refresh_in_s,
+                t.slow_ms,
+                t.client_timeout_ms,
+                t.healthy_ms,
+                t.margin_ms
+            ),
+            (10, 3000, 300, 100, 2000)
+        );
         let t = TokenTimes::for_seconds(5);
         assert_eq!(t.refresh_in_s, 2);
         assert!(t.healthy_ms < t.client_timeout_ms && t.client_timeout_ms * 10 == t.slow_ms);

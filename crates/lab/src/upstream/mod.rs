@@ -46,7 +46,12 @@ impl Upstream {
         let responder = Arc::new(Responder::new(spec, counters.clone()));
         let (generation, _) = watch::channel(0u64);
         let accept = tokio::spawn(accept_loop(listener, responder, generation.clone()));
-        Ok(Upstream { addr, counters, generation, accept })
+        Ok(Upstream {
+            addr,
+            counters,
+            generation,
+            accept,
+        })
     }
 
     pub fn addr(&self) -> SocketAddr {
@@ -74,7 +79,11 @@ impl Upstream {
     }
 }
 
-async fn accept_loop(listener: TcpListener, responder: Arc<Responder>, generation: watch::Sender<u64>) {
+async fn accept_loop(
+    listener: TcpListener,
+    responder: Arc<Responder>,
+    generation: watch::Sender<u64>,
+) {
     loop {
         let stream = match listener.accept().await {
             Ok((s, _)) => s,
@@ -92,7 +101,9 @@ async fn accept_loop(listener: TcpListener, responder: Arc<Responder>, generatio
                 let r = responder.clone();
                 async move { Ok::<_, Infallible>(r.respond(req).await) }
             });
-            let conn = http1::Builder::new().keep_alive(true).serve_connection(TokioIo::new(stream), svc);
+            let conn = http1::Builder::new()
+                .keep_alive(true)
+                .serve_connection(TokioIo::new(stream), svc);
             tokio::select! {
                 _ = conn => {}
                 // Failover or stop: dropping the connection closes the socket mid-request.

@@ -27,7 +27,13 @@ impl Responder {
     pub fn new(spec: UpstreamSpec, counters: Arc<UpstreamCounters>) -> Responder {
         let rng = Mutex::new(StdRng::seed_from_u64(spec.seed));
         let list_body = list_body(spec.list_body_bytes);
-        Responder { spec, counters, list_body, rng, window: Mutex::new((Instant::now(), 0)) }
+        Responder {
+            spec,
+            counters,
+            list_body,
+            rng,
+            window: Mutex::new((Instant::now(), 0)),
+        }
     }
 
     pub async fn respond(&self, req: Request<Incoming>) -> Response<Full<Bytes>> {
@@ -36,8 +42,12 @@ impl Responder {
             self.counters.rate_limited.fetch_add(1, Relaxed);
             let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
             let body = r#"{"message":"You have exceeded a secondary rate limit. Please wait a few minutes before you try again."}"#;
-            let mut resp = json(StatusCode::TOO_MANY_REQUESTS, Bytes::from_static(body.as_bytes()));
-            resp.headers_mut().insert(header::RETRY_AFTER, secs.max(1).into());
+            let mut resp = json(
+                StatusCode::TOO_MANY_REQUESTS,
+                Bytes::from_static(body.as_bytes()),
+            );
+            resp.headers_mut()
+                .insert(header::RETRY_AFTER, secs.max(1).into());
             return resp;
         }
         let path = req.uri().path().to_string();
@@ -69,16 +79,29 @@ impl Responder {
         let resp = if fail {
             self.counters.failed.fetch_add(1, Relaxed);
             if after_work {
-                json(StatusCode::GATEWAY_TIMEOUT, Bytes::from_static(br#"{"message":"We couldn't respond to your request in time."}"#))
+                json(
+                    StatusCode::GATEWAY_TIMEOUT,
+                    Bytes::from_static(
+                        br#"{"message":"We couldn't respond to your request in time."}"#,
+                    ),
+                )
             } else {
-                json(StatusCode::INTERNAL_SERVER_ERROR, Bytes::from_static(br#"{"message":"Server Error"}"#))
+                json(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    Bytes::from_static(br#"{"message":"Server Error"}"#),
+                )
             }
         } else {
             match route {
-                Route::List if by_repo => json(StatusCode::OK, Bytes::from(self.counters.sessions_json())),
+                Route::List if by_repo => {
+                    json(StatusCode::OK, Bytes::from(self.counters.sessions_json()))
+                }
                 Route::List => json(StatusCode::OK, self.list_body.clone()),
                 Route::Token => json(StatusCode::OK, self.token_body()),
-                Route::Create => json(StatusCode::CREATED, created_body(intent.as_ref().map(|i| i.0.as_str()).unwrap_or(""))),
+                Route::Create => json(
+                    StatusCode::CREATED,
+                    created_body(intent.as_ref().map(|i| i.0.as_str()).unwrap_or("")),
+                ),
                 Route::Other => json(StatusCode::OK, Bytes::from_static(br#"{"ok":true}"#)),
             }
         };
@@ -108,11 +131,17 @@ impl Responder {
             return (false, false);
         }
         let mut rng = self.rng.lock().unwrap_or_else(|p| p.into_inner());
-        (rng.gen_bool(self.spec.failure_rate.min(1.0)), rng.gen_bool(0.5))
+        (
+            rng.gen_bool(self.spec.failure_rate.min(1.0)),
+            rng.gen_bool(0.5),
+        )
     }
 
     fn token_body(&self) -> Bytes {
-        let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().as_secs();
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_secs();
         let n = self.counters.token_requests.load(Relaxed);
         let exp = now + self.spec.token_expires_in_s;
         Bytes::from(format!(
@@ -150,7 +179,12 @@ async fn read_intent(body: Incoming) -> (String, String) {
         return (String::new(), String::new());
     };
     let v: serde_json::Value = serde_json::from_slice(&collected.to_bytes()).unwrap_or_default();
-    let field = |k: &str| v.get(k).and_then(|i| i.as_str()).unwrap_or_default().to_string();
+    let field = |k: &str| {
+        v.get(k)
+            .and_then(|i| i.as_str())
+            .unwrap_or_default()
+            .to_string()
+    };
     (field("intent"), field("problem_statement"))
 }
 
@@ -167,7 +201,9 @@ fn list_body(size: usize) -> Bytes {
         if i > 0 {
             s.push(',');
         }
-        s.push_str(&format!(r#"{{"id":"s{i:06}","state":"in_progress","repo":"octo/lab","name":"task {i}"}}"#));
+        s.push_str(&format!(
+            r#"{{"id":"s{i:06}","state":"in_progress","repo":"octo/lab","name":"task {i}"}}"#
+        ));
         i += 1;
     }
     s.push_str("]}");
@@ -177,7 +213,10 @@ fn list_body(size: usize) -> Bytes {
 fn json(status: StatusCode, body: Bytes) -> Response<Full<Bytes>> {
     let mut resp = Response::new(Full::new(body));
     *resp.status_mut() = status;
-    resp.headers_mut().insert(header::CONTENT_TYPE, http::HeaderValue::from_static("application/json"));
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/json"),
+    );
     resp
 }
 
@@ -188,8 +227,14 @@ mod tests {
     #[test]
     fn routes_and_bodies() {
         assert_eq!(Route::of(&Method::GET, "/agents/sessions"), Route::List);
-        assert_eq!(Route::of(&Method::POST, "/agents/swe/v1/jobs/o/r"), Route::Create);
-        assert_eq!(Route::of(&Method::GET, "/copilot_internal/v2/token"), Route::Token);
+        assert_eq!(
+            Route::of(&Method::POST, "/agents/swe/v1/jobs/o/r"),
+            Route::Create
+        );
+        assert_eq!(
+            Route::of(&Method::GET, "/copilot_internal/v2/token"),
+            Route::Token
+        );
         assert_eq!(Route::of(&Method::GET, "/repos/o/r"), Route::Other);
         let b = list_body(1024);
         assert!(b.len() <= 1024 && b.len() > 900, "{}", b.len());

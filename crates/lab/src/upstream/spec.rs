@@ -65,7 +65,11 @@ impl Default for UpstreamSpec {
 impl UpstreamSpec {
     /// Every route answers after `ms`.
     pub fn with_latency(ms: u64) -> UpstreamSpec {
-        UpstreamSpec { latency_ms: ms, token_latency_ms: ms, ..UpstreamSpec::default() }
+        UpstreamSpec {
+            latency_ms: ms,
+            token_latency_ms: ms,
+            ..UpstreamSpec::default()
+        }
     }
 }
 
@@ -89,7 +93,10 @@ pub struct UpstreamCounters {
 impl UpstreamCounters {
     /// Records that the session for `intent` was created (again).
     pub(crate) fn created(&self, intent: &str, problem_statement: &str) {
-        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_secs();
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_secs();
         if let Ok(mut m) = self.creates.lock() {
             let e = m.entry(intent.to_string()).or_insert_with(|| Created {
                 times: 0,
@@ -102,7 +109,10 @@ impl UpstreamCounters {
 
     /// How many times each intent was created.
     pub fn creates(&self) -> BTreeMap<String, u32> {
-        self.creates.lock().map(|m| m.iter().map(|(k, v)| (k.clone(), v.times)).collect()).unwrap_or_default()
+        self.creates
+            .lock()
+            .map(|m| m.iter().map(|(k, v)| (k.clone(), v.times)).collect())
+            .unwrap_or_default()
     }
 
     /// The created sessions as the session list shows them (what Weir's in-doubt lookup reads).

@@ -1,0 +1,188 @@
+#!/usr/bin/env bash
+# Overhead of Weir against a direct connection and against nginx, in one run, on loopback.
+#
+#   scripts/bench-overhead.sh [SECONDS]        (default 10 s per throughput run)
+#
+# Starts (all on 127.0.0.1, all stopped at exit): the lab upstream (`weir-lab upstream`, answers
+# at once), `weir serve` (release) managing it, and nginx 1.22 with its own temporary config as a
+# caching reverse proxy (proxy_cache) and as a plain reverse proxy. Then, per target, wrk
+# measures throughput (2 threads, 64 connections) and unloaded latency (1 connection).
+#
+# Why wrk with Lua: wrk writes whatever `wrk.path` holds as the request target, so a script that
+# sets `wrk.path = "http://127.0.0.1:UP/agents/sessions"` makes wrk send absolute-form requests
+# to the address on its command line, which is exactly what a tool with HTTP_PROXY sends to
+# Weir. The same C load generator then measures every target, and it costs less CPU than any
+# client we would write (everything shares 2 cores here).
+#
+# Memory: VmRSS of `weir serve` idle, holding 1,000 open keep-alive client connections
+# (`weir-lab hold`), and after the load runs.
+#
+# Needs: wrk, nginx (apt-get install wrk nginx-light or nginx), curl. Output: out/bench/overhead.md.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SECS="${1:-10}"
+TARGET_DIR="${CARGO_TARGET_DIR:-target}"
+OUT=out/bench
+mkdir -p "$OUT"
+
+for tool in wrk nginx curl; do
+  command -v "$tool" >/dev/null || { echo "bench-overhead: $tool is not installed (apt-get install $tool)" >&2; exit 2; }
+done
+
+cargo build --release -q -p weir -p weir-lab
+WEIR="$TARGET_DIR/release/weir"
+LAB="$TARGET_DIR/release/weir-lab"
+
+TMP="$(mktemp -d)"
+PIDS=()
+cleanup() {
+  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+  for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
+  rm -rf "$TMP"
+}
+trap cleanup EXIT
+
+wait_for() { # URL: until it answers (at most 10 s)
+  for _ in $(seq 100); do curl -s -o /dev/null "$1" && return 0; sleep 0.1; done
+  echo "bench-overhead: $1 did not come up" >&2; exit 1
+}
+rss_kb() { awk '/^VmRSS/ {print $2}' "/proc/$1/status"; }
+
+# --- the upstream -------------------------------------------------------------------------
+"$LAB" upstream --latency-ms 0 >"$TMP/up.out" &
+PIDS+=($!)
+for _ in $(seq 100); do [ -s "$TMP/up.out" ] && break; sleep 0.1; done
+UP="$(head -1 "$TMP/up.out")"          # http://127.0.0.1:PORT
+UP_HOSTPORT="${UP#http://}"
+wait_for "$UP/agents/sessions"
+
+# --- Weir -------------------------------------------------------------------------------------
+WEIR_PORT="$("$LAB" free-port)"
+"$LAB" weir-config --upstream "$UP" --listen "127.0.0.1:$WEIR_PORT" >"$TMP/weir.toml"
+WEIR_LOG=warn "$WEIR" serve --config "$TMP/weir.toml" --data-dir "$TMP/weir-data" >"$TMP/weir.out" 2>&1 &
+WEIR_PID=$!
+PIDS+=("$WEIR_PID")
+wait_for "http://127.0.0.1:$WEIR_PORT/_weir/api/status"
+sleep 1
+RSS_IDLE="$(rss_kb "$WEIR_PID")"
+
+# --- nginx ------------------------------------------------------------------------------------
+NGX_CACHE="$("$LAB" free-port)"
+NGX_PLAIN="$("$LAB" free-port)"
+mkdir -p "$TMP/nginx/cache" "$TMP/nginx/tmp"
+cat >"$TMP/nginx/nginx.conf" <<EOF
+worker_processes 2;
+daemon off;
+pid $TMP/nginx/nginx.pid;
+error_log $TMP/nginx/error.log warn;
+$( [ "$(id -u)" = 0 ] && echo "user root;" )
+events { worker_connections 4096; }
+http {
+  access_log off;
+  client_body_temp_path $TMP/nginx/tmp/body;
+  proxy_temp_path $TMP/nginx/tmp/proxy;
+  fastcgi_temp_path $TMP/nginx/tmp/fastcgi;
+  uwsgi_temp_path $TMP/nginx/tmp/uwsgi;
+  scgi_temp_path $TMP/nginx/tmp/scgi;
+  proxy_cache_path $TMP/nginx/cache levels=1:2 keys_zone=lab:10m max_size=64m inactive=60s use_temp_path=off;
+  upstream lab { server $UP_HOSTPORT; keepalive 64; }
+  server {
+    listen 127.0.0.1:$NGX_CACHE;
+    location / {
+      proxy_pass http://lab;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+      proxy_cache lab;
+      # Per identity, as Weir keys its cache.
+      proxy_cache_key "\$request_uri|\$http_authorization";
+      proxy_cache_valid 200 15s;
+      proxy_cache_lock on;
+    }
+  }
+  server {
+    listen 127.0.0.1:$NGX_PLAIN;
+    location / {
+      proxy_pass http://lab;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+    }
+  }
+}
+EOF
+nginx -p "$TMP/nginx" -c "$TMP/nginx/nginx.conf" &
+PIDS+=($!)
+wait_for "http://127.0.0.1:$NGX_PLAIN/agents/sessions"
+
+# --- wrk scripts ---------------------------------------------------------------------------
+lua() { # NAME PATH: a wrk script sending PATH (absolute or origin form) with one identity
+  cat >"$TMP/$1.lua" <<EOF
+wrk.path = "$2"
+wrk.headers["Authorization"] = "token gho_bench"
+wrk.headers["Accept"] = "application/json"
+EOF
+}
+lua proxy-hit "$UP/agents/sessions"
+lua proxy-pass "$UP/repos/octo/lab"
+lua origin-hit "/agents/sessions"
+lua origin-pass "/repos/octo/lab"
+
+to_us() { # "123.45us" | "1.23ms" | "1.01s" -> microseconds
+  awk -v v="$1" 'BEGIN { n = v + 0; if (v ~ /us$/) print n; else if (v ~ /ms$/) print n * 1000; else if (v ~ /s$/) print n * 1000000; else print n }'
+}
+measure() { # LABEL URL SCRIPT: prints "label|rps|p50us|p99us|lat_p50us|lat_p99us"
+  local label="$1" url="$2" script="$TMP/$3.lua"
+  wrk -t1 -c8 -d2s -s "$script" "$url" >/dev/null           # warm-up (fills caches, pools)
+  wrk -t2 -c64 -d"${SECS}s" --latency -s "$script" "$url" >"$TMP/tp.txt"
+  wrk -t1 -c1 -d5s --latency -s "$script" "$url" >"$TMP/lat.txt"
+  local rps p50 p99 l50 l99 non2xx
+  rps="$(awk '/^Requests\/sec/ {print $2}' "$TMP/tp.txt")"
+  p50="$(to_us "$(awk '$1 == "50%" {print $2}' "$TMP/tp.txt")")"
+  p99="$(to_us "$(awk '$1 == "99%" {print $2}' "$TMP/tp.txt")")"
+  l50="$(to_us "$(awk '$1 == "50%" {print $2}' "$TMP/lat.txt")")"
+  l99="$(to_us "$(awk '$1 == "99%" {print $2}' "$TMP/lat.txt")")"
+  non2xx="$(awk '/Non-2xx/ {s += $5} END {print s + 0}' "$TMP/tp.txt" "$TMP/lat.txt")"
+  echo "$label|$rps|$p50|$p99|$l50|$l99|${non2xx:-0}"
+}
+
+W="http://127.0.0.1:$WEIR_PORT"
+{
+  measure "direct (list path)" "$UP/" origin-hit
+  measure "Weir, cache hit (list)" "$W/" proxy-hit
+  measure "nginx proxy_cache, hit" "http://127.0.0.1:$NGX_CACHE/" origin-hit
+  measure "direct (pass-through path)" "$UP/" origin-pass
+  measure "Weir, pass-through (other)" "$W/" proxy-pass
+  measure "nginx plain reverse proxy" "http://127.0.0.1:$NGX_PLAIN/" origin-pass
+} >"$TMP/results.txt"
+RSS_AFTER="$(rss_kb "$WEIR_PID")"
+
+# --- memory with 1,000 open client connections -------------------------------------------
+"$LAB" hold --proxy "127.0.0.1:$WEIR_PORT" --url "$UP/agents/sessions" --conns 1000 --seconds 30 >"$TMP/hold.out" &
+HOLD_PID=$!
+PIDS+=("$HOLD_PID")
+for _ in $(seq 300); do grep -q '^held' "$TMP/hold.out" 2>/dev/null && break; sleep 0.1; done
+sleep 1
+HELD="$(awk '/^held/ {print $2}' "$TMP/hold.out")"
+RSS_HELD="$(rss_kb "$WEIR_PID")"
+kill "$HOLD_PID" 2>/dev/null || true
+
+# --- report -----------------------------------------------------------------------------------
+{
+  echo "| target | req/s (2 threads, 64 conns, ${SECS} s) | p50 | p99 | unloaded p50 (1 conn) | unloaded p99 | added unloaded p50 vs direct | non-2xx |"
+  echo "|---|--:|--:|--:|--:|--:|--:|--:|"
+  base=""
+  while IFS='|' read -r label rps p50 p99 l50 l99 non2xx; do
+    case "$label" in direct*) base="$l50" ;; esac
+    added="$(awk -v a="$l50" -v b="$base" 'BEGIN { printf "%+.0f µs", a - b }')"
+    [ "${label#direct}" != "$label" ] && added="—"
+    printf "| %s | %s | %.0f µs | %.0f µs | %.0f µs | %.0f µs | %s | %s |\n" \
+      "$label" "$(printf '%.0f' "$rps")" "$p50" "$p99" "$l50" "$l99" "$added" "$non2xx"
+  done <"$TMP/results.txt"
+  echo
+  echo "| weir serve (release) | VmRSS |"
+  echo "|---|--:|"
+  echo "| idle, just started | $((RSS_IDLE / 1024)) MiB ($RSS_IDLE kB) |"
+  echo "| after the load runs above | $((RSS_AFTER / 1024)) MiB ($RSS_AFTER kB) |"
+  echo "| holding ${HELD:-0} open client connections | $((RSS_HELD / 1024)) MiB ($RSS_HELD kB) |"
+  echo
+  echo "Machine: $(nproc) CPUs ($(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo)), Linux $(uname -r), $(rustc --version), $(nginx -v 2>&1 | sed 's/^nginx version: //'), $(wrk --version 2>&1 | head -1 | awk '{print $1, $2}')."
+} | tee "$OUT/overhead.md"

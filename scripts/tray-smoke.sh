@@ -1,0 +1,253 @@
+#!/usr/bin/env bash
+# tray-smoke.sh: end-to-end smoke test of the real tray app (weir-tray), headless.
+#
+#   1. builds weir-tray (or uses $WEIR_TRAY_BIN), then re-runs itself under
+#      scripts/with-keychain.sh: a private session bus (`dbus-run-session`) with an unlocked,
+#      throwaway gnome-keyring, XDG dirs in temp dirs, so nothing touches the developer's
+#      desktop, keyring, autostart entries or notifications;
+#   2. starts Xvfb on a free display (-displayfd), dunst (notification server), `dbus-monitor`
+#      watching org.freedesktop.Notifications, and a loopback upstream that can be switched to
+#      answer 500s;
+#   3. writes a config with `[[upstream]] copilot-api` pointing at that upstream and a free
+#      `listen` port, and starts weir-tray with it;
+#   4. finds the tray item on D-Bus (the app's connections, `/org/ayatana/NotificationItem/*`),
+#      reads the menu with com.canonical.dbusmenu.GetLayout and clicks items with .Event:
+#      Pause/Resume (labels change), "Copy shell proxy settings" (a Notify call is seen),
+#      "Open dashboard" (window appears; screenshot saved to out/tray-dashboard.png);
+#   5. breaks the upstream and sends requests through the proxy: the menu's copilot-api line
+#      must turn OPEN and a "circuit open" notification must be sent;
+#   6. clicks Quit: the app must drain and exit 0.
+# Every check prints PASS/FAIL; the script exits 1 if any failed.
+#
+# Needs (Debian): apt-get install -y --no-install-recommends xvfb xauth imagemagick dunst \
+#   dbus-x11 gnome-keyring x11-utils libglib2.0-bin curl python3  (+ Tauri's build packages).
+# Env: WEIR_TRAY_BIN=path    use this binary instead of `cargo build -p weir-tray`
+#      WEIR_SMOKE_OUT=dir    where the screenshot goes (default: <repo>/out)
+#      WEIR_SMOKE_BREAKER=0  report a missing breaker transition as SKIP instead of FAIL
+#      WEIR_SMOKE_KEEP=1     keep the temp dir (logs) for inspection
+# Example: scripts/tray-smoke.sh      or   WEIR_TRAY_BIN=target/debug/weir-tray scripts/tray-smoke.sh
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+
+if [[ -z "${WEIR_SMOKE_IN_SESSION:-}" ]]; then
+    for tool in dbus-run-session gnome-keyring-daemon Xvfb dunst dbus-monitor gdbus import identify xwininfo curl python3; do
+        command -v "$tool" >/dev/null || { echo "tray-smoke.sh: missing $tool (see the header for packages)" >&2; exit 127; }
+    done
+    if [[ -z "${WEIR_TRAY_BIN:-}" ]]; then
+        echo "tray-smoke.sh: building weir-tray"
+        (cd "$ROOT" && cargo build -p weir-tray)
+        target=$(cd "$ROOT" && cargo metadata --format-version 1 --no-deps |
+            python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')
+        WEIR_TRAY_BIN="$target/debug/weir-tray"
+    fi
+    [[ -x "$WEIR_TRAY_BIN" ]] || { echo "tray-smoke.sh: $WEIR_TRAY_BIN is not an executable" >&2; exit 127; }
+    WEIR_TRAY_BIN=$(cd "$(dirname "$WEIR_TRAY_BIN")" && pwd)/$(basename "$WEIR_TRAY_BIN")
+    export WEIR_TRAY_BIN WEIR_SMOKE_IN_SESSION=1
+    # with-keychain.sh sets XDG_DATA_HOME/XDG_RUNTIME_DIR before the bus starts, so services the
+    # bus activates (the Secret Service) inherit them too.
+    exec "$ROOT/scripts/with-keychain.sh" bash "${BASH_SOURCE[0]}" "$@"
+fi
+
+# ---------------------------------------------------------------- inside the private session
+TMP=$(mktemp -d /tmp/weir-tray-smoke.XXXXXX)
+OUT=${WEIR_SMOKE_OUT:-$ROOT/out}
+mkdir -p "$OUT"
+PIDS=()
+FAILED=0
+
+cleanup() {
+    local pid
+    for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+    wait 2>/dev/null || true
+    if [[ -n "${WEIR_SMOKE_KEEP:-}" ]]; then echo "logs kept in $TMP"; else rm -rf "$TMP"; fi
+}
+trap cleanup EXIT
+
+pass() { echo "PASS  $*"; }
+fail() { echo "FAIL  $*"; FAILED=1; }
+skip() { echo "SKIP  $*"; }
+die() {
+    echo "FAIL  $*"
+    echo "----- app log (last 40 lines) -----"; tail -n 40 "$TMP/app.log" 2>/dev/null || true
+    exit 1
+}
+free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+
+# XDG_DATA_HOME and XDG_RUNTIME_DIR are already private (with-keychain.sh); the rest here.
+[[ "${XDG_DATA_HOME:-}" == /tmp/* || "${XDG_DATA_HOME:-}" == "${TMPDIR:-/tmp}"/* ]] ||
+    { echo "tray-smoke.sh: XDG_DATA_HOME is not a temp dir; run this script directly" >&2; exit 2; }
+export XDG_CONFIG_HOME=$TMP/xdg-config XDG_CACHE_HOME=$TMP/xdg-cache
+mkdir -p "$XDG_CONFIG_HOME" "$XDG_CACHE_HOME"
+export NO_AT_BRIDGE=1 GTK_A11Y=none WEIR_LOG=${WEIR_LOG:-weir=info,weir_tray=debug}
+
+# --- X server on a free display number
+Xvfb -displayfd 3 -screen 0 1280x800x24 -nolisten tcp 3>"$TMP/display" 2>"$TMP/xvfb.log" &
+PIDS+=($!)
+for _ in $(seq 50); do [[ -s "$TMP/display" ]] && break; sleep 0.1; done
+[[ -s "$TMP/display" ]] || die "Xvfb did not start: $(cat "$TMP/xvfb.log")"
+export DISPLAY=":$(head -n1 "$TMP/display")"
+
+# --- notification server and a monitor of what the app sends it
+bus() { gdbus call --session --dest org.freedesktop.DBus --object-path /org/freedesktop/DBus --method "org.freedesktop.DBus.$1" "${@:2}"; }
+dunst >"$TMP/dunst.log" 2>&1 &
+PIDS+=($!)
+for _ in $(seq 50); do bus NameHasOwner org.freedesktop.Notifications 2>/dev/null | grep -q true && break; sleep 0.1; done
+bus NameHasOwner org.freedesktop.Notifications | grep -q true || die "dunst did not take org.freedesktop.Notifications"
+dbus-monitor --session "type='method_call',interface='org.freedesktop.Notifications',member='Notify'" >"$TMP/notify.log" 2>&1 &
+PIDS+=($!)
+
+# --- loopback upstream: 200 while $TMP/mode says ok, 500 while it says fail
+echo ok >"$TMP/mode"
+cat >"$TMP/upstream.py" <<'PY'
+import http.server, json, sys
+port, mode_file = int(sys.argv[1]), sys.argv[2]
+class H(http.server.BaseHTTPRequestHandler):
+    def answer(self):
+        n = int(self.headers.get("content-length") or 0)
+        if n: self.rfile.read(n)
+        failing = open(mode_file).read().strip() == "fail"
+        body = json.dumps({"ok": not failing}).encode()
+        self.send_response(500 if failing else 200)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    do_GET = do_POST = answer
+    def log_message(self, *a): pass
+http.server.ThreadingHTTPServer(("127.0.0.1", port), H).serve_forever()
+PY
+UPORT=$(free_port)
+python3 "$TMP/upstream.py" "$UPORT" "$TMP/mode" &
+PIDS+=($!)
+for _ in $(seq 50); do curl -fsS "http://127.0.0.1:$UPORT/" >/dev/null 2>&1 && break; sleep 0.1; done
+
+# --- the app
+PORT=$(free_port)
+cat >"$TMP/config.toml" <<EOF
+listen = "127.0.0.1:$PORT"
+
+[[upstream]]
+name = "copilot-api"
+origin = "http://127.0.0.1:$UPORT"
+EOF
+"$WEIR_TRAY_BIN" --config "$TMP/config.toml" --data-dir "$TMP/weir-data" >"$TMP/app.log" 2>&1 &
+APP_PID=$!
+PIDS+=("$APP_PID")
+echo "weir-tray pid $APP_PID, proxy 127.0.0.1:$PORT, upstream 127.0.0.1:$UPORT, DISPLAY=$DISPLAY"
+
+# --- find the tray item among the app's own bus connections
+DEST="" ITEM=""
+for _ in $(seq 100); do
+    kill -0 "$APP_PID" 2>/dev/null || die "weir-tray exited early"
+    for name in $(bus ListNames | grep -o "':[0-9.]*'" | tr -d "'"); do
+        pid=$(bus GetConnectionUnixProcessID "$name" 2>/dev/null | grep -o '[0-9]\+' | tail -n1) || continue
+        [[ "$pid" == "$APP_PID" ]] || continue
+        for node in $(gdbus introspect --session --dest "$name" --object-path /org/ayatana/NotificationItem 2>/dev/null |
+            sed -n 's/^ *node \([^ ]*\) {.*/\1/p'); do
+            path=/org/ayatana/NotificationItem/$node
+            if gdbus introspect --session --dest "$name" --object-path "$path" 2>/dev/null | grep -q org.kde.StatusNotifierItem; then
+                DEST=$name ITEM=$path
+            fi
+        done
+    done
+    [[ -n "$DEST" ]] && break
+    sleep 0.2
+done
+[[ -n "$DEST" ]] || die "no org.kde.StatusNotifierItem exported by weir-tray within 20 s"
+MENU=$ITEM/Menu
+pass "tray item $DEST $ITEM"
+
+# Prints "ID<TAB>LABEL" for each menu item (parses gdbus's GVariant text).
+cat >"$TMP/labels.py" <<'PY'
+import re, sys
+text = sys.stdin.read()
+string = r"'((?:[^'\\]|\\.)*)'|\"((?:[^\"\\]|\\.)*)\""
+for item in re.finditer(r"\((\d+), \{([^{}]*)\}", text):
+    m = re.search(r"'label': <(?:" + string + r")>", item.group(2))
+    if m:
+        label = m.group(1) if m.group(1) is not None else m.group(2)
+        print(item.group(1) + "\t" + re.sub(r"\\(.)", r"\1", label))
+PY
+menu() {
+    gdbus call --session --dest "$DEST" --object-path "$MENU" --method com.canonical.dbusmenu.GetLayout -- 0 -1 '["label"]' |
+        python3 "$TMP/labels.py"
+}
+item_id() { menu | awk -F'\t' -v p="$1" 'index($2, p) == 1 { print $1; exit }'; }
+click() {
+    local id
+    id=$(item_id "$1")
+    [[ -n "$id" ]] || { fail "no menu item starting with '$1'"; return 1; }
+    gdbus call --session --dest "$DEST" --object-path "$MENU" --method com.canonical.dbusmenu.Event -- "$id" clicked '<0>' 0 >/dev/null
+}
+# wait_label PATTERN SECONDS: true once a menu label matches the extended regex.
+wait_label() {
+    local i
+    for i in $(seq $(($2 * 5))); do menu | cut -f2 | grep -Eq "$1" && return 0; sleep 0.2; done
+    return 1
+}
+wait_notify() {
+    local i
+    for i in $(seq $(($2 * 5))); do grep -q "$1" "$TMP/notify.log" && return 0; sleep 0.2; done
+    return 1
+}
+
+echo "----- menu -----"; menu | cut -f2 | sed 's/^/  /'
+menu | cut -f2 | grep -q '^Weir: ' && pass "overall line present" || fail "no 'Weir: …' overall line"
+menu | cut -f2 | grep -q '^copilot-api: ' && pass "upstream line present" || fail "no 'copilot-api: …' line"
+for label in 'Open dashboard' 'Pause' 'Copy shell proxy settings' 'Start at login' 'Quit Weir'; do
+    [[ -n "$(item_id "$label")" ]] && pass "item '$label'" || fail "no item '$label'"
+done
+
+# --- pause / resume
+click 'Pause' && wait_label '^Weir: paused' 5 && wait_label '^Resume' 5 && pass "Pause: overall line and toggle label changed" ||
+    fail "Pause did not show 'Weir: paused' and 'Resume'"
+click 'Resume' && wait_label '^Pause' 5 && ! menu | cut -f2 | grep -q '^Weir: paused' && pass "Resume restored the labels" ||
+    fail "Resume did not restore the labels"
+
+# --- a notification through the real notification server
+click 'Copy shell proxy settings' && wait_notify 'Proxy settings copied' 5 && pass "Notify call seen (proxy settings copied)" ||
+    fail "no Notify call after 'Copy shell proxy settings' (notify.log: $(wc -l <"$TMP/notify.log") lines)"
+
+# --- the dashboard window
+click 'Open dashboard' || true
+shown=""
+for _ in $(seq 100); do xwininfo -root -tree 2>/dev/null | grep -q '"Weir"' && { shown=1; break; }; sleep 0.2; done
+if [[ -n "$shown" ]]; then
+    sleep "${WEIR_SMOKE_PAINT_WAIT:-3}" # let WebKit paint
+    import -window root "$OUT/tray-dashboard.png"
+    colours=$(identify -format '%k' "$OUT/tray-dashboard.png")
+    if [[ "$colours" -gt 8 ]]; then pass "dashboard window shown; $OUT/tray-dashboard.png ($colours colours)"; else
+        fail "dashboard screenshot looks blank ($colours colours)"; fi
+else
+    fail "no window titled Weir after 'Open dashboard'"
+fi
+
+# --- break the upstream: the breaker must open and say so
+echo fail >"$TMP/mode"
+for i in $(seq 60); do
+    curl -s -o /dev/null -x "http://127.0.0.1:$PORT" "http://127.0.0.1:$UPORT/agents/sessions?smoke=$i" || true
+done
+if wait_label '^copilot-api: OPEN' 20; then
+    pass "breaker: menu line turned OPEN ($(menu | cut -f2 | grep '^copilot-api'))"
+    wait_notify 'circuit open' 10 && pass "breaker: Notify 'circuit open' seen" || fail "breaker opened but no 'circuit open' notification"
+else
+    line=$(menu | cut -f2 | grep '^copilot-api' || true)
+    msg="breaker: after 60 failing requests the menu still says '$line' (expected 'copilot-api: OPEN since HH:MM'); does the engine report upstreams[].breaker / Breaker events yet?"
+    if [[ "${WEIR_SMOKE_BREAKER:-1}" == 0 ]]; then skip "$msg"; else fail "$msg"; fi
+fi
+echo ok >"$TMP/mode"
+
+# --- graceful quit
+click 'Quit Weir' || true
+code=""
+for _ in $(seq 100); do kill -0 "$APP_PID" 2>/dev/null || { wait "$APP_PID" && code=0 || code=$?; break; }; sleep 0.2; done
+if [[ -z "$code" ]]; then fail "weir-tray still running 20 s after Quit"; elif [[ "$code" == 0 ]]; then
+    pass "Quit: drained and exited 0"; else fail "Quit: exit status $code"; fi
+
+if [[ "$FAILED" != 0 ]]; then
+    echo "----- app log (last 40 lines) -----"; tail -n 40 "$TMP/app.log" || true
+    echo "tray-smoke.sh: FAILED"
+    exit 1
+fi
+echo "tray-smoke.sh: all checks passed"
