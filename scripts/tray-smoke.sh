@@ -25,6 +25,7 @@
 #      WEIR_SMOKE_OUT=dir    where the screenshot goes (default: <repo>/out)
 #      WEIR_SMOKE_BREAKER=0  report a missing breaker transition as SKIP instead of FAIL
 #      WEIR_SMOKE_KEEP=1     keep the temp dir (logs) for inspection
+#      WEIR_SMOKE_PAINT_WAIT=60  seconds to wait for the dashboard page to paint
 # Example: scripts/tray-smoke.sh      or   WEIR_TRAY_BIN=target/debug/weir-tray scripts/tray-smoke.sh
 set -euo pipefail
 
@@ -209,18 +210,29 @@ click 'Resume' && wait_label '^Pause' 5 && ! menu | cut -f2 | grep -q '^Weir: pa
 click 'Copy shell proxy settings' && wait_notify 'Proxy settings copied' 5 && pass "Notify call seen (proxy settings copied)" ||
     fail "no Notify call after 'Copy shell proxy settings' (notify.log: $(wc -l <"$TMP/notify.log") lines)"
 
-# --- the dashboard window
+# --- the dashboard window: wait until it exists, then until WebKit has painted the page (a
+# window-only grab with many colours; a blank page has one or two), then save the whole screen.
+dunstctl close-all 2>/dev/null || true # the popup above would count as colours
 click 'Open dashboard' || true
-shown=""
-for _ in $(seq 100); do xwininfo -root -tree 2>/dev/null | grep -q '"Weir"' && { shown=1; break; }; sleep 0.2; done
-if [[ -n "$shown" ]]; then
-    sleep "${WEIR_SMOKE_PAINT_WAIT:-3}" # let WebKit paint
-    import -window root "$OUT/tray-dashboard.png"
-    colours=$(identify -format '%k' "$OUT/tray-dashboard.png")
-    if [[ "$colours" -gt 8 ]]; then pass "dashboard window shown; $OUT/tray-dashboard.png ($colours colours)"; else
-        fail "dashboard screenshot looks blank ($colours colours)"; fi
-else
+wid=""
+for _ in $(seq 100); do
+    wid=$(xwininfo -root -tree 2>/dev/null | awk '/"Weir"/ { print $1; exit }')
+    [[ -n "$wid" ]] && break
+    sleep 0.2
+done
+if [[ -z "$wid" ]]; then
     fail "no window titled Weir after 'Open dashboard'"
+else
+    colours=0
+    for _ in $(seq "${WEIR_SMOKE_PAINT_WAIT:-60}"); do
+        import -window "$wid" "$TMP/window.png" 2>/dev/null &&
+            colours=$(identify -format '%k' "$TMP/window.png" 2>/dev/null || echo 0)
+        [[ "$colours" -gt 64 ]] && break
+        sleep 1
+    done
+    import -window root "$OUT/tray-dashboard.png"
+    if [[ "$colours" -gt 64 ]]; then pass "dashboard window painted ($colours colours); screenshot $OUT/tray-dashboard.png"; else
+        fail "dashboard window stayed blank ($colours colours); screenshot $OUT/tray-dashboard.png"; fi
 fi
 
 # --- break the upstream: the breaker must open and say so

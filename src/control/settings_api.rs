@@ -108,25 +108,24 @@ fn apply(text: &str, patch: &Value) -> Result<String, Problem> {
                     "classes.{class}: only list, view and token are editable here"
                 )));
             }
-            for (k, v) in knobs
+            let knobs = knobs
                 .as_object()
-                .ok_or_else(|| bad(format!("classes.{class} must be an object")))?
-            {
+                .ok_or_else(|| bad(format!("classes.{class} must be an object")))?;
+            let table = table_at(&mut doc, &["classes", class.as_str()])?;
+            for (k, v) in knobs {
                 let v = v.as_str().ok_or_else(|| {
                     bad(format!(
                         "classes.{class}.{k} must be a duration string like \"15s\""
                     ))
                 })?;
-                doc["classes"][class.as_str()][k.as_str()] = value(v);
+                table.insert(k, value(v));
             }
-        }
-        if let Some(t) = doc.get_mut("classes").and_then(Item::as_table_mut) {
-            t.set_implicit(true);
         }
     }
     if let Some(b) = patch.get("breaker").and_then(Value::as_object) {
+        let table = table_at(&mut doc, &["breaker"])?;
         for (k, v) in b {
-            doc["breaker"][k.as_str()] = match v {
+            let item = match v {
                 Value::String(s) => value(s.as_str()),
                 Value::Number(n) if n.is_i64() => value(n.as_i64().unwrap_or_default()),
                 Value::Number(n) => value(n.as_f64().unwrap_or_default()),
@@ -137,9 +136,29 @@ fn apply(text: &str, patch: &Value) -> Result<String, Problem> {
                     )))
                 }
             };
+            table.insert(k, item);
         }
     }
     Ok(doc.to_string())
+}
+
+/// The `[a.b]` table, created as a real (not inline) table if missing; parents are implicit.
+fn table_at<'d>(doc: &'d mut DocumentMut, path: &[&str]) -> Result<&'d mut Table, Problem> {
+    let mut t: &mut Table = doc.as_table_mut();
+    for (i, key) in path.iter().enumerate() {
+        if !t.contains_key(key) {
+            let mut new = Table::new();
+            new.set_implicit(i + 1 < path.len());
+            t.insert(key, Item::Table(new));
+        }
+        t = t[*key].as_table_mut().ok_or_else(|| {
+            bad(format!(
+                "`{}` in the config file is not a table",
+                path[..=i].join(".")
+            ))
+        })?;
+    }
+    Ok(t)
 }
 
 async fn save(shared: &Shared, patch: &Value) -> Result<Response<Body>, Problem> {
@@ -155,7 +174,9 @@ async fn save(shared: &Shared, patch: &Value) -> Result<Response<Body>, Problem>
     };
     let new = apply(&old, patch)?;
     // The same validation as at start-up, so a saved file always starts.
-    crate::config::parse_str(&new, &path.display().to_string()).map_err(|e| bad(e.to_string()))?;
+    crate::config::parse_str(&new, &path.display().to_string()).map_err(|e| {
+        bad(format!("not saved, the file would be invalid: {e} (line numbers are those of the file as it would be saved)"))
+    })?;
     let write = || -> std::io::Result<()> {
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir)?;
@@ -190,6 +211,8 @@ mod tests {
             "upstreams": [{"name": "copilot-api", "origin": "https://api.githubcopilot.com"}]});
         let out = apply(text, &patch).unwrap();
         assert!(out.starts_with("# mine\n"));
+        assert!(out.contains("[classes.list]\nfresh_ttl = \"30s\""), "{out}");
+        assert!(out.contains("[breaker]\nminimum_calls = 10"), "{out}");
         let s = crate::config::parse_str(&out, "t").unwrap();
         assert_eq!(
             s.classes.get(RouteClass::List).fresh_ttl,
