@@ -132,7 +132,11 @@ listen = "127.0.0.1:$PORT"
 name = "copilot-api"
 origin = "http://127.0.0.1:$UPORT"
 EOF
-"$WEIR_TRAY_BIN" --config "$TMP/config.toml" --data-dir "$TMP/weir-data" >"$TMP/app.log" 2>&1 &
+# HOME too: the autostart entry goes to $HOME/.config/autostart whatever XDG_CONFIG_HOME says.
+mkdir -p "$TMP/home"
+# Always run in the background (`app &`): exec makes $! the app itself.
+app() { HOME=$TMP/home exec "$WEIR_TRAY_BIN" --config "$TMP/config.toml" --data-dir "$TMP/weir-data" "$@"; }
+app >"$TMP/app.log" 2>&1 &
 APP_PID=$!
 PIDS+=("$APP_PID")
 echo "weir-tray pid $APP_PID, proxy 127.0.0.1:$PORT, upstream 127.0.0.1:$UPORT, DISPLAY=$DISPLAY"
@@ -234,6 +238,24 @@ else
     if [[ "$colours" -gt 64 ]]; then pass "dashboard window painted ($colours colours); screenshot $OUT/tray-dashboard.png"; else
         fail "dashboard window stayed blank ($colours colours); screenshot $OUT/tray-dashboard.png"; fi
 fi
+
+# --- a second launch hands over to the running one and exits 0
+app >"$TMP/second.log" 2>&1 &
+second=$!
+code=""
+for _ in $(seq 75); do kill -0 "$second" 2>/dev/null || { wait "$second" && code=0 || code=$?; break; }; sleep 0.2; done
+if [[ "$code" == 0 ]] && kill -0 "$APP_PID" 2>/dev/null; then pass "single instance: second launch exited 0, first still running"; else
+    [[ -z "$code" ]] && kill "$second" 2>/dev/null
+    fail "single instance: second launch ${code:+exited $code}${code:-still running after 15 s}"; fi
+
+# --- Start at login writes and removes the XDG autostart entry
+entry=$TMP/home/.config/autostart/Weir.desktop
+click 'Start at login' || true
+for _ in $(seq 25); do [[ -f "$entry" ]] && break; sleep 0.2; done
+if [[ -f "$entry" ]] && grep -q "Exec=.*weir-tray" "$entry"; then pass "Start at login: $entry written"; else fail "Start at login: no $entry"; fi
+click 'Start at login' || true
+for _ in $(seq 25); do [[ -f "$entry" ]] || break; sleep 0.2; done
+[[ ! -f "$entry" ]] && pass "Start at login off: entry removed" || fail "Start at login off: $entry still there"
 
 # --- break the upstream: the breaker must open and say so
 echo fail >"$TMP/mode"

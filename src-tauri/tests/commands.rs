@@ -71,7 +71,7 @@ fn http_get(base: &str, path: &str) -> String {
 fn commands_drive_the_real_engine() {
     let data = tempfile::tempdir().unwrap();
     let app = app_with(mock_context(noop_assets()), &data);
-    let w = window(&app, "main");
+    let w = window(&app, "main", &data);
 
     let base = invoke(&w, LOCAL, "get_dashboard_base", json!({})).unwrap();
     let base = base.as_str().unwrap().to_string();
@@ -124,7 +124,7 @@ fn commands_drive_the_real_engine() {
 fn the_real_capability_admits_only_the_dashboard_window_and_weirs_origin() {
     let data = tempfile::tempdir().unwrap();
     let app = app_with(weir_tray::context(), &data);
-    let main = window(&app, "main");
+    let main = window(&app, "main", &data);
     let base = invoke(&main, LOCAL, "get_dashboard_base", json!({})).unwrap();
     let dashboard = format!("{}/_weir/", base.as_str().unwrap());
 
@@ -147,6 +147,6 @@ fn the_real_capability_admits_only_the_dashboard_window_and_weirs_origin() {
     }
     assert!(!app.state::<Engine>().handle.is_paused());
     // Another window is not in the capability at all.
-    let other = window(&app, "other");
+    let other = window(&app, "other", &data);
     assert!(invoke(&other, LOCAL, "get_status", json!({})).is_err());
 }

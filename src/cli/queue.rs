@@ -124,8 +124,8 @@ fn print_table(v: &serde_json::Value) {
         return;
     }
     println!(
-        "{:>5}  {:<10}  {:<12}  {:>8}  {}",
-        "ID", "STATE", "UPSTREAM", "ATTEMPTS", "PATH"
+        "{:>5}  {:<10}  {:<12}  {:>8}  PATH",
+        "ID", "STATE", "UPSTREAM", "ATTEMPTS"
     );
     for i in items {
         println!(

@@ -338,7 +338,7 @@ impl Settings {
             github_status,
             queue,
             resilience,
-            intercept: raw.intercept.as_ref().map_or(true, |i| *i.get_ref()),
+            intercept: raw.intercept.as_ref().is_none_or(|i| *i.get_ref()),
             upstream_proxy,
             listen,
             data_dir: raw.data_dir.map(|d| PathBuf::from(d.into_inner())),

@@ -6,7 +6,8 @@ use std::fmt::Write;
 pub fn render(shared: &Shared) -> String {
     let s = super::snapshot(shared);
     let mut out = String::new();
-    let counters: [(&str, &str, fn(&crate::stats::ClassSnapshot) -> u64); 6] = [
+    type Getter = fn(&crate::stats::ClassSnapshot) -> u64;
+    let counters: [(&str, &str, Getter); 6] = [
         (
             "weir_client_requests_total",
             "Requests clients sent for a managed upstream.",

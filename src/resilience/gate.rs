@@ -40,9 +40,9 @@ impl Guard {
         Ok(Guard {
             name: u.name.clone(),
             breaker,
-            budget: RetryBudget::new(r.budget.clone()),
+            budget: RetryBudget::new(r.budget),
             cooldown: Cooldown::new(),
-            bulkhead: Bulkhead::new(r.bulkhead.clone()),
+            bulkhead: Bulkhead::new(r.bulkhead),
             backoff: Backoff {
                 base: r.retry_base,
                 cap: r.retry_cap,

@@ -103,7 +103,7 @@ impl Kind {
     pub fn retryable_within(self, wait: Option<Duration>, remaining_deadline: Duration) -> bool {
         match self {
             Kind::RateLimited => wait.is_some_and(|w| w <= remaining_deadline),
-            k if k.is_retryable() => !wait.is_some_and(|w| w > remaining_deadline),
+            k if k.is_retryable() => wait.is_none_or(|w| w <= remaining_deadline),
             _ => false,
         }
     }
