@@ -29,6 +29,10 @@ pub struct Problem {
     /// Extra response headers (e.g. `RateLimit`), not part of the JSON.
     #[serde(skip)]
     pub headers: Vec<(&'static str, String)>,
+    /// For upstream failures: the request may have reached the upstream (see
+    /// `FetchError::maybe_sent`). A create in that state is queued `in_doubt`.
+    #[serde(skip)]
+    pub maybe_sent: bool,
 }
 
 impl Problem {
@@ -48,6 +52,7 @@ impl Problem {
             breaker: None,
             request_id: None,
             headers: Vec::new(),
+            maybe_sent: false,
         }
     }
 

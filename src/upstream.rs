@@ -50,6 +50,21 @@ impl std::fmt::Display for TimeoutPhase {
 }
 
 impl FetchError {
+    /// Whether the request may have reached the upstream: true unless it failed before a
+    /// connection existed. A non-idempotent request that may have arrived must not be resent
+    /// blind.
+    pub fn maybe_sent(&self) -> bool {
+        !matches!(
+            self,
+            FetchError::Connect { .. }
+                | FetchError::Tls { .. }
+                | FetchError::Timeout {
+                    phase: TimeoutPhase::Connect,
+                    ..
+                }
+        )
+    }
+
     /// The problem kind this failure is reported as.
     pub fn kind(&self) -> &'static str {
         match self {

@@ -116,3 +116,28 @@ async fn a_client_hanging_up_does_not_cancel_or_restart_the_fetch() {
     assert_eq!(r.headers()["cache-status"], "weir; hit");
     assert_eq!(up.count(LIST), 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_waiters_conditional_request_is_not_shared() {
+    let up = Upstream::start().await;
+    up.set(|b| b.delay = Duration::from_millis(300));
+    let weir = Weir::start(&[&up.origin()], "").await;
+    let url = format!("{}{LIST}", up.origin());
+    let (c1, c2, u1, u2) = (weir.client("a"), weir.client("a"), url.clone(), url.clone());
+    let conditional = tokio::spawn(async move {
+        c1.get(u1)
+            .header("if-none-match", "\"v1\"")
+            .send()
+            .await
+            .unwrap()
+            .status()
+    });
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let plain = tokio::spawn(async move { c2.get(u2).send().await.unwrap().status() });
+    assert_eq!(plain.await.unwrap(), 200);
+    assert_eq!(conditional.await.unwrap(), 200);
+    assert!(up
+        .seen()
+        .iter()
+        .all(|s| !s.headers.contains_key("if-none-match")));
+}

@@ -61,3 +61,39 @@ async fn an_oversized_create_body_gets_413_and_is_not_sent() {
     assert_eq!(p["kind"], "body_too_large");
     assert_eq!(up.total(), 0);
 }
+
+#[tokio::test]
+async fn tunnels_count_against_the_connection_limit() {
+    let echo = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let target = echo.local_addr().unwrap();
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((s, _)) = echo.accept().await {
+            held.push(s);
+        }
+    });
+    let weir = Weir::start(&[], "[limits]\nmax_connections = 2\n").await;
+    let mut open = Vec::new();
+    let mut statuses = Vec::new();
+    for _ in 0..3 {
+        let mut s = TcpStream::connect(weir.handle.local_addr()).await.unwrap();
+        s.write_all(format!("CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n").as_bytes())
+            .await
+            .unwrap();
+        let mut buf = vec![0; 2048];
+        let n = s.read(&mut buf).await.unwrap();
+        statuses.push(
+            String::from_utf8_lossy(&buf[..n])
+                .lines()
+                .next()
+                .unwrap_or("")
+                .to_string(),
+        );
+        open.push(s);
+    }
+    assert!(
+        statuses[0].starts_with("HTTP/1.1 200") && statuses[1].starts_with("HTTP/1.1 200"),
+        "{statuses:?}"
+    );
+    assert!(statuses[2].starts_with("HTTP/1.1 503"), "{statuses:?}");
+}

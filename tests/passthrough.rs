@@ -146,3 +146,22 @@ async fn stream_class_is_streamed_not_buffered() {
     let second = r.chunk().await.unwrap().unwrap();
     assert_eq!(&second[..], b"data: two\n");
 }
+
+#[tokio::test]
+async fn a_chunked_body_on_a_managed_route_is_forwarded() {
+    let up = Upstream::start().await;
+    let weir = Weir::start(&[&up.origin()], "").await;
+    let chunks: Vec<Result<&'static str, std::io::Error>> = vec![Ok("hello-"), Ok("body")];
+    let body = reqwest::Body::wrap_stream(futures::stream::iter(chunks));
+    let r = weir
+        .client("a")
+        .put(format!("{}/agents/sessions/s1/notes", up.origin()))
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let seen = up.seen();
+    assert_eq!(seen[0].method, "PUT");
+    assert_eq!(&seen[0].body[..], b"hello-body");
+}

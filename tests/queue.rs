@@ -226,6 +226,7 @@ async fn an_in_doubt_create_found_upstream_is_not_sent_again() {
                     dedupe_key: "k9".into(),
                     repo: Some("octo/repo".into()),
                     problem_statement: Some("task 9".into()),
+                    in_doubt: false,
                 },
                 now,
             )
@@ -353,4 +354,47 @@ async fn the_cli_lists_and_cancels_queued_creates() {
     assert!(String::from_utf8_lossy(&show.stdout).contains("\"state\": \"cancelled\""));
     child.kill().unwrap();
     child.wait().unwrap();
+}
+
+/// A create whose attempt timed out after it was sent may exist upstream: it is queued
+/// `in_doubt` and looked up before any replay, never sent blind a second time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_create_that_timed_out_is_looked_up_not_resent() {
+    let up = Upstream::start().await;
+    let created = weir::time_fmt::rfc3339(std::time::SystemTime::now());
+    up.set(|b| {
+        b.delay = Duration::from_millis(800);
+        b.status = 201;
+        b.path_bodies = vec![(
+            "/agents/sessions?".into(),
+            format!(r#"{{"sessions":[{{"id":"sess-t","problem_statement":"task 5","created_at":"{created}"}}]}}"#),
+        )];
+    });
+    let cfg = "[queue]\ncredentials = \"memory\"\n[breaker]\nminimum_calls = 1000\n[classes.create]\nper_try_timeout = \"200ms\"\n";
+    let weir = Weir::start(&[&up.origin()], cfg).await;
+    let r = weir
+        .client("a")
+        .post(format!("{}{JOBS}", up.origin()))
+        .body(body(5))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 202);
+    let loc = r.headers()["location"].to_str().unwrap().to_string();
+    let url = format!("{}{loc}", weir.proxy_url());
+    let mut last = serde_json::Value::Null;
+    for _ in 0..300 {
+        last = reqwest::get(&url).await.unwrap().json().await.unwrap();
+        if last["state"] == "done" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(last["state"], "done", "{last}");
+    assert_eq!(last["result"]["session"]["id"], "sess-t");
+    assert_eq!(
+        up.seen().iter().filter(|s| s.method == "POST").count(),
+        1,
+        "sent once, never resent"
+    );
 }

@@ -94,10 +94,24 @@ pub struct Engine {
 impl Engine {
     /// Starts the engine on Tauri's runtime. Call from `setup` (the main thread, not inside the
     /// runtime): the listener is bound before this returns, so a taken port fails the launch.
-    pub fn start(settings: Settings, data_dir: PathBuf) -> Result<Engine, TrayError> {
-        let handle = tauri::async_runtime::block_on(weir::start(weir::EngineOptions::new(
-            settings, data_dir,
-        )))?;
+    pub fn start(
+        settings: Settings,
+        data_dir: PathBuf,
+        config_file: Option<PathBuf>,
+        desktop: bool,
+    ) -> Result<Engine, TrayError> {
+        // The local CA (TLS interception) as `weir serve` loads it; its key lives in the
+        // keychain, so only the real desktop app touches it (mock-runtime tests do not).
+        let local_ca = if desktop {
+            let service = std::env::var("WEIR_KEYCHAIN_SERVICE").unwrap_or_else(|_| "weir".into());
+            weir::intercept::ca_store::load_for_engine(&settings, &data_dir, &service)
+        } else {
+            None
+        };
+        let mut opts = weir::EngineOptions::new(settings, data_dir);
+        opts.local_ca = local_ca;
+        opts.config_file = config_file;
+        let handle = tauri::async_runtime::block_on(weir::start(opts))?;
         tracing::info!(
             "weir-tray: proxy listening on http://{}",
             handle.local_addr()

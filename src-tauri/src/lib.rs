@@ -35,6 +35,8 @@ use weir::config::Settings;
 pub struct AppOptions {
     pub settings: Settings,
     pub data_dir: PathBuf,
+    /// Where the dashboard's settings panel saves (the `--config` file, else the OS default).
+    pub config_file: Option<PathBuf>,
     /// Tray icon, notifications, single instance, autostart, signal handling. Off for tests
     /// with the mock runtime, which has no tray and no session bus.
     pub desktop: bool,
@@ -47,6 +49,10 @@ impl AppOptions {
         Ok(AppOptions {
             settings,
             data_dir,
+            config_file: args
+                .config
+                .clone()
+                .or_else(weir::paths::default_config_file),
             desktop: true,
         })
     }
@@ -56,6 +62,7 @@ impl AppOptions {
         AppOptions {
             settings,
             data_dir,
+            config_file: None,
             desktop: false,
         }
     }
@@ -77,6 +84,7 @@ pub fn build_app<R: Runtime>(
     let AppOptions {
         settings,
         data_dir,
+        config_file,
         desktop,
     } = options;
     let mut builder = builder;
@@ -101,7 +109,7 @@ pub fn build_app<R: Runtime>(
         .build(context)?;
     // After `build` (plugins are initialised, so a second instance has already handed over and
     // exited) and not in `setup`, which only runs with the event loop: tests never run it.
-    app.manage(Engine::start(settings, data_dir)?);
+    app.manage(Engine::start(settings, data_dir, config_file, desktop)?);
     if desktop {
         tray::install(app.handle())?;
         engine_task::quit_on_signals(app.handle());

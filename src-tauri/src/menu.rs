@@ -150,7 +150,7 @@ impl<R: Runtime> TrayMenu<R> {
     /// Updates the labels that differ between `old` and `new` (each change is a main-thread
     /// round trip, so unchanged lines are skipped).
     pub fn apply(&self, old: Option<&TrayView>, new: &TrayView) -> tauri::Result<()> {
-        let changed = |f: fn(&TrayView) -> &str| old.map_or(true, |o| f(o) != f(new));
+        let changed = |f: fn(&TrayView) -> &str| old.is_none_or(|o| f(o) != f(new));
         if changed(|v| &v.overall_line) {
             self.overall.set_text(&new.overall_line)?;
         }
@@ -168,7 +168,7 @@ impl<R: Runtime> TrayMenu<R> {
         if changed(|v| &v.github_line) {
             self.github.set_text(&new.github_line)?;
         }
-        if old.map_or(true, |o| o.paused != new.paused) {
+        if old.is_none_or(|o| o.paused != new.paused) {
             self.pause.set_text(pause_label(new.paused))?;
         }
         Ok(())

@@ -114,10 +114,10 @@ fn apply<R: Runtime>(
     old: Option<&TrayView>,
     new: &TrayView,
 ) -> tauri::Result<()> {
-    if old.map_or(true, |o| o.overall != new.overall) {
+    if old.is_none_or(|o| o.overall != new.overall) {
         tray.set_icon(Some(icons::image(new.overall)?))?;
     }
-    if old.map_or(true, |o| o.tooltip != new.tooltip) {
+    if old.is_none_or(|o| o.tooltip != new.tooltip) {
         tray.set_tooltip(Some(&new.tooltip))?;
     }
     menu.apply(old, new)

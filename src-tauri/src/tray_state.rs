@@ -226,12 +226,25 @@ fn count(v: &Value, key: &str) -> u64 {
 }
 
 /// "3 creates queued, 1 in doubt"; the second value names trouble worth a degraded state.
+/// Failed creates are final (each was notified) and stay in the dashboard's history, so they
+/// neither degrade the tray nor clutter the line.
 fn queue_line(queue: Option<&Value>) -> (String, Option<String>) {
     let Some(q) = queue.filter(|q| q.is_object()) else {
         return ("Create queue: unknown".to_string(), None);
     };
-    let (queued, in_doubt, failed) = (count(q, "queued"), count(q, "in_doubt"), count(q, "failed"));
-    let mut line = match queued {
+    if q.get("available").and_then(Value::as_bool) == Some(false) {
+        let why = q
+            .get("error")
+            .and_then(Value::as_str)
+            .unwrap_or("no details");
+        return (
+            format!("Create queue unavailable: {why}"),
+            Some("create queue unavailable".to_string()),
+        );
+    }
+    let waiting = count(q, "queued") + count(q, "replaying");
+    let in_doubt = count(q, "in_doubt");
+    let mut line = match waiting {
         0 => "No creates queued".to_string(),
         1 => "1 create queued".to_string(),
         n => format!("{n} creates queued"),
@@ -239,10 +252,7 @@ fn queue_line(queue: Option<&Value>) -> (String, Option<String>) {
     if in_doubt > 0 {
         line.push_str(&format!(", {in_doubt} in doubt"));
     }
-    if failed > 0 {
-        line.push_str(&format!(", {failed} failed"));
-    }
-    let trouble = (in_doubt + failed > 0).then(|| "creates need attention".to_string());
+    let trouble = (in_doubt > 0).then(|| "creates in doubt".to_string());
     (line, trouble)
 }
 
@@ -251,6 +261,10 @@ fn github_line(
     github: Option<&Value>,
     seen: Option<&GithubSeen>,
 ) -> (String, Option<String>, bool) {
+    if github.is_some_and(Value::is_null) {
+        // The engine says so explicitly: the watcher is off in the config.
+        return ("GitHub Status: not watched".to_string(), None, false);
+    }
     if let Some(g) = github.filter(|g| g.is_object()) {
         let page = g
             .get("page_url")

@@ -35,7 +35,8 @@ fn healthy_status() -> Value {
             upstream("copilot-api", Some(json!({"state": "closed", "since": "2026-11-30T10:02:00Z", "reason": "start"}))),
             upstream("github-api", Some(json!({"state": "closed", "since": "2026-11-30T09:00:00Z", "reason": "start"}))),
         ],
-        "queue": {"queued": 0, "in_doubt": 0, "failed": 0},
+        "queue": {"available": true, "error": null, "credentials": "keychain", "queued": 0, "replaying": 0,
+                  "in_doubt": 0, "done": 4, "failed": 0, "cancelled": 0, "expired": 0},
         "github": {"indicator": "none", "description": "All Systems Operational", "page_url": "https://www.githubstatus.com", "incidents": []},
     })
 }
@@ -102,17 +103,25 @@ fn paused_wins_over_everything() {
 }
 
 #[test]
-fn half_open_failed_creates_and_incidents_are_degraded() {
+fn half_open_creates_in_doubt_and_incidents_are_degraded() {
     let mut s = healthy_status();
     s["upstreams"][1]["breaker"]["state"] = json!("half_open");
     assert_eq!(view(&s, &Recent::default()).overall, Overall::Degraded);
 
     let mut s = healthy_status();
-    s["queue"]["failed"] = json!(2);
+    s["queue"]["in_doubt"] = json!(2);
     let v = view(&s, &Recent::default());
     assert_eq!(
         (v.overall, v.queue_line.as_str()),
-        (Overall::Degraded, "No creates queued, 2 failed")
+        (Overall::Degraded, "No creates queued, 2 in doubt")
+    );
+
+    let mut s = healthy_status();
+    s["queue"] = json!({"available": false, "error": "disk full", "credentials": "none"});
+    let v = view(&s, &Recent::default());
+    assert_eq!(
+        (v.overall, v.queue_line.as_str()),
+        (Overall::Degraded, "Create queue unavailable: disk full")
     );
 
     let mut s = healthy_status();
@@ -237,8 +246,27 @@ fn odd_shapes_do_not_panic_and_read_as_unknown() {
 }
 
 #[test]
-fn singular_queue_wording() {
+fn queue_wording_counts_replaying_and_ignores_finished() {
     let mut s = healthy_status();
     s["queue"]["queued"] = json!(1);
     assert_eq!(view(&s, &Recent::default()).queue_line, "1 create queued");
+    s["queue"]["replaying"] = json!(1);
+    s["queue"]["failed"] = json!(3);
+    let v = view(&s, &Recent::default());
+    // Failed creates are final and were notified: history, not a standing alarm.
+    assert_eq!(
+        (v.overall, v.queue_line.as_str()),
+        (Overall::Healthy, "2 creates queued")
+    );
+}
+
+#[test]
+fn github_null_means_the_watcher_is_off() {
+    let mut s = healthy_status();
+    s["github"] = Value::Null;
+    let v = view(&s, &Recent::default());
+    assert_eq!(
+        (v.overall, v.github_line.as_str(), v.github_url),
+        (Overall::Healthy, "GitHub Status: not watched", None)
+    );
 }

@@ -26,8 +26,15 @@ fn app_with(context: tauri::Context<MockRuntime>, data: &tempfile::TempDir) -> A
     .unwrap()
 }
 
-fn window(app: &App<MockRuntime>, label: &str) -> WebviewWindow<MockRuntime> {
+/// A window whose webview data stays in `data` (by default Tauri creates
+/// ~/.local/share/<identifier> for it).
+fn window(
+    app: &App<MockRuntime>,
+    label: &str,
+    data: &tempfile::TempDir,
+) -> WebviewWindow<MockRuntime> {
     WebviewWindowBuilder::new(app, label, WebviewUrl::default())
+        .data_directory(data.path().join("webview"))
         .build()
         .unwrap()
 }

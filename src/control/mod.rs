@@ -15,6 +15,7 @@ mod token_api;
 mod ui;
 
 pub use status::{snapshot, StatusSnapshot};
+pub use token_api::is_stored as token_stored_in_keychain;
 
 use crate::body::{full, Body};
 use crate::engine::Shared;

@@ -61,7 +61,9 @@ pub async fn snapshot_full(shared: &Shared) -> StatusSnapshot {
     if let Some(q) = &shared.queue {
         s.queue.counts = q.store.counts().await.ok();
     }
-    s.github_token_stored = super::token_api::is_stored(shared).await;
+    s.github_token_stored = shared
+        .token_stored
+        .load(std::sync::atomic::Ordering::Relaxed);
     s
 }
 

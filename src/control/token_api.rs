@@ -45,10 +45,16 @@ pub async fn handle(
                 .put(ACCOUNT, token.to_string())
                 .await
                 .map_err(|e| unavailable(&e))?;
+            shared
+                .token_stored
+                .store(true, std::sync::atomic::Ordering::Relaxed);
             Ok(json(&serde_json::json!({"stored": true})))
         }
         Method::DELETE => {
             q.secrets.delete(ACCOUNT).await;
+            shared
+                .token_stored
+                .store(false, std::sync::atomic::Ordering::Relaxed);
             Ok(json(&serde_json::json!({"stored": false})))
         }
         _ => Err(Problem::new(

@@ -93,7 +93,7 @@ pub async fn start(opts: EngineOptions) -> Result<EngineHandle, EngineError> {
     let mut shared = Shared::new(
         opts.settings,
         local_addr.port(),
-        IdentityKey::random(),
+        identity_key(&secrets).await,
         secret,
     );
     match crate::queue::Queue::open(&opts.data_dir, secrets).await {
@@ -114,6 +114,10 @@ pub async fn start(opts: EngineOptions) -> Result<EngineHandle, EngineError> {
     shared.config_file = config_file;
     shared.intercept = crate::intercept::interceptor_for(&shared.settings, opts.local_ca);
     let shared = Arc::new(shared);
+    let stored = crate::control::token_stored_in_keychain(&shared).await;
+    shared
+        .token_stored
+        .store(stored, std::sync::atomic::Ordering::Relaxed);
     crate::queue::replay::spawn_workers(&shared);
     if let Some(cfg) = shared.settings.github_status.clone() {
         let _ = shared.github.set(crate::github_status::start(&shared, cfg));
@@ -145,6 +149,27 @@ async fn control_secret(secrets: &crate::queue::secrets::Secrets) -> String {
         }
     }
     new_secret()
+}
+
+/// The per-install identity key, kept in the keychain so cache/dedupe keys (and a queued
+/// create's dedupe key) stay the same across restarts; per-run random without a keychain.
+async fn identity_key(secrets: &crate::queue::secrets::Secrets) -> IdentityKey {
+    const ACCOUNT: &str = "identity-key";
+    if let crate::queue::secrets::Secrets::Keychain(_) = secrets {
+        if let Ok(Some(hexkey)) = secrets.get(ACCOUNT).await {
+            if let Some(key) = hex::decode(hexkey.trim())
+                .ok()
+                .and_then(|b| <[u8; 32]>::try_from(b).ok())
+            {
+                return IdentityKey::new(key);
+            }
+        }
+        let key: [u8; 32] = rand::random();
+        if secrets.put(ACCOUNT, hex::encode(key)).await.is_ok() {
+            return IdentityKey::new(key);
+        }
+    }
+    IdentityKey::random()
 }
 
 /// Turns every breaker transition into an engine [`Event::Breaker`] (tray, dashboard, logs).

@@ -45,6 +45,11 @@ pub struct Shared {
     /// The GitHub Status watcher, once started.
     pub github: std::sync::OnceLock<weir_status::StatusHandle>,
     pub config_file: Option<std::path::PathBuf>,
+    /// Whether a GitHub token is in the keychain (read at start, kept current by the token
+    /// API) so status calls never wait on the keychain.
+    pub token_stored: std::sync::atomic::AtomicBool,
+    /// CONNECT tunnels open (blind or intercepted), bounded by limits.max_connections.
+    pub tunnel_slots: Arc<tokio::sync::Semaphore>,
     /// TLS interception of managed https upstreams; `None` keeps every CONNECT a blind tunnel.
     pub intercept: Option<std::sync::Arc<crate::intercept::Interceptor>>,
     /// How blind CONNECT tunnels reach their target (`connect_to`, `upstream_proxy`).
@@ -112,6 +117,8 @@ impl Shared {
             create_flights: Coalescer::default(),
             github: std::sync::OnceLock::new(),
             config_file: None,
+            token_stored: Default::default(),
+            tunnel_slots: Arc::new(tokio::sync::Semaphore::new(settings.limits.max_connections)),
             intercept: None,
             tunnel_connector: crate::upstream_pool::RoutingConnector::for_settings(
                 crate::upstream_pool::http_connector(),

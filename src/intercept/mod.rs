@@ -92,15 +92,24 @@ pub fn accept(
     i: Arc<Interceptor>,
     req: Request<Incoming>,
     authority: Authority,
+    slot: tokio::sync::OwnedSemaphorePermit,
 ) -> Response<Body> {
     i.connections.fetch_add(1, Ordering::Relaxed);
     let shared = shared.clone();
+    let mut stop = shared.stopping.subscribe();
     tokio::spawn(async move {
-        match hyper::upgrade::on(req).await {
-            Ok(upgraded) => {
-                serve::serve(shared, upgraded, authority, i.server_config.clone()).await
+        let _slot = slot;
+        let work = async {
+            match hyper::upgrade::on(req).await {
+                Ok(upgraded) => {
+                    serve::serve(shared.clone(), upgraded, authority, i.server_config.clone()).await
+                }
+                Err(e) => tracing::debug!(error = %e, "CONNECT upgrade failed"),
             }
-            Err(e) => tracing::debug!(error = %e, "CONNECT upgrade failed"),
+        };
+        tokio::select! {
+            _ = work => {}
+            _ = stop.wait_for(|s| *s) => {}
         }
     });
     Response::new(empty())

@@ -146,6 +146,18 @@ pub async fn serve(
 fn spec(up: usize, class: RouteClass, key: CacheKey, uri: &Uri, headers: &HeaderMap) -> FetchSpec {
     let mut headers = headers.clone();
     strip_hop_by_hop(&mut headers);
+    // The shared fetch must ask for the full, current representation: one waiter's
+    // conditional or range request would otherwise hand a 304/206 to every other waiter.
+    for h in [
+        header::IF_NONE_MATCH,
+        header::IF_MODIFIED_SINCE,
+        header::IF_MATCH,
+        header::IF_UNMODIFIED_SINCE,
+        header::IF_RANGE,
+        header::RANGE,
+    ] {
+        headers.remove(h);
+    }
     FetchSpec {
         up,
         class,

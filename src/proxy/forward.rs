@@ -18,7 +18,20 @@ pub async fn stream(
     req: Request<Incoming>,
 ) -> Result<Response<Body>, Problem> {
     let upstream_req = prepare(req)?;
-    match shared.client.send(upstream_req, Timeouts::default()).await {
+    // Untouched means no deadline of Weir's own: long polls and slow servers are the client's
+    // business (a day bounds a dead connection).
+    let day = std::time::Duration::from_secs(24 * 3600);
+    match shared
+        .client
+        .send(
+            upstream_req,
+            Timeouts {
+                headers: day,
+                body: day,
+            },
+        )
+        .await
+    {
         Ok(resp) => Ok(relay(resp.map(boxed))),
         Err(e) => Err(fetch_problem(&e)),
     }

@@ -29,8 +29,21 @@ pub async fn connect(
             format!("CONNECT target `{authority}` has no port"),
         ));
     };
+    // A tunnel outlives its HTTP connection (which ends at the upgrade), so tunnels hold a
+    // slot of their own against limits.max_connections.
+    let Ok(slot) = shared.tunnel_slots.clone().try_acquire_owned() else {
+        return Err(Problem::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "too_many_connections",
+            format!(
+                "Weir already has {} tunnels open (limits.max_connections)",
+                shared.settings.limits.max_connections
+            ),
+        )
+        .retry_after(Duration::from_secs(1)));
+    };
     if let Some(i) = crate::intercept::should_intercept(shared, &authority) {
-        return Ok(crate::intercept::accept(shared, i, req, authority));
+        return Ok(crate::intercept::accept(shared, i, req, authority, slot));
     }
     let host = authority.host().trim_matches(['[', ']']).to_string();
     let upstream = match tokio::time::timeout(
@@ -57,16 +70,26 @@ pub async fn connect(
     };
     let _ = upstream.set_nodelay(true);
     shared.global.tunnels.fetch_add(1, Relaxed);
+    let mut stop = shared.stopping.subscribe();
     tokio::spawn(async move {
-        match hyper::upgrade::on(req).await {
-            Ok(upgraded) => {
-                let mut client = TokioIo::new(upgraded);
-                let mut upstream = upstream;
-                if let Err(e) = tokio::io::copy_bidirectional(&mut client, &mut upstream).await {
-                    tracing::debug!(target = %authority, error = %e, "tunnel closed with error");
+        let _slot = slot;
+        let pipe = async {
+            match hyper::upgrade::on(req).await {
+                Ok(upgraded) => {
+                    let mut client = TokioIo::new(upgraded);
+                    let mut upstream = upstream;
+                    if let Err(e) = tokio::io::copy_bidirectional(&mut client, &mut upstream).await
+                    {
+                        tracing::debug!(target = %authority, error = %e, "tunnel closed with error");
+                    }
                 }
+                Err(e) => tracing::debug!(error = %e, "CONNECT upgrade failed"),
             }
-            Err(e) => tracing::debug!(error = %e, "CONNECT upgrade failed"),
+        };
+        // Shutdown closes tunnels too; they are not requests a drain would finish.
+        tokio::select! {
+            _ = pipe => {}
+            _ = stop.wait_for(|s| *s) => {}
         }
     });
     Ok(Response::new(empty()))

@@ -149,7 +149,7 @@ impl CreateTask {
             headers: &self.headers,
             body: self.body.clone(),
         };
-        let reason = match call_buffered(sh, self.up, RouteClass::Create, req).await {
+        let (reason, in_doubt) = match call_buffered(sh, self.up, RouteClass::Create, req).await {
             Ok(a) => {
                 let (mut parts, body) = a.response.into_parts();
                 crate::proxy::strip_hop_by_hop(&mut parts.headers);
@@ -164,15 +164,21 @@ impl CreateTask {
                     // Fatal, auth, policy: the client must see the upstream's own answer.
                     return Ok(stored);
                 }
-                format!("the upstream answered {} ({kind})", stored.status)
+                // 429/503/529 are refusals: nothing was created. A 500/502/504 may come from a
+                // gateway after the job was reserved, so that create is looked up first.
+                let doubt = matches!(stored.status.as_u16(), 500 | 502 | 504);
+                (
+                    format!("the upstream answered {} ({kind})", stored.status),
+                    doubt,
+                )
             }
-            Err(p) if QUEUEABLE.contains(&p.kind.as_str()) => p.detail.clone(),
+            Err(p) if QUEUEABLE.contains(&p.kind.as_str()) => (p.detail.clone(), p.maybe_sent),
             Err(p) => return Err(Arc::new(p)),
         };
-        self.enqueue(reason).await.map_err(Arc::new)
+        self.enqueue(reason, in_doubt).await.map_err(Arc::new)
     }
 
-    async fn enqueue(&self, reason: String) -> Result<Arc<Stored>, Problem> {
+    async fn enqueue(&self, reason: String, in_doubt: bool) -> Result<Arc<Stored>, Problem> {
         let sh = &self.shared;
         let name = &sh.settings.upstreams[self.up].name;
         let unavailable = |detail: String| {
@@ -209,6 +215,7 @@ impl CreateTask {
             dedupe_key: self.key.clone(),
             repo,
             problem_statement: statement,
+            in_doubt,
         };
         match q.store.insert(item, now_ms()).await {
             Ok(item) => {
@@ -269,8 +276,17 @@ fn accepted(sh: &Shared, id: i64, reason: &str) -> Arc<Stored> {
 
 /// `Authorization` and `Cookie`, as one JSON string for the keychain.
 fn credential_of(h: &HeaderMap) -> Option<String> {
-    let pick = |n: header::HeaderName| h.get(n).and_then(|v| v.to_str().ok()).map(str::to_string);
-    let (auth, cookie) = (pick(header::AUTHORIZATION), pick(header::COOKIE));
+    let auth = h
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    // HTTP/2 clients may split cookies into several headers; the replay needs them all.
+    let cookies: Vec<&str> = h
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .collect();
+    let cookie = (!cookies.is_empty()).then(|| cookies.join("; "));
     (auth.is_some() || cookie.is_some())
         .then(|| serde_json::json!({"authorization": auth, "cookie": cookie}).to_string())
 }

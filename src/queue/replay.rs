@@ -10,6 +10,10 @@
 //! list cannot be read: it stays `in_doubt` and is tried later. An in-doubt item without a
 //! repository or problem statement cannot be verified, so it is marked `failed` (never
 //! replayed blind) and the user can `weir queue retry` it.
+//!
+//! **Credentials.** An item's keychain entry is deleted when the item is `done` or cancelled,
+//! and when a failed or expired item is purged (after [`KEEP_ENDED`]); until then `weir queue
+//! retry` can still send it.
 
 use super::{event, now_ms, Queue};
 use crate::body::full;
@@ -24,6 +28,8 @@ use weir_resilience::{classify_response, Kind};
 use weir_store::{Item, State};
 
 const PACE: Duration = Duration::from_millis(200);
+/// Failed and expired items (and their credentials) are kept this long for `retry`.
+pub const KEEP_ENDED: Duration = Duration::from_secs(7 * 24 * 3600);
 
 pub fn spawn_workers(shared: &Arc<Shared>) {
     if shared.queue.is_none() {
@@ -66,11 +72,34 @@ async fn expire(sh: &Shared, q: &Queue) {
             end(sh, q, &it, "expired: not replayed within the maximum age").await;
         }
     }
+    // Purge long-ended items, deleting the credentials they kept for a retry.
+    let cutoff = now_ms() - KEEP_ENDED.as_millis() as i64;
+    let filter = weir_store::ListFilter {
+        states: vec![State::Failed, State::Expired, State::Cancelled, State::Done],
+        limit: 200,
+    };
+    if let Ok(items) = q.store.list(filter).await {
+        let old: Vec<_> = items
+            .into_iter()
+            .filter(|i| i.updated_at < cutoff)
+            .collect();
+        for it in &old {
+            if let Some(acct) = &it.credential_ref {
+                q.secrets.delete(acct).await;
+            }
+        }
+        if !old.is_empty() {
+            let _ = q.store.purge_ended_before(cutoff).await;
+        }
+    }
 }
 
+/// Announces an item's end state; a `done` item's credential is deleted at once.
 async fn end(sh: &Shared, q: &Queue, item: &Item, detail: &str) {
-    if let Some(acct) = &item.credential_ref {
-        q.secrets.delete(acct).await;
+    if item.state == State::Done {
+        if let Some(acct) = &item.credential_ref {
+            q.secrets.delete(acct).await;
+        }
     }
     sh.emit(event(item, detail));
 }
@@ -133,7 +162,20 @@ async fn replay_one(sh: &Arc<Shared>, q: &Queue, up: usize, item: Item) -> Durat
     *req.method_mut() = http::Method::POST;
     *req.uri_mut() = match format!("{origin}{}", item.path_and_query).parse() {
         Ok(u) => u,
-        Err(_) => return PACE,
+        Err(e) => {
+            if let Ok(it) = q
+                .store
+                .mark_failed(
+                    item.id,
+                    &format!("cannot build the replay URL: {e}"),
+                    now_ms(),
+                )
+                .await
+            {
+                end(sh, q, &it, "failed: bad URL").await;
+            }
+            return PACE;
+        }
     };
     for (k, v) in &item.headers {
         if let (Ok(k), Ok(v)) = (

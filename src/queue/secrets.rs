@@ -8,6 +8,25 @@ use weir_keychain::Keychain;
 
 pub const SERVICE: &str = "weir";
 
+/// A keychain that waits for the user (a locked keyring prompting to unlock) must not hold a
+/// request, a coalesced flight or a status tick forever.
+const KEYCHAIN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Runs a blocking keychain call off the async workers, bounded by [`KEYCHAIN_TIMEOUT`].
+async fn bounded<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, weir_keychain::KeychainError> + Send + 'static,
+) -> Result<T, String> {
+    match tokio::time::timeout(KEYCHAIN_TIMEOUT, tokio::task::spawn_blocking(f)).await {
+        Err(_) => Err(format!(
+            "the keychain did not answer within {}s (is it locked and waiting to be unlocked?)",
+            KEYCHAIN_TIMEOUT.as_secs()
+        )),
+        Ok(Err(e)) => Err(format!("keychain call failed: {e}")),
+        Ok(Ok(Err(e))) => Err(format!("{e}. {}", e.fix())),
+        Ok(Ok(Ok(v))) => Ok(v),
+    }
+}
+
 pub enum Secrets {
     Keychain(Keychain),
     Memory(Mutex<HashMap<String, String>>),
@@ -21,11 +40,19 @@ pub enum Secrets {
 impl Secrets {
     /// Probes the OS keychain (off the async workers: it blocks on D-Bus).
     pub async fn detect(allow_memory: bool) -> Secrets {
-        let probe = tokio::task::spawn_blocking(|| {
-            let k = Keychain::new(SERVICE);
-            k.probe().map(|_| k)
-        })
-        .await;
+        let probe = tokio::time::timeout(
+            KEYCHAIN_TIMEOUT,
+            tokio::task::spawn_blocking(|| {
+                let k = Keychain::new(SERVICE);
+                k.probe().map(|_| k)
+            }),
+        )
+        .await
+        .unwrap_or_else(|_| {
+            Ok(Err(weir_keychain::KeychainError::Locked {
+                detail: "the keychain did not answer within 5s".into(),
+            }))
+        });
         match probe {
             Ok(Ok(k)) => Secrets::Keychain(k),
             Ok(Err(e)) if allow_memory => {
@@ -58,11 +85,7 @@ impl Secrets {
         match self {
             Secrets::Keychain(k) => {
                 let (k, a) = (Keychain::new(k.service()), account.to_string());
-                match tokio::task::spawn_blocking(move || k.set(&a, &secret)).await {
-                    Ok(Ok(())) => Ok(()),
-                    Ok(Err(e)) => Err(format!("{e}. {}", e.fix())),
-                    Err(e) => Err(e.to_string()),
-                }
+                bounded(move || k.set(&a, &secret)).await
             }
             Secrets::Memory(m) => {
                 m.lock()
@@ -78,10 +101,7 @@ impl Secrets {
         match self {
             Secrets::Keychain(k) => {
                 let (k, a) = (Keychain::new(k.service()), account.to_string());
-                match tokio::task::spawn_blocking(move || k.get(&a)).await {
-                    Ok(r) => r.map_err(|e| e.to_string()),
-                    Err(e) => Err(e.to_string()),
-                }
+                bounded(move || k.get(&a)).await
             }
             Secrets::Memory(m) => Ok(m.lock().map_err(|e| e.to_string())?.get(account).cloned()),
             Secrets::Unavailable { reason, .. } => Err(reason.clone()),
@@ -93,8 +113,8 @@ impl Secrets {
         match self {
             Secrets::Keychain(k) => {
                 let (k, a) = (Keychain::new(k.service()), account.to_string());
-                if let Ok(Err(e)) = tokio::task::spawn_blocking(move || k.delete(&a)).await {
-                    tracing::warn!(error = %e, "could not delete a replay credential from the keychain");
+                if let Err(e) = bounded(move || k.delete(&a)).await {
+                    tracing::warn!(error = %e, "could not delete a credential from the keychain");
                 }
             }
             Secrets::Memory(m) => {

@@ -50,6 +50,7 @@ pub async fn call_buffered(
         up,
         class,
         req.method,
+        true,
         send,
         |r: &Response<Bytes>| r.body().clone(),
     )
@@ -63,12 +64,8 @@ pub async fn call_streaming(
     class: RouteClass,
     req: Request<Body>,
 ) -> Result<Attempted<Body>, Problem> {
-    let bodiless = req
-        .headers()
-        .get(header::CONTENT_LENGTH)
-        .is_none_or(|v| v == "0")
-        && !req.headers().contains_key(header::TRANSFER_ENCODING);
-    if bodiless {
+    // Decided from the body itself: headers may already have lost `Transfer-Encoding`.
+    if http_body::Body::is_end_stream(req.body()) {
         let (parts, _) = req.into_parts();
         let rep = Replayable {
             method: &parts.method,
@@ -81,13 +78,16 @@ pub async fn call_streaming(
             let client = shared.client.clone();
             async move { Ok(client.send(r?, t).await?.map(boxed)) }
         };
-        return run(shared, up, class, &parts.method, send, |_| Bytes::new()).await;
+        return run(shared, up, class, &parts.method, true, send, |_| {
+            Bytes::new()
+        })
+        .await;
     }
     // A streamed body can be sent once: wrap it so the loop's first attempt takes it.
     let (parts, body) = req.into_parts();
     let slot = std::sync::Mutex::new(Some(body));
     let rep = Replayable {
-        method: &Method::POST,
+        method: &parts.method,
         uri: &parts.uri,
         headers: &parts.headers,
         body: Bytes::new(),
@@ -98,15 +98,15 @@ pub async fn call_streaming(
             .ok()
             .and_then(|mut b| b.take())
             .unwrap_or_else(crate::body::empty);
-        let r = build(&origin, &rep, body).map(|mut r| {
-            *r.method_mut() = parts.method.clone();
-            r
-        });
+        let r = build(&origin, &rep, body);
         let client = shared.client.clone();
         async move { Ok(client.send(r?, t).await?.map(boxed)) }
     };
-    // `Method::POST` above marks it non-idempotent for the loop: never retried.
-    run(shared, up, class, &Method::POST, send, |_| Bytes::new()).await
+    // The body can be sent once: never retried, and the fallback only if it was never sent.
+    run(shared, up, class, &parts.method, false, send, |_| {
+        Bytes::new()
+    })
+    .await
 }
 
 fn build(origin: &Origin, req: &Replayable<'_>, body: Body) -> Result<Request<Body>, FetchError> {
@@ -147,6 +147,7 @@ async fn run<B, F, Fut>(
     up: usize,
     class: RouteClass,
     method: &Method,
+    resendable: bool,
     send: F,
     prefix: impl Fn(&Response<B>) -> Bytes,
 ) -> Result<Attempted<B>, Problem>
@@ -162,7 +163,7 @@ where
     let idempotent = matches!(
         *method,
         Method::GET | Method::HEAD | Method::OPTIONS | Method::PUT | Method::DELETE
-    );
+    ) && resendable;
     let mut jitter = g.jitter();
     g.budget.record_request();
     let mut last: Option<(Result<Response<B>, FetchError>, Kind)> = None;
@@ -231,7 +232,22 @@ where
         || last
             .as_ref()
             .is_some_and(|(_, k)| k.is_retryable() || *k == Kind::RateLimited);
-    if let (Some(fb), true) = (&cfg.fallback, primary_failed) {
+    // A non-idempotent request (a create) goes to the fallback only if the primary certainly
+    // did not take it: never sent, or refused outright (429/503/529); a streamed body only if
+    // it was never sent at all.
+    let never_sent = match &last {
+        None => true,
+        Some((Err(e), _)) => !e.maybe_sent(),
+        Some((Ok(_), _)) => false,
+    };
+    let refused =
+        matches!(&last, Some((Ok(r), _)) if matches!(r.status().as_u16(), 429 | 503 | 529));
+    let may_fallback = if idempotent && resendable {
+        primary_failed
+    } else {
+        primary_failed && (never_sent || (refused && resendable))
+    };
+    if let (Some(fb), true) = (&cfg.fallback, may_fallback) {
         // One bounded attempt at the fallback; never for fatal/auth kinds (not reached then).
         st.fallback_attempts.fetch_add(1, Relaxed);
         let res = send(
@@ -260,9 +276,13 @@ where
             response,
             fallback: None,
         }),
-        (Some((Err(e), _)), _) => Err(fetch_problem(&e)
-            .upstream(&cfg.name)
-            .breaker(g.breaker.state().as_str())),
+        (Some((Err(e), _)), _) => {
+            let mut p = fetch_problem(&e)
+                .upstream(&cfg.name)
+                .breaker(g.breaker.state().as_str());
+            p.maybe_sent = e.maybe_sent();
+            Err(p)
+        }
         (None, Some(c)) => Err(g.problem_for(&c)),
         (None, None) => Err(Problem::new(
             http::StatusCode::INTERNAL_SERVER_ERROR,

@@ -122,6 +122,9 @@ pub struct NewItem {
     /// "owner/repo" from the path.
     pub repo: Option<String>,
     pub problem_statement: Option<String>,
+    /// The first attempt may have reached the upstream (it timed out after sending): the item
+    /// starts `in_doubt` and is looked up upstream before any replay.
+    pub in_doubt: bool,
 }
 
 /// A stored item. Times are unix milliseconds from the caller's clock.

@@ -86,7 +86,7 @@ impl Store {
                     "INSERT INTO queue_items (upstream, method, path_and_query, headers, body,
                          identity, credential_ref, dedupe_key, repo, problem_statement, state,
                          created_at, attempts, next_attempt_at, updated_at, needs_lookup)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, 'queued', ?11, 0, ?11, ?11, 0)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?12, ?11, 0, ?11, ?11, ?13)
                      RETURNING {COLUMNS}"
                 ),
                 params![
@@ -101,6 +101,8 @@ impl Store {
                     item.repo,
                     item.problem_statement,
                     now_ms,
+                    if item.in_doubt { "in_doubt" } else { "queued" },
+                    item.in_doubt,
                 ],
                 Item::from_row,
             )

@@ -96,6 +96,15 @@ pub fn times(v: f64) -> String {
     }
 }
 
+/// `503 ms`, `1.4 ms`
+pub fn ms(v: f64) -> String {
+    if v < 10.0 {
+        format!("{v:.1} ms")
+    } else {
+        format!("{v:.0} ms")
+    }
+}
+
 /// `99.8 %`
 pub fn percent(fraction: f64) -> String {
     format!("{:.1} %", fraction * 100.0)

@@ -6,7 +6,7 @@
 use super::LabConfig;
 use crate::fleet::{FleetReport, FleetSpec};
 use crate::policy::Policy;
-use crate::report::{num, percent, times, Section, Series, Table};
+use crate::report::{ms, num, percent, times, Section, Series, Table};
 use crate::timeline::mean_rate;
 use crate::upstream::{Upstream, UpstreamSpec};
 use crate::weir_ctl::{Caching, LabWeir, NO_RATE_LIMIT};
@@ -251,8 +251,8 @@ pub fn section(cfg: &LabConfig, rows: &[FleetRow]) -> Section {
                 .map(|p| format!("{p:.1}×"))
                 .unwrap_or_else(|| "—".into()),
             percent(r.success),
-            format!("{:.0} ms", r.clients.latency.p50_ms),
-            format!("{:.0} ms", r.clients.latency.p99_ms),
+            ms(r.clients.latency.p50_ms),
+            ms(r.clients.latency.p99_ms),
             r.clients.attempts.to_string(),
             r.weir_upstream_requests
                 .map(|n| n.to_string())

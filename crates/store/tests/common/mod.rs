@@ -28,5 +28,6 @@ pub fn new_item(n: u32) -> NewItem {
         dedupe_key: format!("key-{n}"),
         repo: Some(format!("octo/repo-{n}")),
         problem_statement: Some(format!("fix bug {n}")),
+        in_doubt: false,
     }
 }
