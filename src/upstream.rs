@@ -1,12 +1,11 @@
 //! The upstream HTTP client: hyper-util's pooled client over rustls (with the platform's
 //! roots), plus the buffered fetch used by coalesced/cached classes and its typed failures.
 
-use crate::body::{Body, BoxError};
+use crate::body::Body;
 use bytes::Bytes;
 use http::{Request, Response};
 use http_body_util::{BodyExt, Limited};
-use hyper_util::client::legacy::{connect::HttpConnector, Client};
-use hyper_util::rt::TokioExecutor;
+use hyper_util::client::legacy::Client;
 use std::time::Duration;
 
 pub type Connector = hyper_rustls::HttpsConnector<crate::upstream_pool::RoutingConnector>;
@@ -99,38 +98,9 @@ pub struct UpstreamClient {
 }
 
 impl UpstreamClient {
+    /// A client with the platform roots and no per-upstream routing (the CLI's client).
     pub fn new() -> UpstreamClient {
-        let mut roots = rustls::RootCertStore::empty();
-        let native = rustls_native_certs::load_native_certs();
-        for e in &native.errors {
-            tracing::warn!(error = %e, "could not load some platform root certificates");
-        }
-        let (added, _ignored) = roots.add_parsable_certificates(native.certs);
-        if added == 0 {
-            tracing::warn!(
-                "no platform root certificates found: HTTPS upstreams will fail to verify"
-            );
-        }
-        let tls = rustls::ClientConfig::builder_with_provider(
-            rustls::crypto::ring::default_provider().into(),
-        )
-        .with_safe_default_protocol_versions()
-        .map(|b| b.with_root_certificates(roots).with_no_client_auth())
-        .unwrap_or_else(|e| unreachable!("ring supports the default protocol versions: {e}"));
-        let mut http = HttpConnector::new();
-        http.enforce_http(false);
-        http.set_connect_timeout(Some(Duration::from_secs(10)));
-        http.set_nodelay(true);
-        let https = hyper_rustls::HttpsConnectorBuilder::new()
-            .with_tls_config(tls)
-            .https_or_http()
-            .enable_http1()
-            .enable_http2()
-            .wrap_connector(crate::upstream_pool::RoutingConnector::direct(http));
-        let client = Client::builder(TokioExecutor::new())
-            .pool_idle_timeout(Duration::from_secs(60))
-            .build(https);
-        UpstreamClient { client }
+        UpstreamClient::for_settings(&crate::config::Settings::default())
     }
 
     /// Sends `req` and returns the response with its body still streaming.
@@ -250,9 +220,4 @@ pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
         cur = c.source();
     }
     s
-}
-
-/// Converts an error into [`BoxError`] (used when boxing streamed bodies).
-pub fn boxed_error<E: Into<BoxError>>(e: E) -> BoxError {
-    e.into()
 }

@@ -52,7 +52,14 @@ async fn incidents_show_in_status_and_events() {
     // An incident opens; the watcher is asked to check now (as the tray's refresh does).
     let mut events = weir.handle.subscribe();
     serve(&page, "summary_incident", "unresolved_incident");
-    weir.handle.shared().github.get().unwrap().refresh();
+    weir.handle
+        .shared()
+        .github
+        .lock()
+        .unwrap()
+        .as_ref()
+        .unwrap()
+        .refresh();
     let mut opened = None;
     for _ in 0..100 {
         if let Ok(Ok(e)) = tokio::time::timeout(Duration::from_millis(100), events.recv()).await {

@@ -103,7 +103,11 @@ pub fn snapshot(shared: &Shared) -> StatusSnapshot {
             max_bytes: shared.settings.cache_max_bytes,
             in_flight: shared.coalescer.in_flight(),
         },
-        github: shared.github.get().map(|h| h.snapshot()),
+        github: shared
+            .github
+            .lock()
+            .ok()
+            .and_then(|g| g.as_ref().map(|h| h.snapshot())),
         github_token_stored: false,
         queue: QueueStatus {
             available: shared.queue.is_some(),

@@ -120,7 +120,10 @@ pub async fn start(opts: EngineOptions) -> Result<EngineHandle, EngineError> {
         .store(stored, std::sync::atomic::Ordering::Relaxed);
     crate::queue::replay::spawn_workers(&shared);
     if let Some(cfg) = shared.settings.github_status.clone() {
-        let _ = shared.github.set(crate::github_status::start(&shared, cfg));
+        let watcher = crate::github_status::start(&shared, cfg);
+        if let Ok(mut g) = shared.github.lock() {
+            *g = Some(watcher);
+        }
     }
     forward_breaker_events(&shared);
     let (tx, rx) = oneshot::channel::<()>();
@@ -257,6 +260,10 @@ impl EngineHandle {
     /// when done. Calling it twice is harmless.
     pub async fn shutdown(&self) {
         self.shared.stopping.send_replace(true);
+        let watcher = self.shared.github.lock().ok().and_then(|mut g| g.take());
+        if let Some(w) = watcher {
+            w.stop().await;
+        }
         if let Some(tx) = self.stop.lock().ok().and_then(|mut s| s.take()) {
             let _ = tx.send(());
         }

@@ -43,7 +43,7 @@ pub struct Shared {
     pub recent_creates: moka::sync::Cache<String, Arc<Stored>>,
     pub create_flights: Coalescer<Stored, Problem>,
     /// The GitHub Status watcher, once started.
-    pub github: std::sync::OnceLock<weir_status::StatusHandle>,
+    pub github: std::sync::Mutex<Option<weir_status::StatusHandle>>,
     pub config_file: Option<std::path::PathBuf>,
     /// Whether a GitHub token is in the keychain (read at start, kept current by the token
     /// API) so status calls never wait on the keychain.
@@ -115,7 +115,7 @@ impl Shared {
                 .time_to_live(settings.queue.dedupe_window)
                 .build(),
             create_flights: Coalescer::default(),
-            github: std::sync::OnceLock::new(),
+            github: std::sync::Mutex::new(None),
             config_file: None,
             token_stored: Default::default(),
             tunnel_slots: Arc::new(tokio::sync::Semaphore::new(settings.limits.max_connections)),
