@@ -7,8 +7,13 @@ cd "$(dirname "$0")/.."
 # --- System packages (Debian/Ubuntu). Skipped when already present. -----------------------
 need=()
 have() { dpkg -s "$1" >/dev/null 2>&1; }
+# Engine: keychain (Secret Service), real clients (curl, chromium + NSS tools), namespaces.
+# Tray (Tauri v2): WebKitGTK & co. to build it; Xvfb, dunst, ImageMagick, gdbus for its smoke test.
 for p in pkg-config libdbus-1-dev gnome-keyring dbus-x11 libsecret-tools curl ca-certificates \
-         util-linux chromium libnss3-tools; do
+         util-linux chromium libnss3-tools \
+         build-essential libwebkit2gtk-4.1-dev libjavascriptcoregtk-4.1-dev libsoup-3.0-dev \
+         libayatana-appindicator3-dev librsvg2-dev libssl-dev \
+         xvfb xauth imagemagick dunst x11-utils libglib2.0-bin python3; do
   have "$p" || need+=("$p")
 done
 if [ "${#need[@]}" -gt 0 ]; then
@@ -27,7 +32,7 @@ command -v npm >/dev/null || { echo "test.sh: npm (Node.js 18.17+) is needed" >&
 npm ci --prefix tests/node --no-audit --no-fund --silent
 
 # --- Rust: formatting, then every crate's tests inside a real Secret Service. ------------
-cargo fmt -p weir -p weir-resilience -p weir-store -p weir-keychain -p weir-tls -p weir-status -- --check
+cargo fmt -p weir -p weir-resilience -p weir-store -p weir-keychain -p weir-tls -p weir-status -p weir-tray -- --check
 cargo build "${pkgs[@]}" --all-targets
 scripts/with-keychain.sh cargo test "${pkgs[@]}" --all-targets
 # The same engine with no keychain at all: creates are refused with a clear 503, not queued.
@@ -37,3 +42,9 @@ env -u DBUS_SESSION_BUS_ADDRESS WEIR_TEST_NO_KEYCHAIN=1 WEIR_SKIP_KEYCHAIN_TESTS
 # --- The dashboard in a real browser (Debian's chromium driven by playwright-core). -------
 weir_bin="${CARGO_TARGET_DIR:-$PWD/target}/debug/weir"
 (cd tests/browser && npm ci --no-audit --no-fund --silent && WEIR_BIN="$weir_bin" node --test)
+
+# --- The tray app: mock-runtime tests, then the real app under Xvfb + a private session bus
+#     (menu read and clicked over D-Bus, notifications seen at a real notification server,
+#     a screenshot of the dashboard window in out/).
+scripts/with-keychain.sh cargo test -p weir-tray
+scripts/tray-smoke.sh
