@@ -238,6 +238,10 @@ function connect() {
 // ---- Start ----------------------------------------------------------------------------------
 
 loadSecret();
+// The tray's "N creates queued" item opens the dashboard at `#view=queue`.
+if (new URLSearchParams(location.hash.replace(/^#/, '')).get('view') === 'queue') {
+  document.getElementById('queue')?.scrollIntoView({ block: 'start' });
+}
 byTestId('readonly-notice').hidden = hasSecret();
 byTestId('metrics-link').href = url('/metrics');
 renderHeader();
