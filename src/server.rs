@@ -15,8 +15,8 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 
-pub async fn serve(listener: TcpListener, shared: Arc<Shared>, shutdown: impl Future<Output = ()>) {
-    let limits = shared.settings.limits.clone();
+/// The HTTP/1.1 + HTTP/2 server settings every client connection gets (plain or intercepted).
+pub fn http_builder(limits: &crate::config::Limits) -> auto::Builder<TokioExecutor> {
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder
         .http1()
@@ -29,6 +29,12 @@ pub async fn serve(listener: TcpListener, shared: Arc<Shared>, shutdown: impl Fu
         .http2()
         .timer(TokioTimer::new())
         .max_header_list_size((limits.max_header_bytes * 2) as u32);
+    builder
+}
+
+pub async fn serve(listener: TcpListener, shared: Arc<Shared>, shutdown: impl Future<Output = ()>) {
+    let limits = shared.settings.limits.clone();
+    let builder = http_builder(&limits);
     let graceful = GracefulShutdown::new();
     let connections = Arc::new(Semaphore::new(limits.max_connections));
     tokio::pin!(shutdown);

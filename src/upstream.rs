@@ -170,7 +170,12 @@ fn target_of<B>(req: &Request<B>) -> String {
 
 fn classify_client_error(target: String, e: &hyper_util::client::legacy::Error) -> FetchError {
     let message = error_chain(e);
-    if is_certificate_error(e) {
+    // The connector boxes its errors (sometimes twice), which hides the typed rustls error
+    // from downcasting; rustls's own wording is the fallback.
+    if is_certificate_error(e)
+        || message.contains("invalid peer certificate")
+        || message.contains("peer sent no certificates")
+    {
         return FetchError::Tls { target, message };
     }
     if e.is_connect() {

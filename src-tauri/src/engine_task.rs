@@ -56,33 +56,20 @@ impl LaunchArgs {
     }
 }
 
-/// Settings and data dir the way `weir serve` finds them: the given file, else the OS config
-/// file if it exists, else the defaults; `--listen` overrides; data dir from the flag, else the
-/// config, else the OS data dir.
-pub fn resolve(args: &LaunchArgs) -> Result<(Settings, PathBuf), TrayError> {
+/// Settings, data dir and config file exactly as `weir serve` finds them
+/// ([`weir::config::resolve`]); a `--config` that does not exist is its own error.
+pub fn resolve(args: &LaunchArgs) -> Result<weir::config::Launch, TrayError> {
     if let Some(f) = args.config.as_ref().filter(|f| !f.exists()) {
         return Err(TrayError::MissingConfig(f.clone()));
     }
-    let file = args
-        .config
-        .clone()
-        .or_else(|| weir::paths::default_config_file().filter(|p| p.exists()));
-    let mut settings = match file {
-        Some(f) => config::load_file(&f)?,
-        None => Settings::default(),
-    };
-    if let Some(l) = args.listen {
-        settings.listen = l;
+    match config::resolve(
+        args.config.as_deref(),
+        args.listen,
+        args.data_dir.as_deref(),
+    ) {
+        Err(config::ConfigError::NotLoopback(a)) => Err(TrayError::NotLoopback(a)),
+        other => Ok(other?),
     }
-    if !settings.listen.ip().is_loopback() {
-        return Err(TrayError::NotLoopback(settings.listen));
-    }
-    let data_dir = args
-        .data_dir
-        .clone()
-        .or_else(|| settings.data_dir.clone())
-        .unwrap_or_else(weir::paths::default_data_dir);
-    Ok((settings, data_dir))
 }
 
 /// The running engine, kept in Tauri's managed state.
@@ -240,7 +227,9 @@ mod tests {
             listen: None,
             data_dir: Some(dir.path().join("d")),
         };
-        let (settings, data_dir) = resolve(&ok).unwrap();
+        let weir::config::Launch {
+            settings, data_dir, ..
+        } = resolve(&ok).unwrap();
         assert_eq!(settings.listen, "127.0.0.1:0".parse().unwrap());
         assert_eq!(data_dir, dir.path().join("d"));
     }

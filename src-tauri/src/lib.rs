@@ -45,14 +45,15 @@ pub struct AppOptions {
 impl AppOptions {
     /// The real app's options from its command line (see [`LaunchArgs`]).
     pub fn desktop(args: &LaunchArgs) -> Result<AppOptions, TrayError> {
-        let (settings, data_dir) = engine_task::resolve(args)?;
+        let weir::config::Launch {
+            settings,
+            data_dir,
+            config_file,
+        } = engine_task::resolve(args)?;
         Ok(AppOptions {
             settings,
             data_dir,
-            config_file: args
-                .config
-                .clone()
-                .or_else(weir::paths::default_config_file),
+            config_file,
             desktop: true,
         })
     }

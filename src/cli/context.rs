@@ -1,7 +1,7 @@
 //! What the client-setup commands (`ca`, `env`, `setup`, `doctor`) share: the `--config` and
 //! `--data-dir` flags, the loaded settings, and where the local CA lives.
 
-use super::{ServeArgs, EXIT_CONFIG};
+use super::EXIT_CONFIG;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use weir::config::Settings;
@@ -35,20 +35,12 @@ pub fn keychain_service() -> String {
 impl Context {
     /// Loads the config like `weir serve` does; a bad file is printed and becomes exit code 2.
     pub fn load(args: &CommonArgs) -> Result<Context, ExitCode> {
-        let serve_args = ServeArgs {
-            config: args.config.clone(),
-            listen: None,
-            data_dir: args.data_dir.clone(),
-        };
-        let settings = super::serve::load_settings(&serve_args).map_err(|e| {
-            eprintln!("weir: {e}");
-            ExitCode::from(EXIT_CONFIG)
-        })?;
-        let data_dir = args
-            .data_dir
-            .clone()
-            .or_else(|| settings.data_dir.clone())
-            .unwrap_or_else(weir::paths::default_data_dir);
+        let launch = weir::config::resolve(args.config.as_deref(), None, args.data_dir.as_deref())
+            .map_err(|e| {
+                eprintln!("weir: {e}");
+                ExitCode::from(EXIT_CONFIG)
+            })?;
+        let (settings, data_dir) = (launch.settings, launch.data_dir);
         let store = CaStore::new(&data_dir, &keychain_service());
         Ok(Context { settings, store })
     }

@@ -1,7 +1,7 @@
 //! `weir queue ls|show|cancel|retry`: talks to the running instance's control API. Mutating
 //! calls send the control secret, read from the keychain (or `WEIR_CONTROL_SECRET`).
 
-use super::serve::load_settings;
+use super::serve::load;
 use super::{ServeArgs, EXIT_CONFIG};
 use http::{Method, Request};
 use std::process::ExitCode;
@@ -24,8 +24,8 @@ pub enum QueueCmd {
 }
 
 pub fn run(cmd: QueueCmd, args: ServeArgs) -> ExitCode {
-    let settings = match load_settings(&args) {
-        Ok(s) => s,
+    let settings = match load(&args) {
+        Ok(l) => l.settings,
         Err(e) => {
             eprintln!("weir: {e}");
             return ExitCode::from(EXIT_CONFIG);

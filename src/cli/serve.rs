@@ -2,45 +2,30 @@
 
 use super::{ServeArgs, EXIT_CONFIG};
 use std::process::ExitCode;
-use weir::config::{self, Settings};
+use weir::config::{self, Launch};
 
-/// Loads settings the way `weir serve` and the tray do: the given file, else the OS config
-/// file if it exists, else the built-in defaults.
-pub fn load_settings(args: &ServeArgs) -> Result<Settings, config::ConfigError> {
-    let file = args
-        .config
-        .clone()
-        .or_else(|| weir::paths::default_config_file().filter(|p| p.exists()));
-    let mut settings = match file {
-        Some(f) => config::load_file(&f)?,
-        None => Settings::default(),
-    };
-    if let Some(l) = args.listen {
-        settings.listen = l;
-    }
-    Ok(settings)
+/// Loads settings the way `weir serve`, the other commands and the tray do
+/// ([`weir::config::resolve`]).
+pub fn load(args: &ServeArgs) -> Result<Launch, config::ConfigError> {
+    config::resolve(
+        args.config.as_deref(),
+        args.listen,
+        args.data_dir.as_deref(),
+    )
 }
 
 pub fn run(args: ServeArgs) -> ExitCode {
-    let settings = match load_settings(&args) {
-        Ok(s) => s,
+    let Launch {
+        settings,
+        data_dir,
+        config_file,
+    } = match load(&args) {
+        Ok(l) => l,
         Err(e) => {
             eprintln!("weir: {e}");
             return ExitCode::from(EXIT_CONFIG);
         }
     };
-    if !settings.listen.ip().is_loopback() {
-        eprintln!(
-            "weir: --listen {} is not a loopback address; Weir only listens on 127.0.0.1 or [::1]",
-            settings.listen
-        );
-        return ExitCode::from(EXIT_CONFIG);
-    }
-    let data_dir = args
-        .data_dir
-        .clone()
-        .or_else(|| settings.data_dir.clone())
-        .unwrap_or_else(weir::paths::default_data_dir);
     // Before the runtime starts: the keychain calls block.
     let local_ca = weir::intercept::ca_store::load_for_engine(
         &settings,
@@ -54,11 +39,6 @@ pub fn run(args: ServeArgs) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    // The dashboard's settings panel saves here: the file given, else the OS default location.
-    let config_file = args
-        .config
-        .clone()
-        .or_else(weir::paths::default_config_file);
     rt.block_on(async move {
         // Handlers are installed before anything is printed, so a supervisor that sends
         // SIGTERM as soon as it sees the address gets a graceful stop, not a default kill.

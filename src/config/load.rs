@@ -23,6 +23,8 @@ pub enum ConfigError {
         key: String,
         message: String,
     },
+    #[error("{0} is not a loopback address; Weir only listens on 127.0.0.1 or [::1] so other machines cannot use it")]
+    NotLoopback(std::net::SocketAddr),
 }
 
 /// Reads and validates `path`.

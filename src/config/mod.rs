@@ -3,6 +3,7 @@
 
 mod classes;
 mod file;
+mod launch;
 mod load;
 mod net;
 mod origin;
@@ -10,6 +11,7 @@ mod resilience;
 
 pub use classes::{classify, default_routes, ClassSettings, ClassTable, RouteClass, RouteRule};
 pub use file::FileConfig;
+pub use launch::{resolve, Launch};
 pub use load::{load_file, parse_str, ConfigError};
 pub use net::{read_roots, HostPort, UpstreamNet, UpstreamProxy};
 pub use origin::Origin;

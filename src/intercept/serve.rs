@@ -10,8 +10,7 @@ use http::{Method, Request, Response, StatusCode, Uri, Version};
 use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper::upgrade::Upgraded;
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-use hyper_util::server::conn::auto;
+use hyper_util::rt::TokioIo;
 use rustls::ServerConfig;
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -54,17 +53,7 @@ pub async fn serve(
     }
     let base = origin_of(&authority);
 
-    let limits = shared.settings.limits.clone();
-    let mut builder = auto::Builder::new(TokioExecutor::new());
-    builder
-        .http1()
-        .timer(TokioTimer::new())
-        .header_read_timeout(limits.header_read_timeout)
-        .max_buf_size((limits.max_header_bytes * 2).max(16 * 1024));
-    builder
-        .http2()
-        .timer(TokioTimer::new())
-        .max_header_list_size((limits.max_header_bytes * 2) as u32);
+    let builder = crate::server::http_builder(&shared.settings.limits);
 
     let sh = shared.clone();
     let svc = service_fn(move |req| handle(sh.clone(), base.clone(), req));

@@ -2,11 +2,10 @@
 
 use weir_lab::scenarios::agents429::{run_row, Habit, CALLS};
 use weir_lab::scenarios::cold::run_cold;
-use weir_lab::weir_ctl::NO_RATE_LIMIT;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_hundred_cold_gets_make_one_upstream_request() {
-    let r = run_cold(200, 1200, NO_RATE_LIMIT).await.unwrap();
+    let r = run_cold(200, 1200, "").await.unwrap();
     assert_eq!(r.upstream_requests, 1);
     assert_eq!(r.answered_ok, 200);
 }

@@ -6,7 +6,7 @@
 use super::surfaces::{poll_loop, CreateLoop, CreateTally, Creates, PollTally, Polls, Surface};
 use super::LabConfig;
 use crate::client::LabClient;
-use crate::report::{num, percent, Section, Series, Table};
+use crate::report::{ms, num, percent, Section, Series, Table};
 use crate::timeline::mean_rate;
 use crate::upstream::{Upstream, UpstreamSpec};
 use crate::weir_ctl::{Caching, LabWeir};
@@ -156,8 +156,8 @@ pub fn section(cfg: &LabConfig, rows: &[Oct29Row]) -> Section {
             r.name.clone(),
             num(r.upstream_rps),
             percent(r.polls.success_fraction()),
-            format!("{:.0} ms", r.polls.latency.p50_ms),
-            format!("{:.0} ms", r.polls.latency.p99_ms),
+            ms(r.polls.latency.p50_ms),
+            ms(r.polls.latency.p99_ms),
             r.polls.errors.to_string(),
             r.creates.intended.to_string(),
             r.creates.queued.to_string(),

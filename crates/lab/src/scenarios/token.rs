@@ -53,12 +53,16 @@ pub struct TokenRow {
     pub per_second: Vec<u64>,
 }
 
+/// Breaker settings that make the lab's one Weir behave like per-developer Weirs: each of
+/// those sees one developer's few token calls and never reaches the 20-call minimum.
+pub const PER_DEVELOPER_BREAKER: &str = "[breaker]\nminimum_calls = 1000000\n";
+
 async fn run_row(
     cfg: &LabConfig,
     name: &str,
     t: TokenTimes,
     slow: bool,
-    weir: bool,
+    weir: Option<&str>,
 ) -> Result<TokenRow, LabError> {
     let latency = if slow { t.slow_ms } else { t.healthy_ms };
     let spec = UpstreamSpec {
@@ -67,10 +71,15 @@ async fn run_row(
         ..UpstreamSpec::with_latency(latency)
     };
     let up = Upstream::start(spec).await?;
-    let extra = format!("[classes.token]\ntoken_margin = \"{}ms\"", t.margin_ms);
     let lab_weir = match weir {
-        true => Some(LabWeir::start(&up.origin(), Caching::Default, &extra).await?),
-        false => None,
+        Some(more) => {
+            let extra = format!(
+                "[classes.token]\ntoken_margin = \"{}ms\"\n{more}",
+                t.margin_ms
+            );
+            Some(LabWeir::start(&up.origin(), Caching::Default, &extra).await?)
+        }
+        None => None,
     };
     let url = format!("{}/copilot_internal/v2/token", up.origin());
     let mut fleet = FleetSpec::new(
@@ -116,9 +125,18 @@ pub async fn run(cfg: &LabConfig) -> Result<Section, LabError> {
     let t = TokenTimes::for_seconds(cfg.seconds);
     let mut rows = Vec::new();
     for (name, slow, weir) in [
-        ("healthy token endpoint", false, false),
-        ("slow endpoint + reissue bug", true, false),
-        ("slow endpoint + reissue bug, through Weir", true, true),
+        ("healthy token endpoint", false, None),
+        ("slow endpoint + reissue bug", true, None),
+        (
+            "slow endpoint + reissue bug, through Weir (breaker per developer)",
+            true,
+            Some(PER_DEVELOPER_BREAKER),
+        ),
+        (
+            "slow endpoint + reissue bug, through one shared Weir (shipped breaker)",
+            true,
+            Some(""),
+        ),
     ] {
         eprintln!(
             "aug17-token: {name} ({} developers × {WINDOWS} windows × {} s)",
@@ -167,7 +185,9 @@ pub fn section(cfg: &LabConfig, t: TokenTimes, rows: &[TokenRow]) -> Section {
         ),
         table,
         series: rows.iter().map(|r| Series { label: r.name.clone(), per_second: r.per_second.clone() }).collect(),
-        notes: vec![],
+        notes: vec![
+            "One lab Weir serves every developer. A real Weir runs per developer and sees only that developer's few token calls, so its breaker never reaches its 20-call minimum: the \"breaker per developer\" row sets `breaker.minimum_calls` out of reach to behave the same way. The last row keeps the shipped breaker on the shared Weir: when the slow endpoint answers no faster than the token class's 3 s `slow_call` (the 30 s rows: 3,000 ms) it opens, and developers with no cached token get 503 problems until it closes — the upstream is protected, at the cost of those refreshes.".into(),
+        ],
     }
 }
 
