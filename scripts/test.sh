@@ -23,16 +23,15 @@ if [ "${#need[@]}" -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y --no-install-recommends "${need[@]}"
 fi
 
-# The engine and its crates. (The Tauri tray, src-tauri, and the storm lab, crates/lab, are
-# built and tested by their own commands; see README.)
-pkgs=(-p weir -p weir-resilience -p weir-store -p weir-keychain -p weir-tls -p weir-status)
+# The engine, its crates and the storm lab (its tests check counts, never wall-clock time).
+pkgs=(-p weir -p weir-resilience -p weir-store -p weir-keychain -p weir-tls -p weir-status -p weir-lab)
 
 # --- Node packages for the real-client tests (undici's ProxyAgent for Node's fetch). ------
 command -v npm >/dev/null || { echo "test.sh: npm (Node.js 18.17+) is needed" >&2; exit 1; }
 npm ci --prefix tests/node --no-audit --no-fund --silent
 
 # --- Rust: formatting, then every crate's tests inside a real Secret Service. ------------
-cargo fmt -p weir -p weir-resilience -p weir-store -p weir-keychain -p weir-tls -p weir-status -p weir-tray -- --check
+cargo fmt -p weir -p weir-resilience -p weir-store -p weir-keychain -p weir-tls -p weir-status -p weir-lab -p weir-tray -- --check
 cargo build "${pkgs[@]}" --all-targets
 scripts/with-keychain.sh cargo test "${pkgs[@]}" --all-targets
 # The same engine with no keychain at all: creates are refused with a clear 503, not queued.
