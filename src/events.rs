@@ -3,6 +3,7 @@
 
 use serde::Serialize;
 use std::time::SystemTime;
+use tokio::sync::{broadcast, watch};
 
 #[derive(Debug, Clone, Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
@@ -52,4 +53,33 @@ impl Event {
             Event::Github { .. } => "github",
         }
     }
+}
+
+/// Forwards a component's own event stream (breaker, status watcher) into the engine's, mapped
+/// by `map`, until the engine stops or the source closes. A lagging source just skips ahead.
+pub fn forward<T, F>(
+    mut source: broadcast::Receiver<T>,
+    sink: broadcast::Sender<Event>,
+    mut stop: watch::Receiver<bool>,
+    map: F,
+) where
+    T: Clone + Send + 'static,
+    F: Fn(T) -> Event + Send + 'static,
+{
+    tokio::spawn(async move {
+        loop {
+            let ev = tokio::select! {
+                ev = source.recv() => ev,
+                _ = stop.changed() => return,
+            };
+            match ev {
+                Ok(e) => {
+                    // No receivers (nobody watching) is normal.
+                    let _ = sink.send(map(e));
+                }
+                Err(broadcast::error::RecvError::Lagged(_)) => continue,
+                Err(broadcast::error::RecvError::Closed) => return,
+            }
+        }
+    });
 }

@@ -55,24 +55,12 @@ impl Fetch for ClientFetch {
 /// Starts the watcher and forwards its events; returns its handle.
 pub fn start(shared: &Arc<Shared>, config: StatusConfig) -> StatusHandle {
     let handle = StatusWatcher::spawn(config, Arc::new(ClientFetch(shared.client.clone())));
-    let mut rx = handle.subscribe();
-    let events = shared.events.clone();
-    let mut stop = shared.stopping.subscribe();
-    tokio::spawn(async move {
-        loop {
-            let ev = tokio::select! {
-                ev = rx.recv() => ev,
-                _ = stop.changed() => return,
-            };
-            match ev {
-                Ok(e) => {
-                    let _ = events.send(to_event(e));
-                }
-                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
-                Err(_) => return,
-            }
-        }
-    });
+    crate::events::forward(
+        handle.subscribe(),
+        shared.events.clone(),
+        shared.stopping.subscribe(),
+        to_event,
+    );
     handle
 }
 

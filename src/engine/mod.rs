@@ -178,31 +178,21 @@ async fn identity_key(secrets: &crate::queue::secrets::Secrets) -> IdentityKey {
 /// Turns every breaker transition into an engine [`Event::Breaker`] (tray, dashboard, logs).
 fn forward_breaker_events(shared: &Arc<Shared>) {
     for st in &shared.upstreams {
-        let mut rx = st.guard.breaker.subscribe();
-        let events = shared.events.clone();
-        let mut stop = shared.stopping.subscribe();
-        tokio::spawn(async move {
-            loop {
-                let ev = tokio::select! {
-                    ev = rx.recv() => ev,
-                    _ = stop.changed() => return,
-                };
-                match ev {
-                    Ok(e) => {
-                        tracing::warn!(upstream = %e.breaker, from = %e.from, to = %e.to, reason = %e.reason, "circuit breaker changed");
-                        let _ = events.send(Event::Breaker {
-                            upstream: e.breaker,
-                            from: e.from.as_str().to_string(),
-                            to: e.to.as_str().to_string(),
-                            at: e.at,
-                            reason: e.reason,
-                        });
-                    }
-                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
-                    Err(_) => return,
+        crate::events::forward(
+            st.guard.breaker.subscribe(),
+            shared.events.clone(),
+            shared.stopping.subscribe(),
+            |e| {
+                tracing::warn!(upstream = %e.breaker, from = %e.from, to = %e.to, reason = %e.reason, "circuit breaker changed");
+                Event::Breaker {
+                    upstream: e.breaker,
+                    from: e.from.as_str().to_string(),
+                    to: e.to.as_str().to_string(),
+                    at: e.at,
+                    reason: e.reason,
                 }
-            }
-        });
+            },
+        );
     }
 }
 
