@@ -218,6 +218,14 @@ async fn replay_one(sh: &Arc<Shared>, q: &Queue, up: usize, item: Item) -> Durat
                     end(sh, q, &it, "done: replayed").await;
                 }
             } else if kind.is_retryable() || kind == Kind::RateLimited {
+                // The upstream's own wait holds back every surface, replays included.
+                if matches!(kind, Kind::RateLimited | Kind::Overloaded) {
+                    if let Some(w) =
+                        weir_resilience::wait_hint(resp.headers(), std::time::SystemTime::now())
+                    {
+                        st.guard.cool_down(w, kind);
+                    }
+                }
                 let _ = q
                     .store
                     .reschedule(
@@ -244,7 +252,12 @@ async fn replay_one(sh: &Arc<Shared>, q: &Queue, up: usize, item: Item) -> Durat
             }
         }
         Err(e) => {
-            permit.record(true, false);
+            // A certificate this install does not trust, or an oversized answer, says nothing
+            // about the upstream's health.
+            permit.record(
+                !matches!(e, FetchError::Tls { .. } | FetchError::TooLarge { .. }),
+                false,
+            );
             // Not connected: it certainly did not arrive. Anything later may have.
             if matches!(e, FetchError::Connect { .. } | FetchError::Tls { .. }) {
                 let _ = q
