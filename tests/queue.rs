@@ -9,6 +9,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 const JOBS: &str = "/agents/swe/v1/jobs/octo/repo";
+/// Credentials in memory (no keychain needed) and a breaker that never opens.
+const MEMORY_QUEUE: &str = "[queue]\ncredentials = \"memory\"\n[breaker]\nminimum_calls = 1000\n";
 
 fn body(i: usize) -> String {
     format!(r#"{{"problem_statement":"task {i}","event_type":"weir-test"}}"#)
@@ -76,11 +78,7 @@ async fn fatal_answers_are_never_queued() {
 async fn a_failing_upstream_gets_the_create_queued_then_replayed_once() {
     let up = Upstream::start().await;
     up.set(|b| b.status = 503);
-    let weir = Weir::start(
-        &[&up.origin()],
-        "[queue]\ncredentials = \"memory\"\n[breaker]\nminimum_calls = 1000\n",
-    )
-    .await;
+    let weir = Weir::start(&[&up.origin()], MEMORY_QUEUE).await;
     let r = weir
         .client("a")
         .post(format!("{}{JOBS}", up.origin()))
@@ -202,11 +200,7 @@ async fn twenty_creates_survive_kill_9_and_reach_the_upstream_exactly_once() {
 async fn an_in_doubt_create_found_upstream_is_not_sent_again() {
     let up = Upstream::start().await;
     up.set(|b| b.status = 503);
-    let weir = Weir::start(
-        &[&up.origin()],
-        "[queue]\ncredentials = \"memory\"\n[breaker]\nminimum_calls = 1000\n",
-    )
-    .await;
+    let weir = Weir::start(&[&up.origin()], MEMORY_QUEUE).await;
     weir.handle.shutdown().await;
     // Queue an item directly, as a crash mid-replay leaves it: state replaying.
     let db = weir.dir.path().join("queue.sqlite3");

@@ -61,4 +61,13 @@ impl Stored {
     pub fn is_success(&self) -> bool {
         self.status.is_success()
     }
+
+    /// A response carrying this entry's status, headers and body (shared between waiters,
+    /// cache hits and repeated creates); callers add their own headers.
+    pub fn to_response(&self) -> http::Response<crate::body::Body> {
+        let mut resp = http::Response::new(crate::body::full(self.body.clone()));
+        *resp.status_mut() = self.status;
+        *resp.headers_mut() = self.headers.clone();
+        resp
+    }
 }

@@ -360,27 +360,31 @@ fn apply_class(
     fc: &FileClass,
     out: &mut ClassSettings,
 ) -> Result<(), ConfigError> {
-    let k = |f: &str| format!("classes.{}.{f}", class.as_str());
-    if let Some(d) = cx.duration(&k("fresh_ttl"), &fc.fresh_ttl)? {
-        out.fresh_ttl = d;
-    }
-    if let Some(d) = cx.duration(&k("stale_while_revalidate"), &fc.stale_while_revalidate)? {
-        out.stale_while_revalidate = d;
-    }
-    if let Some(d) = cx.duration(&k("stale_if_error"), &fc.stale_if_error)? {
-        out.stale_if_error = d;
-    }
-    if let Some(d) = cx.duration(&k("token_margin"), &fc.token_margin)? {
-        out.token_margin = d;
-    }
-    if let Some(d) = cx.duration(&k("per_try_timeout"), &fc.per_try_timeout)? {
-        out.per_try_timeout = d;
-    }
-    if let Some(d) = cx.duration(&k("deadline"), &fc.deadline)? {
-        out.deadline = d;
-    }
-    if let Some(d) = cx.duration(&k("slow_call"), &fc.slow_call)? {
-        out.slow_call = d;
+    let knobs: [(&str, &Option<Spanned<String>>, &mut Duration); 7] = [
+        ("fresh_ttl", &fc.fresh_ttl, &mut out.fresh_ttl),
+        (
+            "stale_while_revalidate",
+            &fc.stale_while_revalidate,
+            &mut out.stale_while_revalidate,
+        ),
+        (
+            "stale_if_error",
+            &fc.stale_if_error,
+            &mut out.stale_if_error,
+        ),
+        ("token_margin", &fc.token_margin, &mut out.token_margin),
+        (
+            "per_try_timeout",
+            &fc.per_try_timeout,
+            &mut out.per_try_timeout,
+        ),
+        ("deadline", &fc.deadline, &mut out.deadline),
+        ("slow_call", &fc.slow_call, &mut out.slow_call),
+    ];
+    for (name, value, slot) in knobs {
+        if let Some(d) = cx.duration(&format!("classes.{}.{name}", class.as_str()), value)? {
+            *slot = d;
+        }
     }
     Ok(())
 }

@@ -3,7 +3,7 @@
 
 use super::headers::{strip_hop_by_hop, CACHE_STATUS};
 use super::limit::{self, Caller};
-use crate::body::{full, Body};
+use crate::body::Body;
 use crate::cache::{CacheKey, Freshness, Stored};
 use crate::coalesce::Role;
 use crate::config::{ClassSettings, RouteClass};
@@ -237,9 +237,7 @@ fn lifetimes(class: RouteClass, s: &ClassSettings, body: &[u8]) -> (Duration, Du
 }
 
 fn respond(entry: &Stored, cache_status: &str) -> Response<Body> {
-    let mut resp = Response::new(full(entry.body.clone()));
-    *resp.status_mut() = entry.status;
-    *resp.headers_mut() = entry.headers.clone();
+    let mut resp = entry.to_response();
     let h = resp.headers_mut();
     h.insert(
         header::AGE,

@@ -9,7 +9,7 @@
 //!    `202 Accepted` with `Location: /_weir/api/queue/{id}`. Fatal and auth answers pass through.
 
 use super::{event, now_ms};
-use crate::body::{full, Body};
+use crate::body::Body;
 use crate::cache::{CacheKey, Stored};
 use crate::config::RouteClass;
 use crate::engine::Shared;
@@ -110,9 +110,7 @@ fn dedupe_key(up: usize, who: &Caller, uri: &Uri, headers: &HeaderMap, body: &[u
 }
 
 fn respond(s: &Stored, how: &str) -> Response<Body> {
-    let mut r = Response::new(full(s.body.clone()));
-    *r.status_mut() = s.status;
-    *r.headers_mut() = s.headers.clone();
+    let mut r = s.to_response();
     if let Ok(v) = HeaderValue::from_str(how) {
         r.headers_mut().insert("weir-create", v);
     }

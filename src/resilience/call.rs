@@ -164,7 +164,8 @@ where
         *method,
         Method::GET | Method::HEAD | Method::OPTIONS | Method::PUT | Method::DELETE
     ) && resendable;
-    let mut jitter = g.jitter();
+    // Built on the first retry only: most calls never need it.
+    let mut jitter: Option<Box<dyn weir_resilience::Jitter>> = None;
     g.budget.record_request();
     let mut last: Option<(Result<Response<B>, FetchError>, Kind)> = None;
     let mut closed: Option<Closed> = None;
@@ -216,7 +217,11 @@ where
             break;
         }
         let left = deadline.saturating_duration_since(Instant::now());
-        let wait = g.backoff.delay_with_hint(attempt, hint, jitter.as_mut());
+        let wait = g.backoff.delay_with_hint(
+            attempt,
+            hint,
+            jitter.get_or_insert_with(|| g.jitter()).as_mut(),
+        );
         if !idempotent
             || wait >= left
             || !kind.retryable_within(hint, left)
