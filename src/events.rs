@@ -5,6 +5,32 @@ use serde::Serialize;
 use std::time::SystemTime;
 use tokio::sync::{broadcast, watch};
 
+pub use weir_resilience::State as BreakerState;
+pub use weir_store::State as QueueState;
+
+/// What changed on GitHub Status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GithubChange {
+    IncidentOpened,
+    IncidentUpdated,
+    IncidentResolved,
+    ComponentChanged,
+    ReachabilityChanged,
+}
+
+impl GithubChange {
+    /// An incident opened, changed or ended (component and reachability changes are not).
+    pub fn is_incident(self) -> bool {
+        matches!(
+            self,
+            GithubChange::IncidentOpened
+                | GithubChange::IncidentUpdated
+                | GithubChange::IncidentResolved
+        )
+    }
+}
+
 #[derive(Debug, Clone, Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Event {
@@ -14,29 +40,27 @@ pub enum Event {
         at: SystemTime,
         paused: bool,
     },
-    /// A circuit breaker changed state (`closed`, `open`, `half_open`).
+    /// A circuit breaker changed state.
     Breaker {
         upstream: String,
-        from: String,
-        to: String,
+        from: BreakerState,
+        to: BreakerState,
         #[serde(with = "crate::time_fmt")]
         at: SystemTime,
         reason: String,
     },
-    /// A queued create changed state (`queued`, `replaying`, `in_doubt`, `done`, `failed`,
-    /// `cancelled`, `expired`).
+    /// A queued create changed state.
     Queue {
         id: i64,
         upstream: String,
-        state: String,
+        state: QueueState,
         #[serde(with = "crate::time_fmt")]
         at: SystemTime,
         detail: String,
     },
-    /// A watched GitHub Status change: `incident_opened`, `incident_updated`,
-    /// `incident_resolved`, `component_changed`, `reachability_changed`.
+    /// A watched GitHub Status change.
     Github {
-        change: String,
+        change: GithubChange,
         title: String,
         url: Option<String>,
         #[serde(with = "crate::time_fmt")]

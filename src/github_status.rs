@@ -4,7 +4,7 @@
 
 use crate::body::empty;
 use crate::engine::Shared;
-use crate::events::Event;
+use crate::events::{Event, GithubChange};
 use crate::upstream::{FetchError as ClientError, Timeouts, UpstreamClient};
 use http::Request;
 use std::sync::Arc;
@@ -66,30 +66,36 @@ pub fn start(shared: &Arc<Shared>, config: StatusConfig) -> StatusHandle {
 
 fn to_event(e: StatusEvent) -> Event {
     let (change, title, url) = match e {
-        StatusEvent::IncidentOpened { incident } => {
-            ("incident_opened", incident.name, incident.shortlink)
-        }
+        StatusEvent::IncidentOpened { incident } => (
+            GithubChange::IncidentOpened,
+            incident.name,
+            incident.shortlink,
+        ),
         StatusEvent::IncidentUpdated { incident, .. } => (
-            "incident_updated",
+            GithubChange::IncidentUpdated,
             format!("{} ({})", incident.name, incident.status),
             incident.shortlink,
         ),
-        StatusEvent::IncidentResolved { incident } => {
-            ("incident_resolved", incident.name, incident.shortlink)
-        }
-        StatusEvent::ComponentChanged { name, from, to } => {
-            ("component_changed", format!("{name}: {from} → {to}"), None)
-        }
+        StatusEvent::IncidentResolved { incident } => (
+            GithubChange::IncidentResolved,
+            incident.name,
+            incident.shortlink,
+        ),
+        StatusEvent::ComponentChanged { name, from, to } => (
+            GithubChange::ComponentChanged,
+            format!("{name}: {from} → {to}"),
+            None,
+        ),
         StatusEvent::ReachabilityChanged { to, error, .. } => {
             let t = match error {
                 Some(e) => format!("GitHub Status is {to:?}: {e}"),
                 None => format!("GitHub Status is {to:?}"),
             };
-            ("reachability_changed", t, None)
+            (GithubChange::ReachabilityChanged, t, None)
         }
     };
     Event::Github {
-        change: change.to_string(),
+        change,
         title,
         url,
         at: SystemTime::now(),

@@ -2,7 +2,7 @@
 //! CONNECT), guards against slow clients, and drains in-flight requests on shutdown.
 
 use crate::engine::Shared;
-use crate::problem::Problem;
+use crate::problem::{Problem, ProblemKind};
 use http::StatusCode;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
@@ -85,7 +85,7 @@ pub async fn serve(listener: TcpListener, shared: Arc<Shared>, shutdown: impl Fu
 async fn refuse(mut stream: TcpStream, shared: Arc<Shared>) {
     let p = Problem::new(
         StatusCode::SERVICE_UNAVAILABLE,
-        "too_many_connections",
+        ProblemKind::TooManyConnections,
         format!(
             "Weir already has {} client connections open (limits.max_connections)",
             shared.settings.limits.max_connections

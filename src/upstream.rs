@@ -65,13 +65,14 @@ impl FetchError {
     }
 
     /// The problem kind this failure is reported as.
-    pub fn kind(&self) -> &'static str {
+    pub fn kind(&self) -> crate::problem::ProblemKind {
+        use crate::problem::ProblemKind;
         match self {
-            FetchError::Connect { .. } => "connection",
-            FetchError::Timeout { .. } => "timeout",
-            FetchError::Protocol { .. } => "connection",
-            FetchError::TooLarge { .. } => "upstream_protocol",
-            FetchError::Tls { .. } => "connection",
+            FetchError::Connect { .. } => ProblemKind::Connection,
+            FetchError::Timeout { .. } => ProblemKind::Timeout,
+            FetchError::Protocol { .. } => ProblemKind::Connection,
+            FetchError::TooLarge { .. } => ProblemKind::UpstreamProtocol,
+            FetchError::Tls { .. } => ProblemKind::Connection,
         }
     }
 }

@@ -3,7 +3,7 @@
 //! over time are unit-tested with paused time in `src/cache/entry.rs`.
 
 mod common;
-use common::{eventually, Upstream, Weir};
+use common::{eventually, eventually_status, Upstream, Weir};
 
 const VIEW: &str = "/agents/sessions/abc123";
 
@@ -43,7 +43,7 @@ async fn stale_is_served_while_one_background_refresh_runs() {
         assert_eq!(v["n"], 1, "the stale copy, not a new fetch");
     }
     assert!(eventually(100, || up.count(VIEW) == 2).await);
-    assert!(eventually(100, || weir.handle.status().cache.in_flight == 0).await);
+    assert!(eventually_status(&weir.handle, 100, |s| s.cache.in_flight == 0).await);
     // The refreshed copy replaces the old one.
     let v: serde_json::Value = c.get(&url).send().await.unwrap().json().await.unwrap();
     assert_eq!(v["n"], 2);

@@ -1,7 +1,7 @@
 //! N identical in-flight requests become one upstream request, per identity.
 
 mod common;
-use common::{eventually, Upstream, Weir};
+use common::{eventually_status, Upstream, Weir};
 use std::time::Duration;
 
 const LIST: &str = "/agents/sessions?page_size=20&page_number=1";
@@ -109,7 +109,7 @@ async fn a_client_hanging_up_does_not_cancel_or_restart_the_fetch() {
     }
     // The one fetch completes and is cached: a patient client gets it without a second request.
     assert!(
-        eventually(200, || weir.handle.status().cache.entries == 1).await,
+        eventually_status(&weir.handle, 200, |s| s.cache.entries == 1).await,
         "the detached fetch finished and was stored"
     );
     let r = weir.client("carol").get(&url).send().await.unwrap();

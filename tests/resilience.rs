@@ -4,6 +4,7 @@
 mod common;
 use common::{Upstream, Weir};
 use std::time::Duration;
+use weir::events::BreakerState;
 
 /// Retries fast and deterministic, breaker out of the way unless a test sets it.
 const QUIET: &str = "[retry]\nbase = \"1ms\"\ncap = \"5ms\"\njitter = false\n[breaker]\njitter = false\nminimum_calls = 1000\n";
@@ -91,9 +92,9 @@ async fn retry_after_holds_back_every_surface() {
     );
 }
 
-async fn wait_state(weir: &Weir, state: &str) -> bool {
+async fn wait_state(weir: &Weir, state: BreakerState) -> bool {
     for _ in 0..250 {
-        if weir.handle.status().upstreams[0].guard.breaker.state == state {
+        if weir.handle.status().await.upstreams[0].guard.breaker.state == state {
             return true;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -112,7 +113,7 @@ async fn a_run_of_5xx_opens_the_breaker_with_an_event() {
     for i in 0..5 {
         c.get(view(&up, i)).send().await.unwrap();
     }
-    assert!(wait_state(&weir, "open").await);
+    assert!(wait_state(&weir, BreakerState::Open).await);
     let s = weir.status().await;
     assert_eq!(s["upstreams"][0]["breaker"]["state"], "open");
     assert!(s["upstreams"][0]["breaker"]["reason"]
@@ -148,8 +149,8 @@ async fn slow_successes_open_the_breaker() {
     for i in 0..4 {
         assert_eq!(c.get(view(&up, i)).send().await.unwrap().status(), 200);
     }
-    assert!(wait_state(&weir, "open").await);
-    let reason = weir.handle.status().upstreams[0]
+    assert!(wait_state(&weir, BreakerState::Open).await);
+    let reason = weir.handle.status().await.upstreams[0]
         .guard
         .breaker
         .reason
@@ -167,8 +168,8 @@ async fn half_open_lets_exactly_the_configured_probes_through() {
     for i in 0..3 {
         c.get(view(&up, i)).send().await.unwrap();
     }
-    assert!(wait_state(&weir, "open").await);
-    assert!(wait_state(&weir, "half_open").await);
+    assert!(wait_state(&weir, BreakerState::Open).await);
+    assert!(wait_state(&weir, BreakerState::HalfOpen).await);
     let before = up.total();
     up.set(|b| {
         b.status = 200;
@@ -188,7 +189,7 @@ async fn half_open_lets_exactly_the_configured_probes_through() {
     assert_eq!(codes.iter().filter(|c| **c == 200).count(), 2);
     assert_eq!(codes.iter().filter(|c| **c == 503).count(), 4);
     assert!(
-        wait_state(&weir, "closed").await,
+        wait_state(&weir, BreakerState::Closed).await,
         "two good probes close it"
     );
 }
@@ -205,7 +206,7 @@ async fn while_open_list_is_served_stale_others_fail_fast_and_creates_are_queued
     for i in 0..3 {
         c.get(view(&up, i)).send().await.unwrap();
     }
-    assert!(wait_state(&weir, "open").await);
+    assert!(wait_state(&weir, BreakerState::Open).await);
     let before = up.total();
     let r = c.get(&list).send().await.unwrap();
     assert_eq!(r.status(), 200);

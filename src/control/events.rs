@@ -44,7 +44,7 @@ async fn produce(shared: Arc<Shared>, tx: mpsc::Sender<Bytes>) {
             return;
         }
         let chunk = tokio::select! {
-            _ = tick.tick() => sse("status", &super::status::snapshot_full(&shared).await),
+            _ = tick.tick() => sse("status", &crate::status::snapshot_full(&shared).await),
             ev = events.recv() => match ev {
                 Ok(e) => sse(e.name(), &e),
                 // A slow reader missed events; the next status snapshot resynchronises it.

@@ -10,16 +10,16 @@ mod pac;
 mod pages;
 mod queue_api;
 mod settings_api;
-mod status;
+
 mod token_api;
 mod ui;
 
-pub use status::{snapshot, StatusSnapshot};
+pub use crate::status::{snapshot, snapshot_full, StatusSnapshot};
 pub use token_api::is_stored as token_stored_in_keychain;
 
 use crate::body::{full, Body};
 use crate::engine::Shared;
-use crate::problem::Problem;
+use crate::problem::{Problem, ProblemKind};
 use http::{header, HeaderValue, Method, Request, Response, StatusCode};
 use hyper::body::Incoming;
 use std::net::IpAddr;
@@ -61,7 +61,7 @@ pub async fn handle(
     if !is_own_authority(shared, &host) {
         return Err(Problem::new(
             StatusCode::FORBIDDEN,
-            "forbidden_host",
+            ProblemKind::ForbiddenHost,
             format!(
                 "Host `{host}` is not Weir's own address; use {}/_weir/",
                 shared.base_url
@@ -77,14 +77,16 @@ pub async fn handle(
         if !own {
             return Err(Problem::new(
                 StatusCode::FORBIDDEN,
-                "forbidden_origin",
+                ProblemKind::ForbiddenOrigin,
                 "requests from other web origins are refused",
             ));
         }
     }
     let path = req.uri().path().to_string();
     match (req.method(), path.as_str()) {
-        (&Method::GET, "/_weir/api/status") => Ok(json(&status::snapshot_full(shared).await)),
+        (&Method::GET, "/_weir/api/status") => {
+            Ok(json(&crate::status::snapshot_full(shared).await))
+        }
         (&Method::GET, "/proxy.pac") => Ok(pac::response(shared)),
         (&Method::GET, "/_weir/api/health") => Ok(json(&serde_json::json!({"ok": true}))),
         (&Method::GET, "/metrics") => Ok(text(
@@ -104,7 +106,7 @@ pub async fn handle(
                 .ok_or_else(|| {
                     Problem::new(
                         StatusCode::UNPROCESSABLE_ENTITY,
-                        "bad_request",
+                        ProblemKind::BadRequest,
                         "body must be {\"paused\": true|false}",
                     )
                 })?;
@@ -125,13 +127,13 @@ pub async fn handle(
             .ok_or_else(|| {
                 Problem::new(
                     StatusCode::NOT_FOUND,
-                    "not_found",
+                    ProblemKind::NotFound,
                     format!("no dashboard file at {p}"),
                 )
             }),
         _ => Err(Problem::new(
             StatusCode::NOT_FOUND,
-            "not_found",
+            ProblemKind::NotFound,
             format!("no control endpoint at {} {path}", req.method()),
         )),
     }
@@ -148,7 +150,7 @@ pub(crate) fn require_secret(shared: &Shared, req: &Request<Incoming>) -> Result
     if constant_time_eq(given, shared.control_secret.as_bytes()) {
         Ok(())
     } else {
-        Err(Problem::new(StatusCode::UNAUTHORIZED, "unauthorized", "this call changes Weir's state and needs the control secret in the X-Weir-Secret header"))
+        Err(Problem::new(StatusCode::UNAUTHORIZED, ProblemKind::Unauthorized, "this call changes Weir's state and needs the control secret in the X-Weir-Secret header"))
     }
 }
 
@@ -169,7 +171,7 @@ pub(crate) async fn read_json(
         .map_err(|_| {
             Problem::new(
                 StatusCode::PAYLOAD_TOO_LARGE,
-                "body_too_large",
+                ProblemKind::BodyTooLarge,
                 format!("control calls take at most {limit} bytes"),
             )
         })?
@@ -178,7 +180,7 @@ pub(crate) async fn read_json(
     serde_json::from_slice(&bytes).map_err(|e| {
         Problem::new(
             StatusCode::BAD_REQUEST,
-            "bad_request",
+            ProblemKind::BadRequest,
             format!("body is not JSON: {e}"),
         )
     })

@@ -1,14 +1,14 @@
 //! Small HTML pages: problem explanations (`/_weir/problems/<kind>`) and a plain index.
 
 use crate::body::Body;
-use crate::problem::{page, Problem};
+use crate::problem::{Problem, ProblemKind};
 use http::{Response, StatusCode};
 
 pub fn problem_page(kind: &str) -> Result<Response<Body>, Problem> {
-    let Some(p) = page(kind) else {
+    let Some(p) = ProblemKind::parse(kind).map(ProblemKind::page) else {
         return Err(Problem::new(
             StatusCode::NOT_FOUND,
-            "not_found",
+            ProblemKind::NotFound,
             format!("no problem type `{kind}`"),
         ));
     };

@@ -3,7 +3,7 @@
 use super::{json, require_secret};
 use crate::body::Body;
 use crate::engine::Shared;
-use crate::problem::Problem;
+use crate::problem::{Problem, ProblemKind};
 use crate::queue::{event, now_ms};
 use http::{Method, Request, Response, StatusCode};
 use hyper::body::Incoming;
@@ -18,7 +18,7 @@ pub async fn handle(
     let Some(q) = &shared.queue else {
         return Err(Problem::new(
             StatusCode::SERVICE_UNAVAILABLE,
-            "queue_unavailable",
+            ProblemKind::QueueUnavailable,
             shared.queue_error.clone().unwrap_or_default(),
         ));
     };
@@ -71,7 +71,7 @@ pub async fn handle(
         }
         _ => Err(Problem::new(
             StatusCode::NOT_FOUND,
-            "not_found",
+            ProblemKind::NotFound,
             format!(
                 "no queue endpoint at {} /_weir/api/queue/{rest}",
                 req.method()
@@ -92,7 +92,7 @@ fn parse(id: &str) -> Result<i64, Problem> {
     id.parse().map_err(|_| {
         Problem::new(
             StatusCode::BAD_REQUEST,
-            "bad_request",
+            ProblemKind::BadRequest,
             format!("`{id}` is not a queue item id"),
         )
     })
@@ -101,20 +101,22 @@ fn parse(id: &str) -> Result<i64, Problem> {
 fn not_found(id: &str) -> Problem {
     Problem::new(
         StatusCode::NOT_FOUND,
-        "not_found",
+        ProblemKind::NotFound,
         format!("no queued create with id {id}"),
     )
 }
 
 fn store_problem(e: StoreError) -> Problem {
     match e {
-        StoreError::NotFound { .. } => Problem::new(StatusCode::NOT_FOUND, "not_found", e.detail()),
+        StoreError::NotFound { .. } => {
+            Problem::new(StatusCode::NOT_FOUND, ProblemKind::NotFound, e.detail())
+        }
         StoreError::IllegalTransition { .. } => {
-            Problem::new(StatusCode::CONFLICT, "bad_request", e.detail())
+            Problem::new(StatusCode::CONFLICT, ProblemKind::BadRequest, e.detail())
         }
         e => Problem::new(
             StatusCode::SERVICE_UNAVAILABLE,
-            "queue_unavailable",
+            ProblemKind::QueueUnavailable,
             format!("{}. {}", e.detail(), e.fix()),
         ),
     }

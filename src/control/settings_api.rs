@@ -8,7 +8,7 @@ use super::{json, read_json, require_secret};
 use crate::body::Body;
 use crate::config::RouteClass;
 use crate::engine::Shared;
-use crate::problem::Problem;
+use crate::problem::{Problem, ProblemKind};
 use http::{Method, Request, Response, StatusCode};
 use hyper::body::Incoming;
 use serde_json::Value;
@@ -28,7 +28,7 @@ pub async fn handle(
         }
         _ => Err(Problem::new(
             StatusCode::METHOD_NOT_ALLOWED,
-            "not_found",
+            ProblemKind::NotFound,
             "use GET or PUT",
         )),
     }
@@ -68,7 +68,11 @@ fn current(shared: &Shared) -> Value {
 }
 
 fn bad(detail: impl Into<String>) -> Problem {
-    Problem::new(StatusCode::UNPROCESSABLE_ENTITY, "bad_request", detail)
+    Problem::new(
+        StatusCode::UNPROCESSABLE_ENTITY,
+        ProblemKind::BadRequest,
+        detail,
+    )
 }
 
 /// Applies the patch to the file's text; errors name the offending field.
@@ -191,7 +195,7 @@ async fn save(shared: &Shared, patch: &Value) -> Result<Response<Body>, Problem>
     write().map_err(|e| {
         Problem::new(
             StatusCode::SERVICE_UNAVAILABLE,
-            "internal",
+            ProblemKind::Internal,
             format!("cannot write {}: {e}", path.display()),
         )
     })?;

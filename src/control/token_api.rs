@@ -6,7 +6,7 @@
 use super::{json, read_json, require_secret};
 use crate::body::Body;
 use crate::engine::Shared;
-use crate::problem::Problem;
+use crate::problem::{Problem, ProblemKind};
 use http::{Method, Request, Response, StatusCode};
 use hyper::body::Incoming;
 use std::sync::Arc;
@@ -37,7 +37,7 @@ pub async fn handle(
             if token.is_empty() || token.len() > 1024 || token.chars().any(char::is_whitespace) {
                 return Err(Problem::new(
                     StatusCode::UNPROCESSABLE_ENTITY,
-                    "bad_request",
+                    ProblemKind::BadRequest,
                     "body must be {\"token\": \"<a GitHub token>\"} with no spaces",
                 ));
             }
@@ -59,7 +59,7 @@ pub async fn handle(
         }
         _ => Err(Problem::new(
             StatusCode::METHOD_NOT_ALLOWED,
-            "not_found",
+            ProblemKind::NotFound,
             "use PUT or DELETE",
         )),
     }
@@ -78,7 +78,7 @@ pub async fn is_stored(shared: &Shared) -> bool {
 fn unavailable(why: &str) -> Problem {
     Problem::new(
         StatusCode::SERVICE_UNAVAILABLE,
-        "queue_unavailable",
+        ProblemKind::QueueUnavailable,
         format!("cannot store the token: {why}"),
     )
 }

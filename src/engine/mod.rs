@@ -186,8 +186,8 @@ fn forward_breaker_events(shared: &Arc<Shared>) {
                 tracing::warn!(upstream = %e.breaker, from = %e.from, to = %e.to, reason = %e.reason, "circuit breaker changed");
                 Event::Breaker {
                     upstream: e.breaker,
-                    from: e.from.as_str().to_string(),
-                    to: e.to.as_str().to_string(),
+                    from: e.from,
+                    to: e.to,
                     at: e.at,
                     reason: e.reason,
                 }
@@ -210,8 +210,10 @@ impl EngineHandle {
         format!("{}/_weir/", self.shared.base_url)
     }
 
-    pub fn status(&self) -> StatusSnapshot {
-        crate::control::snapshot(&self.shared)
+    /// The whole status document, queue counts included (read from SQLite off the async
+    /// workers), exactly as `/_weir/api/status` serves it.
+    pub async fn status(&self) -> StatusSnapshot {
+        crate::control::snapshot_full(&self.shared).await
     }
 
     pub fn subscribe(&self) -> broadcast::Receiver<Event> {

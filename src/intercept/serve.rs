@@ -4,7 +4,7 @@
 
 use crate::body::Body;
 use crate::engine::Shared;
-use crate::problem::Problem;
+use crate::problem::{Problem, ProblemKind};
 use http::uri::{Authority, PathAndQuery};
 use http::{Method, Request, Response, StatusCode, Uri, Version};
 use hyper::body::Incoming;
@@ -98,7 +98,7 @@ fn rewrite(mut req: Request<Incoming>, base: &str) -> Result<Request<Incoming>, 
     if req.method() == Method::CONNECT {
         return Err(Box::new(Problem::new(
             StatusCode::METHOD_NOT_ALLOWED,
-            "bad_request",
+            ProblemKind::BadRequest,
             "CONNECT inside an intercepted connection is not allowed",
         )));
     }
@@ -110,7 +110,7 @@ fn rewrite(mut req: Request<Incoming>, base: &str) -> Result<Request<Incoming>, 
     let uri: Uri = format!("{base}{pq}").parse().map_err(|_| {
         Box::new(Problem::new(
             StatusCode::BAD_REQUEST,
-            "bad_request",
+            ProblemKind::BadRequest,
             format!("`{pq}` is not a valid request target"),
         ))
     })?;

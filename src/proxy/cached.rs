@@ -8,7 +8,7 @@ use crate::cache::{CacheKey, Freshness, Stored};
 use crate::coalesce::Role;
 use crate::config::{ClassSettings, RouteClass};
 use crate::engine::Shared;
-use crate::problem::Problem;
+use crate::problem::{Problem, ProblemKind};
 use crate::resilience::{call_buffered, Replayable};
 use bytes::Bytes;
 use http::{header, HeaderMap, HeaderValue, Method, Request, Response, StatusCode, Uri};
@@ -137,7 +137,7 @@ pub async fn serve(
         },
         None => Err(Problem::new(
             StatusCode::INTERNAL_SERVER_ERROR,
-            "internal",
+            ProblemKind::Internal,
             "the upstream fetch ended without an answer",
         )),
     }

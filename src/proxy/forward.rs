@@ -6,7 +6,7 @@ use super::limit::{self, Caller};
 use crate::body::{boxed, Body};
 use crate::config::RouteClass;
 use crate::engine::Shared;
-use crate::problem::Problem;
+use crate::problem::{Problem, ProblemKind};
 use crate::upstream::{FetchError, Timeouts};
 use http::{header, HeaderValue, Request, Response, StatusCode, Uri};
 use hyper::body::Incoming;
@@ -84,7 +84,7 @@ fn absolute_uri(uri: &Uri) -> Result<Uri, Problem> {
     }
     Err(Problem::new(
         StatusCode::BAD_REQUEST,
-        "bad_request",
+        ProblemKind::BadRequest,
         format!("`{uri}` is not an absolute URL; use Weir as an HTTP proxy"),
     ))
 }

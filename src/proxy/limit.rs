@@ -3,7 +3,7 @@
 
 use crate::engine::Shared;
 use crate::identity::Identity;
-use crate::problem::Problem;
+use crate::problem::{Problem, ProblemKind};
 use crate::surface::Surface;
 use http::StatusCode;
 
@@ -24,7 +24,7 @@ pub fn check(shared: &Shared, who: Caller) -> Result<(), Problem> {
             let h = t.header_values();
             let mut p = Problem::new(
                 StatusCode::TOO_MANY_REQUESTS,
-                "rate_limited",
+                ProblemKind::RateLimited,
                 format!(
                     "this {} client is sending requests faster than Weir's per-client limit (rate_limit.burst / rate_limit.per)",
                     who.surface.as_str()

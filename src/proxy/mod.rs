@@ -15,7 +15,7 @@ pub use limit::Caller;
 use crate::body::Body;
 use crate::config::{classify, RouteClass};
 use crate::engine::Shared;
-use crate::problem::Problem;
+use crate::problem::{Problem, ProblemKind};
 use crate::surface::Surface;
 use http::{header, HeaderValue, Method, Request, Response, StatusCode};
 use hyper::body::Incoming;
@@ -61,7 +61,7 @@ async fn dispatch(
     if size > limits.max_header_bytes {
         return Err(Problem::new(
             StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
-            "header_too_large",
+            ProblemKind::HeaderTooLarge,
             format!("the request headers are {size} bytes; Weir accepts at most {} (limits.max_header_bytes)", limits.max_header_bytes),
         ));
     }

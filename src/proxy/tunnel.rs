@@ -3,7 +3,7 @@
 
 use crate::body::{empty, Body};
 use crate::engine::Shared;
-use crate::problem::Problem;
+use crate::problem::{Problem, ProblemKind};
 use http::{Request, Response, StatusCode};
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
@@ -18,14 +18,14 @@ pub async fn connect(
     let Some(authority) = req.uri().authority().cloned() else {
         return Err(Problem::new(
             StatusCode::BAD_REQUEST,
-            "bad_request",
+            ProblemKind::BadRequest,
             "CONNECT needs a host:port target",
         ));
     };
     let Some(port) = authority.port_u16() else {
         return Err(Problem::new(
             StatusCode::BAD_REQUEST,
-            "bad_request",
+            ProblemKind::BadRequest,
             format!("CONNECT target `{authority}` has no port"),
         ));
     };
@@ -34,7 +34,7 @@ pub async fn connect(
     let Ok(slot) = shared.tunnel_slots.clone().try_acquire_owned() else {
         return Err(Problem::new(
             StatusCode::SERVICE_UNAVAILABLE,
-            "too_many_connections",
+            ProblemKind::TooManyConnections,
             format!(
                 "Weir already has {} tunnels open (limits.max_connections)",
                 shared.settings.limits.max_connections
@@ -56,14 +56,14 @@ pub async fn connect(
         Ok(Err(e)) => {
             return Err(Problem::new(
                 StatusCode::BAD_GATEWAY,
-                "connection",
+                ProblemKind::Connection,
                 format!("could not connect to {authority}: {e}"),
             ));
         }
         Err(_) => {
             return Err(Problem::new(
                 StatusCode::GATEWAY_TIMEOUT,
-                "timeout",
+                ProblemKind::Timeout,
                 format!("connecting to {authority} took longer than 10s"),
             ));
         }

@@ -13,7 +13,7 @@ use crate::body::Body;
 use crate::cache::{CacheKey, Stored};
 use crate::config::RouteClass;
 use crate::engine::Shared;
-use crate::problem::Problem;
+use crate::problem::{Problem, ProblemKind};
 use crate::proxy::Caller;
 use crate::resilience::{call_buffered, Replayable};
 use bytes::Bytes;
@@ -25,15 +25,6 @@ use std::time::SystemTime;
 use tokio::time::Instant;
 use weir_resilience::{classify_response, Kind};
 use weir_store::{NewItem, StoreError};
-
-/// Problem kinds after which a create is queued rather than failed.
-const QUEUEABLE: [&str; 5] = [
-    "breaker_open",
-    "rate_limited",
-    "overloaded",
-    "connection",
-    "timeout",
-];
 
 pub async fn serve(
     shared: &Arc<Shared>,
@@ -49,7 +40,7 @@ pub async fn serve(
         Err(_) => {
             return Err(Problem::new(
                 StatusCode::PAYLOAD_TOO_LARGE,
-                "body_too_large",
+                ProblemKind::BodyTooLarge,
                 format!("a create body may be at most {limit} bytes (limits.max_body_bytes)"),
             ))
         }
@@ -84,7 +75,7 @@ pub async fn serve(
         Some(Err(p)) => Err((*p).clone()),
         None => Err(Problem::new(
             StatusCode::INTERNAL_SERVER_ERROR,
-            "internal",
+            ProblemKind::Internal,
             "the create task ended without an answer",
         )),
     }
@@ -170,7 +161,7 @@ impl CreateTask {
                     doubt,
                 )
             }
-            Err(p) if QUEUEABLE.contains(&p.kind.as_str()) => (p.detail.clone(), p.maybe_sent),
+            Err(p) if p.kind.is_queueable() => (p.detail.clone(), p.maybe_sent),
             Err(p) => return Err(Arc::new(p)),
         };
         self.enqueue(reason, in_doubt).await.map_err(Arc::new)
@@ -180,8 +171,12 @@ impl CreateTask {
         let sh = &self.shared;
         let name = &sh.settings.upstreams[self.up].name;
         let unavailable = |detail: String| {
-            Problem::new(StatusCode::SERVICE_UNAVAILABLE, "queue_unavailable", detail)
-                .upstream(name)
+            Problem::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                ProblemKind::QueueUnavailable,
+                detail,
+            )
+            .upstream(name)
         };
         let Some(q) = &sh.queue else {
             return Err(unavailable(format!(

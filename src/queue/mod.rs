@@ -49,7 +49,7 @@ pub fn event(item: &Item, detail: impl Into<String>) -> Event {
     Event::Queue {
         id: item.id,
         upstream: item.upstream.clone(),
-        state: item.state.as_str().to_string(),
+        state: item.state,
         at: SystemTime::now(),
         detail: detail.into(),
     }

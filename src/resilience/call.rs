@@ -7,7 +7,7 @@ use super::gate::Closed;
 use crate::body::{boxed, full, Body};
 use crate::config::{Origin, RouteClass};
 use crate::engine::Shared;
-use crate::problem::Problem;
+use crate::problem::{Problem, ProblemKind};
 use crate::proxy::fetch_problem;
 use crate::upstream::{FetchError, Timeouts};
 use bytes::Bytes;
@@ -291,7 +291,7 @@ where
         (None, Some(c)) => Err(g.problem_for(&c)),
         (None, None) => Err(Problem::new(
             http::StatusCode::INTERNAL_SERVER_ERROR,
-            "internal",
+            ProblemKind::Internal,
             "no attempt was made",
         )),
     }

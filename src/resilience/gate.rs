@@ -1,7 +1,7 @@
 //! The per-upstream guard: shared failure state that every surface on the laptop obeys.
 
 use crate::config::{ResilienceSettings, UpstreamSettings};
-use crate::problem::Problem;
+use crate::problem::{Problem, ProblemKind};
 use http::StatusCode;
 use serde::Serialize;
 use std::sync::Mutex;
@@ -78,7 +78,7 @@ impl Guard {
         self.bulkhead.acquire().await.map_err(|shed| {
             Problem::new(
                 StatusCode::SERVICE_UNAVAILABLE,
-                "overloaded",
+                ProblemKind::Overloaded,
                 format!("request shed: {shed}"),
             )
             .retry_after(Duration::from_secs(1))
@@ -97,9 +97,9 @@ impl Guard {
         match closed {
             Closed::Cooldown(rem, kind) => {
                 let (status, k) = if *kind == Kind::Overloaded {
-                    (StatusCode::SERVICE_UNAVAILABLE, "overloaded")
+                    (StatusCode::SERVICE_UNAVAILABLE, ProblemKind::Overloaded)
                 } else {
-                    (StatusCode::TOO_MANY_REQUESTS, "rate_limited")
+                    (StatusCode::TOO_MANY_REQUESTS, ProblemKind::RateLimited)
                 };
                 Problem::new(
                     status,
@@ -114,7 +114,7 @@ impl Guard {
             }
             Closed::Breaker(rej) => Problem::new(
                 StatusCode::SERVICE_UNAVAILABLE,
-                "breaker_open",
+                ProblemKind::BreakerOpen,
                 format!(
                     "the circuit breaker for {} is {}: {}",
                     self.name, rej.state, rej.reason
@@ -148,7 +148,7 @@ pub struct GuardStatus {
 /// `upstreams[].breaker` in the status document (outside checks read `.state`).
 #[derive(Debug, Clone, Serialize)]
 pub struct BreakerView {
-    pub state: &'static str,
+    pub state: weir_resilience::State,
     pub since: String,
     pub reason: String,
     pub open_count: u32,
@@ -162,7 +162,7 @@ pub struct BreakerView {
 impl From<&BreakerSnapshot> for BreakerView {
     fn from(b: &BreakerSnapshot) -> Self {
         BreakerView {
-            state: b.state.as_str(),
+            state: b.state,
             since: crate::time_fmt::rfc3339(b.since),
             reason: b.reason.clone(),
             open_count: b.open_count,

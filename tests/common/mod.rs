@@ -229,6 +229,21 @@ impl Weir {
 }
 
 /// Polls `cond` until it holds, at most `tries` × 20 ms (a bound, not a timing assertion).
+/// Polls the engine's typed status until `cond` holds (at most `tries` times, 20 ms apart).
+pub async fn eventually_status(
+    handle: &weir::EngineHandle,
+    tries: u32,
+    cond: impl Fn(&weir::status::StatusSnapshot) -> bool,
+) -> bool {
+    for _ in 0..tries {
+        if cond(&handle.status().await) {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    cond(&handle.status().await)
+}
+
 pub async fn eventually(tries: u32, mut cond: impl FnMut() -> bool) -> bool {
     for _ in 0..tries {
         if cond() {

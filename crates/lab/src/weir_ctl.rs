@@ -81,9 +81,10 @@ impl LabWeir {
     }
 
     /// Upstream requests Weir made, per its own counters (a cross-check of the upstream's).
-    pub fn upstream_requests(&self) -> u64 {
+    pub async fn upstream_requests(&self) -> u64 {
         self.handle
             .status()
+            .await
             .upstreams
             .iter()
             .map(|u| u.totals.upstream_requests)

@@ -185,8 +185,9 @@ pub async fn run_variant(cfg: &LabConfig, v: &Variant) -> Result<FleetRow, LabEr
     } else {
         warmup(seconds)
     };
-    let weir_upstream_requests = weir.as_ref().map(|w| w.upstream_requests());
+    let mut weir_upstream_requests = None;
     if let Some(w) = weir {
+        weir_upstream_requests = Some(w.upstream_requests().await);
         w.stop().await;
     }
     let upstream_total = up.counters().requests.total();

@@ -1,4 +1,5 @@
-//! The `/_weir/api/status` document (also what the tray and dashboard read).
+//! The typed status document: what `/_weir/api/status` serves, what the tray and the dashboard
+//! read. Built from the engine's parts; public so consumers use these types, not JSON keys.
 
 use crate::engine::Shared;
 use crate::stats::ClassSnapshot;

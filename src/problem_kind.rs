@@ -1,0 +1,164 @@
+//! The kinds of problem Weir answers with: one enum, so queueing, retrying and the explanation
+//! pages are decided by the compiler, never by matching strings.
+
+use serde::Serialize;
+use weir_resilience::Kind;
+
+/// Every kind of problem+json document Weir produces. Serialised as its snake_case name (the
+/// `kind` member and the last segment of the `type` URI).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProblemKind {
+    HeaderTooLarge,
+    BodyTooLarge,
+    BadRequest,
+    ForbiddenHost,
+    ForbiddenOrigin,
+    Unauthorized,
+    NotFound,
+    Connection,
+    Timeout,
+    ServerError,
+    Overloaded,
+    RateLimited,
+    BreakerOpen,
+    UpstreamProtocol,
+    Auth,
+    PolicyBlocked,
+    Fatal,
+    TooManyConnections,
+    Paused,
+    QueueUnavailable,
+    Internal,
+}
+
+/// The explanation page of a problem kind (`/_weir/problems/<kind>`).
+pub struct Page {
+    pub title: &'static str,
+    pub cause: &'static str,
+    pub fix: &'static str,
+}
+
+impl ProblemKind {
+    pub const ALL: [ProblemKind; 21] = [
+        ProblemKind::HeaderTooLarge,
+        ProblemKind::BodyTooLarge,
+        ProblemKind::BadRequest,
+        ProblemKind::ForbiddenHost,
+        ProblemKind::ForbiddenOrigin,
+        ProblemKind::Unauthorized,
+        ProblemKind::NotFound,
+        ProblemKind::Connection,
+        ProblemKind::Timeout,
+        ProblemKind::ServerError,
+        ProblemKind::Overloaded,
+        ProblemKind::RateLimited,
+        ProblemKind::BreakerOpen,
+        ProblemKind::UpstreamProtocol,
+        ProblemKind::Auth,
+        ProblemKind::PolicyBlocked,
+        ProblemKind::Fatal,
+        ProblemKind::TooManyConnections,
+        ProblemKind::Paused,
+        ProblemKind::QueueUnavailable,
+        ProblemKind::Internal,
+    ];
+
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            ProblemKind::HeaderTooLarge => "header_too_large",
+            ProblemKind::BodyTooLarge => "body_too_large",
+            ProblemKind::BadRequest => "bad_request",
+            ProblemKind::ForbiddenHost => "forbidden_host",
+            ProblemKind::ForbiddenOrigin => "forbidden_origin",
+            ProblemKind::Unauthorized => "unauthorized",
+            ProblemKind::NotFound => "not_found",
+            ProblemKind::Connection => "connection",
+            ProblemKind::Timeout => "timeout",
+            ProblemKind::ServerError => "server_error",
+            ProblemKind::Overloaded => "overloaded",
+            ProblemKind::RateLimited => "rate_limited",
+            ProblemKind::BreakerOpen => "breaker_open",
+            ProblemKind::UpstreamProtocol => "upstream_protocol",
+            ProblemKind::Auth => "auth",
+            ProblemKind::PolicyBlocked => "policy_blocked",
+            ProblemKind::Fatal => "fatal",
+            ProblemKind::TooManyConnections => "too_many_connections",
+            ProblemKind::Paused => "paused",
+            ProblemKind::QueueUnavailable => "queue_unavailable",
+            ProblemKind::Internal => "internal",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<ProblemKind> {
+        Self::ALL.into_iter().find(|k| k.as_str() == s)
+    }
+
+    /// After this kind of failure a create is committed to the queue (202) instead of failed:
+    /// the upstream certainly could not take it now, and may later.
+    pub const fn is_queueable(self) -> bool {
+        matches!(
+            self,
+            ProblemKind::BreakerOpen
+                | ProblemKind::RateLimited
+                | ProblemKind::Overloaded
+                | ProblemKind::Connection
+                | ProblemKind::Timeout
+        )
+    }
+
+    /// A client may usefully send the same request again later.
+    pub const fn is_retryable(self) -> bool {
+        self.is_queueable()
+            || matches!(
+                self,
+                ProblemKind::ServerError | ProblemKind::TooManyConnections
+            )
+    }
+
+    /// The problem kind for an upstream outcome of `kind`.
+    pub const fn from_outcome(kind: Kind) -> ProblemKind {
+        match kind {
+            Kind::Ok | Kind::Fatal => ProblemKind::Fatal,
+            Kind::Auth => ProblemKind::Auth,
+            Kind::PolicyBlocked => ProblemKind::PolicyBlocked,
+            Kind::RateLimited => ProblemKind::RateLimited,
+            Kind::Overloaded => ProblemKind::Overloaded,
+            Kind::ServerError => ProblemKind::ServerError,
+            Kind::Timeout(_) => ProblemKind::Timeout,
+            Kind::Connection => ProblemKind::Connection,
+        }
+    }
+
+    pub fn page(self) -> Page {
+        match self {
+            ProblemKind::HeaderTooLarge => Page { title: "Request headers too large", cause: "The request's header section is larger than Weir accepts (limits.max_header_bytes).", fix: "Send fewer or smaller headers (large cookies are the usual cause), or raise limits.max_header_bytes in Weir's config." },
+            ProblemKind::BodyTooLarge => Page { title: "Request body too large", cause: "The request body is larger than Weir buffers (limits.max_body_bytes).", fix: "Send a smaller body, or raise limits.max_body_bytes in Weir's config." },
+            ProblemKind::BadRequest => Page { title: "Bad request", cause: "Weir could not understand the request (for example a proxy request without a host, or a malformed URI).", fix: "Point the client at Weir as an HTTP proxy (HTTPS_PROXY/HTTP_PROXY=http://127.0.0.1:9347) rather than as a server, and check the URL." },
+            ProblemKind::ForbiddenHost => Page { title: "Control API refused: foreign Host", cause: "Weir's control API only answers requests whose Host is one of its own loopback names. A web page using DNS rebinding sends a foreign Host, so it gets nothing.", fix: "Use http://127.0.0.1:PORT/_weir/ or http://localhost:PORT/_weir/ directly." },
+            ProblemKind::ForbiddenOrigin => Page { title: "Control API refused: foreign Origin", cause: "A request from another web origin tried to use Weir's control API.", fix: "Open the dashboard from Weir's own address; other sites cannot drive Weir." },
+            ProblemKind::Unauthorized => Page { title: "Control secret required", cause: "Calls that change Weir's state need the per-install control secret in the X-Weir-Secret header.", fix: "Use the `weir` CLI or the tray, or open the dashboard link printed by `weir serve` (it carries the secret)." },
+            ProblemKind::NotFound => Page { title: "Not found", cause: "There is nothing at this path on Weir's control API.", fix: "See http://127.0.0.1:PORT/_weir/ for the dashboard and /_weir/api/status for status." },
+            ProblemKind::Connection => Page { title: "Upstream unreachable", cause: "Weir could not connect to the upstream (connection refused or reset, or its name did not resolve).", fix: "Check your network and GitHub Status; Weir serves cached answers where it has them and queues creates." },
+            ProblemKind::Timeout => Page { title: "Upstream timed out", cause: "The upstream did not answer in time (connecting, sending headers, or sending the body).", fix: "Usually a GitHub slowdown: wait and retry later; Weir already retried within its budget." },
+            ProblemKind::ServerError => Page { title: "Upstream server error", cause: "The upstream answered 500, 502 or 504.", fix: "Usually a GitHub incident: check GitHub Status. Weir retried within its budget." },
+            ProblemKind::Overloaded => Page { title: "Upstream overloaded", cause: "The upstream answered 503 or 529, or Weir's concurrency limit for it was full and the request was shed.", fix: "Wait for the Retry-After time and try again." },
+            ProblemKind::RateLimited => Page { title: "Rate limited", cause: "Either the upstream rate-limited this install (Weir then holds back every surface until the limit resets), or this client exceeded Weir's own per-client limit.", fix: "Wait for the Retry-After time. Reduce polling in the client if it happens often." },
+            ProblemKind::BreakerOpen => Page { title: "Upstream circuit breaker open", cause: "Too many recent calls to this upstream failed or were slow, so Weir stopped sending it calls for a while to let it recover.", fix: "Wait for the Retry-After time. Cached answers are still served; creates are queued." },
+            ProblemKind::UpstreamProtocol => Page { title: "Bad upstream response", cause: "The upstream's response could not be read or was too large to share between waiting clients.", fix: "Retry; if it persists, report it with the request id." },
+            ProblemKind::Auth => Page { title: "Upstream refused the credentials", cause: "The upstream answered 401 or 403.", fix: "Sign in again (gh auth login / VS Code) and check the token's scopes." },
+            ProblemKind::PolicyBlocked => Page { title: "Blocked by organisation policy", cause: "GitHub refused the call because of an organisation or enterprise policy.", fix: "Ask an organisation owner to enable Copilot coding agent for this repository." },
+            ProblemKind::Fatal => Page { title: "Upstream rejected the request", cause: "The upstream answered with a client error that retrying cannot fix.", fix: "Fix the request; see the upstream's message." },
+            ProblemKind::TooManyConnections => Page { title: "Too many connections", cause: "Weir is at its limit of concurrent client connections (limits.max_connections).", fix: "Close idle clients or raise limits.max_connections." },
+            ProblemKind::Paused => Page { title: "Weir is paused", cause: "Weir passes everything through untouched while paused.", fix: "Resume from the tray or dashboard." },
+            ProblemKind::QueueUnavailable => Page { title: "Create could not be queued", cause: "The upstream could not take the create and Weir could not store it durably (database or keychain problem).", fix: "See the detail for the exact cause; nothing that was already queued is lost." },
+            ProblemKind::Internal => Page { title: "Internal error", cause: "Weir hit an unexpected condition.", fix: "Retry; if it persists, report it with the request id and Weir's log." },
+        }
+    }
+}
+
+impl std::fmt::Display for ProblemKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
