@@ -81,15 +81,13 @@ impl Event {
 
 /// Forwards a component's own event stream (breaker, status watcher) into the engine's, mapped
 /// by `map`, until the engine stops or the source closes. A lagging source just skips ahead.
-pub fn forward<T, F>(
-    mut source: broadcast::Receiver<T>,
-    sink: broadcast::Sender<Event>,
-    mut stop: watch::Receiver<bool>,
-    map: F,
-) where
+pub(crate) fn forward<T, F>(mut source: broadcast::Receiver<T>, bus: &Bus, map: F)
+where
     T: Clone + Send + 'static,
     F: Fn(T) -> Event + Send + 'static,
 {
+    let bus = bus.clone();
+    let mut stop = bus.stopping();
     tokio::spawn(async move {
         loop {
             let ev = tokio::select! {
@@ -97,13 +95,45 @@ pub fn forward<T, F>(
                 _ = stop.changed() => return,
             };
             match ev {
-                Ok(e) => {
-                    // No receivers (nobody watching) is normal.
-                    let _ = sink.send(map(e));
-                }
+                Ok(e) => bus.emit(map(e)),
                 Err(broadcast::error::RecvError::Lagged(_)) => continue,
                 Err(broadcast::error::RecvError::Closed) => return,
             }
         }
     });
+}
+
+/// The engine's event stream and its stop signal, shared by every part that emits events or
+/// runs a long-lived task.
+#[derive(Clone)]
+pub(crate) struct Bus {
+    events: broadcast::Sender<Event>,
+    stopping: watch::Sender<bool>,
+}
+
+impl Bus {
+    pub fn new() -> Bus {
+        Bus {
+            events: broadcast::channel(256).0,
+            stopping: watch::channel(false).0,
+        }
+    }
+
+    pub fn emit(&self, e: Event) {
+        // No receivers is normal (headless, nobody watching).
+        let _ = self.events.send(e);
+    }
+
+    pub fn subscribe(&self) -> broadcast::Receiver<Event> {
+        self.events.subscribe()
+    }
+
+    /// Flips to `true` when shutdown starts, so long-lived tasks and streams end.
+    pub fn stopping(&self) -> watch::Receiver<bool> {
+        self.stopping.subscribe()
+    }
+
+    pub fn stop(&self) {
+        self.stopping.send_replace(true);
+    }
 }

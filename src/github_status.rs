@@ -3,8 +3,7 @@
 //! status document, and its changes become [`Event::Github`] for the tray and dashboard.
 
 use crate::body::empty;
-use crate::engine::Shared;
-use crate::events::{Event, GithubChange};
+use crate::events::{Bus, Event, GithubChange};
 use crate::upstream::{FetchError as ClientError, Timeouts, UpstreamClient};
 use http::Request;
 use std::sync::Arc;
@@ -53,14 +52,9 @@ impl Fetch for ClientFetch {
 }
 
 /// Starts the watcher and forwards its events; returns its handle.
-pub fn start(shared: &Arc<Shared>, config: StatusConfig) -> StatusHandle {
-    let handle = StatusWatcher::spawn(config, Arc::new(ClientFetch(shared.client.clone())));
-    crate::events::forward(
-        handle.subscribe(),
-        shared.events.clone(),
-        shared.stopping.subscribe(),
-        to_event,
-    );
+pub(crate) fn start(client: UpstreamClient, bus: &Bus, config: StatusConfig) -> StatusHandle {
+    let handle = StatusWatcher::spawn(config, Arc::new(ClientFetch(client)));
+    crate::events::forward(handle.subscribe(), bus, to_event);
     handle
 }
 

@@ -2,53 +2,67 @@
 //!
 //! A localhost proxy between a developer's tools and GitHub's Copilot cloud-agent services, so
 //! that a wobbling control plane does not turn into a storm: identical calls are coalesced,
-//! list/view/token answers are cached per identity, and Weir's own errors are RFC 9457 problems.
+//! list/view/token answers are cached per identity, creates are never lost or doubled, and
+//! Weir's own errors are RFC 9457 problems.
 //!
-//! # Layout
-//! - [`config`]: the TOML file, its validation (file/line errors) and typed runtime settings.
-//! - [`engine`]: starts the listener and owns shared state; [`engine::EngineHandle`] is the API
-//!   the CLI, the tray and tests use.
-//! - [`server`]: accept loop, connection limits, slow-client guard, graceful drain.
-//! - [`proxy`]: the request path (control / CONNECT / managed / pass-through), in order.
-//! - [`cache`], [`coalesce`]: the per-identity cache and single-flight coalescing.
-//! - [`github_status`]: the GitHub Status watcher wired to the engine's client and events.
-//! - [`identity`], [`surface`]: who is asking (keyed credential hash) and with which tool.
-//! - [`upstream`]: the pooled rustls HTTP client and typed fetch failures.
-//! - [`resilience`]: per-upstream gate (cooldown, breaker, bulkhead) and the one retry layer.
-//! - [`queue`]: creates never lost or doubled: dedupe, durable SQLite queue, replay worker.
-//! - [`upstream_pool`]: how upstream connections are made (`connect_to`, `ca_file`, `upstream_proxy`).
-//! - [`intercept`]: TLS interception of managed https upstreams; the local CA's lifecycle.
-//! - [`problem`]: problem+json documents and their explanation pages.
-//! - [`control`]: `/_weir/api/*`, `/metrics`, problem pages; Host/Origin checks.
-//! - [`stats`], [`events`]: counters and the event stream.
-//! - [`paths`]: OS config/data directories.
+//! # Public API
+//! [`start`] an engine with [`EngineOptions`] (settings from [`config`]); the [`EngineHandle`]
+//! gives the typed [`status::StatusSnapshot`] and [`events::Event`] stream, pause and shutdown.
+//! [`intercept`] manages the local CA (for `weir ca` and the tray).
+//!
+//! # Layout (each part owns its state; arrows are the only imports between parts)
+//! - [`engine`]: builds the parts and wires them; the front door (`engine::router`).
+//! - `pipeline`: the request path as ordered phases (classify → identity → limits →
+//!   cache/coalesce → admission → attempt → rescue → response headers); owns the cache,
+//!   coalescer, client rate limiter and create dedupe state. → upstream, queue, intercept
+//! - `upstream`: the client, connection routing, admission (cooldown → breaker → bulkhead)
+//!   and the one attempt-and-retry machinery, shared by requests and replays.
+//! - `queue`: the durable create queue (SQLite + keychain) and its replay worker. → upstream
+//! - `control`: `/_weir/api/*`, `/metrics`, the PAC, the dashboard. → pipeline, queue
+//! - Leaves: [`config`], `problem` (+ `problem_kind`), [`events`], [`status`], `cache`,
+//!   `coalesce`, `identity`, `surface`, `stats`, `body`, `time_fmt`, `paths`, `server`,
+//!   `github_status`.
 
 // `Problem` (about 200 bytes) is the error of every request-path function: it becomes the
 // response body, so it is built once and moved, never propagated through deep stacks.
 #![allow(clippy::result_large_err)]
 
-pub mod body;
-pub mod cache;
-pub mod coalesce;
+pub(crate) mod body;
+pub(crate) mod cache;
+pub(crate) mod coalesce;
 pub mod config;
-pub mod control;
+pub(crate) mod control;
 pub mod engine;
 pub mod events;
-pub mod github_status;
-pub mod identity;
+pub(crate) mod github_status;
+pub(crate) mod identity;
 pub mod intercept;
 pub mod paths;
-pub mod problem;
-pub mod problem_kind;
-pub mod proxy;
-pub mod queue;
-pub mod resilience;
-pub mod server;
-pub mod stats;
+pub(crate) mod pipeline;
+pub(crate) mod problem;
+pub(crate) mod problem_kind;
+pub(crate) mod queue;
+pub(crate) mod server;
+pub(crate) mod stats;
 pub mod status;
-pub mod surface;
+pub(crate) mod surface;
 pub mod time_fmt;
-pub mod upstream;
-pub mod upstream_pool;
+pub(crate) mod upstream;
 
 pub use engine::{start, EngineError, EngineHandle, EngineOptions};
+pub use problem_kind::ProblemKind;
+
+/// Weir's own HTTP client, for the CLI's calls to a running Weir's control API and `weir
+/// doctor`'s upstream checks (the same client and timeouts the engine uses).
+pub mod http_client {
+    pub use crate::body::{empty, full, Body};
+    pub use crate::upstream::{FetchError, Timeouts, UpstreamClient};
+}
+
+/// Internals exposed only for the criterion benchmarks in `crates/lab` (not a stable API).
+#[doc(hidden)]
+pub mod bench_api {
+    pub use crate::cache::CacheKey;
+    pub use crate::identity::IdentityKey;
+    pub use crate::problem::Problem;
+}

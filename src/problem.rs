@@ -24,7 +24,7 @@ pub struct Problem {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub retry_after_s: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub breaker: Option<String>,
+    pub breaker: Option<weir_resilience::State>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub request_id: Option<String>,
     /// Extra response headers (e.g. `RateLimit`), not part of the JSON.
@@ -65,8 +65,8 @@ impl Problem {
         self
     }
 
-    pub fn breaker(mut self, state: &str) -> Problem {
-        self.breaker = Some(state.to_string());
+    pub fn breaker(mut self, state: weir_resilience::State) -> Problem {
+        self.breaker = Some(state);
         self
     }
 

@@ -1,9 +1,11 @@
 //! The listener: accepts connections (bounded), serves HTTP/1.1 and HTTP/2 with upgrades (for
 //! CONNECT), guards against slow clients, and drains in-flight requests on shutdown.
 
-use crate::engine::Shared;
+use crate::body::Body;
 use crate::problem::{Problem, ProblemKind};
 use http::StatusCode;
+use http::{Request, Response};
+use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
@@ -16,7 +18,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 
 /// The HTTP/1.1 + HTTP/2 server settings every client connection gets (plain or intercepted).
-pub fn http_builder(limits: &crate::config::Limits) -> auto::Builder<TokioExecutor> {
+pub(crate) fn http_builder(limits: &crate::config::Limits) -> auto::Builder<TokioExecutor> {
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder
         .http1()
@@ -32,8 +34,18 @@ pub fn http_builder(limits: &crate::config::Limits) -> auto::Builder<TokioExecut
     builder
 }
 
-pub async fn serve(listener: TcpListener, shared: Arc<Shared>, shutdown: impl Future<Output = ()>) {
-    let limits = shared.settings.limits.clone();
+/// Serves `listener` until `shutdown`, handing each request to `handler`. `base_url` makes
+/// the over-the-limit problem's `type` absolute.
+pub(crate) async fn serve<H, Fut>(
+    listener: TcpListener,
+    limits: crate::config::Limits,
+    base_url: String,
+    handler: H,
+    shutdown: impl Future<Output = ()>,
+) where
+    H: Fn(Request<Incoming>) -> Fut + Clone + Send + Sync + 'static,
+    Fut: Future<Output = Response<Body>> + Send + 'static,
+{
     let builder = http_builder(&limits);
     let graceful = GracefulShutdown::new();
     let connections = Arc::new(Semaphore::new(limits.max_connections));
@@ -53,12 +65,15 @@ pub async fn serve(listener: TcpListener, shared: Arc<Shared>, shutdown: impl Fu
             _ = &mut shutdown => break,
         };
         let Ok(permit) = connections.clone().try_acquire_owned() else {
-            tokio::spawn(refuse(stream, shared.clone()));
+            tokio::spawn(refuse(stream, limits.max_connections, base_url.clone()));
             continue;
         };
         let _ = stream.set_nodelay(true);
-        let sh = shared.clone();
-        let svc = service_fn(move |req| crate::proxy::handle(sh.clone(), req));
+        let h = handler.clone();
+        let svc = service_fn(move |req| {
+            let fut = h(req);
+            async move { Ok::<_, std::convert::Infallible>(fut.await) }
+        });
         let conn = builder
             .serve_connection_with_upgrades(TokioIo::new(stream), svc)
             .into_owned();
@@ -82,16 +97,15 @@ pub async fn serve(listener: TcpListener, shared: Arc<Shared>, shutdown: impl Fu
 }
 
 /// Over the connection limit: answer a 503 problem and close, rather than queueing unboundedly.
-async fn refuse(mut stream: TcpStream, shared: Arc<Shared>) {
+async fn refuse(mut stream: TcpStream, max_connections: usize, base_url: String) {
     let p = Problem::new(
         StatusCode::SERVICE_UNAVAILABLE,
         ProblemKind::TooManyConnections,
         format!(
-            "Weir already has {} client connections open (limits.max_connections)",
-            shared.settings.limits.max_connections
+            "Weir already has {max_connections} client connections open (limits.max_connections)"
         ),
     )
-    .with_base(&shared.base_url);
+    .with_base(&base_url);
     let body = serde_json::to_string(&p).unwrap_or_default();
     let head = format!(
         "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/problem+json\r\ncontent-length: {}\r\nretry-after: 1\r\nconnection: close\r\n\r\n",

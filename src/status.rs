@@ -1,7 +1,6 @@
 //! The typed status document: what `/_weir/api/status` serves, what the tray and the dashboard
 //! read. Built from the engine's parts; public so consumers use these types, not JSON keys.
 
-use crate::engine::Shared;
 use crate::stats::ClassSnapshot;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -45,7 +44,7 @@ pub struct UpstreamStatus {
     pub fallback: Option<String>,
     pub fallback_attempts: u64,
     #[serde(flatten)]
-    pub guard: crate::resilience::GuardStatus,
+    pub guard: crate::upstream::GateStatus,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -54,71 +53,4 @@ pub struct CacheStatus {
     pub bytes: u64,
     pub max_bytes: u64,
     pub in_flight: usize,
-}
-
-/// The status document, with the queue counts read from SQLite (off the async workers).
-pub async fn snapshot_full(shared: &Shared) -> StatusSnapshot {
-    let mut s = snapshot(shared);
-    if let Some(q) = &shared.queue {
-        s.queue.counts = q.store.counts().await.ok();
-    }
-    s.github_token_stored = shared
-        .token_stored
-        .load(std::sync::atomic::Ordering::Relaxed);
-    s
-}
-
-/// The status document without a database read (for the once-a-second stream).
-pub fn snapshot(shared: &Shared) -> StatusSnapshot {
-    use std::sync::atomic::Ordering::Relaxed;
-    let upstreams = shared
-        .settings
-        .upstreams
-        .iter()
-        .zip(&shared.upstreams)
-        .map(|(cfg, st)| UpstreamStatus {
-            name: cfg.name.clone(),
-            origin: cfg.origin.to_string(),
-            classes: st.counters.classes(),
-            totals: st.counters.totals(),
-            errors_by_kind: st.counters.errors_by_kind(),
-            fallback: cfg.fallback.as_ref().map(|f| f.to_string()),
-            fallback_attempts: st.fallback_attempts.load(Relaxed),
-            guard: st.guard.status(),
-        })
-        .collect();
-    StatusSnapshot {
-        version: env!("CARGO_PKG_VERSION"),
-        listen: crate::control::host_for(shared.settings.listen.ip(), shared.port),
-        dashboard: format!("{}/_weir/", shared.base_url),
-        paused: shared.is_paused(),
-        started_at: crate::time_fmt::rfc3339(shared.started_at),
-        upstreams,
-        surfaces: shared.global.surfaces(),
-        passthrough_requests: shared.global.passthrough_requests.load(Relaxed),
-        tunnels: shared.global.tunnels.load(Relaxed),
-        rejected: shared.global.rejected.load(Relaxed),
-        cache: CacheStatus {
-            entries: shared.cache.entry_count(),
-            bytes: shared.cache.weighted_size(),
-            max_bytes: shared.settings.cache_max_bytes,
-            in_flight: shared.coalescer.in_flight(),
-        },
-        github: shared
-            .github
-            .lock()
-            .ok()
-            .and_then(|g| g.as_ref().map(|h| h.snapshot())),
-        github_token_stored: false,
-        queue: QueueStatus {
-            available: shared.queue.is_some(),
-            error: shared.queue_error.clone(),
-            credentials: shared
-                .queue
-                .as_ref()
-                .map(|q| q.secrets.backend())
-                .unwrap_or("unavailable"),
-            counts: None,
-        },
-    }
 }

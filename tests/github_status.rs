@@ -52,14 +52,7 @@ async fn incidents_show_in_status_and_events() {
     // An incident opens; the watcher is asked to check now (as the tray's refresh does).
     let mut events = weir.handle.subscribe();
     serve(&page, "summary_incident", "unresolved_incident");
-    weir.handle
-        .shared()
-        .github
-        .lock()
-        .unwrap()
-        .as_ref()
-        .unwrap()
-        .refresh();
+    weir.handle.refresh_github_status();
     let mut opened = None;
     for _ in 0..100 {
         if let Ok(Ok(e)) = tokio::time::timeout(Duration::from_millis(100), events.recv()).await {

@@ -206,7 +206,10 @@ async fn an_in_doubt_create_found_upstream_is_not_sent_again() {
     let db = weir.dir.path().join("queue.sqlite3");
     {
         let mut store = weir_store::Store::open(&db).unwrap();
-        let now = weir::queue::now_ms();
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as i64;
         let it = store
             .insert(
                 &weir_store::NewItem {

@@ -160,7 +160,7 @@ async fn chromium_with_the_pac_file_and_nss_trust_loads_the_managed_host() {
         "chromium did not show the upstream's answer.\nstdout: {dom}\nstderr: {stderr}"
     );
     assert_eq!(up.count("/agents/sessions?from=chromium"), 1);
-    let i = weir.handle.shared().intercept.as_ref().unwrap();
+    let i = weir.handle.interceptor().unwrap();
     assert!(
         i.connections() >= 1,
         "chromium reached the origin through Weir's interception"

@@ -71,7 +71,7 @@ async fn coalesced_and_cached(version_flag: &str, want_version: &str) {
     );
     let status = weir.status().await;
     assert_eq!(status["tunnels"], 0, "nothing was tunnelled blindly");
-    let i = weir.handle.shared().intercept.as_ref().unwrap();
+    let i = weir.handle.interceptor().unwrap();
     assert_eq!(i.connections(), 6);
     assert_eq!(i.leaves_issued(), 1, "one leaf for the host, reused");
 }
@@ -136,15 +136,7 @@ async fn unmanaged_tls_is_tunnelled_byte_for_byte() {
         "the origin's own certificate, untouched"
     );
     assert_eq!(weir.status().await["tunnels"], 1);
-    assert_eq!(
-        weir.handle
-            .shared()
-            .intercept
-            .as_ref()
-            .unwrap()
-            .connections(),
-        0
-    );
+    assert_eq!(weir.handle.interceptor().unwrap().connections(), 0);
 }
 
 /// Starts Weir managing the fixture but with `local_ca`/`extra` as given.
@@ -177,7 +169,7 @@ async fn without_a_ca_or_with_intercept_off_managed_hosts_are_blind_tunnels() {
     let up = TlsUpstream::start(&ca, HOST).await;
     for (extra, local_ca) in [("", false), ("intercept = false\n", true)] {
         let (handle, _dir) = weir_with(&ca, &up, extra, local_ca).await;
-        assert!(handle.shared().intercept.is_none(), "{extra:?}");
+        assert!(handle.interceptor().is_none(), "{extra:?}");
         // The tunnel goes to connect_to; the client sees the origin's own certificate.
         let chain = tls_client::tls_through_proxy(
             handle.local_addr(),

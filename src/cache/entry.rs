@@ -2,7 +2,7 @@
 
 use bytes::Bytes;
 use http::{HeaderMap, StatusCode};
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 use tokio::time::Instant;
 
 /// A complete upstream response held in memory (cached, or shared between coalesced waiters).
@@ -12,7 +12,6 @@ pub struct Stored {
     pub headers: HeaderMap,
     pub body: Bytes,
     pub stored_at: Instant,
-    pub stored_wall: SystemTime,
     pub fresh_until: Instant,
     /// Until then a stale copy is served at once while one background refresh runs.
     pub revalidate_until: Instant,

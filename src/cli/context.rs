@@ -49,7 +49,7 @@ impl Context {
     pub fn proxy_url(&self) -> String {
         format!(
             "http://{}",
-            weir::control::host_for(self.settings.listen.ip(), self.settings.listen.port())
+            weir::config::host_for(self.settings.listen.ip(), self.settings.listen.port())
         )
     }
 }

@@ -59,7 +59,7 @@ pub fn run(args: DoctorArgs) -> ExitCode {
 
 fn check_listening(cx: &Context, r: &mut Report) {
     let addr = cx.settings.listen;
-    let host = weir::control::host_for(addr.ip(), addr.port());
+    let host = weir::config::host_for(addr.ip(), addr.port());
     let fix = format!("start Weir: `weir serve` (or the tray app); if another program holds {host}, set `listen` in the config");
     let attempt = || -> std::io::Result<String> {
         let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(2))?;
@@ -243,15 +243,15 @@ fn check_upstreams(cx: &Context, r: &mut Report) {
         }
     };
     let results = rt.block_on(async {
-        let client = weir::upstream::UpstreamClient::for_settings(&cx.settings);
-        let t = weir::upstream::Timeouts {
+        let client = weir::http_client::UpstreamClient::for_settings(&cx.settings);
+        let t = weir::http_client::Timeouts {
             headers: Duration::from_secs(5),
             body: Duration::from_secs(5),
         };
         let mut out = Vec::new();
         for u in &cx.settings.upstreams {
             // GET, not HEAD: some servers mishandle HEAD over HTTP/2; only the status is read.
-            let mut req = http::Request::new(weir::body::empty());
+            let mut req = http::Request::new(weir::http_client::empty());
             *req.uri_mut() = match format!("{}/", u.origin).parse() {
                 Ok(uri) => uri,
                 Err(_) => continue,

@@ -6,7 +6,7 @@ use super::{ServeArgs, EXIT_CONFIG};
 use http::{Method, Request};
 use std::process::ExitCode;
 use std::time::Duration;
-use weir::upstream::{Timeouts, UpstreamClient};
+use weir::http_client::{Timeouts, UpstreamClient};
 
 #[derive(clap::Subcommand)]
 pub enum QueueCmd {
@@ -33,7 +33,7 @@ pub fn run(cmd: QueueCmd, args: ServeArgs) -> ExitCode {
     };
     let base = format!(
         "http://{}",
-        weir::control::host_for(settings.listen.ip(), settings.listen.port())
+        weir::config::host_for(settings.listen.ip(), settings.listen.port())
     );
     let Ok(rt) = tokio::runtime::Runtime::new() else {
         return ExitCode::FAILURE;
@@ -53,7 +53,7 @@ pub fn run(cmd: QueueCmd, args: ServeArgs) -> ExitCode {
                 Some(secret().await),
             ),
         };
-        let mut req = Request::new(weir::body::empty());
+        let mut req = Request::new(weir::http_client::empty());
         *req.method_mut() = method;
         *req.uri_mut() = match format!("{base}{path}").parse() {
             Ok(u) => u,

@@ -2,8 +2,7 @@
 
 /// One line: intercepting with which CA, or why not.
 pub fn print_intercept_status(handle: &weir::EngineHandle) {
-    let shared = handle.shared();
-    match &shared.intercept {
+    match handle.interceptor() {
         Some(i) => println!(
             "weir: HTTPS to {} is intercepted with the local CA (sha256 {}); clients must trust it (`weir ca install`, `weir env`)",
             i.ca().permitted_hosts().join(", "),

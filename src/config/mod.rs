@@ -90,3 +90,12 @@ impl Settings {
             .position(|u| u.origin.matches(scheme, host, port))
     }
 }
+
+/// `host:port` for a listen address (brackets around IPv6): Weir's own address as clients and
+/// URLs spell it.
+pub fn host_for(ip: std::net::IpAddr, port: u16) -> String {
+    match ip {
+        std::net::IpAddr::V6(v6) => format!("[{v6}]:{port}"),
+        std::net::IpAddr::V4(v4) => format!("{v4}:{port}"),
+    }
+}

@@ -5,8 +5,8 @@
 //! A producer task writes into a small channel that the response body reads; the task ends
 //! when the client goes away (send fails) or Weir shuts down.
 
+use super::Control;
 use crate::body::Body;
-use crate::engine::Shared;
 use bytes::Bytes;
 use futures_util::stream;
 use http::{header, HeaderValue, Response};
@@ -17,9 +17,9 @@ use std::time::Duration;
 use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::mpsc;
 
-pub fn stream_response(shared: &Arc<Shared>) -> Response<Body> {
+pub(crate) fn stream_response(ctl: &Arc<Control>) -> Response<Body> {
     let (tx, rx) = mpsc::channel::<Bytes>(16);
-    tokio::spawn(produce(shared.clone(), tx));
+    tokio::spawn(produce(ctl.clone(), tx));
     let s = stream::unfold(rx, |mut rx| async move {
         let chunk = rx.recv().await?;
         Some((Ok::<_, std::convert::Infallible>(Frame::data(chunk)), rx))
@@ -34,9 +34,9 @@ pub fn stream_response(shared: &Arc<Shared>) -> Response<Body> {
     r
 }
 
-async fn produce(shared: Arc<Shared>, tx: mpsc::Sender<Bytes>) {
-    let mut events = shared.events.subscribe();
-    let mut stop = shared.stopping.subscribe();
+async fn produce(ctl: Arc<Control>, tx: mpsc::Sender<Bytes>) {
+    let mut events = ctl.proxy.bus.subscribe();
+    let mut stop = ctl.proxy.bus.stopping();
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     loop {
@@ -44,7 +44,7 @@ async fn produce(shared: Arc<Shared>, tx: mpsc::Sender<Bytes>) {
             return;
         }
         let chunk = tokio::select! {
-            _ = tick.tick() => sse("status", &crate::status::snapshot_full(&shared).await),
+            _ = tick.tick() => sse("status", &super::snapshot_full(&ctl).await),
             ev = events.recv() => match ev {
                 Ok(e) => sse(e.name(), &e),
                 // A slow reader missed events; the next status snapshot resynchronises it.

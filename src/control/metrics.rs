@@ -1,10 +1,10 @@
 //! `/metrics` in the Prometheus text exposition format.
 
-use crate::engine::Shared;
+use super::Control;
 use std::fmt::Write;
 
-pub fn render(shared: &Shared) -> String {
-    let s = super::snapshot(shared);
+pub(crate) fn render(ctl: &Control) -> String {
+    let s = super::snapshot(ctl);
     let mut out = String::new();
     type Getter = fn(&crate::stats::ClassSnapshot) -> u64;
     let counters: [(&str, &str, Getter); 6] = [

@@ -10,45 +10,49 @@ mod pac;
 mod pages;
 mod queue_api;
 mod settings_api;
-
+mod snapshot;
 mod token_api;
 mod ui;
 
-pub use crate::status::{snapshot, snapshot_full, StatusSnapshot};
-pub use token_api::is_stored as token_stored_in_keychain;
+pub(crate) use snapshot::{snapshot, snapshot_full};
+pub(crate) use token_api::is_stored as token_stored_in_keychain;
 
 use crate::body::{full, Body};
-use crate::engine::Shared;
+use crate::pipeline::Proxy;
 use crate::problem::{Problem, ProblemKind};
 use http::{header, HeaderValue, Method, Request, Response, StatusCode};
 use hyper::body::Incoming;
-use std::net::IpAddr;
-use std::sync::Arc;
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex};
+use std::time::SystemTime;
 
-/// The names a browser uses for Weir itself.
-pub fn is_own_host_name(host: &str) -> bool {
-    let h = host.trim_matches(['[', ']']);
-    h.eq_ignore_ascii_case("localhost") || h == "127.0.0.1" || h == "::1"
-}
-
-/// `host:port` for Weir's own address (brackets around IPv6).
-pub fn host_for(ip: IpAddr, port: u16) -> String {
-    match ip {
-        IpAddr::V6(v6) => format!("[{v6}]:{port}"),
-        IpAddr::V4(v4) => format!("{v4}:{port}"),
-    }
+/// What the control API owns: the secret, where settings are saved, the GitHub Status
+/// watcher; and the request path's state it reports on and steers (pause).
+pub(crate) struct Control {
+    pub proxy: Arc<Proxy>,
+    /// Secret that mutating control calls must carry (`X-Weir-Secret`).
+    pub secret: String,
+    /// Where the dashboard's settings panel saves changes; `None`: read-only.
+    pub config_file: Option<PathBuf>,
+    /// Whether a GitHub token is in the keychain (read at start, kept current by the token
+    /// API) so status calls never wait on the keychain.
+    pub token_stored: AtomicBool,
+    /// The GitHub Status watcher, once started.
+    pub github: Mutex<Option<weir_status::StatusHandle>>,
+    pub started_at: SystemTime,
 }
 
 /// Whether a `Host` (or `Origin` authority) is exactly one of Weir's own names with its port.
-fn is_own_authority(shared: &Shared, value: &str) -> bool {
+fn is_own_authority(ctl: &Control, value: &str) -> bool {
     let Ok(a) = value.parse::<http::uri::Authority>() else {
         return false;
     };
-    a.port_u16() == Some(shared.port) && is_own_host_name(a.host())
+    a.port_u16() == Some(ctl.proxy.port) && crate::pipeline::is_own_host_name(a.host())
 }
 
-pub async fn handle(
-    shared: &Arc<Shared>,
+pub(crate) async fn handle(
+    ctl: &Arc<Control>,
     req: Request<Incoming>,
 ) -> Result<Response<Body>, Problem> {
     let host = req
@@ -58,13 +62,13 @@ pub async fn handle(
         .map(str::to_string)
         .or_else(|| req.uri().authority().map(|a| a.to_string()))
         .unwrap_or_default();
-    if !is_own_authority(shared, &host) {
+    if !is_own_authority(ctl, &host) {
         return Err(Problem::new(
             StatusCode::FORBIDDEN,
             ProblemKind::ForbiddenHost,
             format!(
                 "Host `{host}` is not Weir's own address; use {}/_weir/",
-                shared.base_url
+                ctl.proxy.base_url
             ),
         ));
     }
@@ -73,7 +77,7 @@ pub async fn handle(
             .to_str()
             .ok()
             .and_then(|o| o.strip_prefix("http://"))
-            .is_some_and(|a| is_own_authority(shared, a));
+            .is_some_and(|a| is_own_authority(ctl, a));
         if !own {
             return Err(Problem::new(
                 StatusCode::FORBIDDEN,
@@ -84,22 +88,20 @@ pub async fn handle(
     }
     let path = req.uri().path().to_string();
     match (req.method(), path.as_str()) {
-        (&Method::GET, "/_weir/api/status") => {
-            Ok(json(&crate::status::snapshot_full(shared).await))
-        }
-        (&Method::GET, "/proxy.pac") => Ok(pac::response(shared)),
+        (&Method::GET, "/_weir/api/status") => Ok(json(&snapshot_full(ctl).await)),
+        (&Method::GET, "/proxy.pac") => Ok(pac::response(&ctl.proxy.settings, ctl.proxy.port)),
         (&Method::GET, "/_weir/api/health") => Ok(json(&serde_json::json!({"ok": true}))),
         (&Method::GET, "/metrics") => Ok(text(
             "text/plain; version=0.0.4; charset=utf-8",
-            metrics::render(shared),
+            metrics::render(ctl),
         )),
         (&Method::GET, p) if p.starts_with("/_weir/problems/") => {
             pages::problem_page(&p["/_weir/problems/".len()..])
         }
-        (&Method::GET, "/_weir/api/events") => Ok(events::stream_response(shared)),
+        (&Method::GET, "/_weir/api/events") => Ok(events::stream_response(ctl)),
         (&Method::POST, "/_weir/api/pause") => {
-            require_secret(shared, &req)?;
-            let body = read_json(req, shared).await?;
+            require_secret(ctl, &req)?;
+            let body = read_json(req).await?;
             let paused = body
                 .get("paused")
                 .and_then(|v| v.as_bool())
@@ -110,18 +112,16 @@ pub async fn handle(
                         "body must be {\"paused\": true|false}",
                     )
                 })?;
-            set_paused(shared, paused);
+            ctl.proxy.set_paused(paused);
             Ok(json(&serde_json::json!({"paused": paused})))
         }
         (_, p) if p == "/_weir/api/queue" || p.starts_with("/_weir/api/queue/") => {
-            queue_api::handle(shared, &req, &p["/_weir/api/queue".len()..]).await
+            queue_api::handle(ctl, &req, &p["/_weir/api/queue".len()..]).await
         }
         (&Method::GET | &Method::PUT, "/_weir/api/settings") => {
-            settings_api::handle(shared, req).await
+            settings_api::handle(ctl, req).await
         }
-        (&Method::PUT | &Method::DELETE, "/_weir/api/token") => {
-            token_api::handle(shared, req).await
-        }
+        (&Method::PUT | &Method::DELETE, "/_weir/api/token") => token_api::handle(ctl, req).await,
         (&Method::GET, "/_weir") => Ok(redirect("/_weir/")),
         (&Method::GET, p) if p.starts_with("/_weir/") => ui::file(&p["/_weir/".len()..])
             .ok_or_else(|| {
@@ -141,13 +141,13 @@ pub async fn handle(
 
 /// Mutating calls need the per-install control secret in `X-Weir-Secret`. A custom header also
 /// makes every cross-site attempt a CORS preflight, which Weir never approves (CSRF).
-pub(crate) fn require_secret(shared: &Shared, req: &Request<Incoming>) -> Result<(), Problem> {
+pub(crate) fn require_secret(ctl: &Control, req: &Request<Incoming>) -> Result<(), Problem> {
     let given = req
         .headers()
         .get("x-weir-secret")
         .map(|v| v.as_bytes())
         .unwrap_or_default();
-    if constant_time_eq(given, shared.control_secret.as_bytes()) {
+    if constant_time_eq(given, ctl.secret.as_bytes()) {
         Ok(())
     } else {
         Err(Problem::new(StatusCode::UNAUTHORIZED, ProblemKind::Unauthorized, "this call changes Weir's state and needs the control secret in the X-Weir-Secret header"))
@@ -159,10 +159,7 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 }
 
 /// Reads a small JSON request body (control calls only).
-pub(crate) async fn read_json(
-    req: Request<Incoming>,
-    shared: &Shared,
-) -> Result<serde_json::Value, Problem> {
+pub(crate) async fn read_json(req: Request<Incoming>) -> Result<serde_json::Value, Problem> {
     use http_body_util::BodyExt;
     let limit = 64 * 1024;
     let bytes = http_body_util::Limited::new(req.into_body(), limit)
@@ -176,7 +173,6 @@ pub(crate) async fn read_json(
             )
         })?
         .to_bytes();
-    let _ = shared;
     serde_json::from_slice(&bytes).map_err(|e| {
         Problem::new(
             StatusCode::BAD_REQUEST,
@@ -184,16 +180,6 @@ pub(crate) async fn read_json(
             format!("body is not JSON: {e}"),
         )
     })
-}
-
-pub fn set_paused(shared: &Shared, paused: bool) {
-    use std::sync::atomic::Ordering;
-    if shared.paused.swap(paused, Ordering::Relaxed) != paused {
-        shared.emit(crate::events::Event::Paused {
-            at: std::time::SystemTime::now(),
-            paused,
-        });
-    }
 }
 
 fn redirect(to: &'static str) -> Response<Body> {
@@ -204,12 +190,12 @@ fn redirect(to: &'static str) -> Response<Body> {
     r
 }
 
-pub fn json<T: serde::Serialize>(v: &T) -> Response<Body> {
+pub(crate) fn json<T: serde::Serialize>(v: &T) -> Response<Body> {
     let body = serde_json::to_vec_pretty(v).unwrap_or_else(|_| b"{}".to_vec());
     text("application/json", body)
 }
 
-pub fn text(content_type: &'static str, body: impl Into<bytes::Bytes>) -> Response<Body> {
+pub(crate) fn text(content_type: &'static str, body: impl Into<bytes::Bytes>) -> Response<Body> {
     let mut r = Response::new(full(body.into()));
     let h = r.headers_mut();
     h.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));

@@ -3,19 +3,19 @@
 //! (`chromium --proxy-pac-url=http://127.0.0.1:PORT/proxy.pac`, OS proxy settings).
 
 use crate::body::Body;
-use crate::engine::Shared;
+use crate::config::Settings;
 use http::Response;
 
 pub const CONTENT_TYPE: &str = "application/x-ns-proxy-autoconfig";
 
 /// The PAC script for this engine's managed upstreams and listening port.
-pub fn script(shared: &Shared) -> String {
+pub(crate) fn script(settings: &Settings, port: u16) -> String {
     let proxy = format!(
         "PROXY {}",
-        crate::control::host_for(shared.settings.listen.ip(), shared.port)
+        crate::pipeline::host_for(settings.listen.ip(), port)
     );
     let mut rules = String::new();
-    for u in &shared.settings.upstreams {
+    for u in &settings.upstreams {
         // Host names in a PAC are compared lower-case; the origin's host already is. The port
         // is left out on purpose: browsers pass only the host to FindProxyForURL.
         rules.push_str(&format!(
@@ -33,8 +33,8 @@ pub fn script(shared: &Shared) -> String {
     )
 }
 
-pub fn response(shared: &Shared) -> Response<Body> {
-    crate::control::text(CONTENT_TYPE, script(shared))
+pub(crate) fn response(settings: &Settings, port: u16) -> Response<Body> {
+    crate::control::text(CONTENT_TYPE, script(settings, port))
 }
 
 /// A JavaScript string literal (host names are plain ASCII, but never trust that in code).
@@ -45,7 +45,6 @@ fn js_string(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::identity::IdentityKey;
 
     #[test]
     fn script_names_managed_hosts_only() {
@@ -54,8 +53,7 @@ mod tests {
             "t.toml",
         )
         .unwrap();
-        let shared = Shared::new(settings, 9347, IdentityKey::random(), "s".into());
-        let pac = script(&shared);
+        let pac = script(&settings, 9347);
         assert!(pac.contains("if (scheme === \"https\" && host === \"api.githubcopilot.com\") return \"PROXY 127.0.0.1:9347\";"), "{pac}");
         assert!(pac.contains("host === \"127.0.0.1\""), "{pac}");
         assert!(pac.trim_end().ends_with("return \"DIRECT\";\n}"), "{pac}");

@@ -1,8 +1,8 @@
 //! `/_weir/api/queue`: list and show queued creates; cancel and retry them (with the secret).
 
+use super::Control;
 use super::{json, require_secret};
 use crate::body::Body;
-use crate::engine::Shared;
 use crate::problem::{Problem, ProblemKind};
 use crate::queue::{event, now_ms};
 use http::{Method, Request, Response, StatusCode};
@@ -10,16 +10,16 @@ use hyper::body::Incoming;
 use std::sync::Arc;
 use weir_store::{Item, ListFilter, StoreError};
 
-pub async fn handle(
-    shared: &Arc<Shared>,
+pub(crate) async fn handle(
+    ctl: &Arc<Control>,
     req: &Request<Incoming>,
     rest: &str,
 ) -> Result<Response<Body>, Problem> {
-    let Some(q) = &shared.queue else {
+    let Some(q) = ctl.proxy.queue.open() else {
         return Err(Problem::new(
             StatusCode::SERVICE_UNAVAILABLE,
             ProblemKind::QueueUnavailable,
-            shared.queue_error.clone().unwrap_or_default(),
+            ctl.proxy.queue.error().unwrap_or_default().to_string(),
         ));
     };
     let parts: Vec<&str> = rest.split('/').filter(|s| !s.is_empty()).collect();
@@ -48,7 +48,7 @@ pub async fn handle(
             Ok(json(&view(&item)))
         }
         (&Method::POST, [id, action @ ("cancel" | "retry")]) => {
-            require_secret(shared, req)?;
+            require_secret(ctl, req)?;
             let id = parse(id)?;
             let item = if *action == "cancel" {
                 q.store.cancel(id, now_ms()).await
@@ -63,7 +63,7 @@ pub async fn handle(
             } else {
                 q.wake.notify_waiters();
             }
-            shared.emit(event(
+            ctl.proxy.bus.emit(event(
                 &item,
                 format!("{action}led by the user").replace("retryled", "retried"),
             ));

@@ -4,10 +4,10 @@
 //! file with the same rules as start-up, keeps a `.bak`, and writes atomically. Changes apply
 //! on the next start (the response says so).
 
+use super::Control;
 use super::{json, read_json, require_secret};
 use crate::body::Body;
 use crate::config::RouteClass;
-use crate::engine::Shared;
 use crate::problem::{Problem, ProblemKind};
 use http::{Method, Request, Response, StatusCode};
 use hyper::body::Incoming;
@@ -15,16 +15,16 @@ use serde_json::Value;
 use std::sync::Arc;
 use toml_edit::{value, ArrayOfTables, DocumentMut, Item, Table};
 
-pub async fn handle(
-    shared: &Arc<Shared>,
+pub(crate) async fn handle(
+    ctl: &Arc<Control>,
     req: Request<Incoming>,
 ) -> Result<Response<Body>, Problem> {
     match *req.method() {
-        Method::GET => Ok(json(&current(shared))),
+        Method::GET => Ok(json(&current(ctl))),
         Method::PUT => {
-            require_secret(shared, &req)?;
-            let patch = read_json(req, shared).await?;
-            save(shared, &patch).await
+            require_secret(ctl, &req)?;
+            let patch = read_json(req).await?;
+            save(ctl, &patch).await
         }
         _ => Err(Problem::new(
             StatusCode::METHOD_NOT_ALLOWED,
@@ -34,8 +34,8 @@ pub async fn handle(
     }
 }
 
-fn current(shared: &Shared) -> Value {
-    let s = &shared.settings;
+fn current(ctl: &Control) -> Value {
+    let s = &ctl.proxy.settings;
     let class = |c: RouteClass| {
         let k = s.classes.get(c);
         serde_json::json!({
@@ -47,8 +47,8 @@ fn current(shared: &Shared) -> Value {
     };
     let b = &s.resilience.breaker;
     serde_json::json!({
-        "config_file": shared.config_file.as_ref().map(|p| p.display().to_string()),
-        "exists": shared.config_file.as_ref().is_some_and(|p| p.exists()),
+        "config_file": ctl.config_file.as_ref().map(|p| p.display().to_string()),
+        "exists": ctl.config_file.as_ref().is_some_and(|p| p.exists()),
         "effective": {
             "listen": s.listen.to_string(),
             "upstreams": s.upstreams.iter().map(|u| serde_json::json!({
@@ -165,8 +165,8 @@ fn table_at<'d>(doc: &'d mut DocumentMut, path: &[&str]) -> Result<&'d mut Table
     Ok(t)
 }
 
-async fn save(shared: &Shared, patch: &Value) -> Result<Response<Body>, Problem> {
-    let Some(path) = shared.config_file.clone() else {
+async fn save(ctl: &Control, patch: &Value) -> Result<Response<Body>, Problem> {
+    let Some(path) = ctl.config_file.clone() else {
         return Err(bad(
             "this Weir was started without a config file location; start it with --config FILE",
         ));

@@ -3,9 +3,9 @@
 //! Weir uses it for its own upstream checks (the in-doubt lookup of a create whose own
 //! credential is gone).
 
+use super::Control;
 use super::{json, read_json, require_secret};
 use crate::body::Body;
-use crate::engine::Shared;
 use crate::problem::{Problem, ProblemKind};
 use http::{Method, Request, Response, StatusCode};
 use hyper::body::Incoming;
@@ -13,12 +13,12 @@ use std::sync::Arc;
 
 pub const ACCOUNT: &str = "github-token";
 
-pub async fn handle(
-    shared: &Arc<Shared>,
+pub(crate) async fn handle(
+    ctl: &Arc<Control>,
     req: Request<Incoming>,
 ) -> Result<Response<Body>, Problem> {
-    require_secret(shared, &req)?;
-    let Some(q) = &shared.queue else {
+    require_secret(ctl, &req)?;
+    let Some(q) = ctl.proxy.queue.open() else {
         return Err(unavailable("the keychain store is not open"));
     };
     if q.secrets.backend() != "keychain" {
@@ -28,7 +28,7 @@ pub async fn handle(
     }
     match *req.method() {
         Method::PUT => {
-            let body = read_json(req, shared).await?;
+            let body = read_json(req).await?;
             let token = body
                 .get("token")
                 .and_then(|t| t.as_str())
@@ -45,15 +45,13 @@ pub async fn handle(
                 .put(ACCOUNT, token.to_string())
                 .await
                 .map_err(|e| unavailable(&e))?;
-            shared
-                .token_stored
+            ctl.token_stored
                 .store(true, std::sync::atomic::Ordering::Relaxed);
             Ok(json(&serde_json::json!({"stored": true})))
         }
         Method::DELETE => {
             q.secrets.delete(ACCOUNT).await;
-            shared
-                .token_stored
+            ctl.token_stored
                 .store(false, std::sync::atomic::Ordering::Relaxed);
             Ok(json(&serde_json::json!({"stored": false})))
         }
@@ -66,8 +64,8 @@ pub async fn handle(
 }
 
 /// Whether a token is stored (never the token itself).
-pub async fn is_stored(shared: &Shared) -> bool {
-    match &shared.queue {
+pub(crate) async fn is_stored(ctl: &Control) -> bool {
+    match ctl.proxy.queue.open() {
         Some(q) if q.secrets.backend() == "keychain" => {
             matches!(q.secrets.get(ACCOUNT).await, Ok(Some(_)))
         }

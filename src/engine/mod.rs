@@ -1,17 +1,22 @@
-//! The engine: binds the listener, owns the shared state, and hands out an [`EngineHandle`] that
-//! the CLI, the tray and tests use (status, events, pause, shutdown).
+//! The engine: binds the listener, builds each part with the state it owns (upstreams, queue,
+//! request path, control API), wires them together, and hands out an [`EngineHandle`] — the
+//! one API the CLI, the tray and tests use (typed status, events, pause, shutdown).
 
-mod shared;
-
-pub use shared::{Shared, UpstreamState};
+mod router;
 
 use crate::config::Settings;
-use crate::control::StatusSnapshot;
-use crate::events::Event;
+use crate::control::Control;
+use crate::events::{Bus, Event};
 use crate::identity::IdentityKey;
+use crate::pipeline::{Proxy, ProxyParts};
+use crate::queue::replay::Replayer;
+use crate::queue::QueueState;
+use crate::status::StatusSnapshot;
+use crate::upstream::Upstreams;
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::SystemTime;
 use tokio::sync::{broadcast, oneshot};
 use tokio::task::JoinHandle;
 
@@ -64,7 +69,7 @@ pub fn new_secret() -> String {
 /// A running engine. Cheap to clone; [`EngineHandle::shutdown`] stops it.
 #[derive(Clone)]
 pub struct EngineHandle {
-    shared: Arc<Shared>,
+    control: Arc<Control>,
     local_addr: SocketAddr,
     stop: Arc<std::sync::Mutex<Option<oneshot::Sender<()>>>>,
     task: Arc<tokio::sync::Mutex<Option<JoinHandle<()>>>>,
@@ -88,54 +93,89 @@ pub async fn start(opts: EngineOptions) -> Result<EngineHandle, EngineError> {
         Some(s) => s,
         None => control_secret(&secrets).await,
     };
-    let max_age = opts.settings.queue.max_age;
-    let config_file = opts.config_file.clone();
-    let mut shared = Shared::new(
-        opts.settings,
-        local_addr.port(),
-        identity_key(&secrets).await,
+    let identity_key = identity_key(&secrets).await;
+    let settings = Arc::new(opts.settings);
+    let bus = Bus::new();
+    let upstreams = Arc::new(Upstreams::new(&settings));
+    let queue = Arc::new(open_queue(&opts.data_dir, secrets, &settings).await);
+    let proxy = Arc::new(Proxy::new(ProxyParts {
+        intercept: crate::intercept::interceptor_for(&settings, opts.local_ca),
+        settings: settings.clone(),
+        port: local_addr.port(),
+        identity_key,
+        upstreams: upstreams.clone(),
+        queue: queue.clone(),
+        bus: bus.clone(),
+    }));
+    let control = Arc::new(Control {
+        proxy: proxy.clone(),
         secret,
-    );
-    match crate::queue::Queue::open(&opts.data_dir, secrets).await {
+        config_file: opts.config_file,
+        token_stored: Default::default(),
+        github: std::sync::Mutex::new(None),
+        started_at: SystemTime::now(),
+    });
+    let stored = crate::control::token_stored_in_keychain(&control).await;
+    control
+        .token_stored
+        .store(stored, std::sync::atomic::Ordering::Relaxed);
+    Replayer {
+        queue,
+        upstreams: upstreams.clone(),
+        bus: bus.clone(),
+    }
+    .spawn_workers();
+    if let Some(cfg) = settings.github_status.clone() {
+        let watcher = crate::github_status::start(upstreams.client.clone(), &bus, cfg);
+        if let Ok(mut g) = control.github.lock() {
+            *g = Some(watcher);
+        }
+    }
+    forward_breaker_events(&upstreams, &bus);
+    let (tx, rx) = oneshot::channel::<()>();
+    let router = router::Router {
+        proxy: proxy.clone(),
+        control: control.clone(),
+    };
+    let task = tokio::spawn(crate::server::serve(
+        listener,
+        settings.limits.clone(),
+        proxy.base_url.clone(),
+        move |req| router.clone().route(req),
+        async {
+            let _ = rx.await;
+        },
+    ));
+    Ok(EngineHandle {
+        control,
+        local_addr,
+        stop: Arc::new(std::sync::Mutex::new(Some(tx))),
+        task: Arc::new(tokio::sync::Mutex::new(Some(task))),
+    })
+}
+
+/// Opens the durable create queue and recovers items a crash left mid-replay; unavailable
+/// (with the reason and the fix) when it cannot be opened.
+async fn open_queue(
+    data_dir: &Path,
+    secrets: crate::queue::secrets::Secrets,
+    settings: &Settings,
+) -> QueueState {
+    match crate::queue::Queue::open(data_dir, secrets).await {
         Ok(mut q) => {
-            q.max_age = max_age;
+            q.max_age = settings.queue.max_age;
             match q.store.recover_after_crash(crate::queue::now_ms()).await {
                 Ok(items) if !items.is_empty() => tracing::warn!(count = items.len(), "creates were being replayed when Weir stopped; they are in doubt and will be looked up upstream before any replay"),
                 Ok(_) => {}
                 Err(e) => tracing::warn!(error = %e, "could not recover the create queue"),
             }
-            shared.queue = Some(q);
+            QueueState::Open(q)
         }
         Err(e) => {
             tracing::error!(error = %e, fix = %e.fix(), "the create queue is unavailable; creates cannot be queued during outages");
-            shared.queue_error = Some(format!("{}. {}", e.detail(), e.fix()));
+            QueueState::Unavailable(format!("{}. {}", e.detail(), e.fix()))
         }
     }
-    shared.config_file = config_file;
-    shared.intercept = crate::intercept::interceptor_for(&shared.settings, opts.local_ca);
-    let shared = Arc::new(shared);
-    let stored = crate::control::token_stored_in_keychain(&shared).await;
-    shared
-        .token_stored
-        .store(stored, std::sync::atomic::Ordering::Relaxed);
-    crate::queue::replay::spawn_workers(&shared);
-    if let Some(cfg) = shared.settings.github_status.clone() {
-        let watcher = crate::github_status::start(&shared, cfg);
-        if let Ok(mut g) = shared.github.lock() {
-            *g = Some(watcher);
-        }
-    }
-    forward_breaker_events(&shared);
-    let (tx, rx) = oneshot::channel::<()>();
-    let task = tokio::spawn(crate::server::serve(listener, shared.clone(), async {
-        let _ = rx.await;
-    }));
-    Ok(EngineHandle {
-        shared,
-        local_addr,
-        stop: Arc::new(std::sync::Mutex::new(Some(tx))),
-        task: Arc::new(tokio::sync::Mutex::new(Some(task))),
-    })
 }
 
 /// The per-install control secret: kept in the keychain so the CLI and tray can read it; a
@@ -176,23 +216,18 @@ async fn identity_key(secrets: &crate::queue::secrets::Secrets) -> IdentityKey {
 }
 
 /// Turns every breaker transition into an engine [`Event::Breaker`] (tray, dashboard, logs).
-fn forward_breaker_events(shared: &Arc<Shared>) {
-    for st in &shared.upstreams {
-        crate::events::forward(
-            st.guard.breaker.subscribe(),
-            shared.events.clone(),
-            shared.stopping.subscribe(),
-            |e| {
-                tracing::warn!(upstream = %e.breaker, from = %e.from, to = %e.to, reason = %e.reason, "circuit breaker changed");
-                Event::Breaker {
-                    upstream: e.breaker,
-                    from: e.from,
-                    to: e.to,
-                    at: e.at,
-                    reason: e.reason,
-                }
-            },
-        );
+fn forward_breaker_events(upstreams: &Upstreams, bus: &Bus) {
+    for u in &upstreams.list {
+        crate::events::forward(u.gate.breaker.subscribe(), bus, |e| {
+            tracing::warn!(upstream = %e.breaker, from = %e.from, to = %e.to, reason = %e.reason, "circuit breaker changed");
+            Event::Breaker {
+                upstream: e.breaker,
+                from: e.from,
+                to: e.to,
+                at: e.at,
+                reason: e.reason,
+            }
+        });
     }
 }
 
@@ -203,56 +238,76 @@ impl EngineHandle {
 
     /// `http://127.0.0.1:PORT`
     pub fn base_url(&self) -> &str {
-        &self.shared.base_url
+        &self.control.proxy.base_url
     }
 
     pub fn dashboard_url(&self) -> String {
-        format!("{}/_weir/", self.shared.base_url)
+        format!("{}/_weir/", self.base_url())
     }
 
     /// The whole status document, queue counts included (read from SQLite off the async
     /// workers), exactly as `/_weir/api/status` serves it.
     pub async fn status(&self) -> StatusSnapshot {
-        crate::control::snapshot_full(&self.shared).await
+        crate::control::snapshot_full(&self.control).await
     }
 
     pub fn subscribe(&self) -> broadcast::Receiver<Event> {
-        self.shared.events.subscribe()
+        self.control.proxy.bus.subscribe()
     }
 
     pub fn is_paused(&self) -> bool {
-        self.shared.is_paused()
+        self.control.proxy.is_paused()
     }
 
     /// While paused, Weir passes everything through untouched.
     pub fn set_paused(&self, paused: bool) {
-        crate::control::set_paused(&self.shared, paused);
+        self.control.proxy.set_paused(paused);
     }
 
     /// The secret mutating control calls need (`X-Weir-Secret`).
     pub fn control_secret(&self) -> &str {
-        &self.shared.control_secret
+        &self.control.secret
     }
 
     /// The dashboard URL with the control secret in its fragment (never sent to a server;
     /// the page keeps it in session storage).
     pub fn dashboard_url_with_secret(&self) -> String {
-        format!(
-            "{}#secret={}",
-            self.dashboard_url(),
-            self.shared.control_secret
-        )
+        format!("{}#secret={}", self.dashboard_url(), self.control.secret)
     }
 
-    pub fn shared(&self) -> &Arc<Shared> {
-        &self.shared
+    /// The TLS interceptor, when CONNECTs to managed https upstreams are TLS-terminated.
+    pub fn interceptor(&self) -> Option<&crate::intercept::Interceptor> {
+        self.control.proxy.intercept.as_deref()
+    }
+
+    /// The GitHub Status watcher's current view, when it runs.
+    pub fn github_status(&self) -> Option<weir_status::GithubStatus> {
+        self.control
+            .github
+            .lock()
+            .ok()
+            .and_then(|g| g.as_ref().map(|h| h.snapshot()))
+    }
+
+    /// Asks the GitHub Status watcher to check now (the tray's refresh).
+    pub fn refresh_github_status(&self) {
+        if let Some(w) = self
+            .control
+            .github
+            .lock()
+            .ok()
+            .as_ref()
+            .and_then(|g| g.as_ref())
+        {
+            w.refresh();
+        }
     }
 
     /// Stops accepting, drains in-flight requests (bounded by `limits.drain_timeout`), returns
     /// when done. Calling it twice is harmless.
     pub async fn shutdown(&self) {
-        self.shared.stopping.send_replace(true);
-        let watcher = self.shared.github.lock().ok().and_then(|mut g| g.take());
+        self.control.proxy.bus.stop();
+        let watcher = self.control.github.lock().ok().and_then(|mut g| g.take());
         if let Some(w) = watcher {
             w.stop().await;
         }

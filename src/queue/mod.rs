@@ -1,22 +1,45 @@
 //! Creates are never lost and never doubled.
 //!
 //! - [`secrets`]: replay credentials in the OS keychain (the database holds only a reference).
-//! - [`create`]: the `create` request path: duplicate suppression, one attempt, and a durable
-//!   202 when the upstream cannot take it.
+//! - [`enqueue`]: commits a create the upstream could not take (row in SQLite, credential in
+//!   the keychain); the request path (`pipeline::create`) decides when.
 //! - [`replay`]: the worker that sends queued creates when the upstream is healthy again, and
 //!   resolves `in_doubt` items by looking them up upstream first.
 
-pub mod create;
-pub mod replay;
-pub mod secrets;
+pub(crate) mod enqueue;
+pub(crate) mod replay;
+pub(crate) mod secrets;
 
 use crate::events::Event;
 use std::path::Path;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use weir_store::{AsyncStore, Item, StoreError, StoreOptions};
 
+/// The create queue as the engine runs it: open, or unavailable with the reason (creates are
+/// then refused with a 503 that says why).
+pub(crate) enum QueueState {
+    Open(Queue),
+    Unavailable(String),
+}
+
+impl QueueState {
+    pub fn open(&self) -> Option<&Queue> {
+        match self {
+            QueueState::Open(q) => Some(q),
+            QueueState::Unavailable(_) => None,
+        }
+    }
+
+    pub fn error(&self) -> Option<&str> {
+        match self {
+            QueueState::Open(_) => None,
+            QueueState::Unavailable(e) => Some(e),
+        }
+    }
+}
+
 /// The durable queue and its credential store.
-pub struct Queue {
+pub(crate) struct Queue {
     pub store: AsyncStore,
     pub secrets: secrets::Secrets,
     /// New items wake the replay workers at once.
@@ -37,7 +60,7 @@ impl Queue {
     }
 }
 
-pub fn now_ms() -> i64 {
+pub(crate) fn now_ms() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_millis() as i64)
@@ -45,7 +68,7 @@ pub fn now_ms() -> i64 {
 }
 
 /// The event for an item's new state.
-pub fn event(item: &Item, detail: impl Into<String>) -> Event {
+pub(crate) fn event(item: &Item, detail: impl Into<String>) -> Event {
     Event::Queue {
         id: item.id,
         upstream: item.upstream.clone(),

@@ -15,61 +15,268 @@
 //! and when a failed or expired item is purged (after [`KEEP_ENDED`]); until then `weir queue
 //! retry` can still send it.
 
-use super::{event, now_ms, Queue};
-use crate::body::full;
+use super::{event, now_ms, Queue, QueueState};
 use crate::config::RouteClass;
-use crate::engine::Shared;
-use crate::upstream::{FetchError, Timeouts};
-use http::{header, HeaderValue, Request};
-use std::sync::atomic::Ordering::Relaxed;
+use crate::events::Bus;
+use crate::problem::Problem;
+use crate::upstream::{AttemptPolicy, Replayable, Upstreams};
+use bytes::Bytes;
+use http::{header, HeaderMap, HeaderValue, Method, Uri};
 use std::sync::Arc;
 use std::time::Duration;
-use weir_resilience::{classify_response, Kind};
+use weir_resilience::{classify_response, Backoff, FullJitter, Jitter, Kind};
 use weir_store::{Item, State};
 
 const PACE: Duration = Duration::from_millis(200);
+/// How long a queued create waits after a retryable failure: doubling from 1 s to about a
+/// minute, plus up to 1 s of jitter so replays from many items do not line up.
+const RETRY: Backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(64));
 /// Failed and expired items (and their credentials) are kept this long for `retry`.
 pub const KEEP_ENDED: Duration = Duration::from_secs(7 * 24 * 3600);
 
-pub fn spawn_workers(shared: &Arc<Shared>) {
-    if shared.queue.is_none() {
-        return;
-    }
-    for up in 0..shared.upstreams.len() {
-        tokio::spawn(worker(shared.clone(), up));
-    }
+/// What a replay worker works with: the queue, the upstreams' shared admission and attempt
+/// machinery, and the event bus.
+#[derive(Clone)]
+pub(crate) struct Replayer {
+    pub queue: Arc<QueueState>,
+    pub upstreams: Arc<Upstreams>,
+    pub bus: Bus,
 }
 
-async fn worker(sh: Arc<Shared>, up: usize) {
-    let Some(q) = &sh.queue else { return };
-    let name = sh.settings.upstreams[up].name.clone();
-    let mut stop = sh.stopping.subscribe();
-    loop {
-        if *stop.borrow() {
+impl Replayer {
+    /// One worker per upstream (none when the queue is unavailable).
+    pub fn spawn_workers(&self) {
+        if self.queue.open().is_none() {
             return;
         }
-        expire(&sh, q).await;
-        let wait = match q.store.next_due(&name, now_ms()).await {
-            Ok(Some(item)) => replay_one(&sh, q, up, item).await,
-            Ok(None) => Duration::from_secs(1),
+        for up in 0..self.upstreams.list.len() {
+            tokio::spawn(self.clone().worker(up));
+        }
+    }
+
+    async fn worker(self, up: usize) {
+        let Some(q) = self.queue.open() else { return };
+        let name = self.upstreams.get(up).settings.name.clone();
+        let mut stop = self.bus.stopping();
+        loop {
+            if *stop.borrow() {
+                return;
+            }
+            expire(&self.bus, q).await;
+            let wait = match q.store.next_due(&name, now_ms()).await {
+                Ok(Some(item)) => self.replay_one(q, up, item).await,
+                Ok(None) => Duration::from_secs(1),
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot read the create queue");
+                    Duration::from_secs(5)
+                }
+            };
+            tokio::select! {
+                _ = q.wake.notified() => {}
+                _ = tokio::time::sleep(wait) => {}
+                _ = stop.changed() => return,
+            }
+        }
+    }
+
+    /// Tries one item; returns how long to wait before the next.
+    async fn replay_one(&self, q: &Queue, up: usize, item: Item) -> Duration {
+        let bus = &self.bus;
+        let credential = match &item.credential_ref {
+            Some(acct) => match q.secrets.get(acct).await {
+                Ok(Some(c)) => serde_json::from_str::<serde_json::Value>(&c).unwrap_or_default(),
+                Ok(None) | Err(_) => {
+                    if let Ok(it) = q.store.mark_failed(item.id, "the replay credential is gone (keychain entry missing or Weir restarted with in-memory credentials)", now_ms()).await {
+                        end(bus, q, &it, "failed: credential missing").await;
+                    }
+                    return PACE;
+                }
+            },
+            None => serde_json::Value::Null,
+        };
+        if item.state == State::InDoubt || item.needs_lookup {
+            match self.lookup(up, &item, &credential).await {
+                Lookup::Found(result) => {
+                    if let Ok(it) = q.store.mark_done(item.id, result, now_ms()).await {
+                        end(bus, q, &it, "done: found upstream, not sent again").await;
+                    }
+                    return PACE;
+                }
+                Lookup::Unverifiable => {
+                    if let Ok(it) = q.store.mark_failed(item.id, "in doubt and cannot be verified upstream (no repository or problem statement); not replayed to avoid a double create — retry it by hand if it did not happen", now_ms()).await {
+                        end(bus, q, &it, "failed: in doubt").await;
+                    }
+                    return PACE;
+                }
+                // The gate is closed: nothing was asked; try again shortly.
+                Lookup::NotNow => return Duration::from_secs(1),
+                Lookup::Unknown(e) => {
+                    let now = now_ms();
+                    let _ = q
+                        .store
+                        .reschedule(item.id, now + 5_000, &format!("lookup failed: {e}"), now)
+                        .await;
+                    return PACE;
+                }
+                Lookup::NotFound => {}
+            }
+        }
+        // Admission before the item is marked: a closed gate leaves it queued as it was.
+        let admitted = match self.upstreams.get(up).gate.admit().await {
+            Ok(a) => a,
+            Err(_) => return Duration::from_secs(1),
+        };
+        let uri: Uri = match item.path_and_query.parse() {
+            Ok(u) => u,
             Err(e) => {
-                tracing::warn!(error = %e, "cannot read the create queue");
-                Duration::from_secs(5)
+                let detail = format!("cannot build the replay URL: {e}");
+                if let Ok(it) = q.store.mark_failed(item.id, &detail, now_ms()).await {
+                    end(bus, q, &it, "failed: bad URL").await;
+                }
+                return PACE;
             }
         };
-        tokio::select! {
-            _ = q.wake.notified() => {}
-            _ = tokio::time::sleep(wait) => {}
-            _ = stop.changed() => return,
+        let Ok(item) = q.store.mark_replaying(item.id, now_ms()).await else {
+            return PACE;
+        };
+        bus.emit(event(&item, "replaying"));
+        let mut headers = HeaderMap::new();
+        for (k, v) in &item.headers {
+            if let (Ok(k), Ok(v)) = (
+                header::HeaderName::from_bytes(k.as_bytes()),
+                HeaderValue::from_str(v),
+            ) {
+                headers.append(k, v);
+            }
+        }
+        set_credential(&mut headers, &credential);
+        let req = Replayable {
+            method: &Method::POST,
+            uri: &uri,
+            headers: &headers,
+            body: Bytes::from(item.body.clone()),
+        };
+        let res = self
+            .upstreams
+            .call_buffered(
+                up,
+                RouteClass::Create,
+                req,
+                AttemptPolicy::replay(),
+                Some(admitted),
+            )
+            .await;
+        let now = now_ms();
+        let retry_at = |hint: Option<Duration>| {
+            let wait = RETRY.ceiling(item.attempts) + FullJitter.pick(RETRY.base);
+            now + hint.map_or(wait, |h| h.max(wait)).as_millis() as i64
+        };
+        match res {
+            Ok(a) => {
+                let resp = a.response;
+                let kind = classify_response(resp.status(), resp.headers(), resp.body());
+                if kind.is_ok() {
+                    let result = summarise(resp.status().as_u16(), resp.body());
+                    if let Ok(it) = q.store.mark_done(item.id, result, now).await {
+                        end(bus, q, &it, "done: replayed").await;
+                    }
+                } else if kind.is_retryable() || kind == Kind::RateLimited {
+                    // The attempt phase already set the upstream's cooldown from its hint.
+                    let hint =
+                        weir_resilience::wait_hint(resp.headers(), std::time::SystemTime::now());
+                    let detail = format!("upstream answered {}", resp.status());
+                    let _ = q
+                        .store
+                        .reschedule(item.id, retry_at(hint), &detail, now)
+                        .await;
+                } else {
+                    let body = resp.body();
+                    let snippet =
+                        String::from_utf8_lossy(&body[..body.len().min(300)]).into_owned();
+                    let detail = format!("upstream refused it: {} {snippet}", resp.status());
+                    if let Ok(it) = q.store.mark_failed(item.id, &detail, now).await {
+                        end(bus, q, &it, "failed: refused upstream").await;
+                    }
+                }
+            }
+            // Not sent (never connected): it certainly did not arrive. Anything later may have.
+            Err(p) if !p.maybe_sent => {
+                let _ = q
+                    .store
+                    .reschedule(item.id, retry_at(None), &p.detail, now)
+                    .await;
+            }
+            Err(p) => {
+                if let Ok(it) = q
+                    .store
+                    .mark_in_doubt(item.id, retry_at(None), &p.detail, now)
+                    .await
+                {
+                    bus.emit(event(
+                        &it,
+                        "in doubt: the attempt may have reached the upstream",
+                    ));
+                }
+            }
+        }
+        PACE
+    }
+
+    /// Looks an in-doubt item up upstream (see the module's in-doubt rule), through the same
+    /// admission and attempt phases as any list call.
+    async fn lookup(&self, up: usize, item: &Item, credential: &serde_json::Value) -> Lookup {
+        let (Some(repo), Some(statement)) = (&item.repo, &item.problem_statement) else {
+            return Lookup::Unverifiable;
+        };
+        let uri: Uri = match format!("/agents/sessions?repo_nwo={repo}&sort=created_at").parse() {
+            Ok(u) => u,
+            Err(e) => return Lookup::Unknown(e.to_string()),
+        };
+        let mut headers = HeaderMap::new();
+        set_credential(&mut headers, credential);
+        let req = Replayable {
+            method: &Method::GET,
+            uri: &uri,
+            headers: &headers,
+            body: Bytes::new(),
+        };
+        let policy = AttemptPolicy::for_request(&Method::GET, true);
+        let resp = match self
+            .upstreams
+            .call_buffered(up, RouteClass::List, req, policy, None)
+            .await
+        {
+            Ok(a) if a.response.status().is_success() => a.response,
+            Ok(a) => {
+                return Lookup::Unknown(format!("session list answered {}", a.response.status()))
+            }
+            Err(p) if is_closed(&p) => return Lookup::NotNow,
+            Err(p) => return Lookup::Unknown(p.detail),
+        };
+        let v: serde_json::Value = serde_json::from_slice(resp.body()).unwrap_or_default();
+        let since = item.last_attempt_at.unwrap_or(item.created_at) - 60_000;
+        match find_session(&v, statement, since) {
+            Some(s) => Lookup::Found(serde_json::json!({"found_by_lookup": true, "session": s})),
+            None => Lookup::NotFound,
         }
     }
 }
 
-async fn expire(sh: &Shared, q: &Queue) {
+/// The gate refused the attempt (nothing was sent).
+fn is_closed(p: &Problem) -> bool {
+    use crate::problem::ProblemKind;
+    !p.maybe_sent
+        && matches!(
+            p.kind,
+            ProblemKind::BreakerOpen | ProblemKind::RateLimited | ProblemKind::Overloaded
+        )
+}
+
+async fn expire(bus: &Bus, q: &Queue) {
     let max_age = q.max_age.as_millis() as i64;
     if let Ok(items) = q.store.expire_older_than(max_age, now_ms()).await {
         for it in items {
-            end(sh, q, &it, "expired: not replayed within the maximum age").await;
+            end(bus, q, &it, "expired: not replayed within the maximum age").await;
         }
     }
     // Purge long-ended items, deleting the credentials they kept for a retry.
@@ -95,188 +302,13 @@ async fn expire(sh: &Shared, q: &Queue) {
 }
 
 /// Announces an item's end state; a `done` item's credential is deleted at once.
-async fn end(sh: &Shared, q: &Queue, item: &Item, detail: &str) {
+async fn end(bus: &Bus, q: &Queue, item: &Item, detail: &str) {
     if item.state == State::Done {
         if let Some(acct) = &item.credential_ref {
             q.secrets.delete(acct).await;
         }
     }
-    sh.emit(event(item, detail));
-}
-
-/// Tries one item; returns how long to wait before the next.
-async fn replay_one(sh: &Arc<Shared>, q: &Queue, up: usize, item: Item) -> Duration {
-    let st = &sh.upstreams[up];
-    let permit = match st.guard.admit() {
-        Ok(p) => p,
-        Err(_) => return Duration::from_secs(1),
-    };
-    let credential = match &item.credential_ref {
-        Some(acct) => match q.secrets.get(acct).await {
-            Ok(Some(c)) => serde_json::from_str::<serde_json::Value>(&c).unwrap_or_default(),
-            Ok(None) | Err(_) => {
-                if let Ok(it) = q.store.mark_failed(item.id, "the replay credential is gone (keychain entry missing or Weir restarted with in-memory credentials)", now_ms()).await {
-                    end(sh, q, &it, "failed: credential missing").await;
-                }
-                return PACE;
-            }
-        },
-        None => serde_json::Value::Null,
-    };
-    if item.state == State::InDoubt || item.needs_lookup {
-        match lookup(sh, up, &item, &credential).await {
-            Lookup::Found(result) => {
-                drop(permit);
-                if let Ok(it) = q.store.mark_done(item.id, result, now_ms()).await {
-                    end(sh, q, &it, "done: found upstream, not sent again").await;
-                }
-                return PACE;
-            }
-            Lookup::Unverifiable => {
-                if let Ok(it) = q.store.mark_failed(item.id, "in doubt and cannot be verified upstream (no repository or problem statement); not replayed to avoid a double create — retry it by hand if it did not happen", now_ms()).await {
-                    end(sh, q, &it, "failed: in doubt").await;
-                }
-                return PACE;
-            }
-            Lookup::Unknown(e) => {
-                let _ = q
-                    .store
-                    .reschedule(
-                        item.id,
-                        now_ms() + 5_000,
-                        &format!("lookup failed: {e}"),
-                        now_ms(),
-                    )
-                    .await;
-                return PACE;
-            }
-            Lookup::NotFound => {}
-        }
-    }
-    let Ok(item) = q.store.mark_replaying(item.id, now_ms()).await else {
-        return PACE;
-    };
-    sh.emit(event(&item, "replaying"));
-    let origin = &sh.settings.upstreams[up].origin;
-    let mut req = Request::new(full(item.body.clone()));
-    *req.method_mut() = http::Method::POST;
-    *req.uri_mut() = match format!("{origin}{}", item.path_and_query).parse() {
-        Ok(u) => u,
-        Err(e) => {
-            if let Ok(it) = q
-                .store
-                .mark_failed(
-                    item.id,
-                    &format!("cannot build the replay URL: {e}"),
-                    now_ms(),
-                )
-                .await
-            {
-                end(sh, q, &it, "failed: bad URL").await;
-            }
-            return PACE;
-        }
-    };
-    for (k, v) in &item.headers {
-        if let (Ok(k), Ok(v)) = (
-            header::HeaderName::from_bytes(k.as_bytes()),
-            HeaderValue::from_str(v),
-        ) {
-            req.headers_mut().append(k, v);
-        }
-    }
-    set_credential(req.headers_mut(), &credential);
-    if let Ok(v) = HeaderValue::from_str(&origin.authority()) {
-        req.headers_mut().insert(header::HOST, v);
-    }
-    st.counters
-        .class(RouteClass::Create)
-        .upstream_requests
-        .fetch_add(1, Relaxed);
-    let t = sh.settings.classes.get(RouteClass::Create).per_try_timeout;
-    let res = sh
-        .client
-        .fetch(
-            req,
-            Timeouts {
-                headers: t,
-                body: t,
-            },
-            sh.settings.limits.max_body_bytes,
-        )
-        .await;
-    let now = now_ms();
-    let backoff =
-        1000i64.saturating_mul(1 << item.attempts.min(6)) + rand::random::<i64>().rem_euclid(1000);
-    match res {
-        Ok(resp) => {
-            let kind = classify_response(resp.status(), resp.headers(), resp.body());
-            permit.record(kind.counts_as_breaker_failure(), false);
-            if kind.is_ok() {
-                let result = summarise(resp.status().as_u16(), resp.body());
-                if let Ok(it) = q.store.mark_done(item.id, result, now).await {
-                    end(sh, q, &it, "done: replayed").await;
-                }
-            } else if kind.is_retryable() || kind == Kind::RateLimited {
-                // The upstream's own wait holds back every surface, replays included.
-                if matches!(kind, Kind::RateLimited | Kind::Overloaded) {
-                    if let Some(w) =
-                        weir_resilience::wait_hint(resp.headers(), std::time::SystemTime::now())
-                    {
-                        st.guard.cool_down(w, kind);
-                    }
-                }
-                let _ = q
-                    .store
-                    .reschedule(
-                        item.id,
-                        now + backoff,
-                        &format!("upstream answered {}", resp.status()),
-                        now,
-                    )
-                    .await;
-            } else {
-                let snippet = String::from_utf8_lossy(&resp.body()[..resp.body().len().min(300)])
-                    .into_owned();
-                if let Ok(it) = q
-                    .store
-                    .mark_failed(
-                        item.id,
-                        &format!("upstream refused it: {} {snippet}", resp.status()),
-                        now,
-                    )
-                    .await
-                {
-                    end(sh, q, &it, "failed: refused upstream").await;
-                }
-            }
-        }
-        Err(e) => {
-            // A certificate this install does not trust, or an oversized answer, says nothing
-            // about the upstream's health.
-            permit.record(
-                !matches!(e, FetchError::Tls { .. } | FetchError::TooLarge { .. }),
-                false,
-            );
-            // Not connected: it certainly did not arrive. Anything later may have.
-            if matches!(e, FetchError::Connect { .. } | FetchError::Tls { .. }) {
-                let _ = q
-                    .store
-                    .reschedule(item.id, now + backoff, &e.to_string(), now)
-                    .await;
-            } else if let Ok(it) = q
-                .store
-                .mark_in_doubt(item.id, now + backoff, &e.to_string(), now)
-                .await
-            {
-                sh.emit(event(
-                    &it,
-                    "in doubt: the attempt may have reached the upstream",
-                ));
-            }
-        }
-    }
-    PACE
+    bus.emit(event(item, detail));
 }
 
 fn set_credential(h: &mut http::HeaderMap, c: &serde_json::Value) {
@@ -314,44 +346,9 @@ enum Lookup {
     Found(serde_json::Value),
     NotFound,
     Unverifiable,
+    /// The upstream's gate is closed; nothing was asked.
+    NotNow,
     Unknown(String),
-}
-
-async fn lookup(sh: &Shared, up: usize, item: &Item, credential: &serde_json::Value) -> Lookup {
-    let (Some(repo), Some(statement)) = (&item.repo, &item.problem_statement) else {
-        return Lookup::Unverifiable;
-    };
-    let origin = &sh.settings.upstreams[up].origin;
-    let mut req = Request::new(crate::body::empty());
-    *req.uri_mut() =
-        match format!("{origin}/agents/sessions?repo_nwo={repo}&sort=created_at").parse() {
-            Ok(u) => u,
-            Err(e) => return Lookup::Unknown(e.to_string()),
-        };
-    set_credential(req.headers_mut(), credential);
-    let t = Duration::from_secs(15);
-    let resp = match sh
-        .client
-        .fetch(
-            req,
-            Timeouts {
-                headers: t,
-                body: t,
-            },
-            sh.settings.limits.max_body_bytes,
-        )
-        .await
-    {
-        Ok(r) if r.status().is_success() => r,
-        Ok(r) => return Lookup::Unknown(format!("session list answered {}", r.status())),
-        Err(e) => return Lookup::Unknown(e.to_string()),
-    };
-    let v: serde_json::Value = serde_json::from_slice(resp.body()).unwrap_or_default();
-    let since = item.last_attempt_at.unwrap_or(item.created_at) - 60_000;
-    match find_session(&v, statement, since) {
-        Some(s) => Lookup::Found(serde_json::json!({"found_by_lookup": true, "session": s})),
-        None => Lookup::NotFound,
-    }
 }
 
 /// Any object in the list whose `problem_statement` (or `name`/`title`/`prompt`) equals the

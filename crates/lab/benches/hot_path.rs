@@ -3,10 +3,9 @@
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
 use http::{HeaderMap, HeaderName, Method, StatusCode};
-use weir::cache::CacheKey;
+use weir::bench_api::{CacheKey, IdentityKey, Problem};
 use weir::config::{classify, default_routes};
-use weir::identity::IdentityKey;
-use weir::problem::Problem;
+use weir::ProblemKind;
 
 fn classification(c: &mut Criterion) {
     let routes = default_routes();
@@ -88,7 +87,7 @@ fn problems(c: &mut Criterion) {
         b.iter(|| {
             Problem::new(
                 StatusCode::SERVICE_UNAVAILABLE,
-                "breaker_open",
+                ProblemKind::BreakerOpen,
                 "the upstream copilot-api is failing; retry later",
             )
             .upstream("copilot-api")

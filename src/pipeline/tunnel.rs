@@ -1,8 +1,8 @@
 //! `CONNECT` tunnels: a blind byte pipe to the target. Weir never looks inside a tunnel to a
-//! host it does not manage (managed https upstreams are handed to [`crate::intercept`]).
+//! host it does not manage (managed https upstreams are TLS-terminated by [`super::intercepted`]).
 
+use super::state::Proxy;
 use crate::body::{empty, Body};
-use crate::engine::Shared;
 use crate::problem::{Problem, ProblemKind};
 use http::{Request, Response, StatusCode};
 use hyper::body::Incoming;
@@ -11,8 +11,8 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub async fn connect(
-    shared: &Arc<Shared>,
+pub(super) async fn connect(
+    proxy: &Arc<Proxy>,
     req: Request<Incoming>,
 ) -> Result<Response<Body>, Problem> {
     let Some(authority) = req.uri().authority().cloned() else {
@@ -31,24 +31,27 @@ pub async fn connect(
     };
     // A tunnel outlives its HTTP connection (which ends at the upgrade), so tunnels hold a
     // slot of their own against limits.max_connections.
-    let Ok(slot) = shared.tunnel_slots.clone().try_acquire_owned() else {
+    let Ok(slot) = proxy.tunnel_slots.clone().try_acquire_owned() else {
         return Err(Problem::new(
             StatusCode::SERVICE_UNAVAILABLE,
             ProblemKind::TooManyConnections,
             format!(
                 "Weir already has {} tunnels open (limits.max_connections)",
-                shared.settings.limits.max_connections
+                proxy.settings.limits.max_connections
             ),
         )
         .retry_after(Duration::from_secs(1)));
     };
-    if let Some(i) = crate::intercept::should_intercept(shared, &authority) {
-        return Ok(crate::intercept::accept(shared, i, req, authority, slot));
+    if let Some(i) = &proxy.intercept {
+        if crate::intercept::should_intercept(i, &proxy.settings, &authority) {
+            let i = i.clone();
+            return Ok(super::intercepted::accept(proxy, i, req, authority, slot));
+        }
     }
     let host = authority.host().trim_matches(['[', ']']).to_string();
     let upstream = match tokio::time::timeout(
         Duration::from_secs(10),
-        shared.tunnel_connector.connect_tunnel(&host, port),
+        proxy.tunnel_connector.connect_tunnel(&host, port),
     )
     .await
     {
@@ -69,8 +72,8 @@ pub async fn connect(
         }
     };
     let _ = upstream.set_nodelay(true);
-    shared.global.tunnels.fetch_add(1, Relaxed);
-    let mut stop = shared.stopping.subscribe();
+    proxy.global.tunnels.fetch_add(1, Relaxed);
+    let mut stop = proxy.bus.stopping();
     tokio::spawn(async move {
         let _slot = slot;
         let pipe = async {

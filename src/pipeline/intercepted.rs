@@ -1,9 +1,10 @@
 //! One intercepted connection: the TLS handshake with a leaf for the CONNECT host, then HTTP/1.1
 //! or HTTP/2 (hyper-util's auto builder) whose requests are rewritten to absolute form and handed
-//! to [`crate::proxy::handle`], exactly like plain proxy requests.
+//! to the pipeline ([`super::handle`]), exactly like plain proxy requests.
 
-use crate::body::Body;
-use crate::engine::Shared;
+use super::state::Proxy;
+use crate::body::{empty, Body};
+use crate::intercept::Interceptor;
 use crate::problem::{Problem, ProblemKind};
 use http::uri::{Authority, PathAndQuery};
 use http::{Method, Request, Response, StatusCode, Uri, Version};
@@ -20,8 +21,35 @@ use tokio_rustls::TlsAcceptor;
 /// A client gets this long to finish its TLS handshake.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
-pub async fn serve(
-    shared: Arc<Shared>,
+/// Answers the CONNECT with 200 and serves the decrypted connection in the background.
+pub(super) fn accept(
+    proxy: &Arc<Proxy>,
+    i: Arc<Interceptor>,
+    req: Request<Incoming>,
+    authority: Authority,
+    slot: tokio::sync::OwnedSemaphorePermit,
+) -> Response<Body> {
+    i.count_connection();
+    let proxy = proxy.clone();
+    let mut stop = proxy.bus.stopping();
+    tokio::spawn(async move {
+        let _slot = slot;
+        let work = async {
+            match hyper::upgrade::on(req).await {
+                Ok(upgraded) => serve(proxy.clone(), upgraded, authority, i.server_config()).await,
+                Err(e) => tracing::debug!(error = %e, "CONNECT upgrade failed"),
+            }
+        };
+        tokio::select! {
+            _ = work => {}
+            _ = stop.wait_for(|s| *s) => {}
+        }
+    });
+    Response::new(empty())
+}
+
+async fn serve(
+    proxy: Arc<Proxy>,
     upgraded: Upgraded,
     authority: Authority,
     config: Arc<ServerConfig>,
@@ -53,13 +81,13 @@ pub async fn serve(
     }
     let base = origin_of(&authority);
 
-    let builder = crate::server::http_builder(&shared.settings.limits);
+    let builder = crate::server::http_builder(&proxy.settings.limits);
 
-    let sh = shared.clone();
-    let svc = service_fn(move |req| handle(sh.clone(), base.clone(), req));
+    let p = proxy.clone();
+    let svc = service_fn(move |req| handle(p.clone(), base.clone(), req));
     let conn = builder.serve_connection(TokioIo::new(tls), svc);
     tokio::pin!(conn);
-    let mut stopping = shared.stopping.subscribe();
+    let mut stopping = proxy.bus.stopping();
     let result = tokio::select! {
         r = conn.as_mut() => r,
         _ = async { stopping.wait_for(|s| *s).await.map(|_| ()) } => {
@@ -82,13 +110,13 @@ fn origin_of(authority: &Authority) -> String {
 }
 
 async fn handle(
-    shared: Arc<Shared>,
+    proxy: Arc<Proxy>,
     base: String,
     req: Request<Incoming>,
 ) -> Result<Response<Body>, Infallible> {
     match rewrite(req, &base) {
-        Ok(req) => crate::proxy::handle(shared, req).await,
-        Err(p) => Ok(p.with_base(&shared.base_url).into_response(None)),
+        Ok(req) => Ok(super::handle(proxy, req).await),
+        Err(p) => Ok(p.with_base(&proxy.base_url).into_response(None)),
     }
 }
 

@@ -2,26 +2,25 @@
 //! buffered (session logs, SSE, creates, and everything Weir does not manage).
 
 use super::headers::strip_hop_by_hop;
-use super::limit::{self, Caller};
+use super::state::Proxy;
 use crate::body::{boxed, Body};
 use crate::config::RouteClass;
-use crate::engine::Shared;
 use crate::problem::{Problem, ProblemKind};
-use crate::upstream::{FetchError, Timeouts};
+use crate::upstream::{fetch_problem, Timeouts};
 use http::{header, HeaderValue, Request, Response, StatusCode, Uri};
 use hyper::body::Incoming;
-use std::sync::Arc;
 
 /// Passes `req` through untouched (unmanaged hosts, and everything while paused).
-pub async fn stream(
-    shared: &Arc<Shared>,
+pub(super) async fn untouched(
+    proxy: &Proxy,
     req: Request<Incoming>,
 ) -> Result<Response<Body>, Problem> {
     let upstream_req = prepare(req)?;
     // Untouched means no deadline of Weir's own: long polls and slow servers are the client's
     // business (a day bounds a dead connection).
     let day = std::time::Duration::from_secs(24 * 3600);
-    match shared
+    match proxy
+        .upstreams
         .client
         .send(
             upstream_req,
@@ -37,17 +36,19 @@ pub async fn stream(
     }
 }
 
-/// A managed, non-cacheable request: rate limit, then the resilience layer, streamed.
-pub async fn managed(
-    shared: &Arc<Shared>,
+/// A managed, non-cacheable request (logs, `other`), streamed through admission and the
+/// attempt phase.
+pub(super) async fn managed(
+    proxy: &Proxy,
     up: usize,
     class: RouteClass,
     req: Request<Incoming>,
-    who: Caller,
 ) -> Result<Response<Body>, Problem> {
-    limit::check(shared, who)?;
     let upstream_req = prepare(req)?;
-    let attempted = crate::resilience::call_streaming(shared, up, class, upstream_req).await?;
+    let attempted = proxy
+        .upstreams
+        .call_streaming(up, class, upstream_req)
+        .await?;
     Ok(relay(attempted.response))
 }
 
@@ -67,15 +68,6 @@ fn relay(resp: Response<Body>) -> Response<Body> {
     let (mut parts, body) = resp.into_parts();
     strip_hop_by_hop(&mut parts.headers);
     Response::from_parts(parts, body)
-}
-
-/// A problem for a failed upstream exchange.
-pub fn fetch_problem(e: &FetchError) -> Problem {
-    let status = match e {
-        FetchError::Timeout { .. } => StatusCode::GATEWAY_TIMEOUT,
-        _ => StatusCode::BAD_GATEWAY,
-    };
-    Problem::new(status, e.kind(), e.to_string())
 }
 
 fn absolute_uri(uri: &Uri) -> Result<Uri, Problem> {

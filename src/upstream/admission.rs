@@ -1,4 +1,6 @@
-//! The per-upstream guard: shared failure state that every surface on the laptop obeys.
+//! Admission: may an attempt go to this upstream now? Cooldown (the upstream asked for a
+//! pause) → breaker (recent calls failed or were slow) → bulkhead (too many in flight). Every
+//! surface on the laptop, and every replay, passes the same gate.
 
 use crate::config::{ResilienceSettings, UpstreamSettings};
 use crate::problem::{Problem, ProblemKind};
@@ -11,33 +13,49 @@ use weir_resilience::{
     Kind, NoJitter, Permit, RetryBudget,
 };
 
-pub struct Guard {
+/// The shared failure state of one upstream.
+pub(crate) struct Gate {
     pub name: String,
     pub breaker: Breaker,
     pub budget: RetryBudget,
-    pub cooldown: Cooldown,
-    pub bulkhead: Bulkhead,
+    cooldown: Cooldown,
+    bulkhead: Bulkhead,
     pub backoff: Backoff,
     retry_jitter: bool,
     /// What set the current cooldown (rate limited → 429, overloaded → 503).
     cooldown_kind: Mutex<Option<Kind>>,
 }
 
-/// Why an attempt was not sent.
-pub enum Closed {
-    Cooldown(Duration, Kind),
-    Breaker(weir_resilience::Rejected),
+/// An attempt that passed the gate: its breaker permit (to record the outcome) and its
+/// bulkhead slot (released when dropped).
+pub(crate) struct Admitted {
+    permit: Permit,
+    _slot: BulkheadPermit,
 }
 
-impl Guard {
-    pub fn new(u: &UpstreamSettings, r: &ResilienceSettings) -> Result<Guard, String> {
+impl Admitted {
+    /// Records the attempt's outcome with the breaker and frees the bulkhead slot.
+    pub fn record(self, failure: bool, slow: bool) {
+        self.permit.record(failure, slow);
+    }
+}
+
+/// Why an attempt was not sent.
+pub(crate) enum Closed {
+    Cooldown(Duration, Kind),
+    Breaker(weir_resilience::Rejected),
+    Shed(weir_resilience::Shed),
+}
+
+impl Gate {
+    pub fn new(u: &UpstreamSettings, r: &ResilienceSettings) -> Result<Gate, String> {
         let breaker = if r.breaker_jitter {
             Breaker::new(&u.name, r.breaker.clone(), FullJitter)
         } else {
             Breaker::new(&u.name, r.breaker.clone(), NoJitter)
         }
         .map_err(|e| e.to_string())?;
-        Ok(Guard {
+        Ok(Gate {
             name: u.name.clone(),
             breaker,
             budget: RetryBudget::new(r.budget),
@@ -60,8 +78,9 @@ impl Guard {
         }
     }
 
-    /// Cooldown, then breaker: may an attempt go out now?
-    pub fn admit(&self) -> Result<Permit, Closed> {
+    /// Cooldown → breaker → bulkhead. Waits for a bulkhead slot (bounded queue); never waits
+    /// on the breaker or a cooldown.
+    pub async fn admit(&self) -> Result<Admitted, Closed> {
         if let Some(rem) = self.cooldown.remaining() {
             let kind = self
                 .cooldown_kind
@@ -71,17 +90,11 @@ impl Guard {
                 .unwrap_or(Kind::RateLimited);
             return Err(Closed::Cooldown(rem, kind));
         }
-        self.breaker.try_acquire().map_err(Closed::Breaker)
-    }
-
-    pub async fn slot(&self) -> Result<BulkheadPermit, Problem> {
-        self.bulkhead.acquire().await.map_err(|shed| {
-            Problem::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                ProblemKind::Overloaded,
-                format!("request shed: {shed}"),
-            )
-            .retry_after(Duration::from_secs(1))
+        let permit = self.breaker.try_acquire().map_err(Closed::Breaker)?;
+        let slot = self.bulkhead.acquire().await.map_err(Closed::Shed)?;
+        Ok(Admitted {
+            permit,
+            _slot: slot,
         })
     }
 
@@ -121,14 +134,20 @@ impl Guard {
                 ),
             )
             .retry_after(rej.retry_after)
-            .breaker(rej.state.as_str()),
+            .breaker(rej.state),
+            Closed::Shed(shed) => Problem::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                ProblemKind::Overloaded,
+                format!("request shed: {shed}"),
+            )
+            .retry_after(Duration::from_secs(1)),
         }
         .upstream(&self.name)
     }
 
-    pub fn status(&self) -> GuardStatus {
+    pub fn status(&self) -> GateStatus {
         let b = self.breaker.snapshot();
-        GuardStatus {
+        GateStatus {
             breaker: BreakerView::from(&b),
             cooldown_remaining_s: self.cooldown.remaining().map(|d| d.as_secs_f64()),
             retry_budget: self.budget.stats(),
@@ -137,15 +156,16 @@ impl Guard {
     }
 }
 
+/// The gate's state in the status document (flattened into `upstreams[]`).
 #[derive(Debug, Clone, Serialize)]
-pub struct GuardStatus {
+pub struct GateStatus {
     pub breaker: BreakerView,
     pub cooldown_remaining_s: Option<f64>,
     pub retry_budget: weir_resilience::BudgetStats,
     pub bulkhead: weir_resilience::BulkheadStats,
 }
 
-/// `upstreams[].breaker` in the status document (outside checks read `.state`).
+/// `upstreams[].breaker` in the status document.
 #[derive(Debug, Clone, Serialize)]
 pub struct BreakerView {
     pub state: weir_resilience::State,

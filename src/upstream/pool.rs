@@ -45,15 +45,6 @@ pub struct RoutingConnector {
 type Connecting = Pin<Box<dyn Future<Output = Result<TokioIo<TcpStream>, BoxError>> + Send>>;
 
 impl RoutingConnector {
-    /// Straight TCP to every destination, no overrides.
-    pub fn direct(http: HttpConnector) -> RoutingConnector {
-        RoutingConnector {
-            http,
-            routes: Arc::new(Vec::new()),
-            proxy: None,
-        }
-    }
-
     /// The overrides of `settings`: every upstream's `connect_to`, and `upstream_proxy`.
     pub fn for_settings(http: HttpConnector, settings: &Settings) -> RoutingConnector {
         let routes = settings

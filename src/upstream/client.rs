@@ -8,7 +8,7 @@ use http_body_util::{BodyExt, Limited};
 use hyper_util::client::legacy::Client;
 use std::time::Duration;
 
-pub type Connector = hyper_rustls::HttpsConnector<crate::upstream_pool::RoutingConnector>;
+pub type Connector = hyper_rustls::HttpsConnector<super::pool::RoutingConnector>;
 
 /// Why an upstream exchange failed before a complete response was in hand.
 #[derive(Debug, Clone, thiserror::Error)]

@@ -1,17 +1,19 @@
-//! The cacheable classes (`list`, `view`, `token`): per-identity cache, stale-while-revalidate,
-//! stale-if-error, and coalescing of identical in-flight requests into one upstream fetch.
+//! Phase 4 for the cacheable classes (`list`, `view`, `token`): the per-identity cache,
+//! stale-while-revalidate, and coalescing of identical in-flight requests into one detached
+//! upstream fetch.
 
-use super::headers::{strip_hop_by_hop, CACHE_STATUS};
-use super::limit::{self, Caller};
+use super::headers::strip_hop_by_hop;
+use super::identity::Caller;
+use super::state::Proxy;
+use super::{limits, rescue, respond};
 use crate::body::Body;
 use crate::cache::{CacheKey, Freshness, Stored};
 use crate::coalesce::Role;
 use crate::config::{ClassSettings, RouteClass};
-use crate::engine::Shared;
 use crate::problem::{Problem, ProblemKind};
-use crate::resilience::{call_buffered, Replayable};
+use crate::upstream::{AttemptPolicy, Replayable};
 use bytes::Bytes;
-use http::{header, HeaderMap, HeaderValue, Method, Request, Response, StatusCode, Uri};
+use http::{header, HeaderMap, Method, Request, Response, StatusCode, Uri};
 use hyper::body::Incoming;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
@@ -28,15 +30,15 @@ struct FetchSpec {
     headers: HeaderMap,
 }
 
-pub async fn serve(
-    shared: &Arc<Shared>,
+/// The cache/coalesce phase for `list`, `view` and `token` GETs.
+pub(super) async fn serve(
+    proxy: &Arc<Proxy>,
     up: usize,
     class: RouteClass,
     req: Request<Incoming>,
     who: Caller,
 ) -> Result<Response<Body>, Problem> {
     let (parts, _body) = req.into_parts();
-    let identity = who.identity;
     let pq = parts
         .uri
         .path_and_query()
@@ -46,95 +48,66 @@ pub async fn serve(
         up,
         &parts.method,
         pq,
-        &identity,
+        &who.identity,
         &parts.headers,
-        &shared.settings.key_headers,
+        &proxy.settings.key_headers,
     );
-    let counters = shared.upstreams[up].counters.class(class);
+    let counters = proxy.upstreams.get(up).counters.class(class);
 
-    let cached = shared.cache.get(&key);
+    let cached = proxy.cache.get(&key);
     if let Some(entry) = &cached {
         match entry.freshness(Instant::now()) {
             Freshness::Fresh => {
                 counters.cache_hits_fresh.fetch_add(1, Relaxed);
-                return Ok(respond(entry, "weir; hit"));
+                return Ok(respond::cached(entry, "weir; hit"));
             }
             Freshness::Revalidate => {
                 counters.cache_hits_stale.fetch_add(1, Relaxed);
                 let spec = spec(up, class, key, &parts.uri, &parts.headers);
-                let sh = shared.clone();
-                shared.coalescer.start_if_idle(key, move || fetch(sh, spec));
-                return Ok(respond(entry, "weir; hit; fwd=stale"));
+                let p = proxy.clone();
+                proxy.coalescer.start_if_idle(key, move || fetch(p, spec));
+                return Ok(respond::cached(entry, "weir; hit; fwd=stale"));
             }
             Freshness::OnlyOnError | Freshness::Expired => {}
         }
     }
+    let stale = || {
+        cached
+            .clone()
+            .filter(|e| e.freshness(Instant::now()) != Freshness::Expired)
+    };
 
     // Only requests that would reach the upstream count against the client's rate limit: a
     // request that joins a running flight adds nothing upstream.
-    let joins = shared.coalescer.is_running(&key);
-    if let Err(p) = if joins {
-        Ok(())
-    } else {
-        limit::check(shared, who)
-    } {
-        return match cached.filter(|e| e.freshness(Instant::now()) != Freshness::Expired) {
-            Some(s) => {
-                counters.cache_hits_stale.fetch_add(1, Relaxed);
-                Ok(respond(
-                    &s,
-                    "weir; hit; fwd=stale; detail=client-rate-limited",
-                ))
-            }
-            None => Err(p),
-        };
+    if !proxy.coalescer.is_running(&key) {
+        if let Err(p) = limits::client_rate(proxy, who) {
+            return rescue::stale_or(stale(), counters, p, "client-rate-limited");
+        }
     }
     let spec = spec(up, class, key, &parts.uri, &parts.headers);
-    let sh = shared.clone();
-    let (outcome, role) = shared.coalescer.run(key, move || fetch(sh, spec)).await;
+    let p = proxy.clone();
+    let (outcome, role) = proxy.coalescer.run(key, move || fetch(p, spec)).await;
     if role == Role::Follower {
         counters.coalesced.fetch_add(1, Relaxed);
     }
-    let stale = cached.filter(|e| e.freshness(Instant::now()) != Freshness::Expired);
     let fwd = if role == Role::Leader {
         "weir; fwd=miss"
     } else {
         "weir; fwd=miss; collapsed"
     };
     match outcome {
-        Some(Ok(fresh)) if fresh.is_success() => Ok(respond(&fresh, &format!("{fwd}; stored"))),
-        Some(Ok(failed)) => {
-            // The upstream answered with an error; a still-usable stale copy beats it when the
-            // error is the upstream's fault (5xx, 429), never for a client error like 404.
-            let upstream_fault =
-                failed.status.is_server_error() || failed.status == StatusCode::TOO_MANY_REQUESTS;
-            match stale {
-                Some(s) if upstream_fault => {
-                    counters.cache_hits_stale.fetch_add(1, Relaxed);
-                    Ok(respond(
-                        &s,
-                        &format!(
-                            "weir; hit; fwd=stale; fwd-status={}",
-                            failed.status.as_u16()
-                        ),
-                    ))
-                }
-                _ => Ok(respond(
-                    &failed,
-                    &format!("{fwd}; fwd-status={}", failed.status.as_u16()),
-                )),
-            }
+        Some(Ok(fresh)) if fresh.is_success() => {
+            Ok(respond::cached(&fresh, &format!("{fwd}; stored")))
         }
-        Some(Err(problem)) => match stale {
-            Some(s) => {
-                counters.cache_hits_stale.fetch_add(1, Relaxed);
-                Ok(respond(
-                    &s,
-                    &format!("weir; hit; fwd=stale; detail={}", problem.kind),
-                ))
-            }
-            None => Err((*problem).clone()),
-        },
+        Some(Ok(failed)) => Ok(rescue::after_upstream_error(
+            stale(),
+            counters,
+            &failed,
+            fwd,
+        )),
+        Some(Err(problem)) => {
+            rescue::stale_or(stale(), counters, (*problem).clone(), problem.kind.as_str())
+        }
         None => Err(Problem::new(
             StatusCode::INTERNAL_SERVER_ERROR,
             ProblemKind::Internal,
@@ -169,14 +142,18 @@ fn spec(up: usize, class: RouteClass, key: CacheKey, uri: &Uri, headers: &Header
 
 /// The detached fetch task: one logical upstream request (retries and fallback inside the
 /// resilience layer), stored in the cache on success.
-async fn fetch(shared: Arc<Shared>, spec: FetchSpec) -> Result<Arc<Stored>, Arc<Problem>> {
+async fn fetch(proxy: Arc<Proxy>, spec: FetchSpec) -> Result<Arc<Stored>, Arc<Problem>> {
     let req = Replayable {
         method: &Method::GET,
         uri: &spec.uri,
         headers: &spec.headers,
         body: Bytes::new(),
     };
-    let resp = match call_buffered(&shared, spec.up, spec.class, req).await {
+    let policy = AttemptPolicy::for_request(&Method::GET, true);
+    let attempt = proxy
+        .upstreams
+        .call_buffered(spec.up, spec.class, req, policy, None);
+    let resp = match attempt.await {
         Ok(a) => a.response,
         Err(p) => return Err(Arc::new(p)),
     };
@@ -184,20 +161,19 @@ async fn fetch(shared: Arc<Shared>, spec: FetchSpec) -> Result<Arc<Stored>, Arc<
     strip_hop_by_hop(&mut parts.headers);
     parts.headers.remove(header::CONTENT_LENGTH);
     let now = Instant::now();
-    let settings = shared.settings.classes.get(spec.class);
+    let settings = proxy.settings.classes.get(spec.class);
     let (fresh, swr, sie) = lifetimes(spec.class, settings, &body);
     let stored = Arc::new(Stored {
         status: parts.status,
         headers: parts.headers,
         body,
         stored_at: now,
-        stored_wall: SystemTime::now(),
         fresh_until: now + fresh,
         revalidate_until: now + fresh + swr,
         stale_if_error_until: now + fresh + swr.max(sie),
     });
     if stored.is_success() {
-        shared.cache.insert(spec.key, stored.clone());
+        proxy.cache.insert(spec.key, stored.clone());
     }
     Ok(stored)
 }
@@ -234,19 +210,6 @@ fn lifetimes(class: RouteClass, s: &ClassSettings, body: &[u8]) -> (Duration, Du
         .map(|e| e.saturating_sub(s.token_margin))
         .unwrap_or(fresh);
     (fresh, Duration::ZERO, usable.saturating_sub(fresh))
-}
-
-fn respond(entry: &Stored, cache_status: &str) -> Response<Body> {
-    let mut resp = entry.to_response();
-    let h = resp.headers_mut();
-    h.insert(
-        header::AGE,
-        HeaderValue::from(entry.age(Instant::now()).as_secs()),
-    );
-    if let Ok(v) = HeaderValue::from_str(cache_status) {
-        h.insert(CACHE_STATUS, v);
-    }
-    resp
 }
 
 #[cfg(test)]

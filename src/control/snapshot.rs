@@ -1,0 +1,71 @@
+//! Builds the typed status document ([`crate::status`]) from the engine's parts.
+
+use super::Control;
+use crate::pipeline::host_for;
+use crate::status::{CacheStatus, QueueStatus, StatusSnapshot, UpstreamStatus};
+
+/// The status document, with the queue counts read from SQLite (off the async workers).
+pub async fn snapshot_full(ctl: &Control) -> StatusSnapshot {
+    let mut s = snapshot(ctl);
+    if let Some(q) = ctl.proxy.queue.open() {
+        s.queue.counts = q.store.counts().await.ok();
+    }
+    s.github_token_stored = ctl.token_stored.load(std::sync::atomic::Ordering::Relaxed);
+    s
+}
+
+/// The status document without a database read (for the once-a-second stream).
+pub fn snapshot(ctl: &Control) -> StatusSnapshot {
+    use std::sync::atomic::Ordering::Relaxed;
+    let p = &ctl.proxy;
+    let upstreams = p
+        .upstreams
+        .list
+        .iter()
+        .map(|st| (&st.settings, st))
+        .map(|(cfg, st)| UpstreamStatus {
+            name: cfg.name.clone(),
+            origin: cfg.origin.to_string(),
+            classes: st.counters.classes(),
+            totals: st.counters.totals(),
+            errors_by_kind: st.counters.errors_by_kind(),
+            fallback: cfg.fallback.as_ref().map(|f| f.to_string()),
+            fallback_attempts: st.fallback_attempts.load(Relaxed),
+            guard: st.gate.status(),
+        })
+        .collect();
+    StatusSnapshot {
+        version: env!("CARGO_PKG_VERSION"),
+        listen: host_for(p.settings.listen.ip(), p.port),
+        dashboard: format!("{}/_weir/", p.base_url),
+        paused: p.is_paused(),
+        started_at: crate::time_fmt::rfc3339(ctl.started_at),
+        upstreams,
+        surfaces: p.global.surfaces(),
+        passthrough_requests: p.global.passthrough_requests.load(Relaxed),
+        tunnels: p.global.tunnels.load(Relaxed),
+        rejected: p.global.rejected.load(Relaxed),
+        cache: CacheStatus {
+            entries: p.cache.entry_count(),
+            bytes: p.cache.weighted_size(),
+            max_bytes: p.settings.cache_max_bytes,
+            in_flight: p.coalescer.in_flight(),
+        },
+        github: ctl
+            .github
+            .lock()
+            .ok()
+            .and_then(|g| g.as_ref().map(|h| h.snapshot())),
+        github_token_stored: false,
+        queue: QueueStatus {
+            available: p.queue.open().is_some(),
+            error: p.queue.error().map(str::to_string),
+            credentials: p
+                .queue
+                .open()
+                .map(|q| q.secrets.backend())
+                .unwrap_or("unavailable"),
+            counts: None,
+        },
+    }
+}

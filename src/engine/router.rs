@@ -1,0 +1,29 @@
+//! The front door: a request for Weir itself (dashboard, control API, PAC) goes to the control
+//! API; everything else enters the request pipeline.
+
+use crate::body::Body;
+use crate::control::Control;
+use crate::pipeline::{self, Proxy};
+use http::{Request, Response};
+use hyper::body::Incoming;
+use std::sync::Arc;
+
+#[derive(Clone)]
+pub(super) struct Router {
+    pub proxy: Arc<Proxy>,
+    pub control: Arc<Control>,
+}
+
+impl Router {
+    pub async fn route(self, req: Request<Incoming>) -> Response<Body> {
+        if !pipeline::is_for_weir(&self.proxy, &req) {
+            return pipeline::handle(self.proxy, req).await;
+        }
+        let rid = pipeline::request_id(req.headers());
+        let result = match pipeline::header_size(&self.proxy.settings.limits, req.headers()) {
+            Ok(()) => crate::control::handle(&self.control, req).await,
+            Err(p) => Err(p),
+        };
+        pipeline::finish(result, rid, &self.proxy.base_url, &self.proxy.global)
+    }
+}

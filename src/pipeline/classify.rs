@@ -1,0 +1,52 @@
+//! Phase 1, classify: where a request is going — a CONNECT tunnel, a managed upstream (and
+//! the route class there), or anything else (passed through untouched). Requests for Weir
+//! itself are recognised first, by [`is_for_weir`], and never enter the pipeline.
+
+use super::state::{is_own_host_name, Proxy};
+use crate::config::{classify, RouteClass};
+use http::{Method, Request};
+
+/// Where a request is going.
+pub(super) enum Target {
+    Connect,
+    /// A managed upstream (by index) and the route class of the request there.
+    Managed(usize, RouteClass),
+    /// Anything else: passed through untouched.
+    Unmanaged,
+}
+
+/// Requests for Weir's own control API and dashboard: origin-form, or absolute-form naming
+/// Weir itself.
+pub(crate) fn is_for_weir<B>(proxy: &Proxy, req: &Request<B>) -> bool {
+    if req.method() == Method::CONNECT {
+        return false;
+    }
+    let Some(authority) = req.uri().authority() else {
+        return true;
+    };
+    authority.port_u16().unwrap_or(80) == proxy.port && is_own_host_name(authority.host())
+}
+
+pub(super) fn target<B>(proxy: &Proxy, req: &Request<B>) -> Target {
+    if req.method() == Method::CONNECT {
+        return Target::Connect;
+    }
+    let uri = req.uri();
+    let Some(authority) = uri.authority() else {
+        return Target::Unmanaged;
+    };
+    let scheme = uri.scheme_str().unwrap_or("http");
+    let default_port = if scheme.eq_ignore_ascii_case("https") {
+        443
+    } else {
+        80
+    };
+    let port = authority.port_u16().unwrap_or(default_port);
+    match proxy.settings.upstream_for(scheme, authority.host(), port) {
+        Some(up) => Target::Managed(
+            up,
+            classify(&proxy.settings.routes, req.method(), uri.path()),
+        ),
+        None => Target::Unmanaged,
+    }
+}

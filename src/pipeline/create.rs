@@ -1,0 +1,213 @@
+//! The `create` class: each intended create happens exactly once.
+//!
+//! 1. Duplicates are suppressed: same identity + path + body (or the same `Idempotency-Key`)
+//!    as a create in flight joins it; as one that succeeded within the window gets its answer.
+//! 2. One attempt goes upstream (creates are not idempotent: never retried in the request;
+//!    the fallback, if any, gets one try).
+//! 3. If the upstream could not take it (breaker open, cooldown, retryable failure), the create
+//!    is committed to SQLite — its credential to the keychain — before Weir answers
+//!    `202 Accepted` with `Location: /_weir/api/queue/{id}`. Fatal and auth answers pass through.
+
+use super::headers::strip_hop_by_hop;
+use super::identity::Caller;
+use super::state::Proxy;
+use crate::body::Body;
+use crate::cache::{CacheKey, Stored};
+use crate::coalesce::Role;
+use crate::config::RouteClass;
+use crate::problem::{Problem, ProblemKind};
+use crate::queue::enqueue::Create;
+use crate::upstream::{AttemptPolicy, Replayable};
+use bytes::Bytes;
+use http::{header, HeaderMap, HeaderValue, Method, Request, Response, StatusCode, Uri};
+use http_body_util::{BodyExt, Limited};
+use hyper::body::Incoming;
+use std::sync::Arc;
+use tokio::time::Instant;
+use weir_resilience::{classify_response, Kind};
+
+pub(super) async fn serve(
+    proxy: &Arc<Proxy>,
+    up: usize,
+    req: Request<Incoming>,
+    who: Caller,
+) -> Result<Response<Body>, Problem> {
+    let (mut parts, body) = req.into_parts();
+    strip_hop_by_hop(&mut parts.headers);
+    let limit = proxy.settings.limits.max_body_bytes;
+    let body = match Limited::new(body, limit).collect().await {
+        Ok(c) => c.to_bytes(),
+        Err(_) => {
+            return Err(Problem::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                ProblemKind::BodyTooLarge,
+                format!("a create body may be at most {limit} bytes (limits.max_body_bytes)"),
+            ))
+        }
+    };
+    let key = dedupe_key(up, &who, &parts.uri, &parts.headers, &body);
+    if let Some(first) = proxy.creates.recent.get(&key) {
+        return Ok(respond(&first, "duplicate-of-recent"));
+    }
+    let task = CreateTask {
+        proxy: proxy.clone(),
+        up,
+        key: key.clone(),
+        identity: who.identity.hex(),
+        uri: parts.uri,
+        headers: parts.headers,
+        body,
+    };
+    let (outcome, role) = proxy
+        .creates
+        .flights
+        .run(
+            CacheKey::from_bytes(*blake3::hash(key.as_bytes()).as_bytes()),
+            move || task.run(),
+        )
+        .await;
+    let how = if role == Role::Leader {
+        "first"
+    } else {
+        "duplicate-in-flight"
+    };
+    match outcome {
+        Some(Ok(stored)) => Ok(respond(&stored, how)),
+        Some(Err(p)) => Err((*p).clone()),
+        None => Err(Problem::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            ProblemKind::Internal,
+            "the create task ended without an answer",
+        )),
+    }
+}
+
+fn dedupe_key(up: usize, who: &Caller, uri: &Uri, headers: &HeaderMap, body: &[u8]) -> String {
+    let mut h = blake3::Hasher::new();
+    h.update(&(up as u64).to_le_bytes());
+    h.update(who.identity.as_bytes());
+    match headers.get("idempotency-key") {
+        Some(k) => {
+            h.update(b"idempotency-key\0");
+            h.update(k.as_bytes());
+        }
+        None => {
+            let pq = uri.path_and_query().map(|p| p.as_str()).unwrap_or("/");
+            h.update(&(pq.len() as u64).to_le_bytes());
+            h.update(pq.as_bytes());
+            h.update(body);
+        }
+    }
+    h.finalize().to_hex().to_string()
+}
+
+fn respond(s: &Stored, how: &str) -> Response<Body> {
+    let mut r = s.to_response();
+    if let Ok(v) = HeaderValue::from_str(how) {
+        r.headers_mut().insert("weir-create", v);
+    }
+    r
+}
+
+struct CreateTask {
+    proxy: Arc<Proxy>,
+    up: usize,
+    key: String,
+    identity: String,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+}
+
+impl CreateTask {
+    /// One attempt (no retry: a create is not idempotent); on a failure the upstream may
+    /// recover from, rescue by the durable queue.
+    async fn run(self) -> Result<Arc<Stored>, Arc<Problem>> {
+        let p = &self.proxy;
+        if let Some(id) = p.queue.find_live(&self.key).await {
+            return Ok(accepted(p, id, "an identical create is already queued"));
+        }
+        let req = Replayable {
+            method: &Method::POST,
+            uri: &self.uri,
+            headers: &self.headers,
+            body: self.body.clone(),
+        };
+        let policy = AttemptPolicy::for_request(&Method::POST, true);
+        let attempt = p
+            .upstreams
+            .call_buffered(self.up, RouteClass::Create, req, policy, None);
+        let (reason, in_doubt) = match attempt.await {
+            Ok(a) => {
+                let (mut parts, body) = a.response.into_parts();
+                strip_hop_by_hop(&mut parts.headers);
+                parts.headers.remove(header::CONTENT_LENGTH);
+                let kind = classify_response(parts.status, &parts.headers, &body);
+                let stored = stored(parts.status, parts.headers, body);
+                if kind.is_ok() {
+                    p.creates.recent.insert(self.key.clone(), stored.clone());
+                    return Ok(stored);
+                }
+                if !(kind.is_retryable() || kind == Kind::RateLimited) {
+                    // Fatal, auth, policy: the client must see the upstream's own answer.
+                    return Ok(stored);
+                }
+                // 429/503/529 are refusals: nothing was created. A 500/502/504 may come from a
+                // gateway after the job was reserved, so that create is looked up first.
+                let doubt = matches!(stored.status.as_u16(), 500 | 502 | 504);
+                (
+                    format!("the upstream answered {} ({kind})", stored.status),
+                    doubt,
+                )
+            }
+            Err(problem) if problem.kind.is_queueable() => (problem.detail, problem.maybe_sent),
+            Err(problem) => return Err(Arc::new(problem)),
+        };
+        // Rescue: the durable queue.
+        let create = Create {
+            upstream: &p.upstreams.get(self.up).settings.name,
+            key: &self.key,
+            identity: self.identity.clone(),
+            uri: &self.uri,
+            headers: &self.headers,
+            body: &self.body,
+        };
+        match p.queue.enqueue(&p.bus, create, &reason, in_doubt).await {
+            Ok(id) => Ok(accepted(p, id, &reason)),
+            Err(problem) => Err(Arc::new(problem)),
+        }
+    }
+}
+
+fn stored(status: StatusCode, headers: HeaderMap, body: Bytes) -> Arc<Stored> {
+    let now = Instant::now();
+    Arc::new(Stored {
+        status,
+        headers,
+        body,
+        stored_at: now,
+        fresh_until: now,
+        revalidate_until: now,
+        stale_if_error_until: now,
+    })
+}
+
+fn accepted(p: &Proxy, id: i64, reason: &str) -> Arc<Stored> {
+    let location = format!("/_weir/api/queue/{id}");
+    let body = serde_json::json!({
+        "status": "queued",
+        "id": id,
+        "location": location,
+        "reason": reason,
+        "detail": format!("Weir stored this create durably and will send it once when the upstream is healthy again. Follow it with GET {}{location}, or `weir queue show {id}`.", p.base_url),
+    });
+    let mut headers = HeaderMap::new();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    if let Ok(v) = HeaderValue::from_str(&location) {
+        headers.insert(header::LOCATION, v);
+    }
+    stored(StatusCode::ACCEPTED, headers, Bytes::from(body.to_string()))
+}

@@ -1,0 +1,47 @@
+//! Phase 3, limits: the header-size cap (every request, before anything else) and the client
+//! rate limit — each (surface, identity) may send only so many requests that would reach an
+//! upstream (GCRA). Cache hits and coalesced followers are never limited, so the cache phase
+//! applies it only when it is about to fetch; every other managed class right after identity.
+
+use super::headers::header_bytes;
+use super::identity::Caller;
+use super::state::Proxy;
+use crate::config::Limits;
+use crate::problem::{Problem, ProblemKind};
+use http::{HeaderMap, StatusCode};
+
+pub(crate) fn header_size(limits: &Limits, h: &HeaderMap) -> Result<(), Problem> {
+    let size = header_bytes(h);
+    if size > limits.max_header_bytes {
+        return Err(Problem::new(
+            StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+            ProblemKind::HeaderTooLarge,
+            format!("the request headers are {size} bytes; Weir accepts at most {} (limits.max_header_bytes)", limits.max_header_bytes),
+        ));
+    }
+    Ok(())
+}
+
+pub(super) fn client_rate(proxy: &Proxy, who: Caller) -> Result<(), Problem> {
+    let Some(limiter) = &proxy.rate_limiter else {
+        return Ok(());
+    };
+    match limiter.check(&(who.surface, who.identity)) {
+        Ok(_) => Ok(()),
+        Err(t) => {
+            let h = t.header_values();
+            let mut p = Problem::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                ProblemKind::RateLimited,
+                format!(
+                    "this {} client is sending requests faster than Weir's per-client limit (rate_limit.burst / rate_limit.per)",
+                    who.surface.as_str()
+                ),
+            )
+            .retry_after(t.retry_after);
+            p.headers.push(("ratelimit-policy", h.policy));
+            p.headers.push(("ratelimit", h.ratelimit));
+            Err(p)
+        }
+    }
+}

@@ -1,0 +1,96 @@
+//! The request path. Every request a client sends through Weir passes these phases, in this
+//! order; each policy lives in one module and is applied in one place:
+//!
+//! 1. **classify** ([`classify`]): CONNECT, a managed upstream and its route class, or
+//!    anything else (passed through untouched, or tunnelled blind);
+//! 2. **identity** ([`identity`]): the surface (by `User-Agent`) and the keyed credential hash;
+//! 3. **limits** ([`limits`]): header size first of all; the client rate limit for requests
+//!    that would reach an upstream;
+//! 4. **cache/coalesce** ([`cache`]) for `list`/`view`/`token`; duplicate suppression
+//!    ([`create`]) for creates;
+//! 5. **admission** (cooldown → breaker → bulkhead) and 6. **attempt and retry** (one retry
+//!    layer, budget, fallback): [`crate::upstream`], shared with the queue's replays;
+//! 7. **rescue** ([`rescue`]): a stale answer when the upstream failed; creates go to the
+//!    durable queue;
+//! 8. **response headers** ([`respond`]): `X-Request-Id`, `Cache-Status`, `Age`,
+//!    problem+json.
+//!
+//! [`forward`] streams what is not cached (logs, other managed calls, unmanaged hosts);
+//! [`tunnel`] and [`intercepted`] handle CONNECT (blind, or TLS-terminated for managed hosts).
+
+mod cache;
+mod classify;
+mod create;
+mod forward;
+mod headers;
+mod identity;
+mod intercepted;
+mod limits;
+mod rescue;
+mod respond;
+mod state;
+mod tunnel;
+
+pub(crate) use classify::is_for_weir;
+pub(crate) use headers::request_id;
+pub(crate) use limits::header_size;
+pub(crate) use respond::finish;
+pub(crate) use state::{host_for, is_own_host_name, Proxy, ProxyParts};
+
+use crate::body::Body;
+use crate::config::RouteClass;
+use crate::problem::Problem;
+use classify::Target;
+use headers::REQUEST_ID;
+use http::{HeaderValue, Method, Request, Response};
+use hyper::body::Incoming;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+
+/// The pipeline's entry point: never fails, every error becomes a problem response.
+pub(crate) async fn handle(proxy: Arc<Proxy>, req: Request<Incoming>) -> Response<Body> {
+    let rid = request_id(req.headers());
+    let result = phases(&proxy, req, &rid).await;
+    finish(result, rid, &proxy.base_url, &proxy.global)
+}
+
+async fn phases(
+    proxy: &Arc<Proxy>,
+    mut req: Request<Incoming>,
+    rid: &HeaderValue,
+) -> Result<Response<Body>, Problem> {
+    limits::header_size(&proxy.settings.limits, req.headers())?;
+    let target = classify::target(proxy, &req);
+    let surface = identity::surface_of(req.headers());
+    proxy.global.surface(surface);
+    let (up, class) = match target {
+        Target::Connect => return tunnel::connect(proxy, req).await,
+        Target::Unmanaged => {
+            proxy.global.passthrough_requests.fetch_add(1, Relaxed);
+            return forward::untouched(proxy, req).await;
+        }
+        Target::Managed(up, class) => (up, class),
+    };
+    proxy
+        .upstreams
+        .get(up)
+        .counters
+        .class(class)
+        .client_requests
+        .fetch_add(1, Relaxed);
+    if proxy.is_paused() {
+        return forward::untouched(proxy, req).await;
+    }
+    req.headers_mut().insert(REQUEST_ID, rid.clone());
+    let who = identity::caller(&proxy.identity_key, surface, req.headers());
+    if class.is_cacheable() && req.method() == Method::GET {
+        // The cache phase applies the rate limit itself: hits and joins are never limited.
+        return cache::serve(proxy, up, class, req, who).await;
+    }
+    limits::client_rate(proxy, who)?;
+    if class == RouteClass::Create {
+        create::serve(proxy, up, req, who).await
+    } else {
+        forward::managed(proxy, up, class, req).await
+    }
+}

@@ -1,0 +1,53 @@
+//! Phase 7, rescue: what Weir answers when the upstream could not. A cacheable request gets a
+//! still-usable stale copy (stale-if-error, RFC 5861) instead of an upstream fault; a create
+//! goes to the durable queue (see [`super::create`]). The fallback origin is tried inside the
+//! attempt phase (`upstream::attempt`), where it is known whether the primary took the request.
+
+use super::respond;
+use crate::body::Body;
+use crate::cache::Stored;
+use crate::problem::Problem;
+use crate::stats::ClassCounters;
+use http::{Response, StatusCode};
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+
+/// A stale copy when there is one young enough (its `Cache-Status` says `detail=` why), else
+/// the problem.
+pub(super) fn stale_or(
+    stale: Option<Arc<Stored>>,
+    counters: &ClassCounters,
+    problem: Problem,
+    detail: &str,
+) -> Result<Response<Body>, Problem> {
+    match stale {
+        Some(s) => {
+            counters.cache_hits_stale.fetch_add(1, Relaxed);
+            Ok(respond::cached(
+                &s,
+                &format!("weir; hit; fwd=stale; detail={detail}"),
+            ))
+        }
+        None => Err(problem),
+    }
+}
+
+/// The upstream answered with an error: a stale copy beats it when the error is the
+/// upstream's fault (5xx, 429), never for a client error like 404, which passes as it came.
+pub(super) fn after_upstream_error(
+    stale: Option<Arc<Stored>>,
+    counters: &ClassCounters,
+    failed: &Stored,
+    fwd: &str,
+) -> Response<Body> {
+    let status = failed.status.as_u16();
+    let upstream_fault =
+        failed.status.is_server_error() || failed.status == StatusCode::TOO_MANY_REQUESTS;
+    match stale {
+        Some(s) if upstream_fault => {
+            counters.cache_hits_stale.fetch_add(1, Relaxed);
+            respond::cached(&s, &format!("weir; hit; fwd=stale; fwd-status={status}"))
+        }
+        _ => respond::cached(failed, &format!("{fwd}; fwd-status={status}")),
+    }
+}

@@ -1,0 +1,117 @@
+//! What the request path owns: the per-identity cache and its coalescer, the client rate
+//! limiter, the create dedupe state, counters and the pause switch; and what it borrows from
+//! the other parts (upstreams, queue, event bus).
+
+use crate::cache::{Cache, Stored};
+use crate::coalesce::Coalescer;
+use crate::config::Settings;
+use crate::events::{Bus, Event};
+use crate::identity::{Identity, IdentityKey};
+use crate::intercept::Interceptor;
+use crate::problem::Problem;
+use crate::queue::QueueState;
+use crate::stats::GlobalCounters;
+use crate::surface::Surface;
+use crate::upstream::{RoutingConnector, Upstreams};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use weir_resilience::KeyedRateLimiter;
+
+pub(crate) struct Proxy {
+    pub settings: Arc<Settings>,
+    /// `http://127.0.0.1:PORT`, Weir's own base URL (problem `type` URIs, queue links).
+    pub base_url: String,
+    pub port: u16,
+    pub identity_key: IdentityKey,
+    pub cache: Cache,
+    pub coalescer: Coalescer<Stored, Problem>,
+    /// Per (surface, identity) limits on requests that would reach an upstream.
+    pub rate_limiter: Option<KeyedRateLimiter<(Surface, Identity)>>,
+    pub creates: Creates,
+    pub global: GlobalCounters,
+    paused: AtomicBool,
+    pub upstreams: Arc<Upstreams>,
+    pub queue: Arc<QueueState>,
+    pub bus: Bus,
+    /// CONNECT tunnels open (blind or intercepted), bounded by limits.max_connections.
+    pub tunnel_slots: Arc<tokio::sync::Semaphore>,
+    /// TLS interception of managed https upstreams; `None` keeps every CONNECT a blind tunnel.
+    pub intercept: Option<Arc<Interceptor>>,
+    /// How blind CONNECT tunnels reach their target (`connect_to`, `upstream_proxy`).
+    pub tunnel_connector: RoutingConnector,
+}
+
+/// Duplicate suppression for creates: in flight (joined) and recently succeeded (answered
+/// again).
+pub(crate) struct Creates {
+    pub recent: moka::sync::Cache<String, Arc<Stored>>,
+    pub flights: Coalescer<Stored, Problem>,
+}
+
+/// The parts a [`Proxy`] is built from.
+pub(crate) struct ProxyParts {
+    pub settings: Arc<Settings>,
+    pub port: u16,
+    pub identity_key: IdentityKey,
+    pub upstreams: Arc<Upstreams>,
+    pub queue: Arc<QueueState>,
+    pub bus: Bus,
+    pub intercept: Option<Arc<Interceptor>>,
+}
+
+impl Proxy {
+    pub fn new(p: ProxyParts) -> Proxy {
+        let s = &p.settings;
+        let rate_limiter = s
+            .resilience
+            .rate_limit
+            .as_ref()
+            .and_then(|c| KeyedRateLimiter::new(c).ok());
+        Proxy {
+            base_url: format!("http://{}", host_for(s.listen.ip(), p.port)),
+            port: p.port,
+            identity_key: p.identity_key,
+            cache: Cache::new(s.cache_max_bytes),
+            coalescer: Coalescer::default(),
+            rate_limiter,
+            creates: Creates {
+                recent: moka::sync::Cache::builder()
+                    .max_capacity(10_000)
+                    .time_to_live(s.queue.dedupe_window)
+                    .build(),
+                flights: Coalescer::default(),
+            },
+            global: GlobalCounters::default(),
+            paused: AtomicBool::new(false),
+            upstreams: p.upstreams,
+            queue: p.queue,
+            bus: p.bus,
+            tunnel_slots: Arc::new(tokio::sync::Semaphore::new(s.limits.max_connections)),
+            intercept: p.intercept,
+            tunnel_connector: RoutingConnector::for_settings(crate::upstream::http_connector(), s),
+            settings: p.settings,
+        }
+    }
+
+    pub fn is_paused(&self) -> bool {
+        self.paused.load(Ordering::Relaxed)
+    }
+
+    /// While paused, everything passes through untouched. Emits an event on a change.
+    pub fn set_paused(&self, paused: bool) {
+        if self.paused.swap(paused, Ordering::Relaxed) != paused {
+            self.bus.emit(Event::Paused {
+                at: std::time::SystemTime::now(),
+                paused,
+            });
+        }
+    }
+}
+
+/// The names a browser uses for Weir itself.
+pub(crate) fn is_own_host_name(host: &str) -> bool {
+    let h = host.trim_matches(['[', ']']);
+    h.eq_ignore_ascii_case("localhost") || h == "127.0.0.1" || h == "::1"
+}
+
+pub(crate) use crate::config::host_for;

@@ -1,0 +1,148 @@
+//! Commits a create the upstream could not take: its credential to the keychain, the row (with
+//! only the credential's account name) to SQLite, before Weir answers `202 Accepted`.
+
+use super::{event, now_ms, QueueState};
+use crate::events::Bus;
+use crate::problem::{Problem, ProblemKind};
+use bytes::Bytes;
+use http::{header, HeaderMap, StatusCode, Uri};
+use weir_store::{NewItem, StoreError};
+
+/// A create to queue, as the request path has it.
+pub(crate) struct Create<'a> {
+    pub upstream: &'a str,
+    /// The dedupe key (identity + path + body, or the `Idempotency-Key`).
+    pub key: &'a str,
+    /// The keyed hash of the caller's credential (never the credential).
+    pub identity: String,
+    pub uri: &'a Uri,
+    pub headers: &'a HeaderMap,
+    pub body: &'a Bytes,
+}
+
+impl QueueState {
+    /// The id of a live (not ended) queued item with this dedupe key.
+    pub async fn find_live(&self, key: &str) -> Option<i64> {
+        let q = self.open()?;
+        match q.store.find_by_dedupe_key(key).await {
+            Ok(Some(item)) if item.state.is_live() => Some(item.id),
+            _ => None,
+        }
+    }
+
+    /// Stores `c` durably and wakes the replay workers; the id of the new (or identical
+    /// already queued) item. `reason` says why it was queued; `in_doubt` that the upstream
+    /// may have taken it already (looked up before any replay).
+    pub async fn enqueue(
+        &self,
+        bus: &Bus,
+        c: Create<'_>,
+        reason: &str,
+        in_doubt: bool,
+    ) -> Result<i64, Problem> {
+        let unavailable = |detail: String| {
+            Problem::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                ProblemKind::QueueUnavailable,
+                detail,
+            )
+            .upstream(c.upstream)
+        };
+        let q = match self {
+            QueueState::Open(q) => q,
+            QueueState::Unavailable(e) => {
+                return Err(unavailable(format!(
+                    "{reason}, and the create queue could not be opened: {e}"
+                )))
+            }
+        };
+        // The credential goes to the keychain; the row gets only its account name.
+        let credential = credential_of(c.headers);
+        let account = format!("queue-{}", &c.key[..24.min(c.key.len())]);
+        if let Some(cred) = credential.clone() {
+            if let Err(e) = q.secrets.put(&account, cred).await {
+                return Err(unavailable(format!("{reason}. Weir did not queue the create because it cannot keep its credential safely: {e}")));
+            }
+        }
+        let (repo, statement) = describe(c.uri, c.body);
+        let item = NewItem {
+            upstream: c.upstream.to_string(),
+            method: "POST".into(),
+            path_and_query: c
+                .uri
+                .path_and_query()
+                .map(|p| p.to_string())
+                .unwrap_or_else(|| "/".into()),
+            headers: replay_headers(c.headers),
+            body: c.body.to_vec(),
+            identity: c.identity,
+            credential_ref: credential.map(|_| account.clone()),
+            dedupe_key: c.key.to_string(),
+            repo,
+            problem_statement: statement,
+            in_doubt,
+        };
+        match q.store.insert(item, now_ms()).await {
+            Ok(item) => {
+                bus.emit(event(&item, reason));
+                q.wake.notify_waiters();
+                Ok(item.id)
+            }
+            Err(StoreError::Duplicate { existing_id }) => Ok(existing_id),
+            Err(e) => {
+                q.secrets.delete(&account).await;
+                Err(unavailable(format!(
+                    "{reason}, and the create could not be stored: {}. {}",
+                    e.detail(),
+                    e.fix()
+                )))
+            }
+        }
+    }
+}
+
+/// `Authorization` and `Cookie`, as one JSON string for the keychain.
+fn credential_of(h: &HeaderMap) -> Option<String> {
+    let auth = h
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    // HTTP/2 clients may split cookies into several headers; the replay needs them all.
+    let cookies: Vec<&str> = h
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .collect();
+    let cookie = (!cookies.is_empty()).then(|| cookies.join("; "));
+    (auth.is_some() || cookie.is_some())
+        .then(|| serde_json::json!({"authorization": auth, "cookie": cookie}).to_string())
+}
+
+/// Headers to replay: everything but credentials and connection-level headers (the request
+/// path already removed hop-by-hop headers).
+fn replay_headers(h: &HeaderMap) -> Vec<(String, String)> {
+    h.iter()
+        .filter(|(k, _)| {
+            ![
+                header::AUTHORIZATION,
+                header::COOKIE,
+                header::HOST,
+                header::CONTENT_LENGTH,
+            ]
+            .contains(k)
+        })
+        .filter_map(|(k, v)| Some((k.to_string(), v.to_str().ok()?.to_string())))
+        .collect()
+}
+
+/// `owner/repo` from `/agents/swe/v1/jobs/{owner}/{repo}` and the body's `problem_statement`.
+fn describe(uri: &Uri, body: &[u8]) -> (Option<String>, Option<String>) {
+    let segs: Vec<&str> = uri.path().trim_matches('/').split('/').collect();
+    let repo = (segs.len() >= 6).then(|| format!("{}/{}", segs[4], segs[5]));
+    let v: serde_json::Value = serde_json::from_slice(body).unwrap_or_default();
+    let statement = v
+        .get("problem_statement")
+        .and_then(|s| s.as_str())
+        .map(str::to_string);
+    (repo, statement)
+}

@@ -1,0 +1,324 @@
+//! Attempt and retry: the one place an upstream request is sent. Every attempt passes the gate
+//! ([`super::admission`]); every outcome is classified and recorded (breaker, counters,
+//! cooldown); retryable failures of resendable requests are retried with exponential backoff
+//! and full jitter, within the class deadline and the upstream's retry budget; then, if the
+//! policy allows and the upstream has one, the fallback gets one try. Client requests and
+//! queue replays both come here, each with its [`AttemptPolicy`].
+
+use super::admission::{Admitted, Closed};
+use super::client::{FetchError, Timeouts};
+use super::Upstreams;
+use crate::body::{boxed, full, Body};
+use crate::config::{Origin, RouteClass};
+use crate::problem::{Problem, ProblemKind};
+use bytes::Bytes;
+use http::{header, HeaderMap, HeaderValue, Method, Request, Response, Uri};
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::{Duration, SystemTime};
+use tokio::time::Instant;
+use weir_resilience::{classify_response, wait_hint, Kind, TimeoutPhase};
+
+/// How a request may be attempted.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct AttemptPolicy {
+    /// The method is idempotent, so a failed attempt may be sent again.
+    pub idempotent: bool,
+    /// The body is in memory (or empty), so it can be sent more than once.
+    pub body_resendable: bool,
+    /// At most this many attempts at the primary origin.
+    pub max_attempts: u32,
+    /// The upstream's fallback origin may get one try.
+    pub fallback: bool,
+}
+
+impl AttemptPolicy {
+    /// A client's request: retried when idempotent and resendable, fallback allowed.
+    pub fn for_request(method: &Method, body_resendable: bool) -> AttemptPolicy {
+        AttemptPolicy {
+            idempotent: matches!(
+                *method,
+                Method::GET | Method::HEAD | Method::OPTIONS | Method::PUT | Method::DELETE
+            ),
+            body_resendable,
+            max_attempts: u32::MAX,
+            fallback: true,
+        }
+    }
+
+    /// A queued create's replay: one attempt, no fallback (the worker reschedules itself).
+    pub fn replay() -> AttemptPolicy {
+        AttemptPolicy {
+            idempotent: false,
+            body_resendable: true,
+            max_attempts: 1,
+            fallback: false,
+        }
+    }
+
+    fn retries(&self) -> bool {
+        self.idempotent && self.body_resendable && self.max_attempts > 1
+    }
+}
+
+/// An upstream response (from the fallback origin when it carries `Weir-Fallback`).
+pub(crate) struct Attempted<B> {
+    pub response: Response<B>,
+}
+
+/// The parts of a request that can be sent again.
+pub(crate) struct Replayable<'a> {
+    pub method: &'a Method,
+    pub uri: &'a Uri,
+    pub headers: &'a HeaderMap,
+    pub body: Bytes,
+}
+
+impl Upstreams {
+    /// Sends a request whose body is in memory, reading the whole response. `first` is an
+    /// admission already granted (a replay marks its item before sending), else the gate is
+    /// asked here.
+    pub async fn call_buffered(
+        &self,
+        up: usize,
+        class: RouteClass,
+        req: Replayable<'_>,
+        policy: AttemptPolicy,
+        first: Option<Admitted>,
+    ) -> Result<Attempted<Bytes>, Problem> {
+        let limit = self.max_body_bytes;
+        let send = |origin: &Origin, t: Timeouts| {
+            let r = build(origin, &req, full(req.body.clone()));
+            let client = self.client.clone();
+            async move { client.fetch(r?, t, limit).await }
+        };
+        let prefix = |r: &Response<Bytes>| r.body().clone();
+        self.run(up, class, policy, first, send, prefix).await
+    }
+
+    /// Sends a request and streams the response. A streamed body is sent at most once.
+    pub async fn call_streaming(
+        &self,
+        up: usize,
+        class: RouteClass,
+        req: Request<Body>,
+    ) -> Result<Attempted<Body>, Problem> {
+        // Decided from the body itself: headers may already have lost `Transfer-Encoding`.
+        let empty = http_body::Body::is_end_stream(req.body());
+        let (parts, body) = req.into_parts();
+        let policy = AttemptPolicy::for_request(&parts.method, empty);
+        let rep = Replayable {
+            method: &parts.method,
+            uri: &parts.uri,
+            headers: &parts.headers,
+            body: Bytes::new(),
+        };
+        // The first attempt takes the body; any later one (only when it was empty) sends none.
+        let slot = std::sync::Mutex::new(Some(body));
+        let send = |origin: &Origin, t: Timeouts| {
+            let body = slot
+                .lock()
+                .ok()
+                .and_then(|mut b| b.take())
+                .unwrap_or_else(crate::body::empty);
+            let r = build(origin, &rep, body);
+            let client = self.client.clone();
+            async move { Ok(client.send(r?, t).await?.map(boxed)) }
+        };
+        self.run(up, class, policy, None, send, |_| Bytes::new())
+            .await
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn run<B, F, Fut>(
+        &self,
+        up: usize,
+        class: RouteClass,
+        policy: AttemptPolicy,
+        mut first: Option<Admitted>,
+        send: F,
+        prefix: impl Fn(&Response<B>) -> Bytes,
+    ) -> Result<Attempted<B>, Problem>
+    where
+        F: Fn(&Origin, Timeouts) -> Fut,
+        Fut: std::future::Future<Output = Result<Response<B>, FetchError>>,
+    {
+        let u = &self.list[up];
+        let (g, counters, cfg) = (&u.gate, &u.counters, &u.settings);
+        let cs = self.classes.get(class);
+        let deadline = Instant::now() + cs.deadline;
+        // Built on the first retry only: most calls never need it.
+        let mut jitter: Option<Box<dyn weir_resilience::Jitter>> = None;
+        g.budget.record_request();
+        let mut last: Option<(Result<Response<B>, FetchError>, Kind)> = None;
+        let mut closed: Option<Closed> = None;
+        for attempt in 0..policy.max_attempts {
+            let admitted = match first.take() {
+                Some(a) => a,
+                None => match g.admit().await {
+                    Ok(a) => a,
+                    Err(c) => {
+                        closed = Some(c);
+                        break;
+                    }
+                },
+            };
+            let started = Instant::now();
+            let per_try = cs
+                .per_try_timeout
+                .min(deadline.saturating_duration_since(started))
+                .max(Duration::from_millis(1));
+            counters
+                .class(class)
+                .upstream_requests
+                .fetch_add(1, Relaxed);
+            let res = send(
+                &cfg.origin,
+                Timeouts {
+                    headers: per_try,
+                    body: per_try,
+                },
+            )
+            .await;
+            let slow = started.elapsed() >= cs.slow_call;
+            let pre = res.as_ref().map(&prefix).unwrap_or_default();
+            let kind = kind_of(&res, &pre);
+            admitted.record(kind.counts_as_breaker_failure(), slow);
+            if !kind.is_ok() {
+                counters.error(class, kind.as_str());
+            }
+            let hint = res
+                .as_ref()
+                .ok()
+                .and_then(|r| wait_hint(r.headers(), SystemTime::now()));
+            // The upstream's own wait holds back every surface, replays included.
+            if matches!(kind, Kind::RateLimited | Kind::Overloaded) {
+                if let Some(w) = hint {
+                    g.cool_down(w, kind);
+                }
+            }
+            let retryable = kind.is_retryable() || kind == Kind::RateLimited;
+            last = Some((res, kind));
+            if kind.is_ok() || !retryable || !policy.retries() {
+                break;
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            let wait = g.backoff.delay_with_hint(
+                attempt,
+                hint,
+                jitter.get_or_insert_with(|| g.jitter()).as_mut(),
+            );
+            if wait >= left || !kind.retryable_within(hint, left) || !g.budget.try_withdraw() {
+                break;
+            }
+            tracing::debug!(upstream = %cfg.name, %kind, attempt, ?wait, "retrying");
+            tokio::time::sleep(wait).await;
+        }
+
+        if let (Some(fb), true) = (
+            &cfg.fallback,
+            policy.fallback && may_fallback(&policy, &last, &closed),
+        ) {
+            // One bounded attempt at the fallback; never for fatal/auth kinds (not reached then).
+            u.fallback_attempts.fetch_add(1, Relaxed);
+            let t = Timeouts {
+                headers: cs.per_try_timeout,
+                body: cs.per_try_timeout,
+            };
+            let res = send(fb, t).await;
+            let pre = res.as_ref().map(&prefix).unwrap_or_default();
+            if let Ok(mut resp) = res {
+                if classify_response(resp.status(), resp.headers(), &pre).is_ok() {
+                    if let Ok(v) = HeaderValue::from_str(&fb.to_string()) {
+                        resp.headers_mut().insert("weir-fallback", v);
+                    }
+                    return Ok(Attempted { response: resp });
+                }
+            }
+        }
+        match (last, closed) {
+            (Some((Ok(response), _)), _) => Ok(Attempted { response }),
+            (Some((Err(e), _)), _) => {
+                let mut p = fetch_problem(&e)
+                    .upstream(&cfg.name)
+                    .breaker(g.breaker.state());
+                p.maybe_sent = e.maybe_sent();
+                Err(p)
+            }
+            (None, Some(c)) => Err(g.problem_for(&c)),
+            (None, None) => Err(Problem::new(
+                http::StatusCode::INTERNAL_SERVER_ERROR,
+                ProblemKind::Internal,
+                "no attempt was made",
+            )),
+        }
+    }
+}
+
+/// Whether the primary failed in a way the fallback may rescue. A non-idempotent request (a
+/// create) goes to the fallback only if the primary certainly did not take it: never sent, or
+/// refused outright (429/503/529); a streamed body only if it was never sent at all.
+fn may_fallback<B>(
+    policy: &AttemptPolicy,
+    last: &Option<(Result<Response<B>, FetchError>, Kind)>,
+    closed: &Option<Closed>,
+) -> bool {
+    let primary_failed = closed.is_some()
+        || last
+            .as_ref()
+            .is_some_and(|(_, k)| k.is_retryable() || *k == Kind::RateLimited);
+    let never_sent = match last {
+        None => true,
+        Some((Err(e), _)) => !e.maybe_sent(),
+        Some((Ok(_), _)) => false,
+    };
+    let refused =
+        matches!(last, Some((Ok(r), _)) if matches!(r.status().as_u16(), 429 | 503 | 529));
+    if policy.idempotent && policy.body_resendable {
+        primary_failed
+    } else {
+        primary_failed && (never_sent || (refused && policy.body_resendable))
+    }
+}
+
+fn build(origin: &Origin, req: &Replayable<'_>, body: Body) -> Result<Request<Body>, FetchError> {
+    let pq = req.uri.path_and_query().map(|p| p.as_str()).unwrap_or("/");
+    let uri: Uri = format!("{origin}{pq}")
+        .parse()
+        .map_err(|e| FetchError::Protocol {
+            target: origin.to_string(),
+            message: format!("bad URI: {e}"),
+        })?;
+    let mut r = Request::new(body);
+    *r.method_mut() = req.method.clone();
+    *r.uri_mut() = uri;
+    *r.headers_mut() = req.headers.clone();
+    if let Ok(v) = HeaderValue::from_str(&origin.authority()) {
+        r.headers_mut().insert(header::HOST, v);
+    }
+    Ok(r)
+}
+
+/// The outcome kind of one exchange (the breaker, counters and retry decisions use it).
+pub(crate) fn kind_of<B>(res: &Result<Response<B>, FetchError>, body_prefix: &[u8]) -> Kind {
+    match res {
+        Ok(r) => classify_response(r.status(), r.headers(), body_prefix),
+        Err(FetchError::Timeout { phase, .. }) => Kind::Timeout(match phase {
+            super::client::TimeoutPhase::Connect => TimeoutPhase::Connect,
+            super::client::TimeoutPhase::Headers => TimeoutPhase::Headers,
+            super::client::TimeoutPhase::Body => TimeoutPhase::Body,
+        }),
+        // Neither retryable nor the upstream's ill health: a bad response size or a
+        // certificate this install does not trust.
+        Err(FetchError::TooLarge { .. } | FetchError::Tls { .. }) => Kind::Fatal,
+        Err(_) => Kind::Connection,
+    }
+}
+
+/// A problem for a failed upstream exchange.
+pub(crate) fn fetch_problem(e: &FetchError) -> Problem {
+    let status = match e {
+        FetchError::Timeout { .. } => http::StatusCode::GATEWAY_TIMEOUT,
+        _ => http::StatusCode::BAD_GATEWAY,
+    };
+    Problem::new(status, e.kind(), e.to_string())
+}
