@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use crate::config::StatusConfig;
+use weir_resilience::Backoff;
 
 /// Wait before the next check, given how many checks in a row have failed.
 ///
@@ -16,10 +17,8 @@ fn base_delay(config: &StatusConfig, failures: u32) -> Duration {
     if failures == 0 {
         return config.interval;
     }
-    let cap = config.max_backoff.max(config.interval);
-    // 2^n saturates; beyond 2^20 the cap has long been reached for any sane interval.
-    let factor = 1u32 << failures.min(20);
-    config.interval.saturating_mul(factor).min(cap)
+    // Weir's one backoff type: doubling from the interval, capped (never below the interval).
+    Backoff::new(config.interval, config.max_backoff.max(config.interval)).ceiling(failures)
 }
 
 #[cfg(test)]
