@@ -4,9 +4,11 @@
 #   scripts/bench-overhead.sh [SECONDS]        (default 10 s per throughput run)
 #
 # Starts (all on 127.0.0.1, all stopped at exit): the lab upstream (`weir-lab upstream`, answers
-# at once), `weir serve` (release) managing it, and nginx 1.22 with its own temporary config as a
-# caching reverse proxy (proxy_cache) and as a plain reverse proxy. Then, per target, wrk
-# measures throughput (2 threads, 64 connections) and unloaded latency (1 connection).
+# at once), `weir serve` (release) managing it, nginx 1.22 with its own temporary config as a
+# caching reverse proxy (proxy_cache) and as a plain reverse proxy, and HAProxy 2.6 as a plain
+# reverse proxy (its cache keys by URL only, so it cannot keep one identity's answer from
+# another and is not compared as a cache). Then, per target, wrk measures throughput
+# (2 threads, 64 connections) and unloaded latency (1 connection).
 #
 # Why wrk with Lua: wrk writes whatever `wrk.path` holds as the request target, so a script that
 # sets `wrk.path = "http://127.0.0.1:UP/agents/sessions"` makes wrk send absolute-form requests
@@ -17,7 +19,8 @@
 # Memory: VmRSS of `weir serve` idle, holding 1,000 open keep-alive client connections
 # (`weir-lab hold`), and after the load runs.
 #
-# Needs: wrk, nginx (apt-get install wrk nginx-light or nginx), curl. Output: out/bench/overhead.md.
+# Needs: wrk, nginx, haproxy, curl (apt-get install wrk nginx haproxy curl); missing ones are
+# installed when apt-get is there. Output: out/bench/overhead.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SECS="${1:-10}"
@@ -25,7 +28,13 @@ TARGET_DIR="${CARGO_TARGET_DIR:-target}"
 OUT=out/bench
 mkdir -p "$OUT"
 
-for tool in wrk nginx curl; do
+missing=()
+for tool in wrk nginx haproxy curl; do command -v "$tool" >/dev/null || missing+=("$tool"); done
+if [ "${#missing[@]}" -gt 0 ] && command -v apt-get >/dev/null; then
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get install -y --no-install-recommends "${missing[@]}" >/dev/null
+fi
+for tool in wrk nginx haproxy curl; do
   command -v "$tool" >/dev/null || { echo "bench-overhead: $tool is not installed (apt-get install $tool)" >&2; exit 2; }
 done
 
@@ -113,6 +122,28 @@ nginx -p "$TMP/nginx" -c "$TMP/nginx/nginx.conf" &
 PIDS+=($!)
 wait_for "http://127.0.0.1:$NGX_PLAIN/agents/sessions"
 
+# --- HAProxy (plain reverse proxy, keep-alive to the upstream) ------------------------------
+HAP_PLAIN="$("$LAB" free-port)"
+cat >"$TMP/haproxy.cfg" <<EOF
+global
+  nbthread 2
+  maxconn 8192
+defaults
+  mode http
+  timeout connect 5s
+  timeout client 30s
+  timeout server 30s
+  http-reuse always
+frontend plain
+  bind 127.0.0.1:$HAP_PLAIN
+  default_backend lab
+backend lab
+  server up $UP_HOSTPORT
+EOF
+haproxy -f "$TMP/haproxy.cfg" -db >"$TMP/haproxy.out" 2>&1 &
+PIDS+=($!)
+wait_for "http://127.0.0.1:$HAP_PLAIN/agents/sessions"
+
 # --- wrk scripts ---------------------------------------------------------------------------
 lua() { # NAME PATH: a wrk script sending PATH (absolute or origin form) with one identity
   cat >"$TMP/$1.lua" <<EOF
@@ -152,6 +183,7 @@ W="http://127.0.0.1:$WEIR_PORT"
   measure "direct (pass-through path)" "$UP/" origin-pass
   measure "Weir, pass-through (other)" "$W/" proxy-pass
   measure "nginx plain reverse proxy" "http://127.0.0.1:$NGX_PLAIN/" origin-pass
+  measure "HAProxy plain reverse proxy" "http://127.0.0.1:$HAP_PLAIN/" origin-pass
 } >"$TMP/results.txt"
 RSS_AFTER="$(rss_kb "$WEIR_PID")"
 
@@ -184,5 +216,5 @@ kill "$HOLD_PID" 2>/dev/null || true
   echo "| after the load runs above | $((RSS_AFTER / 1024)) MiB ($RSS_AFTER kB) |"
   echo "| holding ${HELD:-0} open client connections | $((RSS_HELD / 1024)) MiB ($RSS_HELD kB) |"
   echo
-  echo "Machine: $(nproc) CPUs ($(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo)), Linux $(uname -r), $(rustc --version), $(nginx -v 2>&1 | sed 's/^nginx version: //'), $(wrk --version 2>&1 | head -1 | awk '{print $1, $2}')."
+  echo "Machine: $(nproc) CPUs ($(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo)), Linux $(uname -r), $(rustc --version), $(nginx -v 2>&1 | sed 's/^nginx version: //'), HAProxy $(haproxy -v 2>&1 | awk 'NR==1 {print $3}'), $(wrk --version 2>&1 | head -1 | awk '{print $1, $2}')."
 } | tee "$OUT/overhead.md"

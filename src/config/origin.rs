@@ -69,6 +69,20 @@ impl Origin {
             && self.port == port
     }
 
+    /// `scheme://authority` + `pq`: the URI of a request to this origin. Built from parts, not
+    /// by formatting and re-parsing a string (it runs once per upstream attempt).
+    pub fn uri(&self, pq: http::uri::PathAndQuery) -> Result<http::Uri, http::Error> {
+        let scheme = match self.scheme {
+            Scheme::Http => http::uri::Scheme::HTTP,
+            Scheme::Https => http::uri::Scheme::HTTPS,
+        };
+        http::Uri::builder()
+            .scheme(scheme)
+            .authority(self.authority())
+            .path_and_query(pq)
+            .build()
+    }
+
     /// `host:port` (brackets around IPv6), as used in a URI authority.
     pub fn authority(&self) -> String {
         let host = if self.host.contains(':') {

@@ -281,20 +281,25 @@ fn may_fallback<B>(
 }
 
 fn build(origin: &Origin, req: &Replayable<'_>, body: Body) -> Result<Request<Body>, FetchError> {
-    let pq = req.uri.path_and_query().map(|p| p.as_str()).unwrap_or("/");
-    let uri: Uri = format!("{origin}{pq}")
-        .parse()
-        .map_err(|e| FetchError::Protocol {
-            target: origin.to_string(),
-            message: format!("bad URI: {e}"),
-        })?;
+    let pq = req
+        .uri
+        .path_and_query()
+        .cloned()
+        .unwrap_or_else(|| http::uri::PathAndQuery::from_static("/"));
+    let uri = origin.uri(pq).map_err(|e| FetchError::Protocol {
+        target: origin.to_string(),
+        message: format!("bad URI: {e}"),
+    })?;
     let mut r = Request::new(body);
     *r.method_mut() = req.method.clone();
-    *r.uri_mut() = uri;
-    *r.headers_mut() = req.headers.clone();
-    if let Ok(v) = HeaderValue::from_str(&origin.authority()) {
-        r.headers_mut().insert(header::HOST, v);
+    let mut headers = req.headers.clone();
+    if let Some(a) = uri.authority() {
+        if let Ok(v) = HeaderValue::from_str(a.as_str()) {
+            headers.insert(header::HOST, v);
+        }
     }
+    *r.uri_mut() = uri;
+    *r.headers_mut() = headers;
     Ok(r)
 }
 

@@ -110,14 +110,16 @@ impl UpstreamClient {
         req: Request<Body>,
         t: Timeouts,
     ) -> Result<Response<hyper::body::Incoming>, FetchError> {
-        let target = target_of(&req);
+        // Named in errors only: keep the (cheap, shared) authority, format it on failure.
+        let target = req.uri().authority().cloned();
+        let name = |a: Option<http::uri::Authority>| a.map(|a| a.to_string()).unwrap_or_default();
         match tokio::time::timeout(t.headers, self.client.request(req)).await {
             Err(_) => Err(FetchError::Timeout {
-                target,
+                target: name(target),
                 phase: TimeoutPhase::Headers,
                 after: t.headers,
             }),
-            Ok(Err(e)) => Err(classify_client_error(target, &e)),
+            Ok(Err(e)) => Err(classify_client_error(name(target), &e)),
             Ok(Ok(resp)) => Ok(resp),
         }
     }
