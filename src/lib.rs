@@ -16,6 +16,8 @@
 //! - [`upstream`]: the pooled rustls HTTP client and typed fetch failures.
 //! - [`resilience`]: per-upstream gate (cooldown, breaker, bulkhead) and the one retry layer.
 //! - [`queue`]: creates never lost or doubled: dedupe, durable SQLite queue, replay worker.
+//! - [`secrets`]: the one keychain-backed secret store; every service/account name, namespaced
+//!   per data dir.
 //! - [`upstream_pool`]: how upstream connections are made (`connect_to`, `ca_file`, `upstream_proxy`).
 //! - [`intercept`]: TLS interception of managed https upstreams; the local CA's lifecycle.
 //! - [`problem`]: problem+json documents and their explanation pages.
@@ -42,6 +44,7 @@ pub mod problem;
 pub mod proxy;
 pub mod queue;
 pub mod resilience;
+pub mod secrets;
 pub mod server;
 pub mod stats;
 pub mod surface;

@@ -5,7 +5,7 @@ use super::EXIT_CONFIG;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use weir::config::Settings;
-use weir::intercept::ca_store::{CaStore, DEFAULT_SERVICE};
+use weir::intercept::ca_store::CaStore;
 
 /// Flags every client-setup command takes (anywhere on the command line).
 #[derive(clap::Args, Clone, Debug, Default)]
@@ -24,14 +24,6 @@ pub struct Context {
     pub store: CaStore,
 }
 
-/// The keychain service name: `weir`, or `WEIR_KEYCHAIN_SERVICE` (tests, a second install).
-pub fn keychain_service() -> String {
-    std::env::var("WEIR_KEYCHAIN_SERVICE")
-        .ok()
-        .filter(|s| !s.trim().is_empty())
-        .unwrap_or_else(|| DEFAULT_SERVICE.to_string())
-}
-
 impl Context {
     /// Loads the config like `weir serve` does; a bad file is printed and becomes exit code 2.
     pub fn load(args: &CommonArgs) -> Result<Context, ExitCode> {
@@ -41,7 +33,7 @@ impl Context {
                 ExitCode::from(EXIT_CONFIG)
             })?;
         let (settings, data_dir) = (launch.settings, launch.data_dir);
-        let store = CaStore::new(&data_dir, &keychain_service());
+        let store = CaStore::for_data_dir(&data_dir);
         Ok(Context { settings, store })
     }
 

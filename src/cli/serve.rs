@@ -27,11 +27,7 @@ pub fn run(args: ServeArgs) -> ExitCode {
         }
     };
     // Before the runtime starts: the keychain calls block.
-    let local_ca = weir::intercept::ca_store::load_for_engine(
-        &settings,
-        &data_dir,
-        &super::context::keychain_service(),
-    );
+    let local_ca = weir::intercept::ca_store::load_local_ca(&settings, &data_dir);
     let rt = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
         Err(e) => {

@@ -1,6 +1,8 @@
 //! Creates are never lost and never doubled.
 //!
-//! - [`secrets`]: replay credentials in the OS keychain (the database holds only a reference).
+//! Replay credentials live in the engine's [`crate::secrets::SecretStore`] (the database holds
+//! only a reference).
+//!
 //! - [`create`]: the `create` request path: duplicate suppression, one attempt, and a durable
 //!   202 when the upstream cannot take it.
 //! - [`replay`]: the worker that sends queued creates when the upstream is healthy again, and
@@ -8,9 +10,9 @@
 
 pub mod create;
 pub mod replay;
-pub mod secrets;
 
 use crate::events::Event;
+use crate::secrets::SecretStore;
 use std::path::Path;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use weir_store::{AsyncStore, Item, StoreError, StoreOptions};
@@ -18,14 +20,14 @@ use weir_store::{AsyncStore, Item, StoreError, StoreOptions};
 /// The durable queue and its credential store.
 pub struct Queue {
     pub store: AsyncStore,
-    pub secrets: secrets::Secrets,
+    pub secrets: SecretStore,
     /// New items wake the replay workers at once.
     pub wake: tokio::sync::Notify,
     pub max_age: Duration,
 }
 
 impl Queue {
-    pub async fn open(data_dir: &Path, secrets: secrets::Secrets) -> Result<Queue, StoreError> {
+    pub async fn open(data_dir: &Path, secrets: SecretStore) -> Result<Queue, StoreError> {
         let store =
             AsyncStore::open(data_dir.join("queue.sqlite3"), StoreOptions::default()).await?;
         Ok(Queue {
