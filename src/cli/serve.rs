@@ -7,11 +7,7 @@ use weir::config::{self, Launch};
 /// Loads settings the way `weir serve`, the other commands and the tray do
 /// ([`weir::config::resolve`]).
 pub fn load(args: &ServeArgs) -> Result<Launch, config::ConfigError> {
-    config::resolve(
-        args.config.as_deref(),
-        args.listen,
-        args.data_dir.as_deref(),
-    )
+    args.resolve()
 }
 
 pub fn run(args: ServeArgs) -> ExitCode {
