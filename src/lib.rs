@@ -5,6 +5,8 @@
 //! list/view/token answers are cached per identity, and Weir's own errors are RFC 9457 problems.
 //!
 //! # Layout
+//! - [`client_setup`]: pointing tools at Weir (`weir env`, VS Code, CA install, doctor checks),
+//!   for the CLI and the tray.
 //! - [`config`]: the TOML file, its validation (file/line errors) and typed runtime settings.
 //! - [`engine`]: starts the listener and owns shared state; [`engine::EngineHandle`] is the API
 //!   the CLI, the tray and tests use.
@@ -31,6 +33,7 @@
 
 pub mod body;
 pub mod cache;
+pub mod client_setup;
 pub mod coalesce;
 pub mod config;
 pub mod control;

@@ -1,11 +1,10 @@
 //! What the client-setup commands (`ca`, `env`, `setup`, `doctor`) share: the `--config` and
-//! `--data-dir` flags, the loaded settings, and where the local CA lives.
+//! `--data-dir` flags and loading the install ([`weir::client_setup::Install`]).
 
 use super::EXIT_CONFIG;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use weir::config::Settings;
-use weir::intercept::ca_store::CaStore;
+use weir::client_setup::Install;
 
 /// Flags every client-setup command takes (anywhere on the command line).
 #[derive(clap::Args, Clone, Debug, Default)]
@@ -18,43 +17,12 @@ pub struct CommonArgs {
     pub data_dir: Option<PathBuf>,
 }
 
-/// Settings and paths of this install.
-pub struct Context {
-    pub settings: Settings,
-    pub store: CaStore,
-}
-
-impl Context {
-    /// Loads the config like `weir serve` does; a bad file is printed and becomes exit code 2.
-    pub fn load(args: &CommonArgs) -> Result<Context, ExitCode> {
-        let launch = weir::config::resolve(args.config.as_deref(), None, args.data_dir.as_deref())
-            .map_err(|e| {
-                eprintln!("weir: {e}");
-                ExitCode::from(EXIT_CONFIG)
-            })?;
-        let (settings, data_dir) = (launch.settings, launch.data_dir);
-        let store = CaStore::for_data_dir(&data_dir);
-        Ok(Context { settings, store })
-    }
-
-    /// `http://127.0.0.1:PORT`, where clients reach Weir.
-    pub fn proxy_url(&self) -> String {
-        format!(
-            "http://{}",
-            weir::control::host_for(self.settings.listen.ip(), self.settings.listen.port())
-        )
-    }
-}
-
-/// `'text'` for POSIX shells: safe for any path.
-pub fn sh_quote(s: &str) -> String {
-    if !s.is_empty()
-        && s.chars()
-            .all(|c| c.is_ascii_alphanumeric() || "/._-:=,@+".contains(c))
-    {
-        return s.to_string();
-    }
-    format!("'{}'", s.replace('\'', "'\\''"))
+/// Loads the config like `weir serve` does; a bad file is printed and becomes exit code 2.
+pub fn load(args: &CommonArgs) -> Result<Install, ExitCode> {
+    Install::load(args.config.as_deref(), args.data_dir.as_deref()).map_err(|e| {
+        eprintln!("weir: {e}");
+        ExitCode::from(EXIT_CONFIG)
+    })
 }
 
 /// Prints `weir: <message>` to stderr and returns exit code 1.
