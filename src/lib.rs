@@ -8,7 +8,9 @@
 //! # Public API
 //! [`start`] an engine with [`EngineOptions`] (settings from [`config`]); the [`EngineHandle`]
 //! gives the typed [`status::StatusSnapshot`] and [`events::Event`] stream, pause and shutdown.
-//! [`intercept`] manages the local CA (for `weir ca` and the tray).
+//! [`intercept`] manages the local CA, [`client_setup`] points tools at Weir (`weir env`, VS
+//! Code, CA install, doctor checks) and [`secrets`] is the one keychain-backed secret store:
+//! the CLI and the tray use the same code.
 //!
 //! # Layout (each part owns its state; arrows are the only imports between parts)
 //! - [`engine`]: builds the parts and wires them; the front door (`engine::router`).
@@ -19,6 +21,8 @@
 //!   and the one attempt-and-retry machinery, shared by requests and replays.
 //! - `queue`: the durable create queue (SQLite + keychain) and its replay worker. → upstream
 //! - `control`: `/_weir/api/*`, `/metrics`, the PAC, the dashboard. → pipeline, queue
+//! - [`client_setup`]: pointing tools at Weir, for the CLI and the tray. → config, intercept
+//! - [`secrets`]: every keychain service/account name, namespaced per data dir.
 //! - Leaves: [`config`], `problem` (+ `problem_kind`), [`events`], [`status`], `cache`,
 //!   `coalesce`, `identity`, `surface`, `stats`, `body`, `time_fmt`, `paths`, `server`,
 //!   `github_status`.
@@ -29,6 +33,7 @@
 
 pub(crate) mod body;
 pub(crate) mod cache;
+pub mod client_setup;
 pub(crate) mod coalesce;
 pub mod config;
 pub(crate) mod control;
@@ -42,6 +47,7 @@ pub(crate) mod pipeline;
 pub(crate) mod problem;
 pub(crate) mod problem_kind;
 pub(crate) mod queue;
+pub mod secrets;
 pub(crate) mod server;
 pub(crate) mod stats;
 pub mod status;

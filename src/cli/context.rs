@@ -1,11 +1,10 @@
 //! What the client-setup commands (`ca`, `env`, `setup`, `doctor`) share: the `--config` and
-//! `--data-dir` flags, the loaded settings, and where the local CA lives.
+//! `--data-dir` flags and loading the install ([`weir::client_setup::Install`]).
 
 use super::EXIT_CONFIG;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use weir::config::Settings;
-use weir::intercept::ca_store::{CaStore, DEFAULT_SERVICE};
+use weir::client_setup::Install;
 
 /// Flags every client-setup command takes (anywhere on the command line).
 #[derive(clap::Args, Clone, Debug, Default)]
@@ -18,51 +17,12 @@ pub struct CommonArgs {
     pub data_dir: Option<PathBuf>,
 }
 
-/// Settings and paths of this install.
-pub struct Context {
-    pub settings: Settings,
-    pub store: CaStore,
-}
-
-/// The keychain service name: `weir`, or `WEIR_KEYCHAIN_SERVICE` (tests, a second install).
-pub fn keychain_service() -> String {
-    std::env::var("WEIR_KEYCHAIN_SERVICE")
-        .ok()
-        .filter(|s| !s.trim().is_empty())
-        .unwrap_or_else(|| DEFAULT_SERVICE.to_string())
-}
-
-impl Context {
-    /// Loads the config like `weir serve` does; a bad file is printed and becomes exit code 2.
-    pub fn load(args: &CommonArgs) -> Result<Context, ExitCode> {
-        let launch = weir::config::resolve(args.config.as_deref(), None, args.data_dir.as_deref())
-            .map_err(|e| {
-                eprintln!("weir: {e}");
-                ExitCode::from(EXIT_CONFIG)
-            })?;
-        let (settings, data_dir) = (launch.settings, launch.data_dir);
-        let store = CaStore::new(&data_dir, &keychain_service());
-        Ok(Context { settings, store })
-    }
-
-    /// `http://127.0.0.1:PORT`, where clients reach Weir.
-    pub fn proxy_url(&self) -> String {
-        format!(
-            "http://{}",
-            weir::config::host_for(self.settings.listen.ip(), self.settings.listen.port())
-        )
-    }
-}
-
-/// `'text'` for POSIX shells: safe for any path.
-pub fn sh_quote(s: &str) -> String {
-    if !s.is_empty()
-        && s.chars()
-            .all(|c| c.is_ascii_alphanumeric() || "/._-:=,@+".contains(c))
-    {
-        return s.to_string();
-    }
-    format!("'{}'", s.replace('\'', "'\\''"))
+/// Loads the config like `weir serve` does; a bad file is printed and becomes exit code 2.
+pub fn load(args: &CommonArgs) -> Result<Install, ExitCode> {
+    Install::load(args.config.as_deref(), args.data_dir.as_deref()).map_err(|e| {
+        eprintln!("weir: {e}");
+        ExitCode::from(EXIT_CONFIG)
+    })
 }
 
 /// Prints `weir: <message>` to stderr and returns exit code 1.

@@ -1,8 +1,6 @@
-//! `weir env`: the environment that points command-line tools at Weir and makes them trust its
-//! CA, for `eval "$(weir env)"` (bash/zsh), `weir env --shell fish | source`, or PowerShell's
-//! `weir env --shell powershell | Invoke-Expression`.
+//! `weir env [--shell bash|zsh|fish|powershell]`: prints [`weir::client_setup::shell_env`].
 
-use super::context::{sh_quote, CommonArgs, Context};
+use super::context::{load, CommonArgs};
 use std::process::ExitCode;
 
 #[derive(clap::Args)]
@@ -22,110 +20,25 @@ pub enum Shell {
     Powershell,
 }
 
-/// Hosts that must never go through the proxy (Weir itself).
-pub const NO_PROXY: &str = "localhost,127.0.0.1,::1";
-
-/// The variables, in order. Both spellings of the proxy variables: curl only reads the
-/// lower-case `http_proxy`, Go and Python read either.
-pub fn variables(cx: &Context) -> (Vec<(&'static str, String)>, Vec<String>) {
-    let proxy = cx.proxy_url();
-    let mut vars = vec![
-        ("HTTPS_PROXY", proxy.clone()),
-        ("HTTP_PROXY", proxy.clone()),
-        ("NO_PROXY", NO_PROXY.to_string()),
-        ("https_proxy", proxy.clone()),
-        ("http_proxy", proxy),
-        ("no_proxy", NO_PROXY.to_string()),
-    ];
-    let mut notes = Vec::new();
-    if !cx.settings.intercept {
-        notes.push(
-            "TLS interception is off (intercept = false): no CA variables needed".to_string(),
-        );
-        return (vars, notes);
-    }
-    let ca_pem = match cx.store.read_cert() {
-        Ok(Some(pem)) => Some(pem),
-        _ => match cx.store.load_or_create(&cx.settings.intercept_hosts()) {
-            Ok(out) => Some(out.ca.cert_pem().to_string()),
-            Err(e) => {
-                notes.push(format!(
-                    "no local CA, so no CA variables: {e} (fix: {})",
-                    e.fix()
-                ));
-                None
-            }
-        },
-    };
-    if let Some(pem) = ca_pem {
-        let ca_path = cx.store.cert_path().display().to_string();
-        vars.push(("NODE_EXTRA_CA_CERTS", ca_path));
-        // Tools that take one bundle replace the system roots with it, so it must hold both.
-        let bundle = cx.store.bundle_path();
-        match weir_tls::write_bundle(&bundle, &pem) {
-            Ok(_) => {
-                let b = bundle.display().to_string();
-                vars.push(("SSL_CERT_FILE", b.clone()));
-                vars.push(("REQUESTS_CA_BUNDLE", b.clone()));
-                vars.push(("CURL_CA_BUNDLE", b));
-            }
-            Err(e) => notes.push(format!(
-                "cannot write the CA bundle {}: {e}",
-                bundle.display()
-            )),
+impl From<Shell> for weir::client_setup::Shell {
+    fn from(s: Shell) -> Self {
+        match s {
+            Shell::Bash | Shell::Zsh => weir::client_setup::Shell::Posix,
+            Shell::Fish => weir::client_setup::Shell::Fish,
+            Shell::Powershell => weir::client_setup::Shell::PowerShell,
         }
     }
-    (vars, notes)
-}
-
-pub fn render(shell: Shell, vars: &[(&str, String)]) -> String {
-    let mut out = String::new();
-    for (k, v) in vars {
-        let line = match shell {
-            Shell::Bash | Shell::Zsh => format!("export {k}={}", sh_quote(v)),
-            Shell::Fish => format!("set -gx {k} {}", sh_quote(v)),
-            Shell::Powershell => format!("$env:{k} = '{}'", v.replace('\'', "''")),
-        };
-        out.push_str(&line);
-        out.push('\n');
-    }
-    out
 }
 
 pub fn run(args: EnvArgs) -> ExitCode {
-    let cx = match Context::load(&args.common) {
-        Ok(c) => c,
+    let install = match load(&args.common) {
+        Ok(i) => i,
         Err(code) => return code,
     };
-    let (vars, notes) = variables(&cx);
+    let (env, notes) = install.shell_env();
     for n in notes {
         eprintln!("weir: {n}");
     }
-    print!("{}", render(args.shell, &vars));
+    print!("{}", env.render(args.shell.into()));
     ExitCode::SUCCESS
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn renders_each_shell() {
-        let vars = vec![
-            ("HTTPS_PROXY", "http://127.0.0.1:9347".to_string()),
-            ("SSL_CERT_FILE", "/a b/it's.pem".to_string()),
-        ];
-        assert_eq!(
-            render(Shell::Bash, &vars),
-            "export HTTPS_PROXY=http://127.0.0.1:9347\nexport SSL_CERT_FILE='/a b/it'\\''s.pem'\n"
-        );
-        assert_eq!(
-            render(Shell::Fish, &vars).lines().next(),
-            Some("set -gx HTTPS_PROXY http://127.0.0.1:9347")
-        );
-        assert_eq!(
-            render(Shell::Powershell, &vars).lines().nth(1),
-            Some("$env:SSL_CERT_FILE = '/a b/it''s.pem'")
-        );
-    }
 }

@@ -10,7 +10,6 @@ mod serve_tls;
 mod setup;
 
 use clap::{Parser, Subcommand};
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[derive(Parser)]
@@ -45,18 +44,9 @@ enum Command {
     Doctor(doctor::DoctorArgs),
 }
 
-#[derive(clap::Args, Clone)]
-pub struct ServeArgs {
-    /// Config file (default: the OS config dir's weir/config.toml if present).
-    #[arg(long, value_name = "FILE")]
-    pub config: Option<PathBuf>,
-    /// Address to listen on, overriding the config file (loopback only).
-    #[arg(long, value_name = "ADDR")]
-    pub listen: Option<std::net::SocketAddr>,
-    /// Data directory (default: the OS data dir's weir/).
-    #[arg(long, value_name = "DIR")]
-    pub data_dir: Option<PathBuf>,
-}
+/// `--config`, `--listen`, `--data-dir`, defined once in the library for `weir serve` and the
+/// tray.
+pub use weir::config::LaunchArgs as ServeArgs;
 
 /// Exit code 2: the user must fix the config or the command line.
 pub const EXIT_CONFIG: u8 = 2;

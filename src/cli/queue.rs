@@ -7,6 +7,7 @@ use http::{Method, Request};
 use std::process::ExitCode;
 use std::time::Duration;
 use weir::http_client::{Timeouts, UpstreamClient};
+use weir::secrets::{Account, Namespace};
 
 #[derive(clap::Subcommand)]
 pub enum QueueCmd {
@@ -24,8 +25,8 @@ pub enum QueueCmd {
 }
 
 pub fn run(cmd: QueueCmd, args: ServeArgs) -> ExitCode {
-    let settings = match load(&args) {
-        Ok(l) => l.settings,
+    let (settings, data_dir) = match load(&args) {
+        Ok(l) => (l.settings, l.data_dir),
         Err(e) => {
             eprintln!("weir: {e}");
             return ExitCode::from(EXIT_CONFIG);
@@ -45,12 +46,12 @@ pub fn run(cmd: QueueCmd, args: ServeArgs) -> ExitCode {
             QueueCmd::Cancel { id } => (
                 Method::POST,
                 format!("/_weir/api/queue/{id}/cancel"),
-                Some(secret().await),
+                Some(secret(&data_dir).await),
             ),
             QueueCmd::Retry { id } => (
                 Method::POST,
                 format!("/_weir/api/queue/{id}/retry"),
-                Some(secret().await),
+                Some(secret(&data_dir).await),
             ),
         };
         let mut req = Request::new(weir::http_client::empty());
@@ -97,13 +98,14 @@ pub fn run(cmd: QueueCmd, args: ServeArgs) -> ExitCode {
     })
 }
 
-async fn secret() -> Option<String> {
+/// The control secret: `WEIR_CONTROL_SECRET`, else the keychain entry of this data dir's install.
+async fn secret(data_dir: &std::path::Path) -> Option<String> {
     if let Ok(s) = std::env::var("WEIR_CONTROL_SECRET") {
         return Some(s);
     }
+    let keychain = Namespace::for_data_dir(data_dir).keychain();
     let got =
-        tokio::task::spawn_blocking(|| weir_keychain::Keychain::new("weir").get("control-secret"))
-            .await;
+        tokio::task::spawn_blocking(move || keychain.get(Account::ControlSecret.as_str())).await;
     match got {
         Ok(Ok(s)) => s,
         Ok(Err(e)) => {

@@ -7,11 +7,7 @@ use weir::config::{self, Launch};
 /// Loads settings the way `weir serve`, the other commands and the tray do
 /// ([`weir::config::resolve`]).
 pub fn load(args: &ServeArgs) -> Result<Launch, config::ConfigError> {
-    config::resolve(
-        args.config.as_deref(),
-        args.listen,
-        args.data_dir.as_deref(),
-    )
+    args.resolve()
 }
 
 pub fn run(args: ServeArgs) -> ExitCode {
@@ -27,11 +23,7 @@ pub fn run(args: ServeArgs) -> ExitCode {
         }
     };
     // Before the runtime starts: the keychain calls block.
-    let local_ca = weir::intercept::ca_store::load_for_engine(
-        &settings,
-        &data_dir,
-        &super::context::keychain_service(),
-    );
+    let local_ca = weir::intercept::ca_store::load_local_ca(&settings, &data_dir);
     let rt = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
         Err(e) => {

@@ -1,12 +1,10 @@
-//! `weir setup vscode [--apply] [--settings FILE]`: the VS Code settings that send its traffic
-//! (and its extensions') through Weir; with `--apply` they are merged into the user's
-//! `settings.json` (JSONC: comments and trailing commas are kept) after a `.bak` backup.
+//! `weir setup vscode [--apply] [--settings FILE]`: prints or applies
+//! [`weir::client_setup::vscode`]'s settings.
 
-use super::context::{fail, CommonArgs, Context};
-use jsonc_parser::cst::{CstInputValue, CstRootNode};
-use jsonc_parser::ParseOptions;
-use std::path::{Path, PathBuf};
+use super::context::{fail, load, CommonArgs};
+use std::path::PathBuf;
 use std::process::ExitCode;
+use weir::client_setup::vscode;
 
 #[derive(clap::Args)]
 pub struct SetupArgs {
@@ -29,123 +27,25 @@ enum SetupTarget {
     },
 }
 
-#[derive(Debug, thiserror::Error)]
-pub enum SetupError {
-    #[error("{path} is not valid JSONC: {message}")]
-    Parse { path: String, message: String },
-    #[error("the top level of {path} is not a JSON object")]
-    NotAnObject { path: String },
-    #[error("cannot {action} {path}: {source}")]
-    Io {
-        action: &'static str,
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-}
-
-/// The keys Weir sets: the proxy, "override" so extensions use it too, and strict TLS checks
-/// (Weir's CA is trusted through the system store, never by turning verification off).
-pub fn vscode_settings(proxy: &str) -> Vec<(&'static str, CstInputValue)> {
-    vec![
-        ("http.proxy", CstInputValue::String(proxy.to_string())),
-        (
-            "http.proxySupport",
-            CstInputValue::String("override".to_string()),
-        ),
-        ("http.proxyStrictSSL", CstInputValue::Bool(true)),
-    ]
-}
-
-/// `text` with the keys set (replaced where present, appended otherwise), comments kept.
-pub fn merge(text: &str, path: &str, proxy: &str) -> Result<String, SetupError> {
-    let text = if text.trim().is_empty() { "{}\n" } else { text };
-    let root =
-        CstRootNode::parse(text, &ParseOptions::default()).map_err(|e| SetupError::Parse {
-            path: path.to_string(),
-            message: e.to_string(),
-        })?;
-    let obj = root
-        .object_value_or_create()
-        .ok_or_else(|| SetupError::NotAnObject {
-            path: path.to_string(),
-        })?;
-    for (key, value) in vscode_settings(proxy) {
-        match obj.get(key) {
-            Some(prop) => prop.set_value(value),
-            None => {
-                obj.append(key, value);
-            }
-        }
-    }
-    Ok(root.to_string())
-}
-
-/// VS Code's user settings file on this OS.
-fn default_settings_path() -> Option<PathBuf> {
-    let home = std::env::var_os("HOME").map(PathBuf::from);
-    if cfg!(target_os = "macos") {
-        home.map(|h| h.join("Library/Application Support/Code/User/settings.json"))
-    } else if cfg!(windows) {
-        std::env::var_os("APPDATA").map(|a| PathBuf::from(a).join("Code\\User\\settings.json"))
-    } else {
-        let config = std::env::var_os("XDG_CONFIG_HOME")
-            .map(PathBuf::from)
-            .or_else(|| home.map(|h| h.join(".config")));
-        config.map(|c| c.join("Code/User/settings.json"))
-    }
-}
-
-/// Backs `path` up to `path.bak` (if it exists) and writes the merged settings.
-pub fn apply(path: &Path, proxy: &str) -> Result<Option<PathBuf>, SetupError> {
-    let io = |action, source| SetupError::Io {
-        action,
-        path: path.to_path_buf(),
-        source,
-    };
-    let (old, existed) = match std::fs::read_to_string(path) {
-        Ok(t) => (t, true),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => (String::new(), false),
-        Err(e) => return Err(io("read", e)),
-    };
-    let merged = merge(&old, &path.display().to_string(), proxy)?;
-    let mut backup = None;
-    if existed {
-        let mut name = path.as_os_str().to_owned();
-        name.push(".bak");
-        let bak = PathBuf::from(name);
-        std::fs::write(&bak, &old).map_err(|e| io("back up", e))?;
-        backup = Some(bak);
-    } else if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).map_err(|e| io("create the directory of", e))?;
-    }
-    std::fs::write(path, merged).map_err(|e| io("write", e))?;
-    Ok(backup)
-}
-
 pub fn run(args: SetupArgs) -> ExitCode {
-    let cx = match Context::load(&args.common) {
-        Ok(c) => c,
+    let install = match load(&args.common) {
+        Ok(i) => i,
         Err(code) => return code,
     };
-    let SetupTarget::Vscode {
-        apply: do_apply,
-        settings,
-    } = args.target;
-    let proxy = cx.proxy_url();
-    if !do_apply {
-        let shown = merge("{}", "settings", &proxy).unwrap_or_default();
+    let SetupTarget::Vscode { apply, settings } = args.target;
+    let proxy = install.proxy_url();
+    if !apply {
         println!("// Add to VS Code's user settings.json (or run `weir setup vscode --apply`):");
-        print!("{shown}");
+        print!("{}", vscode::snippet(&proxy));
         println!(
             "// VS Code trusts Weir's CA through the system store: run `weir ca install` once."
         );
         return ExitCode::SUCCESS;
     }
-    let Some(path) = settings.or_else(default_settings_path) else {
+    let Some(path) = settings.or_else(vscode::default_settings_path) else {
         return fail("cannot tell where VS Code's settings.json is; pass --settings FILE");
     };
-    match apply(&path, &proxy) {
+    match vscode::apply(&path, &proxy) {
         Ok(backup) => {
             println!("weir: updated {}", path.display());
             if let Some(b) = backup {
@@ -155,43 +55,5 @@ pub fn run(args: SetupArgs) -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(e) => fail(e),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn merge_keeps_comments_and_replaces_keys() {
-        let text = "{\n  // my font\n  \"editor.fontSize\": 14,\n  \"http.proxy\": \"http://old:1\", /* old */\n}\n";
-        let out = merge(text, "s.json", "http://127.0.0.1:9347").unwrap();
-        assert!(
-            out.contains("// my font") && out.contains("/* old */"),
-            "{out}"
-        );
-        assert!(
-            out.contains("\"http.proxy\": \"http://127.0.0.1:9347\""),
-            "{out}"
-        );
-        assert!(!out.contains("http://old:1"), "{out}");
-        assert!(out.contains("\"http.proxySupport\": \"override\""), "{out}");
-        assert!(out.contains("\"http.proxyStrictSSL\": true"), "{out}");
-        assert!(out.contains("\"editor.fontSize\": 14"), "{out}");
-    }
-
-    #[test]
-    fn merge_refuses_garbage_and_non_objects() {
-        assert!(matches!(
-            merge("[1, 2]", "s.json", "p"),
-            Err(SetupError::NotAnObject { .. })
-        ));
-        assert!(matches!(
-            merge("{ \"a\": ", "s.json", "p"),
-            Err(SetupError::Parse { .. })
-        ));
-        assert!(merge("", "s.json", "p")
-            .unwrap()
-            .contains("\"http.proxy\": \"p\""));
     }
 }

@@ -132,8 +132,7 @@ pub(super) fn upstream_net(u: &FileUpstream, config_file: &str) -> Result<Upstre
 /// Every certificate in a PEM file; an unreadable file or one without certificates is an error.
 pub fn read_roots(path: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
     let bytes = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    let certs: Vec<CertificateDer<'static>> = rustls_pemfile::certs(&mut bytes.as_slice())
-        .collect::<Result<_, _>>()
+    let certs: Vec<CertificateDer<'static>> = weir_tls::pem_certificates(&bytes)
         .map_err(|e| format!("{} is not a PEM certificate file: {e}", path.display()))?;
     if certs.is_empty() {
         return Err(format!("{} holds no PEM certificate", path.display()));

@@ -7,11 +7,12 @@ use super::Control;
 use super::{json, read_json, require_secret};
 use crate::body::Body;
 use crate::problem::{Problem, ProblemKind};
+use crate::secrets::{Account, Backend};
 use http::{Method, Request, Response, StatusCode};
 use hyper::body::Incoming;
 use std::sync::Arc;
 
-pub const ACCOUNT: &str = "github-token";
+pub const ACCOUNT: &str = Account::GithubToken.as_str();
 
 pub(crate) async fn handle(
     ctl: &Arc<Control>,
@@ -21,7 +22,7 @@ pub(crate) async fn handle(
     let Some(q) = ctl.proxy.queue.open() else {
         return Err(unavailable("the keychain store is not open"));
     };
-    if q.secrets.backend() != "keychain" {
+    if q.secrets.kind() != Backend::Keychain {
         return Err(unavailable(
             "no OS keychain is available, and Weir never writes tokens to files",
         ));
@@ -44,7 +45,7 @@ pub(crate) async fn handle(
             q.secrets
                 .put(ACCOUNT, token.to_string())
                 .await
-                .map_err(|e| unavailable(&e))?;
+                .map_err(|e| unavailable(&e.to_string()))?;
             ctl.token_stored
                 .store(true, std::sync::atomic::Ordering::Relaxed);
             Ok(json(&serde_json::json!({"stored": true})))
@@ -66,7 +67,7 @@ pub(crate) async fn handle(
 /// Whether a token is stored (never the token itself).
 pub(crate) async fn is_stored(ctl: &Control) -> bool {
     match ctl.proxy.queue.open() {
-        Some(q) if q.secrets.backend() == "keychain" => {
+        Some(q) if q.secrets.kind() == Backend::Keychain => {
             matches!(q.secrets.get(ACCOUNT).await, Ok(Some(_)))
         }
         _ => false,

@@ -11,6 +11,7 @@ use crate::identity::IdentityKey;
 use crate::pipeline::{Proxy, ProxyParts};
 use crate::queue::replay::Replayer;
 use crate::queue::QueueState;
+use crate::secrets::{Account, Namespace, SecretStore};
 use crate::status::StatusSnapshot;
 use crate::upstream::Upstreams;
 use std::net::SocketAddr;
@@ -87,8 +88,11 @@ pub async fn start(opts: EngineOptions) -> Result<EngineHandle, EngineError> {
     let local_addr = listener
         .local_addr()
         .map_err(|source| EngineError::Bind { addr, source })?;
-    let secrets =
-        crate::queue::secrets::Secrets::detect(opts.settings.queue.memory_credentials).await;
+    let secrets = SecretStore::detect(
+        &Namespace::for_data_dir(&opts.data_dir),
+        opts.settings.queue.memory_credentials,
+    )
+    .await;
     let secret = match opts.control_secret {
         Some(s) => s,
         None => control_secret(&secrets).await,
@@ -156,11 +160,7 @@ pub async fn start(opts: EngineOptions) -> Result<EngineHandle, EngineError> {
 
 /// Opens the durable create queue and recovers items a crash left mid-replay; unavailable
 /// (with the reason and the fix) when it cannot be opened.
-async fn open_queue(
-    data_dir: &Path,
-    secrets: crate::queue::secrets::Secrets,
-    settings: &Settings,
-) -> QueueState {
+async fn open_queue(data_dir: &Path, secrets: SecretStore, settings: &Settings) -> QueueState {
     match crate::queue::Queue::open(data_dir, secrets).await {
         Ok(mut q) => {
             q.max_age = settings.queue.max_age;
@@ -179,40 +179,34 @@ async fn open_queue(
 }
 
 /// The per-install control secret: kept in the keychain so the CLI and tray can read it; a
-/// random per-run secret when there is no keychain.
-async fn control_secret(secrets: &crate::queue::secrets::Secrets) -> String {
-    const ACCOUNT: &str = "control-secret";
-    if let crate::queue::secrets::Secrets::Keychain(_) = secrets {
-        if let Ok(Some(s)) = secrets.get(ACCOUNT).await {
-            return s;
-        }
-        let s = new_secret();
-        if secrets.put(ACCOUNT, s.clone()).await.is_ok() {
-            return s;
-        }
-    }
-    new_secret()
+/// random per-run secret when there is no keychain or it cannot be read right now.
+async fn control_secret(secrets: &SecretStore) -> String {
+    secrets
+        .load_or_create(
+            Account::ControlSecret,
+            new_secret,
+            |s: &String| s.clone(),
+            |s: &str| Some(s.to_string()),
+        )
+        .await
 }
 
 /// The per-install identity key, kept in the keychain so cache/dedupe keys (and a queued
 /// create's dedupe key) stay the same across restarts; per-run random without a keychain.
-async fn identity_key(secrets: &crate::queue::secrets::Secrets) -> IdentityKey {
-    const ACCOUNT: &str = "identity-key";
-    if let crate::queue::secrets::Secrets::Keychain(_) = secrets {
-        if let Ok(Some(hexkey)) = secrets.get(ACCOUNT).await {
-            if let Some(key) = hex::decode(hexkey.trim())
-                .ok()
-                .and_then(|b| <[u8; 32]>::try_from(b).ok())
-            {
-                return IdentityKey::new(key);
-            }
-        }
-        let key: [u8; 32] = rand::random();
-        if secrets.put(ACCOUNT, hex::encode(key)).await.is_ok() {
-            return IdentityKey::new(key);
-        }
-    }
-    IdentityKey::random()
+async fn identity_key(secrets: &SecretStore) -> IdentityKey {
+    let key = secrets
+        .load_or_create(
+            Account::IdentityKey,
+            rand::random::<[u8; 32]>,
+            |k: &[u8; 32]| hex::encode(k),
+            |s: &str| {
+                hex::decode(s.trim())
+                    .ok()
+                    .and_then(|b| <[u8; 32]>::try_from(b).ok())
+            },
+        )
+        .await;
+    IdentityKey::new(key)
 }
 
 /// Turns every breaker transition into an engine [`Event::Breaker`] (tray, dashboard, logs).

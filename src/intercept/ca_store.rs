@@ -1,21 +1,20 @@
 //! The local CA's lifecycle: created on first run for the managed https hosts, its certificate at
-//! `<data_dir>/ca/weir-ca.pem` (public), its private key in the OS keychain (service `weir`,
-//! account `local-ca-key`) and never on disk. Rotation replaces both and deletes the old key.
+//! `<data_dir>/ca/weir-ca.pem` (public), its private key in the OS keychain (account
+//! `local-ca-key` in the data dir's [`Namespace`]: service `weir` for the default data dir) and
+//! never on disk. Rotation replaces both and deletes the old key.
 //!
 //! Every call here may block on the keychain (D-Bus, Security.framework): call it before the
 //! async runtime starts or from `spawn_blocking`.
 
+use crate::secrets::{Account, Namespace};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use weir_keychain::{Keychain, KeychainError};
 use weir_tls::{LocalCa, OffsetDateTime, TlsError};
 
-/// The keychain service Weir's entries live under (`WEIR_KEYCHAIN_SERVICE` overrides it in the
-/// CLI, so tests and a second install keep their own).
-pub const DEFAULT_SERVICE: &str = "weir";
 /// The keychain account holding the CA private key (PKCS#8 PEM).
-pub const KEY_ACCOUNT: &str = "local-ca-key";
+pub const KEY_ACCOUNT: &str = Account::LocalCaKey.as_str();
 
 /// Why the CA could not be loaded, created or rotated.
 #[derive(Debug, thiserror::Error)]
@@ -74,10 +73,16 @@ pub struct CaStore {
 }
 
 impl CaStore {
-    pub fn new(data_dir: &Path, keychain_service: &str) -> CaStore {
+    /// The CA of the install at `data_dir`, its key in that data dir's keychain namespace.
+    pub fn for_data_dir(data_dir: &Path) -> CaStore {
+        CaStore::new(data_dir, &Namespace::for_data_dir(data_dir))
+    }
+
+    /// The CA under `data_dir/ca`, its key in `namespace`.
+    pub fn new(data_dir: &Path, namespace: &Namespace) -> CaStore {
         CaStore {
             dir: data_dir.join("ca"),
-            keychain: Keychain::new(keychain_service),
+            keychain: namespace.keychain(),
         }
     }
 
@@ -189,18 +194,27 @@ impl CaStore {
     }
 }
 
-/// What `weir serve` and the tray do at start-up: the CA when interception is on and possible,
-/// else `None` with a warning saying why, so CONNECTs to managed hosts stay blind tunnels.
+/// The former start-up call, kept so the tray builds until it calls [`load_local_ca`].
+/// `keychain_service` is ignored: the service comes from the data dir (and
+/// `WEIR_KEYCHAIN_SERVICE`, which is what the tray passes), so a second data dir can no
+/// longer overwrite the main install's CA key.
 pub fn load_for_engine(
     settings: &crate::config::Settings,
     data_dir: &Path,
-    keychain_service: &str,
+    _keychain_service: &str,
 ) -> Option<Arc<LocalCa>> {
+    load_local_ca(settings, data_dir)
+}
+
+/// What `weir serve` and the tray do at start-up: the CA when interception is on and possible,
+/// else `None` with a warning saying why, so CONNECTs to managed hosts stay blind tunnels.
+/// Blocks on the keychain: call it before the async runtime starts or from `spawn_blocking`.
+pub fn load_local_ca(settings: &crate::config::Settings, data_dir: &Path) -> Option<Arc<LocalCa>> {
     if !settings.intercept {
         tracing::info!("TLS interception is off (intercept = false): HTTPS to managed hosts is tunnelled untouched");
         return None;
     }
-    let store = CaStore::new(data_dir, keychain_service);
+    let store = CaStore::for_data_dir(data_dir);
     match store.load_or_create(&settings.intercept_hosts()) {
         Ok(out) => {
             if !out.missing_hosts.is_empty() {

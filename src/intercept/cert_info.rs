@@ -25,11 +25,11 @@ pub struct CertInfoError(String);
 
 impl CertInfo {
     pub fn from_pem(text: &str) -> Result<CertInfo, CertInfoError> {
-        let mut reader = text.as_bytes();
-        let der = rustls_pemfile::certs(&mut reader)
+        let der = weir_tls::pem_certificates(text.as_bytes())
+            .map_err(|e| CertInfoError(e.to_string()))?
+            .into_iter()
             .next()
-            .ok_or_else(|| CertInfoError("no CERTIFICATE block".into()))?
-            .map_err(|e| CertInfoError(e.to_string()))?;
+            .ok_or_else(|| CertInfoError("no CERTIFICATE block".into()))?;
         let (_, x) =
             x509_parser::parse_x509_certificate(&der).map_err(|e| CertInfoError(e.to_string()))?;
         let permitted = x

@@ -58,7 +58,7 @@ impl QueueState {
         };
         // The credential goes to the keychain; the row gets only its account name.
         let credential = credential_of(c.headers);
-        let account = format!("queue-{}", &c.key[..24.min(c.key.len())]);
+        let account = crate::secrets::names::queue_account(c.key);
         if let Some(cred) = credential.clone() {
             if let Err(e) = q.secrets.put(&account, cred).await {
                 return Err(unavailable(format!("{reason}. Weir did not queue the create because it cannot keep its credential safely: {e}")));

@@ -1,6 +1,8 @@
 //! Creates are never lost and never doubled.
 //!
-//! - [`secrets`]: replay credentials in the OS keychain (the database holds only a reference).
+//! Replay credentials live in the engine's [`crate::secrets::SecretStore`] (the database holds
+//! only a reference).
+//!
 //! - [`enqueue`]: commits a create the upstream could not take (row in SQLite, credential in
 //!   the keychain); the request path (`pipeline::create`) decides when.
 //! - [`replay`]: the worker that sends queued creates when the upstream is healthy again, and
@@ -8,9 +10,9 @@
 
 pub(crate) mod enqueue;
 pub(crate) mod replay;
-pub(crate) mod secrets;
 
 use crate::events::Event;
+use crate::secrets::SecretStore;
 use std::path::Path;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use weir_store::{AsyncStore, Item, StoreError, StoreOptions};
@@ -41,14 +43,14 @@ impl QueueState {
 /// The durable queue and its credential store.
 pub(crate) struct Queue {
     pub store: AsyncStore,
-    pub secrets: secrets::Secrets,
+    pub secrets: SecretStore,
     /// New items wake the replay workers at once.
     pub wake: tokio::sync::Notify,
     pub max_age: Duration,
 }
 
 impl Queue {
-    pub async fn open(data_dir: &Path, secrets: secrets::Secrets) -> Result<Queue, StoreError> {
+    pub async fn open(data_dir: &Path, secrets: SecretStore) -> Result<Queue, StoreError> {
         let store =
             AsyncStore::open(data_dir.join("queue.sqlite3"), StoreOptions::default()).await?;
         Ok(Queue {

@@ -14,6 +14,7 @@
 //! - [`kind`] — classifies an upstream outcome into a [`Kind`] that drives everything else.
 //! - [`github403`] — the rule that tells GitHub's rate-limit, policy and auth 403s apart.
 //! - [`retry_after`] — parses `Retry-After` and `x-ratelimit-reset` into a wait.
+//! - [`http_date`] — HTTP-dates (IMF-fixdate, RFC 850, asctime) on the `time` crate.
 //! - [`backoff`] — exponential backoff with full jitter; the injectable [`Jitter`].
 //! - [`budget`] — retry budget per upstream (retries ≤ ratio of requests over a window).
 //! - `window` (private) — the time-bucketed sliding window behind the budget and breaker.
@@ -28,6 +29,7 @@ pub mod budget;
 pub mod bulkhead;
 pub mod cooldown;
 pub mod github403;
+pub mod http_date;
 pub mod kind;
 pub mod ratelimit;
 pub mod retry_after;

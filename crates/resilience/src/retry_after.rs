@@ -21,7 +21,7 @@ pub fn parse_retry_after(value: &HeaderValue, now: SystemTime) -> Option<Duratio
     if let Some(secs) = parse_delta_seconds(text) {
         return Some(clamp(secs));
     }
-    let at = httpdate::parse_http_date(text).ok()?;
+    let at = crate::http_date::parse_http_date(text)?;
     Some(until(at, now))
 }
 

@@ -8,6 +8,7 @@
 //! - [`leaf`]: [`LeafIssuer`], a rustls certificate resolver that issues and caches short-lived leaves.
 //! - [`trust`]: per-OS commands that install (or remove) the CA in system and browser trust stores.
 //! - [`bundle`]: a PEM file of the system roots plus Weir's CA for tools that need one bundle.
+//! - [`pem_certs`]: the one PEM reader for certificate files.
 //! - [`error`]: the crate's error type, [`TlsError`].
 //!
 //! The CA private key is exposed and accepted only as PEM; storing it (in the OS keychain) is the
@@ -19,6 +20,7 @@ pub mod clock;
 pub mod error;
 pub mod hosts;
 pub mod leaf;
+pub mod pem_certs;
 pub mod trust;
 
 pub use bundle::{write_bundle, write_bundle_with_roots, BundleReport};
@@ -26,6 +28,7 @@ pub use ca::{LocalCa, CA_NAME_PREFIX};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::TlsError;
 pub use leaf::{LeafIssuer, LeafPolicy};
+pub use pem_certs::pem_certificates;
 pub use trust::{install_steps, install_steps_for, remove_steps, InstallStep, Os, TrustTargets};
 
 /// Re-exported so callers can pass `now` without depending on `time` themselves.

@@ -1,0 +1,337 @@
+//! `weir doctor`'s checks, as data: Weir answers on its address, the keychain works, the local
+//! CA is there (key in the keychain) and trusted by the system store, the shell's environment
+//! points at Weir, and each managed upstream is reachable with Weir's own client.
+
+use super::Install;
+use crate::intercept::CertInfo;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::time::Duration;
+
+/// What a check looked at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CheckKind {
+    Listening,
+    Intercept,
+    Keychain,
+    LocalCa,
+    SystemStore,
+    Environment,
+    Upstream,
+}
+
+/// How a check came out.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    Ok,
+    /// Neither good nor bad (e.g. interception is turned off).
+    Info,
+    /// Something to fix, and how.
+    Failed {
+        fix: String,
+    },
+}
+
+/// One finding.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Check {
+    pub kind: CheckKind,
+    pub what: String,
+    pub outcome: Outcome,
+}
+
+impl Check {
+    fn ok(kind: CheckKind, what: impl Into<String>) -> Check {
+        Check {
+            kind,
+            what: what.into(),
+            outcome: Outcome::Ok,
+        }
+    }
+    fn info(kind: CheckKind, what: impl Into<String>) -> Check {
+        Check {
+            kind,
+            what: what.into(),
+            outcome: Outcome::Info,
+        }
+    }
+    fn bad(kind: CheckKind, what: impl Into<String>, fix: impl Into<String>) -> Check {
+        Check {
+            kind,
+            what: what.into(),
+            outcome: Outcome::Failed { fix: fix.into() },
+        }
+    }
+
+    /// Whether this check failed.
+    pub fn failed(&self) -> bool {
+        matches!(self.outcome, Outcome::Failed { .. })
+    }
+}
+
+/// Every check, in order. Blocks (sockets, keychain) and runs its own small async runtime for
+/// the upstream checks: call it from a plain thread or `spawn_blocking`, not an async task.
+pub fn run_checks(install: &Install) -> Vec<Check> {
+    let mut out = vec![check_listening(install)];
+    let ca = check_ca(install, &mut out);
+    if let Some(info) = &ca {
+        out.push(check_system_store(info));
+    }
+    check_env(install, ca.as_ref(), &mut out);
+    match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => out.extend(rt.block_on(check_upstreams(install))),
+        Err(e) => out.push(Check::bad(
+            CheckKind::Upstream,
+            format!("cannot start the async runtime: {e}"),
+            "report this",
+        )),
+    }
+    out
+}
+
+fn check_listening(install: &Install) -> Check {
+    let addr = install.settings.listen;
+    let host = crate::config::host_for(addr.ip(), addr.port());
+    let fix = format!("start Weir: `weir serve` (or the tray app); if another program holds {host}, set `listen` in the config");
+    let attempt = || -> std::io::Result<String> {
+        let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(2))?;
+        s.set_read_timeout(Some(Duration::from_secs(3)))?;
+        write!(
+            s,
+            "GET /_weir/api/health HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
+        )?;
+        let mut out = String::new();
+        s.take(64 * 1024).read_to_string(&mut out)?;
+        Ok(out)
+    };
+    let kind = CheckKind::Listening;
+    match attempt() {
+        Ok(resp)
+            if resp.starts_with("HTTP/1.1 200")
+                && resp.replace(' ', "").contains("\"ok\":true") =>
+        {
+            Check::ok(kind, format!("Weir answers on http://{host}"))
+        }
+        Ok(resp) => Check::bad(
+            kind,
+            format!(
+                "something answers on {host}, but not Weir's health check ({})",
+                resp.lines().next().unwrap_or("no status line")
+            ),
+            fix,
+        ),
+        Err(e) => Check::bad(kind, format!("nothing answers on {host}: {e}"), fix),
+    }
+}
+
+/// The CA certificate when interception is on and the CA is usable.
+fn check_ca(install: &Install, out: &mut Vec<Check>) -> Option<CertInfo> {
+    if !install.settings.intercept {
+        out.push(Check::info(CheckKind::Intercept, "TLS interception is off (intercept = false): HTTPS to managed hosts is tunnelled untouched"));
+        return None;
+    }
+    let store = &install.ca;
+    out.push(match store.keychain().probe() {
+        Ok(()) => Check::ok(
+            CheckKind::Keychain,
+            format!(
+                "the OS keychain is usable (service `{}`)",
+                store.keychain().service()
+            ),
+        ),
+        Err(e) => Check::bad(
+            CheckKind::Keychain,
+            format!("{e}; without it TLS interception is off"),
+            e.fix(),
+        ),
+    });
+    let rotate = "`weir ca rotate`, then `weir ca install`";
+    match store.load() {
+        Ok(ca) => {
+            let info = CertInfo::from_pem(ca.cert_pem()).ok();
+            out.push(Check::ok(
+                CheckKind::LocalCa,
+                format!(
+                    "local CA {} (sha256 {}), private key in the keychain",
+                    store.cert_path().display(),
+                    ca.fingerprint_sha256()
+                ),
+            ));
+            let missing: Vec<String> = install
+                .settings
+                .intercept_hosts()
+                .into_iter()
+                .filter(|h| !ca.is_managed(h))
+                .collect();
+            if !missing.is_empty() {
+                out.push(Check::bad(
+                    CheckKind::LocalCa,
+                    format!("the local CA does not cover {}", missing.join(", ")),
+                    rotate,
+                ));
+            }
+            if let Some(i) = info.as_ref().filter(|i| !i.valid_now) {
+                out.push(Check::bad(
+                    CheckKind::LocalCa,
+                    format!(
+                        "the local CA is not valid now ({} to {})",
+                        i.not_before, i.not_after
+                    ),
+                    rotate,
+                ));
+            }
+            info
+        }
+        Err(e) => {
+            out.push(Check::bad(
+                CheckKind::LocalCa,
+                format!("no usable local CA: {e}"),
+                e.fix(),
+            ));
+            None
+        }
+    }
+}
+
+/// Whether a PEM bundle file holds the certificate `der`.
+pub fn bundle_contains(path: &Path, der: &[u8]) -> bool {
+    std::fs::read(path).is_ok_and(|bytes| {
+        weir_tls::pem_certificates(&bytes)
+            .is_ok_and(|certs| certs.iter().any(|c| c.as_ref() == der))
+    })
+}
+
+fn check_system_store(info: &CertInfo) -> Check {
+    let kind = CheckKind::SystemStore;
+    let fix = "`weir ca install --apply` (or run the steps `weir ca install` prints)";
+    // On Linux the distributions' compiled bundles are the system store; elsewhere ask the
+    // platform (Keychain, Windows store) through rustls-native-certs.
+    let bundles = [
+        "/etc/ssl/certs/ca-certificates.crt",
+        "/etc/pki/tls/certs/ca-bundle.crt",
+        "/etc/ssl/cert.pem",
+    ];
+    let trusted = if cfg!(target_os = "linux") {
+        bundles
+            .iter()
+            .find(|b| Path::new(b).is_file())
+            .map(|b| (bundle_contains(Path::new(b), &info.der), b.to_string()))
+    } else {
+        let native = rustls_native_certs::load_native_certs();
+        Some((
+            native.certs.iter().any(|c| c.as_ref() == info.der),
+            "the system trust store".to_string(),
+        ))
+    };
+    match trusted {
+        Some((true, where_)) => Check::ok(
+            kind,
+            format!("the local CA is trusted by the system store ({where_})"),
+        ),
+        Some((false, where_)) => Check::bad(
+            kind,
+            format!("the local CA is not in the system store ({where_})"),
+            fix,
+        ),
+        None => Check::bad(kind, "no system certificate bundle found to check", fix),
+    }
+}
+
+/// This process's environment against what `weir env` would set.
+fn check_env(install: &Install, ca: Option<&CertInfo>, out: &mut Vec<Check>) {
+    let kind = CheckKind::Environment;
+    let fix =
+        "`eval \"$(weir env)\"` in your shell profile (fish: `weir env --shell fish | source`)";
+    let want = install.proxy_url();
+    let proxy = ["HTTPS_PROXY", "https_proxy"]
+        .iter()
+        .find_map(|k| std::env::var(k).ok().map(|v| (*k, v)));
+    out.push(match proxy {
+        Some((k, v)) if v.trim_end_matches('/') == want => {
+            Check::ok(kind, format!("{k} points at Weir ({want})"))
+        }
+        Some((k, v)) => Check::bad(kind, format!("{k} is {v}, not Weir's {want}"), fix),
+        None => Check::bad(
+            kind,
+            "HTTPS_PROXY is not set: command-line tools do not use Weir",
+            fix,
+        ),
+    });
+    let Some(ca) = ca else { return };
+    let ca_path = install.ca.cert_path();
+    out.push(match std::env::var_os("NODE_EXTRA_CA_CERTS") {
+        Some(v) if bundle_contains(Path::new(&v), &ca.der) => {
+            Check::ok(kind, "NODE_EXTRA_CA_CERTS holds Weir's CA")
+        }
+        Some(v) => Check::bad(
+            kind,
+            format!(
+                "NODE_EXTRA_CA_CERTS ({}) does not hold Weir's CA {}",
+                Path::new(&v).display(),
+                ca_path.display()
+            ),
+            fix,
+        ),
+        None => Check::bad(
+            kind,
+            "NODE_EXTRA_CA_CERTS is not set: Node tools will not trust Weir's CA",
+            fix,
+        ),
+    });
+    out.push(match std::env::var_os("SSL_CERT_FILE") {
+        Some(v) if bundle_contains(Path::new(&v), &ca.der) => {
+            Check::ok(kind, "SSL_CERT_FILE holds Weir's CA")
+        }
+        Some(v) => Check::bad(kind, format!("SSL_CERT_FILE ({}) does not hold Weir's CA", Path::new(&v).display()), fix),
+        None => Check::bad(kind, "SSL_CERT_FILE is not set: gh, Python and other OpenSSL/Go tools rely on the system store alone", fix),
+    });
+}
+
+/// Each managed upstream fetched once (`GET /`, status only) with Weir's own client.
+pub async fn check_upstreams(install: &Install) -> Vec<Check> {
+    let settings = &install.settings;
+    let client = crate::upstream::UpstreamClient::for_settings(settings);
+    let t = crate::upstream::Timeouts {
+        headers: Duration::from_secs(5),
+        body: Duration::from_secs(5),
+    };
+    let mut out = Vec::new();
+    for u in &settings.upstreams {
+        // GET, not HEAD: some servers mishandle HEAD over HTTP/2; only the status is read.
+        let mut req = http::Request::new(crate::body::empty());
+        *req.uri_mut() = match format!("{}/", u.origin).parse() {
+            Ok(uri) => uri,
+            Err(_) => continue,
+        };
+        let res = client.send(req, t).await.map(|resp| resp.status());
+        let via = match (&u.net.connect_to, &settings.upstream_proxy) {
+            (Some(c), _) => format!(" via {c}"),
+            (None, Some(p)) => format!(" via proxy {}", p.uri()),
+            (None, None) => String::new(),
+        };
+        out.push(match res {
+            Ok(status) => Check::ok(
+                CheckKind::Upstream,
+                format!(
+                    "upstream `{}` {}{via} is reachable (HTTP {})",
+                    u.name,
+                    u.origin,
+                    status.as_u16()
+                ),
+            ),
+            Err(e) => Check::bad(
+                CheckKind::Upstream,
+                format!(
+                    "upstream `{}` {}{via} is not reachable: {e}",
+                    u.name, u.origin
+                ),
+                "check the network (and `upstream_proxy` / `connect_to` / `ca_file` in the config)",
+            ),
+        });
+    }
+    out
+}

@@ -1,0 +1,204 @@
+//! The environment that points command-line tools at Weir and makes them trust its CA, as
+//! printed by `weir env` for `eval "$(weir env)"` (bash/zsh), `weir env --shell fish | source`
+//! or PowerShell's `weir env --shell powershell | Invoke-Expression`.
+
+use super::{proxy_url, sh_quote, Install};
+use crate::intercept::CaError;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+/// Hosts that must never go through the proxy (Weir itself).
+pub const NO_PROXY: &str = "localhost,127.0.0.1,::1";
+
+/// Syntax of the rendered variables.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shell {
+    /// bash, zsh, sh: `export K=V`.
+    Posix,
+    /// `set -gx K V`.
+    Fish,
+    /// `$env:K = 'V'`.
+    PowerShell,
+}
+
+/// What the variables are built from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShellEnvInput {
+    /// Where Weir listens.
+    pub proxy_addr: SocketAddr,
+    /// Weir's CA certificate alone (`NODE_EXTRA_CA_CERTS` adds it to Node's roots).
+    pub ca_file: Option<PathBuf>,
+    /// The system roots plus Weir's CA (`SSL_CERT_FILE` and friends replace the roots with it).
+    pub bundle_file: Option<PathBuf>,
+}
+
+/// The variables, in the order they are printed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShellEnv {
+    pub vars: Vec<(String, String)>,
+}
+
+/// The variables for `input`. Both spellings of the proxy variables: curl only reads the
+/// lower-case `http_proxy`, Go and Python read either.
+pub fn shell_env(input: &ShellEnvInput) -> ShellEnv {
+    let proxy = proxy_url(input.proxy_addr);
+    let mut vars: Vec<(&str, String)> = vec![
+        ("HTTPS_PROXY", proxy.clone()),
+        ("HTTP_PROXY", proxy.clone()),
+        ("NO_PROXY", NO_PROXY.to_string()),
+        ("https_proxy", proxy.clone()),
+        ("http_proxy", proxy),
+        ("no_proxy", NO_PROXY.to_string()),
+    ];
+    if let Some(ca) = &input.ca_file {
+        vars.push(("NODE_EXTRA_CA_CERTS", ca.display().to_string()));
+    }
+    if let Some(bundle) = &input.bundle_file {
+        let b = bundle.display().to_string();
+        vars.push(("SSL_CERT_FILE", b.clone()));
+        vars.push(("REQUESTS_CA_BUNDLE", b.clone()));
+        vars.push(("CURL_CA_BUNDLE", b));
+    }
+    ShellEnv {
+        vars: vars.into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
+    }
+}
+
+impl ShellEnv {
+    /// One line per variable in `shell`'s syntax, each ending in a newline.
+    pub fn render(&self, shell: Shell) -> String {
+        let mut out = String::new();
+        for (k, v) in &self.vars {
+            let line = match shell {
+                Shell::Posix => format!("export {k}={}", sh_quote(v)),
+                Shell::Fish => format!("set -gx {k} {}", sh_quote(v)),
+                Shell::PowerShell => format!("$env:{k} = '{}'", v.replace('\'', "''")),
+            };
+            out.push_str(&line);
+            out.push('\n');
+        }
+        out
+    }
+}
+
+/// Why a CA variable is missing (printed to stderr by `weir env`).
+#[derive(Debug, thiserror::Error)]
+pub enum EnvNote {
+    #[error("TLS interception is off (intercept = false): no CA variables needed")]
+    InterceptOff,
+    #[error("no local CA, so no CA variables: {0} (fix: {fix})", fix = .0.fix())]
+    NoCa(CaError),
+    #[error("cannot write the CA bundle {}: {source}", path.display())]
+    Bundle {
+        path: PathBuf,
+        source: weir_tls::TlsError,
+    },
+}
+
+/// The CA files the variables name, and why any is missing.
+#[derive(Debug, Default)]
+pub struct CaFiles {
+    pub ca_file: Option<PathBuf>,
+    pub bundle_file: Option<PathBuf>,
+    pub notes: Vec<EnvNote>,
+}
+
+/// Makes sure the CA exists (creating it on a fresh install) and writes the bundle of system
+/// roots plus Weir's CA. Blocks on the keychain when the CA has to be created.
+pub fn prepare_ca_files(install: &Install) -> CaFiles {
+    let mut out = CaFiles::default();
+    if !install.settings.intercept {
+        out.notes.push(EnvNote::InterceptOff);
+        return out;
+    }
+    let store = &install.ca;
+    let pem = match store.read_cert() {
+        Ok(Some(pem)) => pem,
+        _ => match store.load_or_create(&install.settings.intercept_hosts()) {
+            Ok(loaded) => loaded.ca.cert_pem().to_string(),
+            Err(e) => {
+                out.notes.push(EnvNote::NoCa(e));
+                return out;
+            }
+        },
+    };
+    out.ca_file = Some(store.cert_path());
+    // Tools that take one bundle replace the system roots with it, so it must hold both.
+    let bundle = store.bundle_path();
+    match weir_tls::write_bundle(&bundle, &pem) {
+        Ok(_) => out.bundle_file = Some(bundle),
+        Err(source) => out.notes.push(EnvNote::Bundle {
+            path: bundle,
+            source,
+        }),
+    }
+    out
+}
+
+impl Install {
+    /// [`prepare_ca_files`] then [`shell_env`]: what `weir env` prints, and its notes.
+    pub fn shell_env(&self) -> (ShellEnv, Vec<EnvNote>) {
+        let files = prepare_ca_files(self);
+        let env = shell_env(&ShellEnvInput {
+            proxy_addr: self.proxy_addr(),
+            ca_file: files.ca_file,
+            bundle_file: files.bundle_file,
+        });
+        (env, files.notes)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn input(ca: bool) -> ShellEnvInput {
+        ShellEnvInput {
+            proxy_addr: "127.0.0.1:9347".parse().unwrap(),
+            ca_file: ca.then(|| PathBuf::from("/d/ca/weir-ca.pem")),
+            bundle_file: ca.then(|| PathBuf::from("/a b/it's.pem")),
+        }
+    }
+
+    #[test]
+    fn variables_in_order() {
+        let names: Vec<String> = shell_env(&input(true))
+            .vars
+            .into_iter()
+            .map(|v| v.0)
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "HTTPS_PROXY",
+                "HTTP_PROXY",
+                "NO_PROXY",
+                "https_proxy",
+                "http_proxy",
+                "no_proxy",
+                "NODE_EXTRA_CA_CERTS",
+                "SSL_CERT_FILE",
+                "REQUESTS_CA_BUNDLE",
+                "CURL_CA_BUNDLE"
+            ]
+        );
+        assert_eq!(shell_env(&input(false)).vars.len(), 6);
+    }
+
+    #[test]
+    fn renders_each_shell() {
+        let env = shell_env(&input(true));
+        let posix = env.render(Shell::Posix);
+        assert!(posix.starts_with(
+            "export HTTPS_PROXY=http://127.0.0.1:9347\nexport HTTP_PROXY=http://127.0.0.1:9347\nexport NO_PROXY=localhost,127.0.0.1,::1\n"
+        ));
+        assert!(posix.contains("export SSL_CERT_FILE='/a b/it'\\''s.pem'\n"));
+        assert_eq!(
+            env.render(Shell::Fish).lines().next(),
+            Some("set -gx HTTPS_PROXY http://127.0.0.1:9347")
+        );
+        assert!(env
+            .render(Shell::PowerShell)
+            .contains("$env:SSL_CERT_FILE = '/a b/it''s.pem'\n"));
+    }
+}

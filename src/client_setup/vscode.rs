@@ -1,0 +1,160 @@
+//! VS Code: the user settings that send its traffic (and its extensions') through Weir, merged
+//! into `settings.json` (JSONC: comments and trailing commas are kept) after a `.bak` backup.
+
+use jsonc_parser::cst::{CstInputValue, CstRootNode};
+use jsonc_parser::ParseOptions;
+use std::path::{Path, PathBuf};
+
+/// Why the settings could not be merged or written.
+#[derive(Debug, thiserror::Error)]
+pub enum VscodeError {
+    #[error("{path} is not valid JSONC: {message}")]
+    Parse { path: String, message: String },
+    #[error("the top level of {path} is not a JSON object")]
+    NotAnObject { path: String },
+    #[error("cannot {action} {path}: {source}")]
+    Io {
+        action: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// The keys Weir sets: the proxy, "override" so extensions use it too, and strict TLS checks
+/// (Weir's CA is trusted through the system store, never by turning verification off).
+pub fn settings(proxy: &str) -> Vec<(&'static str, CstInputValue)> {
+    vec![
+        ("http.proxy", CstInputValue::String(proxy.to_string())),
+        (
+            "http.proxySupport",
+            CstInputValue::String("override".to_string()),
+        ),
+        ("http.proxyStrictSSL", CstInputValue::Bool(true)),
+    ]
+}
+
+/// `text` with the keys set (replaced where present, appended otherwise), comments kept.
+/// `path` only names the file in errors.
+pub fn merge(text: &str, path: &str, proxy: &str) -> Result<String, VscodeError> {
+    let text = if text.trim().is_empty() { "{}\n" } else { text };
+    let root =
+        CstRootNode::parse(text, &ParseOptions::default()).map_err(|e| VscodeError::Parse {
+            path: path.to_string(),
+            message: e.to_string(),
+        })?;
+    let obj = root
+        .object_value_or_create()
+        .ok_or_else(|| VscodeError::NotAnObject {
+            path: path.to_string(),
+        })?;
+    for (key, value) in settings(proxy) {
+        match obj.get(key) {
+            Some(prop) => prop.set_value(value),
+            None => {
+                obj.append(key, value);
+            }
+        }
+    }
+    Ok(root.to_string())
+}
+
+/// The settings alone, as a fresh `settings.json` (what `weir setup vscode` shows).
+pub fn snippet(proxy: &str) -> String {
+    merge("{}", "settings", proxy).unwrap_or_default()
+}
+
+/// VS Code's user settings file on this OS, if it can be told.
+pub fn default_settings_path() -> Option<PathBuf> {
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    if cfg!(target_os = "macos") {
+        home.map(|h| h.join("Library/Application Support/Code/User/settings.json"))
+    } else if cfg!(windows) {
+        std::env::var_os("APPDATA").map(|a| PathBuf::from(a).join("Code\\User\\settings.json"))
+    } else {
+        let config = std::env::var_os("XDG_CONFIG_HOME")
+            .map(PathBuf::from)
+            .or_else(|| home.map(|h| h.join(".config")));
+        config.map(|c| c.join("Code/User/settings.json"))
+    }
+}
+
+/// Backs `path` up to `path.bak` (if it exists) and writes the merged settings. Returns the
+/// backup's path when there was a file to back up.
+pub fn apply(path: &Path, proxy: &str) -> Result<Option<PathBuf>, VscodeError> {
+    let io = |action, source| VscodeError::Io {
+        action,
+        path: path.to_path_buf(),
+        source,
+    };
+    let (old, existed) = match std::fs::read_to_string(path) {
+        Ok(t) => (t, true),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => (String::new(), false),
+        Err(e) => return Err(io("read", e)),
+    };
+    let merged = merge(&old, &path.display().to_string(), proxy)?;
+    let mut backup = None;
+    if existed {
+        let mut name = path.as_os_str().to_owned();
+        name.push(".bak");
+        let bak = PathBuf::from(name);
+        std::fs::write(&bak, &old).map_err(|e| io("back up", e))?;
+        backup = Some(bak);
+    } else if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(|e| io("create the directory of", e))?;
+    }
+    std::fs::write(path, merged).map_err(|e| io("write", e))?;
+    Ok(backup)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn merge_keeps_comments_and_replaces_keys() {
+        let text = "{\n  // my font\n  \"editor.fontSize\": 14,\n  \"http.proxy\": \"http://old:1\", /* old */\n}\n";
+        let out = merge(text, "s.json", "http://127.0.0.1:9347").unwrap();
+        assert!(
+            out.contains("// my font") && out.contains("/* old */"),
+            "{out}"
+        );
+        assert!(
+            out.contains("\"http.proxy\": \"http://127.0.0.1:9347\""),
+            "{out}"
+        );
+        assert!(!out.contains("http://old:1"), "{out}");
+        assert!(out.contains("\"http.proxySupport\": \"override\""), "{out}");
+        assert!(out.contains("\"http.proxyStrictSSL\": true"), "{out}");
+        assert!(out.contains("\"editor.fontSize\": 14"), "{out}");
+    }
+
+    #[test]
+    fn merge_refuses_garbage_and_non_objects() {
+        assert!(matches!(
+            merge("[1, 2]", "s.json", "p"),
+            Err(VscodeError::NotAnObject { .. })
+        ));
+        assert!(matches!(
+            merge("{ \"a\": ", "s.json", "p"),
+            Err(VscodeError::Parse { .. })
+        ));
+        assert!(merge("", "s.json", "p")
+            .unwrap()
+            .contains("\"http.proxy\": \"p\""));
+    }
+
+    #[test]
+    fn apply_backs_up_and_writes() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("Code/User/settings.json");
+        assert_eq!(apply(&path, "http://127.0.0.1:1").unwrap(), None);
+        let bak = apply(&path, "http://127.0.0.1:2").unwrap().unwrap();
+        assert!(std::fs::read_to_string(bak)
+            .unwrap()
+            .contains("127.0.0.1:1"));
+        assert!(std::fs::read_to_string(&path)
+            .unwrap()
+            .contains("127.0.0.1:2"));
+    }
+}

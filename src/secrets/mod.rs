@@ -1,0 +1,15 @@
+//! The one secret store of the engine: the control secret, the identity key, a stored GitHub
+//! token, queued creates' replay credentials and (through [`crate::intercept::ca_store`]) the
+//! local CA's key all live in the OS keychain under one [`Namespace`] per data dir.
+//!
+//! - [`names`]: every service and account name, and the per-data-dir namespace rule.
+//! - [`store`]: [`SecretStore`] (keychain, memory or unavailable), every call bounded by 5 s.
+//! - [`persistent`]: keys made once per install (created only when the keychain says there is
+//!   no entry; a transient error gives a per-run value and never overwrites).
+
+pub mod names;
+pub mod persistent;
+pub mod store;
+
+pub use names::{Account, Namespace, DEFAULT_SERVICE, SERVICE_ENV};
+pub use store::{Backend, SecretError, SecretStore, KEYCHAIN_TIMEOUT};

@@ -1,0 +1,191 @@
+//! Every keychain service and account name Weir uses, in one place, and the rule that keeps two
+//! installs (two `--data-dir`s) from sharing entries.
+//!
+//! The default data dir keeps the historical service name `weir`, so existing installs keep
+//! their control secret, identity key, GitHub token and CA key. Any other data dir gets
+//! `weir:<12 hex digits of BLAKE3(canonical data dir)>`. `WEIR_KEYCHAIN_SERVICE` (tests, a
+//! deliberately shared second install) names the service outright.
+
+use std::path::{Component, Path, PathBuf};
+
+/// The service of the default data dir (and of every install before namespacing existed).
+pub const DEFAULT_SERVICE: &str = "weir";
+
+/// Environment variable that names the service outright, overriding the data-dir rule.
+pub const SERVICE_ENV: &str = "WEIR_KEYCHAIN_SERVICE";
+
+/// Prefix of a queued create's replay-credential account (`queue-<24 hex digits of its key>`).
+pub const QUEUE_ACCOUNT_PREFIX: &str = "queue-";
+
+/// The fixed accounts Weir keeps in its service.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Account {
+    /// The per-install control secret (`X-Weir-Secret`), read by the CLI and the tray.
+    ControlSecret,
+    /// The per-install key of the identity hash (cache, coalescing and dedupe keys).
+    IdentityKey,
+    /// A GitHub token stored through `PUT /_weir/api/token`.
+    GithubToken,
+    /// The local CA's private key (PKCS#8 PEM).
+    LocalCaKey,
+}
+
+impl Account {
+    /// The account name as stored in the keychain.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Account::ControlSecret => "control-secret",
+            Account::IdentityKey => "identity-key",
+            Account::GithubToken => "github-token",
+            Account::LocalCaKey => "local-ca-key",
+        }
+    }
+}
+
+impl std::fmt::Display for Account {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The account of a queued create's replay credential, from its dedupe key.
+pub fn queue_account(key: &str) -> String {
+    let short = key.get(..24).unwrap_or(key);
+    format!("{QUEUE_ACCOUNT_PREFIX}{short}")
+}
+
+/// The keychain service one install's entries live under.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Namespace {
+    service: String,
+}
+
+impl Namespace {
+    /// The namespace of the install whose data dir is `data_dir`: `WEIR_KEYCHAIN_SERVICE` when
+    /// set, else [`Namespace::derive`] against the OS default data dir.
+    pub fn for_data_dir(data_dir: &Path) -> Namespace {
+        let explicit = std::env::var(SERVICE_ENV).ok();
+        Namespace::derive(
+            data_dir,
+            &crate::paths::default_data_dir(),
+            explicit.as_deref(),
+        )
+    }
+
+    /// The pure rule: `explicit` (when not blank) wins; the default data dir gets
+    /// [`DEFAULT_SERVICE`]; any other gets `weir:<hash of its canonical path>`.
+    pub fn derive(data_dir: &Path, default_data_dir: &Path, explicit: Option<&str>) -> Namespace {
+        if let Some(s) = explicit.map(str::trim).filter(|s| !s.is_empty()) {
+            return Namespace::named(s);
+        }
+        let dir = canonical(data_dir);
+        if dir == canonical(default_data_dir) {
+            return Namespace::named(DEFAULT_SERVICE);
+        }
+        let hash = blake3::hash(dir.as_os_str().as_encoded_bytes());
+        let short = &hash.to_hex()[..12];
+        Namespace::named(&format!("{DEFAULT_SERVICE}:{short}"))
+    }
+
+    /// A namespace with this exact service name.
+    pub fn named(service: &str) -> Namespace {
+        Namespace {
+            service: service.to_string(),
+        }
+    }
+
+    /// The keychain service name.
+    pub fn service(&self) -> &str {
+        &self.service
+    }
+
+    /// A keychain handle on this namespace's entries.
+    pub fn keychain(&self) -> weir_keychain::Keychain {
+        weir_keychain::Keychain::new(&self.service)
+    }
+}
+
+/// `path` made absolute with symlinks resolved as far as it exists, so a data dir names the
+/// same namespace before and after it is created.
+fn canonical(path: &Path) -> PathBuf {
+    let absolute = lexical(&std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf()));
+    let mut missing = Vec::new();
+    let mut existing = absolute.as_path();
+    loop {
+        if let Ok(real) = existing.canonicalize() {
+            return missing.iter().rev().fold(real, |p, c| p.join(c));
+        }
+        match (existing.parent(), existing.file_name()) {
+            (Some(parent), Some(name)) => {
+                missing.push(name.to_os_string());
+                existing = parent;
+            }
+            _ => return absolute,
+        }
+    }
+}
+
+/// `.` and `..` removed without touching the file system.
+fn lexical(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for c in path.components() {
+        match c {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                out.pop();
+            }
+            other => out.push(other),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_data_dir_keeps_the_old_service() {
+        let home = tempfile::tempdir().unwrap();
+        let default = home.path().join("weir");
+        assert_eq!(
+            Namespace::derive(&default, &default, None).service(),
+            "weir"
+        );
+        // Spelled differently, not yet created: still the default install.
+        let dotted = home.path().join("x/../weir");
+        assert_eq!(Namespace::derive(&dotted, &default, None).service(), "weir");
+    }
+
+    #[test]
+    fn other_data_dirs_get_their_own_stable_service() {
+        let home = tempfile::tempdir().unwrap();
+        let default = home.path().join("weir");
+        let a = home.path().join("a");
+        let b = home.path().join("b");
+        let na = Namespace::derive(&a, &default, None);
+        let nb = Namespace::derive(&b, &default, None);
+        assert_ne!(na, nb);
+        assert!(na.service().starts_with("weir:") && na.service().len() == 17);
+        // Creating the directory does not move it to another namespace.
+        std::fs::create_dir_all(&a).unwrap();
+        assert_eq!(Namespace::derive(&a, &default, None), na);
+        assert_eq!(
+            Namespace::derive(&a, &default, Some("weir-test")).service(),
+            "weir-test"
+        );
+        assert_eq!(Namespace::derive(&a, &default, Some("  ")), na);
+    }
+
+    #[test]
+    fn account_names_are_the_stored_ones() {
+        assert_eq!(Account::ControlSecret.as_str(), "control-secret");
+        assert_eq!(Account::IdentityKey.as_str(), "identity-key");
+        assert_eq!(Account::GithubToken.as_str(), "github-token");
+        assert_eq!(Account::LocalCaKey.as_str(), "local-ca-key");
+        assert_eq!(
+            queue_account(&"ab".repeat(20)),
+            format!("queue-{}", "ab".repeat(12))
+        );
+    }
+}
