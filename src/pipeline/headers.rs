@@ -7,31 +7,34 @@ pub const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 pub const CACHE_STATUS: HeaderName = HeaderName::from_static("cache-status");
 
 /// Headers that describe one connection, never the message; a proxy must not forward them.
-const HOP_BY_HOP: [&str; 9] = [
-    "connection",
-    "keep-alive",
-    "proxy-connection",
-    "proxy-authenticate",
-    "proxy-authorization",
-    "te",
-    "trailer",
-    "transfer-encoding",
-    "upgrade",
+/// Typed names, so removing them never parses a string (this runs twice per request).
+const HOP_BY_HOP: [HeaderName; 9] = [
+    header::CONNECTION,
+    HeaderName::from_static("keep-alive"),
+    HeaderName::from_static("proxy-connection"),
+    header::PROXY_AUTHENTICATE,
+    header::PROXY_AUTHORIZATION,
+    header::TE,
+    header::TRAILER,
+    header::TRANSFER_ENCODING,
+    header::UPGRADE,
 ];
 
 /// Removes hop-by-hop headers, including every header the `Connection` header names.
 pub fn strip_hop_by_hop(h: &mut HeaderMap) {
-    let named: Vec<HeaderName> = h
-        .get_all(header::CONNECTION)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .filter_map(|n| HeaderName::from_bytes(n.trim().as_bytes()).ok())
-        .collect();
-    for n in named {
-        h.remove(n);
+    if h.contains_key(header::CONNECTION) {
+        let named: Vec<HeaderName> = h
+            .get_all(header::CONNECTION)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(','))
+            .filter_map(|n| HeaderName::from_bytes(n.trim().as_bytes()).ok())
+            .collect();
+        for n in named {
+            h.remove(n);
+        }
     }
-    for n in HOP_BY_HOP {
+    for n in &HOP_BY_HOP {
         h.remove(n);
     }
 }
@@ -43,8 +46,14 @@ pub fn request_id(h: &HeaderMap) -> HeaderValue {
             return v.clone();
         }
     }
+    // 32 hex digits written in place: this runs for every request.
+    const HEX: &[u8; 16] = b"0123456789abcdef";
     let id: u128 = rand::random();
-    HeaderValue::from_str(&format!("{id:032x}")).unwrap_or_else(|_| HeaderValue::from_static("0"))
+    let mut buf = [0u8; 32];
+    for (i, b) in buf.iter_mut().enumerate() {
+        *b = HEX[((id >> (124 - 4 * i)) & 0xf) as usize];
+    }
+    HeaderValue::from_bytes(&buf).unwrap_or_else(|_| HeaderValue::from_static("0"))
 }
 
 /// Bytes of the header section as received (names, values and separators).

@@ -186,10 +186,14 @@ impl Upstreams {
             if !kind.is_ok() {
                 counters.error(class, kind.as_str());
             }
-            let hint = res
-                .as_ref()
-                .ok()
-                .and_then(|r| wait_hint(r.headers(), SystemTime::now()));
+            // Only a failure carries a wait worth reading.
+            let hint = if kind.is_ok() {
+                None
+            } else {
+                res.as_ref()
+                    .ok()
+                    .and_then(|r| wait_hint(r.headers(), SystemTime::now()))
+            };
             // The upstream's own wait holds back every surface, replays included.
             if matches!(kind, Kind::RateLimited | Kind::Overloaded) {
                 if let Some(w) = hint {
