@@ -42,7 +42,7 @@ pub mod events;
 pub(crate) mod github_status;
 pub(crate) mod identity;
 pub mod intercept;
-pub mod paths;
+pub(crate) mod paths;
 pub(crate) mod pipeline;
 pub(crate) mod problem;
 pub(crate) mod problem_kind;
