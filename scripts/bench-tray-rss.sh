@@ -187,39 +187,7 @@ click() {
     gdbus call --session --dest "$DEST" --object-path "$MENU" --method com.canonical.dbusmenu.Event -- "$id" clicked '<0>' 0 >/dev/null
 }
 
-# --- closing a window as a window manager would: WM_DELETE_WINDOW
-cat >"$TMP/close.py" <<'PY'
-import ctypes, ctypes.util, sys
-x = ctypes.CDLL(ctypes.util.find_library("X11"))
-x.XOpenDisplay.restype = ctypes.c_void_p
-x.XOpenDisplay.argtypes = [ctypes.c_char_p]
-x.XInternAtom.restype = ctypes.c_ulong
-x.XInternAtom.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int]
-x.XSendEvent.argtypes = [ctypes.c_void_p, ctypes.c_ulong, ctypes.c_int, ctypes.c_long, ctypes.c_void_p]
-x.XFlush.argtypes = [ctypes.c_void_p]
-x.XCloseDisplay.argtypes = [ctypes.c_void_p]
-class ClientMessage(ctypes.Structure):
-    _fields_ = [("type", ctypes.c_int), ("serial", ctypes.c_ulong), ("send_event", ctypes.c_int),
-                ("display", ctypes.c_void_p), ("window", ctypes.c_ulong), ("message_type", ctypes.c_ulong),
-                ("format", ctypes.c_int), ("l", ctypes.c_long * 5)]
-class XEvent(ctypes.Union):
-    _fields_ = [("xclient", ClientMessage), ("pad", ctypes.c_long * 24)]
-d = x.XOpenDisplay(None)
-if not d:
-    sys.exit("cannot open the display")
-win = int(sys.argv[1], 0)
-ev = XEvent()
-ev.xclient.type = 33  # ClientMessage
-ev.xclient.window = win
-ev.xclient.message_type = x.XInternAtom(d, b"WM_PROTOCOLS", 0)
-ev.xclient.format = 32
-ev.xclient.l[0] = x.XInternAtom(d, b"WM_DELETE_WINDOW", 0)
-ev.xclient.l[1] = 0  # CurrentTime
-if not x.XSendEvent(d, win, 0, 0, ctypes.byref(ev)):
-    sys.exit("XSendEvent failed")
-x.XFlush(d)
-x.XCloseDisplay(d)
-PY
+# --- closing a window as a window manager would: WM_DELETE_WINDOW (scripts/x11-close-window.py)
 # The dashboard window's id once it is viewable (bounded wait), else empty.
 viewable_window() {
     local wid
@@ -246,7 +214,7 @@ for cycle in $(seq "$CYCLES"); do
     done
     [[ "$colours" -gt 64 ]] || die "the dashboard did not paint within 60 s ($colours colours)"
     record "open $cycle"
-    python3 "$TMP/close.py" "$wid" || die "cannot send WM_DELETE_WINDOW to $wid"
+    python3 "$ROOT/scripts/x11-close-window.py" "$wid" || die "cannot send WM_DELETE_WINDOW to $wid"
     gone=""
     for _ in $(seq 50); do
         xwininfo -id "$wid" 2>/dev/null | grep -q 'IsViewable' || { gone=1; break; }
