@@ -63,6 +63,12 @@ impl Dashboard {
         }
     }
 
+    /// The running dashboard process, if any.
+    pub fn running(&self) -> Option<u32> {
+        let open = self.open.lock().unwrap_or_else(|p| p.into_inner());
+        open.as_ref().map(|o| o.pid)
+    }
+
     /// Shows `request` in the running dashboard process, or starts one for it.
     pub fn show(&self, request: &Request) -> Result<(), TrayError> {
         let line = request.to_line();
@@ -121,4 +127,71 @@ pub fn show<R: Runtime>(app: &AppHandle<R>, view: View) -> Result<(), TrayError>
     let url = window::dashboard_url(&engine, view)?;
     let dashboard = app.try_state::<Dashboard>().ok_or(TrayError::NoDashboard)?;
     dashboard.show(&Request { view, url })
+}
+
+#[cfg(all(test, unix))]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+    use tauri::Url;
+
+    /// A stand-in for `weir-tray --dashboard`: logs its arguments, `GDK_GL` and every request,
+    /// and exits after a queue request (as if its window had been closed).
+    fn fake_dashboard(dir: &std::path::Path) -> (PathBuf, PathBuf) {
+        let log = dir.join("log");
+        let exe = dir.join("fake-dashboard");
+        std::fs::write(
+            &exe,
+            format!(
+                "#!/bin/sh\necho \"start $* gl=${{GDK_GL-unset}}\" >> {log}\n\
+                 while read -r line; do echo \"$line\" >> {log}; \
+                 [ \"${{line%% *}}\" = queue ] && exit 0; done\n",
+                log = log.display()
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
+        (exe, log)
+    }
+
+    fn request(view: View) -> Request {
+        Request {
+            view,
+            url: Url::parse("http://127.0.0.1:9/_weir/#secret=s").unwrap(),
+        }
+    }
+
+    /// Polls (at most `tries` × 20 ms) until `cond` holds: a bound, not a timing assertion.
+    fn eventually(tries: u32, cond: impl Fn() -> bool) -> bool {
+        for _ in 0..tries {
+            if cond() {
+                return true;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        cond()
+    }
+
+    #[test]
+    fn one_process_per_open_window_requests_on_its_stdin_a_new_one_after_it_ends() {
+        let dir = tempfile::tempdir().unwrap();
+        let (exe, log) = fake_dashboard(dir.path());
+        let d = Dashboard::new(exe, GlEnv::Restore(Some("x".into())));
+        assert_eq!(d.running(), None, "nothing runs until someone opens it");
+        d.show(&request(View::Overview)).unwrap();
+        let first = d.running().expect("started");
+        d.show(&request(View::Queue)).unwrap();
+        // The fake exits after a queue request: the slot is freed once it is reaped.
+        assert!(eventually(250, || d.running().is_none()), "reaped");
+        d.show(&request(View::Overview)).unwrap();
+        let second = d.running().expect("started again");
+        assert_ne!(first, second);
+        let line = request(View::Overview).to_line();
+        let expected = format!(
+            "start --dashboard gl=x\n{line}{}start --dashboard gl=x\n{line}",
+            request(View::Queue).to_line()
+        );
+        let read = || std::fs::read_to_string(&log).unwrap_or_default();
+        assert!(eventually(250, || read() == expected), "{:?}", read());
+    }
 }
