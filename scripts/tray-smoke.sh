@@ -13,7 +13,8 @@
 #   4. finds the tray item on D-Bus (the app's connections, `/org/ayatana/NotificationItem/*`),
 #      reads the menu with com.canonical.dbusmenu.GetLayout and clicks items with .Event:
 #      Pause/Resume (labels change), "Copy shell proxy settings" (a Notify call is seen),
-#      "Open dashboard" (window appears; screenshot saved to out/tray-dashboard.png);
+#      "Open dashboard" (window appears; screenshot saved to out/tray-dashboard.png), then closes
+#      it (WM_DELETE_WINDOW): the window and every WebKit process under the app must go away;
 #   5. breaks the upstream and sends requests through the proxy: the menu's copilot-api line
 #      must turn OPEN and a "circuit open" notification must be sent;
 #   6. clicks Quit: the app must drain and exit 0.
@@ -237,6 +238,47 @@ else
     import -window root "$OUT/tray-dashboard.png"
     if [[ "$colours" -gt 64 ]]; then pass "dashboard window painted ($colours colours); screenshot $OUT/tray-dashboard.png"; else
         fail "dashboard window stayed blank ($colours colours); screenshot $OUT/tray-dashboard.png"; fi
+fi
+
+# --- closing the dashboard gives its memory back: the window and every WebKit process under
+# the app go away (the dashboard runs in its own process, `weir-tray --dashboard`).
+# Prints the names of the app's descendant processes, one per line.
+descendants() {
+    python3 - "$APP_PID" <<'PY'
+import os, sys
+parent, name = {}, {}
+for d in filter(str.isdigit, os.listdir("/proc")):
+    try:
+        stat = open(f"/proc/{d}/stat").read()
+    except OSError:
+        continue
+    name[int(d)] = stat[stat.index("(") + 1 : stat.rindex(")")]
+    parent[int(d)] = int(stat[stat.rindex(")") + 2 :].split()[1])
+todo = [int(sys.argv[1])]
+while todo:
+    p = todo.pop()
+    for c, pp in parent.items():
+        if pp == p:
+            print(name[c])
+            todo.append(c)
+PY
+}
+if [[ -n "$wid" ]]; then
+    descendants | grep -q '^WebKitWebProces' && pass "dashboard open: a WebKit web process runs under the app" ||
+        fail "dashboard open but no WebKitWebProcess under the app ($(descendants | tr '\n' ' '))"
+    python3 "$ROOT/scripts/x11-close-window.py" "$wid" || fail "cannot send WM_DELETE_WINDOW to $wid"
+    left=""
+    for _ in $(seq 75); do
+        left=$(descendants | grep -E '^(WebKit|weir-tray)' | tr '\n' ' ' || true)
+        [[ -z "$left" ]] && ! xwininfo -id "$wid" >/dev/null 2>&1 && break
+        sleep 0.2
+    done
+    if [[ -z "$left" ]] && ! xwininfo -id "$wid" >/dev/null 2>&1; then
+        pass "dashboard closed: window destroyed, no WebKit or dashboard process left under the app"
+    else
+        fail "dashboard closed but still there after 15 s: ${left:-window $wid}"
+    fi
+    kill -0 "$APP_PID" 2>/dev/null && pass "the tray runs on after its dashboard closed" || die "weir-tray exited when its dashboard closed"
 fi
 
 # --- a second launch hands over to the running one and exits 0

@@ -1,10 +1,11 @@
 //! What each tray menu item does when clicked. Failures are logged and, where the user asked
 //! for something, reported by notification: a tray app has no other place to say so.
 
+use crate::dashboard;
 use crate::engine_task::{self, Engine};
 use crate::menu::MenuId;
 use crate::notify::{self, Notice};
-use crate::window::{self, View};
+use crate::window::View;
 use tauri::menu::CheckMenuItem;
 use tauri::{AppHandle, Manager, Runtime};
 use tauri_plugin_autostart::ManagerExt as _;
@@ -21,9 +22,9 @@ pub fn on_click<R: Runtime>(
 ) {
     let result = match id {
         MenuId::Overall | MenuId::Upstream(_) | MenuId::OpenDashboard => {
-            window::show(app, View::Overview).map_err(|e| e.to_string())
+            dashboard::show(app, View::Overview).map_err(|e| e.to_string())
         }
-        MenuId::Queue => window::show(app, View::Queue).map_err(|e| e.to_string()),
+        MenuId::Queue => dashboard::show(app, View::Queue).map_err(|e| e.to_string()),
         MenuId::Github => open_github(app, github_url),
         MenuId::TogglePause => {
             let engine = app.state::<Engine>();

@@ -4,11 +4,12 @@
 use crate::engine_task::Engine;
 use serde::Serialize;
 use tauri::State;
+use weir::status::StatusSnapshot;
 
 /// A command's failure as the page receives it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct CommandError {
-    /// Stable, machine-readable: `shutting_down`, `internal`.
+    /// Stable, machine-readable: `shutting_down`.
     pub code: &'static str,
     pub message: String,
 }
@@ -22,13 +23,11 @@ impl CommandError {
     }
 }
 
-/// The engine's status snapshot (the same document as `GET /_weir/api/status`).
+/// The engine's whole status snapshot, queue counts included (the same document as
+/// `GET /_weir/api/status`); serialised to JSON only here, at the boundary with the page.
 #[tauri::command]
-pub fn get_status(engine: State<'_, Engine>) -> Result<serde_json::Value, CommandError> {
-    serde_json::to_value(engine.handle.status()).map_err(|e| CommandError {
-        code: "internal",
-        message: format!("cannot serialise the status: {e}"),
-    })
+pub async fn get_status(engine: State<'_, Engine>) -> Result<StatusSnapshot, CommandError> {
+    Ok(engine.handle.status().await)
 }
 
 /// Pauses (everything passes through untouched) or resumes; returns the new state.

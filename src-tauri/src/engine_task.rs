@@ -15,6 +15,8 @@ pub struct LaunchArgs {
     pub config: Option<PathBuf>,
     pub listen: Option<SocketAddr>,
     pub data_dir: Option<PathBuf>,
+    /// Be the dashboard window's process (started by the tray; requests on stdin).
+    pub dashboard: bool,
 }
 
 /// What `--help` prints.
@@ -47,6 +49,7 @@ impl LaunchArgs {
                         format!("--listen `{v}` is not an address like 127.0.0.1:9347")
                     })?);
                 }
+                crate::dashboard::FLAG => out.dashboard = true,
                 "-h" | "--help" => return Err(USAGE.to_string()),
                 f if f.starts_with("-psn_") => {}
                 other => return Err(format!("unknown argument `{other}`\n{USAGE}")),
@@ -220,12 +223,14 @@ mod tests {
             config: Some(file.clone()),
             listen: Some("0.0.0.0:9".parse().unwrap()),
             data_dir: Some(dir.path().into()),
+            dashboard: false,
         };
         assert!(matches!(resolve(&wide), Err(TrayError::NotLoopback(_))));
         let ok = LaunchArgs {
             config: Some(file),
             listen: None,
             data_dir: Some(dir.path().join("d")),
+            dashboard: false,
         };
         let weir::config::Launch {
             settings, data_dir, ..

@@ -19,6 +19,10 @@ pub enum TrayError {
     NoWindowConfig(&'static str),
     #[error("cannot open {url}: {message}")]
     Open { url: String, message: String },
+    #[error("cannot start the dashboard window: {0}")]
+    Dashboard(std::io::Error),
+    #[error("no dashboard window in this app (tests run without one)")]
+    NoDashboard,
     #[error("config file {0} does not exist")]
     MissingConfig(PathBuf),
 }

@@ -10,10 +10,12 @@
 //! - [`menu`]: typed menu IDs and the live menu; [`icons`]: one icon per state.
 //! - [`tray`]: the tray icon and its refresh loop; [`actions`]: what menu clicks do.
 //! - [`notify`]: which events notify, and the per-upstream rate limiter.
-//! - [`window`]: the dashboard window; [`commands`]: the window's Tauri commands.
+//! - [`dashboard`]: starts the dashboard window's own process on demand; [`window`]: that
+//!   process (`weir-tray --dashboard`) and its window; [`commands`]: the window's Tauri commands.
 
 pub mod actions;
 pub mod commands;
+pub mod dashboard;
 pub mod engine_task;
 pub mod error;
 pub mod icons;
@@ -37,9 +39,11 @@ pub struct AppOptions {
     pub data_dir: PathBuf,
     /// Where the dashboard's settings panel saves (the `--config` file, else the OS default).
     pub config_file: Option<PathBuf>,
-    /// Tray icon, notifications, single instance, autostart, signal handling. Off for tests
-    /// with the mock runtime, which has no tray and no session bus.
+    /// Tray icon, notifications, single instance, autostart, signal handling, the dashboard
+    /// process. Off for tests with the mock runtime, which has no tray and no session bus.
     pub desktop: bool,
+    /// `GDK_GL` for the dashboard process (see [`dashboard::keep_gl_out_of_the_tray`]).
+    pub dashboard_gl: dashboard::GlEnv,
 }
 
 impl AppOptions {
@@ -55,6 +59,7 @@ impl AppOptions {
             data_dir,
             config_file,
             desktop: true,
+            dashboard_gl: dashboard::GlEnv::Inherit,
         })
     }
 
@@ -65,6 +70,7 @@ impl AppOptions {
             data_dir,
             config_file: None,
             desktop: false,
+            dashboard_gl: dashboard::GlEnv::Inherit,
         }
     }
 }
@@ -87,13 +93,14 @@ pub fn build_app<R: Runtime>(
         data_dir,
         config_file,
         desktop,
+        dashboard_gl,
     } = options;
     let mut builder = builder;
     if desktop {
         // First, so a second launch hands over before starting anything else.
         builder = builder
             .plugin(tauri_plugin_single_instance::init(|app, _args, _cwd| {
-                if let Err(e) = window::show(app, window::View::Overview) {
+                if let Err(e) = dashboard::show(app, window::View::Overview) {
                     tracing::warn!("weir-tray: second launch: cannot show the dashboard: {e}");
                 }
             }))
@@ -112,13 +119,16 @@ pub fn build_app<R: Runtime>(
     // exited) and not in `setup`, which only runs with the event loop: tests never run it.
     app.manage(Engine::start(settings, data_dir, config_file, desktop)?);
     if desktop {
+        let exe = std::env::current_exe().map_err(TrayError::Dashboard)?;
+        app.manage(dashboard::Dashboard::new(exe, dashboard_gl));
         tray::install(app.handle())?;
         engine_task::quit_on_signals(app.handle());
     }
     Ok(app)
 }
 
-/// Builds and runs the app until Quit (or a signal). Closing the window only hides it.
+/// Builds and runs the app until Quit (or a signal). The dashboard window is another process
+/// ([`dashboard`]); the tray app has no window of its own.
 pub fn run_app<R: Runtime>(
     builder: Builder<R>,
     context: Context<R>,
@@ -126,8 +136,8 @@ pub fn run_app<R: Runtime>(
 ) -> Result<(), TrayError> {
     let app = build_app(builder, context, options)?;
     app.run(|app, event| match event {
-        // Exit with no code = the last window went away; a tray app keeps running. Quit
-        // calls `exit(0)`, which has a code and goes through.
+        // Exit with no code = the last window went away (the tray has none, but a plugin
+        // may make one); a tray app keeps running. Quit calls `exit(0)`, which has a code.
         RunEvent::ExitRequested {
             code: None, api, ..
         } => api.prevent_exit(),

@@ -20,8 +20,22 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if args.dashboard {
+        return match weir_tray::window::run_dashboard(
+            tauri::Builder::default(),
+            weir_tray::context(),
+        ) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("weir-tray --dashboard: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
+    // Before GTK (and any thread besides this one) starts.
+    let dashboard_gl = weir_tray::dashboard::keep_gl_out_of_the_tray();
     let options = match weir_tray::AppOptions::desktop(&args) {
-        Ok(o) => o,
+        Ok(o) => weir_tray::AppOptions { dashboard_gl, ..o },
         Err(e) => {
             eprintln!("weir-tray: {e}");
             return ExitCode::from(2);

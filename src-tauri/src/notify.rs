@@ -8,7 +8,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 use tokio::time::Instant;
-use weir::events::Event;
+use weir::events::{BreakerState, Event, GithubChange, QueueState};
 
 /// How long an upstream stays quiet after a notification.
 pub const WINDOW: Duration = Duration::from_secs(180);
@@ -31,26 +31,26 @@ pub fn notice_for(event: &Event) -> Option<Notice> {
         })
     };
     match event {
-        Event::Breaker { upstream, to, reason, .. } => match to.as_str() {
-            "open" => n(
+        Event::Breaker { upstream, to, reason, .. } => match to {
+            BreakerState::Open => n(
                 upstream,
                 format!("{upstream}: circuit open"),
                 format!("{reason}. Weir answers from its cache and queues new sessions until it recovers."),
             ),
-            "closed" => n(upstream, format!("{upstream}: recovered"), format!("Circuit closed again: {reason}.")),
-            _ => None,
+            BreakerState::Closed => n(upstream, format!("{upstream}: recovered"), format!("Circuit closed again: {reason}.")),
+            BreakerState::HalfOpen => None,
         },
-        Event::Queue { id, upstream, state, detail, .. } => match state.as_str() {
-            "done" => n(upstream, format!("Queued session #{id} created"), format!("Replayed to {upstream}. {detail}")),
-            "failed" => n(upstream, format!("Queued session #{id} failed"), format!("{upstream} refused it: {detail}")),
-            _ => None,
+        Event::Queue { id, upstream, state, detail, .. } => match state {
+            QueueState::Done => n(upstream, format!("Queued session #{id} created"), format!("Replayed to {upstream}. {detail}")),
+            QueueState::Failed => n(upstream, format!("Queued session #{id} failed"), format!("{upstream} refused it: {detail}")),
+            QueueState::Queued | QueueState::Replaying | QueueState::InDoubt | QueueState::Cancelled | QueueState::Expired => None,
         },
         Event::Github { change, title, url, .. } => {
             let link = url.as_deref().map(|u| format!("\n{u}")).unwrap_or_default();
-            match change.as_str() {
-                "incident_opened" => n("GitHub", "GitHub incident".to_string(), format!("{title}{link}")),
-                "incident_resolved" => n("GitHub", "GitHub incident resolved".to_string(), format!("{title}{link}")),
-                _ => None,
+            match change {
+                GithubChange::IncidentOpened => n("GitHub", "GitHub incident".to_string(), format!("{title}{link}")),
+                GithubChange::IncidentResolved => n("GitHub", "GitHub incident resolved".to_string(), format!("{title}{link}")),
+                GithubChange::IncidentUpdated | GithubChange::ComponentChanged | GithubChange::ReachabilityChanged => None,
             }
         }
         Event::Paused { .. } => None,
@@ -245,51 +245,51 @@ mod tests {
     #[test]
     fn events_map_to_notices_only_where_worth_it() {
         let at = SystemTime::UNIX_EPOCH;
-        let br = |to: &str| Event::Breaker {
+        let br = |to: BreakerState| Event::Breaker {
             upstream: "copilot-api".into(),
-            from: "x".into(),
-            to: to.into(),
+            from: BreakerState::Closed,
+            to,
             at,
             reason: "8 of 10 calls failed".into(),
         };
         assert_eq!(
-            notice_for(&br("open")).map(|n| n.summary),
+            notice_for(&br(BreakerState::Open)).map(|n| n.summary),
             Some("copilot-api: circuit open".into())
         );
         assert_eq!(
-            notice_for(&br("closed")).map(|n| n.key),
+            notice_for(&br(BreakerState::Closed)).map(|n| n.key),
             Some("copilot-api".into())
         );
-        assert_eq!(notice_for(&br("half_open")), None);
-        let q = |state: &str| Event::Queue {
+        assert_eq!(notice_for(&br(BreakerState::HalfOpen)), None);
+        let q = |state: QueueState| Event::Queue {
             id: 4,
             upstream: "copilot-api".into(),
-            state: state.into(),
+            state,
             at,
             detail: "d".into(),
         };
         assert_eq!(
-            notice_for(&q("done")).map(|n| n.summary),
+            notice_for(&q(QueueState::Done)).map(|n| n.summary),
             Some("Queued session #4 created".into())
         );
         assert_eq!(
-            notice_for(&q("failed")).map(|n| n.summary),
+            notice_for(&q(QueueState::Failed)).map(|n| n.summary),
             Some("Queued session #4 failed".into())
         );
-        assert_eq!(notice_for(&q("replaying")), None);
-        let gh = |change: &str| Event::Github {
-            change: change.into(),
+        assert_eq!(notice_for(&q(QueueState::Replaying)), None);
+        let gh = |change: GithubChange| Event::Github {
+            change,
             title: "Copilot slow".into(),
             url: Some("https://stspg.io/a".into()),
             at,
         };
-        let opened = notice_for(&gh("incident_opened")).expect("notice");
+        let opened = notice_for(&gh(GithubChange::IncidentOpened)).expect("notice");
         assert_eq!(
             (opened.key.as_str(), opened.body.as_str()),
             ("GitHub", "Copilot slow\nhttps://stspg.io/a")
         );
-        assert!(notice_for(&gh("incident_resolved")).is_some());
-        assert_eq!(notice_for(&gh("component_changed")), None);
+        assert!(notice_for(&gh(GithubChange::IncidentResolved)).is_some());
+        assert_eq!(notice_for(&gh(GithubChange::ComponentChanged)), None);
         assert_eq!(notice_for(&Event::Paused { at, paused: true }), None);
     }
 }

@@ -8,7 +8,7 @@ use crate::error::TrayError;
 use crate::icons;
 use crate::menu::{MenuId, TrayMenu};
 use crate::notify::{self, Limiter};
-use crate::tray_state::{tray_view, Recent, TrayView};
+use crate::tray_state::{view_of, Recent, TrayView};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 use tauri::tray::{TrayIcon, TrayIconBuilder};
@@ -30,15 +30,15 @@ fn local_clock(t: SystemTime) -> String {
         .to_string()
 }
 
-fn current_view(engine: &EngineHandle, recent: &Recent) -> TrayView {
-    let status = serde_json::to_value(engine.status()).unwrap_or_default();
-    tray_view(&status, recent, &local_clock)
+async fn current_view(engine: &EngineHandle, recent: &Recent) -> TrayView {
+    view_of(engine, recent, &local_clock).await
 }
 
 /// Creates the tray icon with its menu and starts the refresh loop.
 pub fn install<R: Runtime>(app: &AppHandle<R>) -> Result<(), TrayError> {
     let engine = app.state::<Engine>().handle.clone();
-    let view = current_view(&engine, &Recent::default());
+    // Called outside the async runtime (from `build_app` on the main thread).
+    let view = tauri::async_runtime::block_on(current_view(&engine, &Recent::default()));
     let autostart_on = app.autolaunch().is_enabled().unwrap_or(false);
     let menu = TrayMenu::build(app, &view, autostart_on)?;
     let shown = Arc::new(Mutex::new(view.clone()));
@@ -93,7 +93,7 @@ async fn refresh_loop<R: Runtime>(
                 }
             }
         }
-        let view = current_view(&engine, &recent);
+        let view = current_view(&engine, &recent).await;
         if last.as_ref() == Some(&view) {
             continue;
         }

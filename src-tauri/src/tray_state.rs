@@ -1,15 +1,12 @@
-//! What the tray shows, as a pure function of the engine's status snapshot (as JSON) and the
-//! events seen recently: [`tray_view`] → [`TrayView`]. No Tauri here, so it is unit-tested.
-//!
-//! The snapshot is read as `serde_json::Value` on purpose: fields the engine has not grown yet
-//! (`upstreams[].breaker`, `queue`, `github`) read as "unknown" instead of failing to compile or
-//! parse, and events fill the gap where they can.
+//! What the tray shows, as a pure function of the engine's typed status snapshot and the events
+//! seen recently: [`tray_view`] → [`TrayView`]. No Tauri here, so it is unit-tested against a
+//! real engine's output. [`view_of`] is the one place the tray reads the engine.
 
 use serde::Serialize;
-use serde_json::Value;
-use std::collections::BTreeMap;
 use std::time::SystemTime;
-use weir::events::Event;
+use weir::events::{BreakerState, Event, GithubChange, QueueState};
+use weir::status::{QueueStatus, StatusSnapshot, UpstreamStatus};
+use weir::EngineHandle;
 
 /// The one-word state behind the tray icon, worst first: `Paused` wins because while paused
 /// Weir protects nothing, whatever its breakers say.
@@ -21,36 +18,6 @@ pub enum Overall {
     Degraded,
     Unknown,
     Healthy,
-}
-
-/// A circuit breaker's state as the engine spells it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum BreakerState {
-    Closed,
-    Open,
-    HalfOpen,
-    Unknown,
-}
-
-impl BreakerState {
-    pub fn parse(s: &str) -> BreakerState {
-        match s {
-            "closed" => BreakerState::Closed,
-            "open" => BreakerState::Open,
-            "half_open" => BreakerState::HalfOpen,
-            _ => BreakerState::Unknown,
-        }
-    }
-
-    fn word(self) -> &'static str {
-        match self {
-            BreakerState::Closed => "closed",
-            BreakerState::Open => "OPEN",
-            BreakerState::HalfOpen => "half-open (probing)",
-            BreakerState::Unknown => "state unknown",
-        }
-    }
 }
 
 /// Everything the tray icon, tooltip and menu show.
@@ -68,23 +35,69 @@ pub struct TrayView {
     pub paused: bool,
 }
 
+/// GitHub Status' page-wide indicator. The engine carries Statuspage's word as a string
+/// (`weir_status::GithubStatus::indicator`); it is turned into this enum here, in one place.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Indicator {
+    None,
+    Maintenance,
+    Minor,
+    Major,
+    Critical,
+    /// A value Statuspage introduced after this was written.
+    Other,
+}
+
+impl Indicator {
+    pub fn from_statuspage(word: &str) -> Indicator {
+        match word {
+            "none" => Indicator::None,
+            "maintenance" => Indicator::Maintenance,
+            "minor" => Indicator::Minor,
+            "major" => Indicator::Major,
+            "critical" => Indicator::Critical,
+            _ => Indicator::Other,
+        }
+    }
+
+    /// GitHub itself reports trouble.
+    pub fn is_trouble(self) -> bool {
+        matches!(
+            self,
+            Indicator::Minor | Indicator::Major | Indicator::Critical
+        )
+    }
+}
+
+fn breaker_word(state: BreakerState) -> &'static str {
+    match state {
+        BreakerState::Closed => "closed",
+        BreakerState::Open => "OPEN",
+        BreakerState::HalfOpen => "half-open (probing)",
+    }
+}
+
 #[derive(Debug, Clone)]
 struct BreakerSeen {
+    upstream: String,
     state: BreakerState,
     at: SystemTime,
 }
 
 #[derive(Debug, Clone)]
 struct GithubSeen {
-    change: String,
+    change: GithubChange,
     title: String,
     url: Option<String>,
 }
 
-/// The last breaker transition per upstream and the last GitHub change, from the event stream.
+/// What the event stream adds to the snapshot: the time of each upstream's last breaker
+/// transition (used when the snapshot's `since` cannot be read) and the last GitHub incident
+/// change (a resolved incident is gone from the snapshot, but worth a line until GitHub reports
+/// something else).
 #[derive(Debug, Clone, Default)]
 pub struct Recent {
-    breakers: BTreeMap<String, BreakerSeen>,
+    breakers: Vec<BreakerSeen>,
     github: Option<GithubSeen>,
 }
 
@@ -94,76 +107,74 @@ impl Recent {
             Event::Breaker {
                 upstream, to, at, ..
             } => {
-                self.breakers.insert(
-                    upstream.clone(),
-                    BreakerSeen {
-                        state: BreakerState::parse(to),
-                        at: *at,
-                    },
-                );
+                let seen = BreakerSeen {
+                    upstream: upstream.clone(),
+                    state: *to,
+                    at: *at,
+                };
+                match self.breakers.iter_mut().find(|b| &b.upstream == upstream) {
+                    Some(b) => *b = seen,
+                    None => self.breakers.push(seen),
+                }
             }
             Event::Github {
                 change, title, url, ..
-            } => {
-                if matches!(
-                    change.as_str(),
-                    "incident_opened" | "incident_updated" | "incident_resolved"
-                ) {
-                    self.github = Some(GithubSeen {
-                        change: change.clone(),
-                        title: title.clone(),
-                        url: url.clone(),
-                    });
-                }
+            } if change.is_incident() => {
+                self.github = Some(GithubSeen {
+                    change: *change,
+                    title: title.clone(),
+                    url: url.clone(),
+                });
             }
-            Event::Paused { .. } | Event::Queue { .. } => {}
+            Event::Github { .. } | Event::Paused { .. } | Event::Queue { .. } => {}
         }
     }
+
+    fn breaker(&self, upstream: &str) -> Option<&BreakerSeen> {
+        self.breakers.iter().find(|b| b.upstream == upstream)
+    }
+}
+
+/// Reads the engine's whole snapshot (queue counts included) and builds the view: what the
+/// tray shows, read the way the tray reads it.
+pub async fn view_of(
+    engine: &EngineHandle,
+    recent: &Recent,
+    clock: &(dyn Fn(SystemTime) -> String + Sync),
+) -> TrayView {
+    tray_view(&engine.status().await, recent, clock)
 }
 
 /// Builds the view. `clock` formats an instant for display ("10:02" in local time in the app).
 pub fn tray_view(
-    status: &Value,
+    status: &StatusSnapshot,
     recent: &Recent,
     clock: &dyn Fn(SystemTime) -> String,
 ) -> TrayView {
-    let paused = status
-        .get("paused")
-        .and_then(Value::as_bool)
-        .unwrap_or(false);
     let mut open = Vec::new();
     let mut degraded = Vec::new();
-    let mut any_unknown = false;
     let mut upstream_lines = Vec::new();
-    for up in status
-        .get("upstreams")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-    {
-        let name = up.get("name").and_then(Value::as_str).unwrap_or("upstream");
-        let (state, since) = breaker_of(up, recent.breakers.get(name));
+    for up in &status.upstreams {
+        let (state, since) = breaker_of(up, recent);
         match state {
-            BreakerState::Open => open.push(name.to_string()),
-            BreakerState::HalfOpen => degraded.push(format!("{name} probing")),
-            BreakerState::Unknown => any_unknown = true,
+            BreakerState::Open => open.push(up.name.clone()),
+            BreakerState::HalfOpen => degraded.push(format!("{} probing", up.name)),
             BreakerState::Closed => {}
         }
         let since = since
             .map(|t| format!(" since {}", clock(t)))
             .unwrap_or_default();
-        upstream_lines.push(format!("{name}: {}{since}", state.word()));
+        upstream_lines.push(format!("{}: {}{since}", up.name, breaker_word(state)));
     }
-    let (queue_line, queue_trouble) = queue_line(status.get("queue"));
+    let (queue_line, queue_trouble, queue_unknown) = queue_line(&status.queue);
     if let Some(t) = queue_trouble {
         degraded.push(t);
     }
-    let (github_line, github_url, github_trouble) =
-        github_line(status.get("github"), recent.github.as_ref());
+    let (github_line, github_url, github_trouble) = github_line(status, recent.github.as_ref());
     if github_trouble {
         degraded.push("GitHub incident".to_string());
     }
-    let (overall, overall_line) = if paused {
+    let (overall, overall_line) = if status.paused {
         (
             Overall::Paused,
             "Weir: paused (passing traffic through)".to_string(),
@@ -178,7 +189,7 @@ pub fn tray_view(
             Overall::Degraded,
             format!("Weir: degraded ({})", degraded.join(", ")),
         )
-    } else if any_unknown {
+    } else if queue_unknown {
         (Overall::Unknown, "Weir: state unknown".to_string())
     } else {
         (Overall::Healthy, "Weir: healthy".to_string())
@@ -195,24 +206,21 @@ pub fn tray_view(
         queue_line,
         github_line,
         github_url,
-        paused,
+        paused: status.paused,
     }
 }
 
-/// The snapshot's breaker if it has one, else the last event, else unknown.
-fn breaker_of(up: &Value, seen: Option<&BreakerSeen>) -> (BreakerState, Option<SystemTime>) {
-    if let Some(b) = up.get("breaker").filter(|b| b.is_object()) {
-        let state = b
-            .get("state")
-            .and_then(Value::as_str)
-            .map_or(BreakerState::Unknown, BreakerState::parse);
-        let since = b.get("since").and_then(Value::as_str).and_then(parse_time);
-        return (state, since);
-    }
-    match seen {
-        Some(s) => (s.state, Some(s.at)),
-        None => (BreakerState::Unknown, None),
-    }
+/// The snapshot's breaker state, and since when: the snapshot's time, else the last event's if
+/// it reported the same state.
+fn breaker_of(up: &UpstreamStatus, recent: &Recent) -> (BreakerState, Option<SystemTime>) {
+    let b = &up.guard.breaker;
+    let since = parse_time(&b.since).or_else(|| {
+        recent
+            .breaker(&up.name)
+            .filter(|seen| seen.state == b.state)
+            .map(|seen| seen.at)
+    });
+    (b.state, since)
 }
 
 fn parse_time(s: &str) -> Option<SystemTime> {
@@ -221,29 +229,24 @@ fn parse_time(s: &str) -> Option<SystemTime> {
         .map(SystemTime::from)
 }
 
-fn count(v: &Value, key: &str) -> u64 {
-    v.get(key).and_then(Value::as_u64).unwrap_or(0)
-}
-
-/// "3 creates queued, 1 in doubt"; the second value names trouble worth a degraded state.
-/// Failed creates are final (each was notified) and stay in the dashboard's history, so they
-/// neither degrade the tray nor clutter the line.
-fn queue_line(queue: Option<&Value>) -> (String, Option<String>) {
-    let Some(q) = queue.filter(|q| q.is_object()) else {
-        return ("Create queue: unknown".to_string(), None);
-    };
-    if q.get("available").and_then(Value::as_bool) == Some(false) {
-        let why = q
-            .get("error")
-            .and_then(Value::as_str)
-            .unwrap_or("no details");
+/// "3 creates queued, 1 in doubt", then trouble worth a degraded state, then whether the counts
+/// are unknown. Failed creates are final (each was notified) and stay in the dashboard's
+/// history, so they neither degrade the tray nor clutter the line.
+fn queue_line(queue: &QueueStatus) -> (String, Option<String>, bool) {
+    if !queue.available {
+        let why = queue.error.as_deref().unwrap_or("no details");
         return (
             format!("Create queue unavailable: {why}"),
             Some("create queue unavailable".to_string()),
+            false,
         );
     }
-    let waiting = count(q, "queued") + count(q, "replaying");
-    let in_doubt = count(q, "in_doubt");
+    let Some(counts) = queue.counts else {
+        // The queue is there but its database did not answer this time.
+        return ("Create queue: counts unknown".to_string(), None, true);
+    };
+    let waiting = counts.get(QueueState::Queued) + counts.get(QueueState::Replaying);
+    let in_doubt = counts.get(QueueState::InDoubt);
     let mut line = match waiting {
         0 => "No creates queued".to_string(),
         1 => "1 create queued".to_string(),
@@ -253,58 +256,47 @@ fn queue_line(queue: Option<&Value>) -> (String, Option<String>) {
         line.push_str(&format!(", {in_doubt} in doubt"));
     }
     let trouble = (in_doubt > 0).then(|| "creates in doubt".to_string());
-    (line, trouble)
+    (line, trouble, false)
 }
 
 /// The GitHub Status line, the URL it opens, and whether GitHub reports trouble.
 fn github_line(
-    github: Option<&Value>,
+    status: &StatusSnapshot,
     seen: Option<&GithubSeen>,
 ) -> (String, Option<String>, bool) {
-    if github.is_some_and(Value::is_null) {
-        // The engine says so explicitly: the watcher is off in the config.
+    let Some(g) = &status.github else {
+        // The watcher is off in the config.
         return ("GitHub Status: not watched".to_string(), None, false);
+    };
+    let page = Some(g.page_url.clone());
+    if let Some(inc) = g.incidents.first() {
+        let url = inc.shortlink.clone().or(page);
+        return (format!("GitHub incident: {}", inc.name), url, true);
     }
-    if let Some(g) = github.filter(|g| g.is_object()) {
-        let page = g
-            .get("page_url")
-            .and_then(Value::as_str)
-            .map(str::to_string);
-        if let Some(inc) = g
-            .get("incidents")
-            .and_then(Value::as_array)
-            .and_then(|a| a.first())
-        {
-            let name = inc
-                .get("name")
-                .and_then(Value::as_str)
-                .unwrap_or("incident");
-            let url = inc
-                .get("shortlink")
-                .and_then(Value::as_str)
-                .map(str::to_string)
-                .or(page);
-            return (format!("GitHub incident: {name}"), url, true);
+    let Some(indicator) = g.indicator.as_deref() else {
+        // No check has succeeded yet.
+        return ("GitHub Status: unknown".to_string(), page, false);
+    };
+    let indicator = Indicator::from_statuspage(indicator);
+    if let Some(s) = seen.filter(|s| s.change == GithubChange::IncidentResolved) {
+        if !indicator.is_trouble() {
+            return (
+                format!("GitHub: resolved: {}", s.title),
+                s.url.clone().or(page),
+                false,
+            );
         }
-        let indicator = g.get("indicator").and_then(Value::as_str);
-        let description = g.get("description").and_then(Value::as_str);
-        return match (indicator, description) {
-            (None, _) => ("GitHub Status: unknown".to_string(), page, false),
-            (Some(i), d) => {
-                let trouble = matches!(i, "minor" | "major" | "critical");
-                (format!("GitHub Status: {}", d.unwrap_or(i)), page, trouble)
-            }
-        };
     }
-    match seen {
-        Some(s) if s.change == "incident_resolved" => (
-            format!("GitHub: resolved: {}", s.title),
-            s.url.clone(),
-            false,
-        ),
-        Some(s) => (format!("GitHub incident: {}", s.title), s.url.clone(), true),
-        None => ("GitHub Status: unknown".to_string(), None, false),
-    }
+    let words = g
+        .description
+        .clone()
+        .or_else(|| g.indicator.clone())
+        .unwrap_or_default();
+    (
+        format!("GitHub Status: {words}"),
+        page,
+        indicator.is_trouble(),
+    )
 }
 
 #[cfg(test)]

@@ -1,9 +1,82 @@
-//! Unit tests for [`super::tray_view`]: snapshots as the engine writes them today (no breaker,
-//! queue or GitHub fields) and as it will (with them), plus events filling the gaps.
+//! Tests for [`super::tray_view`] whose input is a real engine's output: each test starts a
+//! `weir` engine on 127.0.0.1:0 (queue credentials in memory, so no keychain is needed) and
+//! reads its typed [`StatusSnapshot`]. Where a state is hard to provoke (an incident, a
+//! database that does not answer), the real snapshot's typed fields are changed, never a
+//! hand-written document.
 
 use super::*;
-use serde_json::json;
-use std::time::{Duration, SystemTime};
+use std::net::SocketAddr;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use weir_status::{GithubStatus, Incident, Reachability};
+
+/// A create route (Copilot cloud agent jobs): POSTs to it are queued when the upstream is down.
+const JOBS: &str = "/agents/swe/v1/jobs/octo/repo";
+
+struct Engine {
+    handle: EngineHandle,
+    _dir: tempfile::TempDir,
+}
+
+/// A real engine in front of `upstreams` (name, origin), GitHub Status not watched, queue
+/// credentials in memory and a breaker that only opens when a test says so.
+async fn engine(upstreams: &[(&str, &str)]) -> Engine {
+    let mut toml = String::from("listen = \"127.0.0.1:0\"\nwatch_github_status = false\n");
+    for (name, origin) in upstreams {
+        toml.push_str(&format!(
+            "[[upstream]]\nname = \"{name}\"\norigin = \"{origin}\"\n"
+        ));
+    }
+    toml.push_str("[queue]\ncredentials = \"memory\"\n[breaker]\nminimum_calls = 1000\n");
+    let settings = weir::config::parse_str(&toml, "tray-test.toml").expect("test config");
+    let dir = tempfile::tempdir().unwrap();
+    let handle = weir::start(weir::EngineOptions::new(settings, dir.path().join("data")))
+        .await
+        .expect("engine starts");
+    Engine { handle, _dir: dir }
+}
+
+/// An origin nothing listens on: its port was reserved, then closed (connection refused).
+fn dead_origin() -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    drop(listener);
+    format!("http://{addr}")
+}
+
+/// The engine's real snapshot with two quiet upstreams.
+async fn snapshot() -> StatusSnapshot {
+    let e = engine(&[
+        ("copilot-api", "http://127.0.0.1:9"),
+        ("github-api", "http://127.0.0.1:9"),
+    ])
+    .await;
+    let s = e.handle.status().await;
+    e.handle.shutdown().await;
+    s
+}
+
+/// POSTs a create through the proxy as a client with `HTTPS_PROXY` would (absolute-form
+/// request line); returns the status code.
+async fn post_create(proxy: SocketAddr, origin: &str) -> u16 {
+    let authority = origin.strip_prefix("http://").unwrap();
+    let body = r#"{"problem_statement":"tray test","event_type":"weir-tray-test"}"#;
+    let request = format!(
+        "POST {origin}{JOBS} HTTP/1.1\r\nHost: {authority}\r\nAuthorization: token tray-test\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let mut s = tokio::net::TcpStream::connect(proxy).await.unwrap();
+    s.write_all(request.as_bytes()).await.unwrap();
+    let mut answer = Vec::new();
+    s.read_to_end(&mut answer).await.unwrap();
+    let answer = String::from_utf8_lossy(&answer);
+    answer
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or_else(|| panic!("not an HTTP answer: {answer}"))
+}
 
 fn utc_clock(t: SystemTime) -> String {
     chrono::DateTime::<chrono::Utc>::from(t)
@@ -11,7 +84,7 @@ fn utc_clock(t: SystemTime) -> String {
         .to_string()
 }
 
-fn view(status: &Value, recent: &Recent) -> TrayView {
+fn view(status: &StatusSnapshot, recent: &Recent) -> TrayView {
     tray_view(status, recent, &utc_clock)
 }
 
@@ -20,71 +93,110 @@ fn t1002() -> SystemTime {
     SystemTime::UNIX_EPOCH + Duration::from_secs(1_796_032_920)
 }
 
-fn upstream(name: &str, breaker: Option<Value>) -> Value {
-    let mut u = json!({"name": name, "origin": "https://api.githubcopilot.com", "totals": {}, "classes": {}, "errors_by_kind": {}});
-    if let Some(b) = breaker {
-        u["breaker"] = b;
+fn github_ok() -> GithubStatus {
+    let mut g = GithubStatus::initial("https://www.githubstatus.com");
+    g.reachability = Reachability::Ok;
+    g.last_ok_at = Some(t1002());
+    g.checked_at = Some(t1002());
+    g.indicator = Some("none".into());
+    g.description = Some("All Systems Operational".into());
+    g
+}
+
+fn incident(name: &str) -> Incident {
+    Incident {
+        id: "abc".into(),
+        name: name.into(),
+        status: "investigating".into(),
+        impact: "minor".into(),
+        shortlink: Some("https://stspg.io/abc".into()),
+        created_at: None,
+        updated_at: None,
+        latest_update: None,
+        latest_update_at: None,
+        components: vec!["Copilot".into()],
     }
-    u
 }
 
-fn healthy_status() -> Value {
-    json!({
-        "paused": false,
-        "upstreams": [
-            upstream("copilot-api", Some(json!({"state": "closed", "since": "2026-11-30T10:02:00Z", "reason": "start"}))),
-            upstream("github-api", Some(json!({"state": "closed", "since": "2026-11-30T09:00:00Z", "reason": "start"}))),
-        ],
-        "queue": {"available": true, "error": null, "credentials": "keychain", "queued": 0, "replaying": 0,
-                  "in_doubt": 0, "done": 4, "failed": 0, "cancelled": 0, "expired": 0},
-        "github": {"indicator": "none", "description": "All Systems Operational", "page_url": "https://www.githubstatus.com", "incidents": []},
-    })
+fn breaker(at: SystemTime, from: BreakerState, to: BreakerState) -> Event {
+    Event::Breaker {
+        upstream: "copilot-api".into(),
+        from,
+        to,
+        at,
+        reason: "test".into(),
+    }
 }
 
-#[test]
-fn todays_snapshot_without_breakers_reads_as_unknown() {
-    let status = json!({"paused": false, "upstreams": [upstream("copilot-api", None)]});
-    let v = view(&status, &Recent::default());
-    assert_eq!(v.overall, Overall::Unknown);
-    assert_eq!(v.upstream_lines, vec!["copilot-api: state unknown"]);
-    assert_eq!(v.queue_line, "Create queue: unknown");
-    assert_eq!(v.github_line, "GitHub Status: unknown");
-    assert_eq!(v.github_url, None);
+/// The bug this replaces: the tray read a status without queue counts and always said "No
+/// creates queued". Here the engine really queues a create and the tray must count it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_create_queued_by_a_real_engine_shows_as_one_queued() {
+    let origin = dead_origin();
+    let e = engine(&[("copilot-api", &origin)]).await;
+    let before = view_of(&e.handle, &Recent::default(), &utc_clock).await;
+    assert_eq!(before.queue_line, "No creates queued");
+
+    assert_eq!(
+        post_create(e.handle.local_addr(), &origin).await,
+        202,
+        "upstream down: the create is queued"
+    );
+    let after = view_of(&e.handle, &Recent::default(), &utc_clock).await;
+    assert_eq!(after.queue_line, "1 create queued", "{after:?}");
+    assert!(
+        after.tooltip.contains("\n1 create queued\n"),
+        "{}",
+        after.tooltip
+    );
+    // Waiting to be replayed is normal operation, not trouble.
+    assert_eq!(after.overall, Overall::Healthy, "{after:?}");
+    e.handle.shutdown().await;
 }
 
-#[test]
-fn all_closed_and_quiet_is_healthy_with_since_times() {
-    let v = view(&healthy_status(), &Recent::default());
+#[tokio::test]
+async fn a_fresh_engine_is_healthy_with_since_times() {
+    let s = snapshot().await;
+    let v = tray_view(&s, &Recent::default(), &|_| "T".to_string());
     assert_eq!(v.overall, Overall::Healthy);
     assert_eq!(v.overall_line, "Weir: healthy");
     assert_eq!(
         v.upstream_lines,
-        vec![
-            "copilot-api: closed since 10:02",
-            "github-api: closed since 09:00"
-        ]
+        vec!["copilot-api: closed since T", "github-api: closed since T"]
     );
     assert_eq!(v.queue_line, "No creates queued");
-    assert_eq!(v.github_line, "GitHub Status: All Systems Operational");
+    assert_eq!(v.github_line, "GitHub Status: not watched");
+    assert_eq!(v.github_url, None);
     assert_eq!(
-        v.github_url.as_deref(),
-        Some("https://www.githubstatus.com")
-    );
-    assert!(
-        v.tooltip
-            .starts_with("Weir: healthy\ncopilot-api: closed since 10:02\n"),
-        "{}",
-        v.tooltip
+        v.tooltip,
+        "Weir: healthy\ncopilot-api: closed since T\ngithub-api: closed since T\n\
+         No creates queued\nGitHub Status: not watched"
     );
 }
 
-#[test]
-fn an_open_breaker_wins_over_degraded_and_is_named() {
-    let mut s = healthy_status();
-    s["upstreams"][0]["breaker"] =
-        json!({"state": "open", "since": "2026-11-30T10:05:00Z", "reason": "error rate"});
-    s["queue"]["queued"] = json!(3);
-    s["queue"]["in_doubt"] = json!(1);
+#[tokio::test]
+async fn pausing_the_real_engine_wins_over_everything() {
+    let e = engine(&[("copilot-api", "http://127.0.0.1:9")]).await;
+    e.handle.set_paused(true);
+    let mut s = e.handle.status().await;
+    s.upstreams[0].guard.breaker.state = BreakerState::Open;
+    let v = view(&s, &Recent::default());
+    assert_eq!(v.overall, Overall::Paused);
+    assert!(v.paused);
+    e.handle.set_paused(false);
+    let v = view_of(&e.handle, &Recent::default(), &utc_clock).await;
+    assert_eq!((v.overall, v.paused), (Overall::Healthy, false));
+    e.handle.shutdown().await;
+}
+
+#[tokio::test]
+async fn an_open_breaker_wins_over_degraded_and_is_named() {
+    let mut s = snapshot().await;
+    s.upstreams[0].guard.breaker.state = BreakerState::Open;
+    s.upstreams[0].guard.breaker.since = "2026-11-30T10:05:00Z".into();
+    let counts = s.queue.counts.as_mut().expect("the engine reports counts");
+    counts.queued = 3;
+    counts.in_doubt = 1;
     let v = view(&s, &Recent::default());
     assert_eq!(v.overall, Overall::BreakerOpen);
     assert_eq!(v.overall_line, "Weir: circuit open for copilot-api");
@@ -92,166 +204,65 @@ fn an_open_breaker_wins_over_degraded_and_is_named() {
     assert_eq!(v.queue_line, "3 creates queued, 1 in doubt");
 }
 
-#[test]
-fn paused_wins_over_everything() {
-    let mut s = healthy_status();
-    s["paused"] = json!(true);
-    s["upstreams"][0]["breaker"]["state"] = json!("open");
+#[tokio::test]
+async fn half_open_creates_in_doubt_unavailable_queue_and_incidents_are_degraded() {
+    let base = snapshot().await;
+
+    let mut s = base.clone();
+    s.upstreams[1].guard.breaker.state = BreakerState::HalfOpen;
     let v = view(&s, &Recent::default());
-    assert_eq!(v.overall, Overall::Paused);
-    assert!(v.paused);
-}
+    assert_eq!(v.overall_line, "Weir: degraded (github-api probing)");
+    assert!(v.upstream_lines[1].starts_with("github-api: half-open (probing)"));
 
-#[test]
-fn half_open_creates_in_doubt_and_incidents_are_degraded() {
-    let mut s = healthy_status();
-    s["upstreams"][1]["breaker"]["state"] = json!("half_open");
-    assert_eq!(view(&s, &Recent::default()).overall, Overall::Degraded);
-
-    let mut s = healthy_status();
-    s["queue"]["in_doubt"] = json!(2);
+    let mut s = base.clone();
+    s.queue.counts.as_mut().unwrap().in_doubt = 2;
     let v = view(&s, &Recent::default());
     assert_eq!(
         (v.overall, v.queue_line.as_str()),
         (Overall::Degraded, "No creates queued, 2 in doubt")
     );
 
-    let mut s = healthy_status();
-    s["queue"] = json!({"available": false, "error": "disk full", "credentials": "none"});
+    let mut s = base.clone();
+    s.queue.available = false;
+    s.queue.error = Some("disk full".into());
+    s.queue.counts = None;
     let v = view(&s, &Recent::default());
     assert_eq!(
         (v.overall, v.queue_line.as_str()),
         (Overall::Degraded, "Create queue unavailable: disk full")
     );
 
-    let mut s = healthy_status();
-    s["github"]["indicator"] = json!("minor");
-    s["github"]["incidents"] = json!([{"name": "Copilot is slow", "shortlink": "https://stspg.io/abc", "impact": "minor"}]);
+    let mut s = base;
+    let mut g = github_ok();
+    g.indicator = Some("minor".into());
+    g.incidents.push(incident("Copilot is slow"));
+    s.github = Some(g);
     let v = view(&s, &Recent::default());
     assert_eq!(v.overall, Overall::Degraded);
     assert_eq!(v.github_line, "GitHub incident: Copilot is slow");
     assert_eq!(v.github_url.as_deref(), Some("https://stspg.io/abc"));
 }
 
-#[test]
-fn breaker_events_fill_in_until_the_snapshot_has_breakers() {
-    let status = json!({"paused": false, "upstreams": [upstream("copilot-api", None), upstream("github-api", None)]});
-    let mut recent = Recent::default();
-    recent.record(&Event::Breaker {
-        upstream: "copilot-api".into(),
-        from: "closed".into(),
-        to: "open".into(),
-        at: t1002(),
-        reason: "5xx".into(),
-    });
-    let v = view(&status, &recent);
-    assert_eq!(v.overall, Overall::BreakerOpen);
+#[tokio::test]
+async fn counts_the_database_did_not_give_read_as_unknown_not_as_zero() {
+    let mut s = snapshot().await;
+    s.queue.counts = None;
+    let v = view(&s, &Recent::default());
     assert_eq!(
-        v.upstream_lines,
-        vec!["copilot-api: OPEN since 10:02", "github-api: state unknown"]
-    );
-
-    recent.record(&Event::Breaker {
-        upstream: "copilot-api".into(),
-        from: "open".into(),
-        to: "closed".into(),
-        at: t1002(),
-        reason: "ok".into(),
-    });
-    recent.record(&Event::Breaker {
-        upstream: "github-api".into(),
-        from: "open".into(),
-        to: "closed".into(),
-        at: t1002(),
-        reason: "ok".into(),
-    });
-    assert_eq!(view(&status, &recent).overall, Overall::Healthy);
-}
-
-#[test]
-fn the_snapshot_wins_over_an_older_event() {
-    let mut recent = Recent::default();
-    recent.record(&Event::Breaker {
-        upstream: "copilot-api".into(),
-        from: "closed".into(),
-        to: "open".into(),
-        at: t1002(),
-        reason: "5xx".into(),
-    });
-    assert_eq!(view(&healthy_status(), &recent).overall, Overall::Healthy);
-}
-
-#[test]
-fn github_events_fill_in_until_the_snapshot_has_github() {
-    let status = json!({"paused": false, "upstreams": []});
-    let mut recent = Recent::default();
-    let at = t1002();
-    recent.record(&Event::Github {
-        change: "incident_opened".into(),
-        title: "Actions down".into(),
-        url: Some("https://stspg.io/x".into()),
-        at,
-    });
-    let v = view(&status, &recent);
-    assert_eq!(
-        (v.overall, v.github_line.as_str()),
-        (Overall::Degraded, "GitHub incident: Actions down")
-    );
-    assert_eq!(v.github_url.as_deref(), Some("https://stspg.io/x"));
-    // A component blip does not replace the incident.
-    recent.record(&Event::Github {
-        change: "component_changed".into(),
-        title: "Git ops".into(),
-        url: None,
-        at,
-    });
-    assert_eq!(
-        view(&status, &recent).github_line,
-        "GitHub incident: Actions down"
-    );
-    recent.record(&Event::Github {
-        change: "incident_resolved".into(),
-        title: "Actions down".into(),
-        url: None,
-        at,
-    });
-    let v = view(&status, &recent);
-    assert_eq!(
-        (v.overall, v.github_line.as_str()),
-        (Overall::Healthy, "GitHub: resolved: Actions down")
+        (v.overall, v.queue_line.as_str()),
+        (Overall::Unknown, "Create queue: counts unknown")
     );
 }
 
-#[test]
-fn odd_shapes_do_not_panic_and_read_as_unknown() {
-    for status in [
-        json!(null),
-        json!({"upstreams": "nope", "queue": 3, "github": []}),
-        json!({"upstreams": [{"breaker": {"state": "sideways", "since": "yesterday"}}]}),
-        json!({"upstreams": [{"name": 7, "breaker": null}]}),
-    ] {
-        let v = view(&status, &Recent::default());
-        assert!(
-            matches!(v.overall, Overall::Unknown | Overall::Healthy),
-            "{status}: {v:?}"
-        );
-        assert_eq!(v.queue_line, "Create queue: unknown", "{status}");
-        assert!(
-            v.upstream_lines
-                .iter()
-                .all(|l| l.ends_with("state unknown")),
-            "{status}: {v:?}"
-        );
-    }
-}
-
-#[test]
-fn queue_wording_counts_replaying_and_ignores_finished() {
-    let mut s = healthy_status();
-    s["queue"]["queued"] = json!(1);
+#[tokio::test]
+async fn queue_wording_counts_replaying_and_ignores_finished() {
+    let mut s = snapshot().await;
+    s.queue.counts.as_mut().unwrap().queued = 1;
     assert_eq!(view(&s, &Recent::default()).queue_line, "1 create queued");
-    s["queue"]["replaying"] = json!(1);
-    s["queue"]["failed"] = json!(3);
+    let counts = s.queue.counts.as_mut().unwrap();
+    counts.replaying = 1;
+    counts.failed = 3;
+    counts.done = 9;
     let v = view(&s, &Recent::default());
     // Failed creates are final and were notified: history, not a standing alarm.
     assert_eq!(
@@ -260,13 +271,91 @@ fn queue_wording_counts_replaying_and_ignores_finished() {
     );
 }
 
-#[test]
-fn github_null_means_the_watcher_is_off() {
-    let mut s = healthy_status();
-    s["github"] = Value::Null;
+#[tokio::test]
+async fn a_breaker_event_supplies_the_time_only_for_the_state_the_snapshot_has() {
+    let mut s = snapshot().await;
+    s.upstreams[0].guard.breaker.state = BreakerState::Open;
+    s.upstreams[0].guard.breaker.since = String::new();
+    let mut recent = Recent::default();
+    recent.record(&breaker(t1002(), BreakerState::Closed, BreakerState::Open));
+    assert_eq!(
+        view(&s, &recent).upstream_lines[0],
+        "copilot-api: OPEN since 10:02"
+    );
+    // The snapshot is the truth: an event for another state adds nothing.
+    s.upstreams[0].guard.breaker.state = BreakerState::HalfOpen;
+    let v = view(&s, &recent);
+    assert_eq!(v.upstream_lines[0], "copilot-api: half-open (probing)");
+    assert_eq!(v.overall, Overall::Degraded);
+}
+
+#[tokio::test]
+async fn github_lines_follow_the_watchers_snapshot_and_resolved_incidents() {
+    let mut s = snapshot().await;
+    s.github = Some(GithubStatus::initial("https://www.githubstatus.com"));
     let v = view(&s, &Recent::default());
     assert_eq!(
-        (v.overall, v.github_line.as_str(), v.github_url),
-        (Overall::Healthy, "GitHub Status: not watched", None)
+        (v.overall, v.github_line.as_str()),
+        (Overall::Healthy, "GitHub Status: unknown")
     );
+
+    s.github = Some(github_ok());
+    let v = view(&s, &Recent::default());
+    assert_eq!(v.github_line, "GitHub Status: All Systems Operational");
+    assert_eq!(
+        v.github_url.as_deref(),
+        Some("https://www.githubstatus.com")
+    );
+
+    // A resolved incident is gone from the snapshot; the event keeps a line for it.
+    let mut recent = Recent::default();
+    let at = t1002();
+    let github = |change, title: &str, url: Option<&str>| Event::Github {
+        change,
+        title: title.into(),
+        url: url.map(str::to_string),
+        at,
+    };
+    recent.record(&github(
+        GithubChange::IncidentResolved,
+        "Actions down",
+        Some("https://stspg.io/x"),
+    ));
+    // A component blip does not replace it.
+    recent.record(&github(GithubChange::ComponentChanged, "Git ops", None));
+    let v = view(&s, &recent);
+    assert_eq!(
+        (v.overall, v.github_line.as_str()),
+        (Overall::Healthy, "GitHub: resolved: Actions down")
+    );
+    assert_eq!(v.github_url.as_deref(), Some("https://stspg.io/x"));
+
+    // A new incident in the snapshot wins over the old resolution.
+    s.github
+        .as_mut()
+        .unwrap()
+        .incidents
+        .push(incident("Copilot is slow"));
+    assert_eq!(
+        view(&s, &recent).github_line,
+        "GitHub incident: Copilot is slow"
+    );
+}
+
+#[test]
+fn statuspage_indicators_map_to_trouble() {
+    for (word, trouble) in [
+        ("none", false),
+        ("maintenance", false),
+        ("minor", true),
+        ("major", true),
+        ("critical", true),
+        ("sideways", false),
+    ] {
+        assert_eq!(
+            Indicator::from_statuspage(word).is_trouble(),
+            trouble,
+            "{word}"
+        );
+    }
 }

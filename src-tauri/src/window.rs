@@ -1,13 +1,16 @@
 //! The dashboard window: Weir's own page (`http://127.0.0.1:PORT/_weir/#secret=…`) in a
-//! webview, created on first use from the hidden `main` window in tauri.conf.json (so no
-//! WebKit process runs until someone looks), hidden instead of closed, and kept on Weir's
-//! origin: any other link opens in the default browser.
+//! webview, kept on Weir's origin (any other link opens in the default browser).
+//!
+//! It lives in its own process (see [`crate::dashboard`]): the tray starts `weir-tray
+//! --dashboard` when someone opens the dashboard and tells it what to show over its stdin; the
+//! window is built from the `main` entry in tauri.conf.json (declared `"create": false`), and
+//! closing it ends that process, WebKit's web and network processes with it. The page keeps
+//! nothing worth saving: it reads everything from the engine, and the secret comes with the URL.
 
 use crate::engine_task::Engine;
 use crate::error::TrayError;
-use tauri::{
-    AppHandle, Manager, Runtime, Url, WebviewUrl, WebviewWindow, WebviewWindowBuilder, WindowEvent,
-};
+use tauri::{AppHandle, Builder, Context, Runtime, Url, WebviewUrl, WebviewWindow};
+use tauri::{Manager, WebviewWindowBuilder};
 use tauri_plugin_opener::OpenerExt;
 
 /// Label of the dashboard window (tauri.conf.json, capabilities/dashboard.json).
@@ -19,6 +22,43 @@ pub enum View {
     Overview,
     /// The create queue (fragment `view=queue`).
     Queue,
+}
+
+impl View {
+    /// The word for a view in the tray → dashboard protocol (see [`Request`]).
+    pub fn word(self) -> &'static str {
+        match self {
+            View::Overview => "overview",
+            View::Queue => "queue",
+        }
+    }
+
+    fn from_word(word: &str) -> Option<View> {
+        [View::Overview, View::Queue]
+            .into_iter()
+            .find(|v| v.word() == word)
+    }
+}
+
+/// One line the tray writes to the dashboard process: `<view> <url>`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Request {
+    pub view: View,
+    pub url: Url,
+}
+
+impl Request {
+    pub fn to_line(&self) -> String {
+        format!("{} {}\n", self.view.word(), self.url)
+    }
+
+    pub fn parse(line: &str) -> Option<Request> {
+        let (view, url) = line.trim().split_once(' ')?;
+        Some(Request {
+            view: View::from_word(view)?,
+            url: Url::parse(url).ok()?,
+        })
+    }
 }
 
 /// The URL for a view: the secret travels in the fragment, which is never sent to a server.
@@ -33,10 +73,36 @@ pub fn dashboard_url(engine: &Engine, view: View) -> Result<Url, TrayError> {
     })
 }
 
-/// Shows (creating if needed) the dashboard window at `view` and focuses it.
-pub fn show<R: Runtime>(app: &AppHandle<R>, view: View) -> Result<(), TrayError> {
-    let engine = app.state::<Engine>();
-    let url = dashboard_url(&engine, view)?;
+/// The dashboard process: no engine, no tray; shows what each stdin line asks for, exits when
+/// its window is closed or its stdin ends (the tray quit).
+pub fn run_dashboard<R: Runtime>(
+    builder: Builder<R>,
+    context: Context<R>,
+) -> Result<(), TrayError> {
+    let app = builder.plugin(tauri_plugin_opener::init()).build(context)?;
+    let handle = app.handle().clone();
+    std::thread::spawn(move || {
+        for line in std::io::stdin().lines() {
+            let Ok(line) = line else { break };
+            let Some(request) = Request::parse(&line) else {
+                tracing::warn!("weir-tray dashboard: ignoring a request that does not parse");
+                continue;
+            };
+            if let Err(e) = show(&handle, request) {
+                tracing::warn!("weir-tray dashboard: cannot show the dashboard: {e}");
+            }
+        }
+        handle.exit(0);
+    });
+    // Default exit handling: closing the (only) window ends the process.
+    app.run(|_, _| {});
+    Ok(())
+}
+
+/// Shows (creating it if it is not open) the dashboard window and focuses it. An open window
+/// stays where the user is unless another view was asked for.
+fn show<R: Runtime>(app: &AppHandle<R>, request: Request) -> Result<(), TrayError> {
+    let Request { view, url } = request;
     let window = match app.get_webview_window(LABEL) {
         Some(w) => {
             if view != View::Overview || w.url().map_or(true, |u| u.origin() != url.origin()) {
@@ -77,15 +143,29 @@ fn create<R: Runtime>(app: &AppHandle<R>, url: Url) -> Result<WebviewWindow<R>, 
             false
         })
         .build()?;
-    let hide = window.clone();
-    window.on_window_event(move |event| {
-        if let WindowEvent::CloseRequested { api, .. } = event {
-            // A tray app lives on after its window: hide, keep the page (and its state).
-            api.prevent_close();
-            if let Err(e) = hide.hide() {
-                tracing::warn!("weir-tray: cannot hide the dashboard window: {e}");
-            }
-        }
-    });
     Ok(window)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_round_trip_and_junk_is_refused() {
+        for view in [View::Overview, View::Queue] {
+            let r = Request {
+                view,
+                url: Url::parse("http://127.0.0.1:9347/_weir/#secret=abc&view=queue").unwrap(),
+            };
+            assert_eq!(Request::parse(&r.to_line()), Some(r));
+        }
+        for junk in [
+            "",
+            "overview",
+            "sideways http://127.0.0.1:1/",
+            "queue not a url",
+        ] {
+            assert_eq!(Request::parse(junk), None, "{junk:?}");
+        }
+    }
 }

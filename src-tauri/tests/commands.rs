@@ -13,7 +13,7 @@ use tauri::{App, Manager, WebviewUrl, WebviewWindow, WebviewWindowBuilder};
 use weir_tray::{build_app, AppOptions, Engine};
 
 fn settings() -> weir::config::Settings {
-    let toml = "listen = \"127.0.0.1:0\"\n[[upstream]]\nname = \"copilot-api\"\norigin = \"http://127.0.0.1:9\"\n";
+    let toml = "listen = \"127.0.0.1:0\"\nwatch_github_status = false\n[[upstream]]\nname = \"copilot-api\"\norigin = \"http://127.0.0.1:9\"\n[queue]\ncredentials = \"memory\"\n";
     weir::config::parse_str(toml, "test.toml").unwrap()
 }
 
@@ -98,6 +98,11 @@ fn commands_drive_the_real_engine() {
     assert_eq!(status["paused"], json!(false));
     assert_eq!(status["upstreams"][0]["name"], json!("copilot-api"));
     assert_eq!(status["dashboard"], json!(format!("{base}/_weir/")));
+    // The whole snapshot, queue counts included (a status without them read as "nothing
+    // queued" in the tray and the page).
+    assert_eq!(status["queue"]["available"], json!(true), "{status}");
+    assert_eq!(status["queue"]["queued"], json!(0), "{status}");
+    assert_eq!(status["upstreams"][0]["breaker"]["state"], json!("closed"));
 
     assert_eq!(
         invoke(&w, LOCAL, "set_paused", json!({"paused": true})),
