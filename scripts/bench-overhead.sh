@@ -2,6 +2,7 @@
 # Overhead of Weir against a direct connection and against nginx, in one run, on loopback.
 #
 #   scripts/bench-overhead.sh [SECONDS]        (default 10 s per throughput run)
+#   WEIR_BIN=/path/to/weir scripts/bench-overhead.sh    (measure that build instead)
 #
 # Starts (all on 127.0.0.1, all stopped at exit): the lab upstream (`weir-lab upstream`, answers
 # at once), `weir serve` (release) managing it, nginx 1.22 with its own temporary config as a
@@ -39,7 +40,8 @@ for tool in wrk nginx haproxy curl; do
 done
 
 cargo build --release -q -p weir -p weir-lab
-WEIR="$TARGET_DIR/release/weir"
+# WEIR_BIN measures another build (e.g. an older commit's) against the same run's baselines.
+WEIR="${WEIR_BIN:-$TARGET_DIR/release/weir}"
 LAB="$TARGET_DIR/release/weir-lab"
 
 TMP="$(mktemp -d)"

@@ -214,6 +214,10 @@ click 'Resume' && wait_label '^Pause' 5 && ! menu | cut -f2 | grep -q '^Weir: pa
 # --- a notification through the real notification server
 click 'Copy shell proxy settings' && wait_notify 'Proxy settings copied' 5 && pass "Notify call seen (proxy settings copied)" ||
     fail "no Notify call after 'Copy shell proxy settings' (notify.log: $(wc -l <"$TMP/notify.log") lines)"
+# What was copied is `weir env`'s output (same library code): NO_PROXY included, not only the
+# proxy variables the tray's old hand-written copy had.
+wait_notify 'export NO_PROXY=' 5 && wait_notify 'export HTTPS_PROXY=' 1 && pass "copied settings are weir env's (HTTPS_PROXY and NO_PROXY)" ||
+    fail "the copied settings lack NO_PROXY or HTTPS_PROXY (not weir env's output)"
 
 # --- the dashboard window: wait until it exists, then until WebKit has painted the page (a
 # window-only grab with many colours; a blank page has one or two), then save the whole screen.

@@ -2,66 +2,44 @@
 //! directory rules as `weir serve`, and owns it as managed state ([`Engine`]) until Quit.
 
 use crate::error::TrayError;
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use tauri::{AppHandle, Manager, Runtime};
 use weir::config::{self, Settings};
 use weir::EngineHandle;
 
-/// The command line of the tray binary (the same three options as `weir serve`).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct LaunchArgs {
-    pub config: Option<PathBuf>,
-    pub listen: Option<SocketAddr>,
-    pub data_dir: Option<PathBuf>,
+/// The command line of the tray binary: `weir serve`'s launch flags, parsed with the same clap
+/// definitions ([`weir::config::LaunchArgs`]), plus the hidden flag the tray starts its
+/// dashboard process with.
+#[derive(clap::Parser, Debug, Clone, Default, PartialEq, Eq)]
+#[command(
+    name = "weir-tray",
+    version,
+    about = "Runs Weir's proxy with a tray icon. Options as for `weir serve`."
+)]
+pub struct TrayArgs {
+    #[command(flatten)]
+    pub launch: weir::config::LaunchArgs,
     /// Be the dashboard window's process (started by the tray; requests on stdin).
+    #[arg(long = "dashboard", hide = true)]
     pub dashboard: bool,
 }
 
-/// What `--help` prints.
-pub const USAGE: &str = "usage: weir-tray [--config FILE] [--listen ADDR] [--data-dir DIR]\n\
-    Runs Weir's proxy with a tray icon. Options as for `weir serve`.";
-
-impl LaunchArgs {
-    /// Parses `--config FILE`, `--listen ADDR`, `--data-dir DIR` (also `--opt=value`). Unknown
-    /// arguments are errors, except the ones desktop launchers add (`-psn_…` on macOS).
-    pub fn parse(args: impl IntoIterator<Item = String>) -> Result<LaunchArgs, String> {
-        let mut out = LaunchArgs::default();
-        let mut it = args.into_iter();
-        while let Some(arg) = it.next() {
-            let (flag, inline) = match arg.split_once('=') {
-                Some((f, v)) if f.starts_with("--") => (f.to_string(), Some(v.to_string())),
-                _ => (arg.clone(), None),
-            };
-            let mut value = |name: &str| {
-                inline
-                    .clone()
-                    .or_else(|| it.next())
-                    .ok_or_else(|| format!("{name} needs a value\n{USAGE}"))
-            };
-            match flag.as_str() {
-                "--config" => out.config = Some(PathBuf::from(value("--config")?)),
-                "--data-dir" => out.data_dir = Some(PathBuf::from(value("--data-dir")?)),
-                "--listen" => {
-                    let v = value("--listen")?;
-                    out.listen = Some(v.parse().map_err(|_| {
-                        format!("--listen `{v}` is not an address like 127.0.0.1:9347")
-                    })?);
-                }
-                crate::dashboard::FLAG => out.dashboard = true,
-                "-h" | "--help" => return Err(USAGE.to_string()),
-                f if f.starts_with("-psn_") => {}
-                other => return Err(format!("unknown argument `{other}`\n{USAGE}")),
-            }
-        }
-        Ok(out)
+impl TrayArgs {
+    /// Parses the arguments after the program name, `--opt value` or `--opt=value`. Unknown
+    /// arguments are errors, except the `-psn_…` argument macOS launchers add; `--help` and
+    /// `--version` come back as errors whose `exit_code()` is 0.
+    pub fn parse(args: impl IntoIterator<Item = String>) -> Result<TrayArgs, clap::Error> {
+        let args = args.into_iter().filter(|a| !a.starts_with("-psn_"));
+        <TrayArgs as clap::Parser>::try_parse_from(
+            std::iter::once("weir-tray".to_string()).chain(args),
+        )
     }
 }
 
 /// Settings, data dir and config file exactly as `weir serve` finds them
 /// ([`weir::config::resolve`]); a `--config` that does not exist is its own error.
-pub fn resolve(args: &LaunchArgs) -> Result<weir::config::Launch, TrayError> {
+pub fn resolve(args: &weir::config::LaunchArgs) -> Result<weir::config::Launch, TrayError> {
     if let Some(f) = args.config.as_ref().filter(|f| !f.exists()) {
         return Err(TrayError::MissingConfig(f.clone()));
     }
@@ -78,6 +56,8 @@ pub fn resolve(args: &LaunchArgs) -> Result<weir::config::Launch, TrayError> {
 /// The running engine, kept in Tauri's managed state.
 pub struct Engine {
     pub handle: EngineHandle,
+    /// This install as `weir env` and the other set-up commands see it.
+    install: weir::client_setup::Install,
     quitting: AtomicBool,
 }
 
@@ -93,11 +73,11 @@ impl Engine {
         // The local CA (TLS interception) as `weir serve` loads it; its key lives in the
         // keychain, so only the real desktop app touches it (mock-runtime tests do not).
         let local_ca = if desktop {
-            let service = std::env::var("WEIR_KEYCHAIN_SERVICE").unwrap_or_else(|_| "weir".into());
-            weir::intercept::ca_store::load_for_engine(&settings, &data_dir, &service)
+            weir::intercept::ca_store::load_local_ca(&settings, &data_dir)
         } else {
             None
         };
+        let install = weir::client_setup::Install::new(settings.clone(), data_dir.clone());
         let mut opts = weir::EngineOptions::new(settings, data_dir);
         opts.local_ca = local_ca;
         opts.config_file = config_file;
@@ -106,8 +86,13 @@ impl Engine {
             "weir-tray: proxy listening on http://{}",
             handle.local_addr()
         );
+        // What "Copy shell proxy settings" gives is what `weir env` prints for this install,
+        // at the address the engine really listens on.
+        let mut install = install;
+        install.settings.listen = handle.local_addr();
         Ok(Engine {
             handle,
+            install,
             quitting: AtomicBool::new(false),
         })
     }
@@ -116,11 +101,15 @@ impl Engine {
         self.quitting.load(Ordering::Relaxed)
     }
 
-    /// `export HTTPS_PROXY=… HTTP_PROXY=…` (both spellings: curl reads only the lower-case
-    /// `http_proxy`, other tools only the upper-case ones).
+    /// Exactly what `weir env` prints (proxy variables, `NO_PROXY`, the CA variables when
+    /// interception is on), from the same library code. Writes the CA bundle like `weir env`
+    /// does, so call it off the UI thread when that matters.
     pub fn shell_proxy_settings(&self) -> String {
-        let p = format!("http://{}", self.handle.local_addr());
-        format!("export HTTPS_PROXY={p} HTTP_PROXY={p} https_proxy={p} http_proxy={p}")
+        let (env, notes) = self.install.shell_env();
+        for note in notes {
+            tracing::info!("weir-tray: {note}");
+        }
+        env.render(weir::client_setup::shell_env::Shell::Posix)
     }
 }
 
@@ -178,8 +167,8 @@ async fn wait_for_signal() {
 mod tests {
     use super::*;
 
-    fn parse(v: &[&str]) -> Result<LaunchArgs, String> {
-        LaunchArgs::parse(v.iter().map(|s| s.to_string()))
+    fn parse(v: &[&str]) -> Result<TrayArgs, clap::Error> {
+        TrayArgs::parse(v.iter().map(|s| s.to_string()))
     }
 
     #[test]
@@ -189,26 +178,31 @@ mod tests {
             "/c.toml",
             "--listen=127.0.0.1:0",
             "--data-dir=/d",
+            "-psn_0_12345",
         ])
         .unwrap();
-        assert_eq!(a.config, Some(PathBuf::from("/c.toml")));
-        assert_eq!(a.listen, Some("127.0.0.1:0".parse().unwrap()));
-        assert_eq!(a.data_dir, Some(PathBuf::from("/d")));
-        assert_eq!(parse(&[]).unwrap(), LaunchArgs::default());
+        assert_eq!(a.launch.config, Some(PathBuf::from("/c.toml")));
+        assert_eq!(a.launch.listen, Some("127.0.0.1:0".parse().unwrap()));
+        assert_eq!(a.launch.data_dir, Some(PathBuf::from("/d")));
+        assert!(!a.dashboard);
+        assert!(parse(&[crate::dashboard::FLAG]).unwrap().dashboard);
+        assert_eq!(parse(&[]).unwrap(), TrayArgs::default());
     }
 
     #[test]
-    fn rejects_bad_arguments_with_usage() {
-        assert!(parse(&["--listen", "nope"])
-            .unwrap_err()
-            .contains("not an address"));
-        assert!(parse(&["--config"]).unwrap_err().contains("needs a value"));
-        assert!(parse(&["--frobnicate"]).unwrap_err().contains("usage:"));
+    fn rejects_bad_arguments_like_weir_serve() {
+        let bad = parse(&["--listen", "nope"]).unwrap_err();
+        assert_eq!(bad.kind(), clap::error::ErrorKind::ValueValidation);
+        assert_eq!(bad.exit_code(), 2);
+        assert!(parse(&["--config"]).is_err());
+        let unknown = parse(&["--frobnicate"]).unwrap_err();
+        assert_eq!(unknown.kind(), clap::error::ErrorKind::UnknownArgument);
+        assert_eq!(parse(&["--help"]).unwrap_err().exit_code(), 0);
     }
 
     #[test]
     fn resolve_refuses_a_missing_file_and_non_loopback() {
-        let missing = LaunchArgs {
+        let missing = weir::config::LaunchArgs {
             config: Some("/nonexistent/weir.toml".into()),
             ..Default::default()
         };
@@ -219,18 +213,16 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("c.toml");
         std::fs::write(&file, "listen = \"127.0.0.1:0\"\n").unwrap();
-        let wide = LaunchArgs {
+        let wide = weir::config::LaunchArgs {
             config: Some(file.clone()),
             listen: Some("0.0.0.0:9".parse().unwrap()),
             data_dir: Some(dir.path().into()),
-            dashboard: false,
         };
         assert!(matches!(resolve(&wide), Err(TrayError::NotLoopback(_))));
-        let ok = LaunchArgs {
+        let ok = weir::config::LaunchArgs {
             config: Some(file),
             listen: None,
             data_dir: Some(dir.path().join("d")),
-            dashboard: false,
         };
         let weir::config::Launch {
             settings, data_dir, ..

@@ -25,7 +25,7 @@ pub mod tray;
 pub mod tray_state;
 pub mod window;
 
-pub use engine_task::{Engine, LaunchArgs};
+pub use engine_task::{Engine, TrayArgs};
 pub use error::TrayError;
 
 use std::path::PathBuf;
@@ -47,13 +47,13 @@ pub struct AppOptions {
 }
 
 impl AppOptions {
-    /// The real app's options from its command line (see [`LaunchArgs`]).
-    pub fn desktop(args: &LaunchArgs) -> Result<AppOptions, TrayError> {
+    /// The real app's options from its command line (see [`TrayArgs`]).
+    pub fn desktop(args: &TrayArgs) -> Result<AppOptions, TrayError> {
         let weir::config::Launch {
             settings,
             data_dir,
             config_file,
-        } = engine_task::resolve(args)?;
+        } = engine_task::resolve(&args.launch)?;
         Ok(AppOptions {
             settings,
             data_dir,

@@ -13,11 +13,12 @@ fn main() -> ExitCode {
         )
         .with_writer(std::io::stderr)
         .init();
-    let args = match weir_tray::LaunchArgs::parse(std::env::args().skip(1)) {
+    let args = match weir_tray::TrayArgs::parse(std::env::args().skip(1)) {
         Ok(a) => a,
-        Err(message) => {
-            eprintln!("weir-tray: {message}");
-            return ExitCode::from(2);
+        Err(e) => {
+            // Usage errors exit 2 like `weir serve`; --help and --version exit 0.
+            let _ = e.print();
+            return ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(2));
         }
     };
     if args.dashboard {

@@ -194,18 +194,6 @@ impl CaStore {
     }
 }
 
-/// The former start-up call, kept so the tray builds until it calls [`load_local_ca`].
-/// `keychain_service` is ignored: the service comes from the data dir (and
-/// `WEIR_KEYCHAIN_SERVICE`, which is what the tray passes), so a second data dir can no
-/// longer overwrite the main install's CA key.
-pub fn load_for_engine(
-    settings: &crate::config::Settings,
-    data_dir: &Path,
-    _keychain_service: &str,
-) -> Option<Arc<LocalCa>> {
-    load_local_ca(settings, data_dir)
-}
-
 /// What `weir serve` and the tray do at start-up: the CA when interception is on and possible,
 /// else `None` with a warning saying why, so CONNECTs to managed hosts stay blind tunnels.
 /// Blocks on the keychain: call it before the async runtime starts or from `spawn_blocking`.
