@@ -10,6 +10,7 @@ use crate::body::Body;
 use crate::cache::{CacheKey, Freshness, Stored};
 use crate::coalesce::Role;
 use crate::config::{ClassSettings, RouteClass};
+use crate::identity::Identity;
 use crate::problem::{Problem, ProblemKind};
 use crate::upstream::{AttemptPolicy, Replayable};
 use bytes::Bytes;
@@ -28,6 +29,7 @@ struct FetchSpec {
     key: CacheKey,
     uri: Uri,
     headers: HeaderMap,
+    scope: Option<Identity>,
 }
 
 /// The cache/coalesce phase for `list`, `view` and `token` GETs.
@@ -63,7 +65,7 @@ pub(super) async fn serve(
             }
             Freshness::Revalidate => {
                 counters.cache_hits_stale.fetch_add(1, Relaxed);
-                let spec = spec(up, class, key, &parts.uri, &parts.headers);
+                let spec = spec(up, class, key, &parts.uri, &parts.headers, who);
                 let p = proxy.clone();
                 proxy.coalescer.start_if_idle(key, move || fetch(p, spec));
                 return Ok(respond::cached(entry, "weir; hit; fwd=stale"));
@@ -84,7 +86,7 @@ pub(super) async fn serve(
             return rescue::stale_or(stale(), counters, p, "client-rate-limited");
         }
     }
-    let spec = spec(up, class, key, &parts.uri, &parts.headers);
+    let spec = spec(up, class, key, &parts.uri, &parts.headers, who);
     let p = proxy.clone();
     let (outcome, role) = proxy.coalescer.run(key, move || fetch(p, spec)).await;
     if role == Role::Follower {
@@ -116,7 +118,14 @@ pub(super) async fn serve(
     }
 }
 
-fn spec(up: usize, class: RouteClass, key: CacheKey, uri: &Uri, headers: &HeaderMap) -> FetchSpec {
+fn spec(
+    up: usize,
+    class: RouteClass,
+    key: CacheKey,
+    uri: &Uri,
+    headers: &HeaderMap,
+    who: Caller,
+) -> FetchSpec {
     let mut headers = headers.clone();
     strip_hop_by_hop(&mut headers);
     // The shared fetch must ask for the full, current representation: one waiter's
@@ -137,6 +146,7 @@ fn spec(up: usize, class: RouteClass, key: CacheKey, uri: &Uri, headers: &Header
         key,
         uri: uri.clone(),
         headers,
+        scope: who.scope(),
     }
 }
 
@@ -148,6 +158,7 @@ async fn fetch(proxy: Arc<Proxy>, spec: FetchSpec) -> Result<Arc<Stored>, Arc<Pr
         uri: &spec.uri,
         headers: &spec.headers,
         body: Bytes::new(),
+        identity: spec.scope,
     };
     let policy = AttemptPolicy::for_request(&Method::GET, true);
     let attempt = proxy

@@ -91,6 +91,6 @@ async fn phases(
     if class == RouteClass::Create {
         create::serve(proxy, up, req, who).await
     } else {
-        forward::managed(proxy, up, class, req).await
+        forward::managed(proxy, up, class, req, who.scope()).await
     }
 }

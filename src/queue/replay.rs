@@ -122,7 +122,8 @@ impl Replayer {
             }
         }
         // Admission before the item is marked: a closed gate leaves it queued as it was.
-        let admitted = match self.upstreams.get(up).gate.admit().await {
+        let scope = scope_of(&item);
+        let admitted = match self.upstreams.get(up).gate.admit(scope.as_ref()).await {
             Ok(a) => a,
             Err(_) => return Duration::from_secs(1),
         };
@@ -155,6 +156,7 @@ impl Replayer {
             uri: &uri,
             headers: &headers,
             body: Bytes::from(item.body.clone()),
+            identity: scope,
         };
         let res = self
             .upstreams
@@ -239,6 +241,7 @@ impl Replayer {
             uri: &uri,
             headers: &headers,
             body: Bytes::new(),
+            identity: scope_of(item),
         };
         let policy = AttemptPolicy::for_request(&Method::GET, true);
         let resp = match self
@@ -260,6 +263,14 @@ impl Replayer {
             None => Lookup::NotFound,
         }
     }
+}
+
+/// The identity an item's rate limits are scoped to: none for an item queued without a
+/// credential (a throttle then concerns everyone).
+fn scope_of(item: &Item) -> Option<crate::identity::Identity> {
+    item.credential_ref
+        .as_ref()
+        .and_then(|_| crate::identity::Identity::from_hex(&item.identity))
 }
 
 /// The gate refused the attempt (nothing was sent).
