@@ -173,7 +173,15 @@ async fn settings_are_saved_to_the_config_file_validated_and_backed_up() {
     let h = weir::start(opts).await.unwrap();
     let url = format!("{}/_weir/api/settings", h.base_url());
     let c = reqwest::Client::new();
-    let got: serde_json::Value = c.get(&url).send().await.unwrap().json().await.unwrap();
+    let got: serde_json::Value = c
+        .get(&url)
+        .header("x-weir-secret", h.control_secret())
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert_eq!(got["config_file"], file.display().to_string());
     let patch = r#"{"classes":{"list":{"fresh_ttl":"30s"}},"upstreams":[{"name":"copilot-api","origin":"https://api.githubcopilot.com"}]}"#;
     assert_eq!(c.put(&url).body(patch).send().await.unwrap().status(), 401);
@@ -210,4 +218,33 @@ async fn settings_are_saved_to_the_config_file_validated_and_backed_up() {
     );
     assert_eq!(std::fs::read_to_string(&file).unwrap(), text);
     h.shutdown().await;
+}
+
+#[tokio::test]
+async fn queue_and_settings_reads_need_the_secret() {
+    let weir = Weir::start(&[], "[queue]\ncredentials = \"memory\"\n").await;
+    let base = weir.proxy_url();
+    let c = reqwest::Client::new();
+    for path in [
+        "/_weir/api/queue",
+        "/_weir/api/queue/1",
+        "/_weir/api/settings",
+    ] {
+        let r = c.get(format!("{base}{path}")).send().await.unwrap();
+        assert_eq!(r.status(), 401, "{path}");
+        assert_eq!(r.headers()["content-type"], "application/problem+json");
+    }
+    for (path, want) in [
+        ("/_weir/api/queue", 200),
+        ("/_weir/api/queue/1", 404),
+        ("/_weir/api/settings", 200),
+    ] {
+        let r = c
+            .get(format!("{base}{path}"))
+            .header("x-weir-secret", weir.handle.control_secret())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), want, "{path}");
+    }
 }

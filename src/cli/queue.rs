@@ -41,8 +41,16 @@ pub fn run(cmd: QueueCmd, args: ServeArgs) -> ExitCode {
     };
     rt.block_on(async move {
         let (method, path, secret) = match &cmd {
-            QueueCmd::Ls { .. } => (Method::GET, "/_weir/api/queue".to_string(), None),
-            QueueCmd::Show { id } => (Method::GET, format!("/_weir/api/queue/{id}"), None),
+            QueueCmd::Ls { .. } => (
+                Method::GET,
+                "/_weir/api/queue".to_string(),
+                Some(secret(&data_dir).await),
+            ),
+            QueueCmd::Show { id } => (
+                Method::GET,
+                format!("/_weir/api/queue/{id}"),
+                Some(secret(&data_dir).await),
+            ),
             QueueCmd::Cancel { id } => (
                 Method::POST,
                 format!("/_weir/api/queue/{id}/cancel"),

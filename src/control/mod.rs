@@ -139,7 +139,7 @@ pub(crate) async fn handle(
     }
 }
 
-/// Mutating calls need the per-install control secret in `X-Weir-Secret`. A custom header also
+/// Mutating calls, and reads of the queue and settings, need the per-install control secret in `X-Weir-Secret`. A custom header also
 /// makes every cross-site attempt a CORS preflight, which Weir never approves (CSRF).
 pub(crate) fn require_secret(ctl: &Control, req: &Request<Incoming>) -> Result<(), Problem> {
     let given = req
@@ -150,7 +150,7 @@ pub(crate) fn require_secret(ctl: &Control, req: &Request<Incoming>) -> Result<(
     if constant_time_eq(given, ctl.secret.as_bytes()) {
         Ok(())
     } else {
-        Err(Problem::new(StatusCode::UNAUTHORIZED, ProblemKind::Unauthorized, "this call changes Weir's state and needs the control secret in the X-Weir-Secret header"))
+        Err(Problem::new(StatusCode::UNAUTHORIZED, ProblemKind::Unauthorized, "this call changes Weir's state or reads private data, and needs the control secret in the X-Weir-Secret header"))
     }
 }
 

@@ -19,10 +19,11 @@ pub(crate) async fn handle(
     ctl: &Arc<Control>,
     req: Request<Incoming>,
 ) -> Result<Response<Body>, Problem> {
+    // Reads too: the effective settings name the config file and every upstream.
+    require_secret(ctl, &req)?;
     match *req.method() {
         Method::GET => Ok(json(&current(ctl))),
         Method::PUT => {
-            require_secret(ctl, &req)?;
             let patch = read_json(req).await?;
             save(ctl, &patch).await
         }

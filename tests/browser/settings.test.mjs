@@ -72,7 +72,7 @@ describe('Weir dashboard settings', { timeout: 180_000 }, () => {
     assert.equal(await page.getByTestId('upstream-name-1').inputValue(), 'test');
     assert.equal(await page.getByTestId('upstream-origin-1').inputValue(), `http://127.0.0.1:${upstream.port}`);
     assert.equal(await page.getByTestId('upstream-row-2').count(), 0);
-    const doc = (await control(weir, 'GET', '/_weir/api/settings')).json;
+    const doc = (await control(weir, 'GET', '/_weir/api/settings', { secret: weir.secret })).json;
     assert.equal(await page.getByTestId('setting-list-fresh_ttl').inputValue(), doc.effective.classes.list.fresh_ttl);
     assert.equal(await page.getByTestId('setting-view-fresh_ttl').inputValue(), doc.effective.classes.view.fresh_ttl);
     assert.equal(Number(await page.getByTestId('setting-breaker-minimum_calls').inputValue()), doc.effective.breaker.minimum_calls);
