@@ -14,6 +14,7 @@ pub enum ProblemKind {
     BadRequest,
     ForbiddenHost,
     ForbiddenOrigin,
+    ForbiddenTarget,
     Unauthorized,
     NotFound,
     Connection,
@@ -40,12 +41,13 @@ pub struct Page {
 }
 
 impl ProblemKind {
-    pub const ALL: [ProblemKind; 21] = [
+    pub const ALL: [ProblemKind; 22] = [
         ProblemKind::HeaderTooLarge,
         ProblemKind::BodyTooLarge,
         ProblemKind::BadRequest,
         ProblemKind::ForbiddenHost,
         ProblemKind::ForbiddenOrigin,
+        ProblemKind::ForbiddenTarget,
         ProblemKind::Unauthorized,
         ProblemKind::NotFound,
         ProblemKind::Connection,
@@ -71,6 +73,7 @@ impl ProblemKind {
             ProblemKind::BadRequest => "bad_request",
             ProblemKind::ForbiddenHost => "forbidden_host",
             ProblemKind::ForbiddenOrigin => "forbidden_origin",
+            ProblemKind::ForbiddenTarget => "forbidden_target",
             ProblemKind::Unauthorized => "unauthorized",
             ProblemKind::NotFound => "not_found",
             ProblemKind::Connection => "connection",
@@ -136,6 +139,7 @@ impl ProblemKind {
             ProblemKind::BodyTooLarge => Page { title: "Request body too large", cause: "The request body is larger than Weir buffers (limits.max_body_bytes).", fix: "Send a smaller body, or raise limits.max_body_bytes in Weir's config." },
             ProblemKind::BadRequest => Page { title: "Bad request", cause: "Weir could not understand the request (for example a proxy request without a host, or a malformed URI).", fix: "Point the client at Weir as an HTTP proxy (HTTPS_PROXY/HTTP_PROXY=http://127.0.0.1:9347) rather than as a server, and check the URL." },
             ProblemKind::ForbiddenHost => Page { title: "Control API refused: foreign Host", cause: "Weir's control API only answers requests whose Host is one of its own loopback names. A web page using DNS rebinding sends a foreign Host, so it gets nothing.", fix: "Use http://127.0.0.1:PORT/_weir/ or http://localhost:PORT/_weir/ directly." },
+            ProblemKind::ForbiddenTarget => Page { title: "Proxy target refused: a private address", cause: "The request or CONNECT tunnel goes to a host that is not a managed upstream and is (or resolves to) a loopback, link-local or private address. Weir refuses these so that a web page or a tool pointed at Weir cannot reach services on this machine or its local network through it.", fix: "If you do mean to reach local or private hosts through Weir (a local test server, a private network service), set `allow_private_targets = true` at the top level of Weir's config file and restart Weir; or add the host to NO_PROXY so the client connects directly. Managed upstreams are never refused." },
             ProblemKind::ForbiddenOrigin => Page { title: "Control API refused: foreign Origin", cause: "A request from another web origin tried to use Weir's control API.", fix: "Open the dashboard from Weir's own address; other sites cannot drive Weir." },
             ProblemKind::Unauthorized => Page { title: "Control secret required", cause: "Calls that change Weir's state, and reads of the create queue and settings, need the per-install control secret in the X-Weir-Secret header.", fix: "Use the `weir` CLI or the tray, or open the dashboard link printed by `weir serve` (it carries the secret)." },
             ProblemKind::NotFound => Page { title: "Not found", cause: "There is nothing at this path on Weir's control API.", fix: "See http://127.0.0.1:PORT/_weir/ for the dashboard and /_weir/api/status for status." },

@@ -341,6 +341,7 @@ impl Settings {
             queue,
             resilience,
             intercept: raw.intercept.as_ref().is_none_or(|i| *i.get_ref()),
+            allow_private_targets: raw.allow_private_targets.unwrap_or(false),
             upstream_proxy,
             listen,
             data_dir: raw.data_dir.map(|d| PathBuf::from(d.into_inner())),
