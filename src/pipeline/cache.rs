@@ -1,6 +1,10 @@
 //! Phase 4 for the cacheable classes (`list`, `view`, `token`): the per-identity cache,
 //! stale-while-revalidate, and coalescing of identical in-flight requests into one detached
 //! upstream fetch.
+//!
+//! What is kept: never `Set-Cookie` (a shared answer must not hand one caller's session to
+//! another); and for anonymous requests (no credential, so every anonymous caller shares one
+//! identity) nothing marked `Cache-Control: private` or `no-store`.
 
 use super::headers::strip_hop_by_hop;
 use super::identity::Caller;
@@ -98,9 +102,10 @@ pub(super) async fn serve(
         "weir; fwd=miss; collapsed"
     };
     match outcome {
-        Some(Ok(fresh)) if fresh.is_success() => {
+        Some(Ok(fresh)) if fresh.is_success() && storable(&parts.headers, &fresh.headers) => {
             Ok(respond::cached(&fresh, &format!("{fwd}; stored")))
         }
+        Some(Ok(fresh)) if fresh.is_success() => Ok(respond::cached(&fresh, fwd)),
         Some(Ok(failed)) => Ok(rescue::after_upstream_error(
             stale(),
             counters,
@@ -171,6 +176,8 @@ async fn fetch(proxy: Arc<Proxy>, spec: FetchSpec) -> Result<Arc<Stored>, Arc<Pr
     let (mut parts, body) = resp.into_parts();
     strip_hop_by_hop(&mut parts.headers);
     parts.headers.remove(header::CONTENT_LENGTH);
+    // Never kept, never shared: the answer goes to every waiter and every later hit.
+    parts.headers.remove(header::SET_COOKIE);
     let now = Instant::now();
     let settings = proxy.settings.classes.get(spec.class);
     let (fresh, swr, sie) = lifetimes(spec.class, settings, &body);
@@ -183,7 +190,7 @@ async fn fetch(proxy: Arc<Proxy>, spec: FetchSpec) -> Result<Arc<Stored>, Arc<Pr
         revalidate_until: now + fresh + swr,
         stale_if_error_until: now + fresh + swr.max(sie),
     });
-    if stored.is_success() {
+    if stored.is_success() && storable(&spec.headers, &stored.headers) {
         proxy.cache.insert(spec.key, stored.clone());
     }
     Ok(stored)
@@ -221,6 +228,22 @@ fn lifetimes(class: RouteClass, s: &ClassSettings, body: &[u8]) -> (Duration, Du
         .map(|e| e.saturating_sub(s.token_margin))
         .unwrap_or(fresh);
     (fresh, Duration::ZERO, usable.saturating_sub(fresh))
+}
+
+/// Whether an answer may be kept: per identity always (the key is the credential's hash), but
+/// for an anonymous request (one identity shared by every anonymous caller) not when the
+/// upstream said `private` or `no-store`.
+fn storable(request: &HeaderMap, response: &HeaderMap) -> bool {
+    if crate::identity::has_credential(request) {
+        return true;
+    }
+    !response
+        .get_all(header::CACHE_CONTROL)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(|d| d.split('=').next().unwrap_or("").trim())
+        .any(|d| d.eq_ignore_ascii_case("private") || d.eq_ignore_ascii_case("no-store"))
 }
 
 #[cfg(test)]
