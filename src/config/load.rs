@@ -25,6 +25,8 @@ pub enum ConfigError {
     },
     #[error("{0} is not a loopback address; Weir only listens on 127.0.0.1 or [::1] so other machines cannot use it")]
     NotLoopback(std::net::SocketAddr),
+    #[error("no data directory: the OS gives no home directory for the default one; pass --data-dir DIR or set data_dir = \"DIR\" in the config file")]
+    NoDataDir,
 }
 
 /// Reads and validates `path`.

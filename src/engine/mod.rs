@@ -77,7 +77,7 @@ pub struct EngineHandle {
 }
 
 pub async fn start(opts: EngineOptions) -> Result<EngineHandle, EngineError> {
-    std::fs::create_dir_all(&opts.data_dir).map_err(|source| EngineError::DataDir {
+    crate::paths::create_private_dir(&opts.data_dir).map_err(|source| EngineError::DataDir {
         path: opts.data_dir.clone(),
         source,
     })?;

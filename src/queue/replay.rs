@@ -290,24 +290,14 @@ async fn expire(bus: &Bus, q: &Queue) {
             end(bus, q, &it, "expired: not replayed within the maximum age").await;
         }
     }
-    // Purge long-ended items, deleting the credentials they kept for a retry.
+    // Purge long-ended items, deleting the credentials of exactly the rows deleted (the
+    // store returns them from the DELETE itself).
     let cutoff = now_ms() - KEEP_ENDED.as_millis() as i64;
-    let filter = weir_store::ListFilter {
-        states: vec![State::Failed, State::Expired, State::Cancelled, State::Done],
-        limit: 200,
-    };
-    if let Ok(items) = q.store.list(filter).await {
-        let old: Vec<_> = items
-            .into_iter()
-            .filter(|i| i.updated_at < cutoff)
-            .collect();
-        for it in &old {
+    if let Ok(purged) = q.store.purge_ended_before(cutoff).await {
+        for it in &purged {
             if let Some(acct) = &it.credential_ref {
                 q.secrets.delete(acct).await;
             }
-        }
-        if !old.is_empty() {
-            let _ = q.store.purge_ended_before(cutoff).await;
         }
     }
 }

@@ -65,11 +65,9 @@ impl Namespace {
     /// set, else [`Namespace::derive`] against the OS default data dir.
     pub fn for_data_dir(data_dir: &Path) -> Namespace {
         let explicit = std::env::var(SERVICE_ENV).ok();
-        Namespace::derive(
-            data_dir,
-            &crate::paths::default_data_dir(),
-            explicit.as_deref(),
-        )
+        // Without an OS default data dir, every data dir is "another" one (hashed name).
+        let default = crate::paths::default_data_dir().unwrap_or_default();
+        Namespace::derive(data_dir, &default, explicit.as_deref())
     }
 
     /// The pure rule: `explicit` (when not blank) wins; the default data dir gets
