@@ -74,6 +74,10 @@ fn key_on_line(text: &str, offset: usize) -> String {
     }
 }
 
+/// The longest duration a config key may hold: Weir adds durations to the current instant, and
+/// nothing sane waits longer (`Instant + d` cannot overflow below this).
+const MAX_DURATION: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
+
 /// Collects context for validation errors.
 pub(super) struct Ctx<'a> {
     file: &'a str,
@@ -107,6 +111,14 @@ impl Ctx<'_> {
         match v {
             None => Ok(None),
             Some(s) => match humantime::parse_duration(s.get_ref()) {
+                Ok(d) if d > MAX_DURATION => self.err(
+                    key,
+                    s.span(),
+                    format!(
+                        "`{}` is too long; durations may be at most 10 years",
+                        s.get_ref()
+                    ),
+                ),
                 Ok(d) => Ok(Some(d)),
                 Err(e) => self.err(
                     key,

@@ -196,6 +196,9 @@ async fn fetch(proxy: Arc<Proxy>, spec: FetchSpec) -> Result<Arc<Stored>, Arc<Pr
     Ok(stored)
 }
 
+/// A token is never kept longer than this, whatever it says (Copilot tokens live ~30 min).
+const MAX_TOKEN_LIFETIME: Duration = Duration::from_secs(24 * 3600);
+
 /// (fresh, stale-while-revalidate, stale-if-error) for a response of `class`.
 fn lifetimes(class: RouteClass, s: &ClassSettings, body: &[u8]) -> (Duration, Duration, Duration) {
     if class != RouteClass::Token {
@@ -217,12 +220,15 @@ fn lifetimes(class: RouteClass, s: &ClassSettings, body: &[u8]) -> (Duration, Du
         .get("refresh_in")
         .and_then(|r| r.as_u64())
         .map(Duration::from_secs);
+    // The upstream's numbers are input: bounded, so `Instant + d` cannot overflow.
+    let until_expiry = until_expiry.map(|e| e.min(MAX_TOKEN_LIFETIME));
     let due = match (refresh, until_expiry) {
         (Some(r), Some(e)) => r.min(e),
         (Some(r), None) => r,
         (None, Some(e)) => e,
         (None, None) => s.fresh_ttl,
-    };
+    }
+    .min(MAX_TOKEN_LIFETIME);
     let fresh = due.saturating_sub(s.token_margin);
     let usable = until_expiry
         .map(|e| e.saturating_sub(s.token_margin))
@@ -266,5 +272,14 @@ mod tests {
         assert_eq!(swr, Duration::ZERO);
         // Usable on error until 60 s before expiry (±1 s for the clock tick).
         assert!((299..=300).contains(&sie.as_secs()), "{sie:?}");
+    }
+
+    #[test]
+    fn absurd_token_lifetimes_are_bounded() {
+        let s = ClassSettings::defaults(RouteClass::Token);
+        let body = format!(r#"{{"expires_at":{m},"refresh_in":{m}}}"#, m = u64::MAX);
+        let (fresh, swr, sie) = lifetimes(RouteClass::Token, &s, body.as_bytes());
+        assert!(fresh + swr + sie <= MAX_TOKEN_LIFETIME);
+        let _ = Instant::now() + fresh + swr.max(sie);
     }
 }
