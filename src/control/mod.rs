@@ -33,6 +33,8 @@ pub(crate) struct Control {
     pub proxy: Arc<Proxy>,
     /// Secret that mutating control calls must carry (`X-Weir-Secret`).
     pub secret: String,
+    /// This install's id (not a secret), answered by `/_weir/api/health`.
+    pub install_id: String,
     /// Where the dashboard's settings panel saves changes; `None`: read-only.
     pub config_file: Option<PathBuf>,
     /// Whether a GitHub token is in the keychain (read at start, kept current by the token
@@ -90,7 +92,9 @@ pub(crate) async fn handle(
     match (req.method(), path.as_str()) {
         (&Method::GET, "/_weir/api/status") => Ok(json(&snapshot_full(ctl).await)),
         (&Method::GET, "/proxy.pac") => Ok(pac::response(&ctl.proxy.settings, ctl.proxy.port)),
-        (&Method::GET, "/_weir/api/health") => Ok(json(&serde_json::json!({"ok": true}))),
+        (&Method::GET, "/_weir/api/health") => Ok(json(
+            &serde_json::json!({"ok": true, "install_id": ctl.install_id}),
+        )),
         (&Method::GET, "/metrics") => Ok(text(
             "text/plain; version=0.0.4; charset=utf-8",
             metrics::render(ctl),

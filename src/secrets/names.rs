@@ -28,6 +28,9 @@ pub enum Account {
     GithubToken,
     /// The local CA's private key (PKCS#8 PEM).
     LocalCaKey,
+    /// A random, non-secret id of this install, answered by `/_weir/api/health`: the CLI sends
+    /// the control secret only to a Weir that names the id kept here.
+    InstallId,
 }
 
 impl Account {
@@ -38,6 +41,7 @@ impl Account {
             Account::IdentityKey => "identity-key",
             Account::GithubToken => "github-token",
             Account::LocalCaKey => "local-ca-key",
+            Account::InstallId => "install-id",
         }
     }
 }
