@@ -20,6 +20,17 @@ impl Identity {
     pub fn as_bytes(&self) -> &[u8; 32] {
         &self.0
     }
+    /// Parses [`Identity::hex`] back (a queued item keeps its identity as hex).
+    pub fn from_hex(s: &str) -> Option<Identity> {
+        let mut b = [0u8; 32];
+        hex::decode_to_slice(s, &mut b).ok()?;
+        Some(Identity(b))
+    }
+}
+
+/// Whether a request carries a credential (`Authorization` or `Cookie`) at all.
+pub fn has_credential(headers: &HeaderMap) -> bool {
+    headers.contains_key(http::header::AUTHORIZATION) || headers.contains_key(http::header::COOKIE)
 }
 
 impl fmt::Debug for Identity {
@@ -75,6 +86,9 @@ mod tests {
     fn different_tokens_different_identities() {
         let k = IdentityKey::new([7; 32]);
         assert_ne!(k.identify(&hdrs("token a")), k.identify(&hdrs("token b")));
+        let a = k.identify(&hdrs("token a"));
+        assert_eq!(Identity::from_hex(&a.hex()), Some(a));
+        assert_eq!(Identity::from_hex("zz"), None);
         assert_eq!(k.identify(&hdrs("token a")), k.identify(&hdrs("token a")));
     }
 

@@ -1,7 +1,9 @@
 //! Where Weir keeps its config and data on each OS (the `directories` crate knows the rules:
-//! XDG on Linux, ~/Library on macOS, %APPDATA% on Windows).
+//! XDG on Linux, ~/Library on macOS, %APPDATA% on Windows), and keeping the data dir private.
+//! There is no fallback to a shared temporary directory: without a home directory the data dir
+//! must be given (`--data-dir` or `data_dir` in the config file).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 fn dirs() -> Option<directories::ProjectDirs> {
     directories::ProjectDirs::from("dev", "weir", "weir")
@@ -12,9 +14,51 @@ pub fn default_config_file() -> Option<PathBuf> {
     dirs().map(|d| d.config_dir().join("config.toml"))
 }
 
-/// e.g. `~/.local/share/weir` on Linux.
-pub fn default_data_dir() -> PathBuf {
-    dirs()
-        .map(|d| d.data_dir().to_path_buf())
-        .unwrap_or_else(|| std::env::temp_dir().join("weir"))
+/// e.g. `~/.local/share/weir` on Linux; `None` when the OS gives no home directory (then the
+/// data dir must be set: `--data-dir` or `data_dir` in the config file).
+pub fn default_data_dir() -> Option<PathBuf> {
+    dirs().map(|d| d.data_dir().to_path_buf())
+}
+
+/// Creates `dir` (and its parents) and makes it the user's alone (0700 on Unix): it holds the
+/// queue (request bodies) and the local CA certificate. A directory whose mode cannot be
+/// changed (a read-only mount, another owner) is used as it is, with a warning.
+pub fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    if let Err(e) = restrict(dir, 0o700) {
+        tracing::warn!(dir = %dir.display(), error = %e, "cannot make the data directory private (0700)");
+    }
+    Ok(())
+}
+
+/// Makes an existing file or directory readable by the user only (`mode` on Unix; nothing
+/// elsewhere, where the user's profile directory is already private).
+pub fn restrict(path: &Path, mode: u32) -> std::io::Result<()> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = (path, mode);
+        Ok(())
+    }
+}
+
+#[cfg(all(test, unix))]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn a_loose_data_dir_is_tightened() {
+        let t = tempfile::tempdir().unwrap();
+        let d = t.path().join("a/b");
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o755)).unwrap();
+        create_private_dir(&d).unwrap();
+        let mode = std::fs::metadata(&d).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o700);
+    }
 }

@@ -14,6 +14,7 @@ pub enum ProblemKind {
     BadRequest,
     ForbiddenHost,
     ForbiddenOrigin,
+    ForbiddenTarget,
     Unauthorized,
     NotFound,
     Connection,
@@ -40,12 +41,13 @@ pub struct Page {
 }
 
 impl ProblemKind {
-    pub const ALL: [ProblemKind; 21] = [
+    pub const ALL: [ProblemKind; 22] = [
         ProblemKind::HeaderTooLarge,
         ProblemKind::BodyTooLarge,
         ProblemKind::BadRequest,
         ProblemKind::ForbiddenHost,
         ProblemKind::ForbiddenOrigin,
+        ProblemKind::ForbiddenTarget,
         ProblemKind::Unauthorized,
         ProblemKind::NotFound,
         ProblemKind::Connection,
@@ -71,6 +73,7 @@ impl ProblemKind {
             ProblemKind::BadRequest => "bad_request",
             ProblemKind::ForbiddenHost => "forbidden_host",
             ProblemKind::ForbiddenOrigin => "forbidden_origin",
+            ProblemKind::ForbiddenTarget => "forbidden_target",
             ProblemKind::Unauthorized => "unauthorized",
             ProblemKind::NotFound => "not_found",
             ProblemKind::Connection => "connection",
@@ -136,14 +139,15 @@ impl ProblemKind {
             ProblemKind::BodyTooLarge => Page { title: "Request body too large", cause: "The request body is larger than Weir buffers (limits.max_body_bytes).", fix: "Send a smaller body, or raise limits.max_body_bytes in Weir's config." },
             ProblemKind::BadRequest => Page { title: "Bad request", cause: "Weir could not understand the request (for example a proxy request without a host, or a malformed URI).", fix: "Point the client at Weir as an HTTP proxy (HTTPS_PROXY/HTTP_PROXY=http://127.0.0.1:9347) rather than as a server, and check the URL." },
             ProblemKind::ForbiddenHost => Page { title: "Control API refused: foreign Host", cause: "Weir's control API only answers requests whose Host is one of its own loopback names. A web page using DNS rebinding sends a foreign Host, so it gets nothing.", fix: "Use http://127.0.0.1:PORT/_weir/ or http://localhost:PORT/_weir/ directly." },
+            ProblemKind::ForbiddenTarget => Page { title: "Proxy target refused: a private address", cause: "The request or CONNECT tunnel goes to a host that is not a managed upstream and is (or resolves to) a loopback, link-local or private address. Weir refuses these so that a web page or a tool pointed at Weir cannot reach services on this machine or its local network through it.", fix: "If you do mean to reach local or private hosts through Weir (a local test server, a private network service), set `allow_private_targets = true` at the top level of Weir's config file and restart Weir; or add the host to NO_PROXY so the client connects directly. Managed upstreams are never refused." },
             ProblemKind::ForbiddenOrigin => Page { title: "Control API refused: foreign Origin", cause: "A request from another web origin tried to use Weir's control API.", fix: "Open the dashboard from Weir's own address; other sites cannot drive Weir." },
-            ProblemKind::Unauthorized => Page { title: "Control secret required", cause: "Calls that change Weir's state need the per-install control secret in the X-Weir-Secret header.", fix: "Use the `weir` CLI or the tray, or open the dashboard link printed by `weir serve` (it carries the secret)." },
+            ProblemKind::Unauthorized => Page { title: "Control secret required", cause: "Calls that change Weir's state, and reads of the create queue and settings, need the per-install control secret in the X-Weir-Secret header.", fix: "Use the `weir` CLI or the tray, or open the dashboard link printed by `weir serve` (it carries the secret)." },
             ProblemKind::NotFound => Page { title: "Not found", cause: "There is nothing at this path on Weir's control API.", fix: "See http://127.0.0.1:PORT/_weir/ for the dashboard and /_weir/api/status for status." },
             ProblemKind::Connection => Page { title: "Upstream unreachable", cause: "Weir could not connect to the upstream (connection refused or reset, or its name did not resolve).", fix: "Check your network and GitHub Status; Weir serves cached answers where it has them and queues creates." },
             ProblemKind::Timeout => Page { title: "Upstream timed out", cause: "The upstream did not answer in time (connecting, sending headers, or sending the body).", fix: "Usually a GitHub slowdown: wait and retry later; Weir already retried within its budget." },
             ProblemKind::ServerError => Page { title: "Upstream server error", cause: "The upstream answered 500, 502 or 504.", fix: "Usually a GitHub incident: check GitHub Status. Weir retried within its budget." },
             ProblemKind::Overloaded => Page { title: "Upstream overloaded", cause: "The upstream answered 503 or 529, or Weir's concurrency limit for it was full and the request was shed.", fix: "Wait for the Retry-After time and try again." },
-            ProblemKind::RateLimited => Page { title: "Rate limited", cause: "Either the upstream rate-limited this install (Weir then holds back every surface until the limit resets), or this client exceeded Weir's own per-client limit.", fix: "Wait for the Retry-After time. Reduce polling in the client if it happens often." },
+            ProblemKind::RateLimited => Page { title: "Rate limited", cause: "Either the upstream rate-limited this credential (Weir then holds back every surface using it until the limit resets; other credentials are not affected, unless the request carried none), or this client exceeded Weir's own per-client limit.", fix: "Wait for the Retry-After time. Reduce polling in the client if it happens often." },
             ProblemKind::BreakerOpen => Page { title: "Upstream circuit breaker open", cause: "Too many recent calls to this upstream failed or were slow, so Weir stopped sending it calls for a while to let it recover.", fix: "Wait for the Retry-After time. Cached answers are still served; creates are queued." },
             ProblemKind::UpstreamProtocol => Page { title: "Bad upstream response", cause: "The upstream's response could not be read or was too large to share between waiting clients.", fix: "Retry; if it persists, report it with the request id." },
             ProblemKind::Auth => Page { title: "Upstream refused the credentials", cause: "The upstream answered 401 or 403.", fix: "Sign in again (gh auth login / VS Code) and check the token's scopes." },

@@ -173,9 +173,17 @@ async fn settings_are_saved_to_the_config_file_validated_and_backed_up() {
     let h = weir::start(opts).await.unwrap();
     let url = format!("{}/_weir/api/settings", h.base_url());
     let c = reqwest::Client::new();
-    let got: serde_json::Value = c.get(&url).send().await.unwrap().json().await.unwrap();
+    let got: serde_json::Value = c
+        .get(&url)
+        .header("x-weir-secret", h.control_secret())
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert_eq!(got["config_file"], file.display().to_string());
-    let patch = r#"{"classes":{"list":{"fresh_ttl":"30s"}},"upstreams":[{"name":"copilot-api","origin":"https://api.githubcopilot.com"}]}"#;
+    let patch = r#"{"classes":{"list":{"fresh_ttl":"30s"}}}"#;
     assert_eq!(c.put(&url).body(patch).send().await.unwrap().status(), 401);
     let r = c
         .put(&url)
@@ -194,7 +202,7 @@ async fn settings_are_saved_to_the_config_file_validated_and_backed_up() {
     );
     assert!(dir.path().join("config.toml.bak").exists());
     // An invalid change is refused with the validator's file:line message and nothing written.
-    let bad = r#"{"upstreams":[{"name":"x","origin":"ftp://nope"}]}"#;
+    let bad = r#"{"classes":{"list":{"fresh_ttl":"forever"}}}"#;
     let r = c
         .put(&url)
         .header("x-weir-secret", h.control_secret())
@@ -204,10 +212,90 @@ async fn settings_are_saved_to_the_config_file_validated_and_backed_up() {
         .unwrap();
     assert_eq!(r.status(), 422);
     let p: serde_json::Value = r.json().await.unwrap();
-    assert!(
-        p["detail"].as_str().unwrap().contains("upstream.origin"),
-        "{p}"
-    );
+    assert!(p["detail"].as_str().unwrap().contains("fresh_ttl"), "{p}");
     assert_eq!(std::fs::read_to_string(&file).unwrap(), text);
+    h.shutdown().await;
+}
+
+#[tokio::test]
+async fn queue_and_settings_reads_need_the_secret() {
+    let weir = Weir::start(&[], "[queue]\ncredentials = \"memory\"\n").await;
+    let base = weir.proxy_url();
+    let c = reqwest::Client::new();
+    for path in [
+        "/_weir/api/queue",
+        "/_weir/api/queue/1",
+        "/_weir/api/settings",
+    ] {
+        let r = c.get(format!("{base}{path}")).send().await.unwrap();
+        assert_eq!(r.status(), 401, "{path}");
+        assert_eq!(r.headers()["content-type"], "application/problem+json");
+    }
+    for (path, want) in [
+        ("/_weir/api/queue", 200),
+        ("/_weir/api/queue/1", 404),
+        ("/_weir/api/settings", 200),
+    ] {
+        let r = c
+            .get(format!("{base}{path}"))
+            .header("x-weir-secret", weir.handle.control_secret())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), want, "{path}");
+    }
+}
+
+#[tokio::test]
+async fn settings_can_never_change_where_credentials_go() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("config.toml");
+    let text = "listen = \"127.0.0.1:0\"\nwatch_github_status = false\n[[upstream]]\nname = \"copilot-api\"\norigin = \"https://api.githubcopilot.com\"\n";
+    std::fs::write(&file, text).unwrap();
+    let settings = weir::config::load_file(&file).unwrap();
+    let mut opts = weir::EngineOptions::new(settings, dir.path().join("data"));
+    opts.config_file = Some(file.clone());
+    let h = weir::start(opts).await.unwrap();
+    let url = format!("{}/_weir/api/settings", h.base_url());
+    let c = reqwest::Client::new();
+    let refused = [
+        r#"{"upstreams":[{"name":"copilot-api","origin":"https://evil.example"}]}"#,
+        r#"{"upstreams":[{"name":"copilot-api","origin":"https://api.githubcopilot.com","fallback":"https://evil.example"}]}"#,
+        r#"{"upstreams":[{"name":"copilot-api","origin":"https://api.githubcopilot.com"},{"name":"x","origin":"https://evil.example"}]}"#,
+        r#"{"upstreams":[]}"#,
+        r#"{"connect_to":{"api.githubcopilot.com:443":"203.0.113.9:443"}}"#,
+        r#"{"upstream_proxy":"http://evil.example:8080"}"#,
+        r#"{"fallback":"https://evil.example"}"#,
+    ];
+    for patch in refused {
+        let r = c
+            .put(&url)
+            .header("x-weir-secret", h.control_secret())
+            .body(patch)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 422, "{patch}");
+        let p: serde_json::Value = r.json().await.unwrap();
+        assert!(
+            p["detail"].as_str().unwrap().contains("config file"),
+            "{patch}: {p}"
+        );
+    }
+    assert_eq!(
+        std::fs::read_to_string(&file).unwrap(),
+        text,
+        "nothing written"
+    );
+    // The same upstreams (as the dashboard sends them back) and other knobs are fine.
+    let ok = r#"{"upstreams":[{"name":"copilot-api","origin":"https://api.githubcopilot.com","fallback":null}],"classes":{"list":{"fresh_ttl":"30s"}}}"#;
+    let r = c
+        .put(&url)
+        .header("x-weir-secret", h.control_secret())
+        .body(ok)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
     h.shutdown().await;
 }

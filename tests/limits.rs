@@ -72,7 +72,13 @@ async fn tunnels_count_against_the_connection_limit() {
             held.push(s);
         }
     });
-    let weir = Weir::start(&[], "[limits]\nmax_connections = 2\n").await;
+    // The target is a loopback fixture, which Weir refuses unless allowed.
+    let weir = Weir::start_with_top(
+        "allow_private_targets = true\n",
+        &[],
+        "[limits]\nmax_connections = 2\n",
+    )
+    .await;
     let mut open = Vec::new();
     let mut statuses = Vec::new();
     for _ in 0..3 {

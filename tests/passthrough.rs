@@ -7,11 +7,16 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
+/// The unmanaged targets here are loopback servers, which Weir refuses by default
+/// (`tests/private_targets.rs`).
+const PRIVATE_OK: &str = "allow_private_targets = true\n";
+
 #[tokio::test]
 async fn unmanaged_http_is_passed_through_without_cache() {
     let managed = Upstream::start().await;
     let other = Upstream::start().await;
-    let weir = Weir::start(&[&managed.origin()], "").await;
+    // The "other" host is on loopback, like every fixture: allowed here on purpose.
+    let weir = Weir::start_with_top(PRIVATE_OK, &[&managed.origin()], "").await;
     let c = weir.client("alice");
     for _ in 0..2 {
         let r = c
@@ -69,7 +74,7 @@ async fn connect_is_a_blind_byte_tunnel() {
             s.write_all(&buf[..n]).await.unwrap();
         }
     });
-    let weir = Weir::start(&[], "").await;
+    let weir = Weir::start(&[], PRIVATE_OK).await;
     let mut s = TcpStream::connect(weir.handle.local_addr()).await.unwrap();
     s.write_all(format!("CONNECT {echo_addr} HTTP/1.1\r\nHost: {echo_addr}\r\n\r\n").as_bytes())
         .await
@@ -96,7 +101,7 @@ async fn connect_to_a_dead_port_is_a_502_problem() {
         .unwrap()
         .local_addr()
         .unwrap();
-    let weir = Weir::start(&[], "").await;
+    let weir = Weir::start(&[], PRIVATE_OK).await;
     let mut s = TcpStream::connect(weir.handle.local_addr()).await.unwrap();
     s.write_all(format!("CONNECT {dead} HTTP/1.1\r\nHost: {dead}\r\n\r\n").as_bytes())
         .await

@@ -16,6 +16,19 @@ fn body(i: usize) -> String {
     format!(r#"{{"problem_statement":"task {i}","event_type":"weir-test"}}"#)
 }
 
+/// A queue item as the control API shows it (reads need the control secret).
+async fn read(url: &str, secret: &str) -> serde_json::Value {
+    reqwest::Client::new()
+        .get(url)
+        .header("x-weir-secret", secret)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fifty_identical_creates_make_one_upstream_create() {
     let up = Upstream::start().await;
@@ -98,7 +111,7 @@ async fn a_failing_upstream_gets_the_create_queued_then_replayed_once() {
     let url = format!("{}{loc}", weir.proxy_url());
     let mut done = false;
     for _ in 0..300 {
-        let item: serde_json::Value = reqwest::get(&url).await.unwrap().json().await.unwrap();
+        let item = read(&url, weir.handle.control_secret()).await;
         if item["state"] == "done" {
             assert_eq!(item["result"]["job_id"], "j7");
             done = true;
@@ -245,7 +258,10 @@ async fn an_in_doubt_create_found_upstream_is_not_sent_again() {
     .unwrap();
     let mut state = String::new();
     for _ in 0..200 {
-        let v: serde_json::Value = reqwest::get(format!("{}/_weir/api/queue/1", again.base_url()))
+        let v: serde_json::Value = reqwest::Client::new()
+            .get(format!("{}/_weir/api/queue/1", again.base_url()))
+            .header("x-weir-secret", again.control_secret())
+            .send()
             .await
             .unwrap()
             .json()
@@ -336,7 +352,7 @@ async fn the_cli_lists_and_cancels_queued_creates() {
         }
         c.output().unwrap()
     };
-    let ls = cli(&["ls"], None);
+    let ls = cli(&["ls"], Some(&secret));
     let text = String::from_utf8_lossy(&ls.stdout);
     assert!(ls.status.success() && text.contains(JOBS), "{text}");
     let denied = cli(&["cancel", "1"], Some("wrong"));
@@ -347,7 +363,7 @@ async fn the_cli_lists_and_cancels_queued_creates() {
         "{}",
         String::from_utf8_lossy(&ok.stderr)
     );
-    let show = cli(&["show", "1"], None);
+    let show = cli(&["show", "1"], Some(&secret));
     assert!(String::from_utf8_lossy(&show.stdout).contains("\"state\": \"cancelled\""));
     child.kill().unwrap();
     child.wait().unwrap();
@@ -381,7 +397,7 @@ async fn a_create_that_timed_out_is_looked_up_not_resent() {
     let url = format!("{}{loc}", weir.proxy_url());
     let mut last = serde_json::Value::Null;
     for _ in 0..300 {
-        last = reqwest::get(&url).await.unwrap().json().await.unwrap();
+        last = read(&url, weir.handle.control_secret()).await;
         if last["state"] == "done" {
             break;
         }

@@ -161,7 +161,16 @@ async fn a_full_disk_refuses_new_creates_and_keeps_the_queued_ones() {
     );
     assert!(!accepted.is_empty());
     // Everything accepted is still there.
-    let list: serde_json::Value = reqwest::get(format!("http://{addr}/_weir/api/queue"))
+    // Reads need the control secret, which this install keeps in the keychain.
+    let secret = weir::secrets::Namespace::for_data_dir(&data)
+        .keychain()
+        .get(weir::secrets::Account::ControlSecret.as_str())
+        .unwrap()
+        .unwrap();
+    let list: serde_json::Value = reqwest::Client::new()
+        .get(format!("http://{addr}/_weir/api/queue"))
+        .header("x-weir-secret", secret)
+        .send()
         .await
         .unwrap()
         .json()

@@ -119,7 +119,14 @@ async fn the_leaf_chains_to_weirs_ca_and_is_for_the_host() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unmanaged_tls_is_tunnelled_byte_for_byte() {
-    let (ca, _up, weir) = managed().await;
+    let ca = TestCa::new();
+    let up = TlsUpstream::start(&ca, HOST).await;
+    // The unmanaged host is a loopback fixture, which Weir refuses unless allowed.
+    let toml = format!(
+        "allow_private_targets = true\n{}",
+        tls::upstream_toml(&up, &ca)
+    );
+    let weir = TlsWeir::start(&toml).await;
     // Another TLS host, not managed: its own certificate must reach the client.
     let other = TlsUpstream::start(&ca, "other.example").await;
     let chain = tls_client::tls_through_proxy(

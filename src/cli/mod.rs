@@ -4,7 +4,9 @@ mod ca;
 mod context;
 mod doctor;
 mod env;
+mod install_check;
 mod queue;
+mod secret;
 mod serve;
 mod serve_tls;
 mod setup;
@@ -31,6 +33,13 @@ enum Command {
     Queue {
         #[command(subcommand)]
         cmd: queue::QueueCmd,
+        #[command(flatten)]
+        args: ServeArgs,
+    },
+    /// The control secret of this install: rotate.
+    Secret {
+        #[command(subcommand)]
+        cmd: secret::SecretCmd,
         #[command(flatten)]
         args: ServeArgs,
     },
@@ -63,6 +72,7 @@ pub fn main() -> ExitCode {
     match cli.command {
         Command::Serve(args) => serve::run(args),
         Command::Queue { cmd, args } => queue::run(cmd, args),
+        Command::Secret { cmd, args } => secret::run(cmd, args),
         Command::Ca(args) => ca::run(args),
         Command::Env(args) => env::run(args),
         Command::Setup(args) => setup::run(args),

@@ -1,5 +1,6 @@
-//! `weir queue ls|show|cancel|retry`: talks to the running instance's control API. Mutating
-//! calls send the control secret, read from the keychain (or `WEIR_CONTROL_SECRET`).
+//! `weir queue ls|show|cancel|retry`: talks to the running instance's control API. Every call
+//! sends the control secret, read from the keychain (or `WEIR_CONTROL_SECRET`), after checking
+//! that the Weir there is this install's ([`super::install_check`]).
 
 use super::serve::load;
 use super::{ServeArgs, EXIT_CONFIG};
@@ -41,8 +42,16 @@ pub fn run(cmd: QueueCmd, args: ServeArgs) -> ExitCode {
     };
     rt.block_on(async move {
         let (method, path, secret) = match &cmd {
-            QueueCmd::Ls { .. } => (Method::GET, "/_weir/api/queue".to_string(), None),
-            QueueCmd::Show { id } => (Method::GET, format!("/_weir/api/queue/{id}"), None),
+            QueueCmd::Ls { .. } => (
+                Method::GET,
+                "/_weir/api/queue".to_string(),
+                Some(secret(&data_dir).await),
+            ),
+            QueueCmd::Show { id } => (
+                Method::GET,
+                format!("/_weir/api/queue/{id}"),
+                Some(secret(&data_dir).await),
+            ),
             QueueCmd::Cancel { id } => (
                 Method::POST,
                 format!("/_weir/api/queue/{id}/cancel"),
@@ -54,6 +63,10 @@ pub fn run(cmd: QueueCmd, args: ServeArgs) -> ExitCode {
                 Some(secret(&data_dir).await),
             ),
         };
+        if let Err(e) = super::install_check::verify(&base, &data_dir).await {
+            eprintln!("weir: {e}");
+            return ExitCode::FAILURE;
+        }
         let mut req = Request::new(weir::http_client::empty());
         *req.method_mut() = method;
         *req.uri_mut() = match format!("{base}{path}").parse() {

@@ -37,6 +37,8 @@ pub struct FileConfig {
     /// false` turns it off.
     pub status: Option<Spanned<weir_status::StatusSettings>>,
     pub watch_github_status: Option<bool>,
+    /// Unmanaged requests and tunnels may reach loopback, link-local and private addresses.
+    pub allow_private_targets: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -97,7 +97,8 @@ pub fn resolve(
     let data_dir = data_dir
         .map(Path::to_path_buf)
         .or_else(|| settings.data_dir.clone())
-        .unwrap_or_else(crate::paths::default_data_dir);
+        .or_else(crate::paths::default_data_dir)
+        .ok_or(ConfigError::NoDataDir)?;
     let config_file = config
         .map(Path::to_path_buf)
         .or_else(crate::paths::default_config_file);

@@ -25,6 +25,8 @@ pub enum ConfigError {
     },
     #[error("{0} is not a loopback address; Weir only listens on 127.0.0.1 or [::1] so other machines cannot use it")]
     NotLoopback(std::net::SocketAddr),
+    #[error("no data directory: the OS gives no home directory for the default one; pass --data-dir DIR or set data_dir = \"DIR\" in the config file")]
+    NoDataDir,
 }
 
 /// Reads and validates `path`.
@@ -72,6 +74,10 @@ fn key_on_line(text: &str, offset: usize) -> String {
     }
 }
 
+/// The longest duration a config key may hold: Weir adds durations to the current instant, and
+/// nothing sane waits longer (`Instant + d` cannot overflow below this).
+const MAX_DURATION: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
+
 /// Collects context for validation errors.
 pub(super) struct Ctx<'a> {
     file: &'a str,
@@ -105,6 +111,14 @@ impl Ctx<'_> {
         match v {
             None => Ok(None),
             Some(s) => match humantime::parse_duration(s.get_ref()) {
+                Ok(d) if d > MAX_DURATION => self.err(
+                    key,
+                    s.span(),
+                    format!(
+                        "`{}` is too long; durations may be at most 10 years",
+                        s.get_ref()
+                    ),
+                ),
                 Ok(d) => Ok(Some(d)),
                 Err(e) => self.err(
                     key,
@@ -341,6 +355,7 @@ impl Settings {
             queue,
             resilience,
             intercept: raw.intercept.as_ref().is_none_or(|i| *i.get_ref()),
+            allow_private_targets: raw.allow_private_targets.unwrap_or(false),
             upstream_proxy,
             listen,
             data_dir: raw.data_dir.map(|d| PathBuf::from(d.into_inner())),

@@ -44,6 +44,9 @@ pub struct Settings {
     pub queue: QueueSettings,
     /// The GitHub Status watcher's settings; `None` when turned off.
     pub github_status: Option<weir_status::StatusConfig>,
+    /// Unmanaged requests and CONNECTs may reach loopback, link-local and private addresses
+    /// (off by default: Weir is not a way into this machine or its network).
+    pub allow_private_targets: bool,
 }
 
 /// `[queue]`: the durable create queue.
@@ -83,6 +86,13 @@ impl Default for Settings {
 }
 
 impl Settings {
+    /// Whether `host:port` is a managed upstream's origin, in either scheme (a CONNECT names
+    /// no scheme).
+    pub fn is_managed_authority(&self, host: &str, port: u16) -> bool {
+        self.upstream_for("https", host, port).is_some()
+            || self.upstream_for("http", host, port).is_some()
+    }
+
     /// The upstream whose origin matches `scheme://host[:port]`, if Weir manages it.
     pub fn upstream_for(&self, scheme: &str, host: &str, port: u16) -> Option<usize> {
         self.upstreams

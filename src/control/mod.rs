@@ -33,6 +33,8 @@ pub(crate) struct Control {
     pub proxy: Arc<Proxy>,
     /// Secret that mutating control calls must carry (`X-Weir-Secret`).
     pub secret: String,
+    /// This install's id (not a secret), answered by `/_weir/api/health`.
+    pub install_id: String,
     /// Where the dashboard's settings panel saves changes; `None`: read-only.
     pub config_file: Option<PathBuf>,
     /// Whether a GitHub token is in the keychain (read at start, kept current by the token
@@ -90,7 +92,9 @@ pub(crate) async fn handle(
     match (req.method(), path.as_str()) {
         (&Method::GET, "/_weir/api/status") => Ok(json(&snapshot_full(ctl).await)),
         (&Method::GET, "/proxy.pac") => Ok(pac::response(&ctl.proxy.settings, ctl.proxy.port)),
-        (&Method::GET, "/_weir/api/health") => Ok(json(&serde_json::json!({"ok": true}))),
+        (&Method::GET, "/_weir/api/health") => Ok(json(
+            &serde_json::json!({"ok": true, "install_id": ctl.install_id}),
+        )),
         (&Method::GET, "/metrics") => Ok(text(
             "text/plain; version=0.0.4; charset=utf-8",
             metrics::render(ctl),
@@ -139,7 +143,7 @@ pub(crate) async fn handle(
     }
 }
 
-/// Mutating calls need the per-install control secret in `X-Weir-Secret`. A custom header also
+/// Mutating calls, and reads of the queue and settings, need the per-install control secret in `X-Weir-Secret`. A custom header also
 /// makes every cross-site attempt a CORS preflight, which Weir never approves (CSRF).
 pub(crate) fn require_secret(ctl: &Control, req: &Request<Incoming>) -> Result<(), Problem> {
     let given = req
@@ -150,7 +154,7 @@ pub(crate) fn require_secret(ctl: &Control, req: &Request<Incoming>) -> Result<(
     if constant_time_eq(given, ctl.secret.as_bytes()) {
         Ok(())
     } else {
-        Err(Problem::new(StatusCode::UNAUTHORIZED, ProblemKind::Unauthorized, "this call changes Weir's state and needs the control secret in the X-Weir-Secret header"))
+        Err(Problem::new(StatusCode::UNAUTHORIZED, ProblemKind::Unauthorized, "this call changes Weir's state or reads private data, and needs the control secret in the X-Weir-Secret header"))
     }
 }
 

@@ -1,4 +1,5 @@
-//! `/_weir/api/queue`: list and show queued creates; cancel and retry them (with the secret).
+//! `/_weir/api/queue`: list and show queued creates, cancel and retry them; every call needs the
+//! control secret (the rows name repositories and carry problem statements).
 
 use super::Control;
 use super::{json, require_secret};
@@ -15,6 +16,7 @@ pub(crate) async fn handle(
     req: &Request<Incoming>,
     rest: &str,
 ) -> Result<Response<Body>, Problem> {
+    require_secret(ctl, req)?;
     let Some(q) = ctl.proxy.queue.open() else {
         return Err(Problem::new(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -48,7 +50,6 @@ pub(crate) async fn handle(
             Ok(json(&view(&item)))
         }
         (&Method::POST, [id, action @ ("cancel" | "retry")]) => {
-            require_secret(ctl, req)?;
             let id = parse(id)?;
             let item = if *action == "cancel" {
                 q.store.cancel(id, now_ms()).await

@@ -1,13 +1,15 @@
 //! `GET/PUT /_weir/api/settings`: the dashboard's settings panel. GET shows where the config
-//! file is and the effective values; PUT changes managed upstreams, class TTLs and breaker
+//! file is and the effective values; PUT changes upstream names, class TTLs and breaker
 //! thresholds in the file (comments and other keys kept, via toml_edit), validates the whole
 //! file with the same rules as start-up, keeps a `.bak`, and writes atomically. Changes apply
-//! on the next start (the response says so).
+//! on the next start (the response says so). Where credentials go (upstream origins,
+//! fallbacks, `connect_to`, `ca_file`, `upstream_proxy`) is never changed here: a secret that
+//! leaked to a local process must not be enough to send every token elsewhere.
 
 use super::Control;
 use super::{json, read_json, require_secret};
 use crate::body::Body;
-use crate::config::RouteClass;
+use crate::config::{Origin, RouteClass, UpstreamSettings};
 use crate::problem::{Problem, ProblemKind};
 use http::{Method, Request, Response, StatusCode};
 use hyper::body::Incoming;
@@ -19,11 +21,13 @@ pub(crate) async fn handle(
     ctl: &Arc<Control>,
     req: Request<Incoming>,
 ) -> Result<Response<Body>, Problem> {
+    // Reads too: the effective settings name the config file and every upstream.
+    require_secret(ctl, &req)?;
     match *req.method() {
         Method::GET => Ok(json(&current(ctl))),
         Method::PUT => {
-            require_secret(ctl, &req)?;
             let patch = read_json(req).await?;
+            guard_routing(&patch, &ctl.proxy.settings.upstreams)?;
             save(ctl, &patch).await
         }
         _ => Err(Problem::new(
@@ -75,6 +79,60 @@ fn bad(detail: impl Into<String>) -> Problem {
     )
 }
 
+/// Keys that decide where credentials are sent: config-file only.
+const ROUTING_KEYS: [&str; 6] = [
+    "origin",
+    "fallback",
+    "connect_to",
+    "ca_file",
+    "upstream_proxy",
+    "allow_private_targets",
+];
+
+fn routing_refused(what: &str) -> Problem {
+    bad(format!(
+        "{what}: where credentials are sent (upstream origins, fallbacks, connect_to, ca_file, upstream_proxy, allow_private_targets) can only be changed in the config file, then restart Weir"
+    ))
+}
+
+/// Refuses a patch that would change where credentials go: any routing key at the top level,
+/// or `upstreams` that differ from the running ones in anything but their names.
+fn guard_routing(patch: &Value, current: &[UpstreamSettings]) -> Result<(), Problem> {
+    if let Some(k) = ROUTING_KEYS.iter().find(|k| patch.get(**k).is_some()) {
+        return Err(routing_refused(&format!("`{k}`")));
+    }
+    let Some(ups) = patch.get("upstreams") else {
+        return Ok(());
+    };
+    let arr = ups
+        .as_array()
+        .ok_or_else(|| bad("`upstreams` must be a list"))?;
+    if arr.len() != current.len() {
+        return Err(routing_refused("adding or removing managed upstreams"));
+    }
+    let same = |given: Option<&Value>, want: Option<&Origin>| match (given, want) {
+        (None | Some(Value::Null), None) => true,
+        (Some(Value::String(s)), None) => s.is_empty(),
+        (Some(Value::String(s)), Some(o)) => Origin::parse(s).is_ok_and(|g| g == *o),
+        _ => false,
+    };
+    for (i, (u, cur)) in arr.iter().zip(current).enumerate() {
+        if let Some(k) = ["connect_to", "ca_file"]
+            .iter()
+            .find(|k| u.get(**k).is_some())
+        {
+            return Err(routing_refused(&format!("upstreams[{i}].{k}")));
+        }
+        if !same(u.get("origin"), Some(&cur.origin)) {
+            return Err(routing_refused(&format!("upstreams[{i}].origin")));
+        }
+        if !same(u.get("fallback"), cur.fallback.as_ref()) {
+            return Err(routing_refused(&format!("upstreams[{i}].fallback")));
+        }
+    }
+    Ok(())
+}
+
 /// Applies the patch to the file's text; errors name the offending field.
 fn apply(text: &str, patch: &Value) -> Result<String, Problem> {
     let mut doc: DocumentMut = text
@@ -84,6 +142,27 @@ fn apply(text: &str, patch: &Value) -> Result<String, Problem> {
         let arr = ups
             .as_array()
             .ok_or_else(|| bad("`upstreams` must be a list"))?;
+        // Only names may change (`guard_routing`): rename in place, keeping every other key
+        // (`connect_to`, `ca_file`, ...) of the file's tables.
+        if let Some(existing) = doc
+            .get_mut("upstream")
+            .and_then(Item::as_array_of_tables_mut)
+            .filter(|t| t.len() == arr.len())
+        {
+            for (i, (t, u)) in existing.iter_mut().zip(arr).enumerate() {
+                match u.get("name") {
+                    Some(Value::String(n)) if !n.is_empty() => {
+                        t.insert("name", value(n.as_str()));
+                    }
+                    _ => {
+                        return Err(bad(format!(
+                            "upstreams[{i}].name must be a non-empty string"
+                        )))
+                    }
+                }
+            }
+            return apply_rest(doc, patch);
+        }
         let mut tables = ArrayOfTables::new();
         for (i, u) in arr.iter().enumerate() {
             let mut t = Table::new();
@@ -105,6 +184,11 @@ fn apply(text: &str, patch: &Value) -> Result<String, Problem> {
         }
         doc.insert("upstream", Item::ArrayOfTables(tables));
     }
+    apply_rest(doc, patch)
+}
+
+/// Classes and breaker knobs.
+fn apply_rest(mut doc: DocumentMut, patch: &Value) -> Result<String, Problem> {
     if let Some(classes) = patch.get("classes").and_then(Value::as_object) {
         for (class, knobs) in classes {
             if !["list", "view", "token"].contains(&class.as_str()) {

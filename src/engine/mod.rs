@@ -77,7 +77,7 @@ pub struct EngineHandle {
 }
 
 pub async fn start(opts: EngineOptions) -> Result<EngineHandle, EngineError> {
-    std::fs::create_dir_all(&opts.data_dir).map_err(|source| EngineError::DataDir {
+    crate::paths::create_private_dir(&opts.data_dir).map_err(|source| EngineError::DataDir {
         path: opts.data_dir.clone(),
         source,
     })?;
@@ -98,6 +98,7 @@ pub async fn start(opts: EngineOptions) -> Result<EngineHandle, EngineError> {
         None => control_secret(&secrets).await,
     };
     let identity_key = identity_key(&secrets).await;
+    let install_id = install_id(&secrets).await;
     let settings = Arc::new(opts.settings);
     let bus = Bus::new();
     let upstreams = Arc::new(Upstreams::new(&settings));
@@ -114,6 +115,7 @@ pub async fn start(opts: EngineOptions) -> Result<EngineHandle, EngineError> {
     let control = Arc::new(Control {
         proxy: proxy.clone(),
         secret,
+        install_id,
         config_file: opts.config_file,
         token_stored: Default::default(),
         github: std::sync::Mutex::new(None),
@@ -191,6 +193,19 @@ async fn control_secret(secrets: &SecretStore) -> String {
         .await
 }
 
+/// The install id `/_weir/api/health` answers (not a secret): kept in the keychain with the
+/// control secret, so the CLI can tell this install's Weir from anything else on the port.
+async fn install_id(secrets: &SecretStore) -> String {
+    secrets
+        .load_or_create(
+            Account::InstallId,
+            || hex::encode(rand::random::<[u8; 16]>()),
+            |s: &String| s.clone(),
+            |s: &str| Some(s.trim().to_string()).filter(|s| !s.is_empty()),
+        )
+        .await
+}
+
 /// The per-install identity key, kept in the keychain so cache/dedupe keys (and a queued
 /// create's dedupe key) stay the same across restarts; per-run random without a keychain.
 async fn identity_key(secrets: &SecretStore) -> IdentityKey {
@@ -256,6 +271,11 @@ impl EngineHandle {
     /// While paused, Weir passes everything through untouched.
     pub fn set_paused(&self, paused: bool) {
         self.control.proxy.set_paused(paused);
+    }
+
+    /// This install's id, as `/_weir/api/health` answers it.
+    pub fn install_id(&self) -> &str {
+        &self.control.install_id
     }
 
     /// The secret mutating control calls need (`X-Weir-Secret`).

@@ -183,7 +183,7 @@ impl CaStore {
         let ca = LocalCa::generate(hosts, OffsetDateTime::now_utc())?;
         let key = ca.key_pem();
         self.keychain.set(KEY_ACCOUNT, &key)?;
-        std::fs::create_dir_all(&self.dir).map_err(|source| CaError::Io {
+        crate::paths::create_private_dir(&self.dir).map_err(|source| CaError::Io {
             action: "create",
             path: self.dir.clone(),
             source,
@@ -229,7 +229,12 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), CaError> {
         source,
     };
     let tmp = path.with_extension("pem.tmp");
-    let mut f = std::fs::File::create(&tmp).map_err(|e| io("create", e))?;
+    let mut o = std::fs::OpenOptions::new();
+    o.write(true).create(true).truncate(true);
+    // The user's alone, like the rest of the data dir.
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut o, 0o600);
+    let mut f = o.open(&tmp).map_err(|e| io("create", e))?;
     f.write_all(bytes).map_err(|e| io("write", e))?;
     f.sync_all().map_err(|e| io("sync", e))?;
     drop(f);

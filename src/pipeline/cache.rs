@@ -1,6 +1,10 @@
 //! Phase 4 for the cacheable classes (`list`, `view`, `token`): the per-identity cache,
 //! stale-while-revalidate, and coalescing of identical in-flight requests into one detached
 //! upstream fetch.
+//!
+//! What is kept: never `Set-Cookie` (a shared answer must not hand one caller's session to
+//! another); and for anonymous requests (no credential, so every anonymous caller shares one
+//! identity) nothing marked `Cache-Control: private` or `no-store`.
 
 use super::headers::strip_hop_by_hop;
 use super::identity::Caller;
@@ -10,6 +14,7 @@ use crate::body::Body;
 use crate::cache::{CacheKey, Freshness, Stored};
 use crate::coalesce::Role;
 use crate::config::{ClassSettings, RouteClass};
+use crate::identity::Identity;
 use crate::problem::{Problem, ProblemKind};
 use crate::upstream::{AttemptPolicy, Replayable};
 use bytes::Bytes;
@@ -28,6 +33,7 @@ struct FetchSpec {
     key: CacheKey,
     uri: Uri,
     headers: HeaderMap,
+    scope: Option<Identity>,
 }
 
 /// The cache/coalesce phase for `list`, `view` and `token` GETs.
@@ -63,7 +69,7 @@ pub(super) async fn serve(
             }
             Freshness::Revalidate => {
                 counters.cache_hits_stale.fetch_add(1, Relaxed);
-                let spec = spec(up, class, key, &parts.uri, &parts.headers);
+                let spec = spec(up, class, key, &parts.uri, &parts.headers, who);
                 let p = proxy.clone();
                 proxy.coalescer.start_if_idle(key, move || fetch(p, spec));
                 return Ok(respond::cached(entry, "weir; hit; fwd=stale"));
@@ -84,7 +90,7 @@ pub(super) async fn serve(
             return rescue::stale_or(stale(), counters, p, "client-rate-limited");
         }
     }
-    let spec = spec(up, class, key, &parts.uri, &parts.headers);
+    let spec = spec(up, class, key, &parts.uri, &parts.headers, who);
     let p = proxy.clone();
     let (outcome, role) = proxy.coalescer.run(key, move || fetch(p, spec)).await;
     if role == Role::Follower {
@@ -96,9 +102,10 @@ pub(super) async fn serve(
         "weir; fwd=miss; collapsed"
     };
     match outcome {
-        Some(Ok(fresh)) if fresh.is_success() => {
+        Some(Ok(fresh)) if fresh.is_success() && storable(&parts.headers, &fresh.headers) => {
             Ok(respond::cached(&fresh, &format!("{fwd}; stored")))
         }
+        Some(Ok(fresh)) if fresh.is_success() => Ok(respond::cached(&fresh, fwd)),
         Some(Ok(failed)) => Ok(rescue::after_upstream_error(
             stale(),
             counters,
@@ -116,7 +123,14 @@ pub(super) async fn serve(
     }
 }
 
-fn spec(up: usize, class: RouteClass, key: CacheKey, uri: &Uri, headers: &HeaderMap) -> FetchSpec {
+fn spec(
+    up: usize,
+    class: RouteClass,
+    key: CacheKey,
+    uri: &Uri,
+    headers: &HeaderMap,
+    who: Caller,
+) -> FetchSpec {
     let mut headers = headers.clone();
     strip_hop_by_hop(&mut headers);
     // The shared fetch must ask for the full, current representation: one waiter's
@@ -137,6 +151,7 @@ fn spec(up: usize, class: RouteClass, key: CacheKey, uri: &Uri, headers: &Header
         key,
         uri: uri.clone(),
         headers,
+        scope: who.scope(),
     }
 }
 
@@ -148,6 +163,7 @@ async fn fetch(proxy: Arc<Proxy>, spec: FetchSpec) -> Result<Arc<Stored>, Arc<Pr
         uri: &spec.uri,
         headers: &spec.headers,
         body: Bytes::new(),
+        identity: spec.scope,
     };
     let policy = AttemptPolicy::for_request(&Method::GET, true);
     let attempt = proxy
@@ -160,6 +176,8 @@ async fn fetch(proxy: Arc<Proxy>, spec: FetchSpec) -> Result<Arc<Stored>, Arc<Pr
     let (mut parts, body) = resp.into_parts();
     strip_hop_by_hop(&mut parts.headers);
     parts.headers.remove(header::CONTENT_LENGTH);
+    // Never kept, never shared: the answer goes to every waiter and every later hit.
+    parts.headers.remove(header::SET_COOKIE);
     let now = Instant::now();
     let settings = proxy.settings.classes.get(spec.class);
     let (fresh, swr, sie) = lifetimes(spec.class, settings, &body);
@@ -172,11 +190,14 @@ async fn fetch(proxy: Arc<Proxy>, spec: FetchSpec) -> Result<Arc<Stored>, Arc<Pr
         revalidate_until: now + fresh + swr,
         stale_if_error_until: now + fresh + swr.max(sie),
     });
-    if stored.is_success() {
+    if stored.is_success() && storable(&spec.headers, &stored.headers) {
         proxy.cache.insert(spec.key, stored.clone());
     }
     Ok(stored)
 }
+
+/// A token is never kept longer than this, whatever it says (Copilot tokens live ~30 min).
+const MAX_TOKEN_LIFETIME: Duration = Duration::from_secs(24 * 3600);
 
 /// (fresh, stale-while-revalidate, stale-if-error) for a response of `class`.
 fn lifetimes(class: RouteClass, s: &ClassSettings, body: &[u8]) -> (Duration, Duration, Duration) {
@@ -199,17 +220,36 @@ fn lifetimes(class: RouteClass, s: &ClassSettings, body: &[u8]) -> (Duration, Du
         .get("refresh_in")
         .and_then(|r| r.as_u64())
         .map(Duration::from_secs);
+    // The upstream's numbers are input: bounded, so `Instant + d` cannot overflow.
+    let until_expiry = until_expiry.map(|e| e.min(MAX_TOKEN_LIFETIME));
     let due = match (refresh, until_expiry) {
         (Some(r), Some(e)) => r.min(e),
         (Some(r), None) => r,
         (None, Some(e)) => e,
         (None, None) => s.fresh_ttl,
-    };
+    }
+    .min(MAX_TOKEN_LIFETIME);
     let fresh = due.saturating_sub(s.token_margin);
     let usable = until_expiry
         .map(|e| e.saturating_sub(s.token_margin))
         .unwrap_or(fresh);
     (fresh, Duration::ZERO, usable.saturating_sub(fresh))
+}
+
+/// Whether an answer may be kept: per identity always (the key is the credential's hash), but
+/// for an anonymous request (one identity shared by every anonymous caller) not when the
+/// upstream said `private` or `no-store`.
+fn storable(request: &HeaderMap, response: &HeaderMap) -> bool {
+    if crate::identity::has_credential(request) {
+        return true;
+    }
+    !response
+        .get_all(header::CACHE_CONTROL)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(|d| d.split('=').next().unwrap_or("").trim())
+        .any(|d| d.eq_ignore_ascii_case("private") || d.eq_ignore_ascii_case("no-store"))
 }
 
 #[cfg(test)]
@@ -232,5 +272,14 @@ mod tests {
         assert_eq!(swr, Duration::ZERO);
         // Usable on error until 60 s before expiry (±1 s for the clock tick).
         assert!((299..=300).contains(&sie.as_secs()), "{sie:?}");
+    }
+
+    #[test]
+    fn absurd_token_lifetimes_are_bounded() {
+        let s = ClassSettings::defaults(RouteClass::Token);
+        let body = format!(r#"{{"expires_at":{m},"refresh_in":{m}}}"#, m = u64::MAX);
+        let (fresh, swr, sie) = lifetimes(RouteClass::Token, &s, body.as_bytes());
+        assert!(fresh + swr + sie <= MAX_TOKEN_LIFETIME);
+        let _ = Instant::now() + fresh + swr.max(sie);
     }
 }

@@ -54,6 +54,7 @@ pub(super) async fn serve(
         up,
         key: key.clone(),
         identity: who.identity.hex(),
+        scope: who.scope(),
         uri: parts.uri,
         headers: parts.headers,
         body,
@@ -114,6 +115,7 @@ struct CreateTask {
     up: usize,
     key: String,
     identity: String,
+    scope: Option<crate::identity::Identity>,
     uri: Uri,
     headers: HeaderMap,
     body: Bytes,
@@ -132,6 +134,7 @@ impl CreateTask {
             uri: &self.uri,
             headers: &self.headers,
             body: self.body.clone(),
+            identity: self.scope,
         };
         let policy = AttemptPolicy::for_request(&Method::POST, true);
         let attempt = p

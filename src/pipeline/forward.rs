@@ -43,11 +43,12 @@ pub(super) async fn managed(
     up: usize,
     class: RouteClass,
     req: Request<Incoming>,
+    who: Option<crate::identity::Identity>,
 ) -> Result<Response<Body>, Problem> {
     let upstream_req = prepare(req)?;
     let attempted = proxy
         .upstreams
-        .call_streaming(up, class, upstream_req)
+        .call_streaming(up, class, upstream_req, who)
         .await?;
     Ok(relay(attempted.response))
 }

@@ -10,6 +10,16 @@ use http::{header, HeaderMap};
 pub(crate) struct Caller {
     pub surface: Surface,
     pub identity: Identity,
+    /// The request carries `Authorization` or `Cookie`.
+    pub credentialed: bool,
+}
+
+impl Caller {
+    /// The identity a rate limit is scoped to; `None` for a request without a credential
+    /// (a throttle then concerns everyone behind this address).
+    pub fn scope(&self) -> Option<Identity> {
+        self.credentialed.then_some(self.identity)
+    }
 }
 
 /// The surface alone (counted for every request, managed or not).
@@ -21,5 +31,6 @@ pub(super) fn caller(key: &IdentityKey, surface: Surface, h: &HeaderMap) -> Call
     Caller {
         surface,
         identity: key.identify(h),
+        credentialed: crate::identity::has_credential(h),
     }
 }

@@ -26,6 +26,7 @@ mod headers;
 mod identity;
 mod intercepted;
 mod limits;
+mod private_target;
 mod rescue;
 mod respond;
 mod state;
@@ -67,6 +68,14 @@ async fn phases(
         Target::Connect => return tunnel::connect(proxy, req).await,
         Target::Unmanaged => {
             proxy.global.passthrough_requests.fetch_add(1, Relaxed);
+            if let Some(a) = req.uri().authority() {
+                let port = a.port_u16().unwrap_or(match req.uri().scheme_str() {
+                    Some(s) if s.eq_ignore_ascii_case("https") => 443,
+                    _ => 80,
+                });
+                let allow = proxy.settings.allow_private_targets;
+                private_target::check(allow, a.host(), port).await?;
+            }
             return forward::untouched(proxy, req).await;
         }
         Target::Managed(up, class) => (up, class),
@@ -91,6 +100,6 @@ async fn phases(
     if class == RouteClass::Create {
         create::serve(proxy, up, req, who).await
     } else {
-        forward::managed(proxy, up, class, req).await
+        forward::managed(proxy, up, class, req, who.scope()).await
     }
 }

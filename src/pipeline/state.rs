@@ -48,6 +48,18 @@ pub(crate) struct Creates {
     pub flights: Coalescer<Stored, Problem>,
 }
 
+/// The answers of recently succeeded creates are kept in at most this many bytes (a count
+/// alone would let 10,000 large answers take gigabytes).
+const RECENT_CREATES_BYTES: u64 = 16 << 20;
+
+fn recent_creates(window: std::time::Duration) -> moka::sync::Cache<String, Arc<Stored>> {
+    moka::sync::Cache::builder()
+        .max_capacity(RECENT_CREATES_BYTES)
+        .weigher(|k: &String, v: &Arc<Stored>| v.weight().saturating_add(k.len() as u32))
+        .time_to_live(window)
+        .build()
+}
+
 /// The parts a [`Proxy`] is built from.
 pub(crate) struct ProxyParts {
     pub settings: Arc<Settings>,
@@ -75,10 +87,7 @@ impl Proxy {
             coalescer: Coalescer::default(),
             rate_limiter,
             creates: Creates {
-                recent: moka::sync::Cache::builder()
-                    .max_capacity(10_000)
-                    .time_to_live(s.queue.dedupe_window)
-                    .build(),
+                recent: recent_creates(s.queue.dedupe_window),
                 flights: Coalescer::default(),
             },
             global: GlobalCounters::default(),
@@ -115,3 +124,33 @@ pub(crate) fn is_own_host_name(host: &str) -> bool {
 }
 
 pub(crate) use crate::config::host_for;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn recent_creates_are_bounded_by_bytes() {
+        let c = recent_creates(std::time::Duration::from_secs(60));
+        let now = tokio::time::Instant::now();
+        for i in 0..64 {
+            let s = Stored {
+                status: http::StatusCode::CREATED,
+                headers: http::HeaderMap::new(),
+                body: bytes::Bytes::from(vec![0u8; 1 << 20]),
+                stored_at: now,
+                fresh_until: now,
+                revalidate_until: now,
+                stale_if_error_until: now,
+            };
+            c.insert(format!("k{i}"), Arc::new(s));
+        }
+        c.run_pending_tasks();
+        assert!(
+            c.weighted_size() <= RECENT_CREATES_BYTES,
+            "{}",
+            c.weighted_size()
+        );
+        assert!(c.entry_count() < 64);
+    }
+}

@@ -48,6 +48,10 @@ pub(super) async fn connect(
             return Ok(super::intercepted::accept(proxy, i, req, authority, slot));
         }
     }
+    if !proxy.settings.is_managed_authority(authority.host(), port) {
+        let allow = proxy.settings.allow_private_targets;
+        super::private_target::check(allow, authority.host(), port).await?;
+    }
     let host = authority.host().trim_matches(['[', ']']).to_string();
     let upstream = match tokio::time::timeout(
         Duration::from_secs(10),

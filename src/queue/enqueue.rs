@@ -118,21 +118,30 @@ fn credential_of(h: &HeaderMap) -> Option<String> {
         .then(|| serde_json::json!({"authorization": auth, "cookie": cookie}).to_string())
 }
 
-/// Headers to replay: everything but credentials and connection-level headers (the request
-/// path already removed hop-by-hop headers).
+/// Request headers a queued row keeps (exact names), besides the `copilot-*` and `x-github-*`
+/// families. Anything else a client sent (a private token in a custom header, tracing ids) is
+/// not written to disk: the credential goes to the keychain, nothing else is needed to replay.
+const KEPT_HEADERS: [&str; 8] = [
+    "content-type",
+    "accept",
+    "user-agent",
+    "idempotency-key",
+    "editor-version",
+    "editor-plugin-version",
+    "openai-intent",
+    "x-request-id",
+];
+
+/// Headers to replay: an allowlist ([`KEPT_HEADERS`], `copilot-*`, `x-github-*`).
 fn replay_headers(h: &HeaderMap) -> Vec<(String, String)> {
     h.iter()
-        .filter(|(k, _)| {
-            ![
-                header::AUTHORIZATION,
-                header::COOKIE,
-                header::HOST,
-                header::CONTENT_LENGTH,
-            ]
-            .contains(k)
-        })
+        .filter(|(k, _)| kept(k.as_str()))
         .filter_map(|(k, v)| Some((k.to_string(), v.to_str().ok()?.to_string())))
         .collect()
+}
+
+fn kept(name: &str) -> bool {
+    KEPT_HEADERS.contains(&name) || name.starts_with("copilot-") || name.starts_with("x-github-")
 }
 
 /// `owner/repo` from `/agents/swe/v1/jobs/{owner}/{repo}` and the body's `problem_statement`.
@@ -145,4 +154,40 @@ fn describe(uri: &Uri, body: &[u8]) -> (Option<String>, Option<String>) {
         .and_then(|s| s.as_str())
         .map(str::to_string);
     (repo, statement)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_allowlisted_headers_are_kept() {
+        let mut h = HeaderMap::new();
+        for (k, v) in [
+            ("authorization", "token a"),
+            ("cookie", "s=1"),
+            ("content-type", "application/json"),
+            ("x-github-api-version", "2022-11-28"),
+            ("copilot-integration-id", "vscode-chat"),
+            ("idempotency-key", "k"),
+            ("x-api-key", "secret"),
+            ("proxy-authorization", "Basic x"),
+        ] {
+            h.insert(
+                http::HeaderName::from_static(k),
+                http::HeaderValue::from_static(v),
+            );
+        }
+        let mut names: Vec<String> = replay_headers(&h).into_iter().map(|(k, _)| k).collect();
+        names.sort();
+        assert_eq!(
+            names,
+            [
+                "content-type",
+                "copilot-integration-id",
+                "idempotency-key",
+                "x-github-api-version"
+            ]
+        );
+    }
 }

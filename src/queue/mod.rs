@@ -9,6 +9,7 @@
 //!   resolves `in_doubt` items by looking them up upstream first.
 
 pub(crate) mod enqueue;
+mod lookup;
 pub(crate) mod replay;
 
 use crate::events::Event;

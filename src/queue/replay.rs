@@ -15,10 +15,11 @@
 //! and when a failed or expired item is purged (after [`KEEP_ENDED`]); until then `weir queue
 //! retry` can still send it.
 
+use super::lookup::Lookup;
 use super::{event, now_ms, Queue, QueueState};
 use crate::config::RouteClass;
 use crate::events::Bus;
-use crate::problem::Problem;
+use crate::secrets::SecretError;
 use crate::upstream::{AttemptPolicy, Replayable, Upstreams};
 use bytes::Bytes;
 use http::{header, HeaderMap, HeaderValue, Method, Uri};
@@ -28,6 +29,9 @@ use weir_resilience::{classify_response, Backoff, FullJitter, Jitter, Kind};
 use weir_store::{Item, State};
 
 const PACE: Duration = Duration::from_millis(200);
+/// How long a worker waits after the store failed to record a step (the item is still due, so
+/// going on at [`PACE`] would spin on it).
+const STORE_TROUBLE: Duration = Duration::from_secs(5);
 /// How long a queued create waits after a retryable failure: doubling from 1 s to about a
 /// minute, plus up to 1 s of jitter so replays from many items do not line up.
 const RETRY: Backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(64));
@@ -83,13 +87,33 @@ impl Replayer {
     async fn replay_one(&self, q: &Queue, up: usize, item: Item) -> Duration {
         let bus = &self.bus;
         let credential = match &item.credential_ref {
-            Some(acct) => match q.secrets.get(acct).await {
-                Ok(Some(c)) => serde_json::from_str::<serde_json::Value>(&c).unwrap_or_default(),
-                Ok(None) | Err(_) => {
-                    if let Ok(it) = q.store.mark_failed(item.id, "the replay credential is gone (keychain entry missing or Weir restarted with in-memory credentials)", now_ms()).await {
-                        end(bus, q, &it, "failed: credential missing").await;
-                    }
-                    return PACE;
+            Some(acct) => match credential_step(q.secrets.get(acct).await) {
+                CredentialStep::Use(c) => c,
+                CredentialStep::Gone => {
+                    let detail = "the replay credential is gone (keychain entry missing or Weir restarted with in-memory credentials)";
+                    return match q.store.mark_failed(item.id, detail, now_ms()).await {
+                        Ok(it) => {
+                            end(bus, q, &it, "failed: credential missing").await;
+                            PACE
+                        }
+                        Err(_) => STORE_TROUBLE,
+                    };
+                }
+                CredentialStep::Wait(e) => {
+                    // Locked, slow or unreachable: the credential may well be there. Try later.
+                    let now = now_ms();
+                    let detail = format!("waiting for keychain: {e}");
+                    return match q
+                        .store
+                        .reschedule(item.id, retry_at(&item, now, None), &detail, now)
+                        .await
+                    {
+                        Ok(it) => {
+                            bus.emit(event(&it, detail));
+                            PACE
+                        }
+                        Err(_) => STORE_TROUBLE,
+                    };
                 }
             },
             None => serde_json::Value::Null,
@@ -97,32 +121,33 @@ impl Replayer {
         if item.state == State::InDoubt || item.needs_lookup {
             match self.lookup(up, &item, &credential).await {
                 Lookup::Found(result) => {
-                    if let Ok(it) = q.store.mark_done(item.id, result, now_ms()).await {
-                        end(bus, q, &it, "done: found upstream, not sent again").await;
+                    let r = q.store.mark_done(item.id, result, now_ms()).await;
+                    if let Ok(it) = &r {
+                        end(bus, q, it, "done: found upstream, not sent again").await;
                     }
-                    return PACE;
+                    return paced(&r);
                 }
                 Lookup::Unverifiable => {
-                    if let Ok(it) = q.store.mark_failed(item.id, "in doubt and cannot be verified upstream (no repository or problem statement); not replayed to avoid a double create — retry it by hand if it did not happen", now_ms()).await {
-                        end(bus, q, &it, "failed: in doubt").await;
+                    let r = q.store.mark_failed(item.id, "in doubt and cannot be verified upstream (no repository or problem statement); not replayed to avoid a double create — retry it by hand if it did not happen", now_ms()).await;
+                    if let Ok(it) = &r {
+                        end(bus, q, it, "failed: in doubt").await;
                     }
-                    return PACE;
+                    return paced(&r);
                 }
                 // The gate is closed: nothing was asked; try again shortly.
                 Lookup::NotNow => return Duration::from_secs(1),
                 Lookup::Unknown(e) => {
                     let now = now_ms();
-                    let _ = q
-                        .store
-                        .reschedule(item.id, now + 5_000, &format!("lookup failed: {e}"), now)
-                        .await;
-                    return PACE;
+                    let detail = format!("lookup failed: {e}");
+                    let r = q.store.reschedule(item.id, now + 5_000, &detail, now).await;
+                    return paced(&r);
                 }
                 Lookup::NotFound => {}
             }
         }
         // Admission before the item is marked: a closed gate leaves it queued as it was.
-        let admitted = match self.upstreams.get(up).gate.admit().await {
+        let scope = scope_of(&item);
+        let admitted = match self.upstreams.get(up).gate.admit(scope.as_ref()).await {
             Ok(a) => a,
             Err(_) => return Duration::from_secs(1),
         };
@@ -130,14 +155,15 @@ impl Replayer {
             Ok(u) => u,
             Err(e) => {
                 let detail = format!("cannot build the replay URL: {e}");
-                if let Ok(it) = q.store.mark_failed(item.id, &detail, now_ms()).await {
-                    end(bus, q, &it, "failed: bad URL").await;
+                let r = q.store.mark_failed(item.id, &detail, now_ms()).await;
+                if let Ok(it) = &r {
+                    end(bus, q, it, "failed: bad URL").await;
                 }
-                return PACE;
+                return paced(&r);
             }
         };
         let Ok(item) = q.store.mark_replaying(item.id, now_ms()).await else {
-            return PACE;
+            return STORE_TROUBLE;
         };
         bus.emit(event(&item, "replaying"));
         let mut headers = HeaderMap::new();
@@ -155,6 +181,7 @@ impl Replayer {
             uri: &uri,
             headers: &headers,
             body: Bytes::from(item.body.clone()),
+            identity: scope,
         };
         let res = self
             .upstreams
@@ -167,10 +194,7 @@ impl Replayer {
             )
             .await;
         let now = now_ms();
-        let retry_at = |hint: Option<Duration>| {
-            let wait = RETRY.ceiling(item.attempts) + FullJitter.pick(RETRY.base);
-            now + hint.map_or(wait, |h| h.max(wait)).as_millis() as i64
-        };
+        let retry_at = |hint: Option<Duration>| retry_at(&item, now, hint);
         match res {
             Ok(a) => {
                 let resp = a.response;
@@ -221,55 +245,14 @@ impl Replayer {
         }
         PACE
     }
-
-    /// Looks an in-doubt item up upstream (see the module's in-doubt rule), through the same
-    /// admission and attempt phases as any list call.
-    async fn lookup(&self, up: usize, item: &Item, credential: &serde_json::Value) -> Lookup {
-        let (Some(repo), Some(statement)) = (&item.repo, &item.problem_statement) else {
-            return Lookup::Unverifiable;
-        };
-        let uri: Uri = match format!("/agents/sessions?repo_nwo={repo}&sort=created_at").parse() {
-            Ok(u) => u,
-            Err(e) => return Lookup::Unknown(e.to_string()),
-        };
-        let mut headers = HeaderMap::new();
-        set_credential(&mut headers, credential);
-        let req = Replayable {
-            method: &Method::GET,
-            uri: &uri,
-            headers: &headers,
-            body: Bytes::new(),
-        };
-        let policy = AttemptPolicy::for_request(&Method::GET, true);
-        let resp = match self
-            .upstreams
-            .call_buffered(up, RouteClass::List, req, policy, None)
-            .await
-        {
-            Ok(a) if a.response.status().is_success() => a.response,
-            Ok(a) => {
-                return Lookup::Unknown(format!("session list answered {}", a.response.status()))
-            }
-            Err(p) if is_closed(&p) => return Lookup::NotNow,
-            Err(p) => return Lookup::Unknown(p.detail),
-        };
-        let v: serde_json::Value = serde_json::from_slice(resp.body()).unwrap_or_default();
-        let since = item.last_attempt_at.unwrap_or(item.created_at) - 60_000;
-        match find_session(&v, statement, since) {
-            Some(s) => Lookup::Found(serde_json::json!({"found_by_lookup": true, "session": s})),
-            None => Lookup::NotFound,
-        }
-    }
 }
 
-/// The gate refused the attempt (nothing was sent).
-fn is_closed(p: &Problem) -> bool {
-    use crate::problem::ProblemKind;
-    !p.maybe_sent
-        && matches!(
-            p.kind,
-            ProblemKind::BreakerOpen | ProblemKind::RateLimited | ProblemKind::Overloaded
-        )
+/// The identity an item's rate limits are scoped to: none for an item queued without a
+/// credential (a throttle then concerns everyone).
+pub(super) fn scope_of(item: &Item) -> Option<crate::identity::Identity> {
+    item.credential_ref
+        .as_ref()
+        .and_then(|_| crate::identity::Identity::from_hex(&item.identity))
 }
 
 async fn expire(bus: &Bus, q: &Queue) {
@@ -279,25 +262,51 @@ async fn expire(bus: &Bus, q: &Queue) {
             end(bus, q, &it, "expired: not replayed within the maximum age").await;
         }
     }
-    // Purge long-ended items, deleting the credentials they kept for a retry.
+    // Purge long-ended items, deleting the credentials of exactly the rows deleted (the
+    // store returns them from the DELETE itself).
     let cutoff = now_ms() - KEEP_ENDED.as_millis() as i64;
-    let filter = weir_store::ListFilter {
-        states: vec![State::Failed, State::Expired, State::Cancelled, State::Done],
-        limit: 200,
-    };
-    if let Ok(items) = q.store.list(filter).await {
-        let old: Vec<_> = items
-            .into_iter()
-            .filter(|i| i.updated_at < cutoff)
-            .collect();
-        for it in &old {
+    if let Ok(purged) = q.store.purge_ended_before(cutoff).await {
+        for it in &purged {
             if let Some(acct) = &it.credential_ref {
                 q.secrets.delete(acct).await;
             }
         }
-        if !old.is_empty() {
-            let _ = q.store.purge_ended_before(cutoff).await;
-        }
+    }
+}
+
+/// [`PACE`] after a step the store recorded, [`STORE_TROUBLE`] after one it did not (the item
+/// is then still due: going on at once would spin on it).
+fn paced<T, E>(recorded: &Result<T, E>) -> Duration {
+    if recorded.is_ok() {
+        PACE
+    } else {
+        STORE_TROUBLE
+    }
+}
+
+/// When an item that could not go now is due again: the one backoff ([`RETRY`], by its
+/// attempts, plus jitter), or the upstream's own wait when longer.
+fn retry_at(item: &Item, now: i64, hint: Option<Duration>) -> i64 {
+    let wait = RETRY.ceiling(item.attempts) + FullJitter.pick(RETRY.base);
+    let wait = hint.map_or(wait, |h| h.max(wait)).min(KEEP_ENDED);
+    now.saturating_add(wait.as_millis() as i64)
+}
+
+/// What to do with an item, by what the secret store said about its credential.
+#[derive(Debug)]
+enum CredentialStep {
+    Use(serde_json::Value),
+    /// The store says there is no entry: the credential is gone for good.
+    Gone,
+    /// The store could not answer (locked, timed out, unavailable): wait, never fail.
+    Wait(SecretError),
+}
+
+fn credential_step(got: Result<Option<String>, SecretError>) -> CredentialStep {
+    match got {
+        Ok(Some(c)) => CredentialStep::Use(serde_json::from_str(&c).unwrap_or_default()),
+        Ok(None) => CredentialStep::Gone,
+        Err(e) => CredentialStep::Wait(e),
     }
 }
 
@@ -311,7 +320,7 @@ async fn end(bus: &Bus, q: &Queue, item: &Item, detail: &str) {
     bus.emit(event(item, detail));
 }
 
-fn set_credential(h: &mut http::HeaderMap, c: &serde_json::Value) {
+pub(super) fn set_credential(h: &mut http::HeaderMap, c: &serde_json::Value) {
     for (field, name) in [
         ("authorization", header::AUTHORIZATION),
         ("cookie", header::COOKIE),
@@ -342,59 +351,33 @@ fn summarise(status: u16, body: &[u8]) -> serde_json::Value {
     })
 }
 
-enum Lookup {
-    Found(serde_json::Value),
-    NotFound,
-    Unverifiable,
-    /// The upstream's gate is closed; nothing was asked.
-    NotNow,
-    Unknown(String),
-}
-
-/// Any object in the list whose `problem_statement` (or `name`/`title`/`prompt`) equals the
-/// statement and whose `created_at` (RFC 3339 or unix seconds) is at or after `since_ms`.
-fn find_session(
-    v: &serde_json::Value,
-    statement: &str,
-    since_ms: i64,
-) -> Option<serde_json::Value> {
-    match v {
-        serde_json::Value::Array(a) => a.iter().find_map(|x| find_session(x, statement, since_ms)),
-        serde_json::Value::Object(o) => {
-            let text_matches = ["problem_statement", "name", "title", "prompt"]
-                .iter()
-                .any(|k| o.get(*k).and_then(|s| s.as_str()) == Some(statement));
-            let created = o.get("created_at").and_then(|c| {
-                c.as_str()
-                    .and_then(crate::time_fmt::parse_rfc3339_ms)
-                    .or_else(|| c.as_i64().map(|s| s * 1000))
-            });
-            if text_matches && created.is_some_and(|c| c >= since_ms) {
-                return Some(v.clone());
-            }
-            o.values()
-                .find_map(|x| find_session(x, statement, since_ms))
-        }
-        _ => None,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn finds_a_matching_recent_session_only() {
-        let list = serde_json::json!({"sessions": [
-            {"id": "old", "problem_statement": "fix it", "created_at": "2026-11-30T07:00:00Z"},
-            {"id": "new", "problem_statement": "fix it", "created_at": "2026-11-30T08:00:00Z"},
-        ]});
-        let at = crate::time_fmt::parse_rfc3339_ms("2026-11-30T07:59:30Z").unwrap();
-        assert_eq!(
-            find_session(&list, "fix it", at - 60_000).unwrap()["id"],
-            "new"
-        );
-        assert!(find_session(&list, "other", 0).is_none());
-        assert!(find_session(&list, "fix it", at + 3_600_000).is_none());
+    fn a_locked_or_slow_keychain_waits_and_only_a_missing_entry_fails() {
+        assert!(matches!(
+            credential_step(Ok(Some(r#"{"authorization":"token a"}"#.into()))),
+            CredentialStep::Use(c) if c["authorization"] == "token a"
+        ));
+        assert!(matches!(credential_step(Ok(None)), CredentialStep::Gone));
+        for e in [
+            SecretError::Timeout,
+            SecretError::Crashed("boom".into()),
+            SecretError::Unavailable {
+                reason: "locked".into(),
+                fix: "unlock it".into(),
+            },
+        ] {
+            assert!(matches!(credential_step(Err(e)), CredentialStep::Wait(_)));
+        }
+    }
+
+    #[test]
+    fn a_store_that_cannot_record_a_step_slows_the_worker_down() {
+        assert_eq!(paced(&Ok::<(), ()>(())), PACE);
+        assert_eq!(paced(&Err::<(), ()>(())), STORE_TROUBLE);
+        assert!(STORE_TROUBLE >= Duration::from_secs(1));
     }
 }

@@ -28,6 +28,9 @@ pub enum Account {
     GithubToken,
     /// The local CA's private key (PKCS#8 PEM).
     LocalCaKey,
+    /// A random, non-secret id of this install, answered by `/_weir/api/health`: the CLI sends
+    /// the control secret only to a Weir that names the id kept here.
+    InstallId,
 }
 
 impl Account {
@@ -38,6 +41,7 @@ impl Account {
             Account::IdentityKey => "identity-key",
             Account::GithubToken => "github-token",
             Account::LocalCaKey => "local-ca-key",
+            Account::InstallId => "install-id",
         }
     }
 }
@@ -65,11 +69,9 @@ impl Namespace {
     /// set, else [`Namespace::derive`] against the OS default data dir.
     pub fn for_data_dir(data_dir: &Path) -> Namespace {
         let explicit = std::env::var(SERVICE_ENV).ok();
-        Namespace::derive(
-            data_dir,
-            &crate::paths::default_data_dir(),
-            explicit.as_deref(),
-        )
+        // Without an OS default data dir, every data dir is "another" one (hashed name).
+        let default = crate::paths::default_data_dir().unwrap_or_default();
+        Namespace::derive(data_dir, &default, explicit.as_deref())
     }
 
     /// The pure rule: `explicit` (when not blank) wins; the default data dir gets

@@ -1,8 +1,11 @@
 //! Admission: may an attempt go to this upstream now? Cooldown (the upstream asked for a
-//! pause) → breaker (recent calls failed or were slow) → bulkhead (too many in flight). Every
-//! surface on the laptop, and every replay, passes the same gate.
+//! pause: for everyone, or for the one identity whose quota ran out) → breaker (recent calls
+//! failed or were slow) → bulkhead (too many in flight). Every surface on the laptop, and every
+//! replay, passes the same gate.
 
+use super::identity_cooldown::IdentityCooldowns;
 use crate::config::{ResilienceSettings, UpstreamSettings};
+use crate::identity::Identity;
 use crate::problem::{Problem, ProblemKind};
 use http::StatusCode;
 use serde::Serialize;
@@ -12,6 +15,10 @@ use weir_resilience::{
     Backoff, Breaker, BreakerSnapshot, Bulkhead, BulkheadPermit, Cooldown, FullJitter, Jitter,
     Kind, NoJitter, Permit, RetryBudget,
 };
+
+/// The longest pause Weir honours (a hint beyond it is clamped, so `Instant + wait` cannot
+/// overflow and a bogus header cannot lock an identity out for days).
+const MAX_COOLDOWN: Duration = Duration::from_secs(24 * 3600);
 
 /// The shared failure state of one upstream.
 pub(crate) struct Gate {
@@ -24,6 +31,8 @@ pub(crate) struct Gate {
     retry_jitter: bool,
     /// What set the current cooldown (rate limited → 429, overloaded → 503).
     cooldown_kind: Mutex<Option<Kind>>,
+    /// Per-identity holds: GitHub's rate limits are per user.
+    identity_cooldowns: IdentityCooldowns,
 }
 
 /// An attempt that passed the gate: its breaker permit (to record the outcome) and its
@@ -43,6 +52,8 @@ impl Admitted {
 /// Why an attempt was not sent.
 pub(crate) enum Closed {
     Cooldown(Duration, Kind),
+    /// This caller's identity is rate limited (others may still pass).
+    IdentityCooldown(Duration),
     Breaker(weir_resilience::Rejected),
     Shed(weir_resilience::Shed),
 }
@@ -67,6 +78,7 @@ impl Gate {
             },
             retry_jitter: r.retry_jitter,
             cooldown_kind: Mutex::new(None),
+            identity_cooldowns: IdentityCooldowns::default(),
         })
     }
 
@@ -78,9 +90,10 @@ impl Gate {
         }
     }
 
-    /// Cooldown → breaker → bulkhead. Waits for a bulkhead slot (bounded queue); never waits
-    /// on the breaker or a cooldown.
-    pub async fn admit(&self) -> Result<Admitted, Closed> {
+    /// Cooldown (upstream-wide, then `who`'s own) → breaker → bulkhead. `who` is `None` for a
+    /// request without a credential. Waits for a bulkhead slot (bounded queue); never waits on
+    /// the breaker or a cooldown.
+    pub async fn admit(&self, who: Option<&Identity>) -> Result<Admitted, Closed> {
         if let Some(rem) = self.cooldown.remaining() {
             let kind = self
                 .cooldown_kind
@@ -90,6 +103,9 @@ impl Gate {
                 .unwrap_or(Kind::RateLimited);
             return Err(Closed::Cooldown(rem, kind));
         }
+        if let Some(rem) = who.and_then(|w| self.identity_cooldowns.remaining(w)) {
+            return Err(Closed::IdentityCooldown(rem));
+        }
         let permit = self.breaker.try_acquire().map_err(Closed::Breaker)?;
         let slot = self.bulkhead.acquire().await.map_err(Closed::Shed)?;
         Ok(Admitted {
@@ -98,12 +114,20 @@ impl Gate {
         })
     }
 
-    /// Holds back every request to this upstream for `wait` (from `Retry-After` & co).
-    pub fn cool_down(&self, wait: Duration, kind: Kind) {
-        if let Ok(mut k) = self.cooldown_kind.lock() {
-            *k = Some(kind);
+    /// Honours the upstream's wait (from `Retry-After` & co). A rate limit earned by an
+    /// identity holds back that identity only; an overload, or a rate limit on a request
+    /// without a credential, holds back every request to this upstream.
+    pub fn cool_down(&self, wait: Duration, kind: Kind, who: Option<&Identity>) {
+        let wait = wait.min(MAX_COOLDOWN);
+        match who {
+            Some(w) if kind == Kind::RateLimited => self.identity_cooldowns.hold_for(*w, wait),
+            _ => {
+                if let Ok(mut k) = self.cooldown_kind.lock() {
+                    *k = Some(kind);
+                }
+                self.cooldown.hold_for(wait);
+            }
         }
-        self.cooldown.hold_for(wait);
     }
 
     pub fn problem_for(&self, closed: &Closed) -> Problem {
@@ -125,6 +149,16 @@ impl Gate {
                 )
                 .retry_after(*rem)
             }
+            Closed::IdentityCooldown(rem) => Problem::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                ProblemKind::RateLimited,
+                format!(
+                    "{} rate-limited this credential; Weir holds its requests back for {:.1}s more (other credentials are not affected)",
+                    self.name,
+                    rem.as_secs_f64()
+                ),
+            )
+            .retry_after(*rem),
             Closed::Breaker(rej) => Problem::new(
                 StatusCode::SERVICE_UNAVAILABLE,
                 ProblemKind::BreakerOpen,
@@ -150,6 +184,7 @@ impl Gate {
         GateStatus {
             breaker: BreakerView::from(&b),
             cooldown_remaining_s: self.cooldown.remaining().map(|d| d.as_secs_f64()),
+            identities_cooling_down: self.identity_cooldowns.len(),
             retry_budget: self.budget.stats(),
             bulkhead: self.bulkhead.stats(),
         }
@@ -161,6 +196,8 @@ impl Gate {
 pub struct GateStatus {
     pub breaker: BreakerView,
     pub cooldown_remaining_s: Option<f64>,
+    /// How many identities are held back by their own rate limit.
+    pub identities_cooling_down: usize,
     pub retry_budget: weir_resilience::BudgetStats,
     pub bulkhead: weir_resilience::BulkheadStats,
 }

@@ -10,6 +10,7 @@ use super::client::{FetchError, Timeouts};
 use super::Upstreams;
 use crate::body::{boxed, full, Body};
 use crate::config::{Origin, RouteClass};
+use crate::identity::Identity;
 use crate::problem::{Problem, ProblemKind};
 use bytes::Bytes;
 use http::{header, HeaderMap, HeaderValue, Method, Request, Response, Uri};
@@ -71,6 +72,8 @@ pub(crate) struct Replayable<'a> {
     pub uri: &'a Uri,
     pub headers: &'a HeaderMap,
     pub body: Bytes,
+    /// Whose credential the request carries (`None`: none), for identity-scoped cooldowns.
+    pub identity: Option<Identity>,
 }
 
 impl Upstreams {
@@ -92,7 +95,8 @@ impl Upstreams {
             async move { client.fetch(r?, t, limit).await }
         };
         let prefix = |r: &Response<Bytes>| r.body().clone();
-        self.run(up, class, policy, first, send, prefix).await
+        let who = req.identity;
+        self.run(up, class, policy, first, who, send, prefix).await
     }
 
     /// Sends a request and streams the response. A streamed body is sent at most once.
@@ -101,6 +105,7 @@ impl Upstreams {
         up: usize,
         class: RouteClass,
         req: Request<Body>,
+        who: Option<Identity>,
     ) -> Result<Attempted<Body>, Problem> {
         // Decided from the body itself: headers may already have lost `Transfer-Encoding`.
         let empty = http_body::Body::is_end_stream(req.body());
@@ -111,6 +116,7 @@ impl Upstreams {
             uri: &parts.uri,
             headers: &parts.headers,
             body: Bytes::new(),
+            identity: who,
         };
         // The first attempt takes the body; any later one (only when it was empty) sends none.
         let slot = std::sync::Mutex::new(Some(body));
@@ -124,7 +130,7 @@ impl Upstreams {
             let client = self.client.clone();
             async move { Ok(client.send(r?, t).await?.map(boxed)) }
         };
-        self.run(up, class, policy, None, send, |_| Bytes::new())
+        self.run(up, class, policy, None, who, send, |_| Bytes::new())
             .await
     }
 
@@ -135,6 +141,7 @@ impl Upstreams {
         class: RouteClass,
         policy: AttemptPolicy,
         mut first: Option<Admitted>,
+        who: Option<Identity>,
         send: F,
         prefix: impl Fn(&Response<B>) -> Bytes,
     ) -> Result<Attempted<B>, Problem>
@@ -154,7 +161,7 @@ impl Upstreams {
         for attempt in 0..policy.max_attempts {
             let admitted = match first.take() {
                 Some(a) => a,
-                None => match g.admit().await {
+                None => match g.admit(who.as_ref()).await {
                     Ok(a) => a,
                     Err(c) => {
                         closed = Some(c);
@@ -194,10 +201,11 @@ impl Upstreams {
                     .ok()
                     .and_then(|r| wait_hint(r.headers(), SystemTime::now()))
             };
-            // The upstream's own wait holds back every surface, replays included.
+            // The upstream's own wait holds back every surface, replays included: of this
+            // identity for a rate limit, of everyone for an overload (see `Gate::cool_down`).
             if matches!(kind, Kind::RateLimited | Kind::Overloaded) {
                 if let Some(w) = hint {
-                    g.cool_down(w, kind);
+                    g.cool_down(w, kind, who.as_ref());
                 }
             }
             let retryable = kind.is_retryable() || kind == Kind::RateLimited;

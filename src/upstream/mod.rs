@@ -7,6 +7,7 @@
 mod admission;
 mod attempt;
 mod client;
+mod identity_cooldown;
 mod pool;
 
 pub(crate) use admission::GateStatus;

@@ -11,6 +11,9 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+/// The longest interval, jitter, backoff or timeout the watcher takes (a day).
+const MAX_SECS: u64 = 24 * 3600;
+
 /// Which GitHub status page to watch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Region {
@@ -201,14 +204,16 @@ impl StatusSettings {
         if components.is_empty() {
             return Err(ConfigError::NoComponents);
         }
-        let interval = Duration::from_secs(self.interval_secs);
+        // Seconds are clamped to a day, so `Instant + d` can never overflow.
+        let secs = |s: u64| Duration::from_secs(s.min(MAX_SECS));
+        let interval = secs(self.interval_secs);
         Ok(StatusConfig {
             base_url,
             interval,
-            jitter: Jitter::UpTo(Duration::from_secs(self.jitter_secs)),
+            jitter: Jitter::UpTo(secs(self.jitter_secs)),
             // A ceiling below the interval would make failures poll faster than successes.
-            max_backoff: Duration::from_secs(self.max_backoff_secs).max(interval),
-            request_timeout: Some(Duration::from_secs(self.timeout_secs.max(1))),
+            max_backoff: secs(self.max_backoff_secs).max(interval),
+            request_timeout: Some(secs(self.timeout_secs.max(1))),
             components,
         })
     }

@@ -168,7 +168,10 @@ impl AsyncStore {
         self.call(move |s| s.recover_after_crash(now_ms)).await
     }
 
-    pub async fn purge_ended_before(&self, updated_before_ms: i64) -> Result<usize, StoreError> {
+    pub async fn purge_ended_before(
+        &self,
+        updated_before_ms: i64,
+    ) -> Result<Vec<Item>, StoreError> {
         self.call(move |s| s.purge_ended_before(updated_before_ms))
             .await
     }

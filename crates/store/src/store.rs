@@ -61,6 +61,11 @@ impl Store {
             if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
                 std::fs::create_dir_all(dir).map_err(|e| StoreError::from_io(&path, e))?;
             }
+            // Created 0600 before SQLite opens it: SQLite gives the -wal and -shm files the
+            // database file's permissions.
+            if !path.exists() {
+                create_private(&path).map_err(|e| StoreError::from_io(&path, e))?;
+            }
             OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE
         } | OpenFlags::SQLITE_OPEN_NO_MUTEX;
         let mut conn = Connection::open_with_flags(&path, flags).map_err(sql_err)?;
@@ -80,6 +85,13 @@ impl Store {
         // on disk even if the machine loses power right after.
         conn.pragma_update(None, "synchronous", "FULL")
             .map_err(sql_err)?;
+        if !options.read_only {
+            // Files left readable by an older version are tightened too; a file whose mode
+            // cannot be changed (read-only mount, another owner) is used as it is.
+            if let Err(e) = restrict_files(&path) {
+                tracing::warn!(db = %path.display(), error = %e, "cannot make the queue files private (0600)");
+            }
+        }
         check_integrity(&conn, &path)?;
         schema::migrate(&mut conn, &path, MIGRATIONS, options.read_only)?;
         if let Some(max) = options.max_size_bytes {
@@ -211,6 +223,36 @@ impl Store {
     pub(crate) fn sql_err(&self, e: rusqlite::Error) -> StoreError {
         StoreError::from_sqlite(&self.path, e)
     }
+}
+
+/// Creates the database file, readable and writable by the user only, unless it exists.
+fn create_private(path: &Path) -> std::io::Result<()> {
+    let mut o = std::fs::OpenOptions::new();
+    o.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut o, 0o600);
+    match o.open(path) {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// The database, its WAL and its shared-memory file: 0600 (Unix).
+fn restrict_files(path: &Path) -> std::io::Result<()> {
+    #[cfg(unix)]
+    for suffix in ["", "-wal", "-shm"] {
+        use std::os::unix::fs::PermissionsExt;
+        let mut p = path.as_os_str().to_owned();
+        p.push(suffix);
+        match std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+            _ => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = path;
+    Ok(())
 }
 
 /// `'queued', 'in_doubt'` for an IN clause. The names come from the enum, never from input.

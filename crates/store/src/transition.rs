@@ -243,18 +243,17 @@ impl Store {
     }
 
     /// Deletes ended items (done, failed, cancelled, expired) last changed before
-    /// `updated_before_ms`, so the file does not grow forever. Returns how many.
-    pub fn purge_ended_before(&mut self, updated_before_ms: i64) -> Result<usize, StoreError> {
-        self.write(|tx, path| {
-            tx.execute(
-                &format!(
-                    "DELETE FROM queue_items WHERE state NOT IN ({LIVE_STATES})
-                     AND updated_at < ?1"
-                ),
-                [updated_before_ms],
-            )
-            .map_err(|e| StoreError::from_sqlite(path, e))
-        })
+    /// `updated_before_ms`, so the file does not grow forever. Returns the deleted items.
+    pub fn purge_ended_before(&mut self, updated_before_ms: i64) -> Result<Vec<Item>, StoreError> {
+        // The deleted rows themselves, from the same statement: the caller deletes exactly
+        // their credentials.
+        self.write_many(
+            &format!(
+                "DELETE FROM queue_items WHERE state NOT IN ({LIVE_STATES})
+                 AND updated_at < ?1 RETURNING {COLUMNS}"
+            ),
+            [updated_before_ms],
+        )
     }
 
     /// One-item update: `set` may use ?2.. for `args` (?1 is the id). When no row matches,

@@ -373,7 +373,7 @@ fn counts_list_and_purge() {
     );
 
     // Purge removes ended items last changed before the cutoff, never live ones.
-    assert_eq!(store.purge_ended_before(13).unwrap(), 2);
+    assert_eq!(store.purge_ended_before(13).unwrap().len(), 2);
     assert_eq!(store.counts().unwrap().total(), 3);
     assert_eq!(store.get(ids[3]).unwrap().unwrap().state, State::Failed);
     assert!(store.get(ids[1]).unwrap().is_none());
@@ -385,7 +385,7 @@ fn ids_are_never_reused() {
     let mut store = Store::open(&path).unwrap();
     let a = store.insert(&new_item(1), 0).unwrap().id;
     store.cancel(a, 1).unwrap();
-    assert_eq!(store.purge_ended_before(100).unwrap(), 1);
+    assert_eq!(store.purge_ended_before(100).unwrap().len(), 1);
     let b = store.insert(&new_item(2), 2).unwrap().id;
     assert!(b > a, "{b} reused {a}");
 }
