@@ -53,8 +53,15 @@ export class SettingsForm {
       this.fill(this.base);
       this.form.hidden = false;
     } catch (e) {
-      // 404: this Weir has no settings endpoint; 401 on a read-only page is expected.
-      if (e.status !== 404 && !(e.status === 401 && !hasSecret())) this.onProblem(e);
+      // 404: this Weir has no settings endpoint. 401 on a page opened without the secret:
+      // settings are read with the secret too, so say where the secret comes from.
+      if (e.status === 401 && !hasSecret()) {
+        this.configNote.replaceChildren(h('p', { 'data-testid': 'settings-need-secret' },
+          'Settings are shown only with the control secret: open the dashboard from the tray, or with the link ',
+          h('code', {}, 'weir serve'), ' printed.'));
+      } else if (e.status !== 404) {
+        this.onProblem(e);
+      }
       this.form.hidden = true;
     }
   }
