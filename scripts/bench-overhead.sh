@@ -61,7 +61,8 @@ rss_kb() { awk '/^VmRSS/ {print $2}' "/proc/$1/status"; }
 
 # --- the upstream -------------------------------------------------------------------------
 "$LAB" upstream --latency-ms 0 >"$TMP/up.out" &
-PIDS+=($!)
+UP_PID=$!
+PIDS+=("$UP_PID")
 for _ in $(seq 100); do [ -s "$TMP/up.out" ] && break; sleep 0.1; done
 UP="$(head -1 "$TMP/up.out")"          # http://127.0.0.1:PORT
 UP_HOSTPORT="${UP#http://}"
@@ -121,7 +122,8 @@ http {
 }
 EOF
 nginx -p "$TMP/nginx" -c "$TMP/nginx/nginx.conf" &
-PIDS+=($!)
+NGX_PID=$!
+PIDS+=("$NGX_PID")
 wait_for "http://127.0.0.1:$NGX_PLAIN/agents/sessions"
 
 # --- HAProxy (plain reverse proxy, keep-alive to the upstream) ------------------------------
@@ -143,7 +145,8 @@ backend lab
   server up $UP_HOSTPORT
 EOF
 haproxy -f "$TMP/haproxy.cfg" -db >"$TMP/haproxy.out" 2>&1 &
-PIDS+=($!)
+HAP_PID=$!
+PIDS+=("$HAP_PID")
 wait_for "http://127.0.0.1:$HAP_PLAIN/agents/sessions"
 
 # --- wrk scripts ---------------------------------------------------------------------------
@@ -162,10 +165,23 @@ lua origin-pass "/repos/octo/lab"
 to_us() { # "123.45us" | "1.23ms" | "1.01s" -> microseconds
   awk -v v="$1" 'BEGIN { n = v + 0; if (v ~ /us$/) print n; else if (v ~ /ms$/) print n * 1000; else if (v ~ /s$/) print n * 1000000; else print n }'
 }
-measure() { # LABEL URL SCRIPT: prints "label|rps|p50us|p99us|lat_p50us|lat_p99us"
-  local label="$1" url="$2" script="$TMP/$3.lua"
+# CPU time (user + system, clock ticks) of a process and its children (nginx's workers): what
+# one request costs the machine, whatever else shares it.
+cpu_ticks() {
+  local t=0 p
+  for p in "$1" $(pgrep -P "$1" || true); do
+    t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat" 2>/dev/null || echo 0)))
+  done
+  echo "$t"
+}
+HZ="$(getconf CLK_TCK)"
+measure() { # LABEL URL SCRIPT PID: prints "label|rps|p50us|p99us|lat_p50us|lat_p99us|non2xx|cpu_us_per_req"
+  local label="$1" url="$2" script="$TMP/$3.lua" pid="$4"
   wrk -t1 -c8 -d2s -s "$script" "$url" >/dev/null           # warm-up (fills caches, pools)
+  local c0 c1
+  c0="$(cpu_ticks "$pid")"
   wrk -t2 -c64 -d"${SECS}s" --latency -s "$script" "$url" >"$TMP/tp.txt"
+  c1="$(cpu_ticks "$pid")"
   wrk -t1 -c1 -d5s --latency -s "$script" "$url" >"$TMP/lat.txt"
   local rps p50 p99 l50 l99 non2xx
   rps="$(awk '/^Requests\/sec/ {print $2}' "$TMP/tp.txt")"
@@ -174,18 +190,21 @@ measure() { # LABEL URL SCRIPT: prints "label|rps|p50us|p99us|lat_p50us|lat_p99u
   l50="$(to_us "$(awk '$1 == "50%" {print $2}' "$TMP/lat.txt")")"
   l99="$(to_us "$(awk '$1 == "99%" {print $2}' "$TMP/lat.txt")")"
   non2xx="$(awk '/Non-2xx/ {s += $5} END {print s + 0}' "$TMP/tp.txt" "$TMP/lat.txt")"
-  echo "$label|$rps|$p50|$p99|$l50|$l99|${non2xx:-0}"
+  local n cpu
+  n="$(awk '/requests in/ {print $1}' "$TMP/tp.txt")"
+  cpu="$(awk -v d="$((c1 - c0))" -v hz="$HZ" -v n="$n" 'BEGIN { printf "%.1f", d * 1000000 / hz / n }')"
+  echo "$label|$rps|$p50|$p99|$l50|$l99|${non2xx:-0}|$cpu"
 }
 
 W="http://127.0.0.1:$WEIR_PORT"
 {
-  measure "direct (list path)" "$UP/" origin-hit
-  measure "Weir, cache hit (list)" "$W/" proxy-hit
-  measure "nginx proxy_cache, hit" "http://127.0.0.1:$NGX_CACHE/" origin-hit
-  measure "direct (pass-through path)" "$UP/" origin-pass
-  measure "Weir, pass-through (other)" "$W/" proxy-pass
-  measure "nginx plain reverse proxy" "http://127.0.0.1:$NGX_PLAIN/" origin-pass
-  measure "HAProxy plain reverse proxy" "http://127.0.0.1:$HAP_PLAIN/" origin-pass
+  measure "direct (list path)" "$UP/" origin-hit "$UP_PID"
+  measure "Weir, cache hit (list)" "$W/" proxy-hit "$WEIR_PID"
+  measure "nginx proxy_cache, hit" "http://127.0.0.1:$NGX_CACHE/" origin-hit "$NGX_PID"
+  measure "direct (pass-through path)" "$UP/" origin-pass "$UP_PID"
+  measure "Weir, pass-through (other)" "$W/" proxy-pass "$WEIR_PID"
+  measure "nginx plain reverse proxy" "http://127.0.0.1:$NGX_PLAIN/" origin-pass "$NGX_PID"
+  measure "HAProxy plain reverse proxy" "http://127.0.0.1:$HAP_PLAIN/" origin-pass "$HAP_PID"
 } >"$TMP/results.txt"
 RSS_AFTER="$(rss_kb "$WEIR_PID")"
 
@@ -201,16 +220,19 @@ kill "$HOLD_PID" 2>/dev/null || true
 
 # --- report -----------------------------------------------------------------------------------
 {
-  echo "| target | req/s (2 threads, 64 conns, ${SECS} s) | p50 | p99 | unloaded p50 (1 conn) | unloaded p99 | added unloaded p50 vs direct | non-2xx |"
-  echo "|---|--:|--:|--:|--:|--:|--:|--:|"
+  echo "| target | req/s (2 threads, 64 conns, ${SECS} s) | p50 | p99 | unloaded p50 (1 conn) | unloaded p99 | added unloaded p50 vs direct | non-2xx | CPU per request (that process) |"
+  echo "|---|--:|--:|--:|--:|--:|--:|--:|--:|"
   base=""
-  while IFS='|' read -r label rps p50 p99 l50 l99 non2xx; do
+  while IFS='|' read -r label rps p50 p99 l50 l99 non2xx cpu; do
     case "$label" in direct*) base="$l50" ;; esac
     added="$(awk -v a="$l50" -v b="$base" 'BEGIN { printf "%+.0f µs", a - b }')"
     [ "${label#direct}" != "$label" ] && added="—"
-    printf "| %s | %s | %.0f µs | %.0f µs | %.0f µs | %.0f µs | %s | %s |\n" \
-      "$label" "$(printf '%.0f' "$rps")" "$p50" "$p99" "$l50" "$l99" "$added" "$non2xx"
+    printf "| %s | %s | %.0f µs | %.0f µs | %.0f µs | %.0f µs | %s | %s | %s µs |\n" \
+      "$label" "$(printf '%.0f' "$rps")" "$p50" "$p99" "$l50" "$l99" "$added" "$non2xx" "$cpu"
   done <"$TMP/results.txt"
+  awk -F'|' '/^Weir, pass-through/ {w = $2} /^nginx plain/ {n = $2} /^Weir, cache hit/ {wh = $2}
+    /^nginx proxy_cache/ {nh = $2}
+    END { printf "\nPass-through: %.2f× nginx plain reverse proxy; cache hit: %.2f× nginx proxy_cache (same run).\n", w / n, wh / nh }' "$TMP/results.txt"
   echo
   echo "| weir serve (release) | VmRSS |"
   echo "|---|--:|"

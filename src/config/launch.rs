@@ -3,8 +3,8 @@
 //! built-in defaults; `--listen` overrides the file; the data dir comes from the flag, else the
 //! file, else the OS data dir.
 //!
-//! [`LaunchArgs`] are those three flags as clap definitions: `weir serve` flattens them in and
-//! the tray parses them with [`LaunchArgs::parse_from_args`] (or [`TrayArgs`]).
+//! [`LaunchArgs`] are those three flags as clap definitions: `weir serve` and the tray's own
+//! parser (`weir_tray::TrayArgs`) flatten them in.
 
 use super::{load_file, ConfigError, Settings};
 use std::net::SocketAddr;
@@ -24,38 +24,7 @@ pub struct LaunchArgs {
     pub data_dir: Option<PathBuf>,
 }
 
-/// The tray's command line: the launch flags and nothing else.
-#[derive(clap::Parser, Debug, Clone, Default, PartialEq, Eq)]
-#[command(
-    name = "weir-tray",
-    version,
-    about = "Runs Weir's proxy with a tray icon. Options as for `weir serve`."
-)]
-pub struct TrayArgs {
-    #[command(flatten)]
-    pub launch: LaunchArgs,
-}
-
 impl LaunchArgs {
-    /// Parses the arguments after the program name (`std::env::args().skip(1)`), in the
-    /// `--opt value` or `--opt=value` form. Unknown arguments are errors, except the `-psn_…`
-    /// argument macOS launchers add. `--help`/`--version` come back as errors of kind
-    /// `DisplayHelp`/`DisplayVersion` whose text is the help or version.
-    pub fn parse_from_args<I, T>(args: I) -> Result<LaunchArgs, clap::Error>
-    where
-        I: IntoIterator<Item = T>,
-        T: Into<std::ffi::OsString>,
-    {
-        let args = args
-            .into_iter()
-            .map(Into::into)
-            .filter(|a| !a.to_string_lossy().starts_with("-psn_"));
-        let tray = <TrayArgs as clap::Parser>::try_parse_from(
-            std::iter::once(std::ffi::OsString::from("weir-tray")).chain(args),
-        )?;
-        Ok(tray.launch)
-    }
-
     /// Settings, data dir and config file by [`resolve`].
     pub fn resolve(&self) -> Result<Launch, ConfigError> {
         resolve(
@@ -107,69 +76,4 @@ pub fn resolve(
         data_dir,
         config_file,
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use clap::error::ErrorKind;
-
-    fn parse(v: &[&str]) -> Result<LaunchArgs, clap::Error> {
-        LaunchArgs::parse_from_args(v.iter().copied())
-    }
-
-    #[test]
-    fn tray_arguments_parse_like_the_hand_written_parser() {
-        assert_eq!(parse(&[]).unwrap(), LaunchArgs::default());
-        let a = parse(&[
-            "--config",
-            "/c.toml",
-            "--listen=127.0.0.1:1",
-            "-psn_0_12345",
-            "--data-dir=/d",
-        ])
-        .unwrap();
-        assert_eq!(a.config.as_deref(), Some(Path::new("/c.toml")));
-        assert_eq!(a.listen, Some("127.0.0.1:1".parse().unwrap()));
-        assert_eq!(a.data_dir.as_deref(), Some(Path::new("/d")));
-        assert_eq!(
-            parse(&["--bogus"]).unwrap_err().kind(),
-            ErrorKind::UnknownArgument
-        );
-        assert_eq!(
-            parse(&["stray"]).unwrap_err().kind(),
-            ErrorKind::UnknownArgument
-        );
-        assert_eq!(
-            parse(&["--config"]).unwrap_err().kind(),
-            ErrorKind::InvalidValue
-        );
-        assert_eq!(
-            parse(&["--listen", "nope"]).unwrap_err().kind(),
-            ErrorKind::ValueValidation
-        );
-        assert_eq!(
-            parse(&["--help"]).unwrap_err().kind(),
-            ErrorKind::DisplayHelp
-        );
-    }
-
-    #[test]
-    fn flags_override_the_file_and_missing_files_are_errors() {
-        let dir = tempfile::tempdir().unwrap();
-        let f = dir.path().join("c.toml");
-        std::fs::write(&f, "listen = \"127.0.0.1:1\"\ndata_dir = \"/from/file\"\n").unwrap();
-        let l = resolve(Some(&f), Some("127.0.0.1:2".parse().unwrap()), None).unwrap();
-        assert_eq!(l.settings.listen.port(), 2);
-        assert_eq!(l.data_dir, PathBuf::from("/from/file"));
-        assert_eq!(l.config_file.as_deref(), Some(f.as_path()));
-        assert!(matches!(
-            resolve(Some(Path::new("/nonexistent.toml")), None, None),
-            Err(ConfigError::Read { .. })
-        ));
-        assert!(matches!(
-            resolve(Some(&f), Some("0.0.0.0:9".parse().unwrap()), None),
-            Err(ConfigError::NotLoopback(_))
-        ));
-    }
 }

@@ -11,7 +11,7 @@ mod resilience;
 
 pub use classes::{classify, default_routes, ClassSettings, ClassTable, RouteClass, RouteRule};
 pub use file::FileConfig;
-pub use launch::{resolve, Launch, LaunchArgs, TrayArgs};
+pub use launch::{resolve, Launch, LaunchArgs};
 pub use load::{load_file, parse_str, ConfigError};
 pub use net::{read_roots, HostPort, UpstreamNet, UpstreamProxy};
 pub use origin::Origin;
