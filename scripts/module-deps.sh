@@ -8,7 +8,7 @@ import os, re, sys
 mods = {}
 for root, _, files in os.walk("src"):
     for f in files:
-        if not f.endswith(".rs") or root.startswith("src/cli") or f == "main.rs":
+        if not f.endswith(".rs") or root == "src/cli" or root.startswith("src/cli/") or f == "main.rs":
             continue
         path = os.path.join(root, f)
         rel = os.path.relpath(path, "src")

@@ -55,18 +55,27 @@ pub fn parse_str(text: &str, file: &str) -> Result<Settings, ConfigError> {
     Settings::from_file(raw, file, text)
 }
 
+// `offset` comes from the TOML parser and may fall inside a multi-byte character: search the
+// bytes (a `\n` is always a character boundary), never slice the `str` at `offset`.
 fn line_of(text: &str, offset: usize) -> usize {
-    text[..offset.min(text.len())].matches('\n').count() + 1
+    let bytes = &text.as_bytes()[..offset.min(text.len())];
+    bytes.iter().filter(|&&b| b == b'\n').count() + 1
 }
 
 /// The key written on the line holding `offset` (`key = value`, or a `[table]` header).
 fn key_on_line(text: &str, offset: usize) -> String {
-    let offset = offset.min(text.len());
-    let start = text[..offset].rfind('\n').map(|i| i + 1).unwrap_or(0);
-    let end = text[offset..]
-        .find('\n')
+    let bytes = text.as_bytes();
+    let offset = offset.min(bytes.len());
+    let start = bytes[..offset]
+        .iter()
+        .rposition(|&b| b == b'\n')
+        .map(|i| i + 1)
+        .unwrap_or(0);
+    let end = bytes[offset..]
+        .iter()
+        .position(|&b| b == b'\n')
         .map(|i| offset + i)
-        .unwrap_or(text.len());
+        .unwrap_or(bytes.len());
     let line = text[start..end].trim();
     match line.split_once('=') {
         Some((k, _)) => k.trim().to_string(),
