@@ -1,7 +1,7 @@
 //! `PUT/DELETE /_weir/api/token`: store or remove a GitHub token in the OS keychain (account
 //! `github-token`). It is never sent back; the status document only says whether one is stored.
-//! Weir uses it for its own upstream checks (the in-doubt lookup of a create whose own
-//! credential is gone).
+//! Nothing reads it yet: the in-doubt lookup uses the queued item's own credential (issue #11
+//! plans the sessions view and the lookup fallback that will use this token).
 
 use super::Control;
 use super::{json, read_json, require_secret};
