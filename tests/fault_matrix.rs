@@ -1,0 +1,586 @@
+//! The fault matrix of the hardening issue: one test per fault. Each drives lists (two
+//! identities) and distinct creates through a real engine at a raw loopback upstream that
+//! misbehaves in one way, then checks: the engine still answers its health endpoint; every
+//! answer is a 2xx/4xx from the upstream or an `application/problem+json` with `kind` and
+//! `status`; and, after the fault heals and the queue drains, each create was made upstream
+//! exactly once (0 lost, 0 doubled). The table in `docs/reliability.md` summarises it.
+
+mod common;
+use common::{eventually, eventually_status, Weir};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+const JOBS: &str = "/agents/swe/v1/jobs/octo/repo";
+/// Short timeouts so a blackhole costs little; memory credentials (no keychain); a breaker
+/// that stays closed so every request meets the fault itself.
+const FAST: &str = "[queue]\ncredentials = \"memory\"\n[breaker]\nminimum_calls = 1000\n\
+[retry]\nbase = \"1ms\"\ncap = \"5ms\"\njitter = false\n\
+[classes.list]\nper_try_timeout = \"300ms\"\ndeadline = \"800ms\"\n\
+[classes.create]\nper_try_timeout = \"300ms\"\ndeadline = \"800ms\"\n";
+
+/// How the raw upstream treats the next request.
+#[derive(Clone, Debug)]
+enum Mode {
+    /// Creates make a session (201); the session list shows every session made.
+    Healthy,
+    /// Reads the request (a create is made), never answers, keeps the connection open.
+    Blackhole,
+    /// Reads the request (a create is made), sends headers and part of the body, then RST.
+    ResetMidBody,
+    /// Reads the request (a create is made), sends headers, then the body a byte at a time.
+    Trickle,
+    /// Answers `status` with `headers` and `body`; nothing is made.
+    Answer {
+        status: u16,
+        headers: Vec<(String, String)>,
+        body: String,
+    },
+}
+
+#[derive(Default)]
+struct Made {
+    /// Problem statements of sessions made, in order (a doubled create shows twice).
+    sessions: Vec<(String, String)>,
+    /// Every create request received, whatever the mode.
+    posts: usize,
+}
+
+struct Raw {
+    addr: std::net::SocketAddr,
+    mode: Arc<Mutex<Mode>>,
+    made: Arc<Mutex<Made>>,
+}
+
+impl Raw {
+    async fn start() -> Raw {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let mode = Arc::new(Mutex::new(Mode::Healthy));
+        let made = Arc::new(Mutex::new(Made::default()));
+        let (m, s) = (mode.clone(), made.clone());
+        tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                tokio::spawn(serve(stream, m.clone(), s.clone()));
+            }
+        });
+        Raw { addr, mode, made }
+    }
+
+    fn origin(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    fn set(&self, mode: Mode) {
+        *self.mode.lock().unwrap() = mode;
+    }
+
+    /// Sessions made per problem statement.
+    fn made(&self) -> HashMap<String, usize> {
+        let mut per = HashMap::new();
+        for (s, _) in &self.made.lock().unwrap().sessions {
+            *per.entry(s.clone()).or_default() += 1;
+        }
+        per
+    }
+}
+
+struct Req {
+    method: String,
+    path: String,
+    body: Vec<u8>,
+}
+
+async fn read_request(s: &mut TcpStream, buf: &mut Vec<u8>) -> Option<Req> {
+    let head_end = loop {
+        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            break i + 4;
+        }
+        let mut chunk = [0u8; 4096];
+        let n = s.read(&mut chunk).await.ok()?;
+        if n == 0 {
+            return None;
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    };
+    let head = String::from_utf8_lossy(&buf[..head_end]).to_string();
+    let mut lines = head.split("\r\n");
+    let mut first = lines.next()?.split(' ');
+    let method = first.next()?.to_string();
+    let path = first.next()?.to_string();
+    let len = lines
+        .filter_map(|l| l.split_once(':'))
+        .find(|(k, _)| k.trim().eq_ignore_ascii_case("content-length"))
+        .and_then(|(_, v)| v.trim().parse::<usize>().ok())
+        .unwrap_or(0);
+    while buf.len() < head_end + len {
+        let mut chunk = [0u8; 4096];
+        let n = s.read(&mut chunk).await.ok()?;
+        if n == 0 {
+            return None;
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    }
+    let body = buf[head_end..head_end + len].to_vec();
+    buf.drain(..head_end + len);
+    Some(Req { method, path, body })
+}
+
+fn statement_of(body: &[u8]) -> String {
+    serde_json::from_slice::<serde_json::Value>(body).unwrap_or_default()["problem_statement"]
+        .as_str()
+        .unwrap_or("")
+        .to_string()
+}
+
+fn head(status: u16, len: usize, extra: &[(String, String)]) -> String {
+    let mut h = format!(
+        "HTTP/1.1 {status} X\r\ncontent-type: application/json\r\ncontent-length: {len}\r\n"
+    );
+    for (k, v) in extra {
+        h.push_str(&format!("{k}: {v}\r\n"));
+    }
+    h.push_str("\r\n");
+    h
+}
+
+async fn serve(mut s: TcpStream, mode: Arc<Mutex<Mode>>, made: Arc<Mutex<Made>>) {
+    let mut buf = Vec::new();
+    while let Some(req) = read_request(&mut s, &mut buf).await {
+        let mode = mode.lock().unwrap().clone();
+        let create = req.method == "POST";
+        if create {
+            made.lock().unwrap().posts += 1;
+        }
+        let makes = create && !matches!(mode, Mode::Answer { .. });
+        if makes {
+            let now = weir::time_fmt::rfc3339(std::time::SystemTime::now());
+            made.lock()
+                .unwrap()
+                .sessions
+                .push((statement_of(&req.body), now));
+        }
+        let ok_body = if create {
+            r#"{"job_id":"j","session_id":"s"}"#.to_string()
+        } else if req.path.starts_with("/agents/sessions?repo_nwo=") {
+            let list: Vec<_> = made
+                .lock()
+                .unwrap()
+                .sessions
+                .iter()
+                .enumerate()
+                .map(|(i, (st, at))| {
+                    serde_json::json!({"id": format!("sess-{i}"), "problem_statement": st, "created_at": at})
+                })
+                .collect();
+            serde_json::json!({ "sessions": list }).to_string()
+        } else {
+            serde_json::json!({ "sessions": [], "path": req.path }).to_string()
+        };
+        let ok_status = if create { 201 } else { 200 };
+        match mode {
+            Mode::Healthy => {
+                let out = head(ok_status, ok_body.len(), &[]) + &ok_body;
+                if s.write_all(out.as_bytes()).await.is_err() {
+                    return;
+                }
+            }
+            Mode::Answer {
+                status,
+                headers,
+                body,
+            } => {
+                let out = head(status, body.len(), &headers) + &body;
+                if s.write_all(out.as_bytes()).await.is_err() {
+                    return;
+                }
+            }
+            Mode::Blackhole => {
+                // Hold the connection open, answering nothing, until the peer goes away.
+                let mut sink = [0u8; 1024];
+                while matches!(s.read(&mut sink).await, Ok(n) if n > 0) {}
+                return;
+            }
+            Mode::ResetMidBody => {
+                let out = head(ok_status, ok_body.len() + 1000, &[]) + &ok_body[..5];
+                let _ = s.write_all(out.as_bytes()).await;
+                let _ = s.flush().await;
+                // Linger 0 closes at once with RST; it does not block on drop.
+                #[allow(deprecated)]
+                let _ = s.set_linger(Some(Duration::ZERO));
+                return; // dropped with linger 0: RST
+            }
+            Mode::Trickle => {
+                let body = format!("{ok_body}{}", " ".repeat(200));
+                if s.write_all(head(ok_status, body.len(), &[]).as_bytes())
+                    .await
+                    .is_err()
+                {
+                    return;
+                }
+                for b in body.bytes() {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    if s.write_all(&[b]).await.is_err() {
+                        return;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// What a client got.
+#[derive(Debug)]
+struct Answer {
+    what: String,
+    status: u16,
+    content_type: String,
+    body: Vec<u8>,
+}
+
+/// Sends one absolute-form request to the proxy over plain HTTP/1.1 (so `https://` targets
+/// are routed, not tunnelled). `Err` if no complete answer came within a generous bound.
+async fn send(
+    proxy: std::net::SocketAddr,
+    method: &str,
+    url: &str,
+    who: &str,
+    body: &str,
+) -> Result<Answer, String> {
+    let what = format!("{method} {url} as {who}");
+    let go = async {
+        let stream = TcpStream::connect(proxy).await.map_err(|e| e.to_string())?;
+        let (mut tx, conn) =
+            hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
+                .await
+                .map_err(|e| e.to_string())?;
+        tokio::spawn(conn);
+        let req = http::Request::builder()
+            .method(method)
+            .uri(url)
+            .header("host", url.split('/').nth(2).unwrap_or(""))
+            .header("authorization", format!("token {who}"))
+            .header("content-type", "application/json")
+            .body(http_body_util::Full::new(bytes::Bytes::from(
+                body.to_string(),
+            )))
+            .unwrap();
+        let resp = tx.send_request(req).await.map_err(|e| e.to_string())?;
+        let status = resp.status().as_u16();
+        let content_type = resp
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_string();
+        let body = http_body_util::BodyExt::collect(resp.into_body())
+            .await
+            .map_err(|e| format!("{status}, body cut: {e}"))?
+            .to_bytes()
+            .to_vec();
+        Ok::<_, String>(Answer {
+            what: what.clone(),
+            status,
+            content_type,
+            body,
+        })
+    };
+    match tokio::time::timeout(Duration::from_secs(15), go).await {
+        Ok(r) => r.map_err(|e| format!("{what}: {e}")),
+        Err(_) => Err(format!("{what}: no answer")),
+    }
+}
+
+fn statement(fault: &str, i: usize) -> String {
+    format!("fault {fault} task {i}")
+}
+
+fn create_body(fault: &str, i: usize) -> String {
+    serde_json::json!({"problem_statement": statement(fault, i), "event_type": "weir-fault"})
+        .to_string()
+}
+
+/// 10 lists across two identities and 5 distinct creates, all at once.
+async fn workload(weir: &Weir, origin: &str, fault: &str) -> (Vec<Answer>, Vec<Answer>) {
+    let proxy = weir.handle.local_addr();
+    let lists = (0..10).map(|i| {
+        let url = format!("{origin}/agents/sessions?page={i}");
+        let who = if i % 2 == 0 { "alice" } else { "bob" };
+        async move { send(proxy, "GET", &url, who, "").await }
+    });
+    let creates = (0..5).map(|i| {
+        let url = format!("{origin}{JOBS}");
+        let who = if i % 2 == 0 { "alice" } else { "bob" };
+        let body = create_body(fault, i);
+        async move { send(proxy, "POST", &url, who, &body).await }
+    });
+    let (lists, creates) = tokio::join!(
+        futures::future::join_all(lists),
+        futures::future::join_all(creates)
+    );
+    let unwrap = |v: Vec<Result<Answer, String>>| -> Vec<Answer> {
+        v.into_iter()
+            .map(|r| r.unwrap_or_else(|e| panic!("not a valid answer: {e}")))
+            .collect()
+    };
+    (unwrap(lists), unwrap(creates))
+}
+
+/// A 2xx/4xx as the upstream sent it, or a problem document whose `status` is the answer's,
+/// or (only where the fault is the upstream's own 5xx) that 5xx with the upstream's body.
+fn assert_valid(a: &Answer, upstream_5xx: Option<&str>) {
+    if a.content_type.starts_with("application/problem+json") {
+        let p: serde_json::Value = serde_json::from_slice(&a.body)
+            .unwrap_or_else(|e| panic!("{}: problem is not JSON ({e})", a.what));
+        assert!(p["kind"].is_string(), "{}: no kind in {p}", a.what);
+        assert_eq!(p["status"], a.status, "{}: {p}", a.what);
+    } else {
+        let passed_through =
+            a.status >= 500 && upstream_5xx.map(str::as_bytes) == Some(&a.body[..]);
+        assert!(
+            (200..300).contains(&a.status) || (400..500).contains(&a.status) || passed_through,
+            "{}: {} that is not a problem: {}",
+            a.what,
+            a.status,
+            String::from_utf8_lossy(&a.body)
+        );
+        serde_json::from_slice::<serde_json::Value>(&a.body).unwrap_or_else(|e| {
+            panic!(
+                "{}: {} body is not the upstream's JSON ({e}): {:?}",
+                a.what,
+                a.status,
+                String::from_utf8_lossy(&a.body)
+            )
+        });
+    }
+}
+
+async fn assert_alive(weir: &Weir) {
+    let r = reqwest::get(format!("{}/_weir/api/health", weir.proxy_url()))
+        .await
+        .expect("engine answers");
+    assert_eq!(r.status(), 200, "health");
+}
+
+/// Creates the client was told are made (201) or queued (202).
+fn accepted(creates: &[Answer]) -> usize {
+    creates
+        .iter()
+        .filter(|a| a.status == 201 || a.status == 202)
+        .count()
+}
+
+/// Nothing left to replay: no item queued, replaying or in doubt.
+async fn drained(weir: &Weir) -> bool {
+    eventually_status(&weir.handle, 750, |s| {
+        s.queue
+            .counts
+            .as_ref()
+            .is_some_and(|c| c.queued + c.replaying + c.in_doubt == 0)
+    })
+    .await
+}
+
+/// The full check for a fault the upstream produces: workload under the fault, heal, drain,
+/// then every create made exactly once.
+async fn run_fault(fault: &str, mode: Mode) -> (Vec<Answer>, Vec<Answer>) {
+    let up = Raw::start().await;
+    let upstream_5xx = match &mode {
+        Mode::Answer { status, body, .. } if *status >= 500 => Some(body.clone()),
+        _ => None,
+    };
+    up.set(mode);
+    let weir = Weir::start(&[&up.origin()], FAST).await;
+    let (lists, creates) = workload(&weir, &up.origin(), fault).await;
+    assert_alive(&weir).await;
+    for a in lists.iter().chain(&creates) {
+        assert_valid(a, upstream_5xx.as_deref());
+    }
+    assert_eq!(
+        accepted(&creates),
+        5,
+        "every create made or queued: {creates:?}"
+    );
+    up.set(Mode::Healthy);
+    let all = eventually(750, || up.made().len() == 5).await;
+    assert!(
+        drained(&weir).await,
+        "queue drained: {:?}",
+        weir.status().await["queue"]
+    );
+    assert!(all, "creates lost: made {:?}", up.made());
+    let made = up.made();
+    for i in 0..5 {
+        assert_eq!(made.get(&statement(fault, i)), Some(&1), "{made:?}");
+    }
+    let counts = weir
+        .handle
+        .status()
+        .await
+        .queue
+        .counts
+        .expect("queue counts");
+    assert_eq!(counts.failed, 0, "no item failed: {counts:?}");
+    assert_alive(&weir).await;
+    weir.handle.shutdown().await;
+    (lists, creates)
+}
+
+fn problem_kinds(answers: &[Answer]) -> Vec<String> {
+    answers
+        .iter()
+        .map(|a| {
+            serde_json::from_slice::<serde_json::Value>(&a.body).unwrap_or_default()["kind"]
+                .as_str()
+                .map_or(a.status.to_string(), |k| format!("{} {k}", a.status))
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upstream_blackhole() {
+    let (lists, creates) = run_fault("blackhole", Mode::Blackhole).await;
+    // Nothing came back: every list is Weir's problem, every create queued.
+    assert!(
+        lists
+            .iter()
+            .all(|a| a.content_type.starts_with("application/problem+json")),
+        "{:?}",
+        problem_kinds(&lists)
+    );
+    assert!(creates.iter().all(|a| a.status == 202));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connection_reset_mid_body() {
+    let (lists, creates) = run_fault("reset", Mode::ResetMidBody).await;
+    assert!(
+        lists
+            .iter()
+            .all(|a| a.content_type.starts_with("application/problem+json")),
+        "{:?}",
+        problem_kinds(&lists)
+    );
+    assert!(creates.iter().all(|a| a.status == 202));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_trickle_body() {
+    let (lists, creates) = run_fault("trickle", Mode::Trickle).await;
+    assert!(
+        lists
+            .iter()
+            .all(|a| a.content_type.starts_with("application/problem+json")),
+        "{:?}",
+        problem_kinds(&lists)
+    );
+    assert!(creates.iter().all(|a| a.status == 202));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn five_xx_storm() {
+    let (lists, creates) = run_fault(
+        "5xx",
+        Mode::Answer {
+            status: 503,
+            headers: vec![],
+            body: r#"{"message":"unavailable"}"#.into(),
+        },
+    )
+    .await;
+    assert!(lists.iter().all(|a| a.status >= 500), "{lists:?}");
+    assert!(creates.iter().all(|a| a.status == 202));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn five_hundreds_storm() {
+    let (lists, creates) = run_fault(
+        "500",
+        Mode::Answer {
+            status: 500,
+            headers: vec![],
+            body: r#"{"message":"Server Error"}"#.into(),
+        },
+    )
+    .await;
+    assert!(lists.iter().all(|a| a.status >= 500), "{lists:?}");
+    assert!(creates.iter().all(|a| a.status == 202));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn too_many_requests_with_retry_after() {
+    let (lists, creates) = run_fault(
+        "429",
+        Mode::Answer {
+            status: 429,
+            headers: vec![("retry-after".into(), "1".into())],
+            body: r#"{"message":"rate limited"}"#.into(),
+        },
+    )
+    .await;
+    assert!(lists.iter().all(|a| a.status == 429), "{lists:?}");
+    assert!(creates.iter().all(|a| a.status == 202));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn secondary_rate_limit_403() {
+    let (lists, creates) = run_fault(
+        "403",
+        Mode::Answer {
+            status: 403,
+            headers: vec![
+                ("x-ratelimit-remaining".into(), "0".into()),
+                ("retry-after".into(), "1".into()),
+            ],
+            body: r#"{"message":"You have exceeded a secondary rate limit. Please wait a few minutes before you try again."}"#.into(),
+        },
+    )
+    .await;
+    assert!(
+        lists.iter().all(|a| a.status == 403 || a.status == 429),
+        "{lists:?}"
+    );
+    assert!(creates.iter().all(|a| a.status == 202));
+}
+
+/// Faults where the origin itself is unreachable (DNS, TLS): the healing is a configuration
+/// change, so this checks the answers and that every create is queued and nothing is sent.
+async fn unreachable_origin(origin: &str, fault: &str) {
+    let weir = Weir::start_with_top("allow_private_targets = true\n", &[origin], FAST).await;
+    let (lists, creates) = workload(&weir, origin, fault).await;
+    assert_alive(&weir).await;
+    for a in lists.iter().chain(&creates) {
+        assert_valid(a, None);
+    }
+    assert!(
+        lists
+            .iter()
+            .all(|a| a.content_type.starts_with("application/problem+json")),
+        "{:?}",
+        problem_kinds(&lists)
+    );
+    assert!(
+        creates.iter().all(|a| a.status == 202),
+        "{:?}",
+        problem_kinds(&creates)
+    );
+    let s = weir.handle.status().await;
+    let c = s.queue.counts.expect("queue counts");
+    assert_eq!(c.queued + c.replaying + c.in_doubt, 5, "{c:?}");
+    assert_eq!(c.failed, 0, "{c:?}");
+    weir.handle.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dns_failure() {
+    unreachable_origin("http://weir-fault-matrix.invalid", "dns").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_failure_plain_tcp_behind_https_origin() {
+    let up = Raw::start().await;
+    unreachable_origin(&format!("https://{}", up.addr), "tls").await;
+    assert_eq!(up.made.lock().unwrap().posts, 0, "no create got through");
+}
