@@ -326,7 +326,10 @@ pub(crate) fn kind_of<B>(res: &Result<Response<B>, FetchError>, body_prefix: &[u
         }),
         // Neither retryable nor the upstream's ill health: a bad response size or a
         // certificate this install does not trust.
-        Err(FetchError::TooLarge { .. } | FetchError::Tls { .. }) => Kind::Fatal,
+        // The client's broken body is the client's fault.
+        Err(
+            FetchError::TooLarge { .. } | FetchError::Tls { .. } | FetchError::ClientBody { .. },
+        ) => Kind::Fatal,
         Err(_) => Kind::Connection,
     }
 }
@@ -335,6 +338,7 @@ pub(crate) fn kind_of<B>(res: &Result<Response<B>, FetchError>, body_prefix: &[u
 pub(crate) fn fetch_problem(e: &FetchError) -> Problem {
     let status = match e {
         FetchError::Timeout { .. } => http::StatusCode::GATEWAY_TIMEOUT,
+        FetchError::ClientBody { .. } => http::StatusCode::BAD_REQUEST,
         _ => http::StatusCode::BAD_GATEWAY,
     };
     Problem::new(status, e.kind(), e.to_string())

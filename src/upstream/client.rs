@@ -29,6 +29,10 @@ pub enum FetchError {
     /// right root (`ca_file`) can.
     #[error("TLS with {target} failed: {message}. If the upstream uses a private CA, set ca_file on its [[upstream]]")]
     Tls { target: String, message: String },
+    /// The client's own request body broke off (truncated, bad chunking) while it was being
+    /// forwarded: the client's fault, never counted against the upstream.
+    #[error("the request body from the client broke off while it was sent to {target}: {message}")]
+    ClientBody { target: String, message: String },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -73,6 +77,7 @@ impl FetchError {
             FetchError::Protocol { .. } => ProblemKind::Connection,
             FetchError::TooLarge { .. } => ProblemKind::UpstreamProtocol,
             FetchError::Tls { .. } => ProblemKind::Connection,
+            FetchError::ClientBody { .. } => ProblemKind::BadRequest,
         }
     }
 }
@@ -173,6 +178,9 @@ fn target_of<B>(req: &Request<B>) -> String {
 
 fn classify_client_error(target: String, e: &hyper_util::client::legacy::Error) -> FetchError {
     let message = error_chain(e);
+    if is_client_body_error(e) {
+        return FetchError::ClientBody { target, message };
+    }
     // The connector boxes its errors (sometimes twice), which hides the typed rustls error
     // from downcasting; rustls's own wording is the fallback.
     if is_certificate_error(e)
@@ -193,6 +201,22 @@ fn classify_client_error(target: String, e: &hyper_util::client::legacy::Error) 
     } else {
         FetchError::Protocol { target, message }
     }
+}
+
+/// Whether hyper failed because of the request body it was given (our client's stream broke),
+/// rather than because of the upstream.
+fn is_client_body_error(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(err) = cur {
+        if err
+            .downcast_ref::<hyper::Error>()
+            .is_some_and(hyper::Error::is_user)
+        {
+            return true;
+        }
+        cur = err.source();
+    }
+    false
 }
 
 /// Whether a rustls certificate rejection is somewhere in the error's cause chain.
