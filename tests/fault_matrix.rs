@@ -32,6 +32,8 @@ enum Mode {
     ResetMidBody,
     /// Reads the request (a create is made), sends headers, then the body a byte at a time.
     Trickle,
+    /// Reads the request (a create is made), waits this long, then answers like `Healthy`.
+    Slow(Duration),
     /// Answers `status` with `headers` and `body`; nothing is made.
     Answer {
         status: u16,
@@ -180,8 +182,11 @@ async fn serve(mut s: TcpStream, mode: Arc<Mutex<Mode>>, made: Arc<Mutex<Made>>)
             serde_json::json!({ "sessions": [], "path": req.path }).to_string()
         };
         let ok_status = if create { 201 } else { 200 };
+        if let Mode::Slow(d) = mode {
+            tokio::time::sleep(d).await;
+        }
         match mode {
-            Mode::Healthy => {
+            Mode::Healthy | Mode::Slow(_) => {
                 let out = head(ok_status, ok_body.len(), &[]) + &ok_body;
                 if s.write_all(out.as_bytes()).await.is_err() {
                     return;
@@ -583,4 +588,58 @@ async fn tls_failure_plain_tcp_behind_https_origin() {
     let up = Raw::start().await;
     unreachable_origin(&format!("https://{}", up.addr), "tls").await;
     assert_eq!(up.made.lock().unwrap().posts, 0, "no create got through");
+}
+
+/// SIGTERM with creates in flight (`weir serve` maps SIGTERM and SIGINT to
+/// `EngineHandle::shutdown`, `tests/cli.rs` checks that wiring): the drain lets every create
+/// the upstream is working on finish, each client gets its 201, and each create exists
+/// upstream exactly once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_with_creates_in_flight() {
+    let up = Raw::start().await;
+    up.set(Mode::Slow(Duration::from_millis(1500)));
+    let config = "[queue]\ncredentials = \"memory\"\n\
+[classes.create]\nper_try_timeout = \"10s\"\ndeadline = \"10s\"\n\
+[limits]\ndrain_timeout = \"20s\"\n";
+    let weir = Weir::start(&[&up.origin()], config).await;
+    let proxy = weir.handle.local_addr();
+    let origin = up.origin();
+    let creates: Vec<_> = (0..5)
+        .map(|i| {
+            let url = format!("{origin}{JOBS}");
+            let body = create_body("sigterm", i);
+            tokio::spawn(async move { send(proxy, "POST", &url, "alice", &body).await })
+        })
+        .collect();
+    // Every create has reached the upstream, none has been answered yet: stop now.
+    assert!(eventually(250, || up.made.lock().unwrap().posts == 5).await);
+    weir.handle.shutdown().await;
+    for c in creates {
+        let a = c.await.unwrap().expect("an answer, not a cut connection");
+        assert_eq!(a.status, 201, "the drain let it finish: {a:?}");
+    }
+    let made = up.made();
+    for i in 0..5 {
+        assert_eq!(made.get(&statement("sigterm", i)), Some(&1), "{made:?}");
+    }
+    // After the stop: nothing was queued for later, so a restart has nothing to replay.
+    let settings = weir::config::parse_str(
+        &format!("listen = \"127.0.0.1:0\"\nwatch_github_status = false\n[[upstream]]\nname = \"up0\"\norigin = \"{origin}\"\n{config}"),
+        "restart.toml",
+    )
+    .unwrap();
+    let again = weir::start(weir::EngineOptions::new(
+        settings,
+        weir.dir.path().to_path_buf(),
+    ))
+    .await
+    .unwrap();
+    let counts = again.status().await.queue.counts.expect("queue counts");
+    assert_eq!(
+        counts.queued + counts.replaying + counts.in_doubt,
+        0,
+        "{counts:?}"
+    );
+    again.shutdown().await;
+    assert_eq!(up.made.lock().unwrap().posts, 5, "nothing was sent again");
 }
