@@ -243,7 +243,7 @@ def reader(args, ident, seed):
         else:
             path = "/agents/sessions/s%04d" % rng.randrange(40)
         st, h, b = c.request("GET", path)
-        record("client_error" if st is None else classify(st, h, b))
+        record(("client_error:" + b.decode(errors="replace").split("(")[0]) if st is None else classify(st, h, b))
         stop.wait(args.read_interval)
 
 
@@ -259,9 +259,17 @@ def creator(args, run_id):
         stmt = "soak %s create %04d: fix the flaky test" % (run_id, n)
         c = clients[n % len(clients)]
         n += 1
+        # A new connection per create: creates are minutes apart per identity, longer than
+        # Weir keeps an idle client connection (header_read_timeout), and a POST on a
+        # connection the server already closed fails before Weir sees it (and is not resent).
+        if c.conn is not None:
+            c.conn.close()
+            c.conn = None
         st, h, b = c.request("POST", "/agents/swe/v1/jobs/octo/soak",
                              {"problem_statement": stmt, "event_type": "soak"})
-        kind = "client_error" if st is None else classify(st, h, b)
+        c.conn.close() if c.conn is not None else None
+        c.conn = None
+        kind = ("client_error:" + b.decode(errors="replace").split("(")[0]) if st is None else classify(st, h, b)
         record("create " + kind)
         with lock:
             create_log.append((stmt, st, kind))
@@ -352,14 +360,15 @@ def main():
         el = now - t0
         if el >= duration:
             break
+        # Sample before switching, so a row is labelled with the phase of the window it counts.
+        if now >= next_row:
+            sample(PHASES[phase_idx])
+            next_row += args.row_secs
         want = int(el // args.phase_secs) % len(PHASES)
         if want != phase_idx:
             phase_idx = want
             up.set_phase(PHASES[want])
             print("%5ds phase -> %s" % (int(el), PHASES[want]), flush=True)
-        if now >= next_row:
-            sample(PHASES[phase_idx])
-            next_row += args.row_secs
         time.sleep(min(0.5, max(0.05, min(next_row, t0 + (phase_idx + 1) * args.phase_secs) - time.time())))
 
     # Heal, stop the clients, wait (bounded) for the queue to drain.
@@ -407,7 +416,9 @@ def main():
                "500/502/503, unreachable = listening socket closed.\n" % (
                    ", ".join(PHASES), args.readers, args.identities, args.read_interval,
                    args.creates_per_min, args.slow_ms, args.retry_after))
-    out.append("Queue column: queued/replaying/in_doubt/done (from `/_weir/api/status`).\n")
+    out.append("Each row counts client answers in the window ending at t; phase = the upstream's "
+               "behaviour in that window. Queue column: queued/replaying/in_doubt/done at t "
+               "(from `/_weir/api/status`).\n")
     out.append("| t (s) | phase | RSS (KiB) | fds | cache bytes | queue | " + " | ".join(kinds) + " |")
     out.append("|---:|---|---:|---:|---:|---|" + "---:|" * len(kinds))
     for r in rows:
