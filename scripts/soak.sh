@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Soak: `weir serve` under mixed traffic with rotating upstream faults, for a bounded time.
+#
+#   scripts/soak.sh [MINUTES]              (default 10; not run in CI)
+#   WEIR_BIN=/path/to/weir scripts/soak.sh (soak that build instead)
+#
+# Starts (all on 127.0.0.1, all stopped at exit): `weir serve` (release, queue credentials in
+# memory, GitHub Status watcher off, client rate limit off) and scripts/soak_driver.py, which
+# runs a recording upstream on a fixed port (its behaviour rotates every 60 s: healthy, 5xx
+# storm, slow, 429 + Retry-After, unreachable — the listening socket is closed and reopened on
+# the same port), readers (lists and views from 4 identities) and a creator (4 creates/min, each
+# with a unique problem_statement), all through Weir as an HTTP proxy. Every 30 s it prints a
+# row: RSS and open fds of `weir serve`, cache bytes and queue counts from /_weir/api/status,
+# client answers by kind. At the end faults are healed, the queue is waited for (at most
+# 240 s), and creates are reconciled against what the upstream recorded: lost and doubled.
+#
+# Needs: python3, curl. Output: out/soak/soak.md (table + totals), out/soak/soak.log.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+MINUTES="${1:-10}"
+TARGET_DIR="${CARGO_TARGET_DIR:-target}"
+OUT=out/soak
+mkdir -p "$OUT"
+for tool in python3 curl; do
+  command -v "$tool" >/dev/null || { echo "soak: $tool is not installed" >&2; exit 2; }
+done
+
+cargo build --release -q -p weir -p weir-lab
+WEIR="${WEIR_BIN:-$TARGET_DIR/release/weir}"
+LAB="$TARGET_DIR/release/weir-lab"
+
+TMP="$(mktemp -d)"
+PIDS=()
+cleanup() {
+  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+  for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
+  rm -rf "$TMP"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+UP_PORT="$("$LAB" free-port)"
+WEIR_PORT="$("$LAB" free-port)"
+while [ "$WEIR_PORT" = "$UP_PORT" ]; do WEIR_PORT="$("$LAB" free-port)"; done
+
+# The lab config already has `[queue] credentials = "memory"` and the rate limit off; the
+# GitHub Status watcher (a top-level key) would poll the internet, so it is turned off.
+{
+  echo 'watch_github_status = false'
+  "$LAB" weir-config --upstream "http://127.0.0.1:$UP_PORT" --listen "127.0.0.1:$WEIR_PORT"
+} >"$TMP/weir.toml"
+grep -q 'credentials = "memory"' "$TMP/weir.toml" || printf '\n[queue]\ncredentials = "memory"\n' >>"$TMP/weir.toml"
+
+WEIR_LOG=warn "$WEIR" serve --config "$TMP/weir.toml" --data-dir "$TMP/weir-data" >"$OUT/weir.log" 2>&1 &
+WEIR_PID=$!
+PIDS+=("$WEIR_PID")
+for _ in $(seq 100); do
+  curl -s -o /dev/null "http://127.0.0.1:$WEIR_PORT/_weir/api/status" && break
+  kill -0 "$WEIR_PID" 2>/dev/null || { echo "soak: weir serve exited:" >&2; cat "$OUT/weir.log" >&2; exit 1; }
+  sleep 0.1
+done
+
+# The driver stops by itself after MINUTES plus at most ~5 min of draining; `timeout` bounds it
+# even if it hangs.
+BOUND=$(python3 -c "print(int(float('$MINUTES')*60 + 420))")
+timeout "$BOUND" python3 -u scripts/soak_driver.py \
+  --weir-port "$WEIR_PORT" --weir-pid "$WEIR_PID" --up-port "$UP_PORT" \
+  --minutes "$MINUTES" --out "$OUT/soak.md" ${SOAK_ARGS:-} 2>&1 | tee "$OUT/soak.log"
+kill -0 "$WEIR_PID" 2>/dev/null || echo "soak: weir serve died during the run (see $OUT/weir.log)" >&2
+echo "soak: wrote $OUT/soak.md"
