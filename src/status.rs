@@ -29,7 +29,7 @@ pub struct StatusSnapshot {
 pub struct QueueStatus {
     pub available: bool,
     pub error: Option<String>,
-    pub credentials: &'static str,
+    pub credentials: crate::secrets::Backend,
     #[serde(flatten)]
     pub counts: Option<weir_store::StateCounts>,
 }

@@ -2,7 +2,7 @@
 //! secret for changes, and bad input gets problem+json.
 
 mod common;
-use common::{Upstream, Weir};
+use common::{with_secret, Upstream, Weir};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -69,13 +69,12 @@ async fn foreign_origin_and_missing_secret_are_refused() {
     assert_eq!(r.status(), 401);
     assert_eq!(r.headers()["content-type"], "application/problem+json");
     assert!(!weir.handle.is_paused());
-    let r = c
-        .post(format!("{base}/_weir/api/pause"))
-        .header("x-weir-secret", weir.handle.control_secret())
-        .body(r#"{"paused":true}"#)
-        .send()
-        .await
-        .unwrap();
+    let r = with_secret(
+        c.post(format!("{base}/_weir/api/pause"))
+            .body(r#"{"paused":true}"#),
+        weir.handle.control_secret(),
+    )
+    .await;
     assert_eq!(r.status(), 200);
     assert!(weir.handle.is_paused());
 }
@@ -173,25 +172,15 @@ async fn settings_are_saved_to_the_config_file_validated_and_backed_up() {
     let h = weir::start(opts).await.unwrap();
     let url = format!("{}/_weir/api/settings", h.base_url());
     let c = reqwest::Client::new();
-    let got: serde_json::Value = c
-        .get(&url)
-        .header("x-weir-secret", h.control_secret())
-        .send()
+    let got: serde_json::Value = with_secret(c.get(&url), h.control_secret())
         .await
-        .unwrap()
         .json()
         .await
         .unwrap();
     assert_eq!(got["config_file"], file.display().to_string());
     let patch = r#"{"classes":{"list":{"fresh_ttl":"30s"}}}"#;
     assert_eq!(c.put(&url).body(patch).send().await.unwrap().status(), 401);
-    let r = c
-        .put(&url)
-        .header("x-weir-secret", h.control_secret())
-        .body(patch)
-        .send()
-        .await
-        .unwrap();
+    let r = with_secret(c.put(&url).body(patch), h.control_secret()).await;
     assert_eq!(r.status(), 200);
     let text = std::fs::read_to_string(&file).unwrap();
     assert!(text.starts_with("# my comment\n"), "{text}");
@@ -203,13 +192,7 @@ async fn settings_are_saved_to_the_config_file_validated_and_backed_up() {
     assert!(dir.path().join("config.toml.bak").exists());
     // An invalid change is refused with the validator's file:line message and nothing written.
     let bad = r#"{"classes":{"list":{"fresh_ttl":"forever"}}}"#;
-    let r = c
-        .put(&url)
-        .header("x-weir-secret", h.control_secret())
-        .body(bad)
-        .send()
-        .await
-        .unwrap();
+    let r = with_secret(c.put(&url).body(bad), h.control_secret()).await;
     assert_eq!(r.status(), 422);
     let p: serde_json::Value = r.json().await.unwrap();
     assert!(p["detail"].as_str().unwrap().contains("fresh_ttl"), "{p}");
@@ -236,12 +219,7 @@ async fn queue_and_settings_reads_need_the_secret() {
         ("/_weir/api/queue/1", 404),
         ("/_weir/api/settings", 200),
     ] {
-        let r = c
-            .get(format!("{base}{path}"))
-            .header("x-weir-secret", weir.handle.control_secret())
-            .send()
-            .await
-            .unwrap();
+        let r = with_secret(c.get(format!("{base}{path}")), weir.handle.control_secret()).await;
         assert_eq!(r.status(), want, "{path}");
     }
 }
@@ -268,13 +246,7 @@ async fn settings_can_never_change_where_credentials_go() {
         r#"{"fallback":"https://evil.example"}"#,
     ];
     for patch in refused {
-        let r = c
-            .put(&url)
-            .header("x-weir-secret", h.control_secret())
-            .body(patch)
-            .send()
-            .await
-            .unwrap();
+        let r = with_secret(c.put(&url).body(patch), h.control_secret()).await;
         assert_eq!(r.status(), 422, "{patch}");
         let p: serde_json::Value = r.json().await.unwrap();
         assert!(
@@ -289,13 +261,7 @@ async fn settings_can_never_change_where_credentials_go() {
     );
     // The same upstreams (as the dashboard sends them back) and other knobs are fine.
     let ok = r#"{"upstreams":[{"name":"copilot-api","origin":"https://api.githubcopilot.com","fallback":null}],"classes":{"list":{"fresh_ttl":"30s"}}}"#;
-    let r = c
-        .put(&url)
-        .header("x-weir-secret", h.control_secret())
-        .body(ok)
-        .send()
-        .await
-        .unwrap();
+    let r = with_secret(c.put(&url).body(ok), h.control_secret()).await;
     assert_eq!(r.status(), 200);
     h.shutdown().await;
 }

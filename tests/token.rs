@@ -2,7 +2,7 @@
 //! never sent back. Needs the Secret Service (scripts/with-keychain.sh); without one, a 503.
 
 mod common;
-use common::Weir;
+use common::{with_secret, Weir};
 
 #[tokio::test]
 async fn token_goes_to_the_keychain_and_never_comes_back() {
@@ -17,13 +17,11 @@ async fn token_goes_to_the_keychain_and_never_comes_back() {
         .await
         .unwrap();
     assert_eq!(r.status(), 401, "needs the secret");
-    let r = c
-        .put(&url)
-        .header("x-weir-secret", weir.handle.control_secret())
-        .body(format!(r#"{{"token":"{token}"}}"#))
-        .send()
-        .await
-        .unwrap();
+    let r = with_secret(
+        c.put(&url).body(format!(r#"{{"token":"{token}"}}"#)),
+        weir.handle.control_secret(),
+    )
+    .await;
     if std::env::var("DBUS_SESSION_BUS_ADDRESS").is_err() {
         assert_eq!(r.status(), 503);
         return;

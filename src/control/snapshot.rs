@@ -63,8 +63,7 @@ pub fn snapshot(ctl: &Control) -> StatusSnapshot {
             credentials: p
                 .queue
                 .open()
-                .map(|q| q.secrets.backend())
-                .unwrap_or("unavailable"),
+                .map_or(crate::secrets::Backend::Unavailable, |q| q.secrets.kind()),
             counts: None,
         },
     }

@@ -11,8 +11,9 @@ pub(super) enum Target {
     Connect,
     /// A managed upstream (by index) and the route class of the request there.
     Managed(usize, RouteClass),
-    /// Anything else: passed through untouched.
-    Unmanaged,
+    /// Anything else: passed through untouched; the target's port (the scheme's default when
+    /// the URI names none), `None` when the request names no host.
+    Unmanaged(Option<u16>),
 }
 
 /// Requests for Weir's own control API and dashboard: origin-form, or absolute-form naming
@@ -33,7 +34,7 @@ pub(super) fn target<B>(proxy: &Proxy, req: &Request<B>) -> Target {
     }
     let uri = req.uri();
     let Some(authority) = uri.authority() else {
-        return Target::Unmanaged;
+        return Target::Unmanaged(None);
     };
     let scheme = uri.scheme_str().unwrap_or("http");
     let default_port = if scheme.eq_ignore_ascii_case("https") {
@@ -47,6 +48,6 @@ pub(super) fn target<B>(proxy: &Proxy, req: &Request<B>) -> Target {
             up,
             classify(&proxy.settings.routes, req.method(), uri.path()),
         ),
-        None => Target::Unmanaged,
+        None => Target::Unmanaged(Some(port)),
     }
 }

@@ -66,13 +66,9 @@ async fn phases(
     proxy.global.surface(surface);
     let (up, class) = match target {
         Target::Connect => return tunnel::connect(proxy, req).await,
-        Target::Unmanaged => {
+        Target::Unmanaged(port) => {
             proxy.global.passthrough_requests.fetch_add(1, Relaxed);
-            if let Some(a) = req.uri().authority() {
-                let port = a.port_u16().unwrap_or(match req.uri().scheme_str() {
-                    Some(s) if s.eq_ignore_ascii_case("https") => 443,
-                    _ => 80,
-                });
+            if let (Some(a), Some(port)) = (req.uri().authority(), port) {
                 let allow = proxy.settings.allow_private_targets;
                 private_target::check(allow, a.host(), port).await?;
             }

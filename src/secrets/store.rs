@@ -31,23 +31,14 @@ pub enum SecretError {
     Unavailable { reason: String, fix: String },
 }
 
-/// Which store this run uses.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Which store this run uses (`queue.credentials` in the status document: `keychain`,
+/// `memory` or `unavailable`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Backend {
     Keychain,
     Memory,
     Unavailable,
-}
-
-impl Backend {
-    /// `keychain`, `memory` or `unavailable` (the status document's `queue.credentials`).
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Backend::Keychain => "keychain",
-            Backend::Memory => "memory",
-            Backend::Unavailable => "unavailable",
-        }
-    }
 }
 
 /// The secret store of one engine.
@@ -118,11 +109,6 @@ impl SecretStore {
             SecretStore::Memory(_) => Backend::Memory,
             SecretStore::Unavailable { .. } => Backend::Unavailable,
         }
-    }
-
-    /// [`Backend::as_str`] of [`SecretStore::kind`].
-    pub fn backend(&self) -> &'static str {
-        self.kind().as_str()
     }
 
     /// Stores `secret` for `account`, replacing any previous value.
@@ -199,7 +185,7 @@ mod tests {
             reason: "no keychain".into(),
             fix: "install one".into(),
         };
-        assert_eq!(u.backend(), "unavailable");
+        assert_eq!(u.kind(), Backend::Unavailable);
         let e = u.put("a", "1".into()).await.unwrap_err();
         assert_eq!(e.to_string(), "no keychain. install one");
         assert!(u.get("a").await.is_err());

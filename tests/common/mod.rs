@@ -235,6 +235,11 @@ impl Weir {
 }
 
 /// Polls `cond` until it holds, at most `tries` × 20 ms (a bound, not a timing assertion).
+/// Sends a control-API request carrying the control secret (`X-Weir-Secret`).
+pub async fn with_secret(req: reqwest::RequestBuilder, secret: &str) -> reqwest::Response {
+    req.header("x-weir-secret", secret).send().await.unwrap()
+}
+
 /// Polls the engine's typed status until `cond` holds (at most `tries` times, 20 ms apart).
 pub async fn eventually_status(
     handle: &weir::EngineHandle,
