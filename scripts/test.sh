@@ -8,12 +8,14 @@ cd "$(dirname "$0")/.."
 need=()
 have() { dpkg -s "$1" >/dev/null 2>&1; }
 # Engine: keychain (Secret Service), real clients (curl, chromium + NSS tools), namespaces.
+# Team (#15): nats-server and PostgreSQL, started by the tests in temp dirs on loopback.
 # Tray (Tauri v2): WebKitGTK & co. to build it; Xvfb, dunst, ImageMagick, gdbus for its smoke test.
 for p in pkg-config libdbus-1-dev gnome-keyring dbus-x11 libsecret-tools curl ca-certificates \
          util-linux chromium libnss3-tools \
          build-essential libwebkit2gtk-4.1-dev libjavascriptcoregtk-4.1-dev libsoup-3.0-dev \
          libayatana-appindicator3-dev librsvg2-dev libssl-dev \
-         xvfb xauth imagemagick dunst x11-utils libglib2.0-bin python3; do
+         xvfb xauth imagemagick dunst x11-utils libglib2.0-bin python3 \
+         nats-server postgresql; do
   have "$p" || need+=("$p")
 done
 if [ "${#need[@]}" -gt 0 ]; then
