@@ -2,6 +2,7 @@
 //! read. Built from the engine's parts; public so consumers use these types, not JSON keys.
 
 use crate::stats::ClassSnapshot;
+pub use crate::upstream::{Caution, CautionSource};
 use serde::Serialize;
 use std::collections::BTreeMap;
 

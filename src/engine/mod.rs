@@ -133,6 +133,7 @@ pub async fn start(opts: EngineOptions) -> Result<EngineHandle, EngineError> {
     .spawn_workers();
     if let Some(cfg) = settings.github_status.clone() {
         let watcher = crate::github_status::start(upstreams.client.clone(), &bus, cfg);
+        crate::github_status::drive_caution(watcher.watch(), upstreams.clone(), bus.stopping());
         if let Ok(mut g) = control.github.lock() {
             *g = Some(watcher);
         }

@@ -186,10 +186,17 @@ impl Upstreams {
                 },
             )
             .await;
-            let slow = started.elapsed() >= cs.slow_call;
+            let elapsed = started.elapsed();
             let pre = res.as_ref().map(&prefix).unwrap_or_default();
             let kind = kind_of(&res, &pre);
-            admitted.record(kind.counts_as_breaker_failure(), slow);
+            // Slow is judged against this class's own recent latency (see the breaker's
+            // baseline), with the class's `slow_call` as the absolute cut-off.
+            admitted.record(
+                kind.counts_as_breaker_failure(),
+                class.as_str(),
+                elapsed,
+                cs.slow_call,
+            );
             if !kind.is_ok() {
                 counters.error(class, kind.as_str());
             }
