@@ -261,6 +261,13 @@ impl EngineHandle {
         crate::control::snapshot_full(&self.control).await
     }
 
+    /// The status document without the queue counts and the keychain check (`queue.counts`
+    /// is `null`): no SQLite or keychain read, so it is cheap enough to poll, and it never
+    /// leaves the async runtime (tests on paused time rely on that).
+    pub fn status_now(&self) -> StatusSnapshot {
+        crate::control::snapshot(&self.control)
+    }
+
     pub fn subscribe(&self) -> broadcast::Receiver<Event> {
         self.control.proxy.bus.subscribe()
     }

@@ -105,6 +105,16 @@ impl Gate {
     /// request without a credential. Waits for a bulkhead slot (bounded queue); never waits on
     /// the breaker or a cooldown.
     pub async fn admit(&self, who: Option<&Identity>) -> Result<Admitted, Closed> {
+        self.admit_attempt(who, false).await
+    }
+
+    /// [`Gate::admit`] for a retry: the breaker may hold it back during a failing run (see
+    /// [`Breaker::try_acquire_retry`]).
+    pub async fn admit_attempt(
+        &self,
+        who: Option<&Identity>,
+        retry: bool,
+    ) -> Result<Admitted, Closed> {
         if let Some(rem) = self.cooldown.remaining() {
             let kind = self
                 .cooldown_kind
@@ -117,7 +127,12 @@ impl Gate {
         if let Some(rem) = who.and_then(|w| self.identity_cooldowns.remaining(w)) {
             return Err(Closed::IdentityCooldown(rem));
         }
-        let permit = self.breaker.try_acquire().map_err(Closed::Breaker)?;
+        let permit = if retry {
+            self.breaker.try_acquire_retry()
+        } else {
+            self.breaker.try_acquire()
+        }
+        .map_err(Closed::Breaker)?;
         let slot = self.bulkhead.acquire().await.map_err(Closed::Shed)?;
         Ok(Admitted {
             permit,

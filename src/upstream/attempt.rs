@@ -161,7 +161,7 @@ impl Upstreams {
         for attempt in 0..policy.max_attempts {
             let admitted = match first.take() {
                 Some(a) => a,
-                None => match g.admit(who.as_ref()).await {
+                None => match g.admit_attempt(who.as_ref(), attempt > 0).await {
                     Ok(a) => a,
                     Err(c) => {
                         closed = Some(c);

@@ -12,7 +12,7 @@ mod client;
 mod identity_cooldown;
 mod pool;
 
-pub(crate) use admission::GateStatus;
+pub use admission::{BreakerView, ClassLatencyView, GateStatus};
 pub(crate) use attempt::{fetch_problem, AttemptPolicy, Replayable};
 pub use caution::{Caution, CautionSource};
 pub use client::{FetchError, Timeouts, UpstreamClient};

@@ -56,6 +56,7 @@ impl Shared {
         self.refresh(inner, now);
         match &mut inner.phase {
             Phase::Closed | Phase::Degraded => {
+                inner.outstanding = inner.outstanding.saturating_sub(1);
                 let slot = inner.window.current(now);
                 slot.calls += 1;
                 slot.failures += u64::from(failure);
@@ -131,6 +132,8 @@ impl Shared {
     /// ignored from now on.
     fn transition(&self, inner: &mut Inner, to: Phase, reason: String, now: Instant) {
         inner.generation += 1;
+        // Permits of the old generation no longer count for anything.
+        inner.outstanding = 0;
         inner.since_instant = now;
         self.announce(inner, to, reason);
     }

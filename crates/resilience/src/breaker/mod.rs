@@ -76,6 +76,8 @@ struct Inner {
     window: TimeWindow<Calls>,
     /// Failures in a row on the closed side.
     consecutive: u32,
+    /// Closed-side permits of this generation not yet recorded or dropped.
+    outstanding: u32,
     /// Why the thresholds are lowered, if they are.
     caution: Option<String>,
     /// Latency baselines by the caller's class key.
@@ -141,6 +143,7 @@ impl Breaker {
             opens_total: 0,
             window: TimeWindow::new(config.window, config.window_buckets, now),
             consecutive: 0,
+            outstanding: 0,
             caution: None,
             baselines: BTreeMap::new(),
             jitter: Box::new(jitter),
@@ -194,6 +197,18 @@ impl Breaker {
 
     /// Asks to make one call.
     pub fn try_acquire(&self) -> Result<Permit, Rejected> {
+        self.acquire(false)
+    }
+
+    /// Asks to *retry* a call that just failed. Refused, even while closed, when a run of
+    /// failures is under way and the calls already in flight could finish it: a retry must
+    /// not pile onto an upstream that is about to be declared down, so at most
+    /// `consecutive_failures` calls reach a failing upstream before the breaker opens.
+    pub fn try_acquire_retry(&self) -> Result<Permit, Rejected> {
+        self.acquire(true)
+    }
+
+    fn acquire(&self, retry: bool) -> Result<Permit, Rejected> {
         let now = Instant::now();
         let shared = &self.shared;
         let mut guard = shared.lock();
@@ -207,8 +222,22 @@ impl Breaker {
             recorded: false,
         };
         let probes_allowed = shared.config.half_open_probes;
+        let run = shared
+            .config
+            .consecutive_failures_for(inner.caution.is_some());
         match &mut inner.phase {
-            Phase::Closed | Phase::Degraded => Ok(permit(false)),
+            Phase::Closed | Phase::Degraded
+                if retry
+                    && run > 0
+                    && inner.consecutive > 0
+                    && inner.consecutive + inner.outstanding >= run =>
+            {
+                Err(shared.rejected(inner, HALF_OPEN_RETRY_AFTER))
+            }
+            Phase::Closed | Phase::Degraded => {
+                inner.outstanding += 1;
+                Ok(permit(false))
+            }
             Phase::HalfOpen(p) if p.admitted < probes_allowed => {
                 p.admitted += 1;
                 Ok(permit(true))
@@ -330,13 +359,17 @@ impl Permit {
 
 impl Drop for Permit {
     fn drop(&mut self) {
-        if self.recorded || !self.probe {
+        if self.recorded {
             return;
         }
         let mut inner = self.shared.lock();
         if inner.generation == self.generation {
-            if let Phase::HalfOpen(p) = &mut inner.phase {
-                p.admitted = p.admitted.saturating_sub(1);
+            match &mut inner.phase {
+                Phase::HalfOpen(p) if self.probe => p.admitted = p.admitted.saturating_sub(1),
+                Phase::Closed | Phase::Degraded if !self.probe => {
+                    inner.outstanding = inner.outstanding.saturating_sub(1);
+                }
+                _ => {}
             }
         }
     }

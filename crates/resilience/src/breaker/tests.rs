@@ -560,3 +560,34 @@ async fn absolute_cut_off_still_opens_through_record_latency() {
     }
     assert_eq!(b.state(), State::Open);
 }
+
+#[tokio::test(start_paused = true)]
+async fn retries_do_not_pile_onto_a_failing_run() {
+    let b = breaker(BreakerConfig::default());
+    // Healthy: a retry is an ordinary call.
+    b.try_acquire_retry().unwrap().record(false, false);
+    // Four refreshes fail at once, each wanting a retry.
+    let first: Vec<_> = (0..4).map(|_| b.try_acquire().unwrap()).collect();
+    for p in first {
+        p.record(true, false);
+    }
+    assert_eq!(b.snapshot().consecutive_failures, 4);
+    // One retry may go (4 failures + 1 in flight = the 5 that open it); the rest wait. (4 of 5
+    // calls failed: degraded already.)
+    let r1 = b.try_acquire_retry().unwrap();
+    let refused = b.try_acquire_retry().err().unwrap();
+    assert_eq!(refused.state, State::Degraded);
+    // A first attempt is still a closed breaker's ordinary call.
+    let fresh = b.try_acquire().unwrap();
+    drop(fresh);
+    r1.record(true, false);
+    assert_eq!(b.state(), State::Open);
+    assert_eq!(b.snapshot().opens_total, 1);
+    // A success ends the run: retries flow again.
+    let c = breaker(BreakerConfig::default());
+    call(&c, true, false);
+    call(&c, false, false);
+    let a = c.try_acquire_retry().unwrap();
+    let b2 = c.try_acquire_retry().unwrap();
+    drop((a, b2));
+}
