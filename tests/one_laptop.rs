@@ -239,6 +239,10 @@ async fn the_oct_29_profile_reports_degraded_within_a_minute() {
             l.breaker().await
         );
     }
+    println!(
+        "Oct 29 profile: degraded {:.1} simulated seconds after the change",
+        changed_at.elapsed().as_secs_f64()
+    );
     let seen = breaker_events(&mut events);
     assert_eq!(seen.len(), 1, "{seen:?}");
     assert_eq!(seen[0].0, BreakerState::Degraded);
