@@ -4,7 +4,7 @@
 //! on repeated openings), then lets a fixed number of half-open probes decide.
 //!
 //! Between closed and open sits **degraded**: calls flow, but recent ones failed or were slower
-//! than their class's own baseline (see [`baseline`]) more than usual. While **cautious** (an
+//! than their class's own baseline (see the `baseline` module) more than usual. While **cautious** (an
 //! outside signal such as a GitHub Status incident, [`Breaker::set_cautious`]) fewer calls are
 //! needed to open; caution never opens the breaker by itself.
 //!
@@ -320,7 +320,7 @@ impl Permit {
     }
 
     /// Reports the call's outcome with its latency: `class` names the request class whose
-    /// baseline judges it (see [`baseline`]), `ceiling` is the class's absolute slow-call
+    /// baseline judges it (see the `baseline` module), `ceiling` is the class's absolute slow-call
     /// cut-off. Returns how the call was judged.
     pub fn record_latency(
         mut self,
