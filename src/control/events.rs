@@ -46,7 +46,7 @@ async fn produce(ctl: Arc<Control>, tx: mpsc::Sender<Bytes>) {
         let chunk = tokio::select! {
             _ = tick.tick() => sse("status", &super::snapshot_full(&ctl).await),
             ev = events.recv() => match ev {
-                Ok(e) => sse(e.name(), &e),
+                Ok(e) => sse(e.name(), &public(&e)),
                 // A slow reader missed events; the next status snapshot resynchronises it.
                 Err(RecvError::Lagged(_)) => Bytes::from_static(b": lagged\n\n"),
                 Err(RecvError::Closed) => return,
@@ -56,6 +56,26 @@ async fn produce(ctl: Arc<Control>, tx: mpsc::Sender<Bytes>) {
         if tx.send(chunk).await.is_err() {
             return;
         }
+    }
+}
+
+/// An event as the stream (readable without the secret) carries it: a session's title and
+/// repository are private, so a session event names only the change, the id and the group;
+/// the dashboard reads the rest from `/_weir/api/sessions` with its secret.
+fn public(e: &crate::events::Event) -> serde_json::Value {
+    match e {
+        crate::events::Event::Session {
+            change,
+            session,
+            at,
+        } => serde_json::json!({
+            "type": "session",
+            "change": change,
+            "id": session.id,
+            "group": session.group,
+            "at": crate::time_fmt::rfc3339(*at),
+        }),
+        other => serde_json::to_value(other).unwrap_or_default(),
     }
 }
 

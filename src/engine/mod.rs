@@ -112,8 +112,10 @@ pub async fn start(opts: EngineOptions) -> Result<EngineHandle, EngineError> {
         queue: queue.clone(),
         bus: bus.clone(),
     }));
+    let sessions = Arc::new(crate::sessions::Sessions::new());
     let control = Arc::new(Control {
         proxy: proxy.clone(),
+        sessions: sessions.clone(),
         secret,
         install_id,
         config_file: opts.config_file,
@@ -138,6 +140,19 @@ pub async fn start(opts: EngineOptions) -> Result<EngineHandle, EngineError> {
         }
     }
     forward_breaker_events(&upstreams, &bus);
+    let watcher_view = control.clone();
+    crate::sessions::poller::Poller {
+        sessions,
+        proxy: proxy.clone(),
+        github: Arc::new(move || {
+            watcher_view
+                .github
+                .lock()
+                .ok()
+                .and_then(|g| g.as_ref().map(|h| h.snapshot()))
+        }),
+    }
+    .spawn();
     let (tx, rx) = oneshot::channel::<()>();
     let router = router::Router {
         proxy: proxy.clone(),
