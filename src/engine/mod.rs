@@ -275,6 +275,12 @@ impl EngineHandle {
         crate::control::snapshot_full(&self.control).await
     }
 
+    /// The sessions companion's part of the status, without the queue's database read (the
+    /// tray's sessions line and submenu can read it as often as they like).
+    pub fn sessions(&self) -> crate::status::SessionsStatus {
+        self.control.sessions.status()
+    }
+
     pub fn subscribe(&self) -> broadcast::Receiver<Event> {
         self.control.proxy.bus.subscribe()
     }

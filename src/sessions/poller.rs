@@ -253,3 +253,36 @@ pub fn copilot_incident(g: &GithubStatus) -> bool {
         .iter()
         .any(|i| copilot(&i.name) || i.components.iter().any(|c| copilot(c)))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn incident(name: &str, components: &[&str]) -> weir_status::Incident {
+        weir_status::Incident {
+            id: "i".into(),
+            name: name.into(),
+            status: "investigating".into(),
+            impact: "minor".into(),
+            shortlink: None,
+            created_at: None,
+            updated_at: None,
+            latest_update: None,
+            latest_update_at: None,
+            components: components.iter().map(|c| c.to_string()).collect(),
+        }
+    }
+
+    #[test]
+    fn only_copilot_incidents_hold_the_poller_back() {
+        let mut g = GithubStatus::initial("https://www.githubstatus.com");
+        assert!(!copilot_incident(&g));
+        g.incidents = vec![incident("Degraded Git operations", &["Git Operations"])];
+        assert!(!copilot_incident(&g));
+        g.incidents
+            .push(incident("Disruption with some services", &["Copilot"]));
+        assert!(copilot_incident(&g));
+        g.incidents = vec![incident("Copilot coding agent delays", &[])];
+        assert!(copilot_incident(&g));
+    }
+}
