@@ -76,6 +76,8 @@ pub enum PollerReason {
     NoToken,
     /// No OS keychain: a token cannot be stored, so there is nothing to poll with.
     NoKeychain,
+    /// The keychain did not answer (locked, timed out): asked again every minute.
+    KeychainUnavailable,
     /// No managed upstream to poll (none configured).
     NoUpstream,
     BreakerOpen,

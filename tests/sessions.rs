@@ -172,6 +172,7 @@ async fn the_poller_backs_off_while_the_breaker_is_open() {
     // Polling normally: 41 polls in 600 s. Backing off (no jitter): t = 0, 15, 45, 105, 225,
     // 465 s, then 945 and 1425 s.
     assert!((3..=6).contains(&s.polls), "{} polls in 600 s", s.polls);
+    println!("breaker open: {} companion polls in 600 s", s.polls);
     let reached = up.total();
     tokio::time::sleep(Duration::from_secs(600)).await;
     assert_eq!(

@@ -29,6 +29,7 @@ const POLLER_TEXT = {
 const REASON_TEXT = {
   no_token: 'store a GitHub token below to see your agent sessions here',
   no_keychain: 'there is no OS keychain to keep a GitHub token in',
+  keychain_unavailable: 'the keychain did not answer (locked?); trying again every minute',
   no_upstream: 'no upstream is configured',
   breaker_open: 'the upstream\u2019s circuit breaker is open',
   github_incident: 'GitHub Status shows a Copilot incident',

@@ -32,6 +32,9 @@ pub const MIN_INTERVAL: Duration = Duration::from_secs(5);
 /// The longest wait while backing off.
 pub const MAX_BACKOFF: Duration = Duration::from_secs(600);
 
+/// How long the poller waits before asking a keychain that did not answer again.
+pub const KEYCHAIN_RETRY: Duration = Duration::from_secs(60);
+
 /// The GitHub Status view, read at each poll (the watcher is owned by the control API).
 pub(crate) type GithubView = Arc<dyn Fn() -> Option<GithubStatus> + Send + Sync>;
 
@@ -95,17 +98,27 @@ impl Poller {
             }
             // Every change so far is read with the keychain below.
             changes.borrow_and_update();
-            self.sessions.clear();
             let mut w = Waits {
                 stop: &mut stop,
                 changes: &mut changes,
             };
             let end = match (self.token().await, self.upstream()) {
-                (Err(reason), _) | (Ok(_), Err(reason)) => {
-                    self.sessions.set_poller(PollerState::Off, Some(reason));
-                    w.for_token().await
+                (Ok(token), Ok(up)) => {
+                    self.sessions.clear();
+                    self.poll_with(&token, up, &mut w).await
                 }
-                (Ok(token), Ok(up)) => self.poll_with(&token, up, &mut w).await,
+                (Err(reason), _) | (Ok(_), Err(reason)) => {
+                    self.sessions.clear();
+                    self.sessions.set_poller(PollerState::Off, Some(reason));
+                    if reason == PollerReason::KeychainUnavailable {
+                        // A locked keychain unlocks without telling Weir: look again.
+                        w.sleep(KEYCHAIN_RETRY)
+                            .await
+                            .unwrap_or(RunEnd::TokenChanged)
+                    } else {
+                        w.for_token().await
+                    }
+                }
             };
             if matches!(end, RunEnd::Stopping) {
                 return;
@@ -125,8 +138,8 @@ impl Poller {
             Ok(Some(t)) if !t.trim().is_empty() => Ok(t.trim().to_string()),
             Ok(_) => Err(PollerReason::NoToken),
             Err(e) => {
-                tracing::warn!(error = %e, "cannot read the stored GitHub token; the sessions view is off until it is stored again");
-                Err(PollerReason::NoKeychain)
+                tracing::warn!(error = %e, "cannot read the stored GitHub token now; asking the keychain again in a minute");
+                Err(PollerReason::KeychainUnavailable)
             }
         }
     }
@@ -135,6 +148,7 @@ impl Poller {
         super::agents_upstream(&self.proxy.upstreams).ok_or(PollerReason::NoUpstream)
     }
 
+    /// Polls with `token` until another token (or none) is stored, or Weir stops.
     async fn poll_with(&self, token: &str, up: usize, w: &mut Waits<'_>) -> RunEnd {
         let settings = &self.proxy.settings;
         let class = settings.classes.get(RouteClass::List);
@@ -193,8 +207,32 @@ impl Poller {
                     d
                 }
             };
-            if let Some(end) = w.sleep(delay).await {
+            if let Some(end) = self.sleep_keeping(token, delay, w).await {
                 return end;
+            }
+        }
+    }
+
+    /// Sleeps `delay`; a token change that leaves the same token stored (stored again, or a
+    /// change that raced the first read) keeps the schedule. `Some` when the run must end.
+    async fn sleep_keeping(
+        &self,
+        token: &str,
+        delay: Duration,
+        w: &mut Waits<'_>,
+    ) -> Option<RunEnd> {
+        let deadline = tokio::time::Instant::now() + delay;
+        loop {
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            match w.sleep(left).await {
+                None => return None,
+                Some(RunEnd::Stopping) => return Some(RunEnd::Stopping),
+                Some(RunEnd::TokenChanged) => {
+                    w.changes.borrow_and_update();
+                    if self.token().await.ok().as_deref() != Some(token) {
+                        return Some(RunEnd::TokenChanged);
+                    }
+                }
             }
         }
     }
