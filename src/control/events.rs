@@ -83,3 +83,42 @@ fn sse<T: serde::Serialize>(event: &str, data: &T) -> Bytes {
     let json = serde_json::to_string(data).unwrap_or_else(|_| "{}".into());
     Bytes::from(format!("event: {event}\ndata: {json}\n\n"))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::events::{Event, SessionChange};
+    use crate::status::{SessionGroup, SessionSummary};
+
+    #[test]
+    fn session_events_on_the_open_stream_leave_the_private_fields_out() {
+        let e = Event::Session {
+            change: SessionChange::NeedsReview,
+            session: SessionSummary {
+                id: "s-1".into(),
+                group: SessionGroup::ReadyForReview,
+                state: "completed".into(),
+                repository: Some("octo/secret-repo".into()),
+                title: Some("Rotate the prod keys".into()),
+                created_at: None,
+                updated_at: None,
+                pull_request_url: Some("https://github.com/octo/secret-repo/pull/1".into()),
+                url: "https://github.com/octo/secret-repo/pull/1/agent-sessions/s-1".into(),
+            },
+            at: std::time::UNIX_EPOCH,
+        };
+        let v = public(&e);
+        assert_eq!(v["type"], "session");
+        assert_eq!(v["change"], "needs_review");
+        assert_eq!(v["id"], "s-1");
+        let text = v.to_string();
+        assert!(
+            !text.contains("secret-repo") && !text.contains("prod keys"),
+            "{text}"
+        );
+        // The typed event (for the tray, in-process) keeps everything.
+        assert!(serde_json::to_string(&e)
+            .unwrap()
+            .contains("Rotate the prod keys"));
+    }
+}
