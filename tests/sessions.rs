@@ -397,3 +397,38 @@ async fn the_poller_backs_off_while_github_status_shows_a_copilot_incident() {
     // how often, not whether.
     assert_eq!(weir.handle.status().await.sessions.counts.running, 3);
 }
+
+#[tokio::test]
+async fn a_new_task_is_queued_when_github_cannot_take_it() {
+    let up = Upstream::start().await;
+    up.set(|b| {
+        b.status = 503;
+        b.extra_headers = vec![("retry-after".into(), "3600".into())];
+    });
+    let weir = Weir::start(&[&up.origin()], QUIET).await;
+    if !has_keychain() {
+        return;
+    }
+    assert!(store_token(&weir, TOKEN).await);
+    let url = format!("{}/_weir/api/sessions", weir.proxy_url());
+    let task =
+        serde_json::json!({"repository": "octo/app", "problem_statement": "Fix the flaky test"});
+    let r = with_secret(
+        reqwest::Client::new().post(&url).json(&task),
+        weir.handle.control_secret(),
+    )
+    .await;
+    assert_eq!(r.status(), 202);
+    let v: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(v["outcome"], "queued");
+    let id = v["queue_id"].as_i64().expect("a queue id");
+    let q: serde_json::Value = with_secret(
+        reqwest::Client::new().get(format!("{}/_weir/api/queue/{id}", weir.proxy_url())),
+        weir.handle.control_secret(),
+    )
+    .await
+    .json()
+    .await
+    .unwrap();
+    assert_eq!(q["path"], "/agents/swe/v1/jobs/octo/app", "{q}");
+}
