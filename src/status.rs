@@ -25,11 +25,22 @@ pub struct StatusSnapshot {
     pub github_token_stored: bool,
 }
 
+/// Which database holds the create queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum QueueBackend {
+    Sqlite,
+    Postgresql,
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct QueueStatus {
     pub available: bool,
     pub error: Option<String>,
     pub credentials: crate::secrets::Backend,
+    /// `sqlite` (one Weir) or `postgresql` (gateway replicas sharing the queue); `null` when
+    /// the queue is unavailable.
+    pub backend: Option<QueueBackend>,
     #[serde(flatten)]
     pub counts: Option<weir_store::StateCounts>,
 }

@@ -63,7 +63,10 @@ pub fn snapshot(ctl: &Control) -> StatusSnapshot {
             credentials: p
                 .queue
                 .open()
-                .map_or(crate::secrets::Backend::Unavailable, |q| q.secrets.kind()),
+                .map_or(crate::secrets::Backend::Unavailable, |q| {
+                    q.credentials_kind()
+                }),
+            backend: p.queue.open().map(|q| q.store.kind()),
             counts: None,
         },
     }

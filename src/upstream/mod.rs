@@ -10,7 +10,7 @@ mod client;
 mod identity_cooldown;
 mod pool;
 
-pub(crate) use admission::GateStatus;
+pub(crate) use admission::{GateStatus, SharedHold};
 pub(crate) use attempt::{fetch_problem, AttemptPolicy, Replayable};
 pub use client::{FetchError, Timeouts, UpstreamClient};
 pub(crate) use pool::{http_connector, RoutingConnector};

@@ -1,0 +1,359 @@
+//! The team gateway (`weir serve --gateway`) as real processes: its doors (TLS only,
+//! allow-list, admin listener with its token), and replicas sharing the create queue in a real
+//! PostgreSQL (started by the test with `initdb` + `pg_ctl`): migrations from empty, a database
+//! that goes down, and the acceptance run — 100 creates queued during an outage, a replica
+//! killed with `kill -9` mid-replay, exactly 100 creates upstream.
+
+#[path = "common/gateway.rs"]
+mod gw;
+#[path = "common/pg.rs"]
+mod pg;
+
+use gw::{send, CountingUpstream, GatewayFiles, Replica};
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+const CREATE_PATH: &str = "/agents/swe/v1/jobs/octo/app";
+
+/// Polls `cond` every 200 ms, at most `tries` times.
+async fn eventually<F, Fut>(tries: u32, mut cond: F) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    for _ in 0..tries {
+        if cond().await {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    false
+}
+
+async fn create(
+    r: &Replica,
+    files: &GatewayFiles,
+    up: &CountingUpstream,
+    i: usize,
+) -> Result<gw::Answer, String> {
+    let token = format!("token user-{}", i % 5);
+    let body = serde_json::json!({"problem_statement": format!("task {i}")}).to_string();
+    send(
+        r.addr,
+        &files.cert_der,
+        "POST",
+        &format!("http://{}{CREATE_PATH}", up.addr),
+        &[
+            ("authorization", token.as_str()),
+            ("content-type", "application/json"),
+        ],
+        &body,
+    )
+    .await
+}
+
+async fn counts(db: &tokio_postgres::Client) -> std::collections::BTreeMap<String, i64> {
+    db.query(
+        "SELECT state, COUNT(*) FROM weir_queue_items GROUP BY state",
+        &[],
+    )
+    .await
+    .unwrap()
+    .into_iter()
+    .map(|r| (r.get::<_, String>(0), r.get::<_, i64>(1)))
+    .collect()
+}
+
+fn shared_queue(pg: &pg::Postgres) -> String {
+    format!(
+        "allow = [\"127.0.0.0/8\"]\npostgres_url = \"{}\"\nsecret_key_file = \"gateway-key\"\nlease = \"8s\"",
+        pg.url()
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_doors_tls_only_allow_list_and_admin_listener() {
+    let up = CountingUpstream::start().await;
+    let files = GatewayFiles::new();
+    // Loopback clients allowed; the queue is this replica's own SQLite file (no PostgreSQL).
+    let open = Replica::start(&files.config(up.addr, "allow = [\"127.0.0.0/8\", \"::1\"]"));
+
+    // Plain HTTP to either listener: refused with a problem saying to use TLS.
+    for addr in [open.addr, open.admin] {
+        let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+        s.write_all(b"GET /_weir/api/status HTTP/1.1\r\nhost: x\r\n\r\n")
+            .await
+            .unwrap();
+        let mut text = String::new();
+        let _ = s.read_to_string(&mut text).await;
+        assert!(text.starts_with("HTTP/1.1 400"), "{text}");
+        assert!(text.contains("application/problem+json"), "{text}");
+        assert!(text.contains("\"kind\":\"tls_required\""), "{text}");
+    }
+
+    // A create through the gateway reaches the upstream with the caller's own token.
+    let a = create(&open, &files, &up, 1).await.unwrap();
+    assert_eq!(a.status, 201, "{:?}", a.body);
+    assert_eq!(up.created()[0].authorization, "token user-1");
+
+    // The clients' listener refuses control calls, with or without the admin token.
+    for headers in [
+        vec![],
+        vec![("authorization", "Bearer admin-token-0123456789abcdef")],
+    ] {
+        let a = send(
+            open.addr,
+            &files.cert_der,
+            "GET",
+            "/_weir/api/status",
+            &headers,
+            "",
+        )
+        .await
+        .unwrap();
+        assert_eq!(a.status, 403, "{:?}", a.body);
+        assert_eq!(a.json()["kind"], "admin_only");
+    }
+    // The admin listener wants its token…
+    for bad in [
+        vec![],
+        vec![("authorization", "Bearer wrong-token-0000000000")],
+    ] {
+        let a = send(
+            open.admin,
+            &files.cert_der,
+            "GET",
+            "/_weir/api/status",
+            &bad,
+            "",
+        )
+        .await
+        .unwrap();
+        assert_eq!(a.status, 401, "{:?}", a.body);
+        assert_eq!(a.json()["kind"], "unauthorized");
+    }
+    // …and with it serves the control API, mutating calls included.
+    let bearer = format!("Bearer {}", files.admin_token);
+    let auth = [("authorization", bearer.as_str())];
+    let a = send(
+        open.admin,
+        &files.cert_der,
+        "GET",
+        "/_weir/api/status",
+        &auth,
+        "",
+    )
+    .await
+    .unwrap();
+    assert_eq!(a.status, 200, "{:?}", a.body);
+    assert_eq!(a.json()["queue"]["backend"], "sqlite");
+    let a = send(
+        open.admin,
+        &files.cert_der,
+        "GET",
+        "/_weir/api/queue",
+        &auth,
+        "",
+    )
+    .await
+    .unwrap();
+    assert_eq!(a.status, 200, "{:?}", a.body);
+    drop(open);
+
+    // A client outside the allow-list gets a 403 problem and never reaches the upstream.
+    let closed = Replica::start(&files.config(up.addr, "allow = [\"10.0.0.0/8\"]"));
+    let a = create(&closed, &files, &up, 2).await.unwrap();
+    assert_eq!(a.status, 403, "{:?}", a.body);
+    assert_eq!(
+        a.headers["content-type"], "application/problem+json",
+        "{:?}",
+        a.headers
+    );
+    assert_eq!(a.json()["kind"], "forbidden_client");
+    assert!(a.json()["detail"].as_str().unwrap().contains("127.0.0.1"));
+    assert_eq!(
+        up.created().len(),
+        1,
+        "the refused create never left the gateway"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shared_queue_migrates_from_empty_and_survives_the_database_going_down() {
+    let Some(pg) = pg::Postgres::start() else {
+        return;
+    };
+    let up = CountingUpstream::start().await;
+    let files = GatewayFiles::new();
+    let config = files.config(up.addr, &shared_queue(&pg));
+    let db = pg.client().await;
+    let tables = "SELECT COUNT(*) FROM information_schema.tables WHERE table_name LIKE 'weir_%'";
+    assert_eq!(db.query_one(tables, &[]).await.unwrap().get::<_, i64>(0), 0);
+
+    // From empty: every migration, once, even with two replicas starting.
+    let a = Replica::start(&config);
+    let b = Replica::start(&config);
+    let versions: Vec<i32> = db
+        .query(
+            "SELECT version FROM weir_schema_migrations ORDER BY version",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(versions, [1, 2, 3, 4]);
+    assert_eq!(db.query_one(tables, &[]).await.unwrap().get::<_, i64>(0), 4);
+    drop(b);
+
+    // Queued during an outage; the credential is sealed, never stored as written.
+    up.set(|s| s.outage = true);
+    for i in 0..3 {
+        let r = create(&a, &files, &up, i).await.unwrap();
+        assert_eq!(r.status, 202, "{:?}", r.body);
+    }
+    let sealed: Vec<Vec<u8>> = db
+        .query("SELECT sealed FROM weir_queue_credentials", &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert!(!sealed.is_empty());
+    for s in &sealed {
+        assert!(
+            !s.windows(10).any(|w| w == b"token user"),
+            "a credential was stored in the clear"
+        );
+    }
+
+    // The database goes down: a create that must be queued gets the queue's 503 problem.
+    pg.stop_server();
+    let r = create(&a, &files, &up, 10).await.unwrap();
+    assert_eq!(r.status, 503, "{:?}", r.body);
+    let p = r.json();
+    assert_eq!(p["kind"], "queue_unavailable", "{p}");
+    assert!(p["detail"].as_str().unwrap().contains("unreachable"), "{p}");
+
+    // Back up: nothing already queued was lost; the upstream heals and gets exactly those.
+    pg.start_server();
+    let db = pg.client().await;
+    assert_eq!(counts(&db).await.get("queued").copied().unwrap_or(0), 3);
+    up.set(|s| s.outage = false);
+    let done = eventually(300, || async {
+        counts(&db).await.get("done").copied().unwrap_or(0) == 3
+    })
+    .await;
+    assert!(done, "{:?}\n{}", counts(&db).await, a.log());
+    let mut made: Vec<String> = up.created().into_iter().map(|c| c.statement).collect();
+    made.sort();
+    assert_eq!(made, ["task 0", "task 1", "task 2"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn three_replicas_lose_and_double_nothing_when_one_is_killed_mid_replay() {
+    let Some(pg) = pg::Postgres::start() else {
+        return;
+    };
+    let up = CountingUpstream::start().await;
+    let files = GatewayFiles::new();
+    let config = files.config(up.addr, &shared_queue(&pg));
+    let mut replicas: Vec<Replica> = (0..3).map(|_| Replica::start(&config)).collect();
+    let db = pg.client().await;
+
+    // The outage: 100 creates, spread over the replicas as a load balancer would, all queued.
+    up.set(|s| s.outage = true);
+    let mut tasks = Vec::new();
+    for i in 0..100 {
+        let r = &replicas[i % 3];
+        let (addr, cert, up_addr) = (r.addr, files.cert_der.clone(), up.addr);
+        tasks.push(tokio::spawn(async move {
+            let token = format!("token user-{}", i % 5);
+            let body = serde_json::json!({"problem_statement": format!("task {i}")}).to_string();
+            send(
+                addr,
+                &cert,
+                "POST",
+                &format!("http://{up_addr}{CREATE_PATH}"),
+                &[
+                    ("authorization", token.as_str()),
+                    ("content-type", "application/json"),
+                ],
+                &body,
+            )
+            .await
+        }));
+    }
+    for t in tasks {
+        let a = t.await.unwrap().unwrap();
+        assert_eq!(a.status, 202, "{:?}", a.body);
+    }
+    assert_eq!(up.created().len(), 0);
+    let live: i64 = counts(&db).await.values().sum();
+    assert_eq!(live, 100);
+
+    // The upstream heals; its 40th create never answers, and that replica is killed.
+    up.set(|s| {
+        s.hold_at = Some(40);
+        s.outage = false;
+    });
+    assert!(
+        eventually(600, || async { up.held().is_some() }).await,
+        "replay never reached 40 creates"
+    );
+    let held = up.held().unwrap();
+    let row = db
+        .query_one(
+            "SELECT state, lease_owner FROM weir_queue_items WHERE problem_statement = $1",
+            &[&held],
+        )
+        .await
+        .unwrap();
+    let (state, owner): (String, String) = (row.get(0), row.get(1));
+    assert_eq!(state, "replaying");
+    let pid: u32 = owner.rsplit('/').next().unwrap().parse().unwrap();
+    let victim = replicas
+        .iter()
+        .position(|r| r.pid() == pid)
+        .expect("the lease names a replica");
+    replicas[victim].kill9();
+
+    // After recovery: every item done, exactly 100 sessions, each once, with its own token.
+    let all_done = eventually(600, || async {
+        counts(&db).await.get("done").copied().unwrap_or(0) == 100
+    })
+    .await;
+    let logs: Vec<String> = replicas.iter().map(|r| r.log()).collect();
+    assert!(
+        all_done,
+        "{:?}\n{}",
+        counts(&db).await,
+        logs.join("\n----\n")
+    );
+    let created = up.created();
+    assert_eq!(created.len(), 100, "0 lost, 0 doubled");
+    let mut statements: Vec<&str> = created.iter().map(|c| c.statement.as_str()).collect();
+    statements.sort();
+    statements.dedup();
+    assert_eq!(statements.len(), 100, "every task exactly once");
+    for c in &created {
+        let i: usize = c.statement["task ".len()..].parse().unwrap();
+        assert_eq!(
+            c.authorization,
+            format!("token user-{}", i % 5),
+            "forwarded as it was"
+        );
+    }
+    // The killed replica's create was found upstream by the in-doubt lookup, not sent again.
+    let result: String = db
+        .query_one(
+            "SELECT result FROM weir_queue_items WHERE problem_statement = $1",
+            &[&held],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert!(result.contains("found_by_lookup"), "{result}");
+    assert!(up.state.lock().unwrap().lookups >= 1);
+}
