@@ -205,14 +205,22 @@ async fn shared_queue_migrates_from_empty_and_survives_the_database_going_down()
         .collect();
     assert_eq!(versions, [1, 2, 3, 4]);
     assert_eq!(db.query_one(tables, &[]).await.unwrap().get::<_, i64>(0), 4);
-    drop(b);
 
     // Queued during an outage; the credential is sealed, never stored as written.
     up.set(|s| s.outage = true);
+    let mut ids = Vec::new();
     for i in 0..3 {
         let r = create(&a, &files, &up, i).await.unwrap();
         assert_eq!(r.status, 202, "{:?}", r.body);
+        ids.push(r.json()["id"].as_i64().unwrap());
     }
+    // The same create through the other replica is the same queued item (one identity key for
+    // all replicas, one live dedupe key in the database).
+    let again = create(&b, &files, &up, 1).await.unwrap();
+    assert_eq!(again.status, 202, "{:?}", again.body);
+    assert_eq!(again.json()["id"].as_i64(), Some(ids[1]));
+    assert_eq!(counts(&db).await.values().sum::<i64>(), 3);
+    drop(b);
     let sealed: Vec<Vec<u8>> = db
         .query("SELECT sealed FROM weir_queue_credentials", &[])
         .await
@@ -249,6 +257,21 @@ async fn shared_queue_migrates_from_empty_and_survives_the_database_going_down()
     let mut made: Vec<String> = up.created().into_iter().map(|c| c.statement).collect();
     made.sort();
     assert_eq!(made, ["task 0", "task 1", "task 2"]);
+
+    // A read-only database (a standby, or read-only by setting): the same 503, saying so.
+    for sql in [
+        "ALTER SYSTEM SET default_transaction_read_only = on",
+        "SELECT pg_reload_conf()",
+    ] {
+        db.batch_execute(sql).await.unwrap();
+    }
+    up.set(|s| s.outage = true);
+    let r = create(&a, &files, &up, 20).await.unwrap();
+    assert_eq!(r.status, 503, "{:?}", r.body);
+    let p = r.json();
+    assert_eq!(p["kind"], "queue_unavailable", "{p}");
+    assert!(p["detail"].as_str().unwrap().contains("read-only"), "{p}");
+    assert_eq!(counts(&db).await.get("done").copied(), Some(3), "nothing lost");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

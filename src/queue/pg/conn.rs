@@ -127,7 +127,11 @@ fn classify(db: &str, e: &tokio_postgres::Error) -> StoreError {
         // No SQLSTATE: the connection itself failed (refused, reset, closed).
         return StoreError::Unreachable { db, detail };
     };
-    if *code == SqlState::READ_ONLY_SQL_TRANSACTION {
+    if *code == SqlState::UNIQUE_VIOLATION {
+        // Only the live-dedupe-key index is unique besides the id: the caller looks up which
+        // live item holds the key (`existing_id` is filled in there).
+        StoreError::Duplicate { existing_id: 0 }
+    } else if *code == SqlState::READ_ONLY_SQL_TRANSACTION {
         StoreError::DatabaseReadOnly { db, detail }
     } else if *code == SqlState::DISK_FULL || *code == SqlState::INSUFFICIENT_RESOURCES {
         StoreError::Full {

@@ -5,7 +5,6 @@
 
 use super::{PgQueue, QUEUE_CHANNEL};
 use std::time::Duration;
-use tokio_postgres::error::SqlState;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::Row;
 use weir_store::{Item, ListFilter, NewItem, State, StateCounts, StoreError, Transition};
@@ -107,19 +106,7 @@ impl PgQueue {
         match self.conn.query_opt(&sql, &params).await {
             Ok(Some(row)) => self.item(&row),
             Ok(None) => Err(self.conn.unreachable("the insert returned no row")),
-            Err(StoreError::Other { detail, .. })
-                if detail.contains(SqlState::UNIQUE_VIOLATION.code()) =>
-            {
-                match self.find_by_dedupe_key(&item.dedupe_key).await? {
-                    Some(existing) if existing.state.is_live() => Err(StoreError::Duplicate {
-                        existing_id: existing.id,
-                    }),
-                    _ => Err(StoreError::Other {
-                        path: self.conn.db.clone().into(),
-                        detail,
-                    }),
-                }
-            }
+            Err(StoreError::Duplicate { .. }) => self.live_holder(&item.dedupe_key).await,
             Err(e) => Err(e),
         }
     }
@@ -345,29 +332,33 @@ impl PgQueue {
             )
             .await;
         match r {
-            Err(StoreError::Other { detail, .. })
-                if detail.contains(SqlState::UNIQUE_VIOLATION.code()) =>
-            {
+            Err(StoreError::Duplicate { .. }) => {
                 let key = self
                     .get(id)
                     .await?
                     .map(|i| i.dedupe_key)
                     .unwrap_or_default();
-                match self.find_by_dedupe_key(&key).await? {
-                    Some(live) if live.state.is_live() => Err(StoreError::Duplicate {
-                        existing_id: live.id,
-                    }),
-                    _ => Err(StoreError::Other {
-                        path: self.conn.db.clone().into(),
-                        detail,
-                    }),
-                }
+                self.live_holder(&key).await
             }
             Ok(item) => {
                 self.notify(&item.upstream).await;
                 Ok(item)
             }
             other => other,
+        }
+    }
+
+    /// The `Duplicate` error naming the live item that holds `key`.
+    async fn live_holder(&self, key: &str) -> Result<Item, StoreError> {
+        match self.find_by_dedupe_key(key).await? {
+            Some(live) if live.state.is_live() => Err(StoreError::Duplicate {
+                existing_id: live.id,
+            }),
+            // The holder ended in between: report it as a conflict to retry.
+            _ => Err(StoreError::Other {
+                path: self.conn.db.clone().into(),
+                detail: format!("the dedupe key {key} was taken and released concurrently; retry"),
+            }),
         }
     }
 
