@@ -247,7 +247,13 @@ async fn shared_queue_migrates_from_empty_and_survives_the_database_going_down()
     // Back up: nothing already queued was lost; the upstream heals and gets exactly those.
     pg.start_server();
     let db = pg.client().await;
-    assert_eq!(counts(&db).await.get("queued").copied().unwrap_or(0), 3);
+    // (One may be `replaying`: the replica was sending it when the database went away.)
+    let c = counts(&db).await;
+    let live: i64 = ["queued", "replaying", "in_doubt"]
+        .iter()
+        .map(|s| c.get(*s).copied().unwrap_or(0))
+        .sum();
+    assert_eq!(live, 3, "{c:?}");
     up.set(|s| s.outage = false);
     let done = eventually(300, || async {
         counts(&db).await.get("done").copied().unwrap_or(0) == 3
@@ -266,12 +272,26 @@ async fn shared_queue_migrates_from_empty_and_survives_the_database_going_down()
         db.batch_execute(sql).await.unwrap();
     }
     up.set(|s| s.outage = true);
-    let r = create(&a, &files, &up, 20).await.unwrap();
-    assert_eq!(r.status, 503, "{:?}", r.body);
-    let p = r.json();
-    assert_eq!(p["kind"], "queue_unavailable", "{p}");
-    assert!(p["detail"].as_str().unwrap().contains("read-only"), "{p}");
-    assert_eq!(counts(&db).await.get("done").copied(), Some(3), "nothing lost");
+    // The replica's session reads the reloaded setting when it next idles: until then a create
+    // may still be queued; once it applies, creates get the 503 naming the cause.
+    let mut said_read_only = false;
+    for i in 20..60 {
+        let r = create(&a, &files, &up, i).await.unwrap();
+        if r.status == 503 {
+            let p = r.json();
+            assert_eq!(p["kind"], "queue_unavailable", "{p}");
+            said_read_only = p["detail"].as_str().unwrap().contains("read-only");
+            break;
+        }
+        assert_eq!(r.status, 202, "{:?}", r.body);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(said_read_only, "{}", a.log());
+    assert_eq!(
+        counts(&db).await.get("done").copied(),
+        Some(3),
+        "nothing lost"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -379,4 +399,54 @@ async fn three_replicas_lose_and_double_nothing_when_one_is_killed_mid_replay() 
         .get(0);
     assert!(result.contains("found_by_lookup"), "{result}");
     assert!(up.state.lock().unwrap().lookups >= 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_breaker_that_opens_on_one_replica_holds_the_others_back() {
+    let Some(pg) = pg::Postgres::start() else {
+        return;
+    };
+    let up = CountingUpstream::start().await;
+    let files = GatewayFiles::new();
+    let config = files.config_with_open_wait(up.addr, "60s", &shared_queue(&pg));
+    let a = Replica::start(&config);
+    let b = Replica::start(&config);
+    let bearer = format!("Bearer {}", files.admin_token);
+    let b_status = || async {
+        send(
+            b.admin,
+            &files.cert_der,
+            "GET",
+            "/_weir/api/status",
+            &[("authorization", bearer.as_str())],
+            "",
+        )
+        .await
+        .unwrap()
+        .json()
+    };
+    assert!(b_status().await["upstreams"][0]["cooldown_remaining_s"].is_null());
+
+    // The outage as replica A sees it: 20 failing creates (queued) open A's breaker.
+    up.set(|s| s.outage = true);
+    for i in 0..20 {
+        let r = create(&a, &files, &up, i).await.unwrap();
+        assert_eq!(r.status, 202, "{:?}", r.body);
+    }
+    // B learns it through PostgreSQL, without a failing call of its own.
+    let held = eventually(100, || async {
+        b_status().await["upstreams"][0]["cooldown_remaining_s"]
+            .as_f64()
+            .is_some_and(|s| s > 1.0)
+    })
+    .await;
+    assert!(held, "{}\n{}", b_status().await, b.log());
+    let refused_before = up.state.lock().unwrap().refused;
+    let r = create(&b, &files, &up, 100).await.unwrap();
+    assert_eq!(r.status, 202, "queued, not sent: {:?}", r.body);
+    assert_eq!(
+        up.state.lock().unwrap().refused,
+        refused_before,
+        "B sent nothing to the failing upstream"
+    );
 }

@@ -43,6 +43,16 @@ impl GatewayFiles {
 
     /// Writes `config.toml` for an upstream at `upstream` with `[gateway]` extra lines.
     pub fn config(&self, upstream: SocketAddr, gateway_extra: &str) -> PathBuf {
+        self.config_with_open_wait(upstream, "300ms", gateway_extra)
+    }
+
+    /// [`GatewayFiles::config`] with the breaker's open wait.
+    pub fn config_with_open_wait(
+        &self,
+        upstream: SocketAddr,
+        open_wait: &str,
+        gateway_extra: &str,
+    ) -> PathBuf {
         let text = format!(
             r#"watch_github_status = false
 
@@ -59,8 +69,8 @@ per_try_timeout = "2s"
 deadline = "2s"
 
 [breaker]
-open_wait = "300ms"
-open_wait_max = "600ms"
+open_wait = "{open_wait}"
+open_wait_max = "{open_wait}"
 jitter = false
 
 [gateway]
