@@ -45,6 +45,11 @@ pub(crate) struct Control {
     pub started_at: SystemTime,
 }
 
+/// Marks a request the team gateway's admin listener let in (it showed the admin token): the
+/// loopback `Host`/`Origin` checks and the control secret do not apply to it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct AdminAccess;
+
 /// Whether a `Host` (or `Origin` authority) is exactly one of Weir's own names with its port.
 fn is_own_authority(ctl: &Control, value: &str) -> bool {
     let Ok(a) = value.parse::<http::uri::Authority>() else {
@@ -67,7 +72,7 @@ pub(crate) async fn handle(
     // The gateway's admin listener checked the admin token instead (`gateway::admin`).
     let admin = req
         .extensions()
-        .get::<crate::gateway::admin::AdminAccess>()
+        .get::<AdminAccess>()
         .is_some();
     if !admin && !is_own_authority(ctl, &host) {
         return Err(Problem::new(
@@ -153,7 +158,7 @@ pub(crate) async fn handle(
 pub(crate) fn require_secret(ctl: &Control, req: &Request<Incoming>) -> Result<(), Problem> {
     if req
         .extensions()
-        .get::<crate::gateway::admin::AdminAccess>()
+        .get::<AdminAccess>()
         .is_some()
     {
         return Ok(());

@@ -12,11 +12,6 @@ use http::{header, Request, Response, StatusCode};
 use hyper::body::Incoming;
 use std::sync::Arc;
 
-/// Marks a request that showed the admin token: the control API skips its loopback-only checks
-/// and the control secret for it.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct AdminAccess;
-
 #[derive(Clone)]
 pub(crate) struct Doors {
     pub proxy: Arc<Proxy>,
@@ -75,7 +70,7 @@ impl Doors {
             given.trim().as_bytes(),
             self.admin_token.as_bytes(),
         ) {
-            req.extensions_mut().insert(AdminAccess);
+            req.extensions_mut().insert(crate::control::AdminAccess);
             match pipeline::header_size(&self.proxy.settings.limits, req.headers()) {
                 Ok(()) => crate::control::handle(&self.control, req).await,
                 Err(p) => Err(p),
