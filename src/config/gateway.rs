@@ -240,6 +240,57 @@ pub(super) fn validate(
 mod tests {
     use super::*;
 
+    const BASE: &str = "[gateway]\nlisten = \"0.0.0.0:8443\"\ntls_cert_file = \"/c.pem\"\ntls_key_file = \"k.pem\"\nallow = [\"10.0.0.0/8\"]\n";
+
+    fn error(text: &str) -> String {
+        crate::config::parse_str(text, "w.toml")
+            .unwrap_err()
+            .to_string()
+    }
+
+    #[test]
+    fn a_complete_table_validates_with_relative_paths_next_to_the_file() {
+        let s = crate::config::parse_str(BASE, "/etc/weir/w.toml").unwrap();
+        let g = s.gateway.unwrap();
+        assert_eq!(g.listen, "0.0.0.0:8443".parse().unwrap());
+        assert_eq!(g.tls_key_file, PathBuf::from("/etc/weir/k.pem"));
+        assert_eq!(g.tls_cert_file, PathBuf::from("/c.pem"));
+        assert_eq!(g.admin_listen, DEFAULT_ADMIN_LISTEN.parse().unwrap());
+        assert!(g.postgres.is_none());
+        // The laptop listener stays loopback-only.
+        assert!(s.listen.ip().is_loopback());
+    }
+
+    #[test]
+    fn bad_tables_name_the_key_and_the_line() {
+        let e = error("[gateway]\nlisten = \"0.0.0.0:8443\"\n");
+        assert!(
+            e.starts_with("w.toml:1: key `gateway.tls_cert_file`"),
+            "{e}"
+        );
+        let e = error(&BASE.replace("10.0.0.0/8", "10.0.0.0/40"));
+        assert!(e.starts_with("w.toml:5: key `gateway.allow`"), "{e}");
+        let e = error(&format!(
+            "{BASE}postgres_url = \"postgresql://weir:hunter2@db/weir\"\nsecret_key_file = \"k\"\n"
+        ));
+        assert!(
+            e.starts_with("w.toml:6: key `gateway.postgres_url`") && e.contains("password"),
+            "{e}"
+        );
+        assert!(!e.contains("hunter2"), "{e}");
+        let e = error(&format!(
+            "{BASE}postgres_url = \"postgresql://weir@db/weir\"\n"
+        ));
+        assert!(e.contains("gateway.secret_key_file"), "{e}");
+        let e = error(&format!("{BASE}postgres_url = \"postgresql://weir@db/weir\"\nsecret_key_file = \"k\"\nlease = \"30s\"\n"));
+        assert!(
+            e.starts_with("w.toml:8: key `gateway.lease`") && e.contains("outlast"),
+            "{e}"
+        );
+        let e = error(&format!("{BASE}tls_key = \"x\"\n"));
+        assert!(e.contains("tls_key"), "{e}");
+    }
+
     #[test]
     fn networks_contain_their_addresses_only() {
         let n = Cidr::parse("10.1.0.0/16").unwrap();

@@ -70,10 +70,7 @@ pub(crate) async fn handle(
         .or_else(|| req.uri().authority().map(|a| a.to_string()))
         .unwrap_or_default();
     // The gateway's admin listener checked the admin token instead (`gateway::admin`).
-    let admin = req
-        .extensions()
-        .get::<AdminAccess>()
-        .is_some();
+    let admin = req.extensions().get::<AdminAccess>().is_some();
     if !admin && !is_own_authority(ctl, &host) {
         return Err(Problem::new(
             StatusCode::FORBIDDEN,
@@ -156,11 +153,7 @@ pub(crate) async fn handle(
 /// Mutating calls, and reads of the queue and settings, need the per-install control secret in `X-Weir-Secret`. A custom header also
 /// makes every cross-site attempt a CORS preflight, which Weir never approves (CSRF).
 pub(crate) fn require_secret(ctl: &Control, req: &Request<Incoming>) -> Result<(), Problem> {
-    if req
-        .extensions()
-        .get::<AdminAccess>()
-        .is_some()
-    {
+    if req.extensions().get::<AdminAccess>().is_some() {
         return Ok(());
     }
     let given = req
