@@ -160,6 +160,27 @@ async fn the_doors_tls_only_allow_list_and_admin_listener() {
     assert_eq!(a.status, 200, "{:?}", a.body);
     drop(open);
 
+    // Replicas can share one interception CA from files (for CONNECTs to managed https hosts).
+    let ca = weir_tls::LocalCa::generate(
+        &["api.example.test".to_string()],
+        weir_tls::OffsetDateTime::now_utc(),
+    )
+    .unwrap();
+    std::fs::write(files.dir.path().join("ca.pem"), ca.cert_pem()).unwrap();
+    std::fs::write(files.dir.path().join("ca-key.pem"), ca.key_pem()).unwrap();
+    let config = files.config(
+        up.addr,
+        "allow = [\"127.0.0.0/8\"]\nintercept_ca_cert_file = \"ca.pem\"\nintercept_ca_key_file = \"ca-key.pem\"\n\n[[upstream]]\nname = \"gh\"\norigin = \"https://api.example.test\"",
+    );
+    let with_ca = Replica::start(&config);
+    let line = with_ca.banner.last().unwrap();
+    assert!(
+        line.contains("intercepted") && line.contains(&ca.fingerprint_sha256()),
+        "{:?}",
+        with_ca.banner
+    );
+    drop(with_ca);
+
     // A client outside the allow-list gets a 403 problem and never reaches the upstream.
     let closed = Replica::start(&files.config(up.addr, "allow = [\"10.0.0.0/8\"]"));
     let a = create(&closed, &files, &up, 2).await.unwrap();

@@ -36,8 +36,12 @@ pub fn run(args: ServeArgs, gateway: bool) -> ExitCode {
         }
         None
     };
-    // Before the runtime starts: the keychain calls block.
-    let local_ca = weir::intercept::ca_store::load_local_ca(&settings, &data_dir);
+    // Before the runtime starts: the keychain calls block. Gateway replicas share one CA
+    // from files when `[gateway]` names one.
+    let local_ca = match gateway.as_ref().and_then(|g| g.intercept_ca.clone()) {
+        Some(ca) if settings.intercept => Some(ca),
+        _ => weir::intercept::ca_store::load_local_ca(&settings, &data_dir),
+    };
     let rt = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
         Err(e) => {
@@ -63,6 +67,7 @@ pub fn run(args: ServeArgs, gateway: bool) -> ExitCode {
         };
         if is_gateway {
             print_gateway(&handle).await;
+            super::serve_tls::print_intercept_status(&handle);
             stop.await;
             println!("weir: shutting down, draining in-flight requests");
             handle.shutdown().await;

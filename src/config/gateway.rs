@@ -27,6 +27,8 @@ pub struct FileGateway {
     pub postgres_password_file: Option<Spanned<String>>,
     pub secret_key_file: Option<Spanned<String>>,
     pub lease: Option<Spanned<String>>,
+    pub intercept_ca_cert_file: Option<Spanned<String>>,
+    pub intercept_ca_key_file: Option<Spanned<String>>,
 }
 
 /// The validated `[gateway]` table.
@@ -44,6 +46,9 @@ pub struct GatewaySettings {
     pub admin_token_file: Option<PathBuf>,
     /// `None`: the queue stays in this replica's SQLite file (one replica only).
     pub postgres: Option<PostgresSettings>,
+    /// The CA (certificate, key) every replica terminates CONNECTs to managed https hosts with;
+    /// `None`: this replica's own local CA from the keychain, if any.
+    pub intercept_ca: Option<(PathBuf, PathBuf)>,
 }
 
 /// The shared queue's database.
@@ -225,7 +230,19 @@ pub(super) fn validate(
             "only used with gateway.postgres_url".into(),
         );
     }
+    let intercept_ca = match (&g.intercept_ca_cert_file, &g.intercept_ca_key_file) {
+        (None, None) => None,
+        (Some(c), Some(k)) => Some((path(c.get_ref()), path(k.get_ref()))),
+        (Some(c), None) | (None, Some(c)) => {
+            return cx.err(
+                "gateway.intercept_ca_cert_file",
+                c.span(),
+                "intercept_ca_cert_file and intercept_ca_key_file go together".into(),
+            )
+        }
+    };
     Ok(GatewaySettings {
+        intercept_ca,
         listen,
         tls_cert_file,
         tls_key_file,

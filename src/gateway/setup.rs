@@ -37,6 +37,8 @@ pub struct Gateway {
     pub admin_token: Option<String>,
     /// The shared queue's connection settings (password included) and key.
     pub postgres: Option<(tokio_postgres::Config, GatewayKey)>,
+    /// The CA every replica terminates CONNECTs to managed https hosts with (from files).
+    pub intercept_ca: Option<Arc<weir_tls::LocalCa>>,
 }
 
 impl std::fmt::Debug for Gateway {
@@ -112,7 +114,22 @@ impl Gateway {
                 Some((config, GatewayKey::new(key)))
             }
         };
+        let intercept_ca = match &settings.intercept_ca {
+            None => None,
+            Some((cert, key)) => {
+                let text = |k, p: &Path| {
+                    String::from_utf8(read(k, p)?).map_err(|_| invalid(k, p, "is not PEM text"))
+                };
+                let ca = weir_tls::LocalCa::from_pem(
+                    &text("intercept_ca_cert_file", cert)?,
+                    &text("intercept_ca_key_file", key)?,
+                )
+                .map_err(|e| invalid("intercept_ca_cert_file", cert, e.to_string()))?;
+                Some(Arc::new(ca))
+            }
+        };
         Ok(Gateway {
+            intercept_ca,
             settings,
             tls,
             admin_token,

@@ -94,6 +94,8 @@ pub struct Replica {
     pub addr: SocketAddr,
     pub admin: SocketAddr,
     pub data: tempfile::TempDir,
+    /// What it printed at start.
+    pub banner: Vec<String>,
 }
 
 impl Replica {
@@ -120,7 +122,13 @@ impl Replica {
         let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
         let (mut addr, mut admin) = (None, None);
         let mut seen = Vec::new();
-        while addr.is_none() || admin.is_none() {
+        // The last start-up line says whether HTTPS to managed hosts is intercepted.
+        while addr.is_none()
+            || admin.is_none()
+            || !seen
+                .iter()
+                .any(|l: &String| l.starts_with("weir: HTTPS to"))
+        {
             let Some(Ok(line)) = lines.next() else {
                 let log =
                     std::fs::read_to_string(data.path().join("stderr.log")).unwrap_or_default();
@@ -145,6 +153,7 @@ impl Replica {
             addr: addr.unwrap(),
             admin: admin.unwrap(),
             data,
+            banner: seen,
         }
     }
 
