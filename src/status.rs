@@ -23,6 +23,26 @@ pub struct StatusSnapshot {
     pub github: Option<weir_status::GithubStatus>,
     /// Whether a GitHub token is stored in the keychain (the token is never shown).
     pub github_token_stored: bool,
+    /// Team gateway mode (`weir serve --gateway`); `null` for a laptop Weir.
+    pub gateway: Option<GatewayStatus>,
+}
+
+/// A gateway replica as its admin API reports it (no secret, no file contents).
+#[derive(Debug, Clone, Serialize)]
+pub struct GatewayStatus {
+    /// The clients' listener (TLS only).
+    pub listen: String,
+    /// The admin listener (TLS, admin token).
+    pub admin_listen: String,
+    /// The networks allowed to use the gateway.
+    pub allow: Vec<String>,
+    /// This replica's name in queue leases (`host/pid`).
+    pub replica: String,
+    /// Whether the create queue is shared with other replicas (PostgreSQL).
+    pub shared_queue: bool,
+    /// Whether CONNECTs to managed https hosts are TLS-terminated with a CA from files shared by
+    /// every replica.
+    pub shared_intercept_ca: bool,
 }
 
 /// Which database holds the create queue.

@@ -147,6 +147,15 @@ async fn the_doors_tls_only_allow_list_and_admin_listener() {
     .unwrap();
     assert_eq!(a.status, 200, "{:?}", a.body);
     assert_eq!(a.json()["queue"]["backend"], "sqlite");
+    let g = &a.json()["gateway"];
+    assert_eq!(g["listen"], open.addr.to_string());
+    assert_eq!(g["admin_listen"], open.admin.to_string());
+    assert_eq!(g["allow"], serde_json::json!(["127.0.0.0/8", "::1/128"]));
+    assert_eq!(
+        g["replica"].as_str().unwrap().rsplit('/').next(),
+        Some(open.pid().to_string().as_str())
+    );
+    assert_eq!(g["shared_queue"], false);
     let a = send(
         open.admin,
         &files.cert_der,

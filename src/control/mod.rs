@@ -43,6 +43,8 @@ pub(crate) struct Control {
     /// The GitHub Status watcher, once started.
     pub github: Mutex<Option<weir_status::StatusHandle>>,
     pub started_at: SystemTime,
+    /// Set in team gateway mode.
+    pub gateway: Option<crate::status::GatewayStatus>,
 }
 
 /// Marks a request the team gateway's admin listener let in (it showed the admin token): the

@@ -162,6 +162,14 @@ pub async fn start(opts: EngineOptions) -> Result<EngineHandle, EngineError> {
         token_stored: Default::default(),
         github: std::sync::Mutex::new(None),
         started_at: SystemTime::now(),
+        gateway: opts.gateway.as_ref().map(|g| crate::status::GatewayStatus {
+            listen: local_addr.to_string(),
+            admin_listen: admin_addr.map(|a| a.to_string()).unwrap_or_default(),
+            allow: g.settings.allow.iter().map(|n| n.to_string()).collect(),
+            replica: crate::queue::pg::owner_name(),
+            shared_queue: g.postgres.is_some(),
+            shared_intercept_ca: g.intercept_ca.is_some(),
+        }),
     });
     let stored = crate::control::token_stored_in_keychain(&control).await;
     control
