@@ -8,6 +8,8 @@
 mod gw;
 #[path = "common/pg.rs"]
 mod pg;
+#[path = "common/tls.rs"]
+mod tls;
 
 use gw::{send, CountingUpstream, GatewayFiles, Replica};
 use std::time::Duration;
@@ -479,4 +481,125 @@ async fn a_breaker_that_opens_on_one_replica_holds_the_others_back() {
         refused_before,
         "B sent nothing to the failing upstream"
     );
+}
+
+/// Opens a CONNECT tunnel through the gateway (TLS to the gateway, then TLS to `host` inside
+/// it, trusting `inner_root`), sends `GET path` and returns the status and `Cache-Status`.
+async fn get_through_tunnel(
+    gateway: std::net::SocketAddr,
+    gateway_cert: &[u8],
+    inner_root: rustls::pki_types::CertificateDer<'static>,
+    host: &str,
+    path: &str,
+) -> (u16, String) {
+    use http_body_util::BodyExt;
+    let client = |root: rustls::pki_types::CertificateDer<'static>| {
+        let mut roots = rustls::RootCertStore::empty();
+        roots.add(root).unwrap();
+        std::sync::Arc::new(
+            rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
+                rustls::crypto::ring::default_provider(),
+            ))
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_no_client_auth(),
+        )
+    };
+    let tcp = tokio::net::TcpStream::connect(gateway).await.unwrap();
+    let outer = tokio_rustls::TlsConnector::from(client(gateway_cert.to_vec().into()))
+        .connect("127.0.0.1".try_into().unwrap(), tcp)
+        .await
+        .unwrap();
+    let mut outer = outer;
+    outer
+        .write_all(format!("CONNECT {host}:443 HTTP/1.1\r\nhost: {host}:443\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        assert_eq!(
+            outer.read(&mut byte).await.unwrap(),
+            1,
+            "{}",
+            String::from_utf8_lossy(&head)
+        );
+        head.push(byte[0]);
+    }
+    assert!(
+        head.starts_with(b"HTTP/1.1 200"),
+        "{}",
+        String::from_utf8_lossy(&head)
+    );
+    let inner = tokio_rustls::TlsConnector::from(client(inner_root))
+        .connect(host.to_string().try_into().unwrap(), outer)
+        .await
+        .expect("the gateway presents a leaf from the shared interception CA");
+    let (mut sender, conn) =
+        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(inner))
+            .await
+            .unwrap();
+    tokio::spawn(conn);
+    let req = http::Request::builder()
+        .uri(path)
+        .header("host", host)
+        .header("authorization", "token dev-1")
+        .body(http_body_util::Full::new(bytes::Bytes::new()))
+        .unwrap();
+    let resp = sender.send_request(req).await.unwrap();
+    let status = resp.status().as_u16();
+    let cache = resp
+        .headers()
+        .get("cache-status")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_string();
+    let _ = resp.into_body().collect().await;
+    (status, cache)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn https_through_the_gateway_is_served_with_the_shared_interception_ca() {
+    let up_ca = tls::TestCa::new();
+    let tls_up = tls::TlsUpstream::start(&up_ca, tls::HOST).await;
+    let counting = CountingUpstream::start().await;
+    let files = GatewayFiles::new();
+    let ca = weir_tls::LocalCa::generate(
+        &[tls::HOST.to_string()],
+        weir_tls::OffsetDateTime::now_utc(),
+    )
+    .unwrap();
+    std::fs::write(files.dir.path().join("ca.pem"), ca.cert_pem()).unwrap();
+    std::fs::write(files.dir.path().join("ca-key.pem"), ca.key_pem()).unwrap();
+    let config = files.config(
+        counting.addr,
+        &format!(
+            "allow = [\"127.0.0.0/8\"]\nintercept_ca_cert_file = \"ca.pem\"\nintercept_ca_key_file = \"ca-key.pem\"\n\n{}",
+            tls::upstream_toml(&tls_up, &up_ca)
+        ),
+    );
+    let r = Replica::start(&config);
+    let path = "/agents/sessions";
+    let first = get_through_tunnel(
+        r.addr,
+        &files.cert_der,
+        ca.cert_der().clone(),
+        tls::HOST,
+        path,
+    )
+    .await;
+    let second = get_through_tunnel(
+        r.addr,
+        &files.cert_der,
+        ca.cert_der().clone(),
+        tls::HOST,
+        path,
+    )
+    .await;
+    assert_eq!(first.0, 200, "{}", r.log());
+    assert_eq!(second.0, 200);
+    // The gateway's policies apply inside the tunnel: the second list is its cache's answer.
+    assert!(second.1.contains("hit"), "{second:?}");
+    assert_eq!(tls_up.count(path), 1);
 }
