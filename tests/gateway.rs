@@ -603,3 +603,46 @@ async fn https_through_the_gateway_is_served_with_the_shared_interception_ca() {
     assert!(second.1.contains("hit"), "{second:?}");
     assert_eq!(tls_up.count(path), 1);
 }
+
+/// Not a check: how long 1 and 3 replicas take to drain 100 queued creates once the upstream
+/// heals (figures in BENCHMARKS.md). `cargo test -p weir --test gateway -- --ignored --nocapture`
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore]
+async fn bench_shared_queue_drain() {
+    let Some(pg) = pg::Postgres::start() else {
+        return;
+    };
+    for n in [1usize, 3] {
+        let up = CountingUpstream::start().await;
+        let files = GatewayFiles::new();
+        let config = files.config(up.addr, &shared_queue(&pg));
+        let db = pg.client().await;
+        db.batch_execute("DELETE FROM weir_queue_items; DELETE FROM weir_queue_credentials")
+            .await
+            .ok();
+        let replicas: Vec<Replica> = (0..n).map(|_| Replica::start(&config)).collect();
+        up.set(|s| s.outage = true);
+        let started = std::time::Instant::now();
+        for i in 0..100 {
+            let a = create(&replicas[i % n], &files, &up, i).await.unwrap();
+            assert_eq!(a.status, 202);
+        }
+        let queued = started.elapsed();
+        up.set(|s| s.outage = false);
+        let healed = std::time::Instant::now();
+        assert!(
+            eventually(1500, || async {
+                counts(&db).await.get("done").copied().unwrap_or(0) == 100
+            })
+            .await
+        );
+        let drained = healed.elapsed();
+        assert_eq!(up.created().len(), 100);
+        println!(
+            "replicas={n} queue_100_creates={:.2}s drain_after_heal={:.2}s lookups={}",
+            queued.as_secs_f64(),
+            drained.as_secs_f64(),
+            up.state.lock().unwrap().lookups
+        );
+    }
+}
