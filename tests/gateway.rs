@@ -646,3 +646,51 @@ async fn bench_shared_queue_drain() {
         );
     }
 }
+
+#[test]
+fn a_replica_that_cannot_start_says_why() {
+    let up: std::net::SocketAddr = "127.0.0.1:9".parse().unwrap();
+    let files = GatewayFiles::new();
+    let run = |config: &std::path::Path| {
+        let data = tempfile::tempdir().unwrap();
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_weir"))
+            .args(["serve", "--gateway", "--config"])
+            .arg(config)
+            .arg("--data-dir")
+            .arg(data.path())
+            .env("HOME", data.path())
+            .env(
+                "DBUS_SESSION_BUS_ADDRESS",
+                "unix:path=/nonexistent/weir-test-bus",
+            )
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).to_string(),
+        )
+    };
+    // No [gateway] table: a usage error (2) naming what is missing.
+    let bare = files.dir.path().join("bare.toml");
+    std::fs::write(&bare, "watch_github_status = false\n").unwrap();
+    let (code, err) = run(&bare);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("[gateway] table"), "{err}");
+    // A key file that is not there: named with its key and path, before any port opens.
+    std::fs::remove_file(files.dir.path().join("key.pem")).unwrap();
+    let (code, err) = run(&files.config(up, "allow = [\"127.0.0.1\"]"));
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("gateway.tls_key_file") && err.contains("key.pem"),
+        "{err}"
+    );
+    // A shared queue whose database cannot be reached: the replica does not start (1).
+    let files = GatewayFiles::new();
+    let unreachable = "allow = [\"127.0.0.1\"]\npostgres_url = \"postgresql://weir@127.0.0.1:1/weir\"\nsecret_key_file = \"gateway-key\"\nlease = \"8s\"";
+    let (code, err) = run(&files.config(up, unreachable));
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("unreachable") && err.contains("127.0.0.1:1"),
+        "{err}"
+    );
+}
