@@ -299,7 +299,8 @@ async fn open_shared_queue(
 }
 
 /// The gateway's admin token, kept in the keychain when no `gateway.admin_token_file` names
-/// one (created on first start; read it with `weir secret`-style tooling of the keychain).
+/// one (created on first start under this data directory's keychain service, account
+/// `gateway-admin-token`; operators read it with the keychain's own tools).
 async fn admin_token(secrets: &SecretStore) -> Result<String, EngineError> {
     if secrets.kind() != crate::secrets::Backend::Keychain {
         return Err(crate::gateway::GatewayError::AdminToken(
