@@ -21,7 +21,9 @@
 //!   and the one attempt-and-retry machinery, shared by requests and replays.
 //! - `queue`: the durable create queue (SQLite + keychain, or PostgreSQL shared by gateway
 //!   replicas) and its replay worker. → upstream
-//! - `control`: `/_weir/api/*`, `/metrics`, the PAC, the dashboard. → pipeline, queue
+//! - `sessions`: the agent-sessions companion — polls the stored token's session list through
+//!   Weir's own listener, keeps counts and recent sessions, announces changes. → pipeline
+//! - `control`: `/_weir/api/*`, `/metrics`, the PAC, the dashboard. → pipeline, queue, sessions
 //! - [`gateway`]: team gateway mode: TLS listeners, allow-list, admin door, holds shared
 //!   between replicas. → pipeline, control, queue
 //! - [`client_setup`]: pointing tools at Weir, for the CLI and the tray. → config, intercept
@@ -53,6 +55,7 @@ pub(crate) mod problem_kind;
 pub(crate) mod queue;
 pub mod secrets;
 pub(crate) mod server;
+pub(crate) mod sessions;
 pub(crate) mod stats;
 pub mod status;
 pub(crate) mod surface;
