@@ -30,6 +30,8 @@ pub enum ProblemKind {
     TooManyConnections,
     Paused,
     QueueUnavailable,
+    CacheOnlyMiss,
+    OfflineMiss,
     Internal,
 }
 
@@ -41,7 +43,7 @@ pub struct Page {
 }
 
 impl ProblemKind {
-    pub const ALL: [ProblemKind; 22] = [
+    pub const ALL: [ProblemKind; 24] = [
         ProblemKind::HeaderTooLarge,
         ProblemKind::BodyTooLarge,
         ProblemKind::BadRequest,
@@ -63,6 +65,8 @@ impl ProblemKind {
         ProblemKind::TooManyConnections,
         ProblemKind::Paused,
         ProblemKind::QueueUnavailable,
+        ProblemKind::CacheOnlyMiss,
+        ProblemKind::OfflineMiss,
         ProblemKind::Internal,
     ];
 
@@ -89,6 +93,8 @@ impl ProblemKind {
             ProblemKind::TooManyConnections => "too_many_connections",
             ProblemKind::Paused => "paused",
             ProblemKind::QueueUnavailable => "queue_unavailable",
+            ProblemKind::CacheOnlyMiss => "cache_only_miss",
+            ProblemKind::OfflineMiss => "offline_miss",
             ProblemKind::Internal => "internal",
         }
     }
@@ -156,6 +162,8 @@ impl ProblemKind {
             ProblemKind::TooManyConnections => Page { title: "Too many connections", cause: "Weir is at its limit of concurrent client connections (limits.max_connections).", fix: "Close idle clients or raise limits.max_connections." },
             ProblemKind::Paused => Page { title: "Weir is paused", cause: "Weir passes everything through untouched while paused.", fix: "Resume from the tray or dashboard." },
             ProblemKind::QueueUnavailable => Page { title: "Create could not be queued", cause: "The upstream could not take the create and Weir could not store it durably (database or keychain problem).", fix: "See the detail for the exact cause; nothing that was already queued is lost." },
+            ProblemKind::CacheOnlyMiss => Page { title: "Cache only: no cached answer", cause: "Weir is in cache-only mode (chosen in the tray, the dashboard or with `weir mode cache-only`): it answers from its cache and queues creates, and sends nothing to the upstream. It has no cached answer for this request (never fetched with this credential, evicted, or a class Weir never caches: session logs and other calls).", fix: "Switch back with `weir mode automatic` (or the tray's Mode menu, or the dashboard) to reach the upstream again; queued creates are then sent once each." },
+            ProblemKind::OfflineMiss => Page { title: "Offline: no cached answer", cause: "Every managed upstream is unreachable at the network level (connection refused, name not resolved, connect timeout), so Weir went offline by itself: it answers from its cache, queues creates, and probes the upstreams with backoff. It has no cached answer for this request.", fix: "Check your network connection (Wi-Fi, VPN, proxy). Weir leaves offline by itself as soon as a probe reaches an upstream, and then sends queued creates once each." },
             ProblemKind::Internal => Page { title: "Internal error", cause: "Weir hit an unexpected condition.", fix: "Retry; if it persists, report it with the request id and Weir's log." },
         }
     }

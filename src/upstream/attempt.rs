@@ -186,6 +186,7 @@ impl Upstreams {
                 },
             )
             .await;
+            self.reach.observe(up, &res);
             let slow = started.elapsed() >= cs.slow_call;
             let pre = res.as_ref().map(&prefix).unwrap_or_default();
             let kind = kind_of(&res, &pre);
