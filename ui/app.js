@@ -162,14 +162,6 @@ for (const b of modeButtons) {
     }
   });
 }
-    state.status.paused = typeof res?.paused === 'boolean' ? res.paused : want;
-    showNotice(state.status.paused ? 'Weir paused: traffic passes straight through.' : 'Weir resumed.');
-  } catch (e) {
-    showProblem(e);
-  } finally {
-    renderHeader();
-  }
-});
 
 // ---- Overview -------------------------------------------------------------------------------
 
