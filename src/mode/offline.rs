@@ -46,6 +46,14 @@ struct Detector {
     bus: Bus,
 }
 
+/// The wait before probe `n`: in `[c/2, c]` for the backoff's ceiling `c`, so probes spread
+/// out but never bunch up at zero.
+fn probe_delay(backoff: &Backoff, n: u32, jitter: &mut (dyn Jitter + Sync)) -> Duration {
+    let ceiling = backoff.ceiling(n);
+    let half = ceiling / 2;
+    half + jitter.pick(ceiling - half).min(ceiling - half)
+}
+
 /// What one round of probes found.
 enum Round {
     /// This upstream answered.
@@ -121,11 +129,8 @@ impl Detector {
         }
     }
 
-    /// The wait before probe `n`: in `[ceiling/2, ceiling]` of the backoff's ceiling.
     fn delay(&mut self, n: u32) -> Duration {
-        let ceiling = self.backoff.ceiling(n);
-        let half = ceiling / 2;
-        half + self.jitter.pick(ceiling - half).min(ceiling - half)
+        probe_delay(&self.backoff, n, self.jitter.as_mut())
     }
 
     /// Probes every managed upstream at once.
@@ -144,5 +149,24 @@ impl Detector {
             }
         }
         Round::AllUnreachable(why.join("; "))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn probe_delays_double_to_the_cap_and_stay_in_the_upper_half() {
+        let b = Backoff::new(Duration::from_secs(1), Duration::from_secs(60));
+        let exact: Vec<u64> = (0..8)
+            .map(|n| probe_delay(&b, n, &mut NoJitter).as_secs())
+            .collect();
+        assert_eq!(exact, [1, 2, 4, 8, 16, 32, 60, 60]);
+        for n in 0..40 {
+            let c = b.ceiling(n);
+            let d = probe_delay(&b, n, &mut FullJitter);
+            assert!(d >= c / 2 && d <= c, "probe {n}: {d:?} of {c:?}");
+        }
     }
 }
