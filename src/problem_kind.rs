@@ -32,6 +32,7 @@ pub enum ProblemKind {
     QueueUnavailable,
     CacheOnlyMiss,
     OfflineMiss,
+    NoToken,
     Internal,
 }
 
@@ -43,7 +44,7 @@ pub struct Page {
 }
 
 impl ProblemKind {
-    pub const ALL: [ProblemKind; 24] = [
+    pub const ALL: [ProblemKind; 25] = [
         ProblemKind::HeaderTooLarge,
         ProblemKind::BodyTooLarge,
         ProblemKind::BadRequest,
@@ -67,6 +68,7 @@ impl ProblemKind {
         ProblemKind::QueueUnavailable,
         ProblemKind::CacheOnlyMiss,
         ProblemKind::OfflineMiss,
+        ProblemKind::NoToken,
         ProblemKind::Internal,
     ];
 
@@ -95,6 +97,7 @@ impl ProblemKind {
             ProblemKind::QueueUnavailable => "queue_unavailable",
             ProblemKind::CacheOnlyMiss => "cache_only_miss",
             ProblemKind::OfflineMiss => "offline_miss",
+            ProblemKind::NoToken => "no_token",
             ProblemKind::Internal => "internal",
         }
     }
@@ -164,6 +167,7 @@ impl ProblemKind {
             ProblemKind::QueueUnavailable => Page { title: "Create could not be queued", cause: "The upstream could not take the create and Weir could not store it durably (database or keychain problem).", fix: "See the detail for the exact cause; nothing that was already queued is lost." },
             ProblemKind::CacheOnlyMiss => Page { title: "Cache only: no cached answer", cause: "Weir is in cache-only mode (chosen in the tray, the dashboard or with `weir mode cache-only`): it answers from its cache and queues creates, and sends nothing to the upstream. It has no cached answer for this request (never fetched with this credential, evicted, or a class Weir never caches: session logs and other calls).", fix: "Switch back with `weir mode automatic` (or the tray's Mode menu, or the dashboard) to reach the upstream again; queued creates are then sent once each." },
             ProblemKind::OfflineMiss => Page { title: "Offline: no cached answer", cause: "Every managed upstream is unreachable at the network level (connection refused, name not resolved, connect timeout), so Weir went offline by itself: it answers from its cache, queues creates, and probes the upstreams with backoff. It has no cached answer for this request.", fix: "Check your network connection (Wi-Fi, VPN, proxy). Weir leaves offline by itself as soon as a probe reaches an upstream, and then sends queued creates once each." },
+            ProblemKind::NoToken => Page { title: "No GitHub token stored", cause: "The agent-sessions view and the new-task form act with the GitHub token kept in the OS keychain, and none is stored (or there is no keychain).", fix: "Store one with `weir token set` or the dashboard's GitHub token panel." },
             ProblemKind::Internal => Page { title: "Internal error", cause: "Weir hit an unexpected condition.", fix: "Retry; if it persists, report it with the request id and Weir's log." },
         }
     }
