@@ -46,7 +46,17 @@ pub enum SessionChange {
 #[derive(Debug, Clone, Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Event {
-    /// Pause toggled: while paused everything passes through untouched.
+    /// The mode changed (chosen by the user, or automatic went offline or back): `to` is
+    /// what Weir does now, `reason` says why in one sentence.
+    ModeChanged {
+        from: crate::mode::ModeKind,
+        to: crate::mode::ModeKind,
+        reason: String,
+        #[serde(with = "crate::time_fmt")]
+        at: SystemTime,
+    },
+    /// Pass-through mode entered or left (the old name of pass-through was "pause"; sent
+    /// after the [`Event::ModeChanged`] that carries the same change).
     Paused {
         #[serde(with = "crate::time_fmt")]
         at: SystemTime,
@@ -93,6 +103,7 @@ pub enum Event {
 impl Event {
     pub fn name(&self) -> &'static str {
         match self {
+            Event::ModeChanged { .. } => "mode_changed",
             Event::Paused { .. } => "paused",
             Event::Breaker { .. } => "breaker",
             Event::Queue { .. } => "queue",

@@ -7,7 +7,8 @@
 //!
 //! # Public API
 //! [`start`] an engine with [`EngineOptions`] (settings from [`config`]); the [`EngineHandle`]
-//! gives the typed [`status::StatusSnapshot`] and [`events::Event`] stream, pause and shutdown.
+//! gives the typed [`status::StatusSnapshot`] and [`events::Event`] stream, the [`mode`] and
+//! shutdown.
 //! [`intercept`] manages the local CA, [`client_setup`] points tools at Weir (`weir env`, VS
 //! Code, CA install, doctor checks) and [`secrets`] is the one keychain-backed secret store:
 //! the CLI and the tray use the same code.
@@ -16,7 +17,8 @@
 //! - [`engine`]: builds the parts and wires them; the front door (`engine::router`).
 //! - `pipeline`: the request path as ordered phases (classify → identity → limits →
 //!   cache/coalesce → admission → attempt → rescue → response headers); owns the cache,
-//!   coalescer, client rate limiter and create dedupe state. → upstream, queue, intercept
+//!   coalescer, client rate limiter and create dedupe state. → upstream, queue, intercept,
+//!   mode
 //! - `upstream`: the client, connection routing, admission (cooldown → breaker → bulkhead)
 //!   and the one attempt-and-retry machinery, shared by requests and replays.
 //! - `queue`: the durable create queue (SQLite + keychain, or PostgreSQL shared by gateway
@@ -28,6 +30,8 @@
 //!   between replicas. → pipeline, control, queue
 //! - [`client_setup`]: pointing tools at Weir, for the CLI and the tray. → config, intercept
 //! - [`secrets`]: every keychain service/account name, namespaced per data dir.
+//! - [`mode`]: automatic (with its offline sub-state and probes), cache only, pass-through;
+//!   the choice kept in the data dir. → upstream
 //! - Leaves: [`config`], `problem` (+ `problem_kind`), [`events`], [`status`], `cache`,
 //!   `coalesce`, `identity`, `surface`, `stats`, `body`, `time_fmt`, `paths`, `server`,
 //!   `github_status`.
@@ -48,6 +52,7 @@ pub mod gateway;
 pub(crate) mod github_status;
 pub(crate) mod identity;
 pub mod intercept;
+pub mod mode;
 pub(crate) mod paths;
 pub(crate) mod pipeline;
 pub(crate) mod problem;

@@ -30,6 +30,8 @@ pub enum ProblemKind {
     TooManyConnections,
     Paused,
     QueueUnavailable,
+    CacheOnlyMiss,
+    OfflineMiss,
     NoToken,
     Internal,
     ForbiddenClient,
@@ -45,7 +47,7 @@ pub struct Page {
 }
 
 impl ProblemKind {
-    pub const ALL: [ProblemKind; 26] = [
+    pub const ALL: [ProblemKind; 28] = [
         ProblemKind::HeaderTooLarge,
         ProblemKind::BodyTooLarge,
         ProblemKind::BadRequest,
@@ -67,6 +69,8 @@ impl ProblemKind {
         ProblemKind::TooManyConnections,
         ProblemKind::Paused,
         ProblemKind::QueueUnavailable,
+        ProblemKind::CacheOnlyMiss,
+        ProblemKind::OfflineMiss,
         ProblemKind::NoToken,
         ProblemKind::Internal,
         ProblemKind::ForbiddenClient,
@@ -97,6 +101,8 @@ impl ProblemKind {
             ProblemKind::TooManyConnections => "too_many_connections",
             ProblemKind::Paused => "paused",
             ProblemKind::QueueUnavailable => "queue_unavailable",
+            ProblemKind::CacheOnlyMiss => "cache_only_miss",
+            ProblemKind::OfflineMiss => "offline_miss",
             ProblemKind::NoToken => "no_token",
             ProblemKind::Internal => "internal",
             ProblemKind::ForbiddenClient => "forbidden_client",
@@ -168,6 +174,8 @@ impl ProblemKind {
             ProblemKind::TooManyConnections => Page { title: "Too many connections", cause: "Weir is at its limit of concurrent client connections (limits.max_connections).", fix: "Close idle clients or raise limits.max_connections." },
             ProblemKind::Paused => Page { title: "Weir is paused", cause: "Weir passes everything through untouched while paused.", fix: "Resume from the tray or dashboard." },
             ProblemKind::QueueUnavailable => Page { title: "Create could not be queued", cause: "The upstream could not take the create and Weir could not store it durably (database or keychain problem).", fix: "See the detail for the exact cause; nothing that was already queued is lost." },
+            ProblemKind::CacheOnlyMiss => Page { title: "Cache only: no cached answer", cause: "Weir is in cache-only mode (chosen in the tray, the dashboard or with `weir mode cache-only`): it answers from its cache and queues creates, and sends nothing to the upstream. It has no cached answer for this request (never fetched with this credential, evicted, or a class Weir never caches: session logs and other calls).", fix: "Switch back with `weir mode automatic` (or the tray's Mode menu, or the dashboard) to reach the upstream again; queued creates are then sent once each." },
+            ProblemKind::OfflineMiss => Page { title: "Offline: no cached answer", cause: "Every managed upstream is unreachable at the network level (connection refused, name not resolved, connect timeout), so Weir went offline by itself: it answers from its cache, queues creates, and probes the upstreams with backoff. It has no cached answer for this request.", fix: "Check your network connection (Wi-Fi, VPN, proxy). Weir leaves offline by itself as soon as a probe reaches an upstream, and then sends queued creates once each." },
             ProblemKind::NoToken => Page { title: "No GitHub token stored", cause: "The agent-sessions view and the new-task form act with the GitHub token kept in the OS keychain, and none is stored (or there is no keychain).", fix: "Store one with `weir token set` or the dashboard's GitHub token panel." },
             ProblemKind::Internal => Page { title: "Internal error", cause: "Weir hit an unexpected condition.", fix: "Retry; if it persists, report it with the request id and Weir's log." },
             ProblemKind::ForbiddenClient => Page { title: "Gateway refused: network not allowed", cause: "This Weir gateway only serves clients from the networks in its `gateway.allow` list, and the connection came from another address.", fix: "Connect from an allowed network (VPN, office), or ask the gateway's operators to add your network to `gateway.allow`." },

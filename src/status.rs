@@ -11,6 +11,10 @@ pub struct StatusSnapshot {
     pub version: &'static str,
     pub listen: String,
     pub dashboard: String,
+    /// What Weir does with managed requests and why (automatic, offline, cache only,
+    /// pass-through).
+    pub mode: crate::mode::ModeStatus,
+    /// `mode.mode == pass_through` (pass-through was called "pause").
     pub paused: bool,
     pub started_at: String,
     pub upstreams: Vec<UpstreamStatus>,

@@ -100,12 +100,29 @@ const token = new TokenPanel({
 
 const overallEl = byTestId('overall-state');
 const connEl = byTestId('connection');
-const pauseBtn = byTestId('pause-toggle');
+const modeSwitch = byTestId('mode-switch');
+const modeButtons = [...modeSwitch.querySelectorAll('button[data-mode]')];
+const modeReasonEl = byTestId('mode-reason');
+const MODE_NOTICES = {
+  automatic: 'Automatic: Weir caches, coalesces, retries and queues as usual.',
+  cache_only: 'Cache only: answering from the cache and queuing creates; nothing is sent upstream.',
+  pass_through: 'Pass-through: traffic passes straight through, nothing is cached or coalesced.',
+};
+
+/** The status's mode (older Weirs only had `paused`). */
+function modeOf(st) {
+  return st?.mode ?? { mode: st?.paused ? 'pass_through' : 'automatic', chosen: st?.paused ? 'pass_through' : 'automatic', reason: '' };
+}
 
 function overall(now) {
   const st = state.status;
   if (!st) return { key: 'connecting', text: state.everConnected ? 'Waiting for status…' : 'Connecting to Weir…' };
-  if (st.paused) return { key: 'paused', text: 'Paused — requests pass straight through, nothing is cached or coalesced' };
+  const mode = modeOf(st);
+  if (mode.mode === 'pass_through') return { key: 'paused', text: 'Pass-through — requests pass straight through, nothing is cached or coalesced' };
+  if (mode.mode === 'cache_only') return { key: 'cache-only', text: 'Cache only — answering from the cache, queuing creates, nothing sent upstream' };
+  if (mode.mode === 'offline') {
+    return { key: 'offline', text: `Offline since ${fmt.clock(mode.offline?.since ?? mode.since)} — every upstream unreachable; answering from the cache, queuing creates, probing` };
+  }
   const ups = st.upstreams || [];
   const open = ups.filter((u) => u.breaker?.state === 'open').map((u) => u.name);
   if (open.length) {
@@ -131,27 +148,35 @@ function renderHeader(now = Date.now()) {
   connEl.dataset.connected = String(state.connected);
   setText(connEl, state.connected ? 'Live' : (state.everConnected ? 'Disconnected — reconnecting…' : 'Connecting…'));
 
-  const paused = Boolean(state.status?.paused);
-  pauseBtn.disabled = !state.status;
-  pauseBtn.setAttribute('aria-pressed', String(paused));
-  setText(pauseBtn, paused ? 'Resume' : 'Pause');
-  pauseBtn.title = hasSecret() ? '' : 'Needs the control secret (open the link printed by weir serve)';
+  const mode = modeOf(state.status);
+  // Offline is automatic's own state: the Automatic button stays the chosen one.
+  setText(modeReasonEl, state.status && mode.mode !== 'automatic' ? `(${mode.reason})` : '');
+  modeSwitch.title = state.status ? `Mode: ${mode.reason}` : '';
+  for (const b of modeButtons) {
+    b.disabled = !state.status;
+    b.setAttribute('aria-checked', String(Boolean(state.status) && b.dataset.mode === mode.chosen));
+    b.title = hasSecret() ? '' : 'Needs the control secret (open the link printed by weir serve)';
+  }
 }
 
-pauseBtn.addEventListener('click', async () => {
-  if (!state.status) return;
-  const want = !state.status.paused;
-  pauseBtn.disabled = true;
-  try {
-    const res = await call('POST', '/_weir/api/pause', { paused: want });
-    state.status.paused = typeof res?.paused === 'boolean' ? res.paused : want;
-    showNotice(state.status.paused ? 'Weir paused: traffic passes straight through.' : 'Weir resumed.');
-  } catch (e) {
-    showProblem(e);
-  } finally {
-    renderHeader();
-  }
-});
+for (const b of modeButtons) {
+  b.addEventListener('click', async () => {
+    if (!state.status || b.getAttribute('aria-checked') === 'true') return;
+    for (const x of modeButtons) x.disabled = true;
+    try {
+      const res = await call('PUT', '/_weir/api/mode', { mode: b.dataset.mode, by: 'dashboard' });
+      if (res && typeof res.mode === 'string') {
+        state.status.mode = res;
+        state.status.paused = res.mode === 'pass_through';
+      }
+      showNotice(MODE_NOTICES[b.dataset.mode] ?? 'Mode changed.');
+    } catch (e) {
+      showProblem(e);
+    } finally {
+      renderHeader();
+    }
+  });
+}
 
 // ---- Overview -------------------------------------------------------------------------------
 
@@ -243,12 +268,21 @@ function connect() {
     const e = parse(ev);
     if (e) github.event(e);
   });
-  source.addEventListener('paused', (ev) => {
+  // The next `status` brings the whole mode; this shows the change at once.
+  source.addEventListener('mode_changed', (ev) => {
     const e = parse(ev);
-    if (e && state.status && typeof e.paused === 'boolean') {
-      state.status.paused = e.paused;
-      renderHeader();
-    }
+    if (!e || !state.status || typeof e.to !== 'string') return;
+    const prev = modeOf(state.status);
+    state.status.mode = {
+      ...prev,
+      mode: e.to,
+      chosen: e.to === 'offline' ? 'automatic' : e.to,
+      reason: e.reason ?? prev.reason,
+      since: e.at ?? prev.since,
+      offline: e.to === 'offline' ? (prev.offline ?? { since: e.at }) : null,
+    };
+    state.status.paused = e.to === 'pass_through';
+    renderHeader();
   });
 }
 

@@ -5,6 +5,7 @@ mod context;
 mod doctor;
 mod env;
 mod install_check;
+mod mode;
 mod queue;
 mod secret;
 mod serve;
@@ -44,6 +45,9 @@ enum Command {
         #[command(flatten)]
         args: ServeArgs,
     },
+    /// Print the running Weir's mode and why, or choose one: automatic, cache-only,
+    /// pass-through.
+    Mode(mode::ModeArgs),
     /// The control secret of this install: rotate.
     Secret {
         #[command(subcommand)]
@@ -88,6 +92,7 @@ pub fn main() -> ExitCode {
         Command::Serve { args, gateway } => serve::run(args, gateway),
         Command::Queue { cmd, args } => queue::run(cmd, args),
         Command::Secret { cmd, args } => secret::run(cmd, args),
+        Command::Mode(args) => mode::run(args),
         Command::Token { cmd, args } => token::run(cmd, args),
         Command::Ca(args) => ca::run(args),
         Command::Env(args) => env::run(args),

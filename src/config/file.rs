@@ -33,6 +33,9 @@ pub struct FileConfig {
     pub rate_limit: super::resilience::FileRateLimit,
     #[serde(default)]
     pub queue: FileQueue,
+    /// `[offline]`: automatic mode's offline detection and probing (`crate::mode`).
+    #[serde(default)]
+    pub offline: FileOffline,
     /// GitHub Status watcher (`[status]`, see the `weir-status` crate); `watch_github_status =
     /// false` turns it off.
     pub status: Option<Spanned<weir_status::StatusSettings>>,
@@ -49,6 +52,15 @@ pub struct FileQueue {
     pub credentials: Option<Spanned<String>>,
     pub max_age: Option<Spanned<String>>,
     pub dedupe_window: Option<Spanned<String>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileOffline {
+    pub detect: Option<bool>,
+    pub probe_base: Option<Spanned<String>>,
+    pub probe_cap: Option<Spanned<String>>,
+    pub jitter: Option<bool>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -356,6 +356,8 @@ impl Settings {
                 .unwrap_or(Duration::from_secs(60)),
         };
 
+        let offline = offline(&cx, &raw.offline)?;
+
         let upstream_proxy = match &raw.upstream_proxy {
             None => None,
             Some(p) => Some(
@@ -412,6 +414,7 @@ impl Settings {
             gateway,
             github_status,
             queue,
+            offline,
             resilience,
             intercept: raw.intercept.as_ref().is_none_or(|i| *i.get_ref()),
             allow_private_targets: raw.allow_private_targets.unwrap_or(false),
@@ -426,6 +429,37 @@ impl Settings {
             key_headers,
         })
     }
+}
+
+/// `[offline]`: probe delays must be positive and the cap no shorter than the base.
+fn offline(
+    cx: &Ctx<'_>,
+    o: &super::file::FileOffline,
+) -> Result<super::OfflineSettings, ConfigError> {
+    let base = cx
+        .duration("offline.probe_base", &o.probe_base)?
+        .unwrap_or(Duration::from_secs(1));
+    let cap = cx
+        .duration("offline.probe_cap", &o.probe_cap)?
+        .unwrap_or(Duration::from_secs(60));
+    if base.is_zero() {
+        let span = o.probe_base.as_ref().map_or(0..0, |s| s.span());
+        return cx.err("offline.probe_base", span, "must be longer than 0".into());
+    }
+    if cap < base {
+        let span = o.probe_cap.as_ref().map_or(0..0, |s| s.span());
+        return cx.err(
+            "offline.probe_cap",
+            span,
+            format!("must be at least offline.probe_base ({base:?})"),
+        );
+    }
+    Ok(super::OfflineSettings {
+        detect: o.detect.unwrap_or(true),
+        probe_base: base,
+        probe_cap: cap,
+        jitter: o.jitter.unwrap_or(true),
+    })
 }
 
 fn apply_class(

@@ -44,6 +44,7 @@ pub struct Settings {
     pub upstream_proxy: Option<UpstreamProxy>,
     pub resilience: ResilienceSettings,
     pub queue: QueueSettings,
+    pub offline: OfflineSettings,
     /// The GitHub Status watcher's settings; `None` when turned off.
     pub github_status: Option<weir_status::StatusConfig>,
     /// Unmanaged requests and CONNECTs may reach loopback, link-local and private addresses
@@ -61,6 +62,18 @@ pub struct QueueSettings {
     pub memory_credentials: bool,
     pub max_age: Duration,
     pub dedupe_window: Duration,
+}
+
+/// `[offline]`: in automatic mode, Weir goes offline by itself when every managed upstream is
+/// unreachable at the network level, and probes its way out (see `crate::mode`).
+#[derive(Debug, Clone)]
+pub struct OfflineSettings {
+    /// Detect offline at all (`false`: automatic mode never goes offline by itself).
+    pub detect: bool,
+    /// Probe delays: `min(probe_cap, probe_base · 2^n)`, jittered in its upper half.
+    pub probe_base: Duration,
+    pub probe_cap: Duration,
+    pub jitter: bool,
 }
 
 #[derive(Debug, Clone)]

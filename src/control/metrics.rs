@@ -69,5 +69,13 @@ pub(crate) fn render(ctl: &Control) -> String {
     }
     let _ = writeln!(out, "# HELP weir_cache_bytes Bytes held by the response cache.\n# TYPE weir_cache_bytes gauge\nweir_cache_bytes {}", s.cache.bytes);
     let _ = writeln!(out, "# HELP weir_paused Whether Weir is paused (1) or not (0).\n# TYPE weir_paused gauge\nweir_paused {}", u8::from(s.paused));
+    let _ = writeln!(
+        out,
+        "# HELP weir_mode The mode Weir is in (1 for the current one).\n# TYPE weir_mode gauge"
+    );
+    for k in crate::mode::ModeKind::ALL {
+        let on = u8::from(s.mode.mode == k);
+        let _ = writeln!(out, "weir_mode{{mode=\"{}\"}} {on}", k.as_str());
+    }
     out
 }

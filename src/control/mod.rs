@@ -6,6 +6,7 @@
 
 mod events;
 mod metrics;
+mod mode_api;
 mod pac;
 mod pages;
 mod queue_api;
@@ -29,7 +30,7 @@ use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
 /// What the control API owns: the secret, where settings are saved, the GitHub Status
-/// watcher; and the request path's state it reports on and steers (pause).
+/// watcher; and the request path's state it reports on and steers (the mode).
 pub(crate) struct Control {
     pub proxy: Arc<Proxy>,
     /// The agent-sessions companion's state (its poller runs on its own).
@@ -128,9 +129,11 @@ pub(crate) async fn handle(
                         "body must be {\"paused\": true|false}",
                     )
                 })?;
-            ctl.proxy.set_paused(paused);
-            Ok(json(&serde_json::json!({"paused": paused})))
+            ctl.proxy.set_paused(paused, crate::mode::ChosenBy::Api);
+            Ok(json(&serde_json::json!({"paused": ctl.proxy.is_paused()})))
         }
+        (&Method::GET, "/_weir/api/mode") => Ok(json(&ctl.proxy.modes.status())),
+        (&Method::PUT | &Method::POST, "/_weir/api/mode") => mode_api::choose(ctl, req).await,
         (_, p) if p == "/_weir/api/queue" || p.starts_with("/_weir/api/queue/") => {
             queue_api::handle(ctl, &req, &p["/_weir/api/queue".len()..]).await
         }

@@ -38,6 +38,7 @@ pub fn snapshot(ctl: &Control) -> StatusSnapshot {
         version: env!("CARGO_PKG_VERSION"),
         listen: host_for(p.settings.listen.ip(), p.port),
         dashboard: format!("{}/_weir/", p.base_url),
+        mode: p.modes.status(),
         paused: p.is_paused(),
         started_at: crate::time_fmt::rfc3339(ctl.started_at),
         upstreams,

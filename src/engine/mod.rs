@@ -1,6 +1,6 @@
 //! The engine: binds the listener, builds each part with the state it owns (upstreams, queue,
 //! request path, control API), wires them together, and hands out an [`EngineHandle`] — the
-//! one API the CLI, the tray and tests use (typed status, events, pause, shutdown).
+//! one API the CLI, the tray and tests use (typed status, events, mode, shutdown).
 
 mod router;
 
@@ -8,6 +8,7 @@ use crate::config::Settings;
 use crate::control::Control;
 use crate::events::{Bus, Event};
 use crate::identity::IdentityKey;
+use crate::mode::{ChosenBy, Mode, ModeStatus, Modes};
 use crate::pipeline::{Proxy, ProxyParts};
 use crate::queue::replay::Replayer;
 use crate::queue::QueueState;
@@ -145,7 +146,9 @@ pub async fn start(opts: EngineOptions) -> Result<EngineHandle, EngineError> {
         }
         _ => Arc::new(open_queue(&opts.data_dir, secrets, &settings).await),
     };
+    let modes = Arc::new(Modes::load(Some(&opts.data_dir), bus.clone()));
     let proxy = Arc::new(Proxy::new(ProxyParts {
+        modes: modes.clone(),
         intercept: crate::intercept::interceptor_for(&settings, opts.local_ca),
         settings: settings.clone(),
         port: local_addr.port(),
@@ -181,8 +184,10 @@ pub async fn start(opts: EngineOptions) -> Result<EngineHandle, EngineError> {
         queue,
         upstreams: upstreams.clone(),
         bus: bus.clone(),
+        modes: modes.clone(),
     }
     .spawn_workers();
+    crate::mode::spawn_detector(modes, upstreams.clone(), settings.offline.clone(), &bus);
     if let Some(cfg) = settings.github_status.clone() {
         let watcher = crate::github_status::start(upstreams.client.clone(), &bus, cfg);
         crate::github_status::drive_caution(watcher.watch(), upstreams.clone(), bus.stopping());
@@ -456,13 +461,26 @@ impl EngineHandle {
         self.control.proxy.bus.subscribe()
     }
 
+    /// The mode (automatic, offline, cache only, pass-through), who chose it and why.
+    pub fn mode(&self) -> ModeStatus {
+        self.control.proxy.modes.status()
+    }
+
+    /// Chooses a mode: applied at once, kept across restarts, announced as
+    /// [`Event::ModeChanged`].
+    pub fn set_mode(&self, mode: Mode, by: ChosenBy) -> ModeStatus {
+        self.control.proxy.modes.choose(mode, by)
+    }
+
+    /// Whether the mode is pass-through (its old name was "pause").
     pub fn is_paused(&self) -> bool {
         self.control.proxy.is_paused()
     }
 
-    /// While paused, Weir passes everything through untouched.
+    /// The tray's old pause switch: `true` chooses pass-through, `false` goes from
+    /// pass-through back to automatic. New code calls [`EngineHandle::set_mode`].
     pub fn set_paused(&self, paused: bool) {
-        self.control.proxy.set_paused(paused);
+        self.control.proxy.set_paused(paused, ChosenBy::Tray);
     }
 
     /// This install's id, as `/_weir/api/health` answers it.

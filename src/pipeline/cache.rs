@@ -47,19 +47,7 @@ pub(super) async fn serve(
     who: Caller,
 ) -> Result<Response<Body>, Problem> {
     let (parts, _body) = req.into_parts();
-    let pq = parts
-        .uri
-        .path_and_query()
-        .map(|p| p.as_str())
-        .unwrap_or("/");
-    let key = CacheKey::new(
-        up,
-        &parts.method,
-        pq,
-        &who.identity,
-        &parts.headers,
-        &proxy.settings.key_headers,
-    );
+    let key = key_for(proxy, up, &parts, &who);
     let counters = proxy.upstreams.get(up).counters.class(class);
 
     let cached = proxy.cache.get(&key);
@@ -124,6 +112,29 @@ pub(super) async fn serve(
             "the upstream fetch ended without an answer",
         )),
     }
+}
+
+/// The cache and coalescing key of a request (upstream, method, path and sorted query, the
+/// caller's identity, the `key_headers`).
+pub(super) fn key_for(
+    proxy: &Proxy,
+    up: usize,
+    parts: &http::request::Parts,
+    who: &Caller,
+) -> CacheKey {
+    let pq = parts
+        .uri
+        .path_and_query()
+        .map(|p| p.as_str())
+        .unwrap_or("/");
+    CacheKey::new(
+        up,
+        &parts.method,
+        pq,
+        &who.identity,
+        &parts.headers,
+        &proxy.settings.key_headers,
+    )
 }
 
 fn spec(

@@ -7,6 +7,8 @@
 //! 3. If the upstream could not take it (breaker open, cooldown, retryable failure), the create
 //!    is committed to SQLite — its credential to the keychain — before Weir answers
 //!    `202 Accepted` with `Location: /_weir/api/queue/{id}`. Fatal and auth answers pass through.
+//!    In cache-only mode and offline there is no attempt: the create is queued at once, and
+//!    the replay worker holds it until the mode ends.
 
 use super::headers::strip_hop_by_hop;
 use super::identity::Caller;
@@ -15,6 +17,7 @@ use crate::body::Body;
 use crate::cache::{CacheKey, Stored};
 use crate::coalesce::Role;
 use crate::config::RouteClass;
+use crate::mode::Hold;
 use crate::problem::{Problem, ProblemKind};
 use crate::queue::enqueue::Create;
 use crate::upstream::{AttemptPolicy, Replayable};
@@ -31,6 +34,7 @@ pub(super) async fn serve(
     up: usize,
     req: Request<Incoming>,
     who: Caller,
+    hold: Option<Hold>,
 ) -> Result<Response<Body>, Problem> {
     let (mut parts, body) = req.into_parts();
     strip_hop_by_hop(&mut parts.headers);
@@ -58,6 +62,7 @@ pub(super) async fn serve(
         uri: parts.uri,
         headers: parts.headers,
         body,
+        hold,
     };
     let (outcome, role) = proxy
         .creates
@@ -119,6 +124,8 @@ struct CreateTask {
     uri: Uri,
     headers: HeaderMap,
     body: Bytes,
+    /// Set in cache-only mode and offline: queue without an attempt.
+    hold: Option<Hold>,
 }
 
 impl CreateTask {
@@ -129,42 +136,12 @@ impl CreateTask {
         if let Some(id) = p.queue.find_live(&self.key).await {
             return Ok(accepted(p, id, "an identical create is already queued"));
         }
-        let req = Replayable {
-            method: &Method::POST,
-            uri: &self.uri,
-            headers: &self.headers,
-            body: self.body.clone(),
-            identity: self.scope,
-        };
-        let policy = AttemptPolicy::for_request(&Method::POST, true);
-        let attempt = p
-            .upstreams
-            .call_buffered(self.up, RouteClass::Create, req, policy, None);
-        let (reason, in_doubt) = match attempt.await {
-            Ok(a) => {
-                let (mut parts, body) = a.response.into_parts();
-                strip_hop_by_hop(&mut parts.headers);
-                parts.headers.remove(header::CONTENT_LENGTH);
-                let kind = classify_response(parts.status, &parts.headers, &body);
-                let stored = stored(parts.status, parts.headers, body);
-                if kind.is_ok() {
-                    p.creates.recent.insert(self.key.clone(), stored.clone());
-                    return Ok(stored);
-                }
-                if !(kind.is_retryable() || kind == Kind::RateLimited) {
-                    // Fatal, auth, policy: the client must see the upstream's own answer.
-                    return Ok(stored);
-                }
-                // 429/503/529 are refusals: nothing was created. A 500/502/504 may come from a
-                // gateway after the job was reserved, so that create is looked up first.
-                let doubt = matches!(stored.status.as_u16(), 500 | 502 | 504);
-                (
-                    format!("the upstream answered {} ({kind})", stored.status),
-                    doubt,
-                )
-            }
-            Err(problem) if problem.kind.is_queueable() => (problem.detail, problem.maybe_sent),
-            Err(problem) => return Err(Arc::new(problem)),
+        let (reason, in_doubt) = match self.hold {
+            Some(hold) => (held_reason(hold), false),
+            None => match self.attempt().await? {
+                Attempt::Answered(stored) => return Ok(stored),
+                Attempt::Queue { reason, in_doubt } => (reason, in_doubt),
+            },
         };
         // Rescue: the durable queue.
         let create = Create {
@@ -179,6 +156,68 @@ impl CreateTask {
             Ok(id) => Ok(accepted(p, id, &reason)),
             Err(problem) => Err(Arc::new(problem)),
         }
+    }
+
+    /// The one upstream attempt: an answer for the client, or why the create goes to the
+    /// queue.
+    async fn attempt(&self) -> Result<Attempt, Arc<Problem>> {
+        let p = &self.proxy;
+        let req = Replayable {
+            method: &Method::POST,
+            uri: &self.uri,
+            headers: &self.headers,
+            body: self.body.clone(),
+            identity: self.scope,
+        };
+        let policy = AttemptPolicy::for_request(&Method::POST, true);
+        let attempt = p
+            .upstreams
+            .call_buffered(self.up, RouteClass::Create, req, policy, None);
+        Ok(match attempt.await {
+            Ok(a) => {
+                let (mut parts, body) = a.response.into_parts();
+                strip_hop_by_hop(&mut parts.headers);
+                parts.headers.remove(header::CONTENT_LENGTH);
+                let kind = classify_response(parts.status, &parts.headers, &body);
+                let stored = stored(parts.status, parts.headers, body);
+                if kind.is_ok() {
+                    p.creates.recent.insert(self.key.clone(), stored.clone());
+                    return Ok(Attempt::Answered(stored));
+                }
+                if !(kind.is_retryable() || kind == Kind::RateLimited) {
+                    // Fatal, auth, policy: the client must see the upstream's own answer.
+                    return Ok(Attempt::Answered(stored));
+                }
+                // 429/503/529 are refusals: nothing was created. A 500/502/504 may come from a
+                // gateway after the job was reserved, so that create is looked up first.
+                let doubt = matches!(stored.status.as_u16(), 500 | 502 | 504);
+                Attempt::Queue {
+                    reason: format!("the upstream answered {} ({kind})", stored.status),
+                    in_doubt: doubt,
+                }
+            }
+            Err(problem) if problem.kind.is_queueable() => Attempt::Queue {
+                reason: problem.detail,
+                in_doubt: problem.maybe_sent,
+            },
+            Err(problem) => return Err(Arc::new(problem)),
+        })
+    }
+}
+
+/// What the one attempt came to.
+enum Attempt {
+    /// The upstream's answer goes to the client (success, or a refusal it must see).
+    Answered(Arc<Stored>),
+    /// The upstream could not take it now.
+    Queue { reason: String, in_doubt: bool },
+}
+
+/// Why a create was queued without an attempt.
+fn held_reason(hold: Hold) -> String {
+    match hold {
+        Hold::CacheOnly => "Weir is in cache-only mode and sends nothing upstream; this create is sent once when you switch back (`weir mode automatic`)".into(),
+        Hold::Offline => "Weir is offline (every managed upstream is unreachable); this create is sent once when a probe finds the network back".into(),
     }
 }
 

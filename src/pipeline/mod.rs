@@ -7,7 +7,9 @@
 //! 3. **limits** ([`limits`]): header size first of all; the client rate limit for requests
 //!    that would reach an upstream;
 //! 4. **cache/coalesce** ([`cache`]) for `list`/`view`/`token`; duplicate suppression
-//!    ([`create`]) for creates;
+//!    ([`create`]) for creates; in cache-only mode or offline, [`held`] instead: the cache
+//!    alone, creates straight to the queue, nothing upstream (pass-through mode skips every
+//!    phase after 1 and forwards untouched);
 //! 5. **admission** (cooldown → breaker → bulkhead) and 6. **attempt and retry** (one retry
 //!    layer, budget, fallback): [`crate::upstream`], shared with the queue's replays;
 //! 7. **rescue** ([`rescue`]): a stale answer when the upstream failed; creates go to the
@@ -23,6 +25,7 @@ mod classify;
 mod create;
 mod forward;
 mod headers;
+mod held;
 mod identity;
 mod intercepted;
 mod limits;
@@ -40,6 +43,7 @@ pub(crate) use state::{host_for, is_own_host_name, Proxy, ProxyParts};
 
 use crate::body::Body;
 use crate::config::RouteClass;
+use crate::mode::Behaviour;
 use crate::problem::Problem;
 use classify::Target;
 use headers::REQUEST_ID;
@@ -83,19 +87,27 @@ async fn phases(
         .class(class)
         .client_requests
         .fetch_add(1, Relaxed);
-    if proxy.is_paused() {
-        return forward::untouched(proxy, req).await;
-    }
+    let hold = match proxy.modes.behaviour() {
+        Behaviour::PassThrough => return forward::untouched(proxy, req).await,
+        Behaviour::Hold(h) => Some(h),
+        Behaviour::Normal => None,
+    };
     req.headers_mut().insert(REQUEST_ID, rid.clone());
     let who = identity::caller(&proxy.identity_key, surface, req.headers());
     if class.is_cacheable() && req.method() == Method::GET {
         // The cache phase applies the rate limit itself: hits and joins are never limited.
-        return cache::serve(proxy, up, class, req, who).await;
+        return match hold {
+            Some(h) => held::cached(proxy, up, class, req, who, h).await,
+            None => cache::serve(proxy, up, class, req, who).await,
+        };
+    }
+    if class == RouteClass::Create {
+        limits::client_rate(proxy, who)?;
+        return create::serve(proxy, up, req, who, hold).await;
+    }
+    if let Some(h) = hold {
+        return Err(held::miss(proxy, up, class, h));
     }
     limits::client_rate(proxy, who)?;
-    if class == RouteClass::Create {
-        create::serve(proxy, up, req, who).await
-    } else {
-        forward::managed(proxy, up, class, req, who.scope()).await
-    }
+    forward::managed(proxy, up, class, req, who.scope()).await
 }

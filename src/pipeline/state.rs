@@ -1,19 +1,19 @@
 //! What the request path owns: the per-identity cache and its coalescer, the client rate
-//! limiter, the create dedupe state, counters and the pause switch; and what it borrows from
-//! the other parts (upstreams, queue, event bus).
+//! limiter, the create dedupe state and counters; and what it borrows from the other parts
+//! (upstreams, queue, event bus, the mode).
 
 use crate::cache::{Cache, Stored};
 use crate::coalesce::Coalescer;
 use crate::config::Settings;
-use crate::events::{Bus, Event};
+use crate::events::Bus;
 use crate::identity::{Identity, IdentityKey};
 use crate::intercept::Interceptor;
+use crate::mode::{Behaviour, ChosenBy, Mode, Modes};
 use crate::problem::Problem;
 use crate::queue::QueueState;
 use crate::stats::GlobalCounters;
 use crate::surface::Surface;
 use crate::upstream::{RoutingConnector, Upstreams};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use weir_resilience::KeyedRateLimiter;
 
@@ -29,7 +29,8 @@ pub(crate) struct Proxy {
     pub rate_limiter: Option<KeyedRateLimiter<(Surface, Identity)>>,
     pub creates: Creates,
     pub global: GlobalCounters,
-    paused: AtomicBool,
+    /// Automatic (or offline), cache only, pass-through: read once per managed request.
+    pub modes: Arc<Modes>,
     pub upstreams: Arc<Upstreams>,
     pub queue: Arc<QueueState>,
     pub bus: Bus,
@@ -69,6 +70,7 @@ pub(crate) struct ProxyParts {
     pub queue: Arc<QueueState>,
     pub bus: Bus,
     pub intercept: Option<Arc<Interceptor>>,
+    pub modes: Arc<Modes>,
 }
 
 impl Proxy {
@@ -91,7 +93,7 @@ impl Proxy {
                 flights: Coalescer::default(),
             },
             global: GlobalCounters::default(),
-            paused: AtomicBool::new(false),
+            modes: p.modes,
             upstreams: p.upstreams,
             queue: p.queue,
             bus: p.bus,
@@ -102,17 +104,18 @@ impl Proxy {
         }
     }
 
+    /// Pass-through, under its old name.
     pub fn is_paused(&self) -> bool {
-        self.paused.load(Ordering::Relaxed)
+        self.modes.behaviour() == Behaviour::PassThrough
     }
 
-    /// While paused, everything passes through untouched. Emits an event on a change.
-    pub fn set_paused(&self, paused: bool) {
-        if self.paused.swap(paused, Ordering::Relaxed) != paused {
-            self.bus.emit(Event::Paused {
-                at: std::time::SystemTime::now(),
-                paused,
-            });
+    /// The old pause switch: `true` chooses pass-through; `false` leaves pass-through for
+    /// automatic (and leaves cache only alone: "resume" only ever undid a pause).
+    pub fn set_paused(&self, paused: bool, by: ChosenBy) {
+        if paused {
+            self.modes.choose(Mode::PassThrough, by);
+        } else if self.modes.chosen() == Mode::PassThrough {
+            self.modes.choose(Mode::Automatic, by);
         }
     }
 }

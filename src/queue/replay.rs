@@ -1,5 +1,7 @@
 //! The replay worker: one per upstream, oldest first, one at a time, paced. It sends a queued
-//! create only when the upstream's gate admits it (breaker closed, or a half-open probe).
+//! create only when the upstream's gate admits it (breaker closed, or a half-open probe), and
+//! never while the mode holds upstream calls (cache only, offline): it waits for the mode to
+//! end, then replays what was queued meanwhile, each item once.
 //!
 //! **The in-doubt rule.** An item whose replay was in flight when Weir died (or whose attempt
 //! timed out after it was sent) is `in_doubt`. Before sending it again Weir lists the
@@ -19,6 +21,7 @@ use super::lookup::Lookup;
 use super::{event, now_ms, Queue, QueueState};
 use crate::config::RouteClass;
 use crate::events::Bus;
+use crate::mode::{Behaviour, Modes};
 use crate::secrets::SecretError;
 use crate::upstream::{AttemptPolicy, Replayable, Upstreams};
 use bytes::Bytes;
@@ -45,6 +48,7 @@ pub(crate) struct Replayer {
     pub queue: Arc<QueueState>,
     pub upstreams: Arc<Upstreams>,
     pub bus: Bus,
+    pub modes: Arc<Modes>,
 }
 
 impl Replayer {
@@ -66,6 +70,14 @@ impl Replayer {
             if *stop.borrow() {
                 return;
             }
+            if self.held() {
+                let mut mode = self.modes.watch();
+                tokio::select! {
+                    _ = mode.wait_for(|b| !matches!(b, Behaviour::Hold(_))) => {}
+                    _ = stop.changed() => return,
+                }
+                continue;
+            }
             expire(&self.bus, q).await;
             let wait = match q.store.claim_next(&name, now_ms()).await {
                 Ok(Some(item)) => self.replay_one(q, up, item).await,
@@ -83,9 +95,17 @@ impl Replayer {
         }
     }
 
+    /// Cache only or offline: nothing goes upstream, replays included.
+    fn held(&self) -> bool {
+        matches!(self.modes.behaviour(), Behaviour::Hold(_))
+    }
+
     /// Tries one item; returns how long to wait before the next.
     async fn replay_one(&self, q: &Queue, up: usize, item: Item) -> Duration {
         let bus = &self.bus;
+        if self.held() {
+            return Duration::ZERO;
+        }
         let credential = match &item.credential_ref {
             Some(acct) => match credential_step(q.get_credential(acct).await) {
                 CredentialStep::Use(c) => c,
@@ -147,6 +167,10 @@ impl Replayer {
                 }
                 Lookup::NotFound => {}
             }
+        }
+        // The mode may have changed during the lookup: check again before anything is sent.
+        if self.held() {
+            return Duration::ZERO;
         }
         // Admission before the item is marked: a closed gate leaves it queued as it was.
         let scope = scope_of(&item);

@@ -200,6 +200,7 @@ impl Upstreams {
                 },
             )
             .await;
+            self.reach.observe(up, &res);
             let elapsed = started.elapsed();
             let pre = res.as_ref().map(&prefix).unwrap_or_default();
             let kind = kind_of(&res, &pre);

@@ -68,6 +68,21 @@ impl FetchError {
         )
     }
 
+    /// Whether the upstream could not be reached at the network level at all (connection
+    /// refused, name not resolved, connect timeout): evidence of being offline. Anything that
+    /// got a connection (an HTTP error, a reset, a TLS refusal, a slow answer) proves the
+    /// network works.
+    pub fn is_unreachable(&self) -> bool {
+        matches!(
+            self,
+            FetchError::Connect { .. }
+                | FetchError::Timeout {
+                    phase: TimeoutPhase::Connect,
+                    ..
+                }
+        )
+    }
+
     /// The problem kind this failure is reported as.
     pub fn kind(&self) -> crate::problem::ProblemKind {
         use crate::problem::ProblemKind;

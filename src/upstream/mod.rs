@@ -3,7 +3,8 @@
 //! - [`pool`]: how connections are made (`connect_to`, `ca_file`, `upstream_proxy`);
 //! - [`admission`]: whether an attempt may go out now (cooldown → breaker → bulkhead);
 //! - [`caution`]: outside signals (GitHub Status, peers) that lower the breaker's thresholds;
-//! - [`attempt`]: the one attempt-and-retry machinery, for client requests and replays alike.
+//! - [`attempt`]: the one attempt-and-retry machinery, for client requests and replays alike;
+//! - [`reachability`]: whether each upstream can be reached at the network level (offline).
 
 mod admission;
 mod attempt;
@@ -11,6 +12,7 @@ pub(crate) mod caution;
 mod client;
 mod identity_cooldown;
 mod pool;
+mod reachability;
 
 pub(crate) use admission::SharedHold;
 pub use admission::{BreakerView, ClassLatencyView, GateStatus};
@@ -18,6 +20,7 @@ pub(crate) use attempt::{fetch_problem, AttemptPolicy, Replayable};
 pub use caution::{Caution, CautionSource};
 pub use client::{FetchError, Timeouts, UpstreamClient};
 pub(crate) use pool::{http_connector, RoutingConnector};
+pub(crate) use reachability::{Reach, Reachability};
 
 use crate::config::{ClassTable, Settings, UpstreamSettings};
 use crate::stats::UpstreamCounters;
@@ -28,6 +31,8 @@ use std::sync::atomic::AtomicU64;
 pub(crate) struct Upstreams {
     pub client: UpstreamClient,
     pub list: Vec<Upstream>,
+    /// What the network said on the last exchange with each upstream.
+    pub reach: Reachability,
     classes: ClassTable,
     max_body_bytes: usize,
 }
@@ -42,7 +47,7 @@ pub(crate) struct Upstream {
 
 impl Upstreams {
     pub fn new(settings: &Settings) -> Upstreams {
-        let list = settings
+        let list: Vec<Upstream> = settings
             .upstreams
             .iter()
             .map(|u| Upstream {
@@ -56,6 +61,7 @@ impl Upstreams {
             .collect();
         Upstreams {
             client: UpstreamClient::for_settings(settings),
+            reach: Reachability::new(list.len()),
             list,
             classes: settings.classes.clone(),
             max_body_bytes: settings.limits.max_body_bytes,

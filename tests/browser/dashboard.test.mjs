@@ -94,24 +94,39 @@ describe('Weir dashboard', { timeout: 180_000 }, () => {
     await page.screenshot({ path: path.join(OUT_DIR, 'dashboard.png'), fullPage: true });
   });
 
-  test('Pause and Resume work with the secret', async (t) => {
+  test('the mode switch chooses cache only, pass-through and automatic with the secret', async (t) => {
     if (!weir.secret) return t.skip(NO_SECRET);
-    const toggle = page.getByTestId('pause-toggle');
     assert.equal(await page.getByTestId('readonly-notice').isVisible(), false);
-    await toggle.click();
-    await page.locator('[data-testid="overall-state"][data-state="paused"]').waitFor({ timeout: 5_000 });
-    assert.match(await page.getByTestId('overall-state').textContent(), /paused/i);
-    assert.equal(await toggle.textContent(), 'Resume');
-    assert.equal((await control(weir, 'GET', '/_weir/api/status')).json.paused, true);
+    const state = () => page.getByTestId('overall-state');
+    await page.waitForFunction(() => !document.querySelector('[data-testid="mode-cache-only"]').disabled);
+    assert.equal(await page.getByTestId('mode-automatic').getAttribute('aria-checked'), 'true');
 
-    await toggle.click();
-    await page.waitForFunction(() => document.querySelector('[data-testid="overall-state"]').dataset.state !== 'paused', null, { timeout: 5_000 });
-    assert.equal(await toggle.textContent(), 'Pause');
-    assert.equal((await control(weir, 'GET', '/_weir/api/status')).json.paused, false);
+    await page.getByTestId('mode-cache-only').click();
+    await page.locator('[data-testid="overall-state"][data-state="cache-only"]').waitFor({ timeout: 5_000 });
+    assert.match(await state().textContent(), /cache only/i);
+    assert.match(await page.getByTestId('mode-reason').textContent(), /chosen in the dashboard/);
+    assert.equal(await page.getByTestId('mode-cache-only').getAttribute('aria-checked'), 'true');
+    let st = (await control(weir, 'GET', '/_weir/api/status')).json;
+    assert.equal(st.mode.mode, 'cache_only');
+    assert.equal(st.mode.chosen_by, 'dashboard');
+
+    await page.getByTestId('mode-pass-through').click();
+    await page.locator('[data-testid="overall-state"][data-state="paused"]').waitFor({ timeout: 5_000 });
+    assert.match(await state().textContent(), /pass-through/i);
+    st = (await control(weir, 'GET', '/_weir/api/status')).json;
+    assert.equal(st.mode.mode, 'pass_through');
+    assert.equal(st.paused, true);
+
+    await page.getByTestId('mode-automatic').click();
+    await page.waitForFunction(() => !['paused', 'cache-only'].includes(document.querySelector('[data-testid="overall-state"]').dataset.state), null, { timeout: 5_000 });
+    assert.equal(await page.getByTestId('mode-reason').textContent(), '');
+    st = (await control(weir, 'GET', '/_weir/api/status')).json;
+    assert.equal(st.mode.mode, 'automatic');
+    assert.equal(st.paused, false);
   });
 
-  test('without the secret, Pause shows the 401 problem and changes nothing', async () => {
-    const expected = await control(weir, 'POST', '/_weir/api/pause', { body: { paused: true } });
+  test('without the secret, the mode switch shows the 401 problem and changes nothing', async () => {
+    const expected = await control(weir, 'PUT', '/_weir/api/mode', { body: { mode: 'pass_through' } });
     assert.equal(expected.status, 401);
     assert.match(expected.type, /application\/problem\+json/);
     const fresh = await browser.newContext();
@@ -120,8 +135,8 @@ describe('Weir dashboard', { timeout: 180_000 }, () => {
       await p.goto(`${weir.base}/_weir/`);
       await p.getByTestId('readonly-notice').waitFor({ state: 'visible' });
       assert.match(await p.getByTestId('readonly-notice').textContent(), /weir serve/);
-      const toggle = p.getByTestId('pause-toggle');
-      await p.waitForFunction(() => !document.querySelector('[data-testid="pause-toggle"]').disabled);
+      const toggle = p.getByTestId('mode-pass-through');
+      await p.waitForFunction(() => !document.querySelector('[data-testid="mode-pass-through"]').disabled);
       await toggle.click();
       const banner = p.getByTestId('error-banner');
       await banner.waitFor({ state: 'visible', timeout: 5_000 });
@@ -130,8 +145,8 @@ describe('Weir dashboard', { timeout: 180_000 }, () => {
       assert.ok(text.includes(expected.json.title), `banner shows the title "${expected.json.title}": ${text}`);
       assert.ok(text.includes(expected.json.detail), `banner shows the detail: ${text}`);
       assert.notEqual(await p.getByTestId('overall-state').getAttribute('data-state'), 'paused');
-      assert.equal(await toggle.textContent(), 'Pause');
-      assert.equal((await control(weir, 'GET', '/_weir/api/status')).json.paused, false);
+      assert.equal(await toggle.getAttribute('aria-checked'), 'false');
+      assert.equal((await control(weir, 'GET', '/_weir/api/status')).json.mode.mode, 'automatic');
     } finally {
       await fresh.close();
     }

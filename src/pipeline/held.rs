@@ -1,0 +1,100 @@
+//! Phase 4 while Weir holds upstream calls: cache only (the user's choice) or offline
+//! (automatic found every upstream unreachable). Nothing goes upstream from here, with one
+//! exception:
+//!
+//! - `list`/`view` GETs get any entry the cache still holds: fresh as a plain hit, older ones
+//!   as `Cache-Status: weir; hit; fwd=stale; detail=cache_only` (or `detail=offline`); no
+//!   background refresh is started. No entry: 503 `cache_only_miss` / `offline_miss`.
+//! - `token` GETs are served from the cache while the cached token is usable (until it
+//!   expires, minus `token_margin`); with none usable the token is fetched as usual. A tool
+//!   without a token cannot even ask for the cached lists, so that is the one upstream call
+//!   these modes allow.
+//! - creates are queued durably (202) without an attempt (see [`super::create`]); the replay
+//!   worker holds them until the mode ends, then sends each once.
+//! - everything else on a managed upstream (`stream`, `other`, non-GET): 503, as a miss.
+
+use super::identity::Caller;
+use super::state::Proxy;
+use super::{cache, respond};
+use crate::body::Body;
+use crate::cache::Freshness;
+use crate::config::RouteClass;
+use crate::mode::Hold;
+use crate::problem::{Problem, ProblemKind};
+use http::{Request, Response, StatusCode};
+use hyper::body::Incoming;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+use tokio::time::Instant;
+
+/// A cacheable GET while upstream calls are held.
+pub(super) async fn cached(
+    proxy: &Arc<Proxy>,
+    up: usize,
+    class: RouteClass,
+    req: Request<Incoming>,
+    who: Caller,
+    hold: Hold,
+) -> Result<Response<Body>, Problem> {
+    let (parts, body) = req.into_parts();
+    let key = cache::key_for(proxy, up, &parts, &who);
+    let counters = proxy.upstreams.get(up).counters.class(class);
+    let entry = proxy.cache.get(&key);
+    let freshness = entry.as_ref().map(|e| e.freshness(Instant::now()));
+    match (entry, freshness) {
+        // A token past its usable life is no use to anyone: resolve it (below).
+        (Some(_), Some(Freshness::Expired)) if class == RouteClass::Token => {}
+        (Some(e), Some(Freshness::Fresh)) => {
+            counters.cache_hits_fresh.fetch_add(1, Relaxed);
+            return Ok(respond::cached(&e, "weir; hit"));
+        }
+        (Some(e), _) => {
+            counters.cache_hits_stale.fetch_add(1, Relaxed);
+            let status = format!("weir; hit; fwd=stale; detail={}", hold.detail());
+            return Ok(respond::cached(&e, &status));
+        }
+        (None, _) => {}
+    }
+    if class == RouteClass::Token {
+        return cache::serve(proxy, up, class, Request::from_parts(parts, body), who).await;
+    }
+    Err(miss(proxy, up, class, hold))
+}
+
+/// The answer to a request these modes cannot serve without the upstream.
+pub(super) fn miss(proxy: &Proxy, up: usize, class: RouteClass, hold: Hold) -> Problem {
+    let name = &proxy.upstreams.get(up).settings.name;
+    let what = if class.is_cacheable() {
+        format!(
+            "Weir has no cached answer for this `{}` request to {name}",
+            class.as_str()
+        )
+    } else {
+        format!(
+            "`{}` requests to {name} are never cached, so they cannot be answered",
+            class.as_str()
+        )
+    };
+    let p = match hold {
+        Hold::CacheOnly => Problem::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            ProblemKind::CacheOnlyMiss,
+            format!("Weir is in cache-only mode and sends nothing upstream; {what}. Switch back with `weir mode automatic` (or the tray's or dashboard's mode switch)."),
+        ),
+        Hold::Offline => {
+            let since = proxy
+                .modes
+                .status()
+                .offline
+                .map(|o| format!(" since {}", o.since))
+                .unwrap_or_default();
+            Problem::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                ProblemKind::OfflineMiss,
+                format!("Weir is offline{since}: every managed upstream is unreachable at the network level; {what}. Check your network; Weir probes the upstreams and goes back online by itself."),
+            )
+            .retry_after(proxy.settings.offline.probe_base)
+        }
+    };
+    p.upstream(name)
+}
