@@ -31,6 +31,16 @@ impl GithubChange {
     }
 }
 
+/// Where a settings change came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SettingsSource {
+    /// `PUT /_weir/api/settings` (the dashboard, the tray).
+    Api,
+    /// The config file changed on disk.
+    File,
+}
+
 #[derive(Debug, Clone, Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Event {
@@ -66,11 +76,28 @@ pub enum Event {
         #[serde(with = "crate::time_fmt")]
         at: SystemTime,
     },
+    /// New settings are in force (on the next request). `restart_required` names the changed
+    /// settings that keep their old value until the engine restarts.
+    SettingsApplied {
+        source: SettingsSource,
+        #[serde(with = "crate::time_fmt")]
+        at: SystemTime,
+        restart_required: Vec<crate::config::RestartKey>,
+    },
+    /// A changed config file was refused; the settings in force are unchanged.
+    SettingsRejected {
+        source: SettingsSource,
+        #[serde(with = "crate::time_fmt")]
+        at: SystemTime,
+        error: crate::status::SettingsError,
+    },
 }
 
 impl Event {
     pub fn name(&self) -> &'static str {
         match self {
+            Event::SettingsApplied { .. } => "settings_applied",
+            Event::SettingsRejected { .. } => "settings_rejected",
             Event::Paused { .. } => "paused",
             Event::Breaker { .. } => "breaker",
             Event::Queue { .. } => "queue",

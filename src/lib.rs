@@ -20,7 +20,9 @@
 //! - `upstream`: the client, connection routing, admission (cooldown → breaker → bulkhead)
 //!   and the one attempt-and-retry machinery, shared by requests and replays.
 //! - `queue`: the durable create queue (SQLite + keychain) and its replay worker. → upstream
-//! - `control`: `/_weir/api/*`, `/metrics`, the PAC, the dashboard. → pipeline, queue
+//! - `reload`: settings changes while running (settings API, the watched config file): validate,
+//!   put in force, reconfigure parts in place, report restart-only keys. → pipeline, upstream
+//! - `control`: `/_weir/api/*`, `/metrics`, the PAC, the dashboard. → pipeline, queue, reload
 //! - [`client_setup`]: pointing tools at Weir, for the CLI and the tray. → config, intercept
 //! - [`secrets`]: every keychain service/account name, namespaced per data dir.
 //! - Leaves: [`config`], `problem` (+ `problem_kind`), [`events`], [`status`], `cache`,
@@ -47,6 +49,7 @@ pub(crate) mod pipeline;
 pub(crate) mod problem;
 pub(crate) mod problem_kind;
 pub(crate) mod queue;
+pub(crate) mod reload;
 pub mod secrets;
 pub(crate) mod server;
 pub(crate) mod stats;

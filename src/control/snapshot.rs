@@ -36,7 +36,7 @@ pub fn snapshot(ctl: &Control) -> StatusSnapshot {
         .collect();
     StatusSnapshot {
         version: env!("CARGO_PKG_VERSION"),
-        listen: host_for(p.settings.listen.ip(), p.port),
+        listen: host_for(p.settings().listen.ip(), p.port),
         dashboard: format!("{}/_weir/", p.base_url),
         paused: p.is_paused(),
         started_at: crate::time_fmt::rfc3339(ctl.started_at),
@@ -48,7 +48,7 @@ pub fn snapshot(ctl: &Control) -> StatusSnapshot {
         cache: CacheStatus {
             entries: p.cache.entry_count(),
             bytes: p.cache.weighted_size(),
-            max_bytes: p.settings.cache_max_bytes,
+            max_bytes: p.settings().cache_max_bytes,
             in_flight: p.coalescer.in_flight(),
         },
         github: ctl
@@ -57,6 +57,7 @@ pub fn snapshot(ctl: &Control) -> StatusSnapshot {
             .ok()
             .and_then(|g| g.as_ref().map(|h| h.snapshot())),
         github_token_stored: false,
+        settings: ctl.reload.status(),
         queue: QueueStatus {
             available: p.queue.open().is_some(),
             error: p.queue.error().map(str::to_string),

@@ -4,13 +4,14 @@
 
 mod router;
 
-use crate::config::Settings;
+use crate::config::{LiveSettings, Settings};
 use crate::control::Control;
 use crate::events::{Bus, Event};
 use crate::identity::IdentityKey;
 use crate::pipeline::{Proxy, ProxyParts};
 use crate::queue::replay::Replayer;
 use crate::queue::QueueState;
+use crate::reload::Reloader;
 use crate::secrets::{Account, Namespace, SecretStore};
 use crate::status::StatusSnapshot;
 use crate::upstream::Upstreams;
@@ -33,6 +34,10 @@ pub enum EngineError {
         path: PathBuf,
         source: std::io::Error,
     },
+    /// A restart read a config file that does not validate; the running engine was left
+    /// running.
+    #[error("not restarted, the config file is invalid: {0}")]
+    Config(#[from] crate::config::ConfigError),
 }
 
 /// What the engine needs to start.
@@ -71,6 +76,8 @@ pub fn new_secret() -> String {
 #[derive(Clone)]
 pub struct EngineHandle {
     control: Arc<Control>,
+    /// What this engine was started with (a restart starts from them).
+    options: Arc<EngineOptions>,
     local_addr: SocketAddr,
     stop: Arc<std::sync::Mutex<Option<oneshot::Sender<()>>>>,
     task: Arc<tokio::sync::Mutex<Option<JoinHandle<()>>>>,
@@ -93,30 +100,38 @@ pub async fn start(opts: EngineOptions) -> Result<EngineHandle, EngineError> {
         opts.settings.queue.memory_credentials,
     )
     .await;
-    let secret = match opts.control_secret {
+    let secret = match opts.control_secret.clone() {
         Some(s) => s,
         None => control_secret(&secrets).await,
     };
     let identity_key = identity_key(&secrets).await;
     let install_id = install_id(&secrets).await;
-    let settings = Arc::new(opts.settings);
+    let live = LiveSettings::new(opts.settings.clone());
+    let settings = live.get();
     let bus = Bus::new();
-    let upstreams = Arc::new(Upstreams::new(&settings));
+    let upstreams = Arc::new(Upstreams::new(live.clone()));
     let queue = Arc::new(open_queue(&opts.data_dir, secrets, &settings).await);
     let proxy = Arc::new(Proxy::new(ProxyParts {
-        intercept: crate::intercept::interceptor_for(&settings, opts.local_ca),
-        settings: settings.clone(),
+        intercept: crate::intercept::interceptor_for(&settings, opts.local_ca.clone()),
+        live: live.clone(),
         port: local_addr.port(),
         identity_key,
         upstreams: upstreams.clone(),
         queue: queue.clone(),
         bus: bus.clone(),
     }));
+    let reload = Arc::new(Reloader::new(
+        live.clone(),
+        proxy.clone(),
+        bus.clone(),
+        opts.config_file.clone(),
+    ));
+    crate::reload::watch::spawn(reload.clone(), bus.stopping());
     let control = Arc::new(Control {
         proxy: proxy.clone(),
         secret,
         install_id,
-        config_file: opts.config_file,
+        reload,
         token_stored: Default::default(),
         github: std::sync::Mutex::new(None),
         started_at: SystemTime::now(),
@@ -145,7 +160,7 @@ pub async fn start(opts: EngineOptions) -> Result<EngineHandle, EngineError> {
     };
     let task = tokio::spawn(crate::server::serve(
         listener,
-        settings.limits.clone(),
+        live,
         proxy.base_url.clone(),
         move |req| router.clone().route(req),
         async {
@@ -154,6 +169,7 @@ pub async fn start(opts: EngineOptions) -> Result<EngineHandle, EngineError> {
     ));
     Ok(EngineHandle {
         control,
+        options: Arc::new(opts),
         local_addr,
         stop: Arc::new(std::sync::Mutex::new(Some(tx))),
         task: Arc::new(tokio::sync::Mutex::new(Some(task))),
@@ -315,6 +331,60 @@ impl EngineHandle {
         {
             w.refresh();
         }
+    }
+
+    /// The settings in force now (they change while running: `crate::reload`).
+    pub fn settings(&self) -> Arc<Settings> {
+        self.control.proxy.settings()
+    }
+
+    /// What a restart would start with: the config file as it is now, keeping this engine's
+    /// listening address and data dir unless the file changed them (so a `--listen` or
+    /// `--data-dir` given at launch still holds), its control secret and its local CA.
+    pub fn restart_options(&self) -> Result<EngineOptions, EngineError> {
+        let mut opts = (*self.options).clone();
+        let pending = self.control.reload.status().restart_required;
+        if let Some(file) = opts.config_file.as_ref().filter(|f| f.exists()) {
+            opts.settings = crate::config::load_file(file)?;
+        } else {
+            opts.settings = (*self.settings()).clone();
+        }
+        if !pending.contains(&crate::config::RestartKey::Listen) {
+            opts.settings.listen = self.local_addr;
+        }
+        if pending.contains(&crate::config::RestartKey::DataDir) {
+            if let Some(d) = opts.settings.data_dir.clone() {
+                opts.data_dir = d;
+            }
+        }
+        opts.control_secret = Some(self.control.secret.clone());
+        Ok(opts)
+    }
+
+    /// **Restart engine** (the tray's menu item when `status.settings.restart_required` is
+    /// not empty): reads [`EngineHandle::restart_options`] first, so a bad config file leaves
+    /// this engine running ([`EngineError::Config`]); then stops this engine (drained) and
+    /// starts a new one, paused if this one was. Use the returned handle from then on (and
+    /// subscribe to its events again). If the new one cannot start, this one is already
+    /// stopped: show the error and offer to start again.
+    pub async fn restart(&self) -> Result<EngineHandle, EngineError> {
+        let mut opts = self.restart_options()?;
+        if opts.local_ca.is_some() {
+            // The CA's name constraints follow the managed hosts, which may have changed.
+            let (s, d) = (opts.settings.clone(), opts.data_dir.clone());
+            if let Ok(ca) = tokio::task::spawn_blocking(move || {
+                crate::intercept::ca_store::load_local_ca(&s, &d)
+            })
+            .await
+            {
+                opts.local_ca = ca;
+            }
+        }
+        let paused = self.is_paused();
+        self.shutdown().await;
+        let new = start(opts).await?;
+        new.set_paused(paused);
+        Ok(new)
     }
 
     /// Stops accepting, drains in-flight requests (bounded by `limits.drain_timeout`), returns

@@ -15,7 +15,7 @@ pub(crate) use attempt::{fetch_problem, AttemptPolicy, Replayable};
 pub use client::{FetchError, Timeouts, UpstreamClient};
 pub(crate) use pool::{http_connector, RoutingConnector};
 
-use crate::config::{ClassTable, Settings, UpstreamSettings};
+use crate::config::{LiveSettings, Settings, UpstreamSettings};
 use crate::stats::UpstreamCounters;
 use admission::Gate;
 use std::sync::atomic::AtomicU64;
@@ -24,8 +24,8 @@ use std::sync::atomic::AtomicU64;
 pub(crate) struct Upstreams {
     pub client: UpstreamClient,
     pub list: Vec<Upstream>,
-    classes: ClassTable,
-    max_body_bytes: usize,
+    /// Class timeouts and body limits are read from here per call.
+    live: LiveSettings,
 }
 
 /// Runtime state of one managed upstream.
@@ -37,7 +37,8 @@ pub(crate) struct Upstream {
 }
 
 impl Upstreams {
-    pub fn new(settings: &Settings) -> Upstreams {
+    pub fn new(live: LiveSettings) -> Upstreams {
+        let settings = &*live.get();
         let list = settings
             .upstreams
             .iter()
@@ -53,8 +54,14 @@ impl Upstreams {
         Upstreams {
             client: UpstreamClient::for_settings(settings),
             list,
-            classes: settings.classes.clone(),
-            max_body_bytes: settings.limits.max_body_bytes,
+            live,
+        }
+    }
+
+    /// Puts new resilience settings in force on every upstream's gate (state kept).
+    pub fn apply(&self, settings: &Settings) {
+        for u in &self.list {
+            u.gate.apply(&settings.resilience);
         }
     }
 

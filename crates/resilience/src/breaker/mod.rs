@@ -46,12 +46,14 @@ pub struct Breaker {
 
 struct Shared {
     name: String,
-    config: BreakerConfig,
     events: broadcast::Sender<BreakerEvent>,
     inner: Mutex<Inner>,
 }
 
 struct Inner {
+    /// Under the same lock as the state, so a [`Breaker::reconfigure`] never lands halfway
+    /// through a verdict.
+    config: BreakerConfig,
     phase: Phase,
     generation: u64,
     since: SystemTime,
@@ -103,6 +105,8 @@ impl Breaker {
         let now = Instant::now();
         let (events, _) = broadcast::channel(EVENT_CAPACITY);
         let inner = Inner {
+            window: TimeWindow::new(config.window, config.window_buckets, now),
+            config,
             phase: Phase::Closed,
             generation: 0,
             since: SystemTime::now(),
@@ -110,13 +114,11 @@ impl Breaker {
             reason: "new".to_owned(),
             open_count: 0,
             opens_total: 0,
-            window: TimeWindow::new(config.window, config.window_buckets, now),
             jitter: Box::new(jitter),
         };
         Ok(Breaker {
             shared: Arc::new(Shared {
                 name: name.into(),
-                config,
                 events,
                 inner: Mutex::new(inner),
             }),
@@ -129,8 +131,24 @@ impl Breaker {
     }
 
     /// The settings in use.
-    pub fn config(&self) -> &BreakerConfig {
-        &self.shared.config
+    pub fn config(&self) -> BreakerConfig {
+        self.shared.lock().config.clone()
+    }
+
+    /// Applies new settings in place: the state (closed, open with its wait, half-open with
+    /// its probes), the opening count and the event subscribers are kept, so a settings change
+    /// never resets a breaker. The window keeps its counts unless its length or resolution
+    /// changed (then it starts empty: old buckets do not fit the new shape).
+    pub fn reconfigure(&self, config: BreakerConfig) -> Result<(), ConfigError> {
+        config.validate()?;
+        let mut inner = self.shared.lock();
+        if (config.window, config.window_buckets)
+            != (inner.config.window, inner.config.window_buckets)
+        {
+            inner.window = TimeWindow::new(config.window, config.window_buckets, Instant::now());
+        }
+        inner.config = config;
+        Ok(())
     }
 
     /// Receives every future transition.
@@ -152,7 +170,7 @@ impl Breaker {
             probe,
             recorded: false,
         };
-        let probes_allowed = shared.config.half_open_probes;
+        let probes_allowed = inner.config.half_open_probes;
         match &mut inner.phase {
             Phase::Closed => Ok(permit(false)),
             Phase::HalfOpen(p) if p.admitted < probes_allowed => {
@@ -272,8 +290,8 @@ impl Shared {
                 let reason = format!(
                     "waited {}; letting {} probe call{} through",
                     short_duration(waited),
-                    self.config.half_open_probes,
-                    if self.config.half_open_probes == 1 {
+                    inner.config.half_open_probes,
+                    if inner.config.half_open_probes == 1 {
                         ""
                     } else {
                         "s"
@@ -285,7 +303,7 @@ impl Shared {
             Phase::Closed
                 if inner.open_count > 0
                     && now.saturating_duration_since(inner.since_instant)
-                        >= self.config.reset_growth_after =>
+                        >= inner.config.reset_growth_after =>
             {
                 inner.open_count = 0;
             }
@@ -308,7 +326,7 @@ impl Shared {
                 slot.failures += u64::from(failure);
                 slot.slow += u64::from(slow);
                 let sum = inner.window.sum(now);
-                if let Some(reason) = verdict::closed(&self.config, sum) {
+                if let Some(reason) = verdict::closed(&inner.config, sum) {
                     self.open(inner, reason, now);
                 }
             }
@@ -316,7 +334,7 @@ impl Shared {
                 p.done += 1;
                 p.failures += u32::from(failure);
                 p.slow += u32::from(slow);
-                if p.done >= self.config.half_open_probes {
+                if p.done >= inner.config.half_open_probes {
                     let p = *p;
                     self.half_open_verdict(inner, p, now);
                 }
@@ -326,7 +344,7 @@ impl Shared {
     }
 
     fn half_open_verdict(&self, inner: &mut Inner, probes: Probes, now: Instant) {
-        match verdict::half_open(&self.config, probes) {
+        match verdict::half_open(&inner.config, probes) {
             Verdict::Open(reason) => self.open(inner, reason, now),
             Verdict::Close(reason) => {
                 inner.window.clear();
@@ -338,7 +356,7 @@ impl Shared {
     fn open(&self, inner: &mut Inner, cause: String, now: Instant) {
         inner.open_count = inner.open_count.saturating_add(1);
         inner.opens_total += 1;
-        let nominal = self.config.open_wait(inner.open_count);
+        let nominal = inner.config.open_wait(inner.open_count);
         let half = nominal / 2;
         let wait = half + inner.jitter.pick(nominal - half).min(nominal - half);
         let reason = format!("{cause}; rejecting calls for {}", short_duration(wait));
