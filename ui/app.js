@@ -73,6 +73,7 @@ const settings = new SettingsForm({
   form: byTestId('settings-form'),
   configNote: byTestId('config-note'),
   saved: byTestId('settings-saved'),
+  live: byTestId('settings-live'),
   onProblem: showProblem,
   onNotice: showNotice,
 });
@@ -186,6 +187,7 @@ function onStatus(doc) {
   queue.statusUpdate(doc.queue);
   github.update(doc.github);
   token.statusUpdate(doc);
+  settings.statusUpdate(doc.settings);
   setup.update(doc.listen || new URL(apiBase()).host);
   setText(byTestId('version'), doc.version ? `v${doc.version}` : '');
   setText(byTestId('started'), `Listening on ${doc.listen ?? fmt.DASH} · started ${fmt.dateTime(doc.started_at)} (${fmt.ago(doc.started_at, now)})`);
