@@ -398,3 +398,55 @@ async fn a_restart_with_a_broken_file_keeps_the_engine_running() {
         "still running"
     );
 }
+
+#[tokio::test]
+async fn routes_key_headers_and_limits_changed_in_the_file_apply_on_the_next_request() {
+    let up = Upstream::start().await;
+    let mut l = start(&up.origin(), "").await;
+    let steps = "/agents/sessions/7/steps";
+    // Not a known route: class `other`, never cached.
+    get(&l, &up.origin(), steps).await;
+    get(&l, &up.origin(), steps).await;
+    assert_eq!(up.count(steps), 2);
+    let create = "/agents/swe/v1/jobs/o/r";
+    let body = "x".repeat(2048);
+
+    replace_file(
+        &l.config,
+        &config_text(
+            &up.origin(),
+            "[[route]]\nmethod = \"GET\"\npath = \"/agents/sessions/{id}/steps\"\nclass = \"view\"\n\n[limits]\nmax_body_bytes = 1024\n\n[cache]\nkey_headers = [\"accept\", \"x-tenant\"]\n",
+        ),
+    );
+    assert!(matches!(
+        next_settings_event(&mut l.events).await,
+        Event::SettingsApplied { .. }
+    ));
+    // The route: now `view`, cached per identity.
+    get(&l, &up.origin(), steps).await;
+    let r = get(&l, &up.origin(), steps).await;
+    assert_eq!(r.headers()["cache-status"], "weir; hit");
+    assert_eq!(up.count(steps), 3);
+    // The key header: another x-tenant is another cache entry.
+    let r = l
+        .weir
+        .client("alice")
+        .get(format!("{}{steps}", up.origin()))
+        .header("x-tenant", "b")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(up.count(steps), 4);
+    // The limit: a 2 KiB create body is now too large, refused before the upstream.
+    let r = l
+        .weir
+        .client("alice")
+        .post(format!("{}{create}", up.origin()))
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 413);
+    assert_eq!(up.count(create), 0);
+}
