@@ -5,6 +5,7 @@ use serde::Serialize;
 use std::time::SystemTime;
 use tokio::sync::{broadcast, watch};
 
+pub use crate::status::SettingsSource;
 pub use weir_resilience::State as BreakerState;
 pub use weir_store::State as QueueState;
 
@@ -29,16 +30,6 @@ impl GithubChange {
                 | GithubChange::IncidentResolved
         )
     }
-}
-
-/// Where a settings change came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum SettingsSource {
-    /// `PUT /_weir/api/settings` (the dashboard, the tray).
-    Api,
-    /// The config file changed on disk.
-    File,
 }
 
 #[derive(Debug, Clone, Serialize)]

@@ -27,6 +27,16 @@ pub struct StatusSnapshot {
     pub settings: SettingsStatus,
 }
 
+/// Where a settings change came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SettingsSource {
+    /// `PUT /_weir/api/settings` (the dashboard, the tray).
+    Api,
+    /// The config file changed on disk.
+    File,
+}
+
 /// `settings` in the status document.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct SettingsStatus {
@@ -37,7 +47,7 @@ pub struct SettingsStatus {
     /// Changes put in force since start (0: the start-up settings).
     pub version: u64,
     pub applied_at: Option<String>,
-    pub applied_from: Option<crate::events::SettingsSource>,
+    pub applied_from: Option<SettingsSource>,
     /// Settings changed in the file that keep their old value until the engine restarts
     /// (the tray offers **Restart engine** while this is not empty).
     pub restart_required: Vec<crate::config::RestartKey>,
