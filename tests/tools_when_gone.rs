@@ -53,19 +53,25 @@ impl Install {
     /// `weir ARGS --config … --data-dir …` with this HOME, no keychain, and no proxy
     /// variables from the test's own environment.
     fn cmd(&self, args: &[&str]) -> Command {
+        let mut c = self.cmd_with_keychain(args, &self.home().join("data"));
+        c.env(
+            "DBUS_SESSION_BUS_ADDRESS",
+            "unix:path=/nonexistent/weir-test-bus",
+        );
+        c
+    }
+
+    /// [`Install::cmd`] with data dir `data` and the test's own keychain (if any).
+    fn cmd_with_keychain(&self, args: &[&str], data: &Path) -> Command {
         let mut c = Command::new(env!("CARGO_BIN_EXE_weir"));
         c.args(args)
             .arg("--config")
             .arg(self.home().join("weir.toml"))
             .arg("--data-dir")
-            .arg(self.home().join("data"))
+            .arg(data)
             .env("HOME", self.home())
             .env("XDG_CONFIG_HOME", self.home().join("cfg"))
             .env("XDG_DATA_HOME", self.home().join("xdg-data"))
-            .env(
-                "DBUS_SESSION_BUS_ADDRESS",
-                "unix:path=/nonexistent/weir-test-bus",
-            )
             .env("WEIR_LOG", "weir=warn");
         for v in [
             "HTTPS_PROXY",
@@ -164,6 +170,56 @@ fn env_if_running_prints_only_while_weir_answers() {
     let out = i.run(&["env", "--if-running"]);
     assert_eq!((out.status.code(), stdout(&out).as_str()), (Some(0), ""));
     t.join().unwrap();
+}
+
+/// With a keychain (scripts/with-keychain.sh; skipped without one): `--if-running` checks
+/// that the Weir answering is *this install's* (its health check names the install id kept in
+/// this install's keychain), so another install's Weir on the port does not count.
+#[cfg(unix)]
+#[test]
+fn env_if_running_wants_this_installs_weir() {
+    use weir::secrets::{Account, Namespace};
+    let i = Install::new();
+    let (a, b) = (i.home().join("data-a"), i.home().join("data-b"));
+    let kb = Namespace::for_data_dir(&b).keychain();
+    if kb.probe().is_err() {
+        eprintln!("skipped: no keychain (run under scripts/with-keychain.sh)");
+        return;
+    }
+    kb.set(Account::InstallId.as_str(), "another-install")
+        .unwrap();
+    let mut child = i
+        .cmd_with_keychain(&["serve"], &a)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    assert!(lines.next().unwrap().unwrap().contains(&i.proxy()));
+    let _running = Running(child);
+    for _ in lines.by_ref().take(1) {}
+
+    let out = i
+        .cmd_with_keychain(&["env", "--if-running"], &a)
+        .output()
+        .unwrap();
+    assert!(
+        stdout(&out).contains(&format!("export HTTPS_PROXY={}", i.proxy())),
+        "this install's Weir: {out:?}"
+    );
+    let out = i
+        .cmd_with_keychain(&["env", "--if-running"], &b)
+        .output()
+        .unwrap();
+    assert_eq!(
+        (out.status.code(), stdout(&out).as_str()),
+        (Some(0), ""),
+        "another install's Weir"
+    );
+    let _ = kb.delete(Account::InstallId.as_str());
+    let _ = Namespace::for_data_dir(&a)
+        .keychain()
+        .delete(Account::InstallId.as_str());
 }
 
 #[test]
