@@ -118,7 +118,12 @@ impl Reloader {
             st.status.restart_required.clone_from(&restart_required);
             st.status.error = None;
         }
-        tracing::info!(?source, restart_required = ?restart_required, "settings applied");
+        if restart_required.is_empty() {
+            tracing::info!(?source, "settings applied");
+        } else {
+            let keys: Vec<&str> = restart_required.iter().map(|k| k.as_str()).collect();
+            tracing::warn!(?source, restart_required = %keys.join(", "), "settings applied; these keep their old value until Weir restarts");
+        }
         self.bus.emit(Event::SettingsApplied {
             source,
             at,

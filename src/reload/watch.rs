@@ -48,6 +48,13 @@ pub(crate) fn spawn(reloader: Arc<Reloader>, mut stop: tokio::sync::watch::Recei
             return false;
         }
     };
+    // Weir's own config directory may not exist yet on a fresh install (the settings API
+    // creates the file on first save); made now so hand edits after that are seen too.
+    if !dir.exists() {
+        if let Err(e) = crate::paths::create_private_dir(dir) {
+            tracing::debug!(dir = %dir.display(), error = %e, "cannot create the config directory");
+        }
+    }
     if let Err(e) = watcher.watch(dir, RecursiveMode::NonRecursive) {
         tracing::warn!(dir = %dir.display(), error = %e, "cannot watch the config file's directory; changes on disk apply on restart");
         return false;
