@@ -209,6 +209,18 @@ async fn breaker_threshold_applies(change: impl AsyncFnOnce(&mut Live, &str)) {
         s.upstreams[0].guard.breaker.state,
         weir::events::BreakerState::Open
     );
+
+    // Another change (here a TTL) reconfigures the breaker in place: it stays open.
+    let r = put_settings(
+        &l,
+        serde_json::json!({"classes": {"view": {"fresh_ttl": "9s"}}}),
+    )
+    .await;
+    assert_eq!(r.status(), 200);
+    assert_eq!(get(&l, &up.origin(), path).await.status(), 503);
+    assert_eq!(up.count(path), 4, "still open after the settings change");
+    let s = l.weir.handle.status().await;
+    assert_eq!(s.upstreams[0].guard.breaker.opens_total, 1);
 }
 
 #[tokio::test]

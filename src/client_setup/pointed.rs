@@ -198,3 +198,43 @@ pub fn install_id(data_dir: &Path) -> Option<String> {
         .ok()
         .flatten()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn vscode_pointed_at_this_weir_is_named_with_its_undo() {
+        let dir = tempfile::tempdir().unwrap();
+        let install = Install::new(crate::config::Settings::default(), dir.path().join("d"));
+        let vs = dir.path().join("settings.json");
+        let sources = Sources {
+            vscode_settings: Some(vs.clone()),
+            git: false,
+            desktop: false,
+        };
+        std::fs::write(
+            &vs,
+            "{ // mine\n \"http.proxy\": \"http://proxy.corp:3128\" }",
+        )
+        .unwrap();
+        let others: Vec<_> = pointed_at_weir(&install, &sources)
+            .into_iter()
+            .filter(|t| t.kind == ToolKind::Vscode)
+            .collect();
+        assert!(others.is_empty(), "another proxy is not Weir: {others:?}");
+        vscode::apply(&vs, &install.proxy_url()).unwrap();
+        let found: Vec<_> = pointed_at_weir(&install, &sources)
+            .into_iter()
+            .filter(|t| t.kind == ToolKind::Vscode)
+            .collect();
+        assert_eq!(found.len(), 1);
+        assert!(!found[0].falls_back_direct);
+        assert_eq!(
+            found[0].undo,
+            format!("weir setup vscode --undo --settings {}", vs.display())
+        );
+        assert!(is_weir_pac("http://127.0.0.1:9347/proxy.pac", &install));
+        assert!(!is_weir_pac("http://127.0.0.1:9348/proxy.pac", &install));
+    }
+}
