@@ -333,6 +333,21 @@ impl EngineHandle {
         }
     }
 
+    /// The tools still pointed at this Weir (proxy variables of this process's environment,
+    /// VS Code, git, the desktop's PAC URL), for the tray's warning on quit. Blocking (it
+    /// reads files and runs `git`/`gsettings`): call it from `spawn_blocking`.
+    pub fn pointed_tools(&self) -> Vec<crate::client_setup::PointedTool> {
+        let mut settings = (*self.settings()).clone();
+        // The address clients were given is the one actually bound (`:0` in a config means
+        // "any free port").
+        settings.listen = self.local_addr;
+        let install = crate::client_setup::Install::new(settings, self.options.data_dir.clone());
+        crate::client_setup::pointed_at_weir(
+            &install,
+            &crate::client_setup::Sources::for_this_user(),
+        )
+    }
+
     /// The settings in force now (they change while running: `crate::reload`).
     pub fn settings(&self) -> Arc<Settings> {
         self.control.proxy.settings()
