@@ -228,6 +228,11 @@ function connect() {
     const e = parse(ev);
     if (e) github.event(e);
   });
+  // The config file changed on disk: show its values (unless the form has unsaved edits).
+  source.addEventListener('settings_applied', (ev) => {
+    const e = parse(ev);
+    if (e?.source === 'file') settings.reloadIfClean();
+  });
   source.addEventListener('paused', (ev) => {
     const e = parse(ev);
     if (e && state.status && typeof e.paused === 'boolean') {

@@ -211,6 +211,11 @@ export class SettingsForm {
     setText(this.dirty, changed ? 'Unsaved changes' : '');
   }
 
+  /** Loads the effective settings again, unless the form holds edits not yet saved. */
+  reloadIfClean() {
+    if (!this.base || this.dirty.textContent === '') this.load();
+  }
+
   /** `status.settings`: a config file refused on disk, and settings waiting for a restart. */
   statusUpdate(st) {
     if (!this.live) return;

@@ -123,6 +123,13 @@ describe('Weir dashboard settings', { timeout: 180_000 }, () => {
 
     fs.writeFileSync(weir.config, good);
     await live.waitFor({ state: 'hidden', timeout: 15_000 });
+
+    // A good edit on disk shows up in the form by itself (no unsaved edits here).
+    fs.writeFileSync(weir.config, good.replace('fresh_ttl = "30s"', 'fresh_ttl = "45s"'));
+    await page.waitForFunction(() => document.querySelector('[data-testid="setting-list-fresh_ttl"]').value === '45s', null, { timeout: 15_000 });
+    assert.equal(await page.getByTestId('settings-dirty').textContent(), '');
+    fs.writeFileSync(weir.config, good);
+    await page.waitForFunction(() => document.querySelector('[data-testid="setting-list-fresh_ttl"]').value === '30s', null, { timeout: 15_000 });
   });
 
   test('changing an origin is refused with the 422 detail and leaves the file alone', async () => {
