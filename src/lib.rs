@@ -22,7 +22,10 @@
 //! - `queue`: the durable create queue (SQLite + keychain) and its replay worker. → upstream
 //! - `reload`: settings changes while running (settings API, the watched config file): validate,
 //!   put in force, reconfigure parts in place, report restart-only keys. → pipeline, upstream
-//! - `control`: `/_weir/api/*`, `/metrics`, the PAC, the dashboard. → pipeline, queue, reload
+//! - `sessions`: the agent-sessions companion — polls the stored token's session list through
+//!   Weir's own listener, keeps counts and recent sessions, announces changes. → pipeline
+//! - `control`: `/_weir/api/*`, `/metrics`, the PAC, the dashboard. → pipeline, queue, reload,
+//!   sessions
 //! - [`client_setup`]: pointing tools at Weir, for the CLI and the tray. → config, intercept
 //! - [`secrets`]: every keychain service/account name, namespaced per data dir.
 //! - Leaves: [`config`], `problem` (+ `problem_kind`), [`events`], [`status`], `cache`,
@@ -52,6 +55,7 @@ pub(crate) mod queue;
 pub(crate) mod reload;
 pub mod secrets;
 pub(crate) mod server;
+pub(crate) mod sessions;
 pub(crate) mod stats;
 pub mod status;
 pub(crate) mod surface;

@@ -43,7 +43,7 @@ describe('PAC with Weir running and stopped', { timeout: 180_000 }, () => {
     assert.ok(WEIR_BIN, 'set WEIR_BIN to the built weir binary');
     assert.ok(fs.existsSync(CHROMIUM), `${CHROMIUM} is missing: apt-get install -y --no-install-recommends chromium`);
     standIn = await startStandIn();
-    weir = await startWeir(WEIR_BIN, standIn.port, {
+    weir = await startWeir(WEIR_BIN, standIn.port, '', {
       origin: `http://${HOST}:${standIn.port}`,
       connectTo: `127.0.0.1:${standIn.port}`,
     });
