@@ -5,6 +5,7 @@ use serde::Serialize;
 use std::time::SystemTime;
 use tokio::sync::{broadcast, watch};
 
+pub use crate::status::SettingsSource;
 pub use weir_resilience::State as BreakerState;
 pub use weir_store::State as QueueState;
 
@@ -88,6 +89,21 @@ pub enum Event {
         #[serde(with = "crate::time_fmt")]
         at: SystemTime,
     },
+    /// New settings are in force (on the next request). `restart_required` names the changed
+    /// settings that keep their old value until the engine restarts.
+    SettingsApplied {
+        source: SettingsSource,
+        #[serde(with = "crate::time_fmt")]
+        at: SystemTime,
+        restart_required: Vec<crate::config::RestartKey>,
+    },
+    /// A changed config file was refused; the settings in force are unchanged.
+    SettingsRejected {
+        source: SettingsSource,
+        #[serde(with = "crate::time_fmt")]
+        at: SystemTime,
+        error: crate::status::SettingsError,
+    },
     /// An agent session of the stored token's account finished, failed or needs review
     /// (seen as a state change between two polls; never for the sessions of the first poll).
     /// The live event stream (`/_weir/api/events`, no secret) carries only `change`, `id` and
@@ -104,6 +120,8 @@ impl Event {
     pub fn name(&self) -> &'static str {
         match self {
             Event::ModeChanged { .. } => "mode_changed",
+            Event::SettingsApplied { .. } => "settings_applied",
+            Event::SettingsRejected { .. } => "settings_rejected",
             Event::Paused { .. } => "paused",
             Event::Breaker { .. } => "breaker",
             Event::Queue { .. } => "queue",

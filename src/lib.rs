@@ -23,9 +23,12 @@
 //!   and the one attempt-and-retry machinery, shared by requests and replays.
 //! - `queue`: the durable create queue (SQLite + keychain, or PostgreSQL shared by gateway
 //!   replicas) and its replay worker. → upstream
+//! - `reload`: settings changes while running (settings API, the watched config file): validate,
+//!   put in force, reconfigure parts in place, report restart-only keys. → pipeline, upstream
 //! - `sessions`: the agent-sessions companion — polls the stored token's session list through
 //!   Weir's own listener, keeps counts and recent sessions, announces changes. → pipeline
-//! - `control`: `/_weir/api/*`, `/metrics`, the PAC, the dashboard. → pipeline, queue, sessions
+//! - `control`: `/_weir/api/*`, `/metrics`, the PAC, the dashboard. → pipeline, queue, reload,
+//!   sessions
 //! - [`gateway`]: team gateway mode: TLS listeners, allow-list, admin door, holds shared
 //!   between replicas. → pipeline, control, queue
 //! - [`client_setup`]: pointing tools at Weir, for the CLI and the tray. → config, intercept
@@ -58,6 +61,7 @@ pub(crate) mod pipeline;
 pub(crate) mod problem;
 pub(crate) mod problem_kind;
 pub(crate) mod queue;
+pub(crate) mod reload;
 pub mod secrets;
 pub(crate) mod server;
 pub(crate) mod sessions;

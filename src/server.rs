@@ -35,10 +35,11 @@ pub(crate) fn http_builder(limits: &crate::config::Limits) -> auto::Builder<Toki
 }
 
 /// Serves `listener` until `shutdown`, handing each request to `handler`. `base_url` makes
-/// the over-the-limit problem's `type` absolute.
+/// the over-the-limit problem's `type` absolute. Header limits and the drain timeout are read
+/// from `live` per connection (and at shutdown); the connection limit is fixed at start.
 pub(crate) async fn serve<H, Fut>(
     listener: TcpListener,
-    limits: crate::config::Limits,
+    live: crate::config::LiveSettings,
     base_url: String,
     handler: H,
     shutdown: impl Future<Output = ()>,
@@ -46,9 +47,9 @@ pub(crate) async fn serve<H, Fut>(
     H: Fn(Request<Incoming>) -> Fut + Clone + Send + Sync + 'static,
     Fut: Future<Output = Response<Body>> + Send + 'static,
 {
-    let builder = http_builder(&limits);
+    let max_connections = live.get().limits.max_connections;
     let graceful = GracefulShutdown::new();
-    let connections = Arc::new(Semaphore::new(limits.max_connections));
+    let connections = Arc::new(Semaphore::new(max_connections));
     tokio::pin!(shutdown);
 
     loop {
@@ -65,7 +66,7 @@ pub(crate) async fn serve<H, Fut>(
             _ = &mut shutdown => break,
         };
         let Ok(permit) = connections.clone().try_acquire_owned() else {
-            tokio::spawn(refuse(stream, limits.max_connections, base_url.clone()));
+            tokio::spawn(refuse(stream, max_connections, base_url.clone()));
             continue;
         };
         let _ = stream.set_nodelay(true);
@@ -74,6 +75,7 @@ pub(crate) async fn serve<H, Fut>(
             let fut = h(req);
             async move { Ok::<_, std::convert::Infallible>(fut.await) }
         });
+        let builder = http_builder(&live.get().limits);
         let conn = builder
             .serve_connection_with_upgrades(TokioIo::new(stream), svc)
             .into_owned();
@@ -86,6 +88,7 @@ pub(crate) async fn serve<H, Fut>(
         });
     }
     drop(listener);
+    let limits = live.get().limits.clone();
     tracing::info!(
         "draining in-flight requests (at most {:?})",
         limits.drain_timeout

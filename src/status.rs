@@ -28,10 +28,91 @@ pub struct StatusSnapshot {
     pub github: Option<weir_status::GithubStatus>,
     /// Whether a GitHub token is stored in the keychain (the token is never shown).
     pub github_token_stored: bool,
+    /// Live settings: where they come from, the last change, what waits for a restart.
+    pub settings: SettingsStatus,
     /// The agent-sessions companion: the poller's state and the sessions it last saw.
     pub sessions: SessionsStatus,
     /// Team gateway mode (`weir serve --gateway`); `null` for a laptop Weir.
     pub gateway: Option<GatewayStatus>,
+}
+
+/// Where a settings change came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SettingsSource {
+    /// `PUT /_weir/api/settings` (the dashboard, the tray).
+    Api,
+    /// The config file changed on disk.
+    File,
+}
+
+/// `settings` in the status document.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct SettingsStatus {
+    /// The config file watched for changes (and written by the settings API).
+    pub config_file: Option<String>,
+    /// Whether changes to the file on disk are picked up.
+    pub watching: bool,
+    /// Changes put in force since start (0: the start-up settings).
+    pub version: u64,
+    pub applied_at: Option<String>,
+    pub applied_from: Option<SettingsSource>,
+    /// Settings changed in the file that keep their old value until the engine restarts
+    /// (the tray offers **Restart engine** while this is not empty).
+    pub restart_required: Vec<crate::config::RestartKey>,
+    /// The last change that was refused (the settings in force did not change); cleared by
+    /// the next good one.
+    pub error: Option<SettingsError>,
+}
+
+/// A refused config file: where and what.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SettingsError {
+    pub file: String,
+    /// 1-based line, when the problem has one.
+    pub line: Option<usize>,
+    /// The config key, when the problem has one.
+    pub key: Option<String>,
+    pub message: String,
+    pub at: String,
+}
+
+impl SettingsError {
+    /// From a [`crate::config::ConfigError`] for `file`.
+    pub fn from_config(e: &crate::config::ConfigError, file: &str) -> SettingsError {
+        use crate::config::ConfigError;
+        let at = crate::time_fmt::rfc3339(std::time::SystemTime::now());
+        match e {
+            ConfigError::Invalid {
+                file,
+                line,
+                key,
+                message,
+            } => SettingsError {
+                file: file.clone(),
+                line: Some(*line),
+                key: Some(key.clone()),
+                message: message.clone(),
+                at,
+            },
+            other => SettingsError {
+                file: file.to_string(),
+                line: None,
+                key: None,
+                message: other.to_string(),
+                at,
+            },
+        }
+    }
+}
+
+impl std::fmt::Display for SettingsError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match (self.line, &self.key) {
+            (Some(l), Some(k)) => write!(f, "{}:{l}: key `{k}`: {}", self.file, self.message),
+            _ => write!(f, "{}: {}", self.file, self.message),
+        }
+    }
 }
 
 /// The agent-sessions companion ([`crate::sessions`]): Weir's own poll of the stored token's

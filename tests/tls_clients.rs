@@ -189,7 +189,7 @@ async fn proxy_pac_is_served_with_its_content_type_and_host_check() {
     let port = weir.handle.local_addr().port();
     assert!(
         pac.contains(&format!(
-            "host === \"{HOST}\") return \"PROXY 127.0.0.1:{port}\""
+            "host === \"{HOST}\") return \"PROXY 127.0.0.1:{port}; DIRECT\""
         )),
         "{pac}"
     );

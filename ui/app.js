@@ -74,6 +74,7 @@ const settings = new SettingsForm({
   form: byTestId('settings-form'),
   configNote: byTestId('config-note'),
   saved: byTestId('settings-saved'),
+  live: byTestId('settings-live'),
   onProblem: showProblem,
   onNotice: showNotice,
 });
@@ -226,6 +227,7 @@ function onStatus(doc) {
   queue.statusUpdate(doc.queue);
   github.update(doc.github);
   token.statusUpdate(doc);
+  settings.statusUpdate(doc.settings);
   sessions.statusUpdate(doc);
   setup.update(doc.listen || new URL(apiBase()).host);
   setText(byTestId('version'), doc.version ? `v${doc.version}` : '');
@@ -267,6 +269,11 @@ function connect() {
   source.addEventListener('github', (ev) => {
     const e = parse(ev);
     if (e) github.event(e);
+  });
+  // The config file changed on disk: show its values (unless the form has unsaved edits).
+  source.addEventListener('settings_applied', (ev) => {
+    const e = parse(ev);
+    if (e?.source === 'file') settings.reloadIfClean();
   });
   // The next `status` brings the whole mode; this shows the change at once.
   source.addEventListener('mode_changed', (ev) => {

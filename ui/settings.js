@@ -1,7 +1,8 @@
 // The editable Settings form: managed upstreams (add and remove rows), cache lifetimes for
 // list and view calls, and circuit breaker thresholds. Save sends only what changed to
 // `PUT /_weir/api/settings`; the engine writes the config file and the change applies on the
-// next start. Problems (401, or a 422 naming file, line and key) go to the alert banner.
+// next request (settings that need a restart are named). Problems (401, or a 422 naming file,
+// line and key) go to the alert banner; a config file refused on disk is shown from the status.
 
 import { call, hasSecret } from './api.js';
 import { byTestId, h, setText } from './dom.js';
@@ -27,8 +28,8 @@ function numberInput(field, attrs) {
 }
 
 export class SettingsForm {
-  constructor({ form, configNote, saved, onProblem, onNotice }) {
-    Object.assign(this, { form, configNote, saved, onProblem, onNotice });
+  constructor({ form, configNote, saved, live, onProblem, onNotice }) {
+    Object.assign(this, { form, configNote, saved, live, onProblem, onNotice });
     this.base = null; // form values as last loaded or saved
     this.configFile = null;
     this.upstreamBody = h('tbody');
@@ -124,7 +125,7 @@ export class SettingsForm {
       this.dirty);
 
     this.form.replaceChildren(
-      h('p', { class: 'muted small' }, 'Saved to the configuration file (comments and other keys are kept); they take effect when Weir restarts.'),
+      h('p', { class: 'muted small' }, 'Saved to the configuration file (comments and other keys are kept) and applied from the next request on; edits to the file itself apply the same way.'),
       upstreams, classes, breaker, actions);
   }
 
@@ -210,6 +211,28 @@ export class SettingsForm {
     setText(this.dirty, changed ? 'Unsaved changes' : '');
   }
 
+  /** Loads the effective settings again, unless the form holds edits not yet saved. */
+  reloadIfClean() {
+    if (!this.base || this.dirty.textContent === '') this.load();
+  }
+
+  /** `status.settings`: a config file refused on disk, and settings waiting for a restart. */
+  statusUpdate(st) {
+    if (!this.live) return;
+    const parts = [];
+    if (st?.error) {
+      const e = st.error;
+      const where = e.line ? `${e.file}:${e.line}${e.key ? ` (${e.key})` : ''}` : e.file;
+      parts.push(`The config file was not applied: ${where}: ${e.message}. The previous settings are still in force.`);
+    }
+    if (Array.isArray(st?.restart_required) && st.restart_required.length) {
+      parts.push(`Restart Weir to apply: ${st.restart_required.join(', ')}.`);
+    }
+    setText(this.live, parts.join(' '));
+    this.live.hidden = parts.length === 0;
+    this.live.dataset.error = st?.error ? 'true' : 'false';
+  }
+
   revert() {
     if (this.base) this.fill(this.base);
   }
@@ -239,7 +262,10 @@ export class SettingsForm {
       // The file now holds these values: later saves are measured against them.
       this.base = JSON.parse(JSON.stringify(values, (k, v) => (typeof v === 'string' ? v.trim() : v)));
       this.markDirty();
-      setText(this.saved, `Saved to ${file}; restart Weir to apply`);
+      const pending = Array.isArray(res?.restart_required) ? res.restart_required : [];
+      setText(this.saved, pending.length
+        ? `Saved to ${file} and applied; restart Weir for ${pending.join(', ')}`
+        : `Saved to ${file} and applied`);
     } catch (e) {
       this.onProblem(e);
     } finally {

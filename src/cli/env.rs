@@ -1,4 +1,7 @@
-//! `weir env [--shell bash|zsh|fish|powershell]`: prints [`weir::client_setup::shell_env`].
+//! `weir env [--shell bash|zsh|fish|powershell] [--if-running | --unset]`: prints
+//! [`weir::client_setup::shell_env`], only while this install's Weir answers
+//! (`--if-running`, for shell profiles), or the commands that take Weir's variables back out
+//! (`--unset`).
 
 use super::context::{load, CommonArgs};
 use std::process::ExitCode;
@@ -10,6 +13,14 @@ pub struct EnvArgs {
     /// Syntax of the output.
     #[arg(long, value_enum, default_value_t = Shell::Bash)]
     shell: Shell,
+    /// Print the variables only if this install's Weir answers its health check now; print
+    /// nothing (and exit 0) otherwise. For shell profiles: `eval "$(weir env --if-running)"`.
+    #[arg(long, conflicts_with = "unset")]
+    if_running: bool,
+    /// Print the commands that remove Weir's variables from the shell:
+    /// `eval "$(weir env --unset)"`. A proxy variable naming a non-loopback proxy is kept.
+    #[arg(long)]
+    unset: bool,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -35,6 +46,21 @@ pub fn run(args: EnvArgs) -> ExitCode {
         Ok(i) => i,
         Err(code) => return code,
     };
+    if args.unset {
+        let vars = weir::client_setup::unset_vars(&install, |k| std::env::var(k).ok());
+        print!(
+            "{}",
+            weir::client_setup::render_unset(&vars, args.shell.into())
+        );
+        return ExitCode::SUCCESS;
+    }
+    if args.if_running {
+        let id = weir::client_setup::pointed::install_id(&install.data_dir);
+        if !weir::client_setup::weir_is_running(&install, id.as_deref()) {
+            // Nothing at all on stdout: the profile's eval then sets nothing.
+            return ExitCode::SUCCESS;
+        }
+    }
     let (env, notes) = install.shell_env();
     for n in notes {
         eprintln!("weir: {n}");

@@ -1,4 +1,4 @@
-//! `weir setup vscode [--apply] [--settings FILE]`: prints or applies
+//! `weir setup vscode [--apply | --undo] [--settings FILE]`: prints, applies or takes back out
 //! [`weir::client_setup::vscode`]'s settings.
 
 use super::context::{fail, load, CommonArgs};
@@ -19,8 +19,12 @@ enum SetupTarget {
     /// Visual Studio Code (user settings.json).
     Vscode {
         /// Merge the settings into settings.json (a .bak copy is written first).
-        #[arg(long)]
+        #[arg(long, conflicts_with = "undo")]
         apply: bool,
+        /// Take Weir's proxy settings back out of settings.json (a .bak copy is written
+        /// first; comments and other keys are kept).
+        #[arg(long)]
+        undo: bool,
         /// The settings file (default: the OS location of VS Code's user settings.json).
         #[arg(long, value_name = "FILE")]
         settings: Option<PathBuf>,
@@ -32,8 +36,33 @@ pub fn run(args: SetupArgs) -> ExitCode {
         Ok(i) => i,
         Err(code) => return code,
     };
-    let SetupTarget::Vscode { apply, settings } = args.target;
+    let SetupTarget::Vscode {
+        apply,
+        undo,
+        settings,
+    } = args.target;
     let proxy = install.proxy_url();
+    if undo {
+        let Some(path) = settings.or_else(vscode::default_settings_path) else {
+            return fail("cannot tell where VS Code's settings.json is; pass --settings FILE");
+        };
+        return match vscode::undo(&path, &proxy) {
+            Ok(Some(backup)) => {
+                println!("weir: took Weir's proxy settings out of {}", path.display());
+                println!("weir: the previous version is in {}", backup.display());
+                println!("weir: restart VS Code");
+                ExitCode::SUCCESS
+            }
+            Ok(None) => {
+                println!(
+                    "weir: {} does not point VS Code at Weir ({proxy}); nothing changed",
+                    path.display()
+                );
+                ExitCode::SUCCESS
+            }
+            Err(e) => fail(e),
+        };
+    }
     if !apply {
         println!("// Add to VS Code's user settings.json (or run `weir setup vscode --apply`):");
         print!("{}", vscode::snippet(&proxy));

@@ -1,6 +1,7 @@
 //! `weir doctor`'s checks, as data: Weir answers on its address, the keychain works, the local
 //! CA is there (key in the keychain) and trusted by the system store, the shell's environment
-//! points at Weir, and each managed upstream is reachable with Weir's own client.
+//! points at Weir, and each managed upstream is reachable with Weir's own client. When Weir is
+//! not running, every tool still pointed at it is named ([`super::pointed`]), with the undo.
 
 use super::Install;
 use crate::intercept::CertInfo;
@@ -19,6 +20,8 @@ pub enum CheckKind {
     SystemStore,
     Environment,
     Upstream,
+    /// A tool still pointed at a Weir that is not running.
+    PointedAtWeir,
 }
 
 /// How a check came out.
@@ -73,7 +76,12 @@ impl Check {
 /// Every check, in order. Blocks (sockets, keychain) and runs its own small async runtime for
 /// the upstream checks: call it from a plain thread or `spawn_blocking`, not an async task.
 pub fn run_checks(install: &Install) -> Vec<Check> {
-    let mut out = vec![check_listening(install)];
+    let listening = check_listening(install);
+    let down = listening.failed();
+    let mut out = vec![listening];
+    if down {
+        out.extend(pointed_checks(install));
+    }
     let ca = check_ca(install, &mut out);
     if let Some(info) = &ca {
         out.push(check_system_store(info));
@@ -126,6 +134,29 @@ fn check_listening(install: &Install) -> Check {
         ),
         Err(e) => Check::bad(kind, format!("nothing answers on {host}: {e}"), fix),
     }
+}
+
+/// One check per tool still pointed at this (not running) Weir: a failure with the undo, or
+/// information for what falls back to `DIRECT` by itself (the PAC).
+fn pointed_checks(install: &Install) -> Vec<Check> {
+    let kind = CheckKind::PointedAtWeir;
+    super::pointed_at_weir(install, &super::Sources::for_this_user())
+        .into_iter()
+        .map(|t| {
+            if t.falls_back_direct {
+                Check::info(
+                    kind,
+                    format!("{}; Weir is not running, it falls back to DIRECT", t.what),
+                )
+            } else {
+                Check::bad(
+                    kind,
+                    format!("{}, but Weir is not running: it cannot connect", t.what),
+                    format!("start Weir, or take it out: {}", t.undo),
+                )
+            }
+        })
+        .collect()
 }
 
 /// The CA certificate when interception is on and the CA is usable.

@@ -6,16 +6,21 @@
 //! - [`vscode`]: VS Code's proxy settings, merged into its JSONC `settings.json`.
 //! - [`ca_install`]: the OS trust-store steps for the local CA, and running them.
 //! - [`doctor_checks`]: is this machine set up? One typed [`doctor_checks::Check`] per finding.
+//! - [`pointed`]: which tools still point at Weir ([`pointed_at_weir`], for doctor and the
+//!   tray's quit warning), and whether this install's Weir answers ([`weir_is_running`]).
 
 pub mod ca_install;
 pub mod doctor_checks;
+pub mod pointed;
 pub mod shell_env;
 pub mod vscode;
 
 pub use ca_install::{apply_steps, install_steps, rotate, Rotation, StepReport};
 pub use doctor_checks::{run_checks, Check, CheckKind, Outcome};
+pub use pointed::{pointed_at_weir, weir_is_running, PointedTool, Sources, ToolKind};
 pub use shell_env::{
-    prepare_ca_files, shell_env, CaFiles, EnvNote, Shell, ShellEnv, ShellEnvInput,
+    prepare_ca_files, render_unset, shell_env, unset_vars, CaFiles, EnvNote, Shell, ShellEnv,
+    ShellEnvInput,
 };
 pub use vscode::VscodeError;
 

@@ -81,6 +81,62 @@ impl ShellEnv {
     }
 }
 
+/// Renders `vars` as commands that remove them in `shell`.
+pub fn render_unset(vars: &[String], shell: Shell) -> String {
+    let mut out = String::new();
+    for k in vars {
+        let line = match shell {
+            Shell::Posix => format!("unset {k}"),
+            Shell::Fish => format!("set -e {k}"),
+            Shell::PowerShell => format!("Remove-Item Env:{k} -ErrorAction SilentlyContinue"),
+        };
+        out.push_str(&line);
+        out.push('\n');
+    }
+    out
+}
+
+/// The variables `weir env --unset` removes, given the current environment `get`: a proxy
+/// variable when it names a loopback proxy (Weir, at any port it had; a company proxy
+/// stays), `NO_PROXY` when it is Weir's, a CA variable when it names a file in Weir's CA
+/// directory. Unset variables are left out.
+pub fn unset_vars(install: &Install, get: impl Fn(&str) -> Option<String>) -> Vec<String> {
+    let ca_dir = install.ca.cert_path().parent().map(|d| d.to_path_buf());
+    let loopback_proxy = |v: &str| {
+        let rest = v.trim().strip_prefix("http://").unwrap_or(v.trim());
+        let host = rest.split('/').next().unwrap_or("");
+        let host = host.rsplit_once(':').map_or(host, |(h, _)| h);
+        matches!(host, "127.0.0.1" | "localhost" | "[::1]")
+    };
+    let mut out = Vec::new();
+    for k in super::pointed::PROXY_VARS {
+        if get(k).is_some_and(|v| loopback_proxy(&v)) {
+            out.push(k.to_string());
+        }
+    }
+    for k in ["NO_PROXY", "no_proxy"] {
+        if get(k).is_some_and(|v| v == NO_PROXY) {
+            out.push(k.to_string());
+        }
+    }
+    for k in [
+        "NODE_EXTRA_CA_CERTS",
+        "SSL_CERT_FILE",
+        "REQUESTS_CA_BUNDLE",
+        "CURL_CA_BUNDLE",
+    ] {
+        let in_ca_dir = |v: &str| {
+            ca_dir
+                .as_ref()
+                .is_some_and(|d| std::path::Path::new(v).starts_with(d))
+        };
+        if get(k).is_some_and(|v| in_ca_dir(&v)) {
+            out.push(k.to_string());
+        }
+    }
+    out
+}
+
 /// Why a CA variable is missing (printed to stderr by `weir env`).
 #[derive(Debug, thiserror::Error)]
 pub enum EnvNote {
@@ -183,6 +239,48 @@ mod tests {
             ]
         );
         assert_eq!(shell_env(&input(false)).vars.len(), 6);
+    }
+
+    #[test]
+    fn unset_takes_out_weirs_variables_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let install = Install::new(crate::config::Settings::default(), dir.path().to_path_buf());
+        let ca = install.ca.cert_path().display().to_string();
+        let env = [
+            ("HTTPS_PROXY", "http://127.0.0.1:9347"),
+            ("http_proxy", "http://127.0.0.1:1234/"),
+            ("HTTP_PROXY", "http://proxy.corp:3128"),
+            ("NO_PROXY", NO_PROXY),
+            ("no_proxy", "corp.example"),
+            ("NODE_EXTRA_CA_CERTS", ca.as_str()),
+            ("SSL_CERT_FILE", "/etc/ssl/certs/ca-certificates.crt"),
+        ];
+        let get = |k: &str| {
+            env.iter()
+                .find(|(n, _)| *n == k)
+                .map(|(_, v)| v.to_string())
+        };
+        let vars = unset_vars(&install, get);
+        assert_eq!(
+            vars,
+            [
+                "HTTPS_PROXY",
+                "http_proxy",
+                "NO_PROXY",
+                "NODE_EXTRA_CA_CERTS"
+            ]
+        );
+        assert_eq!(
+            render_unset(&vars[..2], Shell::Posix),
+            "unset HTTPS_PROXY\nunset http_proxy\n"
+        );
+        assert_eq!(
+            render_unset(&vars[..1], Shell::Fish),
+            "set -e HTTPS_PROXY\n"
+        );
+        assert!(
+            render_unset(&vars[..1], Shell::PowerShell).starts_with("Remove-Item Env:HTTPS_PROXY")
+        );
     }
 
     #[test]

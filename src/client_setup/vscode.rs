@@ -59,6 +59,82 @@ pub fn merge(text: &str, path: &str, proxy: &str) -> Result<String, VscodeError>
     Ok(root.to_string())
 }
 
+/// `text` with Weir's keys taken back out, comments and every other key kept. Only when
+/// `http.proxy` is `proxy` (Weir's address): a proxy the user set to something else is theirs,
+/// and then nothing is removed. `None`: nothing to take out.
+pub fn unmerge(text: &str, path: &str, proxy: &str) -> Result<Option<String>, VscodeError> {
+    if text.trim().is_empty() {
+        return Ok(None);
+    }
+    let root =
+        CstRootNode::parse(text, &ParseOptions::default()).map_err(|e| VscodeError::Parse {
+            path: path.to_string(),
+            message: e.to_string(),
+        })?;
+    let Some(obj) = root.object_value() else {
+        return Err(VscodeError::NotAnObject {
+            path: path.to_string(),
+        });
+    };
+    if !points_at(&obj, proxy) {
+        return Ok(None);
+    }
+    for (key, _) in settings(proxy) {
+        if let Some(prop) = obj.get(key) {
+            prop.remove();
+        }
+    }
+    Ok(Some(root.to_string()))
+}
+
+fn points_at(obj: &jsonc_parser::cst::CstObject, proxy: &str) -> bool {
+    obj.get("http.proxy")
+        .and_then(|p| p.value())
+        .and_then(|v| v.as_string_lit())
+        .and_then(|s| s.decoded_value().ok())
+        .is_some_and(|v| v.trim_end_matches('/') == proxy.trim_end_matches('/'))
+}
+
+/// Whether the settings file at `path` sends VS Code through `proxy` (unreadable or
+/// unparsable files do not).
+pub fn is_pointed_at(path: &Path, proxy: &str) -> bool {
+    let Ok(text) = std::fs::read_to_string(path) else {
+        return false;
+    };
+    CstRootNode::parse(&text, &ParseOptions::default())
+        .ok()
+        .and_then(|root| root.object_value())
+        .is_some_and(|obj| points_at(&obj, proxy))
+}
+
+/// Takes Weir's proxy settings back out of `path` (a `.bak` copy first). `Ok(None)`: the file
+/// does not point VS Code at Weir, nothing was changed; `Ok(Some(backup))` otherwise.
+pub fn undo(path: &Path, proxy: &str) -> Result<Option<PathBuf>, VscodeError> {
+    let io = |action, source| VscodeError::Io {
+        action,
+        path: path.to_path_buf(),
+        source,
+    };
+    let old = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(io("read", e)),
+    };
+    let Some(new) = unmerge(&old, &path.display().to_string(), proxy)? else {
+        return Ok(None);
+    };
+    let bak = backup_path(path);
+    std::fs::write(&bak, &old).map_err(|e| io("back up", e))?;
+    std::fs::write(path, new).map_err(|e| io("write", e))?;
+    Ok(Some(bak))
+}
+
+fn backup_path(path: &Path) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(".bak");
+    PathBuf::from(name)
+}
+
 /// The settings alone, as a fresh `settings.json` (what `weir setup vscode` shows).
 pub fn snippet(proxy: &str) -> String {
     merge("{}", "settings", proxy).unwrap_or_default()
@@ -95,9 +171,7 @@ pub fn apply(path: &Path, proxy: &str) -> Result<Option<PathBuf>, VscodeError> {
     let merged = merge(&old, &path.display().to_string(), proxy)?;
     let mut backup = None;
     if existed {
-        let mut name = path.as_os_str().to_owned();
-        name.push(".bak");
-        let bak = PathBuf::from(name);
+        let bak = backup_path(path);
         std::fs::write(&bak, &old).map_err(|e| io("back up", e))?;
         backup = Some(bak);
     } else if let Some(dir) = path.parent() {
@@ -142,6 +216,36 @@ mod tests {
         assert!(merge("", "s.json", "p")
             .unwrap()
             .contains("\"http.proxy\": \"p\""));
+    }
+
+    #[test]
+    fn unmerge_takes_back_only_what_merge_added() {
+        let text =
+            "{\n  // my font\n  \"editor.fontSize\": 14, /* keep */\n  \"files.eol\": \"\\n\"\n}\n";
+        let merged = merge(text, "s.json", "http://127.0.0.1:9347").unwrap();
+        let back = unmerge(&merged, "s.json", "http://127.0.0.1:9347")
+            .unwrap()
+            .unwrap();
+        assert!(
+            back.contains("// my font") && back.contains("/* keep */"),
+            "{back}"
+        );
+        assert!(!back.contains("http.proxy"), "{back}");
+        assert!(
+            back.contains("\"editor.fontSize\": 14") && back.contains("files.eol"),
+            "{back}"
+        );
+        // Parses as JSONC again, and a second undo has nothing to do.
+        assert_eq!(
+            unmerge(&back, "s.json", "http://127.0.0.1:9347").unwrap(),
+            None
+        );
+        // Someone else's proxy is left alone.
+        let theirs = merge(text, "s.json", "http://proxy.corp:3128").unwrap();
+        assert_eq!(
+            unmerge(&theirs, "s.json", "http://127.0.0.1:9347").unwrap(),
+            None
+        );
     }
 
     #[test]

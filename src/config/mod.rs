@@ -5,19 +5,23 @@ mod classes;
 mod file;
 mod gateway;
 mod launch;
+mod live;
 mod load;
 mod net;
 mod origin;
 mod resilience;
+mod restart;
 
 pub use classes::{classify, default_routes, ClassSettings, ClassTable, RouteClass, RouteRule};
 pub use file::FileConfig;
 pub use gateway::{Cidr, GatewaySettings, PostgresSettings};
 pub use launch::{resolve, Launch, LaunchArgs};
+pub use live::LiveSettings;
 pub use load::{load_file, parse_str, ConfigError};
 pub use net::{read_roots, HostPort, UpstreamNet, UpstreamProxy};
 pub use origin::Origin;
 pub use resilience::ResilienceSettings;
+pub use restart::{restart_required, RestartKey};
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

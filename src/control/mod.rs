@@ -24,7 +24,6 @@ use crate::pipeline::Proxy;
 use crate::problem::{Problem, ProblemKind};
 use http::{header, HeaderValue, Method, Request, Response, StatusCode};
 use hyper::body::Incoming;
-use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
@@ -39,8 +38,9 @@ pub(crate) struct Control {
     pub secret: String,
     /// This install's id (not a secret), answered by `/_weir/api/health`.
     pub install_id: String,
-    /// Where the dashboard's settings panel saves changes; `None`: read-only.
-    pub config_file: Option<PathBuf>,
+    /// Where the dashboard's settings panel saves changes (`None`: read-only), and how
+    /// changes are put in force.
+    pub reload: Arc<crate::reload::Reloader>,
     /// Whether a GitHub token is in the keychain (read at start, kept current by the token
     /// API) so status calls never wait on the keychain.
     pub token_stored: AtomicBool,
@@ -104,7 +104,7 @@ pub(crate) async fn handle(
     let path = req.uri().path().to_string();
     match (req.method(), path.as_str()) {
         (&Method::GET, "/_weir/api/status") => Ok(json(&snapshot_full(ctl).await)),
-        (&Method::GET, "/proxy.pac") => Ok(pac::response(&ctl.proxy.settings, ctl.proxy.port)),
+        (&Method::GET, "/proxy.pac") => Ok(pac::response(&ctl.proxy.settings(), ctl.proxy.port)),
         (&Method::GET, "/_weir/api/health") => Ok(json(
             &serde_json::json!({"ok": true, "install_id": ctl.install_id}),
         )),

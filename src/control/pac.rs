@@ -1,6 +1,10 @@
 //! `GET /proxy.pac`: a proxy auto-config script that sends only the managed upstreams to Weir
 //! and everything else `DIRECT`, for browsers and tools that take a PAC URL
 //! (`chromium --proxy-pac-url=http://127.0.0.1:PORT/proxy.pac`, OS proxy settings).
+//!
+//! Managed hosts get `PROXY 127.0.0.1:PORT; DIRECT`: when Weir is not running, the browser
+//! finds the proxy refusing connections and goes `DIRECT` instead of failing (the PAC itself
+//! is kept by the browser once fetched; see docs/pac.md for what happens at a cold start).
 
 use crate::body::Body;
 use crate::config::Settings;
@@ -10,8 +14,9 @@ pub const CONTENT_TYPE: &str = "application/x-ns-proxy-autoconfig";
 
 /// The PAC script for this engine's managed upstreams and listening port.
 pub(crate) fn script(settings: &Settings, port: u16) -> String {
+    // `; DIRECT`: tools keep working while Weir is gone (Weir's policies then do not apply).
     let proxy = format!(
-        "PROXY {}",
+        "PROXY {}; DIRECT",
         crate::pipeline::host_for(settings.listen.ip(), port)
     );
     let mut rules = String::new();
@@ -54,7 +59,7 @@ mod tests {
         )
         .unwrap();
         let pac = script(&settings, 9347);
-        assert!(pac.contains("if (scheme === \"https\" && host === \"api.githubcopilot.com\") return \"PROXY 127.0.0.1:9347\";"), "{pac}");
+        assert!(pac.contains("if (scheme === \"https\" && host === \"api.githubcopilot.com\") return \"PROXY 127.0.0.1:9347; DIRECT\";"), "{pac}");
         assert!(pac.contains("host === \"127.0.0.1\""), "{pac}");
         assert!(pac.trim_end().ends_with("return \"DIRECT\";\n}"), "{pac}");
     }

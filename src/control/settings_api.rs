@@ -1,8 +1,9 @@
 //! `GET/PUT /_weir/api/settings`: the dashboard's settings panel. GET shows where the config
 //! file is and the effective values; PUT changes upstream names, class TTLs and breaker
 //! thresholds in the file (comments and other keys kept, via toml_edit), validates the whole
-//! file with the same rules as start-up, keeps a `.bak`, and writes atomically. Changes apply
-//! on the next start (the response says so). Where credentials go (upstream origins,
+//! file with the same rules as start-up, keeps a `.bak`, writes atomically, and puts the new
+//! settings in force at once (`crate::reload`); the answer lists the changed settings that
+//! wait for a restart (`restart_required`). Where credentials go (upstream origins,
 //! fallbacks, `connect_to`, `ca_file`, `upstream_proxy`) is never changed here: a secret that
 //! leaked to a local process must not be enough to send every token elsewhere.
 
@@ -27,7 +28,7 @@ pub(crate) async fn handle(
         Method::GET => Ok(json(&current(ctl))),
         Method::PUT => {
             let patch = read_json(req).await?;
-            guard_routing(&patch, &ctl.proxy.settings.upstreams)?;
+            guard_routing(&patch, &ctl.proxy.settings().upstreams)?;
             save(ctl, &patch).await
         }
         _ => Err(Problem::new(
@@ -39,7 +40,7 @@ pub(crate) async fn handle(
 }
 
 fn current(ctl: &Control) -> Value {
-    let s = &ctl.proxy.settings;
+    let s = &ctl.proxy.settings();
     let class = |c: RouteClass| {
         let k = s.classes.get(c);
         serde_json::json!({
@@ -51,8 +52,8 @@ fn current(ctl: &Control) -> Value {
     };
     let b = &s.resilience.breaker;
     serde_json::json!({
-        "config_file": ctl.config_file.as_ref().map(|p| p.display().to_string()),
-        "exists": ctl.config_file.as_ref().is_some_and(|p| p.exists()),
+        "config_file": ctl.reload.config_file().map(|p| p.display().to_string()),
+        "exists": ctl.reload.config_file().is_some_and(|p| p.exists()),
         "effective": {
             "listen": s.listen.to_string(),
             "upstreams": s.upstreams.iter().map(|u| serde_json::json!({
@@ -67,7 +68,7 @@ fn current(ctl: &Control) -> Value {
                 "half_open_probes": b.half_open_probes,
             },
         },
-        "restart_required_for_changes": true,
+        "restart_required": ctl.reload.status().restart_required,
     })
 }
 
@@ -250,7 +251,7 @@ fn table_at<'d>(doc: &'d mut DocumentMut, path: &[&str]) -> Result<&'d mut Table
 }
 
 async fn save(ctl: &Control, patch: &Value) -> Result<Response<Body>, Problem> {
-    let Some(path) = ctl.config_file.clone() else {
+    let Some(path) = ctl.reload.config_file().cloned() else {
         return Err(bad(
             "this Weir was started without a config file location; start it with --config FILE",
         ));
@@ -283,9 +284,24 @@ async fn save(ctl: &Control, patch: &Value) -> Result<Response<Body>, Problem> {
             format!("cannot write {}: {e}", path.display()),
         )
     })?;
-    Ok(json(
-        &serde_json::json!({"saved": true, "config_file": path.display().to_string(), "restart_required": true}),
-    ))
+    // Validated above with the same rules, so this only fails if the file changed under us
+    // in a way that makes it invalid; the answer then says the save is not in force.
+    let applied = ctl
+        .reload
+        .apply_text(&new, crate::events::SettingsSource::Api)
+        .map_err(|e| {
+            Problem::new(
+                StatusCode::CONFLICT,
+                ProblemKind::BadRequest,
+                format!("saved, but not put in force: {e}"),
+            )
+        })?;
+    Ok(json(&serde_json::json!({
+        "saved": true,
+        "applied": true,
+        "config_file": path.display().to_string(),
+        "restart_required": applied.restart_required,
+    })))
 }
 
 #[cfg(test)]

@@ -36,7 +36,7 @@ pub fn snapshot(ctl: &Control) -> StatusSnapshot {
         .collect();
     StatusSnapshot {
         version: env!("CARGO_PKG_VERSION"),
-        listen: host_for(p.settings.listen.ip(), p.port),
+        listen: host_for(p.settings().listen.ip(), p.port),
         dashboard: format!("{}/_weir/", p.base_url),
         mode: p.modes.status(),
         paused: p.is_paused(),
@@ -49,7 +49,7 @@ pub fn snapshot(ctl: &Control) -> StatusSnapshot {
         cache: CacheStatus {
             entries: p.cache.entry_count(),
             bytes: p.cache.weighted_size(),
-            max_bytes: p.settings.cache_max_bytes,
+            max_bytes: p.settings().cache_max_bytes,
             in_flight: p.coalescer.in_flight(),
         },
         github: ctl
@@ -58,6 +58,7 @@ pub fn snapshot(ctl: &Control) -> StatusSnapshot {
             .ok()
             .and_then(|g| g.as_ref().map(|h| h.snapshot())),
         github_token_stored: false,
+        settings: ctl.reload.status(),
         sessions: ctl.sessions.status(),
         gateway: ctl.gateway.clone(),
         queue: QueueStatus {

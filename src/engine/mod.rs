@@ -4,7 +4,7 @@
 
 mod router;
 
-use crate::config::Settings;
+use crate::config::{LiveSettings, Settings};
 use crate::control::Control;
 use crate::events::{Bus, Event};
 use crate::identity::IdentityKey;
@@ -12,6 +12,7 @@ use crate::mode::{ChosenBy, Mode, ModeStatus, Modes};
 use crate::pipeline::{Proxy, ProxyParts};
 use crate::queue::replay::Replayer;
 use crate::queue::QueueState;
+use crate::reload::Reloader;
 use crate::secrets::{Account, Namespace, SecretStore};
 use crate::status::StatusSnapshot;
 use crate::upstream::Upstreams;
@@ -38,6 +39,10 @@ pub enum EngineError {
     Gateway(#[from] crate::gateway::GatewayError),
     #[error("the gateway's shared create queue cannot be used: {0}. {fix}", fix = .0.fix())]
     SharedQueue(weir_store::StoreError),
+    /// A restart read a config file that does not validate; the running engine was left
+    /// running.
+    #[error("not restarted, the config file is invalid: {0}")]
+    Config(#[from] crate::config::ConfigError),
 }
 
 /// What the engine needs to start.
@@ -80,6 +85,8 @@ pub fn new_secret() -> String {
 #[derive(Clone)]
 pub struct EngineHandle {
     control: Arc<Control>,
+    /// What this engine was started with (a restart starts from them).
+    options: Arc<EngineOptions>,
     local_addr: SocketAddr,
     /// The gateway's admin listener, in gateway mode.
     admin_addr: Option<SocketAddr>,
@@ -111,7 +118,7 @@ pub async fn start(opts: EngineOptions) -> Result<EngineHandle, EngineError> {
         opts.settings.queue.memory_credentials,
     )
     .await;
-    let secret = match opts.control_secret {
+    let secret = match opts.control_secret.clone() {
         Some(s) => s,
         None => control_secret(&secrets).await,
     };
@@ -129,9 +136,10 @@ pub async fn start(opts: EngineOptions) -> Result<EngineHandle, EngineError> {
         }),
         None => None,
     };
-    let settings = Arc::new(opts.settings);
+    let live = LiveSettings::new(opts.settings.clone());
+    let settings = live.get();
     let bus = Bus::new();
-    let upstreams = Arc::new(Upstreams::new(&settings));
+    let upstreams = Arc::new(Upstreams::new(live.clone()));
     let queue = match (&shared, &opts.gateway) {
         (Some((pg, key)), Some(g)) => {
             let lease = g
@@ -149,21 +157,28 @@ pub async fn start(opts: EngineOptions) -> Result<EngineHandle, EngineError> {
     let modes = Arc::new(Modes::load(Some(&opts.data_dir), bus.clone()));
     let proxy = Arc::new(Proxy::new(ProxyParts {
         modes: modes.clone(),
-        intercept: crate::intercept::interceptor_for(&settings, opts.local_ca),
-        settings: settings.clone(),
+        intercept: crate::intercept::interceptor_for(&settings, opts.local_ca.clone()),
+        live: live.clone(),
         port: local_addr.port(),
         identity_key,
         upstreams: upstreams.clone(),
         queue: queue.clone(),
         bus: bus.clone(),
     }));
+    let reload = Arc::new(Reloader::new(
+        live.clone(),
+        proxy.clone(),
+        bus.clone(),
+        opts.config_file.clone(),
+    ));
+    crate::reload::watch::spawn(reload.clone(), bus.stopping());
     let sessions = Arc::new(crate::sessions::Sessions::new());
     let control = Arc::new(Control {
         proxy: proxy.clone(),
         sessions: sessions.clone(),
         secret,
         install_id,
-        config_file: opts.config_file,
+        reload,
         token_stored: Default::default(),
         github: std::sync::Mutex::new(None),
         started_at: SystemTime::now(),
@@ -210,7 +225,7 @@ pub async fn start(opts: EngineOptions) -> Result<EngineHandle, EngineError> {
     }
     .spawn();
     let (tx, rx) = oneshot::channel::<()>();
-    let task = match (opts.gateway, admin_listener, admin_token) {
+    let task = match (opts.gateway.clone(), admin_listener, admin_token) {
         (Some(g), Some(admin_listener), Some(token)) => {
             use futures_util::FutureExt;
             let stop = async {
@@ -250,7 +265,7 @@ pub async fn start(opts: EngineOptions) -> Result<EngineHandle, EngineError> {
             };
             tokio::spawn(crate::server::serve(
                 listener,
-                settings.limits.clone(),
+                live,
                 proxy.base_url.clone(),
                 move |req| router.clone().route(req),
                 async {
@@ -261,6 +276,7 @@ pub async fn start(opts: EngineOptions) -> Result<EngineHandle, EngineError> {
     };
     Ok(EngineHandle {
         control,
+        options: Arc::new(opts),
         local_addr,
         admin_addr,
         stop: Arc::new(std::sync::Mutex::new(Some(tx))),
@@ -525,6 +541,75 @@ impl EngineHandle {
         {
             w.refresh();
         }
+    }
+
+    /// The tools still pointed at this Weir (proxy variables of this process's environment,
+    /// VS Code, git, the desktop's PAC URL), for the tray's warning on quit. Blocking (it
+    /// reads files and runs `git`/`gsettings`): call it from `spawn_blocking`.
+    pub fn pointed_tools(&self) -> Vec<crate::client_setup::PointedTool> {
+        let mut settings = (*self.settings()).clone();
+        // The address clients were given is the one actually bound (`:0` in a config means
+        // "any free port").
+        settings.listen = self.local_addr;
+        let install = crate::client_setup::Install::new(settings, self.options.data_dir.clone());
+        crate::client_setup::pointed_at_weir(
+            &install,
+            &crate::client_setup::Sources::for_this_user(),
+        )
+    }
+
+    /// The settings in force now (they change while running: `crate::reload`).
+    pub fn settings(&self) -> Arc<Settings> {
+        self.control.proxy.settings()
+    }
+
+    /// What a restart would start with: the config file as it is now, keeping this engine's
+    /// listening address and data dir unless the file changed them (so a `--listen` or
+    /// `--data-dir` given at launch still holds), its control secret and its local CA.
+    pub fn restart_options(&self) -> Result<EngineOptions, EngineError> {
+        let mut opts = (*self.options).clone();
+        let pending = self.control.reload.status().restart_required;
+        if let Some(file) = opts.config_file.as_ref().filter(|f| f.exists()) {
+            opts.settings = crate::config::load_file(file)?;
+        } else {
+            opts.settings = (*self.settings()).clone();
+        }
+        if !pending.contains(&crate::config::RestartKey::Listen) {
+            opts.settings.listen = self.local_addr;
+        }
+        if pending.contains(&crate::config::RestartKey::DataDir) {
+            if let Some(d) = opts.settings.data_dir.clone() {
+                opts.data_dir = d;
+            }
+        }
+        opts.control_secret = Some(self.control.secret.clone());
+        Ok(opts)
+    }
+
+    /// **Restart engine** (the tray's menu item when `status.settings.restart_required` is
+    /// not empty): reads [`EngineHandle::restart_options`] first, so a bad config file leaves
+    /// this engine running ([`EngineError::Config`]); then stops this engine (drained) and
+    /// starts a new one, paused if this one was. Use the returned handle from then on (and
+    /// subscribe to its events again). If the new one cannot start, this one is already
+    /// stopped: show the error and offer to start again.
+    pub async fn restart(&self) -> Result<EngineHandle, EngineError> {
+        let mut opts = self.restart_options()?;
+        if opts.local_ca.is_some() {
+            // The CA's name constraints follow the managed hosts, which may have changed.
+            let (s, d) = (opts.settings.clone(), opts.data_dir.clone());
+            if let Ok(ca) = tokio::task::spawn_blocking(move || {
+                crate::intercept::ca_store::load_local_ca(&s, &d)
+            })
+            .await
+            {
+                opts.local_ca = ca;
+            }
+        }
+        let paused = self.is_paused();
+        self.shutdown().await;
+        let new = start(opts).await?;
+        new.set_paused(paused);
+        Ok(new)
     }
 
     /// Stops accepting, drains in-flight requests (bounded by `limits.drain_timeout`), returns

@@ -20,7 +20,7 @@ impl Router {
             return pipeline::handle(self.proxy, req).await;
         }
         let rid = pipeline::request_id(req.headers());
-        let result = match pipeline::header_size(&self.proxy.settings.limits, req.headers()) {
+        let result = match pipeline::header_size(&self.proxy.settings().limits, req.headers()) {
             Ok(()) => crate::control::handle(&self.control, req).await,
             Err(p) => Err(p),
         };

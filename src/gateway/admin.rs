@@ -71,7 +71,7 @@ impl Doors {
             self.admin_token.as_bytes(),
         ) {
             req.extensions_mut().insert(crate::control::AdminAccess);
-            match pipeline::header_size(&self.proxy.settings.limits, req.headers()) {
+            match pipeline::header_size(&self.proxy.settings().limits, req.headers()) {
                 Ok(()) => crate::control::handle(&self.control, req).await,
                 Err(p) => Err(p),
             }

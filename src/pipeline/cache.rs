@@ -47,10 +47,15 @@ pub(super) async fn serve(
     who: Caller,
 ) -> Result<Response<Body>, Problem> {
     let (parts, _body) = req.into_parts();
+    // This request's settings: a TTL or key-header change applies from the next request on.
+    let settings = proxy.settings();
     let key = key_for(proxy, up, &parts, &who);
     let counters = proxy.upstreams.get(up).counters.class(class);
 
-    let cached = proxy.cache.get(&key);
+    let cached = proxy
+        .cache
+        .get(&key)
+        .map(|e| retime(e, class, settings.classes.get(class)));
     if let Some(entry) = &cached {
         match entry.freshness(Instant::now()) {
             Freshness::Fresh => {
@@ -133,7 +138,7 @@ pub(super) fn key_for(
         pq,
         &who.identity,
         &parts.headers,
-        &proxy.settings.key_headers,
+        &proxy.settings().key_headers,
     )
 }
 
@@ -198,8 +203,8 @@ async fn fetch(proxy: Arc<Proxy>, spec: FetchSpec) -> Result<Arc<Stored>, Arc<Pr
     // Never kept, never shared: the answer goes to every waiter and every later hit.
     parts.headers.remove(header::SET_COOKIE);
     let now = Instant::now();
-    let settings = proxy.settings.classes.get(spec.class);
-    let (fresh, swr, sie) = lifetimes(spec.class, settings, &body);
+    let settings = proxy.settings();
+    let (fresh, swr, sie) = lifetimes(spec.class, settings.classes.get(spec.class), &body);
     let stored = Arc::new(Stored {
         status: parts.status,
         headers: parts.headers,
@@ -213,6 +218,32 @@ async fn fetch(proxy: Arc<Proxy>, spec: FetchSpec) -> Result<Arc<Stored>, Arc<Pr
         proxy.cache.insert(spec.key, stored.clone());
     }
     Ok(stored)
+}
+
+/// A stored list/view answer under the TTLs in force now, which may have changed since it was
+/// stored: its windows are measured again from when it was stored. Tokens keep their own
+/// lifetimes (they come from the token itself).
+fn retime(e: Arc<Stored>, class: RouteClass, s: &ClassSettings) -> Arc<Stored> {
+    if class == RouteClass::Token {
+        return e;
+    }
+    let fresh_until = e.stored_at + s.fresh_ttl;
+    let revalidate_until = fresh_until + s.stale_while_revalidate;
+    let stale_if_error_until = fresh_until + s.stale_while_revalidate.max(s.stale_if_error);
+    if (fresh_until, revalidate_until, stale_if_error_until)
+        == (e.fresh_until, e.revalidate_until, e.stale_if_error_until)
+    {
+        return e;
+    }
+    Arc::new(Stored {
+        status: e.status,
+        headers: e.headers.clone(),
+        body: e.body.clone(),
+        stored_at: e.stored_at,
+        fresh_until,
+        revalidate_until,
+        stale_if_error_until,
+    })
 }
 
 /// A token is never kept longer than this, whatever it says (Copilot tokens live ~30 min).

@@ -43,10 +43,13 @@ pub(super) fn target<B>(proxy: &Proxy, req: &Request<B>) -> Target {
         80
     };
     let port = authority.port_u16().unwrap_or(default_port);
-    match proxy.settings.upstream_for(scheme, authority.host(), port) {
+    match proxy
+        .settings()
+        .upstream_for(scheme, authority.host(), port)
+    {
         Some(up) => Target::Managed(
             up,
-            classify(&proxy.settings.routes, req.method(), uri.path()),
+            classify(&proxy.settings().routes, req.method(), uri.path()),
         ),
         None => Target::Unmanaged(Some(port)),
     }

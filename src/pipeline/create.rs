@@ -38,7 +38,7 @@ pub(super) async fn serve(
 ) -> Result<Response<Body>, Problem> {
     let (mut parts, body) = req.into_parts();
     strip_hop_by_hop(&mut parts.headers);
-    let limit = proxy.settings.limits.max_body_bytes;
+    let limit = proxy.settings().limits.max_body_bytes;
     let body = match Limited::new(body, limit).collect().await {
         Ok(c) => c.to_bytes(),
         Err(_) => {

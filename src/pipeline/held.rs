@@ -93,7 +93,7 @@ pub(super) fn miss(proxy: &Proxy, up: usize, class: RouteClass, hold: Hold) -> P
                 ProblemKind::OfflineMiss,
                 format!("Weir is offline{since}: every managed upstream is unreachable at the network level; {what}. Check your network; Weir probes the upstreams and goes back online by itself."),
             )
-            .retry_after(proxy.settings.offline.probe_base)
+            .retry_after(proxy.settings().offline.probe_base)
         }
     };
     p.upstream(name)

@@ -81,7 +81,7 @@ async fn serve(
     }
     let base = origin_of(&authority);
 
-    let builder = crate::server::http_builder(&proxy.settings.limits);
+    let builder = crate::server::http_builder(&proxy.settings().limits);
 
     let p = proxy.clone();
     let svc = service_fn(move |req| handle(p.clone(), base.clone(), req));

@@ -23,7 +23,8 @@ pub(crate) fn header_size(limits: &Limits, h: &HeaderMap) -> Result<(), Problem>
 }
 
 pub(super) fn client_rate(proxy: &Proxy, who: Caller) -> Result<(), Problem> {
-    let Some(limiter) = &proxy.rate_limiter else {
+    let rl = proxy.rate_limiter.load();
+    let Some(limiter) = &rl.limiter else {
         return Ok(());
     };
     match limiter.check(&(who.surface, who.identity)) {

@@ -64,7 +64,9 @@ async fn phases(
     mut req: Request<Incoming>,
     rid: &HeaderValue,
 ) -> Result<Response<Body>, Problem> {
-    limits::header_size(&proxy.settings.limits, req.headers())?;
+    // One version of the settings for this request's own checks (a change lands on the next).
+    let settings = proxy.settings();
+    limits::header_size(&settings.limits, req.headers())?;
     let target = classify::target(proxy, &req);
     let surface = identity::surface_of(req.headers());
     proxy.global.surface(surface);
@@ -73,7 +75,7 @@ async fn phases(
         Target::Unmanaged(port) => {
             proxy.global.passthrough_requests.fetch_add(1, Relaxed);
             if let (Some(a), Some(port)) = (req.uri().authority(), port) {
-                let allow = proxy.settings.allow_private_targets;
+                let allow = settings.allow_private_targets;
                 private_target::check(allow, a.host(), port).await?;
             }
             return forward::untouched(proxy, req).await;

@@ -4,7 +4,7 @@
 
 use crate::cache::{Cache, Stored};
 use crate::coalesce::Coalescer;
-use crate::config::Settings;
+use crate::config::{LiveSettings, Settings};
 use crate::events::Bus;
 use crate::identity::{Identity, IdentityKey};
 use crate::intercept::Interceptor;
@@ -15,18 +15,20 @@ use crate::stats::GlobalCounters;
 use crate::surface::Surface;
 use crate::upstream::{RoutingConnector, Upstreams};
 use std::sync::Arc;
-use weir_resilience::KeyedRateLimiter;
+use weir_resilience::{KeyedRateLimiter, RateLimitConfig};
 
 pub(crate) struct Proxy {
-    pub settings: Arc<Settings>,
+    /// The settings in force; read once per request through [`Proxy::settings`].
+    pub live: LiveSettings,
     /// `http://127.0.0.1:PORT`, Weir's own base URL (problem `type` URIs, queue links).
     pub base_url: String,
     pub port: u16,
     pub identity_key: IdentityKey,
     pub cache: Cache,
     pub coalescer: Coalescer<Stored, Problem>,
-    /// Per (surface, identity) limits on requests that would reach an upstream.
-    pub rate_limiter: Option<KeyedRateLimiter<(Surface, Identity)>>,
+    /// Per (surface, identity) limits on requests that would reach an upstream; rebuilt when
+    /// `[rate_limit]` changes.
+    pub rate_limiter: arc_swap::ArcSwap<ClientRateLimit>,
     pub creates: Creates,
     pub global: GlobalCounters,
     /// Automatic (or offline), cache only, pass-through: read once per managed request.
@@ -40,6 +42,21 @@ pub(crate) struct Proxy {
     pub intercept: Option<Arc<Interceptor>>,
     /// How blind CONNECT tunnels reach their target (`connect_to`, `upstream_proxy`).
     pub tunnel_connector: RoutingConnector,
+}
+
+/// The client rate limiter and the settings it was built from (`None`: turned off).
+pub(crate) struct ClientRateLimit {
+    config: Option<RateLimitConfig>,
+    pub limiter: Option<KeyedRateLimiter<(Surface, Identity)>>,
+}
+
+impl ClientRateLimit {
+    fn new(config: Option<&RateLimitConfig>) -> ClientRateLimit {
+        ClientRateLimit {
+            config: config.cloned(),
+            limiter: config.and_then(|c| KeyedRateLimiter::new(c).ok()),
+        }
+    }
 }
 
 /// Duplicate suppression for creates: in flight (joined) and recently succeeded (answered
@@ -63,7 +80,7 @@ fn recent_creates(window: std::time::Duration) -> moka::sync::Cache<String, Arc<
 
 /// The parts a [`Proxy`] is built from.
 pub(crate) struct ProxyParts {
-    pub settings: Arc<Settings>,
+    pub live: LiveSettings,
     pub port: u16,
     pub identity_key: IdentityKey,
     pub upstreams: Arc<Upstreams>,
@@ -75,19 +92,15 @@ pub(crate) struct ProxyParts {
 
 impl Proxy {
     pub fn new(p: ProxyParts) -> Proxy {
-        let s = &p.settings;
-        let rate_limiter = s
-            .resilience
-            .rate_limit
-            .as_ref()
-            .and_then(|c| KeyedRateLimiter::new(c).ok());
+        let s = &*p.live.get();
+        let rate_limiter = ClientRateLimit::new(s.resilience.rate_limit.as_ref());
         Proxy {
             base_url: format!("http://{}", host_for(s.listen.ip(), p.port)),
             port: p.port,
             identity_key: p.identity_key,
             cache: Cache::new(s.cache_max_bytes),
             coalescer: Coalescer::default(),
-            rate_limiter,
+            rate_limiter: arc_swap::ArcSwap::from_pointee(rate_limiter),
             creates: Creates {
                 recent: recent_creates(s.queue.dedupe_window),
                 flights: Coalescer::default(),
@@ -100,7 +113,22 @@ impl Proxy {
             tunnel_slots: Arc::new(tokio::sync::Semaphore::new(s.limits.max_connections)),
             intercept: p.intercept,
             tunnel_connector: RoutingConnector::for_settings(crate::upstream::http_connector(), s),
-            settings: p.settings,
+            live: p.live,
+        }
+    }
+
+    /// The settings in force now. Each request reads this once and keeps the `Arc`, so it
+    /// sees one version even if a change lands while it runs.
+    pub fn settings(&self) -> Arc<Settings> {
+        self.live.get()
+    }
+
+    /// Rebuilds what the request path built from settings that just changed: the client rate
+    /// limiter (its buckets start full again, a new quota cannot reuse the old ones).
+    pub fn apply(&self, s: &Settings) {
+        let rl = s.resilience.rate_limit.as_ref();
+        if self.rate_limiter.load().config.as_ref() != rl {
+            self.rate_limiter.store(Arc::new(ClientRateLimit::new(rl)));
         }
     }
 

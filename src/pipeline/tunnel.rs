@@ -37,19 +37,22 @@ pub(super) async fn connect(
             ProblemKind::TooManyConnections,
             format!(
                 "Weir already has {} tunnels open (limits.max_connections)",
-                proxy.settings.limits.max_connections
+                proxy.settings().limits.max_connections
             ),
         )
         .retry_after(Duration::from_secs(1)));
     };
     if let Some(i) = &proxy.intercept {
-        if crate::intercept::should_intercept(i, &proxy.settings, &authority) {
+        if crate::intercept::should_intercept(i, &proxy.settings(), &authority) {
             let i = i.clone();
             return Ok(super::intercepted::accept(proxy, i, req, authority, slot));
         }
     }
-    if !proxy.settings.is_managed_authority(authority.host(), port) {
-        let allow = proxy.settings.allow_private_targets;
+    if !proxy
+        .settings()
+        .is_managed_authority(authority.host(), port)
+    {
+        let allow = proxy.settings().allow_private_targets;
         super::private_target::check(allow, authority.host(), port).await?;
     }
     let host = authority.host().trim_matches(['[', ']']).to_string();

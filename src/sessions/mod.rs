@@ -40,7 +40,7 @@ pub(crate) fn loopback(
     proxy: &crate::pipeline::Proxy,
     class: crate::config::RouteClass,
 ) -> loopback::Loopback {
-    let s = &proxy.settings;
+    let s = proxy.settings();
     loopback::Loopback {
         addr: std::net::SocketAddr::new(s.listen.ip(), proxy.port),
         timeout: s.classes.get(class).deadline + std::time::Duration::from_secs(10),

@@ -150,7 +150,7 @@ impl Poller {
 
     /// Polls with `token` until another token (or none) is stored, or Weir stops.
     async fn poll_with(&self, token: &str, up: usize, w: &mut Waits<'_>) -> RunEnd {
-        let settings = &self.proxy.settings;
+        let settings = self.proxy.settings();
         let class = settings.classes.get(RouteClass::List);
         let interval = class.fresh_ttl.max(MIN_INTERVAL);
         let backoff = Backoff::new(interval, MAX_BACKOFF.max(interval));

@@ -28,8 +28,8 @@ pub(crate) struct Gate {
     pub budget: RetryBudget,
     cooldown: Cooldown,
     bulkhead: Bulkhead,
-    pub backoff: Backoff,
-    retry_jitter: bool,
+    /// Backoff and whether it is jittered (`[retry]`), replaced whole by [`Gate::apply`].
+    retry: Mutex<(Backoff, bool)>,
     /// What set the current cooldown (rate limited → 429, overloaded → 503).
     cooldown_kind: Mutex<Option<Kind>>,
     /// Per-identity holds: GitHub's rate limits are per user.
@@ -94,11 +94,7 @@ impl Gate {
             budget: RetryBudget::new(r.budget),
             cooldown: Cooldown::new(),
             bulkhead: Bulkhead::new(r.bulkhead),
-            backoff: Backoff {
-                base: r.retry_base,
-                cap: r.retry_cap,
-            },
-            retry_jitter: r.retry_jitter,
+            retry: Mutex::new(retry_of(r)),
             cooldown_kind: Mutex::new(None),
             identity_cooldowns: IdentityCooldowns::default(),
             cautions: Mutex::new(Cautions::default()),
@@ -106,8 +102,29 @@ impl Gate {
         })
     }
 
+    /// Reconfigures breaker, retry budget, backoff and bulkhead in place from new settings:
+    /// the breaker keeps its state (an open breaker stays open), calls in flight keep their
+    /// bulkhead slots, cooldowns stand. Settings were validated, so a refusal here is a bug
+    /// and is logged, keeping the old breaker settings.
+    pub fn apply(&self, r: &ResilienceSettings) {
+        if let Err(e) = self.breaker.reconfigure(r.breaker.clone()) {
+            tracing::error!(upstream = %self.name, error = %e, "breaker settings refused; keeping the old ones");
+        }
+        self.budget.reconfigure(r.budget);
+        self.bulkhead.reconfigure(r.bulkhead);
+        if let Ok(mut retry) = self.retry.lock() {
+            *retry = retry_of(r);
+        }
+    }
+
+    /// The backoff between retries now.
+    pub fn backoff(&self) -> Backoff {
+        self.retry.lock().map_or_else(|e| e.into_inner().0, |r| r.0)
+    }
+
     pub fn jitter(&self) -> Box<dyn Jitter> {
-        if self.retry_jitter {
+        let jittered = self.retry.lock().map_or(true, |r| r.1);
+        if jittered {
             Box::new(FullJitter)
         } else {
             Box::new(NoJitter)
@@ -287,6 +304,14 @@ impl Gate {
             bulkhead: self.bulkhead.stats(),
         }
     }
+}
+
+fn retry_of(r: &ResilienceSettings) -> (Backoff, bool) {
+    let backoff = Backoff {
+        base: r.retry_base,
+        cap: r.retry_cap,
+    };
+    (backoff, r.retry_jitter)
 }
 
 /// The gate's state in the status document (flattened into `upstreams[]`).

@@ -102,7 +102,7 @@ impl Upstreams {
         policy: AttemptPolicy,
         first: Option<Admitted>,
     ) -> Result<Attempted<Bytes>, Problem> {
-        let limit = self.max_body_bytes;
+        let limit = self.live.get().limits.max_body_bytes;
         let send = |origin: &Origin, t: Timeouts| {
             let r = build(origin, &req, full(req.body.clone()));
             let client = self.client.clone();
@@ -165,7 +165,8 @@ impl Upstreams {
     {
         let u = &self.list[up];
         let (g, counters, cfg) = (&u.gate, &u.counters, &u.settings);
-        let cs = self.classes.get(class);
+        // This call's class settings, as in force when it started.
+        let cs = self.live.get().classes.get(class).clone();
         let deadline = Instant::now() + cs.deadline;
         // Built on the first retry only: most calls never need it.
         let mut jitter: Option<Box<dyn weir_resilience::Jitter>> = None;
@@ -239,7 +240,7 @@ impl Upstreams {
                 break;
             }
             let left = deadline.saturating_duration_since(Instant::now());
-            let wait = g.backoff.delay_with_hint(
+            let wait = g.backoff().delay_with_hint(
                 attempt,
                 hint,
                 jitter.get_or_insert_with(|| g.jitter()).as_mut(),

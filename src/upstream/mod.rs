@@ -22,7 +22,7 @@ pub use client::{FetchError, Timeouts, UpstreamClient};
 pub(crate) use pool::{http_connector, RoutingConnector};
 pub(crate) use reachability::{Reach, Reachability};
 
-use crate::config::{ClassTable, Settings, UpstreamSettings};
+use crate::config::{LiveSettings, Settings, UpstreamSettings};
 use crate::stats::UpstreamCounters;
 use admission::Gate;
 use std::sync::atomic::AtomicU64;
@@ -33,8 +33,8 @@ pub(crate) struct Upstreams {
     pub list: Vec<Upstream>,
     /// What the network said on the last exchange with each upstream.
     pub reach: Reachability,
-    classes: ClassTable,
-    max_body_bytes: usize,
+    /// Class timeouts and body limits are read from here per call.
+    live: LiveSettings,
 }
 
 /// Runtime state of one managed upstream.
@@ -46,7 +46,8 @@ pub(crate) struct Upstream {
 }
 
 impl Upstreams {
-    pub fn new(settings: &Settings) -> Upstreams {
+    pub fn new(live: LiveSettings) -> Upstreams {
+        let settings = &*live.get();
         let list: Vec<Upstream> = settings
             .upstreams
             .iter()
@@ -63,8 +64,14 @@ impl Upstreams {
             client: UpstreamClient::for_settings(settings),
             reach: Reachability::new(list.len()),
             list,
-            classes: settings.classes.clone(),
-            max_body_bytes: settings.limits.max_body_bytes,
+            live,
+        }
+    }
+
+    /// Puts new resilience settings in force on every upstream's gate (state kept).
+    pub fn apply(&self, settings: &Settings) {
+        for u in &self.list {
+            u.gate.apply(&settings.resilience);
         }
     }
 

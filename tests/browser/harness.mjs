@@ -85,7 +85,7 @@ export async function freePort() {
  * Starts `weir serve` with its own config and data dir (plus `extraConfig` TOML after the
  * upstream); resolves once it printed the dashboard line. Returns the dashboard URL (with `#secret=` when Weir printed one).
  */
-export async function startWeir(bin, upstreamPort, extraConfig = '') {
+export async function startWeir(bin, upstreamPort, extraConfig = '', { origin, connectTo } = {}) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'weir-ui-test-'));
   const port = await freePort();
   const config = path.join(dir, 'config.toml');
@@ -94,7 +94,8 @@ export async function startWeir(bin, upstreamPort, extraConfig = '') {
     '',
     '[[upstream]]',
     'name = "test"',
-    `origin = "http://127.0.0.1:${upstreamPort}"`,
+    `origin = "${origin ?? `http://127.0.0.1:${upstreamPort}`}"`,
+    ...(connectTo ? [`connect_to = "${connectTo}"`] : []),
     '',
     extraConfig,
   ].join('\n'));

@@ -16,7 +16,7 @@ import {
 } from './harness.mjs';
 
 const WEIR_BIN = process.env.WEIR_BIN;
-const SAVED = /^Saved to (.+); restart Weir to apply$/;
+const SAVED = /^Saved to (.+) and applied$/;
 
 describe('Weir dashboard settings', { timeout: 180_000 }, () => {
   let upstream;
@@ -99,6 +99,37 @@ describe('Weir dashboard settings', { timeout: 180_000 }, () => {
     }
     fs.mkdirSync(OUT_DIR, { recursive: true });
     await page.locator('section[aria-labelledby="settings-h"]').screenshot({ path: path.join(OUT_DIR, 'dashboard-settings.png') });
+  });
+
+  test('the saved change is in force at once, and a file broken on disk is shown with file and line', async () => {
+    const status = (await control(weir, 'GET', '/_weir/api/status')).json;
+    assert.equal(status.settings.applied_from, 'api');
+    assert.ok(status.settings.version >= 1);
+    const doc = (await control(weir, 'GET', '/_weir/api/settings', { secret: weir.secret })).json;
+    assert.equal(doc.effective.classes.list.fresh_ttl, '30s', 'the effective settings changed without a restart');
+
+    const good = fs.readFileSync(weir.config, 'utf8');
+    const broken = `${good.trimEnd()}\nbogus_key = 1\n`;
+    const line = broken.trimEnd().split('\n').length;
+    fs.writeFileSync(weir.config, broken);
+    const live = page.getByTestId('settings-live');
+    await live.waitFor({ state: 'visible', timeout: 15_000 });
+    const text = await live.textContent();
+    assert.ok(text.includes(`${weir.config}:${line}`), `names file and line: ${text}`);
+    assert.ok(text.includes('previous settings are still in force'), text);
+    assert.equal(await live.getAttribute('data-error'), 'true');
+    const after = (await control(weir, 'GET', '/_weir/api/settings', { secret: weir.secret })).json;
+    assert.equal(after.effective.classes.list.fresh_ttl, '30s', 'the old settings keep running');
+
+    fs.writeFileSync(weir.config, good);
+    await live.waitFor({ state: 'hidden', timeout: 15_000 });
+
+    // A good edit on disk shows up in the form by itself (no unsaved edits here).
+    fs.writeFileSync(weir.config, good.replace('fresh_ttl = "30s"', 'fresh_ttl = "45s"'));
+    await page.waitForFunction(() => document.querySelector('[data-testid="setting-list-fresh_ttl"]').value === '45s', null, { timeout: 15_000 });
+    assert.equal(await page.getByTestId('settings-dirty').textContent(), '');
+    fs.writeFileSync(weir.config, good);
+    await page.waitForFunction(() => document.querySelector('[data-testid="setting-list-fresh_ttl"]').value === '30s', null, { timeout: 15_000 });
   });
 
   test('changing an origin is refused with the 422 detail and leaves the file alone', async () => {

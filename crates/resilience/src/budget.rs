@@ -68,6 +68,8 @@ impl Tally for Counts {
 
 #[derive(Debug)]
 struct Inner {
+    config: BudgetConfig,
+    reserve: f64,
     window: TimeWindow<Counts>,
     allowed_total: u64,
     refused_total: u64,
@@ -76,8 +78,6 @@ struct Inner {
 /// A thread-safe retry budget for one upstream.
 #[derive(Debug)]
 pub struct RetryBudget {
-    config: BudgetConfig,
-    reserve: f64,
     inner: Mutex<Inner>,
 }
 
@@ -87,17 +87,11 @@ const BUCKETS: u32 = 10;
 impl RetryBudget {
     /// A budget with the given settings. A negative or NaN `ratio` is treated as 0.
     pub fn new(config: BudgetConfig) -> Self {
-        let ratio = if config.ratio.is_finite() && config.ratio > 0.0 {
-            config.ratio
-        } else {
-            0.0
-        };
-        let config = BudgetConfig { ratio, ..config };
-        let reserve = f64::from(config.min_retries_per_sec) * config.window.as_secs_f64();
+        let (config, reserve) = sanitise(config);
         RetryBudget {
-            config,
-            reserve,
             inner: Mutex::new(Inner {
+                config,
+                reserve,
                 window: TimeWindow::new(config.window, BUCKETS, Instant::now()),
                 allowed_total: 0,
                 refused_total: 0,
@@ -107,7 +101,19 @@ impl RetryBudget {
 
     /// The settings in use.
     pub fn config(&self) -> BudgetConfig {
-        self.config
+        self.lock().config
+    }
+
+    /// Applies new settings in place; the totals are kept, and the window's counts too unless
+    /// its length changed.
+    pub fn reconfigure(&self, config: BudgetConfig) {
+        let (config, reserve) = sanitise(config);
+        let mut inner = self.lock();
+        if config.window != inner.config.window {
+            inner.window = TimeWindow::new(config.window, BUCKETS, Instant::now());
+        }
+        inner.config = config;
+        inner.reserve = reserve;
     }
 
     /// Records one original request (deposits `ratio` of a retry).
@@ -122,7 +128,7 @@ impl RetryBudget {
         let now = Instant::now();
         let mut inner = self.lock();
         let counts = inner.window.sum(now);
-        if self.available(counts) >= 1 {
+        if available(&inner, counts) >= 1 {
             inner.window.current(now).retries += 1;
             inner.allowed_total += 1;
             true
@@ -140,16 +146,10 @@ impl RetryBudget {
         BudgetStats {
             requests_in_window: counts.requests,
             retries_in_window: counts.retries,
-            available: self.available(counts),
+            available: available(&inner, counts),
             retries_allowed_total: inner.allowed_total,
             retries_refused_total: inner.refused_total,
         }
-    }
-
-    fn available(&self, counts: Counts) -> u64 {
-        // Float is exact enough here: counts are far below 2^52.
-        let limit = self.config.ratio * counts.requests as f64 + self.reserve;
-        (limit.floor() as u64).saturating_sub(counts.retries)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
@@ -157,6 +157,24 @@ impl RetryBudget {
         // the counters are still usable, so carry on rather than spread the panic.
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
+}
+
+/// A negative or NaN ratio becomes 0; the reserve is the floor's retries per window.
+fn sanitise(config: BudgetConfig) -> (BudgetConfig, f64) {
+    let ratio = if config.ratio.is_finite() && config.ratio > 0.0 {
+        config.ratio
+    } else {
+        0.0
+    };
+    let config = BudgetConfig { ratio, ..config };
+    let reserve = f64::from(config.min_retries_per_sec) * config.window.as_secs_f64();
+    (config, reserve)
+}
+
+fn available(inner: &Inner, counts: Counts) -> u64 {
+    // Float is exact enough here: counts are far below 2^52.
+    let limit = inner.config.ratio * counts.requests as f64 + inner.reserve;
+    (limit.floor() as u64).saturating_sub(counts.retries)
 }
 
 impl Default for RetryBudget {
@@ -241,6 +259,28 @@ mod tests {
             budget.record_request();
         }
         assert_eq!((0..10).filter(|_| budget.try_withdraw()).count(), 2);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn reconfigure_keeps_the_window_and_applies_the_new_ratio() {
+        let budget = RetryBudget::new(BudgetConfig {
+            ratio: 0.1,
+            window: Duration::from_secs(10),
+            min_retries_per_sec: 0,
+        });
+        for _ in 0..10 {
+            budget.record_request();
+        }
+        assert_eq!((0..5).filter(|_| budget.try_withdraw()).count(), 1);
+        budget.reconfigure(BudgetConfig {
+            ratio: 0.5,
+            window: Duration::from_secs(10),
+            min_retries_per_sec: 0,
+        });
+        // Same 10 requests and 1 retry in the window: 0.5 · 10 − 1 = 4 more.
+        assert_eq!((0..10).filter(|_| budget.try_withdraw()).count(), 4);
+        assert_eq!(budget.stats().retries_allowed_total, 5);
+        assert_eq!(budget.config().ratio, 0.5);
     }
 
     #[test]

@@ -68,17 +68,34 @@ pub struct BulkheadStats {
     pub shed_total: u64,
 }
 
-/// A slot in the bulkhead; the slot is freed when this is dropped.
+/// A slot in the bulkhead; the slot is freed when this is dropped (or retired, when the
+/// bulkhead was made smaller while it was held).
 #[derive(Debug)]
 pub struct BulkheadPermit {
-    _permit: OwnedSemaphorePermit,
+    permit: Option<OwnedSemaphorePermit>,
+    debt: Arc<AtomicUsize>,
+}
+
+impl Drop for BulkheadPermit {
+    fn drop(&mut self) {
+        let retire = self
+            .debt
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |d| d.checked_sub(1))
+            .is_ok();
+        if let (true, Some(p)) = (retire, self.permit.take()) {
+            p.forget();
+        }
+    }
 }
 
 /// A per-upstream concurrency limit with a bounded queue.
 #[derive(Debug)]
 pub struct Bulkhead {
-    config: BulkheadConfig,
+    config: std::sync::Mutex<BulkheadConfig>,
     slots: Arc<Semaphore>,
+    /// Slots still to retire after [`Bulkhead::reconfigure`] made the bulkhead smaller while
+    /// they were held: each one given back while this is above zero is forgotten instead.
+    debt: Arc<AtomicUsize>,
     queued: AtomicUsize,
     shed: AtomicU64,
 }
@@ -101,8 +118,9 @@ impl Bulkhead {
             ..config
         };
         Bulkhead {
-            config,
+            config: std::sync::Mutex::new(config),
             slots: Arc::new(Semaphore::new(max_in_flight)),
+            debt: Arc::new(AtomicUsize::new(0)),
             queued: AtomicUsize::new(0),
             shed: AtomicU64::new(0),
         }
@@ -110,17 +128,52 @@ impl Bulkhead {
 
     /// The limits in use.
     pub fn config(&self) -> BulkheadConfig {
-        self.config
+        *self.config.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Applies new limits in place. Running and queued calls keep their places: a larger
+    /// bulkhead admits waiters at once; a smaller one retires slots as running calls finish.
+    pub fn reconfigure(&self, config: BulkheadConfig) {
+        let mut current = self.config.lock().unwrap_or_else(|e| e.into_inner());
+        let old = current.max_in_flight;
+        let new = config.max_in_flight.clamp(1, Semaphore::MAX_PERMITS);
+        if new > old {
+            // Slots not yet retired are simply kept; only the rest are new.
+            let grow = new - old;
+            let kept = self
+                .debt
+                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |d| {
+                    Some(d.saturating_sub(grow))
+                })
+                .map_or(0, |d| d.min(grow));
+            self.slots.add_permits(grow - kept);
+        } else if new < old {
+            let shrink = old - new;
+            let forgotten = self.slots.forget_permits(shrink);
+            self.debt.fetch_add(shrink - forgotten, Ordering::AcqRel);
+        }
+        *current = BulkheadConfig {
+            max_in_flight: new,
+            ..config
+        };
+    }
+
+    fn permit(&self, p: OwnedSemaphorePermit) -> BulkheadPermit {
+        BulkheadPermit {
+            permit: Some(p),
+            debt: Arc::clone(&self.debt),
+        }
     }
 
     /// Takes a slot, queueing if needed; sheds at once when the queue is full.
     pub async fn acquire(&self) -> Result<BulkheadPermit, Shed> {
+        let config = self.config();
         match Arc::clone(&self.slots).try_acquire_owned() {
-            Ok(permit) => return Ok(BulkheadPermit { _permit: permit }),
+            Ok(permit) => return Ok(self.permit(permit)),
             Err(tokio::sync::TryAcquireError::Closed) => return Err(self.count(Shed::Closed)),
             Err(tokio::sync::TryAcquireError::NoPermits) => {}
         }
-        let max_queue = self.config.max_queue;
+        let max_queue = config.max_queue;
         let entered = self
             .queued
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |q| {
@@ -128,13 +181,13 @@ impl Bulkhead {
             });
         if entered.is_err() {
             return Err(self.count(Shed::QueueFull {
-                max_in_flight: self.config.max_in_flight,
+                max_in_flight: config.max_in_flight,
                 max_queue,
             }));
         }
         let _seat = QueueSeat(&self.queued);
         let wait = Arc::clone(&self.slots).acquire_owned();
-        let result = match self.config.max_wait {
+        let result = match config.max_wait {
             Some(limit) => match tokio::time::timeout(limit, wait).await {
                 Ok(r) => r,
                 Err(_) => return Err(self.count(Shed::WaitedTooLong { waited: limit })),
@@ -142,7 +195,7 @@ impl Bulkhead {
             None => wait.await,
         };
         match result {
-            Ok(permit) => Ok(BulkheadPermit { _permit: permit }),
+            Ok(permit) => Ok(self.permit(permit)),
             Err(_) => Err(self.count(Shed::Closed)),
         }
     }
@@ -150,7 +203,10 @@ impl Bulkhead {
     /// Current counters.
     pub fn stats(&self) -> BulkheadStats {
         BulkheadStats {
-            in_flight: self.config.max_in_flight - self.slots.available_permits(),
+            // Slots held = every permit still in play (the limit plus those to retire) minus
+            // the free ones.
+            in_flight: (self.config().max_in_flight + self.debt.load(Ordering::Acquire))
+                .saturating_sub(self.slots.available_permits()),
             queued: self.queued.load(Ordering::Acquire),
             shed_total: self.shed.load(Ordering::Acquire),
         }
@@ -240,6 +296,48 @@ mod tests {
         assert_eq!(b2.stats().queued, 0);
         drop(held);
         assert!(b.acquire().await.is_ok());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn reconfigure_grows_and_shrinks_without_dropping_calls() {
+        let b = bulkhead(2, 4, None);
+        let p1 = b.acquire().await.unwrap();
+        let p2 = b.acquire().await.unwrap();
+        let waiter = tokio::spawn({
+            let b = b.clone();
+            async move { b.acquire().await.map(|_| ()) }
+        });
+        tokio::task::yield_now().await;
+        assert_eq!(b.stats().queued, 1);
+        // Growing admits the waiter at once.
+        b.reconfigure(BulkheadConfig {
+            max_in_flight: 3,
+            max_queue: 4,
+            max_wait: None,
+        });
+        waiter.await.unwrap().unwrap();
+        // Shrinking to 1 while 2 are held: both must finish before a new call gets in.
+        b.reconfigure(BulkheadConfig {
+            max_in_flight: 1,
+            max_queue: 0,
+            max_wait: None,
+        });
+        assert_eq!(b.stats().in_flight, 2);
+        assert!(matches!(
+            b.acquire().await,
+            Err(Shed::QueueFull {
+                max_in_flight: 1,
+                max_queue: 0
+            })
+        ));
+        drop(p1);
+        assert!(matches!(b.acquire().await, Err(Shed::QueueFull { .. })));
+        drop(p2);
+        let p3 = b.acquire().await.unwrap();
+        assert_eq!(b.stats().in_flight, 1);
+        assert!(b.acquire().await.is_err());
+        drop(p3);
+        assert_eq!(b.stats().in_flight, 0);
     }
 
     #[tokio::test(start_paused = true)]

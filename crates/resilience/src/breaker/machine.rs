@@ -18,8 +18,8 @@ impl Shared {
                 let reason = format!(
                     "waited {}; letting {} probe call{} through",
                     short_duration(waited),
-                    self.config.half_open_probes,
-                    if self.config.half_open_probes == 1 {
+                    inner.config.half_open_probes,
+                    if inner.config.half_open_probes == 1 {
                         ""
                     } else {
                         "s"
@@ -32,7 +32,7 @@ impl Shared {
                 // Nothing recent to judge by: an old slowdown should not stay on the tray.
                 let reason = format!(
                     "no calls in the last {}",
-                    short_duration(self.config.window)
+                    short_duration(inner.config.window)
                 );
                 self.set_health(inner, Phase::Closed, reason);
             }
@@ -40,7 +40,7 @@ impl Shared {
         }
         if inner.phase.is_closed_side()
             && inner.open_count > 0
-            && now.saturating_duration_since(inner.closed_since) >= self.config.reset_growth_after
+            && now.saturating_duration_since(inner.closed_since) >= inner.config.reset_growth_after
         {
             inner.open_count = 0;
         }
@@ -73,7 +73,7 @@ impl Shared {
                     consecutive: inner.consecutive,
                     cautious: inner.caution.is_some(),
                 };
-                if let Some(cause) = verdict::closed(&self.config, counts) {
+                if let Some(cause) = verdict::closed(&inner.config, counts) {
                     let cause = match &inner.caution {
                         Some(why) => format!("{cause} (cautious: {why})"),
                         None => cause,
@@ -81,7 +81,7 @@ impl Shared {
                     self.open(inner, cause, now);
                     return;
                 }
-                match (inner.phase, verdict::degraded(&self.config, sum)) {
+                match (inner.phase, verdict::degraded(&inner.config, sum)) {
                     (Phase::Closed, Some(Health::Degraded(why))) => {
                         self.set_health(inner, Phase::Degraded, why);
                     }
@@ -96,7 +96,7 @@ impl Shared {
                 p.failures += u32::from(failure);
                 // Probes decide open/close, so only the absolute cut-off counts here.
                 p.slow += u32::from(judged.too_slow);
-                if p.done >= self.config.half_open_probes {
+                if p.done >= inner.config.half_open_probes {
                     let p = *p;
                     self.half_open_verdict(inner, p, now);
                 }
@@ -106,7 +106,7 @@ impl Shared {
     }
 
     fn half_open_verdict(&self, inner: &mut Inner, probes: Probes, now: Instant) {
-        match verdict::half_open(&self.config, probes) {
+        match verdict::half_open(&inner.config, probes) {
             Verdict::Open(reason) => self.open(inner, reason, now),
             Verdict::Close(reason) => {
                 inner.window.clear();
@@ -121,7 +121,7 @@ impl Shared {
         inner.open_count = inner.open_count.saturating_add(1);
         inner.opens_total += 1;
         inner.consecutive = 0;
-        let nominal = self.config.open_wait(inner.open_count);
+        let nominal = inner.config.open_wait(inner.open_count);
         let half = nominal / 2;
         let wait = half + inner.jitter.pick(nominal - half).min(nominal - half);
         let reason = format!("{cause}; rejecting calls for {}", short_duration(wait));

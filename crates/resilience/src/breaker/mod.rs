@@ -57,12 +57,14 @@ pub struct Breaker {
 
 struct Shared {
     name: String,
-    config: BreakerConfig,
     events: broadcast::Sender<BreakerEvent>,
     inner: Mutex<Inner>,
 }
 
 struct Inner {
+    /// Under the same lock as the state, so a [`Breaker::reconfigure`] never lands halfway
+    /// through a verdict.
+    config: BreakerConfig,
     phase: Phase,
     generation: u64,
     since: SystemTime,
@@ -133,6 +135,8 @@ impl Breaker {
         let now = Instant::now();
         let (events, _) = broadcast::channel(EVENT_CAPACITY);
         let inner = Inner {
+            window: TimeWindow::new(config.window, config.window_buckets, now),
+            config,
             phase: Phase::Closed,
             generation: 0,
             since: SystemTime::now(),
@@ -141,7 +145,6 @@ impl Breaker {
             reason: "new".to_owned(),
             open_count: 0,
             opens_total: 0,
-            window: TimeWindow::new(config.window, config.window_buckets, now),
             consecutive: 0,
             outstanding: 0,
             caution: None,
@@ -151,7 +154,6 @@ impl Breaker {
         Ok(Breaker {
             shared: Arc::new(Shared {
                 name: name.into(),
-                config,
                 events,
                 inner: Mutex::new(inner),
             }),
@@ -164,8 +166,24 @@ impl Breaker {
     }
 
     /// The settings in use.
-    pub fn config(&self) -> &BreakerConfig {
-        &self.shared.config
+    pub fn config(&self) -> BreakerConfig {
+        self.shared.lock().config.clone()
+    }
+
+    /// Applies new settings in place: the state (closed, open with its wait, half-open with
+    /// its probes), the opening count and the event subscribers are kept, so a settings change
+    /// never resets a breaker. The window keeps its counts unless its length or resolution
+    /// changed (then it starts empty: old buckets do not fit the new shape).
+    pub fn reconfigure(&self, config: BreakerConfig) -> Result<(), ConfigError> {
+        config.validate()?;
+        let mut inner = self.shared.lock();
+        if (config.window, config.window_buckets)
+            != (inner.config.window, inner.config.window_buckets)
+        {
+            inner.window = TimeWindow::new(config.window, config.window_buckets, Instant::now());
+        }
+        inner.config = config;
+        Ok(())
     }
 
     /// Receives every future transition.
@@ -221,8 +239,8 @@ impl Breaker {
             probe,
             recorded: false,
         };
-        let probes_allowed = shared.config.half_open_probes;
-        let run = shared
+        let probes_allowed = inner.config.half_open_probes;
+        let run = inner
             .config
             .consecutive_failures_for(inner.caution.is_some());
         match &mut inner.phase {
@@ -260,9 +278,9 @@ impl Breaker {
     /// A point-in-time view (advancing `Open → HalfOpen` if the wait is over).
     pub fn snapshot(&self) -> BreakerSnapshot {
         let now = Instant::now();
-        let config = &self.shared.config;
         let mut inner = self.shared.lock();
         self.shared.refresh(&mut inner, now);
+        let config = &inner.config.clone();
         let (calls, failures, slow) = match inner.phase {
             Phase::HalfOpen(p) => (u64::from(p.done), u64::from(p.failures), u64::from(p.slow)),
             _ => {
@@ -331,9 +349,10 @@ impl Permit {
     ) -> Slowness {
         self.recorded = true;
         let judged = {
-            let mut inner = self.shared.lock();
+            let mut guard = self.shared.lock();
+            let inner = &mut *guard;
             inner.baselines.entry(class).or_default().judge(
-                &self.shared.config,
+                &inner.config,
                 failure,
                 elapsed,
                 ceiling,

@@ -340,6 +340,53 @@ fn invalid_config_is_refused() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn reconfigure_keeps_the_state_and_applies_new_thresholds() {
+    let b = breaker(BreakerConfig::default());
+    let mut rx = b.subscribe();
+    trip(&b);
+    let opened = drain(&mut rx);
+    assert_eq!(opened.len(), 1);
+    // Open stays open, with its wait and subscribers, across a settings change.
+    b.reconfigure(BreakerConfig {
+        minimum_calls: 4,
+        cautious_minimum_calls: 4,
+        ..BreakerConfig::default()
+    })
+    .unwrap();
+    assert_eq!(b.state(), State::Open);
+    assert_eq!(b.snapshot().opens_total, 1);
+    assert!(
+        drain(&mut rx).is_empty(),
+        "no transition from a reconfigure"
+    );
+    // A closed breaker counts against the new minimum: 4 failures open it.
+    let c = breaker(BreakerConfig::default());
+    for _ in 0..3 {
+        call(&c, true, false);
+    }
+    c.reconfigure(BreakerConfig {
+        minimum_calls: 4,
+        cautious_minimum_calls: 4,
+        ..BreakerConfig::default()
+    })
+    .unwrap();
+    assert_eq!(
+        c.state(),
+        State::Closed,
+        "the 3 calls in the window are kept"
+    );
+    call(&c, true, false);
+    assert_eq!(c.state(), State::Open);
+    // A bad config is refused and the old one stays.
+    let bad = BreakerConfig {
+        minimum_calls: 0,
+        ..BreakerConfig::default()
+    };
+    assert!(c.reconfigure(bad).is_err());
+    assert_eq!(c.config().minimum_calls, 4);
+}
+
+#[tokio::test(start_paused = true)]
 async fn five_failures_in_a_row_open_it_and_a_success_resets_the_run() {
     let b = breaker(BreakerConfig::default());
     let mut rx = b.subscribe();
