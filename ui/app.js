@@ -11,6 +11,7 @@ import { GithubPanel } from './github.js';
 import { SetupPanel } from './setup.js';
 import { SettingsForm } from './settings.js';
 import { TokenPanel } from './token.js';
+import { CachePanel } from './cache.js';
 
 const STALE_WINDOW_MS = 15_000;
 
@@ -73,6 +74,12 @@ const settings = new SettingsForm({
   form: byTestId('settings-form'),
   configNote: byTestId('config-note'),
   saved: byTestId('settings-saved'),
+  onProblem: showProblem,
+  onNotice: showNotice,
+});
+const cachePanel = new CachePanel({
+  state: byTestId('cache-persistence'),
+  clear: byTestId('cache-clear'),
   onProblem: showProblem,
   onNotice: showNotice,
 });
@@ -186,6 +193,7 @@ function onStatus(doc) {
   queue.statusUpdate(doc.queue);
   github.update(doc.github);
   token.statusUpdate(doc);
+  cachePanel.statusUpdate(doc.cache);
   setup.update(doc.listen || new URL(apiBase()).host);
   setText(byTestId('version'), doc.version ? `v${doc.version}` : '');
   setText(byTestId('started'), `Listening on ${doc.listen ?? fmt.DASH} · started ${fmt.dateTime(doc.started_at)} (${fmt.ago(doc.started_at, now)})`);

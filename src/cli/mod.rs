@@ -1,7 +1,9 @@
 //! Command-line parsing and dispatch.
 
 mod ca;
+mod cache;
 mod context;
+mod control_call;
 mod doctor;
 mod env;
 mod install_check;
@@ -33,6 +35,13 @@ enum Command {
     Queue {
         #[command(subcommand)]
         cmd: queue::QueueCmd,
+        #[command(flatten)]
+        args: ServeArgs,
+    },
+    /// The running instance's response cache: clear.
+    Cache {
+        #[command(subcommand)]
+        cmd: cache::CacheCmd,
         #[command(flatten)]
         args: ServeArgs,
     },
@@ -72,6 +81,7 @@ pub fn main() -> ExitCode {
     match cli.command {
         Command::Serve(args) => serve::run(args),
         Command::Queue { cmd, args } => queue::run(cmd, args),
+        Command::Cache { cmd, args } => cache::run(cmd, args),
         Command::Secret { cmd, args } => secret::run(cmd, args),
         Command::Ca(args) => ca::run(args),
         Command::Env(args) => env::run(args),

@@ -288,6 +288,15 @@ impl Settings {
         let cache_max_bytes = cx
             .positive("cache.max_bytes", &raw.cache.max_bytes, 0)?
             .unwrap_or(64 << 20) as u64;
+        let cache_disk_max_bytes = cx
+            .positive("cache.disk_max_bytes", &raw.cache.disk_max_bytes, 4096)?
+            .unwrap_or(64 << 20) as u64;
+        let cache_disk_max_bytes = raw
+            .cache
+            .persist
+            .as_ref()
+            .is_none_or(|p| *p.get_ref())
+            .then_some(cache_disk_max_bytes);
         let key_headers = match &raw.cache.key_headers {
             None => default_key_headers(),
             Some(list) => {
@@ -373,6 +382,7 @@ impl Settings {
             classes,
             limits,
             cache_max_bytes,
+            cache_disk_max_bytes,
             key_headers,
         })
     }

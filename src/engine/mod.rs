@@ -99,6 +99,14 @@ pub async fn start(opts: EngineOptions) -> Result<EngineHandle, EngineError> {
     };
     let identity_key = identity_key(&secrets).await;
     let install_id = install_id(&secrets).await;
+    // Before the queue takes the secret store: the disk cache's sealing key lives there too.
+    let cache = crate::cache::Cache::open(
+        opts.settings.cache_max_bytes,
+        &opts.data_dir,
+        opts.settings.cache_disk_max_bytes,
+        &secrets,
+    )
+    .await;
     let settings = Arc::new(opts.settings);
     let bus = Bus::new();
     let upstreams = Arc::new(Upstreams::new(&settings));
@@ -108,6 +116,7 @@ pub async fn start(opts: EngineOptions) -> Result<EngineHandle, EngineError> {
         settings: settings.clone(),
         port: local_addr.port(),
         identity_key,
+        cache,
         upstreams: upstreams.clone(),
         queue: queue.clone(),
         bus: bus.clone(),
@@ -317,6 +326,12 @@ impl EngineHandle {
         }
     }
 
+    /// Waits until every cache entry handed to the disk writer so far is on disk (tests and
+    /// benchmarks; `shutdown` does this by itself).
+    pub async fn flush_cache(&self) {
+        self.control.proxy.cache.flush(false).await;
+    }
+
     /// Stops accepting, drains in-flight requests (bounded by `limits.drain_timeout`), returns
     /// when done. Calling it twice is harmless.
     pub async fn shutdown(&self) {
@@ -331,5 +346,7 @@ impl EngineHandle {
         if let Some(task) = self.task.lock().await.take() {
             let _ = task.await;
         }
+        // Entries stored by the last requests reach the disk before the engine is gone.
+        self.control.proxy.cache.flush(true).await;
     }
 }

@@ -65,6 +65,8 @@ pub(crate) struct ProxyParts {
     pub settings: Arc<Settings>,
     pub port: u16,
     pub identity_key: IdentityKey,
+    /// Built (and loaded from disk) by the engine, which owns the secret store.
+    pub cache: Cache,
     pub upstreams: Arc<Upstreams>,
     pub queue: Arc<QueueState>,
     pub bus: Bus,
@@ -83,7 +85,7 @@ impl Proxy {
             base_url: format!("http://{}", host_for(s.listen.ip(), p.port)),
             port: p.port,
             identity_key: p.identity_key,
-            cache: Cache::new(s.cache_max_bytes),
+            cache: p.cache,
             coalescer: Coalescer::default(),
             rate_limiter,
             creates: Creates {
