@@ -273,10 +273,21 @@ impl Disk {
     /// Returns freed pages to the file system and folds the WAL back (best effort: a cache
     /// that stays a little larger for a while is harmless).
     fn shrink(&self) {
-        let _ = self.conn.execute_batch("PRAGMA incremental_vacuum;");
-        let _ = self
-            .conn
-            .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
+        let vacuum = |c: &Connection| -> rusqlite::Result<()> {
+            // Both pragmas answer rows; stepping through them is what does the work.
+            for sql in [
+                "PRAGMA incremental_vacuum",
+                "PRAGMA wal_checkpoint(TRUNCATE)",
+            ] {
+                let mut stmt = c.prepare(sql)?;
+                let mut rows = stmt.query([])?;
+                while rows.next()?.is_some() {}
+            }
+            Ok(())
+        };
+        if let Err(e) = vacuum(&self.conn) {
+            tracing::debug!(error = %e, "could not shrink the cache file");
+        }
     }
 
     /// Bytes of records held (what the budget counts).

@@ -283,6 +283,7 @@ async fn sealing_key(secrets: &SecretStore) -> Result<[u8; 32], (MemoryOnlyReaso
 /// a closing flush.
 fn write_loop(mut disk: Disk, sealer: Sealer, mut rx: mpsc::Receiver<Cmd>, shared: Arc<Shared>) {
     let mut failed = false;
+    let mut closing = None;
     while let Some(first) = rx.blocking_recv() {
         let mut rows = Vec::new();
         let mut next = Some(first);
@@ -320,16 +321,22 @@ fn write_loop(mut disk: Disk, sealer: Sealer, mut rx: mpsc::Receiver<Cmd>, share
             Some(Cmd::Clear(done)) => {
                 let _ = done.send(disk.clear());
             }
-            Some(Cmd::Flush { close, done }) => {
+            Some(Cmd::Flush { close: true, done }) => {
+                closing = Some(done);
+                break;
+            }
+            Some(Cmd::Flush { close: false, done }) => {
                 let _ = done.send(());
-                if close {
-                    break;
-                }
             }
             _ => {}
         }
         shared.entries.store(disk.entries(), Relaxed);
         shared.bytes.store(disk.bytes(), Relaxed);
+    }
+    // Closed (SQLite folds the WAL back and removes it) before the engine's shutdown returns.
+    drop(disk);
+    if let Some(done) = closing {
+        let _ = done.send(());
     }
 }
 
