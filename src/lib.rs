@@ -23,9 +23,10 @@
 //! - `control`: `/_weir/api/*`, `/metrics`, the PAC, the dashboard. → pipeline, queue
 //! - [`client_setup`]: pointing tools at Weir, for the CLI and the tray. → config, intercept
 //! - [`secrets`]: every keychain service/account name, namespaced per data dir.
-//! - Leaves: [`config`], `problem` (+ `problem_kind`), [`events`], [`status`], `cache`,
-//!   `coalesce`, `identity`, `surface`, `stats`, `body`, `time_fmt`, `paths`, `server`,
-//!   `github_status`.
+//! - `cache`: the per-identity cache in memory, and its list/view entries sealed into
+//!   `cache.sqlite` by a writer thread (key in the keychain). → secrets, status
+//! - Leaves: [`config`], `problem` (+ `problem_kind`), [`events`], [`status`], `coalesce`,
+//!   `identity`, `surface`, `stats`, `body`, `time_fmt`, `paths`, `server`, `github_status`.
 
 // `Problem` (about 200 bytes) is the error of every request-path function: it becomes the
 // response body, so it is built once and moved, never propagated through deep stacks.
