@@ -573,3 +573,125 @@ async fn a_full_disk_never_breaks_requests_and_the_status_says_why() {
     child.kill().unwrap();
     child.wait().unwrap();
 }
+
+fn pct(v: &mut [std::time::Duration], p: f64) -> f64 {
+    v.sort();
+    let i = ((v.len() as f64 - 1.0) * p).round() as usize;
+    v[i].as_secs_f64() * 1e6
+}
+
+/// Figures for BENCHMARKS.md (not a test of behaviour: it asserts only that the runs did what
+/// they claim). `cargo test --release -p weir --test cache_persist bench -- --ignored
+/// --nocapture` under scripts/with-keychain.sh.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "benchmark; run with --ignored --nocapture under scripts/with-keychain.sh"]
+async fn bench_persistence_cost() {
+    use std::time::Instant as Clock;
+    let probe = tempfile::tempdir().unwrap();
+    if !has_keychain(&probe.path().join("data")) {
+        return;
+    }
+    let up = Upstream::start().await;
+    // A list answer of about 1.5 KiB, like a page of a few sessions.
+    let body = format!(r#"{{"sessions":[{}]}}"#, [r#"{"id":"sess-0000","name":"a session title of some length","problem_statement":"a problem statement that says what to do, at some length"}"#; 10].join(","));
+    up.set(|b| b.body = Some(body.clone()));
+    const MISSES: usize = 2000;
+    const HITS: usize = 5000;
+    for persist in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("data");
+        let cfg = if persist {
+            ""
+        } else {
+            "[cache]\npersist = false\n"
+        };
+        let h = start(&data, &up.origin(), cfg).await;
+        let c = client(&h);
+        let mut miss = Vec::with_capacity(MISSES);
+        let t0 = Clock::now();
+        for i in 0..MISSES {
+            let s = Clock::now();
+            let r = c
+                .get(format!("{}{LIST}?page={i}", up.origin()))
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(r.status(), 200);
+            r.bytes().await.unwrap();
+            miss.push(s.elapsed());
+        }
+        let miss_secs = t0.elapsed().as_secs_f64();
+        h.flush_cache().await;
+        let flushed_secs = t0.elapsed().as_secs_f64();
+        let mut hit = Vec::with_capacity(HITS);
+        let t1 = Clock::now();
+        for _ in 0..HITS {
+            let s = Clock::now();
+            let r = c
+                .get(format!("{}{LIST}?page=0", up.origin()))
+                .send()
+                .await
+                .unwrap();
+            r.bytes().await.unwrap();
+            hit.push(s.elapsed());
+        }
+        let hit_secs = t1.elapsed().as_secs_f64();
+        let p = persistence(&h).await;
+        if persist {
+            assert!(
+                matches!(p, CachePersistence::Persisted { entries, dropped_writes: 0, .. } if entries == MISSES as u64),
+                "{p:?}"
+            );
+        }
+        println!(
+            "BENCH persist={persist} misses: {:.0}/s p50 {:.0} us p90 {:.0} us p99 {:.0} us (all on disk after {:.2} s of {:.2} s) | fresh hits: {:.0}/s p50 {:.0} us p90 {:.0} us",
+            MISSES as f64 / miss_secs,
+            pct(&mut miss, 0.5),
+            pct(&mut miss, 0.9),
+            pct(&mut miss, 0.99),
+            flushed_secs,
+            miss_secs,
+            HITS as f64 / hit_secs,
+            pct(&mut hit, 0.5),
+            pct(&mut hit, 0.9),
+        );
+        h.shutdown().await;
+    }
+    for n in [0usize, 1_000, 10_000] {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("data");
+        let h = start(&data, &up.origin(), "").await;
+        let c = client(&h);
+        let urls: Vec<String> = (0..n)
+            .map(|i| format!("{}{LIST}?page={i}", up.origin()))
+            .collect();
+        for chunk in urls.chunks(16) {
+            let all = chunk.iter().map(|u| {
+                let c = c.clone();
+                async move { c.get(u).send().await.unwrap().bytes().await.unwrap() }
+            });
+            futures::future::join_all(all).await;
+        }
+        h.shutdown().await;
+        let file = std::fs::metadata(data.join("cache.sqlite"))
+            .map(|m| m.len())
+            .unwrap_or(0);
+        let mut times = Vec::new();
+        for _ in 0..3 {
+            let s = Clock::now();
+            let h = start(&data, &up.origin(), "").await;
+            times.push(s.elapsed());
+            let p = persistence(&h).await;
+            assert!(
+                matches!(p, CachePersistence::Persisted { loaded_at_start, .. } if loaded_at_start == n as u64),
+                "{p:?}"
+            );
+            h.shutdown().await;
+        }
+        println!(
+            "BENCH startup with {n} entries ({file} bytes on disk): median {:.1} ms (runs: {:?})",
+            pct(&mut times, 0.5) / 1000.0,
+            times
+        );
+    }
+}
