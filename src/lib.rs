@@ -56,6 +56,7 @@ pub(crate) mod surface;
 pub mod time_fmt;
 pub(crate) mod upstream;
 
+pub use cache::ClearError;
 pub use engine::{start, EngineError, EngineHandle, EngineOptions};
 pub use problem_kind::ProblemKind;
 

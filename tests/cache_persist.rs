@@ -37,7 +37,21 @@ fn sessions(up: &Upstream) {
         r#"{{"sessions":[{{"id":"sess-1","name":"{TITLE}","problem_statement":"{PROBLEM}"}}]}}"#
     );
     let view = format!(r#"{{"id":"sess-1","name":"{TITLE}","problem_statement":"{PROBLEM}"}}"#);
-    up.set(|b| b.path_bodies = vec![(VIEW.into(), view), (LIST.into(), list)]);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let token = format!(
+        r#"{{"token":"tid=copilot-secret","expires_at":{},"refresh_in":1500}}"#,
+        now + 1800
+    );
+    up.set(|b| {
+        b.path_bodies = vec![
+            ("/copilot_internal/v2/token".into(), token),
+            (VIEW.into(), view),
+            (LIST.into(), list),
+        ]
+    });
 }
 
 /// Lists and views go stale at once and stay usable on error for a day: after the restart
@@ -114,6 +128,19 @@ async fn a_restart_during_an_outage_serves_the_persisted_answers_stale() {
     let (s, _, view_body) = get(&first, &view_url).await;
     assert_eq!(s, 200);
     assert!(list_body.contains(PROBLEM));
+    // A token answer is cached in memory but never written to disk.
+    let (s, cs, _) = get(
+        &first,
+        &format!("{}/copilot_internal/v2/token", up.origin()),
+    )
+    .await;
+    assert_eq!((s, cs.contains("stored")), (200, true), "{cs}");
+    assert_eq!(first.status().await.cache.entries, 3);
+    first.flush_cache().await;
+    assert!(matches!(
+        persistence(&first).await,
+        CachePersistence::Persisted { entries: 2, .. }
+    ));
     // Stop Weir (the last writes reach the disk), then break the upstream.
     first.shutdown().await;
     up.kill();
@@ -145,7 +172,7 @@ async fn a_restart_during_an_outage_serves_the_persisted_answers_stale() {
     assert!(all.iter().any(|p| p.ends_with("cache.sqlite")), "{all:?}");
     for p in &all {
         let bytes = std::fs::read(p).unwrap();
-        for secret in [PROBLEM, TITLE, TOKEN, "sheep"] {
+        for secret in [PROBLEM, TITLE, TOKEN, "sheep", "copilot-secret"] {
             assert!(!contains(&bytes, secret), "{secret:?} in {}", p.display());
         }
         if p.to_string_lossy().contains("cache.sqlite") {

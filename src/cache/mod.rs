@@ -12,4 +12,5 @@ mod store;
 
 pub use entry::{Freshness, Stored};
 pub use key::CacheKey;
+pub use persist::ClearError;
 pub use store::{Cache, Durability};

@@ -326,6 +326,14 @@ impl EngineHandle {
         }
     }
 
+    /// Empties the cache in memory and on disk (the tray's "Clear cache"); the number of
+    /// entries that were in memory.
+    pub async fn clear_cache(&self) -> Result<u64, crate::ClearError> {
+        let cache = &self.control.proxy.cache;
+        let before = cache.entry_count();
+        cache.clear().await.map(|()| before)
+    }
+
     /// Waits until every cache entry handed to the disk writer so far is on disk (tests and
     /// benchmarks; `shutdown` does this by itself).
     pub async fn flush_cache(&self) {
