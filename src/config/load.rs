@@ -487,6 +487,21 @@ mod tests {
     }
 
     #[test]
+    fn the_disk_cache_keys() {
+        let d = parse_str("", "w.toml").unwrap();
+        assert_eq!(d.cache_disk_max_bytes, Some(64 << 20));
+        let s = parse_str("[cache]\ndisk_max_bytes = 100000\n", "w.toml").unwrap();
+        assert_eq!(s.cache_disk_max_bytes, Some(100_000));
+        let off = parse_str("[cache]\npersist = false\n", "w.toml").unwrap();
+        assert_eq!(off.cache_disk_max_bytes, None);
+        let e = parse_str("[cache]\n\ndisk_max_bytes = 10\n", "w.toml").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "w.toml:3: key `cache.disk_max_bytes`: must be at least 4096, got 10"
+        );
+    }
+
+    #[test]
     fn errors_name_file_line_and_key() {
         let e = parse_str(
             "listen = \"127.0.0.1:1\"\n\n[[upstream]]\nname = \"a\"\norigin = \"ftp://x\"\n",
