@@ -12,6 +12,7 @@ import { SetupPanel } from './setup.js';
 import { SettingsForm } from './settings.js';
 import { TokenPanel } from './token.js';
 import { CachePanel } from './cache.js';
+import { SessionsPanel } from './sessions.js';
 
 const STALE_WINDOW_MS = 15_000;
 
@@ -83,6 +84,15 @@ const cachePanel = new CachePanel({
   onProblem: showProblem,
   onNotice: showNotice,
 });
+const sessions = new SessionsPanel({
+  table: byTestId('sessions'),
+  summary: byTestId('sessions-summary'),
+  note: byTestId('sessions-note'),
+  form: byTestId('task-form'),
+  result: byTestId('task-result'),
+  onProblem: showProblem,
+  onNotice: showNotice,
+});
 const token = new TokenPanel({
   form: byTestId('token-form'),
   input: byTestId('token-input'),
@@ -107,6 +117,11 @@ function overall(now) {
   const open = ups.filter((u) => u.breaker?.state === 'open').map((u) => u.name);
   if (open.length) {
     return { key: 'breaker-open', text: `Upstream breaker open: ${open.join(', ')} — answering from cache, queuing creates` };
+  }
+  const degraded = ups.filter((u) => u.breaker?.state === 'degraded');
+  if (degraded.length) {
+    const why = degraded.map((u) => `${u.name} degraded: ${u.breaker.reason}`).join('; ');
+    return { key: 'degraded', text: `${why} — still answering, watching closely` };
   }
   const halfOpen = ups.some((u) => u.breaker?.state === 'half_open');
   const stale = ups.some((u) => history.servedStaleWithin(String(u.name), STALE_WINDOW_MS, now));
@@ -194,6 +209,7 @@ function onStatus(doc) {
   github.update(doc.github);
   token.statusUpdate(doc);
   cachePanel.statusUpdate(doc.cache);
+  sessions.statusUpdate(doc);
   setup.update(doc.listen || new URL(apiBase()).host);
   setText(byTestId('version'), doc.version ? `v${doc.version}` : '');
   setText(byTestId('started'), `Listening on ${doc.listen ?? fmt.DASH} · started ${fmt.dateTime(doc.started_at)} (${fmt.ago(doc.started_at, now)})`);
@@ -230,6 +246,7 @@ function connect() {
     }
   });
   source.addEventListener('queue', () => queue.scheduleRefresh());
+  source.addEventListener('session', () => sessions.event());
   source.addEventListener('github', (ev) => {
     const e = parse(ev);
     if (e) github.event(e);
@@ -246,9 +263,11 @@ function connect() {
 // ---- Start ----------------------------------------------------------------------------------
 
 loadSecret();
-// The tray's "N creates queued" item opens the dashboard at `#view=queue`.
-if (new URLSearchParams(location.hash.replace(/^#/, '')).get('view') === 'queue') {
-  document.getElementById('queue')?.scrollIntoView({ block: 'start' });
+// The tray's "N creates queued" item opens the dashboard at `#view=queue`, its sessions line at
+// `#view=sessions`.
+const view = new URLSearchParams(location.hash.replace(/^#/, '')).get('view');
+if (view === 'queue' || view === 'sessions') {
+  document.getElementById(view)?.scrollIntoView({ block: 'start' });
 }
 byTestId('readonly-notice').hidden = hasSecret();
 byTestId('metrics-link').href = url('/metrics');

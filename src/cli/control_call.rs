@@ -72,7 +72,7 @@ pub fn report(e: &CallError) -> std::process::ExitCode {
 }
 
 /// The control secret: `WEIR_CONTROL_SECRET`, else the keychain entry of this data dir's install.
-async fn secret(data_dir: &Path) -> Option<String> {
+pub(super) async fn secret(data_dir: &Path) -> Option<String> {
     if let Ok(s) = std::env::var("WEIR_CONTROL_SECRET") {
         return Some(s);
     }

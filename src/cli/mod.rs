@@ -12,6 +12,7 @@ mod secret;
 mod serve;
 mod serve_tls;
 mod setup;
+mod token;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -52,6 +53,13 @@ enum Command {
         #[command(flatten)]
         args: ServeArgs,
     },
+    /// The GitHub token the agent-sessions view uses: set (stdin or hidden prompt), status, forget.
+    Token {
+        #[command(subcommand)]
+        cmd: token::TokenCmd,
+        #[command(flatten)]
+        args: ServeArgs,
+    },
     /// The local CA used for HTTPS to managed hosts: path, show, rotate, install.
     Ca(ca::CaArgs),
     /// Print the environment that points tools at Weir and trusts its CA.
@@ -83,6 +91,7 @@ pub fn main() -> ExitCode {
         Command::Queue { cmd, args } => queue::run(cmd, args),
         Command::Cache { cmd, args } => cache::run(cmd, args),
         Command::Secret { cmd, args } => secret::run(cmd, args),
+        Command::Token { cmd, args } => token::run(cmd, args),
         Command::Ca(args) => ca::run(args),
         Command::Env(args) => env::run(args),
         Command::Setup(args) => setup::run(args),

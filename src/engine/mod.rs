@@ -121,8 +121,10 @@ pub async fn start(opts: EngineOptions) -> Result<EngineHandle, EngineError> {
         queue: queue.clone(),
         bus: bus.clone(),
     }));
+    let sessions = Arc::new(crate::sessions::Sessions::new());
     let control = Arc::new(Control {
         proxy: proxy.clone(),
+        sessions: sessions.clone(),
         secret,
         install_id,
         config_file: opts.config_file,
@@ -142,11 +144,25 @@ pub async fn start(opts: EngineOptions) -> Result<EngineHandle, EngineError> {
     .spawn_workers();
     if let Some(cfg) = settings.github_status.clone() {
         let watcher = crate::github_status::start(upstreams.client.clone(), &bus, cfg);
+        crate::github_status::drive_caution(watcher.watch(), upstreams.clone(), bus.stopping());
         if let Ok(mut g) = control.github.lock() {
             *g = Some(watcher);
         }
     }
     forward_breaker_events(&upstreams, &bus);
+    let watcher_view = control.clone();
+    crate::sessions::poller::Poller {
+        sessions,
+        proxy: proxy.clone(),
+        github: Arc::new(move || {
+            watcher_view
+                .github
+                .lock()
+                .ok()
+                .and_then(|g| g.as_ref().map(|h| h.snapshot()))
+        }),
+    }
+    .spawn();
     let (tx, rx) = oneshot::channel::<()>();
     let router = router::Router {
         proxy: proxy.clone(),
@@ -267,6 +283,19 @@ impl EngineHandle {
     /// workers), exactly as `/_weir/api/status` serves it.
     pub async fn status(&self) -> StatusSnapshot {
         crate::control::snapshot_full(&self.control).await
+    }
+
+    /// The status document without the queue counts and the keychain check (`queue.counts`
+    /// is `null`): no SQLite or keychain read, so it is cheap enough to poll, and it never
+    /// leaves the async runtime (tests on paused time rely on that).
+    pub fn status_now(&self) -> StatusSnapshot {
+        crate::control::snapshot(&self.control)
+    }
+
+    /// The sessions companion's part of the status, without the queue's database read (the
+    /// tray's sessions line and submenu can read it as often as they like).
+    pub fn sessions(&self) -> crate::status::SessionsStatus {
+        self.control.sessions.status()
     }
 
     pub fn subscribe(&self) -> broadcast::Receiver<Event> {
