@@ -317,9 +317,18 @@ fn write_loop(mut disk: Disk, sealer: Sealer, mut rx: mpsc::Receiver<Cmd>, share
                 }
             }
         }
+        // The counts are current before any reply: a status read right after a flush or a
+        // clear sees what is on disk.
+        let publish = |disk: &Disk| {
+            shared.entries.store(disk.entries(), Relaxed);
+            shared.bytes.store(disk.bytes(), Relaxed);
+        };
+        publish(&disk);
         match control {
             Some(Cmd::Clear(done)) => {
-                let _ = done.send(disk.clear());
+                let cleared = disk.clear();
+                publish(&disk);
+                let _ = done.send(cleared);
             }
             Some(Cmd::Flush { close: true, done }) => {
                 closing = Some(done);
@@ -330,8 +339,6 @@ fn write_loop(mut disk: Disk, sealer: Sealer, mut rx: mpsc::Receiver<Cmd>, share
             }
             _ => {}
         }
-        shared.entries.store(disk.entries(), Relaxed);
-        shared.bytes.store(disk.bytes(), Relaxed);
     }
     // Closed (SQLite folds the WAL back and removes it) before the engine's shutdown returns.
     drop(disk);
