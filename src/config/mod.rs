@@ -3,6 +3,7 @@
 
 mod classes;
 mod file;
+mod gateway;
 mod launch;
 mod load;
 mod net;
@@ -11,6 +12,7 @@ mod resilience;
 
 pub use classes::{classify, default_routes, ClassSettings, ClassTable, RouteClass, RouteRule};
 pub use file::FileConfig;
+pub use gateway::{Cidr, GatewaySettings, PostgresSettings};
 pub use launch::{resolve, Launch, LaunchArgs};
 pub use load::{load_file, parse_str, ConfigError};
 pub use net::{read_roots, HostPort, UpstreamNet, UpstreamProxy};
@@ -50,6 +52,8 @@ pub struct Settings {
     /// Unmanaged requests and CONNECTs may reach loopback, link-local and private addresses
     /// (off by default: Weir is not a way into this machine or its network).
     pub allow_private_targets: bool,
+    /// `[gateway]`, used only by `weir serve --gateway`.
+    pub gateway: Option<GatewaySettings>,
 }
 
 /// `[queue]`: the durable create queue.

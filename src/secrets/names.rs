@@ -33,6 +33,8 @@ pub enum Account {
     InstallId,
     /// The AES-256-GCM key the persisted cache's records are sealed with (`cache.sqlite`).
     CacheKey,
+    /// The team gateway's admin token, when no `gateway.admin_token_file` names one.
+    GatewayAdminToken,
 }
 
 impl Account {
@@ -45,6 +47,7 @@ impl Account {
             Account::LocalCaKey => "local-ca-key",
             Account::InstallId => "install-id",
             Account::CacheKey => "cache-key",
+            Account::GatewayAdminToken => "gateway-admin-token",
         }
     }
 }
