@@ -35,9 +35,10 @@
 //! - [`secrets`]: every keychain service/account name, namespaced per data dir.
 //! - [`mode`]: automatic (with its offline sub-state and probes), cache only, pass-through;
 //!   the choice kept in the data dir. → upstream
-//! - Leaves: [`config`], `problem` (+ `problem_kind`), [`events`], [`status`], `cache`,
-//!   `coalesce`, `identity`, `surface`, `stats`, `body`, `time_fmt`, `paths`, `server`,
-//!   `github_status`.
+//! - `cache`: the per-identity cache in memory, and its list/view entries sealed into
+//!   `cache.sqlite` by a writer thread (key in the keychain). → secrets, status
+//! - Leaves: [`config`], `problem` (+ `problem_kind`), [`events`], [`status`], `coalesce`,
+//!   `identity`, `surface`, `stats`, `body`, `time_fmt`, `paths`, `server`, `github_status`.
 
 // `Problem` (about 200 bytes) is the error of every request-path function: it becomes the
 // response body, so it is built once and moved, never propagated through deep stacks.
@@ -71,6 +72,7 @@ pub(crate) mod surface;
 pub mod time_fmt;
 pub(crate) mod upstream;
 
+pub use cache::ClearError;
 pub use engine::{start, EngineError, EngineHandle, EngineOptions};
 pub use problem_kind::ProblemKind;
 

@@ -303,4 +303,46 @@ pub struct CacheStatus {
     pub bytes: u64,
     pub max_bytes: u64,
     pub in_flight: usize,
+    /// Whether cached list/view answers survive a restart (and if not, why).
+    pub persistence: CachePersistence,
+}
+
+/// Whether the cache is kept on disk (encrypted) or in memory only.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+pub enum CachePersistence {
+    /// List and view answers are sealed (AES-256-GCM, key in the keychain) into `file`.
+    Persisted {
+        file: String,
+        /// Rows and bytes of records on disk, and the budget (`cache.disk_max_bytes`).
+        entries: u64,
+        bytes: u64,
+        max_bytes: u64,
+        /// Entries loaded from disk when Weir started.
+        loaded_at_start: u64,
+        /// Records that did not open (tampered, or sealed with another key) and were dropped.
+        rejected_at_start: u64,
+        /// Writes dropped because the writer was behind (the entries stayed in memory).
+        dropped_writes: u64,
+    },
+    /// Cached answers are lost on restart; `detail` says why and what to do.
+    MemoryOnly {
+        reason: MemoryOnlyReason,
+        detail: String,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MemoryOnlyReason {
+    /// `cache.persist = false`.
+    Disabled,
+    /// No OS keychain to hold the sealing key.
+    NoKeychain,
+    /// The keychain is there but could not read or store the key now.
+    KeychainError,
+    /// The cache file could not be opened.
+    OpenFailed,
+    /// Writing failed (a full disk, an unwritable file): off until restart.
+    WriteFailed,
 }

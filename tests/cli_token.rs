@@ -80,11 +80,10 @@ fn token_set_status_forget_never_echo_the_token() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let first = BufReader::new(serve.stdout.take().unwrap())
-        .lines()
-        .next()
-        .unwrap()
-        .unwrap();
+    let mut lines = BufReader::new(serve.stdout.take().unwrap()).lines();
+    let first = lines.next().unwrap().unwrap();
+    // Keep reading: a closed pipe would make `weir serve`'s next line fail and stop it.
+    std::thread::spawn(move || for _ in lines {});
     let _serve = Serve(serve);
     let listen = first.rsplit("http://").next().unwrap().to_string();
     let args = |cmd: &'static str| {

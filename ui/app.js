@@ -11,6 +11,7 @@ import { GithubPanel } from './github.js';
 import { SetupPanel } from './setup.js';
 import { SettingsForm } from './settings.js';
 import { TokenPanel } from './token.js';
+import { CachePanel } from './cache.js';
 import { SessionsPanel } from './sessions.js';
 
 const STALE_WINDOW_MS = 15_000;
@@ -75,6 +76,12 @@ const settings = new SettingsForm({
   configNote: byTestId('config-note'),
   saved: byTestId('settings-saved'),
   live: byTestId('settings-live'),
+  onProblem: showProblem,
+  onNotice: showNotice,
+});
+const cachePanel = new CachePanel({
+  state: byTestId('cache-persistence'),
+  clear: byTestId('cache-clear'),
   onProblem: showProblem,
   onNotice: showNotice,
 });
@@ -228,6 +235,7 @@ function onStatus(doc) {
   github.update(doc.github);
   token.statusUpdate(doc);
   settings.statusUpdate(doc.settings);
+  cachePanel.statusUpdate(doc.cache);
   sessions.statusUpdate(doc);
   setup.update(doc.listen || new URL(apiBase()).host);
   setText(byTestId('version'), doc.version ? `v${doc.version}` : '');

@@ -13,6 +13,11 @@ impl CacheKey {
         CacheKey(b)
     }
 
+    /// The key's 32 bytes (the disk cache's row id and its records' associated data).
+    pub fn as_bytes(&self) -> &[u8; 32] {
+        &self.0
+    }
+
     pub fn new(
         upstream: usize,
         method: &Method,

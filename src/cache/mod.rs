@@ -1,10 +1,16 @@
 //! The per-identity response cache: keys (`key`), stored entries and their freshness (`entry`),
-//! and the bounded, least-recently-used store (`store`).
+//! the bounded, least-recently-used store (`store`), and keeping list/view entries across
+//! restarts: sealed records (`record`) in an SQLite file (`disk`) written by one thread
+//! (`persist`).
 
+mod disk;
 mod entry;
 mod key;
+mod persist;
+mod record;
 mod store;
 
 pub use entry::{Freshness, Stored};
 pub use key::CacheKey;
-pub use store::Cache;
+pub use persist::ClearError;
+pub use store::{Cache, Durability};

@@ -1,8 +1,13 @@
 //! The bounded in-memory store. moka gives a concurrent cache with a byte budget (a weigher)
-//! and least-recently-used eviction, so Weir does not hand-roll either.
+//! and least-recently-used eviction, so Weir does not hand-roll either. List and view entries
+//! are also handed to the disk writer ([`super::persist`]) when persistence is on.
 
+use super::persist::{self, ClearError, Persistence};
 use super::{CacheKey, Stored};
+use crate::secrets::SecretStore;
+use crate::status::CachePersistence;
 use moka::policy::EvictionPolicy;
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
@@ -10,6 +15,14 @@ use tokio::time::Instant;
 #[derive(Clone)]
 pub struct Cache {
     inner: moka::sync::Cache<CacheKey, Arc<Stored>>,
+    persistence: Arc<Persistence>,
+}
+
+/// Whether an entry may outlive this run (list and view answers; never a token).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Durability {
+    Persist,
+    MemoryOnly,
 }
 
 /// Drops entries once they can no longer be served even on error. Freshness decisions use
@@ -32,23 +45,64 @@ impl moka::Expiry<CacheKey, Arc<Stored>> for Expire {
     }
 }
 
+fn memory(max_bytes: u64) -> moka::sync::Cache<CacheKey, Arc<Stored>> {
+    moka::sync::Cache::builder()
+        .max_capacity(max_bytes)
+        .weigher(|_k: &CacheKey, v: &Arc<Stored>| v.weight())
+        .eviction_policy(EvictionPolicy::lru())
+        .expire_after(Expire)
+        .build()
+}
+
 impl Cache {
-    pub fn new(max_bytes: u64) -> Cache {
-        let inner = moka::sync::Cache::builder()
-            .max_capacity(max_bytes)
-            .weigher(|_k: &CacheKey, v: &Arc<Stored>| v.weight())
-            .eviction_policy(EvictionPolicy::lru())
-            .expire_after(Expire)
-            .build();
-        Cache { inner }
+    /// The cache of a starting engine: what `data_dir/cache.sqlite` still holds is loaded and
+    /// later entries are written there, unless `disk_max_bytes` is `None` or there is no
+    /// keychain for the sealing key (then memory only, and the status says why).
+    pub async fn open(
+        max_bytes: u64,
+        data_dir: &Path,
+        disk_max_bytes: Option<u64>,
+        secrets: &SecretStore,
+    ) -> Cache {
+        let opened = persist::open(data_dir, disk_max_bytes, secrets).await;
+        let inner = memory(max_bytes);
+        for (k, v) in opened.entries {
+            inner.insert(k, Arc::new(v));
+        }
+        Cache {
+            inner,
+            persistence: Arc::new(opened.persistence),
+        }
     }
 
     pub fn get(&self, key: &CacheKey) -> Option<Arc<Stored>> {
         self.inner.get(key)
     }
 
-    pub fn insert(&self, key: CacheKey, value: Arc<Stored>) {
+    /// Stores `value`; a durable one is also handed to the disk writer (never waits).
+    pub fn insert(&self, key: CacheKey, value: Arc<Stored>, durability: Durability) {
+        if durability == Durability::Persist {
+            self.persistence.put(key, value.clone());
+        }
         self.inner.insert(key, value);
+    }
+
+    /// Empties memory and the disk file. Memory is emptied even when the disk cannot be.
+    pub async fn clear(&self) -> Result<(), ClearError> {
+        self.inner.invalidate_all();
+        self.inner.run_pending_tasks();
+        self.persistence.clear().await
+    }
+
+    /// Waits until every entry handed to the writer is on disk; `close` stops the writer
+    /// (engine shutdown).
+    pub async fn flush(&self, close: bool) {
+        self.persistence.flush(close).await;
+    }
+
+    /// Whether entries survive a restart, and if not why.
+    pub fn persistence(&self) -> CachePersistence {
+        self.persistence.status()
     }
 
     /// Exact counts need moka's pending housekeeping applied first (status calls only).

@@ -1,7 +1,9 @@
 //! Command-line parsing and dispatch.
 
 mod ca;
+mod cache;
 mod context;
+mod control_call;
 mod doctor;
 mod env;
 mod install_check;
@@ -48,6 +50,13 @@ enum Command {
     /// Print the running Weir's mode and why, or choose one: automatic, cache-only,
     /// pass-through.
     Mode(mode::ModeArgs),
+    /// The running instance's response cache: clear.
+    Cache {
+        #[command(subcommand)]
+        cmd: cache::CacheCmd,
+        #[command(flatten)]
+        args: ServeArgs,
+    },
     /// The control secret of this install: rotate.
     Secret {
         #[command(subcommand)]
@@ -91,6 +100,7 @@ pub fn main() -> ExitCode {
     match cli.command {
         Command::Serve { args, gateway } => serve::run(args, gateway),
         Command::Queue { cmd, args } => queue::run(cmd, args),
+        Command::Cache { cmd, args } => cache::run(cmd, args),
         Command::Secret { cmd, args } => secret::run(cmd, args),
         Command::Mode(args) => mode::run(args),
         Command::Token { cmd, args } => token::run(cmd, args),

@@ -56,7 +56,7 @@ pub fn run(a: ModeArgs) -> ExitCode {
                 header::CONTENT_TYPE,
                 "application/json".parse().expect("static"),
             );
-            if let Some(s) = super::queue::secret(&data_dir).await {
+            if let Some(s) = super::control_call::secret(&data_dir).await {
                 if let Ok(v) = s.parse() {
                     req.headers_mut().insert("x-weir-secret", v);
                 }

@@ -146,7 +146,7 @@ async fn tell_running(base: &str, data_dir: &std::path::Path) {
         println!("No running Weir was told ({e}); Weir reads the token when it starts.");
         return;
     }
-    let secret = super::queue::secret(data_dir).await;
+    let secret = super::control_call::secret(data_dir).await;
     match call(
         base,
         Method::POST,

@@ -128,5 +128,9 @@ pub struct FileLimits {
 #[serde(deny_unknown_fields)]
 pub struct FileCache {
     pub max_bytes: Option<Spanned<i64>>,
+    /// Keep list/view answers on disk, encrypted, across restarts (default true).
+    pub persist: Option<Spanned<bool>>,
+    /// Budget of the disk cache's records (default 64 MiB).
+    pub disk_max_bytes: Option<Spanned<i64>>,
     pub key_headers: Option<Spanned<Vec<String>>>,
 }

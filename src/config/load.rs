@@ -305,6 +305,15 @@ impl Settings {
         let cache_max_bytes = cx
             .positive("cache.max_bytes", &raw.cache.max_bytes, 0)?
             .unwrap_or(64 << 20) as u64;
+        let cache_disk_max_bytes = cx
+            .positive("cache.disk_max_bytes", &raw.cache.disk_max_bytes, 4096)?
+            .unwrap_or(64 << 20) as u64;
+        let cache_disk_max_bytes = raw
+            .cache
+            .persist
+            .as_ref()
+            .is_none_or(|p| *p.get_ref())
+            .then_some(cache_disk_max_bytes);
         let key_headers = match &raw.cache.key_headers {
             None => default_key_headers(),
             Some(list) => {
@@ -426,6 +435,7 @@ impl Settings {
             classes,
             limits,
             cache_max_bytes,
+            cache_disk_max_bytes,
             key_headers,
         })
     }
@@ -560,6 +570,21 @@ mod tests {
         assert_eq!(s.listen.port(), 1234);
         assert_eq!(s.upstreams.len(), 1);
         assert_eq!(s.upstreams[0].origin.port, 9);
+    }
+
+    #[test]
+    fn the_disk_cache_keys() {
+        let d = parse_str("", "w.toml").unwrap();
+        assert_eq!(d.cache_disk_max_bytes, Some(64 << 20));
+        let s = parse_str("[cache]\ndisk_max_bytes = 100000\n", "w.toml").unwrap();
+        assert_eq!(s.cache_disk_max_bytes, Some(100_000));
+        let off = parse_str("[cache]\npersist = false\n", "w.toml").unwrap();
+        assert_eq!(off.cache_disk_max_bytes, None);
+        let e = parse_str("[cache]\n\ndisk_max_bytes = 10\n", "w.toml").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "w.toml:3: key `cache.disk_max_bytes`: must be at least 4096, got 10"
+        );
     }
 
     #[test]

@@ -40,6 +40,9 @@ pub struct Settings {
     pub classes: classes::ClassTable,
     pub limits: Limits,
     pub cache_max_bytes: u64,
+    /// Budget of the encrypted disk cache (`cache.disk_max_bytes`); `None` when
+    /// `cache.persist = false` (memory only).
+    pub cache_disk_max_bytes: Option<u64>,
     /// Request headers that change the response and so are part of the cache/coalescing key.
     pub key_headers: Vec<http::HeaderName>,
     /// TLS-terminate CONNECTs to managed https upstreams when the local CA is loaded.

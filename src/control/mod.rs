@@ -4,6 +4,7 @@
 //! DNS rebinding sends its own name and gets nothing); a foreign `Origin` is refused; no CORS
 //! header is ever sent, so other origins cannot read anything.
 
+mod cache_api;
 mod events;
 mod metrics;
 mod mode_api;
@@ -134,6 +135,7 @@ pub(crate) async fn handle(
         }
         (&Method::GET, "/_weir/api/mode") => Ok(json(&ctl.proxy.modes.status())),
         (&Method::PUT | &Method::POST, "/_weir/api/mode") => mode_api::choose(ctl, req).await,
+        (&Method::POST, "/_weir/api/cache/clear") => cache_api::clear(ctl, &req).await,
         (_, p) if p == "/_weir/api/queue" || p.starts_with("/_weir/api/queue/") => {
             queue_api::handle(ctl, &req, &p["/_weir/api/queue".len()..]).await
         }

@@ -51,6 +51,7 @@ pub fn snapshot(ctl: &Control) -> StatusSnapshot {
             bytes: p.cache.weighted_size(),
             max_bytes: p.settings().cache_max_bytes,
             in_flight: p.coalescer.in_flight(),
+            persistence: p.cache.persistence(),
         },
         github: ctl
             .github

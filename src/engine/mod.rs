@@ -129,6 +129,14 @@ pub async fn start(opts: EngineOptions) -> Result<EngineHandle, EngineError> {
         None => identity_key(&secrets).await,
     };
     let install_id = install_id(&secrets).await;
+    // Before the queue takes the secret store: the disk cache's sealing key lives there too.
+    let cache = crate::cache::Cache::open(
+        opts.settings.cache_max_bytes,
+        &opts.data_dir,
+        opts.settings.cache_disk_max_bytes,
+        &secrets,
+    )
+    .await;
     let admin_token = match &opts.gateway {
         Some(g) => Some(match &g.admin_token {
             Some(t) => t.clone(),
@@ -161,6 +169,7 @@ pub async fn start(opts: EngineOptions) -> Result<EngineHandle, EngineError> {
         live: live.clone(),
         port: local_addr.port(),
         identity_key,
+        cache,
         upstreams: upstreams.clone(),
         queue: queue.clone(),
         bus: bus.clone(),
@@ -612,6 +621,20 @@ impl EngineHandle {
         Ok(new)
     }
 
+    /// Empties the cache in memory and on disk (the tray's "Clear cache"); the number of
+    /// entries that were in memory.
+    pub async fn clear_cache(&self) -> Result<u64, crate::ClearError> {
+        let cache = &self.control.proxy.cache;
+        let before = cache.entry_count();
+        cache.clear().await.map(|()| before)
+    }
+
+    /// Waits until every cache entry handed to the disk writer so far is on disk (tests and
+    /// benchmarks; `shutdown` does this by itself).
+    pub async fn flush_cache(&self) {
+        self.control.proxy.cache.flush(false).await;
+    }
+
     /// Stops accepting, drains in-flight requests (bounded by `limits.drain_timeout`), returns
     /// when done. Calling it twice is harmless.
     pub async fn shutdown(&self) {
@@ -626,5 +649,7 @@ impl EngineHandle {
         if let Some(task) = self.task.lock().await.take() {
             let _ = task.await;
         }
+        // Entries stored by the last requests reach the disk before the engine is gone.
+        self.control.proxy.cache.flush(true).await;
     }
 }

@@ -11,7 +11,7 @@ use super::identity::Caller;
 use super::state::Proxy;
 use super::{limits, rescue, respond};
 use crate::body::Body;
-use crate::cache::{CacheKey, Freshness, Stored};
+use crate::cache::{CacheKey, Durability, Freshness, Stored};
 use crate::coalesce::Role;
 use crate::config::{ClassSettings, RouteClass};
 use crate::identity::Identity;
@@ -215,7 +215,9 @@ async fn fetch(proxy: Arc<Proxy>, spec: FetchSpec) -> Result<Arc<Stored>, Arc<Pr
         stale_if_error_until: now + fresh + swr.max(sie),
     });
     if stored.is_success() && storable(&spec.headers, &stored.headers) {
-        proxy.cache.insert(spec.key, stored.clone());
+        proxy
+            .cache
+            .insert(spec.key, stored.clone(), durability(spec.class));
     }
     Ok(stored)
 }
@@ -244,6 +246,14 @@ fn retime(e: Arc<Stored>, class: RouteClass, s: &ClassSettings) -> Arc<Stored> {
         revalidate_until,
         stale_if_error_until,
     })
+}
+
+/// List and view answers may be kept on disk (sealed); a token never leaves memory.
+fn durability(class: RouteClass) -> Durability {
+    match class {
+        RouteClass::List | RouteClass::View => Durability::Persist,
+        _ => Durability::MemoryOnly,
+    }
 }
 
 /// A token is never kept longer than this, whatever it says (Copilot tokens live ~30 min).

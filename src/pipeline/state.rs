@@ -83,6 +83,8 @@ pub(crate) struct ProxyParts {
     pub live: LiveSettings,
     pub port: u16,
     pub identity_key: IdentityKey,
+    /// Built (and loaded from disk) by the engine, which owns the secret store.
+    pub cache: Cache,
     pub upstreams: Arc<Upstreams>,
     pub queue: Arc<QueueState>,
     pub bus: Bus,
@@ -98,7 +100,7 @@ impl Proxy {
             base_url: format!("http://{}", host_for(s.listen.ip(), p.port)),
             port: p.port,
             identity_key: p.identity_key,
-            cache: Cache::new(s.cache_max_bytes),
+            cache: p.cache,
             coalescer: Coalescer::default(),
             rate_limiter: arc_swap::ArcSwap::from_pointee(rate_limiter),
             creates: Creates {

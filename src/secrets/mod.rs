@@ -1,5 +1,5 @@
 //! The one secret store of the engine: the control secret, the identity key, a stored GitHub
-//! token, queued creates' replay credentials and (through [`crate::intercept::ca_store`]) the
+//! token, queued creates' replay credentials, the persisted cache's sealing key and (through [`crate::intercept::ca_store`]) the
 //! local CA's key all live in the OS keychain under one [`Namespace`] per data dir.
 //!
 //! - [`names`]: every service and account name, and the per-data-dir namespace rule.

@@ -31,6 +31,8 @@ pub enum Account {
     /// A random, non-secret id of this install, answered by `/_weir/api/health`: the CLI sends
     /// the control secret only to a Weir that names the id kept here.
     InstallId,
+    /// The AES-256-GCM key the persisted cache's records are sealed with (`cache.sqlite`).
+    CacheKey,
     /// The team gateway's admin token, when no `gateway.admin_token_file` names one.
     GatewayAdminToken,
 }
@@ -44,6 +46,7 @@ impl Account {
             Account::GithubToken => "github-token",
             Account::LocalCaKey => "local-ca-key",
             Account::InstallId => "install-id",
+            Account::CacheKey => "cache-key",
             Account::GatewayAdminToken => "gateway-admin-token",
         }
     }
@@ -188,6 +191,7 @@ mod tests {
         assert_eq!(Account::IdentityKey.as_str(), "identity-key");
         assert_eq!(Account::GithubToken.as_str(), "github-token");
         assert_eq!(Account::LocalCaKey.as_str(), "local-ca-key");
+        assert_eq!(Account::CacheKey.as_str(), "cache-key");
         assert_eq!(
             queue_account(&"ab".repeat(20)),
             format!("queue-{}", "ab".repeat(12))

@@ -1,0 +1,93 @@
+//! One authenticated call to the running instance's control API, shared by `weir queue` and
+//! `weir cache`: checks that the Weir at the configured address is this install's
+//! ([`super::install_check`]), then sends the control secret (`WEIR_CONTROL_SECRET`, else the
+//! keychain entry of this data dir's install).
+
+use http::{Method, Request};
+use std::path::Path;
+use std::time::Duration;
+use weir::http_client::{Timeouts, UpstreamClient};
+use weir::secrets::{Account, Namespace};
+
+/// Why a control call gave no answer; `Display` is the message for the user.
+#[derive(Debug, thiserror::Error)]
+pub enum CallError {
+    #[error("{0}")]
+    NotThisInstall(#[from] super::install_check::InstallCheckError),
+    #[error("bad address {0}")]
+    BadAddress(String),
+    #[error("cannot reach Weir at {base} ({detail}). Is `weir serve` or the tray running?")]
+    Unreachable { base: String, detail: String },
+    /// Weir answered with a problem: its title and detail.
+    #[error("{title} — {detail}")]
+    Refused { title: String, detail: String },
+}
+
+/// Sends `method path` (no body) to the Weir at `base` with this install's control secret and
+/// returns the JSON answer.
+pub async fn call(
+    base: &str,
+    data_dir: &Path,
+    method: Method,
+    path: &str,
+) -> Result<serde_json::Value, CallError> {
+    let secret = secret(data_dir).await;
+    super::install_check::verify(base, data_dir).await?;
+    let mut req = Request::new(weir::http_client::empty());
+    *req.method_mut() = method;
+    *req.uri_mut() = format!("{base}{path}")
+        .parse()
+        .map_err(|e| CallError::BadAddress(format!("{base}: {e}")))?;
+    if let Some(v) = secret.and_then(|s| s.parse().ok()) {
+        req.headers_mut().insert("x-weir-secret", v);
+    }
+    let t = Timeouts {
+        headers: Duration::from_secs(10),
+        body: Duration::from_secs(10),
+    };
+    let resp = UpstreamClient::new()
+        .fetch(req, t, 16 << 20)
+        .await
+        .map_err(|e| CallError::Unreachable {
+            base: base.to_string(),
+            detail: e.to_string(),
+        })?;
+    let v: serde_json::Value = serde_json::from_slice(resp.body()).unwrap_or_default();
+    if !resp.status().is_success() {
+        return Err(CallError::Refused {
+            title: v["title"].as_str().unwrap_or("error").to_string(),
+            detail: v["detail"].as_str().unwrap_or("").to_string(),
+        });
+    }
+    Ok(v)
+}
+
+/// Prints `e` and gives the exit code: 2 for a bad address (the config), else 1.
+pub fn report(e: &CallError) -> std::process::ExitCode {
+    eprintln!("weir: {e}");
+    match e {
+        CallError::BadAddress(_) => std::process::ExitCode::from(super::EXIT_CONFIG),
+        _ => std::process::ExitCode::FAILURE,
+    }
+}
+
+/// The control secret: `WEIR_CONTROL_SECRET`, else the keychain entry of this data dir's install.
+pub(super) async fn secret(data_dir: &Path) -> Option<String> {
+    if let Ok(s) = std::env::var("WEIR_CONTROL_SECRET") {
+        return Some(s);
+    }
+    let keychain = Namespace::for_data_dir(data_dir).keychain();
+    let got =
+        tokio::task::spawn_blocking(move || keychain.get(Account::ControlSecret.as_str())).await;
+    match got {
+        Ok(Ok(s)) => s,
+        Ok(Err(e)) => {
+            eprintln!(
+                "weir: cannot read the control secret from the keychain: {e}. {}",
+                e.fix()
+            );
+            None
+        }
+        Err(_) => None,
+    }
+}
