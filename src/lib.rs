@@ -19,6 +19,9 @@
 //!   coalescer, client rate limiter and create dedupe state. → upstream, queue, intercept
 //! - `upstream`: the client, connection routing, admission (cooldown → breaker → bulkhead)
 //!   and the one attempt-and-retry machinery, shared by requests and replays.
+//! - `accounts`: which GitHub account each credential belongs to (one `GET /user` per
+//!   credential, off the request path) and the rule for when credentials share list/view
+//!   answers. → upstream
 //! - `queue`: the durable create queue (SQLite + keychain) and its replay worker. → upstream
 //! - `control`: `/_weir/api/*`, `/metrics`, the PAC, the dashboard. → pipeline, queue
 //! - [`client_setup`]: pointing tools at Weir, for the CLI and the tray. → config, intercept
@@ -31,6 +34,7 @@
 // response body, so it is built once and moved, never propagated through deep stacks.
 #![allow(clippy::result_large_err)]
 
+pub(crate) mod accounts;
 pub(crate) mod body;
 pub(crate) mod cache;
 pub mod client_setup;

@@ -23,6 +23,37 @@ pub struct StatusSnapshot {
     pub github: Option<weir_status::GithubStatus>,
     /// Whether a GitHub token is stored in the keychain (the token is never shown).
     pub github_token_stored: bool,
+    /// Credentials by GitHub account (logins, never tokens) and the sharing setting.
+    pub identity: IdentityStatus,
+}
+
+pub use crate::accounts::TokenKind;
+
+/// `[identity]` at work: which accounts the credentials seen belong to, and how resolution
+/// went.
+#[derive(Debug, Clone, Serialize)]
+pub struct IdentityStatus {
+    pub share: crate::config::ShareMode,
+    /// A `github-api` upstream is configured, so credentials can be resolved at all.
+    pub resolver: bool,
+    pub accounts: Vec<AccountStatus>,
+    /// `/user` resolutions that named an account, failed (no answer to go by), or were
+    /// refused (401).
+    pub resolved: u64,
+    pub failed: u64,
+    pub unauthorized: u64,
+}
+
+/// One GitHub account behind some of the credentials seen.
+#[derive(Debug, Clone, Serialize)]
+pub struct AccountStatus {
+    pub login: String,
+    pub account_id: u64,
+    /// Credentials (distinct tokens) mapped to this account.
+    pub credentials: u64,
+    pub token_kinds: Vec<TokenKind>,
+    /// Requests to managed upstreams made with this account's mapped credentials.
+    pub requests: u64,
 }
 
 #[derive(Debug, Clone, Serialize)]

@@ -11,6 +11,7 @@ import { GithubPanel } from './github.js';
 import { SetupPanel } from './setup.js';
 import { SettingsForm } from './settings.js';
 import { TokenPanel } from './token.js';
+import { AccountsPanel } from './accounts.js';
 
 const STALE_WINDOW_MS = 15_000;
 
@@ -68,6 +69,7 @@ const queue = new QueuePanel({
   onNotice: showNotice,
 });
 const github = new GithubPanel(byTestId('github'));
+const accounts = new AccountsPanel({ table: byTestId('accounts'), note: byTestId('accounts-note') });
 const setup = new SetupPanel({ list: byTestId('proxy-setup'), status: byTestId('copy-status') });
 const settings = new SettingsForm({
   form: byTestId('settings-form'),
@@ -185,6 +187,7 @@ function onStatus(doc) {
   cards.update(doc, history, now);
   queue.statusUpdate(doc.queue);
   github.update(doc.github);
+  accounts.update(doc.identity);
   token.statusUpdate(doc);
   setup.update(doc.listen || new URL(apiBase()).host);
   setText(byTestId('version'), doc.version ? `v${doc.version}` : '');

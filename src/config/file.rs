@@ -33,6 +33,8 @@ pub struct FileConfig {
     pub rate_limit: super::resilience::FileRateLimit,
     #[serde(default)]
     pub queue: FileQueue,
+    #[serde(default)]
+    pub identity: FileIdentity,
     /// GitHub Status watcher (`[status]`, see the `weir-status` crate); `watch_github_status =
     /// false` turns it off.
     pub status: Option<Spanned<weir_status::StatusSettings>>,
@@ -47,6 +49,14 @@ pub struct FileQueue {
     pub credentials: Option<Spanned<String>>,
     pub max_age: Option<Spanned<String>>,
     pub dedupe_window: Option<Spanned<String>>,
+}
+
+/// `[identity]`: whether credentials of one GitHub account share list/view answers.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileIdentity {
+    /// `"account"` (default) or `"credential"`.
+    pub share: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -339,6 +339,20 @@ impl Settings {
                 .unwrap_or(Duration::from_secs(60)),
         };
 
+        let share = match &raw.identity.share {
+            None => super::ShareMode::Account,
+            Some(v) => match super::ShareMode::parse(v.get_ref()) {
+                Some(m) => m,
+                None => {
+                    return cx.err(
+                        "identity.share",
+                        v.span(),
+                        format!("`{}` is not \"account\" or \"credential\"", v.get_ref()),
+                    )
+                }
+            },
+        };
+
         let upstream_proxy = match &raw.upstream_proxy {
             None => None,
             Some(p) => Some(
@@ -360,6 +374,7 @@ impl Settings {
         };
 
         Ok(Settings {
+            share,
             github_status,
             queue,
             resilience,
@@ -443,10 +458,16 @@ fn default_upstreams() -> Vec<UpstreamSettings> {
 }
 
 fn default_key_headers() -> Vec<http::HeaderName> {
-    ["accept", "accept-encoding", "x-github-api-version"]
-        .into_iter()
-        .map(http::HeaderName::from_static)
-        .collect()
+    // VS Code sends `Copilot-Api-Version`; an answer for one API version is not another's.
+    [
+        "accept",
+        "accept-encoding",
+        "x-github-api-version",
+        "copilot-api-version",
+    ]
+    .into_iter()
+    .map(http::HeaderName::from_static)
+    .collect()
 }
 
 #[cfg(test)]
@@ -474,6 +495,21 @@ mod tests {
         assert_eq!(s.listen.port(), 1234);
         assert_eq!(s.upstreams.len(), 1);
         assert_eq!(s.upstreams[0].origin.port, 9);
+    }
+
+    #[test]
+    fn identity_share_is_checked_with_its_line() {
+        assert_eq!(
+            parse_str("", "w.toml").unwrap().share,
+            super::super::ShareMode::Account
+        );
+        let s = parse_str("[identity]\nshare = \"credential\"\n", "w.toml").unwrap();
+        assert_eq!(s.share, super::super::ShareMode::Credential);
+        let e = parse_str("[identity]\nshare = \"team\"\n", "w.toml").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "w.toml:2: key `identity.share`: `team` is not \"account\" or \"credential\""
+        );
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! `PUT/DELETE /_weir/api/token`: store or remove a GitHub token in the OS keychain (account
 //! `github-token`). It is never sent back; the status document only says whether one is stored.
-//! Nothing reads it yet: the in-doubt lookup uses the queued item's own credential (issue #11
-//! plans the sessions view and the lookup fallback that will use this token).
+//! The in-doubt lookup uses it when a queued item's own credential is gone and the token belongs
+//! to the same GitHub account (`crate::queue::lookup`).
 
 use super::Control;
 use super::{json, read_json, require_secret};

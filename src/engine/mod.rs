@@ -101,7 +101,10 @@ pub async fn start(opts: EngineOptions) -> Result<EngineHandle, EngineError> {
     let install_id = install_id(&secrets).await;
     let settings = Arc::new(opts.settings);
     let bus = Bus::new();
-    let upstreams = Arc::new(Upstreams::new(&settings));
+    let accounts = Arc::new(
+        crate::accounts::Accounts::open(&settings, identity_key.clone(), &opts.data_dir).await,
+    );
+    let upstreams = Arc::new(Upstreams::new(&settings, accounts.clone()));
     let queue = Arc::new(open_queue(&opts.data_dir, secrets, &settings).await);
     let proxy = Arc::new(Proxy::new(ProxyParts {
         intercept: crate::intercept::interceptor_for(&settings, opts.local_ca),
@@ -127,6 +130,7 @@ pub async fn start(opts: EngineOptions) -> Result<EngineHandle, EngineError> {
         .store(stored, std::sync::atomic::Ordering::Relaxed);
     Replayer {
         queue,
+        accounts,
         upstreams: upstreams.clone(),
         bus: bus.clone(),
     }

@@ -8,8 +8,9 @@
 
 use super::headers::strip_hop_by_hop;
 use super::identity::Caller;
+use super::page_subset::Family;
 use super::state::Proxy;
-use super::{limits, rescue, respond};
+use super::{limits, page_subset, rescue, respond};
 use crate::body::Body;
 use crate::cache::{CacheKey, Freshness, Stored};
 use crate::coalesce::Role;
@@ -34,6 +35,8 @@ struct FetchSpec {
     uri: Uri,
     headers: HeaderMap,
     scope: Option<Identity>,
+    /// The page-size family this fetch belongs to, and its size.
+    page: Option<(CacheKey, u32)>,
 }
 
 /// The cache/coalesce phase for `list`, `view` and `token` GETs.
@@ -45,81 +48,177 @@ pub(super) async fn serve(
     who: Caller,
 ) -> Result<Response<Body>, Problem> {
     let (parts, _body) = req.into_parts();
-    let pq = parts
-        .uri
-        .path_and_query()
-        .map(|p| p.as_str())
-        .unwrap_or("/");
-    let key = CacheKey::new(
+    let keyed = page_subset::keyed_identity(&proxy.accounts, class, &who);
+    let page = (class == RouteClass::List)
+        .then(|| page_subset::Page::of(&parts.uri))
+        .flatten();
+    let Some(page) = page else {
+        let r = Keyed {
+            up,
+            class,
+            who,
+            keyed,
+            page: None,
+        };
+        return r.serve(proxy, &parts.uri, &parts.headers).await;
+    };
+    let key_headers = &proxy.settings.key_headers;
+    let family = page.family(up, &keyed, &parts.headers, key_headers);
+    let larger = match proxy.page_families.get(&family) {
+        Some(Family::Largest(m)) if m > page.size => Some(m),
+        Some(Family::Largest(_)) | None => {
+            // Announced before the fetch, so smaller sizes asked meanwhile join this one.
+            proxy
+                .page_families
+                .insert(family, Family::Largest(page.size));
+            None
+        }
+        Some(Family::Unshaped) => None,
+    };
+    if let Some((m, uri)) = larger.and_then(|m| Some((m, page_subset::with_size(&parts.uri, m)?))) {
+        let r = Keyed {
+            up,
+            class,
+            who,
+            keyed,
+            page: Some((family, m)),
+        };
+        if let Ok(resp) = r.serve(proxy, &uri, &parts.headers).await {
+            if let Some(cut) = page_subset::narrow(resp, page.size, m).await {
+                return Ok(cut);
+            }
+        }
+        // The larger page could not be had or cut (its fetch marks an unknown shape): this
+        // request goes its own way.
+    }
+    let r = Keyed {
         up,
-        &parts.method,
-        pq,
-        &who.identity,
-        &parts.headers,
-        &proxy.settings.key_headers,
-    );
-    let counters = proxy.upstreams.get(up).counters.class(class);
-
-    let cached = proxy.cache.get(&key);
-    if let Some(entry) = &cached {
-        match entry.freshness(Instant::now()) {
-            Freshness::Fresh => {
-                counters.cache_hits_fresh.fetch_add(1, Relaxed);
-                return Ok(respond::cached(entry, "weir; hit"));
-            }
-            Freshness::Revalidate => {
-                counters.cache_hits_stale.fetch_add(1, Relaxed);
-                let spec = spec(up, class, key, &parts.uri, &parts.headers, who);
-                let p = proxy.clone();
-                proxy.coalescer.start_if_idle(key, move || fetch(p, spec));
-                return Ok(respond::cached(entry, "weir; hit; fwd=stale"));
-            }
-            Freshness::OnlyOnError | Freshness::Expired => {}
-        }
-    }
-    let stale = || {
-        cached
-            .clone()
-            .filter(|e| e.freshness(Instant::now()) != Freshness::Expired)
+        class,
+        who,
+        keyed,
+        page: Some((family, page.size)),
     };
+    r.serve(proxy, &parts.uri, &parts.headers).await
+}
 
-    // Only requests that would reach the upstream count against the client's rate limit: a
-    // request that joins a running flight adds nothing upstream.
-    if !proxy.coalescer.is_running(&key) {
-        if let Err(p) = limits::client_rate(proxy, who) {
-            return rescue::stale_or(stale(), counters, p, "client-rate-limited");
+/// One request under one cache key.
+struct Keyed {
+    up: usize,
+    class: RouteClass,
+    who: Caller,
+    /// The identity in the key: the credential's, or its account's sharing identity.
+    keyed: Identity,
+    /// The page-size family and the size this key asks for (list page 1 only).
+    page: Option<(CacheKey, u32)>,
+}
+
+impl Keyed {
+    async fn serve(
+        self,
+        proxy: &Arc<Proxy>,
+        uri: &Uri,
+        headers: &HeaderMap,
+    ) -> Result<Response<Body>, Problem> {
+        let Keyed {
+            up,
+            class,
+            who,
+            keyed,
+            page,
+        } = self;
+        let pq = uri.path_and_query().map(|p| p.as_str()).unwrap_or("/");
+        let key = CacheKey::new(
+            up,
+            &Method::GET,
+            pq,
+            &keyed,
+            headers,
+            &proxy.settings.key_headers,
+        );
+        let counters = proxy.upstreams.get(up).counters.class(class);
+
+        let cached = proxy.cache.get(&key).or_else(|| {
+            // Just resolved to a sharing identity: the answer this credential fetched under its
+            // own key, while still fresh, is the class's answer too (same access) — kept for it
+            // instead of asking again.
+            if keyed == who.identity {
+                return None;
+            }
+            let own = CacheKey::new(
+                up,
+                &Method::GET,
+                pq,
+                &who.identity,
+                headers,
+                &proxy.settings.key_headers,
+            );
+            let e = proxy
+                .cache
+                .get(&own)
+                .filter(|e| e.freshness(Instant::now()) == Freshness::Fresh)?;
+            proxy.cache.insert(key, e.clone());
+            Some(e)
+        });
+        if let Some(entry) = &cached {
+            match entry.freshness(Instant::now()) {
+                Freshness::Fresh => {
+                    counters.cache_hits_fresh.fetch_add(1, Relaxed);
+                    return Ok(respond::cached(entry, "weir; hit"));
+                }
+                Freshness::Revalidate => {
+                    counters.cache_hits_stale.fetch_add(1, Relaxed);
+                    let spec = spec(up, class, key, uri, headers, who, page);
+                    let p = proxy.clone();
+                    proxy.coalescer.start_if_idle(key, move || fetch(p, spec));
+                    return Ok(respond::cached(entry, "weir; hit; fwd=stale"));
+                }
+                Freshness::OnlyOnError | Freshness::Expired => {}
+            }
         }
-    }
-    let spec = spec(up, class, key, &parts.uri, &parts.headers, who);
-    let p = proxy.clone();
-    let (outcome, role) = proxy.coalescer.run(key, move || fetch(p, spec)).await;
-    if role == Role::Follower {
-        counters.coalesced.fetch_add(1, Relaxed);
-    }
-    let fwd = if role == Role::Leader {
-        "weir; fwd=miss"
-    } else {
-        "weir; fwd=miss; collapsed"
-    };
-    match outcome {
-        Some(Ok(fresh)) if fresh.is_success() && storable(&parts.headers, &fresh.headers) => {
-            Ok(respond::cached(&fresh, &format!("{fwd}; stored")))
+        let stale = || {
+            cached
+                .clone()
+                .filter(|e| e.freshness(Instant::now()) != Freshness::Expired)
+        };
+
+        // Only requests that would reach the upstream count against the client's rate limit: a
+        // request that joins a running flight adds nothing upstream.
+        if !proxy.coalescer.is_running(&key) {
+            if let Err(p) = limits::client_rate(proxy, who) {
+                return rescue::stale_or(stale(), counters, p, "client-rate-limited");
+            }
         }
-        Some(Ok(fresh)) if fresh.is_success() => Ok(respond::cached(&fresh, fwd)),
-        Some(Ok(failed)) => Ok(rescue::after_upstream_error(
-            stale(),
-            counters,
-            &failed,
-            fwd,
-        )),
-        Some(Err(problem)) => {
-            rescue::stale_or(stale(), counters, (*problem).clone(), problem.kind.as_str())
+        let spec = spec(up, class, key, uri, headers, who, page);
+        let p = proxy.clone();
+        let (outcome, role) = proxy.coalescer.run(key, move || fetch(p, spec)).await;
+        if role == Role::Follower {
+            counters.coalesced.fetch_add(1, Relaxed);
         }
-        None => Err(Problem::new(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            ProblemKind::Internal,
-            "the upstream fetch ended without an answer",
-        )),
+        let fwd = if role == Role::Leader {
+            "weir; fwd=miss"
+        } else {
+            "weir; fwd=miss; collapsed"
+        };
+        match outcome {
+            Some(Ok(fresh)) if fresh.is_success() && storable(headers, &fresh.headers) => {
+                Ok(respond::cached(&fresh, &format!("{fwd}; stored")))
+            }
+            Some(Ok(fresh)) if fresh.is_success() => Ok(respond::cached(&fresh, fwd)),
+            Some(Ok(failed)) => Ok(rescue::after_upstream_error(
+                stale(),
+                counters,
+                &failed,
+                fwd,
+            )),
+            Some(Err(problem)) => {
+                rescue::stale_or(stale(), counters, (*problem).clone(), problem.kind.as_str())
+            }
+            None => Err(Problem::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                ProblemKind::Internal,
+                "the upstream fetch ended without an answer",
+            )),
+        }
     }
 }
 
@@ -130,6 +229,7 @@ fn spec(
     uri: &Uri,
     headers: &HeaderMap,
     who: Caller,
+    page: Option<(CacheKey, u32)>,
 ) -> FetchSpec {
     let mut headers = headers.clone();
     strip_hop_by_hop(&mut headers);
@@ -152,6 +252,7 @@ fn spec(
         uri: uri.clone(),
         headers,
         scope: who.scope(),
+        page,
     }
 }
 
@@ -192,6 +293,12 @@ async fn fetch(proxy: Arc<Proxy>, spec: FetchSpec) -> Result<Arc<Stored>, Arc<Pr
     });
     if stored.is_success() && storable(&spec.headers, &stored.headers) {
         proxy.cache.insert(spec.key, stored.clone());
+        // Only a page 1 of the known shape can answer the smaller sizes of its family.
+        if let Some((family, _)) = spec.page {
+            if !page_subset::has_known_shape(&stored.body) {
+                proxy.page_families.insert(family, Family::Unshaped);
+            }
+        }
     }
     Ok(stored)
 }

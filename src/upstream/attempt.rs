@@ -186,6 +186,13 @@ impl Upstreams {
                 },
             )
             .await;
+            // A 401 means the credential is not (or no longer) what it was: whatever account
+            // it was mapped to, it stops sharing that account's answers now.
+            if let (Ok(r), Some(id)) = (&res, who.as_ref()) {
+                if r.status() == http::StatusCode::UNAUTHORIZED {
+                    self.accounts.forget(id);
+                }
+            }
             let slow = started.elapsed() >= cs.slow_call;
             let pre = res.as_ref().map(&prefix).unwrap_or_default();
             let kind = kind_of(&res, &pre);

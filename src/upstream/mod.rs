@@ -23,6 +23,8 @@ use std::sync::atomic::AtomicU64;
 /// Every managed upstream's client, gate and counters.
 pub(crate) struct Upstreams {
     pub client: UpstreamClient,
+    /// Told of every 401, which drops the credential's account mapping.
+    pub accounts: std::sync::Arc<crate::accounts::Accounts>,
     pub list: Vec<Upstream>,
     classes: ClassTable,
     max_body_bytes: usize,
@@ -37,7 +39,10 @@ pub(crate) struct Upstream {
 }
 
 impl Upstreams {
-    pub fn new(settings: &Settings) -> Upstreams {
+    pub fn new(
+        settings: &Settings,
+        accounts: std::sync::Arc<crate::accounts::Accounts>,
+    ) -> Upstreams {
         let list = settings
             .upstreams
             .iter()
@@ -51,6 +56,7 @@ impl Upstreams {
             })
             .collect();
         Upstreams {
+            accounts,
             client: UpstreamClient::for_settings(settings),
             list,
             classes: settings.classes.clone(),
