@@ -268,8 +268,10 @@ mod tests {
         assert_eq!(st.accounts[0].login, "user1");
         assert_eq!(st.accounts[0].credentials, 3);
 
-        let mut cred = Settings::default();
-        cred.share = ShareMode::Credential;
+        let cred = Settings {
+            share: ShareMode::Credential,
+            ..Settings::default()
+        };
         let c = Accounts::in_memory(&cred, IdentityKey::new([3; 32]));
         c.remember(ids[0], rec(1, TokenKind::Oauth, &["repo"]));
         assert_eq!(c.sharing_identity(&ids[0]), ids[0]);

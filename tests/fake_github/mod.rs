@@ -107,6 +107,8 @@ pub struct FakeState {
     pub seen: Vec<Hit>,
     /// Tokens the fake now answers 401 to, everywhere.
     pub revoked: HashSet<String>,
+    /// Session lists answer 503 (the in-doubt lookup cannot read them).
+    pub lists_down: bool,
     /// How long a create takes to be answered.
     pub post_delay: Duration,
     /// Problem statements created, per account id, with their RFC 3339 creation time.
@@ -214,7 +216,7 @@ pub async fn answer(
         .and_then(|v| v.to_str().ok())
         .unwrap_or("");
     let token = token_of(auth).to_string();
-    let (revoked, delay) = {
+    let (revoked, delay, lists_down) = {
         let mut s = state.lock().unwrap();
         s.seen.push(Hit {
             host,
@@ -222,7 +224,7 @@ pub async fn answer(
             path_and_query: pq.clone(),
             token: token.clone(),
         });
-        (s.revoked.contains(&token), s.post_delay)
+        (s.revoked.contains(&token), s.post_delay, s.lists_down)
     };
     let who = TOKENS
         .iter()
@@ -271,6 +273,9 @@ pub async fn answer(
         return Ok(reply(201, serde_json::json!({"job_id": "job-1"})));
     }
     if parts.uri.path() == "/agents/sessions" {
+        if lists_down {
+            return Ok(reply(503, serde_json::json!({"message": "unavailable"})));
+        }
         let size = parts
             .uri
             .query()
