@@ -436,6 +436,9 @@ impl Weir {
             "the account table is on disk"
         );
         let logs = captured_logs().lock().unwrap().clone();
+        // The capture works (else the check below would prove nothing): Weir's own debug
+        // lines about credentials are in it.
+        assert!(contains(&logs, "credential"), "no Weir logs were captured");
         let answers = self.answers.lock().unwrap().clone();
         for t in &TOKENS {
             // The distinctive part of the token (no prefix), so a partial leak is caught too.
