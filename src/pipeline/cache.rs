@@ -37,6 +37,8 @@ struct FetchSpec {
     scope: Option<Identity>,
     /// The page-size family this fetch belongs to, and its size.
     page: Option<(CacheKey, u32)>,
+    /// A stale copy may answer if this fetch fails: never wait out the upstream's hint then.
+    stale_in_hand: bool,
 }
 
 /// The cache/coalesce phase for `list`, `view` and `token` GETs.
@@ -167,7 +169,8 @@ impl Keyed {
                 }
                 Freshness::Revalidate => {
                     counters.cache_hits_stale.fetch_add(1, Relaxed);
-                    let spec = spec(up, class, key, uri, headers, who, page);
+                    let mut spec = spec(up, class, key, uri, headers, who, page);
+                    spec.stale_in_hand = true;
                     let p = proxy.clone();
                     proxy.coalescer.start_if_idle(key, move || fetch(p, spec));
                     return Ok(respond::cached(entry, "weir; hit; fwd=stale"));
@@ -188,7 +191,8 @@ impl Keyed {
                 return rescue::stale_or(stale(), counters, p, "client-rate-limited");
             }
         }
-        let spec = spec(up, class, key, uri, headers, who, page);
+        let mut spec = spec(up, class, key, uri, headers, who, page);
+        spec.stale_in_hand = stale().is_some();
         let p = proxy.clone();
         let (outcome, role) = proxy.coalescer.run(key, move || fetch(p, spec)).await;
         if role == Role::Follower {
@@ -253,6 +257,7 @@ fn spec(
         headers,
         scope: who.scope(),
         page,
+        stale_in_hand: false,
     }
 }
 
@@ -266,7 +271,10 @@ async fn fetch(proxy: Arc<Proxy>, spec: FetchSpec) -> Result<Arc<Stored>, Arc<Pr
         body: Bytes::new(),
         identity: spec.scope,
     };
-    let policy = AttemptPolicy::for_request(&Method::GET, true);
+    let mut policy = AttemptPolicy::for_request(&Method::GET, true);
+    if spec.stale_in_hand {
+        policy = policy.with_answer_in_hand();
+    }
     let attempt = proxy
         .upstreams
         .call_buffered(spec.up, spec.class, req, policy, None);
