@@ -107,8 +107,8 @@ pub struct FakeState {
     pub seen: Vec<Hit>,
     /// Tokens the fake now answers 401 to, everywhere.
     pub revoked: HashSet<String>,
-    /// Session lists answer 503 (the in-doubt lookup cannot read them).
-    pub lists_down: bool,
+    /// Session lists answer 503 to these tokens (an in-doubt lookup with them cannot read).
+    pub lists_down_for: HashSet<String>,
     /// How long a create takes to be answered.
     pub post_delay: Duration,
     /// Problem statements created, per account id, with their RFC 3339 creation time.
@@ -224,7 +224,11 @@ pub async fn answer(
             path_and_query: pq.clone(),
             token: token.clone(),
         });
-        (s.revoked.contains(&token), s.post_delay, s.lists_down)
+        (
+            s.revoked.contains(&token),
+            s.post_delay,
+            s.lists_down_for.contains(&token),
+        )
     };
     let who = TOKENS
         .iter()
