@@ -1,6 +1,8 @@
 //! Phase 4 for the cacheable classes (`list`, `view`, `token`): the per-identity cache,
 //! stale-while-revalidate, and coalescing of identical in-flight requests into one detached
-//! upstream fetch.
+//! upstream fetch. List and view answers are keyed by the credential's account sharing
+//! identity when the sharing rule allows it (`crate::accounts`), token answers always by the
+//! credential; smaller list pages go through a larger page 1 ([`super::page_subset`]).
 //!
 //! What is kept: never `Set-Cookie` (a shared answer must not hand one caller's session to
 //! another); and for anonymous requests (no credential, so every anonymous caller shares one
