@@ -409,3 +409,23 @@ async fn smaller_pages_are_cut_from_a_larger_page_one_and_other_shapes_are_not()
     }
     weir.handle.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn thirty_concurrent_first_requests_of_one_credential_make_one_user_call() {
+    let fake = Fake::start().await;
+    let weir = start(&fake, "").await;
+    let c = weir.client(ALICE_GH, GH_UA);
+    let urls: Vec<String> = (0..30)
+        .map(|i| format!("http://{}/agents/sessions/s{i}", fake.copilot))
+        .collect();
+    let answers = futures::future::join_all(urls.iter().map(|u| weir.get(&c, u))).await;
+    assert!(answers.iter().all(|(s, _)| *s == 200));
+    weir.resolved(1).await;
+    // More requests once it is known: still no second `/user`.
+    for u in &urls[..5] {
+        weir.get(&c, u).await;
+    }
+    assert_eq!(fake.user_calls().len(), 1, "one coalesced, cached /user");
+    weir.assert_no_token_anywhere().await;
+    weir.handle.shutdown().await;
+}
