@@ -54,6 +54,8 @@ pub struct AccountStatus {
     pub token_kinds: Vec<TokenKind>,
     /// Requests to managed upstreams made with this account's mapped credentials.
     pub requests: u64,
+    /// Requests Weir sent upstream with them (shared answers make this the smaller number).
+    pub upstream_requests: u64,
 }
 
 #[derive(Debug, Clone, Serialize)]

@@ -80,6 +80,13 @@ async fn three_surfaces(
         .contains("weir_account_requests_total{login=\"alice\"}"));
     weir.assert_no_token_anywhere().await;
     let calls = fake.list_calls();
+    // Sent upstream with alice's mapped credentials: some, and never more than the fake saw.
+    let sent = alice.upstream_requests as usize;
+    assert!(
+        sent >= 1 && sent <= calls.len(),
+        "{sent} of {}",
+        calls.len()
+    );
     let mut by_token: HashMap<String, usize> = HashMap::new();
     for c in &calls {
         *by_token.entry(c.token.clone()).or_default() += 1;

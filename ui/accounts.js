@@ -30,7 +30,8 @@ export class AccountsPanel {
       h('td', { text: String(a.login ?? fmt.DASH) }),
       h('td', { class: 'num', text: fmt.int(a.credentials) }),
       h('td', { text: (Array.isArray(a.token_kinds) ? a.token_kinds : []).map((k) => KIND_TEXT[k] ?? String(k)).join(', ') }),
-      h('td', { class: 'num', text: fmt.int(a.requests) })));
+      h('td', { class: 'num', text: fmt.int(a.requests) }),
+      h('td', { class: 'num', text: fmt.int(a.upstream_requests) })));
     this.table.tBodies[0].replaceChildren(...rows);
     let text;
     if (!id.resolver) text = 'No github-api upstream is configured, so credentials are not matched to accounts and nothing is shared between them.';

@@ -43,6 +43,13 @@ const AFTER_UNAUTHORIZED: Duration = Duration::from_secs(600);
 const CONCURRENT: usize = 2;
 const MAX_PENDING: usize = 256;
 
+/// Requests counted for one account.
+#[derive(Debug, Default, Clone, Copy)]
+struct Counts {
+    client: u64,
+    upstream: u64,
+}
+
 /// The account directory and its resolver state. Shared (`Arc`) by the request path (which
 /// asks it for a request's sharing identity), the attempt phase (401 → forget) and the queue's
 /// in-doubt lookup.
@@ -57,8 +64,9 @@ pub(crate) struct Accounts {
     /// Credentials whose last resolution failed, with when they may be tried again.
     failed: moka::sync::Cache<Identity, Instant>,
     permits: Arc<tokio::sync::Semaphore>,
-    /// Client requests per account id (the status and metrics show them by login).
-    requests: Mutex<HashMap<u64, u64>>,
+    /// Per account id: client requests, and requests Weir sent upstream with the account's
+    /// credentials (the status and metrics show them by login).
+    requests: Mutex<HashMap<u64, Counts>>,
     resolved: AtomicU64,
     failures: AtomicU64,
     unauthorized: AtomicU64,
@@ -138,11 +146,20 @@ impl Accounts {
         }
     }
 
-    /// Counts a request of this credential for its account (when it has one).
+    /// Counts a client request of this credential for its account (when it has one).
     pub fn count(&self, id: &Identity) {
+        self.bump(id, |c| c.client += 1);
+    }
+
+    /// Counts an upstream attempt made with this credential (the attempt phase calls it).
+    pub fn count_upstream(&self, id: &Identity) {
+        self.bump(id, |c| c.upstream += 1);
+    }
+
+    fn bump(&self, id: &Identity, f: impl FnOnce(&mut Counts)) {
         if let Some(r) = self.record(id) {
             if let Ok(mut m) = self.requests.lock() {
-                *m.entry(r.account_id).or_default() += 1;
+                f(m.entry(r.account_id).or_default());
             }
         }
     }
@@ -201,6 +218,7 @@ impl Accounts {
                         credentials: 0,
                         token_kinds: vec![],
                         requests: 0,
+                        upstream_requests: 0,
                     });
                 a.credentials += 1;
                 if !a.token_kinds.contains(&r.kind) {
@@ -212,7 +230,8 @@ impl Accounts {
         if let Ok(req) = self.requests.lock() {
             for (id, n) in req.iter() {
                 if let Some(a) = by_account.get_mut(id) {
-                    a.requests = *n;
+                    a.requests = n.client;
+                    a.upstream_requests = n.upstream;
                 }
             }
         }

@@ -76,6 +76,14 @@ pub(crate) fn render(ctl: &Control) -> String {
             a.login, a.requests
         );
     }
+    let _ = writeln!(out, "# HELP weir_account_upstream_requests_total Requests Weir sent upstream with the credentials of a GitHub account.\n# TYPE weir_account_upstream_requests_total counter");
+    for a in &s.identity.accounts {
+        let _ = writeln!(
+            out,
+            "weir_account_upstream_requests_total{{login=\"{}\"}} {}",
+            a.login, a.upstream_requests
+        );
+    }
     let _ = writeln!(out, "# HELP weir_account_credentials Credentials mapped to a GitHub account.\n# TYPE weir_account_credentials gauge");
     for a in &s.identity.accounts {
         let _ = writeln!(

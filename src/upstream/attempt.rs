@@ -192,6 +192,9 @@ impl Upstreams {
                 .class(class)
                 .upstream_requests
                 .fetch_add(1, Relaxed);
+            if let Some(id) = who.as_ref() {
+                self.accounts.count_upstream(id);
+            }
             let res = send(
                 &cfg.origin,
                 Timeouts {

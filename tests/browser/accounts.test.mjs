@@ -74,6 +74,7 @@ describe('Accounts panel', { timeout: 120_000 }, () => {
     assert.equal(cells[0], 'alice');
     assert.equal(cells[1], '3');
     assert.equal(cells[2], 'OAuth app, fine-grained PAT');
+    assert.match(cells[4], /^[0-9,]+$/, 'requests sent upstream');
     assert.match(await page.getByTestId('accounts-note').textContent(), /shared between OAuth and classic tokens/);
     const html = await page.content();
     for (const token of Object.keys(TOKENS)) assert.ok(!html.includes(token.slice(4)), 'no token on the page');
