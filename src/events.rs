@@ -31,6 +31,18 @@ impl GithubChange {
     }
 }
 
+/// What happened to an agent session between two polls of the sessions companion.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SessionChange {
+    /// Ended with nothing to review (completed without a pull request, or cancelled).
+    Finished,
+    /// Failed or timed out.
+    Failed,
+    /// The agent is done and its pull request waits for review, or it waits for you.
+    NeedsReview,
+}
+
 #[derive(Debug, Clone, Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Event {
@@ -66,6 +78,16 @@ pub enum Event {
         #[serde(with = "crate::time_fmt")]
         at: SystemTime,
     },
+    /// An agent session of the stored token's account finished, failed or needs review
+    /// (seen as a state change between two polls; never for the sessions of the first poll).
+    /// The live event stream (`/_weir/api/events`, no secret) carries only `change`, `id` and
+    /// `at`: the title and repository are private and come from `/_weir/api/sessions`.
+    Session {
+        change: SessionChange,
+        session: crate::status::SessionSummary,
+        #[serde(with = "crate::time_fmt")]
+        at: SystemTime,
+    },
 }
 
 impl Event {
@@ -75,6 +97,7 @@ impl Event {
             Event::Breaker { .. } => "breaker",
             Event::Queue { .. } => "queue",
             Event::Github { .. } => "github",
+            Event::Session { .. } => "session",
         }
     }
 }

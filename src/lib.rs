@@ -23,7 +23,9 @@
 //!   credential, off the request path) and the rule for when credentials share list/view
 //!   answers. → upstream
 //! - `queue`: the durable create queue (SQLite + keychain) and its replay worker. → upstream
-//! - `control`: `/_weir/api/*`, `/metrics`, the PAC, the dashboard. → pipeline, queue
+//! - `sessions`: the agent-sessions companion — polls the stored token's session list through
+//!   Weir's own listener, keeps counts and recent sessions, announces changes. → pipeline
+//! - `control`: `/_weir/api/*`, `/metrics`, the PAC, the dashboard. → pipeline, queue, sessions
 //! - [`client_setup`]: pointing tools at Weir, for the CLI and the tray. → config, intercept
 //! - [`secrets`]: every keychain service/account name, namespaced per data dir.
 //! - Leaves: [`config`], `problem` (+ `problem_kind`), [`events`], [`status`], `cache`,
@@ -53,6 +55,7 @@ pub(crate) mod problem_kind;
 pub(crate) mod queue;
 pub mod secrets;
 pub(crate) mod server;
+pub(crate) mod sessions;
 pub(crate) mod stats;
 pub mod status;
 pub(crate) mod surface;

@@ -10,6 +10,7 @@ mod secret;
 mod serve;
 mod serve_tls;
 mod setup;
+mod token;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -43,6 +44,13 @@ enum Command {
         #[command(flatten)]
         args: ServeArgs,
     },
+    /// The GitHub token the agent-sessions view uses: set (stdin or hidden prompt), status, forget.
+    Token {
+        #[command(subcommand)]
+        cmd: token::TokenCmd,
+        #[command(flatten)]
+        args: ServeArgs,
+    },
     /// The local CA used for HTTPS to managed hosts: path, show, rotate, install.
     Ca(ca::CaArgs),
     /// Print the environment that points tools at Weir and trusts its CA.
@@ -73,6 +81,7 @@ pub fn main() -> ExitCode {
         Command::Serve(args) => serve::run(args),
         Command::Queue { cmd, args } => queue::run(cmd, args),
         Command::Secret { cmd, args } => secret::run(cmd, args),
+        Command::Token { cmd, args } => token::run(cmd, args),
         Command::Ca(args) => ca::run(args),
         Command::Env(args) => env::run(args),
         Command::Setup(args) => setup::run(args),

@@ -82,8 +82,8 @@ export async function freePort() {
 }
 
 /**
- * Starts `weir serve` with its own config and data dir (plus `extraConfig`, TOML appended after
- * the test upstream); resolves once it printed the dashboard line. Returns the dashboard URL (with `#secret=` when Weir printed one).
+ * Starts `weir serve` with its own config and data dir (plus `extraConfig` TOML after the
+ * upstream); resolves once it printed the dashboard line. Returns the dashboard URL (with `#secret=` when Weir printed one).
  */
 export async function startWeir(bin, upstreamPort, extraConfig = '') {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'weir-ui-test-'));
