@@ -22,10 +22,13 @@
 //! - `accounts`: which GitHub account each credential belongs to (one `GET /user` per
 //!   credential, off the request path) and the rule for when credentials share list/view
 //!   answers. → upstream
-//! - `queue`: the durable create queue (SQLite + keychain) and its replay worker. → upstream
+//! - `queue`: the durable create queue (SQLite + keychain, or PostgreSQL shared by gateway
+//!   replicas) and its replay worker. → upstream
 //! - `sessions`: the agent-sessions companion — polls the stored token's session list through
 //!   Weir's own listener, keeps counts and recent sessions, announces changes. → pipeline
 //! - `control`: `/_weir/api/*`, `/metrics`, the PAC, the dashboard. → pipeline, queue, sessions
+//! - [`gateway`]: team gateway mode: TLS listeners, allow-list, admin door, holds shared
+//!   between replicas. → pipeline, control, queue
 //! - [`client_setup`]: pointing tools at Weir, for the CLI and the tray. → config, intercept
 //! - [`secrets`]: every keychain service/account name, namespaced per data dir.
 //! - Leaves: [`config`], `problem` (+ `problem_kind`), [`events`], [`status`], `cache`,
@@ -45,6 +48,7 @@ pub mod config;
 pub(crate) mod control;
 pub mod engine;
 pub mod events;
+pub mod gateway;
 pub(crate) mod github_status;
 pub(crate) mod identity;
 pub mod intercept;

@@ -413,9 +413,18 @@ impl Settings {
                 }
             }
         }
+        let gateway = match &raw.gateway {
+            None => None,
+            Some(g) => {
+                let replay_time = classes.get(RouteClass::List).deadline
+                    + classes.get(RouteClass::Create).deadline;
+                Some(super::gateway::validate(&cx, g, file, replay_time)?)
+            }
+        };
 
         Ok(Settings {
             share,
+            gateway,
             github_status,
             queue,
             resilience,

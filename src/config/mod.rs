@@ -3,6 +3,7 @@
 
 mod classes;
 mod file;
+mod gateway;
 mod launch;
 mod load;
 mod net;
@@ -11,6 +12,7 @@ mod resilience;
 
 pub use classes::{classify, default_routes, ClassSettings, ClassTable, RouteClass, RouteRule};
 pub use file::FileConfig;
+pub use gateway::{Cidr, GatewaySettings, PostgresSettings};
 pub use launch::{resolve, Launch, LaunchArgs};
 pub use load::{load_file, parse_str, ConfigError};
 pub use net::{read_roots, HostPort, UpstreamNet, UpstreamProxy};
@@ -49,6 +51,8 @@ pub struct Settings {
     pub allow_private_targets: bool,
     /// `[identity] share`: which credentials share list/view answers.
     pub share: ShareMode,
+    /// `[gateway]`, used only by `weir serve --gateway`.
+    pub gateway: Option<GatewaySettings>,
 }
 
 /// `[identity] share`: list/view answers are shared between the credentials of one GitHub

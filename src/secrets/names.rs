@@ -31,6 +31,8 @@ pub enum Account {
     /// A random, non-secret id of this install, answered by `/_weir/api/health`: the CLI sends
     /// the control secret only to a Weir that names the id kept here.
     InstallId,
+    /// The team gateway's admin token, when no `gateway.admin_token_file` names one.
+    GatewayAdminToken,
 }
 
 impl Account {
@@ -42,6 +44,7 @@ impl Account {
             Account::GithubToken => "github-token",
             Account::LocalCaKey => "local-ca-key",
             Account::InstallId => "install-id",
+            Account::GatewayAdminToken => "gateway-admin-token",
         }
     }
 }
