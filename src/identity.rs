@@ -64,6 +64,17 @@ impl IdentityKey {
         }
         Identity(*h.finalize().as_bytes())
     }
+
+    /// The identity that the credentials of one GitHub account with the same access share
+    /// (see `crate::accounts`): keyed like a credential's, in its own domain, so it can equal
+    /// no credential's hash.
+    pub fn shared(&self, account_id: u64, grants_repo: bool) -> Identity {
+        let mut h = blake3::Hasher::new_keyed(&self.0);
+        h.update(b"weir account share v1\0");
+        h.update(&account_id.to_le_bytes());
+        h.update(&[u8::from(grants_repo)]);
+        Identity(*h.finalize().as_bytes())
+    }
 }
 
 impl fmt::Debug for IdentityKey {

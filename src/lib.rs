@@ -21,6 +21,9 @@
 //!   mode
 //! - `upstream`: the client, connection routing, admission (cooldown → breaker → bulkhead)
 //!   and the one attempt-and-retry machinery, shared by requests and replays.
+//! - `accounts`: which GitHub account each credential belongs to (one `GET /user` per
+//!   credential, off the request path) and the rule for when credentials share list/view
+//!   answers. → upstream
 //! - `queue`: the durable create queue (SQLite + keychain, or PostgreSQL shared by gateway
 //!   replicas) and its replay worker. → upstream
 //! - `reload`: settings changes while running (settings API, the watched config file): validate,
@@ -44,6 +47,7 @@
 // response body, so it is built once and moved, never propagated through deep stacks.
 #![allow(clippy::result_large_err)]
 
+pub(crate) mod accounts;
 pub(crate) mod body;
 pub(crate) mod cache;
 pub mod client_setup;

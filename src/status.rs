@@ -30,6 +30,8 @@ pub struct StatusSnapshot {
     pub github_token_stored: bool,
     /// Live settings: where they come from, the last change, what waits for a restart.
     pub settings: SettingsStatus,
+    /// Credentials by GitHub account (logins, never tokens) and the sharing setting.
+    pub identity: IdentityStatus,
     /// The agent-sessions companion: the poller's state and the sessions it last saw.
     pub sessions: SessionsStatus,
     /// Team gateway mode (`weir serve --gateway`); `null` for a laptop Weir.
@@ -113,6 +115,37 @@ impl std::fmt::Display for SettingsError {
             _ => write!(f, "{}: {}", self.file, self.message),
         }
     }
+}
+
+pub use crate::accounts::TokenKind;
+
+/// `[identity]` at work: which accounts the credentials seen belong to, and how resolution
+/// went.
+#[derive(Debug, Clone, Serialize)]
+pub struct IdentityStatus {
+    pub share: crate::config::ShareMode,
+    /// A `github-api` upstream is configured, so credentials can be resolved at all.
+    pub resolver: bool,
+    pub accounts: Vec<AccountStatus>,
+    /// `/user` resolutions that named an account, failed (no answer to go by), or were
+    /// refused (401).
+    pub resolved: u64,
+    pub failed: u64,
+    pub unauthorized: u64,
+}
+
+/// One GitHub account behind some of the credentials seen.
+#[derive(Debug, Clone, Serialize)]
+pub struct AccountStatus {
+    pub login: String,
+    pub account_id: u64,
+    /// Credentials (distinct tokens) mapped to this account.
+    pub credentials: u64,
+    pub token_kinds: Vec<TokenKind>,
+    /// Requests to managed upstreams made with this account's mapped credentials.
+    pub requests: u64,
+    /// Requests Weir sent upstream with them (shared answers make this the smaller number).
+    pub upstream_requests: u64,
 }
 
 /// The agent-sessions companion ([`crate::sessions`]): Weir's own poll of the stored token's

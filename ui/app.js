@@ -12,6 +12,7 @@ import { SetupPanel } from './setup.js';
 import { SettingsForm } from './settings.js';
 import { TokenPanel } from './token.js';
 import { CachePanel } from './cache.js';
+import { AccountsPanel } from './accounts.js';
 import { SessionsPanel } from './sessions.js';
 
 const STALE_WINDOW_MS = 15_000;
@@ -70,6 +71,7 @@ const queue = new QueuePanel({
   onNotice: showNotice,
 });
 const github = new GithubPanel(byTestId('github'));
+const accounts = new AccountsPanel({ table: byTestId('accounts'), note: byTestId('accounts-note') });
 const setup = new SetupPanel({ list: byTestId('proxy-setup'), status: byTestId('copy-status') });
 const settings = new SettingsForm({
   form: byTestId('settings-form'),
@@ -233,6 +235,7 @@ function onStatus(doc) {
   cards.update(doc, history, now);
   queue.statusUpdate(doc.queue);
   github.update(doc.github);
+  accounts.update(doc.identity);
   token.statusUpdate(doc);
   settings.statusUpdate(doc.settings);
   cachePanel.statusUpdate(doc.cache);

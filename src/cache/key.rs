@@ -18,6 +18,15 @@ impl CacheKey {
         &self.0
     }
 
+    /// A key derived from this one for another purpose (`label`), equal to no request's key.
+    pub fn derive(&self, label: &[u8]) -> CacheKey {
+        let mut h = blake3::Hasher::new();
+        h.update(b"weir derived key\0");
+        h.update(label);
+        h.update(&self.0);
+        CacheKey(*h.finalize().as_bytes())
+    }
+
     pub fn new(
         upstream: usize,
         method: &Method,

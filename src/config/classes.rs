@@ -191,12 +191,17 @@ impl RouteRule {
 /// More specific patterns come first: the first match wins.
 pub fn default_routes() -> Vec<RouteRule> {
     use RouteClass::*;
-    let table: [(&str, &str, RouteClass); 9] = [
+    let table: [(&str, &str, RouteClass); 11] = [
         ("GET", "/agents/sessions", List),
         ("GET", "/agents/sessions/nwo/{owner}/{repo}", List),
         ("GET", "/agents/sessions/resource/pull/{id}", List),
         ("GET", "/agents/sessions/{id}/logs", Stream),
         ("GET", "/agents/sessions/{id}", View),
+        // VS Code asks these per repository on every window: the repository's custom agents (a
+        // list that changes rarely) and whether the agent is enabled there (a setting read like
+        // one session). Before the job view, whose pattern `enabled` would otherwise match.
+        ("GET", "/agents/swe/custom-agents/{owner}/{repo}", List),
+        ("GET", "/agents/swe/v1/jobs/{owner}/{repo}/enabled", View),
         ("GET", "/agents/swe/v1/jobs/{owner}/{repo}/{job_id}", View),
         ("POST", "/agents/swe/v1/jobs/{owner}/{repo}", Create),
         ("GET", "/copilot_internal/v2/token", Token),
@@ -248,6 +253,14 @@ mod tests {
         assert_eq!(
             c(Method::GET, "/copilot_internal/v2/token"),
             RouteClass::Token
+        );
+        assert_eq!(
+            c(Method::GET, "/agents/swe/custom-agents/o/r"),
+            RouteClass::List
+        );
+        assert_eq!(
+            c(Method::GET, "/agents/swe/v1/jobs/o/r/enabled"),
+            RouteClass::View
         );
         assert_eq!(c(Method::DELETE, "/agents/sessions/abc"), RouteClass::Other);
         assert_eq!(c(Method::GET, "/agents/sessions/a/b/c"), RouteClass::Other);

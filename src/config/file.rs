@@ -36,6 +36,8 @@ pub struct FileConfig {
     /// `[offline]`: automatic mode's offline detection and probing (`crate::mode`).
     #[serde(default)]
     pub offline: FileOffline,
+    #[serde(default)]
+    pub identity: FileIdentity,
     /// GitHub Status watcher (`[status]`, see the `weir-status` crate); `watch_github_status =
     /// false` turns it off.
     pub status: Option<Spanned<weir_status::StatusSettings>>,
@@ -61,6 +63,14 @@ pub struct FileOffline {
     pub probe_base: Option<Spanned<String>>,
     pub probe_cap: Option<Spanned<String>>,
     pub jitter: Option<bool>,
+}
+
+/// `[identity]`: whether credentials of one GitHub account share list/view answers.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileIdentity {
+    /// `"account"` (default) or `"credential"`.
+    pub share: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -366,6 +366,19 @@ impl Settings {
         };
 
         let offline = offline(&cx, &raw.offline)?;
+        let share = match &raw.identity.share {
+            None => super::ShareMode::Account,
+            Some(v) => match super::ShareMode::parse(v.get_ref()) {
+                Some(m) => m,
+                None => {
+                    return cx.err(
+                        "identity.share",
+                        v.span(),
+                        format!("`{}` is not \"account\" or \"credential\"", v.get_ref()),
+                    )
+                }
+            },
+        };
 
         let upstream_proxy = match &raw.upstream_proxy {
             None => None,
@@ -420,6 +433,7 @@ impl Settings {
         };
 
         Ok(Settings {
+            share,
             gateway,
             github_status,
             queue,
@@ -539,10 +553,16 @@ fn default_upstreams() -> Vec<UpstreamSettings> {
 }
 
 fn default_key_headers() -> Vec<http::HeaderName> {
-    ["accept", "accept-encoding", "x-github-api-version"]
-        .into_iter()
-        .map(http::HeaderName::from_static)
-        .collect()
+    // VS Code sends `Copilot-Api-Version`; an answer for one API version is not another's.
+    [
+        "accept",
+        "accept-encoding",
+        "x-github-api-version",
+        "copilot-api-version",
+    ]
+    .into_iter()
+    .map(http::HeaderName::from_static)
+    .collect()
 }
 
 #[cfg(test)]
@@ -584,6 +604,21 @@ mod tests {
         assert_eq!(
             e.to_string(),
             "w.toml:3: key `cache.disk_max_bytes`: must be at least 4096, got 10"
+        );
+    }
+
+    #[test]
+    fn identity_share_is_checked_with_its_line() {
+        assert_eq!(
+            parse_str("", "w.toml").unwrap().share,
+            super::super::ShareMode::Account
+        );
+        let s = parse_str("[identity]\nshare = \"credential\"\n", "w.toml").unwrap();
+        assert_eq!(s.share, super::super::ShareMode::Credential);
+        let e = parse_str("[identity]\nshare = \"team\"\n", "w.toml").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "w.toml:2: key `identity.share`: `team` is not \"account\" or \"credential\""
         );
     }
 

@@ -57,8 +57,31 @@ pub struct Settings {
     /// Unmanaged requests and CONNECTs may reach loopback, link-local and private addresses
     /// (off by default: Weir is not a way into this machine or its network).
     pub allow_private_targets: bool,
+    /// `[identity] share`: which credentials share list/view answers.
+    pub share: ShareMode,
     /// `[gateway]`, used only by `weir serve --gateway`.
     pub gateway: Option<GatewaySettings>,
+}
+
+/// `[identity] share`: list/view answers are shared between the credentials of one GitHub
+/// account whose access is the same (`Account`, see `crate::accounts`), or never shared between
+/// credentials (`Credential`: for an organisation that restricts OAuth apps, where two apps of
+/// one account may see different repositories).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ShareMode {
+    Account,
+    Credential,
+}
+
+impl ShareMode {
+    pub fn parse(s: &str) -> Option<ShareMode> {
+        match s {
+            "account" => Some(ShareMode::Account),
+            "credential" => Some(ShareMode::Credential),
+            _ => None,
+        }
+    }
 }
 
 /// `[queue]`: the durable create queue.

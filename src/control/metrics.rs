@@ -67,6 +67,31 @@ pub(crate) fn render(ctl: &Control) -> String {
             "weir_surface_requests_total{{surface=\"{surface}\"}} {n}"
         );
     }
+    // Per GitHub account, by login (validated: alphanumerics and hyphens), never by token.
+    let _ = writeln!(out, "# HELP weir_account_requests_total Requests to managed upstreams by the credentials of a GitHub account.\n# TYPE weir_account_requests_total counter");
+    for a in &s.identity.accounts {
+        let _ = writeln!(
+            out,
+            "weir_account_requests_total{{login=\"{}\"}} {}",
+            a.login, a.requests
+        );
+    }
+    let _ = writeln!(out, "# HELP weir_account_upstream_requests_total Requests Weir sent upstream with the credentials of a GitHub account.\n# TYPE weir_account_upstream_requests_total counter");
+    for a in &s.identity.accounts {
+        let _ = writeln!(
+            out,
+            "weir_account_upstream_requests_total{{login=\"{}\"}} {}",
+            a.login, a.upstream_requests
+        );
+    }
+    let _ = writeln!(out, "# HELP weir_account_credentials Credentials mapped to a GitHub account.\n# TYPE weir_account_credentials gauge");
+    for a in &s.identity.accounts {
+        let _ = writeln!(
+            out,
+            "weir_account_credentials{{login=\"{}\"}} {}",
+            a.login, a.credentials
+        );
+    }
     let _ = writeln!(out, "# HELP weir_cache_bytes Bytes held by the response cache.\n# TYPE weir_cache_bytes gauge\nweir_cache_bytes {}", s.cache.bytes);
     let _ = writeln!(out, "# HELP weir_paused Whether Weir is paused (1) or not (0).\n# TYPE weir_paused gauge\nweir_paused {}", u8::from(s.paused));
     let _ = writeln!(

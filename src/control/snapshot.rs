@@ -60,6 +60,7 @@ pub fn snapshot(ctl: &Control) -> StatusSnapshot {
             .and_then(|g| g.as_ref().map(|h| h.snapshot())),
         github_token_stored: false,
         settings: ctl.reload.status(),
+        identity: p.accounts.status(),
         sessions: ctl.sessions.status(),
         gateway: ctl.gateway.clone(),
         queue: QueueStatus {

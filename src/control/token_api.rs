@@ -3,6 +3,8 @@
 //! The sessions companion ([`crate::sessions`]) polls with it; every change wakes its poller.
 //! `POST /_weir/api/token/reload` re-reads the keychain after `weir token set|forget` changed
 //! it from outside.
+//! The in-doubt lookup uses it when a queued item's own credential is gone and the token belongs
+//! to the same GitHub account (`crate::queue::lookup`).
 
 use super::Control;
 use super::{json, read_json, require_secret};

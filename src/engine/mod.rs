@@ -147,7 +147,10 @@ pub async fn start(opts: EngineOptions) -> Result<EngineHandle, EngineError> {
     let live = LiveSettings::new(opts.settings.clone());
     let settings = live.get();
     let bus = Bus::new();
-    let upstreams = Arc::new(Upstreams::new(live.clone()));
+    let accounts = Arc::new(
+        crate::accounts::Accounts::open(&settings, identity_key.clone(), &opts.data_dir).await,
+    );
+    let upstreams = Arc::new(Upstreams::new(live.clone(), accounts.clone()));
     let queue = match (&shared, &opts.gateway) {
         (Some((pg, key)), Some(g)) => {
             let lease = g
@@ -206,6 +209,7 @@ pub async fn start(opts: EngineOptions) -> Result<EngineHandle, EngineError> {
         .store(stored, std::sync::atomic::Ordering::Relaxed);
     Replayer {
         queue,
+        accounts,
         upstreams: upstreams.clone(),
         bus: bus.clone(),
         modes: modes.clone(),

@@ -1,6 +1,8 @@
 //! Phase 4 for the cacheable classes (`list`, `view`, `token`): the per-identity cache,
 //! stale-while-revalidate, and coalescing of identical in-flight requests into one detached
-//! upstream fetch.
+//! upstream fetch. List and view answers are keyed by the credential's account sharing
+//! identity when the sharing rule allows it (`crate::accounts`), token answers always by the
+//! credential; smaller list pages go through a larger page 1 ([`super::page_subset`]).
 //!
 //! What is kept: never `Set-Cookie` (a shared answer must not hand one caller's session to
 //! another); and for anonymous requests (no credential, so every anonymous caller shares one
@@ -8,8 +10,9 @@
 
 use super::headers::strip_hop_by_hop;
 use super::identity::Caller;
+use super::page_subset::Family;
 use super::state::Proxy;
-use super::{limits, rescue, respond};
+use super::{limits, page_subset, rescue, respond};
 use crate::body::Body;
 use crate::cache::{CacheKey, Durability, Freshness, Stored};
 use crate::coalesce::Role;
@@ -34,6 +37,8 @@ struct FetchSpec {
     uri: Uri,
     headers: HeaderMap,
     scope: Option<Identity>,
+    /// The page-size family this fetch belongs to, and its size.
+    page: Option<(CacheKey, u32)>,
     /// A stale copy may answer if this fetch fails: never wait out the upstream's hint then.
     stale_in_hand: bool,
 }
@@ -47,86 +52,189 @@ pub(super) async fn serve(
     who: Caller,
 ) -> Result<Response<Body>, Problem> {
     let (parts, _body) = req.into_parts();
+    let keyed = page_subset::keyed_identity(&proxy.accounts, class, &who);
+    let page = (class == RouteClass::List)
+        .then(|| page_subset::Page::of(&parts.uri))
+        .flatten();
+    let Some(page) = page else {
+        let r = Keyed {
+            up,
+            class,
+            who,
+            keyed,
+            page: None,
+        };
+        return r.serve(proxy, &parts.uri, &parts.headers).await;
+    };
     // This request's settings: a TTL or key-header change applies from the next request on.
     let settings = proxy.settings();
-    let key = key_for(proxy, up, &parts, &who);
-    let counters = proxy.upstreams.get(up).counters.class(class);
-
-    let cached = proxy
-        .cache
-        .get(&key)
-        .map(|e| retime(e, class, settings.classes.get(class)));
-    if let Some(entry) = &cached {
-        match entry.freshness(Instant::now()) {
-            Freshness::Fresh => {
-                counters.cache_hits_fresh.fetch_add(1, Relaxed);
-                return Ok(respond::cached(entry, "weir; hit"));
-            }
-            Freshness::Revalidate => {
-                counters.cache_hits_stale.fetch_add(1, Relaxed);
-                let spec = spec(up, class, key, &parts.uri, &parts.headers, who, true);
-                let p = proxy.clone();
-                proxy.coalescer.start_if_idle(key, move || fetch(p, spec));
-                return Ok(respond::cached(entry, "weir; hit; fwd=stale"));
-            }
-            Freshness::OnlyOnError | Freshness::Expired => {}
+    let key_headers = &settings.key_headers;
+    let family = page.family(up, &keyed, &parts.headers, key_headers);
+    let larger = match proxy.page_families.get(&family) {
+        Some(Family::Largest(m)) if m > page.size => Some(m),
+        Some(Family::Largest(_)) | None => {
+            // Announced before the fetch, so smaller sizes asked meanwhile join this one.
+            proxy
+                .page_families
+                .insert(family, Family::Largest(page.size));
+            None
         }
-    }
-    let stale = || {
-        cached
-            .clone()
-            .filter(|e| e.freshness(Instant::now()) != Freshness::Expired)
+        Some(Family::Unshaped) => None,
     };
-
-    // Only requests that would reach the upstream count against the client's rate limit: a
-    // request that joins a running flight adds nothing upstream.
-    if !proxy.coalescer.is_running(&key) {
-        if let Err(p) = limits::client_rate(proxy, who) {
-            return rescue::stale_or(stale(), counters, p, "client-rate-limited");
+    if let Some((m, uri)) = larger.and_then(|m| Some((m, page_subset::with_size(&parts.uri, m)?))) {
+        let r = Keyed {
+            up,
+            class,
+            who,
+            keyed,
+            page: Some((family, m)),
+        };
+        if let Ok(resp) = r.serve(proxy, &uri, &parts.headers).await {
+            if let Some(cut) = page_subset::narrow(resp, page.size, m).await {
+                return Ok(cut);
+            }
         }
+        // The larger page could not be had or cut (its fetch marks an unknown shape): this
+        // request goes its own way.
     }
-    let in_hand = stale().is_some();
-    let spec = spec(up, class, key, &parts.uri, &parts.headers, who, in_hand);
-    let p = proxy.clone();
-    let (outcome, role) = proxy.coalescer.run(key, move || fetch(p, spec)).await;
-    if role == Role::Follower {
-        counters.coalesced.fetch_add(1, Relaxed);
-    }
-    let fwd = if role == Role::Leader {
-        "weir; fwd=miss"
-    } else {
-        "weir; fwd=miss; collapsed"
+    let r = Keyed {
+        up,
+        class,
+        who,
+        keyed,
+        page: Some((family, page.size)),
     };
-    match outcome {
-        Some(Ok(fresh)) if fresh.is_success() && storable(&parts.headers, &fresh.headers) => {
-            Ok(respond::cached(&fresh, &format!("{fwd}; stored")))
+    r.serve(proxy, &parts.uri, &parts.headers).await
+}
+
+/// One request under one cache key.
+struct Keyed {
+    up: usize,
+    class: RouteClass,
+    who: Caller,
+    /// The identity in the key: the credential's, or its account's sharing identity.
+    keyed: Identity,
+    /// The page-size family and the size this key asks for (list page 1 only).
+    page: Option<(CacheKey, u32)>,
+}
+
+impl Keyed {
+    async fn serve(
+        self,
+        proxy: &Arc<Proxy>,
+        uri: &Uri,
+        headers: &HeaderMap,
+    ) -> Result<Response<Body>, Problem> {
+        let Keyed {
+            up,
+            class,
+            who,
+            keyed,
+            page,
+        } = self;
+        let settings = proxy.settings();
+        let pq = uri.path_and_query().map(|p| p.as_str()).unwrap_or("/");
+        let key = CacheKey::new(up, &Method::GET, pq, &keyed, headers, &settings.key_headers);
+        let counters = proxy.upstreams.get(up).counters.class(class);
+
+        let cached = proxy.cache.get(&key).or_else(|| {
+            // Just resolved to a sharing identity: the answer this credential fetched under its
+            // own key, while still fresh, is the class's answer too (same access) — kept for it
+            // instead of asking again.
+            if keyed == who.identity {
+                return None;
+            }
+            let own = CacheKey::new(
+                up,
+                &Method::GET,
+                pq,
+                &who.identity,
+                headers,
+                &settings.key_headers,
+            );
+            let e = proxy
+                .cache
+                .get(&own)
+                .filter(|e| e.freshness(Instant::now()) == Freshness::Fresh)?;
+            proxy.cache.insert(key, e.clone(), durability(class));
+            Some(e)
+        });
+        let cached = cached.map(|e| retime(e, class, settings.classes.get(class)));
+        if let Some(entry) = &cached {
+            match entry.freshness(Instant::now()) {
+                Freshness::Fresh => {
+                    counters.cache_hits_fresh.fetch_add(1, Relaxed);
+                    return Ok(respond::cached(entry, "weir; hit"));
+                }
+                Freshness::Revalidate => {
+                    counters.cache_hits_stale.fetch_add(1, Relaxed);
+                    let mut spec = spec(up, class, key, uri, headers, who, page);
+                    spec.stale_in_hand = true;
+                    let p = proxy.clone();
+                    proxy.coalescer.start_if_idle(key, move || fetch(p, spec));
+                    return Ok(respond::cached(entry, "weir; hit; fwd=stale"));
+                }
+                Freshness::OnlyOnError | Freshness::Expired => {}
+            }
         }
-        Some(Ok(fresh)) if fresh.is_success() => Ok(respond::cached(&fresh, fwd)),
-        Some(Ok(failed)) => Ok(rescue::after_upstream_error(
-            stale(),
-            counters,
-            &failed,
-            fwd,
-        )),
-        Some(Err(problem)) => {
-            rescue::stale_or(stale(), counters, (*problem).clone(), problem.kind.as_str())
+        let stale = || {
+            cached
+                .clone()
+                .filter(|e| e.freshness(Instant::now()) != Freshness::Expired)
+        };
+
+        // Only requests that would reach the upstream count against the client's rate limit: a
+        // request that joins a running flight adds nothing upstream.
+        if !proxy.coalescer.is_running(&key) {
+            if let Err(p) = limits::client_rate(proxy, who) {
+                return rescue::stale_or(stale(), counters, p, "client-rate-limited");
+            }
         }
-        None => Err(Problem::new(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            ProblemKind::Internal,
-            "the upstream fetch ended without an answer",
-        )),
+        let mut spec = spec(up, class, key, uri, headers, who, page);
+        spec.stale_in_hand = stale().is_some();
+        let p = proxy.clone();
+        let (outcome, role) = proxy.coalescer.run(key, move || fetch(p, spec)).await;
+        if role == Role::Follower {
+            counters.coalesced.fetch_add(1, Relaxed);
+        }
+        let fwd = if role == Role::Leader {
+            "weir; fwd=miss"
+        } else {
+            "weir; fwd=miss; collapsed"
+        };
+        match outcome {
+            Some(Ok(fresh)) if fresh.is_success() && storable(headers, &fresh.headers) => {
+                Ok(respond::cached(&fresh, &format!("{fwd}; stored")))
+            }
+            Some(Ok(fresh)) if fresh.is_success() => Ok(respond::cached(&fresh, fwd)),
+            Some(Ok(failed)) => Ok(rescue::after_upstream_error(
+                stale(),
+                counters,
+                &failed,
+                fwd,
+            )),
+            Some(Err(problem)) => {
+                rescue::stale_or(stale(), counters, (*problem).clone(), problem.kind.as_str())
+            }
+            None => Err(Problem::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                ProblemKind::Internal,
+                "the upstream fetch ended without an answer",
+            )),
+        }
     }
 }
 
 /// The cache and coalescing key of a request (upstream, method, path and sorted query, the
-/// caller's identity, the `key_headers`).
+/// caller's identity (or its account's sharing identity), the `key_headers`).
 pub(super) fn key_for(
     proxy: &Proxy,
     up: usize,
+    class: RouteClass,
     parts: &http::request::Parts,
     who: &Caller,
 ) -> CacheKey {
+    let keyed = page_subset::keyed_identity(&proxy.accounts, class, who);
     let pq = parts
         .uri
         .path_and_query()
@@ -136,7 +244,7 @@ pub(super) fn key_for(
         up,
         &parts.method,
         pq,
-        &who.identity,
+        &keyed,
         &parts.headers,
         &proxy.settings().key_headers,
     )
@@ -149,7 +257,7 @@ fn spec(
     uri: &Uri,
     headers: &HeaderMap,
     who: Caller,
-    stale_in_hand: bool,
+    page: Option<(CacheKey, u32)>,
 ) -> FetchSpec {
     let mut headers = headers.clone();
     strip_hop_by_hop(&mut headers);
@@ -172,7 +280,8 @@ fn spec(
         uri: uri.clone(),
         headers,
         scope: who.scope(),
-        stale_in_hand,
+        page,
+        stale_in_hand: false,
     }
 }
 
@@ -203,8 +312,8 @@ async fn fetch(proxy: Arc<Proxy>, spec: FetchSpec) -> Result<Arc<Stored>, Arc<Pr
     // Never kept, never shared: the answer goes to every waiter and every later hit.
     parts.headers.remove(header::SET_COOKIE);
     let now = Instant::now();
-    let settings = proxy.settings();
-    let (fresh, swr, sie) = lifetimes(spec.class, settings.classes.get(spec.class), &body);
+    let s = proxy.settings();
+    let (fresh, swr, sie) = lifetimes(spec.class, s.classes.get(spec.class), &body);
     let stored = Arc::new(Stored {
         status: parts.status,
         headers: parts.headers,
@@ -218,6 +327,12 @@ async fn fetch(proxy: Arc<Proxy>, spec: FetchSpec) -> Result<Arc<Stored>, Arc<Pr
         proxy
             .cache
             .insert(spec.key, stored.clone(), durability(spec.class));
+        // Only a page 1 of the known shape can answer the smaller sizes of its family.
+        if let Some((family, _)) = spec.page {
+            if !page_subset::has_known_shape(&stored.body) {
+                proxy.page_families.insert(family, Family::Unshaped);
+            }
+        }
     }
     Ok(stored)
 }

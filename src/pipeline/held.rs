@@ -37,7 +37,7 @@ pub(super) async fn cached(
     hold: Hold,
 ) -> Result<Response<Body>, Problem> {
     let (parts, body) = req.into_parts();
-    let key = cache::key_for(proxy, up, &parts, &who);
+    let key = cache::key_for(proxy, up, class, &parts, &who);
     let counters = proxy.upstreams.get(up).counters.class(class);
     let entry = proxy.cache.get(&key);
     let freshness = entry.as_ref().map(|e| e.freshness(Instant::now()));

@@ -4,12 +4,15 @@
 //! 1. **classify** ([`classify`]): CONNECT, a managed upstream and its route class, or
 //!    anything else (passed through untouched, or tunnelled blind);
 //! 2. **identity** ([`identity`]): the surface (by `User-Agent`) and the keyed credential hash;
+//!    the credential's GitHub account, when known, decides which list/view answers it shares
+//!    ([`crate::accounts`], resolved off the request path);
 //! 3. **limits** ([`limits`]): header size first of all; the client rate limit for requests
 //!    that would reach an upstream;
-//! 4. **cache/coalesce** ([`cache`]) for `list`/`view`/`token`; duplicate suppression
-//!    ([`create`]) for creates; in cache-only mode or offline, [`held`] instead: the cache
-//!    alone, creates straight to the queue, nothing upstream (pass-through mode skips every
-//!    phase after 1 and forwards untouched);
+//! 4. **cache/coalesce** ([`cache`]) for `list`/`view`/`token`, smaller list pages served from
+//!    a larger page 1 ([`page_subset`]); duplicate suppression ([`create`]) for creates; in
+//!    cache-only mode or offline, [`held`] instead: the cache alone, creates straight to the
+//!    queue, nothing upstream (pass-through mode skips every phase after 1 and forwards
+//!    untouched);
 //! 5. **admission** (cooldown → breaker → bulkhead) and 6. **attempt and retry** (one retry
 //!    layer, budget, fallback): [`crate::upstream`], shared with the queue's replays;
 //! 7. **rescue** ([`rescue`]): a stale answer when the upstream failed; creates go to the
@@ -29,6 +32,7 @@ mod held;
 mod identity;
 mod intercepted;
 mod limits;
+mod page_subset;
 mod private_target;
 mod rescue;
 mod respond;
@@ -96,6 +100,12 @@ async fn phases(
     };
     req.headers_mut().insert(REQUEST_ID, rid.clone());
     let who = identity::caller(&proxy.identity_key, surface, req.headers());
+    if who.credentialed {
+        // Off the request path: resolution (if needed) runs in the background.
+        proxy
+            .accounts
+            .observe(&proxy.upstreams, up, who.identity, req.headers());
+    }
     if class.is_cacheable() && req.method() == Method::GET {
         // The cache phase applies the rate limit itself: hits and joins are never limited.
         return match hold {

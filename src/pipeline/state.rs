@@ -24,7 +24,11 @@ pub(crate) struct Proxy {
     pub base_url: String,
     pub port: u16,
     pub identity_key: IdentityKey,
+    /// Which account each credential belongs to (shared with the upstreams and the queue).
+    pub accounts: Arc<crate::accounts::Accounts>,
     pub cache: Cache,
+    /// Page-size families of list requests (see `page_subset`).
+    pub page_families: super::page_subset::Families,
     pub coalescer: Coalescer<Stored, Problem>,
     /// Per (surface, identity) limits on requests that would reach an upstream; rebuilt when
     /// `[rate_limit]` changes.
@@ -100,7 +104,9 @@ impl Proxy {
             base_url: format!("http://{}", host_for(s.listen.ip(), p.port)),
             port: p.port,
             identity_key: p.identity_key,
+            accounts: p.upstreams.accounts.clone(),
             cache: p.cache,
+            page_families: super::page_subset::families(),
             coalescer: Coalescer::default(),
             rate_limiter: arc_swap::ArcSwap::from_pointee(rate_limiter),
             creates: Creates {

@@ -13,7 +13,9 @@
 //! repository or problem statement cannot be verified, so it is marked `failed` (never
 //! replayed blind) and the user can `weir queue retry` it.
 //!
-//! **Credentials.** An item's keychain entry is deleted when the item is `done` or cancelled,
+//! **Credentials.** When an in-doubt item's own credential is gone, the lookup uses the stored
+//! GitHub token of the same account instead (see [`super::lookup`]); without one the item is
+//! failed. An item's keychain entry is deleted when the item is `done` or cancelled,
 //! and when a failed or expired item is purged (after [`KEEP_ENDED`]); until then `weir queue
 //! retry` can still send it.
 
@@ -46,6 +48,9 @@ pub const KEEP_ENDED: Duration = Duration::from_secs(7 * 24 * 3600);
 #[derive(Clone)]
 pub(crate) struct Replayer {
     pub queue: Arc<QueueState>,
+    /// Whose account an item's credential was, for the stored-token stand-in (see
+    /// [`super::lookup`]).
+    pub accounts: Arc<crate::accounts::Accounts>,
     pub upstreams: Arc<Upstreams>,
     pub bus: Bus,
     pub modes: Arc<Modes>,
@@ -110,6 +115,13 @@ impl Replayer {
             Some(acct) => match credential_step(q.get_credential(acct).await) {
                 CredentialStep::Use(c) => c,
                 CredentialStep::Gone => {
+                    // An item that may already exist upstream can still be settled: looked up
+                    // with the stored GitHub token of the same account (never replayed with it).
+                    if item.state == State::InDoubt || item.needs_lookup {
+                        if let Some(wait) = self.settle_with_stored_token(q, up, &item).await {
+                            return wait;
+                        }
+                    }
                     let detail = "the replay credential is gone (keychain entry missing or Weir restarted with in-memory credentials)";
                     return match q.store.mark_failed(item.id, detail, now_ms()).await {
                         Ok(it) => {
@@ -139,7 +151,7 @@ impl Replayer {
             None => serde_json::Value::Null,
         };
         if item.state == State::InDoubt || item.needs_lookup {
-            match self.lookup(up, &item, &credential).await {
+            match self.lookup(up, &item, &credential, scope_of(&item)).await {
                 Lookup::Found(result) => {
                     let r = q.store.mark_done(item.id, result, now_ms()).await;
                     if let Ok(it) = &r {
@@ -315,7 +327,7 @@ async fn expire(bus: &Bus, q: &Queue) {
 
 /// [`PACE`] after a step the store recorded, [`STORE_TROUBLE`] after one it did not (the item
 /// is then still due: going on at once would spin on it).
-fn paced<T, E>(recorded: &Result<T, E>) -> Duration {
+pub(super) fn paced<T, E>(recorded: &Result<T, E>) -> Duration {
     if recorded.is_ok() {
         PACE
     } else {
@@ -350,7 +362,7 @@ fn credential_step(got: Result<Option<String>, SecretError>) -> CredentialStep {
 }
 
 /// Announces an item's end state; a `done` item's credential is deleted at once.
-async fn end(bus: &Bus, q: &Queue, item: &Item, detail: &str) {
+pub(super) async fn end(bus: &Bus, q: &Queue, item: &Item, detail: &str) {
     if item.state == State::Done {
         if let Some(acct) = &item.credential_ref {
             q.delete_credential(acct).await;

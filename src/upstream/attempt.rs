@@ -193,6 +193,9 @@ impl Upstreams {
                 .class(class)
                 .upstream_requests
                 .fetch_add(1, Relaxed);
+            if let Some(id) = who.as_ref() {
+                self.accounts.count_upstream(id);
+            }
             let res = send(
                 &cfg.origin,
                 Timeouts {
@@ -202,6 +205,13 @@ impl Upstreams {
             )
             .await;
             self.reach.observe(up, &res);
+            // A 401 means the credential is not (or no longer) what it was: whatever account
+            // it was mapped to, it stops sharing that account's answers now.
+            if let (Ok(r), Some(id)) = (&res, who.as_ref()) {
+                if r.status() == http::StatusCode::UNAUTHORIZED {
+                    self.accounts.forget(id);
+                }
+            }
             let elapsed = started.elapsed();
             let pre = res.as_ref().map(&prefix).unwrap_or_default();
             let kind = kind_of(&res, &pre);

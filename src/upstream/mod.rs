@@ -30,6 +30,8 @@ use std::sync::atomic::AtomicU64;
 /// Every managed upstream's client, gate and counters.
 pub(crate) struct Upstreams {
     pub client: UpstreamClient,
+    /// Told of every 401, which drops the credential's account mapping.
+    pub accounts: std::sync::Arc<crate::accounts::Accounts>,
     pub list: Vec<Upstream>,
     /// What the network said on the last exchange with each upstream.
     pub reach: Reachability,
@@ -46,7 +48,10 @@ pub(crate) struct Upstream {
 }
 
 impl Upstreams {
-    pub fn new(live: LiveSettings) -> Upstreams {
+    pub fn new(
+        live: LiveSettings,
+        accounts: std::sync::Arc<crate::accounts::Accounts>,
+    ) -> Upstreams {
         let settings = &*live.get();
         let list: Vec<Upstream> = settings
             .upstreams
@@ -61,6 +66,7 @@ impl Upstreams {
             })
             .collect();
         Upstreams {
+            accounts,
             client: UpstreamClient::for_settings(settings),
             reach: Reachability::new(list.len()),
             list,

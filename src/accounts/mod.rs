@@ -1,0 +1,298 @@
+//! Account identity: which GitHub account each credential seen on a managed upstream belongs
+//! to, so that one developer's surfaces (VS Code, `gh`, the browser), each with its own token,
+//! can share one flow of list and view calls — and only when that is safe.
+//!
+//! - [`record`]: the account record (id, login, token kind, scopes) and the sharing rule;
+//! - [`resolve`]: one coalesced `GET /user` on the `github-api` upstream per credential, off
+//!   the request path, through Weir's own upstream client and policies;
+//! - [`store`]: the credential-hash → account table on disk (`accounts.sqlite3`, 0600).
+//!
+//! Only the keyed credential hash ([`Identity`]) is kept, never the credential. Until a
+//! credential is resolved, and whenever resolution fails, it is its own identity: Weir never
+//! shares on a guess. A 401 on any request drops the credential's mapping
+//! ([`Accounts::forget`], called by the attempt phase).
+
+mod record;
+mod resolve;
+mod store;
+
+pub(crate) use record::AccountRecord;
+pub use record::TokenKind;
+pub(crate) use resolve::Resolution;
+
+use crate::config::{Settings, ShareMode};
+use crate::identity::{Identity, IdentityKey};
+use crate::status::{AccountStatus, IdentityStatus};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+use store::AccountStore;
+use tokio::time::Instant;
+
+/// A mapping older than this is resolved again (in the background; it stays in use until
+/// the new answer replaces or drops it).
+const REFRESH_AFTER_MS: i64 = 24 * 3600 * 1000;
+/// After a failed resolution (offline, 5xx, no answer) the credential is not tried again for
+/// this long; after a 401, for [`AFTER_UNAUTHORIZED`].
+const AFTER_FAILURE: Duration = Duration::from_secs(60);
+const AFTER_UNAUTHORIZED: Duration = Duration::from_secs(600);
+/// At most this many resolutions run at once, and at most [`MAX_PENDING`] wait: a flood of
+/// new credentials cannot turn into a flood of `/user` calls.
+const CONCURRENT: usize = 2;
+const MAX_PENDING: usize = 256;
+
+/// Requests counted for one account.
+#[derive(Debug, Default, Clone, Copy)]
+struct Counts {
+    client: u64,
+    upstream: u64,
+}
+
+/// The account directory and its resolver state. Shared (`Arc`) by the request path (which
+/// asks it for a request's sharing identity), the attempt phase (401 → forget) and the queue's
+/// in-doubt lookup.
+pub(crate) struct Accounts {
+    share: ShareMode,
+    key: IdentityKey,
+    /// Index of the `github-api` upstream; `None`: nothing is resolved.
+    github_api: Option<usize>,
+    known: RwLock<HashMap<Identity, Arc<AccountRecord>>>,
+    store: Option<Arc<AccountStore>>,
+    pending: Mutex<HashSet<Identity>>,
+    /// Credentials whose last resolution failed, with when they may be tried again.
+    failed: moka::sync::Cache<Identity, Instant>,
+    permits: Arc<tokio::sync::Semaphore>,
+    /// Per account id: client requests, and requests Weir sent upstream with the account's
+    /// credentials (the status and metrics show them by login).
+    requests: Mutex<HashMap<u64, Counts>>,
+    resolved: AtomicU64,
+    failures: AtomicU64,
+    unauthorized: AtomicU64,
+}
+
+impl Accounts {
+    /// Opens the on-disk table in `data_dir` and loads it; without it (unwritable dir, damaged
+    /// file) mappings are kept in memory only, with a warning.
+    pub async fn open(settings: &Settings, key: IdentityKey, data_dir: &Path) -> Accounts {
+        let dir = data_dir.to_path_buf();
+        let opened = tokio::task::spawn_blocking(move || {
+            let s = AccountStore::open(&dir)?;
+            let rows = s.load_all()?;
+            Ok::<_, store::AccountStoreError>((s, rows))
+        })
+        .await;
+        let (store, rows) = match opened {
+            Ok(Ok((s, rows))) => (Some(Arc::new(s)), rows),
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "account mappings are kept in memory only");
+                (None, vec![])
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "account mappings are kept in memory only");
+                (None, vec![])
+            }
+        };
+        let mut a = Accounts::in_memory(settings, key);
+        a.store = store;
+        a.known = RwLock::new(rows.into_iter().map(|(i, r)| (i, Arc::new(r))).collect());
+        a
+    }
+
+    fn in_memory(settings: &Settings, key: IdentityKey) -> Accounts {
+        Accounts {
+            share: settings.share,
+            key,
+            github_api: settings
+                .upstreams
+                .iter()
+                .position(|u| u.name == resolve::GITHUB_API),
+            known: RwLock::default(),
+            store: None,
+            pending: Mutex::default(),
+            failed: moka::sync::Cache::builder()
+                .max_capacity(10_000)
+                .time_to_live(AFTER_UNAUTHORIZED)
+                .build(),
+            permits: Arc::new(tokio::sync::Semaphore::new(CONCURRENT)),
+            requests: Mutex::default(),
+            resolved: AtomicU64::new(0),
+            failures: AtomicU64::new(0),
+            unauthorized: AtomicU64::new(0),
+        }
+    }
+
+    /// The keyed hash of a credential (as the request path computes it).
+    pub fn identify(&self, h: &http::HeaderMap) -> Identity {
+        self.key.identify(h)
+    }
+
+    /// The account a credential is mapped to, if it is.
+    pub fn record(&self, id: &Identity) -> Option<Arc<AccountRecord>> {
+        self.known.read().ok()?.get(id).cloned()
+    }
+
+    /// The identity list and view answers of this credential are cached and coalesced under:
+    /// a per-account sharing identity when the sharing rule allows it, else the credential's
+    /// own. Never blocks on resolution.
+    pub fn sharing_identity(&self, id: &Identity) -> Identity {
+        if self.share == ShareMode::Credential {
+            return *id;
+        }
+        match self.record(id).and_then(|r| r.share_class()) {
+            Some((account, repo)) => self.key.shared(account, repo),
+            None => *id,
+        }
+    }
+
+    /// Counts a client request of this credential for its account (when it has one).
+    pub fn count(&self, id: &Identity) {
+        self.bump(id, |c| c.client += 1);
+    }
+
+    /// Counts an upstream attempt made with this credential (the attempt phase calls it).
+    pub fn count_upstream(&self, id: &Identity) {
+        self.bump(id, |c| c.upstream += 1);
+    }
+
+    fn bump(&self, id: &Identity, f: impl FnOnce(&mut Counts)) {
+        if let Some(r) = self.record(id) {
+            if let Ok(mut m) = self.requests.lock() {
+                f(m.entry(r.account_id).or_default());
+            }
+        }
+    }
+
+    /// Drops a credential's mapping (the upstream answered 401 to it): it is its own identity
+    /// again, and is not resolved again for a while.
+    pub fn forget(&self, id: &Identity) {
+        self.failed.insert(*id, Instant::now() + AFTER_UNAUTHORIZED);
+        let removed = self.known.write().ok().and_then(|mut m| m.remove(id));
+        if removed.is_some() {
+            tracing::info!(credential = %id.short(), "401: the credential's account mapping is dropped");
+            self.persist(*id, None);
+        }
+    }
+
+    fn remember(&self, id: Identity, rec: AccountRecord) -> Arc<AccountRecord> {
+        let rec = Arc::new(rec);
+        if let Ok(mut m) = self.known.write() {
+            m.insert(id, rec.clone());
+        }
+        self.failed.invalidate(&id);
+        self.persist(id, Some(rec.clone()));
+        rec
+    }
+
+    /// Writes a change to the table off the async workers (best effort: memory is the truth
+    /// for this run).
+    fn persist(&self, id: Identity, rec: Option<Arc<AccountRecord>>) {
+        let Some(store) = self.store.clone() else {
+            return;
+        };
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        rt.spawn_blocking(move || {
+            let r = match &rec {
+                Some(rec) => store.put(&id, rec),
+                None => store.delete(&id),
+            };
+            if let Err(e) = r {
+                tracing::warn!(error = %e, "cannot save an account mapping");
+            }
+        });
+    }
+
+    /// The per-account view for the status document: logins, never tokens.
+    pub fn status(&self) -> IdentityStatus {
+        let mut by_account: BTreeMap<u64, AccountStatus> = BTreeMap::new();
+        if let Ok(m) = self.known.read() {
+            for r in m.values() {
+                let a = by_account
+                    .entry(r.account_id)
+                    .or_insert_with(|| AccountStatus {
+                        login: r.login.clone(),
+                        account_id: r.account_id,
+                        credentials: 0,
+                        token_kinds: vec![],
+                        requests: 0,
+                        upstream_requests: 0,
+                    });
+                a.credentials += 1;
+                if !a.token_kinds.contains(&r.kind) {
+                    a.token_kinds.push(r.kind);
+                    a.token_kinds.sort();
+                }
+            }
+        }
+        if let Ok(req) = self.requests.lock() {
+            for (id, n) in req.iter() {
+                if let Some(a) = by_account.get_mut(id) {
+                    a.requests = n.client;
+                    a.upstream_requests = n.upstream;
+                }
+            }
+        }
+        IdentityStatus {
+            share: self.share,
+            resolver: self.github_api.is_some(),
+            accounts: by_account.into_values().collect(),
+            resolved: self.resolved.load(Relaxed),
+            failed: self.failures.load(Relaxed),
+            unauthorized: self.unauthorized.load(Relaxed),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(id: u64, kind: TokenKind, scopes: &[&str]) -> AccountRecord {
+        AccountRecord {
+            account_id: id,
+            login: format!("user{id}"),
+            kind,
+            scopes: scopes.iter().map(|s| s.to_string()).collect(),
+            resolved_at_ms: crate::queue::now_ms(),
+        }
+    }
+
+    #[tokio::test]
+    async fn sharing_follows_the_rule_and_a_401_undoes_it() {
+        let settings = Settings::default();
+        let a = Accounts::in_memory(&settings, IdentityKey::new([3; 32]));
+        let ids: Vec<Identity> = (1..=6u8)
+            .map(|i| Identity::from_hex(&format!("{i:02x}").repeat(32)).unwrap())
+            .collect();
+        // Unknown: its own identity.
+        assert_eq!(a.sharing_identity(&ids[0]), ids[0]);
+        a.remember(ids[0], rec(1, TokenKind::Oauth, &["repo", "workflow"]));
+        a.remember(ids[1], rec(1, TokenKind::Classic, &["repo"]));
+        a.remember(ids[2], rec(1, TokenKind::Oauth, &["public_repo"]));
+        a.remember(ids[3], rec(1, TokenKind::FineGrained, &[]));
+        a.remember(ids[4], rec(2, TokenKind::Oauth, &["repo"]));
+        let s = |i: usize| a.sharing_identity(&ids[i]);
+        assert_eq!(s(0), s(1), "same account, both grant repo, OAuth + classic");
+        assert_ne!(s(0), ids[0]);
+        assert_ne!(s(0), s(2), "a different answer to `repo`");
+        assert_eq!(s(3), ids[3], "a fine-grained PAT never shares");
+        assert_ne!(s(0), s(4), "two accounts never share");
+        a.forget(&ids[1]);
+        assert_eq!(s(1), ids[1], "a 401 drops the mapping");
+        let st = a.status();
+        assert_eq!(st.accounts.len(), 2);
+        assert_eq!(st.accounts[0].login, "user1");
+        assert_eq!(st.accounts[0].credentials, 3);
+
+        let cred = Settings {
+            share: ShareMode::Credential,
+            ..Settings::default()
+        };
+        let c = Accounts::in_memory(&cred, IdentityKey::new([3; 32]));
+        c.remember(ids[0], rec(1, TokenKind::Oauth, &["repo"]));
+        assert_eq!(c.sharing_identity(&ids[0]), ids[0]);
+    }
+}

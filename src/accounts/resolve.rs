@@ -1,0 +1,225 @@
+//! Resolution: one `GET /user` on the `github-api` upstream per credential, through Weir's own
+//! upstream client, admission (cooldown → breaker → bulkhead) and retry layer. Spawned off the
+//! request path, deduplicated per credential, bounded in number; a failure leaves the
+//! credential its own identity and is not retried for a while.
+//!
+//! Which credentials are sent to `/user`: only a lone `Authorization` (no `Cookie`, whose
+//! meaning belongs to another site), and only a token that is GitHub's by its documented
+//! prefix — or any token already on its way to the `github-api` upstream. A credential meant
+//! for some other configured upstream is never shown to GitHub.
+
+use super::record::{parse_scopes, valid_login, AccountRecord, TokenKind};
+use super::{Accounts, AFTER_FAILURE, MAX_PENDING, REFRESH_AFTER_MS};
+use crate::config::RouteClass;
+use crate::identity::Identity;
+use crate::upstream::{AttemptPolicy, Replayable, Upstreams};
+use bytes::Bytes;
+use http::{header, HeaderMap, HeaderValue, Method, StatusCode, Uri};
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+use tokio::time::Instant;
+
+/// The upstream `/user` is asked on.
+pub(super) const GITHUB_API: &str = "github-api";
+
+/// What one `/user` call said.
+#[derive(Debug)]
+pub(crate) enum Resolution {
+    Account(Arc<AccountRecord>),
+    /// 401: the credential is not (or no longer) valid.
+    Unauthorized,
+    /// No answer to go by (offline, 5xx, a body that is not a user, no `github-api`).
+    Failed(String),
+}
+
+impl Accounts {
+    /// Called for every credentialed request to a managed upstream (`up`): counts it for its
+    /// account and, when the credential is not mapped yet (or its mapping is old), starts a
+    /// resolution in the background. Returns at once.
+    pub fn observe(
+        self: &Arc<Self>,
+        upstreams: &Arc<Upstreams>,
+        up: usize,
+        id: Identity,
+        h: &HeaderMap,
+    ) {
+        self.count(&id);
+        let Some(gh) = self.github_api else { return };
+        if let Some(r) = self.record(&id) {
+            if crate::queue::now_ms() - r.resolved_at_ms < REFRESH_AFTER_MS {
+                return;
+            }
+        }
+        if self
+            .failed
+            .get(&id)
+            .is_some_and(|until| until > Instant::now())
+        {
+            return;
+        }
+        let Some(auth) = resolvable(h, up == gh) else {
+            return;
+        };
+        {
+            let Ok(mut p) = self.pending.lock() else {
+                return;
+            };
+            if p.len() >= MAX_PENDING || !p.insert(id) {
+                return;
+            }
+        }
+        let (me, ups) = (self.clone(), upstreams.clone());
+        tokio::spawn(async move {
+            // The permit bounds concurrent `/user` calls; pending entries wait for one.
+            let permit = me.permits.clone().acquire_owned().await;
+            if permit.is_ok() {
+                me.resolve_now(&ups, id, auth).await;
+            }
+            if let Ok(mut p) = me.pending.lock() {
+                p.remove(&id);
+            }
+        });
+    }
+
+    /// Resolves a credential now (the caller awaits it: the background task above, or the
+    /// in-doubt lookup checking whose the stored token is), and records the outcome.
+    pub async fn resolve_now(
+        &self,
+        upstreams: &Upstreams,
+        id: Identity,
+        authorization: HeaderValue,
+    ) -> Resolution {
+        let Some(gh) = self.github_api else {
+            return Resolution::Failed("no `github-api` upstream is configured".into());
+        };
+        let res = ask_user(upstreams, gh, id, authorization).await;
+        match &res {
+            Resolution::Account(r) => {
+                self.resolved.fetch_add(1, Relaxed);
+                tracing::debug!(credential = %id.short(), login = %r.login, kind = r.kind.as_str(), "credential resolved to its account");
+            }
+            Resolution::Unauthorized => {
+                self.unauthorized.fetch_add(1, Relaxed);
+                self.forget(&id);
+            }
+            Resolution::Failed(why) => {
+                self.failures.fetch_add(1, Relaxed);
+                self.failed.insert(id, Instant::now() + AFTER_FAILURE);
+                tracing::debug!(credential = %id.short(), reason = %why, "cannot resolve a credential's account; it stays its own identity");
+            }
+        }
+        match res {
+            Resolution::Account(r) => Resolution::Account(self.remember(id, (*r).clone())),
+            other => other,
+        }
+    }
+}
+
+/// The `Authorization` value to send to `/user`, when this request's credential may be sent.
+fn resolvable(h: &HeaderMap, to_github_api: bool) -> Option<HeaderValue> {
+    if h.contains_key(header::COOKIE) {
+        return None;
+    }
+    let mut all = h.get_all(header::AUTHORIZATION).iter();
+    let (Some(v), None) = (all.next(), all.next()) else {
+        return None;
+    };
+    let kind = TokenKind::of_authorization(v.to_str().ok()?);
+    (kind != TokenKind::Other || to_github_api).then(|| v.clone())
+}
+
+async fn ask_user(
+    upstreams: &Upstreams,
+    gh: usize,
+    id: Identity,
+    authorization: HeaderValue,
+) -> Resolution {
+    let kind = TokenKind::of_authorization(authorization.to_str().unwrap_or(""));
+    let uri = Uri::from_static("/user");
+    let mut h = HeaderMap::new();
+    h.insert(header::AUTHORIZATION, authorization);
+    h.insert(
+        header::ACCEPT,
+        HeaderValue::from_static("application/vnd.github+json"),
+    );
+    h.insert(
+        header::USER_AGENT,
+        HeaderValue::from_static(concat!("weir/", env!("CARGO_PKG_VERSION"))),
+    );
+    let req = Replayable {
+        method: &Method::GET,
+        uri: &uri,
+        headers: &h,
+        body: Bytes::new(),
+        identity: Some(id),
+    };
+    let policy = AttemptPolicy::for_request(&Method::GET, true);
+    let resp = match upstreams
+        .call_buffered(gh, RouteClass::Other, req, policy, None)
+        .await
+    {
+        Ok(a) => a.response,
+        Err(p) => return Resolution::Failed(p.detail),
+    };
+    match resp.status() {
+        StatusCode::OK => {}
+        StatusCode::UNAUTHORIZED => return Resolution::Unauthorized,
+        s => return Resolution::Failed(format!("/user answered {s}")),
+    }
+    let v: serde_json::Value = serde_json::from_slice(resp.body()).unwrap_or_default();
+    let (Some(account_id), Some(login)) = (
+        v.get("id").and_then(|i| i.as_u64()),
+        v.get("login")
+            .and_then(|l| l.as_str())
+            .filter(|l| valid_login(l)),
+    ) else {
+        return Resolution::Failed("/user answered without a valid id and login".into());
+    };
+    let scopes = resp
+        .headers()
+        .get("x-oauth-scopes")
+        .and_then(|s| s.to_str().ok());
+    Resolution::Account(Arc::new(AccountRecord {
+        account_id,
+        login: login.to_string(),
+        kind,
+        scopes: parse_scopes(scopes),
+        resolved_at_ms: crate::queue::now_ms(),
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_lone_github_token_is_sent_to_user() {
+        let h = |pairs: &[(&str, &str)]| {
+            let mut m = HeaderMap::new();
+            for (k, v) in pairs {
+                m.append(
+                    header::HeaderName::from_bytes(k.as_bytes()).unwrap(),
+                    v.parse().unwrap(),
+                );
+            }
+            m
+        };
+        assert!(resolvable(&h(&[("authorization", "token gho_a")]), false).is_some());
+        assert!(resolvable(&h(&[("authorization", "Bearer tid=copilot")]), false).is_none());
+        assert!(resolvable(&h(&[("authorization", "token other")]), true).is_some());
+        assert!(resolvable(
+            &h(&[("authorization", "token gho_a"), ("cookie", "s=1")]),
+            false
+        )
+        .is_none());
+        assert!(resolvable(
+            &h(&[
+                ("authorization", "token gho_a"),
+                ("authorization", "token gho_b")
+            ]),
+            false
+        )
+        .is_none());
+        assert!(resolvable(&h(&[("cookie", "s=1")]), true).is_none());
+    }
+}

@@ -1,0 +1,187 @@
+//! The credential → account table on disk: `<data dir>/accounts.sqlite3` (0600), so a restart
+//! (or an in-doubt lookup after one) still knows whose a credential hash was. Only the keyed
+//! credential hash ([`crate::identity::Identity`]) is stored, never the credential.
+//!
+//! rusqlite is blocking: every call here runs under `spawn_blocking` (see `super::Accounts`);
+//! the connection sits behind a std `Mutex`, held only for one statement.
+
+use super::record::{AccountRecord, TokenKind};
+use crate::identity::Identity;
+use rusqlite::{params, Connection};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+/// Mappings not refreshed for this long are dropped when the file is opened.
+const KEEP_MS: i64 = 30 * 24 * 3600 * 1000;
+
+#[derive(Debug, thiserror::Error)]
+pub enum AccountStoreError {
+    #[error("cannot open {path}: {source}")]
+    Open {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path}: {source}")]
+    Sql {
+        path: PathBuf,
+        source: rusqlite::Error,
+    },
+}
+
+pub(crate) struct AccountStore {
+    conn: Mutex<Connection>,
+    path: PathBuf,
+}
+
+impl AccountStore {
+    pub fn open(dir: &Path) -> Result<AccountStore, AccountStoreError> {
+        let path = dir.join("accounts.sqlite3");
+        create_private(&path).map_err(|source| AccountStoreError::Open {
+            path: path.clone(),
+            source,
+        })?;
+        let sql = |source| AccountStoreError::Sql {
+            path: path.clone(),
+            source,
+        };
+        let conn = Connection::open(&path).map_err(sql)?;
+        // No WAL: one small writer, and no -wal/-shm files with their own modes.
+        conn.execute_batch(
+            "PRAGMA journal_mode = DELETE;
+             CREATE TABLE IF NOT EXISTS credential_account (
+                 credential_hash TEXT PRIMARY KEY,
+                 account_id INTEGER NOT NULL,
+                 login TEXT NOT NULL,
+                 token_kind TEXT NOT NULL,
+                 scopes TEXT NOT NULL,
+                 resolved_at INTEGER NOT NULL
+             ) STRICT;",
+        )
+        .map_err(sql)?;
+        conn.execute(
+            "DELETE FROM credential_account WHERE resolved_at < ?1",
+            params![crate::queue::now_ms() - KEEP_MS],
+        )
+        .map_err(sql)?;
+        Ok(AccountStore {
+            conn: Mutex::new(conn),
+            path,
+        })
+    }
+
+    fn sql(&self, source: rusqlite::Error) -> AccountStoreError {
+        AccountStoreError::Sql {
+            path: self.path.clone(),
+            source,
+        }
+    }
+
+    fn conn(&self) -> std::sync::MutexGuard<'_, Connection> {
+        // A panic while holding the lock cannot leave a half-done statement behind.
+        self.conn.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn load_all(&self) -> Result<Vec<(Identity, AccountRecord)>, AccountStoreError> {
+        let conn = self.conn();
+        let mut st = conn
+            .prepare("SELECT credential_hash, account_id, login, token_kind, scopes, resolved_at FROM credential_account")
+            .map_err(|e| self.sql(e))?;
+        let rows = st
+            .query_map([], |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    AccountRecord {
+                        account_id: r.get::<_, i64>(1)? as u64,
+                        login: r.get(2)?,
+                        kind: TokenKind::parse(&r.get::<_, String>(3)?),
+                        scopes: r
+                            .get::<_, String>(4)?
+                            .split(',')
+                            .filter(|s| !s.is_empty())
+                            .map(str::to_string)
+                            .collect(),
+                        resolved_at_ms: r.get(5)?,
+                    },
+                ))
+            })
+            .map_err(|e| self.sql(e))?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (hash, rec) = row.map_err(|e| self.sql(e))?;
+            if let Some(id) = Identity::from_hex(&hash) {
+                out.push((id, rec));
+            }
+        }
+        Ok(out)
+    }
+
+    pub fn put(&self, id: &Identity, rec: &AccountRecord) -> Result<(), AccountStoreError> {
+        self.conn()
+            .execute(
+                "INSERT INTO credential_account VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+                 ON CONFLICT (credential_hash) DO UPDATE SET account_id = ?2, login = ?3,
+                 token_kind = ?4, scopes = ?5, resolved_at = ?6",
+                params![
+                    id.hex(),
+                    rec.account_id as i64,
+                    rec.login,
+                    rec.kind.as_str(),
+                    rec.scopes.join(","),
+                    rec.resolved_at_ms
+                ],
+            )
+            .map(|_| ())
+            .map_err(|e| self.sql(e))
+    }
+
+    pub fn delete(&self, id: &Identity) -> Result<(), AccountStoreError> {
+        self.conn()
+            .execute(
+                "DELETE FROM credential_account WHERE credential_hash = ?1",
+                params![id.hex()],
+            )
+            .map(|_| ())
+            .map_err(|e| self.sql(e))
+    }
+}
+
+/// Creates the file readable and writable by the user only, and tightens an existing one.
+fn create_private(path: &Path) -> std::io::Result<()> {
+    let mut o = std::fs::OpenOptions::new();
+    o.write(true).create(true).truncate(false);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut o, 0o600);
+    o.open(path)?;
+    crate::paths::restrict(path, 0o600)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mappings_survive_a_reopen_and_can_be_dropped() {
+        let dir = tempfile::tempdir().unwrap();
+        let id = Identity::from_hex(&"ab".repeat(32)).unwrap();
+        let rec = AccountRecord {
+            account_id: 42,
+            login: "octo".into(),
+            kind: TokenKind::Oauth,
+            scopes: vec!["repo".into(), "workflow".into()],
+            resolved_at_ms: crate::queue::now_ms(),
+        };
+        let s = AccountStore::open(dir.path()).unwrap();
+        s.put(&id, &rec).unwrap();
+        drop(s);
+        let s = AccountStore::open(dir.path()).unwrap();
+        assert_eq!(s.load_all().unwrap(), vec![(id, rec)]);
+        s.delete(&id).unwrap();
+        assert!(s.load_all().unwrap().is_empty());
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let m = std::fs::metadata(dir.path().join("accounts.sqlite3")).unwrap();
+            assert_eq!(m.permissions().mode() & 0o777, 0o600);
+        }
+    }
+}

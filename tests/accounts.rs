@@ -1,0 +1,438 @@
+//! One developer, every surface: credentials are resolved to their GitHub account with one
+//! `GET /user` each, and list answers are shared only between credentials of one account with
+//! the same access. Real loopback servers: a fake GitHub (`/user` for several tokens) and a
+//! fake Copilot API (per-account session lists), with Weir in front.
+//!
+//! `WEIR_BENCH_REAL=1 cargo test -p weir --test accounts -- --ignored --nocapture` runs the
+//! three-surface scenario at real speed (1 s polls for 30 s, default TTLs) for BENCHMARKS.md.
+
+mod fake_github;
+use fake_github::*;
+use std::collections::{HashMap, HashSet};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+use tokio::net::TcpListener;
+
+// --- the three-surface scenario ------------------------------------------------------------------
+
+struct Run {
+    list_calls: usize,
+    user_calls: usize,
+    polls: usize,
+    elapsed: Duration,
+    list_calls_by_token: HashMap<String, usize>,
+}
+
+/// Three surfaces of one account (their own tokens, User-Agents and page sizes) poll the
+/// session list every `period`, `rounds` times, all three at once. Every answer is checked:
+/// exactly the page that surface asked for, of its own account.
+/// With `warm`, one round is sent and the three credentials resolved before the timed rounds
+/// start (so a slow machine cannot stretch resolution over several windows); its calls count.
+async fn three_surfaces(
+    share: &str,
+    ttl: Duration,
+    period: Duration,
+    rounds: usize,
+    warm: bool,
+) -> Run {
+    let fake = Fake::start().await;
+    let ttl_s = format!("{}ms", ttl.as_millis());
+    let weir = start(
+        &fake,
+        &format!("[identity]\nshare = \"{share}\"\n[classes.list]\nfresh_ttl = \"{ttl_s}\"\nstale_while_revalidate = \"1h\"\n"),
+    )
+    .await;
+    let surfaces = [
+        (ALICE_VSCODE, VSCODE_UA, 20),
+        (ALICE_GH, GH_UA, 50),
+        (ALICE_BROWSER, BROWSER_UA, 100),
+    ];
+    let clients: Vec<_> = surfaces
+        .iter()
+        .map(|(t, ua, size)| (weir.client(t, ua), list_url(&fake, *size), *size))
+        .collect();
+    if warm {
+        let answers =
+            futures::future::join_all(clients.iter().map(|(c, url, _)| weir.get(c, url))).await;
+        assert!(answers.iter().all(|(s, _)| *s == 200));
+        weir.resolved(3).await;
+    }
+    let started = Instant::now();
+    for _ in 0..rounds {
+        let answers =
+            futures::future::join_all(clients.iter().map(|(c, url, _)| weir.get(c, url))).await;
+        for ((_, _, size), (status, body)) in clients.iter().zip(answers) {
+            assert_eq!(status, 200);
+            assert_eq!(body, page_body("alice", *size, &[]), "page_size {size}");
+        }
+        tokio::time::sleep(period).await;
+    }
+    let elapsed = started.elapsed();
+    let status = weir.resolved(3).await;
+    let alice = &status.identity.accounts[0];
+    assert_eq!((alice.login.as_str(), alice.credentials), ("alice", 3));
+    // Counted once a credential is mapped: all but (at most) each one's first requests.
+    let r = alice.requests as usize;
+    assert!((3 * rounds - 6..=3 * rounds).contains(&r), "{r}");
+    assert!(weir
+        .control("/metrics")
+        .await
+        .contains("weir_account_requests_total{login=\"alice\"}"));
+    weir.assert_no_token_anywhere().await;
+    let calls = fake.list_calls();
+    // Sent upstream with alice's mapped credentials: some, and never more than the fake saw.
+    let sent = alice.upstream_requests as usize;
+    assert!(
+        sent >= 1 && sent <= calls.len(),
+        "{sent} of {}",
+        calls.len()
+    );
+    let mut by_token: HashMap<String, usize> = HashMap::new();
+    for c in &calls {
+        *by_token.entry(c.token.clone()).or_default() += 1;
+    }
+    weir.handle.shutdown().await;
+    Run {
+        list_calls: calls.len(),
+        user_calls: fake.user_calls().len(),
+        polls: 3 * rounds,
+        elapsed,
+        list_calls_by_token: by_token,
+    }
+}
+
+/// How many fresh-TTL windows `elapsed` spans (a partial one counts).
+fn windows(elapsed: Duration, ttl: Duration) -> usize {
+    (elapsed.as_millis() / ttl.as_millis()) as usize + 1
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_surfaces_of_one_account_make_one_upstream_stream() {
+    // Scaled: a poll every 20 ms (for 1 s) against a 200 ms fresh TTL (for 15 s).
+    let ttl = Duration::from_millis(200);
+    let run = three_surfaces("account", ttl, Duration::from_millis(20), 40, true).await;
+    let w = windows(run.elapsed, ttl);
+    assert_eq!(run.user_calls, 3, "one /user per credential");
+    // One list call per window, plus one per credential before it was resolved (the warm-up).
+    assert!(
+        run.list_calls <= w + 3,
+        "{} list calls for {} polls over {w} windows",
+        run.list_calls,
+        run.polls
+    );
+    eprintln!(
+        "share=account: {} list calls, {} /user calls, {} polls, {w} windows",
+        run.list_calls, run.user_calls, run.polls
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_share_credential_each_surface_is_its_own_stream() {
+    let ttl = Duration::from_millis(200);
+    let run = three_surfaces("credential", ttl, Duration::from_millis(20), 40, true).await;
+    // Every credential fetched its own list, in every window it polled through (at least the
+    // first and the one after the first TTL: 40 × 20 ms of sleeps alone exceed 200 ms).
+    assert_eq!(
+        run.list_calls_by_token.len(),
+        3,
+        "{:?}",
+        run.list_calls_by_token
+    );
+    assert!(
+        run.list_calls_by_token.values().all(|n| *n >= 2),
+        "{:?}",
+        run.list_calls_by_token
+    );
+    assert_eq!(
+        run.user_calls, 3,
+        "still resolved, for the per-account status"
+    );
+    eprintln!(
+        "share=credential: {} list calls, {} polls",
+        run.list_calls, run.polls
+    );
+}
+
+/// The real-speed numbers for BENCHMARKS.md (30 s each).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "30 s each at real speed; run for BENCHMARKS.md"]
+async fn bench_three_surfaces_real_speed() {
+    // As asked (1 s polls for 30 s, the default 15 s TTL), then 5 minutes of the same at 10×
+    // speed (0.1 s polls, 1.5 s TTL, 300 rounds), where the steady state shows.
+    let cases = [
+        (Duration::from_secs(15), Duration::from_secs(1), 30),
+        (Duration::from_millis(1500), Duration::from_millis(100), 300),
+    ];
+    for (ttl, period, rounds) in cases {
+        for share in ["account", "credential"] {
+            let run = three_surfaces(share, ttl, period, rounds, false).await;
+            println!(
+            "ttl={ttl:?} period={period:?} share={share}: polls={} list_calls={} user_calls={} elapsed={:.1}s by_token={:?}",
+            run.polls,
+            run.list_calls,
+            run.user_calls,
+            run.elapsed.as_secs_f64(),
+            run.list_calls_by_token.values().collect::<Vec<_>>()
+        );
+        }
+    }
+}
+
+// --- who shares with whom ------------------------------------------------------------------------
+
+/// `first` fetches the list; once both are resolved, does `second`'s identical request reach
+/// the upstream? (`true`: it did, so nothing was shared.)
+async fn second_reaches_upstream(extra: &str, first: &str, second: &str) -> bool {
+    let fake = Fake::start().await;
+    let weir = start(&fake, extra).await;
+    let url = list_url(&fake, 20);
+    let (a, b) = (weir.client(first, VSCODE_UA), weir.client(second, GH_UA));
+    // Both seen once (each fetches under its own key meanwhile), then resolved.
+    assert_eq!(weir.get(&a, &format!("{url}&warm=1")).await.0, 200);
+    assert_eq!(weir.get(&b, &format!("{url}&warm=1")).await.0, 200);
+    weir.resolved(2).await;
+    let (s, body_a) = weir.get(&a, &url).await;
+    assert_eq!(s, 200);
+    let before = fake.list_calls().len();
+    let (s, body_b) = weir.get(&b, &url).await;
+    assert_eq!(s, 200);
+    assert_eq!(body_a, body_b, "one account, one list");
+    weir.assert_no_token_anywhere().await;
+    let reached = fake.list_calls().len() > before;
+    weir.handle.shutdown().await;
+    reached
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oauth_and_classic_tokens_of_one_account_with_repo_share() {
+    assert!(!second_reaches_upstream("", ALICE_VSCODE, ALICE_GH).await);
+    assert!(!second_reaches_upstream("", ALICE_GH, ALICE_BROWSER).await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fine_grained_pats_app_tokens_and_other_repo_answers_never_share() {
+    assert!(
+        second_reaches_upstream("", ALICE_VSCODE, ALICE_PAT).await,
+        "fine-grained PAT"
+    );
+    assert!(
+        second_reaches_upstream("", ALICE_VSCODE, ALICE_APP).await,
+        "App user token"
+    );
+    assert!(
+        second_reaches_upstream("", ALICE_VSCODE, ALICE_PUBLIC).await,
+        "no `repo`"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn share_credential_never_shares() {
+    let cfg = "[identity]\nshare = \"credential\"\n";
+    assert!(second_reaches_upstream(cfg, ALICE_VSCODE, ALICE_GH).await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_accounts_polling_at_once_never_see_each_others_sessions() {
+    let fake = Fake::start().await;
+    let weir = start(&fake, "[classes.list]\nfresh_ttl = \"50ms\"\n").await;
+    let alice = weir.client(ALICE_VSCODE, VSCODE_UA);
+    let bob = weir.client(BOB, VSCODE_UA);
+    let url = list_url(&fake, 50);
+    for round in 0..40 {
+        let ((sa, a), (sb, b)) = tokio::join!(weir.get(&alice, &url), weir.get(&bob, &url));
+        assert_eq!((sa, sb), (200, 200));
+        for (body, me, other) in [(&a, "alice", "bob"), (&b, "bob", "alice")] {
+            let sessions = body["sessions"].as_array().unwrap();
+            assert_eq!(sessions.len(), SESSIONS, "round {round}");
+            assert!(
+                sessions.iter().all(|s| s["owner"] == me),
+                "round {round}: {me} got {body}"
+            );
+            assert!(!body.to_string().contains(&format!("{other}-s")));
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let s = weir.resolved(2).await;
+    let logins: Vec<_> = s
+        .identity
+        .accounts
+        .iter()
+        .map(|a| a.login.as_str())
+        .collect();
+    assert_eq!(logins, ["alice", "bob"]);
+    weir.assert_no_token_anywhere().await;
+    weir.handle.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_github_api_down_nothing_is_shared_and_every_surface_is_answered() {
+    let fake = Fake::start().await;
+    // A port nothing listens on: the github-api upstream is down.
+    let dead = TcpListener::bind("127.0.0.1:0")
+        .await
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let cfg = format!(
+        "listen = \"127.0.0.1:0\"\nwatch_github_status = false\n\
+         [[upstream]]\nname = \"copilot-api\"\norigin = \"http://{}\"\n\
+         [[upstream]]\nname = \"github-api\"\norigin = \"http://{dead}\"\n\
+         [classes.other]\ndeadline = \"300ms\"\n",
+        fake.copilot
+    );
+    let settings = weir::config::parse_str(&cfg, "t.toml").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let handle = weir::start(weir::EngineOptions::new(settings, dir.path().to_path_buf()))
+        .await
+        .unwrap();
+    let weir = Weir {
+        handle,
+        dir,
+        answers: Mutex::new(Vec::new()),
+    };
+    let surfaces = [
+        (ALICE_VSCODE, VSCODE_UA),
+        (ALICE_GH, GH_UA),
+        (ALICE_BROWSER, BROWSER_UA),
+    ];
+    let url = list_url(&fake, 20);
+    for round in 0..10 {
+        for (t, ua) in surfaces {
+            let (s, body) = weir.get(&weir.client(t, ua), &url).await;
+            assert_eq!(s, 200, "round {round}");
+            assert_eq!(body, page_body("alice", 20, &[]));
+        }
+        tokio::time::sleep(Duration::from_millis(30)).await;
+    }
+    let mut failed = false;
+    for _ in 0..100 {
+        let s = weir.handle.status().await;
+        assert!(s.identity.accounts.is_empty(), "nothing resolved");
+        if s.identity.failed >= 3 {
+            failed = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(failed, "{:?}", weir.handle.status().await.identity);
+    // Each credential was its own identity: each fetched its own list.
+    let tokens: HashSet<String> = fake.list_calls().into_iter().map(|h| h.token).collect();
+    assert_eq!(tokens.len(), 3);
+    weir.assert_no_token_anywhere().await;
+    weir.handle.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_401_drops_the_mapping_and_the_shared_answers_with_it() {
+    let fake = Fake::start().await;
+    let weir = start(&fake, "").await;
+    let (a, b) = (
+        weir.client(ALICE_VSCODE, VSCODE_UA),
+        weir.client(ALICE_GH, GH_UA),
+    );
+    let url = list_url(&fake, 20);
+    weir.get(&a, &format!("{url}&warm=1")).await;
+    weir.get(&b, &format!("{url}&warm=1")).await;
+    weir.resolved(2).await;
+    assert_eq!(weir.get(&a, &url).await.0, 200);
+    let before = fake.list_calls().len();
+    assert_eq!(weir.get(&b, &url).await.0, 200, "shared");
+    assert_eq!(fake.list_calls().len(), before);
+
+    // The gh token is revoked; its next request anywhere gets a 401.
+    fake.state
+        .lock()
+        .unwrap()
+        .revoked
+        .insert(ALICE_GH.to_string());
+    let view = format!("http://{}/agents/sessions/abc", fake.copilot);
+    assert_eq!(weir.get(&b, &view).await.0, 401);
+    let s = weir.handle.status().await;
+    assert_eq!(s.identity.accounts[0].credentials, 1, "its mapping is gone");
+    // The shared list (fresh in the cache) is no longer served to it: it asks for itself.
+    let (status, body) = weir.get(&b, &url).await;
+    assert_eq!(status, 401, "{body}");
+    assert_eq!(fake.list_calls().last().unwrap().token, ALICE_GH);
+    // And it is not resolved again at once.
+    assert_eq!(
+        fake.user_calls()
+            .iter()
+            .filter(|h| h.token == ALICE_GH)
+            .count(),
+        1
+    );
+    weir.assert_no_token_anywhere().await;
+    weir.handle.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn smaller_pages_are_cut_from_a_larger_page_one_and_other_shapes_are_not() {
+    let fake = Fake::start().await;
+    let weir = start(&fake, "").await;
+    let c = weir.client(ALICE_VSCODE, VSCODE_UA);
+    // Resolved first, so every request below is keyed by the same (sharing) identity.
+    weir.get(&c, &format!("http://{}/agents/sessions/warm", fake.copilot))
+        .await;
+    weir.resolved(1).await;
+    let (s, big) = weir.get(&c, &list_url(&fake, 100)).await;
+    assert_eq!(
+        (s, big["sessions"].as_array().unwrap().len()),
+        (200, SESSIONS)
+    );
+    for size in [20, 50, 10] {
+        let r = c.get(list_url(&fake, size)).send().await.unwrap();
+        let cs = r.headers()["cache-status"].to_str().unwrap().to_string();
+        assert_eq!(cs, "weir; hit; subset-of=100");
+        let body: serde_json::Value = r.json().await.unwrap();
+        assert_eq!(body, page_body("alice", size, &[]), "page_size {size}");
+    }
+    assert_eq!(fake.list_calls().len(), 1);
+    // Another page, other parameters or another API version: each its own key.
+    let base = format!("http://{}/agents/sessions", fake.copilot);
+    weir.get(&c, &format!("{base}?page_size=20&page=2&sort=updated_at"))
+        .await;
+    weir.get(
+        &c,
+        &format!("{base}?page_size=20&sort=updated_at&repo_nwo=o/r"),
+    )
+    .await;
+    let r = c
+        .get(list_url(&fake, 20))
+        .header("copilot-api-version", "2025-05-01")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.headers()["cache-status"], "weir; fwd=miss; stored");
+    assert_eq!(fake.list_calls().len(), 4);
+    // The new routes: VS Code's per-repository calls are cached too.
+    for path in [
+        "/agents/swe/custom-agents/o/r",
+        "/agents/swe/v1/jobs/o/r/enabled",
+    ] {
+        let url = format!("http://{}{path}", fake.copilot);
+        weir.get(&c, &url).await;
+        let r = c.get(&url).send().await.unwrap();
+        assert_eq!(r.headers()["cache-status"], "weir; hit", "{path}");
+    }
+    weir.handle.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn thirty_concurrent_first_requests_of_one_credential_make_one_user_call() {
+    let fake = Fake::start().await;
+    let weir = start(&fake, "").await;
+    let c = weir.client(ALICE_GH, GH_UA);
+    let urls: Vec<String> = (0..30)
+        .map(|i| format!("http://{}/agents/sessions/s{i}", fake.copilot))
+        .collect();
+    let answers = futures::future::join_all(urls.iter().map(|u| weir.get(&c, u))).await;
+    assert!(answers.iter().all(|(s, _)| *s == 200));
+    weir.resolved(1).await;
+    // More requests once it is known: still no second `/user`.
+    for u in &urls[..5] {
+        weir.get(&c, u).await;
+    }
+    assert_eq!(fake.user_calls().len(), 1, "one coalesced, cached /user");
+    weir.assert_no_token_anywhere().await;
+    weir.handle.shutdown().await;
+}

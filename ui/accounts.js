@@ -1,0 +1,45 @@
+// The Accounts panel: the GitHub accounts behind the credentials Weir has seen (by login, never
+// by token), how many credentials each has and their kinds, and whether list answers are shared
+// between them (`[identity] share`). Fed by the status document's `identity` object.
+
+import { h, setText } from './dom.js';
+import * as fmt from './format.js';
+
+const KIND_TEXT = {
+  oauth: 'OAuth app',
+  classic: 'classic PAT',
+  fine_grained: 'fine-grained PAT',
+  app_user: 'GitHub App user',
+  other: 'other',
+};
+
+export class AccountsPanel {
+  constructor({ table, note }) {
+    Object.assign(this, { table, note });
+    this.key = null;
+  }
+
+  /** `id` is `status.identity`. */
+  update(id) {
+    if (!id || typeof id !== 'object') return;
+    const key = JSON.stringify(id);
+    if (key === this.key) return;
+    this.key = key;
+    const accounts = Array.isArray(id.accounts) ? id.accounts : [];
+    const rows = accounts.map((a) => h('tr', { 'data-testid': `account-${String(a.login)}` },
+      h('td', { text: String(a.login ?? fmt.DASH) }),
+      h('td', { class: 'num', text: fmt.int(a.credentials) }),
+      h('td', { text: (Array.isArray(a.token_kinds) ? a.token_kinds : []).map((k) => KIND_TEXT[k] ?? String(k)).join(', ') }),
+      h('td', { class: 'num', text: fmt.int(a.requests) }),
+      h('td', { class: 'num', text: fmt.int(a.upstream_requests) })));
+    this.table.tBodies[0].replaceChildren(...rows);
+    let text;
+    if (!id.resolver) text = 'No github-api upstream is configured, so credentials are not matched to accounts and nothing is shared between them.';
+    else if (id.share === 'credential') text = 'Sharing is off ([identity] share = "credential"): each credential is its own identity.';
+    else text = 'List and view answers are shared between OAuth and classic tokens of one account with the same repo access. Fine-grained PATs and App tokens never share.';
+    if (!accounts.length) text = `No account resolved yet. ${text}`;
+    const failures = Number(id.failed ?? 0) + Number(id.unauthorized ?? 0);
+    if (failures) text += ` ${fmt.int(failures)} credential lookups failed (those credentials share nothing).`;
+    setText(this.note, text);
+  }
+}
