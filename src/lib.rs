@@ -21,6 +21,8 @@
 //!   and the one attempt-and-retry machinery, shared by requests and replays.
 //! - `queue`: the durable create queue (SQLite + keychain) and its replay worker. → upstream
 //! - `control`: `/_weir/api/*`, `/metrics`, the PAC, the dashboard. → pipeline, queue
+//! - [`team`]: team outage signals over NATS (`[team]`): publishes signed facts about the
+//!   upstreams, sets their gates' caution / trips breakers / holds cooldowns. → upstream
 //! - [`client_setup`]: pointing tools at Weir, for the CLI and the tray. → config, intercept
 //! - [`secrets`]: every keychain service/account name, namespaced per data dir.
 //! - Leaves: [`config`], `problem` (+ `problem_kind`), [`events`], [`status`], `cache`,
@@ -52,6 +54,7 @@ pub(crate) mod server;
 pub(crate) mod stats;
 pub mod status;
 pub(crate) mod surface;
+pub mod team;
 pub mod time_fmt;
 pub(crate) mod upstream;
 

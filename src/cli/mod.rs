@@ -10,6 +10,7 @@ mod secret;
 mod serve;
 mod serve_tls;
 mod setup;
+mod team;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -43,6 +44,13 @@ enum Command {
         #[command(flatten)]
         args: ServeArgs,
     },
+    /// Team signals (`[team]`): store the team key and the NATS login in the keychain.
+    Team {
+        #[command(subcommand)]
+        cmd: team::TeamCmd,
+        #[command(flatten)]
+        args: ServeArgs,
+    },
     /// The local CA used for HTTPS to managed hosts: path, show, rotate, install.
     Ca(ca::CaArgs),
     /// Print the environment that points tools at Weir and trusts its CA.
@@ -73,6 +81,7 @@ pub fn main() -> ExitCode {
         Command::Serve(args) => serve::run(args),
         Command::Queue { cmd, args } => queue::run(cmd, args),
         Command::Secret { cmd, args } => secret::run(cmd, args),
+        Command::Team { cmd, args } => team::run(cmd, args),
         Command::Ca(args) => ca::run(args),
         Command::Env(args) => env::run(args),
         Command::Setup(args) => setup::run(args),

@@ -39,6 +39,8 @@ pub struct FileConfig {
     pub watch_github_status: Option<bool>,
     /// Unmanaged requests and tunnels may reach loopback, link-local and private addresses.
     pub allow_private_targets: Option<bool>,
+    /// Team outage signals over NATS (`[team]`, see docs/team.md).
+    pub team: Option<Spanned<super::team::FileTeam>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

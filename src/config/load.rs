@@ -359,7 +359,10 @@ impl Settings {
             }
         };
 
+        let team = super::team::validate(&cx, raw.team.as_ref(), file)?;
+
         Ok(Settings {
+            team,
             github_status,
             queue,
             resilience,

@@ -8,6 +8,7 @@ mod load;
 mod net;
 mod origin;
 mod resilience;
+mod team;
 
 pub use classes::{classify, default_routes, ClassSettings, ClassTable, RouteClass, RouteRule};
 pub use file::FileConfig;
@@ -16,6 +17,7 @@ pub use load::{load_file, parse_str, ConfigError};
 pub use net::{read_roots, HostPort, UpstreamNet, UpstreamProxy};
 pub use origin::Origin;
 pub use resilience::ResilienceSettings;
+pub use team::{TeamAction, TeamSettings};
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -47,6 +49,8 @@ pub struct Settings {
     /// Unmanaged requests and CONNECTs may reach loopback, link-local and private addresses
     /// (off by default: Weir is not a way into this machine or its network).
     pub allow_private_targets: bool,
+    /// `[team]`: outage signals shared with teammates' Weirs over NATS; `None` when off.
+    pub team: Option<TeamSettings>,
 }
 
 /// `[queue]`: the durable create queue.

@@ -57,6 +57,7 @@ pub fn snapshot(ctl: &Control) -> StatusSnapshot {
             .ok()
             .and_then(|g| g.as_ref().map(|h| h.snapshot())),
         github_token_stored: false,
+        team: ctl.team.get().map(|t| t.status()),
         queue: QueueStatus {
             available: p.queue.open().is_some(),
             error: p.queue.error().map(str::to_string),

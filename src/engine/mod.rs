@@ -48,6 +48,9 @@ pub struct EngineOptions {
     /// Where the dashboard's settings panel saves changes (the file read at start, or the OS
     /// default location); `None`: settings are read-only.
     pub config_file: Option<PathBuf>,
+    /// The team key and NATS login for `[team]`; `None` reads them from the keychain (tests
+    /// and the lab pass them here).
+    pub team_secrets: Option<crate::team::TeamSecrets>,
 }
 
 impl EngineOptions {
@@ -58,6 +61,7 @@ impl EngineOptions {
             control_secret: None,
             local_ca: None,
             config_file: None,
+            team_secrets: None,
         }
     }
 }
@@ -99,6 +103,11 @@ pub async fn start(opts: EngineOptions) -> Result<EngineHandle, EngineError> {
     };
     let identity_key = identity_key(&secrets).await;
     let install_id = install_id(&secrets).await;
+    let team_secrets = match (&opts.settings.team, opts.team_secrets) {
+        (None, _) => None,
+        (Some(_), Some(given)) => Some(given),
+        (Some(_), None) => Some(crate::team::TeamSecrets::load(&secrets).await),
+    };
     let settings = Arc::new(opts.settings);
     let bus = Bus::new();
     let upstreams = Arc::new(Upstreams::new(&settings));
@@ -119,6 +128,7 @@ pub async fn start(opts: EngineOptions) -> Result<EngineHandle, EngineError> {
         config_file: opts.config_file,
         token_stored: Default::default(),
         github: std::sync::Mutex::new(None),
+        team: std::sync::OnceLock::new(),
         started_at: SystemTime::now(),
     });
     let stored = crate::control::token_stored_in_keychain(&control).await;
@@ -138,6 +148,16 @@ pub async fn start(opts: EngineOptions) -> Result<EngineHandle, EngineError> {
         }
     }
     forward_breaker_events(&upstreams, &bus);
+    if let (Some(team), Some(team_secrets)) = (settings.team.clone(), team_secrets) {
+        start_team(
+            &control,
+            team,
+            team_secrets,
+            &opts.data_dir,
+            &upstreams,
+            &bus,
+        );
+    }
     let (tx, rx) = oneshot::channel::<()>();
     let router = router::Router {
         proxy: proxy.clone(),
@@ -222,6 +242,34 @@ async fn identity_key(secrets: &SecretStore) -> IdentityKey {
         )
         .await;
     IdentityKey::new(key)
+}
+
+/// Starts the team link (`[team]`); it connects in the background and never delays start.
+fn start_team(
+    control: &Arc<Control>,
+    settings: crate::config::TeamSettings,
+    secrets: crate::team::TeamSecrets,
+    data_dir: &Path,
+    upstreams: &Arc<Upstreams>,
+    bus: &Bus,
+) {
+    let weak = Arc::downgrade(control);
+    let team = crate::team::Team::start(crate::team::TeamParts {
+        settings,
+        secrets,
+        me: crate::team::peer_id(data_dir),
+        upstreams: upstreams.clone(),
+        bus: bus.clone(),
+        indicator: Box::new(move || {
+            let ctl = weak.upgrade()?;
+            let g = ctl.github.lock().ok()?;
+            let snap = g.as_ref()?.snapshot();
+            crate::team::fact::Indicator::parse(snap.indicator.as_deref()?)
+        }),
+    });
+    if control.team.set(team).is_err() {
+        tracing::warn!("the team link was started twice; keeping the first");
+    }
 }
 
 /// Turns every breaker transition into an engine [`Event::Breaker`] (tray, dashboard, logs).

@@ -31,6 +31,10 @@ pub enum Account {
     /// A random, non-secret id of this install, answered by `/_weir/api/health`: the CLI sends
     /// the control secret only to a Weir that names the id kept here.
     InstallId,
+    /// The team key that signs and checks team signals (64 hex digits, shared by the team).
+    TeamKey,
+    /// The NATS login for team signals (JSON: a token or a user and password).
+    TeamCredentials,
 }
 
 impl Account {
@@ -42,6 +46,8 @@ impl Account {
             Account::GithubToken => "github-token",
             Account::LocalCaKey => "local-ca-key",
             Account::InstallId => "install-id",
+            Account::TeamKey => "team-key",
+            Account::TeamCredentials => "team-credentials",
         }
     }
 }

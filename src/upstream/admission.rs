@@ -3,14 +3,16 @@
 //! failed or were slow) → bulkhead (too many in flight). Every surface on the laptop, and every
 //! replay, passes the same gate.
 
+use super::caution::{Caution, CautionSource};
 use super::identity_cooldown::IdentityCooldowns;
 use crate::config::{ResilienceSettings, UpstreamSettings};
 use crate::identity::Identity;
 use crate::problem::{Problem, ProblemKind};
 use http::StatusCode;
 use serde::Serialize;
-use std::sync::Mutex;
-use std::time::Duration;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
 use weir_resilience::{
     Backoff, Breaker, BreakerSnapshot, Bulkhead, BulkheadPermit, Cooldown, FullJitter, Jitter,
     Kind, NoJitter, Permit, RetryBudget,
@@ -33,6 +35,14 @@ pub(crate) struct Gate {
     cooldown_kind: Mutex<Option<Kind>>,
     /// Per-identity holds: GitHub's rate limits are per user.
     identity_cooldowns: IdentityCooldowns,
+    /// Outside evidence making the breaker cautious.
+    caution: Caution,
+    /// When the upstream-wide pause this Weir was asked for itself ends (wall clock, for team
+    /// signals: a pause learned from a teammate is not re-published as this Weir's own).
+    local_cooldown_until: Mutex<Option<SystemTime>>,
+    /// Attempts the upstream answered without a breaker failure: local evidence that it works
+    /// (team signals yield to it).
+    successes: Arc<AtomicU64>,
 }
 
 /// An attempt that passed the gate: its breaker permit (to record the outcome) and its
@@ -40,11 +50,15 @@ pub(crate) struct Gate {
 pub(crate) struct Admitted {
     permit: Permit,
     _slot: BulkheadPermit,
+    successes: Arc<AtomicU64>,
 }
 
 impl Admitted {
     /// Records the attempt's outcome with the breaker and frees the bulkhead slot.
     pub fn record(self, failure: bool, slow: bool) {
+        if !failure {
+            self.successes.fetch_add(1, Ordering::Relaxed);
+        }
         self.permit.record(failure, slow);
     }
 }
@@ -79,7 +93,46 @@ impl Gate {
             retry_jitter: r.retry_jitter,
             cooldown_kind: Mutex::new(None),
             identity_cooldowns: IdentityCooldowns::default(),
+            caution: Caution::default(),
+            local_cooldown_until: Mutex::new(None),
+            successes: Arc::new(AtomicU64::new(0)),
         })
+    }
+
+    /// Sets or clears one source of caution; the breaker is cautious while any is on.
+    pub fn set_caution(&self, source: CautionSource, on: bool) {
+        let any = self.caution.set(source, on);
+        self.breaker.set_cautious(any);
+    }
+
+    /// Attempts the upstream answered without a breaker failure, since start.
+    pub fn successes(&self) -> u64 {
+        self.successes.load(Ordering::Relaxed)
+    }
+
+    /// The end of the upstream-wide pause this Weir's own upstream answers asked for, with its
+    /// kind, while it lasts (what team signals publish).
+    pub fn local_cooldown(&self) -> Option<(SystemTime, Kind)> {
+        let until = self.local_cooldown_until.lock().ok().and_then(|u| *u)?;
+        if until <= SystemTime::now() || self.cooldown.remaining().is_none() {
+            return None;
+        }
+        let kind = self
+            .cooldown_kind
+            .lock()
+            .ok()
+            .and_then(|k| *k)
+            .unwrap_or(Kind::RateLimited);
+        Some((until, kind))
+    }
+
+    /// Honours a pause a teammate's Weir was asked for (upstream-wide), through the same
+    /// cooldown as a local one; not re-published as this Weir's own.
+    pub fn honour_peer_cooldown(&self, wait: Duration, kind: Kind) {
+        if let Ok(mut k) = self.cooldown_kind.lock() {
+            *k = Some(kind);
+        }
+        self.cooldown.hold_for(wait.min(MAX_COOLDOWN));
     }
 
     pub fn jitter(&self) -> Box<dyn Jitter> {
@@ -111,6 +164,7 @@ impl Gate {
         Ok(Admitted {
             permit,
             _slot: slot,
+            successes: self.successes.clone(),
         })
     }
 
@@ -124,6 +178,10 @@ impl Gate {
             _ => {
                 if let Ok(mut k) = self.cooldown_kind.lock() {
                     *k = Some(kind);
+                }
+                if let Ok(mut u) = self.local_cooldown_until.lock() {
+                    let end = SystemTime::now() + wait;
+                    *u = Some(u.map_or(end, |old| old.max(end)));
                 }
                 self.cooldown.hold_for(wait);
             }
@@ -183,6 +241,7 @@ impl Gate {
         let b = self.breaker.snapshot();
         GateStatus {
             breaker: BreakerView::from(&b),
+            cautious: self.breaker.is_cautious(),
             cooldown_remaining_s: self.cooldown.remaining().map(|d| d.as_secs_f64()),
             identities_cooling_down: self.identity_cooldowns.len(),
             retry_budget: self.budget.stats(),
@@ -195,6 +254,8 @@ impl Gate {
 #[derive(Debug, Clone, Serialize)]
 pub struct GateStatus {
     pub breaker: BreakerView,
+    /// Outside evidence (teammates, GitHub Status) makes the breaker open on the first failure.
+    pub cautious: bool,
     pub cooldown_remaining_s: Option<f64>,
     /// How many identities are held back by their own rate limit.
     pub identities_cooling_down: usize,

@@ -6,12 +6,14 @@
 
 mod admission;
 mod attempt;
+mod caution;
 mod client;
 mod identity_cooldown;
 mod pool;
 
 pub(crate) use admission::GateStatus;
 pub(crate) use attempt::{fetch_problem, AttemptPolicy, Replayable};
+pub(crate) use caution::CautionSource;
 pub use client::{FetchError, Timeouts, UpstreamClient};
 pub(crate) use pool::{http_connector, RoutingConnector};
 

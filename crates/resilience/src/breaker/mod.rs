@@ -16,6 +16,7 @@ mod state;
 mod tests;
 mod verdict;
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime};
 
@@ -49,6 +50,9 @@ struct Shared {
     config: BreakerConfig,
     events: broadcast::Sender<BreakerEvent>,
     inner: Mutex<Inner>,
+    /// Cautious: others (GitHub Status, teammates' Weirs) report this upstream failing, so a
+    /// closed breaker opens on the first failure instead of waiting for `minimum_calls`.
+    cautious: AtomicBool,
 }
 
 struct Inner {
@@ -119,6 +123,7 @@ impl Breaker {
                 config,
                 events,
                 inner: Mutex::new(inner),
+                cautious: AtomicBool::new(false),
             }),
         })
     }
@@ -136,6 +141,33 @@ impl Breaker {
     /// Receives every future transition.
     pub fn subscribe(&self) -> broadcast::Receiver<BreakerEvent> {
         self.shared.events.subscribe()
+    }
+
+    /// Makes the breaker cautious (or not): while cautious, a closed breaker opens as soon as
+    /// the failure rate trips, from the first call on (`minimum_calls` is not waited for).
+    pub fn set_cautious(&self, on: bool) {
+        self.shared.cautious.store(on, Ordering::Relaxed);
+    }
+
+    /// Whether [`Breaker::set_cautious`] is on.
+    pub fn is_cautious(&self) -> bool {
+        self.shared.cautious.load(Ordering::Relaxed)
+    }
+
+    /// Opens a closed breaker now, for `cause` (evidence from outside this process, e.g.
+    /// teammates' Weirs all seeing the upstream fail). The usual open wait applies, then
+    /// half-open probes decide as always. An open or half-open breaker is left alone.
+    /// Returns whether it opened.
+    pub fn trip(&self, cause: &str) -> bool {
+        let now = Instant::now();
+        let mut guard = self.shared.lock();
+        let inner = &mut *guard;
+        self.shared.refresh(inner, now);
+        if !matches!(inner.phase, Phase::Closed) {
+            return false;
+        }
+        self.shared.open(inner, cause.to_owned(), now);
+        true
     }
 
     /// Asks to make one call.
@@ -308,7 +340,16 @@ impl Shared {
                 slot.failures += u64::from(failure);
                 slot.slow += u64::from(slow);
                 let sum = inner.window.sum(now);
-                if let Some(reason) = verdict::closed(&self.config, sum) {
+                let verdict = if self.cautious.load(Ordering::Relaxed) {
+                    let cautious = BreakerConfig {
+                        minimum_calls: 1,
+                        ..self.config.clone()
+                    };
+                    verdict::closed(&cautious, sum).map(|r| format!("{r} (cautious)"))
+                } else {
+                    verdict::closed(&self.config, sum)
+                };
+                if let Some(reason) = verdict {
                     self.open(inner, reason, now);
                 }
             }

@@ -311,3 +311,28 @@ fn invalid_config_is_refused() {
         "minimum_calls"
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn cautious_opens_on_the_first_failure_and_trip_opens_at_once() {
+    let b = Breaker::new("cautious", BreakerConfig::default(), NoJitter).unwrap();
+    b.try_acquire().unwrap().record(true, false);
+    assert_eq!(
+        b.state(),
+        State::Closed,
+        "one failure is below minimum_calls"
+    );
+    b.set_cautious(true);
+    assert!(b.is_cautious());
+    b.try_acquire().unwrap().record(true, false);
+    assert_eq!(
+        b.state(),
+        State::Open,
+        "cautious: the failure rate trips at once"
+    );
+
+    let t = Breaker::new("trip", BreakerConfig::default(), NoJitter).unwrap();
+    assert!(t.trip("3 teammates see it failing"));
+    assert_eq!(t.state(), State::Open);
+    assert!(t.snapshot().reason.contains("teammates"));
+    assert!(!t.trip("again"), "an open breaker is left alone");
+}
