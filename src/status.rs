@@ -45,6 +45,9 @@ pub struct TeamStatus {
     pub received: u64,
     /// Messages ignored: bad signature, malformed, too old, replayed.
     pub rejected: u64,
+    /// Half-open rounds skipped because K teammates' own calls confirmed the failure after
+    /// this Weir's breaker opened (the breaker started its next wait instead of probing).
+    pub probes_stood_in: u64,
     pub upstreams: Vec<TeamUpstreamStatus>,
     /// One line for the tray, e.g. "3 teammates see copilot-api failing"; `null` when no
     /// teammate reports a failing upstream.

@@ -307,7 +307,7 @@ async fn published_messages_hold_no_token_account_repository_or_path() {
         keys.sort();
         assert_eq!(
             keys,
-            ["at_ms", "cause", "degraded", "github", "pause", "peer", "state", "upstream", "v"]
+            ["at_ms", "cause", "degraded", "github", "pause", "peer", "since_ms", "state", "upstream", "v"]
         );
         with_pause += usize::from(!v["pause"].is_null());
     }
@@ -377,7 +377,7 @@ async fn forged_unsigned_and_stale_facts_are_ignored() {
     let fact = |peer: u8, at_ms: u64| {
         serde_json::json!({
             "v": 1, "peer": format!("{peer:032x}"), "upstream": "copilot-api", "state": "open",
-            "degraded": false, "cause": "local", "pause": null, "github": null, "at_ms": at_ms
+            "degraded": false, "cause": "local", "since_ms": at_ms, "pause": null, "github": null, "at_ms": at_ms
         })
         .to_string()
     };

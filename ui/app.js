@@ -8,6 +8,7 @@ import { RateHistory } from './rates.js';
 import { UpstreamCards } from './upstreams.js';
 import { QueuePanel } from './queue.js';
 import { GithubPanel } from './github.js';
+import { TeamPanel } from './team.js';
 import { SetupPanel } from './setup.js';
 import { SettingsForm } from './settings.js';
 import { TokenPanel } from './token.js';
@@ -68,6 +69,7 @@ const queue = new QueuePanel({
   onNotice: showNotice,
 });
 const github = new GithubPanel(byTestId('github'));
+const team = new TeamPanel(byTestId('team-section'), byTestId('team'));
 const setup = new SetupPanel({ list: byTestId('proxy-setup'), status: byTestId('copy-status') });
 const settings = new SettingsForm({
   form: byTestId('settings-form'),
@@ -185,6 +187,7 @@ function onStatus(doc) {
   cards.update(doc, history, now);
   queue.statusUpdate(doc.queue);
   github.update(doc.github);
+  team.update(doc.team);
   token.statusUpdate(doc);
   setup.update(doc.listen || new URL(apiBase()).host);
   setText(byTestId('version'), doc.version ? `v${doc.version}` : '');

@@ -110,6 +110,9 @@ pub struct Fact {
     /// The upstream answers, but badly enough that the breaker is wary of it.
     pub degraded: bool,
     pub cause: Cause,
+    /// When the breaker entered this state, Unix milliseconds (for `open` with cause `local`:
+    /// when this Weir's own calls last confirmed the failure).
+    pub since_ms: u64,
     pub pause: Option<Pause>,
     pub github: Option<Indicator>,
     /// When the fact was made, Unix milliseconds.
@@ -121,6 +124,12 @@ impl Fact {
     pub fn failing_locally(&self) -> bool {
         self.cause == Cause::Local
             && (self.degraded || matches!(self.state, FactState::Open | FactState::HalfOpen))
+    }
+
+    /// When the publisher's own calls last confirmed the upstream failing: an opening (first,
+    /// or after failed probes) on its own evidence.
+    pub fn confirmed_ms(&self) -> Option<u64> {
+        (self.cause == Cause::Local && self.state == FactState::Open).then_some(self.since_ms)
     }
 
     /// The checks a received fact must pass besides its signature: this version, a well-formed
@@ -174,6 +183,7 @@ mod tests {
             state: FactState::Open,
             degraded: false,
             cause: Cause::Local,
+            since_ms: 999_000,
             pause: None,
             github: Some(Indicator::Major),
             at_ms: 1_000_000,

@@ -66,6 +66,7 @@ struct Shared {
     published: AtomicU64,
     received: AtomicU64,
     rejected: AtomicU64,
+    stood_in: AtomicU64,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -97,6 +98,7 @@ impl Team {
             published: AtomicU64::new(0),
             received: AtomicU64::new(0),
             rejected: AtomicU64::new(0),
+            stood_in: AtomicU64::new(0),
         });
         match shared.key.clone() {
             None => {
@@ -167,6 +169,7 @@ impl Team {
             published: s.published.load(Relaxed),
             received: s.received.load(Relaxed),
             rejected: s.rejected.load(Relaxed),
+            probes_stood_in: s.stood_in.load(Relaxed),
             upstreams,
             summary,
         }
@@ -367,7 +370,8 @@ fn evaluate(shared: &Shared, idx: usize) {
             match shared.settings.action {
                 TeamAction::Cautious => u.gate.set_caution(CautionSource::Peers, true),
                 TeamAction::Open => {
-                    if u.gate.breaker.trip(&why) {
+                    let closed = u.gate.breaker.state() == weir_resilience::State::Closed;
+                    if closed && u.gate.breaker.trip(&why) {
                         let opens = u.gate.breaker.snapshot().opens_total;
                         lock(&shared.tripped).insert(name.clone(), opens);
                     }
@@ -404,6 +408,46 @@ fn evaluate(shared: &Shared, idx: usize) {
     });
 }
 
+/// When this Weir's open breaker is about to let probes through and K teammates' own calls
+/// confirmed the failure after it opened, its probes would only repeat their evidence: the
+/// breaker starts its next (longer) wait instead. Bounded: such a re-opening is published as
+/// the teammates' doing (cause `peers`), never as a confirmation, so when nobody probes the
+/// confirmations age out and everybody probes again.
+fn stand_in_for_probes(shared: &Shared, idx: usize) {
+    let u = &shared.upstreams.list[idx];
+    let snap = u.gate.breaker.snapshot();
+    let Some(rem) = snap.retry_after.filter(|_| snap.state == weir_resilience::State::Open) else {
+        return;
+    };
+    if rem > TICK * 2 {
+        return;
+    }
+    let name = &u.settings.name;
+    let n = lock(&shared.peers).confirmations_since(name, fact::unix_ms(snap.since), Instant::now());
+    if n < shared.settings.peers_needed {
+        return;
+    }
+    let why = format!("{n} teammates' Weirs saw {name} fail since this breaker opened; their calls stand in for its probes");
+    if u.gate.breaker.trip(&why) {
+        let opens = u.gate.breaker.snapshot().opens_total;
+        lock(&shared.tripped).insert(name.clone(), opens);
+        shared.stood_in.fetch_add(1, Relaxed);
+    }
+}
+
+/// Calls in the breaker's window before a closed breaker's failure rate says "degraded".
+const DEGRADED_MIN_CALLS: u64 = 5;
+
+/// A closed breaker whose window already fails at the opening rate, with fewer calls than
+/// it needs to open: this Weir sees the upstream failing and will open soon. Teammates may
+/// act on it at once (the breaker's own waiting for `minimum_calls` guards against noise on
+/// one laptop; K teammates agreeing is a stronger guard).
+fn degraded(snap: &weir_resilience::BreakerSnapshot, cfg: &weir_resilience::BreakerConfig) -> bool {
+    snap.state == weir_resilience::State::Closed
+        && snap.calls_in_window >= DEGRADED_MIN_CALLS
+        && snap.failure_rate >= cfg.failure_rate_threshold
+}
+
 /// What this Weir would publish about upstream `idx` now.
 fn fact_for(shared: &Shared, idx: usize) -> Fact {
     let u = &shared.upstreams.list[idx];
@@ -424,10 +468,9 @@ fn fact_for(shared: &Shared, idx: usize) -> Fact {
         peer: shared.me.clone(),
         upstream: u.settings.name.clone(),
         state,
-        // The breaker has no degraded state of its own yet: a degraded upstream shows as
-        // half-open or open here.
-        degraded: false,
+        degraded: degraded(&snap, u.gate.breaker.config()),
         cause: if by_peers { Cause::Peers } else { Cause::Local },
+        since_ms: fact::unix_ms(snap.since),
         pause,
         github: (shared.indicator)(),
         at_ms: fact::unix_ms(SystemTime::now()),
@@ -460,6 +503,7 @@ async fn publish_loop(
         }
         for (idx, prev) in last.iter_mut().enumerate() {
             evaluate(shared, idx);
+            stand_in_for_probes(shared, idx);
             let f = fact_for(shared, idx);
             let now = Instant::now();
             let due = match prev {

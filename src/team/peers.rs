@@ -29,6 +29,7 @@ struct Seen {
     received: Instant,
     at_ms: u64,
     failing: bool,
+    confirmed_ms: Option<u64>,
 }
 
 /// One upstream's episode.
@@ -81,6 +82,7 @@ impl Peers {
                 received: now,
                 at_ms: fact.at_ms,
                 failing: fact.failing_locally(),
+                confirmed_ms: fact.confirmed_ms(),
             },
         );
         self.heard.insert(fact.peer.clone(), now);
@@ -96,6 +98,20 @@ impl Peers {
         self.latest
             .iter()
             .filter(|((_, u), s)| u == upstream && s.failing && self.fresh(s.received, now))
+            .count()
+    }
+
+    /// Distinct teammates (fresh within the window) whose own calls confirmed `upstream`
+    /// failing after `after_ms` (Unix ms): their evidence is newer than this Weir's opening,
+    /// so its half-open probes would only repeat it.
+    pub fn confirmations_since(&self, upstream: &str, after_ms: u64, now: Instant) -> usize {
+        self.latest
+            .iter()
+            .filter(|((_, u), s)| {
+                u == upstream
+                    && self.fresh(s.received, now)
+                    && s.confirmed_ms.is_some_and(|c| c > after_ms)
+            })
             .count()
     }
 
@@ -159,6 +175,7 @@ mod tests {
             state,
             degraded: false,
             cause: Cause::Local,
+            since_ms: at_ms,
             pause: None,
             github: None,
             at_ms,
@@ -185,6 +202,9 @@ mod tests {
         assert_eq!(p.decide("api", 0, now), Decision::Nothing);
         p.observe(&fact(3, FactState::HalfOpen, 3), now);
         assert_eq!(p.failing("api", now), 2);
+        // Only an opening on the teammate's own evidence confirms; half-open and echoes do not.
+        assert_eq!(p.confirmations_since("api", 0, now), 1);
+        assert_eq!(p.confirmations_since("api", 2, now), 0, "older than our opening");
         assert_eq!(p.decide("api", 5, now), Decision::Act);
         assert_eq!(p.decide("api", 5, now), Decision::Nothing, "acts once");
         // A local success overrules until the reports drop below K.

@@ -154,16 +154,17 @@ impl Breaker {
         self.shared.cautious.load(Ordering::Relaxed)
     }
 
-    /// Opens a closed breaker now, for `cause` (evidence from outside this process, e.g.
-    /// teammates' Weirs all seeing the upstream fail). The usual open wait applies, then
-    /// half-open probes decide as always. An open or half-open breaker is left alone.
-    /// Returns whether it opened.
+    /// Opens the breaker now for `cause` (evidence from outside this process, e.g. teammates'
+    /// Weirs seeing the upstream fail): a closed breaker opens; an open one starts its next,
+    /// longer wait now (their failures stand in for its probes). The usual open wait applies,
+    /// then half-open probes decide as always. A half-open breaker is left alone (its probes
+    /// are in flight). Returns whether it (re)opened.
     pub fn trip(&self, cause: &str) -> bool {
         let now = Instant::now();
         let mut guard = self.shared.lock();
         let inner = &mut *guard;
         self.shared.refresh(inner, now);
-        if !matches!(inner.phase, Phase::Closed) {
+        if matches!(inner.phase, Phase::HalfOpen(_)) {
             return false;
         }
         self.shared.open(inner, cause.to_owned(), now);

@@ -334,5 +334,10 @@ async fn cautious_opens_on_the_first_failure_and_trip_opens_at_once() {
     assert!(t.trip("3 teammates see it failing"));
     assert_eq!(t.state(), State::Open);
     assert!(t.snapshot().reason.contains("teammates"));
-    assert!(!t.trip("again"), "an open breaker is left alone");
+    let first = t.snapshot().retry_after.unwrap();
+    assert!(t.trip("again"), "an open breaker starts its next wait");
+    assert!(t.snapshot().retry_after.unwrap() > first, "the wait grew");
+    advance(Duration::from_secs(3600)).await;
+    assert_eq!(t.state(), State::HalfOpen);
+    assert!(!t.trip("probing"), "a half-open breaker is left alone");
 }
