@@ -307,7 +307,10 @@ async fn published_messages_hold_no_token_account_repository_or_path() {
         keys.sort();
         assert_eq!(
             keys,
-            ["at_ms", "cause", "degraded", "github", "pause", "peer", "since_ms", "state", "upstream", "v"]
+            [
+                "at_ms", "cause", "degraded", "github", "pause", "peer", "since_ms", "state",
+                "upstream", "v"
+            ]
         );
         with_pause += usize::from(!v["pause"].is_null());
     }

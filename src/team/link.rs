@@ -416,14 +416,18 @@ fn evaluate(shared: &Shared, idx: usize) {
 fn stand_in_for_probes(shared: &Shared, idx: usize) {
     let u = &shared.upstreams.list[idx];
     let snap = u.gate.breaker.snapshot();
-    let Some(rem) = snap.retry_after.filter(|_| snap.state == weir_resilience::State::Open) else {
+    let Some(rem) = snap
+        .retry_after
+        .filter(|_| snap.state == weir_resilience::State::Open)
+    else {
         return;
     };
     if rem > TICK * 2 {
         return;
     }
     let name = &u.settings.name;
-    let n = lock(&shared.peers).confirmations_since(name, fact::unix_ms(snap.since), Instant::now());
+    let n =
+        lock(&shared.peers).confirmations_since(name, fact::unix_ms(snap.since), Instant::now());
     if n < shared.settings.peers_needed {
         return;
     }

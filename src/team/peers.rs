@@ -204,7 +204,11 @@ mod tests {
         assert_eq!(p.failing("api", now), 2);
         // Only an opening on the teammate's own evidence confirms; half-open and echoes do not.
         assert_eq!(p.confirmations_since("api", 0, now), 1);
-        assert_eq!(p.confirmations_since("api", 2, now), 0, "older than our opening");
+        assert_eq!(
+            p.confirmations_since("api", 2, now),
+            0,
+            "older than our opening"
+        );
         assert_eq!(p.decide("api", 5, now), Decision::Act);
         assert_eq!(p.decide("api", 5, now), Decision::Nothing, "acts once");
         // A local success overrules until the reports drop below K.

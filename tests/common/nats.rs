@@ -66,16 +66,19 @@ impl NatsServer {
             .spawn()
             .expect("nats-server starts");
         let addr = SocketAddr::from(([127, 0, 0, 1], port));
+        // Owned (and so killed and waited for on drop) before anything can fail.
+        let mut server = NatsServer {
+            addr,
+            child,
+            _dir: dir,
+        };
         for _ in 0..250 {
             if tokio::net::TcpStream::connect(addr).await.is_ok() {
-                return NatsServer {
-                    addr,
-                    child,
-                    _dir: dir,
-                };
+                return server;
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
+        server.stop();
         panic!("nats-server did not listen on {addr}");
     }
 

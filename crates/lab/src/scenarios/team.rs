@@ -7,7 +7,7 @@
 use super::LabConfig;
 use crate::client::LabClient;
 use crate::nats::NatsServer;
-use crate::report::{num, Section, Series, Table};
+use crate::report::{Section, Series, Table};
 use crate::upstream::{Upstream, UpstreamSpec};
 use crate::weir_ctl::{lab_config, Caching, LabWeir, NO_RATE_LIMIT};
 use crate::LabError;
@@ -100,6 +100,17 @@ pub async fn run_row(weirs: usize, seconds: u64, signals: Signals) -> Result<Tea
         let s = (signals != Signals::Off).then(secrets);
         fleet.push(LabWeir::start_team(&toml, s).await?);
     }
+    if signals != Signals::Off {
+        // Every team link up before the clock starts (bounded: 20 s).
+        for w in &fleet {
+            for _ in 0..200 {
+                if w.handle().status().await.team.is_some_and(|t| t.connected) {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
     let url = format!("{}/agents/sessions", up.origin());
     let stop_at = Instant::now() + WARM_UP + Duration::from_secs(seconds);
     let mut tasks = tokio::task::JoinSet::new();
@@ -169,7 +180,8 @@ pub async fn run_row(weirs: usize, seconds: u64, signals: Signals) -> Result<Tea
 
 pub async fn run(cfg: &LabConfig) -> Result<Section, LabError> {
     let n = 20;
-    let seconds = cfg.seconds.max(60);
+    // The benchmark measures the outage's first minute: `--seconds 60`.
+    let seconds = cfg.seconds;
     let mut rows = Vec::new();
     for s in [Signals::Off, Signals::Cautious, Signals::Open] {
         eprintln!("team: {n} Weirs, {} ({seconds} s outage)", s.label());
@@ -195,7 +207,7 @@ pub fn section(rows: &[TeamRow], seconds: u64) -> Section {
     for r in rows {
         table.push(vec![
             r.signals.label().to_string(),
-            num(r.failing_calls as f64),
+            r.failing_calls.to_string(),
             base.filter(|b| *b > 0).map_or("—".into(), |b| {
                 format!("{:.2}", r.failing_calls as f64 / b as f64)
             }),
@@ -227,8 +239,10 @@ pub fn section(rows: &[TeamRow], seconds: u64) -> Section {
             })
             .collect(),
         notes: vec![
-            "Weirs that never open keep failing every poll: with the defaults a laptop polling \
-             less than every 1.5 s never collects 20 calls in the 30 s window."
+            "Without signals each light laptop opens only once its own polls and Weir's retries \
+             of them fill the breaker's window (20 calls); with them the first two Weirs that see \
+             the upstream failing (degraded: 5 calls at the failure rate) move the rest, and \
+             teammates' fresh failures stand in for most half-open probes afterwards."
                 .into(),
         ],
     }
