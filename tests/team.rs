@@ -426,3 +426,119 @@ async fn forged_unsigned_and_stale_facts_are_ignored() {
         .await
     );
 }
+
+/// Runs `weir team <args>` for `data` with `stdin` piped in.
+fn weir_team(
+    args: &[&str],
+    cfg: &std::path::Path,
+    data: &std::path::Path,
+    stdin: &str,
+) -> std::process::Output {
+    use std::io::Write;
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_weir"))
+        .arg("team")
+        .arg("--config")
+        .arg(cfg)
+        .arg("--data-dir")
+        .arg(data)
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
+}
+
+/// `weir team set-key` / `set-credentials` put the secrets in this install's keychain, and an
+/// engine for that data dir reads them: it logs in to a server that requires the password and
+/// its facts carry the key's signatures. Needs a keychain (scripts/with-keychain.sh); skips
+/// without one. Bad input is refused with exit code 2 either way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cli_stores_the_team_secrets_and_the_engine_uses_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    let cfg = dir.path().join("weir.toml");
+    std::fs::write(&cfg, "listen = \"127.0.0.1:0\"\n").unwrap();
+    let bad = weir_team(&["set-key"], &cfg, &data, "not-a-key\n");
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("64 hex digits"));
+    let empty = weir_team(&["set-credentials", "--user", "weir"], &cfg, &data, "");
+    assert_eq!(empty.status.code(), Some(2));
+
+    let k = weir::secrets::Namespace::for_data_dir(&data).keychain();
+    if k.probe().is_err() {
+        eprintln!("\n!!!!!!!! SKIPPED (keychain part): no keychain; run under scripts/with-keychain.sh !!!!!!!!\n");
+        return;
+    }
+    let bin = require_nats!();
+    let nats = NatsServer::start(&bin, &["--user", "weir", "--pass", "s3cret-pass"]).await;
+    let out = weir_team(&["set-key"], &cfg, &data, &format!("{KEY}\n"));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = weir_team(
+        &["set-credentials", "--user", "weir"],
+        &cfg,
+        &data,
+        "s3cret-pass\n",
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("s3cret-pass"));
+
+    let spy = async_nats::ConnectOptions::new()
+        .user_and_password("weir".into(), "s3cret-pass".into())
+        .connect(nats.url())
+        .await
+        .unwrap();
+    let mut facts = spy.subscribe("weir.v1.>").await.unwrap();
+    spy.flush().await.unwrap();
+    let healthy = Upstream::start().await;
+    let toml = format!(
+        "listen = \"127.0.0.1:0\"\nwatch_github_status = false\n\
+         [[upstream]]\nname = \"copilot-api\"\norigin = \"{}\"\n[team]\nnats_url = \"{}\"\n",
+        healthy.origin(),
+        nats.url()
+    );
+    let settings = weir::config::parse_str(&toml, "team.toml").unwrap();
+    let handle = weir::start(weir::EngineOptions::new(settings, data.clone()))
+        .await
+        .unwrap();
+    assert!(
+        eventually_status(&handle, 1500, |s| team_of(s).connected).await,
+        "{:?}",
+        team_of(&handle.status().await)
+    );
+    let m = tokio::time::timeout(Duration::from_secs(10), facts.next())
+        .await
+        .expect("a fact within 10 s")
+        .unwrap();
+    let sig = m
+        .headers
+        .as_ref()
+        .unwrap()
+        .get("Weir-Signature")
+        .unwrap()
+        .as_str()
+        .to_string();
+    assert!(TeamKey::from_hex(KEY)
+        .unwrap()
+        .verify(m.subject.as_str(), &m.payload, &sig));
+    handle.shutdown().await;
+    for a in ["team-key", "team-credentials"] {
+        let _ = k.delete(a);
+    }
+}
