@@ -45,6 +45,18 @@ pub enum TeamChange {
     Overruled,
 }
 
+/// What happened to an agent session between two polls of the sessions companion.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SessionChange {
+    /// Ended with nothing to review (completed without a pull request, or cancelled).
+    Finished,
+    /// Failed or timed out.
+    Failed,
+    /// The agent is done and its pull request waits for review, or it waits for you.
+    NeedsReview,
+}
+
 #[derive(Debug, Clone, Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Event {
@@ -90,6 +102,16 @@ pub enum Event {
         #[serde(with = "crate::time_fmt")]
         at: SystemTime,
     },
+    /// An agent session of the stored token's account finished, failed or needs review
+    /// (seen as a state change between two polls; never for the sessions of the first poll).
+    /// The live event stream (`/_weir/api/events`, no secret) carries only `change`, `id` and
+    /// `at`: the title and repository are private and come from `/_weir/api/sessions`.
+    Session {
+        change: SessionChange,
+        session: crate::status::SessionSummary,
+        #[serde(with = "crate::time_fmt")]
+        at: SystemTime,
+    },
 }
 
 impl Event {
@@ -100,6 +122,7 @@ impl Event {
             Event::Queue { .. } => "queue",
             Event::Github { .. } => "github",
             Event::Team { .. } => "team",
+            Event::Session { .. } => "session",
         }
     }
 }

@@ -20,7 +20,9 @@
 //! - `upstream`: the client, connection routing, admission (cooldown → breaker → bulkhead)
 //!   and the one attempt-and-retry machinery, shared by requests and replays.
 //! - `queue`: the durable create queue (SQLite + keychain) and its replay worker. → upstream
-//! - `control`: `/_weir/api/*`, `/metrics`, the PAC, the dashboard. → pipeline, queue
+//! - `sessions`: the agent-sessions companion — polls the stored token's session list through
+//!   Weir's own listener, keeps counts and recent sessions, announces changes. → pipeline
+//! - `control`: `/_weir/api/*`, `/metrics`, the PAC, the dashboard. → pipeline, queue, sessions
 //! - [`team`]: team outage signals over NATS (`[team]`): publishes signed facts about the
 //!   upstreams, sets their gates' caution / trips breakers / holds cooldowns. → upstream
 //! - [`client_setup`]: pointing tools at Weir, for the CLI and the tray. → config, intercept
@@ -51,6 +53,7 @@ pub(crate) mod problem_kind;
 pub(crate) mod queue;
 pub mod secrets;
 pub(crate) mod server;
+pub(crate) mod sessions;
 pub(crate) mod stats;
 pub mod status;
 pub(crate) mod surface;

@@ -30,6 +30,7 @@ pub enum ProblemKind {
     TooManyConnections,
     Paused,
     QueueUnavailable,
+    NoToken,
     Internal,
 }
 
@@ -41,7 +42,7 @@ pub struct Page {
 }
 
 impl ProblemKind {
-    pub const ALL: [ProblemKind; 22] = [
+    pub const ALL: [ProblemKind; 23] = [
         ProblemKind::HeaderTooLarge,
         ProblemKind::BodyTooLarge,
         ProblemKind::BadRequest,
@@ -63,6 +64,7 @@ impl ProblemKind {
         ProblemKind::TooManyConnections,
         ProblemKind::Paused,
         ProblemKind::QueueUnavailable,
+        ProblemKind::NoToken,
         ProblemKind::Internal,
     ];
 
@@ -89,6 +91,7 @@ impl ProblemKind {
             ProblemKind::TooManyConnections => "too_many_connections",
             ProblemKind::Paused => "paused",
             ProblemKind::QueueUnavailable => "queue_unavailable",
+            ProblemKind::NoToken => "no_token",
             ProblemKind::Internal => "internal",
         }
     }
@@ -156,6 +159,7 @@ impl ProblemKind {
             ProblemKind::TooManyConnections => Page { title: "Too many connections", cause: "Weir is at its limit of concurrent client connections (limits.max_connections).", fix: "Close idle clients or raise limits.max_connections." },
             ProblemKind::Paused => Page { title: "Weir is paused", cause: "Weir passes everything through untouched while paused.", fix: "Resume from the tray or dashboard." },
             ProblemKind::QueueUnavailable => Page { title: "Create could not be queued", cause: "The upstream could not take the create and Weir could not store it durably (database or keychain problem).", fix: "See the detail for the exact cause; nothing that was already queued is lost." },
+            ProblemKind::NoToken => Page { title: "No GitHub token stored", cause: "The agent-sessions view and the new-task form act with the GitHub token kept in the OS keychain, and none is stored (or there is no keychain).", fix: "Store one with `weir token set` or the dashboard's GitHub token panel." },
             ProblemKind::Internal => Page { title: "Internal error", cause: "Weir hit an unexpected condition.", fix: "Retry; if it persists, report it with the request id and Weir's log." },
         }
     }

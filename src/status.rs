@@ -25,6 +25,169 @@ pub struct StatusSnapshot {
     pub github_token_stored: bool,
     /// Team outage signals (`[team]`); `null` when off.
     pub team: Option<TeamStatus>,
+    /// The agent-sessions companion: the poller's state and the sessions it last saw.
+    pub sessions: SessionsStatus,
+}
+
+/// The agent-sessions companion ([`crate::sessions`]): Weir's own poll of the stored token's
+/// session list. Counts and the poller's state are public; the sessions themselves (titles are
+/// problem statements, repositories may be private) are left out of the JSON document and
+/// served by `GET /_weir/api/sessions`, which needs the control secret. The tray reads them
+/// from `recent` in-process.
+#[derive(Debug, Clone, Serialize)]
+pub struct SessionsStatus {
+    pub poller: PollerState,
+    /// Why the poller is off, backing off or stopped; `None` while it polls normally.
+    pub reason: Option<PollerReason>,
+    pub counts: SessionCounts,
+    /// The tray's sessions line, e.g. "2 running, 1 ready for review".
+    pub summary: String,
+    /// List requests the poller sent through Weir (answered from the cache or not).
+    pub polls: u64,
+    /// Bumps whenever the list Weir holds changes, so a view refetches only then.
+    pub revision: u64,
+    pub last_polled_at: Option<String>,
+    /// When a poll last got a session list.
+    pub last_ok_at: Option<String>,
+    /// The most recently updated sessions, newest first (at most [`RECENT_SESSIONS`]).
+    #[serde(skip_serializing)]
+    pub recent: Vec<SessionSummary>,
+}
+
+/// How many sessions the status keeps for the tray's submenu and the dashboard's view.
+pub const RECENT_SESSIONS: usize = 10;
+
+/// What the sessions poller is doing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PollerState {
+    /// No token is stored (or no keychain): Weir sends nothing.
+    Off,
+    /// Polling at the list class's fresh TTL.
+    Polling,
+    /// Polling less often, with jitter, for [`SessionsStatus::reason`].
+    BackingOff,
+    /// Stopped after repeated 401s; storing a token again restarts it.
+    StoppedUnauthorized,
+}
+
+/// Why the poller is not polling at its normal interval.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PollerReason {
+    NoToken,
+    /// No OS keychain: a token cannot be stored, so there is nothing to poll with.
+    NoKeychain,
+    /// The keychain did not answer (locked, timed out): asked again every minute.
+    KeychainUnavailable,
+    /// No managed upstream to poll (none configured).
+    NoUpstream,
+    BreakerOpen,
+    /// GitHub Status shows an unresolved Copilot incident.
+    GithubIncident,
+    /// The last poll failed (5xx, 429, timeout, connection).
+    UpstreamError,
+    /// GitHub answered 401: the stored token is not (or no longer) valid.
+    Unauthorized,
+    /// Weir is paused (everything passes through untouched), so the poller sends nothing.
+    Paused,
+}
+
+/// Sessions of the last list by group.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct SessionCounts {
+    pub running: u32,
+    pub ready_for_review: u32,
+    pub failed: u32,
+    pub finished: u32,
+    pub total: u32,
+}
+
+impl SessionCounts {
+    /// The tray's and dashboard's one-line summary: "2 running, 1 ready for review" (failed
+    /// sessions follow; finished ones are not news), "No active sessions" when nothing runs or
+    /// waits.
+    pub fn summary(&self) -> String {
+        let parts: Vec<String> = [
+            (self.running, "running"),
+            (self.ready_for_review, "ready for review"),
+            (self.failed, "failed"),
+        ]
+        .iter()
+        .filter(|(n, _)| *n > 0)
+        .map(|(n, what)| format!("{n} {what}"))
+        .collect();
+        if parts.is_empty() {
+            "No active sessions".to_string()
+        } else {
+            parts.join(", ")
+        }
+    }
+}
+
+/// A session's group, from the state the agents API reports (`state`).
+///
+/// `queued`/`in_progress` are running; `completed` with a pull request, and `waiting_for_user`,
+/// are ready for review (the agent waits for you); `failed`/`timed_out`/`error` failed;
+/// `completed` without a pull request and `cancelled` finished. Anything else is `other`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SessionGroup {
+    Running,
+    ReadyForReview,
+    Failed,
+    Finished,
+    Other,
+}
+
+/// One agent session as Weir shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SessionSummary {
+    pub id: String,
+    pub group: SessionGroup,
+    /// The agents API's own state word (`in_progress`, `completed`, ...).
+    pub state: String,
+    /// `owner/repo`, when the list names it.
+    pub repository: Option<String>,
+    /// The session's name, title or problem statement.
+    pub title: Option<String>,
+    /// RFC 3339.
+    pub created_at: Option<String>,
+    pub updated_at: Option<String>,
+    /// The pull request (https only).
+    pub pull_request_url: Option<String>,
+    /// Where to open the session: the PR's agent-session page, else GitHub's agents page.
+    pub url: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct QueueStatus {
+    pub available: bool,
+    pub error: Option<String>,
+    pub credentials: crate::secrets::Backend,
+    #[serde(flatten)]
+    pub counts: Option<weir_store::StateCounts>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct UpstreamStatus {
+    pub name: String,
+    pub origin: String,
+    pub classes: BTreeMap<&'static str, ClassSnapshot>,
+    pub totals: ClassSnapshot,
+    pub errors_by_kind: BTreeMap<String, u64>,
+    pub fallback: Option<String>,
+    pub fallback_attempts: u64,
+    #[serde(flatten)]
+    pub guard: crate::upstream::GateStatus,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct CacheStatus {
+    pub entries: u64,
+    pub bytes: u64,
+    pub max_bytes: u64,
+    pub in_flight: usize,
 }
 
 /// `team` in the status document: the NATS link and what teammates report.
@@ -77,34 +240,4 @@ pub struct TeamUpstreamStatus {
     pub overruled: bool,
     /// The end of an upstream-wide pause a teammate was asked for, while it lasts.
     pub pause_until: Option<String>,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct QueueStatus {
-    pub available: bool,
-    pub error: Option<String>,
-    pub credentials: crate::secrets::Backend,
-    #[serde(flatten)]
-    pub counts: Option<weir_store::StateCounts>,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct UpstreamStatus {
-    pub name: String,
-    pub origin: String,
-    pub classes: BTreeMap<&'static str, ClassSnapshot>,
-    pub totals: ClassSnapshot,
-    pub errors_by_kind: BTreeMap<String, u64>,
-    pub fallback: Option<String>,
-    pub fallback_attempts: u64,
-    #[serde(flatten)]
-    pub guard: crate::upstream::GateStatus,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct CacheStatus {
-    pub entries: u64,
-    pub bytes: u64,
-    pub max_bytes: u64,
-    pub in_flight: usize,
 }

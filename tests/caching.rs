@@ -142,3 +142,34 @@ async fn tokens_are_cached_until_due() {
     }
     assert_eq!(up.count("/copilot_internal/v2/token"), 4);
 }
+
+/// A 429 (or 503) with `Retry-After` while a stale copy may answer on error: the stale copy
+/// is served at once, not after waiting out the hint and asking again (before: one request
+/// sent 4 upstream calls and waited 15 s for the same 429s).
+#[tokio::test]
+async fn a_retry_after_with_a_stale_copy_in_hand_serves_the_copy_without_retrying() {
+    let up = Upstream::start().await;
+    let weir = Weir::start(
+        &[&up.origin()],
+        "[classes.view]\nfresh_ttl = \"0s\"\nstale_while_revalidate = \"0s\"\nstale_if_error = \"1h\"\n",
+    )
+    .await;
+    let c = weir.client("ra");
+    let url = format!("{}/agents/sessions/s1", up.origin());
+    assert_eq!(c.get(&url).send().await.unwrap().status(), 200);
+    up.set(|b| {
+        b.status = 429;
+        b.extra_headers = vec![("retry-after".into(), "5".into())];
+    });
+    let r = c.get(&url).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(
+        r.headers()["cache-status"],
+        "weir; hit; fwd=stale; fwd-status=429"
+    );
+    assert_eq!(
+        up.total(),
+        2,
+        "one upstream call for the stale answer, no retries"
+    );
+}

@@ -6,11 +6,13 @@
 //! exactly once (0 lost, 0 doubled). The table in `docs/reliability.md` summarises it.
 
 mod common;
+#[path = "common/tls.rs"]
+mod tls;
 use common::{eventually, eventually_status, Weir};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
 const JOBS: &str = "/agents/swe/v1/jobs/octo/repo";
@@ -54,6 +56,28 @@ struct Raw {
     addr: std::net::SocketAddr,
     mode: Arc<Mutex<Mode>>,
     made: Arc<Mutex<Made>>,
+    /// When set, connections are TLS (this acceptor) before the same raw HTTP/1.1; unset, a
+    /// TLS client meets plain TCP.
+    tls: Arc<Mutex<Option<tokio_rustls::TlsAcceptor>>>,
+}
+
+/// A connection the raw server speaks HTTP/1.1 on: plain TCP or TLS over it.
+trait Conn: AsyncRead + AsyncWrite + Unpin + Send {
+    /// Makes the close an RST (linger 0).
+    fn reset_on_close(&self);
+}
+
+impl Conn for TcpStream {
+    fn reset_on_close(&self) {
+        #[allow(deprecated)]
+        let _ = self.set_linger(Some(Duration::ZERO));
+    }
+}
+
+impl Conn for tokio_rustls::server::TlsStream<TcpStream> {
+    fn reset_on_close(&self) {
+        self.get_ref().0.reset_on_close();
+    }
 }
 
 impl Raw {
@@ -62,13 +86,35 @@ impl Raw {
         let addr = listener.local_addr().unwrap();
         let mode = Arc::new(Mutex::new(Mode::Healthy));
         let made = Arc::new(Mutex::new(Made::default()));
-        let (m, s) = (mode.clone(), made.clone());
+        let tls: Arc<Mutex<Option<tokio_rustls::TlsAcceptor>>> = Arc::default();
+        let (m, s, t) = (mode.clone(), made.clone(), tls.clone());
         tokio::spawn(async move {
             while let Ok((stream, _)) = listener.accept().await {
-                tokio::spawn(serve(stream, m.clone(), s.clone()));
+                let (m, s) = (m.clone(), s.clone());
+                let acceptor = t.lock().unwrap().clone();
+                tokio::spawn(async move {
+                    match acceptor {
+                        None => serve(stream, m, s).await,
+                        Some(a) => {
+                            if let Ok(tls) = a.accept(stream).await {
+                                serve(tls, m, s).await;
+                            }
+                        }
+                    }
+                });
             }
         });
-        Raw { addr, mode, made }
+        Raw {
+            addr,
+            mode,
+            made,
+            tls,
+        }
+    }
+
+    /// From now on, new connections are TLS with this server configuration.
+    fn speak_tls(&self, cfg: Arc<rustls::ServerConfig>) {
+        *self.tls.lock().unwrap() = Some(tokio_rustls::TlsAcceptor::from(cfg));
     }
 
     fn origin(&self) -> String {
@@ -95,7 +141,7 @@ struct Req {
     body: Vec<u8>,
 }
 
-async fn read_request(s: &mut TcpStream, buf: &mut Vec<u8>) -> Option<Req> {
+async fn read_request(s: &mut impl Conn, buf: &mut Vec<u8>) -> Option<Req> {
     let head_end = loop {
         if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
             break i + 4;
@@ -148,7 +194,7 @@ fn head(status: u16, len: usize, extra: &[(String, String)]) -> String {
     h
 }
 
-async fn serve(mut s: TcpStream, mode: Arc<Mutex<Mode>>, made: Arc<Mutex<Made>>) {
+async fn serve(mut s: impl Conn, mode: Arc<Mutex<Mode>>, made: Arc<Mutex<Made>>) {
     let mut buf = Vec::new();
     while let Some(req) = read_request(&mut s, &mut buf).await {
         let mode = mode.lock().unwrap().clone();
@@ -213,8 +259,7 @@ async fn serve(mut s: TcpStream, mode: Arc<Mutex<Mode>>, made: Arc<Mutex<Made>>)
                 let _ = s.write_all(out.as_bytes()).await;
                 let _ = s.flush().await;
                 // Linger 0 closes at once with RST; it does not block on drop.
-                #[allow(deprecated)]
-                let _ = s.set_linger(Some(Duration::ZERO));
+                s.reset_on_close();
                 return; // dropped with linger 0: RST
             }
             Mode::Trickle => {
@@ -308,8 +353,11 @@ fn create_body(fault: &str, i: usize) -> String {
 }
 
 /// 10 lists across two identities and 5 distinct creates, all at once.
-async fn workload(weir: &Weir, origin: &str, fault: &str) -> (Vec<Answer>, Vec<Answer>) {
-    let proxy = weir.handle.local_addr();
+async fn workload(
+    proxy: std::net::SocketAddr,
+    origin: &str,
+    fault: &str,
+) -> (Vec<Answer>, Vec<Answer>) {
     let lists = (0..10).map(|i| {
         let url = format!("{origin}/agents/sessions?page={i}");
         let who = if i % 2 == 0 { "alice" } else { "bob" };
@@ -398,7 +446,7 @@ async fn run_fault(fault: &str, mode: Mode) -> (Vec<Answer>, Vec<Answer>) {
     };
     up.set(mode);
     let weir = Weir::start(&[&up.origin()], FAST).await;
-    let (lists, creates) = workload(&weir, &up.origin(), fault).await;
+    let (lists, creates) = workload(weir.handle.local_addr(), &up.origin(), fault).await;
     assert_alive(&weir).await;
     for a in lists.iter().chain(&creates) {
         assert_valid(a, upstream_5xx.as_deref());
@@ -409,9 +457,17 @@ async fn run_fault(fault: &str, mode: Mode) -> (Vec<Answer>, Vec<Answer>) {
         "every create made or queued: {creates:?}"
     );
     up.set(Mode::Healthy);
+    each_create_made_once_after_healing(&weir, &up, fault).await;
+    weir.handle.shutdown().await;
+    (lists, creates)
+}
+
+/// After the fault healed: the queue drains, nothing failed, and the upstream made exactly
+/// one session per problem statement.
+async fn each_create_made_once_after_healing(weir: &Weir, up: &Raw, fault: &str) {
     let all = eventually(750, || up.made().len() == 5).await;
     assert!(
-        drained(&weir).await,
+        drained(weir).await,
         "queue drained: {:?}",
         weir.status().await["queue"]
     );
@@ -428,9 +484,7 @@ async fn run_fault(fault: &str, mode: Mode) -> (Vec<Answer>, Vec<Answer>) {
         .counts
         .expect("queue counts");
     assert_eq!(counts.failed, 0, "no item failed: {counts:?}");
-    assert_alive(&weir).await;
-    weir.handle.shutdown().await;
-    (lists, creates)
+    assert_alive(weir).await;
 }
 
 fn problem_kinds(answers: &[Answer]) -> Vec<String> {
@@ -541,44 +595,132 @@ async fn secondary_rate_limit_403() {
     assert!(creates.iter().all(|a| a.status == 202));
 }
 
-/// Faults where the origin itself is unreachable (DNS, TLS): the healing is a configuration
-/// change, so this checks the answers and that every create is queued and nothing is sent.
-async fn unreachable_origin(origin: &str, fault: &str) {
-    let weir = Weir::start_with_top("allow_private_targets = true\n", &[origin], FAST).await;
-    let (lists, creates) = workload(&weir, origin, fault).await;
-    assert_alive(&weir).await;
-    for a in lists.iter().chain(&creates) {
+/// Nothing reached the upstream: every list is a problem, every create queued, and the
+/// queue holds all 5 (none failed).
+fn unreachable_answers(lists: &[Answer], creates: &[Answer]) {
+    for a in lists.iter().chain(creates) {
         assert_valid(a, None);
     }
-    assert!(
-        lists
-            .iter()
-            .all(|a| a.content_type.starts_with("application/problem+json")),
-        "{:?}",
-        problem_kinds(&lists)
+    every_list_a_problem_every_create_queued(lists, creates);
+}
+
+fn five_waiting(queue: &serde_json::Value) -> bool {
+    let n = |k: &str| queue[k].as_u64().unwrap_or(0);
+    n("queued") + n("replaying") + n("in_doubt") == 5 && n("failed") == 0
+}
+
+/// TLS failure, then recovery: the origin is `https://api.githubcopilot.com`, reached through
+/// `connect_to` at the raw server, which first speaks plain TCP (the handshake fails), then
+/// TLS with a certificate Weir trusts through `ca_file` (the fault heals). The queued creates
+/// replay, each exactly once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_failure_then_recovery() {
+    let up = Raw::start().await;
+    let ca = tls::TestCa::new();
+    let origin = format!("https://{}", tls::HOST);
+    let extra = format!(
+        "connect_to = \"{}\"\nca_file = \"{}\"\n{FAST}",
+        up.addr,
+        ca.pem_path.display()
     );
-    assert!(
-        creates.iter().all(|a| a.status == 202),
-        "{:?}",
-        problem_kinds(&creates)
-    );
-    let s = weir.handle.status().await;
-    let c = s.queue.counts.expect("queue counts");
-    assert_eq!(c.queued + c.replaying + c.in_doubt, 5, "{c:?}");
-    assert_eq!(c.failed, 0, "{c:?}");
+    let weir = Weir::start(&[&origin], &extra).await;
+    let (lists, creates) = workload(weir.handle.local_addr(), &origin, "tls").await;
+    assert_alive(&weir).await;
+    unreachable_answers(&lists, &creates);
+    assert!(five_waiting(&weir.status().await["queue"]));
+    assert_eq!(up.made.lock().unwrap().posts, 0, "no create got through");
+    // The raw server speaks HTTP/1.1 only: offer no h2 in ALPN.
+    let (mut cfg, _) = ca.server_config(tls::HOST);
+    Arc::make_mut(&mut cfg).alpn_protocols = vec![b"http/1.1".to_vec()];
+    up.speak_tls(cfg);
+    each_create_made_once_after_healing(&weir, &up, "tls").await;
     weir.handle.shutdown().await;
 }
 
+/// DNS failure, then recovery. A `weir serve` child runs in its own mount namespace
+/// (`unshare -rm`, as in `queue_disk.rs`) where `/etc/hosts` and `/etc/resolv.conf` are files
+/// of this test: at first the upstream's name is in no hosts file and the only name server is a
+/// closed loopback port, so every lookup fails at once; then the test writes the name into the
+/// hosts file, as a DNS fix would, and the queued creates replay, each exactly once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn dns_failure() {
-    unreachable_origin("http://weir-fault-matrix.invalid", "dns").await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn tls_failure_plain_tcp_behind_https_origin() {
+async fn dns_failure_then_recovery() {
     let up = Raw::start().await;
-    unreachable_origin(&format!("https://{}", up.addr), "tls").await;
+    let dir = tempfile::tempdir().unwrap();
+    let (hosts, resolv) = (dir.path().join("hosts"), dir.path().join("resolv.conf"));
+    std::fs::write(&hosts, "127.0.0.1 localhost\n").unwrap();
+    std::fs::write(
+        &resolv,
+        "nameserver 127.0.0.1\noptions attempts:1 timeout:1\n",
+    )
+    .unwrap();
+    let name = "weir-fault-dns.test";
+    let origin = format!("http://{name}:{}", up.addr.port());
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let cfg = dir.path().join("weir.toml");
+    let toml = format!(
+        "listen = \"127.0.0.1:{port}\"\nwatch_github_status = false\n\
+         [[upstream]]\nname = \"up0\"\norigin = \"{origin}\"\n{FAST}"
+    );
+    std::fs::write(&cfg, toml).unwrap();
+    let script = format!(
+        "mount --bind '{}' /etc/hosts && mount --bind '{}' /etc/resolv.conf && \
+         exec \"$0\" serve --config \"$1\" --data-dir \"$2\"",
+        hosts.display(),
+        resolv.display()
+    );
+    let mut child = std::process::Command::new("unshare")
+        .args(["-rm", "sh", "-c", &script])
+        .arg(env!("CARGO_BIN_EXE_weir"))
+        .arg(&cfg)
+        .arg(dir.path().join("data"))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("unshare (util-linux) is needed for this test");
+    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(child.stdout.take().unwrap()));
+    let first = lines
+        .next()
+        .expect("weir serve printed its address")
+        .unwrap();
+    assert!(first.contains(&format!("127.0.0.1:{port}")), "{first}");
+    std::thread::spawn(move || for _ in lines {});
+    let proxy: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let status_url = format!("http://{proxy}/_weir/api/status");
+    let status = || async {
+        let r = reqwest::get(&status_url).await.expect("weir answers");
+        r.json::<serde_json::Value>().await.unwrap()
+    };
+
+    let (lists, creates) = workload(proxy, &origin, "dns").await;
+    unreachable_answers(&lists, &creates);
+    assert!(five_waiting(&status().await["queue"]));
     assert_eq!(up.made.lock().unwrap().posts, 0, "no create got through");
+
+    // The fix: the name resolves (rewritten in place: the bind mount holds this inode).
+    std::fs::write(&hosts, format!("127.0.0.1 localhost\n127.0.0.1 {name}\n")).unwrap();
+    let all = eventually(2000, || up.made().len() == 5).await;
+    let mut drained = false;
+    for _ in 0..750 {
+        let q = status().await["queue"].clone();
+        let n = |k: &str| q[k].as_u64().unwrap_or(0);
+        if n("queued") + n("replaying") + n("in_doubt") == 0 {
+            assert_eq!(n("failed"), 0, "no item failed: {q}");
+            drained = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(all && drained, "creates lost: made {:?}", up.made());
+    let made = up.made();
+    for i in 0..5 {
+        assert_eq!(made.get(&statement("dns", i)), Some(&1), "{made:?}");
+    }
 }
 
 /// SIGTERM with creates in flight (`weir serve` maps SIGTERM and SIGINT to

@@ -12,6 +12,7 @@ import { TeamPanel } from './team.js';
 import { SetupPanel } from './setup.js';
 import { SettingsForm } from './settings.js';
 import { TokenPanel } from './token.js';
+import { SessionsPanel } from './sessions.js';
 
 const STALE_WINDOW_MS = 15_000;
 
@@ -75,6 +76,15 @@ const settings = new SettingsForm({
   form: byTestId('settings-form'),
   configNote: byTestId('config-note'),
   saved: byTestId('settings-saved'),
+  onProblem: showProblem,
+  onNotice: showNotice,
+});
+const sessions = new SessionsPanel({
+  table: byTestId('sessions'),
+  summary: byTestId('sessions-summary'),
+  note: byTestId('sessions-note'),
+  form: byTestId('task-form'),
+  result: byTestId('task-result'),
   onProblem: showProblem,
   onNotice: showNotice,
 });
@@ -189,6 +199,7 @@ function onStatus(doc) {
   github.update(doc.github);
   team.update(doc.team);
   token.statusUpdate(doc);
+  sessions.statusUpdate(doc);
   setup.update(doc.listen || new URL(apiBase()).host);
   setText(byTestId('version'), doc.version ? `v${doc.version}` : '');
   setText(byTestId('started'), `Listening on ${doc.listen ?? fmt.DASH} · started ${fmt.dateTime(doc.started_at)} (${fmt.ago(doc.started_at, now)})`);
@@ -225,6 +236,7 @@ function connect() {
     }
   });
   source.addEventListener('queue', () => queue.scheduleRefresh());
+  source.addEventListener('session', () => sessions.event());
   source.addEventListener('github', (ev) => {
     const e = parse(ev);
     if (e) github.event(e);
@@ -241,9 +253,11 @@ function connect() {
 // ---- Start ----------------------------------------------------------------------------------
 
 loadSecret();
-// The tray's "N creates queued" item opens the dashboard at `#view=queue`.
-if (new URLSearchParams(location.hash.replace(/^#/, '')).get('view') === 'queue') {
-  document.getElementById('queue')?.scrollIntoView({ block: 'start' });
+// The tray's "N creates queued" item opens the dashboard at `#view=queue`, its sessions line at
+// `#view=sessions`.
+const view = new URLSearchParams(location.hash.replace(/^#/, '')).get('view');
+if (view === 'queue' || view === 'sessions') {
+  document.getElementById(view)?.scrollIntoView({ block: 'start' });
 }
 byTestId('readonly-notice').hidden = hasSecret();
 byTestId('metrics-link').href = url('/metrics');

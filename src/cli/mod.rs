@@ -11,6 +11,7 @@ mod serve;
 mod serve_tls;
 mod setup;
 mod team;
+mod token;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -51,6 +52,13 @@ enum Command {
         #[command(flatten)]
         args: ServeArgs,
     },
+    /// The GitHub token the agent-sessions view uses: set (stdin or hidden prompt), status, forget.
+    Token {
+        #[command(subcommand)]
+        cmd: token::TokenCmd,
+        #[command(flatten)]
+        args: ServeArgs,
+    },
     /// The local CA used for HTTPS to managed hosts: path, show, rotate, install.
     Ca(ca::CaArgs),
     /// Print the environment that points tools at Weir and trusts its CA.
@@ -82,6 +90,7 @@ pub fn main() -> ExitCode {
         Command::Queue { cmd, args } => queue::run(cmd, args),
         Command::Secret { cmd, args } => secret::run(cmd, args),
         Command::Team { cmd, args } => team::run(cmd, args),
+        Command::Token { cmd, args } => token::run(cmd, args),
         Command::Ca(args) => ca::run(args),
         Command::Env(args) => env::run(args),
         Command::Setup(args) => setup::run(args),

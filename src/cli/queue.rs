@@ -112,7 +112,7 @@ pub fn run(cmd: QueueCmd, args: ServeArgs) -> ExitCode {
 }
 
 /// The control secret: `WEIR_CONTROL_SECRET`, else the keychain entry of this data dir's install.
-async fn secret(data_dir: &std::path::Path) -> Option<String> {
+pub(super) async fn secret(data_dir: &std::path::Path) -> Option<String> {
     if let Ok(s) = std::env::var("WEIR_CONTROL_SECRET") {
         return Some(s);
     }

@@ -46,7 +46,7 @@ async fn produce(ctl: Arc<Control>, tx: mpsc::Sender<Bytes>) {
         let chunk = tokio::select! {
             _ = tick.tick() => sse("status", &super::snapshot_full(&ctl).await),
             ev = events.recv() => match ev {
-                Ok(e) => sse(e.name(), &e),
+                Ok(e) => sse(e.name(), &public(&e)),
                 // A slow reader missed events; the next status snapshot resynchronises it.
                 Err(RecvError::Lagged(_)) => Bytes::from_static(b": lagged\n\n"),
                 Err(RecvError::Closed) => return,
@@ -59,7 +59,66 @@ async fn produce(ctl: Arc<Control>, tx: mpsc::Sender<Bytes>) {
     }
 }
 
+/// An event as the stream (readable without the secret) carries it: a session's title and
+/// repository are private, so a session event names only the change, the id and the group;
+/// the dashboard reads the rest from `/_weir/api/sessions` with its secret.
+fn public(e: &crate::events::Event) -> serde_json::Value {
+    match e {
+        crate::events::Event::Session {
+            change,
+            session,
+            at,
+        } => serde_json::json!({
+            "type": "session",
+            "change": change,
+            "id": session.id,
+            "group": session.group,
+            "at": crate::time_fmt::rfc3339(*at),
+        }),
+        other => serde_json::to_value(other).unwrap_or_default(),
+    }
+}
+
 fn sse<T: serde::Serialize>(event: &str, data: &T) -> Bytes {
     let json = serde_json::to_string(data).unwrap_or_else(|_| "{}".into());
     Bytes::from(format!("event: {event}\ndata: {json}\n\n"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::events::{Event, SessionChange};
+    use crate::status::{SessionGroup, SessionSummary};
+
+    #[test]
+    fn session_events_on_the_open_stream_leave_the_private_fields_out() {
+        let e = Event::Session {
+            change: SessionChange::NeedsReview,
+            session: SessionSummary {
+                id: "s-1".into(),
+                group: SessionGroup::ReadyForReview,
+                state: "completed".into(),
+                repository: Some("octo/secret-repo".into()),
+                title: Some("Rotate the prod keys".into()),
+                created_at: None,
+                updated_at: None,
+                pull_request_url: Some("https://github.com/octo/secret-repo/pull/1".into()),
+                url: "https://github.com/octo/secret-repo/pull/1/agent-sessions/s-1".into(),
+            },
+            at: std::time::UNIX_EPOCH,
+        };
+        let v = public(&e);
+        assert_eq!(v["type"], "session");
+        assert_eq!(v["change"], "needs_review");
+        assert_eq!(v["id"], "s-1");
+        let text = v.to_string();
+        assert!(
+            !text.contains("secret-repo") && !text.contains("prod keys"),
+            "{text}"
+        );
+        // The typed event (for the tray, in-process) keeps everything.
+        assert!(serde_json::to_string(&e)
+            .unwrap()
+            .contains("Rotate the prod keys"));
+    }
 }

@@ -9,6 +9,7 @@ mod metrics;
 mod pac;
 mod pages;
 mod queue_api;
+mod sessions_api;
 mod settings_api;
 mod snapshot;
 mod token_api;
@@ -31,6 +32,8 @@ use std::time::SystemTime;
 /// watcher; and the request path's state it reports on and steers (pause).
 pub(crate) struct Control {
     pub proxy: Arc<Proxy>,
+    /// The agent-sessions companion's state (its poller runs on its own).
+    pub sessions: Arc<crate::sessions::Sessions>,
     /// Secret that mutating control calls must carry (`X-Weir-Secret`).
     pub secret: String,
     /// This install's id (not a secret), answered by `/_weir/api/health`.
@@ -128,6 +131,10 @@ pub(crate) async fn handle(
             settings_api::handle(ctl, req).await
         }
         (&Method::PUT | &Method::DELETE, "/_weir/api/token") => token_api::handle(ctl, req).await,
+        (&Method::POST, "/_weir/api/token/reload") => token_api::reload(ctl, &req).await,
+        (&Method::GET | &Method::POST, "/_weir/api/sessions") => {
+            sessions_api::handle(ctl, req).await
+        }
         (&Method::GET, "/_weir") => Ok(redirect("/_weir/")),
         (&Method::GET, p) if p.starts_with("/_weir/") => ui::file(&p["/_weir/".len()..])
             .ok_or_else(|| {

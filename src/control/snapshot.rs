@@ -58,6 +58,7 @@ pub fn snapshot(ctl: &Control) -> StatusSnapshot {
             .and_then(|g| g.as_ref().map(|h| h.snapshot())),
         github_token_stored: false,
         team: ctl.team.get().map(|t| t.status()),
+        sessions: ctl.sessions.status(),
         queue: QueueStatus {
             available: p.queue.open().is_some(),
             error: p.queue.error().map(str::to_string),

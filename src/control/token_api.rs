@@ -1,7 +1,8 @@
 //! `PUT/DELETE /_weir/api/token`: store or remove a GitHub token in the OS keychain (account
 //! `github-token`). It is never sent back; the status document only says whether one is stored.
-//! Nothing reads it yet: the in-doubt lookup uses the queued item's own credential (issue #11
-//! plans the sessions view and the lookup fallback that will use this token).
+//! The sessions companion ([`crate::sessions`]) polls with it; every change wakes its poller.
+//! `POST /_weir/api/token/reload` re-reads the keychain after `weir token set|forget` changed
+//! it from outside.
 
 use super::Control;
 use super::{json, read_json, require_secret};
@@ -48,12 +49,14 @@ pub(crate) async fn handle(
                 .map_err(|e| unavailable(&e.to_string()))?;
             ctl.token_stored
                 .store(true, std::sync::atomic::Ordering::Relaxed);
+            ctl.sessions.token_changed();
             Ok(json(&serde_json::json!({"stored": true})))
         }
         Method::DELETE => {
             q.secrets.delete(ACCOUNT).await;
             ctl.token_stored
                 .store(false, std::sync::atomic::Ordering::Relaxed);
+            ctl.sessions.token_changed();
             Ok(json(&serde_json::json!({"stored": false})))
         }
         _ => Err(Problem::new(
@@ -61,6 +64,36 @@ pub(crate) async fn handle(
             ProblemKind::NotFound,
             "use PUT or DELETE",
         )),
+    }
+}
+
+/// `POST /_weir/api/token/reload`: the keychain entry changed outside Weir (`weir token`);
+/// read whether one is stored again and wake the sessions poller. Needs the secret.
+pub(crate) async fn reload(
+    ctl: &Arc<Control>,
+    req: &Request<Incoming>,
+) -> Result<Response<Body>, Problem> {
+    require_secret(ctl, req)?;
+    let stored = is_stored(ctl).await;
+    ctl.token_stored
+        .store(stored, std::sync::atomic::Ordering::Relaxed);
+    ctl.sessions.token_changed();
+    Ok(json(&serde_json::json!({"stored": stored})))
+}
+
+/// The stored token, for Weir's own calls with it (the new-task form). Never logged or sent
+/// back.
+pub(crate) async fn stored_token(ctl: &Control) -> Option<String> {
+    match ctl.proxy.queue.open() {
+        Some(q) if q.secrets.kind() == Backend::Keychain => q
+            .secrets
+            .get(ACCOUNT)
+            .await
+            .ok()
+            .flatten()
+            .map(|t| t.trim().to_string())
+            .filter(|t| !t.is_empty()),
+        _ => None,
     }
 }
 

@@ -121,8 +121,10 @@ pub async fn start(opts: EngineOptions) -> Result<EngineHandle, EngineError> {
         queue: queue.clone(),
         bus: bus.clone(),
     }));
+    let sessions = Arc::new(crate::sessions::Sessions::new());
     let control = Arc::new(Control {
         proxy: proxy.clone(),
+        sessions: sessions.clone(),
         secret,
         install_id,
         config_file: opts.config_file,
@@ -158,6 +160,19 @@ pub async fn start(opts: EngineOptions) -> Result<EngineHandle, EngineError> {
             &bus,
         );
     }
+    let watcher_view = control.clone();
+    crate::sessions::poller::Poller {
+        sessions,
+        proxy: proxy.clone(),
+        github: Arc::new(move || {
+            watcher_view
+                .github
+                .lock()
+                .ok()
+                .and_then(|g| g.as_ref().map(|h| h.snapshot()))
+        }),
+    }
+    .spawn();
     let (tx, rx) = oneshot::channel::<()>();
     let router = router::Router {
         proxy: proxy.clone(),
@@ -306,6 +321,12 @@ impl EngineHandle {
     /// workers), exactly as `/_weir/api/status` serves it.
     pub async fn status(&self) -> StatusSnapshot {
         crate::control::snapshot_full(&self.control).await
+    }
+
+    /// The sessions companion's part of the status, without the queue's database read (the
+    /// tray's sessions line and submenu can read it as often as they like).
+    pub fn sessions(&self) -> crate::status::SessionsStatus {
+        self.control.sessions.status()
     }
 
     pub fn subscribe(&self) -> broadcast::Receiver<Event> {

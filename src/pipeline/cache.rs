@@ -34,6 +34,8 @@ struct FetchSpec {
     uri: Uri,
     headers: HeaderMap,
     scope: Option<Identity>,
+    /// A stale copy may answer if this fetch fails: never wait out the upstream's hint then.
+    stale_in_hand: bool,
 }
 
 /// The cache/coalesce phase for `list`, `view` and `token` GETs.
@@ -69,7 +71,7 @@ pub(super) async fn serve(
             }
             Freshness::Revalidate => {
                 counters.cache_hits_stale.fetch_add(1, Relaxed);
-                let spec = spec(up, class, key, &parts.uri, &parts.headers, who);
+                let spec = spec(up, class, key, &parts.uri, &parts.headers, who, true);
                 let p = proxy.clone();
                 proxy.coalescer.start_if_idle(key, move || fetch(p, spec));
                 return Ok(respond::cached(entry, "weir; hit; fwd=stale"));
@@ -90,7 +92,8 @@ pub(super) async fn serve(
             return rescue::stale_or(stale(), counters, p, "client-rate-limited");
         }
     }
-    let spec = spec(up, class, key, &parts.uri, &parts.headers, who);
+    let in_hand = stale().is_some();
+    let spec = spec(up, class, key, &parts.uri, &parts.headers, who, in_hand);
     let p = proxy.clone();
     let (outcome, role) = proxy.coalescer.run(key, move || fetch(p, spec)).await;
     if role == Role::Follower {
@@ -130,6 +133,7 @@ fn spec(
     uri: &Uri,
     headers: &HeaderMap,
     who: Caller,
+    stale_in_hand: bool,
 ) -> FetchSpec {
     let mut headers = headers.clone();
     strip_hop_by_hop(&mut headers);
@@ -152,6 +156,7 @@ fn spec(
         uri: uri.clone(),
         headers,
         scope: who.scope(),
+        stale_in_hand,
     }
 }
 
@@ -165,7 +170,10 @@ async fn fetch(proxy: Arc<Proxy>, spec: FetchSpec) -> Result<Arc<Stored>, Arc<Pr
         body: Bytes::new(),
         identity: spec.scope,
     };
-    let policy = AttemptPolicy::for_request(&Method::GET, true);
+    let mut policy = AttemptPolicy::for_request(&Method::GET, true);
+    if spec.stale_in_hand {
+        policy = policy.with_answer_in_hand();
+    }
     let attempt = proxy
         .upstreams
         .call_buffered(spec.up, spec.class, req, policy, None);

@@ -30,6 +30,10 @@ pub(crate) struct AttemptPolicy {
     pub max_attempts: u32,
     /// The upstream's fallback origin may get one try.
     pub fallback: bool,
+    /// A retry may wait out the upstream's own hint (`Retry-After`, rate-limit reset). Off
+    /// when the caller already holds an answer to give (a stale copy): that answer now beats
+    /// a fresh one after the upstream's wait.
+    pub wait_for_hint: bool,
 }
 
 impl AttemptPolicy {
@@ -43,6 +47,15 @@ impl AttemptPolicy {
             body_resendable,
             max_attempts: u32::MAX,
             fallback: true,
+            wait_for_hint: true,
+        }
+    }
+
+    /// The same, for a caller that holds a stale answer: no waiting out the upstream's hint.
+    pub fn with_answer_in_hand(self) -> AttemptPolicy {
+        AttemptPolicy {
+            wait_for_hint: false,
+            ..self
         }
     }
 
@@ -53,6 +66,7 @@ impl AttemptPolicy {
             body_resendable: true,
             max_attempts: 1,
             fallback: false,
+            wait_for_hint: true,
         }
     }
 
@@ -211,6 +225,9 @@ impl Upstreams {
             let retryable = kind.is_retryable() || kind == Kind::RateLimited;
             last = Some((res, kind));
             if kind.is_ok() || !retryable || !policy.retries() {
+                break;
+            }
+            if hint.is_some() && !policy.wait_for_hint {
                 break;
             }
             let left = deadline.saturating_duration_since(Instant::now());

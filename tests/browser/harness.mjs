@@ -82,10 +82,10 @@ export async function freePort() {
 }
 
 /**
- * Starts `weir serve` with its own config and data dir; resolves once it printed the
- * dashboard line. Returns the dashboard URL (with `#secret=` when Weir printed one).
+ * Starts `weir serve` with its own config and data dir (plus `extraConfig` TOML after the
+ * upstream); resolves once it printed the dashboard line. Returns the dashboard URL (with `#secret=` when Weir printed one).
  */
-export async function startWeir(bin, upstreamPort, extraToml = '') {
+export async function startWeir(bin, upstreamPort, extraConfig = '') {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'weir-ui-test-'));
   const port = await freePort();
   const config = path.join(dir, 'config.toml');
@@ -96,7 +96,7 @@ export async function startWeir(bin, upstreamPort, extraToml = '') {
     'name = "test"',
     `origin = "http://127.0.0.1:${upstreamPort}"`,
     '',
-    extraToml,
+    extraConfig,
   ].join('\n'));
   const args = ['serve', '--config', config, '--data-dir', path.join(dir, 'data')];
   const keychain = keychainWrapper();

@@ -44,6 +44,8 @@ pub struct Seen {
     pub path_and_query: String,
     pub headers: http::HeaderMap,
     pub body: Bytes,
+    /// When it arrived (tokio's clock: virtual under `start_paused`).
+    pub at: tokio::time::Instant,
 }
 
 pub struct Upstream {
@@ -144,6 +146,7 @@ async fn answer(
             path_and_query: pq.clone(),
             headers: parts.headers.clone(),
             body,
+            at: tokio::time::Instant::now(),
         });
         seen.iter().filter(|x| x.path_and_query == pq).count()
     };

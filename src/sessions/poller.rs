@@ -1,0 +1,326 @@
+//! The companion's poll loop. It never adds a storm:
+//!
+//! - it runs only while a GitHub token is stored (the keychain is read at start and again
+//!   whenever the token API or `weir token` says it changed);
+//! - one list request per interval, the `list` class's fresh TTL (at least 5 s), sent through
+//!   Weir's own listener, so while an IDE polls the same list it is a cache hit;
+//! - while the upstream's breaker is not closed, GitHub Status shows a Copilot incident, or a
+//!   poll failed, it waits longer: exponential from the interval up to 10 minutes, full jitter
+//!   (`[retry] jitter = false` makes it exact, for tests);
+//! - while Weir is paused it sends nothing (a paused Weir would pass the poll upstream uncached);
+//! - after [`MAX_UNAUTHORIZED`] 401s in a row it stops and says so, until a token is stored
+//!   again.
+
+use super::loopback::Loopback;
+use super::{model, Sessions, LIST_PATH};
+use crate::config::RouteClass;
+use crate::events::Event;
+use crate::pipeline::Proxy;
+use crate::secrets::{Account, Backend};
+use crate::status::{PollerReason, PollerState};
+use bytes::Bytes;
+use http::{Method, StatusCode};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+use weir_resilience::Backoff;
+use weir_status::GithubStatus;
+
+/// 401 answers in a row after which the poller stops.
+pub const MAX_UNAUTHORIZED: u32 = 3;
+/// The shortest interval, whatever `fresh_ttl` says: a zero TTL must not become a busy loop.
+pub const MIN_INTERVAL: Duration = Duration::from_secs(5);
+/// The longest wait while backing off.
+pub const MAX_BACKOFF: Duration = Duration::from_secs(600);
+
+/// How long the poller waits before asking a keychain that did not answer again.
+pub const KEYCHAIN_RETRY: Duration = Duration::from_secs(60);
+
+/// The GitHub Status view, read at each poll (the watcher is owned by the control API).
+pub(crate) type GithubView = Arc<dyn Fn() -> Option<GithubStatus> + Send + Sync>;
+
+pub(crate) struct Poller {
+    pub sessions: Arc<Sessions>,
+    pub proxy: Arc<Proxy>,
+    pub github: GithubView,
+}
+
+/// What one poll got.
+enum Polled {
+    Listed,
+    Unauthorized,
+    Failed,
+}
+
+/// What the poller waits on: shutdown and token changes.
+struct Waits<'a> {
+    stop: &'a mut tokio::sync::watch::Receiver<bool>,
+    changes: &'a mut tokio::sync::watch::Receiver<u64>,
+}
+
+impl Waits<'_> {
+    /// Until the token changes (or Weir stops).
+    async fn for_token(&mut self) -> RunEnd {
+        tokio::select! {
+            r = self.changes.changed() => match r {
+                Ok(()) => RunEnd::TokenChanged,
+                Err(_) => RunEnd::Stopping,
+            },
+            _ = self.stop.changed() => RunEnd::Stopping,
+        }
+    }
+
+    /// `delay`, or less when the token changes or Weir stops (then why).
+    async fn sleep(&mut self, delay: Duration) -> Option<RunEnd> {
+        tokio::select! {
+            _ = tokio::time::sleep(delay) => None,
+            end = self.for_token() => Some(end),
+        }
+    }
+}
+
+/// How a polling run with one token ended.
+enum RunEnd {
+    TokenChanged,
+    Stopping,
+}
+
+impl Poller {
+    pub fn spawn(self) {
+        tokio::spawn(self.run());
+    }
+
+    async fn run(self) {
+        let mut stop = self.proxy.bus.stopping();
+        let mut changes = self.sessions.token_changes();
+        loop {
+            if *stop.borrow() {
+                return;
+            }
+            // Every change so far is read with the keychain below.
+            changes.borrow_and_update();
+            let mut w = Waits {
+                stop: &mut stop,
+                changes: &mut changes,
+            };
+            let end = match (self.token().await, self.upstream()) {
+                (Ok(token), Ok(up)) => {
+                    self.sessions.clear();
+                    self.poll_with(&token, up, &mut w).await
+                }
+                (Err(reason), _) | (Ok(_), Err(reason)) => {
+                    self.sessions.clear();
+                    self.sessions.set_poller(PollerState::Off, Some(reason));
+                    if reason == PollerReason::KeychainUnavailable {
+                        // A locked keychain unlocks without telling Weir: look again.
+                        w.sleep(KEYCHAIN_RETRY)
+                            .await
+                            .unwrap_or(RunEnd::TokenChanged)
+                    } else {
+                        w.for_token().await
+                    }
+                }
+            };
+            if matches!(end, RunEnd::Stopping) {
+                return;
+            }
+        }
+    }
+
+    /// The stored token, or why there is none. Never logged.
+    async fn token(&self) -> Result<String, PollerReason> {
+        let Some(q) = self.proxy.queue.open() else {
+            return Err(PollerReason::NoKeychain);
+        };
+        if q.secrets.kind() != Backend::Keychain {
+            return Err(PollerReason::NoKeychain);
+        }
+        match q.secrets.get(Account::GithubToken.as_str()).await {
+            Ok(Some(t)) if !t.trim().is_empty() => Ok(t.trim().to_string()),
+            Ok(_) => Err(PollerReason::NoToken),
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot read the stored GitHub token now; asking the keychain again in a minute");
+                Err(PollerReason::KeychainUnavailable)
+            }
+        }
+    }
+
+    fn upstream(&self) -> Result<usize, PollerReason> {
+        super::agents_upstream(&self.proxy.upstreams).ok_or(PollerReason::NoUpstream)
+    }
+
+    /// Polls with `token` until another token (or none) is stored, or Weir stops.
+    async fn poll_with(&self, token: &str, up: usize, w: &mut Waits<'_>) -> RunEnd {
+        let settings = &self.proxy.settings;
+        let class = settings.classes.get(RouteClass::List);
+        let interval = class.fresh_ttl.max(MIN_INTERVAL);
+        let backoff = Backoff::new(interval, MAX_BACKOFF.max(interval));
+        let upstream = self.proxy.upstreams.get(up);
+        let mut jitter = upstream.gate.jitter();
+        let url = format!(
+            "{}{LIST_PATH}",
+            upstream.settings.origin.to_string().trim_end_matches('/')
+        );
+        let loopback = super::loopback(&self.proxy, RouteClass::List);
+        let (mut attempt, mut unauthorized) = (0u32, 0u32);
+        self.sessions.set_poller(PollerState::Polling, None);
+        loop {
+            let polled = if self.proxy.is_paused() {
+                None
+            } else {
+                Some(self.poll_once(&loopback, &url, token).await)
+            };
+            let failed = match polled {
+                Some(Polled::Listed) => {
+                    unauthorized = 0;
+                    None
+                }
+                Some(Polled::Unauthorized) => {
+                    unauthorized += 1;
+                    if unauthorized >= MAX_UNAUTHORIZED {
+                        tracing::warn!(
+                            count = unauthorized,
+                            "GitHub refused the stored token; the sessions poller stopped (store a token again to restart it)"
+                        );
+                        self.sessions.set_poller(
+                            PollerState::StoppedUnauthorized,
+                            Some(PollerReason::Unauthorized),
+                        );
+                        return w.for_token().await;
+                    }
+                    Some(PollerReason::Unauthorized)
+                }
+                Some(Polled::Failed) => Some(PollerReason::UpstreamError),
+                None => None,
+            };
+            let reason = self.hold_back(up).or(failed);
+            let delay = match reason {
+                None => {
+                    attempt = 0;
+                    let reason = self.proxy.is_paused().then_some(PollerReason::Paused);
+                    self.sessions.set_poller(PollerState::Polling, reason);
+                    interval
+                }
+                Some(r) => {
+                    let d = backoff.delay_with_hint(attempt, Some(interval), jitter.as_mut());
+                    attempt = attempt.saturating_add(1);
+                    self.sessions.set_poller(PollerState::BackingOff, Some(r));
+                    d
+                }
+            };
+            if let Some(end) = self.sleep_keeping(token, delay, w).await {
+                return end;
+            }
+        }
+    }
+
+    /// Sleeps `delay`; a token change that leaves the same token stored (stored again, or a
+    /// change that raced the first read) keeps the schedule. `Some` when the run must end.
+    async fn sleep_keeping(
+        &self,
+        token: &str,
+        delay: Duration,
+        w: &mut Waits<'_>,
+    ) -> Option<RunEnd> {
+        let deadline = tokio::time::Instant::now() + delay;
+        loop {
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            match w.sleep(left).await {
+                None => return None,
+                Some(RunEnd::Stopping) => return Some(RunEnd::Stopping),
+                Some(RunEnd::TokenChanged) => {
+                    w.changes.borrow_and_update();
+                    if self.token().await.ok().as_deref() != Some(token) {
+                        return Some(RunEnd::TokenChanged);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Why the next poll should wait longer even after a good answer: the breaker is not
+    /// closed, or GitHub Status shows an unresolved Copilot incident.
+    fn hold_back(&self, up: usize) -> Option<PollerReason> {
+        let breaker = self.proxy.upstreams.get(up).gate.breaker.state();
+        if breaker != weir_resilience::State::Closed {
+            return Some(PollerReason::BreakerOpen);
+        }
+        (self.github)()
+            .is_some_and(|g| copilot_incident(&g))
+            .then_some(PollerReason::GithubIncident)
+    }
+
+    async fn poll_once(&self, loopback: &Loopback, url: &str, token: &str) -> Polled {
+        let at = SystemTime::now();
+        self.sessions.polled(at);
+        let resp = match loopback
+            .send(Method::GET, url, token, &[], Bytes::new())
+            .await
+        {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::warn!(error = %e, "the sessions poll got no answer");
+                return Polled::Failed;
+            }
+        };
+        if resp.status() == StatusCode::UNAUTHORIZED {
+            return Polled::Unauthorized;
+        }
+        if !resp.status().is_success() {
+            tracing::debug!(status = %resp.status(), "the sessions poll failed");
+            return Polled::Failed;
+        }
+        let Some(list) = model::parse_list(resp.body()) else {
+            tracing::warn!("the sessions poll's answer is not a session list");
+            return Polled::Failed;
+        };
+        for (change, session) in self.sessions.listed(list, at) {
+            self.proxy.bus.emit(Event::Session {
+                change,
+                session,
+                at: SystemTime::now(),
+            });
+        }
+        Polled::Listed
+    }
+}
+
+/// An unresolved incident that names a Copilot component, or Copilot in its title.
+pub fn copilot_incident(g: &GithubStatus) -> bool {
+    let copilot = |s: &str| s.to_ascii_lowercase().contains("copilot");
+    g.incidents
+        .iter()
+        .any(|i| copilot(&i.name) || i.components.iter().any(|c| copilot(c)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn incident(name: &str, components: &[&str]) -> weir_status::Incident {
+        weir_status::Incident {
+            id: "i".into(),
+            name: name.into(),
+            status: "investigating".into(),
+            impact: "minor".into(),
+            shortlink: None,
+            created_at: None,
+            updated_at: None,
+            latest_update: None,
+            latest_update_at: None,
+            components: components.iter().map(|c| c.to_string()).collect(),
+        }
+    }
+
+    #[test]
+    fn only_copilot_incidents_hold_the_poller_back() {
+        let mut g = GithubStatus::initial("https://www.githubstatus.com");
+        assert!(!copilot_incident(&g));
+        g.incidents = vec![incident("Degraded Git operations", &["Git Operations"])];
+        assert!(!copilot_incident(&g));
+        g.incidents
+            .push(incident("Disruption with some services", &["Copilot"]));
+        assert!(copilot_incident(&g));
+        g.incidents = vec![incident("Copilot coding agent delays", &[])];
+        assert!(copilot_incident(&g));
+    }
+}
