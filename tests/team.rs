@@ -542,3 +542,38 @@ async fn the_cli_stores_the_team_secrets_and_the_engine_uses_them() {
         let _ = k.delete(a);
     }
 }
+
+/// A NATS address that accepts connections and never answers (a hung server, a firewall that
+/// swallows packets): requests are served as before and the status says disconnected.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hung_nats_server_never_delays_requests() {
+    let hole = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = hole.local_addr().unwrap();
+    let held = tokio::spawn(async move {
+        let mut conns = Vec::new();
+        while let Ok((s, _)) = hole.accept().await {
+            conns.push(s); // accepted, never read from or written to
+        }
+    });
+    let healthy = Upstream::start().await;
+    let w = TeamWeir::start(
+        &healthy.origin(),
+        &format!("nats_url = \"nats://{addr}\"\n"),
+        None,
+    )
+    .await;
+    let c = w.client("ghp_w");
+    for i in 0..20 {
+        let r = c
+            .get(format!("{}/agents/sessions?i={i}", healthy.origin()))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+    }
+    assert_eq!(healthy.total(), 20);
+    let s = w.status().await;
+    assert_eq!(team_of(&s).link, TeamLink::Disconnected);
+    assert_eq!(team_of(&s).published, 0);
+    held.abort();
+}
