@@ -2,6 +2,7 @@
 //! read. Built from the engine's parts; public so consumers use these types, not JSON keys.
 
 use crate::stats::ClassSnapshot;
+pub use crate::upstream::{BreakerView, Caution, CautionSource, ClassLatencyView, GateStatus};
 use serde::Serialize;
 use std::collections::BTreeMap;
 

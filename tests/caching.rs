@@ -56,7 +56,7 @@ async fn stale_is_served_while_one_background_refresh_runs() {
 #[tokio::test]
 async fn stale_is_served_when_the_upstream_fails_or_is_down() {
     let up = Upstream::start().await;
-    let weir = Weir::start(&[&up.origin()], "[classes.view]\nfresh_ttl = \"0s\"\nstale_while_revalidate = \"0s\"\nstale_if_error = \"1h\"\ndeadline = \"300ms\"\n[retry]\nbase = \"10ms\"\njitter = false\n[breaker]\nminimum_calls = 100\n").await;
+    let weir = Weir::start(&[&up.origin()], "[classes.view]\nfresh_ttl = \"0s\"\nstale_while_revalidate = \"0s\"\nstale_if_error = \"1h\"\ndeadline = \"300ms\"\n[retry]\nbase = \"10ms\"\njitter = false\n[breaker]\nminimum_calls = 100\nconsecutive_failures = 0\n").await;
     let c = weir.client("alice");
     let url = format!("{}{VIEW}", up.origin());
     assert_eq!(c.get(&url).send().await.unwrap().status(), 200);

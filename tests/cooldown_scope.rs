@@ -6,7 +6,7 @@ mod common;
 use common::{Upstream, Weir};
 
 /// Retries out of the way (the 30 s wait never fits a 500 ms deadline), breaker quiet.
-const QUIET: &str = "[retry]\nbase = \"1ms\"\ncap = \"5ms\"\njitter = false\n[breaker]\njitter = false\nminimum_calls = 1000\n[classes.list]\ndeadline = \"500ms\"\n";
+const QUIET: &str = "[retry]\nbase = \"1ms\"\ncap = \"5ms\"\njitter = false\n[breaker]\njitter = false\nminimum_calls = 1000\nconsecutive_failures = 0\n[classes.list]\ndeadline = \"500ms\"\n";
 
 fn list(up: &Upstream, i: usize) -> String {
     format!("{}/agents/sessions?page={i}", up.origin())

@@ -24,7 +24,7 @@ async fn the_data_dir_and_queue_files_are_private() {
     std::fs::create_dir_all(&data).unwrap();
     std::fs::set_permissions(&data, std::fs::Permissions::from_mode(0o755)).unwrap();
     let toml = format!(
-        "listen = \"127.0.0.1:0\"\nwatch_github_status = false\n[[upstream]]\nname = \"up0\"\norigin = \"{}\"\n[queue]\ncredentials = \"memory\"\n[breaker]\nminimum_calls = 1000\n",
+        "listen = \"127.0.0.1:0\"\nwatch_github_status = false\n[[upstream]]\nname = \"up0\"\norigin = \"{}\"\n[queue]\ncredentials = \"memory\"\n[breaker]\nminimum_calls = 1000\nconsecutive_failures = 0\n",
         up.origin()
     );
     let settings = weir::config::parse_str(&toml, "t").unwrap();
@@ -61,7 +61,7 @@ async fn queued_rows_keep_only_allowlisted_headers() {
     up.set(|b| b.status = 503);
     let weir = Weir::start(
         &[&up.origin()],
-        "[queue]\ncredentials = \"memory\"\n[breaker]\nminimum_calls = 1000\n",
+        "[queue]\ncredentials = \"memory\"\n[breaker]\nminimum_calls = 1000\nconsecutive_failures = 0\n",
     )
     .await;
     let r = weir

@@ -18,7 +18,7 @@ use tokio::net::{TcpListener, TcpStream};
 const JOBS: &str = "/agents/swe/v1/jobs/octo/repo";
 /// Short timeouts so a blackhole costs little; memory credentials (no keychain); a breaker
 /// that stays closed so every request meets the fault itself.
-const FAST: &str = "[queue]\ncredentials = \"memory\"\n[breaker]\nminimum_calls = 1000\n\
+const FAST: &str = "[queue]\ncredentials = \"memory\"\n[breaker]\nminimum_calls = 1000\nconsecutive_failures = 0\n\
 [retry]\nbase = \"1ms\"\ncap = \"5ms\"\njitter = false\n\
 [classes.list]\nper_try_timeout = \"300ms\"\ndeadline = \"800ms\"\n\
 [classes.create]\nper_try_timeout = \"300ms\"\ndeadline = \"800ms\"\n";

@@ -127,7 +127,11 @@ async fn child_locked_keychain_engine() {
     let up = Upstream::start().await;
     up.set(|b| b.status = 503);
     // Credentials in the keychain (the default); a breaker that stays closed.
-    let weir = Weir::start(&[&up.origin()], "[breaker]\nminimum_calls = 1000\n").await;
+    let weir = Weir::start(
+        &[&up.origin()],
+        "[breaker]\nminimum_calls = 1000\nconsecutive_failures = 0\n",
+    )
+    .await;
     assert_eq!(
         weir.handle.status().await.queue.credentials,
         weir::secrets::Backend::Keychain

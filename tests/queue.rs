@@ -10,7 +10,7 @@ use std::time::Duration;
 
 const JOBS: &str = "/agents/swe/v1/jobs/octo/repo";
 /// Credentials in memory (no keychain needed) and a breaker that never opens.
-const MEMORY_QUEUE: &str = "[queue]\ncredentials = \"memory\"\n[breaker]\nminimum_calls = 1000\n";
+const MEMORY_QUEUE: &str = "[queue]\ncredentials = \"memory\"\n[breaker]\nminimum_calls = 1000\nconsecutive_failures = 0\n";
 
 fn body(i: usize) -> String {
     format!(r#"{{"problem_statement":"task {i}","event_type":"weir-test"}}"#)
@@ -168,7 +168,7 @@ async fn twenty_creates_survive_kill_9_and_reach_the_upstream_exactly_once() {
         .local_addr()
         .unwrap()
         .port();
-    std::fs::write(&cfg, format!("listen = \"127.0.0.1:{port}\"\n[[upstream]]\nname = \"jobs\"\norigin = \"http://{up_addr}\"\n[breaker]\nminimum_calls = 1000\n")).unwrap();
+    std::fs::write(&cfg, format!("listen = \"127.0.0.1:{port}\"\n[[upstream]]\nname = \"jobs\"\norigin = \"http://{up_addr}\"\n[breaker]\nminimum_calls = 1000\nconsecutive_failures = 0\n")).unwrap();
     let (mut weir, addr) = spawn_serve(&cfg, dir.path());
     let client = reqwest::Client::builder()
         .proxy(reqwest::Proxy::all(format!("http://{addr}")).unwrap())
@@ -293,7 +293,11 @@ async fn without_a_keychain_creates_are_not_queued_and_the_client_is_told_why() 
     }
     let up = Upstream::start().await;
     up.set(|b| b.status = 503);
-    let weir = Weir::start(&[&up.origin()], "[breaker]\nminimum_calls = 1000\n").await;
+    let weir = Weir::start(
+        &[&up.origin()],
+        "[breaker]\nminimum_calls = 1000\nconsecutive_failures = 0\n",
+    )
+    .await;
     let r = weir
         .client("a")
         .post(format!("{}{JOBS}", up.origin()))
@@ -318,7 +322,7 @@ async fn the_cli_lists_and_cancels_queued_creates() {
         .local_addr()
         .unwrap()
         .port();
-    std::fs::write(&cfg, format!("listen = \"127.0.0.1:{port}\"\n[[upstream]]\nname = \"jobs\"\norigin = \"{}\"\n[queue]\ncredentials = \"memory\"\n[breaker]\nminimum_calls = 1000\n", up.origin())).unwrap();
+    std::fs::write(&cfg, format!("listen = \"127.0.0.1:{port}\"\n[[upstream]]\nname = \"jobs\"\norigin = \"{}\"\n[queue]\ncredentials = \"memory\"\n[breaker]\nminimum_calls = 1000\nconsecutive_failures = 0\n", up.origin())).unwrap();
     let mut child = Command::new(env!("CARGO_BIN_EXE_weir"))
         .args(["serve", "--config"])
         .arg(&cfg)
@@ -383,7 +387,7 @@ async fn a_create_that_timed_out_is_looked_up_not_resent() {
             format!(r#"{{"sessions":[{{"id":"sess-t","problem_statement":"task 5","created_at":"{created}"}}]}}"#),
         )];
     });
-    let cfg = "[queue]\ncredentials = \"memory\"\n[breaker]\nminimum_calls = 1000\n[classes.create]\nper_try_timeout = \"200ms\"\n";
+    let cfg = "[queue]\ncredentials = \"memory\"\n[breaker]\nminimum_calls = 1000\nconsecutive_failures = 0\n[classes.create]\nper_try_timeout = \"200ms\"\n";
     let weir = Weir::start(&[&up.origin()], cfg).await;
     let r = weir
         .client("a")

@@ -7,7 +7,7 @@ use std::time::Duration;
 use weir::events::BreakerState;
 
 /// Retries fast and deterministic, breaker out of the way unless a test sets it.
-const QUIET: &str = "[retry]\nbase = \"1ms\"\ncap = \"5ms\"\njitter = false\n[breaker]\njitter = false\nminimum_calls = 1000\n";
+const QUIET: &str = "[retry]\nbase = \"1ms\"\ncap = \"5ms\"\njitter = false\n[breaker]\njitter = false\nminimum_calls = 1000\nconsecutive_failures = 0\n";
 
 fn view(up: &Upstream, i: usize) -> String {
     format!("{}/agents/sessions/s{i}", up.origin())
@@ -29,7 +29,7 @@ async fn a_400_is_sent_upstream_exactly_once() {
 async fn retries_under_total_failure_stay_within_the_budget() {
     let up = Upstream::start().await;
     up.set(|b| b.status = 500);
-    let extra = "[retry]\nbase = \"1ms\"\ncap = \"2ms\"\njitter = false\nbudget_ratio = 0.2\nbudget_min_per_sec = 0\n[breaker]\nminimum_calls = 1000\n";
+    let extra = "[retry]\nbase = \"1ms\"\ncap = \"2ms\"\njitter = false\nbudget_ratio = 0.2\nbudget_min_per_sec = 0\n[breaker]\nminimum_calls = 1000\nconsecutive_failures = 0\n";
     let weir = Weir::start(&[&up.origin()], extra).await;
     let c = weir.client("a");
     for i in 0..50 {
@@ -116,10 +116,11 @@ async fn a_run_of_5xx_opens_the_breaker_with_an_event() {
     assert!(wait_state(&weir, BreakerState::Open).await);
     let s = weir.status().await;
     assert_eq!(s["upstreams"][0]["breaker"]["state"], "open");
+    // Five in a row: the consecutive-failure trigger speaks first.
     assert!(s["upstreams"][0]["breaker"]["reason"]
         .as_str()
         .unwrap()
-        .contains("failure rate"));
+        .starts_with("5 consecutive failures"));
     let ev = tokio::time::timeout(Duration::from_secs(5), events.recv())
         .await
         .unwrap()

@@ -21,7 +21,7 @@ use weir::status::{PollerReason, PollerState, SessionGroup};
 const LIST: &str = "/agents/sessions?page_size=50&page_number=1&sort=last_updated_at,desc";
 const TOKEN: &str = "gho_weirSessionsTest0123456789";
 /// Exact backoff (no jitter) and a breaker out of the way unless a test sets it.
-const QUIET: &str = "[retry]\nbase = \"1ms\"\ncap = \"5ms\"\njitter = false\n[breaker]\njitter = false\nminimum_calls = 1000\n[classes.list]\nper_try_timeout = \"1h\"\ndeadline = \"2h\"\n";
+const QUIET: &str = "[retry]\nbase = \"1ms\"\ncap = \"5ms\"\njitter = false\n[breaker]\njitter = false\nminimum_calls = 1000\nconsecutive_failures = 0\n[classes.list]\nper_try_timeout = \"1h\"\ndeadline = \"2h\"\n";
 
 fn has_keychain() -> bool {
     std::env::var("DBUS_SESSION_BUS_ADDRESS").is_ok()

@@ -116,7 +116,12 @@ async fn one_weir_opens_and_two_teammates_act_without_failing_calls() {
 
     // B becomes cautious, C opens: no call of theirs reached an upstream.
     assert!(
-        eventually_status(&b.handle, 1500, |s| s.upstreams[0].guard.cautious).await,
+        eventually_status(&b.handle, 1500, |s| !s.upstreams[0]
+            .guard
+            .breaker
+            .caution
+            .is_empty())
+        .await,
         "{:?}",
         team_of(&b.status().await)
     );
@@ -161,7 +166,11 @@ async fn one_weir_opens_and_two_teammates_act_without_failing_calls() {
         .unwrap();
     assert_eq!(r.status(), 200);
     assert!(
-        eventually_status(&b.handle, 1500, |s| !s.upstreams[0].guard.cautious
+        eventually_status(&b.handle, 1500, |s| s.upstreams[0]
+            .guard
+            .breaker
+            .caution
+            .is_empty()
             && team_of(s).upstreams[0].overruled)
         .await
     );

@@ -113,6 +113,11 @@ function overall(now) {
   if (open.length) {
     return { key: 'breaker-open', text: `Upstream breaker open: ${open.join(', ')} — answering from cache, queuing creates` };
   }
+  const degraded = ups.filter((u) => u.breaker?.state === 'degraded');
+  if (degraded.length) {
+    const why = degraded.map((u) => `${u.name} degraded: ${u.breaker.reason}`).join('; ');
+    return { key: 'degraded', text: `${why} — still answering, watching closely` };
+  }
   const halfOpen = ups.some((u) => u.breaker?.state === 'half_open');
   const stale = ups.some((u) => history.servedStaleWithin(String(u.name), STALE_WINDOW_MS, now));
   if (halfOpen || stale || github.degraded()) return { key: 'degraded', text: 'Serving from cache while GitHub is slow' };

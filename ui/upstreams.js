@@ -15,7 +15,35 @@ const CLASS_COLS = [
   ['errors', 'errors'],
 ];
 const TIMELINE_MAX = 30;
-const BREAKER_KNOWN = new Set(['state', 'since', 'reason', 'open_count', 'opens_total', 'failure_rate', 'slow_rate', 'calls_in_window', 'retry_after_s']);
+const BREAKER_KNOWN = new Set(['state', 'since', 'reason', 'open_count', 'opens_total', 'failure_rate', 'slow_rate', 'calls_in_window', 'retry_after_s',
+  'consecutive_failures', 'consecutive_threshold', 'minimum_calls', 'caution', 'latency']);
+
+/** Words for `breaker.caution[].source` (the typed `CautionSource`). */
+const CAUTION_SOURCE = { github_status: 'GitHub Status', peers: 'team' };
+
+/** "cautious (GitHub Status: incident: …): opens after 3 failures in a row or 5 calls" */
+function cautionText(b) {
+  const list = Array.isArray(b.caution) ? b.caution : [];
+  if (!list.length) return '';
+  const why = list.map((c) => {
+    const src = CAUTION_SOURCE[c?.source] ?? fmt.words(String(c?.source ?? 'unknown'));
+    return c?.detail ? `${src}: ${c.detail}` : src;
+  }).join('; ');
+  const bar = [];
+  if (typeof b.consecutive_threshold === 'number' && b.consecutive_threshold > 0) bar.push(`${b.consecutive_threshold} failures in a row`);
+  if (typeof b.minimum_calls === 'number') bar.push(`a bad rate over ${b.minimum_calls} calls`);
+  return `cautious (${why})${bar.length ? ` — opens after ${bar.join(' or ')}` : ''}`;
+}
+
+/** "view usually 100 ms, slow from 1 s" per class that has learned its baseline. */
+function latencyText(b) {
+  const list = Array.isArray(b.latency) ? b.latency : [];
+  const ms = (v) => (v >= 1000 ? `${(v / 1000).toFixed(v % 1000 ? 1 : 0)} s` : `${Math.round(v)} ms`);
+  return list
+    .filter((l) => typeof l?.p50_ms === 'number')
+    .map((l) => `${l.class} usually ${ms(l.p50_ms)}${typeof l.slow_after_ms === 'number' ? `, slow from ${ms(l.slow_after_ms)}` : ''}`)
+    .join('; ');
+}
 
 function metric(label, testid, hint) {
   const value = h('dd', { 'data-testid': testid }, fmt.DASH);
@@ -82,6 +110,11 @@ function renderBreaker(card, b, now, cooldown) {
     const calls = typeof b.calls_in_window === 'number' ? ` of ${fmt.int(b.calls_in_window)} recent calls` : '';
     parts.push(`${pct(b.failure_rate)} failed, ${pct(b.slow_rate)} slow${calls}`);
   }
+  if (typeof b.consecutive_failures === 'number' && b.consecutive_failures > 0) parts.push(`${fmt.int(b.consecutive_failures)} failed in a row`);
+  const caution = cautionText(b);
+  if (caution) parts.push(caution);
+  const latency = latencyText(b);
+  if (latency) parts.push(latency);
   if (typeof b.opens_total === 'number') parts.push(`opened ${fmt.int(b.opens_total)}×`);
   if (typeof b.retry_after_s === 'number') parts.push(`next probe in ${Math.ceil(b.retry_after_s)} s`);
   if (typeof cooldown === 'number' && cooldown > 0) parts.push(`cooling down after rate limiting or overload: ${Math.ceil(cooldown)} s left`);

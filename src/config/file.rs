@@ -62,6 +62,9 @@ pub struct FileUpstream {
     pub connect_to: Option<Spanned<String>>,
     /// PEM file of extra root certificates trusted for this upstream.
     pub ca_file: Option<Spanned<String>>,
+    /// GitHub Status components whose incidents make this upstream's breaker cautious
+    /// (default by origin: Copilot for api.githubcopilot.com, API Requests for api.github.com).
+    pub status_components: Option<Spanned<Vec<String>>>,
 }
 
 #[derive(Debug, Deserialize)]

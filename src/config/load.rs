@@ -220,11 +220,28 @@ impl Settings {
                 Ok(n) => n,
                 Err(e) => return cx.err(e.key, e.span, e.message),
             };
+            let status_components = match &u.status_components {
+                None => super::default_status_components(&origin),
+                Some(list) => {
+                    if let Some(bad) = list.get_ref().iter().find(|c| c.trim().is_empty()) {
+                        return cx.err(
+                            "upstream.status_components",
+                            list.span(),
+                            format!("`{bad}` is not a component name"),
+                        );
+                    }
+                    list.get_ref()
+                        .iter()
+                        .map(|c| c.trim().to_string())
+                        .collect()
+                }
+            };
             upstreams.push(UpstreamSettings {
                 name,
                 origin,
                 fallback,
                 net,
+                status_components,
             });
         }
         if upstreams.is_empty() {
@@ -359,6 +376,30 @@ impl Settings {
             }
         };
 
+        // A component the watcher does not watch can never make a breaker cautious.
+        if let Some(gs) = &github_status {
+            for u in &raw.upstream {
+                let Some(list) = &u.status_components else {
+                    continue;
+                };
+                let watched = |c: &String| {
+                    gs.components
+                        .iter()
+                        .any(|w| w.eq_ignore_ascii_case(c.trim()))
+                };
+                if let Some(c) = list.get_ref().iter().find(|c| !watched(c)) {
+                    return cx.err(
+                        "upstream.status_components",
+                        list.span(),
+                        format!(
+                            "`{c}` is not a watched GitHub Status component; add it to [status] components ({})",
+                            gs.components.join(", ")
+                        ),
+                    );
+                }
+            }
+        }
+
         let team = super::team::validate(&cx, raw.team.as_ref(), file)?;
 
         Ok(Settings {
@@ -435,9 +476,11 @@ fn default_upstreams() -> Vec<UpstreamSettings> {
     ]
     .into_iter()
     .filter_map(|(name, origin)| {
+        let origin = Origin::parse(origin).ok()?;
         Some(UpstreamSettings {
             name: name.to_string(),
-            origin: Origin::parse(origin).ok()?,
+            status_components: super::default_status_components(&origin),
+            origin,
             fallback: None,
             net: Default::default(),
         })

@@ -69,6 +69,22 @@ pub struct UpstreamSettings {
     pub origin: Origin,
     pub fallback: Option<Origin>,
     pub net: UpstreamNet,
+    /// GitHub Status components whose trouble makes this upstream's breaker cautious.
+    pub status_components: Vec<String>,
+}
+
+/// The GitHub Status components watched for an origin when the config names none: Copilot for
+/// `*.githubcopilot.com`, API Requests for `api.github.com`, nothing for anything else.
+pub fn default_status_components(origin: &Origin) -> Vec<String> {
+    let host = origin.host.to_ascii_lowercase();
+    let names: &[&str] = if host == "githubcopilot.com" || host.ends_with(".githubcopilot.com") {
+        &["Copilot"]
+    } else if host == "api.github.com" {
+        &["API Requests"]
+    } else {
+        &[]
+    };
+    names.iter().map(|n| n.to_string()).collect()
 }
 
 /// Caps that protect Weir from bad or hostile clients.

@@ -20,6 +20,45 @@ pub struct FileBreaker {
     pub half_open_probes: Option<Spanned<i64>>,
     /// Spread open waits randomly (default true); tests turn it off.
     pub jitter: Option<bool>,
+    /// Opens after this many failures in a row (0 = off).
+    pub consecutive_failures: Option<Spanned<i64>>,
+    /// "Slow" = this × the class's recent median latency (0 = absolute `slow_call` only).
+    pub slow_multiplier: Option<Spanned<f64>>,
+    /// ...but never below this.
+    pub slow_floor: Option<Spanned<String>>,
+    /// Good calls per class the median is taken over.
+    pub baseline_samples: Option<Spanned<i64>>,
+    /// The relative rule applies once a class has this many.
+    pub baseline_min_samples: Option<Spanned<i64>>,
+    /// Degraded needs at least this many calls in the window.
+    pub degraded_minimum_calls: Option<Spanned<i64>>,
+    pub degraded_failure_rate: Option<Spanned<f64>>,
+    pub degraded_slow_rate: Option<Spanned<f64>>,
+    /// While a GitHub Status incident (or the team) says the upstream is in trouble.
+    pub cautious_minimum_calls: Option<Spanned<i64>>,
+    pub cautious_consecutive_failures: Option<Spanned<i64>>,
+}
+
+impl FileBreaker {
+    /// Where `field` (a [`BreakerConfig`] field name) was written, for errors that involve
+    /// two keys (the later check names the key it is about).
+    fn span_of(&self, field: &str) -> std::ops::Range<usize> {
+        fn sp<T>(v: &Option<Spanned<T>>) -> Option<std::ops::Range<usize>> {
+            v.as_ref().map(|x| x.span())
+        }
+        let span = match field {
+            "minimum_calls" => sp(&self.minimum_calls),
+            "consecutive_failures" => sp(&self.consecutive_failures),
+            "slow_multiplier" => sp(&self.slow_multiplier),
+            "baseline_samples" => sp(&self.baseline_samples),
+            "baseline_min_samples" => sp(&self.baseline_min_samples),
+            "degraded_minimum_calls" => sp(&self.degraded_minimum_calls),
+            "cautious_minimum_calls" => sp(&self.cautious_minimum_calls),
+            "cautious_consecutive_failures" => sp(&self.cautious_consecutive_failures),
+            _ => None,
+        };
+        span.unwrap_or(0..0)
+    }
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -149,6 +188,83 @@ pub fn validate(
         br.half_open_probes = n as u32;
     }
     s.breaker_jitter = b.jitter.unwrap_or(true);
+    let count =
+        |key: &str, v: &Option<Spanned<i64>>, min: i64| -> Result<Option<u32>, ConfigError> {
+            match cx.positive(key, v, min)? {
+                None => Ok(None),
+                Some(n) => match u32::try_from(n) {
+                    Ok(n) => Ok(Some(n)),
+                    Err(_) => {
+                        let span = v.as_ref().map(|x| x.span()).unwrap_or(0..0);
+                        cx.err(key, span, format!("{n} is too large"))
+                    }
+                },
+            }
+        };
+    if let Some(n) = count("breaker.consecutive_failures", &b.consecutive_failures, 0)? {
+        br.consecutive_failures = n;
+    }
+    if let Some(m) = &b.slow_multiplier {
+        let k = *m.get_ref();
+        if !(k.is_finite() && (k == 0.0 || k >= 1.0)) {
+            return cx.err(
+                "breaker.slow_multiplier",
+                m.span(),
+                format!(
+                    "must be 0 (off) or a number ≥ 1, e.g. 4 for \"4× the usual latency\"; got {k}"
+                ),
+            );
+        }
+        br.slow_multiplier = k;
+    }
+    if let Some(d) = cx.duration("breaker.slow_floor", &b.slow_floor)? {
+        br.slow_floor = d;
+    }
+    if let Some(n) = count("breaker.baseline_samples", &b.baseline_samples, 1)? {
+        br.baseline_samples = n;
+        br.baseline_min_samples = br.baseline_min_samples.min(n);
+    }
+    if let Some(n) = count("breaker.baseline_min_samples", &b.baseline_min_samples, 1)? {
+        br.baseline_min_samples = n;
+    }
+    if let Some(n) = count(
+        "breaker.degraded_minimum_calls",
+        &b.degraded_minimum_calls,
+        1,
+    )? {
+        br.degraded_minimum_calls = n;
+    }
+    if let Some(x) = rate(
+        cx,
+        "breaker.degraded_failure_rate",
+        &b.degraded_failure_rate,
+    )? {
+        br.degraded_failure_rate = x;
+    }
+    if let Some(x) = rate(cx, "breaker.degraded_slow_rate", &b.degraded_slow_rate)? {
+        br.degraded_slow_rate = x;
+    }
+    // Caution may only lower thresholds: follow a lowered `minimum_calls` unless set.
+    br.cautious_minimum_calls = br.cautious_minimum_calls.min(br.minimum_calls);
+    if let Some(n) = count(
+        "breaker.cautious_minimum_calls",
+        &b.cautious_minimum_calls,
+        1,
+    )? {
+        br.cautious_minimum_calls = n;
+    }
+    if br.consecutive_failures > 0 {
+        br.cautious_consecutive_failures = br
+            .cautious_consecutive_failures
+            .min(br.consecutive_failures);
+    }
+    if let Some(n) = count(
+        "breaker.cautious_consecutive_failures",
+        &b.cautious_consecutive_failures,
+        0,
+    )? {
+        br.cautious_consecutive_failures = n;
+    }
 
     if let Some(d) = cx.duration("retry.base", &r.base)? {
         s.retry_base = d;
@@ -188,7 +304,108 @@ pub fn validate(
         }
     }
     if let Err(e) = s.breaker.validate() {
-        return cx.err("breaker", 0..0, e.to_string());
+        return cx.err(
+            &format!("breaker.{}", e.field),
+            b.span_of(e.field),
+            e.problem.to_string(),
+        );
     }
     Ok(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::config::parse_str;
+    use std::time::Duration;
+
+    #[test]
+    fn breaker_keys_for_one_laptop_parse() {
+        let s = parse_str(
+            "[breaker]\nconsecutive_failures = 4\nslow_multiplier = 3.5\nslow_floor = \"800ms\"\n\
+             degraded_minimum_calls = 6\ndegraded_failure_rate = 0.2\ndegraded_slow_rate = 0.4\n\
+             cautious_minimum_calls = 3\ncautious_consecutive_failures = 2\n\
+             baseline_samples = 32\nbaseline_min_samples = 8\n",
+            "w.toml",
+        )
+        .unwrap();
+        let b = &s.resilience.breaker;
+        assert_eq!(b.consecutive_failures, 4);
+        assert_eq!(b.slow_multiplier, 3.5);
+        assert_eq!(b.slow_floor, Duration::from_millis(800));
+        assert_eq!((b.degraded_minimum_calls, b.cautious_minimum_calls), (6, 3));
+        assert_eq!((b.degraded_failure_rate, b.degraded_slow_rate), (0.2, 0.4));
+        assert_eq!(b.cautious_consecutive_failures, 2);
+        assert_eq!((b.baseline_samples, b.baseline_min_samples), (32, 8));
+        // Lowering the normal thresholds lowers the cautious ones with them.
+        let s = parse_str(
+            "[breaker]\nminimum_calls = 3\nconsecutive_failures = 2\n",
+            "w.toml",
+        )
+        .unwrap();
+        let b = &s.resilience.breaker;
+        assert_eq!(
+            (b.cautious_minimum_calls, b.cautious_consecutive_failures),
+            (3, 2)
+        );
+    }
+
+    #[test]
+    fn bad_breaker_keys_name_the_key_and_line() {
+        for (text, want) in [
+            (
+                "[breaker]\n\nslow_multiplier = 0.5\n",
+                "w.toml:3: key `breaker.slow_multiplier`",
+            ),
+            (
+                "[breaker]\nconsecutive_failures = -1\n",
+                "w.toml:2: key `breaker.consecutive_failures`",
+            ),
+            (
+                "[breaker]\ndegraded_slow_rate = 1.5\n",
+                "w.toml:2: key `breaker.degraded_slow_rate`",
+            ),
+            (
+                "[breaker]\nminimum_calls = 10\ncautious_minimum_calls = 12\n",
+                "w.toml:3: key `breaker.cautious_minimum_calls`",
+            ),
+            (
+                "[breaker]\nconsecutive_failures = 4\n\ncautious_consecutive_failures = 6\n",
+                "w.toml:4: key `breaker.cautious_consecutive_failures`",
+            ),
+            (
+                "[breaker]\nslow_floor = \"soon\"\n",
+                "w.toml:2: key `breaker.slow_floor`",
+            ),
+            (
+                "[[upstream]]\nname = \"a\"\norigin = \"http://127.0.0.1:9\"\nstatus_components = [\"Copilot\", \"Pages\"]\n",
+                "w.toml:4: key `upstream.status_components`: `Pages` is not a watched",
+            ),
+        ] {
+            let e = parse_str(text, "w.toml").unwrap_err().to_string();
+            assert!(e.starts_with(want), "{text:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn status_components_default_by_origin() {
+        let s = parse_str("", "w.toml").unwrap();
+        let by_name: Vec<_> = s
+            .upstreams
+            .iter()
+            .map(|u| (u.name.as_str(), u.status_components.clone()))
+            .collect();
+        assert_eq!(
+            by_name,
+            [
+                ("copilot-api", vec!["Copilot".to_string()]),
+                ("github-api", vec!["API Requests".to_string()])
+            ]
+        );
+        let s = parse_str(
+            "[[upstream]]\nname = \"a\"\norigin = \"http://127.0.0.1:9\"\nstatus_components = [\"copilot\"]\n",
+            "w.toml",
+        )
+        .unwrap();
+        assert_eq!(s.upstreams[0].status_components, ["copilot"]);
+    }
 }

@@ -145,6 +145,7 @@ pub async fn start(opts: EngineOptions) -> Result<EngineHandle, EngineError> {
     .spawn_workers();
     if let Some(cfg) = settings.github_status.clone() {
         let watcher = crate::github_status::start(upstreams.client.clone(), &bus, cfg);
+        crate::github_status::drive_caution(watcher.watch(), upstreams.clone(), bus.stopping());
         if let Ok(mut g) = control.github.lock() {
             *g = Some(watcher);
         }
@@ -321,6 +322,13 @@ impl EngineHandle {
     /// workers), exactly as `/_weir/api/status` serves it.
     pub async fn status(&self) -> StatusSnapshot {
         crate::control::snapshot_full(&self.control).await
+    }
+
+    /// The status document without the queue counts and the keychain check (`queue.counts`
+    /// is `null`): no SQLite or keychain read, so it is cheap enough to poll, and it never
+    /// leaves the async runtime (tests on paused time rely on that).
+    pub fn status_now(&self) -> StatusSnapshot {
+        crate::control::snapshot(&self.control)
     }
 
     /// The sessions companion's part of the status, without the queue's database read (the

@@ -237,11 +237,15 @@ impl Poller {
         }
     }
 
-    /// Why the next poll should wait longer even after a good answer: the breaker is not
-    /// closed, or GitHub Status shows an unresolved Copilot incident.
+    /// Why the next poll should wait longer even after a good answer: the breaker is open or
+    /// probing, or GitHub Status shows an unresolved Copilot incident.
     fn hold_back(&self, up: usize) -> Option<PollerReason> {
         let breaker = self.proxy.upstreams.get(up).gate.breaker.state();
-        if breaker != weir_resilience::State::Closed {
+        // Degraded still lets calls through (it only warns), so it is not a reason to hold back.
+        if matches!(
+            breaker,
+            weir_resilience::State::Open | weir_resilience::State::HalfOpen
+        ) {
             return Some(PollerReason::BreakerOpen);
         }
         (self.github)()

@@ -40,7 +40,8 @@ pub enum FactState {
 impl From<weir_resilience::State> for FactState {
     fn from(s: weir_resilience::State) -> Self {
         match s {
-            weir_resilience::State::Closed => FactState::Closed,
+            // Degraded travels as `degraded: true` next to `closed` (calls still flow).
+            weir_resilience::State::Closed | weir_resilience::State::Degraded => FactState::Closed,
             weir_resilience::State::Open => FactState::Open,
             weir_resilience::State::HalfOpen => FactState::HalfOpen,
         }

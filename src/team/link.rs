@@ -370,7 +370,10 @@ fn evaluate(shared: &Shared, idx: usize) {
             match shared.settings.action {
                 TeamAction::Cautious => u.gate.set_caution(CautionSource::Peers, true),
                 TeamAction::Open => {
-                    let closed = u.gate.breaker.state() == weir_resilience::State::Closed;
+                    let closed = matches!(
+                        u.gate.breaker.state(),
+                        weir_resilience::State::Closed | weir_resilience::State::Degraded
+                    );
                     if closed && u.gate.breaker.trip(&why) {
                         let opens = u.gate.breaker.snapshot().opens_total;
                         lock(&shared.tripped).insert(name.clone(), opens);
@@ -442,14 +445,16 @@ fn stand_in_for_probes(shared: &Shared, idx: usize) {
 /// Calls in the breaker's window before a closed breaker's failure rate says "degraded".
 const DEGRADED_MIN_CALLS: u64 = 5;
 
-/// A closed breaker whose window already fails at the opening rate, with fewer calls than
-/// it needs to open: this Weir sees the upstream failing and will open soon. Teammates may
-/// act on it at once (the breaker's own waiting for `minimum_calls` guards against noise on
-/// one laptop; K teammates agreeing is a stronger guard).
+/// The breaker's own degraded state (calls flow, but recent ones failed or were slow more than
+/// usual), or a closed breaker whose window already fails at the opening rate with fewer calls
+/// than it needs to open: this Weir sees the upstream failing and will likely open soon.
+/// Teammates may act on it at once (K teammates agreeing guards against one laptop's noise).
 fn degraded(snap: &weir_resilience::BreakerSnapshot, cfg: &weir_resilience::BreakerConfig) -> bool {
-    snap.state == weir_resilience::State::Closed
-        && snap.calls_in_window >= DEGRADED_MIN_CALLS
-        && snap.failure_rate >= cfg.failure_rate_threshold
+    use weir_resilience::State;
+    snap.state == State::Degraded
+        || (snap.state == State::Closed
+            && snap.calls_in_window >= DEGRADED_MIN_CALLS
+            && snap.failure_rate >= cfg.failure_rate_threshold)
 }
 
 /// What this Weir would publish about upstream `idx` now.

@@ -3,7 +3,7 @@
 //! failed or were slow) → bulkhead (too many in flight). Every surface on the laptop, and every
 //! replay, passes the same gate.
 
-use super::caution::{Caution, CautionSource};
+use super::caution::{Caution, CautionSource, Cautions};
 use super::identity_cooldown::IdentityCooldowns;
 use crate::config::{ResilienceSettings, UpstreamSettings};
 use crate::identity::Identity;
@@ -35,8 +35,8 @@ pub(crate) struct Gate {
     cooldown_kind: Mutex<Option<Kind>>,
     /// Per-identity holds: GitHub's rate limits are per user.
     identity_cooldowns: IdentityCooldowns,
-    /// Outside evidence making the breaker cautious.
-    caution: Caution,
+    /// Outside signals that lower the breaker's thresholds while they last.
+    cautions: Mutex<Cautions>,
     /// When the upstream-wide pause this Weir was asked for itself ends (wall clock, for team
     /// signals: a pause learned from a teammate is not re-published as this Weir's own).
     local_cooldown_until: Mutex<Option<SystemTime>>,
@@ -54,12 +54,19 @@ pub(crate) struct Admitted {
 }
 
 impl Admitted {
-    /// Records the attempt's outcome with the breaker and frees the bulkhead slot.
-    pub fn record(self, failure: bool, slow: bool) {
+    /// Records the attempt's outcome and latency with the breaker (judged against `class`'s
+    /// baseline, with `ceiling` the class's absolute `slow_call`) and frees the bulkhead slot.
+    pub fn record(
+        self,
+        failure: bool,
+        class: &'static str,
+        elapsed: Duration,
+        ceiling: Duration,
+    ) -> weir_resilience::Slowness {
         if !failure {
             self.successes.fetch_add(1, Ordering::Relaxed);
         }
-        self.permit.record(failure, slow);
+        self.permit.record_latency(failure, class, elapsed, ceiling)
     }
 }
 
@@ -93,16 +100,10 @@ impl Gate {
             retry_jitter: r.retry_jitter,
             cooldown_kind: Mutex::new(None),
             identity_cooldowns: IdentityCooldowns::default(),
-            caution: Caution::default(),
+            cautions: Mutex::new(Cautions::default()),
             local_cooldown_until: Mutex::new(None),
             successes: Arc::new(AtomicU64::new(0)),
         })
-    }
-
-    /// Sets or clears one source of caution; the breaker is cautious while any is on.
-    pub fn set_caution(&self, source: CautionSource, on: bool) {
-        let any = self.caution.set(source, on);
-        self.breaker.set_cautious(any);
     }
 
     /// Attempts the upstream answered without a breaker failure, since start.
@@ -147,6 +148,16 @@ impl Gate {
     /// request without a credential. Waits for a bulkhead slot (bounded queue); never waits on
     /// the breaker or a cooldown.
     pub async fn admit(&self, who: Option<&Identity>) -> Result<Admitted, Closed> {
+        self.admit_attempt(who, false).await
+    }
+
+    /// [`Gate::admit`] for a retry: the breaker may hold it back during a failing run (see
+    /// [`Breaker::try_acquire_retry`]).
+    pub async fn admit_attempt(
+        &self,
+        who: Option<&Identity>,
+        retry: bool,
+    ) -> Result<Admitted, Closed> {
         if let Some(rem) = self.cooldown.remaining() {
             let kind = self
                 .cooldown_kind
@@ -159,7 +170,12 @@ impl Gate {
         if let Some(rem) = who.and_then(|w| self.identity_cooldowns.remaining(w)) {
             return Err(Closed::IdentityCooldown(rem));
         }
-        let permit = self.breaker.try_acquire().map_err(Closed::Breaker)?;
+        let permit = if retry {
+            self.breaker.try_acquire_retry()
+        } else {
+            self.breaker.try_acquire()
+        }
+        .map_err(Closed::Breaker)?;
         let slot = self.bulkhead.acquire().await.map_err(Closed::Shed)?;
         Ok(Admitted {
             permit,
@@ -186,6 +202,35 @@ impl Gate {
                 self.cooldown.hold_for(wait);
             }
         }
+    }
+
+    /// Turns one source of caution on or off (keeping the detail it gave before, if any).
+    /// While any source is on, the breaker needs fewer calls to open; caution alone never
+    /// opens it.
+    pub(crate) fn set_caution(&self, source: CautionSource, on: bool) {
+        self.set_caution_detail(source, on, None);
+    }
+
+    /// [`Gate::set_caution`] with what the source said (e.g. the incident's name), shown in
+    /// the status and quoted if the breaker opens while cautious.
+    pub(crate) fn set_caution_detail(
+        &self,
+        source: CautionSource,
+        on: bool,
+        detail: Option<String>,
+    ) {
+        let mut c = self.cautions.lock().unwrap_or_else(|e| e.into_inner());
+        if c.set(source, on, detail) {
+            self.breaker.set_caution(c.reason());
+        }
+    }
+
+    /// The active cautions.
+    pub(crate) fn cautions(&self) -> Vec<Caution> {
+        self.cautions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .list()
     }
 
     pub fn problem_for(&self, closed: &Closed) -> Problem {
@@ -239,9 +284,10 @@ impl Gate {
 
     pub fn status(&self) -> GateStatus {
         let b = self.breaker.snapshot();
+        let mut breaker = BreakerView::from(&b);
+        breaker.caution = self.cautions();
         GateStatus {
-            breaker: BreakerView::from(&b),
-            cautious: self.breaker.is_cautious(),
+            breaker,
             cooldown_remaining_s: self.cooldown.remaining().map(|d| d.as_secs_f64()),
             identities_cooling_down: self.identity_cooldowns.len(),
             retry_budget: self.budget.stats(),
@@ -254,8 +300,6 @@ impl Gate {
 #[derive(Debug, Clone, Serialize)]
 pub struct GateStatus {
     pub breaker: BreakerView,
-    /// Outside evidence (teammates, GitHub Status) makes the breaker open on the first failure.
-    pub cautious: bool,
     pub cooldown_remaining_s: Option<f64>,
     /// How many identities are held back by their own rate limit.
     pub identities_cooling_down: usize,
@@ -266,15 +310,42 @@ pub struct GateStatus {
 /// `upstreams[].breaker` in the status document.
 #[derive(Debug, Clone, Serialize)]
 pub struct BreakerView {
+    /// `closed`, `degraded` (calls flow, but recent ones failed or were slow more than
+    /// usual), `open` or `half_open`.
     pub state: weir_resilience::State,
     pub since: String,
+    /// Why it is in this state, in words.
     pub reason: String,
     pub open_count: u32,
     pub opens_total: u64,
     pub failure_rate: f64,
+    /// Share of calls slower than usual for their class (relative baseline or absolute cut-off).
     pub slow_rate: f64,
     pub calls_in_window: u64,
     pub retry_after_s: Option<f64>,
+    /// Failures in a row right now.
+    pub consecutive_failures: u32,
+    /// Failures in a row that open it now (0: off); lower while cautious.
+    pub consecutive_threshold: u32,
+    /// Calls the window needs before its rates can open it now; lower while cautious.
+    pub minimum_calls: u32,
+    /// Why the breaker is cautious (empty: it is not).
+    pub caution: Vec<Caution>,
+    /// Per request class: the usual latency and the "slow" cut-off it gives.
+    pub latency: Vec<ClassLatencyView>,
+}
+
+/// `upstreams[].breaker.latency[]`: one class's latency baseline.
+#[derive(Debug, Clone, Serialize)]
+pub struct ClassLatencyView {
+    pub class: &'static str,
+    /// Good calls the median is taken over.
+    pub samples: u32,
+    /// Median of recent good calls, ms; `null` while still learning.
+    pub p50_ms: Option<f64>,
+    /// Calls at least this slow count as slow, ms; `null` while learning (then only the
+    /// class's absolute `slow_call` applies).
+    pub slow_after_ms: Option<f64>,
 }
 
 impl From<&BreakerSnapshot> for BreakerView {
@@ -289,6 +360,70 @@ impl From<&BreakerSnapshot> for BreakerView {
             slow_rate: b.slow_rate,
             calls_in_window: b.calls_in_window,
             retry_after_s: b.retry_after.map(|d| d.as_secs_f64()),
+            consecutive_failures: b.consecutive_failures,
+            consecutive_threshold: b.consecutive_threshold,
+            minimum_calls: b.minimum_calls,
+            caution: Vec::new(),
+            latency: b
+                .latency
+                .iter()
+                .map(|l| ClassLatencyView {
+                    class: l.class,
+                    samples: l.samples,
+                    p50_ms: l.p50.map(|d| d.as_secs_f64() * 1000.0),
+                    slow_after_ms: l.slow_after.map(|d| d.as_secs_f64() * 1000.0),
+                })
+                .collect(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Settings;
+    use weir_resilience::State;
+
+    fn gate() -> Gate {
+        let s = Settings::default();
+        Gate::new(&s.upstreams[0], &s.resilience).unwrap()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn caution_lowers_the_breakers_bar_and_shows_why() {
+        let g = gate();
+        assert!(g.status().breaker.caution.is_empty());
+        assert_eq!(g.status().breaker.consecutive_threshold, 5);
+        g.set_caution_detail(
+            CautionSource::GithubStatus,
+            true,
+            Some("incident: Disruption with Copilot".into()),
+        );
+        g.set_caution(CautionSource::Peers, true);
+        let st = g.status().breaker;
+        assert_eq!((st.minimum_calls, st.consecutive_threshold), (5, 3));
+        assert_eq!(st.caution.len(), 2);
+        assert_eq!(st.caution[0].source, CautionSource::GithubStatus);
+        assert_eq!(st.state, State::Closed, "caution alone never moves it");
+        // One source clearing leaves the other in force.
+        g.set_caution(CautionSource::GithubStatus, false);
+        assert_eq!(g.status().breaker.consecutive_threshold, 3);
+        // Three failures in a row now open it, and the reason names the caution.
+        for _ in 0..3 {
+            let a = g.admit(None).await.ok().unwrap();
+            a.record(
+                true,
+                "list",
+                Duration::from_millis(5),
+                Duration::from_secs(5),
+            );
+        }
+        let st = g.status().breaker;
+        assert_eq!(st.state, State::Open);
+        assert!(st.reason.contains("(cautious: team)"), "{}", st.reason);
+        g.set_caution(CautionSource::Peers, false);
+        let st = g.status().breaker;
+        assert!(st.caution.is_empty());
+        assert_eq!((st.minimum_calls, st.consecutive_threshold), (20, 5));
     }
 }

@@ -175,7 +175,7 @@ impl Upstreams {
         for attempt in 0..policy.max_attempts {
             let admitted = match first.take() {
                 Some(a) => a,
-                None => match g.admit(who.as_ref()).await {
+                None => match g.admit_attempt(who.as_ref(), attempt > 0).await {
                     Ok(a) => a,
                     Err(c) => {
                         closed = Some(c);
@@ -200,10 +200,17 @@ impl Upstreams {
                 },
             )
             .await;
-            let slow = started.elapsed() >= cs.slow_call;
+            let elapsed = started.elapsed();
             let pre = res.as_ref().map(&prefix).unwrap_or_default();
             let kind = kind_of(&res, &pre);
-            admitted.record(kind.counts_as_breaker_failure(), slow);
+            // Slow is judged against this class's own recent latency (see the breaker's
+            // baseline), with the class's `slow_call` as the absolute cut-off.
+            admitted.record(
+                kind.counts_as_breaker_failure(),
+                class.as_str(),
+                elapsed,
+                cs.slow_call,
+            );
             if !kind.is_ok() {
                 counters.error(class, kind.as_str());
             }

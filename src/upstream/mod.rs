@@ -2,18 +2,19 @@
 //! - [`client`]: the pooled rustls HTTP client and its typed failures;
 //! - [`pool`]: how connections are made (`connect_to`, `ca_file`, `upstream_proxy`);
 //! - [`admission`]: whether an attempt may go out now (cooldown → breaker → bulkhead);
+//! - [`caution`]: outside signals (GitHub Status, peers) that lower the breaker's thresholds;
 //! - [`attempt`]: the one attempt-and-retry machinery, for client requests and replays alike.
 
 mod admission;
 mod attempt;
-mod caution;
+pub(crate) mod caution;
 mod client;
 mod identity_cooldown;
 mod pool;
 
-pub(crate) use admission::GateStatus;
+pub use admission::{BreakerView, ClassLatencyView, GateStatus};
 pub(crate) use attempt::{fetch_problem, AttemptPolicy, Replayable};
-pub(crate) use caution::CautionSource;
+pub use caution::{Caution, CautionSource};
 pub use client::{FetchError, Timeouts, UpstreamClient};
 pub(crate) use pool::{http_connector, RoutingConnector};
 

@@ -189,6 +189,49 @@ describe('Weir dashboard', { timeout: 180_000 }, () => {
     }
   });
 
+  test('a slow upstream shows degraded on its card and in the header, with the reason', async (t) => {
+    const st = await control(weir, 'GET', '/_weir/api/status');
+    if (!st.json.upstreams?.[0]?.breaker?.latency) return t.skip('status has no breaker latency baseline');
+    const views = (n, tag) => Promise.all(Array.from({ length: n }, (_, i) =>
+      viaProxy(weir.port, upstream.port, { path: `/agents/sessions/${tag}-${Date.now()}-${i}` })));
+    // A fast baseline for the view class (distinct sessions: nothing comes from the cache).
+    for (let i = 0; i < 12; i += 1) await views(1, 'fast');
+    // Then 1.1 s answers: over the 1 s floor, far over 4× the usual, under the 5 s `slow_call`.
+    upstream.behaviour.delayMs = 1100;
+    try {
+      await until('the breaker to report degraded', async () => {
+        await views(6, 'slow');
+        const s = await control(weir, 'GET', '/_weir/api/status');
+        return s.json.upstreams[0].breaker.state === 'degraded';
+      }, { timeoutMs: 30_000, everyMs: 50 });
+    } finally {
+      upstream.behaviour.delayMs = 0;
+    }
+    const s = await control(weir, 'GET', '/_weir/api/status');
+    const b = s.json.upstreams[0].breaker;
+    assert.equal(b.opens_total, 0, 'slow answers that succeed never open it');
+    const view = b.latency.find((l) => l.class === 'view');
+    assert.ok(view && view.p50_ms < 1000, JSON.stringify(b.latency));
+    // The page learns it from the once-a-second status stream.
+    await page.locator('[data-testid="breaker-test"][data-state="degraded"]').waitFor({ timeout: 15_000 });
+    assert.match(await page.getByTestId('breaker-test').textContent(), /^degraded$/i);
+    // The `breaker` event flips the badge at once; the reason comes with the next status tick.
+    await page.locator('[data-testid="breaker-detail-test"]', { hasText: 'slower than usual' }).waitFor({ timeout: 15_000 });
+    const detail = await page.getByTestId('breaker-detail-test').textContent();
+    assert.match(detail, /view usually \d+ ms, slow from 1 s/);
+    await page.locator('[data-testid="overall-state"][data-state="degraded"]').waitFor({ timeout: 5_000 });
+    assert.match(await page.getByTestId('overall-state').textContent(), /test degraded: .*slower than usual/);
+    assert.match(await page.getByTestId('timeline-test').textContent(), /closed → degraded/);
+    fs.mkdirSync(OUT_DIR, { recursive: true });
+    await page.screenshot({ path: path.join(OUT_DIR, 'dashboard-degraded.png'), fullPage: true });
+    // Fast again: healthy once the window says so.
+    await until('the breaker to recover', async () => {
+      await views(6, 'again');
+      const r = await control(weir, 'GET', '/_weir/api/status');
+      return r.json.upstreams[0].breaker.state === 'closed';
+    }, { timeoutMs: 30_000, everyMs: 50 });
+  });
+
   test('a failing upstream opens the breaker on its card', async (t) => {
     const st = await control(weir, 'GET', '/_weir/api/status');
     if (!st.json.upstreams?.[0]?.breaker) return t.skip('status has no upstreams[0].breaker yet (the lead adds the breaker to status)');
@@ -203,7 +246,8 @@ describe('Weir dashboard', { timeout: 180_000 }, () => {
     await page.locator('[data-testid="breaker-test"][data-state="open"]').waitFor({ timeout: 5_000 });
     assert.match(await page.getByTestId('breaker-test').textContent(), /^open$/i);
     await page.locator('[data-testid="overall-state"][data-state="breaker-open"]').waitFor({ timeout: 5_000 });
-    assert.match(await page.getByTestId('timeline-test').textContent(), /closed → open/);
+    // Closed → open, or through degraded on the way (a failure rate over 25 % first).
+    assert.match(await page.getByTestId('timeline-test').textContent(), /(closed|degraded) → open/);
     fs.mkdirSync(OUT_DIR, { recursive: true });
     await page.screenshot({ path: path.join(OUT_DIR, 'dashboard-breaker.png'), fullPage: true });
   });

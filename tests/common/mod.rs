@@ -24,6 +24,9 @@ pub struct Behaviour {
     pub body: Option<String>,
     /// Bodies by path prefix, checked before `body`.
     pub path_bodies: Vec<(String, String)>,
+    /// Every `n`-th request (counted over all paths since start) answers 500 (0 = never):
+    /// a deterministic failure rate, e.g. 50 for 2 %.
+    pub fail_one_in: usize,
 }
 
 impl Default for Behaviour {
@@ -34,6 +37,7 @@ impl Default for Behaviour {
             extra_headers: vec![],
             body: None,
             path_bodies: vec![],
+            fail_one_in: 0,
         }
     }
 }
@@ -139,7 +143,7 @@ async fn answer(
         .path_and_query()
         .map(|p| p.to_string())
         .unwrap_or_default();
-    let n = {
+    let (n, total) = {
         let mut seen = s.lock().unwrap();
         seen.push(Seen {
             method: parts.method.to_string(),
@@ -148,9 +152,13 @@ async fn answer(
             body,
             at: tokio::time::Instant::now(),
         });
-        seen.iter().filter(|x| x.path_and_query == pq).count()
+        let n = seen.iter().filter(|x| x.path_and_query == pq).count();
+        (n, seen.len())
     };
-    let beh = b.lock().unwrap().clone();
+    let mut beh = b.lock().unwrap().clone();
+    if beh.fail_one_in > 0 && total % beh.fail_one_in == 0 {
+        beh.status = 500;
+    }
     if !beh.delay.is_zero() {
         tokio::time::sleep(beh.delay).await;
     }

@@ -9,8 +9,9 @@
 //!   `RateLimit-Policy` header values.
 //! - [`bulkhead`] — per-upstream concurrency limit with a bounded queue; sheds the excess.
 //! - [`cooldown`] — "do not call this upstream before T", set from server wait hints.
-//! - [`breaker`] — circuit breaker per upstream on failure rate and slow-call rate, with
-//!   half-open probes, growing open waits, snapshots and transition events.
+//! - [`breaker`] — circuit breaker per upstream on consecutive failures, failure rate and
+//!   slow-call rate (slow relative to each class's own latency baseline), with a degraded
+//!   state, caution, half-open probes, growing open waits, snapshots and transition events.
 //! - [`kind`] — classifies an upstream outcome into a [`Kind`] that drives everything else.
 //! - [`github403`] — the rule that tells GitHub's rate-limit, policy and auth 403s apart.
 //! - [`retry_after`] — parses `Retry-After` and `x-ratelimit-reset` into a wait.
@@ -37,8 +38,8 @@ mod window;
 
 pub use backoff::{Backoff, FullJitter, Jitter, NoJitter};
 pub use breaker::{
-    Breaker, BreakerConfig, BreakerEvent, BreakerSnapshot, ConfigError as BreakerConfigError,
-    Permit, Rejected, State,
+    Breaker, BreakerConfig, BreakerEvent, BreakerSnapshot, ClassLatency,
+    ConfigError as BreakerConfigError, Permit, Rejected, Slowness, State,
 };
 pub use budget::{BudgetConfig, BudgetStats, RetryBudget};
 pub use bulkhead::{Bulkhead, BulkheadConfig, BulkheadPermit, BulkheadStats, Shed};

@@ -1,5 +1,6 @@
-//! Circuit breaker settings, with defaults modelled on resilience4j and a `validate()` that
-//! names the bad field.
+//! Circuit breaker settings, with defaults modelled on resilience4j (windowed rates) and
+//! linkerd2-proxy (consecutive failures), sized for one developer's traffic, and a `validate()`
+//! that names the bad field.
 
 use std::time::Duration;
 
@@ -34,6 +35,31 @@ pub struct BreakerConfig {
     /// After staying closed this long, the next opening starts again from `open_base`
     /// (the upstream has recovered; an old incident should not lengthen a new one).
     pub reset_growth_after: Duration,
+    /// Opens after this many failures in a row, whatever the window holds (0 = off). One
+    /// laptop's traffic rarely fills the window's `minimum_calls`; a run of failures is the
+    /// signal it does produce.
+    pub consecutive_failures: u32,
+    /// A call is "slow" when it takes `slow_multiplier ×` its class's recent median latency
+    /// (0.0 = off: only the caller's absolute cut-off counts).
+    pub slow_multiplier: f64,
+    /// ...but never below this: a 40 ms → 200 ms wobble on a fast class is not trouble.
+    pub slow_floor: Duration,
+    /// Successful, not-slow calls remembered per class for the median.
+    pub baseline_samples: u32,
+    /// The relative rule applies once a class has this many samples.
+    pub baseline_min_samples: u32,
+    /// Degraded (still closed, calls flow) once the window holds this many calls and either
+    /// rate below reaches its threshold.
+    pub degraded_minimum_calls: u32,
+    /// Degraded when `failures / calls ≥` this (0.0–1.0].
+    pub degraded_failure_rate: f64,
+    /// Degraded when `slow calls / calls ≥` this (0.0–1.0], slow by the relative rule or the
+    /// absolute cut-off.
+    pub degraded_slow_rate: f64,
+    /// While cautious (see [`crate::Breaker::set_cautious`]): `minimum_calls` is lowered to this.
+    pub cautious_minimum_calls: u32,
+    /// While cautious: `consecutive_failures` is lowered to this (0 = keep the normal one).
+    pub cautious_consecutive_failures: u32,
 }
 
 impl Default for BreakerConfig {
@@ -50,6 +76,16 @@ impl Default for BreakerConfig {
             open_max: Duration::from_secs(120),
             half_open_probes: 3,
             reset_growth_after: Duration::from_secs(120),
+            consecutive_failures: 5,
+            slow_multiplier: 4.0,
+            slow_floor: Duration::from_secs(1),
+            baseline_samples: 64,
+            baseline_min_samples: 10,
+            degraded_minimum_calls: 5,
+            degraded_failure_rate: 0.25,
+            degraded_slow_rate: 0.5,
+            cautious_minimum_calls: 5,
+            cautious_consecutive_failures: 3,
         }
     }
 }
@@ -92,7 +128,63 @@ impl BreakerConfig {
         if self.half_open_probes == 0 {
             return bad("half_open_probes", "must be at least 1");
         }
+        if !(self.slow_multiplier.is_finite()
+            && (self.slow_multiplier == 0.0 || self.slow_multiplier >= 1.0))
+        {
+            return bad("slow_multiplier", "must be 0 (off) or a number ≥ 1");
+        }
+        if self.baseline_samples == 0 {
+            return bad("baseline_samples", "must be at least 1");
+        }
+        if self.baseline_min_samples == 0 || self.baseline_min_samples > self.baseline_samples {
+            return bad(
+                "baseline_min_samples",
+                "must be at least 1 and at most baseline_samples",
+            );
+        }
+        if self.degraded_minimum_calls == 0 {
+            return bad("degraded_minimum_calls", "must be at least 1");
+        }
+        if !is_rate(self.degraded_failure_rate) {
+            return bad("degraded_failure_rate", "must be in (0, 1]");
+        }
+        if !is_rate(self.degraded_slow_rate) {
+            return bad("degraded_slow_rate", "must be in (0, 1]");
+        }
+        if self.cautious_minimum_calls == 0 || self.cautious_minimum_calls > self.minimum_calls {
+            return bad(
+                "cautious_minimum_calls",
+                "must be at least 1 and at most minimum_calls",
+            );
+        }
+        if self.consecutive_failures > 0
+            && self.cautious_consecutive_failures > self.consecutive_failures
+        {
+            return bad(
+                "cautious_consecutive_failures",
+                "must not be more than consecutive_failures",
+            );
+        }
         Ok(())
+    }
+
+    /// `minimum_calls`, lowered while cautious.
+    pub fn minimum_calls_for(&self, cautious: bool) -> u32 {
+        if cautious {
+            self.cautious_minimum_calls.min(self.minimum_calls)
+        } else {
+            self.minimum_calls
+        }
+    }
+
+    /// `consecutive_failures` (0 = off), lowered while cautious.
+    pub fn consecutive_failures_for(&self, cautious: bool) -> u32 {
+        match (cautious, self.cautious_consecutive_failures) {
+            // Off stays off: caution lowers a threshold, it never adds a trigger.
+            _ if self.consecutive_failures == 0 => 0,
+            (true, n) if n > 0 => n,
+            _ => self.consecutive_failures,
+        }
     }
 
     /// The nominal wait for the `n`-th consecutive opening (1-based), before jitter.
@@ -139,6 +231,45 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(c.validate().unwrap_err().field, "half_open_probes");
+        let c = BreakerConfig {
+            cautious_minimum_calls: 30,
+            ..Default::default()
+        };
+        assert_eq!(c.validate().unwrap_err().field, "cautious_minimum_calls");
+        let c = BreakerConfig {
+            slow_multiplier: 0.5,
+            ..Default::default()
+        };
+        assert_eq!(c.validate().unwrap_err().field, "slow_multiplier");
+        let c = BreakerConfig {
+            consecutive_failures: 2,
+            ..Default::default()
+        };
+        assert_eq!(
+            c.validate().unwrap_err().field,
+            "cautious_consecutive_failures"
+        );
+    }
+
+    #[test]
+    fn caution_lowers_the_thresholds() {
+        let c = BreakerConfig::default();
+        assert_eq!(
+            (c.minimum_calls_for(false), c.minimum_calls_for(true)),
+            (20, 5)
+        );
+        assert_eq!(
+            (
+                c.consecutive_failures_for(false),
+                c.consecutive_failures_for(true)
+            ),
+            (5, 3)
+        );
+        let off = BreakerConfig {
+            consecutive_failures: 0,
+            ..Default::default()
+        };
+        assert_eq!(off.consecutive_failures_for(true), 0);
     }
 
     #[test]

@@ -1,36 +1,46 @@
-//! Circuit breaker per upstream with resilience4j semantics: opens on failure rate *or*
-//! slow-call rate over a time-based sliding window, waits (growing on repeated openings),
-//! then lets a fixed number of half-open probes decide.
+//! Circuit breaker per upstream. It opens on a run of consecutive failures (linkerd2-proxy's
+//! accrual: what one developer's traffic produces), or on failure rate *or* slow-call rate over
+//! a time-based sliding window (resilience4j: what a busy upstream produces); it waits (growing
+//! on repeated openings), then lets a fixed number of half-open probes decide.
+//!
+//! Between closed and open sits **degraded**: calls flow, but recent ones failed or were slower
+//! than their class's own baseline (see the `baseline` module) more than usual. While **cautious** (an
+//! outside signal such as a GitHub Status incident, [`Breaker::set_cautious`]) fewer calls are
+//! needed to open; caution never opens the breaker by itself.
 //!
 //! Transitions are driven by calls rather than a timer task: `Open → HalfOpen` happens on the
 //! first [`Breaker::try_acquire`] or [`Breaker::snapshot`] after the wait, so an idle breaker
 //! costs nothing. Every transition is broadcast as a [`BreakerEvent`] with a reason in words.
 //!
-//! Permits carry the generation (transition count) they were issued in; an outcome reported
-//! after the breaker has moved on is ignored, so a slow call that started while closed cannot
-//! sway the verdict of a later half-open round.
+//! Permits carry the generation they were issued in; an outcome reported after the breaker has
+//! left the closed side (or a half-open round ended) is ignored, so a slow call that started
+//! while closed cannot sway the verdict of a later half-open round. `Closed ↔ Degraded` keeps
+//! the generation: calls in flight across it still count.
 
+mod baseline;
 mod config;
+mod machine;
 mod state;
 #[cfg(test)]
 mod tests;
 mod verdict;
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime};
 
 use tokio::sync::broadcast;
 use tokio::time::Instant;
 
+pub use baseline::{ClassLatency, Slowness};
 pub use config::{BreakerConfig, ConfigError};
 pub use state::{BreakerEvent, BreakerSnapshot, Rejected, State};
 
 use crate::backoff::Jitter;
 use crate::kind::Kind;
 use crate::window::TimeWindow;
-use state::short_duration;
-use verdict::{Calls, Probes, Verdict};
+use baseline::Baseline;
+use verdict::{Calls, Probes};
 
 /// Hint given to callers refused because every half-open probe slot is taken: probes are
 /// ordinary calls, so they usually finish within about this long.
@@ -50,9 +60,6 @@ struct Shared {
     config: BreakerConfig,
     events: broadcast::Sender<BreakerEvent>,
     inner: Mutex<Inner>,
-    /// Cautious: others (GitHub Status, teammates' Weirs) report this upstream failing, so a
-    /// closed breaker opens on the first failure instead of waiting for `minimum_calls`.
-    cautious: AtomicBool,
 }
 
 struct Inner {
@@ -60,16 +67,28 @@ struct Inner {
     generation: u64,
     since: SystemTime,
     since_instant: Instant,
+    /// When the breaker last came back to the closed side (creation, or a half-open round that
+    /// closed); `Closed ↔ Degraded` does not move it, so growth still resets on time.
+    closed_since: Instant,
     reason: String,
     open_count: u32,
     opens_total: u64,
     window: TimeWindow<Calls>,
+    /// Failures in a row on the closed side.
+    consecutive: u32,
+    /// Closed-side permits of this generation not yet recorded or dropped.
+    outstanding: u32,
+    /// Why the thresholds are lowered, if they are.
+    caution: Option<String>,
+    /// Latency baselines by the caller's class key.
+    baselines: BTreeMap<&'static str, Baseline>,
     jitter: Box<dyn Jitter>,
 }
 
 #[derive(Debug, Clone, Copy)]
 enum Phase {
     Closed,
+    Degraded,
     Open { until: Instant },
     HalfOpen(Probes),
 }
@@ -78,14 +97,21 @@ impl Phase {
     fn state(&self) -> State {
         match self {
             Phase::Closed => State::Closed,
+            Phase::Degraded => State::Degraded,
             Phase::Open { .. } => State::Open,
             Phase::HalfOpen(_) => State::HalfOpen,
         }
     }
+
+    /// Calls flow and are counted in the window.
+    fn is_closed_side(&self) -> bool {
+        matches!(self, Phase::Closed | Phase::Degraded)
+    }
 }
 
-/// Permission for one call. Report its outcome with [`Permit::record`]; dropping it unrecorded
-/// (e.g. the client went away) releases a half-open probe slot without counting anything.
+/// Permission for one call. Report its outcome with [`Permit::record`] (or
+/// [`Permit::record_latency`]); dropping it unrecorded (e.g. the client went away) releases a
+/// half-open probe slot without counting anything.
 #[must_use = "a permit should be recorded, or dropped deliberately"]
 pub struct Permit {
     shared: Arc<Shared>,
@@ -111,10 +137,15 @@ impl Breaker {
             generation: 0,
             since: SystemTime::now(),
             since_instant: now,
+            closed_since: now,
             reason: "new".to_owned(),
             open_count: 0,
             opens_total: 0,
             window: TimeWindow::new(config.window, config.window_buckets, now),
+            consecutive: 0,
+            outstanding: 0,
+            caution: None,
+            baselines: BTreeMap::new(),
             jitter: Box::new(jitter),
         };
         Ok(Breaker {
@@ -123,7 +154,6 @@ impl Breaker {
                 config,
                 events,
                 inner: Mutex::new(inner),
-                cautious: AtomicBool::new(false),
             }),
         })
     }
@@ -143,22 +173,33 @@ impl Breaker {
         self.shared.events.subscribe()
     }
 
-    /// Makes the breaker cautious (or not): while cautious, a closed breaker opens as soon as
-    /// the failure rate trips, from the first call on (`minimum_calls` is not waited for).
-    pub fn set_cautious(&self, on: bool) {
-        self.shared.cautious.store(on, Ordering::Relaxed);
+    /// Makes the breaker cautious (or not): while cautious, `cautious_minimum_calls` and
+    /// `cautious_consecutive_failures` replace the normal thresholds. The change itself never
+    /// moves the breaker: only the next recorded outcome is judged with the new thresholds.
+    pub fn set_cautious(&self, cautious: bool) {
+        self.set_caution(cautious.then(|| "cautious".to_owned()));
     }
 
-    /// Whether [`Breaker::set_cautious`] is on.
+    /// [`Breaker::set_cautious`] with the reason in words (`None`: not cautious), shown in the
+    /// snapshot and quoted when the breaker opens while cautious.
+    pub fn set_caution(&self, reason: Option<String>) {
+        let mut inner = self.shared.lock();
+        if inner.caution != reason {
+            tracing::info!(breaker = %self.shared.name, caution = ?reason, "breaker caution");
+            inner.caution = reason;
+        }
+    }
+
+    /// Whether the breaker is cautious now.
     pub fn is_cautious(&self) -> bool {
-        self.shared.cautious.load(Ordering::Relaxed)
+        self.shared.lock().caution.is_some()
     }
 
     /// Opens the breaker now for `cause` (evidence from outside this process, e.g. teammates'
-    /// Weirs seeing the upstream fail): a closed breaker opens; an open one starts its next,
-    /// longer wait now (their failures stand in for its probes). The usual open wait applies,
-    /// then half-open probes decide as always. A half-open breaker is left alone (its probes
-    /// are in flight). Returns whether it (re)opened.
+    /// Weirs seeing the upstream fail): a closed or degraded breaker opens; an open one starts
+    /// its next, longer wait now (their failures stand in for its probes). The usual open wait
+    /// applies, then half-open probes decide as always. A half-open breaker is left alone (its
+    /// probes are in flight). Returns whether it (re)opened.
     pub fn trip(&self, cause: &str) -> bool {
         let now = Instant::now();
         let mut guard = self.shared.lock();
@@ -173,6 +214,18 @@ impl Breaker {
 
     /// Asks to make one call.
     pub fn try_acquire(&self) -> Result<Permit, Rejected> {
+        self.acquire(false)
+    }
+
+    /// Asks to *retry* a call that just failed. Refused, even while closed, when a run of
+    /// failures is under way and the calls already in flight could finish it: a retry must
+    /// not pile onto an upstream that is about to be declared down, so at most
+    /// `consecutive_failures` calls reach a failing upstream before the breaker opens.
+    pub fn try_acquire_retry(&self) -> Result<Permit, Rejected> {
+        self.acquire(true)
+    }
+
+    fn acquire(&self, retry: bool) -> Result<Permit, Rejected> {
         let now = Instant::now();
         let shared = &self.shared;
         let mut guard = shared.lock();
@@ -186,8 +239,22 @@ impl Breaker {
             recorded: false,
         };
         let probes_allowed = shared.config.half_open_probes;
+        let run = shared
+            .config
+            .consecutive_failures_for(inner.caution.is_some());
         match &mut inner.phase {
-            Phase::Closed => Ok(permit(false)),
+            Phase::Closed | Phase::Degraded
+                if retry
+                    && run > 0
+                    && inner.consecutive > 0
+                    && inner.consecutive + inner.outstanding >= run =>
+            {
+                Err(shared.rejected(inner, HALF_OPEN_RETRY_AFTER))
+            }
+            Phase::Closed | Phase::Degraded => {
+                inner.outstanding += 1;
+                Ok(permit(false))
+            }
             Phase::HalfOpen(p) if p.admitted < probes_allowed => {
                 p.admitted += 1;
                 Ok(permit(true))
@@ -210,6 +277,7 @@ impl Breaker {
     /// A point-in-time view (advancing `Open → HalfOpen` if the wait is over).
     pub fn snapshot(&self) -> BreakerSnapshot {
         let now = Instant::now();
+        let config = &self.shared.config;
         let mut inner = self.shared.lock();
         self.shared.refresh(&mut inner, now);
         let (calls, failures, slow) = match inner.phase {
@@ -226,6 +294,7 @@ impl Breaker {
                 n as f64 / calls as f64
             }
         };
+        let cautious = inner.caution.is_some();
         BreakerSnapshot {
             name: self.shared.name.clone(),
             state: inner.phase.state(),
@@ -240,6 +309,15 @@ impl Breaker {
                 Phase::Open { until } => Some(until.saturating_duration_since(now)),
                 _ => None,
             },
+            consecutive_failures: inner.consecutive,
+            consecutive_threshold: config.consecutive_failures_for(cautious),
+            minimum_calls: config.minimum_calls_for(cautious),
+            caution: inner.caution.clone(),
+            latency: inner
+                .baselines
+                .iter()
+                .map(|(class, b)| b.view(class, config))
+                .collect(),
         }
     }
 }
@@ -247,11 +325,40 @@ impl Breaker {
 impl Permit {
     /// Reports the call's outcome. `failure`: the upstream failed (see
     /// [`Kind::counts_as_breaker_failure`]); `slow`: it took longer than the caller's
-    /// slow-call duration for this request class.
+    /// slow-call duration for this request class (counts toward opening and degraded).
     pub fn record(mut self, failure: bool, slow: bool) {
         self.recorded = true;
+        let judged = Slowness {
+            slow,
+            too_slow: slow,
+        };
         self.shared
-            .record(self.generation, self.probe, failure, slow);
+            .record(self.generation, self.probe, failure, judged);
+    }
+
+    /// Reports the call's outcome with its latency: `class` names the request class whose
+    /// baseline judges it (see the `baseline` module), `ceiling` is the class's absolute slow-call
+    /// cut-off. Returns how the call was judged.
+    pub fn record_latency(
+        mut self,
+        failure: bool,
+        class: &'static str,
+        elapsed: Duration,
+        ceiling: Duration,
+    ) -> Slowness {
+        self.recorded = true;
+        let judged = {
+            let mut inner = self.shared.lock();
+            inner.baselines.entry(class).or_default().judge(
+                &self.shared.config,
+                failure,
+                elapsed,
+                ceiling,
+            )
+        };
+        self.shared
+            .record(self.generation, self.probe, failure, judged);
+        judged
     }
 
     /// [`Permit::record`] from a classified outcome: kinds that do not count as breaker
@@ -269,13 +376,17 @@ impl Permit {
 
 impl Drop for Permit {
     fn drop(&mut self) {
-        if self.recorded || !self.probe {
+        if self.recorded {
             return;
         }
         let mut inner = self.shared.lock();
         if inner.generation == self.generation {
-            if let Phase::HalfOpen(p) = &mut inner.phase {
-                p.admitted = p.admitted.saturating_sub(1);
+            match &mut inner.phase {
+                Phase::HalfOpen(p) if self.probe => p.admitted = p.admitted.saturating_sub(1),
+                Phase::Closed | Phase::Degraded if !self.probe => {
+                    inner.outstanding = inner.outstanding.saturating_sub(1);
+                }
+                _ => {}
             }
         }
     }
@@ -294,117 +405,6 @@ impl Shared {
             state: inner.phase.state(),
             retry_after,
             reason: inner.reason.clone(),
-        }
-    }
-
-    /// Time-driven changes: the open wait ending, and growth forgotten after a long calm.
-    fn refresh(&self, inner: &mut Inner, now: Instant) {
-        match inner.phase {
-            Phase::Open { until } if now >= until => {
-                let waited = now.saturating_duration_since(inner.since_instant);
-                let reason = format!(
-                    "waited {}; letting {} probe call{} through",
-                    short_duration(waited),
-                    self.config.half_open_probes,
-                    if self.config.half_open_probes == 1 {
-                        ""
-                    } else {
-                        "s"
-                    },
-                );
-                inner.window.clear();
-                self.transition(inner, Phase::HalfOpen(Probes::default()), reason, now);
-            }
-            Phase::Closed
-                if inner.open_count > 0
-                    && now.saturating_duration_since(inner.since_instant)
-                        >= self.config.reset_growth_after =>
-            {
-                inner.open_count = 0;
-            }
-            _ => {}
-        }
-    }
-
-    fn record(&self, generation: u64, probe: bool, failure: bool, slow: bool) {
-        let now = Instant::now();
-        let mut guard = self.lock();
-        let inner = &mut *guard;
-        if inner.generation != generation {
-            return; // issued before the last transition: stale
-        }
-        self.refresh(inner, now);
-        match &mut inner.phase {
-            Phase::Closed => {
-                let slot = inner.window.current(now);
-                slot.calls += 1;
-                slot.failures += u64::from(failure);
-                slot.slow += u64::from(slow);
-                let sum = inner.window.sum(now);
-                let verdict = if self.cautious.load(Ordering::Relaxed) {
-                    let cautious = BreakerConfig {
-                        minimum_calls: 1,
-                        ..self.config.clone()
-                    };
-                    verdict::closed(&cautious, sum).map(|r| format!("{r} (cautious)"))
-                } else {
-                    verdict::closed(&self.config, sum)
-                };
-                if let Some(reason) = verdict {
-                    self.open(inner, reason, now);
-                }
-            }
-            Phase::HalfOpen(p) if probe => {
-                p.done += 1;
-                p.failures += u32::from(failure);
-                p.slow += u32::from(slow);
-                if p.done >= self.config.half_open_probes {
-                    let p = *p;
-                    self.half_open_verdict(inner, p, now);
-                }
-            }
-            _ => {}
-        }
-    }
-
-    fn half_open_verdict(&self, inner: &mut Inner, probes: Probes, now: Instant) {
-        match verdict::half_open(&self.config, probes) {
-            Verdict::Open(reason) => self.open(inner, reason, now),
-            Verdict::Close(reason) => {
-                inner.window.clear();
-                self.transition(inner, Phase::Closed, reason, now);
-            }
-        }
-    }
-
-    fn open(&self, inner: &mut Inner, cause: String, now: Instant) {
-        inner.open_count = inner.open_count.saturating_add(1);
-        inner.opens_total += 1;
-        let nominal = self.config.open_wait(inner.open_count);
-        let half = nominal / 2;
-        let wait = half + inner.jitter.pick(nominal - half).min(nominal - half);
-        let reason = format!("{cause}; rejecting calls for {}", short_duration(wait));
-        self.transition(inner, Phase::Open { until: now + wait }, reason, now);
-    }
-
-    fn transition(&self, inner: &mut Inner, to: Phase, reason: String, now: Instant) {
-        let from = inner.phase.state();
-        inner.phase = to;
-        inner.generation += 1;
-        inner.since = SystemTime::now();
-        inner.since_instant = now;
-        inner.reason.clone_from(&reason);
-        tracing::info!(breaker = %self.name, %from, to = %to.state(), %reason, "circuit breaker transition");
-        let event = BreakerEvent {
-            breaker: self.name.clone(),
-            from,
-            to: to.state(),
-            at: inner.since,
-            reason,
-        };
-        // Sending fails only when nobody subscribed, which is a normal situation.
-        if self.events.send(event).is_err() {
-            tracing::trace!(breaker = %self.name, "no breaker event subscribers");
         }
     }
 }

@@ -7,12 +7,16 @@ use std::time::{Duration, SystemTime};
 use serde::Serialize;
 use thiserror::Error;
 
+use super::baseline::ClassLatency;
+
 /// Where a breaker stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum State {
     /// Calls flow; outcomes are counted.
     Closed,
+    /// Calls flow, but recent ones failed or were slow more than usual (not enough to open).
+    Degraded,
     /// Calls are rejected until the wait ends.
     Open,
     /// A fixed number of probe calls decide whether to close or reopen.
@@ -20,10 +24,11 @@ pub enum State {
 }
 
 impl State {
-    /// Stable snake_case name (`closed`, `open`, `half_open`).
+    /// Stable snake_case name (`closed`, `degraded`, `open`, `half_open`).
     pub const fn as_str(self) -> &'static str {
         match self {
             State::Closed => "closed",
+            State::Degraded => "degraded",
             State::Open => "open",
             State::HalfOpen => "half_open",
         }
@@ -60,6 +65,17 @@ pub struct BreakerSnapshot {
     pub calls_in_window: u64,
     /// While open: how long until probes are allowed.
     pub retry_after: Option<Duration>,
+    /// Failures in a row right now (reset by any success).
+    pub consecutive_failures: u32,
+    /// Failures in a row that open the breaker now (0 = that trigger is off); lower while
+    /// cautious.
+    pub consecutive_threshold: u32,
+    /// Calls the window needs before its rates can open the breaker now; lower while cautious.
+    pub minimum_calls: u32,
+    /// Why the breaker is cautious (lower thresholds), if it is.
+    pub caution: Option<String>,
+    /// Per request class: the latency baseline behind "slow".
+    pub latency: Vec<ClassLatency>,
 }
 
 /// Sent on the breaker's broadcast channel at every state change.
@@ -116,6 +132,7 @@ mod tests {
         assert_eq!(serde_json::to_value(State::HalfOpen).unwrap(), "half_open");
         assert_eq!(serde_json::to_value(State::Closed).unwrap(), "closed");
         assert_eq!(State::Open.to_string(), "open");
+        assert_eq!(serde_json::to_value(State::Degraded).unwrap(), "degraded");
     }
 
     #[test]

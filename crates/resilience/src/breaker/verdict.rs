@@ -6,11 +6,14 @@ use super::state::{percent, short_duration};
 use crate::window::Tally;
 
 /// Outcomes in one window bucket (and, summed, in the whole window).
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(super) struct Calls {
     pub(super) calls: u64,
     pub(super) failures: u64,
+    /// Slower than usual (relative rule or absolute cut-off): drives *degraded*.
     pub(super) slow: u64,
+    /// Slower than the absolute cut-off: drives the slow-call rate that opens.
+    pub(super) too_slow: u64,
 }
 
 impl Tally for Calls {
@@ -18,6 +21,7 @@ impl Tally for Calls {
         self.calls += other.calls;
         self.failures += other.failures;
         self.slow += other.slow;
+        self.too_slow += other.too_slow;
     }
 }
 
@@ -39,15 +43,32 @@ pub(super) enum Verdict {
     Close(String),
 }
 
-/// `Some(reason)` when the closed window's rates say "open". Failure rate is checked first:
-/// when both trip, the failure is the more useful thing to tell a person.
-pub(super) fn closed(c: &BreakerConfig, sum: Calls) -> Option<String> {
-    if sum.calls < u64::from(c.minimum_calls) {
+/// What the closed (or degraded) breaker's counts say.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Closed {
+    /// The window's tally.
+    pub(super) sum: Calls,
+    /// Failures in a row.
+    pub(super) consecutive: u32,
+    /// Lower thresholds are in force.
+    pub(super) cautious: bool,
+}
+
+/// `Some(reason)` when the closed breaker should open: a run of failures, or the window's
+/// rates. The run is checked first (it is what one laptop's traffic produces), then the
+/// failure rate (when both rates trip, the failure is the more useful thing to tell a person).
+pub(super) fn closed(c: &BreakerConfig, now: Closed) -> Option<String> {
+    let run = c.consecutive_failures_for(now.cautious);
+    if run > 0 && now.consecutive >= run {
+        return Some(format!("{} consecutive failures", now.consecutive));
+    }
+    let sum = now.sum;
+    if sum.calls < u64::from(c.minimum_calls_for(now.cautious)) {
         return None;
     }
     let calls = sum.calls as f64;
     let failure_rate = sum.failures as f64 / calls;
-    let slow_rate = sum.slow as f64 / calls;
+    let slow_rate = sum.too_slow as f64 / calls;
     if failure_rate >= c.failure_rate_threshold {
         Some(format!(
             "failure rate {} ≥ {} over last {} calls",
@@ -66,6 +87,49 @@ pub(super) fn closed(c: &BreakerConfig, sum: Calls) -> Option<String> {
     } else {
         None
     }
+}
+
+/// `Some(reason)` when a breaker that stays closed should show *degraded*: the window holds
+/// `degraded_minimum_calls` and its failure or slow rate reaches the degraded threshold.
+/// `None` with a reason when it is healthy again, and `None` outright when the window says
+/// too little either way (the state then stays as it is).
+pub(super) fn degraded(c: &BreakerConfig, sum: Calls) -> Option<Health> {
+    if sum.calls < u64::from(c.degraded_minimum_calls) {
+        return None;
+    }
+    let calls = sum.calls as f64;
+    let failure_rate = sum.failures as f64 / calls;
+    let slow_rate = sum.slow as f64 / calls;
+    Some(if failure_rate >= c.degraded_failure_rate {
+        Health::Degraded(format!(
+            "failure rate {} ≥ {} over last {} calls",
+            percent(failure_rate),
+            percent(c.degraded_failure_rate),
+            sum.calls
+        ))
+    } else if slow_rate >= c.degraded_slow_rate {
+        Health::Degraded(format!(
+            "{} of the last {} calls slower than usual (slow rate {} ≥ {})",
+            sum.slow,
+            sum.calls,
+            percent(slow_rate),
+            percent(c.degraded_slow_rate)
+        ))
+    } else {
+        Health::Healthy(format!(
+            "failure rate {}, slow rate {} over last {} calls",
+            percent(failure_rate),
+            percent(slow_rate),
+            sum.calls
+        ))
+    })
+}
+
+/// The window's verdict on a closed breaker that stays closed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Health {
+    Healthy(String),
+    Degraded(String),
 }
 
 /// The verdict of a half-open round once every probe has reported (`p.done > 0`).

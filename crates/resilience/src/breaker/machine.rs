@@ -1,0 +1,164 @@
+//! The breaker's state machine: outcomes in, transitions (and their events) out. Pure
+//! decisions live in [`super::verdict`]; this file applies them to the shared state.
+
+use tokio::time::Instant;
+
+use super::baseline::Slowness;
+use super::state::{short_duration, BreakerEvent};
+use super::verdict::{self, Health, Probes, Verdict};
+use super::{Inner, Phase, Shared};
+
+impl Shared {
+    /// Time-driven changes: the open wait ending, a degraded breaker whose window emptied, and
+    /// growth forgotten after a long calm.
+    pub(super) fn refresh(&self, inner: &mut Inner, now: Instant) {
+        match inner.phase {
+            Phase::Open { until } if now >= until => {
+                let waited = now.saturating_duration_since(inner.since_instant);
+                let reason = format!(
+                    "waited {}; letting {} probe call{} through",
+                    short_duration(waited),
+                    self.config.half_open_probes,
+                    if self.config.half_open_probes == 1 {
+                        ""
+                    } else {
+                        "s"
+                    },
+                );
+                inner.window.clear();
+                self.transition(inner, Phase::HalfOpen(Probes::default()), reason, now);
+            }
+            Phase::Degraded if inner.window.sum(now).calls == 0 => {
+                // Nothing recent to judge by: an old slowdown should not stay on the tray.
+                let reason = format!(
+                    "no calls in the last {}",
+                    short_duration(self.config.window)
+                );
+                self.set_health(inner, Phase::Closed, reason);
+            }
+            _ => {}
+        }
+        if inner.phase.is_closed_side()
+            && inner.open_count > 0
+            && now.saturating_duration_since(inner.closed_since) >= self.config.reset_growth_after
+        {
+            inner.open_count = 0;
+        }
+    }
+
+    pub(super) fn record(&self, generation: u64, probe: bool, failure: bool, judged: Slowness) {
+        let now = Instant::now();
+        let mut guard = self.lock();
+        let inner = &mut *guard;
+        if inner.generation != generation {
+            return; // issued before the last transition: stale
+        }
+        self.refresh(inner, now);
+        match &mut inner.phase {
+            Phase::Closed | Phase::Degraded => {
+                inner.outstanding = inner.outstanding.saturating_sub(1);
+                let slot = inner.window.current(now);
+                slot.calls += 1;
+                slot.failures += u64::from(failure);
+                slot.slow += u64::from(judged.slow);
+                slot.too_slow += u64::from(judged.too_slow);
+                inner.consecutive = if failure {
+                    inner.consecutive.saturating_add(1)
+                } else {
+                    0
+                };
+                let sum = inner.window.sum(now);
+                let counts = verdict::Closed {
+                    sum,
+                    consecutive: inner.consecutive,
+                    cautious: inner.caution.is_some(),
+                };
+                if let Some(cause) = verdict::closed(&self.config, counts) {
+                    let cause = match &inner.caution {
+                        Some(why) => format!("{cause} (cautious: {why})"),
+                        None => cause,
+                    };
+                    self.open(inner, cause, now);
+                    return;
+                }
+                match (inner.phase, verdict::degraded(&self.config, sum)) {
+                    (Phase::Closed, Some(Health::Degraded(why))) => {
+                        self.set_health(inner, Phase::Degraded, why);
+                    }
+                    (Phase::Degraded, Some(Health::Healthy(why))) => {
+                        self.set_health(inner, Phase::Closed, format!("recovered: {why}"));
+                    }
+                    _ => {}
+                }
+            }
+            Phase::HalfOpen(p) if probe => {
+                p.done += 1;
+                p.failures += u32::from(failure);
+                // Probes decide open/close, so only the absolute cut-off counts here.
+                p.slow += u32::from(judged.too_slow);
+                if p.done >= self.config.half_open_probes {
+                    let p = *p;
+                    self.half_open_verdict(inner, p, now);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn half_open_verdict(&self, inner: &mut Inner, probes: Probes, now: Instant) {
+        match verdict::half_open(&self.config, probes) {
+            Verdict::Open(reason) => self.open(inner, reason, now),
+            Verdict::Close(reason) => {
+                inner.window.clear();
+                inner.consecutive = 0;
+                inner.closed_since = now;
+                self.transition(inner, Phase::Closed, reason, now);
+            }
+        }
+    }
+
+    pub(super) fn open(&self, inner: &mut Inner, cause: String, now: Instant) {
+        inner.open_count = inner.open_count.saturating_add(1);
+        inner.opens_total += 1;
+        inner.consecutive = 0;
+        let nominal = self.config.open_wait(inner.open_count);
+        let half = nominal / 2;
+        let wait = half + inner.jitter.pick(nominal - half).min(nominal - half);
+        let reason = format!("{cause}; rejecting calls for {}", short_duration(wait));
+        self.transition(inner, Phase::Open { until: now + wait }, reason, now);
+    }
+
+    /// A change that moves permits' generation: in-flight outcomes of the old phase are
+    /// ignored from now on.
+    fn transition(&self, inner: &mut Inner, to: Phase, reason: String, now: Instant) {
+        inner.generation += 1;
+        // Permits of the old generation no longer count for anything.
+        inner.outstanding = 0;
+        inner.since_instant = now;
+        self.announce(inner, to, reason);
+    }
+
+    /// `Closed ↔ Degraded`: calls keep flowing and keep counting, so the generation stays.
+    fn set_health(&self, inner: &mut Inner, to: Phase, reason: String) {
+        self.announce(inner, to, reason);
+    }
+
+    fn announce(&self, inner: &mut Inner, to: Phase, reason: String) {
+        let from = inner.phase.state();
+        inner.phase = to;
+        inner.since = std::time::SystemTime::now();
+        inner.reason.clone_from(&reason);
+        tracing::info!(breaker = %self.name, %from, to = %to.state(), %reason, "circuit breaker transition");
+        let event = BreakerEvent {
+            breaker: self.name.clone(),
+            from,
+            to: to.state(),
+            at: inner.since,
+            reason,
+        };
+        // Sending fails only when nobody subscribed, which is a normal situation.
+        if self.events.send(event).is_err() {
+            tracing::trace!(breaker = %self.name, "no breaker event subscribers");
+        }
+    }
+}
