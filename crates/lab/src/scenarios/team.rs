@@ -224,8 +224,8 @@ pub fn section(rows: &[TeamRow], seconds: u64) -> Section {
             "{n} Weir engines (in one process, each with its own data dir) manage one upstream that \
              answers `500` to everything from second 0. Each developer's tools poll `GET /agents/sessions` \
              through their own Weir: {BUSY} busy laptops every 250 ms, the others every 1 s to 4 s (caching \
-             off, so every poll is a call). Weir's shipped breaker settings (window 30 s, 20 calls minimum, \
-             50 %; open 5 s, doubling). With team signals the Weirs share a real `nats-server` \
+             off, so every poll is a call). Weir's shipped breaker settings (5 failures in a row, or 50 % \
+             over at least 20 calls in 30 s; cautious: 3 in a row; open 5 s, doubling). With team signals the Weirs share a real `nats-server` \
              (K = 2 teammates, T = 60 s). Failing calls are the upstream's own count; time to open is \
              from the outage's start to each Weir's first breaker opening (with `cautious`, the opening \
              after its first failing call)."
@@ -239,10 +239,9 @@ pub fn section(rows: &[TeamRow], seconds: u64) -> Section {
             })
             .collect(),
         notes: vec![
-            "Without signals each light laptop opens only once its own polls and Weir's retries \
-             of them fill the breaker's window (20 calls); with them the first two Weirs that see \
-             the upstream failing (degraded: 5 calls at the failure rate) move the rest, and \
-             teammates' fresh failures stand in for most half-open probes afterwards."
+            "Without signals every Weir pays its own failing calls to open, then its own probes; \
+             with them the first two Weirs that see the upstream failing (degraded) move the rest, \
+             and teammates' fresh failures stand in for most half-open probes afterwards."
                 .into(),
         ],
     }
