@@ -9,7 +9,7 @@ async fn team_signals_cut_the_failing_calls_an_outage_costs() {
         eprintln!("\n!!!!!!!! SKIPPED: `nats-server` is not installed (apt-get install nats-server; scripts/test.sh does) !!!!!!!!\n");
         return;
     }
-    let (weirs, seconds) = (8, 30);
+    let (weirs, seconds) = (12, 30);
     let alone = run_row(weirs, seconds, Signals::Off).await.unwrap();
     let team = run_row(weirs, seconds, Signals::Open).await.unwrap();
     eprintln!("alone: {alone:?}\nteam: {team:?}");
