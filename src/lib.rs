@@ -19,12 +19,15 @@
 //!   coalescer, client rate limiter and create dedupe state. → upstream, queue, intercept
 //! - `upstream`: the client, connection routing, admission (cooldown → breaker → bulkhead)
 //!   and the one attempt-and-retry machinery, shared by requests and replays.
-//! - `queue`: the durable create queue (SQLite + keychain) and its replay worker. → upstream
+//! - `queue`: the durable create queue (SQLite + keychain, or PostgreSQL shared by gateway
+//!   replicas) and its replay worker. → upstream
 //! - `sessions`: the agent-sessions companion — polls the stored token's session list through
 //!   Weir's own listener, keeps counts and recent sessions, announces changes. → pipeline
 //! - `control`: `/_weir/api/*`, `/metrics`, the PAC, the dashboard. → pipeline, queue, sessions
 //! - [`team`]: team outage signals over NATS (`[team]`): publishes signed facts about the
 //!   upstreams, sets their gates' caution / trips breakers / holds cooldowns. → upstream
+//! - [`gateway`]: team gateway mode: TLS listeners, allow-list, admin door, holds shared
+//!   between replicas. → pipeline, control, queue
 //! - [`client_setup`]: pointing tools at Weir, for the CLI and the tray. → config, intercept
 //! - [`secrets`]: every keychain service/account name, namespaced per data dir.
 //! - Leaves: [`config`], `problem` (+ `problem_kind`), [`events`], [`status`], `cache`,
@@ -43,6 +46,7 @@ pub mod config;
 pub(crate) mod control;
 pub mod engine;
 pub mod events;
+pub mod gateway;
 pub(crate) mod github_status;
 pub(crate) mod identity;
 pub mod intercept;

@@ -32,6 +32,9 @@ pub enum ProblemKind {
     QueueUnavailable,
     NoToken,
     Internal,
+    ForbiddenClient,
+    AdminOnly,
+    TlsRequired,
 }
 
 /// The explanation page of a problem kind (`/_weir/problems/<kind>`).
@@ -42,7 +45,7 @@ pub struct Page {
 }
 
 impl ProblemKind {
-    pub const ALL: [ProblemKind; 23] = [
+    pub const ALL: [ProblemKind; 26] = [
         ProblemKind::HeaderTooLarge,
         ProblemKind::BodyTooLarge,
         ProblemKind::BadRequest,
@@ -66,6 +69,9 @@ impl ProblemKind {
         ProblemKind::QueueUnavailable,
         ProblemKind::NoToken,
         ProblemKind::Internal,
+        ProblemKind::ForbiddenClient,
+        ProblemKind::AdminOnly,
+        ProblemKind::TlsRequired,
     ];
 
     pub const fn as_str(self) -> &'static str {
@@ -93,6 +99,9 @@ impl ProblemKind {
             ProblemKind::QueueUnavailable => "queue_unavailable",
             ProblemKind::NoToken => "no_token",
             ProblemKind::Internal => "internal",
+            ProblemKind::ForbiddenClient => "forbidden_client",
+            ProblemKind::AdminOnly => "admin_only",
+            ProblemKind::TlsRequired => "tls_required",
         }
     }
 
@@ -161,6 +170,9 @@ impl ProblemKind {
             ProblemKind::QueueUnavailable => Page { title: "Create could not be queued", cause: "The upstream could not take the create and Weir could not store it durably (database or keychain problem).", fix: "See the detail for the exact cause; nothing that was already queued is lost." },
             ProblemKind::NoToken => Page { title: "No GitHub token stored", cause: "The agent-sessions view and the new-task form act with the GitHub token kept in the OS keychain, and none is stored (or there is no keychain).", fix: "Store one with `weir token set` or the dashboard's GitHub token panel." },
             ProblemKind::Internal => Page { title: "Internal error", cause: "Weir hit an unexpected condition.", fix: "Retry; if it persists, report it with the request id and Weir's log." },
+            ProblemKind::ForbiddenClient => Page { title: "Gateway refused: network not allowed", cause: "This Weir gateway only serves clients from the networks in its `gateway.allow` list, and the connection came from another address.", fix: "Connect from an allowed network (VPN, office), or ask the gateway's operators to add your network to `gateway.allow`." },
+            ProblemKind::AdminOnly => Page { title: "Control API not on this listener", cause: "A Weir gateway serves its control API (status, queue, settings) only on its admin listener, behind the admin token; the clients' listener refuses control calls.", fix: "Use the admin listener (`gateway.admin_listen`) with `Authorization: Bearer <admin token>`." },
+            ProblemKind::TlsRequired => Page { title: "TLS required", cause: "This Weir gateway speaks TLS only, so tokens never cross the network in the clear; the client spoke plain HTTP.", fix: "Use an https:// proxy URL, e.g. HTTPS_PROXY=https://gateway.example:8443, and trust the gateway's certificate." },
         }
     }
 }

@@ -28,6 +28,8 @@ pub struct StatusSnapshot {
     pub team: Option<TeamStatus>,
     /// The agent-sessions companion: the poller's state and the sessions it last saw.
     pub sessions: SessionsStatus,
+    /// Team gateway mode (`weir serve --gateway`); `null` for a laptop Weir.
+    pub gateway: Option<GatewayStatus>,
 }
 
 /// The agent-sessions companion ([`crate::sessions`]): Weir's own poll of the stored token's
@@ -161,11 +163,40 @@ pub struct SessionSummary {
     pub url: String,
 }
 
+/// A gateway replica as its admin API reports it (no secret, no file contents).
+#[derive(Debug, Clone, Serialize)]
+pub struct GatewayStatus {
+    /// The clients' listener (TLS only).
+    pub listen: String,
+    /// The admin listener (TLS, admin token).
+    pub admin_listen: String,
+    /// The networks allowed to use the gateway.
+    pub allow: Vec<String>,
+    /// This replica's name in queue leases (`host/pid`).
+    pub replica: String,
+    /// Whether the create queue is shared with other replicas (PostgreSQL).
+    pub shared_queue: bool,
+    /// Whether CONNECTs to managed https hosts are TLS-terminated with a CA from files shared by
+    /// every replica.
+    pub shared_intercept_ca: bool,
+}
+
+/// Which database holds the create queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum QueueBackend {
+    Sqlite,
+    Postgresql,
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct QueueStatus {
     pub available: bool,
     pub error: Option<String>,
     pub credentials: crate::secrets::Backend,
+    /// `sqlite` (one Weir) or `postgresql` (gateway replicas sharing the queue); `null` when
+    /// the queue is unavailable.
+    pub backend: Option<QueueBackend>,
     #[serde(flatten)]
     pub counts: Option<weir_store::StateCounts>,
 }

@@ -30,7 +30,14 @@ pub struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run the proxy in the foreground (headless).
-    Serve(ServeArgs),
+    Serve {
+        #[command(flatten)]
+        args: ServeArgs,
+        /// Run as a team gateway: the TLS listener, allow-list, admin listener and (optionally)
+        /// the PostgreSQL queue of the config file's `[gateway]` table (docs/team.md).
+        #[arg(long)]
+        gateway: bool,
+    },
     /// Inspect and manage queued creates of the running instance.
     Queue {
         #[command(subcommand)]
@@ -86,7 +93,7 @@ pub fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .init();
     match cli.command {
-        Command::Serve(args) => serve::run(args),
+        Command::Serve { args, gateway } => serve::run(args, gateway),
         Command::Queue { cmd, args } => queue::run(cmd, args),
         Command::Secret { cmd, args } => secret::run(cmd, args),
         Command::Team { cmd, args } => team::run(cmd, args),

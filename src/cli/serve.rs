@@ -10,7 +10,7 @@ pub fn load(args: &ServeArgs) -> Result<Launch, config::ConfigError> {
     args.resolve()
 }
 
-pub fn run(args: ServeArgs) -> ExitCode {
+pub fn run(args: ServeArgs, gateway: bool) -> ExitCode {
     let Launch {
         settings,
         data_dir,
@@ -22,8 +22,26 @@ pub fn run(args: ServeArgs) -> ExitCode {
             return ExitCode::from(EXIT_CONFIG);
         }
     };
-    // Before the runtime starts: the keychain calls block.
-    let local_ca = weir::intercept::ca_store::load_local_ca(&settings, &data_dir);
+    let gateway = if gateway {
+        match weir::gateway::Gateway::load(settings.gateway.as_ref()) {
+            Ok(g) => Some(g),
+            Err(e) => {
+                eprintln!("weir: {e}");
+                return ExitCode::from(EXIT_CONFIG);
+            }
+        }
+    } else {
+        if settings.gateway.is_some() {
+            println!("weir: the config file has a [gateway] table; it is used only with `weir serve --gateway`");
+        }
+        None
+    };
+    // Before the runtime starts: the keychain calls block. Gateway replicas share one CA
+    // from files when `[gateway]` names one.
+    let local_ca = match gateway.as_ref().and_then(|g| g.intercept_ca.clone()) {
+        Some(ca) if settings.intercept => Some(ca),
+        _ => weir::intercept::ca_store::load_local_ca(&settings, &data_dir),
+    };
     let rt = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
         Err(e) => {
@@ -38,6 +56,8 @@ pub fn run(args: ServeArgs) -> ExitCode {
         let mut opts = weir::EngineOptions::new(settings, data_dir);
         opts.local_ca = local_ca;
         opts.config_file = config_file;
+        let is_gateway = gateway.is_some();
+        opts.gateway = gateway;
         let handle = match weir::start(opts).await {
             Ok(h) => h,
             Err(e) => {
@@ -45,6 +65,15 @@ pub fn run(args: ServeArgs) -> ExitCode {
                 return ExitCode::FAILURE;
             }
         };
+        if is_gateway {
+            print_gateway(&handle).await;
+            super::serve_tls::print_intercept_status(&handle);
+            stop.await;
+            println!("weir: shutting down, draining in-flight requests");
+            handle.shutdown().await;
+            println!("weir: stopped");
+            return ExitCode::SUCCESS;
+        }
         println!("weir: proxy listening on http://{}", handle.local_addr());
         println!(
             "weir: dashboard and control API at {}",
@@ -61,6 +90,27 @@ pub fn run(args: ServeArgs) -> ExitCode {
         println!("weir: stopped");
         ExitCode::SUCCESS
     })
+}
+
+/// What a gateway replica says at start (never a secret).
+async fn print_gateway(handle: &weir::EngineHandle) {
+    println!(
+        "weir: gateway listening on https://{} (TLS only, allow-listed networks)",
+        handle.local_addr()
+    );
+    if let Some(a) = handle.admin_addr() {
+        println!("weir: gateway admin API on https://{a}/_weir/api/ (Authorization: Bearer <admin token>)");
+    }
+    let status = handle.status().await;
+    println!(
+        "weir: create queue: {} (replica {})",
+        match status.queue.backend {
+            Some(weir::status::QueueBackend::Postgresql) => "PostgreSQL, shared by the replicas",
+            Some(weir::status::QueueBackend::Sqlite) => "SQLite, this replica only",
+            None => "unavailable",
+        },
+        std::process::id()
+    );
 }
 
 /// Registers SIGINT/SIGTERM handlers now and returns a future that resolves on either.

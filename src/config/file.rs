@@ -41,6 +41,8 @@ pub struct FileConfig {
     pub allow_private_targets: Option<bool>,
     /// Team outage signals over NATS (`[team]`, see docs/team.md).
     pub team: Option<Spanned<super::team::FileTeam>>,
+    /// Team gateway mode (`weir serve --gateway`); see `config::gateway`.
+    pub gateway: Option<Spanned<super::gateway::FileGateway>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

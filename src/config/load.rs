@@ -399,11 +399,20 @@ impl Settings {
                 }
             }
         }
+        let gateway = match &raw.gateway {
+            None => None,
+            Some(g) => {
+                let replay_time = classes.get(RouteClass::List).deadline
+                    + classes.get(RouteClass::Create).deadline;
+                Some(super::gateway::validate(&cx, g, file, replay_time)?)
+            }
+        };
 
         let team = super::team::validate(&cx, raw.team.as_ref(), file)?;
 
         Ok(Settings {
             team,
+            gateway,
             github_status,
             queue,
             resilience,

@@ -3,6 +3,7 @@
 
 mod classes;
 mod file;
+mod gateway;
 mod launch;
 mod load;
 mod net;
@@ -12,6 +13,7 @@ mod team;
 
 pub use classes::{classify, default_routes, ClassSettings, ClassTable, RouteClass, RouteRule};
 pub use file::FileConfig;
+pub use gateway::{Cidr, GatewaySettings, PostgresSettings};
 pub use launch::{resolve, Launch, LaunchArgs};
 pub use load::{load_file, parse_str, ConfigError};
 pub use net::{read_roots, HostPort, UpstreamNet, UpstreamProxy};
@@ -51,6 +53,8 @@ pub struct Settings {
     pub allow_private_targets: bool,
     /// `[team]`: outage signals shared with teammates' Weirs over NATS; `None` when off.
     pub team: Option<TeamSettings>,
+    /// `[gateway]`, used only by `weir serve --gateway`.
+    pub gateway: Option<GatewaySettings>,
 }
 
 /// `[queue]`: the durable create queue.

@@ -48,7 +48,14 @@ pub(crate) struct Control {
     /// The team link (`[team]`), once started.
     pub team: std::sync::OnceLock<crate::team::Team>,
     pub started_at: SystemTime,
+    /// Set in team gateway mode.
+    pub gateway: Option<crate::status::GatewayStatus>,
 }
+
+/// Marks a request the team gateway's admin listener let in (it showed the admin token): the
+/// loopback `Host`/`Origin` checks and the control secret do not apply to it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct AdminAccess;
 
 /// Whether a `Host` (or `Origin` authority) is exactly one of Weir's own names with its port.
 fn is_own_authority(ctl: &Control, value: &str) -> bool {
@@ -69,7 +76,9 @@ pub(crate) async fn handle(
         .map(str::to_string)
         .or_else(|| req.uri().authority().map(|a| a.to_string()))
         .unwrap_or_default();
-    if !is_own_authority(ctl, &host) {
+    // The gateway's admin listener checked the admin token instead (`gateway::admin`).
+    let admin = req.extensions().get::<AdminAccess>().is_some();
+    if !admin && !is_own_authority(ctl, &host) {
         return Err(Problem::new(
             StatusCode::FORBIDDEN,
             ProblemKind::ForbiddenHost,
@@ -79,7 +88,7 @@ pub(crate) async fn handle(
             ),
         ));
     }
-    if let Some(origin) = req.headers().get(header::ORIGIN) {
+    if let Some(origin) = req.headers().get(header::ORIGIN).filter(|_| !admin) {
         let own = origin
             .to_str()
             .ok()
@@ -155,6 +164,9 @@ pub(crate) async fn handle(
 /// Mutating calls, and reads of the queue and settings, need the per-install control secret in `X-Weir-Secret`. A custom header also
 /// makes every cross-site attempt a CORS preflight, which Weir never approves (CSRF).
 pub(crate) fn require_secret(ctl: &Control, req: &Request<Incoming>) -> Result<(), Problem> {
+    if req.extensions().get::<AdminAccess>().is_some() {
+        return Ok(());
+    }
     let given = req
         .headers()
         .get("x-weir-secret")
@@ -167,7 +179,7 @@ pub(crate) fn require_secret(ctl: &Control, req: &Request<Incoming>) -> Result<(
     }
 }
 
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 

@@ -59,7 +59,7 @@ pub(crate) async fn handle(
             .map_err(store_problem)?;
             if *action == "cancel" {
                 if let Some(acct) = &item.credential_ref {
-                    q.secrets.delete(acct).await;
+                    q.delete_credential(acct).await;
                 }
             } else {
                 q.wake.notify_waiters();

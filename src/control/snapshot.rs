@@ -59,13 +59,17 @@ pub fn snapshot(ctl: &Control) -> StatusSnapshot {
         github_token_stored: false,
         team: ctl.team.get().map(|t| t.status()),
         sessions: ctl.sessions.status(),
+        gateway: ctl.gateway.clone(),
         queue: QueueStatus {
             available: p.queue.open().is_some(),
             error: p.queue.error().map(str::to_string),
             credentials: p
                 .queue
                 .open()
-                .map_or(crate::secrets::Backend::Unavailable, |q| q.secrets.kind()),
+                .map_or(crate::secrets::Backend::Unavailable, |q| {
+                    q.credentials_kind()
+                }),
+            backend: p.queue.open().map(|q| q.store.kind()),
             counts: None,
         },
     }

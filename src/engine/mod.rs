@@ -33,6 +33,10 @@ pub enum EngineError {
         path: PathBuf,
         source: std::io::Error,
     },
+    #[error("{0}")]
+    Gateway(#[from] crate::gateway::GatewayError),
+    #[error("the gateway's shared create queue cannot be used: {0}. {fix}", fix = .0.fix())]
+    SharedQueue(weir_store::StoreError),
 }
 
 /// What the engine needs to start.
@@ -51,6 +55,9 @@ pub struct EngineOptions {
     /// The team key and NATS login for `[team]`; `None` reads them from the keychain (tests
     /// and the lab pass them here).
     pub team_secrets: Option<crate::team::TeamSecrets>,
+    /// Team gateway mode (`weir serve --gateway`): the TLS listeners, the admin token and the
+    /// shared queue, read from `[gateway]` by [`crate::gateway::Gateway::load`].
+    pub gateway: Option<crate::gateway::Gateway>,
 }
 
 impl EngineOptions {
@@ -62,6 +69,7 @@ impl EngineOptions {
             local_ca: None,
             config_file: None,
             team_secrets: None,
+            gateway: None,
         }
     }
 }
@@ -76,6 +84,8 @@ pub fn new_secret() -> String {
 pub struct EngineHandle {
     control: Arc<Control>,
     local_addr: SocketAddr,
+    /// The gateway's admin listener, in gateway mode.
+    admin_addr: Option<SocketAddr>,
     stop: Arc<std::sync::Mutex<Option<oneshot::Sender<()>>>>,
     task: Arc<tokio::sync::Mutex<Option<JoinHandle<()>>>>,
 }
@@ -85,13 +95,20 @@ pub async fn start(opts: EngineOptions) -> Result<EngineHandle, EngineError> {
         path: opts.data_dir.clone(),
         source,
     })?;
-    let addr = opts.settings.listen;
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .map_err(|source| EngineError::Bind { addr, source })?;
+    // A gateway's clients' door is its TLS listener on any address; a laptop's is loopback.
+    let addr = match &opts.gateway {
+        Some(g) => g.settings.listen,
+        None => opts.settings.listen,
+    };
+    let listener = bind(addr).await?;
     let local_addr = listener
         .local_addr()
         .map_err(|source| EngineError::Bind { addr, source })?;
+    let admin_listener = match &opts.gateway {
+        Some(g) => Some(bind(g.settings.admin_listen).await?),
+        None => None,
+    };
+    let admin_addr = admin_listener.as_ref().and_then(|l| l.local_addr().ok());
     let secrets = SecretStore::detect(
         &Namespace::for_data_dir(&opts.data_dir),
         opts.settings.queue.memory_credentials,
@@ -101,17 +118,42 @@ pub async fn start(opts: EngineOptions) -> Result<EngineHandle, EngineError> {
         Some(s) => s,
         None => control_secret(&secrets).await,
     };
-    let identity_key = identity_key(&secrets).await;
+    let shared = opts.gateway.as_ref().and_then(|g| g.postgres.clone());
+    let identity_key = match &shared {
+        // Every replica keys identities alike: one caller, one key, whichever replica.
+        Some((_, key)) => IdentityKey::new(key.identity_key()),
+        None => identity_key(&secrets).await,
+    };
     let install_id = install_id(&secrets).await;
     let team_secrets = match (&opts.settings.team, opts.team_secrets) {
         (None, _) => None,
         (Some(_), Some(given)) => Some(given),
         (Some(_), None) => Some(crate::team::TeamSecrets::load(&secrets).await),
     };
+    let admin_token = match &opts.gateway {
+        Some(g) => Some(match &g.admin_token {
+            Some(t) => t.clone(),
+            None => admin_token(&secrets).await?,
+        }),
+        None => None,
+    };
     let settings = Arc::new(opts.settings);
     let bus = Bus::new();
     let upstreams = Arc::new(Upstreams::new(&settings));
-    let queue = Arc::new(open_queue(&opts.data_dir, secrets, &settings).await);
+    let queue = match (&shared, &opts.gateway) {
+        (Some((pg, key)), Some(g)) => {
+            let lease = g
+                .settings
+                .postgres
+                .as_ref()
+                .map_or(std::time::Duration::from_secs(120), |p| p.lease);
+            Arc::new(
+                open_shared_queue(pg.clone(), lease, key, secrets, &settings, &upstreams, &bus)
+                    .await?,
+            )
+        }
+        _ => Arc::new(open_queue(&opts.data_dir, secrets, &settings).await),
+    };
     let proxy = Arc::new(Proxy::new(ProxyParts {
         intercept: crate::intercept::interceptor_for(&settings, opts.local_ca),
         settings: settings.clone(),
@@ -132,6 +174,14 @@ pub async fn start(opts: EngineOptions) -> Result<EngineHandle, EngineError> {
         github: std::sync::Mutex::new(None),
         team: std::sync::OnceLock::new(),
         started_at: SystemTime::now(),
+        gateway: opts.gateway.as_ref().map(|g| crate::status::GatewayStatus {
+            listen: local_addr.to_string(),
+            admin_listen: admin_addr.map(|a| a.to_string()).unwrap_or_default(),
+            allow: g.settings.allow.iter().map(|n| n.to_string()).collect(),
+            replica: crate::queue::pg::owner_name(),
+            shared_queue: g.postgres.is_some(),
+            shared_intercept_ca: g.intercept_ca.is_some(),
+        }),
     });
     let stored = crate::control::token_stored_in_keychain(&control).await;
     control
@@ -175,25 +225,133 @@ pub async fn start(opts: EngineOptions) -> Result<EngineHandle, EngineError> {
     }
     .spawn();
     let (tx, rx) = oneshot::channel::<()>();
-    let router = router::Router {
-        proxy: proxy.clone(),
-        control: control.clone(),
+    let task = match (opts.gateway, admin_listener, admin_token) {
+        (Some(g), Some(admin_listener), Some(token)) => {
+            use futures_util::FutureExt;
+            let stop = async {
+                let _ = rx.await;
+            }
+            .shared();
+            let doors = crate::gateway::admin::Doors {
+                proxy: proxy.clone(),
+                control: control.clone(),
+                admin_token: token.into(),
+            };
+            let (clients, admins) = (doors.clone(), doors);
+            let main = crate::gateway::listener::serve_tls(
+                listener,
+                g.tls.clone(),
+                Some(Arc::new(g.settings.allow.clone())),
+                settings.limits.clone(),
+                move |req| clients.clone().client(req),
+                stop.clone(),
+            );
+            let admin = crate::gateway::listener::serve_tls(
+                admin_listener,
+                g.tls.clone(),
+                None,
+                settings.limits.clone(),
+                move |req| admins.clone().admin(req),
+                stop,
+            );
+            tokio::spawn(async move {
+                tokio::join!(main, admin);
+            })
+        }
+        _ => {
+            let router = router::Router {
+                proxy: proxy.clone(),
+                control: control.clone(),
+            };
+            tokio::spawn(crate::server::serve(
+                listener,
+                settings.limits.clone(),
+                proxy.base_url.clone(),
+                move |req| router.clone().route(req),
+                async {
+                    let _ = rx.await;
+                },
+            ))
+        }
     };
-    let task = tokio::spawn(crate::server::serve(
-        listener,
-        settings.limits.clone(),
-        proxy.base_url.clone(),
-        move |req| router.clone().route(req),
-        async {
-            let _ = rx.await;
-        },
-    ));
     Ok(EngineHandle {
         control,
         local_addr,
+        admin_addr,
         stop: Arc::new(std::sync::Mutex::new(Some(tx))),
         task: Arc::new(tokio::sync::Mutex::new(Some(task))),
     })
+}
+
+async fn bind(addr: SocketAddr) -> Result<tokio::net::TcpListener, EngineError> {
+    tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|source| EngineError::Bind { addr, source })
+}
+
+/// The gateway's shared queue in PostgreSQL: migrated, expired leases recovered, and a
+/// `LISTEN` connection that wakes this replica's workers on new items and applies other
+/// replicas' upstream holds. Unlike the laptop's queue, a database that cannot be reached at
+/// start stops the replica (a supervisor restarts it): a replica that cannot queue must not
+/// take traffic behind the load balancer.
+async fn open_shared_queue(
+    config: tokio_postgres::Config,
+    lease: std::time::Duration,
+    key: &crate::queue::sealed::GatewayKey,
+    secrets: SecretStore,
+    settings: &Settings,
+    upstreams: &Arc<Upstreams>,
+    bus: &Bus,
+) -> Result<QueueState, EngineError> {
+    use crate::queue::pg;
+    let conn = Arc::new(pg::PgConn::new(config));
+    let mut q = crate::queue::Queue::open_postgres(conn.clone(), lease, key, secrets)
+        .await
+        .map_err(EngineError::SharedQueue)?;
+    q.max_age = settings.queue.max_age;
+    if let Ok(items) = q.store.recover_after_crash(crate::queue::now_ms()).await {
+        if !items.is_empty() {
+            tracing::warn!(count = items.len(), "creates were being replayed by a replica that stopped; they are in doubt and will be looked up upstream before any replay");
+        }
+    }
+    let wake = q.wake.clone();
+    let owner = match &q.store {
+        crate::queue::backend::QueueStore::Postgres(p) => p.owner.clone(),
+        crate::queue::backend::QueueStore::Sqlite(_) => pg::owner_name(),
+    };
+    let signals = crate::gateway::signals::start(conn.clone(), owner, upstreams.clone());
+    pg::listen::spawn(
+        conn,
+        vec![
+            (
+                pg::QUEUE_CHANNEL,
+                Arc::new(move |_: &str| wake.notify_waiters()),
+            ),
+            (crate::gateway::signals::SIGNALS_CHANNEL, signals),
+        ],
+        bus.stopping(),
+    );
+    Ok(QueueState::Open(q))
+}
+
+/// The gateway's admin token, kept in the keychain when no `gateway.admin_token_file` names
+/// one (created on first start under this data directory's keychain service, account
+/// `gateway-admin-token`; operators read it with the keychain's own tools).
+async fn admin_token(secrets: &SecretStore) -> Result<String, EngineError> {
+    if secrets.kind() != crate::secrets::Backend::Keychain {
+        return Err(crate::gateway::GatewayError::AdminToken(
+            "there is no usable keychain on this machine".into(),
+        )
+        .into());
+    }
+    Ok(secrets
+        .load_or_create(
+            Account::GatewayAdminToken,
+            new_secret,
+            |s: &String| s.clone(),
+            |s: &str| Some(s.trim().to_string()).filter(|s| s.len() >= 16),
+        )
+        .await)
 }
 
 /// Opens the durable create queue and recovers items a crash left mid-replay; unavailable
@@ -307,6 +465,11 @@ fn forward_breaker_events(upstreams: &Upstreams, bus: &Bus) {
 impl EngineHandle {
     pub fn local_addr(&self) -> SocketAddr {
         self.local_addr
+    }
+
+    /// The gateway's admin listener (gateway mode only).
+    pub fn admin_addr(&self) -> Option<SocketAddr> {
+        self.admin_addr
     }
 
     /// `http://127.0.0.1:PORT`

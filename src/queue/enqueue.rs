@@ -60,7 +60,7 @@ impl QueueState {
         let credential = credential_of(c.headers);
         let account = crate::secrets::names::queue_account(c.key);
         if let Some(cred) = credential.clone() {
-            if let Err(e) = q.secrets.put(&account, cred).await {
+            if let Err(e) = q.put_credential(&account, cred).await {
                 return Err(unavailable(format!("{reason}. Weir did not queue the create because it cannot keep its credential safely: {e}")));
             }
         }
@@ -90,7 +90,7 @@ impl QueueState {
             }
             Err(StoreError::Duplicate { existing_id }) => Ok(existing_id),
             Err(e) => {
-                q.secrets.delete(&account).await;
+                q.delete_credential(&account).await;
                 Err(unavailable(format!(
                     "{reason}, and the create could not be stored: {}. {}",
                     e.detail(),

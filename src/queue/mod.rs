@@ -1,20 +1,28 @@
 //! Creates are never lost and never doubled.
 //!
 //! Replay credentials live in the engine's [`crate::secrets::SecretStore`] (the database holds
-//! only a reference).
+//! only a reference), or, for gateway replicas sharing a PostgreSQL queue, sealed in the
+//! database ([`sealed`]).
 //!
-//! - [`enqueue`]: commits a create the upstream could not take (row in SQLite, credential in
-//!   the keychain); the request path (`pipeline::create`) decides when.
+//! - [`backend`]: the queue operations over SQLite (default) or PostgreSQL ([`pg`]).
+//! - [`enqueue`]: commits a create the upstream could not take (row in the queue, credential in
+//!   the keychain or sealed); the request path (`pipeline::create`) decides when.
 //! - [`replay`]: the worker that sends queued creates when the upstream is healthy again, and
 //!   resolves `in_doubt` items by looking them up upstream first.
 
+pub(crate) mod backend;
 pub(crate) mod enqueue;
 mod lookup;
+pub(crate) mod pg;
 pub(crate) mod replay;
+pub mod sealed;
 
 use crate::events::Event;
-use crate::secrets::SecretStore;
+use crate::secrets::{SecretError, SecretStore};
+use backend::QueueStore;
+use sealed::SealedVault;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use weir_store::{AsyncStore, Item, StoreError, StoreOptions};
 
@@ -43,10 +51,14 @@ impl QueueState {
 
 /// The durable queue and its credential store.
 pub(crate) struct Queue {
-    pub store: AsyncStore,
+    pub store: QueueStore,
+    /// The engine's secret store (the keychain): replay credentials unless `sealed`.
     pub secrets: SecretStore,
-    /// New items wake the replay workers at once.
-    pub wake: tokio::sync::Notify,
+    /// A shared queue's credentials, sealed in PostgreSQL (gateway replicas).
+    /// Boxed: the AES key schedule is large, and most Weirs have none.
+    pub sealed: Option<Box<SealedVault>>,
+    /// New items wake the replay workers at once (a `NOTIFY` too, for a shared queue).
+    pub wake: Arc<tokio::sync::Notify>,
     pub max_age: Duration,
 }
 
@@ -55,11 +67,66 @@ impl Queue {
         let store =
             AsyncStore::open(data_dir.join("queue.sqlite3"), StoreOptions::default()).await?;
         Ok(Queue {
-            store,
+            store: QueueStore::Sqlite(store),
             secrets,
-            wake: tokio::sync::Notify::new(),
+            sealed: None,
+            wake: Arc::new(tokio::sync::Notify::new()),
             max_age: Duration::from_secs(24 * 3600),
         })
+    }
+
+    /// The shared queue in PostgreSQL: migrates it (from empty, or from an older Weir's
+    /// schema) before anything else touches it.
+    pub async fn open_postgres(
+        conn: Arc<pg::PgConn>,
+        lease: Duration,
+        key: &sealed::GatewayKey,
+        secrets: SecretStore,
+    ) -> Result<Queue, StoreError> {
+        let applied = pg::migrations::migrate(&conn).await?;
+        if !applied.is_empty() {
+            tracing::info!(db = %conn.db, ?applied, "migrated the shared create queue");
+        }
+        Ok(Queue {
+            sealed: Some(Box::new(SealedVault::new(conn.clone(), key))),
+            store: QueueStore::Postgres(pg::PgQueue {
+                conn,
+                owner: pg::owner_name(),
+                lease,
+            }),
+            secrets,
+            wake: Arc::new(tokio::sync::Notify::new()),
+            max_age: Duration::from_secs(24 * 3600),
+        })
+    }
+
+    /// Where replay credentials are kept (`queue.credentials` in the status).
+    pub fn credentials_kind(&self) -> crate::secrets::Backend {
+        match self.sealed {
+            Some(_) => crate::secrets::Backend::Sealed,
+            None => self.secrets.kind(),
+        }
+    }
+
+    pub async fn put_credential(&self, account: &str, secret: String) -> Result<(), SecretError> {
+        match &self.sealed {
+            Some(v) => v.put(account, secret).await,
+            None => self.secrets.put(account, secret).await,
+        }
+    }
+
+    pub async fn get_credential(&self, account: &str) -> Result<Option<String>, SecretError> {
+        match &self.sealed {
+            Some(v) => v.get(account).await,
+            None => self.secrets.get(account).await,
+        }
+    }
+
+    pub async fn delete_credential(&self, account: &str) {
+        match &self.sealed {
+            Some(v) => v.delete(account).await,
+            None => self.secrets.delete(account).await,
+        }
     }
 }
 

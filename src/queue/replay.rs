@@ -67,9 +67,9 @@ impl Replayer {
                 return;
             }
             expire(&self.bus, q).await;
-            let wait = match q.store.next_due(&name, now_ms()).await {
+            let wait = match q.store.claim_next(&name, now_ms()).await {
                 Ok(Some(item)) => self.replay_one(q, up, item).await,
-                Ok(None) => Duration::from_secs(1),
+                Ok(None) => q.store.idle_wait(&name, now_ms()).await,
                 Err(e) => {
                     tracing::warn!(error = %e, "cannot read the create queue");
                     Duration::from_secs(5)
@@ -87,7 +87,7 @@ impl Replayer {
     async fn replay_one(&self, q: &Queue, up: usize, item: Item) -> Duration {
         let bus = &self.bus;
         let credential = match &item.credential_ref {
-            Some(acct) => match credential_step(q.secrets.get(acct).await) {
+            Some(acct) => match credential_step(q.get_credential(acct).await) {
                 CredentialStep::Use(c) => c,
                 CredentialStep::Gone => {
                     let detail = "the replay credential is gone (keychain entry missing or Weir restarted with in-memory credentials)";
@@ -135,7 +135,10 @@ impl Replayer {
                     return paced(&r);
                 }
                 // The gate is closed: nothing was asked; try again shortly.
-                Lookup::NotNow => return Duration::from_secs(1),
+                Lookup::NotNow => {
+                    q.store.release(item.id).await;
+                    return Duration::from_secs(1);
+                }
                 Lookup::Unknown(e) => {
                     let now = now_ms();
                     let detail = format!("lookup failed: {e}");
@@ -149,7 +152,10 @@ impl Replayer {
         let scope = scope_of(&item);
         let admitted = match self.upstreams.get(up).gate.admit(scope.as_ref()).await {
             Ok(a) => a,
-            Err(_) => return Duration::from_secs(1),
+            Err(_) => {
+                q.store.release(item.id).await;
+                return Duration::from_secs(1);
+            }
         };
         let uri: Uri = match item.path_and_query.parse() {
             Ok(u) => u,
@@ -256,6 +262,15 @@ pub(super) fn scope_of(item: &Item) -> Option<crate::identity::Identity> {
 }
 
 async fn expire(bus: &Bus, q: &Queue) {
+    // A shared queue: items another replica was sending when it died (its lease ran out).
+    if let Ok(items) = q.store.recover_while_running(now_ms()).await {
+        for it in items {
+            bus.emit(event(
+                &it,
+                "in doubt: the replica sending it stopped; it is looked up before any replay",
+            ));
+        }
+    }
     let max_age = q.max_age.as_millis() as i64;
     if let Ok(items) = q.store.expire_older_than(max_age, now_ms()).await {
         for it in items {
@@ -268,7 +283,7 @@ async fn expire(bus: &Bus, q: &Queue) {
     if let Ok(purged) = q.store.purge_ended_before(cutoff).await {
         for it in &purged {
             if let Some(acct) = &it.credential_ref {
-                q.secrets.delete(acct).await;
+                q.delete_credential(acct).await;
             }
         }
     }
@@ -314,7 +329,7 @@ fn credential_step(got: Result<Option<String>, SecretError>) -> CredentialStep {
 async fn end(bus: &Bus, q: &Queue, item: &Item, detail: &str) {
     if item.state == State::Done {
         if let Some(acct) = &item.credential_ref {
-            q.secrets.delete(acct).await;
+            q.delete_credential(acct).await;
         }
     }
     bus.emit(event(item, detail));

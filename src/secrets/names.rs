@@ -35,6 +35,8 @@ pub enum Account {
     TeamKey,
     /// The NATS login for team signals (JSON: a token or a user and password).
     TeamCredentials,
+    /// The team gateway's admin token, when no `gateway.admin_token_file` names one.
+    GatewayAdminToken,
 }
 
 impl Account {
@@ -48,6 +50,7 @@ impl Account {
             Account::InstallId => "install-id",
             Account::TeamKey => "team-key",
             Account::TeamCredentials => "team-credentials",
+            Account::GatewayAdminToken => "gateway-admin-token",
         }
     }
 }

@@ -38,6 +38,8 @@ pub enum SecretError {
 pub enum Backend {
     Keychain,
     Memory,
+    /// Gateway replicas: sealed (AES-256-GCM) in the shared PostgreSQL queue.
+    Sealed,
     Unavailable,
 }
 

@@ -43,6 +43,18 @@ pub(crate) struct Gate {
     /// Attempts the upstream answered without a breaker failure: local evidence that it works
     /// (team signals yield to it).
     successes: Arc<AtomicU64>,
+    /// Gateway replicas: where this gate's upstream-wide holds are announced to the others
+    /// (`gateway::signals`); unset on a laptop.
+    pub shared: std::sync::OnceLock<tokio::sync::mpsc::UnboundedSender<SharedHold>>,
+}
+
+/// An upstream-wide hold to share with the other gateway replicas.
+#[derive(Debug, Clone)]
+pub(crate) struct SharedHold {
+    pub upstream: String,
+    pub wait: Duration,
+    /// `true`: this replica's breaker opened; `false`: the upstream asked for a pause.
+    pub breaker: bool,
 }
 
 /// An attempt that passed the gate: its breaker permit (to record the outcome) and its
@@ -103,6 +115,7 @@ impl Gate {
             cautions: Mutex::new(Cautions::default()),
             local_cooldown_until: Mutex::new(None),
             successes: Arc::new(AtomicU64::new(0)),
+            shared: std::sync::OnceLock::new(),
         })
     }
 
@@ -200,6 +213,7 @@ impl Gate {
                     *u = Some(u.map_or(end, |old| old.max(end)));
                 }
                 self.cooldown.hold_for(wait);
+                self.share(wait, false);
             }
         }
     }
@@ -231,6 +245,31 @@ impl Gate {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .list()
+    }
+
+    /// Announces an upstream-wide hold to the other replicas (gateway mode only).
+    pub fn share(&self, wait: Duration, breaker: bool) {
+        if let Some(tx) = self.shared.get() {
+            let _ = tx.send(SharedHold {
+                upstream: self.name.clone(),
+                wait,
+                breaker,
+            });
+        }
+    }
+
+    /// Another replica's breaker opened or the upstream told it to pause: hold every request
+    /// to this upstream until then, without this replica spending failing calls of its own.
+    /// Not announced again (no echo between replicas).
+    pub fn hold_from_peer(&self, wait: Duration) {
+        let wait = wait.min(MAX_COOLDOWN);
+        if self.cooldown.remaining().is_some_and(|r| r >= wait) {
+            return;
+        }
+        if let Ok(mut k) = self.cooldown_kind.lock() {
+            *k = Some(Kind::Overloaded);
+        }
+        self.cooldown.hold_for(wait);
     }
 
     pub fn problem_for(&self, closed: &Closed) -> Problem {

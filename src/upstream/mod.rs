@@ -12,6 +12,7 @@ mod client;
 mod identity_cooldown;
 mod pool;
 
+pub(crate) use admission::SharedHold;
 pub use admission::{BreakerView, ClassLatencyView, GateStatus};
 pub(crate) use attempt::{fetch_problem, AttemptPolicy, Replayable};
 pub use caution::{Caution, CautionSource};

@@ -56,6 +56,14 @@ pub enum StoreError {
     /// Anything else SQLite reported.
     #[error("queue database {} error: {detail}", .path.display())]
     Other { path: PathBuf, detail: String },
+    /// A shared (PostgreSQL) queue database cannot be reached: down, restarting, or the network
+    /// to it is broken. `db` names it without any password.
+    #[error("queue database {db} is unreachable: {detail}")]
+    Unreachable { db: String, detail: String },
+    /// A shared (PostgreSQL) queue database accepts no writes (a standby, or
+    /// `default_transaction_read_only`).
+    #[error("queue database {db} is read-only: {detail}")]
+    DatabaseReadOnly { db: String, detail: String },
 }
 
 impl StoreError {
@@ -73,6 +81,8 @@ impl StoreError {
             StoreError::Duplicate { .. } => "queue_item_duplicate",
             StoreError::Closed => "store_closed",
             StoreError::Other { .. } => "store_error",
+            StoreError::Unreachable { .. } => "store_unreachable",
+            StoreError::DatabaseReadOnly { .. } => "store_read_only",
         }
     }
 
@@ -84,7 +94,9 @@ impl StoreError {
             | StoreError::Full { detail, .. }
             | StoreError::ReadOnly { detail, .. }
             | StoreError::Io { detail, .. }
-            | StoreError::Other { detail, .. } => detail.clone(),
+            | StoreError::Other { detail, .. }
+            | StoreError::Unreachable { detail, .. }
+            | StoreError::DatabaseReadOnly { detail, .. } => detail.clone(),
             other => other.to_string(),
         }
     }
@@ -135,12 +147,25 @@ impl StoreError {
             StoreError::Other { .. } => "Retry; if it persists, restart Weir and report the \
                                          detail."
                 .into(),
+            StoreError::Unreachable { db, .. } => format!(
+                "Check that PostgreSQL at {db} is running and reachable from this replica; Weir \
+                 reconnects by itself. Creates already queued are kept in the database."
+            ),
+            StoreError::DatabaseReadOnly { db, .. } => format!(
+                "Point the gateway at the writable primary of {db} (not a standby), or turn off \
+                 default_transaction_read_only. Creates already queued are kept in the database."
+            ),
         }
     }
 
     /// Worth retrying the same operation later without anyone intervening.
     pub fn is_transient(&self) -> bool {
-        matches!(self, StoreError::Locked { .. })
+        matches!(
+            self,
+            StoreError::Locked { .. }
+                | StoreError::Unreachable { .. }
+                | StoreError::DatabaseReadOnly { .. }
+        )
     }
 
     /// Classifies a rusqlite error on the database at `path`.

@@ -1,0 +1,333 @@
+//! `[gateway]`: Weir as a team's egress (`weir serve --gateway`): a TLS listener on any
+//! address for allow-listed networks, the control API on its own admin listener with its own
+//! token, and optionally the create queue shared in PostgreSQL by several replicas.
+//!
+//! Secrets are never in the config file: the TLS key, the admin token, the PostgreSQL password
+//! and the replicas' shared key are named by file path (the admin token may also come from
+//! the keychain).
+
+use super::load::{ConfigError, Ctx};
+use serde::Deserialize;
+use std::net::{IpAddr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use toml::Spanned;
+
+/// `[gateway]` as written.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileGateway {
+    pub listen: Option<Spanned<String>>,
+    pub tls_cert_file: Option<Spanned<String>>,
+    pub tls_key_file: Option<Spanned<String>>,
+    pub allow: Option<Spanned<Vec<String>>>,
+    pub admin_listen: Option<Spanned<String>>,
+    pub admin_token_file: Option<Spanned<String>>,
+    pub postgres_url: Option<Spanned<String>>,
+    pub postgres_password_file: Option<Spanned<String>>,
+    pub secret_key_file: Option<Spanned<String>>,
+    pub lease: Option<Spanned<String>>,
+    pub intercept_ca_cert_file: Option<Spanned<String>>,
+    pub intercept_ca_key_file: Option<Spanned<String>>,
+}
+
+/// The validated `[gateway]` table.
+#[derive(Debug, Clone)]
+pub struct GatewaySettings {
+    /// The clients' door: TLS only, any address.
+    pub listen: SocketAddr,
+    pub tls_cert_file: PathBuf,
+    pub tls_key_file: PathBuf,
+    /// Networks whose clients may use the gateway; everyone else gets a 403 problem.
+    pub allow: Vec<Cidr>,
+    /// The control API (TLS, with the admin token).
+    pub admin_listen: SocketAddr,
+    /// `None`: the admin token is kept in the keychain.
+    pub admin_token_file: Option<PathBuf>,
+    /// `None`: the queue stays in this replica's SQLite file (one replica only).
+    pub postgres: Option<PostgresSettings>,
+    /// The CA (certificate, key) every replica terminates CONNECTs to managed https hosts with;
+    /// `None`: this replica's own local CA from the keychain, if any.
+    pub intercept_ca: Option<(PathBuf, PathBuf)>,
+}
+
+/// The shared queue's database.
+#[derive(Debug, Clone)]
+pub struct PostgresSettings {
+    /// Parsed `postgres_url` (never with a password).
+    pub config: tokio_postgres::Config,
+    pub password_file: Option<PathBuf>,
+    /// 32 random bytes (hex) every replica shares: seals replay credentials and keys
+    /// identities the same way on every replica.
+    pub secret_key_file: PathBuf,
+    /// How long a replica's claim on an item lasts.
+    pub lease: Duration,
+}
+
+/// An IP network (`10.0.0.0/8`, `2001:db8::/32`, or one address).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cidr {
+    net: IpAddr,
+    prefix: u8,
+}
+
+impl Cidr {
+    pub fn parse(s: &str) -> Result<Cidr, String> {
+        let (addr, prefix) = match s.split_once('/') {
+            Some((a, p)) => (a, Some(p)),
+            None => (s, None),
+        };
+        let net: IpAddr = addr
+            .trim()
+            .parse()
+            .map_err(|_| format!("`{s}` is not a network like \"10.0.0.0/8\" or an address"))?;
+        let max = if net.is_ipv4() { 32 } else { 128 };
+        let prefix = match prefix {
+            None => max,
+            Some(p) => match p.trim().parse::<u8>() {
+                Ok(p) if p <= max => p,
+                _ => return Err(format!("`{s}`: the prefix length must be 0..={max}")),
+            },
+        };
+        Ok(Cidr { net, prefix })
+    }
+
+    /// Whether `ip` is in this network (an IPv4-mapped IPv6 peer counts as IPv4).
+    pub fn contains(&self, ip: IpAddr) -> bool {
+        match (self.net, ip.to_canonical()) {
+            (IpAddr::V4(n), IpAddr::V4(a)) => {
+                let mask = u32::MAX
+                    .checked_shl(32 - u32::from(self.prefix))
+                    .unwrap_or(0);
+                u32::from(n) & mask == u32::from(a) & mask
+            }
+            (IpAddr::V6(n), IpAddr::V6(a)) => {
+                let mask = u128::MAX
+                    .checked_shl(128 - u32::from(self.prefix))
+                    .unwrap_or(0);
+                u128::from(n) & mask == u128::from(a) & mask
+            }
+            _ => false,
+        }
+    }
+}
+
+impl std::fmt::Display for Cidr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.net, self.prefix)
+    }
+}
+
+/// The default admin listener: loopback, next to Weir's default port.
+pub const DEFAULT_ADMIN_LISTEN: &str = "127.0.0.1:9348";
+const DEFAULT_LEASE: Duration = Duration::from_secs(120);
+
+/// Validates `[gateway]`. `replay_time` is the longest a claimed item can take (the list
+/// class's deadline for the in-doubt lookup plus the create class's): the lease must outlast it.
+pub(super) fn validate(
+    cx: &Ctx,
+    g: &Spanned<FileGateway>,
+    config_file: &str,
+    replay_time: Duration,
+) -> Result<GatewaySettings, ConfigError> {
+    // Missing keys are reported at the `[gateway]` table.
+    let table = g.span();
+    let g = g.get_ref();
+    let required = |key: &str,
+                    v: &Option<Spanned<String>>|
+     -> Result<(String, std::ops::Range<usize>), ConfigError> {
+        match v {
+            Some(s) if !s.get_ref().trim().is_empty() => {
+                Ok((s.get_ref().trim().to_string(), s.span()))
+            }
+            _ => cx.err(
+                &format!("gateway.{key}"),
+                table.clone(),
+                format!("`gateway.{key}` is required in gateway mode"),
+            ),
+        }
+    };
+    let path = |p: &str| {
+        let p = PathBuf::from(p);
+        match Path::new(config_file).parent() {
+            Some(dir) if p.is_relative() => dir.join(p),
+            _ => p,
+        }
+    };
+    let addr = |key: &str, v: &str, span| -> Result<SocketAddr, ConfigError> {
+        v.parse().or_else(|_| {
+            cx.err(
+                key,
+                span,
+                format!("`{v}` is not an address like \"0.0.0.0:8443\""),
+            )
+        })
+    };
+    let (listen, span) = required("listen", &g.listen)?;
+    let listen = addr("gateway.listen", &listen, span)?;
+    let tls_cert_file = path(&required("tls_cert_file", &g.tls_cert_file)?.0);
+    let tls_key_file = path(&required("tls_key_file", &g.tls_key_file)?.0);
+    let allow = match &g.allow {
+        None => return cx.err("gateway.allow", table.clone(), "`gateway.allow` is required: the networks whose clients may use the gateway, e.g. [\"10.0.0.0/8\"]".into()),
+        Some(list) => {
+            let mut out = Vec::new();
+            for s in list.get_ref() {
+                out.push(Cidr::parse(s).or_else(|m| cx.err("gateway.allow", list.span(), m))?);
+            }
+            if out.is_empty() {
+                return cx.err("gateway.allow", list.span(), "the allow-list is empty: no client could use the gateway".into());
+            }
+            out
+        }
+    };
+    let admin_listen = match &g.admin_listen {
+        None => addr("gateway.admin_listen", DEFAULT_ADMIN_LISTEN, table.clone())?,
+        Some(s) => addr("gateway.admin_listen", s.get_ref(), s.span())?,
+    };
+    if admin_listen == listen && listen.port() != 0 {
+        return cx.err(
+            "gateway.admin_listen",
+            g.admin_listen.as_ref().map_or(table.clone(), |s| s.span()),
+            "the admin listener must be another address than gateway.listen".into(),
+        );
+    }
+    let admin_token_file = g.admin_token_file.as_ref().map(|f| path(f.get_ref()));
+    let postgres = match &g.postgres_url {
+        None => None,
+        Some(url) => {
+            let config: tokio_postgres::Config = url.get_ref().parse().or_else(|e| {
+                cx.err(
+                    "gateway.postgres_url",
+                    url.span(),
+                    format!("not a PostgreSQL URL or key=value string: {e}"),
+                )
+            })?;
+            if config.get_password().is_some() {
+                return cx.err("gateway.postgres_url", url.span(), "holds a password; secrets never go in the config file: put it in a file named by gateway.postgres_password_file".into());
+            }
+            let secret_key_file = path(&required("secret_key_file", &g.secret_key_file)?.0);
+            let lease = cx
+                .duration("gateway.lease", &g.lease)?
+                .unwrap_or(DEFAULT_LEASE);
+            if lease <= replay_time {
+                return cx.err("gateway.lease", g.lease.as_ref().map_or(table.clone(), |s| s.span()), format!(
+                    "{} is too short: a claim must outlast the longest replay ({}: classes.list.deadline + classes.create.deadline), or a slow replica's create could be sent twice",
+                    humantime::format_duration(lease), humantime::format_duration(replay_time)
+                ));
+            }
+            Some(PostgresSettings {
+                config,
+                password_file: g.postgres_password_file.as_ref().map(|f| path(f.get_ref())),
+                secret_key_file,
+                lease,
+            })
+        }
+    };
+    if postgres.is_none() && g.secret_key_file.is_some() {
+        return cx.err(
+            "gateway.secret_key_file",
+            table.clone(),
+            "only used with gateway.postgres_url".into(),
+        );
+    }
+    let intercept_ca = match (&g.intercept_ca_cert_file, &g.intercept_ca_key_file) {
+        (None, None) => None,
+        (Some(c), Some(k)) => Some((path(c.get_ref()), path(k.get_ref()))),
+        (Some(c), None) | (None, Some(c)) => {
+            return cx.err(
+                "gateway.intercept_ca_cert_file",
+                c.span(),
+                "intercept_ca_cert_file and intercept_ca_key_file go together".into(),
+            )
+        }
+    };
+    Ok(GatewaySettings {
+        intercept_ca,
+        listen,
+        tls_cert_file,
+        tls_key_file,
+        allow,
+        admin_listen,
+        admin_token_file,
+        postgres,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const BASE: &str = "[gateway]\nlisten = \"0.0.0.0:8443\"\ntls_cert_file = \"/c.pem\"\ntls_key_file = \"k.pem\"\nallow = [\"10.0.0.0/8\"]\n";
+
+    fn error(text: &str) -> String {
+        crate::config::parse_str(text, "w.toml")
+            .unwrap_err()
+            .to_string()
+    }
+
+    #[test]
+    fn a_complete_table_validates_with_relative_paths_next_to_the_file() {
+        let s = crate::config::parse_str(BASE, "/etc/weir/w.toml").unwrap();
+        let g = s.gateway.unwrap();
+        assert_eq!(g.listen, "0.0.0.0:8443".parse().unwrap());
+        assert_eq!(g.tls_key_file, PathBuf::from("/etc/weir/k.pem"));
+        assert_eq!(g.tls_cert_file, PathBuf::from("/c.pem"));
+        assert_eq!(g.admin_listen, DEFAULT_ADMIN_LISTEN.parse().unwrap());
+        assert!(g.postgres.is_none());
+        // The laptop listener stays loopback-only.
+        assert!(s.listen.ip().is_loopback());
+    }
+
+    #[test]
+    fn bad_tables_name_the_key_and_the_line() {
+        let e = error("[gateway]\nlisten = \"0.0.0.0:8443\"\n");
+        assert!(
+            e.starts_with("w.toml:1: key `gateway.tls_cert_file`"),
+            "{e}"
+        );
+        let e = error(&BASE.replace("10.0.0.0/8", "10.0.0.0/40"));
+        assert!(e.starts_with("w.toml:5: key `gateway.allow`"), "{e}");
+        let e = error(&format!(
+            "{BASE}postgres_url = \"postgresql://weir:hunter2@db/weir\"\nsecret_key_file = \"k\"\n"
+        ));
+        assert!(
+            e.starts_with("w.toml:6: key `gateway.postgres_url`") && e.contains("password"),
+            "{e}"
+        );
+        assert!(!e.contains("hunter2"), "{e}");
+        let e = error(&format!(
+            "{BASE}postgres_url = \"postgresql://weir@db/weir\"\n"
+        ));
+        assert!(e.contains("gateway.secret_key_file"), "{e}");
+        let e = error(&format!("{BASE}postgres_url = \"postgresql://weir@db/weir\"\nsecret_key_file = \"k\"\nlease = \"30s\"\n"));
+        assert!(
+            e.starts_with("w.toml:8: key `gateway.lease`") && e.contains("outlast"),
+            "{e}"
+        );
+        let e = error(&format!("{BASE}tls_key = \"x\"\n"));
+        assert!(e.contains("tls_key"), "{e}");
+    }
+
+    #[test]
+    fn networks_contain_their_addresses_only() {
+        let n = Cidr::parse("10.1.0.0/16").unwrap();
+        assert!(n.contains("10.1.200.3".parse().unwrap()));
+        assert!(n.contains("::ffff:10.1.0.1".parse().unwrap()));
+        assert!(!n.contains("10.2.0.1".parse().unwrap()));
+        assert!(!n.contains("::1".parse().unwrap()));
+        assert!(Cidr::parse("0.0.0.0/0")
+            .unwrap()
+            .contains("8.8.8.8".parse().unwrap()));
+        assert!(Cidr::parse("127.0.0.1")
+            .unwrap()
+            .contains("127.0.0.1".parse().unwrap()));
+        assert!(!Cidr::parse("127.0.0.1")
+            .unwrap()
+            .contains("127.0.0.2".parse().unwrap()));
+        assert!(Cidr::parse("fd00::/8")
+            .unwrap()
+            .contains("fd12::1".parse().unwrap()));
+        assert!(Cidr::parse("10.0.0.0/33").is_err());
+        assert!(Cidr::parse("ten").is_err());
+    }
+}

@@ -1,0 +1,210 @@
+//! The queue backend: the one set of queue operations the request path, the replay workers and
+//! the control API use, over SQLite (one Weir, the default) or PostgreSQL (gateway replicas
+//! sharing one queue).
+//!
+//! An enum rather than a trait object: there are exactly two backends, the calls are async,
+//! and `match` keeps every operation's two implementations side by side.
+
+use super::pg::PgQueue;
+use std::time::Duration;
+use weir_store::{AsyncStore, Item, ListFilter, NewItem, StateCounts, StoreError};
+
+pub(crate) use crate::status::QueueBackend as BackendKind;
+
+/// The durable create queue's storage.
+pub(crate) enum QueueStore {
+    Sqlite(AsyncStore),
+    Postgres(PgQueue),
+}
+
+/// How long an idle SQLite worker waits before looking again (a single process: new items
+/// wake it directly, this only catches items whose retry time came).
+const SQLITE_IDLE: Duration = Duration::from_secs(1);
+
+impl QueueStore {
+    pub fn kind(&self) -> BackendKind {
+        match self {
+            QueueStore::Sqlite(_) => BackendKind::Sqlite,
+            QueueStore::Postgres(_) => BackendKind::Postgresql,
+        }
+    }
+
+    pub async fn insert(&self, item: NewItem, now_ms: i64) -> Result<Item, StoreError> {
+        match self {
+            QueueStore::Sqlite(s) => s.insert(item, now_ms).await,
+            QueueStore::Postgres(p) => p.insert(item, now_ms).await,
+        }
+    }
+
+    pub async fn get(&self, id: i64) -> Result<Option<Item>, StoreError> {
+        match self {
+            QueueStore::Sqlite(s) => s.get(id).await,
+            QueueStore::Postgres(p) => p.get(id).await,
+        }
+    }
+
+    pub async fn list(&self, filter: ListFilter) -> Result<Vec<Item>, StoreError> {
+        match self {
+            QueueStore::Sqlite(s) => s.list(filter).await,
+            QueueStore::Postgres(p) => p.list(filter).await,
+        }
+    }
+
+    pub async fn counts(&self) -> Result<StateCounts, StoreError> {
+        match self {
+            QueueStore::Sqlite(s) => s.counts().await,
+            QueueStore::Postgres(p) => p.counts().await,
+        }
+    }
+
+    /// The next due item of `upstream`, claimed for this worker. SQLite: one process, one
+    /// worker per upstream, nothing to claim. PostgreSQL: `FOR UPDATE SKIP LOCKED` plus a lease,
+    /// so no two replicas work on one item; [`QueueStore::release`] gives it back untouched.
+    pub async fn claim_next(
+        &self,
+        upstream: &str,
+        now_ms: i64,
+    ) -> Result<Option<Item>, StoreError> {
+        match self {
+            QueueStore::Sqlite(s) => s.next_due(upstream, now_ms).await,
+            QueueStore::Postgres(p) => p.claim_next(upstream, now_ms).await,
+        }
+    }
+
+    /// Gives a claimed item back without changing it (the gate was closed, nothing was sent).
+    pub async fn release(&self, id: i64) {
+        if let QueueStore::Postgres(p) = self {
+            if let Err(e) = p.release(id).await {
+                // Not fatal: the lease runs out by itself.
+                tracing::debug!(id, error = %e, "could not release a queue claim");
+            }
+        }
+    }
+
+    /// How long an idle worker may sleep before something of `upstream` can be due (a new
+    /// item wakes it sooner).
+    pub async fn idle_wait(&self, upstream: &str, now_ms: i64) -> Duration {
+        match self {
+            QueueStore::Sqlite(_) => SQLITE_IDLE,
+            QueueStore::Postgres(p) => p.idle_wait(upstream, now_ms).await,
+        }
+    }
+
+    pub async fn find_by_dedupe_key(&self, key: &str) -> Result<Option<Item>, StoreError> {
+        match self {
+            QueueStore::Sqlite(s) => s.find_by_dedupe_key(key).await,
+            QueueStore::Postgres(p) => p.find_by_dedupe_key(key).await,
+        }
+    }
+
+    pub async fn mark_replaying(&self, id: i64, now_ms: i64) -> Result<Item, StoreError> {
+        match self {
+            QueueStore::Sqlite(s) => s.mark_replaying(id, now_ms).await,
+            QueueStore::Postgres(p) => p.mark_replaying(id, now_ms).await,
+        }
+    }
+
+    pub async fn mark_done(
+        &self,
+        id: i64,
+        result: serde_json::Value,
+        now_ms: i64,
+    ) -> Result<Item, StoreError> {
+        match self {
+            QueueStore::Sqlite(s) => s.mark_done(id, result, now_ms).await,
+            QueueStore::Postgres(p) => p.mark_done(id, result, now_ms).await,
+        }
+    }
+
+    pub async fn mark_failed(
+        &self,
+        id: i64,
+        reason: &str,
+        now_ms: i64,
+    ) -> Result<Item, StoreError> {
+        match self {
+            QueueStore::Sqlite(s) => s.mark_failed(id, reason, now_ms).await,
+            QueueStore::Postgres(p) => p.mark_failed(id, reason, now_ms).await,
+        }
+    }
+
+    pub async fn reschedule(
+        &self,
+        id: i64,
+        next_attempt_at: i64,
+        error: &str,
+        now_ms: i64,
+    ) -> Result<Item, StoreError> {
+        match self {
+            QueueStore::Sqlite(s) => s.reschedule(id, next_attempt_at, error, now_ms).await,
+            QueueStore::Postgres(p) => p.reschedule(id, next_attempt_at, error, now_ms).await,
+        }
+    }
+
+    pub async fn mark_in_doubt(
+        &self,
+        id: i64,
+        next_attempt_at: i64,
+        error: &str,
+        now_ms: i64,
+    ) -> Result<Item, StoreError> {
+        match self {
+            QueueStore::Sqlite(s) => s.mark_in_doubt(id, next_attempt_at, error, now_ms).await,
+            QueueStore::Postgres(p) => p.mark_in_doubt(id, next_attempt_at, error, now_ms).await,
+        }
+    }
+
+    pub async fn cancel(&self, id: i64, now_ms: i64) -> Result<Item, StoreError> {
+        match self {
+            QueueStore::Sqlite(s) => s.cancel(id, now_ms).await,
+            QueueStore::Postgres(p) => p.cancel(id, now_ms).await,
+        }
+    }
+
+    pub async fn retry(&self, id: i64, now_ms: i64) -> Result<Item, StoreError> {
+        match self {
+            QueueStore::Sqlite(s) => s.retry(id, now_ms).await,
+            QueueStore::Postgres(p) => p.retry(id, now_ms).await,
+        }
+    }
+
+    pub async fn expire_older_than(
+        &self,
+        max_age_ms: i64,
+        now_ms: i64,
+    ) -> Result<Vec<Item>, StoreError> {
+        match self {
+            QueueStore::Sqlite(s) => s.expire_older_than(max_age_ms, now_ms).await,
+            QueueStore::Postgres(p) => p.expire_older_than(max_age_ms, now_ms).await,
+        }
+    }
+
+    /// Items a stopped Weir left `replaying` become `in_doubt`. SQLite: at start, all of them
+    /// (only this process writes the file). PostgreSQL: only those whose lease ran out (their
+    /// replica died mid-replay); every replica checks this as it goes, not just at start.
+    pub async fn recover_after_crash(&self, now_ms: i64) -> Result<Vec<Item>, StoreError> {
+        match self {
+            QueueStore::Sqlite(s) => s.recover_after_crash(now_ms).await,
+            QueueStore::Postgres(p) => p.recover_expired_leases(now_ms).await,
+        }
+    }
+
+    /// Run by the workers between items: nothing for SQLite (recovered at start), expired
+    /// leases for PostgreSQL.
+    pub async fn recover_while_running(&self, now_ms: i64) -> Result<Vec<Item>, StoreError> {
+        match self {
+            QueueStore::Sqlite(_) => Ok(Vec::new()),
+            QueueStore::Postgres(p) => p.recover_expired_leases(now_ms).await,
+        }
+    }
+
+    pub async fn purge_ended_before(
+        &self,
+        updated_before_ms: i64,
+    ) -> Result<Vec<Item>, StoreError> {
+        match self {
+            QueueStore::Sqlite(s) => s.purge_ended_before(updated_before_ms).await,
+            QueueStore::Postgres(p) => p.purge_ended_before(updated_before_ms).await,
+        }
+    }
+}

@@ -1,0 +1,170 @@
+//! One shared PostgreSQL connection per replica (tokio-postgres pipelines concurrent queries on
+//! it), reconnected on demand, and the mapping of PostgreSQL errors to [`StoreError`]s so a
+//! database that is down or read-only gives the same 503 as a full disk.
+
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_postgres::error::SqlState;
+use tokio_postgres::types::ToSql;
+use tokio_postgres::{Client, NoTls, Row};
+use weir_store::StoreError;
+
+/// How long connecting may take before the database counts as unreachable.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
+/// How long one statement may take: a database that hangs must not hold a create's request.
+pub const QUERY_TIMEOUT: Duration = Duration::from_secs(5);
+
+pub(crate) struct PgConn {
+    config: tokio_postgres::Config,
+    /// Host, port and database, never the password (for messages).
+    pub db: String,
+    client: tokio::sync::Mutex<Option<Arc<Client>>>,
+}
+
+impl PgConn {
+    pub fn new(config: tokio_postgres::Config) -> PgConn {
+        let db = describe(&config);
+        PgConn {
+            config,
+            db,
+            client: tokio::sync::Mutex::new(None),
+        }
+    }
+
+    pub fn config(&self) -> &tokio_postgres::Config {
+        &self.config
+    }
+
+    /// A fresh connection of its own (migrations, `LISTEN`), bounded by [`CONNECT_TIMEOUT`].
+    pub async fn connect_new(&self) -> Result<Client, StoreError> {
+        let (client, conn) = tokio::time::timeout(CONNECT_TIMEOUT, self.config.connect(NoTls))
+            .await
+            .map_err(|_| self.unreachable("connecting timed out"))?
+            .map_err(|e| self.error(e))?;
+        tokio::spawn(async move {
+            if let Err(e) = conn.await {
+                tracing::debug!(error = %e, "PostgreSQL connection ended");
+            }
+        });
+        Ok(client)
+    }
+
+    /// The shared connection, (re)connecting when there is none or it closed.
+    async fn client(&self) -> Result<Arc<Client>, StoreError> {
+        let mut slot = self.client.lock().await;
+        if let Some(c) = slot.as_ref().filter(|c| !c.is_closed()) {
+            return Ok(c.clone());
+        }
+        *slot = None;
+        let c = Arc::new(self.connect_new().await?);
+        *slot = Some(c.clone());
+        Ok(c)
+    }
+
+    /// Drops the shared connection (after a timeout: it may be stuck).
+    async fn forget(&self) {
+        *self.client.lock().await = None;
+    }
+
+    pub async fn query(
+        &self,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Vec<Row>, StoreError> {
+        let client = self.client().await?;
+        match tokio::time::timeout(QUERY_TIMEOUT, client.query(sql, params)).await {
+            Ok(r) => r.map_err(|e| self.error(e)),
+            Err(_) => {
+                self.forget().await;
+                Err(self.unreachable("the statement timed out"))
+            }
+        }
+    }
+
+    pub async fn query_opt(
+        &self,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Option<Row>, StoreError> {
+        Ok(self.query(sql, params).await?.into_iter().next())
+    }
+
+    pub async fn execute(
+        &self,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<u64, StoreError> {
+        let client = self.client().await?;
+        match tokio::time::timeout(QUERY_TIMEOUT, client.execute(sql, params)).await {
+            Ok(r) => r.map_err(|e| self.error(e)),
+            Err(_) => {
+                self.forget().await;
+                Err(self.unreachable("the statement timed out"))
+            }
+        }
+    }
+
+    pub fn unreachable(&self, detail: &str) -> StoreError {
+        StoreError::Unreachable {
+            db: self.db.clone(),
+            detail: detail.to_string(),
+        }
+    }
+
+    /// Classifies a PostgreSQL error by its SQLSTATE (or its absence: an I/O failure).
+    pub fn error(&self, e: tokio_postgres::Error) -> StoreError {
+        classify(&self.db, &e)
+    }
+}
+
+fn classify(db: &str, e: &tokio_postgres::Error) -> StoreError {
+    let db = db.to_string();
+    let detail = match e.as_db_error() {
+        Some(d) => format!("{} (SQLSTATE {})", d.message(), d.code().code()),
+        None => e.to_string(),
+    };
+    let Some(code) = e.code() else {
+        // No SQLSTATE: the connection itself failed (refused, reset, closed).
+        return StoreError::Unreachable { db, detail };
+    };
+    if *code == SqlState::UNIQUE_VIOLATION {
+        // Only the live-dedupe-key index is unique besides the id: the caller looks up which
+        // live item holds the key (`existing_id` is filled in there).
+        StoreError::Duplicate { existing_id: 0 }
+    } else if *code == SqlState::READ_ONLY_SQL_TRANSACTION {
+        StoreError::DatabaseReadOnly { db, detail }
+    } else if *code == SqlState::DISK_FULL || *code == SqlState::INSUFFICIENT_RESOURCES {
+        StoreError::Full {
+            path: db.into(),
+            detail,
+        }
+    } else if code.code().starts_with("08")
+        || *code == SqlState::ADMIN_SHUTDOWN
+        || *code == SqlState::CRASH_SHUTDOWN
+        || *code == SqlState::CANNOT_CONNECT_NOW
+    {
+        StoreError::Unreachable { db, detail }
+    } else {
+        StoreError::Other {
+            path: db.into(),
+            detail,
+        }
+    }
+}
+
+/// `postgresql://user@host:port/dbname` without the password, for messages and the status.
+fn describe(c: &tokio_postgres::Config) -> String {
+    let host = c
+        .get_hosts()
+        .first()
+        .map(|h| match h {
+            tokio_postgres::config::Host::Tcp(h) => h.clone(),
+            #[cfg(unix)]
+            tokio_postgres::config::Host::Unix(p) => p.display().to_string(),
+        })
+        .unwrap_or_else(|| "localhost".into());
+    let port = c.get_ports().first().copied().unwrap_or(5432);
+    let user = c.get_user().unwrap_or("");
+    let db = c.get_dbname().unwrap_or("");
+    format!("postgresql://{user}@{host}:{port}/{db}")
+}
