@@ -32,6 +32,20 @@ impl GithubChange {
     }
 }
 
+/// What changed in team signals.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TeamChange {
+    Connected,
+    Disconnected,
+    /// K teammates report an upstream failing: this Weir became cautious or opened.
+    Acting,
+    /// Fewer than K do now: caution cleared.
+    Released,
+    /// Local calls succeed: this Weir ignores the teammates' reports.
+    Overruled,
+}
+
 /// What happened to an agent session between two polls of the sessions companion.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -81,6 +95,16 @@ pub enum Event {
         at: SystemTime,
         detail: String,
     },
+    /// Team signals: the NATS link changed, or teammates' reports started or stopped moving
+    /// this Weir's breaker for an upstream.
+    Team {
+        change: TeamChange,
+        upstream: Option<String>,
+        peers_failing: usize,
+        #[serde(with = "crate::time_fmt")]
+        at: SystemTime,
+        message: String,
+    },
     /// A watched GitHub Status change.
     Github {
         change: GithubChange,
@@ -126,6 +150,7 @@ impl Event {
             Event::Breaker { .. } => "breaker",
             Event::Queue { .. } => "queue",
             Event::Github { .. } => "github",
+            Event::Team { .. } => "team",
             Event::Session { .. } => "session",
         }
     }

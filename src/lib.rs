@@ -32,6 +32,8 @@
 //!   Weir's own listener, keeps counts and recent sessions, announces changes. → pipeline
 //! - `control`: `/_weir/api/*`, `/metrics`, the PAC, the dashboard. → pipeline, queue, reload,
 //!   sessions
+//! - [`team`]: team outage signals over NATS (`[team]`): publishes signed facts about the
+//!   upstreams, sets their gates' caution / trips breakers / holds cooldowns. → upstream
 //! - [`gateway`]: team gateway mode: TLS listeners, allow-list, admin door, holds shared
 //!   between replicas. → pipeline, control, queue
 //! - [`client_setup`]: pointing tools at Weir, for the CLI and the tray. → config, intercept
@@ -73,6 +75,7 @@ pub(crate) mod sessions;
 pub(crate) mod stats;
 pub mod status;
 pub(crate) mod surface;
+pub mod team;
 pub mod time_fmt;
 pub(crate) mod upstream;
 

@@ -32,6 +32,8 @@ pub struct StatusSnapshot {
     pub settings: SettingsStatus,
     /// Credentials by GitHub account (logins, never tokens) and the sharing setting.
     pub identity: IdentityStatus,
+    /// Team outage signals (`[team]`); `null` when off.
+    pub team: Option<TeamStatus>,
     /// The agent-sessions companion: the poller's state and the sessions it last saw.
     pub sessions: SessionsStatus,
     /// Team gateway mode (`weir serve --gateway`); `null` for a laptop Weir.
@@ -378,4 +380,56 @@ pub enum MemoryOnlyReason {
     OpenFailed,
     /// Writing failed (a full disk, an unwritable file): off until restart.
     WriteFailed,
+}
+
+/// `team` in the status document: the NATS link and what teammates report.
+#[derive(Debug, Clone, Serialize)]
+pub struct TeamStatus {
+    pub link: TeamLink,
+    pub connected: bool,
+    /// The NATS server (`nats://host:port`; credentials never appear in it).
+    pub server: String,
+    /// Why the link is down, or why team signals are off (e.g. no team key), in words.
+    pub error: Option<String>,
+    pub action: crate::config::TeamAction,
+    pub peers_needed: usize,
+    pub window_s: f64,
+    /// Distinct teammates heard from within the window.
+    pub peers_seen: usize,
+    pub published: u64,
+    pub received: u64,
+    /// Messages ignored: bad signature, malformed, too old, replayed.
+    pub rejected: u64,
+    /// Half-open rounds skipped because K teammates' own calls confirmed the failure after
+    /// this Weir's breaker opened (the breaker started its next wait instead of probing).
+    pub probes_stood_in: u64,
+    pub upstreams: Vec<TeamUpstreamStatus>,
+    /// One line for the tray, e.g. "3 teammates see copilot-api failing"; `null` when no
+    /// teammate reports a failing upstream.
+    pub summary: Option<String>,
+}
+
+/// The team link's state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TeamLink {
+    Connected,
+    /// Not connected (never yet, or lost): Weir works alone and keeps retrying.
+    Disconnected,
+    /// No team key in the keychain: nothing is published or believed.
+    NoKey,
+}
+
+/// `team.upstreams[]`: what teammates say about one upstream and what this Weir does.
+#[derive(Debug, Clone, Serialize)]
+pub struct TeamUpstreamStatus {
+    pub name: String,
+    /// Distinct teammates reporting it failing (open or degraded) within the window.
+    pub peers_failing: usize,
+    /// This Weir acts on their reports now (cautious breaker, or opened it).
+    pub acting: bool,
+    /// Local calls succeeded, so this Weir ignores the reports until they change.
+    pub overruled: bool,
+    /// The end of an upstream-wide pause a teammate was asked for, while it lasts.
+    pub pause_until: Option<String>,
 }

@@ -8,6 +8,7 @@ import { RateHistory } from './rates.js';
 import { UpstreamCards } from './upstreams.js';
 import { QueuePanel } from './queue.js';
 import { GithubPanel } from './github.js';
+import { TeamPanel } from './team.js';
 import { SetupPanel } from './setup.js';
 import { SettingsForm } from './settings.js';
 import { TokenPanel } from './token.js';
@@ -72,6 +73,7 @@ const queue = new QueuePanel({
 });
 const github = new GithubPanel(byTestId('github'));
 const accounts = new AccountsPanel({ table: byTestId('accounts'), note: byTestId('accounts-note') });
+const team = new TeamPanel(byTestId('team-section'), byTestId('team'));
 const setup = new SetupPanel({ list: byTestId('proxy-setup'), status: byTestId('copy-status') });
 const settings = new SettingsForm({
   form: byTestId('settings-form'),
@@ -236,6 +238,7 @@ function onStatus(doc) {
   queue.statusUpdate(doc.queue);
   github.update(doc.github);
   accounts.update(doc.identity);
+  team.update(doc.team);
   token.statusUpdate(doc);
   settings.statusUpdate(doc.settings);
   cachePanel.statusUpdate(doc.cache);

@@ -13,6 +13,7 @@ mod secret;
 mod serve;
 mod serve_tls;
 mod setup;
+mod team;
 mod token;
 
 use clap::{Parser, Subcommand};
@@ -64,6 +65,13 @@ enum Command {
         #[command(flatten)]
         args: ServeArgs,
     },
+    /// Team signals (`[team]`): store the team key and the NATS login in the keychain.
+    Team {
+        #[command(subcommand)]
+        cmd: team::TeamCmd,
+        #[command(flatten)]
+        args: ServeArgs,
+    },
     /// The GitHub token the agent-sessions view uses: set (stdin or hidden prompt), status, forget.
     Token {
         #[command(subcommand)]
@@ -103,6 +111,7 @@ pub fn main() -> ExitCode {
         Command::Cache { cmd, args } => cache::run(cmd, args),
         Command::Secret { cmd, args } => secret::run(cmd, args),
         Command::Mode(args) => mode::run(args),
+        Command::Team { cmd, args } => team::run(cmd, args),
         Command::Token { cmd, args } => token::run(cmd, args),
         Command::Ca(args) => ca::run(args),
         Command::Env(args) => env::run(args),

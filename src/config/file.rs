@@ -44,6 +44,8 @@ pub struct FileConfig {
     pub watch_github_status: Option<bool>,
     /// Unmanaged requests and tunnels may reach loopback, link-local and private addresses.
     pub allow_private_targets: Option<bool>,
+    /// Team outage signals over NATS (`[team]`, see docs/team.md).
+    pub team: Option<Spanned<super::team::FileTeam>>,
     /// Team gateway mode (`weir serve --gateway`); see `config::gateway`.
     pub gateway: Option<Spanned<super::gateway::FileGateway>>,
 }

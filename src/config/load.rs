@@ -432,8 +432,11 @@ impl Settings {
             }
         };
 
+        let team = super::team::validate(&cx, raw.team.as_ref(), file)?;
+
         Ok(Settings {
             share,
+            team,
             gateway,
             github_status,
             queue,

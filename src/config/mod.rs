@@ -11,6 +11,7 @@ mod net;
 mod origin;
 mod resilience;
 mod restart;
+mod team;
 
 pub use classes::{classify, default_routes, ClassSettings, ClassTable, RouteClass, RouteRule};
 pub use file::FileConfig;
@@ -22,6 +23,7 @@ pub use net::{read_roots, HostPort, UpstreamNet, UpstreamProxy};
 pub use origin::Origin;
 pub use resilience::ResilienceSettings;
 pub use restart::{restart_required, RestartKey};
+pub use team::{TeamAction, TeamSettings};
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -59,6 +61,8 @@ pub struct Settings {
     pub allow_private_targets: bool,
     /// `[identity] share`: which credentials share list/view answers.
     pub share: ShareMode,
+    /// `[team]`: outage signals shared with teammates' Weirs over NATS; `None` when off.
+    pub team: Option<TeamSettings>,
     /// `[gateway]`, used only by `weir serve --gateway`.
     pub gateway: Option<GatewaySettings>,
 }

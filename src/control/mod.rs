@@ -47,6 +47,8 @@ pub(crate) struct Control {
     pub token_stored: AtomicBool,
     /// The GitHub Status watcher, once started.
     pub github: Mutex<Option<weir_status::StatusHandle>>,
+    /// The team link (`[team]`), once started.
+    pub team: std::sync::OnceLock<crate::team::Team>,
     pub started_at: SystemTime,
     /// Set in team gateway mode.
     pub gateway: Option<crate::status::GatewayStatus>,

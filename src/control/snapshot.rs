@@ -61,6 +61,7 @@ pub fn snapshot(ctl: &Control) -> StatusSnapshot {
         github_token_stored: false,
         settings: ctl.reload.status(),
         identity: p.accounts.status(),
+        team: ctl.team.get().map(|t| t.status()),
         sessions: ctl.sessions.status(),
         gateway: ctl.gateway.clone(),
         queue: QueueStatus {

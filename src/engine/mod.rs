@@ -58,6 +58,9 @@ pub struct EngineOptions {
     /// Where the dashboard's settings panel saves changes (the file read at start, or the OS
     /// default location); `None`: settings are read-only.
     pub config_file: Option<PathBuf>,
+    /// The team key and NATS login for `[team]`; `None` reads them from the keychain (tests
+    /// and the lab pass them here).
+    pub team_secrets: Option<crate::team::TeamSecrets>,
     /// Team gateway mode (`weir serve --gateway`): the TLS listeners, the admin token and the
     /// shared queue, read from `[gateway]` by [`crate::gateway::Gateway::load`].
     pub gateway: Option<crate::gateway::Gateway>,
@@ -71,6 +74,7 @@ impl EngineOptions {
             control_secret: None,
             local_ca: None,
             config_file: None,
+            team_secrets: None,
             gateway: None,
         }
     }
@@ -137,6 +141,11 @@ pub async fn start(opts: EngineOptions) -> Result<EngineHandle, EngineError> {
         &secrets,
     )
     .await;
+    let team_secrets = match (&opts.settings.team, opts.team_secrets.clone()) {
+        (None, _) => None,
+        (Some(_), Some(given)) => Some(given),
+        (Some(_), None) => Some(crate::team::TeamSecrets::load(&secrets).await),
+    };
     let admin_token = match &opts.gateway {
         Some(g) => Some(match &g.admin_token {
             Some(t) => t.clone(),
@@ -193,6 +202,7 @@ pub async fn start(opts: EngineOptions) -> Result<EngineHandle, EngineError> {
         reload,
         token_stored: Default::default(),
         github: std::sync::Mutex::new(None),
+        team: std::sync::OnceLock::new(),
         started_at: SystemTime::now(),
         gateway: opts.gateway.as_ref().map(|g| crate::status::GatewayStatus {
             listen: local_addr.to_string(),
@@ -224,6 +234,16 @@ pub async fn start(opts: EngineOptions) -> Result<EngineHandle, EngineError> {
         }
     }
     forward_breaker_events(&upstreams, &bus);
+    if let (Some(team), Some(team_secrets)) = (settings.team.clone(), team_secrets) {
+        start_team(
+            &control,
+            team,
+            team_secrets,
+            &opts.data_dir,
+            &upstreams,
+            &bus,
+        );
+    }
     let watcher_view = control.clone();
     crate::sessions::poller::Poller {
         sessions,
@@ -430,6 +450,34 @@ async fn identity_key(secrets: &SecretStore) -> IdentityKey {
         )
         .await;
     IdentityKey::new(key)
+}
+
+/// Starts the team link (`[team]`); it connects in the background and never delays start.
+fn start_team(
+    control: &Arc<Control>,
+    settings: crate::config::TeamSettings,
+    secrets: crate::team::TeamSecrets,
+    data_dir: &Path,
+    upstreams: &Arc<Upstreams>,
+    bus: &Bus,
+) {
+    let weak = Arc::downgrade(control);
+    let team = crate::team::Team::start(crate::team::TeamParts {
+        settings,
+        secrets,
+        me: crate::team::peer_id(data_dir),
+        upstreams: upstreams.clone(),
+        bus: bus.clone(),
+        indicator: Box::new(move || {
+            let ctl = weak.upgrade()?;
+            let g = ctl.github.lock().ok()?;
+            let snap = g.as_ref()?.snapshot();
+            crate::team::fact::Indicator::parse(snap.indicator.as_deref()?)
+        }),
+    });
+    if control.team.set(team).is_err() {
+        tracing::warn!("the team link was started twice; keeping the first");
+    }
 }
 
 /// Turns every breaker transition into an engine [`Event::Breaker`] (tray, dashboard, logs).

@@ -33,6 +33,10 @@ pub enum Account {
     InstallId,
     /// The AES-256-GCM key the persisted cache's records are sealed with (`cache.sqlite`).
     CacheKey,
+    /// The team key that signs and checks team signals (64 hex digits, shared by the team).
+    TeamKey,
+    /// The NATS login for team signals (JSON: a token or a user and password).
+    TeamCredentials,
     /// The team gateway's admin token, when no `gateway.admin_token_file` names one.
     GatewayAdminToken,
 }
@@ -47,6 +51,8 @@ impl Account {
             Account::LocalCaKey => "local-ca-key",
             Account::InstallId => "install-id",
             Account::CacheKey => "cache-key",
+            Account::TeamKey => "team-key",
+            Account::TeamCredentials => "team-credentials",
             Account::GatewayAdminToken => "gateway-admin-token",
         }
     }

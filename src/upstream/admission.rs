@@ -10,8 +10,9 @@ use crate::identity::Identity;
 use crate::problem::{Problem, ProblemKind};
 use http::StatusCode;
 use serde::Serialize;
-use std::sync::Mutex;
-use std::time::Duration;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
 use weir_resilience::{
     Backoff, Breaker, BreakerSnapshot, Bulkhead, BulkheadPermit, Cooldown, FullJitter, Jitter,
     Kind, NoJitter, Permit, RetryBudget,
@@ -36,6 +37,12 @@ pub(crate) struct Gate {
     identity_cooldowns: IdentityCooldowns,
     /// Outside signals that lower the breaker's thresholds while they last.
     cautions: Mutex<Cautions>,
+    /// When the upstream-wide pause this Weir was asked for itself ends (wall clock, for team
+    /// signals: a pause learned from a teammate is not re-published as this Weir's own).
+    local_cooldown_until: Mutex<Option<SystemTime>>,
+    /// Attempts the upstream answered without a breaker failure: local evidence that it works
+    /// (team signals yield to it).
+    successes: Arc<AtomicU64>,
     /// Gateway replicas: where this gate's upstream-wide holds are announced to the others
     /// (`gateway::signals`); unset on a laptop.
     pub shared: std::sync::OnceLock<tokio::sync::mpsc::UnboundedSender<SharedHold>>,
@@ -55,6 +62,7 @@ pub(crate) struct SharedHold {
 pub(crate) struct Admitted {
     permit: Permit,
     _slot: BulkheadPermit,
+    successes: Arc<AtomicU64>,
 }
 
 impl Admitted {
@@ -67,6 +75,9 @@ impl Admitted {
         elapsed: Duration,
         ceiling: Duration,
     ) -> weir_resilience::Slowness {
+        if !failure {
+            self.successes.fetch_add(1, Ordering::Relaxed);
+        }
         self.permit.record_latency(failure, class, elapsed, ceiling)
     }
 }
@@ -98,6 +109,8 @@ impl Gate {
             cooldown_kind: Mutex::new(None),
             identity_cooldowns: IdentityCooldowns::default(),
             cautions: Mutex::new(Cautions::default()),
+            local_cooldown_until: Mutex::new(None),
+            successes: Arc::new(AtomicU64::new(0)),
             shared: std::sync::OnceLock::new(),
         })
     }
@@ -120,6 +133,36 @@ impl Gate {
     /// The backoff between retries now.
     pub fn backoff(&self) -> Backoff {
         self.retry.lock().map_or_else(|e| e.into_inner().0, |r| r.0)
+    }
+
+    /// Attempts the upstream answered without a breaker failure, since start.
+    pub fn successes(&self) -> u64 {
+        self.successes.load(Ordering::Relaxed)
+    }
+
+    /// The end of the upstream-wide pause this Weir's own upstream answers asked for, with its
+    /// kind, while it lasts (what team signals publish).
+    pub fn local_cooldown(&self) -> Option<(SystemTime, Kind)> {
+        let until = self.local_cooldown_until.lock().ok().and_then(|u| *u)?;
+        if until <= SystemTime::now() || self.cooldown.remaining().is_none() {
+            return None;
+        }
+        let kind = self
+            .cooldown_kind
+            .lock()
+            .ok()
+            .and_then(|k| *k)
+            .unwrap_or(Kind::RateLimited);
+        Some((until, kind))
+    }
+
+    /// Honours a pause a teammate's Weir was asked for (upstream-wide), through the same
+    /// cooldown as a local one; not re-published as this Weir's own.
+    pub fn honour_peer_cooldown(&self, wait: Duration, kind: Kind) {
+        if let Ok(mut k) = self.cooldown_kind.lock() {
+            *k = Some(kind);
+        }
+        self.cooldown.hold_for(wait.min(MAX_COOLDOWN));
     }
 
     pub fn jitter(&self) -> Box<dyn Jitter> {
@@ -167,6 +210,7 @@ impl Gate {
         Ok(Admitted {
             permit,
             _slot: slot,
+            successes: self.successes.clone(),
         })
     }
 
@@ -181,6 +225,10 @@ impl Gate {
                 if let Ok(mut k) = self.cooldown_kind.lock() {
                     *k = Some(kind);
                 }
+                if let Ok(mut u) = self.local_cooldown_until.lock() {
+                    let end = SystemTime::now() + wait;
+                    *u = Some(u.map_or(end, |old| old.max(end)));
+                }
                 self.cooldown.hold_for(wait);
                 self.share(wait, false);
             }
@@ -190,8 +238,6 @@ impl Gate {
     /// Turns one source of caution on or off (keeping the detail it gave before, if any).
     /// While any source is on, the breaker needs fewer calls to open; caution alone never
     /// opens it.
-    // The team-signals source (`CautionSource::Peers`) calls this; GitHub Status gives a detail.
-    #[allow(dead_code)]
     pub(crate) fn set_caution(&self, source: CautionSource, on: bool) {
         self.set_caution_detail(source, on, None);
     }

@@ -12,7 +12,8 @@
 //! - [`fleet`]: N clients each sending one logical request per period, and [`worker`]: running
 //!   a fleet in a child process so its sockets do not count against the upstream's.
 //! - [`weir_ctl`]: starts the Weir engine (the library, in process) in front of an upstream.
-//! - [`scenarios`]: the experiments (`fleet`, `oct29`, `aug17-token`, `agents-429`, `cold`).
+//! - [`scenarios`]: the experiments (`fleet`, `oct29`, `aug17-token`, `agents-429`, `cold`,
+//!   `team`); [`nats`]: the real `nats-server` the team scenario starts.
 //! - [`report`]: the Markdown tables and the SVG charts.
 //! - [`stats`]: latency percentiles; [`hold`]: idle connections for the memory check;
 //!   [`run`]: runs scenarios and writes the report.
@@ -21,6 +22,7 @@ pub mod client;
 pub mod error;
 pub mod fleet;
 pub mod hold;
+pub mod nats;
 pub mod policy;
 pub mod report;
 pub mod run;

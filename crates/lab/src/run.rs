@@ -1,7 +1,7 @@
 //! Runs the chosen scenarios in order and writes the report.
 
 use crate::report::{self, Section};
-use crate::scenarios::{agents429, cold, fleet, oct29, token, LabConfig, Scenario};
+use crate::scenarios::{agents429, cold, fleet, oct29, team, token, LabConfig, Scenario};
 use crate::LabError;
 use std::path::Path;
 
@@ -16,6 +16,7 @@ pub async fn run(cfg: &LabConfig, scenarios: &[Scenario]) -> Result<Vec<Section>
             Scenario::Aug17Token => token::run(cfg).await?,
             Scenario::Agents429 => agents429::run(cfg).await?,
             Scenario::Cold => cold::run().await?,
+            Scenario::Team => team::run(cfg).await?,
         });
     }
     Ok(sections)

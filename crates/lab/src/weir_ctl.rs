@@ -63,9 +63,20 @@ impl LabWeir {
 
     /// Starts Weir with a whole configuration file's text.
     pub async fn start_with(toml: &str) -> Result<LabWeir, LabError> {
+        LabWeir::start_team(toml, None).await
+    }
+
+    /// [`LabWeir::start_with`], with the team key and NATS login `[team]` uses (the lab has no
+    /// keychain).
+    pub async fn start_team(
+        toml: &str,
+        team: Option<weir::team::TeamSecrets>,
+    ) -> Result<LabWeir, LabError> {
         let settings = weir::config::parse_str(toml, "lab.toml")?;
         let data = tempfile::tempdir()?;
-        let handle = weir::start(EngineOptions::new(settings, data.path().to_path_buf())).await?;
+        let mut opts = EngineOptions::new(settings, data.path().to_path_buf());
+        opts.team_secrets = team;
+        let handle = weir::start(opts).await?;
         Ok(LabWeir {
             handle,
             _data: data,

@@ -6,6 +6,7 @@ pub mod cold;
 pub mod fleet;
 pub mod oct29;
 pub mod surfaces;
+pub mod team;
 pub mod token;
 
 use crate::worker::Placement;
@@ -44,14 +45,16 @@ pub enum Scenario {
     #[value(name = "agents-429")]
     Agents429,
     Cold,
+    Team,
 }
 
 impl Scenario {
-    pub const ALL: [Scenario; 5] = [
+    pub const ALL: [Scenario; 6] = [
         Scenario::Fleet,
         Scenario::Oct29,
         Scenario::Aug17Token,
         Scenario::Agents429,
         Scenario::Cold,
+        Scenario::Team,
     ];
 }

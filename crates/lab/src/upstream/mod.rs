@@ -67,6 +67,13 @@ impl Upstream {
         &self.counters
     }
 
+    /// Starts (or ends) a hard outage: every request fails with `500` until it ends.
+    pub fn set_outage(&self, on: bool) {
+        self.counters
+            .outage
+            .store(on, std::sync::atomic::Ordering::Relaxed);
+    }
+
     /// Drops every open connection (and the requests on them); new connections are served.
     pub fn fail_over(&self) {
         self.generation.send_modify(|g| *g += 1);

@@ -130,6 +130,9 @@ impl Responder {
 
     /// (fail this request, and if it fails, did the work happen anyway).
     fn draw_failure(&self) -> (bool, bool) {
+        if self.counters.outage.load(Relaxed) {
+            return (true, false); // a hard outage: every call fails with 500 before any work
+        }
         if self.spec.failure_rate <= 0.0 {
             return (false, false);
         }

@@ -86,6 +86,8 @@ pub struct UpstreamCounters {
     pub token_requests: AtomicU64,
     /// Create requests received.
     pub create_requests: AtomicU64,
+    /// While set, every request fails with `500` (the team scenario's outage).
+    pub outage: std::sync::atomic::AtomicBool,
     creates: Mutex<BTreeMap<String, Created>>,
     answers: Mutex<Vec<Instant>>,
 }

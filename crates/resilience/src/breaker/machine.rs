@@ -117,7 +117,7 @@ impl Shared {
         }
     }
 
-    fn open(&self, inner: &mut Inner, cause: String, now: Instant) {
+    pub(super) fn open(&self, inner: &mut Inner, cause: String, now: Instant) {
         inner.open_count = inner.open_count.saturating_add(1);
         inner.opens_total += 1;
         inner.consecutive = 0;

@@ -213,6 +213,23 @@ impl Breaker {
         self.shared.lock().caution.is_some()
     }
 
+    /// Opens the breaker now for `cause` (evidence from outside this process, e.g. teammates'
+    /// Weirs seeing the upstream fail): a closed or degraded breaker opens; an open one starts
+    /// its next, longer wait now (their failures stand in for its probes). The usual open wait
+    /// applies, then half-open probes decide as always. A half-open breaker is left alone (its
+    /// probes are in flight). Returns whether it (re)opened.
+    pub fn trip(&self, cause: &str) -> bool {
+        let now = Instant::now();
+        let mut guard = self.shared.lock();
+        let inner = &mut *guard;
+        self.shared.refresh(inner, now);
+        if matches!(inner.phase, Phase::HalfOpen(_)) {
+            return false;
+        }
+        self.shared.open(inner, cause.to_owned(), now);
+        true
+    }
+
     /// Asks to make one call.
     pub fn try_acquire(&self) -> Result<Permit, Rejected> {
         self.acquire(false)

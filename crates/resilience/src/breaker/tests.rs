@@ -638,3 +638,17 @@ async fn retries_do_not_pile_onto_a_failing_run() {
     let b2 = c.try_acquire_retry().unwrap();
     drop((a, b2));
 }
+
+#[tokio::test(start_paused = true)]
+async fn trip_opens_now_restarts_an_open_wait_and_leaves_probes_alone() {
+    let t = breaker(BreakerConfig::default());
+    assert!(t.trip("3 teammates see it failing"));
+    assert_eq!(t.state(), State::Open);
+    assert!(t.snapshot().reason.contains("teammates"));
+    let first = t.snapshot().retry_after.unwrap();
+    assert!(t.trip("again"), "an open breaker starts its next wait");
+    assert!(t.snapshot().retry_after.unwrap() > first, "the wait grew");
+    advance(Duration::from_secs(3600)).await;
+    assert_eq!(t.state(), State::HalfOpen);
+    assert!(!t.trip("probing"), "a half-open breaker is left alone");
+}

@@ -1,0 +1,182 @@
+//! `[team]`: team outage signals over NATS (see `crate::team` and docs/team.md). The file's
+//! keys, their validation (file:line errors) and the typed [`TeamSettings`].
+
+use super::load::Ctx;
+use super::ConfigError;
+use serde::Deserialize;
+use std::path::PathBuf;
+use std::time::Duration;
+use toml::Spanned;
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileTeam {
+    /// `nats://host:port` or `tls://host:port`.
+    pub nats_url: Option<Spanned<String>>,
+    /// K: distinct teammates reporting an upstream failing before this Weir acts.
+    pub peers_needed: Option<Spanned<i64>>,
+    /// T: how recent a teammate's report must be to count.
+    pub window: Option<Spanned<String>>,
+    /// `"cautious"` (default) or `"open"`.
+    pub action: Option<Spanned<String>>,
+    /// PEM file of extra root certificates for a `tls://` server (a private CA).
+    pub ca_file: Option<Spanned<String>>,
+}
+
+/// What K failing teammates make this Weir do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TeamAction {
+    /// The breaker opens on this Weir's first failing call instead of waiting for a full
+    /// window of them.
+    Cautious,
+    /// The breaker opens at once (then probes as usual after its wait).
+    Open,
+}
+
+/// Validated `[team]` settings; present only when `nats_url` is set.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TeamSettings {
+    pub nats_url: String,
+    /// The URL asks for TLS (`tls://`).
+    pub tls: bool,
+    pub peers_needed: usize,
+    pub window: Duration,
+    pub action: TeamAction,
+    pub ca_file: Option<PathBuf>,
+}
+
+impl TeamSettings {
+    pub const DEFAULT_PEERS_NEEDED: usize = 2;
+    pub const DEFAULT_WINDOW: Duration = Duration::from_secs(60);
+
+    /// Settings for `nats_url` with every default (tests, the lab).
+    pub fn new(nats_url: &str) -> TeamSettings {
+        TeamSettings {
+            nats_url: nats_url.to_string(),
+            tls: nats_url.starts_with("tls://"),
+            peers_needed: Self::DEFAULT_PEERS_NEEDED,
+            window: Self::DEFAULT_WINDOW,
+            action: TeamAction::Cautious,
+            ca_file: None,
+        }
+    }
+}
+
+/// `None` when there is no `[team]` table; an error naming the key when one is unusable.
+pub(super) fn validate(
+    cx: &Ctx<'_>,
+    raw: Option<&Spanned<FileTeam>>,
+    file: &str,
+) -> Result<Option<TeamSettings>, ConfigError> {
+    let Some(table) = raw else {
+        return Ok(None);
+    };
+    let t = table.get_ref();
+    let Some(url) = &t.nats_url else {
+        return cx.err(
+            "team.nats_url",
+            table.span(),
+            "[team] needs nats_url = \"nats://host:4222\" (or \"tls://host:4222\")".into(),
+        );
+    };
+    let u = url.get_ref().trim();
+    let rest = u
+        .strip_prefix("nats://")
+        .or_else(|| u.strip_prefix("tls://"));
+    let Some(rest) = rest.filter(|r| !r.is_empty() && !r.contains(['/', '@', ' '])) else {
+        return cx.err(
+            "team.nats_url",
+            url.span(),
+            format!(
+                "`{u}` is not a URL like \"nats://host:4222\" or \"tls://host:4222\" (no path; credentials go in the keychain: `weir team set-credentials`)"
+            ),
+        );
+    };
+    let _ = rest;
+    let peers_needed = cx
+        .positive("team.peers_needed", &t.peers_needed, 1)?
+        .unwrap_or(TeamSettings::DEFAULT_PEERS_NEEDED);
+    let window = cx
+        .duration("team.window", &t.window)?
+        .unwrap_or(TeamSettings::DEFAULT_WINDOW);
+    if window < Duration::from_secs(1) {
+        if let Some(w) = &t.window {
+            return cx.err(
+                "team.window",
+                w.span(),
+                "must be at least 1s (teammates' reports travel over the network)".into(),
+            );
+        }
+    }
+    let action = match &t.action {
+        None => TeamAction::Cautious,
+        Some(a) if a.get_ref() == "cautious" => TeamAction::Cautious,
+        Some(a) if a.get_ref() == "open" => TeamAction::Open,
+        Some(a) => {
+            return cx.err(
+                "team.action",
+                a.span(),
+                format!("`{}` is not \"cautious\" or \"open\"", a.get_ref()),
+            )
+        }
+    };
+    let ca_file = t.ca_file.as_ref().map(|c| {
+        let p = PathBuf::from(c.get_ref());
+        // Relative to the config file, like `upstream.ca_file`.
+        match std::path::Path::new(file).parent() {
+            Some(dir) if p.is_relative() && !dir.as_os_str().is_empty() => dir.join(p),
+            _ => p,
+        }
+    });
+    Ok(Some(TeamSettings {
+        nats_url: u.to_string(),
+        tls: u.starts_with("tls://"),
+        peers_needed,
+        window,
+        action,
+        ca_file,
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::config::{parse_str, TeamAction};
+    use std::time::Duration;
+
+    #[test]
+    fn defaults_and_errors_name_the_key_and_line() {
+        let s = parse_str("[team]\nnats_url = \"tls://nats.example:4222\"\n", "w.toml").unwrap();
+        let t = s.team.unwrap();
+        assert!(t.tls);
+        assert_eq!(t.peers_needed, 2);
+        assert_eq!(t.window, Duration::from_secs(60));
+        assert_eq!(t.action, TeamAction::Cautious);
+        assert!(parse_str("", "w.toml").unwrap().team.is_none());
+
+        let e = parse_str("[team]\npeers_needed = 3\n", "w.toml").unwrap_err();
+        assert!(e.to_string().contains("team.nats_url"), "{e}");
+        let e = parse_str("[team]\nnats_url = \"http://x:1\"\n", "w.toml").unwrap_err();
+        assert!(
+            e.to_string().starts_with("w.toml:2: key `team.nats_url`"),
+            "{e}"
+        );
+        let e = parse_str(
+            "[team]\nnats_url = \"nats://x:1\"\naction = \"panic\"\n",
+            "w.toml",
+        )
+        .unwrap_err();
+        assert!(
+            e.to_string().starts_with("w.toml:3: key `team.action`"),
+            "{e}"
+        );
+        let e = parse_str(
+            "[team]\nnats_url = \"nats://x:1\"\npeers_needed = 0\n",
+            "w.toml",
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("team.peers_needed"), "{e}");
+        let e = parse_str("[team]\nnats_url = \"nats://u:p@x:1\"\n", "w.toml").unwrap_err();
+        assert!(e.to_string().contains("keychain"), "{e}");
+    }
+}

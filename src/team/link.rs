@@ -1,0 +1,571 @@
+//! The running team link: one reconnecting NATS client (`retry_on_initial_connect`, unlimited
+//! reconnects), a task that publishes this Weir's facts (on change, and as a heartbeat), and a
+//! task that checks and applies teammates' facts. Neither touches the request path: they set
+//! the admission gate's caution, trip its breaker or hold its upstream-wide cooldown, all
+//! cheap, lock-short operations. The subscription's buffer is bounded (a slow consumer loses
+//! messages, which the heartbeat makes up for); a publish waits at most [`PUBLISH_TIMEOUT`].
+
+use super::fact::{self, Cause, Fact, FactState, Indicator, Pause, PauseKind};
+use super::peers::{Decision, Peers};
+use super::seal::{TeamKey, HEADER};
+use super::TeamSecrets;
+use crate::config::{TeamAction, TeamSettings};
+use crate::events::{Bus, Event, TeamChange};
+use crate::status::{TeamLink, TeamStatus, TeamUpstreamStatus};
+use crate::upstream::{CautionSource, Upstreams};
+use futures_util::StreamExt;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+use tokio::time::Instant;
+use weir_resilience::Kind;
+
+/// How often the gates are looked at (a change is published within this long).
+const TICK: Duration = Duration::from_millis(250);
+/// A teammate's pause is honoured for at most this long (a fact is not a licence to stop a
+/// team for a day).
+const MAX_PEER_PAUSE: Duration = Duration::from_secs(600);
+const PUBLISH_TIMEOUT: Duration = Duration::from_secs(2);
+/// Messages buffered by the subscription before a slow consumer starts losing them.
+const SUBSCRIPTION_CAPACITY: usize = 1024;
+
+/// What the team link needs from the engine.
+pub(crate) struct TeamParts {
+    pub settings: TeamSettings,
+    pub secrets: TeamSecrets,
+    /// This install's anonymous id.
+    pub me: String,
+    pub upstreams: Arc<Upstreams>,
+    pub bus: Bus,
+    /// GitHub Status's page-wide indicator, when the watcher runs.
+    pub indicator: Box<dyn Fn() -> Option<Indicator> + Send + Sync>,
+}
+
+/// The team link of one engine. Cheap to clone.
+#[derive(Clone)]
+pub(crate) struct Team {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    settings: TeamSettings,
+    key: Option<TeamKey>,
+    me: String,
+    upstreams: Arc<Upstreams>,
+    bus: Bus,
+    indicator: Box<dyn Fn() -> Option<Indicator> + Send + Sync>,
+    peers: Mutex<Peers>,
+    client: Mutex<Option<async_nats::Client>>,
+    error: Mutex<Option<String>>,
+    /// Per upstream: the end of the latest teammate's pause.
+    pauses: Mutex<HashMap<String, SystemTime>>,
+    /// Per upstream: the breaker's `opens_total` right after teammates' reports opened it
+    /// (while it still matches, the breaker is open on their evidence, not this Weir's).
+    tripped: Mutex<HashMap<String, u64>>,
+    published: AtomicU64,
+    received: AtomicU64,
+    rejected: AtomicU64,
+    stood_in: AtomicU64,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // Plain maps and options: a panic elsewhere cannot leave them torn.
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Team {
+    /// Starts the link (in the background; a server that is down is retried forever). Without
+    /// a team key nothing starts and the status says why.
+    pub fn start(parts: TeamParts) -> Team {
+        let peers = Peers::new(
+            &parts.me,
+            parts.settings.peers_needed,
+            parts.settings.window,
+        );
+        let shared = Arc::new(Shared {
+            key: parts.secrets.key.clone(),
+            settings: parts.settings,
+            me: parts.me,
+            upstreams: parts.upstreams,
+            bus: parts.bus,
+            indicator: parts.indicator,
+            peers: Mutex::new(peers),
+            client: Mutex::new(None),
+            error: Mutex::new(None),
+            pauses: Mutex::new(HashMap::new()),
+            tripped: Mutex::new(HashMap::new()),
+            published: AtomicU64::new(0),
+            received: AtomicU64::new(0),
+            rejected: AtomicU64::new(0),
+            stood_in: AtomicU64::new(0),
+        });
+        match shared.key.clone() {
+            None => {
+                tracing::warn!("[team] is set but there is no team key in the keychain: team signals are off (run `weir team set-key`)");
+                *lock(&shared.error) = Some(
+                    "no team key in the keychain: run `weir team set-key` with the team's key"
+                        .into(),
+                );
+            }
+            Some(key) => {
+                tokio::spawn(run(shared.clone(), key, parts.secrets.auth));
+            }
+        }
+        Team { shared }
+    }
+
+    /// `team` in the status document.
+    pub fn status(&self) -> TeamStatus {
+        let s = &self.shared;
+        let now = Instant::now();
+        let link = if s.key.is_none() {
+            TeamLink::NoKey
+        } else {
+            match lock(&s.client).as_ref().map(|c| c.connection_state()) {
+                Some(async_nats::connection::State::Connected) => TeamLink::Connected,
+                _ => TeamLink::Disconnected,
+            }
+        };
+        let error = match (link, lock(&s.error).clone()) {
+            (TeamLink::Connected, _) => None,
+            (_, Some(e)) => Some(e),
+            (_, None) => Some(format!(
+                "cannot reach {} yet; Weir works alone and keeps trying",
+                s.settings.nats_url
+            )),
+        };
+        let peers = lock(&s.peers);
+        let pauses = lock(&s.pauses).clone();
+        let upstreams: Vec<TeamUpstreamStatus> = s
+            .upstreams
+            .list
+            .iter()
+            .map(|u| {
+                let name = &u.settings.name;
+                let ep = peers.episode(name);
+                TeamUpstreamStatus {
+                    name: name.clone(),
+                    peers_failing: peers.failing(name, now),
+                    acting: ep.acting,
+                    overruled: ep.overruled,
+                    pause_until: pauses
+                        .get(name)
+                        .filter(|t| **t > SystemTime::now())
+                        .map(|t| crate::time_fmt::rfc3339(*t)),
+                }
+            })
+            .collect();
+        let summary = summary(&upstreams);
+        TeamStatus {
+            link,
+            connected: link == TeamLink::Connected,
+            server: s.settings.nats_url.clone(),
+            error,
+            action: s.settings.action,
+            peers_needed: s.settings.peers_needed,
+            window_s: s.settings.window.as_secs_f64(),
+            peers_seen: peers.seen(now),
+            published: s.published.load(Relaxed),
+            received: s.received.load(Relaxed),
+            rejected: s.rejected.load(Relaxed),
+            probes_stood_in: s.stood_in.load(Relaxed),
+            upstreams,
+            summary,
+        }
+    }
+}
+
+/// The tray's line: "3 teammates see copilot-api failing" (upstreams joined by "; ").
+fn summary(ups: &[TeamUpstreamStatus]) -> Option<String> {
+    let parts: Vec<String> = ups
+        .iter()
+        .filter(|u| u.peers_failing > 0)
+        .map(|u| match u.peers_failing {
+            1 => format!("1 teammate sees {} failing", u.name),
+            n => format!("{n} teammates see {} failing", u.name),
+        })
+        .collect();
+    (!parts.is_empty()).then(|| parts.join("; "))
+}
+
+fn connect_options(
+    shared: &Arc<Shared>,
+    auth: Option<super::NatsAuth>,
+) -> async_nats::ConnectOptions {
+    let mut o = async_nats::ConnectOptions::new()
+        .name("weir")
+        .retry_on_initial_connect()
+        .max_reconnects(None)
+        .connection_timeout(Duration::from_secs(5))
+        .subscription_capacity(SUBSCRIPTION_CAPACITY)
+        .require_tls(shared.settings.tls);
+    if let Some(ca) = &shared.settings.ca_file {
+        o = o.add_root_certificates(ca.clone());
+    }
+    o = match auth {
+        Some(super::NatsAuth::Token { token }) => o.token(token),
+        Some(super::NatsAuth::UserPassword { user, password }) => {
+            o.user_and_password(user, password)
+        }
+        None => o,
+    };
+    let weak = Arc::downgrade(shared);
+    o.event_callback(move |ev| {
+        let weak = weak.clone();
+        async move {
+            let Some(s) = weak.upgrade() else { return };
+            let (change, message) = match &ev {
+                async_nats::Event::Connected => {
+                    *lock(&s.error) = None;
+                    (
+                        Some(TeamChange::Connected),
+                        format!("connected to {}", s.settings.nats_url),
+                    )
+                }
+                async_nats::Event::Disconnected => (
+                    Some(TeamChange::Disconnected),
+                    format!(
+                        "lost {}; Weir works alone and keeps trying",
+                        s.settings.nats_url
+                    ),
+                ),
+                other => {
+                    *lock(&s.error) = Some(format!("NATS: {other}"));
+                    (None, String::new())
+                }
+            };
+            if let Some(change) = change {
+                tracing::info!(%message, "team link");
+                s.bus.emit(Event::Team {
+                    change,
+                    upstream: None,
+                    peers_failing: 0,
+                    at: SystemTime::now(),
+                    message,
+                });
+            } else {
+                tracing::warn!(event = %ev, "team link");
+            }
+        }
+    })
+}
+
+/// Connects, subscribes, and runs the receive and publish loops until the engine stops.
+async fn run(shared: Arc<Shared>, key: TeamKey, auth: Option<super::NatsAuth>) {
+    let mut stop = shared.bus.stopping();
+    let client = match connect_options(&shared, auth)
+        .connect(shared.settings.nats_url.as_str())
+        .await
+    {
+        Ok(c) => c,
+        Err(e) => {
+            // Only a malformed address fails here (connecting is retried in the background).
+            tracing::warn!(error = %e, "team signals are off");
+            *lock(&shared.error) = Some(format!("cannot use {}: {e}", shared.settings.nats_url));
+            return;
+        }
+    };
+    *lock(&shared.client) = Some(client.clone());
+    let sub = match client.subscribe(fact::SUBSCRIBE_SUBJECT).await {
+        Ok(s) => s,
+        Err(e) => {
+            *lock(&shared.error) = Some(format!("cannot subscribe: {e}"));
+            return;
+        }
+    };
+    let receiving = tokio::spawn(receive(shared.clone(), key.clone(), sub));
+    publish_loop(&shared, &key, &client, &mut stop).await;
+    receiving.abort();
+    let _ = tokio::time::timeout(Duration::from_secs(1), client.flush()).await;
+    *lock(&shared.client) = None;
+}
+
+/// Checks and applies every message on the subscription.
+async fn receive(shared: Arc<Shared>, key: TeamKey, mut sub: async_nats::Subscriber) {
+    while let Some(msg) = sub.next().await {
+        shared.received.fetch_add(1, Relaxed);
+        match accept(&shared, &key, &msg) {
+            Ok(Some(up)) => evaluate(&shared, up),
+            Ok(None) => {} // our own, or a newer fact was already seen
+            Err(why) => {
+                shared.rejected.fetch_add(1, Relaxed);
+                tracing::debug!(subject = %msg.subject, why, "team fact ignored");
+            }
+        }
+    }
+}
+
+/// Verifies a message and takes its fact in; `Some(upstream index)` when it was new.
+fn accept(
+    shared: &Shared,
+    key: &TeamKey,
+    msg: &async_nats::Message,
+) -> Result<Option<usize>, &'static str> {
+    let subject = msg.subject.as_str();
+    let upstream = fact::upstream_of(subject).ok_or("not a fact subject")?;
+    let sig = msg
+        .headers
+        .as_ref()
+        .and_then(|h| h.get(HEADER))
+        .map(|v| v.as_str())
+        .ok_or("unsigned")?;
+    if !key.verify(subject, &msg.payload, sig) {
+        return Err("bad signature");
+    }
+    let f: Fact = serde_json::from_slice(&msg.payload).map_err(|_| "malformed")?;
+    let max_age = shared.settings.window + Duration::from_millis(fact::CLOCK_SKEW_MS);
+    f.check(upstream, fact::unix_ms(SystemTime::now()), max_age)?;
+    let Some(idx) = shared
+        .upstreams
+        .list
+        .iter()
+        .position(|u| u.settings.name == f.upstream)
+    else {
+        return Ok(None); // an upstream this Weir does not manage
+    };
+    if !lock(&shared.peers).observe(&f, Instant::now()) {
+        return Ok(None);
+    }
+    if let Some(p) = f.pause {
+        honour_pause(shared, idx, p);
+    }
+    Ok(Some(idx))
+}
+
+fn honour_pause(shared: &Shared, idx: usize, p: Pause) {
+    let now_ms = fact::unix_ms(SystemTime::now());
+    if p.until_ms <= now_ms {
+        return;
+    }
+    let wait = Duration::from_millis(p.until_ms - now_ms).min(MAX_PEER_PAUSE);
+    let kind = match p.kind {
+        PauseKind::RateLimited => Kind::RateLimited,
+        PauseKind::Overloaded => Kind::Overloaded,
+    };
+    let u = &shared.upstreams.list[idx];
+    u.gate.honour_peer_cooldown(wait, kind);
+    let until = SystemTime::now() + wait;
+    let mut pauses = lock(&shared.pauses);
+    let e = pauses.entry(u.settings.name.clone()).or_insert(until);
+    *e = (*e).max(until);
+}
+
+/// Decides for one upstream and applies the decision to its gate.
+fn evaluate(shared: &Shared, idx: usize) {
+    let u = &shared.upstreams.list[idx];
+    let name = &u.settings.name;
+    let now = Instant::now();
+    let (decision, failing) = {
+        let mut p = lock(&shared.peers);
+        (
+            p.decide(name, u.gate.successes(), now),
+            p.failing(name, now),
+        )
+    };
+    let (change, message) = match decision {
+        Decision::Nothing => return,
+        Decision::Act => {
+            let why = format!("{failing} teammates' Weirs see {name} failing");
+            match shared.settings.action {
+                TeamAction::Cautious => u.gate.set_caution(CautionSource::Peers, true),
+                TeamAction::Open => {
+                    let closed = matches!(
+                        u.gate.breaker.state(),
+                        weir_resilience::State::Closed | weir_resilience::State::Degraded
+                    );
+                    if closed && u.gate.breaker.trip(&why) {
+                        let opens = u.gate.breaker.snapshot().opens_total;
+                        lock(&shared.tripped).insert(name.clone(), opens);
+                    }
+                }
+            }
+            (TeamChange::Acting, why)
+        }
+        Decision::Release { overruled } => {
+            u.gate.set_caution(CautionSource::Peers, false);
+            lock(&shared.tripped).remove(name);
+            if overruled {
+                (
+                    TeamChange::Overruled,
+                    format!("calls to {name} succeed here; teammates' reports are ignored until they change"),
+                )
+            } else {
+                (
+                    TeamChange::Released,
+                    format!(
+                        "fewer than {} teammates see {name} failing now",
+                        shared.settings.peers_needed
+                    ),
+                )
+            }
+        }
+    };
+    tracing::warn!(upstream = %name, %message, "team signals");
+    shared.bus.emit(Event::Team {
+        change,
+        upstream: Some(name.clone()),
+        peers_failing: failing,
+        at: SystemTime::now(),
+        message,
+    });
+}
+
+/// When this Weir's open breaker is about to let probes through and K teammates' own calls
+/// confirmed the failure after it opened, its probes would only repeat their evidence: the
+/// breaker starts its next (longer) wait instead. Bounded: such a re-opening is published as
+/// the teammates' doing (cause `peers`), never as a confirmation, so when nobody probes the
+/// confirmations age out and everybody probes again.
+fn stand_in_for_probes(shared: &Shared, idx: usize) {
+    let u = &shared.upstreams.list[idx];
+    let snap = u.gate.breaker.snapshot();
+    let Some(rem) = snap
+        .retry_after
+        .filter(|_| snap.state == weir_resilience::State::Open)
+    else {
+        return;
+    };
+    if rem > TICK * 2 {
+        return;
+    }
+    let name = &u.settings.name;
+    let n =
+        lock(&shared.peers).confirmations_since(name, fact::unix_ms(snap.since), Instant::now());
+    if n < shared.settings.peers_needed {
+        return;
+    }
+    let why = format!("{n} teammates' Weirs saw {name} fail since this breaker opened; their calls stand in for its probes");
+    if u.gate.breaker.trip(&why) {
+        let opens = u.gate.breaker.snapshot().opens_total;
+        lock(&shared.tripped).insert(name.clone(), opens);
+        shared.stood_in.fetch_add(1, Relaxed);
+    }
+}
+
+/// Calls in the breaker's window before a closed breaker's failure rate says "degraded".
+const DEGRADED_MIN_CALLS: u64 = 5;
+
+/// The breaker's own degraded state (calls flow, but recent ones failed or were slow more than
+/// usual), or a closed breaker whose window already fails at the opening rate with fewer calls
+/// than it needs to open: this Weir sees the upstream failing and will likely open soon.
+/// Teammates may act on it at once (K teammates agreeing guards against one laptop's noise).
+fn degraded(snap: &weir_resilience::BreakerSnapshot, cfg: &weir_resilience::BreakerConfig) -> bool {
+    use weir_resilience::State;
+    snap.state == State::Degraded
+        || (snap.state == State::Closed
+            && snap.calls_in_window >= DEGRADED_MIN_CALLS
+            && snap.failure_rate >= cfg.failure_rate_threshold)
+}
+
+/// What this Weir would publish about upstream `idx` now.
+fn fact_for(shared: &Shared, idx: usize) -> Fact {
+    let u = &shared.upstreams.list[idx];
+    let snap = u.gate.breaker.snapshot();
+    let state = FactState::from(snap.state);
+    let by_peers = state != FactState::Closed
+        && lock(&shared.tripped).get(&u.settings.name) == Some(&snap.opens_total);
+    let pause = u.gate.local_cooldown().map(|(until, kind)| Pause {
+        until_ms: fact::unix_ms(until),
+        kind: if kind == Kind::Overloaded {
+            PauseKind::Overloaded
+        } else {
+            PauseKind::RateLimited
+        },
+    });
+    Fact {
+        v: fact::VERSION,
+        peer: shared.me.clone(),
+        upstream: u.settings.name.clone(),
+        state,
+        degraded: degraded(&snap, &u.gate.breaker.config()),
+        cause: if by_peers { Cause::Peers } else { Cause::Local },
+        since_ms: fact::unix_ms(snap.since),
+        pause,
+        github: (shared.indicator)(),
+        at_ms: fact::unix_ms(SystemTime::now()),
+    }
+}
+
+/// Publishes a fact when what it says changes, and every heartbeat; re-evaluates decisions
+/// every tick (reports age out of the window; local successes overrule).
+async fn publish_loop(
+    shared: &Arc<Shared>,
+    key: &TeamKey,
+    client: &async_nats::Client,
+    stop: &mut tokio::sync::watch::Receiver<bool>,
+) {
+    let heartbeat =
+        (shared.settings.window / 3).clamp(Duration::from_secs(1), Duration::from_secs(20));
+    let n = shared.upstreams.list.len();
+    // What was last published per upstream (the fact without its time) and when.
+    let mut last: Vec<Option<(Fact, Instant)>> = vec![None; n];
+    let mut tick = tokio::time::interval(TICK);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = stop.changed() => return,
+        }
+        {
+            let now = Instant::now();
+            lock(&shared.peers).prune(now);
+        }
+        for (idx, prev) in last.iter_mut().enumerate() {
+            evaluate(shared, idx);
+            stand_in_for_probes(shared, idx);
+            let f = fact_for(shared, idx);
+            let now = Instant::now();
+            let due = match prev {
+                None => true,
+                Some((p, at)) => {
+                    !same_content(p, &f) || now.saturating_duration_since(*at) >= heartbeat
+                }
+            };
+            if !due || client.connection_state() != async_nats::connection::State::Connected {
+                continue;
+            }
+            if publish(shared, key, client, &f).await {
+                *prev = Some((f, now));
+            }
+        }
+    }
+}
+
+/// Two facts say the same thing (ignoring when they were made).
+fn same_content(a: &Fact, b: &Fact) -> bool {
+    Fact {
+        at_ms: 0,
+        ..a.clone()
+    } == Fact {
+        at_ms: 0,
+        ..b.clone()
+    }
+}
+
+async fn publish(shared: &Shared, key: &TeamKey, client: &async_nats::Client, f: &Fact) -> bool {
+    let Ok(payload) = serde_json::to_vec(f) else {
+        return false;
+    };
+    let subject = fact::subject(&f.upstream);
+    let mut headers = async_nats::HeaderMap::new();
+    headers.insert(HEADER, key.sign(&subject, &payload).as_str());
+    let sent = tokio::time::timeout(
+        PUBLISH_TIMEOUT,
+        client.publish_with_headers(subject, headers, payload.into()),
+    )
+    .await;
+    match sent {
+        Ok(Ok(())) => {
+            shared.published.fetch_add(1, Relaxed);
+            true
+        }
+        Ok(Err(e)) => {
+            tracing::debug!(error = %e, "team fact not published");
+            false
+        }
+        Err(_) => {
+            tracing::debug!("team fact not published: the NATS client is busy");
+            false
+        }
+    }
+}
