@@ -8,7 +8,8 @@
 use std::collections::HashMap;
 use std::time::Duration;
 use tokio::time::Instant;
-use weir::events::{BreakerState, Event, GithubChange, QueueState};
+use weir::events::{BreakerState, Event, GithubChange, QueueState, SessionChange, TeamChange};
+use weir::mode::ModeKind;
 
 /// How long an upstream stays quiet after a notification.
 pub const WINDOW: Duration = Duration::from_secs(180);
@@ -37,7 +38,13 @@ pub fn notice_for(event: &Event) -> Option<Notice> {
                 format!("{upstream}: circuit open"),
                 format!("{reason}. Weir answers from its cache and queues new sessions until it recovers."),
             ),
+            BreakerState::Closed if reason.starts_with("recovered: ") => n(upstream, format!("{upstream}: back to normal"), format!("{reason}.")),
             BreakerState::Closed => n(upstream, format!("{upstream}: recovered"), format!("Circuit closed again: {reason}.")),
+            BreakerState::Degraded => n(
+                upstream,
+                format!("{upstream} degraded"),
+                format!("{reason}. Calls still go through; Weir is watching closely."),
+            ),
             BreakerState::HalfOpen => None,
         },
         Event::Queue { id, upstream, state, detail, .. } => match state {
@@ -53,7 +60,32 @@ pub fn notice_for(event: &Event) -> Option<Notice> {
                 GithubChange::IncidentUpdated | GithubChange::ComponentChanged | GithubChange::ReachabilityChanged => None,
             }
         }
-        Event::Paused { .. } => None,
+        Event::Paused { .. } | Event::SettingsApplied { .. } => None,
+        // Offline is Weir's own decision: say when it starts and ends. A mode the user chose
+        // needs no notification.
+        Event::ModeChanged { from, to, reason, .. } => match (from, to) {
+            (_, ModeKind::Offline) => n("mode", "Weir is offline".to_string(), format!("{reason}. Answering from the cache; creates are queued.")),
+            (ModeKind::Offline, _) => n("mode", "Weir is back online".to_string(), format!("{reason}.")),
+            _ => None,
+        },
+        Event::SettingsRejected { error, .. } => n("settings", "Weir settings refused".to_string(), format!("{error}. The previous settings stay in force.")),
+        Event::Team { change, message, .. } => match change {
+            TeamChange::Acting | TeamChange::Overruled => n("team", "Team signals".to_string(), message.clone()),
+            TeamChange::Connected | TeamChange::Disconnected | TeamChange::Released => None,
+        },
+        Event::Session { change, session, .. } => {
+            let summary = match change {
+                SessionChange::Finished => "Agent session finished",
+                SessionChange::Failed => "Agent session failed",
+                SessionChange::NeedsReview => "Agent session ready for review",
+            };
+            let what = session.title.as_deref().unwrap_or(&session.id);
+            let body = match &session.repository {
+                Some(repo) => format!("{repo}: {what}"),
+                None => what.to_string(),
+            };
+            n("sessions", summary.to_string(), body)
+        }
     }
 }
 

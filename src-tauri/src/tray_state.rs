@@ -74,6 +74,7 @@ fn breaker_word(state: BreakerState) -> &'static str {
         BreakerState::Closed => "closed",
         BreakerState::Open => "OPEN",
         BreakerState::HalfOpen => "half-open (probing)",
+        BreakerState::Degraded => "degraded",
     }
 }
 
@@ -126,7 +127,14 @@ impl Recent {
                     url: url.clone(),
                 });
             }
-            Event::Github { .. } | Event::Paused { .. } | Event::Queue { .. } => {}
+            Event::Github { .. }
+            | Event::Paused { .. }
+            | Event::Queue { .. }
+            | Event::ModeChanged { .. }
+            | Event::Team { .. }
+            | Event::SettingsApplied { .. }
+            | Event::SettingsRejected { .. }
+            | Event::Session { .. } => {}
         }
     }
 
@@ -159,6 +167,7 @@ pub fn tray_view(
         match state {
             BreakerState::Open => open.push(up.name.clone()),
             BreakerState::HalfOpen => degraded.push(format!("{} probing", up.name)),
+            BreakerState::Degraded => degraded.push(format!("{} degraded", up.name)),
             BreakerState::Closed => {}
         }
         let since = since
@@ -174,11 +183,21 @@ pub fn tray_view(
     if github_trouble {
         degraded.push("GitHub incident".to_string());
     }
+    // Cache only and offline: Weir answers from its cache and sends nothing upstream.
+    let held = match status.mode.mode {
+        weir::mode::ModeKind::Offline => Some(format!("Weir: offline — {}", status.mode.reason)),
+        weir::mode::ModeKind::CacheOnly => {
+            Some("Weir: cache only (nothing sent upstream)".to_string())
+        }
+        weir::mode::ModeKind::Automatic | weir::mode::ModeKind::PassThrough => None,
+    };
     let (overall, overall_line) = if status.paused {
         (
             Overall::Paused,
             "Weir: paused (passing traffic through)".to_string(),
         )
+    } else if let Some(line) = held {
+        (Overall::Degraded, line)
     } else if !open.is_empty() {
         (
             Overall::BreakerOpen,
@@ -198,6 +217,13 @@ pub fn tray_view(
     tooltip.extend(upstream_lines.iter().cloned());
     tooltip.push(queue_line.clone());
     tooltip.push(github_line.clone());
+    // The agent-sessions companion, while a token is stored; teammates' signals, when any.
+    if status.sessions.poller != weir::status::PollerState::Off {
+        tooltip.push(format!("Agent sessions: {}", status.sessions.summary));
+    }
+    if let Some(team) = status.team.as_ref().and_then(|t| t.summary.clone()) {
+        tooltip.push(team);
+    }
     TrayView {
         overall,
         overall_line,
