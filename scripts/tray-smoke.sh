@@ -136,7 +136,8 @@ EOF
 # HOME too: the autostart entry goes to $HOME/.config/autostart whatever XDG_CONFIG_HOME says.
 mkdir -p "$TMP/home"
 # Always run in the background (`app &`): exec makes $! the app itself.
-app() { HOME=$TMP/home exec "$WEIR_TRAY_BIN" --config "$TMP/config.toml" --data-dir "$TMP/weir-data" "$@"; }
+# https_proxy points at this Weir (as `weir env` would set it in a shell): Quit must warn about it.
+app() { HOME=$TMP/home https_proxy="http://127.0.0.1:$PORT" NO_PROXY=127.0.0.1,localhost exec "$WEIR_TRAY_BIN" --config "$TMP/config.toml" --data-dir "$TMP/weir-data" "$@"; }
 app >"$TMP/app.log" 2>&1 &
 APP_PID=$!
 PIDS+=("$APP_PID")
@@ -201,7 +202,7 @@ wait_notify() {
 echo "----- menu -----"; menu | cut -f2 | sed 's/^/  /'
 menu | cut -f2 | grep -q '^Weir: ' && pass "overall line present" || fail "no 'Weir: …' overall line"
 menu | cut -f2 | grep -q '^copilot-api: ' && pass "upstream line present" || fail "no 'copilot-api: …' line"
-for label in 'Open dashboard' 'Pause' 'Copy shell proxy settings' 'Start at login' 'Quit Weir'; do
+for label in 'Open dashboard' 'Pause' 'Cache only' 'Restart engine' 'Agent sessions: ' 'Copy shell proxy settings' 'Start at login' 'Quit Weir'; do
     [[ -n "$(item_id "$label")" ]] && pass "item '$label'" || fail "no item '$label'"
 done
 
@@ -210,6 +211,15 @@ click 'Pause' && wait_label '^Weir: paused' 5 && wait_label '^Resume' 5 && pass 
     fail "Pause did not show 'Weir: paused' and 'Resume'"
 click 'Resume' && wait_label '^Pause' 5 && ! menu | cut -f2 | grep -q '^Weir: paused' && pass "Resume restored the labels" ||
     fail "Resume did not restore the labels"
+
+# --- cache only (the third mode): the engine's mode changes, and back
+click 'Cache only' && wait_label '^Weir: cache only' 5 && wait_label '^Leave cache only' 5 &&
+    curl -fsS "http://127.0.0.1:$PORT/_weir/api/mode" | grep -q '"chosen":"cache_only"' &&
+    pass "Cache only: the engine's mode, the overall line and the toggle label changed" ||
+    fail "Cache only did not change the mode, 'Weir: cache only' and 'Leave cache only'"
+click 'Leave cache only' && wait_label '^Cache only' 5 && ! menu | cut -f2 | grep -q '^Weir: cache only' &&
+    curl -fsS "http://127.0.0.1:$PORT/_weir/api/mode" | grep -q '"chosen":"automatic"' &&
+    pass "Leave cache only: back to automatic" || fail "Leave cache only did not go back to automatic"
 
 # --- a notification through the real notification server
 click 'Copy shell proxy settings' && wait_notify 'Proxy settings copied' 5 && pass "Notify call seen (proxy settings copied)" ||
@@ -324,6 +334,9 @@ code=""
 for _ in $(seq 100); do kill -0 "$APP_PID" 2>/dev/null || { wait "$APP_PID" && code=0 || code=$?; break; }; sleep 0.2; done
 if [[ -z "$code" ]]; then fail "weir-tray still running 20 s after Quit"; elif [[ "$code" == 0 ]]; then
     pass "Quit: drained and exited 0"; else fail "Quit: exit status $code"; fi
+wait_notify 'These tools still point at Weir' 2 && wait_notify 'https_proxy' 1 &&
+    pass "Quit warned that https_proxy still points at Weir" ||
+    fail "no quit warning naming https_proxy (tools still pointed at Weir)"
 
 if [[ "$FAILED" != 0 ]]; then
     echo "----- app log (last 40 lines) -----"; tail -n 40 "$TMP/app.log" || true

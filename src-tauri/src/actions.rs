@@ -25,12 +25,25 @@ pub fn on_click<R: Runtime>(
             dashboard::show(app, View::Overview).map_err(|e| e.to_string())
         }
         MenuId::Queue => dashboard::show(app, View::Queue).map_err(|e| e.to_string()),
+        MenuId::Sessions => dashboard::show(app, View::Sessions).map_err(|e| e.to_string()),
         MenuId::Github => open_github(app, github_url),
         MenuId::TogglePause => {
             let engine = app.state::<Engine>();
             engine.handle.set_paused(!engine.handle.is_paused());
             Ok(())
         }
+        MenuId::ToggleCacheOnly => {
+            use weir::mode::{ChosenBy, Mode};
+            let h = &app.state::<Engine>().handle;
+            let to = if h.mode().chosen == Mode::CacheOnly {
+                Mode::Automatic
+            } else {
+                Mode::CacheOnly
+            };
+            h.set_mode(to, ChosenBy::Tray);
+            Ok(())
+        }
+        MenuId::Restart => engine_task::restart(app),
         MenuId::CopyProxy => copy_proxy_settings(app),
         MenuId::Autostart => toggle_autostart(app, autostart_item),
         MenuId::Quit => {

@@ -113,8 +113,9 @@ impl Engine {
     }
 }
 
-/// Graceful quit: stop accepting, drain in-flight requests, then exit the app. A second call
-/// while draining does nothing.
+/// Graceful quit: warn about tools still pointed at Weir (they would fail while it is gone),
+/// stop accepting, drain in-flight requests, then exit the app. A second call while draining
+/// does nothing.
 pub fn quit<R: Runtime>(app: &AppHandle<R>) {
     let engine = app.state::<Engine>();
     if engine.quitting.swap(true, Ordering::Relaxed) {
@@ -123,10 +124,57 @@ pub fn quit<R: Runtime>(app: &AppHandle<R>) {
     let handle = engine.handle.clone();
     let app = app.clone();
     tauri::async_runtime::spawn(async move {
+        warn_pointed_tools(&handle).await;
         handle.shutdown().await;
         tracing::info!("weir-tray: engine stopped, exiting");
         app.exit(0);
     });
+}
+
+/// The quit warning: one notification naming each tool that would break without Weir, with
+/// the command that takes it out. Tools that fall back to a direct connection (the PAC) are
+/// left out: they keep working.
+async fn warn_pointed_tools(handle: &EngineHandle) {
+    let h = handle.clone();
+    let Ok(tools) = tauri::async_runtime::spawn_blocking(move || h.pointed_tools()).await else {
+        return;
+    };
+    let lines: Vec<String> = tools
+        .iter()
+        .filter(|t| !t.falls_back_direct)
+        .map(|t| format!("{} (undo: {})", t.what, t.undo))
+        .collect();
+    if lines.is_empty() {
+        return;
+    }
+    let notice = crate::notify::Notice {
+        key: "Weir".into(),
+        summary: "These tools still point at Weir".into(),
+        body: lines.join("\n"),
+    };
+    // Sent before the engine stops (and waited for): the app exits right after.
+    let _ = tauri::async_runtime::spawn_blocking(move || crate::notify::send(&notice)).await;
+}
+
+/// **Restart engine**: a config file that does not validate is refused and this engine keeps
+/// running; otherwise the engine drains and the app starts again with the same arguments, so
+/// every setting (listen address, upstreams) is read afresh.
+pub fn restart<R: Runtime>(app: &AppHandle<R>) -> Result<(), String> {
+    let engine = app.state::<Engine>();
+    if let Err(e) = engine.handle.restart_options() {
+        return Err(format!("Weir was not restarted: {e}"));
+    }
+    if engine.quitting.swap(true, Ordering::Relaxed) {
+        return Ok(());
+    }
+    let handle = engine.handle.clone();
+    let app = app.clone();
+    tauri::async_runtime::spawn(async move {
+        handle.shutdown().await;
+        tracing::info!("weir-tray: engine stopped, restarting");
+        app.restart();
+    });
+    Ok(())
 }
 
 /// SIGINT/SIGTERM (logout, `kill`, Ctrl-C in a terminal) quit as gracefully as the menu does.

@@ -17,8 +17,14 @@ pub enum MenuId {
     Queue,
     /// GitHub Status line: opens the incident (or status page) in the browser.
     Github,
+    /// "Agent sessions: 2 running, 1 ready for review": opens the dashboard's sessions view.
+    Sessions,
     OpenDashboard,
     TogglePause,
+    /// Cache only on/off (the third mode; pause is pass-through).
+    ToggleCacheOnly,
+    /// Stops the engine and starts the app again (settings that need a restart).
+    Restart,
     CopyProxy,
     Autostart,
     Quit,
@@ -56,8 +62,11 @@ impl MenuId {
             MenuId::Upstream(_) => UPSTREAM_PREFIX,
             MenuId::Queue => "queue",
             MenuId::Github => "github",
+            MenuId::Sessions => "sessions",
             MenuId::OpenDashboard => "open-dashboard",
             MenuId::TogglePause => "toggle-pause",
+            MenuId::ToggleCacheOnly => "toggle-cache-only",
+            MenuId::Restart => "restart-engine",
             MenuId::CopyProxy => "copy-proxy",
             MenuId::Autostart => "autostart",
             MenuId::Quit => "quit",
@@ -66,12 +75,15 @@ impl MenuId {
 }
 
 /// The IDs without a payload, for [`MenuId::from_id`].
-const FIXED: [MenuId; 8] = [
+const FIXED: [MenuId; 11] = [
     MenuId::Overall,
     MenuId::Queue,
     MenuId::Github,
+    MenuId::Sessions,
     MenuId::OpenDashboard,
     MenuId::TogglePause,
+    MenuId::ToggleCacheOnly,
+    MenuId::Restart,
     MenuId::CopyProxy,
     MenuId::Autostart,
     MenuId::Quit,
@@ -86,6 +98,15 @@ pub fn pause_label(paused: bool) -> &'static str {
     }
 }
 
+/// Label of the cache-only toggle for the current choice.
+pub fn cache_only_label(cache_only: bool) -> &'static str {
+    if cache_only {
+        "Leave cache only (back to automatic)"
+    } else {
+        "Cache only (answer from cache, send nothing upstream)"
+    }
+}
+
 /// The menu and handles to the items whose labels change.
 pub struct TrayMenu<R: Runtime> {
     pub menu: Menu<R>,
@@ -93,7 +114,10 @@ pub struct TrayMenu<R: Runtime> {
     upstreams: Vec<MenuItem<R>>,
     queue: MenuItem<R>,
     github: MenuItem<R>,
+    sessions: MenuItem<R>,
     pause: MenuItem<R>,
+    cache_only: MenuItem<R>,
+    restart: MenuItem<R>,
     autostart: CheckMenuItem<R>,
 }
 
@@ -113,8 +137,15 @@ impl<R: Runtime> TrayMenu<R> {
             .collect::<tauri::Result<Vec<_>>>()?;
         let queue = item(MenuId::Queue, &view.queue_line, true)?;
         let github = item(MenuId::Github, &view.github_line, true)?;
+        let sessions = item(MenuId::Sessions, &view.sessions_line, true)?;
         let open = item(MenuId::OpenDashboard, "Open dashboard", true)?;
         let pause = item(MenuId::TogglePause, pause_label(view.paused), true)?;
+        let cache_only = item(
+            MenuId::ToggleCacheOnly,
+            cache_only_label(view.cache_only),
+            true,
+        )?;
+        let restart = item(MenuId::Restart, &view.restart_line, true)?;
         let copy = item(MenuId::CopyProxy, "Copy shell proxy settings", true)?;
         let autostart = CheckMenuItem::with_id(
             app,
@@ -132,8 +163,10 @@ impl<R: Runtime> TrayMenu<R> {
         }
         menu.append(&queue)?;
         menu.append(&github)?;
+        menu.append(&sessions)?;
         menu.append(&PredefinedMenuItem::separator(app)?)?;
-        menu.append_items(&[&open, &pause, &copy, &autostart])?;
+        menu.append_items(&[&open, &pause, &cache_only, &copy, &autostart])?;
+        menu.append(&restart)?;
         menu.append(&PredefinedMenuItem::separator(app)?)?;
         menu.append(&quit)?;
         Ok(TrayMenu {
@@ -142,7 +175,10 @@ impl<R: Runtime> TrayMenu<R> {
             upstreams,
             queue,
             github,
+            sessions,
             pause,
+            cache_only,
+            restart,
             autostart,
         })
     }
@@ -168,8 +204,17 @@ impl<R: Runtime> TrayMenu<R> {
         if changed(|v| &v.github_line) {
             self.github.set_text(&new.github_line)?;
         }
+        if changed(|v| &v.sessions_line) {
+            self.sessions.set_text(&new.sessions_line)?;
+        }
+        if changed(|v| &v.restart_line) {
+            self.restart.set_text(&new.restart_line)?;
+        }
         if old.is_none_or(|o| o.paused != new.paused) {
             self.pause.set_text(pause_label(new.paused))?;
+        }
+        if old.is_none_or(|o| o.cache_only != new.cache_only) {
+            self.cache_only.set_text(cache_only_label(new.cache_only))?;
         }
         Ok(())
     }

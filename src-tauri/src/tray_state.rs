@@ -33,6 +33,12 @@ pub struct TrayView {
     /// The incident (or status page) the GitHub line opens.
     pub github_url: Option<String>,
     pub paused: bool,
+    /// Cache only is the chosen mode.
+    pub cache_only: bool,
+    /// "Agent sessions: 2 running, 1 ready for review" (or why there are none).
+    pub sessions_line: String,
+    /// "Restart engine", naming the changed settings that wait for it.
+    pub restart_line: String,
 }
 
 /// GitHub Status' page-wide indicator. The engine carries Statuspage's word as a string
@@ -233,7 +239,32 @@ pub fn tray_view(
         github_line,
         github_url,
         paused: status.paused,
+        cache_only: status.mode.chosen == weir::mode::Mode::CacheOnly,
+        sessions_line: sessions_line(&status.sessions),
+        restart_line: restart_line(&status.settings.restart_required),
     }
+}
+
+/// The agent-sessions companion's line: its summary while it polls, else why it does not.
+fn sessions_line(s: &weir::status::SessionsStatus) -> String {
+    use weir::status::PollerState;
+    match s.poller {
+        PollerState::Off => "Agent sessions: store a GitHub token to see them".to_string(),
+        PollerState::Polling => format!("Agent sessions: {}", s.summary),
+        PollerState::BackingOff => format!("Agent sessions: {} (checking less often)", s.summary),
+        PollerState::StoppedUnauthorized => {
+            "Agent sessions: GitHub refused the stored token".to_string()
+        }
+    }
+}
+
+/// "Restart engine", naming the changed settings that only a restart puts in force.
+fn restart_line(pending: &[weir::config::RestartKey]) -> String {
+    if pending.is_empty() {
+        return "Restart engine".to_string();
+    }
+    let keys: Vec<&str> = pending.iter().map(|k| k.as_str()).collect();
+    format!("Restart engine (to apply {})", keys.join(", "))
 }
 
 /// The snapshot's breaker state, and since when: the snapshot's time, else the last event's if

@@ -359,3 +359,43 @@ fn statuspage_indicators_map_to_trouble() {
         );
     }
 }
+
+#[tokio::test]
+async fn cache_only_chosen_on_the_real_engine_shows_in_the_overall_line_and_the_toggle() {
+    use weir::mode::{ChosenBy, Mode};
+    let e = engine(&[("copilot-api", "http://127.0.0.1:9")]).await;
+    e.handle.set_mode(Mode::CacheOnly, ChosenBy::Tray);
+    let v = view_of(&e.handle, &Recent::default(), &utc_clock).await;
+    assert_eq!(v.overall, Overall::Degraded);
+    assert!(v.overall_line.starts_with("Weir: cache only"), "{v:?}");
+    assert!(v.cache_only && !v.paused);
+    e.handle.set_mode(Mode::Automatic, ChosenBy::Tray);
+    let v = view_of(&e.handle, &Recent::default(), &utc_clock).await;
+    assert_eq!((v.overall, v.cache_only), (Overall::Healthy, false));
+    e.handle.shutdown().await;
+}
+
+#[tokio::test]
+async fn without_a_token_the_sessions_line_says_how_to_see_them_and_restart_names_nothing() {
+    let s = snapshot().await;
+    let v = view(&s, &Recent::default());
+    assert_eq!(
+        v.sessions_line,
+        "Agent sessions: store a GitHub token to see them"
+    );
+    assert_eq!(v.restart_line, "Restart engine");
+    // The real snapshot with the companion polling: its own summary line.
+    let mut s = s;
+    s.sessions.poller = weir::status::PollerState::Polling;
+    let v = view(&s, &Recent::default());
+    assert_eq!(
+        v.sessions_line,
+        format!("Agent sessions: {}", s.sessions.summary)
+    );
+    // A changed listen address waits for a restart: the item says so.
+    s.settings.restart_required = vec![weir::config::RestartKey::Listen];
+    assert_eq!(
+        view(&s, &Recent::default()).restart_line,
+        "Restart engine (to apply listen)"
+    );
+}

@@ -22,6 +22,8 @@ pub enum View {
     Overview,
     /// The create queue (fragment `view=queue`).
     Queue,
+    /// The agent sessions (fragment `view=sessions`).
+    Sessions,
 }
 
 impl View {
@@ -30,11 +32,12 @@ impl View {
         match self {
             View::Overview => "overview",
             View::Queue => "queue",
+            View::Sessions => "sessions",
         }
     }
 
     fn from_word(word: &str) -> Option<View> {
-        [View::Overview, View::Queue]
+        [View::Overview, View::Queue, View::Sessions]
             .into_iter()
             .find(|v| v.word() == word)
     }
@@ -64,8 +67,9 @@ impl Request {
 /// The URL for a view: the secret travels in the fragment, which is never sent to a server.
 pub fn dashboard_url(engine: &Engine, view: View) -> Result<Url, TrayError> {
     let mut text = engine.handle.dashboard_url_with_secret();
-    if view == View::Queue {
-        text.push_str("&view=queue");
+    if view != View::Overview {
+        text.push_str("&view=");
+        text.push_str(view.word());
     }
     Url::parse(&text).map_err(|e| TrayError::Open {
         url: engine.handle.dashboard_url(),
