@@ -132,11 +132,16 @@ async fn one_weir_opens_and_two_teammates_act_without_failing_calls() {
     );
     assert_eq!(healthy.total(), 0, "no failing (or any) call of their own");
     for w in [&b, &c] {
+        // Each fact travels on its own: wait (bounded) until both teammates were heard from.
+        assert!(
+            eventually_status(&w.handle, 1500, |s| team_of(s).peers_seen >= 2).await,
+            "{:?}",
+            team_of(&w.status().await)
+        );
         let s = w.status().await;
         let t = team_of(&s);
         assert_eq!(t.upstreams[0].peers_failing, 1);
         assert!(t.upstreams[0].acting);
-        assert!(t.peers_seen >= 2, "{t:?}");
         assert_eq!(
             t.summary.as_deref(),
             Some("1 teammate sees copilot-api failing")
