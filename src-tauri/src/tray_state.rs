@@ -191,7 +191,10 @@ pub fn tray_view(
     }
     // Cache only and offline: Weir answers from its cache and sends nothing upstream.
     let held = match status.mode.mode {
-        weir::mode::ModeKind::Offline => Some(format!("Weir: offline — {}", status.mode.reason)),
+        // The reason (long: every upstream's error) goes to the tooltip, not the menu line.
+        weir::mode::ModeKind::Offline => {
+            Some("Weir: offline — answering from cache, probing the upstreams".to_string())
+        }
         weir::mode::ModeKind::CacheOnly => {
             Some("Weir: cache only (nothing sent upstream)".to_string())
         }
@@ -220,6 +223,9 @@ pub fn tray_view(
         (Overall::Healthy, "Weir: healthy".to_string())
     };
     let mut tooltip = vec![overall_line.clone()];
+    if status.mode.mode == weir::mode::ModeKind::Offline {
+        tooltip.push(status.mode.reason.clone());
+    }
     tooltip.extend(upstream_lines.iter().cloned());
     tooltip.push(queue_line.clone());
     tooltip.push(github_line.clone());

@@ -27,7 +27,8 @@ async fn engine(upstreams: &[(&str, &str)]) -> Engine {
             "[[upstream]]\nname = \"{name}\"\norigin = \"{origin}\"\n"
         ));
     }
-    toml.push_str("[queue]\ncredentials = \"memory\"\n[breaker]\nminimum_calls = 1000\n");
+    // Offline detection off: tests with one dead upstream check the queue, not the mode.
+    toml.push_str("[queue]\ncredentials = \"memory\"\n[breaker]\nminimum_calls = 1000\nconsecutive_failures = 0\n[offline]\ndetect = false\n");
     let settings = weir::config::parse_str(&toml, "tray-test.toml").expect("test config");
     let dir = tempfile::tempdir().unwrap();
     let handle = weir::start(weir::EngineOptions::new(settings, dir.path().join("data")))
