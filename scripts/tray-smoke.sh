@@ -214,11 +214,11 @@ click 'Resume' && wait_label '^Pause' 5 && ! menu | cut -f2 | grep -q '^Weir: pa
 
 # --- cache only (the third mode): the engine's mode changes, and back
 click 'Cache only' && wait_label '^Weir: cache only' 5 && wait_label '^Leave cache only' 5 &&
-    curl -fsS "http://127.0.0.1:$PORT/_weir/api/mode" | grep -q '"chosen":"cache_only"' &&
+    curl -fsS "http://127.0.0.1:$PORT/_weir/api/mode" | grep -Eq '"chosen": ?"cache_only"' &&
     pass "Cache only: the engine's mode, the overall line and the toggle label changed" ||
     fail "Cache only did not change the mode, 'Weir: cache only' and 'Leave cache only'"
 click 'Leave cache only' && wait_label '^Cache only' 5 && ! menu | cut -f2 | grep -q '^Weir: cache only' &&
-    curl -fsS "http://127.0.0.1:$PORT/_weir/api/mode" | grep -q '"chosen":"automatic"' &&
+    curl -fsS "http://127.0.0.1:$PORT/_weir/api/mode" | grep -Eq '"chosen": ?"automatic"' &&
     pass "Leave cache only: back to automatic" || fail "Leave cache only did not go back to automatic"
 
 # --- a notification through the real notification server
