@@ -666,28 +666,14 @@ async fn dns_failure_then_recovery() {
          [[upstream]]\nname = \"up0\"\norigin = \"{origin}\"\n{FAST}"
     );
     std::fs::write(&cfg, toml).unwrap();
-    let script = format!(
-        "mount --bind '{}' /etc/hosts && mount --bind '{}' /etc/resolv.conf && \
-         exec \"$0\" serve --config \"$1\" --data-dir \"$2\"",
+    let setup = format!(
+        "mount --bind '{}' /etc/hosts && mount --bind '{}' /etc/resolv.conf && ",
         hosts.display(),
         resolv.display()
     );
-    let mut child = std::process::Command::new("unshare")
-        .args(["-rm", "sh", "-c", &script])
-        .arg(env!("CARGO_BIN_EXE_weir"))
-        .arg(&cfg)
-        .arg(dir.path().join("data"))
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("unshare (util-linux) is needed for this test");
-    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(child.stdout.take().unwrap()));
-    let first = lines
-        .next()
-        .expect("weir serve printed its address")
-        .unwrap();
-    assert!(first.contains(&format!("127.0.0.1:{port}")), "{first}");
-    std::thread::spawn(move || for _ in lines {});
+    let (mut child, addr) =
+        common::serve_in_mount_namespace(&setup, &cfg, &dir.path().join("data"));
+    assert!(addr.contains(&format!("127.0.0.1:{port}")), "{addr}");
     let proxy: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
     let status_url = format!("http://{proxy}/_weir/api/status");
     let status = || async {

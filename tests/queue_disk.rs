@@ -4,35 +4,12 @@
 //! scripts/with-keychain.sh (credentials must survive restarts).
 
 mod common;
-use common::{eventually, Upstream};
+use common::{eventually, serve_in_mount_namespace as serve, Upstream};
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 
 const JOBS: &str = "/agents/swe/v1/jobs/octo/repo";
-
-/// Runs `weir serve` after `setup` (shell, may be empty) in a private mount namespace.
-fn serve(setup: &str, cfg: &Path, data: &Path) -> (Child, String) {
-    let script = format!("{setup}exec \"$0\" serve --config \"$1\" --data-dir \"$2\"");
-    let mut child = Command::new("unshare")
-        .args(["-rm", "sh", "-c", &script])
-        .arg(env!("CARGO_BIN_EXE_weir"))
-        .arg(cfg)
-        .arg(data)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("unshare (util-linux) is needed for this test");
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let first = lines
-        .next()
-        .expect("weir serve printed its address")
-        .unwrap();
-    let addr = first.rsplit("http://").next().unwrap().to_string();
-    std::thread::spawn(move || for _ in lines {});
-    (child, addr)
-}
 
 fn config(dir: &Path, up: std::net::SocketAddr) -> std::path::PathBuf {
     let port = std::net::TcpListener::bind("127.0.0.1:0")

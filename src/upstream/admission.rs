@@ -279,14 +279,14 @@ impl Gate {
     /// to this upstream until then, without this replica spending failing calls of its own.
     /// Not announced again (no echo between replicas).
     pub fn hold_from_peer(&self, wait: Duration) {
-        let wait = wait.min(MAX_COOLDOWN);
-        if self.cooldown.remaining().is_some_and(|r| r >= wait) {
+        if self
+            .cooldown
+            .remaining()
+            .is_some_and(|r| r >= wait.min(MAX_COOLDOWN))
+        {
             return;
         }
-        if let Ok(mut k) = self.cooldown_kind.lock() {
-            *k = Some(Kind::Overloaded);
-        }
-        self.cooldown.hold_for(wait);
+        self.honour_peer_cooldown(wait, Kind::Overloaded);
     }
 
     pub fn problem_for(&self, closed: &Closed) -> Problem {

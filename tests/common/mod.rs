@@ -275,3 +275,32 @@ pub async fn eventually(tries: u32, mut cond: impl FnMut() -> bool) -> bool {
     }
     cond()
 }
+
+/// Runs `weir serve` after `setup` (shell, may be empty) in a private mount namespace
+/// (`unshare -rm`); returns the child and the address it printed first.
+pub fn serve_in_mount_namespace(
+    setup: &str,
+    cfg: &std::path::Path,
+    data: &std::path::Path,
+) -> (std::process::Child, String) {
+    use std::io::BufRead;
+    use std::process::{Command, Stdio};
+    let script = format!("{setup}exec \"$0\" serve --config \"$1\" --data-dir \"$2\"");
+    let mut child = Command::new("unshare")
+        .args(["-rm", "sh", "-c", &script])
+        .arg(env!("CARGO_BIN_EXE_weir"))
+        .arg(cfg)
+        .arg(data)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("unshare (util-linux) is needed for this test");
+    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let first = lines
+        .next()
+        .expect("weir serve printed its address")
+        .unwrap();
+    let addr = first.rsplit("http://").next().unwrap().to_string();
+    std::thread::spawn(move || for _ in lines {});
+    (child, addr)
+}
