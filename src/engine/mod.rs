@@ -185,6 +185,8 @@ pub async fn start(opts: EngineOptions) -> Result<EngineHandle, EngineError> {
         upstreams: upstreams.clone(),
         queue: queue.clone(),
         bus: bus.clone(),
+        network: Default::default(),
+        handoffs: Default::default(),
     }));
     let reload = Arc::new(Reloader::new(
         live.clone(),

@@ -46,6 +46,10 @@ pub(crate) struct Proxy {
     pub intercept: Option<Arc<Interceptor>>,
     /// How blind CONNECT tunnels reach their target (`connect_to`, `upstream_proxy`).
     pub tunnel_connector: RoutingConnector,
+    /// Metered or not (the OS and the developer's override), for fallback policy.
+    pub network: Arc<crate::network::Network>,
+    /// Offers of creates to a local agent (create action `local`).
+    pub handoffs: Arc<crate::handoff::Handoffs>,
 }
 
 /// The client rate limiter and the settings it was built from (`None`: turned off).
@@ -94,6 +98,8 @@ pub(crate) struct ProxyParts {
     pub bus: Bus,
     pub intercept: Option<Arc<Interceptor>>,
     pub modes: Arc<Modes>,
+    pub network: Arc<crate::network::Network>,
+    pub handoffs: Arc<crate::handoff::Handoffs>,
 }
 
 impl Proxy {
@@ -122,6 +128,8 @@ impl Proxy {
             intercept: p.intercept,
             tunnel_connector: RoutingConnector::for_settings(crate::upstream::http_connector(), s),
             live: p.live,
+            network: p.network,
+            handoffs: p.handoffs,
         }
     }
 
