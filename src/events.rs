@@ -70,6 +70,16 @@ pub enum Event {
         #[serde(with = "crate::time_fmt")]
         at: SystemTime,
     },
+    /// Whether the network counts as metered changed (the OS's report, or the override):
+    /// `to` is the answer policy uses now, `source` where it comes from, `reason` one line.
+    Network {
+        from: bool,
+        to: bool,
+        source: crate::network::MeteredSource,
+        reason: String,
+        #[serde(with = "crate::time_fmt")]
+        at: SystemTime,
+    },
     /// Pass-through mode entered or left (the old name of pass-through was "pause"; sent
     /// after the [`Event::ModeChanged`] that carries the same change).
     Paused {
@@ -144,6 +154,7 @@ impl Event {
     pub fn name(&self) -> &'static str {
         match self {
             Event::ModeChanged { .. } => "mode_changed",
+            Event::Network { .. } => "network",
             Event::SettingsApplied { .. } => "settings_applied",
             Event::SettingsRejected { .. } => "settings_rejected",
             Event::Paused { .. } => "paused",

@@ -40,6 +40,8 @@
 //! - [`secrets`]: every keychain service/account name, namespaced per data dir.
 //! - [`mode`]: automatic (with its offline sub-state and probes), cache only, pass-through;
 //!   the choice kept in the data dir. → upstream
+//! - [`network`]: whether the network is metered — the OS's report (NetworkManager over
+//!   D-Bus on Linux) and the override kept in the data dir. → config, mode
 //! - `cache`: the per-identity cache in memory, and its list/view entries sealed into
 //!   `cache.sqlite` by a writer thread (key in the keychain). → secrets, status
 //! - Leaves: [`config`], `problem` (+ `problem_kind`), [`events`], [`status`], `coalesce`,
@@ -58,9 +60,9 @@ pub mod config;
 pub(crate) mod control;
 pub mod engine;
 pub mod events;
-pub mod handoff;
 pub mod gateway;
 pub(crate) mod github_status;
+pub mod handoff;
 pub(crate) mod identity;
 pub mod intercept;
 pub mod mode;

@@ -46,6 +46,30 @@ pub fn restrict(path: &Path, mode: u32) -> std::io::Result<()> {
     }
 }
 
+/// Replaces `file` with `bytes` atomically (written beside as `<file>.tmp`, synced, renamed),
+/// readable by the user only (0600 on Unix): the small state files of the data dir
+/// (`mode.json`, `network.json`).
+pub fn write_private(file: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut tmp = file.as_os_str().to_owned();
+    tmp.push(".tmp");
+    let tmp = PathBuf::from(tmp);
+    let mut opts = std::fs::OpenOptions::new();
+    opts.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        opts.mode(0o600);
+    }
+    let mut f = opts.open(&tmp)?;
+    // A file left by an older run with looser bits keeps them through `mode()`.
+    restrict(&tmp, 0o600)?;
+    f.write_all(bytes)?;
+    f.sync_all()?;
+    drop(f);
+    std::fs::rename(&tmp, file)
+}
+
 #[cfg(all(test, unix))]
 mod tests {
     use super::*;

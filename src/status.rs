@@ -14,6 +14,8 @@ pub struct StatusSnapshot {
     /// What Weir does with managed requests and why (automatic, offline, cache only,
     /// pass-through).
     pub mode: crate::mode::ModeStatus,
+    /// Whether the network counts as metered, from where (the override, the OS) and why.
+    pub network: crate::network::NetworkStatus,
     /// `mode.mode == pass_through` (pass-through was called "pause").
     pub paused: bool,
     pub started_at: String,

@@ -31,9 +31,30 @@ pub async fn call(
     method: Method,
     path: &str,
 ) -> Result<serde_json::Value, CallError> {
+    call_with(base, data_dir, method, path, None).await
+}
+
+/// [`call`] with a JSON request body.
+pub async fn call_with(
+    base: &str,
+    data_dir: &Path,
+    method: Method,
+    path: &str,
+    body: Option<serde_json::Value>,
+) -> Result<serde_json::Value, CallError> {
     let secret = secret(data_dir).await;
     super::install_check::verify(base, data_dir).await?;
-    let mut req = Request::new(weir::http_client::empty());
+    let mut req = match body {
+        None => Request::new(weir::http_client::empty()),
+        Some(b) => {
+            let mut r = Request::new(weir::http_client::full(b.to_string()));
+            r.headers_mut().insert(
+                http::header::CONTENT_TYPE,
+                http::HeaderValue::from_static("application/json"),
+            );
+            r
+        }
+    };
     *req.method_mut() = method;
     *req.uri_mut() = format!("{base}{path}")
         .parse()

@@ -8,6 +8,7 @@ mod doctor;
 mod env;
 mod install_check;
 mod mode;
+mod network;
 mod queue;
 mod secret;
 mod serve;
@@ -51,6 +52,17 @@ enum Command {
     /// Print the running Weir's mode and why, or choose one: automatic, cache-only,
     /// pass-through.
     Mode(mode::ModeArgs),
+    /// Print whether the running Weir counts the network as metered and why, or set the
+    /// override: `weir network metered on|off|auto`.
+    Network {
+        #[command(subcommand)]
+        cmd: Option<network::NetworkCmd>,
+        /// Print the network status as JSON.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        args: ServeArgs,
+    },
     /// The running instance's response cache: clear.
     Cache {
         #[command(subcommand)]
@@ -111,6 +123,7 @@ pub fn main() -> ExitCode {
         Command::Cache { cmd, args } => cache::run(cmd, args),
         Command::Secret { cmd, args } => secret::run(cmd, args),
         Command::Mode(args) => mode::run(args),
+        Command::Network { cmd, json, args } => network::run(cmd, json, args),
         Command::Team { cmd, args } => team::run(cmd, args),
         Command::Token { cmd, args } => token::run(cmd, args),
         Command::Ca(args) => ca::run(args),

@@ -38,6 +38,9 @@ pub struct FileConfig {
     pub offline: FileOffline,
     #[serde(default)]
     pub identity: FileIdentity,
+    /// `[network]`: where the metered state comes from (`crate::network`).
+    #[serde(default)]
+    pub network: FileNetwork,
     /// GitHub Status watcher (`[status]`, see the `weir-status` crate); `watch_github_status =
     /// false` turns it off.
     pub status: Option<Spanned<weir_status::StatusSettings>>,
@@ -65,6 +68,16 @@ pub struct FileOffline {
     pub probe_base: Option<Spanned<String>>,
     pub probe_cap: Option<Spanned<String>>,
     pub jitter: Option<bool>,
+}
+
+/// `[network]`: the OS's metered report.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileNetwork {
+    /// Ask the OS whether the network is metered (default true).
+    pub detect_os: Option<bool>,
+    /// D-Bus address of the system bus to ask NetworkManager on (Linux).
+    pub system_bus_address: Option<Spanned<String>>,
 }
 
 /// `[identity]`: whether credentials of one GitHub account share list/view answers.

@@ -366,6 +366,20 @@ impl Settings {
         };
 
         let offline = offline(&cx, &raw.offline)?;
+        let network = super::NetworkSettings {
+            detect_os: raw.network.detect_os.unwrap_or(true),
+            system_bus_address: match &raw.network.system_bus_address {
+                None => None,
+                Some(a) if a.get_ref().trim().is_empty() => {
+                    return cx.err(
+                        "network.system_bus_address",
+                        a.span(),
+                        "must be a D-Bus address such as \"unix:path=/run/dbus/system_bus_socket\" (leave it out for the system bus)".into(),
+                    )
+                }
+                Some(a) => Some(a.get_ref().trim().to_string()),
+            },
+        };
         let share = match &raw.identity.share {
             None => super::ShareMode::Account,
             Some(v) => match super::ShareMode::parse(v.get_ref()) {
@@ -441,6 +455,7 @@ impl Settings {
             github_status,
             queue,
             offline,
+            network,
             resilience,
             intercept: raw.intercept.as_ref().is_none_or(|i| *i.get_ref()),
             allow_private_targets: raw.allow_private_targets.unwrap_or(false),
@@ -608,6 +623,29 @@ mod tests {
             e.to_string(),
             "w.toml:3: key `cache.disk_max_bytes`: must be at least 4096, got 10"
         );
+    }
+
+    #[test]
+    fn the_network_table_is_checked_with_its_line() {
+        let d = parse_str("", "w.toml").unwrap().network;
+        assert!(d.detect_os);
+        assert_eq!(d.system_bus_address, None);
+        let s = parse_str(
+            "[network]\ndetect_os = false\nsystem_bus_address = \"unix:path=/tmp/b\"\n",
+            "w.toml",
+        )
+        .unwrap()
+        .network;
+        assert!(!s.detect_os);
+        assert_eq!(s.system_bus_address.as_deref(), Some("unix:path=/tmp/b"));
+        let e = parse_str("[network]\n\nsystem_bus_address = \" \"\n", "w.toml").unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("w.toml:3: key `network.system_bus_address`: must be a D-Bus address"),
+            "{e}"
+        );
+        let e = parse_str("[network]\nmetered = true\n", "w.toml").unwrap_err();
+        assert!(e.to_string().contains("metered"), "{e}");
     }
 
     #[test]

@@ -54,6 +54,8 @@ pub struct Settings {
     pub resilience: ResilienceSettings,
     pub queue: QueueSettings,
     pub offline: OfflineSettings,
+    /// `[network]`: where the metered state comes from.
+    pub network: NetworkSettings,
     /// The GitHub Status watcher's settings; `None` when turned off.
     pub github_status: Option<weir_status::StatusConfig>,
     /// Unmanaged requests and CONNECTs may reach loopback, link-local and private addresses
@@ -108,6 +110,16 @@ pub struct OfflineSettings {
     pub probe_base: Duration,
     pub probe_cap: Duration,
     pub jitter: bool,
+}
+
+/// `[network]`: the OS's metered report (`crate::network`); read when the engine starts.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NetworkSettings {
+    /// Ask the OS at all (`false`: only the override says "metered").
+    pub detect_os: bool,
+    /// Linux: the D-Bus address to find NetworkManager on; `None`: `WEIR_SYSTEM_BUS_ADDRESS`,
+    /// else the system bus.
+    pub system_bus_address: Option<String>,
 }
 
 #[derive(Debug, Clone)]

@@ -41,6 +41,9 @@ pub enum RestartKey {
     GithubStatus,
     #[serde(rename = "breaker.jitter")]
     BreakerJitter,
+    /// The OS's metered watcher is started with `[network]`.
+    #[serde(rename = "network")]
+    Network,
 }
 
 impl RestartKey {
@@ -58,6 +61,7 @@ impl RestartKey {
             RestartKey::MaxConnections => "limits.max_connections",
             RestartKey::GithubStatus => "status",
             RestartKey::BreakerJitter => "breaker.jitter",
+            RestartKey::Network => "network",
         }
     }
 }
@@ -75,7 +79,7 @@ fn same<T: std::fmt::Debug>(a: &T, b: &T) -> bool {
 }
 
 /// Each restart-only setting as (key, "is it the same in `a` and `b`").
-fn compare(a: &Settings, b: &Settings) -> [(RestartKey, bool); 12] {
+fn compare(a: &Settings, b: &Settings) -> [(RestartKey, bool); 13] {
     [
         (RestartKey::Listen, a.listen == b.listen),
         (RestartKey::DataDir, a.data_dir == b.data_dir),
@@ -110,6 +114,7 @@ fn compare(a: &Settings, b: &Settings) -> [(RestartKey, bool); 12] {
             RestartKey::BreakerJitter,
             a.resilience.breaker_jitter == b.resilience.breaker_jitter,
         ),
+        (RestartKey::Network, a.network == b.network),
     ]
 }
 
@@ -136,6 +141,7 @@ impl Settings {
         self.limits.max_connections = running.limits.max_connections;
         self.github_status.clone_from(&running.github_status);
         self.resilience.breaker_jitter = running.resilience.breaker_jitter;
+        self.network.clone_from(&running.network);
         self
     }
 }

@@ -8,6 +8,7 @@ mod cache_api;
 mod events;
 mod metrics;
 mod mode_api;
+mod network_api;
 mod pac;
 mod pages;
 mod queue_api;
@@ -137,6 +138,8 @@ pub(crate) async fn handle(
         }
         (&Method::GET, "/_weir/api/mode") => Ok(json(&ctl.proxy.modes.status())),
         (&Method::PUT | &Method::POST, "/_weir/api/mode") => mode_api::choose(ctl, req).await,
+        (&Method::GET, "/_weir/api/network") => Ok(json(&ctl.proxy.network.status())),
+        (&Method::PUT, "/_weir/api/network") => network_api::choose(ctl, req).await,
         (&Method::POST, "/_weir/api/cache/clear") => cache_api::clear(ctl, &req).await,
         (_, p) if p == "/_weir/api/queue" || p.starts_with("/_weir/api/queue/") => {
             queue_api::handle(ctl, &req, &p["/_weir/api/queue".len()..]).await

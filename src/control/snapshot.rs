@@ -39,6 +39,7 @@ pub fn snapshot(ctl: &Control) -> StatusSnapshot {
         listen: host_for(p.settings().listen.ip(), p.port),
         dashboard: format!("{}/_weir/", p.base_url),
         mode: p.modes.status(),
+        network: p.network.status(),
         paused: p.is_paused(),
         started_at: crate::time_fmt::rfc3339(ctl.started_at),
         upstreams,

@@ -175,6 +175,12 @@ pub async fn start(opts: EngineOptions) -> Result<EngineHandle, EngineError> {
         _ => Arc::new(open_queue(&opts.data_dir, secrets, &settings).await),
     };
     let modes = Arc::new(Modes::load(Some(&opts.data_dir), bus.clone()));
+    let network = Arc::new(crate::network::Network::load(
+        Some(&opts.data_dir),
+        bus.clone(),
+        settings.network.detect_os,
+    ));
+    crate::network::spawn_watcher(network.clone(), &settings.network, &bus);
     let proxy = Arc::new(Proxy::new(ProxyParts {
         modes: modes.clone(),
         intercept: crate::intercept::interceptor_for(&settings, opts.local_ca.clone()),
@@ -185,7 +191,7 @@ pub async fn start(opts: EngineOptions) -> Result<EngineHandle, EngineError> {
         upstreams: upstreams.clone(),
         queue: queue.clone(),
         bus: bus.clone(),
-        network: Default::default(),
+        network,
         handoffs: Default::default(),
     }));
     let reload = Arc::new(Reloader::new(
@@ -549,6 +555,22 @@ impl EngineHandle {
     /// [`Event::ModeChanged`].
     pub fn set_mode(&self, mode: Mode, by: ChosenBy) -> ModeStatus {
         self.control.proxy.modes.choose(mode, by)
+    }
+
+    /// Whether the network counts as metered, from where and why (the tray's "Network:" line;
+    /// changes are announced as [`Event::Network`]).
+    pub fn network(&self) -> crate::network::NetworkStatus {
+        self.control.proxy.network.status()
+    }
+
+    /// The metered override: `Some(true)`/`Some(false)` force it, `None` follows the OS again;
+    /// kept across restarts (the tray's toggle passes [`ChosenBy::Tray`]).
+    pub fn set_network_metered(
+        &self,
+        metered: Option<bool>,
+        by: ChosenBy,
+    ) -> crate::network::NetworkStatus {
+        self.control.proxy.network.choose(metered, by)
     }
 
     /// Whether the mode is pass-through (its old name was "pause").

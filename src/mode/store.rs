@@ -1,11 +1,10 @@
 //! Where the chosen mode is kept between runs: `<data dir>/mode.json`, 0600, replaced
-//! atomically (written beside, synced, renamed). A file rather than a table in the queue's
+//! atomically ([`crate::paths::write_private`]). A file rather than a table in the queue's
 //! SQLite: the mode must persist even when the queue cannot open (no keychain, a broken
 //! database), and it is not the queue's data.
 
 use super::{ChosenBy, Mode};
 use serde::{Deserialize, Serialize};
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -60,20 +59,6 @@ pub(super) fn load(file: &Path) -> Option<Saved> {
 }
 
 pub(super) fn save(file: &Path, saved: &Saved) -> std::io::Result<()> {
-    let tmp = file.with_extension("json.tmp");
     let body = serde_json::to_vec_pretty(saved).map_err(std::io::Error::other)?;
-    let mut opts = std::fs::OpenOptions::new();
-    opts.write(true).create(true).truncate(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        opts.mode(0o600);
-    }
-    let mut f = opts.open(&tmp)?;
-    // A file left by an older run with looser bits keeps them through `mode()`.
-    crate::paths::restrict(&tmp, 0o600)?;
-    f.write_all(&body)?;
-    f.sync_all()?;
-    drop(f);
-    std::fs::rename(&tmp, file)
+    crate::paths::write_private(file, &body)
 }

@@ -215,6 +215,11 @@ impl Weir {
             ));
         }
         toml.push_str(extra);
+        // Tests never read this machine's NetworkManager (a metered laptop would change what
+        // policy does); tests/network.rs points Weir at its own bus.
+        if !extra.contains("[network]") {
+            toml.push_str("\n[network]\ndetect_os = false\n");
+        }
         let settings = weir::config::parse_str(&toml, "test.toml").expect("test config");
         let dir = tempfile::tempdir().unwrap();
         let handle = weir::start(weir::EngineOptions::new(settings, dir.path().to_path_buf()))
