@@ -15,6 +15,7 @@ import { TokenPanel } from './token.js';
 import { CachePanel } from './cache.js';
 import { AccountsPanel } from './accounts.js';
 import { SessionsPanel } from './sessions.js';
+import { NetworkSwitch } from './network.js';
 
 const STALE_WINDOW_MS = 15_000;
 
@@ -190,6 +191,8 @@ for (const b of modeButtons) {
   });
 }
 
+const network = new NetworkSwitch(byTestId('network'), { onProblem: showProblem, onNotice: showNotice });
+
 // ---- Overview -------------------------------------------------------------------------------
 
 const overviewEl = byTestId('overview');
@@ -239,6 +242,7 @@ function onStatus(doc) {
   github.update(doc.github);
   accounts.update(doc.identity);
   team.update(doc.team);
+  network.update(doc.network);
   token.statusUpdate(doc);
   settings.statusUpdate(doc.settings);
   cachePanel.statusUpdate(doc.cache);
