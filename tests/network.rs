@@ -202,8 +202,24 @@ async fn metered_follows_networkmanager_and_its_absence_is_not_an_error() {
     );
 
     // It comes back, as "no" this time: no restart needed.
-    let _nm = FakeNm::start(&bus.address, 2).await;
-    assert!(eventually_status(&weir.handle, 250, |s| s.network.state.os == Some(false)).await);
+    let nm = FakeNm::start(&bus.address, 1).await;
+    assert!(eventually_status(&weir.handle, 250, |s| s.network.state.os == Some(true)).await);
+
+    // The bus itself goes away: no OS information (not a stale "metered"), Weir still serves.
+    drop(bus);
+    assert!(
+        eventually_status(&weir.handle, 250, |s| matches!(
+            s.network.os_watch,
+            OsWatch::NoBus { .. }
+        ))
+        .await,
+        "{:?}",
+        weir.handle.network()
+    );
+    assert_eq!(weir.handle.network().state.os, None);
+    assert!(!weir.handle.network().state.metered);
+    assert!(health_ok(&weir).await);
+    drop(nm);
     weir.handle.shutdown().await;
 }
 
@@ -231,6 +247,16 @@ async fn without_a_system_bus_there_is_no_os_information_and_weir_serves() {
     // The override still works without the OS.
     weir.handle.set_network_metered(Some(true), ChosenBy::Tray);
     assert!(weir.handle.network().state.metered);
+    let metrics = reqwest::get(format!("{}/metrics", weir.proxy_url()))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains("weir_network_metered{source=\"forced\"} 1\n"),
+        "{metrics}"
+    );
     weir.handle.shutdown().await;
 }
 

@@ -102,5 +102,15 @@ pub(crate) fn render(ctl: &Control) -> String {
         let on = u8::from(s.mode.mode == k);
         let _ = writeln!(out, "weir_mode{{mode=\"{}\"}} {on}", k.as_str());
     }
+    let source = match s.network.source {
+        crate::network::MeteredSource::Forced => "forced",
+        crate::network::MeteredSource::Os => "os",
+        crate::network::MeteredSource::Default => "default",
+    };
+    let _ = writeln!(
+        out,
+        "# HELP weir_network_metered Whether fallback policy counts the network as metered (1) or not (0), and from where.\n# TYPE weir_network_metered gauge\nweir_network_metered{{source=\"{source}\"}} {}",
+        u8::from(s.network.state.metered)
+    );
     out
 }
