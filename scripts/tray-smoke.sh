@@ -271,7 +271,8 @@ dunstctl close-all 2>/dev/null || true # the popup above would count as colours
 click 'Open dashboard' || true
 wid=""
 for _ in $(seq 100); do
-    wid=$(xwininfo -root -tree 2>/dev/null | awk '/"Weir"/ { print $1; exit }')
+    # A window going away mid-listing makes xwininfo fail: not a reason to stop the script.
+    wid=$(xwininfo -root -tree 2>/dev/null | awk '/"Weir"/ { print $1; exit }' || true)
     [[ -n "$wid" ]] && break
     sleep 0.2
 done
