@@ -25,12 +25,35 @@ struct PrivateBus {
 impl PrivateBus {
     fn start() -> PrivateBus {
         let dir = tempfile::tempdir().unwrap();
-        let socket = dir.path().join("bus");
+        let (child, address) = Self::spawn(&dir.path().join("bus"));
+        PrivateBus {
+            child,
+            address,
+            _dir: dir,
+        }
+    }
+
+    /// The daemon dies (as a system bus does on a restart); `start_again` brings up a new
+    /// one at the same address.
+    fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    fn start_again(&mut self) {
+        let socket = self._dir.path().join("bus");
+        // A killed daemon leaves its socket file behind.
+        let _ = std::fs::remove_file(&socket);
+        self.child = Self::spawn(&socket).0;
+    }
+
+    fn spawn(socket: &std::path::Path) -> (Child, String) {
         let mut child = Command::new("dbus-daemon")
             .args(["--session", "--nofork", "--print-address=1"])
             .arg(format!("--address=unix:path={}", socket.display()))
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
+            // Not inherited: a daemon outliving a killed test must not hold the runner's pipes.
+            .stderr(Stdio::null())
             .spawn()
             .expect("dbus-daemon (package dbus-daemon) must be installed");
         // The daemon prints its address once it listens.
@@ -39,11 +62,9 @@ impl PrivateBus {
             .read_line(&mut line)
             .unwrap();
         assert!(line.starts_with("unix:"), "dbus-daemon said {line:?}");
-        PrivateBus {
-            child,
-            address: line.trim().to_string(),
-            _dir: dir,
-        }
+        // Without the printed `guid=`: a restarted daemon has a new one, and a client given
+        // an address with a guid refuses any other.
+        (child, format!("unix:path={}", socket.display()))
     }
 }
 
@@ -122,7 +143,7 @@ async fn health_ok(weir: &Weir) -> bool {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metered_follows_networkmanager_and_its_absence_is_not_an_error() {
-    let bus = PrivateBus::start();
+    let mut bus = PrivateBus::start();
     let weir = Weir::start(&[], &network_cfg(&bus.address)).await;
     // NetworkManager is not running yet: no OS information (and never an error).
     assert!(
@@ -206,7 +227,7 @@ async fn metered_follows_networkmanager_and_its_absence_is_not_an_error() {
     assert!(eventually_status(&weir.handle, 250, |s| s.network.state.os == Some(true)).await);
 
     // The bus itself goes away: no OS information (not a stale "metered"), Weir still serves.
-    drop(bus);
+    bus.kill();
     assert!(
         eventually_status(&weir.handle, 250, |s| matches!(
             s.network.os_watch,
@@ -220,6 +241,16 @@ async fn metered_follows_networkmanager_and_its_absence_is_not_an_error() {
     assert!(!weir.handle.network().state.metered);
     assert!(health_ok(&weir).await);
     drop(nm);
+
+    // A new bus at the same address (a restarted system bus) is found again by the watcher's
+    // retry, and NetworkManager on it is read.
+    bus.start_again();
+    let _nm = FakeNm::start(&bus.address, 3).await;
+    assert!(
+        eventually_status(&weir.handle, 500, |s| s.network.state.os == Some(true)).await,
+        "{:?}",
+        weir.handle.network()
+    );
     weir.handle.shutdown().await;
 }
 

@@ -8,8 +8,9 @@
 //! status can say "NetworkManager does not know").
 //!
 //! No bus, or no NetworkManager, is not an error: the value stays unknown, the status says why,
-//! and the watcher tries the bus again every [`RETRY`] (NetworkManager starting later is seen
-//! at once through `NameOwnerChanged`). The service is never started by this watcher: its name
+//! and the watcher tries the bus again after [`RETRY_FIRST`], doubling up to [`RETRY_MAX`] (a
+//! restarted bus is found again within a second or two; a machine without one is asked once a
+//! minute). NetworkManager starting later is seen at once through `NameOwnerChanged`. The service is never started by this watcher: its name
 //! is checked for an owner before any call, so a read cannot trigger D-Bus activation.
 
 use super::{Network, OsWatch};
@@ -22,8 +23,10 @@ use zbus::proxy::CacheProperties;
 const SERVICE: &str = "org.freedesktop.NetworkManager";
 const PATH: &str = "/org/freedesktop/NetworkManager";
 const API: &str = "NetworkManager";
-/// How long to wait before trying the bus again after it could not be reached or went away.
-const RETRY: Duration = Duration::from_secs(30);
+/// How long to wait before trying the bus again after it could not be reached or went away:
+/// the first time, and at most (doubling in between; back to the first after a connection).
+const RETRY_FIRST: Duration = Duration::from_secs(1);
+const RETRY_MAX: Duration = Duration::from_secs(60);
 /// A bus that accepts the connection but never finishes the handshake must not hold the
 /// watcher for ever.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -92,11 +95,15 @@ pub(super) async fn watch(
     address: BusAddress,
     mut stop: watch::Receiver<bool>,
 ) {
+    let mut retry = RETRY_FIRST;
     loop {
-        let error = tokio::select! {
+        let (error, connected) = tokio::select! {
             e = follow(&network, &address) => e,
             _ = stop.wait_for(|s| *s) => return,
         };
+        if connected {
+            retry = RETRY_FIRST;
+        }
         tracing::debug!(address = %address.shown(), error = %error, "network: no system bus");
         network.set_os_watch(
             None,
@@ -106,17 +113,20 @@ pub(super) async fn watch(
             },
         );
         tokio::select! {
-            _ = tokio::time::sleep(RETRY) => {}
+            _ = tokio::time::sleep(retry) => {}
             _ = stop.wait_for(|s| *s) => return,
         }
+        retry = (retry * 2).min(RETRY_MAX);
     }
 }
 
 /// Follows NetworkManager on one connection; returns why the bus could not be used (or went
-/// away).
-async fn follow(network: &Network, address: &BusAddress) -> zbus::Error {
+/// away), and whether a connection was made at all.
+async fn follow(network: &Network, address: &BusAddress) -> (zbus::Error, bool) {
+    let mut connected = false;
     let run = async {
         let conn = address.connect().await?;
+        connected = true;
         let nm = NetworkManagerProxy::builder(&conn)
             .cache_properties(CacheProperties::No)
             .build()
@@ -162,7 +172,8 @@ async fn follow(network: &Network, address: &BusAddress) -> zbus::Error {
         }
         Ok::<_, zbus::Error>(zbus::Error::Failure("the bus connection closed".into()))
     };
-    run.await.unwrap_or_else(|e| e)
+    let error = run.await.unwrap_or_else(|e| e);
+    (error, connected)
 }
 
 async fn read(network: &Network, nm: &NetworkManagerProxy<'_>) {
