@@ -37,6 +37,8 @@ pub enum ProblemKind {
     ForbiddenClient,
     AdminOnly,
     TlsRequired,
+    HandoffUnavailable,
+    HandoffAnswered,
 }
 
 /// The explanation page of a problem kind (`/_weir/problems/<kind>`).
@@ -47,7 +49,7 @@ pub struct Page {
 }
 
 impl ProblemKind {
-    pub const ALL: [ProblemKind; 28] = [
+    pub const ALL: [ProblemKind; 30] = [
         ProblemKind::HeaderTooLarge,
         ProblemKind::BodyTooLarge,
         ProblemKind::BadRequest,
@@ -76,6 +78,8 @@ impl ProblemKind {
         ProblemKind::ForbiddenClient,
         ProblemKind::AdminOnly,
         ProblemKind::TlsRequired,
+        ProblemKind::HandoffUnavailable,
+        ProblemKind::HandoffAnswered,
     ];
 
     pub const fn as_str(self) -> &'static str {
@@ -108,6 +112,8 @@ impl ProblemKind {
             ProblemKind::ForbiddenClient => "forbidden_client",
             ProblemKind::AdminOnly => "admin_only",
             ProblemKind::TlsRequired => "tls_required",
+            ProblemKind::HandoffUnavailable => "handoff_unavailable",
+            ProblemKind::HandoffAnswered => "handoff_answered",
         }
     }
 
@@ -180,6 +186,8 @@ impl ProblemKind {
             ProblemKind::Internal => Page { title: "Internal error", cause: "Weir hit an unexpected condition.", fix: "Retry; if it persists, report it with the request id and Weir's log." },
             ProblemKind::ForbiddenClient => Page { title: "Gateway refused: network not allowed", cause: "This Weir gateway only serves clients from the networks in its `gateway.allow` list, and the connection came from another address.", fix: "Connect from an allowed network (VPN, office), or ask the gateway's operators to add your network to `gateway.allow`." },
             ProblemKind::AdminOnly => Page { title: "Control API not on this listener", cause: "A Weir gateway serves its control API (status, queue, settings) only on its admin listener, behind the admin token; the clients' listener refuses control calls.", fix: "Use the admin listener (`gateway.admin_listen`) with `Authorization: Bearer <admin token>`." },
+            ProblemKind::HandoffUnavailable => Page { title: "Local-agent hand-off unavailable", cause: "A create can be handed to a local agent only when Weir's config has a [local_agent] table with a command, the repository has a local checkout Weir can find (local_agent.checkouts or local_agent.roots), and the create queue is open.", fix: "Add [local_agent] with command = [\"program\", \"{problem_statement_file}\"] and the repository's checkout to Weir's config (see docs/handoff.md). Until then such creates are queued." },
+            ProblemKind::HandoffAnswered => Page { title: "Offer already answered", cause: "This hand-off offer was already confirmed, declined or expired; a local agent runs at most once per offer.", fix: "See GET /_weir/api/handoffs for what became of it (a declined or expired offer is back in the create queue)." },
             ProblemKind::TlsRequired => Page { title: "TLS required", cause: "This Weir gateway speaks TLS only, so tokens never cross the network in the clear; the client spoke plain HTTP.", fix: "Use an https:// proxy URL, e.g. HTTPS_PROXY=https://gateway.example:8443, and trust the gateway's certificate." },
         }
     }

@@ -38,6 +38,78 @@ pub struct StatusSnapshot {
     pub sessions: SessionsStatus,
     /// Team gateway mode (`weir serve --gateway`); `null` for a laptop Weir.
     pub gateway: Option<GatewayStatus>,
+    /// Local-agent hand-off offers waiting for the developer, and the last results (#14).
+    pub handoffs: HandoffsStatus,
+}
+
+/// `handoffs` in the status document. Repositories and problem statements are private: they
+/// are left out of the JSON (`/_weir/api/status` needs no secret) and served by
+/// `GET /_weir/api/handoffs`, which needs the control secret; the tray reads them here,
+/// in-process.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct HandoffsStatus {
+    /// A `[local_agent]` command is configured (without one nothing is ever offered).
+    pub configured: bool,
+    /// Offers waiting for Confirm / Decline, oldest first.
+    pub pending: Vec<PendingHandoff>,
+    /// The last offers answered (confirmed, declined, expired), newest first (at most
+    /// [`RECENT_HANDOFFS`]).
+    pub recent: Vec<HandoffResult>,
+}
+
+/// How many answered offers the status keeps.
+pub const RECENT_HANDOFFS: usize = 10;
+
+/// An offer waiting for the developer's answer.
+#[derive(Debug, Clone, Serialize)]
+pub struct PendingHandoff {
+    /// The offer's id (the create's queue item id): `/_weir/api/handoffs/{id}`.
+    pub id: i64,
+    /// The policy rule that chose `local`.
+    pub rule: String,
+    pub offered_at: String,
+    /// Seconds since the offer was made.
+    pub age_secs: u64,
+    /// Seconds until it goes back to the queue unanswered.
+    pub expires_in_secs: u64,
+    /// `owner/repo` (private: not in the JSON).
+    #[serde(skip_serializing)]
+    pub repo: String,
+    /// The problem statement's first [`EXCERPT_CHARS`] characters (private: not in the JSON).
+    #[serde(skip_serializing)]
+    pub excerpt: String,
+}
+
+/// How many characters of a problem statement an offer shows.
+pub const EXCERPT_CHARS: usize = 160;
+
+/// What became of an answered offer.
+#[derive(Debug, Clone, Serialize)]
+pub struct HandoffResult {
+    pub id: i64,
+    pub outcome: HandoffOutcome,
+    /// The command's exit code, once it ended by itself.
+    pub exit_code: Option<i32>,
+    pub at: String,
+    /// `owner/repo` (private: not in the JSON).
+    #[serde(skip_serializing)]
+    pub repo: String,
+}
+
+/// The end of an offer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HandoffOutcome {
+    /// Confirmed; the local agent command is running.
+    Running,
+    /// Confirmed; the command ended with exit code 0.
+    Succeeded,
+    /// Confirmed; the command failed, could not start, or ran past `local_agent.timeout`.
+    Failed,
+    /// Declined by the developer.
+    Declined,
+    /// Not answered within `local_agent.offer_ttl`.
+    Expired,
 }
 
 /// Where a settings change came from.

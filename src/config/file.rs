@@ -48,6 +48,8 @@ pub struct FileConfig {
     pub team: Option<Spanned<super::team::FileTeam>>,
     /// Team gateway mode (`weir serve --gateway`); see `config::gateway`.
     pub gateway: Option<Spanned<super::gateway::FileGateway>>,
+    /// The local agent a create may be handed to (`[local_agent]`, docs/handoff.md).
+    pub local_agent: Option<Spanned<super::local_agent::FileLocalAgent>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

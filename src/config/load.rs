@@ -433,10 +433,12 @@ impl Settings {
         };
 
         let team = super::team::validate(&cx, raw.team.as_ref(), file)?;
+        let local_agent = super::local_agent::validate(&cx, raw.local_agent.as_ref(), file)?;
 
         Ok(Settings {
             share,
             team,
+            local_agent,
             gateway,
             github_status,
             queue,

@@ -7,6 +7,7 @@ mod gateway;
 mod launch;
 mod live;
 mod load;
+mod local_agent;
 mod net;
 mod origin;
 mod resilience;
@@ -19,6 +20,7 @@ pub use gateway::{Cidr, GatewaySettings, PostgresSettings};
 pub use launch::{resolve, Launch, LaunchArgs};
 pub use live::LiveSettings;
 pub use load::{load_file, parse_str, ConfigError};
+pub use local_agent::{fill as local_agent_fill, LocalAgentSettings, PLACEHOLDERS};
 pub use net::{read_roots, HostPort, UpstreamNet, UpstreamProxy};
 pub use origin::Origin;
 pub use resilience::ResilienceSettings;
@@ -65,6 +67,9 @@ pub struct Settings {
     pub team: Option<TeamSettings>,
     /// `[gateway]`, used only by `weir serve --gateway`.
     pub gateway: Option<GatewaySettings>,
+    /// `[local_agent]`: where a create may be handed when policy says `local` (#14); `None`:
+    /// nothing is ever offered or run. Applies live (read per offer and per confirmation).
+    pub local_agent: Option<LocalAgentSettings>,
 }
 
 /// `[identity] share`: list/view answers are shared between the credentials of one GitHub

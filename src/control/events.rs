@@ -75,6 +75,12 @@ fn public(e: &crate::events::Event) -> serde_json::Value {
             "group": session.group,
             "at": crate::time_fmt::rfc3339(*at),
         }),
+        crate::events::Event::Handoff { change, id, at, .. } => serde_json::json!({
+            "type": "handoff",
+            "change": change,
+            "id": id,
+            "at": crate::time_fmt::rfc3339(*at),
+        }),
         other => serde_json::to_value(other).unwrap_or_default(),
     }
 }

@@ -6,6 +6,7 @@
 
 mod cache_api;
 mod events;
+mod handoffs_api;
 mod metrics;
 mod mode_api;
 mod pac;
@@ -140,6 +141,10 @@ pub(crate) async fn handle(
         (&Method::POST, "/_weir/api/cache/clear") => cache_api::clear(ctl, &req).await,
         (_, p) if p == "/_weir/api/queue" || p.starts_with("/_weir/api/queue/") => {
             queue_api::handle(ctl, &req, &p["/_weir/api/queue".len()..]).await
+        }
+        (_, p) if p == "/_weir/api/handoffs" || p.starts_with("/_weir/api/handoffs/") => {
+            let rest = p["/_weir/api/handoffs".len()..].to_string();
+            handoffs_api::handle(ctl, req, &rest).await
         }
         (&Method::GET | &Method::PUT, "/_weir/api/settings") => {
             settings_api::handle(ctl, req).await

@@ -175,6 +175,13 @@ pub async fn start(opts: EngineOptions) -> Result<EngineHandle, EngineError> {
         _ => Arc::new(open_queue(&opts.data_dir, secrets, &settings).await),
     };
     let modes = Arc::new(Modes::load(Some(&opts.data_dir), bus.clone()));
+    let handoffs = Arc::new(crate::handoff::Handoffs::new(
+        queue.clone(),
+        bus.clone(),
+        live.clone(),
+        &opts.data_dir,
+    ));
+    handoffs.start();
     let proxy = Arc::new(Proxy::new(ProxyParts {
         modes: modes.clone(),
         intercept: crate::intercept::interceptor_for(&settings, opts.local_ca.clone()),
@@ -186,7 +193,7 @@ pub async fn start(opts: EngineOptions) -> Result<EngineHandle, EngineError> {
         queue: queue.clone(),
         bus: bus.clone(),
         network: Default::default(),
-        handoffs: Default::default(),
+        handoffs,
     }));
     let reload = Arc::new(Reloader::new(
         live.clone(),
@@ -538,6 +545,13 @@ impl EngineHandle {
 
     pub fn subscribe(&self) -> broadcast::Receiver<Event> {
         self.control.proxy.bus.subscribe()
+    }
+
+    /// Local-agent hand-off offers (#14): make one ([`crate::handoff::Handoffs::offer`]; the
+    /// policy phase does this for creates whose action is `local`), list, confirm, decline.
+    /// The tray confirms and declines through it.
+    pub fn handoffs(&self) -> &crate::handoff::Handoffs {
+        &self.control.proxy.handoffs
     }
 
     /// The mode (automatic, offline, cache only, pass-through), who chose it and why.
