@@ -7,6 +7,7 @@ import * as fmt from './format.js';
 import { RateHistory } from './rates.js';
 import { UpstreamCards } from './upstreams.js';
 import { QueuePanel } from './queue.js';
+import { HandoffsPanel } from './handoffs.js';
 import { GithubPanel } from './github.js';
 import { TeamPanel } from './team.js';
 import { SetupPanel } from './setup.js';
@@ -68,6 +69,13 @@ const queue = new QueuePanel({
   counts: byTestId('queue-counts'),
   credentials: byTestId('queue-credentials'),
   showFinished: byTestId('queue-show-finished'),
+  onProblem: showProblem,
+  onNotice: showNotice,
+});
+const handoffs = new HandoffsPanel({
+  section: byTestId('handoffs-section'),
+  table: byTestId('handoffs'),
+  note: byTestId('handoffs-note'),
   onProblem: showProblem,
   onNotice: showNotice,
 });
@@ -236,6 +244,7 @@ function onStatus(doc) {
   renderOverview(doc);
   cards.update(doc, history, now);
   queue.statusUpdate(doc.queue);
+  handoffs.statusUpdate(doc.handoffs);
   github.update(doc.github);
   accounts.update(doc.identity);
   team.update(doc.team);
@@ -279,6 +288,7 @@ function connect() {
     }
   });
   source.addEventListener('queue', () => queue.scheduleRefresh());
+  source.addEventListener('handoff', () => handoffs.scheduleRefresh());
   source.addEventListener('session', () => sessions.event());
   source.addEventListener('github', (ev) => {
     const e = parse(ev);

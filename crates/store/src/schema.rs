@@ -98,7 +98,9 @@ CREATE TABLE queue_items_v2 (
     needs_lookup      INTEGER NOT NULL DEFAULT 0
 );
 INSERT INTO queue_items_v2 SELECT * FROM queue_items;
--- Ids are never reused: carry the counter over even when the newest rows were purged.
+-- Ids are never reused: carry the counter over even when the newest rows were purged (the
+-- copy above made its own, lower, counter row: replace it).
+DELETE FROM sqlite_sequence WHERE name = 'queue_items_v2';
 INSERT INTO sqlite_sequence (name, seq)
     SELECT 'queue_items_v2', seq FROM sqlite_sequence WHERE name = 'queue_items';
 DROP TABLE queue_items;
