@@ -321,9 +321,10 @@ function connect() {
 
 loadSecret();
 // The tray's "N creates queued" item opens the dashboard at `#view=queue`, its sessions line at
-// `#view=sessions`.
+// `#view=sessions`, a local-agent offer at `#view=handoffs`.
 const view = new URLSearchParams(location.hash.replace(/^#/, '')).get('view');
-if (view === 'queue' || view === 'sessions') {
+if (view === 'handoffs') byTestId('handoffs-section').hidden = false;
+if (view === 'queue' || view === 'sessions' || view === 'handoffs') {
   document.getElementById(view)?.scrollIntoView({ block: 'start' });
 }
 byTestId('readonly-notice').hidden = hasSecret();

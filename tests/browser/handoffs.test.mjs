@@ -79,7 +79,7 @@ describe('Dashboard local-agent offers', { timeout: 120_000 }, () => {
     assert.match(await row.textContent(), /Fix the flaky login test/);
     assert.ok(!fs.existsSync(record), 'nothing runs before a confirmation');
     fs.mkdirSync(OUT_DIR, { recursive: true });
-    await page.screenshot({ path: path.join(OUT_DIR, 'handoffs-panel.png') });
+    await page.getByTestId('handoffs-section').screenshot({ path: path.join(OUT_DIR, 'handoffs-panel.png') });
 
     await page.getByTestId(`handoff-confirm-${first.id}`).click();
     await page.locator('[data-testid="notice"]:not([hidden])').waitFor();
