@@ -56,13 +56,20 @@ impl Agent {
     }
 
     fn toml(&self, extra: &str) -> String {
+        let recorder = format!(
+            "\"{PYTHON}\", \"{script}\", \"--repo\", \"{{repo}}\", \"--in\", \"{{checkout}}\", \
+             \"--task-file\", \"{{problem_statement_file}}\", \"--offer={{offer_id}}\", \"{{problem_statement}}\"",
+            script = self.tmp.path().join("agent.py").display(),
+        );
+        self.toml_running(&recorder, extra)
+    }
+
+    /// `[local_agent]` with `argv` (the inside of the `command` array).
+    fn toml_running(&self, argv: &str, extra: &str) -> String {
         format!(
             "[queue]\ncredentials = \"memory\"\n[breaker]\nconsecutive_failures = 0\nminimum_calls = 1000\n\
-             [local_agent]\ncommand = [\"{python}\", \"{script}\", \"--repo\", \"{{repo}}\", \"--in\", \"{{checkout}}\", \
-             \"--task-file\", \"{{problem_statement_file}}\", \"--offer={{offer_id}}\", \"{{problem_statement}}\"]\n\
+             [local_agent]\ncommand = [{argv}]\n\
              roots = [\"{src}\"]\nenv = {{ RECORD = \"{record}\" }}\n{extra}",
-            python = PYTHON,
-            script = self.tmp.path().join("agent.py").display(),
             src = self.tmp.path().join("src").display(),
             record = self.record().display(),
         )
@@ -425,7 +432,14 @@ async fn an_unanswered_offer_expires_back_to_the_queue_and_nothing_runs() {
         eventually(500, || up.count(JOBS) == 1).await,
         "the expired offer's create was replayed"
     );
-    let m = view(&weir, &manual.id).await;
+    let mut m = view(&weir, &manual.id).await;
+    for _ in 0..250 {
+        if m["state"] != "offered" {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        m = view(&weir, &manual.id).await;
+    }
     assert_eq!(m["state"], "cancelled", "{m}");
     assert!(m["note"].as_str().unwrap().contains("not answered"), "{m}");
     let st = weir.handle.status_now().handoffs;
@@ -521,4 +535,57 @@ fn a_bad_local_agent_table_is_refused_with_its_line() {
     .unwrap_err()
     .to_string();
     assert!(e.starts_with("test.toml:3: key `local_agent.env`"), "{e}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn offers_survive_a_restart_and_an_interrupted_run_is_closed() {
+    let agent = Agent::new();
+    let up = Upstream::start().await;
+    let data = tempfile::tempdir().unwrap();
+    // A command that outlives the engine.
+    let sleeper = format!("\"{PYTHON}\", \"-c\", \"import time; time.sleep(120)\"");
+    let text = format!(
+        "listen = \"127.0.0.1:0\"\nwatch_github_status = false\n[[upstream]]\nname = \"up0\"\norigin = \"{}\"\n{}",
+        up.origin(),
+        agent.toml_running(&sleeper, "")
+    );
+    let toml = |_: &str| text.clone();
+    let start = |text: String| {
+        let dir = data.path().to_path_buf();
+        async move {
+            let s = weir::config::parse_str(&text, "t.toml").unwrap();
+            weir::start(weir::EngineOptions::new(s, dir)).await.unwrap()
+        }
+    };
+    let first = start(toml(&sleeper)).await;
+    let waiting = first.handoffs().offer(by_hand("octo/app")).await.unwrap();
+    let running = first.handoffs().offer(by_hand("octo/app")).await.unwrap();
+    let id: i64 = running.id.parse().unwrap();
+    assert!(first.handoffs().confirm(id).await.unwrap().running);
+    first.shutdown().await;
+
+    let second = start(toml(&sleeper)).await;
+    let mut pending = Vec::new();
+    for _ in 0..250 {
+        pending = second.status_now().handoffs.pending;
+        if !pending.is_empty() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert_eq!(pending.len(), 1, "the unanswered offer is still offered");
+    assert_eq!(pending[0].id.to_string(), waiting.id);
+    assert_eq!(pending[0].repo, "octo/app");
+    let mut v = second.handoffs().get(id).await.unwrap();
+    for _ in 0..250 {
+        if !v.running {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        v = second.handoffs().get(id).await.unwrap();
+    }
+    assert!(!v.running);
+    let err = v.outcome.unwrap()["error"].as_str().unwrap().to_string();
+    assert!(err.contains("Weir stopped"), "{err}");
+    second.shutdown().await;
 }

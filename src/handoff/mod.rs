@@ -562,6 +562,30 @@ impl Handoffs {
 
     async fn load_pending(&self) {
         let Ok(views) = self.list().await else { return };
+        // A command that was running when Weir stopped: its outcome was never recorded (the
+        // command got no way to report back), so say so instead of "running" forever.
+        if let Some(q) = self.parts.as_ref().and_then(|p| p.queue.open()) {
+            for v in views
+                .iter()
+                .filter(|v| v.state == State::HandedOff && v.running)
+            {
+                let Ok(Some(item)) = q.store.get(v.id).await else {
+                    continue;
+                };
+                let mut result = item.result.unwrap_or_default();
+                result["running"] = serde_json::Value::Bool(false);
+                result["outcome"] = serde_json::to_value(runner::Outcome {
+                    error: Some(
+                        "Weir stopped while the local agent ran; its outcome is unknown".into(),
+                    ),
+                    ..Default::default()
+                })
+                .unwrap_or_default();
+                if let Err(e) = q.store.record_hand_off_result(v.id, result, now_ms()).await {
+                    tracing::warn!(id = v.id, error = %e, "could not close an interrupted hand-off");
+                }
+            }
+        }
         let Ok(mut m) = self.mirror.lock() else {
             return;
         };
