@@ -423,6 +423,11 @@ pub struct Decision {
 }
 
 impl Decision {
+    /// For a `model` decision: whether model fallback may run (`never` forbids it).
+    pub fn allows_model_fallback(&self) -> bool {
+        self.action != Action::Never
+    }
+
     /// The `Weir-Policy` header value: `org:3 create=queue`, `default list=pass`.
     pub fn header(&self) -> String {
         format!(

@@ -80,7 +80,7 @@ fn a_user_rule_tightens_but_never_loosens_an_org_rule() {
         Source::Org,
     );
     let user = rules(
-        "[[policy]]\nrepo = \"acme/api\"\ncreate = \"local\"\n[[policy]]\nrepo = \"acme/db\"\ncreate = \"fail\"\n[[policy]]\nrepo = \"other/*\"\ncreate = \"local\"\nmodel = \"fallback\"\n",
+        "# mine\n[[policy]]\nrepo = \"acme/api\"\ncreate = \"local\"\n[[policy]]\nrepo = \"acme/db\"\ncreate = \"fail\"\n[[policy]]\nrepo = \"other/*\"\ncreate = \"local\"\nmodel = \"fallback\"\n",
         Source::User,
     );
     let refused = refusals(&org, &user);
