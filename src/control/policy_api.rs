@@ -61,19 +61,19 @@ pub(super) fn table(ctl: &Control, query: Option<&str>) -> Result<PolicyTable, P
         match k {
             "repo" if v.is_empty() => {}
             "repo" => {
-                crate::policy::RepoGlob::parse(&v)
+                crate::policy::RepoGlob::parse(v)
                     .ok()
                     .filter(|_| v.contains('/') && !v.contains('*'))
                     .ok_or_else(|| bad(format!("repo `{v}` is not `owner/repo`")))?;
                 repo = Some(v.to_string());
             }
             "network" => {
-                network = Some(NetworkCond::parse(&v).ok_or_else(|| {
+                network = Some(NetworkCond::parse(v).ok_or_else(|| {
                     bad(format!("network `{v}` is not `metered`, `offline` or `any`"))
                 })?)
             }
             "situation" => {
-                situation = Situation::parse(&v).ok_or_else(|| {
+                situation = Situation::parse(v).ok_or_else(|| {
                     bad(format!("situation `{v}` is not `any`, `breaker_open`, `degraded`, `surge_429` or `cooldown`"))
                 })?
             }
