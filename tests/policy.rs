@@ -371,3 +371,47 @@ async fn a_rule_added_to_the_config_file_applies_on_the_next_request() {
         (503, "user:1 create=fail".into())
     );
 }
+
+/// A situational rule acts before the attempt: while the upstream's pause runs, creates for the
+/// audited repository fail at once, the others queue as usual.
+#[tokio::test]
+async fn during_a_cooldown_a_situational_fail_rule_sends_nothing_upstream() {
+    let up = Upstream::start().await;
+    up.set(|b| {
+        b.status = 503;
+        b.extra_headers = vec![("retry-after".into(), "120".into())];
+    });
+    let rules = "[[policy]]\nrepo = \"audit/*\"\nsituation = \"cooldown\"\ncreate = \"fail\"\n";
+    let weir = Weir::start(&[&up.origin()], &format!("{QUEUE}{rules}")).await;
+    // An overload with Retry-After pauses the whole upstream; this create is queued.
+    let r = weir
+        .client("a")
+        .post(jobs(&up, "acme/api"))
+        .body(create_body(1))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        (r.status().as_u16(), header(&r, "weir-policy")),
+        (202, "default create=fallback".into())
+    );
+    up.set(|b| b.status = 201);
+    let r = weir
+        .client("b")
+        .post(jobs(&up, "audit/ledger"))
+        .body(create_body(2))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        (r.status().as_u16(), header(&r, "weir-policy")),
+        (503, "user:1 create=fail".into())
+    );
+    let p: Value = r.json().await.unwrap();
+    assert_eq!(p["kind"], "policy_failed");
+    assert!(
+        p["detail"].as_str().unwrap().contains("did not send"),
+        "{p}"
+    );
+    assert_eq!(posts(&up, "audit/ledger"), 0);
+}

@@ -77,9 +77,15 @@ pub(super) fn decide(
         RouteClass::Create => Function::Create,
         _ => return None,
     };
+    let settings = proxy.settings();
+    let set = &settings.policy;
+    // No rules at all (the usual case): the built-in behaviour, without reading any state.
+    if set.org.is_empty() && set.user.is_empty() {
+        return Some(set.decide(function, &Context::default()));
+    }
     let scope = who.scope();
     let cx = context(proxy, up, path, scope.as_ref());
-    let d = proxy.settings().policy.decide(function, &cx);
+    let d = set.decide(function, &cx);
     proxy.policy_log.record(&d, cx.repo.as_deref());
     Some(d)
 }
@@ -147,7 +153,7 @@ impl CreatePlan {
             StatusCode::SERVICE_UNAVAILABLE,
             ProblemKind::PolicyFailed,
             format!(
-                "this create could not reach {upstream} ({reason}), and policy rule {} says create = \"fail\": Weir does not queue it or send it elsewhere. Rule: {}. Try again when the upstream is healthy.",
+                "this create was not delivered to {upstream} ({reason}), and policy rule {} says create = \"fail\": Weir does not queue it or send it elsewhere. Rule: {}. Try again when the upstream is healthy.",
                 self.decision.rule, self.decision.why
             ),
         )
