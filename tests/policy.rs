@@ -415,3 +415,50 @@ async fn during_a_cooldown_a_situational_fail_rule_sends_nothing_upstream() {
     );
     assert_eq!(posts(&up, "audit/ledger"), 0);
 }
+
+/// Offline (every upstream unreachable) is a network condition: an `offline` rule decides
+/// instead of the usual "queue without an attempt".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_offline_rule_fails_creates_instead_of_queueing_them() {
+    let up = Upstream::start().await;
+    let (addr, origin) = (up.addr, up.origin());
+    let rules = "[[policy]]\nrepo = \"audit/*\"\nnetwork = \"offline\"\ncreate = \"fail\"\n";
+    let weir = Weir::start(&[&origin], &format!("{QUEUE}{rules}")).await;
+    let c = weir.client("carol");
+    up.kill();
+    assert!(common::eventually(250, || std::net::TcpStream::connect(addr).is_err()).await);
+    let _ = c
+        .get(format!("{origin}/agents/sessions"))
+        .send()
+        .await
+        .unwrap();
+    assert!(
+        common::eventually_status(&weir.handle, 500, |s| s.mode.mode
+            == weir::mode::ModeKind::Offline)
+        .await,
+        "offline"
+    );
+    let r = c
+        .post(jobs(&up, "audit/ledger"))
+        .body(create_body(1))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        (r.status().as_u16(), header(&r, "weir-policy")),
+        (503, "user:1 create=fail".into())
+    );
+    let p: Value = r.json().await.unwrap();
+    assert!(p["detail"].as_str().unwrap().contains("offline"), "{p}");
+    // Other repositories keep the built-in behaviour: queued until a probe finds the network.
+    let r = c
+        .post(jobs(&up, "acme/api"))
+        .body(create_body(2))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        (r.status().as_u16(), header(&r, "weir-policy")),
+        (202, "default create=fallback".into())
+    );
+}
