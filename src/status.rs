@@ -40,6 +40,8 @@ pub struct StatusSnapshot {
     pub gateway: Option<GatewayStatus>,
     /// Local-agent hand-off offers waiting for the developer, and the last results (#14).
     pub handoffs: HandoffsStatus,
+    /// The fallback policy graph: rules per source, refused loosenings, recent decisions.
+    pub policy: PolicyStatus,
 }
 
 /// `handoffs` in the status document. Repositories and problem statements are private: they
@@ -110,6 +112,23 @@ pub enum HandoffOutcome {
     Declined,
     /// Not answered within `local_agent.offer_ttl`.
     Expired,
+}
+
+/// `policy` in the status document.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct PolicyStatus {
+    /// The organisation's policy file in force (`null`: none).
+    pub org_file: Option<String>,
+    pub org_rules: usize,
+    pub user_rules: usize,
+    /// User rules that would loosen an org rule, each naming both rules (file:line).
+    pub refused: Vec<crate::policy::Refusal>,
+    /// Whether policy sees the network as metered now.
+    pub metered: bool,
+    /// Requests a rule decided (built-in defaults not counted) since start.
+    pub decisions: u64,
+    /// The last decisions a rule made, newest first.
+    pub recent: Vec<crate::policy::RecentDecision>,
 }
 
 /// Where a settings change came from.

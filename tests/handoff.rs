@@ -589,3 +589,51 @@ async fn offers_survive_a_restart_and_an_interrupted_run_is_closed() {
     assert!(err.contains("Weir stopped"), "{err}");
     second.shutdown().await;
 }
+
+/// The whole path: a `[[policy]]` rule says `local`, the upstream cannot take the create, the
+/// client gets `202 offered` with the offer's location, and only the confirmation through the
+/// API runs the command (once). Declining another puts it back in the queue.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_create_that_policy_hands_to_the_local_agent_runs_only_when_confirmed() {
+    let agent = Agent::new();
+    let up = Upstream::start().await;
+    up.set(|b| b.status = 503);
+    let rules = "[[policy]]\nrepo = \"octo/*\"\ncreate = \"local\"\n";
+    let weir = Weir::start(&[&up.origin()], &format!("{}{rules}", agent.toml(""))).await;
+    let r = weir
+        .client("alice")
+        .post(format!("{}{JOBS}", up.origin()))
+        .header("content-type", "application/json")
+        .body(format!(r#"{{"problem_statement":"{STATEMENT}"}}"#))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 202);
+    let location = r.headers()["location"].to_str().unwrap().to_string();
+    let body: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(body["status"], "offered", "{body}");
+    assert_eq!(location, body["location"]);
+    let id = body["id"].as_str().unwrap().to_string();
+    assert_eq!(up.count(JOBS), 1, "one attempt, then the offer");
+    assert!(!agent.record().exists(), "offered, not run");
+    let v = view(&weir, &id).await;
+    assert_eq!(v["state"], "offered");
+    assert_eq!(v["rule"], body["rule"]);
+
+    let r = api(&weir, reqwest::Method::POST, &format!("/{id}/confirm")).await;
+    assert_eq!(r.status(), 202);
+    let mut runs = Vec::new();
+    for _ in 0..500 {
+        runs = agent.runs();
+        if !runs.is_empty() && view(&weir, &id).await["running"] == false {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert_eq!(runs.len(), 1);
+    assert_eq!(runs[0]["argv"][1], "octo/app");
+    assert_eq!(runs[0]["task"], STATEMENT);
+    // The create never went upstream again: it was handed off.
+    assert_eq!(up.count(JOBS), 1);
+    assert_eq!(view(&weir, &id).await["state"], "handed_off");
+}

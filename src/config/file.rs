@@ -50,6 +50,11 @@ pub struct FileConfig {
     pub gateway: Option<Spanned<super::gateway::FileGateway>>,
     /// The local agent a create may be handed to (`[local_agent]`, docs/handoff.md).
     pub local_agent: Option<Spanned<super::local_agent::FileLocalAgent>>,
+    /// `[[policy]]`: the fallback policy graph (see `crate::policy`, docs/policy.md).
+    #[serde(default)]
+    pub policy: Vec<Spanned<crate::policy::FilePolicyRule>>,
+    /// The organisation's policy file, where no managed one sits at the OS path.
+    pub policy_file: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

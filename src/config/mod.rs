@@ -70,6 +70,9 @@ pub struct Settings {
     /// `[local_agent]`: where a create may be handed when policy says `local` (#14); `None`:
     /// nothing is ever offered or run. Applies live (read per offer and per confirmation).
     pub local_agent: Option<LocalAgentSettings>,
+    /// `[[policy]]` rules, the org policy file's above them (read with the settings, so a
+    /// change applies on the next request).
+    pub policy: crate::policy::PolicySet,
 }
 
 /// `[identity] share`: list/view answers are shared between the credentials of one GitHub
