@@ -188,6 +188,10 @@ async fn a_confirmed_offer_runs_the_command_once_with_the_right_arguments() {
         .unwrap();
     assert_eq!(list["configured"], true);
     assert_eq!(list["offers"][0]["state"], "offered");
+    assert_eq!(
+        list["offers"][0]["back_to_queue"], false,
+        "made by hand: withdrawn"
+    );
     assert_eq!(list["offers"][0]["problem_statement"], STATEMENT);
     assert_eq!(
         list["offers"][0]["checkout"],
@@ -618,6 +622,7 @@ async fn a_create_that_policy_hands_to_the_local_agent_runs_only_when_confirmed(
     assert!(!agent.record().exists(), "offered, not run");
     let v = view(&weir, &id).await;
     assert_eq!(v["state"], "offered");
+    assert_eq!(v["back_to_queue"], true);
     assert_eq!(v["rule"], body["rule"]);
 
     let r = api(&weir, reqwest::Method::POST, &format!("/{id}/confirm")).await;

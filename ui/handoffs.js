@@ -106,7 +106,7 @@ export class HandoffsPanel {
         }, 'Decline'));
     }
     const when = state === 'offered' && o.expires_at
-      ? h('div', { class: 'muted small' }, `back to the queue ${fmt.until(o.expires_at)}`) : null;
+      ? h('div', { class: 'muted small' }, `${o.back_to_queue ? 'back to the queue' : 'withdrawn'} ${fmt.until(o.expires_at)}`) : null;
     return h('tr', { 'data-testid': `handoff-row-${id}`, 'data-state': state },
       h('td', { class: 'num' }, id),
       h('td', {}, o.repo ?? fmt.DASH, o.checkout ? h('div', { class: 'muted small mono' }, o.checkout) : null),

@@ -28,6 +28,9 @@ pub struct HandoffView {
     pub expires_at: Option<String>,
     #[serde(skip)]
     pub expires_at_ms: Option<i64>,
+    /// Declined or expired, the create goes back to the queue (`false`: an offer made by
+    /// hand, withdrawn instead).
+    pub back_to_queue: bool,
     /// Confirmed and the command has not ended yet.
     pub running: bool,
     /// How the command ended: `exit_code`, `timed_out`, `error`, `output_tail` (bounded,
@@ -60,6 +63,7 @@ impl HandoffView {
                 .filter(|_| offered)
                 .map(|r| crate::time_fmt::rfc3339(super::at(r.expires_at))),
             expires_at_ms: record.as_ref().filter(|_| offered).map(|r| r.expires_at),
+            back_to_queue: record.as_ref().is_some_and(|r| r.requeue),
             running: result
                 .and_then(|r| r.get("running"))
                 .and_then(|r| r.as_bool())
