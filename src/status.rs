@@ -38,6 +38,36 @@ pub struct StatusSnapshot {
     pub sessions: SessionsStatus,
     /// Team gateway mode (`weir serve --gateway`); `null` for a laptop Weir.
     pub gateway: Option<GatewayStatus>,
+    /// Completion models seen on managed upstreams: each model's own breaker, its fallbacks
+    /// and the fallback episode under way (docs/model-fallback.md).
+    pub models: Vec<ModelStatus>,
+}
+
+/// `models[]`: one (upstream, model) pair's breaker and fallbacks. Never the agent-sessions
+/// breaker: that one is `upstreams[].breaker`.
+#[derive(Debug, Clone, Serialize)]
+pub struct ModelStatus {
+    pub upstream: String,
+    pub model: String,
+    /// `closed`, `degraded`, `open` or `half_open`, and why.
+    pub breaker: weir_resilience::State,
+    pub reason: String,
+    /// Requests of this model re-sent with its fallback model since start.
+    pub fallbacks: u64,
+    /// The fallback episode under way (`null`: none).
+    pub episode: Option<ModelEpisode>,
+}
+
+/// A model fallback episode: from the first fallback until the model answers again.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct ModelEpisode {
+    /// The model requests go to meanwhile.
+    pub to: String,
+    pub since: String,
+    /// Fallbacks in this episode.
+    pub fallbacks: u64,
+    /// What made the first fallback (e.g. `overloaded (529)`, `breaker open`).
+    pub reason: String,
 }
 
 /// Where a settings change came from.

@@ -48,6 +48,9 @@ pub struct FileConfig {
     pub team: Option<Spanned<super::team::FileTeam>>,
     /// Team gateway mode (`weir serve --gateway`); see `config::gateway`.
     pub gateway: Option<Spanned<super::gateway::FileGateway>>,
+    /// `[[model_fallback]]`: completion requests re-sent with another model (docs/model-fallback.md).
+    #[serde(default)]
+    pub model_fallback: Vec<super::model_fallback::FileModelFallback>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -108,6 +111,7 @@ pub struct FileClasses {
     pub stream: Option<FileClass>,
     pub create: Option<FileClass>,
     pub other: Option<FileClass>,
+    pub model: Option<FileClass>,
 }
 
 /// Durations are written like `15s`, `500ms`, `2m`, `24h`.

@@ -255,7 +255,7 @@ impl Settings {
                     "route.class",
                     r.class.span(),
                     format!(
-                        "`{}` is not one of list, view, stream, create, token, other",
+                        "`{}` is not one of list, view, stream, create, token, model, other",
                         r.class.get_ref()
                     ),
                 );
@@ -276,6 +276,7 @@ impl Settings {
             (RouteClass::Stream, &raw.classes.stream),
             (RouteClass::Create, &raw.classes.create),
             (RouteClass::Other, &raw.classes.other),
+            (RouteClass::Model, &raw.classes.model),
         ] {
             if let Some(fc) = fc {
                 apply_class(&cx, class, fc, classes.get_mut(class))?;
@@ -433,8 +434,10 @@ impl Settings {
         };
 
         let team = super::team::validate(&cx, raw.team.as_ref(), file)?;
+        let model_fallback = super::model_fallback::validate(&cx, &raw.model_fallback, &upstreams)?;
 
         Ok(Settings {
+            model_fallback,
             share,
             team,
             gateway,

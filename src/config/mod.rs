@@ -7,6 +7,7 @@ mod gateway;
 mod launch;
 mod live;
 mod load;
+mod model_fallback;
 mod net;
 mod origin;
 mod resilience;
@@ -19,6 +20,7 @@ pub use gateway::{Cidr, GatewaySettings, PostgresSettings};
 pub use launch::{resolve, Launch, LaunchArgs};
 pub use live::LiveSettings;
 pub use load::{load_file, parse_str, ConfigError};
+pub use model_fallback::{rule_for as model_fallback_rule, ModelFallbackRule, MAX_MODEL_NAME};
 pub use net::{read_roots, HostPort, UpstreamNet, UpstreamProxy};
 pub use origin::Origin;
 pub use resilience::ResilienceSettings;
@@ -65,6 +67,8 @@ pub struct Settings {
     pub team: Option<TeamSettings>,
     /// `[gateway]`, used only by `weir serve --gateway`.
     pub gateway: Option<GatewaySettings>,
+    /// `[[model_fallback]]` rules, in order (empty: model fallback is off).
+    pub model_fallback: Vec<ModelFallbackRule>,
 }
 
 /// `[identity] share`: list/view answers are shared between the credentials of one GitHub

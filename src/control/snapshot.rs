@@ -64,6 +64,7 @@ pub fn snapshot(ctl: &Control) -> StatusSnapshot {
         team: ctl.team.get().map(|t| t.status()),
         sessions: ctl.sessions.status(),
         gateway: ctl.gateway.clone(),
+        models: p.upstreams.models.status(),
         queue: QueueStatus {
             available: p.queue.open().is_some(),
             error: p.queue.error().map(str::to_string),

@@ -20,6 +20,10 @@
 //! 8. **response headers** ([`respond`]): `X-Request-Id`, `Cache-Status`, `Age`,
 //!    problem+json.
 //!
+//! [`model`] is the `model` class's own path (completions naming a model): a per-model
+//! breaker instead of the upstream's gate, and one attempt with the fallback model
+//! (`[[model_fallback]]`) before the first byte reaches the client.
+//!
 //! [`forward`] streams what is not cached (logs, other managed calls, unmanaged hosts);
 //! [`tunnel`] and [`intercepted`] handle CONNECT (blind, or TLS-terminated for managed hosts).
 
@@ -32,6 +36,8 @@ mod held;
 mod identity;
 mod intercepted;
 mod limits;
+mod model;
+mod model_body;
 mod page_subset;
 mod private_target;
 mod rescue;
@@ -121,5 +127,8 @@ async fn phases(
         return Err(held::miss(proxy, up, class, h));
     }
     limits::client_rate(proxy, who)?;
+    if class == RouteClass::Model {
+        return model::serve(proxy, up, req, who.scope()).await;
+    }
     forward::managed(proxy, up, class, req, who.scope()).await
 }
