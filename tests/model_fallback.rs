@@ -73,7 +73,10 @@ async fn a_failing_model_gets_one_attempt_with_the_fallback_model() {
     let m = s.models.iter().find(|m| m.model == "claude-x").unwrap();
     assert_eq!(m.fallbacks, 1);
     let ep = m.episode.as_ref().expect("an episode is under way");
-    assert_eq!((ep.to.as_str(), ep.reason.as_str()), ("gpt-5", "overloaded (529)"));
+    assert_eq!(
+        (ep.to.as_str(), ep.reason.as_str()),
+        ("gpt-5", "overloaded (529)")
+    );
     assert_eq!(s.upstreams[0].classes["model"].upstream_requests, 2);
 
     // A second failing request: counted in the same episode, announced once only.
@@ -173,8 +176,16 @@ async fn a_stream_that_breaks_mid_way_is_not_retried() {
         }
     };
     assert!(broke, "the client sees the stream break, not a clean end");
-    assert_eq!(got, first.as_bytes(), "the client got the bytes sent before the break");
-    assert_eq!(fake.calls().len(), 1, "never retried, never sent to the fallback");
+    assert_eq!(
+        got,
+        first.as_bytes(),
+        "the client got the bytes sent before the break"
+    );
+    assert_eq!(
+        fake.calls().len(),
+        1,
+        "never retried, never sent to the fallback"
+    );
     let open = common::eventually_status(&weir.handle, 100, |s| {
         s.models
             .iter()
@@ -219,7 +230,11 @@ async fn without_config_nothing_is_rewritten() {
     let r = post(&weir, &url, chat("claude-x", false)).await;
     assert_eq!(r.status(), 529, "the upstream's answer passes on");
     assert_eq!(fallback_header(&r), None);
-    assert!(r.text().await.unwrap().contains("model claude-x failed with 529"));
+    assert!(r
+        .text()
+        .await
+        .unwrap()
+        .contains("model claude-x failed with 529"));
     let calls = fake.calls();
     assert_eq!(calls.len(), 1);
     assert_eq!(calls[0].body, chat("claude-x", false).as_bytes());
@@ -229,7 +244,10 @@ async fn without_config_nothing_is_rewritten() {
     assert_eq!((r.status().as_u16(), fallback_header(&r)), (429, None));
     let s = weir.handle.status().await;
     sessions_breaker_untouched(&s);
-    assert!(s.models.iter().all(|m| m.fallbacks == 0 && m.episode.is_none()));
+    assert!(s
+        .models
+        .iter()
+        .all(|m| m.fallbacks == 0 && m.episode.is_none()));
 }
 
 #[tokio::test]
@@ -254,11 +272,12 @@ async fn session_failures_never_change_models() {
     let list = format!("{}/agents/sessions", fake.origin());
     let r = c.get(&list).send().await.unwrap();
     assert_eq!((r.status().as_u16(), fallback_header(&r)), (200, None));
-    assert_eq!(fake.calls_for("gpt-5"), 0, "no model fallback on session routes");
-    assert!(fake
-        .calls()
-        .iter()
-        .all(|c| c.path.starts_with("/agents/")));
+    assert_eq!(
+        fake.calls_for("gpt-5"),
+        0,
+        "no model fallback on session routes"
+    );
+    assert!(fake.calls().iter().all(|c| c.path.starts_with("/agents/")));
     let s = weir.handle.status().await;
     assert!(s.models.is_empty(), "session calls feed no model breaker");
     assert_eq!(s.upstreams[0].classes["model"].upstream_requests, 0);

@@ -95,7 +95,11 @@ async fn answer(
     calls: Arc<Mutex<Vec<Call>>>,
 ) -> Result<Response<B>, std::convert::Infallible> {
     let (parts, body) = req.into_parts();
-    let body = body.collect().await.map(|c| c.to_bytes()).unwrap_or_default();
+    let body = body
+        .collect()
+        .await
+        .map(|c| c.to_bytes())
+        .unwrap_or_default();
     let model = serde_json::from_slice::<serde_json::Value>(&body)
         .ok()
         .and_then(|v| v.get("model").and_then(|m| m.as_str()).map(str::to_string));
@@ -120,7 +124,10 @@ async fn answer(
         Plan::Status(s) => Response::builder()
             .status(s)
             .header("content-type", "application/json")
-            .body(full(format!("{{\"error\":{{\"message\":\"model {} failed with {s}\"}}}}", model.unwrap_or_default()))),
+            .body(full(format!(
+                "{{\"error\":{{\"message\":\"model {} failed with {s}\"}}}}",
+                model.unwrap_or_default()
+            ))),
         Plan::Stream(events) => sse(events, false),
         Plan::StreamThenBreak(events) => sse(events, true),
     };
