@@ -114,6 +114,41 @@ async fn a_failing_model_gets_one_attempt_with_the_fallback_model() {
     let s = weir.handle.status().await;
     let m = s.models.iter().find(|m| m.model == "claude-x").unwrap();
     assert_eq!((m.fallbacks, m.episode.is_none()), (2, true));
+    let metrics = reqwest::get(format!("{}/metrics", weir.proxy_url()))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains("weir_model_fallbacks_total{upstream=\"up0\",model=\"claude-x\"} 2"),
+        "{metrics}"
+    );
+}
+
+#[tokio::test]
+async fn answers_that_are_not_outages_never_fall_back() {
+    let fake = Completions::start().await;
+    fake.plan("claude-quota", Plan::Status(429));
+    fake.plan("claude-bad", Plan::Status(400));
+    let weir = Weir::start(&[&fake.origin()], &format!("{BREAKER}{RULE}")).await;
+    let url = format!("{}/chat/completions", fake.origin());
+    for (model, status) in [("claude-quota", 429), ("claude-bad", 400)] {
+        let r = post(&weir, &url, chat(model, false)).await;
+        assert_eq!((r.status().as_u16(), fallback_header(&r)), (status, None));
+    }
+    // A body without a model goes out once as it is, tracked by no model breaker.
+    let r = post(&weir, &url, "{\"messages\": []}".into()).await;
+    assert_eq!(r.status(), 200);
+    assert_eq!(fake.calls().len(), 3);
+    assert_eq!(fake.calls_for("gpt-5"), 0);
+    let s = weir.handle.status().await;
+    let names: Vec<_> = s.models.iter().map(|m| m.model.as_str()).collect();
+    assert_eq!(names, ["claude-bad", "claude-quota"]);
+    assert!(s
+        .models
+        .iter()
+        .all(|m| m.breaker == BreakerState::Closed && m.fallbacks == 0));
 }
 
 #[tokio::test]

@@ -20,7 +20,9 @@ pub use gateway::{Cidr, GatewaySettings, PostgresSettings};
 pub use launch::{resolve, Launch, LaunchArgs};
 pub use live::LiveSettings;
 pub use load::{load_file, parse_str, ConfigError};
-pub use model_fallback::{rule_for as model_fallback_rule, ModelFallbackRule, MAX_MODEL_NAME};
+pub use model_fallback::{
+    is_model_name, rule_for as model_fallback_rule, ModelFallbackRule, MAX_MODEL_NAME,
+};
 pub use net::{read_roots, HostPort, UpstreamNet, UpstreamProxy};
 pub use origin::Origin;
 pub use resilience::ResilienceSettings;

@@ -76,7 +76,9 @@ pub fn glob_match(pattern: &str, name: &str) -> bool {
     p[pi..].iter().all(|&c| c == b'*')
 }
 
-fn name_ok(s: &str) -> bool {
+/// A model name (or glob) Weir tracks: 1–128 printable ASCII characters without `"` or `\`,
+/// so it can be shown, logged and used as a metrics label as it is.
+pub fn is_model_name(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= MAX_MODEL_NAME
         && s.chars()
@@ -93,7 +95,7 @@ pub(super) fn validate(
     let mut out = Vec::new();
     for r in raw {
         let from = r.from.get_ref().trim();
-        if !name_ok(from) {
+        if !is_model_name(from) {
             return cx.err(
                 "model_fallback.from",
                 r.from.span(),
@@ -101,7 +103,7 @@ pub(super) fn validate(
             );
         }
         let to = r.to.get_ref().trim();
-        if !name_ok(to) || to.contains('*') {
+        if !is_model_name(to) || to.contains('*') {
             return cx.err(
                 "model_fallback.to",
                 r.to.span(),

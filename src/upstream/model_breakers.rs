@@ -10,7 +10,7 @@
 //! that is closed and not in an episode (a dropped breaker's state is forgotten, which only
 //! ever lets calls through).
 
-use crate::config::MAX_MODEL_NAME;
+use crate::config::is_model_name;
 use crate::status::{ModelEpisode, ModelStatus};
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -60,7 +60,8 @@ pub(crate) struct EpisodeChange {
 impl ModelBreakers {
     /// The breaker of `model` on upstream `up` (named `upstream`), made with `config` if new
     /// (an existing one is brought to `config` in place, keeping its state). `None` for a
-    /// name too long to track: such a request goes out once, without a breaker.
+    /// name Weir does not track (too long, or with quotes, spaces or control characters: see
+    /// [`is_model_name`]): such a request goes out once, without a breaker.
     pub fn breaker(
         &self,
         up: usize,
@@ -69,7 +70,7 @@ impl ModelBreakers {
         config: &BreakerConfig,
         jitter: bool,
     ) -> Option<Breaker> {
-        if model.is_empty() || model.len() > MAX_MODEL_NAME {
+        if !is_model_name(model) {
             return None;
         }
         let mut m = self.inner.lock().unwrap_or_else(|e| e.into_inner());
