@@ -232,9 +232,10 @@ mod tests {
             .find(|s| s.model == "sick")
             .expect("open breaker kept");
         assert_eq!(s.breaker, State::Open);
-        assert!(mb
-            .breaker(0, "up", &"x".repeat(MAX_MODEL_NAME + 1), &c, false)
-            .is_none());
+        let long = "x".repeat(crate::config::MAX_MODEL_NAME + 1);
+        for bad in [long.as_str(), "a\"b", "a b", ""] {
+            assert!(mb.breaker(0, "up", bad, &c, false).is_none(), "{bad}");
+        }
     }
 
     #[tokio::test(start_paused = true)]
