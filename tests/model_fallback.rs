@@ -336,3 +336,58 @@ fn bad_model_fallback_config_names_the_line() {
     .unwrap_err();
     assert!(e.to_string().starts_with("w.toml:4: key `upsteam`"), "{e}");
 }
+
+#[tokio::test]
+async fn the_episode_ends_once_the_models_breaker_closed_again() {
+    let fake = Completions::start().await;
+    fake.plan("claude-x", Plan::Status(500));
+    // One failure opens it, a short open wait, one probe decides.
+    let extra = format!(
+        "[breaker]\njitter = false\nconsecutive_failures = 1\nopen_wait = \"50ms\"\nopen_wait_max = \"50ms\"\nhalf_open_probes = 1\n{RULE}"
+    );
+    let weir = Weir::start(&[&fake.origin()], &extra).await;
+    let mut events = weir.handle.subscribe();
+    let url = format!("{}/chat/completions", fake.origin());
+    let r = post(&weir, &url, chat("claude-x", false)).await;
+    assert_eq!(fallback_header(&r).as_deref(), Some("claude-x -> gpt-5"));
+    fake.plan("claude-x", Plan::Json);
+    // Until the open wait is over requests go to gpt-5; then the probe reaches claude-x (its
+    // breaker half-open: the episode goes on), and the answer after it ends the episode.
+    let mut direct = 0;
+    for _ in 0..200 {
+        let r = post(&weir, &url, chat("claude-x", false)).await;
+        let header = fallback_header(&r);
+        r.bytes().await.unwrap();
+        if header.is_none() {
+            direct += 1;
+            if direct == 2 {
+                break;
+            }
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert_eq!(direct, 2, "claude-x answered again");
+    let changes: Vec<_> = std::iter::from_fn(|| events.try_recv().ok())
+        .filter_map(|e| match e {
+            Event::ModelFallback {
+                change, fallbacks, ..
+            } => Some((change, fallbacks)),
+            _ => None,
+        })
+        .collect();
+    let fell_back = fake.calls_for("gpt-5") as u64;
+    assert_eq!(
+        changes,
+        [
+            (ModelFallbackChange::Started, 1),
+            (ModelFallbackChange::Ended, fell_back)
+        ]
+    );
+    let s = weir.handle.status().await;
+    let m = s.models.iter().find(|m| m.model == "claude-x").unwrap();
+    assert_eq!(
+        (m.breaker, m.episode.is_none()),
+        (BreakerState::Closed, true)
+    );
+    sessions_breaker_untouched(&s);
+}

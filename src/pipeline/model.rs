@@ -404,14 +404,26 @@ fn announce(proxy: &Proxy, change: ModelFallbackChange, e: EpisodeChange) {
 }
 
 /// A streamed success: its first bytes (already read) then the rest, recording the model
-/// breaker's outcome when the stream ends (success) or breaks (failure: never retried, the
-/// client has bytes already). A client that goes away first records nothing.
+/// breaker's outcome when the stream ends (success; also when it is dropped ended) or breaks
+/// (failure: never retried, the client has bytes already). A client that goes away first
+/// records nothing.
 struct Recorded {
     first: Option<Bytes>,
     rest: Incoming,
     permit: Option<Permit>,
     upstreams: Arc<Upstreams>,
     up: usize,
+}
+
+impl Drop for Recorded {
+    /// hyper stops polling once the body says it has ended (its `Content-Length` is met), so
+    /// the clean end may never be polled: a body dropped whole is a success. One dropped
+    /// part-way (the client went away) records nothing.
+    fn drop(&mut self) {
+        if self.first.is_none() && http_body::Body::is_end_stream(&self.rest) {
+            settle(self.permit.take(), Some(false));
+        }
+    }
 }
 
 impl http_body::Body for Recorded {
