@@ -38,6 +38,7 @@ mod intercepted;
 mod limits;
 mod model;
 mod model_body;
+mod model_stream;
 mod page_subset;
 mod private_target;
 mod rescue;

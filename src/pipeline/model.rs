@@ -25,25 +25,22 @@
 
 use super::forward;
 use super::model_body;
+use super::model_stream::{first_data, settle, Recorded};
 use super::state::Proxy;
-use crate::body::{empty, full, Body, BoxError};
+use crate::body::{empty, full, Body};
 use crate::config::RouteClass;
 use crate::events::{Event, ModelFallbackChange};
 use crate::identity::Identity;
 use crate::problem::{Problem, ProblemKind};
-use crate::upstream::{fetch_problem, kind_of, EpisodeChange, FetchError, Timeouts, Upstreams};
+use crate::upstream::{fetch_problem, kind_of, EpisodeChange, FetchError, Timeouts};
 use bytes::Bytes;
 use http::request::Parts;
 use http::{header, HeaderMap, HeaderValue, Request, Response, StatusCode};
-use http_body::Frame;
 use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
-use std::pin::Pin;
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::Arc;
-use std::task::{Context, Poll};
 use std::time::SystemTime;
-use weir_resilience::{classify_response, Breaker, Kind, Permit, Rejected, TimeoutPhase};
+use weir_resilience::{classify_response, Breaker, Kind, Rejected, TimeoutPhase};
 
 /// Marks an answer that came from the fallback model: `Weir-Model-Fallback: from -> to`.
 pub(super) const FALLBACK_HEADER: &str = "weir-model-fallback";
@@ -76,7 +73,7 @@ pub(super) async fn serve(
         .as_ref()
         .and_then(|n| models.breaker(up, &upstream, &n.model, &r.breaker, r.breaker_jitter));
     let Some(named) = named.filter(|_| breaker.is_some()) else {
-        // No model named (or a name too long to track): one plain attempt, no breaker.
+        // No model named (or a name Weir does not track): one plain attempt, no breaker.
         return match attempt(proxy, up, &parts, body, None, who).await {
             Outcome::Answer(resp) => Ok(resp),
             Outcome::Failed(f) => f.into_result(&upstream, None),
@@ -113,26 +110,29 @@ pub(super) async fn serve(
     if let Some(start) = models.fell_back(up, &named.model, &to, &reason) {
         announce(proxy, ModelFallbackChange::Started, start);
     }
-    let mark = format!("{} -> {}", named.model, to);
-    match second {
-        Outcome::Answer(mut resp) => {
+    let result = match second {
+        Outcome::Answer(resp) => Ok(resp),
+        Outcome::Failed(f) => f.into_result(&upstream, Some(&to)),
+    };
+    marked(result, format!("{} -> {}", named.model, to))
+}
+
+/// Marks whatever the fallback attempt gave: `Weir-Model-Fallback: from -> to`.
+fn marked(
+    result: Result<Response<Body>, Problem>,
+    mark: String,
+) -> Result<Response<Body>, Problem> {
+    match result {
+        Ok(mut resp) => {
             if let Ok(v) = HeaderValue::from_str(&mark) {
                 resp.headers_mut().insert(FALLBACK_HEADER, v);
             }
             Ok(resp)
         }
-        Outcome::Failed(f) => match f.into_result(&upstream, Some(&to)) {
-            Ok(mut resp) => {
-                if let Ok(v) = HeaderValue::from_str(&mark) {
-                    resp.headers_mut().insert(FALLBACK_HEADER, v);
-                }
-                Ok(resp)
-            }
-            Err(mut p) => {
-                p.headers.push((FALLBACK_HEADER, mark));
-                Err(p)
-            }
-        },
+        Err(mut p) => {
+            p.headers.push((FALLBACK_HEADER, mark));
+            Err(p)
+        }
     }
 }
 
@@ -197,7 +197,7 @@ impl Failure {
 
     fn into_result(self, upstream: &str, model: Option<&str>) -> Result<Response<Body>, Problem> {
         match self {
-            Failure::Answered(_, r) => Ok(r.map(full)),
+            Failure::Answered(_, r) => Ok(relay(r.map(full))),
             Failure::Open(rej) => Err(Problem::new(
                 StatusCode::SERVICE_UNAVAILABLE,
                 ProblemKind::BreakerOpen,
@@ -337,26 +337,6 @@ async fn attempt(
     }
 }
 
-/// Records a permit: `Some(true)` a failure, `Some(false)` a success, `None` nothing (the
-/// permit is released).
-fn settle(permit: Option<Permit>, failure: Option<bool>) {
-    if let (Some(p), Some(f)) = (permit, failure) {
-        p.record(f, false);
-    }
-}
-
-/// The first non-empty data of a body; `None` when it ends without any.
-async fn first_data(b: &mut Incoming) -> Result<Option<Bytes>, hyper::Error> {
-    while let Some(frame) = b.frame().await {
-        if let Ok(data) = frame?.into_data() {
-            if !data.is_empty() {
-                return Ok(Some(data));
-            }
-        }
-    }
-    Ok(None)
-}
-
 fn build(parts: &Parts, body: Bytes) -> Request<Body> {
     let mut r = Request::new(full(body.clone()));
     *r.method_mut() = parts.method.clone();
@@ -401,74 +381,4 @@ fn announce(proxy: &Proxy, change: ModelFallbackChange, e: EpisodeChange) {
         message,
         at: SystemTime::now(),
     });
-}
-
-/// A streamed success: its first bytes (already read) then the rest, recording the model
-/// breaker's outcome when the stream ends (success; also when it is dropped ended) or breaks
-/// (failure: never retried, the client has bytes already). A client that goes away first
-/// records nothing.
-struct Recorded {
-    first: Option<Bytes>,
-    rest: Incoming,
-    permit: Option<Permit>,
-    upstreams: Arc<Upstreams>,
-    up: usize,
-}
-
-impl Drop for Recorded {
-    /// hyper stops polling once the body says it has ended (its `Content-Length` is met), so
-    /// the clean end may never be polled: a body dropped whole is a success. One dropped
-    /// part-way (the client went away) records nothing.
-    fn drop(&mut self) {
-        if self.first.is_none() && http_body::Body::is_end_stream(&self.rest) {
-            settle(self.permit.take(), Some(false));
-        }
-    }
-}
-
-impl http_body::Body for Recorded {
-    type Data = Bytes;
-    type Error = BoxError;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
-        if let Some(b) = self.first.take() {
-            return Poll::Ready(Some(Ok(Frame::data(b))));
-        }
-        match Pin::new(&mut self.rest).poll_frame(cx) {
-            Poll::Pending => Poll::Pending,
-            Poll::Ready(None) => {
-                settle(self.permit.take(), Some(false));
-                Poll::Ready(None)
-            }
-            Poll::Ready(Some(Ok(f))) => Poll::Ready(Some(Ok(f))),
-            Poll::Ready(Some(Err(e))) => {
-                if self.permit.is_some() {
-                    let c = &self.upstreams.get(self.up).counters;
-                    c.error(RouteClass::Model, Kind::Connection.as_str());
-                }
-                settle(self.permit.take(), Some(true));
-                Poll::Ready(Some(Err(e.into())))
-            }
-        }
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.first.is_none() && self.rest.is_end_stream()
-    }
-
-    fn size_hint(&self) -> http_body::SizeHint {
-        let mut h = self.rest.size_hint();
-        if let Some(f) = &self.first {
-            let n = f.len() as u64;
-            // Upper first: `set_lower` refuses a lower bound above the upper one.
-            if let Some(u) = h.upper() {
-                h.set_upper(u.saturating_add(n));
-            }
-            h.set_lower(h.lower().saturating_add(n));
-        }
-        h
-    }
 }
