@@ -41,6 +41,8 @@ pub struct StatusSnapshot {
     /// Completion models seen on managed upstreams: each model's own breaker, its fallbacks
     /// and the fallback episode under way (docs/model-fallback.md).
     pub models: Vec<ModelStatus>,
+    /// The fallback policy graph: rules per source, refused loosenings, recent decisions.
+    pub policy: PolicyStatus,
 }
 
 /// `models[]`: one (upstream, model) pair's breaker and fallbacks. Never the agent-sessions
@@ -68,6 +70,23 @@ pub struct ModelEpisode {
     pub fallbacks: u64,
     /// What made the first fallback (e.g. `overloaded (529)`, `breaker open`).
     pub reason: String,
+}
+
+/// `policy` in the status document.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct PolicyStatus {
+    /// The organisation's policy file in force (`null`: none).
+    pub org_file: Option<String>,
+    pub org_rules: usize,
+    pub user_rules: usize,
+    /// User rules that would loosen an org rule, each naming both rules (file:line).
+    pub refused: Vec<crate::policy::Refusal>,
+    /// Whether policy sees the network as metered now.
+    pub metered: bool,
+    /// Requests a rule decided (built-in defaults not counted) since start.
+    pub decisions: u64,
+    /// The last decisions a rule made, newest first.
+    pub recent: Vec<crate::policy::RecentDecision>,
 }
 
 /// Where a settings change came from.

@@ -51,6 +51,11 @@ pub struct FileConfig {
     /// `[[model_fallback]]`: completion requests re-sent with another model (docs/model-fallback.md).
     #[serde(default)]
     pub model_fallback: Vec<super::model_fallback::FileModelFallback>,
+    /// `[[policy]]`: the fallback policy graph (see `crate::policy`, docs/policy.md).
+    #[serde(default)]
+    pub policy: Vec<Spanned<crate::policy::FilePolicyRule>>,
+    /// The organisation's policy file, where no managed one sits at the OS path.
+    pub policy_file: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -71,6 +71,9 @@ pub struct Settings {
     pub gateway: Option<GatewaySettings>,
     /// `[[model_fallback]]` rules, in order (empty: model fallback is off).
     pub model_fallback: Vec<ModelFallbackRule>,
+    /// `[[policy]]` rules, the org policy file's above them (read with the settings, so a
+    /// change applies on the next request).
+    pub policy: crate::policy::PolicySet,
 }
 
 /// `[identity] share`: list/view answers are shared between the credentials of one GitHub
