@@ -391,3 +391,34 @@ async fn the_episode_ends_once_the_models_breaker_closed_again() {
     );
     sessions_breaker_untouched(&s);
 }
+
+#[tokio::test]
+async fn an_open_model_breaker_fails_that_model_fast_and_no_other() {
+    let fake = Completions::start().await;
+    fake.plan("claude-x", Plan::Status(503));
+    // No [[model_fallback]]: the per-model breaker works on its own.
+    let weir = Weir::start(
+        &[&fake.origin()],
+        &format!("{BREAKER}consecutive_failures = 1\n"),
+    )
+    .await;
+    let url = format!("{}/chat/completions", fake.origin());
+    let r = post(&weir, &url, chat("claude-x", false)).await;
+    assert_eq!(r.status(), 503, "the upstream's own 503");
+    let r = post(&weir, &url, chat("claude-x", false)).await;
+    assert_eq!(r.status(), 503);
+    assert!(r.headers().contains_key("retry-after"));
+    let p: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(p["kind"], "breaker_open");
+    assert!(
+        p["detail"]
+            .as_str()
+            .unwrap()
+            .starts_with("the circuit breaker for model claude-x on up0 is open"),
+        "{p}"
+    );
+    assert_eq!(fake.calls_for("claude-x"), 1, "open: not sent");
+    let r = post(&weir, &url, chat("gpt-5", false)).await;
+    assert_eq!(r.status(), 200, "another model is not held back");
+    sessions_breaker_untouched(&weir.handle.status().await);
+}
