@@ -46,6 +46,15 @@ pub enum TeamChange {
     Overruled,
 }
 
+/// A model fallback episode began (the first request re-sent with the fallback model) or
+/// ended (the model answered again).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ModelFallbackChange {
+    Started,
+    Ended,
+}
+
 /// What happened to an agent session between two polls of the sessions companion.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -154,6 +163,20 @@ pub enum Event {
         #[serde(with = "crate::time_fmt")]
         at: SystemTime,
     },
+    /// Model fallback (`[[model_fallback]]`): once when an episode starts, once when it ends;
+    /// `message` is the notification text. Never about agent sessions.
+    ModelFallback {
+        change: ModelFallbackChange,
+        upstream: String,
+        from: String,
+        to: String,
+        /// Fallbacks in the episode (1 when it starts).
+        fallbacks: u64,
+        reason: String,
+        message: String,
+        #[serde(with = "crate::time_fmt")]
+        at: SystemTime,
+    },
 }
 
 /// What happened to a local-agent hand-off offer (#14).
@@ -186,6 +209,7 @@ impl Event {
             Event::Team { .. } => "team",
             Event::Session { .. } => "session",
             Event::Handoff { .. } => "handoff",
+            Event::ModelFallback { .. } => "model_fallback",
         }
     }
 }

@@ -55,7 +55,7 @@ impl std::ops::AddAssign for ClassSnapshot {
 /// Counters of one managed upstream.
 #[derive(Debug, Default)]
 pub struct UpstreamCounters {
-    classes: [ClassCounters; 6],
+    classes: [ClassCounters; 7],
     errors_by_kind: Mutex<BTreeMap<String, u64>>,
     /// When recent rate-limit answers came (at most the policy's surge count), for the
     /// `surge_429` situation.

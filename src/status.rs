@@ -40,6 +40,9 @@ pub struct StatusSnapshot {
     pub gateway: Option<GatewayStatus>,
     /// Local-agent hand-off offers waiting for the developer, and the last results (#14).
     pub handoffs: HandoffsStatus,
+    /// Completion models seen on managed upstreams: each model's own breaker, its fallbacks
+    /// and the fallback episode under way (docs/model-fallback.md).
+    pub models: Vec<ModelStatus>,
     /// The fallback policy graph: rules per source, refused loosenings, recent decisions.
     pub policy: PolicyStatus,
 }
@@ -112,6 +115,33 @@ pub enum HandoffOutcome {
     Declined,
     /// Not answered within `local_agent.offer_ttl`.
     Expired,
+}
+
+/// `models[]`: one (upstream, model) pair's breaker and fallbacks. Never the agent-sessions
+/// breaker: that one is `upstreams[].breaker`.
+#[derive(Debug, Clone, Serialize)]
+pub struct ModelStatus {
+    pub upstream: String,
+    pub model: String,
+    /// `closed`, `degraded`, `open` or `half_open`, and why.
+    pub breaker: weir_resilience::State,
+    pub reason: String,
+    /// Requests of this model re-sent with its fallback model since start.
+    pub fallbacks: u64,
+    /// The fallback episode under way (`null`: none).
+    pub episode: Option<ModelEpisode>,
+}
+
+/// A model fallback episode: from the first fallback until the model answers again.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct ModelEpisode {
+    /// The model requests go to meanwhile.
+    pub to: String,
+    pub since: String,
+    /// Fallbacks in this episode.
+    pub fallbacks: u64,
+    /// What made the first fallback (e.g. `overloaded (529)`, `breaker open`).
+    pub reason: String,
 }
 
 /// `policy` in the status document.

@@ -50,6 +50,9 @@ pub struct FileConfig {
     pub gateway: Option<Spanned<super::gateway::FileGateway>>,
     /// The local agent a create may be handed to (`[local_agent]`, docs/handoff.md).
     pub local_agent: Option<Spanned<super::local_agent::FileLocalAgent>>,
+    /// `[[model_fallback]]`: completion requests re-sent with another model (docs/model-fallback.md).
+    #[serde(default)]
+    pub model_fallback: Vec<super::model_fallback::FileModelFallback>,
     /// `[[policy]]`: the fallback policy graph (see `crate::policy`, docs/policy.md).
     #[serde(default)]
     pub policy: Vec<Spanned<crate::policy::FilePolicyRule>>,
@@ -115,6 +118,7 @@ pub struct FileClasses {
     pub stream: Option<FileClass>,
     pub create: Option<FileClass>,
     pub other: Option<FileClass>,
+    pub model: Option<FileClass>,
 }
 
 /// Durations are written like `15s`, `500ms`, `2m`, `24h`.

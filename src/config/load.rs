@@ -255,7 +255,7 @@ impl Settings {
                     "route.class",
                     r.class.span(),
                     format!(
-                        "`{}` is not one of list, view, stream, create, token, other",
+                        "`{}` is not one of list, view, stream, create, token, model, other",
                         r.class.get_ref()
                     ),
                 );
@@ -276,6 +276,7 @@ impl Settings {
             (RouteClass::Stream, &raw.classes.stream),
             (RouteClass::Create, &raw.classes.create),
             (RouteClass::Other, &raw.classes.other),
+            (RouteClass::Model, &raw.classes.model),
         ] {
             if let Some(fc) = fc {
                 apply_class(&cx, class, fc, classes.get_mut(class))?;
@@ -434,9 +435,11 @@ impl Settings {
 
         let team = super::team::validate(&cx, raw.team.as_ref(), file)?;
         let local_agent = super::local_agent::validate(&cx, raw.local_agent.as_ref(), file)?;
+        let model_fallback = super::model_fallback::validate(&cx, &raw.model_fallback, &upstreams)?;
         let policy = policy(&raw, file, text)?;
 
         Ok(Settings {
+            model_fallback,
             policy,
             share,
             team,

@@ -65,6 +65,7 @@ pub fn snapshot(ctl: &Control) -> StatusSnapshot {
         sessions: ctl.sessions.status(),
         gateway: ctl.gateway.clone(),
         handoffs: p.handoffs.status(),
+        models: p.upstreams.models.status(),
         policy: policy_status(p),
         queue: QueueStatus {
             available: p.queue.open().is_some(),

@@ -23,6 +23,10 @@
 //! 8. **response headers** ([`respond`]): `X-Request-Id`, `Cache-Status`, `Age`,
 //!    problem+json.
 //!
+//! [`model`] is the `model` class's own path (completions naming a model): a per-model
+//! breaker instead of the upstream's gate, and one attempt with the fallback model
+//! (`[[model_fallback]]`) before the first byte reaches the client.
+//!
 //! [`forward`] streams what is not cached (logs, other managed calls, unmanaged hosts);
 //! [`tunnel`] and [`intercepted`] handle CONNECT (blind, or TLS-terminated for managed hosts).
 
@@ -35,6 +39,9 @@ mod held;
 mod identity;
 mod intercepted;
 mod limits;
+mod model;
+mod model_body;
+mod model_stream;
 mod page_subset;
 pub(crate) mod policy;
 mod private_target;
@@ -141,5 +148,8 @@ async fn phases(
         return Err(held::miss(proxy, up, class, h));
     }
     limits::client_rate(proxy, who)?;
+    if class == RouteClass::Model {
+        return model::serve(proxy, up, req, who.scope()).await;
+    }
     forward::managed(proxy, up, class, req, who.scope()).await
 }
