@@ -603,7 +603,12 @@ async fn a_create_that_policy_hands_to_the_local_agent_runs_only_when_confirmed(
     let up = Upstream::start().await;
     up.set(|b| b.status = 503);
     let rules = "[[policy]]\nrepo = \"octo/*\"\ncreate = \"local\"\n";
-    let weir = Weir::start(&[&up.origin()], &format!("{}{rules}", agent.toml(""))).await;
+    // A short dedupe window, so the same create sent again reaches the queue's lookup.
+    let config = agent.toml("").replace(
+        "credentials = \"memory\"\n",
+        "credentials = \"memory\"\ndedupe_window = \"1s\"\n",
+    );
+    let weir = Weir::start(&[&up.origin()], &format!("{config}{rules}")).await;
     let r = weir
         .client("alice")
         .post(format!("{}{JOBS}", up.origin()))
@@ -624,6 +629,33 @@ async fn a_create_that_policy_hands_to_the_local_agent_runs_only_when_confirmed(
     assert_eq!(v["state"], "offered");
     assert_eq!(v["back_to_queue"], true);
     assert_eq!(v["rule"], body["rule"]);
+
+    // The same create again, after the dedupe window: still the offer, not "queued", and
+    // nothing sent upstream.
+    tokio::time::sleep(std::time::Duration::from_millis(1200)).await;
+    let again = weir
+        .client("alice")
+        .post(format!("{}{JOBS}", up.origin()))
+        .header("content-type", "application/json")
+        .body(format!(r#"{{"problem_statement":"{STATEMENT}"}}"#))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(again.status(), 202);
+    let again: serde_json::Value = again.json().await.unwrap();
+    assert_eq!(
+        (again["status"].as_str(), again["location"].as_str()),
+        (Some("offered"), Some(location.as_str())),
+        "{again}"
+    );
+    assert!(
+        again["reason"]
+            .as_str()
+            .unwrap()
+            .contains("already offered"),
+        "{again}"
+    );
+    assert_eq!(up.count(JOBS), 1);
 
     let r = api(&weir, reqwest::Method::POST, &format!("/{id}/confirm")).await;
     assert_eq!(r.status(), 202);

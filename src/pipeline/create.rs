@@ -144,6 +144,22 @@ impl CreateTask {
     async fn run(self) -> Result<Arc<Stored>, Arc<Problem>> {
         let p = &self.proxy;
         if let Some(id) = p.queue.find_live(&self.key).await {
+            // Still offered to the local agent: say so, not "queued" (nothing is sent until
+            // the offer is answered).
+            if let Ok(v) = p.handoffs.get(id).await {
+                if v.state == weir_store::State::Offered {
+                    let reason = "an identical create is already offered to your local agent";
+                    let rule = v.rule.clone().unwrap_or_default();
+                    return Ok(offered(
+                        p,
+                        &v.id.to_string(),
+                        &v.location,
+                        reason,
+                        &rule,
+                        &rule,
+                    ));
+                }
+            }
             return Ok(accepted(p, id, "an identical create is already queued"));
         }
         let (reason, in_doubt) = match self.hold {
@@ -275,28 +291,44 @@ impl CreateTask {
             }),
         };
         let offer = p.handoffs.offer(req).await?;
-        let body = serde_json::json!({
-            "status": "offered",
-            "id": offer.id,
-            "location": offer.location,
-            "reason": reason,
-            "rule": self.plan.decision.header(),
-            "detail": format!("The upstream could not take this create and policy rule {} hands it to your local agent. Nothing runs until you confirm the offer (tray, dashboard, or POST {}{}/confirm).", self.plan.decision.rule, p.base_url, offer.location),
-        });
-        let mut headers = HeaderMap::new();
-        headers.insert(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("application/json"),
-        );
-        if let Ok(v) = HeaderValue::from_str(&offer.location) {
-            headers.insert(header::LOCATION, v);
-        }
-        Ok(stored(
-            StatusCode::ACCEPTED,
-            headers,
-            Bytes::from(body.to_string()),
+        let rule = self.plan.decision.header();
+        Ok(offered(
+            p,
+            &offer.id,
+            &offer.location,
+            reason,
+            &rule,
+            &self.plan.decision.rule.to_string(),
         ))
     }
+}
+
+/// `202` for a create offered to the local agent: the offer's location, nothing run yet.
+fn offered(
+    p: &Proxy,
+    id: &str,
+    location: &str,
+    reason: &str,
+    header: &str,
+    rule: &str,
+) -> Arc<Stored> {
+    let body = serde_json::json!({
+        "status": "offered",
+        "id": id,
+        "location": location,
+        "reason": reason,
+        "rule": header,
+        "detail": format!("The upstream could not take this create and policy rule {rule} hands it to your local agent. Nothing runs until you confirm the offer (tray, dashboard, or POST {}{location}/confirm).", p.base_url),
+    });
+    let mut headers = HeaderMap::new();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    if let Ok(v) = HeaderValue::from_str(location) {
+        headers.insert(header::LOCATION, v);
+    }
+    stored(StatusCode::ACCEPTED, headers, Bytes::from(body.to_string()))
 }
 
 /// What the one attempt came to.
