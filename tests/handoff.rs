@@ -674,3 +674,86 @@ async fn a_create_that_policy_hands_to_the_local_agent_runs_only_when_confirmed(
     assert_eq!(up.count(JOBS), 1);
     assert_eq!(view(&weir, &id).await["state"], "handed_off");
 }
+
+/// `weir handoff ls|confirm` against a real `weir serve`: lists the offer, confirms it once
+/// (the command runs once), and a second confirm fails with the problem's message.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cli_lists_and_confirms_an_offer_once() {
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+    let agent = Agent::new();
+    let up = Upstream::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("weir.toml");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    std::fs::write(
+        &cfg,
+        format!(
+            "listen = \"127.0.0.1:{port}\"\nwatch_github_status = false\n[[upstream]]\nname = \"up0\"\norigin = \"{}\"\n{}",
+            up.origin(),
+            agent.toml("")
+        ),
+    )
+    .unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_weir"))
+        .args(["serve", "--config"])
+        .arg(&cfg)
+        .arg("--data-dir")
+        .arg(dir.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let _ = lines.next();
+    let dash = lines.next().unwrap().unwrap();
+    let secret = dash.rsplit("#secret=").next().unwrap().to_string();
+    std::thread::spawn(move || for _ in lines {});
+    let r = reqwest::Client::new()
+        .post(format!("http://127.0.0.1:{port}/_weir/api/handoffs"))
+        .header("x-weir-secret", &secret)
+        .json(&serde_json::json!({"repo": "octo/app", "problem_statement": STATEMENT}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201);
+    let id = r.json::<serde_json::Value>().await.unwrap()["id"].to_string();
+    let cli = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_weir"))
+            .arg("handoff")
+            .arg("--config")
+            .arg(&cfg)
+            .args(args)
+            .env("WEIR_CONTROL_SECRET", &secret)
+            .output()
+            .unwrap()
+    };
+    let ls = cli(&["ls"]);
+    let text = String::from_utf8_lossy(&ls.stdout);
+    assert!(
+        ls.status.success() && text.contains("octo/app") && text.contains("offered"),
+        "{text}"
+    );
+    assert!(!agent.record().exists());
+    let ok = cli(&["confirm", &id]);
+    assert!(
+        ok.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+    let again = cli(&["confirm", &id]);
+    assert!(!again.status.success());
+    let err = String::from_utf8_lossy(&again.stderr);
+    assert!(err.contains("already answered"), "{err}");
+    assert!(
+        eventually(500, || agent.runs().len() == 1).await,
+        "the command ran"
+    );
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_eq!(agent.runs().len(), 1);
+}
