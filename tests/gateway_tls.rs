@@ -99,7 +99,10 @@ async fn the_shared_queue_over_tls_verify_full_queues_and_replays_and_a_wrong_ca
         .await
         .unwrap();
     let (tls_conns, tcp_conns): (i64, i64) = (row.get(0), row.get(1));
-    assert!(tcp_conns >= 2, "the replica's queue and LISTEN connections");
+    assert!(
+        tcp_conns >= 1,
+        "the replica's connections: {tls_conns}/{tcp_conns}"
+    );
     assert_eq!(tls_conns, tcp_conns);
 
     // The upstream heals: each queued create is replayed exactly once.
@@ -118,7 +121,7 @@ async fn the_shared_queue_over_tls_verify_full_queues_and_replays_and_a_wrong_ca
         gw::run_to_exit(&files.config(up.addr, &queue("verify-full", &other.pem_path)));
     assert_eq!(code, Some(1), "{err}");
     assert!(
-        err.contains("TLS handshake") && err.contains("UnknownIssuer"),
+        err.contains("TLS handshake: invalid peer certificate") && err.contains("postgres_ca_file"),
         "{err}"
     );
     // Plain TCP to a server that requires TLS: refused by the server, said as such.

@@ -136,6 +136,24 @@ impl PgConn {
     }
 }
 
+/// The error and its causes ("error performing TLS handshake: invalid peer certificate:
+/// UnknownIssuer"): tokio-postgres' own message names only the step that failed.
+fn with_causes(e: &tokio_postgres::Error) -> String {
+    let mut text = e.to_string();
+    let mut cause = std::error::Error::source(e);
+    while let Some(c) = cause {
+        let c_text = c.to_string();
+        if !text.contains(&c_text) {
+            text = format!("{text}: {c_text}");
+        }
+        cause = c.source();
+    }
+    if text.contains("TLS handshake") {
+        text.push_str(" (check gateway.postgres_sslmode and gateway.postgres_ca_file: the CA must have signed the database's certificate, for the host in postgres_url)");
+    }
+    text
+}
+
 /// Runs a connection until it ends (its client is dropped or the server goes away).
 async fn drive<F: std::future::Future<Output = Result<(), tokio_postgres::Error>>>(conn: F) {
     if let Err(e) = conn.await {
@@ -147,7 +165,7 @@ fn classify(db: &str, e: &tokio_postgres::Error) -> StoreError {
     let db = db.to_string();
     let detail = match e.as_db_error() {
         Some(d) => format!("{} (SQLSTATE {})", d.message(), d.code().code()),
-        None => e.to_string(),
+        None => with_causes(e),
     };
     let Some(code) = e.code() else {
         // No SQLSTATE: the connection itself failed (refused, reset, closed).
