@@ -661,4 +661,23 @@ async fn facts_travel_over_tls_and_a_wrong_ca_or_a_plain_url_says_why() {
         assert_eq!(r.status(), 200);
     }
     assert_eq!(healthy.total(), 2);
+
+    // tls:// to a server without TLS: refused (never downgraded), and said so.
+    let bare = NatsServer::start(&bin, &[]).await;
+    let w = TeamWeir::start(
+        &healthy.origin(),
+        &format!("nats_url = \"tls://{}\"\n", bare.addr),
+        None,
+    )
+    .await;
+    assert!(
+        eventually_status(&w.handle, 1500, |s| team_of(s)
+            .error
+            .as_deref()
+            .is_some_and(|e| e.contains("does not offer TLS")))
+        .await,
+        "{:?}",
+        team_of(&w.status().await)
+    );
+    assert!(!team_of(&w.status().await).connected);
 }

@@ -27,6 +27,8 @@ const TICK: Duration = Duration::from_millis(250);
 /// team for a day).
 const MAX_PEER_PAUSE: Duration = Duration::from_secs(600);
 const PUBLISH_TIMEOUT: Duration = Duration::from_secs(2);
+/// How often a failing link is diagnosed (see [`super::tls::diagnose`]).
+const DIAGNOSE_EVERY: Duration = Duration::from_secs(30);
 /// Messages buffered by the subscription before a slow consumer starts losing them.
 const SUBSCRIPTION_CAPACITY: usize = 1024;
 
@@ -288,7 +290,14 @@ fn diagnose(s: &Arc<Shared>) {
                 *error = Some(why);
             }
         }
-        s.diagnosing.store(false, SeqCst);
+        // At most one look per DIAGNOSE_EVERY while the link keeps failing (reconnects come
+        // every few seconds; each look is a connection to the server).
+        let weak = Arc::downgrade(&s);
+        drop(s);
+        tokio::time::sleep(DIAGNOSE_EVERY).await;
+        if let Some(s) = weak.upgrade() {
+            s.diagnosing.store(false, SeqCst);
+        }
     });
 }
 
