@@ -15,14 +15,18 @@
 #      Pause/Resume (labels change), "Copy shell proxy settings" (a Notify call is seen),
 #      "Open dashboard" (window appears; screenshot saved to out/tray-dashboard.png), then closes
 #      it (WM_DELETE_WINDOW): the window and every WebKit process under the app must go away;
-#   5. breaks the upstream and sends requests through the proxy: the menu's copilot-api line
+#   5. stores a GitHub token with `weir token set` (the upstream serves an agent-sessions
+#      list): the menu's sessions line must count it, the "Recent agent sessions" submenu must
+#      list it; the session then finishes upstream: an "Agent session finished" notification;
+#   6. breaks the upstream and sends requests through the proxy: the menu's copilot-api line
 #      must turn OPEN and a "circuit open" notification must be sent;
-#   6. clicks Quit: the app must drain and exit 0.
+#   7. clicks Quit: the app must drain and exit 0.
 # Every check prints PASS/FAIL; the script exits 1 if any failed.
 #
 # Needs (Debian): apt-get install -y --no-install-recommends xvfb xauth imagemagick dunst \
 #   dbus-x11 gnome-keyring x11-utils libglib2.0-bin curl python3  (+ Tauri's build packages).
-# Env: WEIR_TRAY_BIN=path    use this binary instead of `cargo build -p weir-tray`
+# Env: WEIR_TRAY_BIN=path    use this binary instead of `cargo build -p weir-tray` (the `weir`
+#                            CLI is taken from the same directory)
 #      WEIR_SMOKE_OUT=dir    where the screenshot goes (default: <repo>/out)
 #      WEIR_SMOKE_BREAKER=0  report a missing breaker transition as SKIP instead of FAIL
 #      WEIR_SMOKE_KEEP=1     keep the temp dir (logs) for inspection
@@ -38,12 +42,13 @@ if [[ -z "${WEIR_SMOKE_IN_SESSION:-}" ]]; then
     done
     if [[ -z "${WEIR_TRAY_BIN:-}" ]]; then
         echo "tray-smoke.sh: building weir-tray"
-        (cd "$ROOT" && cargo build -p weir-tray)
+        (cd "$ROOT" && cargo build -p weir-tray -p weir)
         target=$(cd "$ROOT" && cargo metadata --format-version 1 --no-deps |
             python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')
         WEIR_TRAY_BIN="$target/debug/weir-tray"
     fi
     [[ -x "$WEIR_TRAY_BIN" ]] || { echo "tray-smoke.sh: $WEIR_TRAY_BIN is not an executable" >&2; exit 127; }
+    [[ -x "$(dirname "$WEIR_TRAY_BIN")/weir" ]] || { echo "tray-smoke.sh: no weir CLI beside $WEIR_TRAY_BIN (cargo build -p weir)" >&2; exit 127; }
     WEIR_TRAY_BIN=$(cd "$(dirname "$WEIR_TRAY_BIN")" && pwd)/$(basename "$WEIR_TRAY_BIN")
     export WEIR_TRAY_BIN WEIR_SMOKE_IN_SESSION=1
     # with-keychain.sh sets XDG_DATA_HOME/XDG_RUNTIME_DIR before the bus starts, so services the
@@ -99,17 +104,21 @@ bus NameHasOwner org.freedesktop.Notifications | grep -q true || die "dunst did 
 dbus-monitor --session "type='method_call',interface='org.freedesktop.Notifications',member='Notify'" >"$TMP/notify.log" 2>&1 &
 PIDS+=($!)
 
-# --- loopback upstream: 200 while $TMP/mode says ok, 500 while it says fail
+# --- loopback upstream: 200 while $TMP/mode says ok, 500 while it says fail; the agent
+# sessions list is $TMP/sessions.json
 echo ok >"$TMP/mode"
+echo '{"sessions": []}' >"$TMP/sessions.json"
 cat >"$TMP/upstream.py" <<'PY'
 import http.server, json, sys
-port, mode_file = int(sys.argv[1]), sys.argv[2]
+port, mode_file, sessions_file = int(sys.argv[1]), sys.argv[2], sys.argv[3]
 class H(http.server.BaseHTTPRequestHandler):
     def answer(self):
         n = int(self.headers.get("content-length") or 0)
         if n: self.rfile.read(n)
         failing = open(mode_file).read().strip() == "fail"
         body = json.dumps({"ok": not failing}).encode()
+        if not failing and self.command == "GET" and self.path.startswith("/agents/sessions?"):
+            body = open(sessions_file, "rb").read()
         self.send_response(500 if failing else 200)
         self.send_header("content-type", "application/json")
         self.send_header("content-length", str(len(body)))
@@ -120,7 +129,7 @@ class H(http.server.BaseHTTPRequestHandler):
 http.server.ThreadingHTTPServer(("127.0.0.1", port), H).serve_forever()
 PY
 UPORT=$(free_port)
-python3 "$TMP/upstream.py" "$UPORT" "$TMP/mode" &
+python3 "$TMP/upstream.py" "$UPORT" "$TMP/mode" "$TMP/sessions.json" &
 PIDS+=($!)
 for _ in $(seq 50); do curl -fsS "http://127.0.0.1:$UPORT/" >/dev/null 2>&1 && break; sleep 0.1; done
 
@@ -132,6 +141,11 @@ listen = "127.0.0.1:$PORT"
 [[upstream]]
 name = "copilot-api"
 origin = "http://127.0.0.1:$UPORT"
+
+# The sessions companion polls at the list TTL (5 s at least): keep the smoke test short.
+[classes.list]
+fresh_ttl = "5s"
+stale_while_revalidate = "0s"
 EOF
 # HOME too: the autostart entry goes to $HOME/.config/autostart whatever XDG_CONFIG_HOME says.
 mkdir -p "$TMP/home"
@@ -221,6 +235,28 @@ click 'Leave cache only' && wait_label '^Cache only' 5 && ! menu | cut -f2 | gre
     curl -fsS "http://127.0.0.1:$PORT/_weir/api/mode" | grep -Eq '"chosen": ?"automatic"' &&
     pass "Leave cache only: back to automatic" || fail "Leave cache only did not go back to automatic"
 
+# --- the agent-sessions companion: a token stored with the CLI (the running app is told), the
+# upstream's list counted in the sessions line and listed in the submenu; then the session
+# finishes upstream and the app says so.
+cat >"$TMP/sessions.json" <<'JSON'
+{"sessions": [{"id": "smoke-1", "state": "in_progress", "name": "Smoke task", "repository": "octo/app",
+               "updated_at": "2026-11-30T09:00:00Z"}]}
+JSON
+printf 'gho_smokeToken0123456789abcdef\n' |
+    "$(dirname "$WEIR_TRAY_BIN")/weir" token --config "$TMP/config.toml" --data-dir "$TMP/weir-data" set >"$TMP/token.log" 2>&1 ||
+    fail "weir token set failed: $(cat "$TMP/token.log")"
+grep -q 'picked the change up' "$TMP/token.log" && pass "weir token set: the running app was told" ||
+    fail "weir token set did not reach the running app: $(cat "$TMP/token.log")"
+wait_label '^Agent sessions: 1 running' 30 && pass "sessions line: $(menu | cut -f2 | grep '^Agent sessions')" ||
+    fail "sessions line never counted the stored token's session: $(menu | cut -f2 | grep '^Agent sessions' || true)"
+[[ -n "$(item_id 'Recent agent sessions')" ]] && wait_label '^Running · octo/app: Smoke task$' 5 &&
+    pass "recent sessions submenu lists 'Running · octo/app: Smoke task'" ||
+    fail "no 'Running · octo/app: Smoke task' under 'Recent agent sessions'"
+sed -i 's/"in_progress"/"completed"/; s/09:00:00Z/09:05:00Z/' "$TMP/sessions.json"
+wait_notify 'Agent session finished' 40 && wait_label '^Finished · octo/app: Smoke task$' 5 &&
+    pass "the session finished upstream: notified, and the submenu line says Finished" ||
+    fail "no 'Agent session finished' notification / Finished line after the session completed"
+
 # --- a notification through the real notification server
 click 'Copy shell proxy settings' && wait_notify 'Proxy settings copied' 5 && pass "Notify call seen (proxy settings copied)" ||
     fail "no Notify call after 'Copy shell proxy settings' (notify.log: $(wc -l <"$TMP/notify.log") lines)"
@@ -235,7 +271,8 @@ dunstctl close-all 2>/dev/null || true # the popup above would count as colours
 click 'Open dashboard' || true
 wid=""
 for _ in $(seq 100); do
-    wid=$(xwininfo -root -tree 2>/dev/null | awk '/"Weir"/ { print $1; exit }')
+    # A window going away mid-listing makes xwininfo fail: not a reason to stop the script.
+    wid=$(xwininfo -root -tree 2>/dev/null | awk '/"Weir"/ { print $1; exit }' || true)
     [[ -n "$wid" ]] && break
     sleep 0.2
 done

@@ -34,6 +34,26 @@ pub(crate) fn http_builder(limits: &crate::config::Limits) -> auto::Builder<Toki
     builder
 }
 
+/// Tells an HTTP/1.1 client how long Weir keeps its idle connection open (`Keep-Alive:
+/// timeout=N`, a second under `header_read_timeout`, after which hyper closes it): a client
+/// that honours the hint (undici, Node's agents, many pools) opens a new connection instead of
+/// reusing one Weir is about to close, and never sees that race as a reset. HTTP/2 has its own
+/// GOAWAY; answers that close anyway and upgrades get no hint.
+pub(crate) fn keep_alive_hint<B>(version: http::Version, resp: &mut Response<B>, idle: Duration) {
+    if version != http::Version::HTTP_11
+        || resp.status() == StatusCode::SWITCHING_PROTOCOLS
+        || resp.headers().contains_key(http::header::CONNECTION)
+    {
+        return;
+    }
+    let secs = idle.as_secs().saturating_sub(1).max(1);
+    if let Ok(v) = http::HeaderValue::from_str(&format!("timeout={secs}")) {
+        resp.headers_mut()
+            .entry(http::HeaderName::from_static("keep-alive"))
+            .or_insert(v);
+    }
+}
+
 /// Serves `listener` until `shutdown`, handing each request to `handler`. `base_url` makes
 /// the over-the-limit problem's `type` absolute. Header limits and the drain timeout are read
 /// from `live` per connection (and at shutdown); the connection limit is fixed at start.
@@ -71,11 +91,18 @@ pub(crate) async fn serve<H, Fut>(
         };
         let _ = stream.set_nodelay(true);
         let h = handler.clone();
-        let svc = service_fn(move |req| {
+        let limits = live.get().limits.clone();
+        let idle = limits.header_read_timeout;
+        let svc = service_fn(move |req: Request<Incoming>| {
+            let version = req.version();
             let fut = h(req);
-            async move { Ok::<_, std::convert::Infallible>(fut.await) }
+            async move {
+                let mut resp = fut.await;
+                keep_alive_hint(version, &mut resp, idle);
+                Ok::<_, std::convert::Infallible>(resp)
+            }
         });
-        let builder = http_builder(&live.get().limits);
+        let builder = http_builder(&limits);
         let conn = builder
             .serve_connection_with_upgrades(TokioIo::new(stream), svc)
             .into_owned();

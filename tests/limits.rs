@@ -103,3 +103,37 @@ async fn tunnels_count_against_the_connection_limit() {
     );
     assert!(statuses[2].starts_with("HTTP/1.1 503"), "{statuses:?}");
 }
+
+#[tokio::test]
+async fn an_idle_keep_alive_connection_is_told_when_weir_will_close_it_and_then_closed() {
+    let weir = Weir::start(&[], "[limits]\nheader_read_timeout = \"3s\"\n").await;
+    let addr = weir.handle.local_addr();
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    let request = format!("GET /_weir/api/health HTTP/1.1\r\nHost: {addr}\r\n\r\n");
+    s.write_all(request.as_bytes()).await.unwrap();
+    let mut head = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+        let n = s.read(&mut buf).await.unwrap();
+        assert!(n > 0, "closed before answering");
+        head.extend_from_slice(&buf[..n]);
+    }
+    let text = String::from_utf8_lossy(&head).to_ascii_lowercase();
+    assert!(text.starts_with("http/1.1 200"), "{text}");
+    // A second under header_read_timeout: a pool that honours it never reuses a closing socket.
+    assert!(text.contains("\r\nkeep-alive: timeout=2\r\n"), "{text}");
+    // The connection stays usable, then Weir closes it once it has been idle that long.
+    let closed = tokio::time::timeout(std::time::Duration::from_secs(30), async {
+        loop {
+            match s.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(_) => continue, // the rest of the first body
+            }
+        }
+    })
+    .await;
+    assert!(
+        closed.is_ok(),
+        "Weir kept an idle connection open past its hint"
+    );
+}

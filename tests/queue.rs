@@ -336,6 +336,8 @@ async fn the_cli_lists_and_cancels_queued_creates() {
     let _ = lines.next();
     let dash = lines.next().unwrap().unwrap();
     let secret = dash.rsplit("#secret=").next().unwrap().to_string();
+    // Keep reading what `weir serve` prints: a dropped pipe would make its next line fail.
+    std::thread::spawn(move || for _ in lines {});
     let client = reqwest::Client::builder()
         .proxy(reqwest::Proxy::all(format!("http://127.0.0.1:{port}")).unwrap())
         .build()

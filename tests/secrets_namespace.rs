@@ -102,3 +102,57 @@ fn two_data_dirs_keep_their_own_ca_key() {
     CaStore::for_data_dir(&b).rotate(&hosts).unwrap();
     assert!(CaStore::for_data_dir(&a).load().is_ok());
 }
+
+/// Only inside scripts/with-keychain.sh's throwaway keyring: this test writes the service `weir`
+/// itself (the pre-namespacing entry), which must never happen in a developer's own keyring.
+fn in_private_keyring() -> bool {
+    let bus = std::env::var("WEIR_KEYCHAIN_BUS").ok();
+    bus.is_some() && bus == std::env::var("DBUS_SESSION_BUS_ADDRESS").ok()
+}
+
+#[test]
+fn a_ca_key_kept_before_namespacing_is_adopted_only_for_its_own_certificate() {
+    if !keychain_works() || !in_private_keyring() {
+        eprintln!("skipped: needs scripts/with-keychain.sh (writes the service `weir`)");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let hosts = settings().intercept_hosts();
+    let legacy = Namespace::named(weir::secrets::DEFAULT_SERVICE);
+    // An install with another data dir, made before namespacing: its key under `weir`.
+    let old = dir.path().join("old");
+    let made = CaStore::new(&old, &legacy).load_or_create(&hosts).unwrap();
+    assert!(made.created);
+    assert_eq!(
+        stored(&old, Account::LocalCaKey),
+        None,
+        "not yet in its own namespace"
+    );
+    let loaded = CaStore::for_data_dir(&old)
+        .load()
+        .expect("the old key is found");
+    assert_eq!(loaded.fingerprint_sha256(), made.ca.fingerprint_sha256());
+    assert!(
+        stored(&old, Account::LocalCaKey).is_some(),
+        "copied into this install's own entry"
+    );
+    assert!(
+        legacy
+            .keychain()
+            .get(Account::LocalCaKey.as_str())
+            .unwrap()
+            .is_some(),
+        "the old entry stays for the default install"
+    );
+    // Another install whose certificate does not match the key under `weir`: never adopted.
+    let other = dir.path().join("other");
+    CaStore::new(&other, &Namespace::named("weir-test-scratch"))
+        .load_or_create(&hosts)
+        .unwrap();
+    let err = CaStore::for_data_dir(&other).load().unwrap_err();
+    assert!(
+        matches!(err, weir::intercept::CaError::NoKey { .. }),
+        "{err}"
+    );
+    assert_eq!(stored(&other, Account::LocalCaKey), None);
+}

@@ -5,6 +5,7 @@ use crate::dashboard;
 use crate::engine_task::{self, Engine};
 use crate::menu::MenuId;
 use crate::notify::{self, Notice};
+use crate::tray_state::TrayView;
 use crate::window::View;
 use tauri::menu::CheckMenuItem;
 use tauri::{AppHandle, Manager, Runtime};
@@ -12,21 +13,28 @@ use tauri_plugin_autostart::ManagerExt as _;
 use tauri_plugin_clipboard_manager::ClipboardExt as _;
 use tauri_plugin_opener::OpenerExt as _;
 
-/// Handles a click. `github_url` is the link behind the GitHub line right now;
-/// `autostart_item` is re-checked from the real login-item state after a toggle.
+/// Handles a click. `shown` is what the menu shows right now (the GitHub line's link, the
+/// recent sessions' pages); `autostart_item` is re-checked from the real login-item state
+/// after a toggle.
 pub fn on_click<R: Runtime>(
     app: &AppHandle<R>,
     id: MenuId,
-    github_url: Option<String>,
+    shown: Option<&TrayView>,
     autostart_item: &CheckMenuItem<R>,
 ) {
+    let github_url = shown.and_then(|v| v.github_url.clone());
     let result = match id {
-        MenuId::Overall | MenuId::Upstream(_) | MenuId::OpenDashboard => {
+        MenuId::Overall | MenuId::Upstream(_) | MenuId::OpenDashboard | MenuId::Team => {
             dashboard::show(app, View::Overview).map_err(|e| e.to_string())
         }
         MenuId::Queue => dashboard::show(app, View::Queue).map_err(|e| e.to_string()),
         MenuId::Sessions => dashboard::show(app, View::Sessions).map_err(|e| e.to_string()),
         MenuId::Github => open_github(app, github_url),
+        MenuId::RecentSession(i) => match shown.and_then(|v| v.recent_sessions.get(i)) {
+            Some(line) => open_url(app, &line.url),
+            // The submenu changed between the click and now: show them all instead.
+            None => dashboard::show(app, View::Sessions).map_err(|e| e.to_string()),
+        },
         MenuId::TogglePause => {
             let engine = app.state::<Engine>();
             engine.handle.set_paused(!engine.handle.is_paused());
@@ -57,14 +65,23 @@ pub fn on_click<R: Runtime>(
             key: "Weir".into(),
             summary: "Weir could not do that".into(),
             body: message,
+            level: crate::notify::Level::Info,
         });
     }
 }
 
 fn open_github<R: Runtime>(app: &AppHandle<R>, url: Option<String>) -> Result<(), String> {
     let url = url.unwrap_or_else(|| "https://www.githubstatus.com".to_string());
+    open_url(app, &url)
+}
+
+/// Opens an https page in the default browser (the engine only hands out https links).
+fn open_url<R: Runtime>(app: &AppHandle<R>, url: &str) -> Result<(), String> {
+    if !url.starts_with("https://") {
+        return Err(format!("not opening {url}: only https pages are opened"));
+    }
     app.opener()
-        .open_url(&url, None::<&str>)
+        .open_url(url, None::<&str>)
         .map_err(|e| format!("cannot open {url}: {e}"))
 }
 
@@ -76,6 +93,7 @@ fn copy_proxy_settings<R: Runtime>(app: &AppHandle<R>) -> Result<(), String> {
                 key: "Weir".into(),
                 summary: "Proxy settings copied".into(),
                 body: text,
+                level: crate::notify::Level::Info,
             });
             Ok(())
         }

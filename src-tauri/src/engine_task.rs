@@ -151,6 +151,7 @@ async fn warn_pointed_tools(handle: &EngineHandle) {
         key: "Weir".into(),
         summary: "These tools still point at Weir".into(),
         body: lines.join("\n"),
+        level: crate::notify::Level::Info,
     };
     // Sent before the engine stops (and waited for): the app exits right after.
     let _ = tauri::async_runtime::spawn_blocking(move || crate::notify::send(&notice)).await;

@@ -1,8 +1,8 @@
 //! The tray menu: typed item IDs ([`MenuId`]) and the live menu ([`TrayMenu`]) whose labels
 //! follow the latest [`TrayView`].
 
-use crate::tray_state::TrayView;
-use tauri::menu::{CheckMenuItem, Menu, MenuItem, PredefinedMenuItem};
+use crate::tray_state::{SessionLine, TrayView};
+use tauri::menu::{CheckMenuItem, Menu, MenuItem, PredefinedMenuItem, Submenu};
 use tauri::{AppHandle, Runtime};
 
 /// Every clickable (or updatable) line of the tray menu. The string form only exists at the
@@ -19,6 +19,10 @@ pub enum MenuId {
     Github,
     /// "Agent sessions: 2 running, 1 ready for review": opens the dashboard's sessions view.
     Sessions,
+    /// The n-th line of the recent-sessions submenu: opens that session (or its PR).
+    RecentSession(usize),
+    /// What teammates' Weirs report (informational; opens the dashboard).
+    Team,
     OpenDashboard,
     TogglePause,
     /// Cache only on/off (the third mode; pause is pass-through).
@@ -31,12 +35,16 @@ pub enum MenuId {
 }
 
 const UPSTREAM_PREFIX: &str = "upstream-";
+const SESSION_PREFIX: &str = "session-";
+/// The submenu's own ID (a submenu is not clickable, but Tauri wants an ID).
+const RECENT_SUBMENU: &str = "recent-sessions";
 
 impl MenuId {
     /// The ID Tauri carries in its menu events.
     pub fn as_id(&self) -> String {
         match self {
             MenuId::Upstream(i) => format!("{UPSTREAM_PREFIX}{i}"),
+            MenuId::RecentSession(i) => format!("{SESSION_PREFIX}{i}"),
             other => other.fixed_id().to_string(),
         }
     }
@@ -44,14 +52,10 @@ impl MenuId {
     /// The inverse of [`MenuId::as_id`]; `None` for IDs this shell never made.
     pub fn from_id(id: &str) -> Option<MenuId> {
         if let Some(n) = id.strip_prefix(UPSTREAM_PREFIX) {
-            // Reject "+1", "01" and the like so the mapping stays one-to-one.
-            if n.is_empty()
-                || !n.bytes().all(|b| b.is_ascii_digit())
-                || (n.len() > 1 && n.starts_with('0'))
-            {
-                return None;
-            }
-            return n.parse().ok().map(MenuId::Upstream);
+            return index(n).map(MenuId::Upstream);
+        }
+        if let Some(n) = id.strip_prefix(SESSION_PREFIX) {
+            return index(n).map(MenuId::RecentSession);
         }
         FIXED.iter().copied().find(|m| m.fixed_id() == id)
     }
@@ -60,6 +64,8 @@ impl MenuId {
         match self {
             MenuId::Overall => "overall",
             MenuId::Upstream(_) => UPSTREAM_PREFIX,
+            MenuId::RecentSession(_) => SESSION_PREFIX,
+            MenuId::Team => "team",
             MenuId::Queue => "queue",
             MenuId::Github => "github",
             MenuId::Sessions => "sessions",
@@ -74,12 +80,22 @@ impl MenuId {
     }
 }
 
+/// A decimal index without sign or leading zero, so the ID mapping stays one-to-one.
+fn index(n: &str) -> Option<usize> {
+    if n.is_empty() || !n.bytes().all(|b| b.is_ascii_digit()) || (n.len() > 1 && n.starts_with('0'))
+    {
+        return None;
+    }
+    n.parse().ok()
+}
+
 /// The IDs without a payload, for [`MenuId::from_id`].
-const FIXED: [MenuId; 11] = [
+const FIXED: [MenuId; 12] = [
     MenuId::Overall,
     MenuId::Queue,
     MenuId::Github,
     MenuId::Sessions,
+    MenuId::Team,
     MenuId::OpenDashboard,
     MenuId::TogglePause,
     MenuId::ToggleCacheOnly,
@@ -115,6 +131,9 @@ pub struct TrayMenu<R: Runtime> {
     queue: MenuItem<R>,
     github: MenuItem<R>,
     sessions: MenuItem<R>,
+    recent: Submenu<R>,
+    /// Present only when `[team]` was configured at start.
+    team: Option<MenuItem<R>>,
     pause: MenuItem<R>,
     cache_only: MenuItem<R>,
     restart: MenuItem<R>,
@@ -138,6 +157,12 @@ impl<R: Runtime> TrayMenu<R> {
         let queue = item(MenuId::Queue, &view.queue_line, true)?;
         let github = item(MenuId::Github, &view.github_line, true)?;
         let sessions = item(MenuId::Sessions, &view.sessions_line, true)?;
+        let recent = Submenu::with_id(app, RECENT_SUBMENU, "Recent agent sessions", true)?;
+        fill_recent(app, &recent, &view.recent_sessions)?;
+        let team = match &view.team_line {
+            Some(line) => Some(item(MenuId::Team, line, true)?),
+            None => None,
+        };
         let open = item(MenuId::OpenDashboard, "Open dashboard", true)?;
         let pause = item(MenuId::TogglePause, pause_label(view.paused), true)?;
         let cache_only = item(
@@ -164,6 +189,10 @@ impl<R: Runtime> TrayMenu<R> {
         menu.append(&queue)?;
         menu.append(&github)?;
         menu.append(&sessions)?;
+        menu.append(&recent)?;
+        if let Some(team) = &team {
+            menu.append(team)?;
+        }
         menu.append(&PredefinedMenuItem::separator(app)?)?;
         menu.append_items(&[&open, &pause, &cache_only, &copy, &autostart])?;
         menu.append(&restart)?;
@@ -176,6 +205,8 @@ impl<R: Runtime> TrayMenu<R> {
             queue,
             github,
             sessions,
+            recent,
+            team,
             pause,
             cache_only,
             restart,
@@ -207,6 +238,14 @@ impl<R: Runtime> TrayMenu<R> {
         if changed(|v| &v.sessions_line) {
             self.sessions.set_text(&new.sessions_line)?;
         }
+        if old.is_none_or(|o| o.recent_sessions != new.recent_sessions) {
+            fill_recent(self.menu.app_handle(), &self.recent, &new.recent_sessions)?;
+        }
+        if let (Some(item), Some(line)) = (&self.team, &new.team_line) {
+            if old.is_none_or(|o| o.team_line.as_ref() != Some(line)) {
+                item.set_text(line)?;
+            }
+        }
         if changed(|v| &v.restart_line) {
             self.restart.set_text(&new.restart_line)?;
         }
@@ -225,6 +264,39 @@ impl<R: Runtime> TrayMenu<R> {
     }
 }
 
+/// Replaces the submenu's lines with `lines` (their number changes, so the items are rebuilt;
+/// the submenu is small and changes only when a session does).
+fn fill_recent<R: Runtime>(
+    app: &AppHandle<R>,
+    submenu: &Submenu<R>,
+    lines: &[SessionLine],
+) -> tauri::Result<()> {
+    for old in submenu.items()? {
+        submenu.remove(&old)?;
+    }
+    if lines.is_empty() {
+        let none = MenuItem::with_id(
+            app,
+            "no-recent-sessions",
+            "No recent sessions",
+            false,
+            None::<&str>,
+        )?;
+        return submenu.append(&none);
+    }
+    for (i, line) in lines.iter().enumerate() {
+        let id = MenuId::RecentSession(i).as_id();
+        submenu.append(&MenuItem::with_id(
+            app,
+            id,
+            &line.label,
+            true,
+            None::<&str>,
+        )?)?;
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -236,6 +308,8 @@ mod tests {
             MenuId::Upstream(0),
             MenuId::Upstream(7),
             MenuId::Upstream(123),
+            MenuId::RecentSession(0),
+            MenuId::RecentSession(7),
         ]);
         for id in &all {
             assert_eq!(
@@ -258,6 +332,11 @@ mod tests {
             "upstream-+1",
             "upstream-01",
             "upstream--1",
+            "session-",
+            "session-01",
+            "session-x",
+            "recent-sessions",
+            "no-recent-sessions",
             "Quit",
             "quit ",
             "tray",

@@ -20,6 +20,17 @@ pub struct Notice {
     pub key: String,
     pub summary: String,
     pub body: String,
+    pub level: Level,
+}
+
+/// How serious a notice is. Within a key's quiet window, a notice more serious than the one
+/// last shown still goes out at once: "degraded" must not hide "circuit open" seconds later.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Level {
+    #[default]
+    Info,
+    Warning,
+    Alert,
 }
 
 /// The notice an event deserves, if any (pause toggles and intermediate states get none).
@@ -29,22 +40,24 @@ pub fn notice_for(event: &Event) -> Option<Notice> {
             key: key.to_string(),
             summary,
             body,
+            level: Level::Info,
         })
     };
+    let with = |n: Option<Notice>, level: Level| n.map(|n| Notice { level, ..n });
     match event {
         Event::Breaker { upstream, to, reason, .. } => match to {
-            BreakerState::Open => n(
+            BreakerState::Open => with(n(
                 upstream,
                 format!("{upstream}: circuit open"),
                 format!("{reason}. Weir answers from its cache and queues new sessions until it recovers."),
-            ),
+            ), Level::Alert),
             BreakerState::Closed if reason.starts_with("recovered: ") => n(upstream, format!("{upstream}: back to normal"), format!("{reason}.")),
             BreakerState::Closed => n(upstream, format!("{upstream}: recovered"), format!("Circuit closed again: {reason}.")),
-            BreakerState::Degraded => n(
+            BreakerState::Degraded => with(n(
                 upstream,
                 format!("{upstream} degraded"),
                 format!("{reason}. Calls still go through; Weir is watching closely."),
-            ),
+            ), Level::Warning),
             BreakerState::HalfOpen => None,
         },
         Event::Queue { id, upstream, state, detail, .. } => match state {
@@ -92,12 +105,15 @@ pub fn notice_for(event: &Event) -> Option<Notice> {
 #[derive(Debug)]
 struct KeyState {
     last_shown: Instant,
+    /// The level of the notice that started the window.
+    level: Level,
     held: u32,
     latest: Option<Notice>,
 }
 
 /// At most one notification per key per window; what arrives in between is counted and shown
-/// as one summary ("N more changes") when the window ends.
+/// as one summary ("N more changes") when the window ends. A notice more serious than the one
+/// that started the window is shown at once and starts a new window (an escalation is news).
 #[derive(Debug)]
 pub struct Limiter {
     window: Duration,
@@ -115,7 +131,10 @@ impl Limiter {
     /// `Some(notice)` to show now, `None` when it was held for the next summary.
     pub fn offer(&mut self, notice: Notice, now: Instant) -> Option<Notice> {
         match self.keys.get_mut(&notice.key) {
-            Some(k) if now.saturating_duration_since(k.last_shown) < self.window => {
+            Some(k)
+                if now.saturating_duration_since(k.last_shown) < self.window
+                    && notice.level <= k.level =>
+            {
                 k.held += 1;
                 k.latest = Some(notice);
                 None
@@ -130,6 +149,7 @@ impl Limiter {
                 }
                 *k = KeyState {
                     last_shown: now,
+                    level: notice.level,
                     held: 0,
                     latest: None,
                 };
@@ -140,6 +160,7 @@ impl Limiter {
                     notice.key.clone(),
                     KeyState {
                         last_shown: now,
+                        level: notice.level,
                         held: 0,
                         latest: None,
                     },
@@ -165,9 +186,11 @@ impl Limiter {
                 key: key.clone(),
                 summary: format!("{key}: {} more {}", k.held, changes(k.held)),
                 body: latest,
+                level: Level::Info,
             });
             k.held = 0;
             k.last_shown = now;
+            k.level = Level::Info;
         }
         out.sort_by(|a, b| a.key.cmp(&b.key));
         out
@@ -202,7 +225,39 @@ mod tests {
             key: key.into(),
             summary: summary.into(),
             body: "b".into(),
+            level: Level::Info,
         }
+    }
+
+    #[test]
+    fn an_open_breaker_right_after_degraded_is_shown_but_repeats_are_held() {
+        let t0 = Instant::now();
+        let at = SystemTime::now();
+        let br = |to: BreakerState| Event::Breaker {
+            upstream: "copilot-api".into(),
+            from: BreakerState::Closed,
+            to,
+            at,
+            reason: "failure rate 29% ≥ 25% over last 7 calls".into(),
+        };
+        let mut l = Limiter::new(WINDOW);
+        let degraded = notice_for(&br(BreakerState::Degraded)).unwrap();
+        assert_eq!(degraded.level, Level::Warning);
+        assert!(l.offer(degraded.clone(), t0).is_some());
+        // Seconds later it opens: more serious, so it is news, shown at once.
+        let open = notice_for(&br(BreakerState::Open)).unwrap();
+        assert_eq!(open.level, Level::Alert);
+        let shown = l.offer(open.clone(), t0 + Duration::from_secs(3));
+        assert_eq!(
+            shown.map(|n| n.summary),
+            Some("copilot-api: circuit open".into())
+        );
+        // Flapping after that (degraded, open again) is held for the summary as before.
+        assert_eq!(l.offer(open, t0 + Duration::from_secs(20)), None);
+        assert_eq!(l.offer(degraded, t0 + Duration::from_secs(30)), None);
+        let due = l.due(t0 + Duration::from_secs(3) + WINDOW);
+        assert_eq!(due.len(), 1);
+        assert_eq!(due[0].summary, "copilot-api: 2 more changes");
     }
 
     #[test]

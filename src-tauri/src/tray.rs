@@ -54,8 +54,8 @@ pub fn install<R: Runtime>(app: &AppHandle<R>) -> Result<(), TrayError> {
                 tracing::debug!("weir-tray: ignoring menu event {:?}", event.id());
                 return;
             };
-            let github_url = for_clicks.lock().ok().and_then(|v| v.github_url.clone());
-            actions::on_click(app, id, github_url, &autostart_item);
+            let shown = for_clicks.lock().ok().map(|v| v.clone());
+            actions::on_click(app, id, shown.as_ref(), &autostart_item);
         })
         .build(app)?;
     tauri::async_runtime::spawn(refresh_loop(engine, tray, menu, shown));

@@ -39,7 +39,22 @@ pub struct TrayView {
     pub sessions_line: String,
     /// "Restart engine", naming the changed settings that wait for it.
     pub restart_line: String,
+    /// The submenu of recent agent sessions, newest first; a click opens `url`.
+    pub recent_sessions: Vec<SessionLine>,
+    /// "3 teammates see copilot-api failing" (or that none do / the link is down); `None` when
+    /// `[team]` is not configured.
+    pub team_line: Option<String>,
 }
+
+/// One line of the recent-sessions submenu and the page its click opens.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SessionLine {
+    pub label: String,
+    pub url: String,
+}
+
+/// How many recent sessions the submenu shows (the engine keeps a few more for the dashboard).
+pub const SUBMENU_SESSIONS: usize = 8;
 
 /// GitHub Status' page-wide indicator. The engine carries Statuspage's word as a string
 /// (`weir_status::GithubStatus::indicator`); it is turned into this enum here, in one place.
@@ -248,6 +263,63 @@ pub fn tray_view(
         cache_only: status.mode.chosen == weir::mode::Mode::CacheOnly,
         sessions_line: sessions_line(&status.sessions),
         restart_line: restart_line(&status.settings.restart_required),
+        recent_sessions: status
+            .sessions
+            .recent
+            .iter()
+            .take(SUBMENU_SESSIONS)
+            .map(session_line)
+            .collect(),
+        team_line: status.team.as_ref().map(team_line),
+    }
+}
+
+/// "Running · octo/app: Fix the login bug": the group first (what the developer scans for),
+/// then where and what. Long titles are cut so the menu stays narrow.
+fn session_line(s: &weir::status::SessionSummary) -> SessionLine {
+    use weir::status::SessionGroup;
+    let group = match s.group {
+        SessionGroup::Running => "Running",
+        SessionGroup::ReadyForReview => "Ready for review",
+        SessionGroup::Failed => "Failed",
+        SessionGroup::Finished => "Finished",
+        SessionGroup::Other => s.state.as_str(),
+    };
+    let what = s.title.as_deref().unwrap_or(&s.id);
+    let what = shorten(what, 60);
+    let label = match &s.repository {
+        Some(repo) => format!("{group} · {repo}: {what}"),
+        None => format!("{group} · {what}"),
+    };
+    SessionLine {
+        label,
+        url: s.url.clone(),
+    }
+}
+
+/// At most `max` characters, ending in "…" when cut (never splits a character).
+fn shorten(text: &str, max: usize) -> String {
+    let line = text.lines().next().unwrap_or_default().trim();
+    if line.chars().count() <= max && !text.trim().contains('\n') {
+        return line.to_string();
+    }
+    let cut: String = line.chars().take(max.saturating_sub(1)).collect();
+    format!("{}…", cut.trim_end())
+}
+
+/// The teammates line: what peers report, else whether the link works.
+fn team_line(t: &weir::status::TeamStatus) -> String {
+    if let Some(summary) = &t.summary {
+        return summary.clone();
+    }
+    if !t.connected {
+        let why = t.error.as_deref().unwrap_or("not connected");
+        return format!("Team signals: {why}");
+    }
+    match t.peers_seen {
+        0 => "Team signals: connected, no teammate heard yet".to_string(),
+        1 => "Teammates: 1 heard, no one sees trouble".to_string(),
+        n => format!("Teammates: {n} heard, no one sees trouble"),
     }
 }
 

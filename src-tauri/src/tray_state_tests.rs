@@ -400,3 +400,155 @@ async fn without_a_token_the_sessions_line_says_how_to_see_them_and_restart_name
         "Restart engine (to apply listen)"
     );
 }
+
+/// A loopback agents API answering every request with `body` (JSON), one request per
+/// connection; returns its origin.
+async fn agents_api(body: String) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let origin = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = listener.accept().await {
+            let body = body.clone();
+            tokio::spawn(async move {
+                let mut head = Vec::new();
+                let mut buf = [0u8; 1024];
+                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match s.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => head.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let answer = format!(
+                    "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = s.write_all(answer.as_bytes()).await;
+            });
+        }
+    });
+    origin
+}
+
+/// Stores `token` through the engine's control API, as the dashboard's token panel does.
+async fn store_token(e: &Engine, token: &str) -> u16 {
+    let body = format!(r#"{{"token":"{token}"}}"#);
+    let addr = e.handle.local_addr();
+    let request = format!(
+        "PUT /_weir/api/token HTTP/1.1\r\nHost: {addr}\r\nX-Weir-Secret: {}\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        e.handle.control_secret(),
+        body.len()
+    );
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    s.write_all(request.as_bytes()).await.unwrap();
+    let mut answer = Vec::new();
+    s.read_to_end(&mut answer).await.unwrap();
+    String::from_utf8_lossy(&answer)
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0)
+}
+
+#[tokio::test]
+async fn the_recent_sessions_submenu_shows_what_the_real_poller_listed_and_opens_their_pages() {
+    if std::env::var("DBUS_SESSION_BUS_ADDRESS").is_err() {
+        eprintln!("no session bus (keychain): run under scripts/with-keychain.sh");
+        return;
+    }
+    let sessions = serde_json::json!({ "sessions": [
+        {"id": "s-a", "state": "in_progress", "name": "Fix the login bug", "repository": "octo/app",
+         "updated_at": "2026-11-30T09:00:00Z"},
+        {"id": "s-b", "state": "completed", "name": "A title much longer than a tray menu should ever be, so it has to be cut short somewhere",
+         "repository": "octo/lib", "updated_at": "2026-11-30T08:00:00Z",
+         "pull_request": {"html_url": "https://github.com/octo/lib/pull/7"}}
+    ]});
+    let origin = agents_api(sessions.to_string()).await;
+    let toml = format!(
+        "listen = \"127.0.0.1:0\"\nwatch_github_status = false\n[[upstream]]\nname = \"copilot-api\"\norigin = \"{origin}\"\n[offline]\ndetect = false\n"
+    );
+    let settings = weir::config::parse_str(&toml, "tray-test.toml").expect("test config");
+    let dir = tempfile::tempdir().unwrap();
+    let handle = weir::start(weir::EngineOptions::new(settings, dir.path().join("data")))
+        .await
+        .expect("engine starts");
+    let e = Engine { handle, _dir: dir };
+    // Before a token: an empty submenu (the menu shows "No recent sessions").
+    let v = view_of(&e.handle, &Recent::default(), &utc_clock).await;
+    assert!(v.recent_sessions.is_empty(), "{v:?}");
+    assert_eq!(
+        store_token(&e, "gho_trayRecentSessions0123456789").await,
+        200
+    );
+    let mut v = v;
+    for _ in 0..300 {
+        v = view_of(&e.handle, &Recent::default(), &utc_clock).await;
+        if v.recent_sessions.len() == 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(v.recent_sessions.len(), 2, "the poller never listed: {v:?}");
+    let first = &v.recent_sessions[0];
+    assert_eq!(first.label, "Running · octo/app: Fix the login bug");
+    assert!(first.url.starts_with("https://github.com/"), "{first:?}");
+    let second = &v.recent_sessions[1];
+    assert!(
+        second
+            .label
+            .starts_with("Ready for review · octo/lib: A title much longer"),
+        "{second:?}"
+    );
+    assert!(second.label.ends_with('…') && second.label.chars().count() < 90);
+    assert!(second.url.contains("/octo/lib/pull/7"), "{second:?}");
+    // The sessions line counts what the submenu lists.
+    assert!(v.sessions_line.contains("1 running"), "{}", v.sessions_line);
+    e.handle.shutdown().await;
+}
+
+#[tokio::test]
+async fn the_teammates_line_follows_the_real_team_status() {
+    // No team configured: no line at all.
+    assert_eq!(view(&snapshot().await, &Recent::default()).team_line, None);
+    // [team] with a NATS server nothing listens on: the real engine says it is not connected.
+    let nats = dead_origin().replace("http://", "nats://");
+    let toml = format!(
+        "listen = \"127.0.0.1:0\"\nwatch_github_status = false\n[[upstream]]\nname = \"copilot-api\"\norigin = \"http://127.0.0.1:9\"\n[queue]\ncredentials = \"memory\"\n[offline]\ndetect = false\n[team]\nnats_url = \"{nats}\"\n"
+    );
+    let settings = weir::config::parse_str(&toml, "tray-test.toml").expect("test config");
+    let dir = tempfile::tempdir().unwrap();
+    let mut opts = weir::EngineOptions::new(settings, dir.path().join("data"));
+    opts.team_secrets = Some(weir::team::TeamSecrets {
+        key: weir::team::TeamKey::from_hex(
+            "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff",
+        ),
+        auth: None,
+    });
+    let handle = weir::start(opts).await.expect("engine starts");
+    let mut s = handle.status().await;
+    for _ in 0..100 {
+        if s.team.as_ref().is_some_and(|t| t.error.is_some()) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        s = handle.status().await;
+    }
+    handle.shutdown().await;
+    let line = view(&s, &Recent::default()).team_line.expect("a team line");
+    assert!(line.starts_with("Team signals: "), "{line}");
+    assert!(!s.team.as_ref().unwrap().connected);
+    // Connected, then teammates reporting an upstream failing: their summary is the line.
+    let t = s.team.as_mut().unwrap();
+    t.connected = true;
+    t.error = None;
+    t.peers_seen = 3;
+    assert_eq!(
+        view(&s, &Recent::default()).team_line.as_deref(),
+        Some("Teammates: 3 heard, no one sees trouble")
+    );
+    s.team.as_mut().unwrap().summary = Some("3 teammates see copilot-api failing".into());
+    assert_eq!(
+        view(&s, &Recent::default()).team_line.as_deref(),
+        Some("3 teammates see copilot-api failing")
+    );
+}

@@ -125,14 +125,41 @@ impl CaStore {
         let cert = self
             .read_cert()?
             .ok_or_else(|| CaError::NoCert { path: path.clone() })?;
-        let key = self
-            .keychain
-            .get_secret(KEY_ACCOUNT)?
-            .ok_or_else(|| CaError::NoKey {
+        if let Some(key) = self.keychain.get_secret(KEY_ACCOUNT)? {
+            return Ok(LocalCa::from_pem(&cert, key.expose())?);
+        }
+        match self.adopt_legacy_key(&cert) {
+            Some(ca) => Ok(ca),
+            None => Err(CaError::NoKey {
                 path,
                 service: self.keychain.service().to_string(),
-            })?;
-        Ok(LocalCa::from_pem(&cert, key.expose())?)
+            }),
+        }
+    }
+
+    /// Before keychain entries were namespaced per data dir, every install kept its CA key
+    /// under the service `weir`. An install with another `--data-dir` made then would lose
+    /// its CA (and its trust-store entry) now. If the old entry holds the key of *this*
+    /// certificate — the pair must match, so another install's key is never taken — it is
+    /// copied into this install's namespace. The old entry stays: the default install may
+    /// still use it.
+    fn adopt_legacy_key(&self, cert: &str) -> Option<LocalCa> {
+        let service = self.keychain.service();
+        if service == crate::secrets::DEFAULT_SERVICE {
+            return None;
+        }
+        let legacy = Keychain::new(crate::secrets::DEFAULT_SERVICE);
+        let key = legacy.get_secret(KEY_ACCOUNT).ok()??;
+        let ca = LocalCa::from_pem(cert, key.expose()).ok()?;
+        match self.keychain.set(KEY_ACCOUNT, key.expose()) {
+            Ok(()) => tracing::info!(
+                service,
+                "moved this install's CA key from the keychain service `weir` (made before entries were kept per data dir)"
+            ),
+            // Usable now; the next start looks in the old place again.
+            Err(e) => tracing::warn!(error = %e, service, "using the CA key kept under the service `weir`; cannot copy it to this install's entry"),
+        }
+        Some(ca)
     }
 
     /// Loads the CA, or creates it when there is no certificate yet (first run).

@@ -81,10 +81,19 @@ async fn serve(
     }
     let base = origin_of(&authority);
 
-    let builder = crate::server::http_builder(&proxy.settings().limits);
+    let limits = proxy.settings().limits.clone();
+    let builder = crate::server::http_builder(&limits);
 
     let p = proxy.clone();
-    let svc = service_fn(move |req| handle(p.clone(), base.clone(), req));
+    let svc = service_fn(move |req: Request<Incoming>| {
+        let version = req.version();
+        let answer = handle(p.clone(), base.clone(), req);
+        async move {
+            let mut resp = answer.await?;
+            crate::server::keep_alive_hint(version, &mut resp, limits.header_read_timeout);
+            Ok::<_, std::convert::Infallible>(resp)
+        }
+    });
     let conn = builder.serve_connection(TokioIo::new(tls), svc);
     tokio::pin!(conn);
     let mut stopping = proxy.bus.stopping();
