@@ -222,6 +222,41 @@ mod tests {
         assert!(matches!(e, ProxyHeaderError::Malformed(_)), "{e}");
     }
 
+    #[tokio::test]
+    async fn v2_proxy_names_the_client_and_v2_local_is_the_balancer_itself() {
+        let t = Duration::from_secs(2);
+        let src: SocketAddr = "[2001:db8::7]:40000".parse().unwrap();
+        let dst: SocketAddr = "[2001:db8::1]:8443".parse().unwrap();
+        let proxy = ppp::v2::Builder::with_addresses(
+            ppp::v2::Version::Two | ppp::v2::Command::Proxy,
+            ppp::v2::Protocol::Stream,
+            (src, dst),
+        )
+        .build()
+        .unwrap();
+        let proxy: &'static [u8] = Box::leak(proxy.into_boxed_slice());
+        let (mut s, peer) = pair(proxy).await;
+        assert_eq!(sniff(&s, t).await, Some(Opening::ProxyV2));
+        assert_eq!(
+            read_header(&mut s, Opening::ProxyV2, peer, t).await,
+            Ok(src)
+        );
+
+        let local = ppp::v2::Builder::new(
+            ppp::v2::Version::Two | ppp::v2::Command::Local,
+            ppp::v2::AddressFamily::Unspecified | ppp::v2::Protocol::Unspecified,
+        )
+        .build()
+        .unwrap();
+        let local: &'static [u8] = Box::leak(local.into_boxed_slice());
+        let (mut s, peer) = pair(local).await;
+        assert_eq!(sniff(&s, t).await, Some(Opening::ProxyV2));
+        assert_eq!(
+            read_header(&mut s, Opening::ProxyV2, peer, t).await,
+            Ok(peer)
+        );
+    }
+
     #[test]
     fn only_trusted_senders() {
         let trusted = [Cidr::parse("10.0.0.0/8").unwrap()];
