@@ -307,6 +307,20 @@ pub(super) fn validate(
                     }
                 },
             };
+            #[cfg(unix)]
+            let unix_socket = config
+                .get_hosts()
+                .iter()
+                .any(|h| matches!(h, tokio_postgres::config::Host::Unix(_)));
+            #[cfg(not(unix))]
+            let unix_socket = false;
+            if unix_socket && sslmode != PgSslMode::Disable {
+                return cx.err(
+                    "gateway.postgres_sslmode",
+                    g.postgres_sslmode.as_ref().map_or(url.span(), |s| s.span()),
+                    "PostgreSQL does not speak TLS on a Unix socket: use \"disable\" there (the socket never leaves the machine), or a TCP host".into(),
+                );
+            }
             let extra_roots = match &g.postgres_ca_file {
                 None => Vec::new(),
                 Some(_) if sslmode != PgSslMode::VerifyFull => {
@@ -438,6 +452,11 @@ mod tests {
             e.starts_with(
                 "w.toml:9: key `gateway.postgres_ca_file`: cannot read /nonexistent/ca.pem"
             ),
+            "{e}"
+        );
+        let e = error(&format!("{BASE}postgres_url = \"host=/run/postgresql user=weir\"\nsecret_key_file = \"k\"\npostgres_sslmode = \"verify-full\"\n"));
+        assert!(
+            e.starts_with("w.toml:8: key `gateway.postgres_sslmode`") && e.contains("Unix socket"),
             "{e}"
         );
         let e = error(&format!("{BASE}postgres_sslmode = \"require\"\n"));
