@@ -67,6 +67,7 @@ pub mod mode;
 pub mod network;
 pub(crate) mod paths;
 pub(crate) mod pipeline;
+pub mod policy;
 pub(crate) mod problem;
 pub(crate) mod problem_kind;
 pub(crate) mod queue;

@@ -32,6 +32,8 @@ pub enum ProblemKind {
     QueueUnavailable,
     CacheOnlyMiss,
     OfflineMiss,
+    PolicyFailed,
+    PolicyCacheMiss,
     NoToken,
     Internal,
     ForbiddenClient,
@@ -48,7 +50,7 @@ pub struct Page {
 }
 
 impl ProblemKind {
-    pub const ALL: [ProblemKind; 29] = [
+    pub const ALL: [ProblemKind; 31] = [
         ProblemKind::HeaderTooLarge,
         ProblemKind::BodyTooLarge,
         ProblemKind::BadRequest,
@@ -72,6 +74,8 @@ impl ProblemKind {
         ProblemKind::QueueUnavailable,
         ProblemKind::CacheOnlyMiss,
         ProblemKind::OfflineMiss,
+        ProblemKind::PolicyFailed,
+        ProblemKind::PolicyCacheMiss,
         ProblemKind::NoToken,
         ProblemKind::Internal,
         ProblemKind::ForbiddenClient,
@@ -105,6 +109,8 @@ impl ProblemKind {
             ProblemKind::QueueUnavailable => "queue_unavailable",
             ProblemKind::CacheOnlyMiss => "cache_only_miss",
             ProblemKind::OfflineMiss => "offline_miss",
+            ProblemKind::PolicyFailed => "policy_failed",
+            ProblemKind::PolicyCacheMiss => "policy_cache_miss",
             ProblemKind::NoToken => "no_token",
             ProblemKind::Internal => "internal",
             ProblemKind::ForbiddenClient => "forbidden_client",
@@ -179,6 +185,8 @@ impl ProblemKind {
             ProblemKind::QueueUnavailable => Page { title: "Create could not be queued", cause: "The upstream could not take the create and Weir could not store it durably (database or keychain problem).", fix: "See the detail for the exact cause; nothing that was already queued is lost." },
             ProblemKind::CacheOnlyMiss => Page { title: "Cache only: no cached answer", cause: "Weir is in cache-only mode (chosen in the tray, the dashboard or with `weir mode cache-only`): it answers from its cache and queues creates, and sends nothing to the upstream. It has no cached answer for this request (never fetched with this credential, evicted, or a class Weir never caches: session logs and other calls).", fix: "Switch back with `weir mode automatic` (or the tray's Mode menu, or the dashboard) to reach the upstream again; queued creates are then sent once each." },
             ProblemKind::OfflineMiss => Page { title: "Offline: no cached answer", cause: "Every managed upstream is unreachable at the network level (connection refused, name not resolved, connect timeout), so Weir went offline by itself: it answers from its cache, queues creates, and probes the upstreams with backoff. It has no cached answer for this request.", fix: "Check your network connection (Wi-Fi, VPN, proxy). Weir leaves offline by itself as soon as a probe reaches an upstream, and then sends queued creates once each." },
+            ProblemKind::PolicyFailed => Page { title: "Policy: this create fails rather than wait", cause: "The upstream could not take this create (an outage, a breaker, a 429 surge, a cooldown), and a fallback policy rule (`[[policy]]` in your config or your organisation's policy file) says `create = \"fail\"` for this repository: Weir neither queues it nor sends it elsewhere. The `Weir-Policy` header and the detail name the rule.", fix: "Try again when the upstream is healthy (see `Retry-After`). To see why, open the dashboard's Policy view or `GET /_weir/api/policy?repo=owner/repo`; an organisation's rule cannot be loosened by your own config." },
+            ProblemKind::PolicyCacheMiss => Page { title: "Policy: lists from the cache only, none cached", cause: "A fallback policy rule says `list = \"cache\"` in the current situation (for example on a metered network), so Weir answers lists from its cache and sends nothing upstream for them. It has no cached answer for this request.", fix: "Open the list once on an unmetered network so Weir can cache it, or change the rule (`[[policy]]`; an organisation's rule cannot be loosened). The `Weir-Policy` header names the rule." },
             ProblemKind::NoToken => Page { title: "No GitHub token stored", cause: "The agent-sessions view and the new-task form act with the GitHub token kept in the OS keychain, and none is stored (or there is no keychain).", fix: "Store one with `weir token set` or the dashboard's GitHub token panel." },
             ProblemKind::Internal => Page { title: "Internal error", cause: "Weir hit an unexpected condition.", fix: "Retry; if it persists, report it with the request id and Weir's log." },
             ProblemKind::ForbiddenClient => Page { title: "Gateway refused: network not allowed", cause: "This Weir gateway only serves clients from the networks in its `gateway.allow` list, and the connection came from another address.", fix: "Connect from an allowed network (VPN, office), or ask the gateway's operators to add your network to `gateway.allow`." },

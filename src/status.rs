@@ -38,6 +38,25 @@ pub struct StatusSnapshot {
     pub sessions: SessionsStatus,
     /// Team gateway mode (`weir serve --gateway`); `null` for a laptop Weir.
     pub gateway: Option<GatewayStatus>,
+    /// The fallback policy graph: rules per source, refused loosenings, recent decisions.
+    pub policy: PolicyStatus,
+}
+
+/// `policy` in the status document.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct PolicyStatus {
+    /// The organisation's policy file in force (`null`: none).
+    pub org_file: Option<String>,
+    pub org_rules: usize,
+    pub user_rules: usize,
+    /// User rules that would loosen an org rule, each naming both rules (file:line).
+    pub refused: Vec<crate::policy::Refusal>,
+    /// Whether policy sees the network as metered now.
+    pub metered: bool,
+    /// Requests a rule decided (built-in defaults not counted) since start.
+    pub decisions: u64,
+    /// The last decisions a rule made, newest first.
+    pub recent: Vec<crate::policy::RecentDecision>,
 }
 
 /// Where a settings change came from.

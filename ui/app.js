@@ -9,6 +9,7 @@ import { UpstreamCards } from './upstreams.js';
 import { QueuePanel } from './queue.js';
 import { GithubPanel } from './github.js';
 import { TeamPanel } from './team.js';
+import { PolicyPanel } from './policy.js';
 import { SetupPanel } from './setup.js';
 import { SettingsForm } from './settings.js';
 import { TokenPanel } from './token.js';
@@ -74,6 +75,13 @@ const queue = new QueuePanel({
 const github = new GithubPanel(byTestId('github'));
 const accounts = new AccountsPanel({ table: byTestId('accounts'), note: byTestId('accounts-note') });
 const team = new TeamPanel(byTestId('team-section'), byTestId('team'));
+const policy = new PolicyPanel({
+  form: byTestId('policy-form'),
+  table: byTestId('policy-table'),
+  refused: byTestId('policy-refused'),
+  onProblem: showProblem,
+});
+policy.load();
 const setup = new SetupPanel({ list: byTestId('proxy-setup'), status: byTestId('copy-status') });
 const settings = new SettingsForm({
   form: byTestId('settings-form'),

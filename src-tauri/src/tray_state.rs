@@ -251,6 +251,15 @@ pub fn tray_view(
     if let Some(team) = status.team.as_ref().and_then(|t| t.summary.clone()) {
         tooltip.push(team);
     }
+    // A developer's rule the organisation's policy overrides: say so where they look first.
+    match status.policy.refused.as_slice() {
+        [] => {}
+        [one] => tooltip.push(format!("Policy: {}", one.message)),
+        many => tooltip.push(format!(
+            "Policy: {} of your rules are overridden by the organisation's policy (see the dashboard)",
+            many.len()
+        )),
+    }
     TrayView {
         overall,
         overall_line,

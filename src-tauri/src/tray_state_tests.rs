@@ -552,3 +552,33 @@ async fn the_teammates_line_follows_the_real_team_status() {
         Some("3 teammates see copilot-api failing")
     );
 }
+
+#[tokio::test]
+async fn a_user_rule_the_org_policy_refuses_is_named_in_the_tooltip() {
+    let dir = tempfile::tempdir().unwrap();
+    let org = dir.path().join("org-policy.toml");
+    std::fs::write(&org, "[[policy]]\nrepo = \"acme/*\"\ncreate = \"fail\"\n").unwrap();
+    let toml = format!(
+        "listen = \"127.0.0.1:0\"\nwatch_github_status = false\npolicy_file = \"{}\"\n[[upstream]]\nname = \"copilot-api\"\norigin = \"http://127.0.0.1:9\"\n[queue]\ncredentials = \"memory\"\n[offline]\ndetect = false\n[[policy]]\nrepo = \"acme/app\"\ncreate = \"queue\"\n",
+        org.display()
+    );
+    let settings = weir::config::parse_str(&toml, "tray-test.toml").expect("test config");
+    let handle = weir::start(weir::EngineOptions::new(settings, dir.path().join("data")))
+        .await
+        .expect("engine starts");
+    let s = handle.status().await;
+    handle.shutdown().await;
+    assert_eq!(s.policy.refused.len(), 1, "{:?}", s.policy);
+    let v = view(&s, &Recent::default());
+    let line = v
+        .tooltip
+        .lines()
+        .find(|l| l.starts_with("Policy: "))
+        .unwrap_or_else(|| panic!("no policy line in {:?}", v.tooltip));
+    assert_eq!(line, format!("Policy: {}", s.policy.refused[0].message));
+    assert!(line.contains("org-policy.toml:1"), "{line}");
+    // Without refusals there is no policy line.
+    assert!(!view(&snapshot().await, &Recent::default())
+        .tooltip
+        .contains("Policy: "));
+}

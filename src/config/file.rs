@@ -48,6 +48,11 @@ pub struct FileConfig {
     pub team: Option<Spanned<super::team::FileTeam>>,
     /// Team gateway mode (`weir serve --gateway`); see `config::gateway`.
     pub gateway: Option<Spanned<super::gateway::FileGateway>>,
+    /// `[[policy]]`: the fallback policy graph (see `crate::policy`, docs/policy.md).
+    #[serde(default)]
+    pub policy: Vec<Spanned<crate::policy::FilePolicyRule>>,
+    /// The organisation's policy file, where no managed one sits at the OS path.
+    pub policy_file: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -429,8 +429,10 @@ impl Settings {
         };
 
         let team = super::team::validate(&cx, raw.team.as_ref(), file)?;
+        let policy = policy(&raw, file, text)?;
 
         Ok(Settings {
+            policy,
             share,
             team,
             gateway,
@@ -452,6 +454,35 @@ impl Settings {
             key_headers,
         })
     }
+}
+
+/// `[[policy]]` and the org policy file above it; user rules that would loosen an org rule
+/// are reported (log and status) and overruled where both apply.
+fn policy(
+    raw: &FileConfig,
+    file: &str,
+    text: &str,
+) -> Result<crate::policy::PolicySet, ConfigError> {
+    let user = crate::policy::validate_user_rules(&raw.policy, file, text)?;
+    // The built-in defaults stand alone: they must never fail on a broken file elsewhere.
+    if file == "<defaults>" {
+        return Ok(crate::policy::PolicySet {
+            user,
+            ..Default::default()
+        });
+    }
+    let configured = raw.policy_file.as_ref().map(|p| PathBuf::from(p.get_ref()));
+    let org = crate::policy::load_org(configured.as_deref())?;
+    let refused = crate::policy::refusals(&org.rules, &user);
+    for r in &refused {
+        tracing::warn!(user_rule = %r.user, org_rule = %r.org, "policy: {}", r.message);
+    }
+    Ok(crate::policy::PolicySet {
+        org: org.rules,
+        user,
+        org_file: org.file,
+        refused,
+    })
 }
 
 /// `[offline]`: probe delays must be positive and the cap no shorter than the base.

@@ -65,6 +65,9 @@ pub struct Settings {
     pub team: Option<TeamSettings>,
     /// `[gateway]`, used only by `weir serve --gateway`.
     pub gateway: Option<GatewaySettings>,
+    /// `[[policy]]` rules, the org policy file's above them (read with the settings, so a
+    /// change applies on the next request).
+    pub policy: crate::policy::PolicySet,
 }
 
 /// `[identity] share`: list/view answers are shared between the credentials of one GitHub

@@ -10,6 +10,7 @@ mod metrics;
 mod mode_api;
 mod pac;
 pub(crate) mod pages;
+mod policy_api;
 mod queue_api;
 mod sessions_api;
 mod settings_api;
@@ -134,6 +135,9 @@ pub(crate) async fn handle(
                 })?;
             ctl.proxy.set_paused(paused, crate::mode::ChosenBy::Api);
             Ok(json(&serde_json::json!({"paused": ctl.proxy.is_paused()})))
+        }
+        (&Method::GET, "/_weir/api/policy") => {
+            Ok(json(&policy_api::table(ctl, req.uri().query())?))
         }
         (&Method::GET, "/_weir/api/mode") => Ok(json(&ctl.proxy.modes.status())),
         (&Method::PUT | &Method::POST, "/_weir/api/mode") => mode_api::choose(ctl, req).await,

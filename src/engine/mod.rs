@@ -575,6 +575,12 @@ impl EngineHandle {
         self.control.proxy.bus.subscribe()
     }
 
+    /// The network as fallback policy sees it (metered or not); `force` is the developer's
+    /// override (the tray toggle).
+    pub fn network(&self) -> Arc<crate::network::Network> {
+        self.control.proxy.network.clone()
+    }
+
     /// The mode (automatic, offline, cache only, pass-through), who chose it and why.
     pub fn mode(&self) -> ModeStatus {
         self.control.proxy.modes.status()
