@@ -39,6 +39,7 @@ pub enum ProblemKind {
     ForbiddenClient,
     AdminOnly,
     TlsRequired,
+    BadProxyHeader,
 }
 
 /// The explanation page of a problem kind (`/_weir/problems/<kind>`).
@@ -49,7 +50,7 @@ pub struct Page {
 }
 
 impl ProblemKind {
-    pub const ALL: [ProblemKind; 30] = [
+    pub const ALL: [ProblemKind; 31] = [
         ProblemKind::HeaderTooLarge,
         ProblemKind::BodyTooLarge,
         ProblemKind::BadRequest,
@@ -80,6 +81,7 @@ impl ProblemKind {
         ProblemKind::ForbiddenClient,
         ProblemKind::AdminOnly,
         ProblemKind::TlsRequired,
+        ProblemKind::BadProxyHeader,
     ];
 
     pub const fn as_str(self) -> &'static str {
@@ -114,6 +116,7 @@ impl ProblemKind {
             ProblemKind::ForbiddenClient => "forbidden_client",
             ProblemKind::AdminOnly => "admin_only",
             ProblemKind::TlsRequired => "tls_required",
+            ProblemKind::BadProxyHeader => "bad_proxy_header",
         }
     }
 
@@ -188,6 +191,7 @@ impl ProblemKind {
             ProblemKind::Internal => Page { title: "Internal error", cause: "Weir hit an unexpected condition.", fix: "Retry; if it persists, report it with the request id and Weir's log." },
             ProblemKind::ForbiddenClient => Page { title: "Gateway refused: network not allowed", cause: "This Weir gateway only serves clients from the networks in its `gateway.allow` list, and the connection came from another address.", fix: "Connect from an allowed network (VPN, office), or ask the gateway's operators to add your network to `gateway.allow`." },
             ProblemKind::AdminOnly => Page { title: "Control API not on this listener", cause: "A Weir gateway serves its control API (status, queue, settings) only on its admin listener, behind the admin token; the clients' listener refuses control calls.", fix: "Use the admin listener (`gateway.admin_listen`) with `Authorization: Bearer <admin token>`." },
+            ProblemKind::BadProxyHeader => Page { title: "PROXY protocol header refused", cause: "The connection started with a PROXY protocol header the gateway does not believe: the option is off (gateway.proxy_protocol), the sender is not one of its load balancers (gateway.trusted_proxies), or the header is malformed.", fix: "Clients connect with TLS directly, without a header. Operators: turn on gateway.proxy_protocol and list the load balancers' addresses in gateway.trusted_proxies, or turn the header off on the load balancer." },
             ProblemKind::TlsRequired => Page { title: "TLS required", cause: "This Weir gateway speaks TLS only, so tokens never cross the network in the clear; the client spoke plain HTTP.", fix: "Use an https:// proxy URL, e.g. HTTPS_PROXY=https://gateway.example:8443, and trust the gateway's certificate." },
         }
     }

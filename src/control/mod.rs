@@ -9,7 +9,7 @@ mod events;
 mod metrics;
 mod mode_api;
 mod pac;
-mod pages;
+pub(crate) mod pages;
 mod policy_api;
 mod queue_api;
 mod sessions_api;
