@@ -96,10 +96,16 @@ pub(crate) async fn serve_tls<H, Fut>(
             else {
                 return;
             };
+            let idle = limits.header_read_timeout;
             let svc = service_fn(move |mut req: Request<Incoming>| {
                 req.extensions_mut().insert(peer);
+                let version = req.version();
                 let fut = h(req);
-                async move { Ok::<_, std::convert::Infallible>(fut.await) }
+                async move {
+                    let mut resp = fut.await;
+                    crate::server::keep_alive_hint(version, &mut resp, idle);
+                    Ok::<_, std::convert::Infallible>(resp)
+                }
             });
             let conn = builder
                 .serve_connection_with_upgrades(TokioIo::new(stream), svc)
