@@ -41,6 +41,7 @@ pub enum ProblemKind {
     TlsRequired,
     HandoffUnavailable,
     HandoffAnswered,
+    BadProxyHeader,
 }
 
 /// The explanation page of a problem kind (`/_weir/problems/<kind>`).
@@ -51,7 +52,7 @@ pub struct Page {
 }
 
 impl ProblemKind {
-    pub const ALL: [ProblemKind; 32] = [
+    pub const ALL: [ProblemKind; 33] = [
         ProblemKind::HeaderTooLarge,
         ProblemKind::BodyTooLarge,
         ProblemKind::BadRequest,
@@ -84,6 +85,7 @@ impl ProblemKind {
         ProblemKind::TlsRequired,
         ProblemKind::HandoffUnavailable,
         ProblemKind::HandoffAnswered,
+        ProblemKind::BadProxyHeader,
     ];
 
     pub const fn as_str(self) -> &'static str {
@@ -120,6 +122,7 @@ impl ProblemKind {
             ProblemKind::TlsRequired => "tls_required",
             ProblemKind::HandoffUnavailable => "handoff_unavailable",
             ProblemKind::HandoffAnswered => "handoff_answered",
+            ProblemKind::BadProxyHeader => "bad_proxy_header",
         }
     }
 
@@ -196,6 +199,7 @@ impl ProblemKind {
             ProblemKind::AdminOnly => Page { title: "Control API not on this listener", cause: "A Weir gateway serves its control API (status, queue, settings) only on its admin listener, behind the admin token; the clients' listener refuses control calls.", fix: "Use the admin listener (`gateway.admin_listen`) with `Authorization: Bearer <admin token>`." },
             ProblemKind::HandoffUnavailable => Page { title: "Local-agent hand-off unavailable", cause: "A create can be handed to a local agent only when Weir's config has a [local_agent] table with a command, the repository has a local checkout Weir can find (local_agent.checkouts or local_agent.roots), and the create queue is open.", fix: "Add [local_agent] with command = [\"program\", \"{problem_statement_file}\"] and the repository's checkout to Weir's config (see docs/handoff.md). Until then such creates are queued." },
             ProblemKind::HandoffAnswered => Page { title: "Offer already answered", cause: "This hand-off offer was already confirmed, declined or expired; a local agent runs at most once per offer.", fix: "See GET /_weir/api/handoffs for what became of it (a declined or expired offer is back in the create queue)." },
+            ProblemKind::BadProxyHeader => Page { title: "PROXY protocol header refused", cause: "The connection started with a PROXY protocol header the gateway does not believe: the option is off (gateway.proxy_protocol), the sender is not one of its load balancers (gateway.trusted_proxies), or the header is malformed.", fix: "Clients connect with TLS directly, without a header. Operators: turn on gateway.proxy_protocol and list the load balancers' addresses in gateway.trusted_proxies, or turn the header off on the load balancer." },
             ProblemKind::TlsRequired => Page { title: "TLS required", cause: "This Weir gateway speaks TLS only, so tokens never cross the network in the clear; the client spoke plain HTTP.", fix: "Use an https:// proxy URL, e.g. HTTPS_PROXY=https://gateway.example:8443, and trust the gateway's certificate." },
         }
     }

@@ -418,6 +418,13 @@ pub struct GatewayStatus {
     /// Whether CONNECTs to managed https hosts are TLS-terminated with a CA from files shared by
     /// every replica.
     pub shared_intercept_ca: bool,
+    /// The load balancers whose PROXY protocol headers are read (`gateway.trusted_proxies`);
+    /// empty: the option is off and a PROXY header is refused.
+    pub trusted_proxies: Vec<String>,
+    /// TLS to the shared queue's database (`gateway.postgres_sslmode`); `None` without one.
+    pub postgres_sslmode: Option<crate::config::PgSslMode>,
+    /// The base of the gateway's problem `type` URLs (`gateway.public_url`, else its listener).
+    pub public_url: String,
 }
 
 /// Which database holds the create queue.

@@ -422,3 +422,26 @@ async fn an_open_model_breaker_fails_that_model_fast_and_no_other() {
     assert_eq!(r.status(), 200, "another model is not held back");
     sessions_breaker_untouched(&weir.handle.status().await);
 }
+
+#[tokio::test]
+async fn a_policy_rule_can_forbid_model_fallback_and_the_answer_names_it() {
+    let fake = Completions::start().await;
+    fake.plan("claude-x", Plan::Status(503));
+    // Completions name no repository: only `repo = "*"` rules apply to them.
+    let policy = "[[policy]]\nrepo = \"*\"\nmodel = \"never\"\n";
+    let weir = Weir::start(&[&fake.origin()], &format!("{BREAKER}{RULE}{policy}")).await;
+    let url = format!("{}/chat/completions", fake.origin());
+    let r = post(&weir, &url, chat("claude-x", false)).await;
+    assert_eq!(r.status(), 503, "the model's own failure stands");
+    assert_eq!(fallback_header(&r), None);
+    assert_eq!(
+        r.headers()["weir-policy"].to_str().unwrap(),
+        "user:1 model=never"
+    );
+    let calls = fake.calls();
+    assert_eq!(calls.len(), 1, "no fallback attempt");
+    assert_eq!(calls[0].model.as_deref(), Some("claude-x"));
+    let s = weir.handle.status().await;
+    sessions_breaker_untouched(&s);
+    assert!(s.models.iter().all(|m| m.fallbacks == 0));
+}

@@ -8,7 +8,9 @@
 use std::collections::HashMap;
 use std::time::Duration;
 use tokio::time::Instant;
-use weir::events::{BreakerState, Event, GithubChange, QueueState, SessionChange, TeamChange};
+use weir::events::{
+    BreakerState, Event, GithubChange, ModelFallbackChange, QueueState, SessionChange, TeamChange,
+};
 use weir::mode::ModeKind;
 
 /// How long an upstream stays quiet after a notification.
@@ -86,6 +88,15 @@ pub fn notice_for(event: &Event) -> Option<Notice> {
             TeamChange::Acting | TeamChange::Overruled => n("team", "Team signals".to_string(), message.clone()),
             TeamChange::Connected | TeamChange::Disconnected | TeamChange::Released => None,
         },
+        // One notice when a model's fallback episode starts and one when it ends; the key is
+        // the model, so a flapping model cannot drown the other notices.
+        Event::ModelFallback { change, upstream, from, message, .. } => {
+            let summary = match change {
+                ModelFallbackChange::Started => "Model fallback",
+                ModelFallbackChange::Ended => "Model back",
+            };
+            n(&format!("model-{upstream}-{from}"), summary.to_string(), message.clone())
+        }
         Event::Session { change, session, .. } => {
             let summary = match change {
                 SessionChange::Finished => "Agent session finished",

@@ -155,7 +155,8 @@ impl Recent {
             | Event::Team { .. }
             | Event::SettingsApplied { .. }
             | Event::SettingsRejected { .. }
-            | Event::Session { .. } => {}
+            | Event::Session { .. }
+            | Event::ModelFallback { .. } => {}
         }
     }
 
@@ -250,6 +251,15 @@ pub fn tray_view(
     }
     if let Some(team) = status.team.as_ref().and_then(|t| t.summary.clone()) {
         tooltip.push(team);
+    }
+    // Model fallback episodes: a different failure from the agent-sessions control plane's,
+    // so their own lines, never the sessions line.
+    for m in &status.models {
+        if let Some(ep) = &m.episode {
+            let n = ep.fallbacks;
+            let s = if n == 1 { "" } else { "s" };
+            tooltip.push(format!("Models: {} → {} ({n} fallback{s})", m.model, ep.to));
+        }
     }
     // A developer's rule the organisation's policy overrides: say so where they look first.
     match status.policy.refused.as_slice() {

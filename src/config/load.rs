@@ -426,11 +426,7 @@ impl Settings {
         }
         let gateway = match &raw.gateway {
             None => None,
-            Some(g) => {
-                let replay_time = classes.get(RouteClass::List).deadline
-                    + classes.get(RouteClass::Create).deadline;
-                Some(super::gateway::validate(&cx, g, file, replay_time)?)
-            }
+            Some(g) => Some(super::gateway::validate(&cx, g, file)?),
         };
 
         let team = super::team::validate(&cx, raw.team.as_ref(), file)?;

@@ -17,7 +17,7 @@ mod team;
 
 pub use classes::{classify, default_routes, ClassSettings, ClassTable, RouteClass, RouteRule};
 pub use file::FileConfig;
-pub use gateway::{Cidr, GatewaySettings, PostgresSettings};
+pub use gateway::{Cidr, GatewaySettings, PgSslMode, PostgresSettings};
 pub use launch::{resolve, Launch, LaunchArgs};
 pub use live::LiveSettings;
 pub use load::{load_file, parse_str, ConfigError};

@@ -10,7 +10,7 @@ mod handoffs_api;
 mod metrics;
 mod mode_api;
 mod pac;
-mod pages;
+pub(crate) mod pages;
 mod policy_api;
 mod queue_api;
 mod sessions_api;

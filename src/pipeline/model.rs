@@ -35,7 +35,7 @@ use crate::problem::{Problem, ProblemKind};
 use crate::upstream::{fetch_problem, kind_of, EpisodeChange, FetchError, Timeouts};
 use bytes::Bytes;
 use http::request::Parts;
-use http::{header, HeaderMap, HeaderValue, Request, Response, StatusCode};
+use http::{header, HeaderValue, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
 use std::sync::atomic::Ordering::Relaxed;
@@ -44,16 +44,6 @@ use weir_resilience::{classify_response, Breaker, Kind, Rejected, TimeoutPhase};
 
 /// Marks an answer that came from the fallback model: `Weir-Model-Fallback: from -> to`.
 pub(super) const FALLBACK_HEADER: &str = "weir-model-fallback";
-
-/// Whether policy lets this request fall back to another model (a `[[policy]]` rule can
-/// forbid it per repository or organisation).
-///
-/// Policy check wired at merge: the policy graph's check function is called here by the lead
-/// when `[[policy]]` lands; until then model fallback is governed by `[[model_fallback]]`
-/// alone.
-fn fallback_allowed(_proxy: &Proxy, _req_headers: &HeaderMap) -> bool {
-    true
-}
 
 pub(super) async fn serve(
     proxy: &Proxy,
@@ -92,11 +82,16 @@ pub(super) async fn serve(
     };
     let rule =
         crate::config::model_fallback_rule(&settings.model_fallback, &upstream, &named.model);
-    let Some(rule) =
-        rule.filter(|_| failure.is_models() && fallback_allowed(proxy, &parts.headers))
-    else {
+    let Some(rule) = rule.filter(|_| failure.is_models()) else {
         return failure.into_result(&upstream, Some(&named.model));
     };
+    // A `[[policy]]` rule can forbid model fallback (`model = "never"`). Completion requests
+    // name no repository, so only `repo = "*"` rules apply; the answer names the rule.
+    let decision = super::policy::model_fallback_allowed(proxy, up, None);
+    if !decision.allows_model_fallback() {
+        let failed = failure.into_result(&upstream, Some(&named.model));
+        return marked(failed, super::policy::HEADER, decision.header());
+    }
     let to = rule.to.clone();
     let to_breaker = models.breaker(up, &upstream, &to, &r.breaker, r.breaker_jitter);
     let rewritten = model_body::rewrite(&body, &named, &to);
@@ -114,23 +109,29 @@ pub(super) async fn serve(
         Outcome::Answer(resp) => Ok(resp),
         Outcome::Failed(f) => f.into_result(&upstream, Some(&to)),
     };
-    marked(result, format!("{} -> {}", named.model, to))
+    marked(
+        result,
+        FALLBACK_HEADER,
+        format!("{} -> {}", named.model, to),
+    )
 }
 
-/// Marks whatever the fallback attempt gave: `Weir-Model-Fallback: from -> to`.
+/// Marks whatever the answer is with `name: mark` (`Weir-Model-Fallback: from -> to`, or the
+/// `Weir-Policy` rule that forbade the fallback).
 fn marked(
     result: Result<Response<Body>, Problem>,
+    name: &'static str,
     mark: String,
 ) -> Result<Response<Body>, Problem> {
     match result {
         Ok(mut resp) => {
             if let Ok(v) = HeaderValue::from_str(&mark) {
-                resp.headers_mut().insert(FALLBACK_HEADER, v);
+                resp.headers_mut().insert(name, v);
             }
             Ok(resp)
         }
         Err(mut p) => {
-            p.headers.push((FALLBACK_HEADER, mark));
+            p.headers.push((name, mark));
             Err(p)
         }
     }

@@ -93,8 +93,6 @@ pub(super) fn decide(
 /// Whether model fallback may run for a request to upstream `up` about `repo` (`None`:
 /// the request names no repository, so only `repo = "*"` rules apply). The model path calls
 /// this before rewriting a model: `Action::Never` forbids it; the decision names the rule.
-// Called by the model-fallback path (`model` route class), wired when both land.
-#[allow(dead_code)]
 pub(crate) fn model_fallback_allowed(proxy: &Proxy, up: usize, repo: Option<&str>) -> Decision {
     let mut cx = context(proxy, up, "", None);
     cx.repo = repo.map(str::to_string);

@@ -130,6 +130,15 @@ impl QueueStore {
         }
     }
 
+    /// Keeps this worker's claim on `id` alive while the guard lives (PostgreSQL: renewed every
+    /// lease/3; SQLite: one process, no claims).
+    pub fn keep_claim(&self, id: i64) -> Option<super::pg::lease::ClaimKeeper> {
+        match self {
+            QueueStore::Sqlite(_) => None,
+            QueueStore::Postgres(p) => Some(p.keep_claim(id)),
+        }
+    }
+
     /// Gives a claimed item back without changing it (the gate was closed, nothing was sent).
     pub async fn release(&self, id: i64) {
         if let QueueStore::Postgres(p) = self {

@@ -15,7 +15,7 @@ const COLUMNS: &str = "id, upstream, method, path_and_query, headers, body, iden
 
 /// The database's clock in unix milliseconds: leases are dated by it, so replicas whose clocks
 /// differ still agree on when a lease ran out.
-const DB_NOW_MS: &str = "(extract(epoch from clock_timestamp()) * 1000)::bigint";
+pub(super) const DB_NOW_MS: &str = "(extract(epoch from clock_timestamp()) * 1000)::bigint";
 
 /// An idle worker looks again at least this often (a `NOTIFY` wakes it sooner).
 const MAX_IDLE: Duration = Duration::from_secs(30);
