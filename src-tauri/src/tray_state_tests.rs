@@ -671,3 +671,69 @@ async fn a_model_fallback_episode_from_the_real_engine_is_a_tooltip_line_and_one
         started[0]
     );
 }
+
+#[tokio::test]
+async fn a_local_agent_offer_from_the_real_engine_is_a_submenu_entry_and_a_notice() {
+    let dir = tempfile::tempdir().unwrap();
+    let checkout = dir.path().join("src/app");
+    std::fs::create_dir_all(checkout.join(".git")).unwrap();
+    let toml = format!(
+        "listen = \"127.0.0.1:0\"\nwatch_github_status = false\n[[upstream]]\nname = \"copilot-api\"\norigin = \"http://127.0.0.1:9\"\n[queue]\ncredentials = \"memory\"\n[offline]\ndetect = false\n[local_agent]\ncommand = [\"true\"]\ncheckouts = {{ \"octo/app\" = \"{}\" }}\n",
+        checkout.display()
+    );
+    let settings = weir::config::parse_str(&toml, "tray-test.toml").expect("test config");
+    let handle = weir::start(weir::EngineOptions::new(settings, dir.path().join("data")))
+        .await
+        .expect("engine starts");
+    let v = view_of(&handle, &Recent::default(), &utc_clock).await;
+    let h = v.handoffs.clone().expect("[local_agent] is configured");
+    assert_eq!(h.title, "Local agent: no offers waiting");
+    assert!(h.offers.is_empty());
+    let mut events = handle.subscribe();
+    let offer = handle
+        .handoffs()
+        .offer(weir::handoff::HandoffRequest {
+            upstream: "copilot-api".into(),
+            repo: "octo/app".into(),
+            problem_statement: "Fix the flaky login test that fails on Mondays".into(),
+            base_branch: None,
+            rule: "user:1 create=local".into(),
+            create: None,
+        })
+        .await
+        .expect("offered");
+    let v = view_of(&handle, &Recent::default(), &utc_clock).await;
+    let h = v.handoffs.clone().unwrap();
+    assert_eq!(h.title, "Local agent: 1 offer waiting");
+    assert_eq!(h.offers.len(), 1);
+    assert_eq!(h.offers[0].id.to_string(), offer.id);
+    assert_eq!(
+        h.offers[0].label,
+        "octo/app: Fix the flaky login test that fails on…"
+    );
+    assert!(v.tooltip.contains("Local agent: 1 offer waiting"));
+    // The engine's own event becomes the notice asking for a decision.
+    let mut asked = None;
+    while let Ok(e) = events.try_recv() {
+        if let Some(n) = crate::notify::notice_for(&e) {
+            asked = Some(n);
+        }
+    }
+    let asked = asked.expect("a notice for the offer");
+    assert_eq!(asked.summary, "Hand to your local agent?");
+    assert!(
+        asked.body.starts_with("octo/app: Fix the flaky"),
+        "{asked:?}"
+    );
+    // Declining (what the submenu's "Back to queue" does) empties the submenu.
+    handle
+        .handoffs()
+        .decline(h.offers[0].id)
+        .await
+        .expect("declined");
+    let v = view_of(&handle, &Recent::default(), &utc_clock).await;
+    assert!(v.handoffs.unwrap().offers.is_empty());
+    handle.shutdown().await;
+    // Without [local_agent] there is no submenu at all.
+    assert_eq!(view(&snapshot().await, &Recent::default()).handoffs, None);
+}
