@@ -46,6 +46,15 @@ pub enum TeamChange {
     Overruled,
 }
 
+/// A model fallback episode began (the first request re-sent with the fallback model) or
+/// ended (the model answered again).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ModelFallbackChange {
+    Started,
+    Ended,
+}
+
 /// What happened to an agent session between two polls of the sessions companion.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -148,6 +157,53 @@ pub enum Event {
         #[serde(with = "crate::time_fmt")]
         at: SystemTime,
     },
+    /// A create was offered to the local agent, or its offer was answered or ended (#14).
+    /// The live event stream (no secret) carries only `change`, `id` and `at`: the
+    /// repository and problem statement are private (`/_weir/api/handoffs` has them).
+    Handoff {
+        change: HandoffChange,
+        /// The offer's id (the create's queue item id).
+        id: i64,
+        repo: String,
+        rule: String,
+        /// The problem statement's first characters.
+        excerpt: String,
+        /// One sentence: what happened (exit status, where the create went).
+        detail: String,
+        #[serde(with = "crate::time_fmt")]
+        at: SystemTime,
+    },
+    /// Model fallback (`[[model_fallback]]`): once when an episode starts, once when it ends;
+    /// `message` is the notification text. Never about agent sessions.
+    ModelFallback {
+        change: ModelFallbackChange,
+        upstream: String,
+        from: String,
+        to: String,
+        /// Fallbacks in the episode (1 when it starts).
+        fallbacks: u64,
+        reason: String,
+        message: String,
+        #[serde(with = "crate::time_fmt")]
+        at: SystemTime,
+    },
+}
+
+/// What happened to a local-agent hand-off offer (#14).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HandoffChange {
+    /// A create was offered to the local agent: show a notification with **Confirm**.
+    Offered,
+    /// The developer confirmed; the command started (once).
+    Started,
+    /// The command ended (`detail` has the exit status).
+    Finished,
+    /// The developer declined: the create went back to the queue (or, for an offer made by
+    /// hand, was withdrawn).
+    Declined,
+    /// Nobody answered within `local_agent.offer_ttl`: back to the queue, as for declined.
+    Expired,
 }
 
 impl Event {
@@ -163,6 +219,8 @@ impl Event {
             Event::Github { .. } => "github",
             Event::Team { .. } => "team",
             Event::Session { .. } => "session",
+            Event::Handoff { .. } => "handoff",
+            Event::ModelFallback { .. } => "model_fallback",
         }
     }
 }

@@ -30,8 +30,11 @@
 //!   put in force, reconfigure parts in place, report restart-only keys. → pipeline, upstream
 //! - `sessions`: the agent-sessions companion — polls the stored token's session list through
 //!   Weir's own listener, keeps counts and recent sessions, announces changes. → pipeline
+//! - [`handoff`]: local-agent hand-off offers (#14): a create offered to the `[local_agent]`
+//!   command waits in the queue as `offered`; a confirmation runs the command once, a decline
+//!   or expiry puts it back in the queue. → queue
 //! - `control`: `/_weir/api/*`, `/metrics`, the PAC, the dashboard. → pipeline, queue, reload,
-//!   sessions
+//!   sessions, handoff
 //! - [`team`]: team outage signals over NATS (`[team]`): publishes signed facts about the
 //!   upstreams, sets their gates' caution / trips breakers / holds cooldowns. → upstream
 //! - [`gateway`]: team gateway mode: TLS listeners, allow-list, admin door, holds shared
@@ -69,6 +72,7 @@ pub mod mode;
 pub mod network;
 pub(crate) mod paths;
 pub(crate) mod pipeline;
+pub mod policy;
 pub(crate) mod problem;
 pub(crate) mod problem_kind;
 pub(crate) mod queue;

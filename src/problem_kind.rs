@@ -32,11 +32,16 @@ pub enum ProblemKind {
     QueueUnavailable,
     CacheOnlyMiss,
     OfflineMiss,
+    PolicyFailed,
+    PolicyCacheMiss,
     NoToken,
     Internal,
     ForbiddenClient,
     AdminOnly,
     TlsRequired,
+    HandoffUnavailable,
+    HandoffAnswered,
+    BadProxyHeader,
 }
 
 /// The explanation page of a problem kind (`/_weir/problems/<kind>`).
@@ -47,7 +52,7 @@ pub struct Page {
 }
 
 impl ProblemKind {
-    pub const ALL: [ProblemKind; 28] = [
+    pub const ALL: [ProblemKind; 33] = [
         ProblemKind::HeaderTooLarge,
         ProblemKind::BodyTooLarge,
         ProblemKind::BadRequest,
@@ -71,11 +76,16 @@ impl ProblemKind {
         ProblemKind::QueueUnavailable,
         ProblemKind::CacheOnlyMiss,
         ProblemKind::OfflineMiss,
+        ProblemKind::PolicyFailed,
+        ProblemKind::PolicyCacheMiss,
         ProblemKind::NoToken,
         ProblemKind::Internal,
         ProblemKind::ForbiddenClient,
         ProblemKind::AdminOnly,
         ProblemKind::TlsRequired,
+        ProblemKind::HandoffUnavailable,
+        ProblemKind::HandoffAnswered,
+        ProblemKind::BadProxyHeader,
     ];
 
     pub const fn as_str(self) -> &'static str {
@@ -103,11 +113,16 @@ impl ProblemKind {
             ProblemKind::QueueUnavailable => "queue_unavailable",
             ProblemKind::CacheOnlyMiss => "cache_only_miss",
             ProblemKind::OfflineMiss => "offline_miss",
+            ProblemKind::PolicyFailed => "policy_failed",
+            ProblemKind::PolicyCacheMiss => "policy_cache_miss",
             ProblemKind::NoToken => "no_token",
             ProblemKind::Internal => "internal",
             ProblemKind::ForbiddenClient => "forbidden_client",
             ProblemKind::AdminOnly => "admin_only",
             ProblemKind::TlsRequired => "tls_required",
+            ProblemKind::HandoffUnavailable => "handoff_unavailable",
+            ProblemKind::HandoffAnswered => "handoff_answered",
+            ProblemKind::BadProxyHeader => "bad_proxy_header",
         }
     }
 
@@ -176,10 +191,15 @@ impl ProblemKind {
             ProblemKind::QueueUnavailable => Page { title: "Create could not be queued", cause: "The upstream could not take the create and Weir could not store it durably (database or keychain problem).", fix: "See the detail for the exact cause; nothing that was already queued is lost." },
             ProblemKind::CacheOnlyMiss => Page { title: "Cache only: no cached answer", cause: "Weir is in cache-only mode (chosen in the tray, the dashboard or with `weir mode cache-only`): it answers from its cache and queues creates, and sends nothing to the upstream. It has no cached answer for this request (never fetched with this credential, evicted, or a class Weir never caches: session logs and other calls).", fix: "Switch back with `weir mode automatic` (or the tray's Mode menu, or the dashboard) to reach the upstream again; queued creates are then sent once each." },
             ProblemKind::OfflineMiss => Page { title: "Offline: no cached answer", cause: "Every managed upstream is unreachable at the network level (connection refused, name not resolved, connect timeout), so Weir went offline by itself: it answers from its cache, queues creates, and probes the upstreams with backoff. It has no cached answer for this request.", fix: "Check your network connection (Wi-Fi, VPN, proxy). Weir leaves offline by itself as soon as a probe reaches an upstream, and then sends queued creates once each." },
+            ProblemKind::PolicyFailed => Page { title: "Policy: this create fails rather than wait", cause: "The upstream could not take this create (an outage, a breaker, a 429 surge, a cooldown), and a fallback policy rule (`[[policy]]` in your config or your organisation's policy file) says `create = \"fail\"` for this repository: Weir neither queues it nor sends it elsewhere. The `Weir-Policy` header and the detail name the rule.", fix: "Try again when the upstream is healthy (see `Retry-After`). To see why, open the dashboard's Policy view or `GET /_weir/api/policy?repo=owner/repo`; an organisation's rule cannot be loosened by your own config." },
+            ProblemKind::PolicyCacheMiss => Page { title: "Policy: lists from the cache only, none cached", cause: "A fallback policy rule says `list = \"cache\"` in the current situation (for example on a metered network), so Weir answers lists from its cache and sends nothing upstream for them. It has no cached answer for this request.", fix: "Open the list once on an unmetered network so Weir can cache it, or change the rule (`[[policy]]`; an organisation's rule cannot be loosened). The `Weir-Policy` header names the rule." },
             ProblemKind::NoToken => Page { title: "No GitHub token stored", cause: "The agent-sessions view and the new-task form act with the GitHub token kept in the OS keychain, and none is stored (or there is no keychain).", fix: "Store one with `weir token set` or the dashboard's GitHub token panel." },
             ProblemKind::Internal => Page { title: "Internal error", cause: "Weir hit an unexpected condition.", fix: "Retry; if it persists, report it with the request id and Weir's log." },
             ProblemKind::ForbiddenClient => Page { title: "Gateway refused: network not allowed", cause: "This Weir gateway only serves clients from the networks in its `gateway.allow` list, and the connection came from another address.", fix: "Connect from an allowed network (VPN, office), or ask the gateway's operators to add your network to `gateway.allow`." },
             ProblemKind::AdminOnly => Page { title: "Control API not on this listener", cause: "A Weir gateway serves its control API (status, queue, settings) only on its admin listener, behind the admin token; the clients' listener refuses control calls.", fix: "Use the admin listener (`gateway.admin_listen`) with `Authorization: Bearer <admin token>`." },
+            ProblemKind::HandoffUnavailable => Page { title: "Local-agent hand-off unavailable", cause: "A create can be handed to a local agent only when Weir's config has a [local_agent] table with a command, the repository has a local checkout Weir can find (local_agent.checkouts or local_agent.roots), and the create queue is open.", fix: "Add [local_agent] with command = [\"program\", \"{problem_statement_file}\"] and the repository's checkout to Weir's config (see docs/handoff.md). Until then such creates are queued." },
+            ProblemKind::HandoffAnswered => Page { title: "Offer already answered", cause: "This hand-off offer was already confirmed, declined or expired; a local agent runs at most once per offer.", fix: "See GET /_weir/api/handoffs for what became of it (a declined or expired offer is back in the create queue)." },
+            ProblemKind::BadProxyHeader => Page { title: "PROXY protocol header refused", cause: "The connection started with a PROXY protocol header the gateway does not believe: the option is off (gateway.proxy_protocol), the sender is not one of its load balancers (gateway.trusted_proxies), or the header is malformed.", fix: "Clients connect with TLS directly, without a header. Operators: turn on gateway.proxy_protocol and list the load balancers' addresses in gateway.trusted_proxies, or turn the header off on the load balancer." },
             ProblemKind::TlsRequired => Page { title: "TLS required", cause: "This Weir gateway speaks TLS only, so tokens never cross the network in the clear; the client spoke plain HTTP.", fix: "Use an https:// proxy URL, e.g. HTTPS_PROXY=https://gateway.example:8443, and trust the gateway's certificate." },
         }
     }

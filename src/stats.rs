@@ -55,8 +55,11 @@ impl std::ops::AddAssign for ClassSnapshot {
 /// Counters of one managed upstream.
 #[derive(Debug, Default)]
 pub struct UpstreamCounters {
-    classes: [ClassCounters; 6],
+    classes: [ClassCounters; 7],
     errors_by_kind: Mutex<BTreeMap<String, u64>>,
+    /// When recent rate-limit answers came (at most the policy's surge count), for the
+    /// `surge_429` situation.
+    rate_limits: Mutex<std::collections::VecDeque<tokio::time::Instant>>,
 }
 
 impl UpstreamCounters {
@@ -69,6 +72,25 @@ impl UpstreamCounters {
         if let Ok(mut m) = self.errors_by_kind.lock() {
             *m.entry(kind.to_string()).or_default() += 1;
         }
+        if kind == "rate_limited" {
+            if let Ok(mut q) = self.rate_limits.lock() {
+                if q.len() >= crate::policy::SURGE_429_COUNT {
+                    q.pop_front();
+                }
+                q.push_back(tokio::time::Instant::now());
+            }
+        }
+    }
+
+    /// A 429 surge: [`crate::policy::SURGE_429_COUNT`] rate-limit answers within
+    /// [`crate::policy::SURGE_429_WINDOW`].
+    pub fn rate_limit_surge(&self) -> bool {
+        let Ok(q) = self.rate_limits.lock() else {
+            return false;
+        };
+        q.len() >= crate::policy::SURGE_429_COUNT
+            && q.front()
+                .is_some_and(|t| t.elapsed() <= crate::policy::SURGE_429_WINDOW)
     }
 
     pub fn classes(&self) -> BTreeMap<&'static str, ClassSnapshot> {

@@ -40,6 +40,127 @@ pub struct StatusSnapshot {
     pub sessions: SessionsStatus,
     /// Team gateway mode (`weir serve --gateway`); `null` for a laptop Weir.
     pub gateway: Option<GatewayStatus>,
+    /// Local-agent hand-off offers waiting for the developer, and the last results (#14).
+    pub handoffs: HandoffsStatus,
+    /// Completion models seen on managed upstreams: each model's own breaker, its fallbacks
+    /// and the fallback episode under way (docs/model-fallback.md).
+    pub models: Vec<ModelStatus>,
+    /// The fallback policy graph: rules per source, refused loosenings, recent decisions.
+    pub policy: PolicyStatus,
+}
+
+/// `handoffs` in the status document. Repositories and problem statements are private: they
+/// are left out of the JSON (`/_weir/api/status` needs no secret) and served by
+/// `GET /_weir/api/handoffs`, which needs the control secret; the tray reads them here,
+/// in-process.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct HandoffsStatus {
+    /// A `[local_agent]` command is configured (without one nothing is ever offered).
+    pub configured: bool,
+    /// Offers waiting for Confirm / Decline, oldest first.
+    pub pending: Vec<PendingHandoff>,
+    /// The last offers answered (confirmed, declined, expired), newest first (at most
+    /// [`RECENT_HANDOFFS`]).
+    pub recent: Vec<HandoffResult>,
+}
+
+/// How many answered offers the status keeps.
+pub const RECENT_HANDOFFS: usize = 10;
+
+/// An offer waiting for the developer's answer.
+#[derive(Debug, Clone, Serialize)]
+pub struct PendingHandoff {
+    /// The offer's id (the create's queue item id): `/_weir/api/handoffs/{id}`.
+    pub id: i64,
+    /// The policy rule that chose `local`.
+    pub rule: String,
+    pub offered_at: String,
+    /// Seconds since the offer was made.
+    pub age_secs: u64,
+    /// Seconds until it goes back to the queue unanswered.
+    pub expires_in_secs: u64,
+    /// `owner/repo` (private: not in the JSON).
+    #[serde(skip_serializing)]
+    pub repo: String,
+    /// The problem statement's first [`EXCERPT_CHARS`] characters (private: not in the JSON).
+    #[serde(skip_serializing)]
+    pub excerpt: String,
+}
+
+/// How many characters of a problem statement an offer shows.
+pub const EXCERPT_CHARS: usize = 160;
+
+/// What became of an answered offer.
+#[derive(Debug, Clone, Serialize)]
+pub struct HandoffResult {
+    pub id: i64,
+    pub outcome: HandoffOutcome,
+    /// The command's exit code, once it ended by itself.
+    pub exit_code: Option<i32>,
+    pub at: String,
+    /// `owner/repo` (private: not in the JSON).
+    #[serde(skip_serializing)]
+    pub repo: String,
+}
+
+/// The end of an offer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HandoffOutcome {
+    /// Confirmed; the local agent command is running.
+    Running,
+    /// Confirmed; the command ended with exit code 0.
+    Succeeded,
+    /// Confirmed; the command failed, could not start, or ran past `local_agent.timeout`.
+    Failed,
+    /// Declined by the developer.
+    Declined,
+    /// Not answered within `local_agent.offer_ttl`.
+    Expired,
+}
+
+/// `models[]`: one (upstream, model) pair's breaker and fallbacks. Never the agent-sessions
+/// breaker: that one is `upstreams[].breaker`.
+#[derive(Debug, Clone, Serialize)]
+pub struct ModelStatus {
+    pub upstream: String,
+    pub model: String,
+    /// `closed`, `degraded`, `open` or `half_open`, and why.
+    pub breaker: weir_resilience::State,
+    pub reason: String,
+    /// Requests of this model re-sent with its fallback model since start.
+    pub fallbacks: u64,
+    /// The fallback episode under way (`null`: none).
+    pub episode: Option<ModelEpisode>,
+}
+
+/// A model fallback episode: from the first fallback until the model answers again.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct ModelEpisode {
+    /// The model requests go to meanwhile.
+    pub to: String,
+    pub since: String,
+    /// Fallbacks in this episode.
+    pub fallbacks: u64,
+    /// What made the first fallback (e.g. `overloaded (529)`, `breaker open`).
+    pub reason: String,
+}
+
+/// `policy` in the status document.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct PolicyStatus {
+    /// The organisation's policy file in force (`null`: none).
+    pub org_file: Option<String>,
+    pub org_rules: usize,
+    pub user_rules: usize,
+    /// User rules that would loosen an org rule, each naming both rules (file:line).
+    pub refused: Vec<crate::policy::Refusal>,
+    /// Whether policy sees the network as metered now.
+    pub metered: bool,
+    /// Requests a rule decided (built-in defaults not counted) since start.
+    pub decisions: u64,
+    /// The last decisions a rule made, newest first.
+    pub recent: Vec<crate::policy::RecentDecision>,
 }
 
 /// Where a settings change came from.
@@ -299,6 +420,13 @@ pub struct GatewayStatus {
     /// Whether CONNECTs to managed https hosts are TLS-terminated with a CA from files shared by
     /// every replica.
     pub shared_intercept_ca: bool,
+    /// The load balancers whose PROXY protocol headers are read (`gateway.trusted_proxies`);
+    /// empty: the option is off and a PROXY header is refused.
+    pub trusted_proxies: Vec<String>,
+    /// TLS to the shared queue's database (`gateway.postgres_sslmode`); `None` without one.
+    pub postgres_sslmode: Option<crate::config::PgSslMode>,
+    /// The base of the gateway's problem `type` URLs (`gateway.public_url`, else its listener).
+    pub public_url: String,
 }
 
 /// Which database holds the create queue.

@@ -651,25 +651,7 @@ async fn bench_shared_queue_drain() {
 fn a_replica_that_cannot_start_says_why() {
     let up: std::net::SocketAddr = "127.0.0.1:9".parse().unwrap();
     let files = GatewayFiles::new();
-    let run = |config: &std::path::Path| {
-        let data = tempfile::tempdir().unwrap();
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_weir"))
-            .args(["serve", "--gateway", "--config"])
-            .arg(config)
-            .arg("--data-dir")
-            .arg(data.path())
-            .env("HOME", data.path())
-            .env(
-                "DBUS_SESSION_BUS_ADDRESS",
-                "unix:path=/nonexistent/weir-test-bus",
-            )
-            .output()
-            .unwrap();
-        (
-            out.status.code(),
-            String::from_utf8_lossy(&out.stderr).to_string(),
-        )
-    };
+    let run = gw::run_to_exit;
     // No [gateway] table: a usage error (2) naming what is missing.
     let bare = files.dir.path().join("bare.toml");
     std::fs::write(&bare, "watch_github_status = false\n").unwrap();

@@ -153,7 +153,7 @@ async fn metered_follows_networkmanager_and_its_absence_is_not_an_error() {
         ))
         .await,
         "{:?}",
-        weir.handle.network()
+        weir.handle.network().status()
     );
     let mut events = weir.handle.subscribe();
     // It starts: seen through NameOwnerChanged, then its `Metered` (1 = yes) is read.
@@ -161,7 +161,7 @@ async fn metered_follows_networkmanager_and_its_absence_is_not_an_error() {
     assert!(
         eventually_status(&weir.handle, 250, |s| s.network.state.os == Some(true)).await,
         "{:?}",
-        weir.handle.network()
+        weir.handle.network().status()
     );
     // The status document as the dashboard reads it.
     let s = weir.status().await;
@@ -175,12 +175,12 @@ async fn metered_follows_networkmanager_and_its_absence_is_not_an_error() {
     // NetworkManager's PropertiesChanged: 2 = no.
     nm.set(2).await;
     assert!(eventually_status(&weir.handle, 250, |s| s.network.state.os == Some(false)).await);
-    assert!(!weir.handle.network().state.metered);
+    assert!(!weir.handle.network().status().state.metered);
     // guess-yes counts as metered, as NetworkManager advises.
     nm.set(3).await;
     assert!(eventually_status(&weir.handle, 250, |s| s.network.state.metered).await);
     assert_eq!(
-        weir.handle.network().os_watch,
+        weir.handle.network().status().os_watch,
         OsWatch::Watching {
             api: "NetworkManager".into(),
             value: "guess-yes".into()
@@ -196,7 +196,7 @@ async fn metered_follows_networkmanager_and_its_absence_is_not_an_error() {
         ))
         .await
     );
-    let n = weir.handle.network();
+    let n = weir.handle.network().status();
     assert_eq!((n.state.os, n.state.metered), (None, false));
     assert_eq!(n.label, "not metered (no OS information)");
     assert!(health_ok(&weir).await);
@@ -235,10 +235,10 @@ async fn metered_follows_networkmanager_and_its_absence_is_not_an_error() {
         ))
         .await,
         "{:?}",
-        weir.handle.network()
+        weir.handle.network().status()
     );
-    assert_eq!(weir.handle.network().state.os, None);
-    assert!(!weir.handle.network().state.metered);
+    assert_eq!(weir.handle.network().status().state.os, None);
+    assert!(!weir.handle.network().status().state.metered);
     assert!(health_ok(&weir).await);
     drop(nm);
 
@@ -249,7 +249,7 @@ async fn metered_follows_networkmanager_and_its_absence_is_not_an_error() {
     assert!(
         eventually_status(&weir.handle, 500, |s| s.network.state.os == Some(true)).await,
         "{:?}",
-        weir.handle.network()
+        weir.handle.network().status()
     );
     weir.handle.shutdown().await;
 }
@@ -277,7 +277,7 @@ async fn without_a_system_bus_there_is_no_os_information_and_weir_serves() {
     assert!(health_ok(&weir).await);
     // The override still works without the OS.
     weir.handle.set_network_metered(Some(true), ChosenBy::Tray);
-    assert!(weir.handle.network().state.metered);
+    assert!(weir.handle.network().status().state.metered);
     let metrics = reqwest::get(format!("{}/metrics", weir.proxy_url()))
         .await
         .unwrap()
@@ -330,8 +330,8 @@ async fn the_override_is_protected_kept_across_a_restart_and_auto_returns_to_the
     assert_eq!(r.status(), 422);
     let p: serde_json::Value = r.json().await.unwrap();
     assert!(p["detail"].as_str().unwrap().contains("true|false|null"));
-    assert_eq!(weir.handle.network().state.forced, None);
-    assert!(!weir.handle.network().state.metered);
+    assert_eq!(weir.handle.network().status().state.forced, None);
+    assert!(!weir.handle.network().status().state.metered);
 
     let r = put_network(&weir, r#"{"metered":true,"by":"dashboard"}"#).await;
     assert_eq!(r.status(), 200);
@@ -354,11 +354,14 @@ async fn the_override_is_protected_kept_across_a_restart_and_auto_returns_to_the
 
     // A restart (same data dir) keeps the override.
     let again = weir.handle.restart().await.unwrap();
-    let n = again.network();
+    let n = again.network().status();
     assert_eq!((n.state.forced, n.state.metered), (Some(true), true));
     assert_eq!(n.forced_by, Some(ChosenBy::Dashboard));
     assert!(eventually_status(&again, 250, |s| s.network.state.os == Some(false)).await);
-    assert!(again.network().state.metered, "the override still wins");
+    assert!(
+        again.network().status().state.metered,
+        "the override still wins"
+    );
 
     // `null` follows the OS again (not metered), and that too is kept.
     let r = reqwest::Client::new()
@@ -369,7 +372,7 @@ async fn the_override_is_protected_kept_across_a_restart_and_auto_returns_to_the
         .await
         .unwrap();
     assert_eq!(r.status(), 200);
-    let n = again.network();
+    let n = again.network().status();
     assert_eq!(
         (n.state.forced, n.state.metered, n.source),
         (None, false, MeteredSource::Os)
@@ -443,7 +446,7 @@ async fn weir_network_round_trip_through_the_cli() {
         text(&out).trim(),
         "metered (forced) — forced with `weir network`; OS detection is off ([network] detect_os = false)"
     );
-    let n = handle.network();
+    let n = handle.network().status();
     assert_eq!((n.state.metered, n.forced_by), (true, Some(ChosenBy::Cli)));
 
     let out = run(&["--json"]).await.unwrap();
@@ -455,12 +458,12 @@ async fn weir_network_round_trip_through_the_cli() {
     let out = run(&["metered", "auto"]).await.unwrap();
     assert!(out.status.success());
     assert!(text(&out).starts_with("not metered (no OS information) — "));
-    assert_eq!(handle.network().state.forced, None);
+    assert_eq!(handle.network().status().state.forced, None);
 
     // A value that is not on/off/auto: a usage error (exit 2), nothing sent.
     let out = run(&["metered", "sometimes"]).await.unwrap();
     assert_eq!(out.status.code(), Some(2));
-    assert_eq!(handle.network().state.forced, None);
+    assert_eq!(handle.network().status().state.forced, None);
 
     // A wrong secret is refused by the engine and reported.
     let mut c = Command::new(env!("CARGO_BIN_EXE_weir"));
@@ -475,6 +478,6 @@ async fn weir_network_round_trip_through_the_cli() {
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("control secret"));
-    assert_eq!(handle.network().state.forced, None);
+    assert_eq!(handle.network().status().state.forced, None);
     handle.shutdown().await;
 }

@@ -5,6 +5,8 @@
 mod common;
 #[path = "common/nats.rs"]
 mod nats;
+#[path = "common/tls.rs"]
+mod tls;
 
 use common::{eventually_status, Upstream};
 use futures::StreamExt;
@@ -590,4 +592,92 @@ async fn a_hung_nats_server_never_delays_requests() {
     assert_eq!(team_of(&s).link, TeamLink::Disconnected);
     assert_eq!(team_of(&s).published, 0);
     held.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn facts_travel_over_tls_and_a_wrong_ca_or_a_plain_url_says_why() {
+    let bin = require_nats!();
+    let ca = tls::TestCa::new();
+    let (cert, key) = ca.issue_files(&["127.0.0.1"], ca.dir.path(), "nats");
+    let nats = NatsServer::start_tls(&bin, &cert, &key).await;
+    let broken = Upstream::start().await;
+    broken.set(|b| b.status = 500);
+    let healthy = Upstream::start().await;
+    let team = format!(
+        "nats_url = \"{}\"\npeers_needed = 1\naction = \"open\"\nca_file = \"{}\"\n",
+        nats.tls_url(),
+        ca.pem_path.display()
+    );
+    let a = TeamWeir::start(&broken.origin(), &team, None).await;
+    let b = TeamWeir::start(&healthy.origin(), &team, None).await;
+    connected(&[&a, &b]).await;
+    fail_through(&a, &broken.origin(), 3).await;
+    // A's fact reached B over TLS: B opens without a call of its own.
+    assert!(
+        eventually_status(&b.handle, 1500, |s| s.upstreams[0].guard.breaker.state
+            == weir::events::BreakerState::Open)
+        .await,
+        "{:?}",
+        team_of(&b.status().await)
+    );
+    assert_eq!(team_of(&b.status().await).upstreams[0].peers_failing, 1);
+    assert_eq!(healthy.total(), 0);
+
+    // A CA that did not sign the server's certificate, and a plain nats:// URL (the server
+    // asks for TLS; without the team's CA the certificate is not trusted): each says why in
+    // the status, and each Weir serves as without [team].
+    let other = tls::TestCa::new();
+    let wrong_ca = format!(
+        "nats_url = \"{}\"\nca_file = \"{}\"\n",
+        nats.tls_url(),
+        other.pem_path.display()
+    );
+    let plain = format!("nats_url = \"{}\"\n", nats.url());
+    for (team, hint) in [(wrong_ca, "check [team] ca_file"), (plain, "use tls://")] {
+        let w = TeamWeir::start(&healthy.origin(), &team, None).await;
+        let said = eventually_status(&w.handle, 1500, |s| {
+            team_of(s)
+                .error
+                .as_deref()
+                .is_some_and(|e| e.starts_with("team: NATS TLS handshake failed: "))
+        })
+        .await;
+        let s = w.status().await;
+        let t = team_of(&s);
+        assert!(said, "{t:?}");
+        let error = t.error.clone().unwrap();
+        assert!(
+            error.contains("invalid peer certificate") && error.contains(hint),
+            "{error}"
+        );
+        assert_eq!(t.link, TeamLink::Disconnected);
+        assert_eq!(t.published, 0);
+        let r = w
+            .client("ghp_w")
+            .get(format!("{}/agents/sessions", healthy.origin()))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+    }
+    assert_eq!(healthy.total(), 2);
+
+    // tls:// to a server without TLS: refused (never downgraded), and said so.
+    let bare = NatsServer::start(&bin, &[]).await;
+    let w = TeamWeir::start(
+        &healthy.origin(),
+        &format!("nats_url = \"tls://{}\"\n", bare.addr),
+        None,
+    )
+    .await;
+    assert!(
+        eventually_status(&w.handle, 1500, |s| team_of(s)
+            .error
+            .as_deref()
+            .is_some_and(|e| e.contains("does not offer TLS")))
+        .await,
+        "{:?}",
+        team_of(&w.status().await)
+    );
+    assert!(!team_of(&w.status().await).connected);
 }

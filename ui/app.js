@@ -7,8 +7,10 @@ import * as fmt from './format.js';
 import { RateHistory } from './rates.js';
 import { UpstreamCards } from './upstreams.js';
 import { QueuePanel } from './queue.js';
+import { HandoffsPanel } from './handoffs.js';
 import { GithubPanel } from './github.js';
 import { TeamPanel } from './team.js';
+import { PolicyPanel } from './policy.js';
 import { SetupPanel } from './setup.js';
 import { SettingsForm } from './settings.js';
 import { TokenPanel } from './token.js';
@@ -72,9 +74,23 @@ const queue = new QueuePanel({
   onProblem: showProblem,
   onNotice: showNotice,
 });
+const handoffs = new HandoffsPanel({
+  section: byTestId('handoffs-section'),
+  table: byTestId('handoffs'),
+  note: byTestId('handoffs-note'),
+  onProblem: showProblem,
+  onNotice: showNotice,
+});
 const github = new GithubPanel(byTestId('github'));
 const accounts = new AccountsPanel({ table: byTestId('accounts'), note: byTestId('accounts-note') });
 const team = new TeamPanel(byTestId('team-section'), byTestId('team'));
+const policy = new PolicyPanel({
+  form: byTestId('policy-form'),
+  table: byTestId('policy-table'),
+  refused: byTestId('policy-refused'),
+  onProblem: showProblem,
+});
+policy.load();
 const setup = new SetupPanel({ list: byTestId('proxy-setup'), status: byTestId('copy-status') });
 const settings = new SettingsForm({
   form: byTestId('settings-form'),
@@ -239,6 +255,7 @@ function onStatus(doc) {
   renderOverview(doc);
   cards.update(doc, history, now);
   queue.statusUpdate(doc.queue);
+  handoffs.statusUpdate(doc.handoffs);
   github.update(doc.github);
   accounts.update(doc.identity);
   team.update(doc.team);
@@ -283,6 +300,7 @@ function connect() {
     }
   });
   source.addEventListener('queue', () => queue.scheduleRefresh());
+  source.addEventListener('handoff', () => handoffs.scheduleRefresh());
   source.addEventListener('session', () => sessions.event());
   source.addEventListener('github', (ev) => {
     const e = parse(ev);
@@ -315,9 +333,10 @@ function connect() {
 
 loadSecret();
 // The tray's "N creates queued" item opens the dashboard at `#view=queue`, its sessions line at
-// `#view=sessions`.
+// `#view=sessions`, a local-agent offer at `#view=handoffs`.
 const view = new URLSearchParams(location.hash.replace(/^#/, '')).get('view');
-if (view === 'queue' || view === 'sessions') {
+if (view === 'handoffs') byTestId('handoffs-section').hidden = false;
+if (view === 'queue' || view === 'sessions' || view === 'handoffs') {
   document.getElementById(view)?.scrollIntoView({ block: 'start' });
 }
 byTestId('readonly-notice').hidden = hasSecret();

@@ -6,10 +6,10 @@ import { call, hasSecret } from './api.js';
 import { h, setText } from './dom.js';
 import * as fmt from './format.js';
 
-const FINISHED = new Set(['done', 'cancelled', 'expired']);
+const FINISHED = new Set(['done', 'cancelled', 'expired', 'handed_off']);
 const CAN_CANCEL = new Set(['queued', 'in_doubt', 'failed']);
 const CAN_RETRY = new Set(['failed', 'expired', 'cancelled']);
-const COUNT_ORDER = ['queued', 'replaying', 'in_doubt', 'done', 'failed', 'cancelled', 'expired'];
+const COUNT_ORDER = ['queued', 'replaying', 'in_doubt', 'offered', 'done', 'failed', 'cancelled', 'expired', 'handed_off'];
 
 function short(v) {
   if (v === undefined || v === null || v === '') return '';

@@ -5,7 +5,7 @@ import { h, setText, slug } from './dom.js';
 import { createChart } from './chart.js';
 import * as fmt from './format.js';
 
-const CLASSES = ['list', 'view', 'stream', 'create', 'token', 'other'];
+const CLASSES = ['list', 'view', 'stream', 'create', 'token', 'model', 'other'];
 const CLASS_COLS = [
   ['client_requests', 'client'],
   ['upstream_requests', 'to GitHub'],

@@ -1,7 +1,7 @@
 //! The tray menu: typed item IDs ([`MenuId`]) and the live menu ([`TrayMenu`]) whose labels
 //! follow the latest [`TrayView`].
 
-use crate::tray_state::{SessionLine, TrayView};
+use crate::tray_state::{HandoffLines, SessionLine, TrayView};
 use tauri::menu::{CheckMenuItem, Menu, MenuItem, PredefinedMenuItem, Submenu};
 use tauri::{AppHandle, Runtime};
 
@@ -23,6 +23,12 @@ pub enum MenuId {
     RecentSession(usize),
     /// What teammates' Weirs report (informational; opens the dashboard).
     Team,
+    /// Confirm a local-agent offer (by its id): the command starts, once.
+    HandoffConfirm(i64),
+    /// Decline a local-agent offer: the create goes back to the queue.
+    HandoffDecline(i64),
+    /// The dashboard's local-agent offers.
+    Handoffs,
     OpenDashboard,
     TogglePause,
     /// Cache only on/off (the third mode; pause is pass-through).
@@ -36,6 +42,10 @@ pub enum MenuId {
 
 const UPSTREAM_PREFIX: &str = "upstream-";
 const SESSION_PREFIX: &str = "session-";
+const CONFIRM_PREFIX: &str = "handoff-confirm-";
+const DECLINE_PREFIX: &str = "handoff-decline-";
+/// The local-agent offers submenu's own ID.
+const HANDOFF_SUBMENU: &str = "handoff-offers";
 /// The submenu's own ID (a submenu is not clickable, but Tauri wants an ID).
 const RECENT_SUBMENU: &str = "recent-sessions";
 
@@ -45,6 +55,8 @@ impl MenuId {
         match self {
             MenuId::Upstream(i) => format!("{UPSTREAM_PREFIX}{i}"),
             MenuId::RecentSession(i) => format!("{SESSION_PREFIX}{i}"),
+            MenuId::HandoffConfirm(id) => format!("{CONFIRM_PREFIX}{id}"),
+            MenuId::HandoffDecline(id) => format!("{DECLINE_PREFIX}{id}"),
             other => other.fixed_id().to_string(),
         }
     }
@@ -57,6 +69,18 @@ impl MenuId {
         if let Some(n) = id.strip_prefix(SESSION_PREFIX) {
             return index(n).map(MenuId::RecentSession);
         }
+        // Offer ids are queue item ids: positive, and never past i64.
+        let offer = |n: &str| {
+            index(n)
+                .and_then(|i| i64::try_from(i).ok())
+                .filter(|i| *i > 0)
+        };
+        if let Some(n) = id.strip_prefix(CONFIRM_PREFIX) {
+            return offer(n).map(MenuId::HandoffConfirm);
+        }
+        if let Some(n) = id.strip_prefix(DECLINE_PREFIX) {
+            return offer(n).map(MenuId::HandoffDecline);
+        }
         FIXED.iter().copied().find(|m| m.fixed_id() == id)
     }
 
@@ -65,6 +89,9 @@ impl MenuId {
             MenuId::Overall => "overall",
             MenuId::Upstream(_) => UPSTREAM_PREFIX,
             MenuId::RecentSession(_) => SESSION_PREFIX,
+            MenuId::HandoffConfirm(_) => CONFIRM_PREFIX,
+            MenuId::HandoffDecline(_) => DECLINE_PREFIX,
+            MenuId::Handoffs => "handoffs",
             MenuId::Team => "team",
             MenuId::Queue => "queue",
             MenuId::Github => "github",
@@ -90,12 +117,13 @@ fn index(n: &str) -> Option<usize> {
 }
 
 /// The IDs without a payload, for [`MenuId::from_id`].
-const FIXED: [MenuId; 12] = [
+const FIXED: [MenuId; 13] = [
     MenuId::Overall,
     MenuId::Queue,
     MenuId::Github,
     MenuId::Sessions,
     MenuId::Team,
+    MenuId::Handoffs,
     MenuId::OpenDashboard,
     MenuId::TogglePause,
     MenuId::ToggleCacheOnly,
@@ -134,6 +162,8 @@ pub struct TrayMenu<R: Runtime> {
     recent: Submenu<R>,
     /// Present only when `[team]` was configured at start.
     team: Option<MenuItem<R>>,
+    /// Present only when `[local_agent]` was configured at start.
+    handoffs: Option<Submenu<R>>,
     pause: MenuItem<R>,
     cache_only: MenuItem<R>,
     restart: MenuItem<R>,
@@ -161,6 +191,14 @@ impl<R: Runtime> TrayMenu<R> {
         fill_recent(app, &recent, &view.recent_sessions)?;
         let team = match &view.team_line {
             Some(line) => Some(item(MenuId::Team, line, true)?),
+            None => None,
+        };
+        let handoffs = match &view.handoffs {
+            Some(lines) => {
+                let sub = Submenu::with_id(app, HANDOFF_SUBMENU, &lines.title, true)?;
+                fill_handoffs(app, &sub, lines)?;
+                Some(sub)
+            }
             None => None,
         };
         let open = item(MenuId::OpenDashboard, "Open dashboard", true)?;
@@ -193,6 +231,9 @@ impl<R: Runtime> TrayMenu<R> {
         if let Some(team) = &team {
             menu.append(team)?;
         }
+        if let Some(handoffs) = &handoffs {
+            menu.append(handoffs)?;
+        }
         menu.append(&PredefinedMenuItem::separator(app)?)?;
         menu.append_items(&[&open, &pause, &cache_only, &copy, &autostart])?;
         menu.append(&restart)?;
@@ -207,6 +248,7 @@ impl<R: Runtime> TrayMenu<R> {
             sessions,
             recent,
             team,
+            handoffs,
             pause,
             cache_only,
             restart,
@@ -244,6 +286,12 @@ impl<R: Runtime> TrayMenu<R> {
         if let (Some(item), Some(line)) = (&self.team, &new.team_line) {
             if old.is_none_or(|o| o.team_line.as_ref() != Some(line)) {
                 item.set_text(line)?;
+            }
+        }
+        if let (Some(sub), Some(lines)) = (&self.handoffs, &new.handoffs) {
+            if old.is_none_or(|o| o.handoffs.as_ref() != Some(lines)) {
+                sub.set_text(&lines.title)?;
+                fill_handoffs(self.menu.app_handle(), sub, lines)?;
             }
         }
         if changed(|v| &v.restart_line) {
@@ -297,6 +345,34 @@ fn fill_recent<R: Runtime>(
     Ok(())
 }
 
+/// Replaces the offers submenu's entries: per offer, "Run local agent" and "Back to queue"
+/// (the decision is the developer's, so both are one click), then the dashboard.
+fn fill_handoffs<R: Runtime>(
+    app: &AppHandle<R>,
+    submenu: &Submenu<R>,
+    lines: &HandoffLines,
+) -> tauri::Result<()> {
+    for old in submenu.items()? {
+        submenu.remove(&old)?;
+    }
+    for offer in &lines.offers {
+        let run = format!("Run local agent: {}", offer.label);
+        let back = format!("Back to queue: {}", offer.label);
+        let confirm = MenuId::HandoffConfirm(offer.id).as_id();
+        let decline = MenuId::HandoffDecline(offer.id).as_id();
+        submenu.append(&MenuItem::with_id(app, confirm, run, true, None::<&str>)?)?;
+        submenu.append(&MenuItem::with_id(app, decline, back, true, None::<&str>)?)?;
+    }
+    let open = MenuItem::with_id(
+        app,
+        MenuId::Handoffs.as_id(),
+        "Open offers in the dashboard",
+        true,
+        None::<&str>,
+    )?;
+    submenu.append(&open)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -310,6 +386,9 @@ mod tests {
             MenuId::Upstream(123),
             MenuId::RecentSession(0),
             MenuId::RecentSession(7),
+            MenuId::HandoffConfirm(1),
+            MenuId::HandoffConfirm(42),
+            MenuId::HandoffDecline(42),
         ]);
         for id in &all {
             assert_eq!(
@@ -337,6 +416,17 @@ mod tests {
             "session-x",
             "recent-sessions",
             "no-recent-sessions",
+            "handoff-confirm-0",
+            "handoff-confirm--1",
+            "handoff-decline-",
+            "handoff-confirm-99999999999999999999",
+            "handoff-offers",
+            "no-recent-sessions",
+            "handoff-confirm-0",
+            "handoff-confirm--1",
+            "handoff-decline-",
+            "handoff-confirm-99999999999999999999",
+            "handoff-offers",
             "Quit",
             "quit ",
             "tray",

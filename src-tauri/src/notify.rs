@@ -8,7 +8,10 @@
 use std::collections::HashMap;
 use std::time::Duration;
 use tokio::time::Instant;
-use weir::events::{BreakerState, Event, GithubChange, QueueState, SessionChange, TeamChange};
+use weir::events::{
+    BreakerState, Event, GithubChange, HandoffChange, ModelFallbackChange, QueueState,
+    SessionChange, TeamChange,
+};
 use weir::mode::ModeKind;
 
 /// How long an upstream stays quiet after a notification.
@@ -63,7 +66,8 @@ pub fn notice_for(event: &Event) -> Option<Notice> {
         Event::Queue { id, upstream, state, detail, .. } => match state {
             QueueState::Done => n(upstream, format!("Queued session #{id} created"), format!("Replayed to {upstream}. {detail}")),
             QueueState::Failed => n(upstream, format!("Queued session #{id} failed"), format!("{upstream} refused it: {detail}")),
-            QueueState::Queued | QueueState::Replaying | QueueState::InDoubt | QueueState::Cancelled | QueueState::Expired => None,
+            QueueState::Queued | QueueState::Replaying | QueueState::InDoubt | QueueState::Cancelled | QueueState::Expired
+            | QueueState::Offered | QueueState::HandedOff => None,
         },
         Event::Github { change, title, url, .. } => {
             let link = url.as_deref().map(|u| format!("\n{u}")).unwrap_or_default();
@@ -86,6 +90,28 @@ pub fn notice_for(event: &Event) -> Option<Notice> {
             TeamChange::Acting | TeamChange::Overruled => n("team", "Team signals".to_string(), message.clone()),
             TeamChange::Connected | TeamChange::Disconnected | TeamChange::Released => None,
         },
+        // An offer waits for the developer (the tray menu has Confirm / Decline; nothing runs
+        // without one); what became of it is worth a line too. Started and declined are the
+        // developer's own doing.
+        Event::Handoff { change, repo, rule, excerpt, detail, .. } => match change {
+            HandoffChange::Offered => with(n(
+                "handoff",
+                "Hand to your local agent?".to_string(),
+                format!("{repo}: {excerpt}\nThe cloud cannot take it; rule {rule} allows your local agent. Confirm in the tray menu (Local agent offers) or the dashboard."),
+            ), Level::Warning),
+            HandoffChange::Finished => n("handoff", format!("Local agent finished: {repo}"), detail.clone()),
+            HandoffChange::Expired => n("handoff", format!("Offer for {repo} expired"), "Back in the queue.".to_string()),
+            HandoffChange::Started | HandoffChange::Declined => None,
+        },
+        // One notice when a model's fallback episode starts and one when it ends; the key is
+        // the model, so a flapping model cannot drown the other notices.
+        Event::ModelFallback { change, upstream, from, message, .. } => {
+            let summary = match change {
+                ModelFallbackChange::Started => "Model fallback",
+                ModelFallbackChange::Ended => "Model back",
+            };
+            n(&format!("model-{upstream}-{from}"), summary.to_string(), message.clone())
+        }
         Event::Session { change, session, .. } => {
             let summary = match change {
                 SessionChange::Finished => "Agent session finished",

@@ -44,7 +44,29 @@ pub struct TrayView {
     /// "3 teammates see copilot-api failing" (or that none do / the link is down); `None` when
     /// `[team]` is not configured.
     pub team_line: Option<String>,
+    /// Offers of creates to the local agent, waiting for Confirm / Decline; `None` when no
+    /// `[local_agent]` is configured.
+    pub handoffs: Option<HandoffLines>,
 }
+
+/// The "Local agent offers" submenu: its title and one entry per waiting offer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct HandoffLines {
+    /// "Local agent: 1 offer waiting" / "Local agent: no offers waiting".
+    pub title: String,
+    pub offers: Vec<HandoffLine>,
+}
+
+/// One waiting offer: its id (for Confirm / Decline) and what it is.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct HandoffLine {
+    pub id: i64,
+    /// "octo/app: Fix the login bug" (statement cut to 40 characters).
+    pub label: String,
+}
+
+/// How many offers the submenu lists (the dashboard lists them all).
+pub const SUBMENU_OFFERS: usize = 5;
 
 /// One line of the recent-sessions submenu and the page its click opens.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -155,7 +177,9 @@ impl Recent {
             | Event::Team { .. }
             | Event::SettingsApplied { .. }
             | Event::SettingsRejected { .. }
-            | Event::Session { .. } => {}
+            | Event::Session { .. }
+            | Event::ModelFallback { .. }
+            | Event::Handoff { .. } => {}
         }
     }
 
@@ -251,6 +275,29 @@ pub fn tray_view(
     if let Some(team) = status.team.as_ref().and_then(|t| t.summary.clone()) {
         tooltip.push(team);
     }
+    // Model fallback episodes: a different failure from the agent-sessions control plane's,
+    // so their own lines, never the sessions line.
+    for m in &status.models {
+        if let Some(ep) = &m.episode {
+            let n = ep.fallbacks;
+            let s = if n == 1 { "" } else { "s" };
+            tooltip.push(format!("Models: {} → {} ({n} fallback{s})", m.model, ep.to));
+        }
+    }
+    if let Some(h) = status.handoffs.configured.then_some(&status.handoffs) {
+        if !h.pending.is_empty() {
+            tooltip.push(handoff_lines(h).title);
+        }
+    }
+    // A developer's rule the organisation's policy overrides: say so where they look first.
+    match status.policy.refused.as_slice() {
+        [] => {}
+        [one] => tooltip.push(format!("Policy: {}", one.message)),
+        many => tooltip.push(format!(
+            "Policy: {} of your rules are overridden by the organisation's policy (see the dashboard)",
+            many.len()
+        )),
+    }
     TrayView {
         overall,
         overall_line,
@@ -271,7 +318,29 @@ pub fn tray_view(
             .map(session_line)
             .collect(),
         team_line: status.team.as_ref().map(team_line),
+        handoffs: status
+            .handoffs
+            .configured
+            .then(|| handoff_lines(&status.handoffs)),
     }
+}
+
+fn handoff_lines(h: &weir::status::HandoffsStatus) -> HandoffLines {
+    let title = match h.pending.len() {
+        0 => "Local agent: no offers waiting".to_string(),
+        1 => "Local agent: 1 offer waiting".to_string(),
+        n => format!("Local agent: {n} offers waiting"),
+    };
+    let offers = h
+        .pending
+        .iter()
+        .take(SUBMENU_OFFERS)
+        .map(|p| HandoffLine {
+            id: p.id,
+            label: format!("{}: {}", p.repo, shorten(&p.excerpt, 40)),
+        })
+        .collect();
+    HandoffLines { title, offers }
 }
 
 /// "Running · octo/app: Fix the login bug": the group first (what the developer scans for),

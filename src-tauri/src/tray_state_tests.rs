@@ -404,25 +404,46 @@ async fn without_a_token_the_sessions_line_says_how_to_see_them_and_restart_name
 /// A loopback agents API answering every request with `body` (JSON), one request per
 /// connection; returns its origin.
 async fn agents_api(body: String) -> String {
+    fake_api(move |_| (200, body.clone())).await
+}
+
+/// A loopback API whose answer (status, JSON body) `answer` picks from the whole request
+/// (head and body), one request per connection; returns its origin.
+async fn fake_api(answer: impl Fn(&str) -> (u16, String) + Send + Sync + 'static) -> String {
+    let answer = std::sync::Arc::new(answer);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let origin = format!("http://{}", listener.local_addr().unwrap());
     tokio::spawn(async move {
         while let Ok((mut s, _)) = listener.accept().await {
-            let body = body.clone();
+            let answer = answer.clone();
             tokio::spawn(async move {
-                let mut head = Vec::new();
-                let mut buf = [0u8; 1024];
-                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                let mut req = Vec::new();
+                let mut buf = [0u8; 4096];
+                // The head, then as many body bytes as Content-Length says.
+                let complete = |r: &[u8]| {
+                    let text = String::from_utf8_lossy(r).to_ascii_lowercase();
+                    let Some(end) = text.find("\r\n\r\n") else {
+                        return false;
+                    };
+                    let len = text
+                        .lines()
+                        .find_map(|l| l.strip_prefix("content-length:"))
+                        .and_then(|v| v.trim().parse::<usize>().ok())
+                        .unwrap_or(0);
+                    r.len() >= end + 4 + len
+                };
+                while !complete(&req) {
                     match s.read(&mut buf).await {
                         Ok(0) | Err(_) => return,
-                        Ok(n) => head.extend_from_slice(&buf[..n]),
+                        Ok(n) => req.extend_from_slice(&buf[..n]),
                     }
                 }
-                let answer = format!(
-                    "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                let (status, body) = answer(&String::from_utf8_lossy(&req));
+                let reply = format!(
+                    "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
                     body.len()
                 );
-                let _ = s.write_all(answer.as_bytes()).await;
+                let _ = s.write_all(reply.as_bytes()).await;
             });
         }
     });
@@ -551,4 +572,168 @@ async fn the_teammates_line_follows_the_real_team_status() {
         view(&s, &Recent::default()).team_line.as_deref(),
         Some("3 teammates see copilot-api failing")
     );
+}
+
+#[tokio::test]
+async fn a_user_rule_the_org_policy_refuses_is_named_in_the_tooltip() {
+    let dir = tempfile::tempdir().unwrap();
+    let org = dir.path().join("org-policy.toml");
+    std::fs::write(&org, "[[policy]]\nrepo = \"acme/*\"\ncreate = \"fail\"\n").unwrap();
+    let toml = format!(
+        "listen = \"127.0.0.1:0\"\nwatch_github_status = false\npolicy_file = \"{}\"\n[[upstream]]\nname = \"copilot-api\"\norigin = \"http://127.0.0.1:9\"\n[queue]\ncredentials = \"memory\"\n[offline]\ndetect = false\n[[policy]]\nrepo = \"acme/app\"\ncreate = \"queue\"\n",
+        org.display()
+    );
+    let settings = weir::config::parse_str(&toml, "tray-test.toml").expect("test config");
+    let handle = weir::start(weir::EngineOptions::new(settings, dir.path().join("data")))
+        .await
+        .expect("engine starts");
+    let s = handle.status().await;
+    handle.shutdown().await;
+    assert_eq!(s.policy.refused.len(), 1, "{:?}", s.policy);
+    let v = view(&s, &Recent::default());
+    let line = v
+        .tooltip
+        .lines()
+        .find(|l| l.starts_with("Policy: "))
+        .unwrap_or_else(|| panic!("no policy line in {:?}", v.tooltip));
+    assert_eq!(line, format!("Policy: {}", s.policy.refused[0].message));
+    assert!(line.contains("org-policy.toml:1"), "{line}");
+    // Without refusals there is no policy line.
+    assert!(!view(&snapshot().await, &Recent::default())
+        .tooltip
+        .contains("Policy: "));
+}
+
+#[tokio::test]
+async fn a_model_fallback_episode_from_the_real_engine_is_a_tooltip_line_and_one_notice() {
+    let origin = fake_api(|req| {
+        if req.contains("\"claude-x\"") {
+            (529, r#"{"error":"overloaded"}"#.to_string())
+        } else {
+            (200, r#"{"model":"gpt-5","choices":[]}"#.to_string())
+        }
+    })
+    .await;
+    let toml = format!(
+        "listen = \"127.0.0.1:0\"\nwatch_github_status = false\n[[upstream]]\nname = \"copilot-api\"\norigin = \"{origin}\"\n[queue]\ncredentials = \"memory\"\n[offline]\ndetect = false\n[[model_fallback]]\nfrom = \"claude-*\"\nto = \"gpt-5\"\n"
+    );
+    let settings = weir::config::parse_str(&toml, "tray-test.toml").expect("test config");
+    let dir = tempfile::tempdir().unwrap();
+    let handle = weir::start(weir::EngineOptions::new(settings, dir.path().join("data")))
+        .await
+        .expect("engine starts");
+    let mut events = handle.subscribe();
+    let authority = origin.strip_prefix("http://").unwrap();
+    let body = r#"{"model":"claude-x","messages":[]}"#;
+    let request = format!(
+        "POST {origin}/chat/completions HTTP/1.1\r\nHost: {authority}\r\nAuthorization: Bearer tray-test\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let mut s = tokio::net::TcpStream::connect(handle.local_addr())
+        .await
+        .unwrap();
+    s.write_all(request.as_bytes()).await.unwrap();
+    let mut answer = Vec::new();
+    s.read_to_end(&mut answer).await.unwrap();
+    let answer = String::from_utf8_lossy(&answer).to_ascii_lowercase();
+    assert!(answer.starts_with("http/1.1 200"), "{answer}");
+    assert!(
+        answer.contains("weir-model-fallback: claude-x -> gpt-5"),
+        "{answer}"
+    );
+    let status = handle.status().await;
+    let v = view(&status, &Recent::default());
+    assert!(
+        v.tooltip
+            .lines()
+            .any(|l| l == "Models: claude-x → gpt-5 (1 fallback)"),
+        "{}",
+        v.tooltip
+    );
+    // The agent-sessions line and state are not the model's business.
+    assert_eq!(v.overall, Overall::Healthy, "{v:?}");
+    let mut notices = Vec::new();
+    while let Ok(e) = events.try_recv() {
+        notices.extend(crate::notify::notice_for(&e));
+    }
+    handle.shutdown().await;
+    let started: Vec<_> = notices
+        .iter()
+        .filter(|n| n.summary == "Model fallback")
+        .collect();
+    assert_eq!(started.len(), 1, "{notices:?}");
+    assert!(
+        started[0]
+            .body
+            .starts_with("Model claude-x is failing on copilot-api"),
+        "{:?}",
+        started[0]
+    );
+}
+
+#[tokio::test]
+async fn a_local_agent_offer_from_the_real_engine_is_a_submenu_entry_and_a_notice() {
+    let dir = tempfile::tempdir().unwrap();
+    let checkout = dir.path().join("src/app");
+    std::fs::create_dir_all(checkout.join(".git")).unwrap();
+    let toml = format!(
+        "listen = \"127.0.0.1:0\"\nwatch_github_status = false\n[[upstream]]\nname = \"copilot-api\"\norigin = \"http://127.0.0.1:9\"\n[queue]\ncredentials = \"memory\"\n[offline]\ndetect = false\n[local_agent]\ncommand = [\"true\"]\ncheckouts = {{ \"octo/app\" = \"{}\" }}\n",
+        checkout.display()
+    );
+    let settings = weir::config::parse_str(&toml, "tray-test.toml").expect("test config");
+    let handle = weir::start(weir::EngineOptions::new(settings, dir.path().join("data")))
+        .await
+        .expect("engine starts");
+    let v = view_of(&handle, &Recent::default(), &utc_clock).await;
+    let h = v.handoffs.clone().expect("[local_agent] is configured");
+    assert_eq!(h.title, "Local agent: no offers waiting");
+    assert!(h.offers.is_empty());
+    let mut events = handle.subscribe();
+    let offer = handle
+        .handoffs()
+        .offer(weir::handoff::HandoffRequest {
+            upstream: "copilot-api".into(),
+            repo: "octo/app".into(),
+            problem_statement: "Fix the flaky login test that fails on Mondays".into(),
+            base_branch: None,
+            rule: "user:1 create=local".into(),
+            create: None,
+        })
+        .await
+        .expect("offered");
+    let v = view_of(&handle, &Recent::default(), &utc_clock).await;
+    let h = v.handoffs.clone().unwrap();
+    assert_eq!(h.title, "Local agent: 1 offer waiting");
+    assert_eq!(h.offers.len(), 1);
+    assert_eq!(h.offers[0].id.to_string(), offer.id);
+    assert_eq!(
+        h.offers[0].label,
+        "octo/app: Fix the flaky login test that fails on…"
+    );
+    assert!(v.tooltip.contains("Local agent: 1 offer waiting"));
+    // The engine's own event becomes the notice asking for a decision.
+    let mut asked = None;
+    while let Ok(e) = events.try_recv() {
+        if let Some(n) = crate::notify::notice_for(&e) {
+            asked = Some(n);
+        }
+    }
+    let asked = asked.expect("a notice for the offer");
+    assert_eq!(asked.summary, "Hand to your local agent?");
+    assert!(
+        asked.body.starts_with("octo/app: Fix the flaky"),
+        "{asked:?}"
+    );
+    // Declining (what the submenu's "Back to queue" does) empties the submenu.
+    handle
+        .handoffs()
+        .decline(h.offers[0].id)
+        .await
+        .expect("declined");
+    let v = view_of(&handle, &Recent::default(), &utc_clock).await;
+    assert!(v.handoffs.unwrap().offers.is_empty());
+    handle.shutdown().await;
+    // Without [local_agent] there is no submenu at all.
+    assert_eq!(view(&snapshot().await, &Recent::default()).handoffs, None);
 }

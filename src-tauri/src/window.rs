@@ -24,6 +24,8 @@ pub enum View {
     Queue,
     /// The agent sessions (fragment `view=sessions`).
     Sessions,
+    /// The local-agent offers (fragment `view=handoffs`).
+    Handoffs,
 }
 
 impl View {
@@ -33,11 +35,12 @@ impl View {
             View::Overview => "overview",
             View::Queue => "queue",
             View::Sessions => "sessions",
+            View::Handoffs => "handoffs",
         }
     }
 
     fn from_word(word: &str) -> Option<View> {
-        [View::Overview, View::Queue, View::Sessions]
+        [View::Overview, View::Queue, View::Sessions, View::Handoffs]
             .into_iter()
             .find(|v| v.word() == word)
     }

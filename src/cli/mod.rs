@@ -6,6 +6,7 @@ mod context;
 mod control_call;
 mod doctor;
 mod env;
+mod handoff;
 mod install_check;
 mod mode;
 mod network;
@@ -46,6 +47,13 @@ enum Command {
     Queue {
         #[command(subcommand)]
         cmd: queue::QueueCmd,
+        #[command(flatten)]
+        args: ServeArgs,
+    },
+    /// Local-agent offers of the running instance: list, show, confirm, decline.
+    Handoff {
+        #[command(subcommand)]
+        cmd: handoff::HandoffCmd,
         #[command(flatten)]
         args: ServeArgs,
     },
@@ -120,6 +128,7 @@ pub fn main() -> ExitCode {
     match cli.command {
         Command::Serve { args, gateway } => serve::run(args, gateway),
         Command::Queue { cmd, args } => queue::run(cmd, args),
+        Command::Handoff { cmd, args } => handoff::run(cmd, args),
         Command::Cache { cmd, args } => cache::run(cmd, args),
         Command::Secret { cmd, args } => secret::run(cmd, args),
         Command::Mode(args) => mode::run(args),

@@ -102,15 +102,32 @@ async fn print_gateway(handle: &weir::EngineHandle) {
         println!("weir: gateway admin API on https://{a}/_weir/api/ (Authorization: Bearer <admin token>)");
     }
     let status = handle.status().await;
+    let gateway = status.gateway.as_ref();
+    let db_tls = match gateway.and_then(|g| g.postgres_sslmode) {
+        Some(weir::config::PgSslMode::VerifyFull) => ", over TLS (verify-full)",
+        Some(weir::config::PgSslMode::Require) => ", over TLS (require: not verified)",
+        _ => "",
+    };
     println!(
-        "weir: create queue: {} (replica {})",
+        "weir: create queue: {}{} (replica {})",
         match status.queue.backend {
             Some(weir::status::QueueBackend::Postgresql) => "PostgreSQL, shared by the replicas",
             Some(weir::status::QueueBackend::Sqlite) => "SQLite, this replica only",
             None => "unavailable",
         },
+        if status.queue.backend == Some(weir::status::QueueBackend::Postgresql) {
+            db_tls
+        } else {
+            ""
+        },
         std::process::id()
     );
+    if let Some(g) = gateway.filter(|g| !g.trusted_proxies.is_empty()) {
+        println!(
+            "weir: PROXY protocol headers read from {} only",
+            g.trusted_proxies.join(", ")
+        );
+    }
 }
 
 /// Registers SIGINT/SIGTERM handlers now and returns a future that resolves on either.

@@ -1,5 +1,5 @@
-//! Route classes: which requests are `list`, `view`, `stream`, `create`, `token` or plain
-//! pass-through, and the per-class cache knobs.
+//! Route classes: which requests are `list`, `view`, `stream`, `create`, `token`, `model`
+//! (completions naming a model) or plain pass-through, and the per-class cache knobs.
 
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
@@ -14,16 +14,21 @@ pub enum RouteClass {
     Create,
     Token,
     Other,
+    /// Completions on the Copilot API (`POST /chat/completions`, `/responses`,
+    /// `/v1/messages`): the JSON body names a model; per-model breaker and model fallback
+    /// (`crate::pipeline` `model`), never the upstream's agent-sessions breaker.
+    Model,
 }
 
 impl RouteClass {
-    pub const ALL: [RouteClass; 6] = [
+    pub const ALL: [RouteClass; 7] = [
         RouteClass::List,
         RouteClass::View,
         RouteClass::Stream,
         RouteClass::Create,
         RouteClass::Token,
         RouteClass::Other,
+        RouteClass::Model,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -34,6 +39,7 @@ impl RouteClass {
             RouteClass::Create => "create",
             RouteClass::Token => "token",
             RouteClass::Other => "other",
+            RouteClass::Model => "model",
         }
     }
 
@@ -94,6 +100,9 @@ impl ClassSettings {
             RouteClass::Create => (secs(30), secs(30), secs(10)),
             RouteClass::Stream => (secs(30), secs(30), secs(10)),
             RouteClass::Other => (secs(30), secs(60), secs(10)),
+            // A non-streamed completion sends its headers only when the whole answer is
+            // written: minutes are normal. One attempt, so the deadline is the per-try bound.
+            RouteClass::Model => (secs(300), secs(300), secs(120)),
         };
         ClassSettings {
             fresh_ttl: fresh,
@@ -109,7 +118,7 @@ impl ClassSettings {
 
 /// Settings of every class, indexed by class.
 #[derive(Debug, Clone)]
-pub struct ClassTable([ClassSettings; 6]);
+pub struct ClassTable([ClassSettings; 7]);
 
 impl Default for ClassTable {
     fn default() -> Self {
@@ -191,7 +200,7 @@ impl RouteRule {
 /// More specific patterns come first: the first match wins.
 pub fn default_routes() -> Vec<RouteRule> {
     use RouteClass::*;
-    let table: [(&str, &str, RouteClass); 11] = [
+    let table: [(&str, &str, RouteClass); 16] = [
         ("GET", "/agents/sessions", List),
         ("GET", "/agents/sessions/nwo/{owner}/{repo}", List),
         ("GET", "/agents/sessions/resource/pull/{id}", List),
@@ -206,6 +215,14 @@ pub fn default_routes() -> Vec<RouteRule> {
         ("POST", "/agents/swe/v1/jobs/{owner}/{repo}", Create),
         ("GET", "/copilot_internal/v2/token", Token),
         ("GET", "/copilot_internal/v2/token/", Token),
+        // The Copilot API's completion endpoints (as api.githubcopilot.com serves them to VS
+        // Code and the copilot-api proxies: chat completions, OpenAI Responses, Anthropic
+        // Messages), and the `/v1/` spellings OpenAI-compatible clients use.
+        ("POST", "/chat/completions", Model),
+        ("POST", "/v1/chat/completions", Model),
+        ("POST", "/responses", Model),
+        ("POST", "/v1/responses", Model),
+        ("POST", "/v1/messages", Model),
     ];
     table
         .iter()
@@ -262,6 +279,16 @@ mod tests {
             c(Method::GET, "/agents/swe/v1/jobs/o/r/enabled"),
             RouteClass::View
         );
+        for p in [
+            "/chat/completions",
+            "/v1/chat/completions",
+            "/responses",
+            "/v1/responses",
+            "/v1/messages",
+        ] {
+            assert_eq!(c(Method::POST, p), RouteClass::Model, "{p}");
+            assert_eq!(c(Method::GET, p), RouteClass::Other, "{p}");
+        }
         assert_eq!(c(Method::DELETE, "/agents/sessions/abc"), RouteClass::Other);
         assert_eq!(c(Method::GET, "/agents/sessions/a/b/c"), RouteClass::Other);
     }

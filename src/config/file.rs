@@ -51,6 +51,16 @@ pub struct FileConfig {
     pub team: Option<Spanned<super::team::FileTeam>>,
     /// Team gateway mode (`weir serve --gateway`); see `config::gateway`.
     pub gateway: Option<Spanned<super::gateway::FileGateway>>,
+    /// The local agent a create may be handed to (`[local_agent]`, docs/handoff.md).
+    pub local_agent: Option<Spanned<super::local_agent::FileLocalAgent>>,
+    /// `[[model_fallback]]`: completion requests re-sent with another model (docs/model-fallback.md).
+    #[serde(default)]
+    pub model_fallback: Vec<super::model_fallback::FileModelFallback>,
+    /// `[[policy]]`: the fallback policy graph (see `crate::policy`, docs/policy.md).
+    #[serde(default)]
+    pub policy: Vec<Spanned<crate::policy::FilePolicyRule>>,
+    /// The organisation's policy file, where no managed one sits at the OS path.
+    pub policy_file: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -121,6 +131,7 @@ pub struct FileClasses {
     pub stream: Option<FileClass>,
     pub create: Option<FileClass>,
     pub other: Option<FileClass>,
+    pub model: Option<FileClass>,
 }
 
 /// Durations are written like `15s`, `500ms`, `2m`, `24h`.

@@ -25,10 +25,15 @@ pub struct FileGateway {
     pub admin_token_file: Option<Spanned<String>>,
     pub postgres_url: Option<Spanned<String>>,
     pub postgres_password_file: Option<Spanned<String>>,
+    pub postgres_sslmode: Option<Spanned<String>>,
+    pub postgres_ca_file: Option<Spanned<String>>,
     pub secret_key_file: Option<Spanned<String>>,
     pub lease: Option<Spanned<String>>,
     pub intercept_ca_cert_file: Option<Spanned<String>>,
     pub intercept_ca_key_file: Option<Spanned<String>>,
+    pub proxy_protocol: Option<Spanned<bool>>,
+    pub trusted_proxies: Option<Spanned<Vec<String>>>,
+    pub public_url: Option<Spanned<String>>,
 }
 
 /// The validated `[gateway]` table.
@@ -40,6 +45,12 @@ pub struct GatewaySettings {
     pub tls_key_file: PathBuf,
     /// Networks whose clients may use the gateway; everyone else gets a 403 problem.
     pub allow: Vec<Cidr>,
+    /// `Some`: `gateway.proxy_protocol` is on, and these are the load balancers whose PROXY
+    /// headers are read (the allow-list then applies to the address in the header).
+    pub trusted_proxies: Option<Vec<Cidr>>,
+    /// `https://host[:port]` as clients reach the gateway (through the load balancer): the base
+    /// of problem `type` URLs. `None`: the clients' listener's own address.
+    pub public_url: Option<String>,
     /// The control API (TLS, with the admin token).
     pub admin_listen: SocketAddr,
     /// `None`: the admin token is kept in the keychain.
@@ -60,8 +71,27 @@ pub struct PostgresSettings {
     /// 32 random bytes (hex) every replica shares: seals replay credentials and keys
     /// identities the same way on every replica.
     pub secret_key_file: PathBuf,
-    /// How long a replica's claim on an item lasts.
+    /// How long a replica's claim on an item lasts without renewal (a replica renews its
+    /// claims every `lease / 3` while it works on them).
     pub lease: Duration,
+    /// TLS to the database (`postgres_sslmode`).
+    pub sslmode: PgSslMode,
+    /// `postgres_ca_file`'s certificates, trusted besides the OS roots (`verify-full`).
+    pub extra_roots: Vec<rustls::pki_types::CertificateDer<'static>>,
+}
+
+/// `gateway.postgres_sslmode`: libpq's names, the three that make sense for a gateway.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PgSslMode {
+    /// Plain TCP (a private network or a Unix socket); the default.
+    Disable,
+    /// TLS, without checking the server's certificate (protects against listeners on the
+    /// wire, not against an active attacker).
+    Require,
+    /// TLS, the certificate checked against the OS roots plus `postgres_ca_file`, and the
+    /// host name against it.
+    VerifyFull,
 }
 
 /// An IP network (`10.0.0.0/8`, `2001:db8::/32`, or one address).
@@ -120,15 +150,17 @@ impl std::fmt::Display for Cidr {
 
 /// The default admin listener: loopback, next to Weir's default port.
 pub const DEFAULT_ADMIN_LISTEN: &str = "127.0.0.1:9348";
-const DEFAULT_LEASE: Duration = Duration::from_secs(120);
+/// A claim lasts this long unless renewed. Renewed every third of it while the replica works
+/// on the item, so it bounds how long a dead replica's item waits, not how long a replay may
+/// take.
+const DEFAULT_LEASE: Duration = Duration::from_secs(30);
+const MIN_LEASE: Duration = Duration::from_secs(1);
 
-/// Validates `[gateway]`. `replay_time` is the longest a claimed item can take (the list
-/// class's deadline for the in-doubt lookup plus the create class's): the lease must outlast it.
+/// Validates `[gateway]`.
 pub(super) fn validate(
     cx: &Ctx,
     g: &Spanned<FileGateway>,
     config_file: &str,
-    replay_time: Duration,
 ) -> Result<GatewaySettings, ConfigError> {
     // Missing keys are reported at the `[gateway]` table.
     let table = g.span();
@@ -180,6 +212,46 @@ pub(super) fn validate(
             out
         }
     };
+    let networks = |key: &str, list: &Spanned<Vec<String>>| -> Result<Vec<Cidr>, ConfigError> {
+        let mut out = Vec::new();
+        for s in list.get_ref() {
+            out.push(Cidr::parse(s).or_else(|m| cx.err(key, list.span(), m))?);
+        }
+        Ok(out)
+    };
+    let trusted_proxies = match (&g.proxy_protocol, &g.trusted_proxies) {
+        (Some(on), Some(list)) if *on.get_ref() => {
+            let list = networks("gateway.trusted_proxies", list)?;
+            if list.is_empty() {
+                return cx.err("gateway.trusted_proxies", g.trusted_proxies.as_ref().map_or(table.clone(), |s| s.span()), "is empty: list the load balancers' addresses (a PROXY header is believed from them only)".into());
+            }
+            Some(list)
+        }
+        (Some(on), None) if *on.get_ref() => {
+            return cx.err("gateway.trusted_proxies", on.span(), "gateway.proxy_protocol = true needs gateway.trusted_proxies: the load balancers' addresses (a PROXY header from anyone else would let a client claim any address)".into());
+        }
+        (_, Some(list)) => {
+            return cx.err(
+                "gateway.trusted_proxies",
+                list.span(),
+                "only used with gateway.proxy_protocol = true".into(),
+            );
+        }
+        _ => None,
+    };
+    let public_url = match &g.public_url {
+        None => None,
+        Some(u) => {
+            let text = u.get_ref().trim().trim_end_matches('/');
+            let ok = text
+                .strip_prefix("https://")
+                .is_some_and(|rest| !rest.is_empty() && !rest.contains(['/', '?', '#', '@', ' ']));
+            if !ok {
+                return cx.err("gateway.public_url", u.span(), format!("`{text}` is not a URL like \"https://weir.corp.example:8443\" (https, no path)"));
+            }
+            Some(text.to_string())
+        }
+    };
     let admin_listen = match &g.admin_listen {
         None => addr("gateway.admin_listen", DEFAULT_ADMIN_LISTEN, table.clone())?,
         Some(s) => addr("gateway.admin_listen", s.get_ref(), s.span())?,
@@ -209,26 +281,80 @@ pub(super) fn validate(
             let lease = cx
                 .duration("gateway.lease", &g.lease)?
                 .unwrap_or(DEFAULT_LEASE);
-            if lease <= replay_time {
+            if lease < MIN_LEASE {
                 return cx.err("gateway.lease", g.lease.as_ref().map_or(table.clone(), |s| s.span()), format!(
-                    "{} is too short: a claim must outlast the longest replay ({}: classes.list.deadline + classes.create.deadline), or a slow replica's create could be sent twice",
-                    humantime::format_duration(lease), humantime::format_duration(replay_time)
+                    "{} is too short: at least {} (a replica renews its claims every lease/3; each renewal is a round trip to the database)",
+                    humantime::format_duration(lease), humantime::format_duration(MIN_LEASE)
                 ));
             }
+            let sslmode = match &g.postgres_sslmode {
+                // The URL's own `sslmode=require` counts (tokio-postgres parses only
+                // disable/prefer/require there; its default, prefer, stays plain as before).
+                None if config.get_ssl_mode() == tokio_postgres::config::SslMode::Require => {
+                    PgSslMode::Require
+                }
+                None => PgSslMode::Disable,
+                Some(m) => match m.get_ref().as_str() {
+                    "disable" => PgSslMode::Disable,
+                    "require" => PgSslMode::Require,
+                    "verify-full" => PgSslMode::VerifyFull,
+                    other => {
+                        return cx.err(
+                            "gateway.postgres_sslmode",
+                            m.span(),
+                            format!("`{other}` is not \"disable\", \"require\" or \"verify-full\""),
+                        )
+                    }
+                },
+            };
+            #[cfg(unix)]
+            let unix_socket = config
+                .get_hosts()
+                .iter()
+                .any(|h| matches!(h, tokio_postgres::config::Host::Unix(_)));
+            #[cfg(not(unix))]
+            let unix_socket = false;
+            if unix_socket && sslmode != PgSslMode::Disable {
+                return cx.err(
+                    "gateway.postgres_sslmode",
+                    g.postgres_sslmode.as_ref().map_or(url.span(), |s| s.span()),
+                    "PostgreSQL does not speak TLS on a Unix socket: use \"disable\" there (the socket never leaves the machine), or a TCP host".into(),
+                );
+            }
+            let extra_roots = match &g.postgres_ca_file {
+                None => Vec::new(),
+                Some(_) if sslmode != PgSslMode::VerifyFull => {
+                    return cx.err(
+                        "gateway.postgres_ca_file",
+                        g.postgres_ca_file.as_ref().map_or(table.clone(), |s| s.span()),
+                        "only used with postgres_sslmode = \"verify-full\" (the CA that signed the database's certificate)".into(),
+                    )
+                }
+                Some(f) => super::net::read_roots(&path(f.get_ref()))
+                    .or_else(|m| cx.err("gateway.postgres_ca_file", f.span(), m))?,
+            };
             Some(PostgresSettings {
                 config,
                 password_file: g.postgres_password_file.as_ref().map(|f| path(f.get_ref())),
                 secret_key_file,
                 lease,
+                sslmode,
+                extra_roots,
             })
         }
     };
-    if postgres.is_none() && g.secret_key_file.is_some() {
-        return cx.err(
-            "gateway.secret_key_file",
-            table.clone(),
-            "only used with gateway.postgres_url".into(),
-        );
+    for (key, v) in [
+        ("secret_key_file", &g.secret_key_file),
+        ("postgres_sslmode", &g.postgres_sslmode),
+        ("postgres_ca_file", &g.postgres_ca_file),
+    ] {
+        if postgres.is_none() && v.is_some() {
+            return cx.err(
+                &format!("gateway.{key}"),
+                v.as_ref().map_or(table.clone(), |s| s.span()),
+                "only used with gateway.postgres_url".into(),
+            );
+        }
     }
     let intercept_ca = match (&g.intercept_ca_cert_file, &g.intercept_ca_key_file) {
         (None, None) => None,
@@ -247,6 +373,8 @@ pub(super) fn validate(
         tls_cert_file,
         tls_key_file,
         allow,
+        trusted_proxies,
+        public_url,
         admin_listen,
         admin_token_file,
         postgres,
@@ -299,10 +427,80 @@ mod tests {
             "{BASE}postgres_url = \"postgresql://weir@db/weir\"\n"
         ));
         assert!(e.contains("gateway.secret_key_file"), "{e}");
-        let e = error(&format!("{BASE}postgres_url = \"postgresql://weir@db/weir\"\nsecret_key_file = \"k\"\nlease = \"30s\"\n"));
+        let e = error(&format!("{BASE}postgres_url = \"postgresql://weir@db/weir\"\nsecret_key_file = \"k\"\nlease = \"500ms\"\n"));
         assert!(
-            e.starts_with("w.toml:8: key `gateway.lease`") && e.contains("outlast"),
+            e.starts_with("w.toml:8: key `gateway.lease`") && e.contains("renews"),
             "{e}"
+        );
+        let pg = format!(
+            "{BASE}postgres_url = \"postgresql://weir@db/weir\"\nsecret_key_file = \"k\"\n"
+        );
+        let e = error(&format!("{pg}postgres_sslmode = \"verify-ca\"\n"));
+        assert!(
+            e.starts_with("w.toml:8: key `gateway.postgres_sslmode`"),
+            "{e}"
+        );
+        let e = error(&format!("{pg}postgres_ca_file = \"/ca.pem\"\n"));
+        assert!(
+            e.starts_with("w.toml:8: key `gateway.postgres_ca_file`") && e.contains("verify-full"),
+            "{e}"
+        );
+        let e = error(&format!(
+            "{pg}postgres_sslmode = \"verify-full\"\npostgres_ca_file = \"/nonexistent/ca.pem\"\n"
+        ));
+        assert!(
+            e.starts_with(
+                "w.toml:9: key `gateway.postgres_ca_file`: cannot read /nonexistent/ca.pem"
+            ),
+            "{e}"
+        );
+        let e = error(&format!("{BASE}postgres_url = \"host=/run/postgresql user=weir\"\nsecret_key_file = \"k\"\npostgres_sslmode = \"verify-full\"\n"));
+        assert!(
+            e.starts_with("w.toml:8: key `gateway.postgres_sslmode`") && e.contains("Unix socket"),
+            "{e}"
+        );
+        let e = error(&format!("{BASE}postgres_sslmode = \"require\"\n"));
+        assert!(
+            e.starts_with("w.toml:6: key `gateway.postgres_sslmode`") && e.contains("postgres_url"),
+            "{e}"
+        );
+        let e = error(&format!("{BASE}proxy_protocol = true\n"));
+        assert!(
+            e.starts_with("w.toml:6: key `gateway.trusted_proxies`"),
+            "{e}"
+        );
+        let e = error(&format!("{BASE}trusted_proxies = [\"10.0.0.1\"]\n"));
+        assert!(
+            e.starts_with("w.toml:6: key `gateway.trusted_proxies`")
+                && e.contains("proxy_protocol"),
+            "{e}"
+        );
+        let e = error(&format!(
+            "{BASE}proxy_protocol = true\ntrusted_proxies = [\"10.0.0.1/99\"]\n"
+        ));
+        assert!(
+            e.starts_with("w.toml:7: key `gateway.trusted_proxies`"),
+            "{e}"
+        );
+        let ok = crate::config::parse_str(
+            &format!("{BASE}proxy_protocol = true\ntrusted_proxies = [\"10.0.0.1\"]\n"),
+            "w.toml",
+        )
+        .unwrap();
+        assert_eq!(
+            ok.gateway.unwrap().trusted_proxies.unwrap(),
+            vec![Cidr::parse("10.0.0.1").unwrap()]
+        );
+        let e = error(&format!("{BASE}public_url = \"http://weir.example\"\n"));
+        assert!(e.starts_with("w.toml:6: key `gateway.public_url`"), "{e}");
+        let ok = crate::config::parse_str(
+            &format!("{BASE}public_url = \"https://weir.example:8443/\"\n"),
+            "w.toml",
+        )
+        .unwrap();
+        assert_eq!(
+            ok.gateway.unwrap().public_url.as_deref(),
+            Some("https://weir.example:8443")
         );
         let e = error(&format!("{BASE}tls_key = \"x\"\n"));
         assert!(e.contains("tls_key"), "{e}");

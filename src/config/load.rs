@@ -255,7 +255,7 @@ impl Settings {
                     "route.class",
                     r.class.span(),
                     format!(
-                        "`{}` is not one of list, view, stream, create, token, other",
+                        "`{}` is not one of list, view, stream, create, token, model, other",
                         r.class.get_ref()
                     ),
                 );
@@ -276,6 +276,7 @@ impl Settings {
             (RouteClass::Stream, &raw.classes.stream),
             (RouteClass::Create, &raw.classes.create),
             (RouteClass::Other, &raw.classes.other),
+            (RouteClass::Model, &raw.classes.model),
         ] {
             if let Some(fc) = fc {
                 apply_class(&cx, class, fc, classes.get_mut(class))?;
@@ -439,18 +440,20 @@ impl Settings {
         }
         let gateway = match &raw.gateway {
             None => None,
-            Some(g) => {
-                let replay_time = classes.get(RouteClass::List).deadline
-                    + classes.get(RouteClass::Create).deadline;
-                Some(super::gateway::validate(&cx, g, file, replay_time)?)
-            }
+            Some(g) => Some(super::gateway::validate(&cx, g, file)?),
         };
 
         let team = super::team::validate(&cx, raw.team.as_ref(), file)?;
+        let local_agent = super::local_agent::validate(&cx, raw.local_agent.as_ref(), file)?;
+        let model_fallback = super::model_fallback::validate(&cx, &raw.model_fallback, &upstreams)?;
+        let policy = policy(&raw, file, text)?;
 
         Ok(Settings {
+            model_fallback,
+            policy,
             share,
             team,
+            local_agent,
             gateway,
             github_status,
             queue,
@@ -471,6 +474,35 @@ impl Settings {
             key_headers,
         })
     }
+}
+
+/// `[[policy]]` and the org policy file above it; user rules that would loosen an org rule
+/// are reported (log and status) and overruled where both apply.
+fn policy(
+    raw: &FileConfig,
+    file: &str,
+    text: &str,
+) -> Result<crate::policy::PolicySet, ConfigError> {
+    let user = crate::policy::validate_user_rules(&raw.policy, file, text)?;
+    // The built-in defaults stand alone: they must never fail on a broken file elsewhere.
+    if file == "<defaults>" {
+        return Ok(crate::policy::PolicySet {
+            user,
+            ..Default::default()
+        });
+    }
+    let configured = raw.policy_file.as_ref().map(|p| PathBuf::from(p.get_ref()));
+    let org = crate::policy::load_org(configured.as_deref())?;
+    let refused = crate::policy::refusals(&org.rules, &user);
+    for r in &refused {
+        tracing::warn!(user_rule = %r.user, org_rule = %r.org, "policy: {}", r.message);
+    }
+    Ok(crate::policy::PolicySet {
+        org: org.rules,
+        user,
+        org_file: org.file,
+        refused,
+    })
 }
 
 /// `[offline]`: probe delays must be positive and the cap no shorter than the base.

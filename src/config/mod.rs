@@ -7,6 +7,8 @@ mod gateway;
 mod launch;
 mod live;
 mod load;
+mod local_agent;
+mod model_fallback;
 mod net;
 mod origin;
 mod resilience;
@@ -15,10 +17,14 @@ mod team;
 
 pub use classes::{classify, default_routes, ClassSettings, ClassTable, RouteClass, RouteRule};
 pub use file::FileConfig;
-pub use gateway::{Cidr, GatewaySettings, PostgresSettings};
+pub use gateway::{Cidr, GatewaySettings, PgSslMode, PostgresSettings};
 pub use launch::{resolve, Launch, LaunchArgs};
 pub use live::LiveSettings;
 pub use load::{load_file, parse_str, ConfigError};
+pub use local_agent::{fill as local_agent_fill, LocalAgentSettings, PLACEHOLDERS};
+pub use model_fallback::{
+    is_model_name, rule_for as model_fallback_rule, ModelFallbackRule, MAX_MODEL_NAME,
+};
 pub use net::{read_roots, HostPort, UpstreamNet, UpstreamProxy};
 pub use origin::Origin;
 pub use resilience::ResilienceSettings;
@@ -67,6 +73,14 @@ pub struct Settings {
     pub team: Option<TeamSettings>,
     /// `[gateway]`, used only by `weir serve --gateway`.
     pub gateway: Option<GatewaySettings>,
+    /// `[local_agent]`: where a create may be handed when policy says `local` (#14); `None`:
+    /// nothing is ever offered or run. Applies live (read per offer and per confirmation).
+    pub local_agent: Option<LocalAgentSettings>,
+    /// `[[model_fallback]]` rules, in order (empty: model fallback is off).
+    pub model_fallback: Vec<ModelFallbackRule>,
+    /// `[[policy]]` rules, the org policy file's above them (read with the settings, so a
+    /// change applies on the next request).
+    pub policy: crate::policy::PolicySet,
 }
 
 /// `[identity] share`: list/view answers are shared between the credentials of one GitHub

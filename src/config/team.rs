@@ -44,6 +44,8 @@ pub struct TeamSettings {
     pub window: Duration,
     pub action: TeamAction,
     pub ca_file: Option<PathBuf>,
+    /// The certificates in `ca_file`, read and checked at load (trusted besides the OS roots).
+    pub extra_roots: Vec<rustls::pki_types::CertificateDer<'static>>,
 }
 
 impl TeamSettings {
@@ -59,6 +61,7 @@ impl TeamSettings {
             window: Self::DEFAULT_WINDOW,
             action: TeamAction::Cautious,
             ca_file: None,
+            extra_roots: Vec::new(),
         }
     }
 }
@@ -124,11 +127,21 @@ pub(super) fn validate(
     let ca_file = t.ca_file.as_ref().map(|c| {
         let p = PathBuf::from(c.get_ref());
         // Relative to the config file, like `upstream.ca_file`.
-        match std::path::Path::new(file).parent() {
+        let p = match std::path::Path::new(file).parent() {
             Some(dir) if p.is_relative() && !dir.as_os_str().is_empty() => dir.join(p),
             _ => p,
-        }
+        };
+        (p, c.span())
     });
+    // Read now: a CA file that is missing or holds no certificate is a config error (with its
+    // line), not a handshake that fails later for reasons nobody can see.
+    let extra_roots = match &ca_file {
+        None => Vec::new(),
+        Some((p, span)) => {
+            super::net::read_roots(p).or_else(|m| cx.err("team.ca_file", span.clone(), m))?
+        }
+    };
+    let ca_file = ca_file.map(|(p, _)| p);
     Ok(Some(TeamSettings {
         nats_url: u.to_string(),
         tls: u.starts_with("tls://"),
@@ -136,6 +149,7 @@ pub(super) fn validate(
         window,
         action,
         ca_file,
+        extra_roots,
     }))
 }
 
@@ -178,5 +192,41 @@ mod tests {
         assert!(e.to_string().contains("team.peers_needed"), "{e}");
         let e = parse_str("[team]\nnats_url = \"nats://u:p@x:1\"\n", "w.toml").unwrap_err();
         assert!(e.to_string().contains("keychain"), "{e}");
+    }
+
+    #[test]
+    fn a_ca_file_that_is_missing_or_not_pem_names_the_key_and_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = dir.path().join("w.toml");
+        let cfg = cfg.to_str().unwrap();
+        let e = parse_str(
+            "[team]\nnats_url = \"tls://x:1\"\nca_file = \"nope.pem\"\n",
+            cfg,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains(":3: key `team.ca_file`: cannot read"), "{e}");
+        std::fs::write(dir.path().join("bad.pem"), "not a certificate\n").unwrap();
+        let e = parse_str(
+            "[team]\nnats_url = \"tls://x:1\"\nca_file = \"bad.pem\"\n",
+            cfg,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains(":3: key `team.ca_file`:") && e.contains("no PEM certificate"),
+            "{e}"
+        );
+        let ck = rcgen::generate_simple_self_signed(vec!["nats.example".into()]).unwrap();
+        std::fs::write(dir.path().join("ca.pem"), ck.cert.pem()).unwrap();
+        let t = parse_str(
+            "[team]\nnats_url = \"tls://x:1\"\nca_file = \"ca.pem\"\n",
+            cfg,
+        )
+        .unwrap()
+        .team
+        .unwrap();
+        assert_eq!(t.extra_roots.len(), 1);
+        assert_eq!(t.ca_file.unwrap(), dir.path().join("ca.pem"));
     }
 }

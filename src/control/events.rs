@@ -75,6 +75,12 @@ fn public(e: &crate::events::Event) -> serde_json::Value {
             "group": session.group,
             "at": crate::time_fmt::rfc3339(*at),
         }),
+        crate::events::Event::Handoff { change, id, at, .. } => serde_json::json!({
+            "type": "handoff",
+            "change": change,
+            "id": id,
+            "at": crate::time_fmt::rfc3339(*at),
+        }),
         other => serde_json::to_value(other).unwrap_or_default(),
     }
 }
@@ -116,6 +122,21 @@ mod tests {
             !text.contains("secret-repo") && !text.contains("prod keys"),
             "{text}"
         );
+        let h = Event::Handoff {
+            change: crate::events::HandoffChange::Offered,
+            id: 7,
+            repo: "octo/secret-repo".into(),
+            rule: "r".into(),
+            excerpt: "Rotate the prod keys".into(),
+            detail: "octo/secret-repo could not reach the cloud".into(),
+            at: std::time::UNIX_EPOCH,
+        };
+        let v = public(&h);
+        assert_eq!(
+            (v["type"].as_str(), v["change"].as_str(), v["id"].as_i64()),
+            (Some("handoff"), Some("offered"), Some(7))
+        );
+        assert!(!v.to_string().contains("secret-repo") && !v.to_string().contains("prod keys"));
         // The typed event (for the tray, in-process) keeps everything.
         assert!(serde_json::to_string(&e)
             .unwrap()

@@ -60,6 +60,24 @@ pub(crate) fn render(ctl: &Control) -> String {
             );
         }
     }
+    // Model names are tracked only when label-safe (`config::is_model_name`).
+    let _ = writeln!(out, "# HELP weir_model_fallbacks_total Completion requests re-sent with the fallback model.\n# TYPE weir_model_fallbacks_total counter");
+    for m in &s.models {
+        let _ = writeln!(
+            out,
+            "weir_model_fallbacks_total{{upstream=\"{}\",model=\"{}\"}} {}",
+            m.upstream, m.model, m.fallbacks
+        );
+    }
+    let _ = writeln!(out, "# HELP weir_model_breaker_open Whether a model's own breaker is open (1) or not (0).\n# TYPE weir_model_breaker_open gauge");
+    for m in &s.models {
+        let open = u8::from(m.breaker == weir_resilience::State::Open);
+        let _ = writeln!(
+            out,
+            "weir_model_breaker_open{{upstream=\"{}\",model=\"{}\"}} {open}",
+            m.upstream, m.model
+        );
+    }
     let _ = writeln!(out, "# HELP weir_surface_requests_total Requests by client surface.\n# TYPE weir_surface_requests_total counter");
     for (surface, n) in &s.surfaces {
         let _ = writeln!(

@@ -6,11 +6,13 @@
 
 mod cache_api;
 mod events;
+mod handoffs_api;
 mod metrics;
 mod mode_api;
 mod network_api;
 mod pac;
-mod pages;
+pub(crate) mod pages;
+mod policy_api;
 mod queue_api;
 mod sessions_api;
 mod settings_api;
@@ -136,6 +138,9 @@ pub(crate) async fn handle(
             ctl.proxy.set_paused(paused, crate::mode::ChosenBy::Api);
             Ok(json(&serde_json::json!({"paused": ctl.proxy.is_paused()})))
         }
+        (&Method::GET, "/_weir/api/policy") => {
+            Ok(json(&policy_api::table(ctl, req.uri().query())?))
+        }
         (&Method::GET, "/_weir/api/mode") => Ok(json(&ctl.proxy.modes.status())),
         (&Method::PUT | &Method::POST, "/_weir/api/mode") => mode_api::choose(ctl, req).await,
         (&Method::GET, "/_weir/api/network") => Ok(json(&ctl.proxy.network.status())),
@@ -143,6 +148,10 @@ pub(crate) async fn handle(
         (&Method::POST, "/_weir/api/cache/clear") => cache_api::clear(ctl, &req).await,
         (_, p) if p == "/_weir/api/queue" || p.starts_with("/_weir/api/queue/") => {
             queue_api::handle(ctl, &req, &p["/_weir/api/queue".len()..]).await
+        }
+        (_, p) if p == "/_weir/api/handoffs" || p.starts_with("/_weir/api/handoffs/") => {
+            let rest = p["/_weir/api/handoffs".len()..].to_string();
+            handoffs_api::handle(ctl, req, &rest).await
         }
         (&Method::GET | &Method::PUT, "/_weir/api/settings") => {
             settings_api::handle(ctl, req).await

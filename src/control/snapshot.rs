@@ -65,6 +65,9 @@ pub fn snapshot(ctl: &Control) -> StatusSnapshot {
         team: ctl.team.get().map(|t| t.status()),
         sessions: ctl.sessions.status(),
         gateway: ctl.gateway.clone(),
+        handoffs: p.handoffs.status(),
+        models: p.upstreams.models.status(),
+        policy: policy_status(p),
         queue: QueueStatus {
             available: p.queue.open().is_some(),
             error: p.queue.error().map(str::to_string),
@@ -77,5 +80,20 @@ pub fn snapshot(ctl: &Control) -> StatusSnapshot {
             backend: p.queue.open().map(|q| q.store.kind()),
             counts: None,
         },
+    }
+}
+
+/// The fallback policy's part of the status.
+fn policy_status(p: &crate::pipeline::Proxy) -> crate::status::PolicyStatus {
+    let settings = p.settings();
+    let set = &settings.policy;
+    crate::status::PolicyStatus {
+        org_file: set.org_file.clone(),
+        org_rules: set.org.len(),
+        user_rules: set.user.len(),
+        refused: set.refused.clone(),
+        metered: p.network.metered(),
+        decisions: p.policy_log.count(),
+        recent: p.policy_log.recent(),
     }
 }

@@ -162,14 +162,28 @@ pub async fn start(opts: EngineOptions) -> Result<EngineHandle, EngineError> {
     let upstreams = Arc::new(Upstreams::new(live.clone(), accounts.clone()));
     let queue = match (&shared, &opts.gateway) {
         (Some((pg, key)), Some(g)) => {
-            let lease = g
-                .settings
-                .postgres
-                .as_ref()
-                .map_or(std::time::Duration::from_secs(120), |p| p.lease);
+            let (lease, tls) = match &g.settings.postgres {
+                Some(p) => (
+                    p.lease,
+                    crate::queue::pg::PgTls::new(p.sslmode, &p.extra_roots),
+                ),
+                None => (
+                    std::time::Duration::from_secs(30),
+                    crate::queue::pg::PgTls::Plain,
+                ),
+            };
             Arc::new(
-                open_shared_queue(pg.clone(), lease, key, secrets, &settings, &upstreams, &bus)
-                    .await?,
+                open_shared_queue(
+                    pg.clone(),
+                    tls,
+                    lease,
+                    key,
+                    secrets,
+                    &settings,
+                    &upstreams,
+                    &bus,
+                )
+                .await?,
             )
         }
         _ => Arc::new(open_queue(&opts.data_dir, secrets, &settings).await),
@@ -181,7 +195,14 @@ pub async fn start(opts: EngineOptions) -> Result<EngineHandle, EngineError> {
         settings.network.detect_os,
     ));
     crate::network::spawn_watcher(network.clone(), &settings.network, &bus);
-    let proxy = Arc::new(Proxy::new(ProxyParts {
+    let handoffs = Arc::new(crate::handoff::Handoffs::new(
+        queue.clone(),
+        bus.clone(),
+        live.clone(),
+        &opts.data_dir,
+    ));
+    handoffs.start();
+    let mut proxy = Proxy::new(ProxyParts {
         modes: modes.clone(),
         intercept: crate::intercept::interceptor_for(&settings, opts.local_ca.clone()),
         live: live.clone(),
@@ -192,8 +213,14 @@ pub async fn start(opts: EngineOptions) -> Result<EngineHandle, EngineError> {
         queue: queue.clone(),
         bus: bus.clone(),
         network,
-        handoffs: Default::default(),
-    }));
+        handoffs,
+    });
+    if let Some(g) = &opts.gateway {
+        // Problem `type` URLs name the clients' door as the clients reach it (it serves the
+        // problem pages), not the laptop's loopback.
+        proxy.base_url = crate::gateway::public_base_url(&g.settings, local_addr);
+    }
+    let proxy = Arc::new(proxy);
     let reload = Arc::new(Reloader::new(
         live.clone(),
         proxy.clone(),
@@ -219,6 +246,15 @@ pub async fn start(opts: EngineOptions) -> Result<EngineHandle, EngineError> {
             replica: crate::queue::pg::owner_name(),
             shared_queue: g.postgres.is_some(),
             shared_intercept_ca: g.intercept_ca.is_some(),
+            trusted_proxies: g
+                .settings
+                .trusted_proxies
+                .iter()
+                .flatten()
+                .map(|n| n.to_string())
+                .collect(),
+            postgres_sslmode: g.settings.postgres.as_ref().map(|p| p.sslmode),
+            public_url: proxy.base_url.clone(),
         }),
     });
     let stored = crate::control::token_stored_in_keychain(&control).await;
@@ -282,7 +318,10 @@ pub async fn start(opts: EngineOptions) -> Result<EngineHandle, EngineError> {
             let main = crate::gateway::listener::serve_tls(
                 listener,
                 g.tls.clone(),
-                Some(Arc::new(g.settings.allow.clone())),
+                crate::gateway::listener::Admission {
+                    allow: Some(Arc::new(g.settings.allow.clone())),
+                    trusted_proxies: g.settings.trusted_proxies.clone().map(Arc::new),
+                },
                 settings.limits.clone(),
                 move |req| clients.clone().client(req),
                 stop.clone(),
@@ -290,7 +329,8 @@ pub async fn start(opts: EngineOptions) -> Result<EngineHandle, EngineError> {
             let admin = crate::gateway::listener::serve_tls(
                 admin_listener,
                 g.tls.clone(),
-                None,
+                // The admin listener has the token instead, and no load balancer in front.
+                crate::gateway::listener::Admission::default(),
                 settings.limits.clone(),
                 move |req| admins.clone().admin(req),
                 stop,
@@ -336,8 +376,10 @@ async fn bind(addr: SocketAddr) -> Result<tokio::net::TcpListener, EngineError> 
 /// replicas' upstream holds. Unlike the laptop's queue, a database that cannot be reached at
 /// start stops the replica (a supervisor restarts it): a replica that cannot queue must not
 /// take traffic behind the load balancer.
+#[allow(clippy::too_many_arguments)]
 async fn open_shared_queue(
     config: tokio_postgres::Config,
+    tls: crate::queue::pg::PgTls,
     lease: std::time::Duration,
     key: &crate::queue::sealed::GatewayKey,
     secrets: SecretStore,
@@ -346,7 +388,7 @@ async fn open_shared_queue(
     bus: &Bus,
 ) -> Result<QueueState, EngineError> {
     use crate::queue::pg;
-    let conn = Arc::new(pg::PgConn::new(config));
+    let conn = Arc::new(pg::PgConn::new(config, tls));
     let mut q = crate::queue::Queue::open_postgres(conn.clone(), lease, key, secrets)
         .await
         .map_err(EngineError::SharedQueue)?;
@@ -546,6 +588,20 @@ impl EngineHandle {
         self.control.proxy.bus.subscribe()
     }
 
+    /// Local-agent hand-off offers (#14): make one ([`crate::handoff::Handoffs::offer`]; the
+    /// policy phase does this for creates whose action is `local`), list, confirm, decline.
+    /// The tray confirms and declines through it.
+    pub fn handoffs(&self) -> &crate::handoff::Handoffs {
+        &self.control.proxy.handoffs
+    }
+
+    /// The network as fallback policy sees it (metered or not): `.status()` is the tray's
+    /// "Network:" line (changes are announced as [`Event::Network`]); the tray's toggle calls
+    /// [`EngineHandle::set_network_metered`] (kept across restarts; `force` is in memory only).
+    pub fn network(&self) -> Arc<crate::network::Network> {
+        self.control.proxy.network.clone()
+    }
+
     /// The mode (automatic, offline, cache only, pass-through), who chose it and why.
     pub fn mode(&self) -> ModeStatus {
         self.control.proxy.modes.status()
@@ -555,12 +611,6 @@ impl EngineHandle {
     /// [`Event::ModeChanged`].
     pub fn set_mode(&self, mode: Mode, by: ChosenBy) -> ModeStatus {
         self.control.proxy.modes.choose(mode, by)
-    }
-
-    /// Whether the network counts as metered, from where and why (the tray's "Network:" line;
-    /// changes are announced as [`Event::Network`]).
-    pub fn network(&self) -> crate::network::NetworkStatus {
-        self.control.proxy.network.status()
     }
 
     /// The metered override: `Some(true)`/`Some(false)` force it, `None` follows the OS again;

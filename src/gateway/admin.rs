@@ -48,6 +48,17 @@ impl Doors {
                 )
             })
         });
+        // The problem pages are public explanations (the `type` URLs of the clients' own
+        // problems point here); nothing else of the control API is on this door.
+        let page = (peer.is_some_and(|p| p.allowed) && req.method() == http::Method::GET)
+            .then(|| req.uri().path().strip_prefix("/_weir/problems/"))
+            .flatten()
+            .filter(|_| pipeline::is_for_weir(&self.proxy, &req));
+        if let Some(kind) = page {
+            let rid = pipeline::request_id(req.headers());
+            let page = crate::control::pages::problem_page(kind);
+            return pipeline::finish(page, rid, &self.proxy.base_url, &self.proxy.global);
+        }
         match refused {
             Some(p) => {
                 let rid = pipeline::request_id(req.headers());

@@ -2,10 +2,14 @@
 //! is checked against the allow-list (the verdict travels with every request as a
 //! [`ClientPeer`] extension, so the refusal is a proper 403 problem over TLS), a first byte that
 //! is not a TLS handshake gets a plain-text 400 saying to use `https://`, and the handshake is
-//! bounded by `limits.header_read_timeout`. Shutdown drains like the laptop listener.
+//! bounded by `limits.header_read_timeout`. With `gateway.proxy_protocol`, a trusted load
+//! balancer's PROXY header is read first and the allow-list applies to the client it names
+//! (see [`super::proxy_protocol`]). Shutdown drains like the laptop listener.
 
+use super::proxy_protocol::{self as pp, Opening, ProxyHeaderError};
 use crate::body::Body;
 use crate::config::{Cidr, Limits};
+use crate::problem::ProblemKind;
 use http::{Request, Response};
 use hyper::body::Incoming;
 use hyper::service::service_fn;
@@ -26,13 +30,31 @@ pub(crate) struct ClientPeer {
     pub allowed: bool,
 }
 
-/// The first byte of every TLS connection: a handshake record.
-const TLS_HANDSHAKE: u8 = 0x16;
+/// Who may connect: the allow-list, and the load balancers whose PROXY headers are read.
+#[derive(Clone, Default)]
+pub(crate) struct Admission {
+    /// `None`: everyone (the admin listener, which has the token instead).
+    pub allow: Option<Arc<Vec<Cidr>>>,
+    /// `None`: PROXY headers are refused (`gateway.proxy_protocol` off).
+    pub trusted_proxies: Option<Arc<Vec<Cidr>>>,
+}
+
+impl Admission {
+    fn peer(&self, addr: SocketAddr) -> ClientPeer {
+        ClientPeer {
+            addr,
+            allowed: self
+                .allow
+                .as_ref()
+                .is_none_or(|list| list.iter().any(|n| n.contains(addr.ip()))),
+        }
+    }
+}
 
 pub(crate) async fn serve_tls<H, Fut>(
     listener: TcpListener,
     tls: Arc<rustls::ServerConfig>,
-    allow: Option<Arc<Vec<Cidr>>>,
+    admission: Admission,
     limits: Limits,
     handler: H,
     shutdown: impl Future<Output = ()>,
@@ -62,25 +84,28 @@ pub(crate) async fn serve_tls<H, Fut>(
             continue;
         };
         let _ = stream.set_nodelay(true);
-        let peer = ClientPeer {
-            addr,
-            allowed: allow
-                .as_ref()
-                .is_none_or(|list| list.iter().any(|n| n.contains(addr.ip()))),
-        };
+        let admission = admission.clone();
         let acceptor = acceptor.clone();
         let builder = builder.clone();
         let h = handler.clone();
         let handshake_timeout = limits.header_read_timeout;
         let watcher = graceful.watcher();
         tokio::spawn(async move {
-            let Some(stream) = handshake(acceptor, stream, handshake_timeout).await else {
+            let Some((stream, peer)) =
+                open(acceptor, stream, addr, &admission, handshake_timeout).await
+            else {
                 return;
             };
+            let idle = limits.header_read_timeout;
             let svc = service_fn(move |mut req: Request<Incoming>| {
                 req.extensions_mut().insert(peer);
+                let version = req.version();
                 let fut = h(req);
-                async move { Ok::<_, std::convert::Infallible>(fut.await) }
+                async move {
+                    let mut resp = fut.await;
+                    crate::server::keep_alive_hint(version, &mut resp, idle);
+                    Ok::<_, std::convert::Infallible>(resp)
+                }
             });
             let conn = builder
                 .serve_connection_with_upgrades(TokioIo::new(stream), svc)
@@ -98,23 +123,52 @@ pub(crate) async fn serve_tls<H, Fut>(
     }
 }
 
-/// The TLS handshake, or `None` (a plain-HTTP client is told to use TLS first).
-async fn handshake(
+/// The PROXY header (when one may come) and the TLS handshake, or `None` (a plain-HTTP client
+/// is told to use TLS, a refused PROXY header is told why).
+async fn open(
     acceptor: tokio_rustls::TlsAcceptor,
-    stream: TcpStream,
+    mut stream: TcpStream,
+    addr: SocketAddr,
+    admission: &Admission,
     timeout: Duration,
-) -> Option<tokio_rustls::server::TlsStream<TcpStream>> {
-    let mut first = [0u8; 1];
-    match tokio::time::timeout(timeout, stream.peek(&mut first)).await {
-        Ok(Ok(1)) if first[0] == TLS_HANDSHAKE => {}
-        Ok(Ok(1)) => {
+) -> Option<(tokio_rustls::server::TlsStream<TcpStream>, ClientPeer)> {
+    let trusted = admission.trusted_proxies.as_deref().map(Vec::as_slice);
+    let mut client = addr;
+    match pp::sniff(&stream, timeout).await? {
+        Opening::Tls if pp::is_trusted(trusted, addr) => {
+            // No plain answer fits into a TLS handshake: close, and tell the operator.
+            tracing::warn!(error = %ProxyHeaderError::Missing(addr.ip()), "gateway connection refused");
+            return None;
+        }
+        Opening::Tls => {}
+        Opening::Other => {
             refuse_plain(stream).await;
             return None;
         }
-        _ => return None,
+        opening @ (Opening::ProxyV1 | Opening::ProxyV2) => {
+            let read = match pp::check_sender(trusted, addr) {
+                Ok(()) => pp::read_header(&mut stream, opening, addr, timeout).await,
+                Err(e) => Err(e),
+            };
+            match read {
+                Ok(a) => client = a,
+                Err(e) => {
+                    tracing::debug!(peer = %addr, error = %e, "gateway PROXY header refused");
+                    refuse(stream, ProblemKind::BadProxyHeader, &e.to_string()).await;
+                    return None;
+                }
+            }
+            match pp::sniff(&stream, timeout).await? {
+                Opening::Tls => {}
+                _ => {
+                    refuse_plain(stream).await;
+                    return None;
+                }
+            }
+        }
     }
     match tokio::time::timeout(timeout, acceptor.accept(stream)).await {
-        Ok(Ok(s)) => Some(s),
+        Ok(Ok(s)) => Some((s, admission.peer(client))),
         Ok(Err(e)) => {
             tracing::debug!(error = %e, "gateway TLS handshake failed");
             None
@@ -124,12 +178,13 @@ async fn handshake(
 }
 
 /// A plain-HTTP request to a TLS-only port: a short problem document, then close.
-async fn refuse_plain(mut stream: TcpStream) {
-    let p = crate::problem::Problem::new(
-        http::StatusCode::BAD_REQUEST,
-        crate::problem::ProblemKind::TlsRequired,
-        "this Weir gateway speaks TLS only: use an https:// proxy URL (e.g. HTTPS_PROXY=https://gateway:port); plain HTTP is refused so tokens never cross the network in the clear",
-    );
+async fn refuse_plain(stream: TcpStream) {
+    refuse(stream, ProblemKind::TlsRequired, "this Weir gateway speaks TLS only: use an https:// proxy URL (e.g. HTTPS_PROXY=https://gateway:port); plain HTTP is refused so tokens never cross the network in the clear").await;
+}
+
+/// A plain-text 400 problem before any TLS, then close.
+async fn refuse(mut stream: TcpStream, kind: ProblemKind, detail: &str) {
+    let p = crate::problem::Problem::new(http::StatusCode::BAD_REQUEST, kind, detail);
     let body = serde_json::to_string(&p).unwrap_or_default();
     let head = format!(
         "HTTP/1.1 400 Bad Request\r\ncontent-type: application/problem+json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",

@@ -167,6 +167,9 @@ pub(crate) enum Behaviour {
 pub(crate) enum Hold {
     CacheOnly,
     Offline,
+    /// A `[[policy]]` rule says `list = "cache"` for this one request (e.g. on a metered
+    /// network); never a mode of its own.
+    Policy,
 }
 
 impl Hold {
@@ -175,6 +178,7 @@ impl Hold {
         match self {
             Hold::CacheOnly => "cache_only",
             Hold::Offline => "offline",
+            Hold::Policy => "policy",
         }
     }
 }

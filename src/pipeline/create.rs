@@ -9,15 +9,21 @@
 //!    `202 Accepted` with `Location: /_weir/api/queue/{id}`. Fatal and auth answers pass through.
 //!    In cache-only mode and offline there is no attempt: the create is queued at once, and
 //!    the replay worker holds it until the mode ends.
+//! 4. The fallback policy ([`super::policy`]) can replace step 3: fail with a problem naming
+//!    the rule, or offer the create to the local agent; and can skip the attempt altogether
+//!    while a situation its rule names holds.
 
 use super::headers::strip_hop_by_hop;
 use super::identity::Caller;
+use super::policy::CreatePlan;
 use super::state::Proxy;
 use crate::body::Body;
 use crate::cache::{CacheKey, Stored};
 use crate::coalesce::Role;
 use crate::config::RouteClass;
+use crate::handoff::HandoffRequest;
 use crate::mode::Hold;
+use crate::policy::Action;
 use crate::problem::{Problem, ProblemKind};
 use crate::queue::enqueue::Create;
 use crate::upstream::{AttemptPolicy, Replayable};
@@ -35,6 +41,7 @@ pub(super) async fn serve(
     req: Request<Incoming>,
     who: Caller,
     hold: Option<Hold>,
+    plan: CreatePlan,
 ) -> Result<Response<Body>, Problem> {
     let (mut parts, body) = req.into_parts();
     strip_hop_by_hop(&mut parts.headers);
@@ -63,6 +70,7 @@ pub(super) async fn serve(
         headers: parts.headers,
         body,
         hold,
+        plan,
     };
     let (outcome, role) = proxy
         .creates
@@ -126,6 +134,8 @@ struct CreateTask {
     body: Bytes,
     /// Set in cache-only mode and offline: queue without an attempt.
     hold: Option<Hold>,
+    /// What the fallback policy says to do when the create cannot reach the upstream.
+    plan: CreatePlan,
 }
 
 impl CreateTask {
@@ -134,16 +144,58 @@ impl CreateTask {
     async fn run(self) -> Result<Arc<Stored>, Arc<Problem>> {
         let p = &self.proxy;
         if let Some(id) = p.queue.find_live(&self.key).await {
+            // Still offered to the local agent: say so, not "queued" (nothing is sent until
+            // the offer is answered).
+            if let Ok(v) = p.handoffs.get(id).await {
+                if v.state == weir_store::State::Offered {
+                    let reason = "an identical create is already offered to your local agent";
+                    let rule = v.rule.clone().unwrap_or_default();
+                    return Ok(offered(
+                        p,
+                        &v.id.to_string(),
+                        &v.location,
+                        reason,
+                        &rule,
+                        &rule,
+                    ));
+                }
+            }
             return Ok(accepted(p, id, "an identical create is already queued"));
         }
         let (reason, in_doubt) = match self.hold {
             Some(hold) => (held_reason(hold), false),
+            None if self.plan.skip_attempt => (self.plan.skip_reason(), false),
             None => match self.attempt().await? {
                 Attempt::Answered(stored) => return Ok(stored),
                 Attempt::Queue { reason, in_doubt } => (reason, in_doubt),
             },
         };
-        // Rescue: the durable queue.
+        // Rescue, as the policy says: fail, offer to the local agent, or the durable queue.
+        let name = &p.upstreams.get(self.up).settings.name;
+        let mut reason = reason;
+        let mut label = None;
+        match self.plan.decision.action {
+            Action::Fail => {
+                if in_doubt {
+                    reason.push_str("; the upstream may have received it before failing, check its session list before trying again");
+                }
+                return Err(Arc::new(self.plan.fail(&reason, name)));
+            }
+            // A create that may already exist upstream is never handed to a second agent: the
+            // queue looks it up before sending it again.
+            Action::Local if in_doubt => {
+                reason = format!("{reason}; policy rule {} chose a local agent, but the upstream may have received this create, so Weir queued it (the queue checks before sending again)", self.plan.decision.rule);
+                label = Some(format!("{}->queue", self.plan.decision.header()));
+            }
+            Action::Local => match self.offer(&reason).await {
+                Ok(stored) => return Ok(stored),
+                Err(e) => {
+                    reason = format!("{reason}; policy rule {} chose a local agent, but the hand-off failed ({e}), so Weir queued it instead", self.plan.decision.rule);
+                    label = Some(format!("{}->queue", self.plan.decision.header()));
+                }
+            },
+            _ => {}
+        }
         let create = Create {
             upstream: &p.upstreams.get(self.up).settings.name,
             key: &self.key,
@@ -153,7 +205,17 @@ impl CreateTask {
             body: &self.body,
         };
         match p.queue.enqueue(&p.bus, create, &reason, in_doubt).await {
-            Ok(id) => Ok(accepted(p, id, &reason)),
+            Ok(id) => {
+                let a = accepted(p, id, &reason);
+                Ok(match label.and_then(|l| HeaderValue::from_str(&l).ok()) {
+                    Some(v) => {
+                        let mut headers = a.headers.clone();
+                        headers.insert(super::policy::HEADER, v);
+                        stored(a.status, headers, a.body.clone())
+                    }
+                    None => a,
+                })
+            }
             Err(problem) => Err(Arc::new(problem)),
         }
     }
@@ -169,7 +231,9 @@ impl CreateTask {
             body: self.body.clone(),
             identity: self.scope,
         };
-        let policy = AttemptPolicy::for_request(&Method::POST, true);
+        let mut policy = AttemptPolicy::for_request(&Method::POST, true);
+        // Only the built-in `fallback` action lets the create go to the fallback origin.
+        policy.fallback = self.plan.fallback_origin;
         let attempt = p
             .upstreams
             .call_buffered(self.up, RouteClass::Create, req, policy, None);
@@ -205,6 +269,68 @@ impl CreateTask {
     }
 }
 
+impl CreateTask {
+    /// Offers the create to the local agent (policy `local`): 202 with the offer's location.
+    async fn offer(&self, reason: &str) -> Result<Arc<Stored>, crate::handoff::HandoffError> {
+        let p = &self.proxy;
+        let json: serde_json::Value = serde_json::from_slice(&self.body).unwrap_or_default();
+        let text = |k: &str| json.get(k).and_then(|v| v.as_str()).map(str::to_string);
+        let req = HandoffRequest {
+            upstream: p.upstreams.get(self.up).settings.name.clone(),
+            repo: crate::policy::repo_of(self.uri.path()).unwrap_or_default(),
+            problem_statement: text("problem_statement").unwrap_or_default(),
+            base_branch: text("base_ref").or_else(|| text("base_branch")),
+            rule: self.plan.decision.header(),
+            // The request itself: a declined or expired offer goes back to the queue.
+            create: Some(crate::handoff::CreateRequest {
+                uri: self.uri.clone(),
+                headers: self.headers.clone(),
+                body: self.body.clone(),
+                dedupe_key: self.key.clone(),
+                identity: self.identity.clone(),
+            }),
+        };
+        let offer = p.handoffs.offer(req).await?;
+        let rule = self.plan.decision.header();
+        Ok(offered(
+            p,
+            &offer.id,
+            &offer.location,
+            reason,
+            &rule,
+            &self.plan.decision.rule.to_string(),
+        ))
+    }
+}
+
+/// `202` for a create offered to the local agent: the offer's location, nothing run yet.
+fn offered(
+    p: &Proxy,
+    id: &str,
+    location: &str,
+    reason: &str,
+    header: &str,
+    rule: &str,
+) -> Arc<Stored> {
+    let body = serde_json::json!({
+        "status": "offered",
+        "id": id,
+        "location": location,
+        "reason": reason,
+        "rule": header,
+        "detail": format!("The upstream could not take this create and policy rule {rule} hands it to your local agent. Nothing runs until you confirm the offer (tray, dashboard, or POST {}{location}/confirm).", p.base_url),
+    });
+    let mut headers = HeaderMap::new();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    if let Ok(v) = HeaderValue::from_str(location) {
+        headers.insert(header::LOCATION, v);
+    }
+    stored(StatusCode::ACCEPTED, headers, Bytes::from(body.to_string()))
+}
+
 /// What the one attempt came to.
 enum Attempt {
     /// The upstream's answer goes to the client (success, or a refusal it must see).
@@ -218,6 +344,8 @@ fn held_reason(hold: Hold) -> String {
     match hold {
         Hold::CacheOnly => "Weir is in cache-only mode and sends nothing upstream; this create is sent once when you switch back (`weir mode automatic`)".into(),
         Hold::Offline => "Weir is offline (every managed upstream is unreachable); this create is sent once when a probe finds the network back".into(),
+        // Never a create's hold (only lists are kept in the cache by policy).
+        Hold::Policy => "a fallback policy rule held this create".into(),
     }
 }
 

@@ -55,6 +55,12 @@ pub(super) async fn managed(
 
 fn prepare(req: Request<Incoming>) -> Result<Request<Body>, Problem> {
     let (mut parts, body) = req.into_parts();
+    prepare_parts(&mut parts)?;
+    Ok(Request::from_parts(parts, boxed(body)))
+}
+
+/// The head of a request as it goes upstream: absolute URI, no hop-by-hop headers, `Host`.
+pub(super) fn prepare_parts(parts: &mut http::request::Parts) -> Result<(), Problem> {
     parts.uri = absolute_uri(&parts.uri)?;
     strip_hop_by_hop(&mut parts.headers);
     if let Some(a) = parts.uri.authority() {
@@ -62,7 +68,7 @@ fn prepare(req: Request<Incoming>) -> Result<Request<Body>, Problem> {
             parts.headers.insert(header::HOST, v);
         }
     }
-    Ok(Request::from_parts(parts, boxed(body)))
+    Ok(())
 }
 
 fn relay(resp: Response<Body>) -> Response<Body> {

@@ -12,6 +12,9 @@
 //! - creates are queued durably (202) without an attempt (see [`super::create`]); the replay
 //!   worker holds them until the mode ends, then sends each once.
 //! - everything else on a managed upstream (`stream`, `other`, non-GET): 503, as a miss.
+//!
+//! A fallback policy rule `list = "cache"` ([`super::policy`]) answers one `list` request the
+//! same way (`Hold::Policy`, `detail=policy`), with its own miss (`policy_cache_miss`).
 
 use super::identity::Caller;
 use super::state::Proxy;
@@ -95,6 +98,12 @@ pub(super) fn miss(proxy: &Proxy, up: usize, class: RouteClass, hold: Hold) -> P
             )
             .retry_after(proxy.settings().offline.probe_base)
         }
+        // The policy phase adds which rule (see `super::policy`).
+        Hold::Policy => Problem::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            ProblemKind::PolicyCacheMiss,
+            format!("a fallback policy rule says lists come from the cache only now, and nothing is sent upstream for them; {what}."),
+        ),
     };
     p.upstream(name)
 }

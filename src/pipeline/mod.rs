@@ -13,12 +13,19 @@
 //!    cache-only mode or offline, [`held`] instead: the cache alone, creates straight to the
 //!    queue, nothing upstream (pass-through mode skips every phase after 1 and forwards
 //!    untouched);
+//!    4a. **policy** ([`policy`]): the fallback policy graph decides the `list`/`create`
+//!    action for this repository, network and situation (lists from the cache only; creates
+//!    queued, failed or offered to a local agent), named in `Weir-Policy`;
 //! 5. **admission** (cooldown → breaker → bulkhead) and 6. **attempt and retry** (one retry
 //!    layer, budget, fallback): [`crate::upstream`], shared with the queue's replays;
 //! 7. **rescue** ([`rescue`]): a stale answer when the upstream failed; creates go to the
 //!    durable queue;
 //! 8. **response headers** ([`respond`]): `X-Request-Id`, `Cache-Status`, `Age`,
 //!    problem+json.
+//!
+//! [`model`] is the `model` class's own path (completions naming a model): a per-model
+//! breaker instead of the upstream's gate, and one attempt with the fallback model
+//! (`[[model_fallback]]`) before the first byte reaches the client.
 //!
 //! [`forward`] streams what is not cached (logs, other managed calls, unmanaged hosts);
 //! [`tunnel`] and [`intercepted`] handle CONNECT (blind, or TLS-terminated for managed hosts).
@@ -32,7 +39,11 @@ mod held;
 mod identity;
 mod intercepted;
 mod limits;
+mod model;
+mod model_body;
+mod model_stream;
 mod page_subset;
+pub(crate) mod policy;
 mod private_target;
 mod rescue;
 mod respond;
@@ -47,7 +58,7 @@ pub(crate) use state::{host_for, is_own_host_name, Proxy, ProxyParts};
 
 use crate::body::Body;
 use crate::config::RouteClass;
-use crate::mode::Behaviour;
+use crate::mode::{Behaviour, Hold};
 use crate::problem::Problem;
 use classify::Target;
 use headers::REQUEST_ID;
@@ -59,14 +70,21 @@ use std::sync::Arc;
 /// The pipeline's entry point: never fails, every error becomes a problem response.
 pub(crate) async fn handle(proxy: Arc<Proxy>, req: Request<Incoming>) -> Response<Body> {
     let rid = request_id(req.headers());
-    let result = phases(&proxy, req, &rid).await;
-    finish(result, rid, &proxy.base_url, &proxy.global)
+    let mut rule = None;
+    let result = phases(&proxy, req, &rid, &mut rule).await;
+    let mut res = finish(result, rid, &proxy.base_url, &proxy.global);
+    // The rule that decided (a create's rescue may have said more, e.g. `local->queue`).
+    if let Some(v) = rule {
+        res.headers_mut().entry(policy::HEADER).or_insert(v);
+    }
+    res
 }
 
 async fn phases(
     proxy: &Arc<Proxy>,
     mut req: Request<Incoming>,
     rid: &HeaderValue,
+    rule: &mut Option<HeaderValue>,
 ) -> Result<Response<Body>, Problem> {
     // One version of the settings for this request's own checks (a change lands on the next).
     let settings = proxy.settings();
@@ -106,20 +124,32 @@ async fn phases(
             .accounts
             .observe(&proxy.upstreams, up, who.identity, req.headers());
     }
+    let decision = policy::decide(proxy, up, class, req.uri().path(), &who);
+    *rule = decision.as_ref().and_then(policy::header);
     if class.is_cacheable() && req.method() == Method::GET {
         // The cache phase applies the rate limit itself: hits and joins are never limited.
-        return match hold {
+        return match hold.or(policy::list_hold(decision.as_ref())) {
+            Some(Hold::Policy) => held::cached(proxy, up, class, req, who, Hold::Policy)
+                .await
+                .map_err(|p| match &decision {
+                    Some(d) => policy::explain(p, d),
+                    None => p,
+                }),
             Some(h) => held::cached(proxy, up, class, req, who, h).await,
             None => cache::serve(proxy, up, class, req, who).await,
         };
     }
-    if class == RouteClass::Create {
+    if let (RouteClass::Create, Some(d)) = (class, decision) {
         limits::client_rate(proxy, who)?;
-        return create::serve(proxy, up, req, who, hold).await;
+        let plan = policy::CreatePlan::new(d);
+        return create::serve(proxy, up, req, who, hold, plan).await;
     }
     if let Some(h) = hold {
         return Err(held::miss(proxy, up, class, h));
     }
     limits::client_rate(proxy, who)?;
+    if class == RouteClass::Model {
+        return model::serve(proxy, up, req, who.scope()).await;
+    }
     forward::managed(proxy, up, class, req, who.scope()).await
 }

@@ -50,6 +50,8 @@ pub(crate) struct Proxy {
     pub network: Arc<crate::network::Network>,
     /// Offers of creates to a local agent (create action `local`).
     pub handoffs: Arc<crate::handoff::Handoffs>,
+    /// The fallback policy's recent decisions (status).
+    pub policy_log: crate::policy::DecisionLog,
 }
 
 /// The client rate limiter and the settings it was built from (`None`: turned off).
@@ -130,6 +132,7 @@ impl Proxy {
             live: p.live,
             network: p.network,
             handoffs: p.handoffs,
+            policy_log: crate::policy::DecisionLog::default(),
         }
     }
 

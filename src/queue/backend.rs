@@ -36,6 +36,65 @@ impl QueueStore {
         }
     }
 
+    /// Hand-off offers (#14) live in a laptop's own SQLite queue only: a gateway replica
+    /// never runs a developer's local agent.
+    fn local_only(&self) -> Result<&AsyncStore, StoreError> {
+        match self {
+            QueueStore::Sqlite(s) => Ok(s),
+            QueueStore::Postgres(p) => Err(StoreError::Other {
+                path: p.conn.db.clone().into(),
+                detail: "a shared (gateway) queue takes no local-agent hand-offs".into(),
+            }),
+        }
+    }
+
+    pub async fn insert_offered(
+        &self,
+        item: NewItem,
+        expires_at_ms: i64,
+        offer: serde_json::Value,
+        now_ms: i64,
+    ) -> Result<Item, StoreError> {
+        self.local_only()?
+            .insert_offered(item, expires_at_ms, offer, now_ms)
+            .await
+    }
+
+    pub async fn hand_off(
+        &self,
+        id: i64,
+        result: serde_json::Value,
+        now_ms: i64,
+    ) -> Result<Item, StoreError> {
+        self.local_only()?.hand_off(id, result, now_ms).await
+    }
+
+    pub async fn record_hand_off_result(
+        &self,
+        id: i64,
+        result: serde_json::Value,
+        now_ms: i64,
+    ) -> Result<Item, StoreError> {
+        self.local_only()?
+            .record_hand_off_result(id, result, now_ms)
+            .await
+    }
+
+    pub async fn requeue(&self, id: i64, why: &str, now_ms: i64) -> Result<Item, StoreError> {
+        self.local_only()?.requeue(id, why, now_ms).await
+    }
+
+    pub async fn withdraw(&self, id: i64, why: &str, now_ms: i64) -> Result<Item, StoreError> {
+        self.local_only()?.withdraw(id, why, now_ms).await
+    }
+
+    pub async fn expired_offers(&self, now_ms: i64) -> Result<Vec<Item>, StoreError> {
+        match self {
+            QueueStore::Sqlite(s) => s.expired_offers(now_ms).await,
+            QueueStore::Postgres(_) => Ok(Vec::new()),
+        }
+    }
+
     pub async fn get(&self, id: i64) -> Result<Option<Item>, StoreError> {
         match self {
             QueueStore::Sqlite(s) => s.get(id).await,
@@ -68,6 +127,15 @@ impl QueueStore {
         match self {
             QueueStore::Sqlite(s) => s.next_due(upstream, now_ms).await,
             QueueStore::Postgres(p) => p.claim_next(upstream, now_ms).await,
+        }
+    }
+
+    /// Keeps this worker's claim on `id` alive while the guard lives (PostgreSQL: renewed every
+    /// lease/3; SQLite: one process, no claims).
+    pub fn keep_claim(&self, id: i64) -> Option<super::pg::lease::ClaimKeeper> {
+        match self {
+            QueueStore::Sqlite(_) => None,
+            QueueStore::Postgres(p) => Some(p.keep_claim(id)),
         }
     }
 

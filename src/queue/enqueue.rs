@@ -64,24 +64,7 @@ impl QueueState {
                 return Err(unavailable(format!("{reason}. Weir did not queue the create because it cannot keep its credential safely: {e}")));
             }
         }
-        let (repo, statement) = describe(c.uri, c.body);
-        let item = NewItem {
-            upstream: c.upstream.to_string(),
-            method: "POST".into(),
-            path_and_query: c
-                .uri
-                .path_and_query()
-                .map(|p| p.to_string())
-                .unwrap_or_else(|| "/".into()),
-            headers: replay_headers(c.headers),
-            body: c.body.to_vec(),
-            identity: c.identity,
-            credential_ref: credential.map(|_| account.clone()),
-            dedupe_key: c.key.to_string(),
-            repo,
-            problem_statement: statement,
-            in_doubt,
-        };
+        let item = new_item(c, credential.map(|_| account.clone()), in_doubt);
         match q.store.insert(item, now_ms()).await {
             Ok(item) => {
                 bus.emit(event(&item, reason));
@@ -98,6 +81,60 @@ impl QueueState {
                 )))
             }
         }
+    }
+}
+
+/// Stores `c` as an `offered` item (a create offered to the local agent, #14): its
+/// credential in the keychain as for a queued create, so a declined or expired offer can go
+/// back to the queue and be replayed. Not woken for replay: an offered item is never sent.
+/// `Err(Duplicate)` names a live item that already holds the create's dedupe key.
+pub(crate) async fn store_offered(
+    q: &super::Queue,
+    c: Create<'_>,
+    expires_at_ms: i64,
+    offer: serde_json::Value,
+) -> Result<weir_store::Item, StoreError> {
+    let credential = credential_of(c.headers);
+    let account = crate::secrets::names::queue_account(c.key);
+    if let Some(cred) = credential.clone() {
+        q.put_credential(&account, cred)
+            .await
+            .map_err(|e| StoreError::Other {
+                path: std::path::PathBuf::from("keychain"),
+                detail: format!("cannot keep the create's credential safely: {e}"),
+            })?;
+    }
+    let item = new_item(c, credential.map(|_| account.clone()), false);
+    let stored = q
+        .store
+        .insert_offered(item, expires_at_ms, offer, now_ms())
+        .await;
+    // A duplicate's credential is the live item's (same key, same account): keep it.
+    if matches!(&stored, Err(e) if !matches!(e, StoreError::Duplicate { .. })) {
+        q.delete_credential(&account).await;
+    }
+    stored
+}
+
+/// The queue row for `c` (no secret: the credential is referenced by `credential_ref`).
+fn new_item(c: Create<'_>, credential_ref: Option<String>, in_doubt: bool) -> NewItem {
+    let (repo, statement) = describe(c.uri, c.body);
+    NewItem {
+        upstream: c.upstream.to_string(),
+        method: "POST".into(),
+        path_and_query: c
+            .uri
+            .path_and_query()
+            .map(|p| p.to_string())
+            .unwrap_or_else(|| "/".into()),
+        headers: replay_headers(c.headers),
+        body: c.body.to_vec(),
+        identity: c.identity,
+        credential_ref,
+        dedupe_key: c.key.to_string(),
+        repo,
+        problem_statement: statement,
+        in_doubt,
     }
 }
 

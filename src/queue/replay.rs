@@ -85,7 +85,11 @@ impl Replayer {
             }
             expire(&self.bus, q).await;
             let wait = match q.store.claim_next(&name, now_ms()).await {
-                Ok(Some(item)) => self.replay_one(q, up, item).await,
+                Ok(Some(item)) => {
+                    // Renewed while this replica works on it, however slow the upstream.
+                    let _claim = q.store.keep_claim(item.id);
+                    self.replay_one(q, up, item).await
+                }
                 Ok(None) => q.store.idle_wait(&name, now_ms()).await,
                 Err(e) => {
                     tracing::warn!(error = %e, "cannot read the create queue");

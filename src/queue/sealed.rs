@@ -177,7 +177,10 @@ mod tests {
     use super::*;
 
     fn vault(secret: u8) -> SealedVault {
-        let conn = Arc::new(PgConn::new(tokio_postgres::Config::new()));
+        let conn = Arc::new(PgConn::new(
+            tokio_postgres::Config::new(),
+            crate::queue::pg::PgTls::Plain,
+        ));
         SealedVault::new(conn, &GatewayKey::new([secret; 32]))
     }
 

@@ -27,6 +27,8 @@ const TICK: Duration = Duration::from_millis(250);
 /// team for a day).
 const MAX_PEER_PAUSE: Duration = Duration::from_secs(600);
 const PUBLISH_TIMEOUT: Duration = Duration::from_secs(2);
+/// How often a failing link is diagnosed (see [`super::tls::diagnose`]).
+const DIAGNOSE_EVERY: Duration = Duration::from_secs(30);
 /// Messages buffered by the subscription before a slow consumer starts losing them.
 const SUBSCRIPTION_CAPACITY: usize = 1024;
 
@@ -58,6 +60,10 @@ struct Shared {
     peers: Mutex<Peers>,
     client: Mutex<Option<async_nats::Client>>,
     error: Mutex<Option<String>>,
+    /// The TLS client configuration (OS roots plus `ca_file`), shared with the diagnosis.
+    tls: Arc<rustls::ClientConfig>,
+    /// A TLS diagnosis is running (at most one at a time; reconnects come every few seconds).
+    diagnosing: std::sync::atomic::AtomicBool,
     /// Per upstream: the end of the latest teammate's pause.
     pauses: Mutex<HashMap<String, SystemTime>>,
     /// Per upstream: the breaker's `opens_total` right after teammates' reports opened it
@@ -83,6 +89,7 @@ impl Team {
             parts.settings.peers_needed,
             parts.settings.window,
         );
+        let tls = Arc::new(super::tls::client_config(&parts.settings.extra_roots));
         let shared = Arc::new(Shared {
             key: parts.secrets.key.clone(),
             settings: parts.settings,
@@ -93,6 +100,8 @@ impl Team {
             peers: Mutex::new(peers),
             client: Mutex::new(None),
             error: Mutex::new(None),
+            tls,
+            diagnosing: std::sync::atomic::AtomicBool::new(false),
             pauses: Mutex::new(HashMap::new()),
             tripped: Mutex::new(HashMap::new()),
             published: AtomicU64::new(0),
@@ -199,10 +208,10 @@ fn connect_options(
         .max_reconnects(None)
         .connection_timeout(Duration::from_secs(5))
         .subscription_capacity(SUBSCRIPTION_CAPACITY)
-        .require_tls(shared.settings.tls);
-    if let Some(ca) = &shared.settings.ca_file {
-        o = o.add_root_certificates(ca.clone());
-    }
+        .require_tls(shared.settings.tls)
+        // Always ours (OS roots plus `ca_file`, ring): also used when a `nats://` server asks
+        // for TLS and async-nats upgrades the connection.
+        .tls_client_config((*shared.tls).clone());
     o = match auth {
         Some(super::NatsAuth::Token { token }) => o.token(token),
         Some(super::NatsAuth::UserPassword { user, password }) => {
@@ -231,7 +240,16 @@ fn connect_options(
                     ),
                 ),
                 other => {
-                    *lock(&s.error) = Some(format!("NATS: {other}"));
+                    {
+                        let mut error = lock(&s.error);
+                        // Keep a diagnosis already made; "IO error" alone says nothing.
+                        if !error.as_deref().is_some_and(|e| e.starts_with("team: ")) {
+                            *error = Some(format!("NATS: {other}"));
+                        }
+                    }
+                    if matches!(other, async_nats::Event::ClientError(_)) {
+                        diagnose(&s);
+                    }
                     (None, String::new())
                 }
             };
@@ -249,6 +267,38 @@ fn connect_options(
             }
         }
     })
+}
+
+/// A connection attempt failed: find out (in the background) whether TLS is why, and say so
+/// in the status (`team.error`) and the log.
+fn diagnose(s: &Arc<Shared>) {
+    use std::sync::atomic::Ordering::SeqCst;
+    if s.diagnosing.swap(true, SeqCst) {
+        return;
+    }
+    let s = s.clone();
+    tokio::spawn(async move {
+        let found = super::tls::diagnose(&s.settings.nats_url, s.settings.tls, s.tls.clone()).await;
+        let connected = matches!(
+            lock(&s.client).as_ref().map(|c| c.connection_state()),
+            Some(async_nats::connection::State::Connected)
+        );
+        if let (Some(why), false) = (found, connected) {
+            let mut error = lock(&s.error);
+            if error.as_deref() != Some(why.as_str()) {
+                tracing::warn!(%why, "team link");
+                *error = Some(why);
+            }
+        }
+        // At most one look per DIAGNOSE_EVERY while the link keeps failing (reconnects come
+        // every few seconds; each look is a connection to the server).
+        let weak = Arc::downgrade(&s);
+        drop(s);
+        tokio::time::sleep(DIAGNOSE_EVERY).await;
+        if let Some(s) = weak.upgrade() {
+            s.diagnosing.store(false, SeqCst);
+        }
+    });
 }
 
 /// Connects, subscribes, and runs the receive and publish loops until the engine stops.

@@ -7,6 +7,8 @@
 //! - [`seal`]: HMAC-SHA256 signatures with the team key, and what they protect against;
 //! - [`credentials`]: the team key and NATS login, from the keychain;
 //! - [`peers`]: the decision logic (K teammates within T; local evidence wins), pure;
+//! - [`tls`]: TLS to the NATS server (OS roots plus `ca_file`) and the diagnosis that names
+//!   why a handshake fails;
 //! - [`link`]: the NATS client (reconnecting) and the publish / receive tasks. Nothing here is
 //!   on the request path: it only sets the admission gate's caution, trips its breaker or
 //!   holds its upstream-wide cooldown.
@@ -16,6 +18,7 @@ pub mod fact;
 mod link;
 pub(crate) mod peers;
 pub mod seal;
+mod tls;
 
 pub use credentials::{NatsAuth, TeamSecrets};
 pub use seal::{new_key_hex, TeamKey};

@@ -135,6 +135,13 @@ impl Gate {
         self.retry.lock().map_or_else(|e| e.into_inner().0, |r| r.0)
     }
 
+    /// A pause the upstream asked for still runs: everyone's, or `who`'s own (the policy
+    /// graph's `cooldown` situation).
+    pub fn cooling(&self, who: Option<&Identity>) -> bool {
+        self.cooldown.remaining().is_some()
+            || who.is_some_and(|w| self.identity_cooldowns.remaining(w).is_some())
+    }
+
     /// Attempts the upstream answered without a breaker failure, since start.
     pub fn successes(&self) -> u64 {
         self.successes.load(Ordering::Relaxed)

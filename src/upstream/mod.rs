@@ -4,21 +4,25 @@
 //! - [`admission`]: whether an attempt may go out now (cooldown → breaker → bulkhead);
 //! - [`caution`]: outside signals (GitHub Status, peers) that lower the breaker's thresholds;
 //! - [`attempt`]: the one attempt-and-retry machinery, for client requests and replays alike;
-//! - [`reachability`]: whether each upstream can be reached at the network level (offline).
+//! - [`reachability`]: whether each upstream can be reached at the network level (offline);
+//! - [`model_breakers`]: per-(upstream, model) breakers of completion requests, kept apart
+//!   from the gates so a model's outage never opens the agent-sessions breaker.
 
 mod admission;
 mod attempt;
 pub(crate) mod caution;
 mod client;
 mod identity_cooldown;
+mod model_breakers;
 mod pool;
 mod reachability;
 
 pub(crate) use admission::SharedHold;
 pub use admission::{BreakerView, ClassLatencyView, GateStatus};
-pub(crate) use attempt::{fetch_problem, AttemptPolicy, Replayable};
+pub(crate) use attempt::{fetch_problem, kind_of, AttemptPolicy, Replayable};
 pub use caution::{Caution, CautionSource};
-pub use client::{FetchError, Timeouts, UpstreamClient};
+pub use client::{FetchError, TimeoutPhase as ClientTimeoutPhase, Timeouts, UpstreamClient};
+pub(crate) use model_breakers::{EpisodeChange, ModelBreakers};
 pub(crate) use pool::{http_connector, RoutingConnector};
 pub(crate) use reachability::{Reach, Reachability};
 
@@ -35,6 +39,8 @@ pub(crate) struct Upstreams {
     pub list: Vec<Upstream>,
     /// What the network said on the last exchange with each upstream.
     pub reach: Reachability,
+    /// Per-(upstream, model) breakers of the `model` class, apart from every gate.
+    pub models: ModelBreakers,
     /// Class timeouts and body limits are read from here per call.
     live: LiveSettings,
 }
@@ -69,6 +75,7 @@ impl Upstreams {
             accounts,
             client: UpstreamClient::for_settings(settings),
             reach: Reachability::new(list.len()),
+            models: ModelBreakers::default(),
             list,
             live,
         }

@@ -179,6 +179,28 @@ impl Drop for Replica {
     }
 }
 
+/// Runs `weir serve --gateway` with `config` until it exits (a replica that cannot start):
+/// its exit code and what it printed on stderr.
+pub fn run_to_exit(config: &Path) -> (Option<i32>, String) {
+    let data = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_weir"))
+        .args(["serve", "--gateway", "--config"])
+        .arg(config)
+        .arg("--data-dir")
+        .arg(data.path())
+        .env("HOME", data.path())
+        .env(
+            "DBUS_SESSION_BUS_ADDRESS",
+            "unix:path=/nonexistent/weir-test-bus",
+        )
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).to_string(),
+    )
+}
+
 /// A response as the client saw it.
 #[derive(Debug)]
 pub struct Answer {
@@ -204,6 +226,22 @@ pub async fn send(
     headers: &[(&str, &str)],
     body: &str,
 ) -> Result<Answer, String> {
+    let tcp = tokio::net::TcpStream::connect(gateway)
+        .await
+        .map_err(|e| e.to_string())?;
+    send_on(tcp, gateway, cert_der, method, target, headers, body).await
+}
+
+/// [`send`] over a TCP connection the caller opened (and perhaps wrote a PROXY header on).
+pub async fn send_on(
+    tcp: tokio::net::TcpStream,
+    gateway: SocketAddr,
+    cert_der: &[u8],
+    method: &str,
+    target: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> Result<Answer, String> {
     let mut roots = rustls::RootCertStore::empty();
     roots
         .add(rustls::pki_types::CertificateDer::from(cert_der.to_vec()))
@@ -215,9 +253,6 @@ pub async fn send(
     .unwrap()
     .with_root_certificates(roots)
     .with_no_client_auth();
-    let tcp = tokio::net::TcpStream::connect(gateway)
-        .await
-        .map_err(|e| e.to_string())?;
     let name = rustls::pki_types::ServerName::try_from("127.0.0.1").unwrap();
     let tls = tokio_rustls::TlsConnector::from(Arc::new(config))
         .connect(name, tcp)
@@ -267,6 +302,8 @@ pub struct UpState {
     pub created: Vec<Created>,
     pub refused: usize,
     pub lookups: usize,
+    /// How long a create takes to answer (after the session exists): a slow upstream.
+    pub create_delay: std::time::Duration,
 }
 
 /// A loopback upstream: `POST /agents/swe/v1/jobs/{owner}/{repo}` creates a session (or
@@ -340,7 +377,7 @@ async fn answer(
             .as_str()
             .unwrap_or_default()
             .to_string();
-        let (id, hold) = {
+        let (id, hold, delay) = {
             let mut s = st.lock().unwrap();
             if s.outage {
                 s.refused += 1;
@@ -360,8 +397,9 @@ async fn answer(
             if hold {
                 s.held = Some(statement);
             }
-            (n, hold)
+            (n, hold, s.create_delay)
         };
+        tokio::time::sleep(delay).await;
         if hold {
             // The session exists upstream, but its creator never hears so.
             std::future::pending::<()>().await;

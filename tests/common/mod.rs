@@ -2,6 +2,8 @@
 //! slow, fail or die, and a real Weir engine on 127.0.0.1:0 in front of it.
 #![allow(dead_code)]
 
+pub mod completions;
+
 use bytes::Bytes;
 use http::{Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full};

@@ -82,8 +82,23 @@ impl NatsServer {
         panic!("nats-server did not listen on {addr}");
     }
 
+    /// Starts with TLS required (`--tls`), serving `cert`/`key` (PEM files).
+    pub async fn start_tls(
+        bin: &std::path::Path,
+        cert: &std::path::Path,
+        key: &std::path::Path,
+    ) -> NatsServer {
+        let (cert, key) = (cert.to_str().unwrap(), key.to_str().unwrap());
+        Self::start(bin, &["--tls", "--tlscert", cert, "--tlskey", key]).await
+    }
+
     pub fn url(&self) -> String {
         format!("nats://{}", self.addr)
+    }
+
+    /// `tls://127.0.0.1:PORT` (the client requires TLS).
+    pub fn tls_url(&self) -> String {
+        format!("tls://{}", self.addr)
     }
 
     /// Stops the server (kill by its own pid).

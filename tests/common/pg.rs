@@ -13,6 +13,8 @@ pub struct Postgres {
     log: PathBuf,
     pub port: u16,
     as_nobody: bool,
+    /// TLS on (`ssl=on`), and TCP clients must use it (`hostssl`; plain TCP is rejected).
+    tls: bool,
 }
 
 /// The newest `/usr/lib/postgresql/*/bin` holding `initdb` and `pg_ctl`.
@@ -51,6 +53,17 @@ fn free_port() -> u16 {
 impl Postgres {
     /// Starts a fresh cluster, or `None` (said loudly) when PostgreSQL is not installed.
     pub fn start() -> Option<Postgres> {
+        Self::start_with(None)
+    }
+
+    /// Starts a cluster with `ssl=on` serving `cert`/`key` (PEM), where TCP clients must use
+    /// TLS: `pg_hba.conf` has `hostssl` only, so a plain-TCP connection is rejected. The test's
+    /// own client ([`Postgres::client`]) comes through the Unix socket.
+    pub fn start_tls(cert: &Path, key: &Path) -> Option<Postgres> {
+        Self::start_with(Some((cert, key)))
+    }
+
+    fn start_with(tls: Option<(&Path, &Path)>) -> Option<Postgres> {
         let Some(bin) = find_bin() else {
             eprintln!("SKIPPED: PostgreSQL is not installed (no /usr/lib/postgresql/*/bin/initdb); `apt-get install postgresql` (scripts/test.sh does)");
             return None;
@@ -76,6 +89,7 @@ impl Postgres {
             bin,
             port: free_port(),
             as_nobody,
+            tls: tls.is_some(),
         };
         let out = pg
             .cmd("initdb")
@@ -88,6 +102,31 @@ impl Postgres {
             "initdb: {}",
             String::from_utf8_lossy(&out.stderr)
         );
+        if let Some((cert, key)) = tls {
+            // In the data dir, owned by the server's user, the key 0600 (PostgreSQL insists).
+            std::fs::copy(cert, pg.data.join("server.crt")).unwrap();
+            std::fs::copy(key, pg.data.join("server.key")).unwrap();
+            std::fs::write(
+                pg.data.join("pg_hba.conf"),
+                "local all all trust\nhostssl all all 127.0.0.1/32 trust\n",
+            )
+            .unwrap();
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(
+                pg.data.join("server.key"),
+                std::fs::Permissions::from_mode(0o600),
+            )
+            .unwrap();
+            if pg.as_nobody {
+                let ok = Command::new("chown")
+                    .args(["-R", "nobody:nogroup"])
+                    .arg(&pg.data)
+                    .status()
+                    .unwrap()
+                    .success();
+                assert!(ok, "chown the TLS files to nobody");
+            }
+        }
         pg.start_server();
         Some(pg)
     }
@@ -109,11 +148,14 @@ impl Postgres {
 
     /// Starts (or restarts) the server and waits until it accepts connections.
     pub fn start_server(&self) {
-        let opts = format!(
+        let mut opts = format!(
             "-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=60",
             self.port,
             self.sock_dir().display()
         );
+        if self.tls {
+            opts.push_str(" -c ssl=on");
+        }
         let out = self
             .cmd("pg_ctl")
             .arg("-D")
@@ -148,11 +190,14 @@ impl Postgres {
 
     /// A client of the test's own (to look at the tables).
     pub async fn client(&self) -> tokio_postgres::Client {
+        // With TLS required on TCP, the test's own look goes through the Unix socket.
+        let host = if self.tls {
+            self.sock_dir().display().to_string()
+        } else {
+            "127.0.0.1".to_string()
+        };
         let (client, conn) = tokio_postgres::connect(
-            &format!(
-                "host=127.0.0.1 port={} user=weir dbname=postgres",
-                self.port
-            ),
+            &format!("host={host} port={} user=weir dbname=postgres", self.port),
             tokio_postgres::NoTls,
         )
         .await

@@ -53,6 +53,26 @@ impl TestCa {
         self.cert.der().clone()
     }
 
+    /// A leaf for `names` (host names or IP addresses) signed by this CA, written as PEM to
+    /// `{stem}.pem` and `{stem}-key.pem` in `dir` (for servers that read files: nats-server,
+    /// PostgreSQL).
+    pub fn issue_files(&self, names: &[&str], dir: &Path, stem: &str) -> (PathBuf, PathBuf) {
+        let key = KeyPair::generate().unwrap();
+        let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
+        let mut params = CertificateParams::new(names.clone()).unwrap();
+        params
+            .distinguished_name
+            .push(DnType::CommonName, &names[0]);
+        let leaf = params.signed_by(&key, &self.cert, &self.key).unwrap();
+        let (cert, key_path) = (
+            dir.join(format!("{stem}.pem")),
+            dir.join(format!("{stem}-key.pem")),
+        );
+        std::fs::write(&cert, leaf.pem()).unwrap();
+        std::fs::write(&key_path, key.serialize_pem()).unwrap();
+        (cert, key_path)
+    }
+
     /// A leaf for `host` and a rustls server config serving it with ALPN h2 and http/1.1.
     pub fn server_config(
         &self,

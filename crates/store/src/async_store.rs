@@ -78,6 +78,50 @@ impl AsyncStore {
         self.call(move |s| s.insert(&item, now_ms)).await
     }
 
+    pub async fn insert_offered(
+        &self,
+        item: NewItem,
+        expires_at_ms: i64,
+        offer: serde_json::Value,
+        now_ms: i64,
+    ) -> Result<Item, StoreError> {
+        self.call(move |s| s.insert_offered(&item, expires_at_ms, &offer, now_ms))
+            .await
+    }
+
+    pub async fn hand_off(
+        &self,
+        id: i64,
+        result: serde_json::Value,
+        now_ms: i64,
+    ) -> Result<Item, StoreError> {
+        self.call(move |s| s.hand_off(id, &result, now_ms)).await
+    }
+
+    pub async fn record_hand_off_result(
+        &self,
+        id: i64,
+        result: serde_json::Value,
+        now_ms: i64,
+    ) -> Result<Item, StoreError> {
+        self.call(move |s| s.record_hand_off_result(id, &result, now_ms))
+            .await
+    }
+
+    pub async fn requeue(&self, id: i64, why: &str, now_ms: i64) -> Result<Item, StoreError> {
+        let why = why.to_owned();
+        self.call(move |s| s.requeue(id, &why, now_ms)).await
+    }
+
+    pub async fn withdraw(&self, id: i64, why: &str, now_ms: i64) -> Result<Item, StoreError> {
+        let why = why.to_owned();
+        self.call(move |s| s.withdraw(id, &why, now_ms)).await
+    }
+
+    pub async fn expired_offers(&self, now_ms: i64) -> Result<Vec<Item>, StoreError> {
+        self.call(move |s| s.expired_offers(now_ms)).await
+    }
+
     pub async fn get(&self, id: i64) -> Result<Option<Item>, StoreError> {
         self.call(move |s| s.get(id)).await
     }

@@ -27,11 +27,17 @@ pub enum State {
     Cancelled,
     /// Not sent within the configured maximum age.
     Expired,
+    /// Offered to the developer's local agent (#14), waiting for a confirmation; never
+    /// replayed while offered. It holds its dedupe key like a queued create.
+    Offered,
+    /// The developer confirmed the offer and the local agent command was started (once);
+    /// `result.handoff` records its outcome.
+    HandedOff,
 }
 
 impl State {
     /// Every state, in life-cycle order.
-    pub const ALL: [State; 7] = [
+    pub const ALL: [State; 9] = [
         State::Queued,
         State::Replaying,
         State::InDoubt,
@@ -39,6 +45,8 @@ impl State {
         State::Failed,
         State::Cancelled,
         State::Expired,
+        State::Offered,
+        State::HandedOff,
     ];
 
     /// The stored / serialised name.
@@ -51,12 +59,18 @@ impl State {
             State::Failed => "failed",
             State::Cancelled => "cancelled",
             State::Expired => "expired",
+            State::Offered => "offered",
+            State::HandedOff => "handed_off",
         }
     }
 
-    /// Still waiting to reach the upstream; at most one live item may hold a dedupe key.
+    /// Still waiting to reach the upstream (or, offered, for the developer's answer); at
+    /// most one live item may hold a dedupe key.
     pub fn is_live(self) -> bool {
-        matches!(self, State::Queued | State::Replaying | State::InDoubt)
+        matches!(
+            self,
+            State::Queued | State::Replaying | State::InDoubt | State::Offered
+        )
     }
 
     /// The item's life has ended: its keychain secret can be deleted.
@@ -226,6 +240,8 @@ pub struct StateCounts {
     pub failed: u64,
     pub cancelled: u64,
     pub expired: u64,
+    pub offered: u64,
+    pub handed_off: u64,
 }
 
 impl StateCounts {
@@ -233,9 +249,9 @@ impl StateCounts {
         *self.slot(state)
     }
 
-    /// Items still waiting to reach the upstream.
+    /// Items still waiting to reach the upstream (offers to the local agent included).
     pub fn live(&self) -> u64 {
-        self.queued + self.replaying + self.in_doubt
+        self.queued + self.replaying + self.in_doubt + self.offered
     }
 
     pub fn total(&self) -> u64 {
@@ -251,6 +267,8 @@ impl StateCounts {
             State::Failed => &mut self.failed,
             State::Cancelled => &mut self.cancelled,
             State::Expired => &mut self.expired,
+            State::Offered => &mut self.offered,
+            State::HandedOff => &mut self.handed_off,
         }
     }
 
@@ -263,6 +281,8 @@ impl StateCounts {
             State::Failed => &self.failed,
             State::Cancelled => &self.cancelled,
             State::Expired => &self.expired,
+            State::Offered => &self.offered,
+            State::HandedOff => &self.handed_off,
         }
     }
 }
@@ -301,7 +321,15 @@ mod tests {
     #[test]
     fn live_and_end_states_partition_all() {
         let live: Vec<_> = State::ALL.into_iter().filter(|s| s.is_live()).collect();
-        assert_eq!(live, [State::Queued, State::Replaying, State::InDoubt]);
+        assert_eq!(
+            live,
+            [
+                State::Queued,
+                State::Replaying,
+                State::InDoubt,
+                State::Offered
+            ]
+        );
         assert!(State::ALL.into_iter().all(|s| s.is_live() != s.is_end()));
     }
 }

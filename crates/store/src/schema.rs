@@ -18,11 +18,18 @@ pub(crate) struct Migration {
     pub sql: &'static str,
 }
 
-pub(crate) const MIGRATIONS: &[Migration] = &[Migration {
-    version: 1,
-    name: "queue table",
-    sql: MIGRATION_1,
-}];
+pub(crate) const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "queue table",
+        sql: MIGRATION_1,
+    },
+    Migration {
+        version: 2,
+        name: "local-agent hand-off states",
+        sql: MIGRATION_2,
+    },
+];
 
 /// The schema version this build writes.
 pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;
@@ -59,6 +66,49 @@ CREATE INDEX queue_items_state ON queue_items (state, created_at);
 -- The guard against doubled creates: one live item per dedupe key.
 CREATE UNIQUE INDEX queue_items_live_dedupe ON queue_items (dedupe_key)
     WHERE state IN ('queued', 'replaying', 'in_doubt');
+CREATE INDEX queue_items_dedupe ON queue_items (dedupe_key, id);
+";
+
+/// Adds the hand-off states (`offered`, `handed_off`, #14). SQLite cannot change a CHECK
+/// constraint in place, so the table is rebuilt (rows, ids and the AUTOINCREMENT counter
+/// kept) and its indexes made again; an `offered` item holds its dedupe key like a queued one.
+const MIGRATION_2: &str = "
+CREATE TABLE queue_items_v2 (
+    id                INTEGER PRIMARY KEY AUTOINCREMENT,
+    upstream          TEXT    NOT NULL,
+    method            TEXT    NOT NULL,
+    path_and_query    TEXT    NOT NULL,
+    headers           TEXT    NOT NULL,
+    body              BLOB    NOT NULL,
+    identity          TEXT    NOT NULL,
+    credential_ref    TEXT,
+    dedupe_key        TEXT    NOT NULL,
+    repo              TEXT,
+    problem_statement TEXT,
+    state             TEXT    NOT NULL CHECK (state IN
+        ('queued', 'replaying', 'in_doubt', 'done', 'failed', 'cancelled', 'expired',
+         'offered', 'handed_off')),
+    created_at        INTEGER NOT NULL,
+    attempts          INTEGER NOT NULL DEFAULT 0,
+    next_attempt_at   INTEGER NOT NULL,
+    last_attempt_at   INTEGER,
+    last_error        TEXT,
+    result            TEXT,
+    updated_at        INTEGER NOT NULL,
+    needs_lookup      INTEGER NOT NULL DEFAULT 0
+);
+INSERT INTO queue_items_v2 SELECT * FROM queue_items;
+-- Ids are never reused: carry the counter over even when the newest rows were purged (the
+-- copy above made its own, lower, counter row: replace it).
+DELETE FROM sqlite_sequence WHERE name = 'queue_items_v2';
+INSERT INTO sqlite_sequence (name, seq)
+    SELECT 'queue_items_v2', seq FROM sqlite_sequence WHERE name = 'queue_items';
+DROP TABLE queue_items;
+ALTER TABLE queue_items_v2 RENAME TO queue_items;
+CREATE INDEX queue_items_due ON queue_items (upstream, state, next_attempt_at, created_at);
+CREATE INDEX queue_items_state ON queue_items (state, created_at);
+CREATE UNIQUE INDEX queue_items_live_dedupe ON queue_items (dedupe_key)
+    WHERE state IN ('queued', 'replaying', 'in_doubt', 'offered');
 CREATE INDEX queue_items_dedupe ON queue_items (dedupe_key, id);
 ";
 
@@ -118,8 +168,8 @@ pub(crate) fn migrate(
 mod tests {
     use super::*;
 
-    const M2: Migration = Migration {
-        version: 2,
+    const M3: Migration = Migration {
+        version: 3,
         name: "test column",
         sql: "ALTER TABLE queue_items ADD COLUMN note TEXT;",
     };
@@ -140,15 +190,15 @@ mod tests {
     fn each_migration_runs_once_and_a_second_one_is_picked_up() {
         let dir = tempfile::tempdir().unwrap();
         let (mut conn, path) = open(&dir);
-        assert_eq!(migrate(&mut conn, &path, MIGRATIONS, false).unwrap(), 1);
+        assert_eq!(migrate(&mut conn, &path, MIGRATIONS, false).unwrap(), 2);
         // Running migration 1 again would fail ("table queue_items already exists").
         assert_eq!(migrate(&mut conn, &path, MIGRATIONS, false).unwrap(), 0);
 
-        let with_two = [MIGRATIONS[0], M2];
-        assert_eq!(migrate(&mut conn, &path, &with_two, false).unwrap(), 1);
-        assert_eq!(user_version(&conn, &path).unwrap(), 2);
+        let with_three = [MIGRATIONS[0], MIGRATIONS[1], M3];
+        assert_eq!(migrate(&mut conn, &path, &with_three, false).unwrap(), 1);
+        assert_eq!(user_version(&conn, &path).unwrap(), 3);
         conn.prepare("SELECT note FROM queue_items").unwrap();
-        assert_eq!(migrate(&mut conn, &path, &with_two, false).unwrap(), 0);
+        assert_eq!(migrate(&mut conn, &path, &with_three, false).unwrap(), 0);
 
         // An older build meeting the newer file refuses it instead of writing to it.
         let err = migrate(&mut conn, &path, MIGRATIONS, false).unwrap_err();
@@ -156,8 +206,8 @@ mod tests {
             matches!(
                 err,
                 StoreError::SchemaTooNew {
-                    found: 2,
-                    supported: 1,
+                    found: 3,
+                    supported: 2,
                     ..
                 }
             ),
@@ -170,14 +220,61 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (mut conn, path) = open(&dir);
         let bad = Migration {
-            version: 2,
+            version: 3,
             name: "broken",
             sql: "ALTER TABLE queue_items ADD COLUMN note TEXT; SELECT * FROM no_such_table;",
         };
-        let list = [MIGRATIONS[0], bad];
+        let list = [MIGRATIONS[0], MIGRATIONS[1], bad];
         assert!(migrate(&mut conn, &path, &list, false).is_err());
-        assert_eq!(user_version(&conn, &path).unwrap(), 1);
+        assert_eq!(user_version(&conn, &path).unwrap(), 2);
         // The half-applied step was rolled back: the column is not there.
         assert!(conn.prepare("SELECT note FROM queue_items").is_err());
+    }
+
+    #[test]
+    fn the_hand_off_rebuild_keeps_rows_ids_and_the_id_counter() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut conn, path) = open(&dir);
+        migrate(&mut conn, &path, &MIGRATIONS[..1], false).unwrap();
+        for id in [1, 2, 3] {
+            conn.execute(
+                "INSERT INTO queue_items (upstream, method, path_and_query, headers, body,
+                     identity, dedupe_key, state, created_at, next_attempt_at, updated_at)
+                 VALUES ('u', 'POST', '/p', '[]', x'7b7d', 'i', ?1, 'queued', 1, 1, 1)",
+                [format!("k{id}")],
+            )
+            .unwrap();
+        }
+        // The newest row was purged: its id must still never come back.
+        conn.execute("DELETE FROM queue_items WHERE id = 3", [])
+            .unwrap();
+        assert_eq!(migrate(&mut conn, &path, MIGRATIONS, false).unwrap(), 1);
+        let ids: Vec<i64> = conn
+            .prepare("SELECT id FROM queue_items ORDER BY id")
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(ids, [1, 2]);
+        conn.execute(
+            "INSERT INTO queue_items (upstream, method, path_and_query, headers, body,
+                 identity, dedupe_key, state, created_at, next_attempt_at, updated_at)
+             VALUES ('u', 'POST', '/p', '[]', x'7b7d', 'i', 'k4', 'offered', 1, 1, 1)",
+            [],
+        )
+        .unwrap();
+        let newest: i64 = conn
+            .query_row("SELECT MAX(id) FROM queue_items", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(newest, 4);
+        // An offered item holds its dedupe key.
+        let dup = conn.execute(
+            "INSERT INTO queue_items (upstream, method, path_and_query, headers, body,
+                 identity, dedupe_key, state, created_at, next_attempt_at, updated_at)
+             VALUES ('u', 'POST', '/p', '[]', x'7b7d', 'i', 'k4', 'queued', 1, 1, 1)",
+            [],
+        );
+        assert!(dup.is_err());
     }
 }

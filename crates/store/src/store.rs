@@ -180,7 +180,7 @@ impl Store {
             .query_row(
                 &format!(
                     "SELECT {COLUMNS} FROM queue_items WHERE dedupe_key = ?1
-                     ORDER BY state IN ('queued', 'replaying', 'in_doubt') DESC, id DESC
+                     ORDER BY state IN ('queued', 'replaying', 'in_doubt', 'offered') DESC, id DESC
                      LIMIT 1"
                 ),
                 [dedupe_key],

@@ -12,6 +12,11 @@
 //!             └─(retry)───────────────  in_doubt ──mark_done (found upstream)──► done
 //!                                          └──mark_replaying (not found upstream)──► replaying
 //! cancel: queued | in_doubt | failed ─► cancelled      expire: queued | in_doubt ─► expired
+//!
+//! local-agent hand-off (#14):
+//! insert_offered ─► offered ──hand_off (confirmed, once)──► handed_off
+//!                      │ └──requeue (declined / offer expired)──► queued
+//!                      └──withdraw (declined / expired, nothing to send)──► cancelled
 //! ```
 
 use std::fmt;
@@ -34,6 +39,9 @@ pub enum Transition {
     Retry,
     Expire,
     Recover,
+    HandOff,
+    Requeue,
+    Withdraw,
 }
 
 impl Transition {
@@ -50,6 +58,7 @@ impl Transition {
             Transition::Retry => &[Failed, Expired, Cancelled],
             Transition::Expire => &[Queued, InDoubt],
             Transition::Recover => &[Replaying],
+            Transition::HandOff | Transition::Requeue | Transition::Withdraw => &[Offered],
         }
     }
 }
@@ -66,16 +75,45 @@ impl fmt::Display for Transition {
             Transition::Retry => "retry it",
             Transition::Expire => "expire it",
             Transition::Recover => "recover it",
+            Transition::HandOff => "hand it to the local agent",
+            Transition::Requeue => "put it back in the queue",
+            Transition::Withdraw => "withdraw the offer",
         })
     }
 }
 
-const LIVE_STATES: &str = "'queued', 'replaying', 'in_doubt'";
+const LIVE_STATES: &str = "'queued', 'replaying', 'in_doubt', 'offered'";
 
 impl Store {
     /// Stores a new `queued` item, due at `now_ms`. Committed and fsynced when this returns.
     /// Fails with [`StoreError::Duplicate`] if a live item already has the same dedupe key.
     pub fn insert(&mut self, item: &NewItem, now_ms: i64) -> Result<Item, StoreError> {
+        let state = if item.in_doubt { "in_doubt" } else { "queued" };
+        self.insert_as(item, state, now_ms, None, now_ms)
+    }
+
+    /// Stores a new `offered` item: a create offered to the local agent, never replayed
+    /// while offered. `expires_at_ms` is kept in `next_attempt_at` (unused while offered);
+    /// `offer` (rule, checkout, …) in `result`. Holds its dedupe key like a queued item.
+    pub fn insert_offered(
+        &mut self,
+        item: &NewItem,
+        expires_at_ms: i64,
+        offer: &serde_json::Value,
+        now_ms: i64,
+    ) -> Result<Item, StoreError> {
+        let offer = offer.to_string();
+        self.insert_as(item, "offered", expires_at_ms, Some(offer), now_ms)
+    }
+
+    fn insert_as(
+        &mut self,
+        item: &NewItem,
+        state: &'static str,
+        next_attempt_at: i64,
+        result: Option<String>,
+        now_ms: i64,
+    ) -> Result<Item, StoreError> {
         let headers = serde_json::to_string(&item.headers).map_err(|e| StoreError::Other {
             path: self.path.clone(),
             detail: format!("headers not serialisable: {e}"),
@@ -85,8 +123,9 @@ impl Store {
                 &format!(
                     "INSERT INTO queue_items (upstream, method, path_and_query, headers, body,
                          identity, credential_ref, dedupe_key, repo, problem_statement, state,
-                         created_at, attempts, next_attempt_at, updated_at, needs_lookup)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?12, ?11, 0, ?11, ?11, ?13)
+                         created_at, attempts, next_attempt_at, updated_at, needs_lookup, result)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?12, ?11, 0, ?14, ?11, ?13,
+                         ?15)
                      RETURNING {COLUMNS}"
                 ),
                 params![
@@ -101,8 +140,10 @@ impl Store {
                     item.repo,
                     item.problem_statement,
                     now_ms,
-                    if item.in_doubt { "in_doubt" } else { "queued" },
+                    state,
                     item.in_doubt,
+                    next_attempt_at,
+                    result,
                 ],
                 Item::from_row,
             )
@@ -207,6 +248,87 @@ impl Store {
              next_attempt_at = ?2, updated_at = ?2",
             &[&now_ms],
         )
+    }
+
+    /// offered → handed_off: the developer confirmed. Exactly one caller wins; a second
+    /// confirmation gets [`StoreError::IllegalTransition`] (the command must not run twice).
+    /// `result` records what was started (it replaces the offer's details).
+    pub fn hand_off(
+        &mut self,
+        id: i64,
+        result: &serde_json::Value,
+        now_ms: i64,
+    ) -> Result<Item, StoreError> {
+        let result = result.to_string();
+        self.transition(
+            id,
+            Transition::HandOff,
+            "state = 'handed_off', result = ?2, last_attempt_at = ?3, updated_at = ?3",
+            &[&result, &now_ms],
+        )
+    }
+
+    /// Records the local agent's outcome on a `handed_off` item (its state does not change).
+    pub fn record_hand_off_result(
+        &mut self,
+        id: i64,
+        result: &serde_json::Value,
+        now_ms: i64,
+    ) -> Result<Item, StoreError> {
+        let result = result.to_string();
+        self.write(|tx, path| {
+            tx.query_row(
+                &format!(
+                    "UPDATE queue_items SET result = ?2, updated_at = ?3
+                     WHERE id = ?1 AND state = 'handed_off' RETURNING {COLUMNS}"
+                ),
+                params![id, result, now_ms],
+                Item::from_row,
+            )
+            .optional()
+            .map_err(|e| StoreError::from_sqlite(path, e))?
+            .ok_or(StoreError::NotFound { id })
+        })
+    }
+
+    /// offered → queued, due now: the developer declined, or the offer expired. `why` goes
+    /// to `last_error` so the queue's listing says what happened.
+    pub fn requeue(&mut self, id: i64, why: &str, now_ms: i64) -> Result<Item, StoreError> {
+        self.transition(
+            id,
+            Transition::Requeue,
+            "state = 'queued', result = NULL, next_attempt_at = ?3, last_error = ?2,
+             updated_at = ?3",
+            &[&why, &now_ms],
+        )
+    }
+
+    /// offered → cancelled: declined or expired, and there is no request to send (an offer
+    /// made by hand). `why` goes to `last_error`.
+    pub fn withdraw(&mut self, id: i64, why: &str, now_ms: i64) -> Result<Item, StoreError> {
+        self.transition(
+            id,
+            Transition::Withdraw,
+            "state = 'cancelled', last_error = ?2, updated_at = ?3",
+            &[&why, &now_ms],
+        )
+    }
+
+    /// Offered items whose offer ran out (`next_attempt_at <= now_ms`), oldest first. The
+    /// caller requeues or withdraws each.
+    pub fn expired_offers(&self, now_ms: i64) -> Result<Vec<Item>, StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare_cached(&format!(
+                "SELECT {COLUMNS} FROM queue_items
+                 WHERE state = 'offered' AND next_attempt_at <= ?1 ORDER BY created_at, id"
+            ))
+            .map_err(|e| self.sql_err(e))?;
+        let rows = stmt
+            .query_map([now_ms], Item::from_row)
+            .map_err(|e| self.sql_err(e))?;
+        rows.collect::<Result<Vec<_>, _>>()
+            .map_err(|e| self.sql_err(e))
     }
 
     /// Every queued or in-doubt item created more than `max_age_ms` before `now_ms` →

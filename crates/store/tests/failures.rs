@@ -214,7 +214,7 @@ fn a_newer_schema_is_refused_and_left_alone() {
             err,
             StoreError::SchemaTooNew {
                 found: 99,
-                supported: 1,
+                supported: weir_store::SCHEMA_VERSION,
                 ..
             }
         ),

@@ -402,3 +402,71 @@ fn items_serialise_without_the_body_and_with_snake_case_states() {
     assert!(v.get("body").is_none());
     assert_eq!(v["headers"][0], json!(["content-type", "application/json"]));
 }
+
+#[test]
+fn an_offer_is_never_due_and_is_handed_off_at_most_once() {
+    let (_dir, path) = temp_db();
+    let mut store = Store::open(&path).unwrap();
+    let offer = json!({"handoff": {"rule": "r"}});
+    let it = store
+        .insert_offered(&new_item(1), 5_000, &offer, 1_000)
+        .unwrap();
+    assert_eq!(it.state, State::Offered);
+    assert_eq!(it.result, Some(offer));
+    // Never replayed while offered, and it holds its dedupe key.
+    assert_eq!(store.next_due("copilot", i64::MAX).unwrap(), None);
+    assert!(matches!(
+        store.insert(&new_item(1), 1_001),
+        Err(StoreError::Duplicate { existing_id }) if existing_id == it.id
+    ));
+    assert_eq!(store.counts().unwrap().offered, 1);
+    assert!(store.expired_offers(4_999).unwrap().is_empty());
+    assert_eq!(store.expired_offers(5_000).unwrap().len(), 1);
+
+    let done = store
+        .hand_off(it.id, &json!({"running": true}), 2_000)
+        .unwrap();
+    assert_eq!(done.state, State::HandedOff);
+    assert!(done.state.is_end());
+    let again = store.hand_off(it.id, &json!({}), 2_001).unwrap_err();
+    assert!(matches!(
+        again,
+        StoreError::IllegalTransition {
+            from: State::HandedOff,
+            op: Transition::HandOff,
+            ..
+        }
+    ));
+    assert!(store.requeue(it.id, "late", 2_002).is_err());
+    let rec = store
+        .record_hand_off_result(it.id, &json!({"exit_code": 0}), 3_000)
+        .unwrap();
+    assert_eq!(rec.result, Some(json!({"exit_code": 0})));
+    assert_eq!(rec.state, State::HandedOff);
+    assert!(store.expired_offers(i64::MAX).unwrap().is_empty());
+}
+
+#[test]
+fn a_declined_offer_is_queued_again_or_withdrawn() {
+    let (_dir, path) = temp_db();
+    let mut store = Store::open(&path).unwrap();
+    let a = store
+        .insert_offered(&new_item(1), 9_000, &json!({}), 1_000)
+        .unwrap();
+    let b = store
+        .insert_offered(&new_item(2), 9_000, &json!({}), 1_000)
+        .unwrap();
+    let a = store.requeue(a.id, "declined", 2_000).unwrap();
+    assert_eq!(
+        (a.state, a.next_attempt_at, a.result),
+        (State::Queued, 2_000, None)
+    );
+    assert_eq!(a.last_error.as_deref(), Some("declined"));
+    assert_eq!(
+        store.next_due("copilot", 2_000).unwrap().map(|i| i.id),
+        Some(a.id)
+    );
+    let b = store.withdraw(b.id, "declined", 2_000).unwrap();
+    assert_eq!(b.state, State::Cancelled);
+    assert!(store.hand_off(b.id, &json!({}), 2_001).is_err());
+}

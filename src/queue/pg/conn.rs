@@ -16,16 +16,22 @@ pub const QUERY_TIMEOUT: Duration = Duration::from_secs(5);
 
 pub(crate) struct PgConn {
     config: tokio_postgres::Config,
+    tls: super::tls::PgTls,
     /// Host, port and database, never the password (for messages).
     pub db: String,
     client: tokio::sync::Mutex<Option<Arc<Client>>>,
 }
 
 impl PgConn {
-    pub fn new(config: tokio_postgres::Config) -> PgConn {
+    pub fn new(mut config: tokio_postgres::Config, tls: super::tls::PgTls) -> PgConn {
         let db = describe(&config);
+        if matches!(tls, super::tls::PgTls::Rustls(_)) {
+            // A server that does not offer TLS is refused, never used in the clear.
+            config.ssl_mode(tokio_postgres::config::SslMode::Require);
+        }
         PgConn {
             config,
+            tls,
             db,
             client: tokio::sync::Mutex::new(None),
         }
@@ -37,15 +43,28 @@ impl PgConn {
 
     /// A fresh connection of its own (migrations, `LISTEN`), bounded by [`CONNECT_TIMEOUT`].
     pub async fn connect_new(&self) -> Result<Client, StoreError> {
-        let (client, conn) = tokio::time::timeout(CONNECT_TIMEOUT, self.config.connect(NoTls))
-            .await
-            .map_err(|_| self.unreachable("connecting timed out"))?
-            .map_err(|e| self.error(e))?;
-        tokio::spawn(async move {
-            if let Err(e) = conn.await {
-                tracing::debug!(error = %e, "PostgreSQL connection ended");
+        let timed_out = |_| self.unreachable("connecting timed out");
+        // Two arms: the connection's type depends on the TLS connector.
+        let client = match &self.tls {
+            super::tls::PgTls::Plain => {
+                let (client, conn) =
+                    tokio::time::timeout(CONNECT_TIMEOUT, self.config.connect(NoTls))
+                        .await
+                        .map_err(timed_out)?
+                        .map_err(|e| self.error(e))?;
+                tokio::spawn(drive(conn));
+                client
             }
-        });
+            super::tls::PgTls::Rustls(connect) => {
+                let (client, conn) =
+                    tokio::time::timeout(CONNECT_TIMEOUT, self.config.connect(connect.clone()))
+                        .await
+                        .map_err(timed_out)?
+                        .map_err(|e| self.error(e))?;
+                tokio::spawn(drive(conn));
+                client
+            }
+        };
         Ok(client)
     }
 
@@ -117,11 +136,36 @@ impl PgConn {
     }
 }
 
+/// The error and its causes ("error performing TLS handshake: invalid peer certificate:
+/// UnknownIssuer"): tokio-postgres' own message names only the step that failed.
+fn with_causes(e: &tokio_postgres::Error) -> String {
+    let mut text = e.to_string();
+    let mut cause = std::error::Error::source(e);
+    while let Some(c) = cause {
+        let c_text = c.to_string();
+        if !text.contains(&c_text) {
+            text = format!("{text}: {c_text}");
+        }
+        cause = c.source();
+    }
+    if text.contains("TLS handshake") {
+        text.push_str(" (check gateway.postgres_sslmode and gateway.postgres_ca_file: the CA must have signed the database's certificate, for the host in postgres_url)");
+    }
+    text
+}
+
+/// Runs a connection until it ends (its client is dropped or the server goes away).
+async fn drive<F: std::future::Future<Output = Result<(), tokio_postgres::Error>>>(conn: F) {
+    if let Err(e) = conn.await {
+        tracing::debug!(error = %e, "PostgreSQL connection ended");
+    }
+}
+
 fn classify(db: &str, e: &tokio_postgres::Error) -> StoreError {
     let db = db.to_string();
     let detail = match e.as_db_error() {
         Some(d) => format!("{} (SQLSTATE {})", d.message(), d.code().code()),
-        None => e.to_string(),
+        None => with_causes(e),
     };
     let Some(code) = e.code() else {
         // No SQLSTATE: the connection itself failed (refused, reset, closed).

@@ -15,7 +15,7 @@ const COLUMNS: &str = "id, upstream, method, path_and_query, headers, body, iden
 
 /// The database's clock in unix milliseconds: leases are dated by it, so replicas whose clocks
 /// differ still agree on when a lease ran out.
-const DB_NOW_MS: &str = "(extract(epoch from clock_timestamp()) * 1000)::bigint";
+pub(super) const DB_NOW_MS: &str = "(extract(epoch from clock_timestamp()) * 1000)::bigint";
 
 /// An idle worker looks again at least this often (a `NOTIFY` wakes it sooner).
 const MAX_IDLE: Duration = Duration::from_secs(30);
@@ -465,5 +465,9 @@ fn set_count(c: &mut StateCounts, s: State, n: u64) {
         State::Failed => c.failed = n,
         State::Cancelled => c.cancelled = n,
         State::Expired => c.expired = n,
+        // A shared queue never holds hand-off offers (they are a laptop's), but count them
+        // the same way should one appear.
+        State::Offered => c.offered = n,
+        State::HandedOff => c.handed_off = n,
     }
 }

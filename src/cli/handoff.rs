@@ -1,0 +1,85 @@
+//! `weir handoff ls|show|confirm|decline`: the running instance's local-agent offers (#14)
+//! through its control API ([`super::control_call`]: the control secret, after checking the
+//! Weir there is this install's). For a headless `weir serve` without tray or browser.
+
+use super::serve::load;
+use super::{ServeArgs, EXIT_CONFIG};
+use http::Method;
+use std::process::ExitCode;
+
+#[derive(clap::Subcommand)]
+pub enum HandoffCmd {
+    /// List offers waiting for an answer and those handed off.
+    Ls {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show one offer (or what its create became).
+    Show { id: i64 },
+    /// Start the local agent for an offer (once; a second confirm is refused).
+    Confirm { id: i64 },
+    /// Decline an offer: the create goes back to the queue; nothing runs.
+    Decline { id: i64 },
+}
+
+pub fn run(cmd: HandoffCmd, args: ServeArgs) -> ExitCode {
+    let (settings, data_dir) = match load(&args) {
+        Ok(l) => (l.settings, l.data_dir),
+        Err(e) => {
+            eprintln!("weir: {e}");
+            return ExitCode::from(EXIT_CONFIG);
+        }
+    };
+    let base = format!(
+        "http://{}",
+        weir::config::host_for(settings.listen.ip(), settings.listen.port())
+    );
+    let Ok(rt) = tokio::runtime::Runtime::new() else {
+        return ExitCode::FAILURE;
+    };
+    let (method, path) = match &cmd {
+        HandoffCmd::Ls { .. } => (Method::GET, "/_weir/api/handoffs".to_string()),
+        HandoffCmd::Show { id } => (Method::GET, format!("/_weir/api/handoffs/{id}")),
+        HandoffCmd::Confirm { id } => (Method::POST, format!("/_weir/api/handoffs/{id}/confirm")),
+        HandoffCmd::Decline { id } => (Method::POST, format!("/_weir/api/handoffs/{id}/decline")),
+    };
+    match rt.block_on(super::control_call::call(&base, &data_dir, method, &path)) {
+        Ok(v) => {
+            match cmd {
+                HandoffCmd::Ls { json: false } => print_table(&v),
+                _ => println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default()),
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => super::control_call::report(&e),
+    }
+}
+
+fn print_table(v: &serde_json::Value) {
+    let offers = v["offers"].as_array().cloned().unwrap_or_default();
+    if offers.is_empty() {
+        let why = if v["configured"] == true {
+            "no offers"
+        } else {
+            "no offers (no [local_agent] in the config)"
+        };
+        println!("{why}");
+        return;
+    }
+    println!("{:>5}  {:<10}  {:<24}  TASK", "ID", "STATE", "REPOSITORY");
+    for o in offers {
+        let task: String = o["problem_statement"]
+            .as_str()
+            .unwrap_or("")
+            .chars()
+            .take(60)
+            .collect();
+        println!(
+            "{:>5}  {:<10}  {:<24}  {}",
+            o["id"],
+            o["state"].as_str().unwrap_or(""),
+            o["repo"].as_str().unwrap_or(""),
+            task.replace('\n', " ")
+        );
+    }
+}

@@ -1,0 +1,78 @@
+//! An offer as `GET /_weir/api/handoffs` shows it (behind the control secret: it names the
+//! repository and carries the problem statement), read from its queue item.
+
+use super::record_of;
+use serde::Serialize;
+use weir_store::{Item, State};
+
+/// One offer, or what its create became.
+#[derive(Debug, Clone, Serialize)]
+pub struct HandoffView {
+    /// The offer's id (the create's queue item id).
+    pub id: i64,
+    /// `offered` (waiting), `handed_off` (confirmed), or, once declined or expired, the
+    /// create's queue state (`queued`, `cancelled`, …).
+    pub state: State,
+    pub upstream: String,
+    pub repo: Option<String>,
+    pub problem_statement: Option<String>,
+    /// The policy rule that chose `local`.
+    pub rule: Option<String>,
+    /// The checkout the command runs in.
+    pub checkout: Option<String>,
+    pub base_branch: Option<String>,
+    pub offered_at: String,
+    #[serde(skip)]
+    pub offered_at_ms: i64,
+    /// When an unanswered offer goes back to the queue (offered only).
+    pub expires_at: Option<String>,
+    #[serde(skip)]
+    pub expires_at_ms: Option<i64>,
+    /// Declined or expired, the create goes back to the queue (`false`: an offer made by
+    /// hand, withdrawn instead).
+    pub back_to_queue: bool,
+    /// Confirmed and the command has not ended yet.
+    pub running: bool,
+    /// How the command ended: `exit_code`, `timed_out`, `error`, `output_tail` (bounded,
+    /// tokens blanked).
+    pub outcome: Option<serde_json::Value>,
+    /// Why the create left the offer (declined, expired) when it did.
+    pub note: Option<String>,
+    /// `/_weir/api/handoffs/{id}`.
+    pub location: String,
+}
+
+impl HandoffView {
+    pub(crate) fn of(item: &Item) -> HandoffView {
+        let record = record_of(item);
+        let result = item.result.as_ref();
+        let offered = item.state == State::Offered;
+        HandoffView {
+            id: item.id,
+            state: item.state,
+            upstream: item.upstream.clone(),
+            repo: item.repo.clone(),
+            problem_statement: item.problem_statement.clone(),
+            rule: record.as_ref().map(|r| r.rule.clone()),
+            checkout: record.as_ref().map(|r| r.checkout.display().to_string()),
+            base_branch: record.as_ref().and_then(|r| r.base_branch.clone()),
+            offered_at: crate::time_fmt::rfc3339(super::at(item.created_at)),
+            offered_at_ms: item.created_at,
+            expires_at: record
+                .as_ref()
+                .filter(|_| offered)
+                .map(|r| crate::time_fmt::rfc3339(super::at(r.expires_at))),
+            expires_at_ms: record.as_ref().filter(|_| offered).map(|r| r.expires_at),
+            back_to_queue: record.as_ref().is_some_and(|r| r.requeue),
+            running: result
+                .and_then(|r| r.get("running"))
+                .and_then(|r| r.as_bool())
+                .unwrap_or(false),
+            outcome: result.and_then(|r| r.get("outcome")).cloned(),
+            note: (!offered && item.state != State::HandedOff)
+                .then(|| item.last_error.clone())
+                .flatten(),
+            location: format!("/_weir/api/handoffs/{}", item.id),
+        }
+    }
+}

@@ -1,0 +1,162 @@
+//! Phase 4a: the fallback policy graph ([`crate::policy`]) for one request. It reads the
+//! request's repository (from the path), the network (metered: [`crate::network`]; offline:
+//! the mode) and the upstream's situations (breaker, cooldown, 429 surge), and decides the
+//! `list` or `create` function's action once; the cache and create phases carry it out:
+//!
+//! - list `cache`: this request is answered like cache-only mode ([`super::held`]), nothing
+//!   upstream; a miss is a `policy_cache_miss` problem naming the rule;
+//! - create `fallback` (built-in): the one attempt may use the upstream's fallback origin, then
+//!   the durable queue; `queue`: the primary origin only, then the queue; `fail`: the primary
+//!   only, then a `policy_failed` problem (503) naming the rule; `local`: the primary only,
+//!   then an offer to the local agent (202 with the offer's `Location`); when no offer can be
+//!   made, the queue, and the answer says so.
+//!
+//! A create rule that names a situation (`situation = "surge_429"`) acts *before* the attempt
+//! while the situation holds: the create is not sent upstream at all (that is the point during
+//! a 429 surge). Every list and create response carries `Weir-Policy: <rule> <function>=<action>`.
+
+use super::identity::Caller;
+use super::state::Proxy;
+use crate::config::RouteClass;
+use crate::mode::{Behaviour, Hold};
+use crate::policy::{Action, Context, Decision, Function, Situation, Situations};
+use crate::problem::{Problem, ProblemKind};
+use http::{HeaderValue, StatusCode};
+use weir_resilience::State;
+
+/// The response header naming the rule that decided.
+pub(super) const HEADER: &str = "weir-policy";
+
+/// The situations holding for upstream `up` now, as `who` sees them.
+pub(super) fn situations(
+    proxy: &Proxy,
+    up: usize,
+    who: Option<&crate::identity::Identity>,
+) -> Situations {
+    let u = proxy.upstreams.get(up);
+    let mut s = Situations::default();
+    match u.gate.breaker.state() {
+        State::Open | State::HalfOpen => s = s.with(Situation::BreakerOpen),
+        State::Degraded => s = s.with(Situation::Degraded),
+        State::Closed => {}
+    }
+    if u.gate.cooling(who) {
+        s = s.with(Situation::Cooldown);
+    }
+    if u.counters.rate_limit_surge() {
+        s = s.with(Situation::Surge429);
+    }
+    s
+}
+
+/// The policy context of one managed request.
+pub(crate) fn context(
+    proxy: &Proxy,
+    up: usize,
+    path: &str,
+    who: Option<&crate::identity::Identity>,
+) -> Context {
+    Context {
+        repo: crate::policy::repo_of(path),
+        metered: proxy.network.metered(),
+        offline: matches!(proxy.modes.behaviour(), Behaviour::Hold(Hold::Offline)),
+        situations: situations(proxy, up, who),
+    }
+}
+
+/// The decision for this request's function (`list` or `create`; other classes have none).
+pub(super) fn decide(
+    proxy: &Proxy,
+    up: usize,
+    class: RouteClass,
+    path: &str,
+    who: &Caller,
+) -> Option<Decision> {
+    let function = match class {
+        RouteClass::List => Function::List,
+        RouteClass::Create => Function::Create,
+        _ => return None,
+    };
+    let settings = proxy.settings();
+    let set = &settings.policy;
+    // No rules at all (the usual case): the built-in behaviour, without reading any state.
+    if set.org.is_empty() && set.user.is_empty() {
+        return Some(set.decide(function, &Context::default()));
+    }
+    let scope = who.scope();
+    let cx = context(proxy, up, path, scope.as_ref());
+    let d = set.decide(function, &cx);
+    proxy.policy_log.record(&d, cx.repo.as_deref());
+    Some(d)
+}
+
+/// Whether model fallback may run for a request to upstream `up` about `repo` (`None`:
+/// the request names no repository, so only `repo = "*"` rules apply). The model path calls
+/// this before rewriting a model: `Action::Never` forbids it; the decision names the rule.
+pub(crate) fn model_fallback_allowed(proxy: &Proxy, up: usize, repo: Option<&str>) -> Decision {
+    let mut cx = context(proxy, up, "", None);
+    cx.repo = repo.map(str::to_string);
+    let d = proxy.settings().policy.decide(Function::Model, &cx);
+    proxy.policy_log.record(&d, repo);
+    d
+}
+
+/// The hold a list decision asks for (`cache` → answered from the cache alone).
+pub(super) fn list_hold(d: Option<&Decision>) -> Option<Hold> {
+    d.filter(|d| d.action == Action::Cache)
+        .map(|_| Hold::Policy)
+}
+
+/// The header value for a decision.
+pub(super) fn header(d: &Decision) -> Option<HeaderValue> {
+    HeaderValue::from_str(&d.header()).ok()
+}
+
+/// Names the rule in a problem the policy caused (a cache miss under `list = "cache"`).
+pub(super) fn explain(mut p: Problem, d: &Decision) -> Problem {
+    if p.kind == ProblemKind::PolicyCacheMiss {
+        p.detail = format!("{} Rule: {}.", p.detail, d.why);
+    }
+    p
+}
+
+/// How the create phase carries out a create decision.
+#[derive(Debug, Clone)]
+pub(crate) struct CreatePlan {
+    pub decision: Decision,
+    /// Send nothing upstream: a rule named a situation that holds now.
+    pub skip_attempt: bool,
+    /// The upstream's fallback origin may get the one try (`fallback` only).
+    pub fallback_origin: bool,
+}
+
+impl CreatePlan {
+    pub fn new(decision: Decision) -> CreatePlan {
+        let action = decision.action;
+        CreatePlan {
+            skip_attempt: decision.situational && action != Action::Fallback,
+            fallback_origin: action == Action::Fallback,
+            decision,
+        }
+    }
+
+    /// Why a create was not sent upstream (`skip_attempt`).
+    pub fn skip_reason(&self) -> String {
+        format!("policy rule {} says create = \"{}\" while its situation holds, so Weir did not send this create upstream ({})", self.decision.rule, self.decision.action.as_str(), self.decision.why)
+    }
+
+    /// The `policy_failed` problem of a create the rule says to fail.
+    pub fn fail(&self, reason: &str, upstream: &str) -> Problem {
+        let mut p = Problem::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            ProblemKind::PolicyFailed,
+            format!(
+                "this create was not delivered to {upstream} ({reason}), and policy rule {} says create = \"fail\": Weir does not queue it or send it elsewhere. Rule: {}. Try again when the upstream is healthy.",
+                self.decision.rule, self.decision.why
+            ),
+        )
+        .upstream(upstream);
+        p.headers.push((HEADER, self.decision.header()));
+        p
+    }
+}
