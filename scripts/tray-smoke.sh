@@ -12,14 +12,18 @@
 #      `listen` port, and starts weir-tray with it;
 #   4. finds the tray item on D-Bus (the app's connections, `/org/ayatana/NotificationItem/*`),
 #      reads the menu with com.canonical.dbusmenu.GetLayout and clicks items with .Event:
-#      Pause/Resume (labels change), "Copy shell proxy settings" (a Notify call is seen),
+#      Pause/Resume (labels change), Cache only and back, Network > Metered and > Follow the
+#      OS (the engine's answer, the submenu title and its check marks change),
+#      "Copy shell proxy settings" (a Notify call is seen),
 #      "Open dashboard" (window appears; screenshot saved to out/tray-dashboard.png), then closes
 #      it (WM_DELETE_WINDOW): the window and every WebKit process under the app must go away;
 #   5. stores a GitHub token with `weir token set` (the upstream serves an agent-sessions
 #      list): the menu's sessions line must count it, the "Recent agent sessions" submenu must
 #      list it; the session then finishes upstream: an "Agent session finished" notification;
 #   6. breaks the upstream and sends requests through the proxy: the menu's copilot-api line
-#      must turn OPEN and a "circuit open" notification must be sent;
+#      must turn OPEN and a "circuit open" notification must be sent; a create for a repository
+#      whose `[[policy]]` says `create = "local"` is offered to the local agent (notified, listed
+#      under "Local agent"); clicking "Run local agent" runs the configured command once;
 #   7. clicks Quit: the app must drain and exit 0.
 # Every check prints PASS/FAIL; the script exits 1 if any failed.
 #
@@ -142,11 +146,27 @@ listen = "127.0.0.1:$PORT"
 name = "copilot-api"
 origin = "http://127.0.0.1:$UPORT"
 
+# octo/app's creates go to the local agent when the cloud cannot take them (step 6); the
+# command records its arguments.
+[[policy]]
+repo = "octo/app"
+create = "local"
+
+[local_agent]
+command = ["$(command -v python3)", "$TMP/record.py", "{repo}", "{problem_statement}"]
+checkouts = { "octo/app" = "$TMP/checkout" }
+
 # The sessions companion polls at the list TTL (5 s at least): keep the smoke test short.
 [classes.list]
 fresh_ttl = "5s"
 stale_while_revalidate = "0s"
 EOF
+mkdir -p "$TMP/checkout/.git"
+cat >"$TMP/record.py" <<PY
+import json, sys
+with open("$TMP/agent-ran.json", "a") as f:
+    f.write(json.dumps(sys.argv[1:]) + "\\n")
+PY
 # HOME too: the autostart entry goes to $HOME/.config/autostart whatever XDG_CONFIG_HOME says.
 mkdir -p "$TMP/home"
 # Always run in the background (`app &`): exec makes $! the app itself.
@@ -207,6 +227,14 @@ wait_label() {
     for i in $(seq $(($2 * 5))); do menu | cut -f2 | grep -Eq "$1" && return 0; sleep 0.2; done
     return 1
 }
+# toggle_state PREFIX: 1 or 0 for the check item whose label starts with PREFIX.
+toggle_state() {
+    local id
+    id=$(item_id "$1")
+    [[ -n "$id" ]] || { echo "missing"; return 0; }
+    gdbus call --session --dest "$DEST" --object-path "$MENU" --method com.canonical.dbusmenu.GetProperty -- "$id" toggle-state |
+        grep -oE '<[-0-9]+>' | tr -d '<>'
+}
 wait_notify() {
     local i
     for i in $(seq $(($2 * 5))); do grep -q "$1" "$TMP/notify.log" && return 0; sleep 0.2; done
@@ -234,6 +262,19 @@ click 'Cache only' && wait_label '^Weir: cache only' 5 && wait_label '^Leave cac
 click 'Leave cache only' && wait_label '^Cache only' 5 && ! menu | cut -f2 | grep -q '^Weir: cache only' &&
     curl -fsS "http://127.0.0.1:$PORT/_weir/api/mode" | grep -Eq '"chosen": ?"automatic"' &&
     pass "Leave cache only: back to automatic" || fail "Leave cache only did not go back to automatic"
+
+# --- the network submenu: forcing metered changes the engine's answer, the submenu's title and
+# its check marks; "Follow the OS" clears the override.
+click 'Metered (apply' && wait_label '^Network: metered \(forced' 5 &&
+    curl -fsS "http://127.0.0.1:$PORT/_weir/api/network" | grep -Eq '"forced": ?true' &&
+    [[ "$(toggle_state 'Metered (apply')" == 1 && "$(toggle_state 'Follow the OS')" == 0 ]] &&
+    pass "Network > Metered: the engine's answer, the submenu title and the check marks changed" ||
+    fail "Network > Metered: title '$(menu | cut -f2 | grep '^Network:' || true)', marks metered=$(toggle_state 'Metered (apply') auto=$(toggle_state 'Follow the OS')"
+click 'Follow the OS' && wait_label '^Network: not metered' 5 &&
+    curl -fsS "http://127.0.0.1:$PORT/_weir/api/network" | grep -Eq '"forced": ?null' &&
+    [[ "$(toggle_state 'Follow the OS')" == 1 && "$(toggle_state 'Metered (apply')" == 0 ]] &&
+    pass "Network > Follow the OS: the override is gone" ||
+    fail "Network > Follow the OS: title '$(menu | cut -f2 | grep '^Network:' || true)', marks auto=$(toggle_state 'Follow the OS')"
 
 # --- the agent-sessions companion: a token stored with the CLI (the running app is told), the
 # upstream's list counted in the sessions line and listed in the submenu; then the session
@@ -362,6 +403,28 @@ else
     line=$(menu | cut -f2 | grep '^copilot-api' || true)
     msg="breaker: after 60 failing requests the menu still says '$line' (expected 'copilot-api: OPEN since HH:MM'); does the engine report upstreams[].breaker / Breaker events yet?"
     if [[ "${WEIR_SMOKE_BREAKER:-1}" == 0 ]]; then skip "$msg"; else fail "$msg"; fi
+fi
+# --- while the cloud is down, octo/app's create is offered to the local agent: notified, listed
+# in the tray; "Run local agent" runs the command once with the repository and the statement.
+code=$(curl -s -o "$TMP/offer.json" -w '%{http_code}' -x "http://127.0.0.1:$PORT" -H 'Authorization: token smoke' \
+    -H 'Content-Type: application/json' -d '{"problem_statement":"Smoke hand-off","event_type":"smoke"}' \
+    "http://127.0.0.1:$UPORT/agents/swe/v1/jobs/octo/app" || true)
+[[ "$code" == 202 ]] && grep -q '"offered"\|handoffs' "$TMP/offer.json" && pass "create under create=local: 202, offered" ||
+    fail "create under create=local: HTTP $code $(head -c 300 "$TMP/offer.json" 2>/dev/null)"
+wait_notify 'Hand to your local agent' 10 && pass "offer notified" || fail "no 'Hand to your local agent?' notification"
+if wait_label '^Run local agent: octo/app: Smoke hand-off$' 10; then
+    pass "Local agent submenu lists the offer"
+    wait_label '^Local agent: 1 offer waiting$' 5 && pass "the submenu's title counts it" ||
+        fail "submenu title: $(menu | cut -f2 | grep '^Local agent:' || true)"
+    click 'Run local agent: octo/app' || true
+    for _ in $(seq 50); do [[ -s "$TMP/agent-ran.json" ]] && break; sleep 0.2; done
+    [[ "$(cat "$TMP/agent-ran.json" 2>/dev/null)" == '["octo/app", "Smoke hand-off"]' ]] &&
+        pass "Run local agent: the command ran once with the repository and the statement" ||
+        fail "Run local agent: recorded '$(cat "$TMP/agent-ran.json" 2>/dev/null)'"
+    wait_label '^Local agent: no offers waiting' 10 && pass "the offer left the submenu" || fail "the offer is still listed"
+    wait_notify 'Local agent finished: octo/app' 10 && pass "the command's end notified" || fail "no 'Local agent finished' notification"
+else
+    fail "no 'Run local agent: octo/app: Smoke hand-off' item ($(menu | cut -f2 | grep -i 'local agent' | tr '\n' '|'))"
 fi
 echo ok >"$TMP/mode"
 

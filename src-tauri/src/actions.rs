@@ -54,6 +54,9 @@ pub fn on_click<R: Runtime>(
             h.set_mode(to, ChosenBy::Tray);
             Ok(())
         }
+        MenuId::NetworkAuto | MenuId::NetworkMetered | MenuId::NetworkNotMetered => {
+            choose_network(app, id)
+        }
         MenuId::Restart => engine_task::restart(app),
         MenuId::CopyProxy => copy_proxy_settings(app),
         MenuId::Autostart => toggle_autostart(app, autostart_item),
@@ -70,6 +73,25 @@ pub fn on_click<R: Runtime>(
             body: message,
             level: crate::notify::Level::Info,
         });
+    }
+}
+
+/// Sets (or clears) the metered override from the Network submenu. The choice applies at once;
+/// if it cannot be kept for the next start, the developer is told.
+fn choose_network<R: Runtime>(app: &AppHandle<R>, id: MenuId) -> Result<(), String> {
+    let Some(forced) = crate::menu::network_choice(id) else {
+        return Ok(());
+    };
+    let now = app
+        .state::<Engine>()
+        .handle
+        .set_network_metered(forced, weir::mode::ChosenBy::Tray);
+    match now.persist_error {
+        Some(e) => Err(format!(
+            "Network: {} now, but the choice cannot be kept for the next start: {e}",
+            now.label
+        )),
+        None => Ok(()),
     }
 }
 

@@ -29,6 +29,12 @@ pub enum MenuId {
     HandoffDecline(i64),
     /// The dashboard's local-agent offers.
     Handoffs,
+    /// Network submenu: follow what the OS says about metered.
+    NetworkAuto,
+    /// Network submenu: count the network as metered whatever the OS says.
+    NetworkMetered,
+    /// Network submenu: count the network as not metered whatever the OS says.
+    NetworkNotMetered,
     OpenDashboard,
     TogglePause,
     /// Cache only on/off (the third mode; pause is pass-through).
@@ -48,6 +54,8 @@ const DECLINE_PREFIX: &str = "handoff-decline-";
 const HANDOFF_SUBMENU: &str = "handoff-offers";
 /// The submenu's own ID (a submenu is not clickable, but Tauri wants an ID).
 const RECENT_SUBMENU: &str = "recent-sessions";
+/// The network submenu's own ID.
+const NETWORK_SUBMENU: &str = "network";
 
 impl MenuId {
     /// The ID Tauri carries in its menu events.
@@ -92,6 +100,9 @@ impl MenuId {
             MenuId::HandoffConfirm(_) => CONFIRM_PREFIX,
             MenuId::HandoffDecline(_) => DECLINE_PREFIX,
             MenuId::Handoffs => "handoffs",
+            MenuId::NetworkAuto => "network-auto",
+            MenuId::NetworkMetered => "network-metered",
+            MenuId::NetworkNotMetered => "network-not-metered",
             MenuId::Team => "team",
             MenuId::Queue => "queue",
             MenuId::Github => "github",
@@ -117,13 +128,16 @@ fn index(n: &str) -> Option<usize> {
 }
 
 /// The IDs without a payload, for [`MenuId::from_id`].
-const FIXED: [MenuId; 13] = [
+const FIXED: [MenuId; 16] = [
     MenuId::Overall,
     MenuId::Queue,
     MenuId::Github,
     MenuId::Sessions,
     MenuId::Team,
     MenuId::Handoffs,
+    MenuId::NetworkAuto,
+    MenuId::NetworkMetered,
+    MenuId::NetworkNotMetered,
     MenuId::OpenDashboard,
     MenuId::TogglePause,
     MenuId::ToggleCacheOnly,
@@ -151,6 +165,26 @@ pub fn cache_only_label(cache_only: bool) -> &'static str {
     }
 }
 
+/// The network submenu's three choices: the override each one sets, its ID and its label.
+/// `None` follows the OS.
+pub const NETWORK_CHOICES: [(Option<bool>, MenuId, &str); 3] = [
+    (None, MenuId::NetworkAuto, "Follow the OS"),
+    (
+        Some(true),
+        MenuId::NetworkMetered,
+        "Metered (apply the metered-network rules)",
+    ),
+    (Some(false), MenuId::NetworkNotMetered, "Not metered"),
+];
+
+/// What clicking a network choice sets, for the click handler.
+pub fn network_choice(id: MenuId) -> Option<Option<bool>> {
+    NETWORK_CHOICES
+        .iter()
+        .find(|(_, m, _)| *m == id)
+        .map(|(forced, _, _)| *forced)
+}
+
 /// The menu and handles to the items whose labels change.
 pub struct TrayMenu<R: Runtime> {
     pub menu: Menu<R>,
@@ -164,6 +198,9 @@ pub struct TrayMenu<R: Runtime> {
     team: Option<MenuItem<R>>,
     /// Present only when `[local_agent]` was configured at start.
     handoffs: Option<Submenu<R>>,
+    /// Titled "Network: …"; its three choices are check items, one checked.
+    network: Submenu<R>,
+    network_choices: Vec<CheckMenuItem<R>>,
     pause: MenuItem<R>,
     cache_only: MenuItem<R>,
     restart: MenuItem<R>,
@@ -201,6 +238,17 @@ impl<R: Runtime> TrayMenu<R> {
             }
             None => None,
         };
+        let network = Submenu::with_id(app, NETWORK_SUBMENU, &view.network_line, true)?;
+        let network_choices = NETWORK_CHOICES
+            .iter()
+            .map(|(forced, id, label)| {
+                let checked = *forced == view.network_forced;
+                CheckMenuItem::with_id(app, id.as_id(), label, true, checked, None::<&str>)
+            })
+            .collect::<tauri::Result<Vec<_>>>()?;
+        for choice in &network_choices {
+            network.append(choice)?;
+        }
         let open = item(MenuId::OpenDashboard, "Open dashboard", true)?;
         let pause = item(MenuId::TogglePause, pause_label(view.paused), true)?;
         let cache_only = item(
@@ -235,7 +283,7 @@ impl<R: Runtime> TrayMenu<R> {
             menu.append(handoffs)?;
         }
         menu.append(&PredefinedMenuItem::separator(app)?)?;
-        menu.append_items(&[&open, &pause, &cache_only, &copy, &autostart])?;
+        menu.append_items(&[&open, &pause, &cache_only, &network, &copy, &autostart])?;
         menu.append(&restart)?;
         menu.append(&PredefinedMenuItem::separator(app)?)?;
         menu.append(&quit)?;
@@ -249,6 +297,8 @@ impl<R: Runtime> TrayMenu<R> {
             recent,
             team,
             handoffs,
+            network,
+            network_choices,
             pause,
             cache_only,
             restart,
@@ -294,6 +344,12 @@ impl<R: Runtime> TrayMenu<R> {
                 fill_handoffs(self.menu.app_handle(), sub, lines)?;
             }
         }
+        if changed(|v| &v.network_line) {
+            self.network.set_text(&new.network_line)?;
+        }
+        if old.is_none_or(|o| o.network_forced != new.network_forced) {
+            mark_network(&self.network_choices, new.network_forced)?;
+        }
         if changed(|v| &v.restart_line) {
             self.restart.set_text(&new.restart_line)?;
         }
@@ -306,10 +362,28 @@ impl<R: Runtime> TrayMenu<R> {
         Ok(())
     }
 
+    /// The network choices, for the click handler to set their marks.
+    pub fn network_items(&self) -> Vec<CheckMenuItem<R>> {
+        self.network_choices.clone()
+    }
+
     /// The "Start at login" item, for the click handler to set its check mark.
     pub fn autostart_item(&self) -> CheckMenuItem<R> {
         self.autostart.clone()
     }
+}
+
+/// Checks the choice that matches `forced` and clears the others. Needed after every click: a
+/// check item toggles its own mark when clicked (clicking the checked one would clear it) and
+/// the view does not change when the choice does not.
+pub fn mark_network<R: Runtime>(
+    items: &[CheckMenuItem<R>],
+    forced: Option<bool>,
+) -> tauri::Result<()> {
+    for ((choice, _, _), item) in NETWORK_CHOICES.iter().zip(items) {
+        item.set_checked(*choice == forced)?;
+    }
+    Ok(())
 }
 
 /// Replaces the submenu's lines with `lines` (their number changes, so the items are rebuilt;
@@ -421,18 +495,22 @@ mod tests {
             "handoff-decline-",
             "handoff-confirm-99999999999999999999",
             "handoff-offers",
-            "no-recent-sessions",
-            "handoff-confirm-0",
-            "handoff-confirm--1",
-            "handoff-decline-",
-            "handoff-confirm-99999999999999999999",
-            "handoff-offers",
+            "network",
+            "network-",
             "Quit",
             "quit ",
             "tray",
         ] {
             assert_eq!(MenuId::from_id(bad), None, "{bad:?}");
         }
+    }
+
+    #[test]
+    fn each_network_choice_sets_its_own_override() {
+        assert_eq!(network_choice(MenuId::NetworkAuto), Some(None));
+        assert_eq!(network_choice(MenuId::NetworkMetered), Some(Some(true)));
+        assert_eq!(network_choice(MenuId::NetworkNotMetered), Some(Some(false)));
+        assert_eq!(network_choice(MenuId::Quit), None);
     }
 
     #[test]

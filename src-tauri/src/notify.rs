@@ -13,6 +13,7 @@ use weir::events::{
     SessionChange, TeamChange,
 };
 use weir::mode::ModeKind;
+use weir::network::MeteredSource;
 
 /// How long an upstream stays quiet after a notification.
 pub const WINDOW: Duration = Duration::from_secs(180);
@@ -95,12 +96,13 @@ pub fn notice_for(event: &Event) -> Option<Notice> {
         // developer's own doing.
         Event::Handoff { change, repo, rule, excerpt, detail, .. } => match change {
             HandoffChange::Offered => with(n(
-                "handoff",
+                "handoff-offer",
                 "Hand to your local agent?".to_string(),
                 format!("{repo}: {excerpt}\nThe cloud cannot take it; rule {rule} allows your local agent. Confirm in the tray menu (Local agent offers) or the dashboard."),
             ), Level::Warning),
-            HandoffChange::Finished => n("handoff", format!("Local agent finished: {repo}"), detail.clone()),
-            HandoffChange::Expired => n("handoff", format!("Offer for {repo} expired"), "Back in the queue.".to_string()),
+            // Results have their own key: the offer's notice must not hold back its outcome.
+            HandoffChange::Finished => n("handoff-result", format!("Local agent finished: {repo}"), detail.clone()),
+            HandoffChange::Expired => n("handoff-result", format!("Offer for {repo} expired"), "Back in the queue.".to_string()),
             HandoffChange::Started | HandoffChange::Declined => None,
         },
         // One notice when a model's fallback episode starts and one when it ends; the key is
@@ -112,6 +114,15 @@ pub fn notice_for(event: &Event) -> Option<Notice> {
             };
             n(&format!("model-{upstream}-{from}"), summary.to_string(), message.clone())
         }
+        // The OS saying the network became metered (or stopped being) changes what policy does;
+        // the developer's own override needs no notice.
+        Event::Network { to, source, reason, .. } => match source {
+            MeteredSource::Os => {
+                let summary = if *to { "Metered network" } else { "Network no longer metered" };
+                n("network", summary.to_string(), format!("{reason}. Your metered-network policy rules {}.", if *to { "apply now" } else { "no longer apply" }))
+            }
+            MeteredSource::Forced | MeteredSource::Default => None,
+        },
         Event::Session { change, session, .. } => {
             let summary = match change {
                 SessionChange::Finished => "Agent session finished",
@@ -404,5 +415,27 @@ mod tests {
         assert!(notice_for(&gh(GithubChange::IncidentResolved)).is_some());
         assert_eq!(notice_for(&gh(GithubChange::ComponentChanged)), None);
         assert_eq!(notice_for(&Event::Paused { at, paused: true }), None);
+    }
+
+    #[test]
+    fn the_os_turning_the_network_metered_is_noticed_the_developers_override_is_not() {
+        let at = std::time::SystemTime::UNIX_EPOCH;
+        let net = |to: bool, source: MeteredSource| Event::Network {
+            from: !to,
+            to,
+            source,
+            reason: "NetworkManager says Metered = yes".into(),
+            at,
+        };
+        let on = notice_for(&net(true, MeteredSource::Os)).expect("notice");
+        assert_eq!(
+            (on.key.as_str(), on.summary.as_str()),
+            ("network", "Metered network")
+        );
+        assert!(on.body.contains("rules apply now"), "{on:?}");
+        let off = notice_for(&net(false, MeteredSource::Os)).expect("notice");
+        assert_eq!(off.summary, "Network no longer metered");
+        assert_eq!(notice_for(&net(true, MeteredSource::Forced)), None);
+        assert_eq!(notice_for(&net(false, MeteredSource::Default)), None);
     }
 }

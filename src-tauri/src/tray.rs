@@ -6,7 +6,7 @@ use crate::actions;
 use crate::engine_task::Engine;
 use crate::error::TrayError;
 use crate::icons;
-use crate::menu::{MenuId, TrayMenu};
+use crate::menu::{self, MenuId, TrayMenu};
 use crate::notify::{self, Limiter};
 use crate::tray_state::{view_of, Recent, TrayView};
 use std::sync::{Arc, Mutex};
@@ -44,6 +44,7 @@ pub fn install<R: Runtime>(app: &AppHandle<R>) -> Result<(), TrayError> {
     let shown = Arc::new(Mutex::new(view.clone()));
     let for_clicks = shown.clone();
     let autostart_item = menu.autostart_item();
+    let network_items = menu.network_items();
     let tray = TrayIconBuilder::with_id(TRAY_ID)
         .icon(icons::image(view.overall)?)
         .tooltip(&view.tooltip)
@@ -56,6 +57,13 @@ pub fn install<R: Runtime>(app: &AppHandle<R>) -> Result<(), TrayError> {
             };
             let shown = for_clicks.lock().ok().map(|v| v.clone());
             actions::on_click(app, id, shown.as_ref(), &autostart_item);
+            // The marks follow the engine's answer (clicking the checked choice unchecks it).
+            if menu::network_choice(id).is_some() {
+                let now = app.state::<Engine>().handle.network().status().state.forced;
+                if let Err(e) = menu::mark_network(&network_items, now) {
+                    tracing::warn!("weir-tray: cannot mark the network choice: {e}");
+                }
+            }
         })
         .build(app)?;
     tauri::async_runtime::spawn(refresh_loop(engine, tray, menu, shown));

@@ -47,6 +47,10 @@ pub struct TrayView {
     /// Offers of creates to the local agent, waiting for Confirm / Decline; `None` when no
     /// `[local_agent]` is configured.
     pub handoffs: Option<HandoffLines>,
+    /// "Network: metered (forced)": the title of the network submenu.
+    pub network_line: String,
+    /// The developer's override, for the submenu's check marks: `None` follows the OS.
+    pub network_forced: Option<bool>,
 }
 
 /// The "Local agent offers" submenu: its title and one entry per waiting offer.
@@ -179,6 +183,7 @@ impl Recent {
             | Event::SettingsRejected { .. }
             | Event::Session { .. }
             | Event::ModelFallback { .. }
+            | Event::Network { .. }
             | Event::Handoff { .. } => {}
         }
     }
@@ -289,6 +294,10 @@ pub fn tray_view(
             tooltip.push(handoff_lines(h).title);
         }
     }
+    // Metered changes what policy does (lists may come from the cache only): worth a line.
+    if status.network.state.metered {
+        tooltip.push(format!("Network: {}", status.network.label));
+    }
     // A developer's rule the organisation's policy overrides: say so where they look first.
     match status.policy.refused.as_slice() {
         [] => {}
@@ -322,6 +331,8 @@ pub fn tray_view(
             .handoffs
             .configured
             .then(|| handoff_lines(&status.handoffs)),
+        network_line: format!("Network: {}", status.network.label),
+        network_forced: status.network.state.forced,
     }
 }
 

@@ -737,3 +737,51 @@ async fn a_local_agent_offer_from_the_real_engine_is_a_submenu_entry_and_a_notic
     // Without [local_agent] there is no submenu at all.
     assert_eq!(view(&snapshot().await, &Recent::default()).handoffs, None);
 }
+
+#[tokio::test]
+async fn the_network_override_from_the_tray_shows_in_the_submenu_title_marks_and_tooltip() {
+    use weir::mode::ChosenBy;
+    // The OS is not asked, so the answer does not depend on this machine's NetworkManager.
+    let toml = "listen = \"127.0.0.1:0\"\nwatch_github_status = false\n[[upstream]]\nname = \"copilot-api\"\norigin = \"http://127.0.0.1:9\"\n[queue]\ncredentials = \"memory\"\n[offline]\ndetect = false\n[network]\ndetect_os = false\n";
+    let settings = weir::config::parse_str(toml, "tray-test.toml").expect("test config");
+    let dir = tempfile::tempdir().unwrap();
+    let handle = weir::start(weir::EngineOptions::new(settings, dir.path().join("data")))
+        .await
+        .expect("engine starts");
+    let v = view_of(&handle, &Recent::default(), &utc_clock).await;
+    assert_eq!(v.network_forced, None);
+    assert!(v.network_line.starts_with("Network: not metered"), "{v:?}");
+    assert!(!v.tooltip.contains("Network:"), "{}", v.tooltip);
+
+    let mut events = handle.subscribe();
+    let now = handle.set_network_metered(Some(true), ChosenBy::Tray);
+    assert_eq!(now.persist_error, None);
+    let v = view_of(&handle, &Recent::default(), &utc_clock).await;
+    assert_eq!(v.network_forced, Some(true));
+    assert_eq!(v.network_line, format!("Network: {}", now.label));
+    assert!(v.network_line.contains("metered") && v.network_line.contains("forced"));
+    assert!(
+        v.tooltip.lines().any(|l| l == v.network_line),
+        "{}",
+        v.tooltip
+    );
+    // The developer's own choice changes the answer, and the engine says so, but the tray
+    // does not notify about what the developer just did.
+    let mut changes = 0;
+    while let Ok(e) = events.try_recv() {
+        if let Event::Network { to, .. } = &e {
+            changes += 1;
+            assert!(*to);
+            assert_eq!(crate::notify::notice_for(&e), None);
+        }
+    }
+    assert_eq!(changes, 1);
+
+    // "Follow the OS" clears the override; the choice was kept in the data dir meanwhile.
+    assert!(dir.path().join("data/network.json").exists());
+    handle.set_network_metered(None, ChosenBy::Tray);
+    let v = view_of(&handle, &Recent::default(), &utc_clock).await;
+    assert_eq!(v.network_forced, None);
+    assert!(!v.tooltip.contains("Network:"), "{}", v.tooltip);
+    handle.shutdown().await;
+}
