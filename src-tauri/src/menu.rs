@@ -340,12 +340,12 @@ impl<R: Runtime> TrayMenu<R> {
         }
         if let (Some(sub), Some(lines)) = (&self.handoffs, &new.handoffs) {
             if old.is_none_or(|o| o.handoffs.as_ref() != Some(lines)) {
-                sub.set_text(&lines.title)?;
+                retitle(&self.menu, sub, &lines.title)?;
                 fill_handoffs(self.menu.app_handle(), sub, lines)?;
             }
         }
         if changed(|v| &v.network_line) {
-            self.network.set_text(&new.network_line)?;
+            retitle(&self.menu, &self.network, &new.network_line)?;
         }
         if old.is_none_or(|o| o.network_forced != new.network_forced) {
             mark_network(&self.network_choices, new.network_forced)?;
@@ -371,6 +371,19 @@ impl<R: Runtime> TrayMenu<R> {
     pub fn autostart_item(&self) -> CheckMenuItem<R> {
         self.autostart.clone()
     }
+}
+
+/// Changes a submenu's title. On Linux the tray's exported menu (dbusmenu) does not pick up a
+/// submenu's new label, although it does an item's, so the submenu is also taken out and put
+/// back at its place: its entries are exported again with the new title.
+fn retitle<R: Runtime>(menu: &Menu<R>, submenu: &Submenu<R>, title: &str) -> tauri::Result<()> {
+    submenu.set_text(title)?;
+    let id = submenu.id().clone();
+    let Some(at) = menu.items()?.iter().position(|i| i.id() == &id) else {
+        return Ok(());
+    };
+    menu.remove(submenu)?;
+    menu.insert(submenu, at)
 }
 
 /// Checks the choice that matches `forced` and clears the others. Needed after every click: a
