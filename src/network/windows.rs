@@ -1,23 +1,84 @@
 //! Windows: the metered answer is WinRT's
-//! `NetworkInformation::GetInternetConnectionProfile().GetConnectionCost().NetworkCostType()`
-//! (`Fixed` or `Variable` mean metered, `Unrestricted` not, `Unknown` unknown; `Roaming` and
-//! `OverDataLimit` too), followed through `NetworkInformation::NetworkStatusChanged`.
+//! `NetworkInformation::GetInternetConnectionProfile().GetConnectionCost()`: its
+//! `NetworkCostType` (`Fixed` or `Variable` mean metered, `Unrestricted` not, `Unknown`
+//! unknown), and `Roaming` / `OverDataLimit`, which mean metered whatever the type says
+//! ([`super::os::windows_meaning`]). It is read at start and again on every
+//! `NetworkInformation::NetworkStatusChanged` (the handler runs on a WinRT thread-pool thread;
+//! [`Network::set_os_watch`] is a lock and two atomics, so that is fine).
 //!
-//! Not wired up yet: it needs the `windows` crate's `Networking_Connectivity` feature, and this
-//! code is built and tested on Linux only, where it cannot be compiled or run. Until then the
-//! OS value stays unknown, the status says "no OS information yet on this platform", and the
-//! override (tray toggle, `weir network metered on`) is the way to say "metered".
-//!
-//! TODO(#14): the call above, re-read on `NetworkStatusChanged` → `Network::set_os_watch`.
+//! Built only for Windows, so it is not compiled or run by this project's Linux CI; the
+//! mapping it relies on is tested on every platform. The `windows` crate initialises the
+//! multithreaded apartment itself when a factory call finds none.
 
+use super::os::windows_meaning;
 use super::{Network, OsWatch};
+use std::sync::Arc;
+use tokio::sync::watch;
+use windows::Networking::Connectivity::{NetworkInformation, NetworkStatusChangedEventHandler};
 
-pub(super) fn start(network: &Network) {
-    network.set_os_watch(
-        None,
-        OsWatch::Unsupported {
-            platform: "Windows".into(),
-            api: "NetworkInformation GetConnectionCost().NetworkCostType".into(),
-        },
-    );
+const API: &str = "Windows NetworkInformation";
+
+/// The registered change handler; unregistered when dropped (the engine stopped).
+struct Registration(i64);
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        let _ = NetworkInformation::RemoveNetworkStatusChanged(self.0);
+    }
+}
+
+/// Keeps `network`'s OS value current until the engine stops.
+pub(super) async fn watch(network: Arc<Network>, mut stop: watch::Receiver<bool>) {
+    read_into(&network);
+    // The handler object is only needed to register (the system keeps its own reference), so
+    // nothing but the plain token is held across the wait.
+    let _registration = {
+        let for_changes = network.clone();
+        let handler = NetworkStatusChangedEventHandler::new(move |_| {
+            read_into(&for_changes);
+            Ok(())
+        });
+        match NetworkInformation::NetworkStatusChanged(&handler) {
+            Ok(token) => Some(Registration(token)),
+            Err(e) => {
+                // The first reading stands; later changes are not seen. Say so once.
+                tracing::warn!("network: cannot follow {API} changes ({e}); the value read at start stays until restart");
+                None
+            }
+        }
+    };
+    let _ = stop.wait_for(|stopped| *stopped).await;
+}
+
+fn read_into(network: &Network) {
+    match read() {
+        Ok((metered, value)) => network.set_os_watch(
+            metered,
+            OsWatch::Watching {
+                api: API.into(),
+                value,
+            },
+        ),
+        Err(e) => network.set_os_watch(
+            None,
+            OsWatch::NoService {
+                service: API.into(),
+                error: e.message(),
+            },
+        ),
+    }
+}
+
+/// The metered answer and Windows' own words for it.
+fn read() -> windows::core::Result<(Option<bool>, String)> {
+    let profile = match NetworkInformation::GetInternetConnectionProfile() {
+        Ok(profile) => profile,
+        // No internet connection profile (offline): nothing to be metered on.
+        Err(_) => return Ok((None, "no internet connection profile".into())),
+    };
+    let cost = profile.GetConnectionCost()?;
+    let kind = cost.NetworkCostType()?.0;
+    let roaming = cost.Roaming().unwrap_or(false);
+    let over_limit = cost.OverDataLimit().unwrap_or(false);
+    Ok(windows_meaning(kind, roaming, over_limit))
 }
