@@ -39,19 +39,31 @@ pub(crate) fn http_builder(limits: &crate::config::Limits) -> auto::Builder<Toki
 /// that honours the hint (undici, Node's agents, many pools) opens a new connection instead of
 /// reusing one Weir is about to close, and never sees that race as a reset. HTTP/2 has its own
 /// GOAWAY; answers that close anyway and upgrades get no hint.
-pub(crate) fn keep_alive_hint<B>(version: http::Version, resp: &mut Response<B>, idle: Duration) {
+/// `hint` is [`keep_alive_value`], made once per connection (not formatted per answer).
+pub(crate) fn keep_alive_hint<B>(
+    version: http::Version,
+    resp: &mut Response<B>,
+    hint: &http::HeaderValue,
+) {
     if version != http::Version::HTTP_11
         || resp.status() == StatusCode::SWITCHING_PROTOCOLS
         || resp.headers().contains_key(http::header::CONNECTION)
     {
         return;
     }
+    resp.headers_mut()
+        .entry(KEEP_ALIVE)
+        .or_insert_with(|| hint.clone());
+}
+
+const KEEP_ALIVE: http::HeaderName = http::HeaderName::from_static("keep-alive");
+
+/// `timeout=N` for [`keep_alive_hint`]: a second under the idle limit `idle`, at least 1.
+pub(crate) fn keep_alive_value(idle: Duration) -> http::HeaderValue {
     let secs = idle.as_secs().saturating_sub(1).max(1);
-    if let Ok(v) = http::HeaderValue::from_str(&format!("timeout={secs}")) {
-        resp.headers_mut()
-            .entry(http::HeaderName::from_static("keep-alive"))
-            .or_insert(v);
-    }
+    // Digits and "timeout=" are always a valid value; the fallback is never used.
+    http::HeaderValue::from_str(&format!("timeout={secs}"))
+        .unwrap_or_else(|_| http::HeaderValue::from_static("timeout=1"))
 }
 
 /// Serves `listener` until `shutdown`, handing each request to `handler`. `base_url` makes
@@ -92,13 +104,14 @@ pub(crate) async fn serve<H, Fut>(
         let _ = stream.set_nodelay(true);
         let h = handler.clone();
         let limits = live.get().limits.clone();
-        let idle = limits.header_read_timeout;
+        let hint = keep_alive_value(limits.header_read_timeout);
         let svc = service_fn(move |req: Request<Incoming>| {
             let version = req.version();
             let fut = h(req);
+            let hint = hint.clone();
             async move {
                 let mut resp = fut.await;
-                keep_alive_hint(version, &mut resp, idle);
+                keep_alive_hint(version, &mut resp, &hint);
                 Ok::<_, std::convert::Infallible>(resp)
             }
         });

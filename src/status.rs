@@ -62,6 +62,35 @@ pub struct HandoffsStatus {
     /// The last offers answered (confirmed, declined, expired), newest first (at most
     /// [`RECENT_HANDOFFS`]).
     pub recent: Vec<HandoffResult>,
+    /// Totals since the engine started (`/metrics` `weir_handoff_*`).
+    pub counts: HandoffCounts,
+}
+
+/// How many offers were made and what became of them, since the engine started.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct HandoffCounts {
+    pub offered: u64,
+    /// Confirmed by the developer (the command started).
+    pub confirmed: u64,
+    pub declined: u64,
+    pub expired: u64,
+    /// Confirmed runs that ended with exit code 0.
+    pub succeeded: u64,
+    /// Confirmed runs that failed, could not start, or timed out.
+    pub failed: u64,
+}
+
+impl HandoffCounts {
+    /// Counts one outcome as the offer goes through it.
+    pub(crate) fn count(&mut self, outcome: HandoffOutcome) {
+        match outcome {
+            HandoffOutcome::Running => self.confirmed += 1,
+            HandoffOutcome::Succeeded => self.succeeded += 1,
+            HandoffOutcome::Failed => self.failed += 1,
+            HandoffOutcome::Declined => self.declined += 1,
+            HandoffOutcome::Expired => self.expired += 1,
+        }
+    }
 }
 
 /// How many answered offers the status keeps.

@@ -666,6 +666,15 @@ fn a_replica_that_cannot_start_says_why() {
         err.contains("gateway.tls_key_file") && err.contains("key.pem"),
         "{err}"
     );
+    // A developer's local agent on a gateway: refused before any port opens, with the fix.
+    let files = GatewayFiles::new();
+    let agent = "allow = [\"127.0.0.1\"]\n[local_agent]\ncommand = [\"true\"]";
+    let (code, err) = run(&files.config(up, agent));
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("runs no developer's local agent") && err.contains("remove the [local_agent]"),
+        "{err}"
+    );
     // A shared queue whose database cannot be reached: the replica does not start (1).
     let files = GatewayFiles::new();
     let unreachable = "allow = [\"127.0.0.1\"]\npostgres_url = \"postgresql://weir@127.0.0.1:1/weir\"\nsecret_key_file = \"gateway-key\"\nlease = \"8s\"";

@@ -317,6 +317,34 @@ async fn a_confirmed_offer_runs_the_command_once_with_the_right_arguments() {
         weir::status::HandoffOutcome::Succeeded
     );
     assert_eq!(st.recent[0].exit_code, Some(0));
+    // One offer, confirmed once (the second confirm and the decline were refused), one run.
+    assert_eq!(
+        st.counts,
+        weir::status::HandoffCounts {
+            offered: 1,
+            confirmed: 1,
+            succeeded: 1,
+            ..Default::default()
+        }
+    );
+    let metrics = reqwest::get(format!("{}/metrics", weir.proxy_url()))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    for line in [
+        "weir_handoff_offers_waiting 0",
+        "weir_handoff_offers_total 1",
+        "weir_handoff_answers_total{answer=\"confirmed\"} 1",
+        "weir_handoff_answers_total{answer=\"declined\"} 0",
+        "weir_handoff_runs_total{result=\"succeeded\"} 1",
+    ] {
+        assert!(
+            metrics.lines().any(|l| l == line),
+            "no `{line}` in:\n{metrics}"
+        );
+    }
     // Nothing went upstream.
     assert_eq!(up.total(), 0);
     // Confirming after the end is still refused, and nothing ran again.

@@ -113,7 +113,7 @@ fn problem(e: HandoffError) -> Problem {
             ProblemKind::HandoffAnswered
         }
         HandoffError::QueueUnavailable(_) => ProblemKind::QueueUnavailable,
-        HandoffError::NotConfigured | HandoffError::NoCheckout { .. } => {
+        HandoffError::NotConfigured | HandoffError::NoCheckout { .. } | HandoffError::Gateway => {
             ProblemKind::HandoffUnavailable
         }
     };

@@ -120,6 +120,32 @@ pub(crate) fn render(ctl: &Control) -> String {
         let on = u8::from(s.mode.mode == k);
         let _ = writeln!(out, "weir_mode{{mode=\"{}\"}} {on}", k.as_str());
     }
+    let h = &s.handoffs;
+    let _ = writeln!(
+        out,
+        "# HELP weir_handoff_offers_waiting Creates offered to the local agent, waiting for the developer's answer.\n# TYPE weir_handoff_offers_waiting gauge\nweir_handoff_offers_waiting {}",
+        h.pending.len()
+    );
+    let _ = writeln!(
+        out,
+        "# HELP weir_handoff_offers_total Creates offered to the local agent.\n# TYPE weir_handoff_offers_total counter\nweir_handoff_offers_total {}",
+        h.counts.offered
+    );
+    let _ = writeln!(out, "# HELP weir_handoff_answers_total Offers answered, by how.\n# TYPE weir_handoff_answers_total counter");
+    for (answer, n) in [
+        ("confirmed", h.counts.confirmed),
+        ("declined", h.counts.declined),
+        ("expired", h.counts.expired),
+    ] {
+        let _ = writeln!(out, "weir_handoff_answers_total{{answer=\"{answer}\"}} {n}");
+    }
+    let _ = writeln!(out, "# HELP weir_handoff_runs_total Confirmed local-agent runs that ended, by result.\n# TYPE weir_handoff_runs_total counter");
+    for (result, n) in [
+        ("succeeded", h.counts.succeeded),
+        ("failed", h.counts.failed),
+    ] {
+        let _ = writeln!(out, "weir_handoff_runs_total{{result=\"{result}\"}} {n}");
+    }
     let source = match s.network.source {
         crate::network::MeteredSource::Forced => "forced",
         crate::network::MeteredSource::Os => "os",

@@ -37,6 +37,8 @@ pub enum EngineError {
     },
     #[error("{0}")]
     Gateway(#[from] crate::gateway::GatewayError),
+    #[error("a team gateway runs no developer's local agent: remove the [local_agent] table from the gateway's config file (on a gateway, creates whose policy says `local` are queued)")]
+    LocalAgentOnGateway,
     #[error("the gateway's shared create queue cannot be used: {0}. {fix}", fix = .0.fix())]
     SharedQueue(weir_store::StoreError),
     /// A restart read a config file that does not validate; the running engine was left
@@ -103,6 +105,9 @@ pub async fn start(opts: EngineOptions) -> Result<EngineHandle, EngineError> {
         path: opts.data_dir.clone(),
         source,
     })?;
+    if opts.gateway.is_some() && opts.settings.local_agent.is_some() {
+        return Err(EngineError::LocalAgentOnGateway);
+    }
     // A gateway's clients' door is its TLS listener on any address; a laptop's is loopback.
     let addr = match &opts.gateway {
         Some(g) => g.settings.listen,

@@ -96,14 +96,15 @@ pub(crate) async fn serve_tls<H, Fut>(
             else {
                 return;
             };
-            let idle = limits.header_read_timeout;
+            let hint = crate::server::keep_alive_value(limits.header_read_timeout);
             let svc = service_fn(move |mut req: Request<Incoming>| {
                 req.extensions_mut().insert(peer);
                 let version = req.version();
                 let fut = h(req);
+                let hint = hint.clone();
                 async move {
                     let mut resp = fut.await;
-                    crate::server::keep_alive_hint(version, &mut resp, idle);
+                    crate::server::keep_alive_hint(version, &mut resp, &hint);
                     Ok::<_, std::convert::Infallible>(resp)
                 }
             });

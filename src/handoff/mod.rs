@@ -82,6 +82,9 @@ pub enum HandoffError {
     NoCheckout { repo: String },
     #[error("the create queue is unavailable, so nothing can be offered: {0}")]
     QueueUnavailable(String),
+    /// A team gateway's queue is shared by many developers: it runs no one's local agent.
+    #[error("this Weir is a team gateway: it runs no developer's local agent")]
+    Gateway,
     /// The same create is already in the queue (not as an offer): answer as for a queued one.
     #[error("this create is already queued as item {id}")]
     AlreadyQueued { id: i64 },
@@ -97,7 +100,9 @@ impl HandoffError {
     pub fn status(&self) -> http::StatusCode {
         use http::StatusCode as S;
         match self {
-            HandoffError::NotConfigured | HandoffError::NoCheckout { .. } => S::CONFLICT,
+            HandoffError::NotConfigured
+            | HandoffError::NoCheckout { .. }
+            | HandoffError::Gateway => S::CONFLICT,
             HandoffError::QueueUnavailable(_) => S::SERVICE_UNAVAILABLE,
             HandoffError::AlreadyQueued { .. } | HandoffError::Answered { .. } => S::CONFLICT,
             HandoffError::NotFound { .. } => S::NOT_FOUND,
@@ -136,6 +141,7 @@ struct Parts {
 struct Mirror {
     pending: BTreeMap<i64, Pending>,
     recent: VecDeque<HandoffResult>,
+    counts: crate::status::HandoffCounts,
 }
 
 #[derive(Clone)]
@@ -217,6 +223,9 @@ impl Handoffs {
         let q = p.queue.open().ok_or_else(|| {
             HandoffError::QueueUnavailable(p.queue.error().unwrap_or_default().into())
         })?;
+        if q.store.is_shared() {
+            return Err(HandoffError::Gateway);
+        }
         let checkout = agent
             .checkout_for(&req.repo)
             .ok_or_else(|| HandoffError::NoCheckout {
@@ -289,6 +298,7 @@ impl Handoffs {
         };
         if let Ok(mut m) = self.mirror.lock() {
             m.pending.insert(item.id, pending.clone());
+            m.counts.offered += 1;
         }
         tracing::info!(id = item.id, rule = %req.rule, "a create was offered to the local agent");
         p.bus
@@ -538,6 +548,7 @@ impl Handoffs {
             configured,
             pending,
             recent: m.recent.iter().cloned().collect(),
+            counts: m.counts,
         }
     }
 
@@ -705,6 +716,7 @@ fn remember(
     repo: &str,
 ) {
     let Ok(mut m) = mirror.lock() else { return };
+    m.counts.count(outcome);
     m.pending.remove(&id);
     m.recent.retain(|r| r.id != id);
     m.recent.push_front(HandoffResult {

@@ -5,8 +5,13 @@
 //! start and on every path change; [`Network::set_os_watch`] is a lock and two atomics, so that
 //! is fine. The monitor is cancelled when the engine stops.
 //!
-//! Built only for macOS, so it is not compiled or run by this project's Linux CI; the mapping
-//! it relies on is tested on every platform.
+//! `nw_path_is_constrained` needs macOS 10.15, so that is Weir's minimum on macOS
+//! (`.cargo/config.toml` sets `MACOSX_DEPLOYMENT_TARGET`, the tray bundle's
+//! `minimumSystemVersion` says the same).
+//!
+//! Built only for macOS, so it is not run by this project's Linux CI (it was type-checked and
+//! linted for `aarch64-apple-darwin` and `x86_64-apple-darwin`); the mapping it relies on is
+//! tested on every platform.
 
 use super::os::macos_meaning;
 use super::{Network, OsWatch};

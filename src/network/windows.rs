@@ -6,8 +6,8 @@
 //! `NetworkInformation::NetworkStatusChanged` (the handler runs on a WinRT thread-pool thread;
 //! [`Network::set_os_watch`] is a lock and two atomics, so that is fine).
 //!
-//! Built only for Windows, so it is not compiled or run by this project's Linux CI; the
-//! mapping it relies on is tested on every platform. The `windows` crate initialises the
+//! Built only for Windows, so it is not run by this project's Linux CI (it was type-checked and
+//! linted for `x86_64-pc-windows-gnu`); the mapping it relies on is tested on every platform. The `windows` crate initialises the
 //! multithreaded apartment itself when a factory call finds none.
 
 use super::os::windows_meaning;
@@ -29,7 +29,6 @@ impl Drop for Registration {
 
 /// Keeps `network`'s OS value current until the engine stops.
 pub(super) async fn watch(network: Arc<Network>, mut stop: watch::Receiver<bool>) {
-    read_into(&network);
     // The handler object is only needed to register (the system keeps its own reference), so
     // nothing but the plain token is held across the wait.
     let _registration = {
@@ -47,6 +46,8 @@ pub(super) async fn watch(network: Arc<Network>, mut stop: watch::Receiver<bool>
             }
         }
     };
+    // Read after registering, so a change between the two is not missed.
+    read_into(&network);
     let _ = stop.wait_for(|stopped| *stopped).await;
 }
 
@@ -73,8 +74,10 @@ fn read_into(network: &Network) {
 fn read() -> windows::core::Result<(Option<bool>, String)> {
     let profile = match NetworkInformation::GetInternetConnectionProfile() {
         Ok(profile) => profile,
-        // No internet connection profile (offline): nothing to be metered on.
-        Err(_) => return Ok((None, "no internet connection profile".into())),
+        // No internet connection profile (offline): windows-rs turns the null answer into an
+        // error whose code is S_OK. Nothing to be metered on.
+        Err(e) if e.code().is_ok() => return Ok((None, "no internet connection profile".into())),
+        Err(e) => return Err(e),
     };
     let cost = profile.GetConnectionCost()?;
     let kind = cost.NetworkCostType()?.0;

@@ -85,12 +85,14 @@ async fn serve(
     let builder = crate::server::http_builder(&limits);
 
     let p = proxy.clone();
+    let hint = crate::server::keep_alive_value(limits.header_read_timeout);
     let svc = service_fn(move |req: Request<Incoming>| {
         let version = req.version();
         let answer = handle(p.clone(), base.clone(), req);
+        let hint = hint.clone();
         async move {
             let mut resp = answer.await?;
-            crate::server::keep_alive_hint(version, &mut resp, limits.header_read_timeout);
+            crate::server::keep_alive_hint(version, &mut resp, &hint);
             Ok::<_, std::convert::Infallible>(resp)
         }
     });

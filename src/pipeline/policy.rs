@@ -109,7 +109,23 @@ pub(super) fn list_hold(d: Option<&Decision>) -> Option<Hold> {
 
 /// The header value for a decision.
 pub(super) fn header(d: &Decision) -> Option<HeaderValue> {
+    // The built-in decision (no rule matched: the usual case) has a fixed text; every list and
+    // create carries it, so it is not formatted per request.
+    if d.rule.source == crate::policy::Source::Default
+        && d.action == Action::default_for(d.function)
+    {
+        return Some(HeaderValue::from_static(default_header(d.function)));
+    }
     HeaderValue::from_str(&d.header()).ok()
+}
+
+/// `Decision::header()` of the built-in decision for `function` (a test keeps them equal).
+fn default_header(function: Function) -> &'static str {
+    match function {
+        Function::List => "default list=pass",
+        Function::Create => "default create=fallback",
+        Function::Model => "default model=fallback",
+    }
 }
 
 /// Names the rule in a problem the policy caused (a cache miss under `list = "cache"`).
@@ -158,5 +174,26 @@ impl CreatePlan {
         .upstream(upstream);
         p.headers.push((HEADER, self.decision.header()));
         p
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::RuleRef;
+
+    #[test]
+    fn the_fixed_default_header_is_what_the_decision_would_format() {
+        for function in [Function::List, Function::Create, Function::Model] {
+            let d = Decision {
+                function,
+                action: Action::default_for(function),
+                rule: RuleRef::default_rule(),
+                why: String::new(),
+                situational: false,
+            };
+            assert_eq!(default_header(function), d.header());
+            assert_eq!(header(&d).unwrap(), d.header().as_str());
+        }
     }
 }

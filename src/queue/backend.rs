@@ -36,6 +36,11 @@ impl QueueStore {
         }
     }
 
+    /// A gateway's queue, shared by its replicas (PostgreSQL).
+    pub fn is_shared(&self) -> bool {
+        matches!(self, QueueStore::Postgres(_))
+    }
+
     /// Hand-off offers (#14) live in a laptop's own SQLite queue only: a gateway replica
     /// never runs a developer's local agent.
     fn local_only(&self) -> Result<&AsyncStore, StoreError> {
