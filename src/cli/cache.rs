@@ -1,7 +1,6 @@
 //! `weir cache clear`: empties the running instance's cache, in memory and on disk.
 
-use super::serve::load;
-use super::{ServeArgs, EXIT_CONFIG};
+use super::ServeArgs;
 use http::Method;
 use std::process::ExitCode;
 
@@ -12,27 +11,8 @@ pub enum CacheCmd {
 }
 
 pub fn run(cmd: CacheCmd, args: ServeArgs) -> ExitCode {
-    let (settings, data_dir) = match load(&args) {
-        Ok(l) => (l.settings, l.data_dir),
-        Err(e) => {
-            eprintln!("weir: {e}");
-            return ExitCode::from(EXIT_CONFIG);
-        }
-    };
-    let base = format!(
-        "http://{}",
-        weir::config::host_for(settings.listen.ip(), settings.listen.port())
-    );
-    let Ok(rt) = tokio::runtime::Runtime::new() else {
-        return ExitCode::FAILURE;
-    };
     let CacheCmd::Clear = cmd;
-    match rt.block_on(super::control_call::call(
-        &base,
-        &data_dir,
-        Method::POST,
-        "/_weir/api/cache/clear",
-    )) {
+    match super::control_call::run(&args, Method::POST, "/_weir/api/cache/clear", None) {
         Ok(v) => {
             println!(
                 "weir: cache cleared ({} entries removed)",
@@ -40,6 +20,6 @@ pub fn run(cmd: CacheCmd, args: ServeArgs) -> ExitCode {
             );
             ExitCode::SUCCESS
         }
-        Err(e) => super::control_call::report(&e),
+        Err(code) => code,
     }
 }

@@ -1,7 +1,7 @@
-//! One authenticated call to the running instance's control API, shared by `weir queue` and
-//! `weir cache`: checks that the Weir at the configured address is this install's
-//! ([`super::install_check`]), then sends the control secret (`WEIR_CONTROL_SECRET`, else the
-//! keychain entry of this data dir's install).
+//! One authenticated call to the running instance's control API, shared by `weir queue`,
+//! `cache`, `handoff` and `network` ([`run`]): checks that the Weir at the configured address
+//! is this install's ([`super::install_check`]), then sends the control secret
+//! (`WEIR_CONTROL_SECRET`, else the keychain entry of this data dir's install).
 
 use http::{Method, Request};
 use std::path::Path;
@@ -23,18 +23,37 @@ pub enum CallError {
     Refused { title: String, detail: String },
 }
 
-/// Sends `method path` (no body) to the Weir at `base` with this install's control secret and
-/// returns the JSON answer.
-pub async fn call(
-    base: &str,
-    data_dir: &Path,
+/// The whole of a one-call command (`weir queue`, `cache`, `handoff`, `network`): reads the
+/// config for the address and the data dir, sends `method path` (with `body`) and gives the
+/// JSON answer; on failure it has already said why and gives the exit code (2 for a config
+/// that does not load or a bad address, else 1).
+pub fn run(
+    args: &super::ServeArgs,
     method: Method,
     path: &str,
-) -> Result<serde_json::Value, CallError> {
-    call_with(base, data_dir, method, path, None).await
+    body: Option<serde_json::Value>,
+) -> Result<serde_json::Value, std::process::ExitCode> {
+    let (settings, data_dir) = match super::serve::load(args) {
+        Ok(l) => (l.settings, l.data_dir),
+        Err(e) => {
+            eprintln!("weir: {e}");
+            return Err(std::process::ExitCode::from(super::EXIT_CONFIG));
+        }
+    };
+    let base = format!(
+        "http://{}",
+        weir::config::host_for(settings.listen.ip(), settings.listen.port())
+    );
+    let Ok(rt) = tokio::runtime::Runtime::new() else {
+        eprintln!("weir: cannot start the async runtime");
+        return Err(std::process::ExitCode::FAILURE);
+    };
+    rt.block_on(call_with(&base, &data_dir, method, path, body))
+        .map_err(|e| report(&e))
 }
 
-/// [`call`] with a JSON request body.
+/// Sends `method path` (with a JSON `body`, if any) to the Weir at `base` with this install's
+/// control secret and returns the JSON answer.
 pub async fn call_with(
     base: &str,
     data_dir: &Path,

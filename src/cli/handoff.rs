@@ -2,8 +2,7 @@
 //! through its control API ([`super::control_call`]: the control secret, after checking the
 //! Weir there is this install's). For a headless `weir serve` without tray or browser.
 
-use super::serve::load;
-use super::{ServeArgs, EXIT_CONFIG};
+use super::ServeArgs;
 use http::Method;
 use std::process::ExitCode;
 
@@ -23,36 +22,21 @@ pub enum HandoffCmd {
 }
 
 pub fn run(cmd: HandoffCmd, args: ServeArgs) -> ExitCode {
-    let (settings, data_dir) = match load(&args) {
-        Ok(l) => (l.settings, l.data_dir),
-        Err(e) => {
-            eprintln!("weir: {e}");
-            return ExitCode::from(EXIT_CONFIG);
-        }
-    };
-    let base = format!(
-        "http://{}",
-        weir::config::host_for(settings.listen.ip(), settings.listen.port())
-    );
-    let Ok(rt) = tokio::runtime::Runtime::new() else {
-        return ExitCode::FAILURE;
-    };
     let (method, path) = match &cmd {
         HandoffCmd::Ls { .. } => (Method::GET, "/_weir/api/handoffs".to_string()),
         HandoffCmd::Show { id } => (Method::GET, format!("/_weir/api/handoffs/{id}")),
         HandoffCmd::Confirm { id } => (Method::POST, format!("/_weir/api/handoffs/{id}/confirm")),
         HandoffCmd::Decline { id } => (Method::POST, format!("/_weir/api/handoffs/{id}/decline")),
     };
-    match rt.block_on(super::control_call::call(&base, &data_dir, method, &path)) {
-        Ok(v) => {
-            match cmd {
-                HandoffCmd::Ls { json: false } => print_table(&v),
-                _ => println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default()),
-            }
-            ExitCode::SUCCESS
-        }
-        Err(e) => super::control_call::report(&e),
+    let v = match super::control_call::run(&args, method, &path, None) {
+        Ok(v) => v,
+        Err(code) => return code,
+    };
+    match cmd {
+        HandoffCmd::Ls { json: false } => print_table(&v),
+        _ => println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default()),
     }
+    ExitCode::SUCCESS
 }
 
 fn print_table(v: &serde_json::Value) {

@@ -3,8 +3,7 @@
 //! OS again, through `PUT /_weir/api/network` ([`super::control_call`]: the control secret,
 //! after checking the Weir there is this install's). `--json` prints the status object.
 
-use super::serve::load;
-use super::{ServeArgs, EXIT_CONFIG};
+use super::ServeArgs;
 use http::Method;
 use std::process::ExitCode;
 use weir::network::NetworkStatus;
@@ -37,20 +36,6 @@ impl Setting {
 }
 
 pub fn run(cmd: Option<NetworkCmd>, json: bool, args: ServeArgs) -> ExitCode {
-    let (settings, data_dir) = match load(&args) {
-        Ok(l) => (l.settings, l.data_dir),
-        Err(e) => {
-            eprintln!("weir: {e}");
-            return ExitCode::from(EXIT_CONFIG);
-        }
-    };
-    let base = format!(
-        "http://{}",
-        weir::config::host_for(settings.listen.ip(), settings.listen.port())
-    );
-    let Ok(rt) = tokio::runtime::Runtime::new() else {
-        return ExitCode::FAILURE;
-    };
     let (method, body) = match cmd {
         None => (Method::GET, None),
         Some(NetworkCmd::Metered { setting }) => (
@@ -58,16 +43,9 @@ pub fn run(cmd: Option<NetworkCmd>, json: bool, args: ServeArgs) -> ExitCode {
             Some(serde_json::json!({"metered": setting.forced(), "by": "cli"})),
         ),
     };
-    let answer = rt.block_on(super::control_call::call_with(
-        &base,
-        &data_dir,
-        method,
-        "/_weir/api/network",
-        body,
-    ));
-    let v = match answer {
+    let v = match super::control_call::run(&args, method, "/_weir/api/network", body) {
         Ok(v) => v,
-        Err(e) => return super::control_call::report(&e),
+        Err(code) => return code,
     };
     if json {
         println!("{v:#}");
@@ -79,7 +57,7 @@ pub fn run(cmd: Option<NetworkCmd>, json: bool, args: ServeArgs) -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(e) => {
-            eprintln!("weir: unexpected answer from {base}: {e}");
+            eprintln!("weir: unexpected answer from the running Weir: {e}");
             ExitCode::FAILURE
         }
     }
