@@ -96,6 +96,8 @@ pub enum OsWatch {
     NoBus { address: String, error: String },
     /// The bus is there but the network service is not (NetworkManager not running).
     NoService { service: String, error: String },
+    /// The OS API answered with an error (Windows: reading the connection cost failed).
+    Failed { api: String, error: String },
     /// This platform's API is not wired up yet; `api` names the one to use.
     Unsupported { platform: String, api: String },
 }
@@ -112,6 +114,9 @@ impl OsWatch {
             }
             OsWatch::NoService { service, .. } => {
                 format!("no OS information: {service} is not running")
+            }
+            OsWatch::Failed { api, error } => {
+                format!("no OS information: {api} failed ({error})")
             }
             OsWatch::Unsupported { platform, api } => format!(
                 "no OS information yet on this platform ({platform}; {api} is not wired up)"
@@ -428,6 +433,20 @@ mod tests {
         assert_eq!(
             s.reason,
             "no OS information: no system bus at unix:path=/nonexistent"
+        );
+        // An OS API that answers with an error says so, with its message.
+        n.set_os_watch(
+            None,
+            OsWatch::Failed {
+                api: "Windows NetworkInformation".into(),
+                error: "Element not found.".into(),
+            },
+        );
+        let s = n.status();
+        assert_eq!(s.label, "not metered (no OS information)");
+        assert_eq!(
+            s.reason,
+            "no OS information: Windows NetworkInformation failed (Element not found.)"
         );
     }
 }

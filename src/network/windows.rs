@@ -62,8 +62,8 @@ fn read_into(network: &Network) {
         ),
         Err(e) => network.set_os_watch(
             None,
-            OsWatch::NoService {
-                service: API.into(),
+            OsWatch::Failed {
+                api: API.into(),
                 error: e.message(),
             },
         ),
