@@ -6,9 +6,11 @@
 //! `NetworkInformation::NetworkStatusChanged` (the handler runs on a WinRT thread-pool thread;
 //! [`Network::set_os_watch`] is a lock and two atomics, so that is fine).
 //!
-//! Built only for Windows, so it is not run by this project's Linux CI (it was type-checked and
-//! linted for `x86_64-pc-windows-gnu`); the mapping it relies on is tested on every platform. The `windows` crate initialises the
-//! multithreaded apartment itself when a factory call finds none.
+//! Built only for Windows, so it never runs in this project's Linux CI;
+//! `scripts/check-windows.sh` type-checks and lints it (with the whole engine) for
+//! `x86_64-pc-windows-gnu`, and the mapping it relies on is tested on every platform. The
+//! `windows` crate initialises the multithreaded apartment itself when a factory call finds
+//! none.
 
 use super::os::windows_meaning;
 use super::{Network, OsWatch};
