@@ -11,47 +11,18 @@ mod pg;
 #[path = "common/tls.rs"]
 mod tls;
 
-use gw::{send, CountingUpstream, GatewayFiles, Replica};
+use gw::{eventually, send, CountingUpstream, GatewayFiles, Replica, CREATE_PATH};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-const CREATE_PATH: &str = "/agents/swe/v1/jobs/octo/app";
-
-/// Polls `cond` every 200 ms, at most `tries` times.
-async fn eventually<F, Fut>(tries: u32, mut cond: F) -> bool
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    for _ in 0..tries {
-        if cond().await {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    false
-}
-
+/// Create `i`, from one of five users.
 async fn create(
     r: &Replica,
     files: &GatewayFiles,
     up: &CountingUpstream,
     i: usize,
 ) -> Result<gw::Answer, String> {
-    let token = format!("token user-{}", i % 5);
-    let body = serde_json::json!({"problem_statement": format!("task {i}")}).to_string();
-    send(
-        r.addr,
-        &files.cert_der,
-        "POST",
-        &format!("http://{}{CREATE_PATH}", up.addr),
-        &[
-            ("authorization", token.as_str()),
-            ("content-type", "application/json"),
-        ],
-        &body,
-    )
-    .await
+    gw::create(r, files, up, i, &format!("token user-{}", i % 5)).await
 }
 
 async fn counts(db: &tokio_postgres::Client) -> std::collections::BTreeMap<String, i64> {

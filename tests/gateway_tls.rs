@@ -11,44 +11,16 @@ mod pg;
 #[path = "common/tls.rs"]
 mod tls;
 
-use gw::{send, send_on, CountingUpstream, GatewayFiles, Replica};
+use gw::{eventually, send, send_on, CountingUpstream, GatewayFiles, Replica};
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-const CREATE_PATH: &str = "/agents/swe/v1/jobs/octo/app";
-
-/// Polls `cond` every 200 ms, at most `tries` times.
-async fn eventually<F, Fut>(tries: u32, mut cond: F) -> bool
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    for _ in 0..tries {
-        if cond().await {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    false
-}
-
 async fn create(r: &Replica, files: &GatewayFiles, up: &CountingUpstream, i: usize) -> gw::Answer {
-    let body = serde_json::json!({"problem_statement": format!("task {i}")}).to_string();
-    send(
-        r.addr,
-        &files.cert_der,
-        "POST",
-        &format!("http://{}{CREATE_PATH}", up.addr),
-        &[
-            ("authorization", "token user-1"),
-            ("content-type", "application/json"),
-        ],
-        &body,
-    )
-    .await
-    .expect("the gateway answers")
+    gw::create(r, files, up, i, "token user-1")
+        .await
+        .expect("the gateway answers")
 }
 
 async fn state_count(db: &tokio_postgres::Client, state: &str) -> i64 {

@@ -19,15 +19,7 @@ const MAX_INFO: usize = 64 * 1024;
 /// The client configuration for `tls://` (and for a `nats://` server that asks for TLS, which
 /// async-nats then upgrades to): the OS roots plus `extra` (the `ca_file`'s certificates).
 pub(super) fn client_config(extra: &[CertificateDer<'static>]) -> rustls::ClientConfig {
-    let mut roots = rustls::RootCertStore::empty();
-    let native = rustls_native_certs::load_native_certs();
-    roots.add_parsable_certificates(native.certs);
-    roots.add_parsable_certificates(extra.iter().cloned());
-    rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-        .with_safe_default_protocol_versions()
-        .expect("ring supports the default TLS versions")
-        .with_root_certificates(roots)
-        .with_no_client_auth()
+    crate::upstream::roots::client_config_trusting(extra)
 }
 
 /// Why connecting to `url` fails, when the cause is TLS: `None` when the handshake works (the

@@ -16,6 +16,7 @@ mod identity_cooldown;
 mod model_breakers;
 mod pool;
 mod reachability;
+pub(crate) mod roots;
 
 pub(crate) use admission::SharedHold;
 pub use admission::{BreakerView, ClassLatencyView, GateStatus};

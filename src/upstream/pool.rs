@@ -6,6 +6,7 @@
 
 use crate::body::BoxError;
 use crate::config::{HostPort, Settings};
+use crate::upstream::roots::{platform_roots, provider};
 use crate::upstream::UpstreamClient;
 use http::Uri;
 use hyper_util::client::legacy::connect::proxy::Tunnel;
@@ -14,7 +15,7 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::client::WebPkiServerVerifier;
-use rustls::crypto::{CryptoProvider, WebPkiSupportedAlgorithms};
+use rustls::crypto::WebPkiSupportedAlgorithms;
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::{DigitallySignedStruct, RootCertStore, SignatureScheme};
 use std::future::Future;
@@ -213,24 +214,6 @@ impl ServerCertVerifier for PerHostVerifier {
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
         self.algorithms.supported_schemes()
     }
-}
-
-fn provider() -> Arc<CryptoProvider> {
-    Arc::new(rustls::crypto::ring::default_provider())
-}
-
-/// The platform's trusted roots (warnings logged, never fatal: Weir still serves tunnels).
-fn platform_roots() -> RootCertStore {
-    let mut roots = RootCertStore::empty();
-    let native = rustls_native_certs::load_native_certs();
-    for e in &native.errors {
-        tracing::warn!(error = %e, "could not load some platform root certificates");
-    }
-    let (added, _ignored) = roots.add_parsable_certificates(native.certs);
-    if added == 0 {
-        tracing::warn!("no platform root certificates found: HTTPS upstreams will fail to verify");
-    }
-    roots
 }
 
 fn verifier(roots: RootCertStore) -> Option<Arc<WebPkiServerVerifier>> {

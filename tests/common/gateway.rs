@@ -422,3 +422,45 @@ async fn answer(
     }
     reply(404, serde_json::json!({"message": "not found"}))
 }
+
+/// The create route both gateway suites send to.
+pub const CREATE_PATH: &str = "/agents/swe/v1/jobs/octo/app";
+
+/// Sends create number `i` (its problem statement names it) as `token` to the upstream `up`
+/// through replica `r`.
+pub async fn create(
+    r: &Replica,
+    files: &GatewayFiles,
+    up: &CountingUpstream,
+    i: usize,
+    token: &str,
+) -> Result<Answer, String> {
+    let body = serde_json::json!({"problem_statement": format!("task {i}")}).to_string();
+    send(
+        r.addr,
+        &files.cert_der,
+        "POST",
+        &format!("http://{}{CREATE_PATH}", up.addr),
+        &[
+            ("authorization", token),
+            ("content-type", "application/json"),
+        ],
+        &body,
+    )
+    .await
+}
+
+/// Polls `cond` every 200 ms, at most `tries` times.
+pub async fn eventually<F, Fut>(tries: u32, mut cond: F) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    for _ in 0..tries {
+        if cond().await {
+            return true;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    false
+}

@@ -21,22 +21,18 @@ pub(crate) enum PgTls {
 
 impl PgTls {
     pub fn new(mode: PgSslMode, extra_roots: &[CertificateDer<'static>]) -> PgTls {
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
-            .with_safe_default_protocol_versions()
-            .expect("ring supports the default TLS versions");
         let config = match mode {
             PgSslMode::Disable => return PgTls::Plain,
-            PgSslMode::Require => builder
-                .dangerous()
-                .with_custom_certificate_verifier(Arc::new(EncryptOnly(provider)))
-                .with_no_client_auth(),
-            PgSslMode::VerifyFull => {
-                let mut roots = rustls::RootCertStore::empty();
-                roots.add_parsable_certificates(rustls_native_certs::load_native_certs().certs);
-                roots.add_parsable_certificates(extra_roots.iter().cloned());
-                builder.with_root_certificates(roots).with_no_client_auth()
+            PgSslMode::Require => {
+                let provider = crate::upstream::roots::provider();
+                rustls::ClientConfig::builder_with_provider(provider.clone())
+                    .with_safe_default_protocol_versions()
+                    .expect("ring supports the default TLS versions")
+                    .dangerous()
+                    .with_custom_certificate_verifier(Arc::new(EncryptOnly(provider)))
+                    .with_no_client_auth()
             }
+            PgSslMode::VerifyFull => crate::upstream::roots::client_config_trusting(extra_roots),
         };
         PgTls::Rustls(MakeRustlsConnect::new(config))
     }
