@@ -707,8 +707,7 @@ async fn a_create_that_policy_hands_to_the_local_agent_runs_only_when_confirmed(
 /// (the command runs once), and a second confirm fails with the problem's message.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_cli_lists_and_confirms_an_offer_once() {
-    use std::io::{BufRead, BufReader};
-    use std::process::{Command, Stdio};
+    use std::process::Command;
     let agent = Agent::new();
     let up = Upstream::start().await;
     let dir = tempfile::tempdir().unwrap();
@@ -727,20 +726,7 @@ async fn the_cli_lists_and_confirms_an_offer_once() {
         ),
     )
     .unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_weir"))
-        .args(["serve", "--config"])
-        .arg(&cfg)
-        .arg("--data-dir")
-        .arg(dir.path())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let _ = lines.next();
-    let dash = lines.next().unwrap().unwrap();
-    let secret = dash.rsplit("#secret=").next().unwrap().to_string();
-    std::thread::spawn(move || for _ in lines {});
+    let (mut child, secret) = common::serve_with_secret(&cfg, dir.path());
     let r = reqwest::Client::new()
         .post(format!("http://127.0.0.1:{port}/_weir/api/handoffs"))
         .header("x-weir-secret", &secret)

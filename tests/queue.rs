@@ -323,21 +323,7 @@ async fn the_cli_lists_and_cancels_queued_creates() {
         .unwrap()
         .port();
     std::fs::write(&cfg, format!("listen = \"127.0.0.1:{port}\"\n[[upstream]]\nname = \"jobs\"\norigin = \"{}\"\n[queue]\ncredentials = \"memory\"\n[breaker]\nminimum_calls = 1000\nconsecutive_failures = 0\n", up.origin())).unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_weir"))
-        .args(["serve", "--config"])
-        .arg(&cfg)
-        .arg("--data-dir")
-        .arg(dir.path())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let _ = lines.next();
-    let dash = lines.next().unwrap().unwrap();
-    let secret = dash.rsplit("#secret=").next().unwrap().to_string();
-    // Keep reading what `weir serve` prints: a dropped pipe would make its next line fail.
-    std::thread::spawn(move || for _ in lines {});
+    let (mut child, secret) = common::serve_with_secret(&cfg, dir.path());
     let client = reqwest::Client::builder()
         .proxy(reqwest::Proxy::all(format!("http://127.0.0.1:{port}")).unwrap())
         .build()

@@ -311,3 +311,29 @@ pub fn serve_in_mount_namespace(
     std::thread::spawn(move || for _ in lines {});
     (child, addr)
 }
+
+/// Runs `weir serve --config cfg --data-dir data` as a child process; returns it and the control
+/// secret it printed (the dashboard link's `#secret=`). Its output keeps being read, so a full
+/// pipe never blocks it and a dropped one never fails its next line.
+pub fn serve_with_secret(
+    cfg: &std::path::Path,
+    data: &std::path::Path,
+) -> (std::process::Child, String) {
+    use std::io::BufRead;
+    use std::process::{Command, Stdio};
+    let mut child = Command::new(env!("CARGO_BIN_EXE_weir"))
+        .args(["serve", "--config"])
+        .arg(cfg)
+        .arg("--data-dir")
+        .arg(data)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let _ = lines.next();
+    let dash = lines.next().unwrap().unwrap();
+    let secret = dash.rsplit("#secret=").next().unwrap().to_string();
+    std::thread::spawn(move || for _ in lines {});
+    (child, secret)
+}
