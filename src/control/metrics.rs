@@ -3,7 +3,9 @@
 use super::Control;
 use std::fmt::Write;
 
-pub(crate) fn render(ctl: &Control) -> String {
+/// `private`: the caller holds the control secret; only then are the per-account series (by
+/// GitHub login) included.
+pub(crate) fn render(ctl: &Control, private: bool) -> String {
     let s = super::snapshot(ctl);
     let mut out = String::new();
     type Getter = fn(&crate::stats::ClassSnapshot) -> u64;
@@ -85,9 +87,12 @@ pub(crate) fn render(ctl: &Control) -> String {
             "weir_surface_requests_total{{surface=\"{surface}\"}} {n}"
         );
     }
-    // Per GitHub account, by login (validated: alphanumerics and hyphens), never by token.
+    // Per GitHub account, by login (validated: alphanumerics and hyphens), never by token;
+    // logins name people, so only for holders of the control secret.
+    let accounts: &[crate::status::AccountStatus] =
+        if private { &s.identity.accounts } else { &[] };
     let _ = writeln!(out, "# HELP weir_account_requests_total Requests to managed upstreams by the credentials of a GitHub account.\n# TYPE weir_account_requests_total counter");
-    for a in &s.identity.accounts {
+    for a in accounts {
         let _ = writeln!(
             out,
             "weir_account_requests_total{{login=\"{}\"}} {}",
@@ -95,7 +100,7 @@ pub(crate) fn render(ctl: &Control) -> String {
         );
     }
     let _ = writeln!(out, "# HELP weir_account_upstream_requests_total Requests Weir sent upstream with the credentials of a GitHub account.\n# TYPE weir_account_upstream_requests_total counter");
-    for a in &s.identity.accounts {
+    for a in accounts {
         let _ = writeln!(
             out,
             "weir_account_upstream_requests_total{{login=\"{}\"}} {}",
@@ -103,7 +108,7 @@ pub(crate) fn render(ctl: &Control) -> String {
         );
     }
     let _ = writeln!(out, "# HELP weir_account_credentials Credentials mapped to a GitHub account.\n# TYPE weir_account_credentials gauge");
-    for a in &s.identity.accounts {
+    for a in accounts {
         let _ = writeln!(
             out,
             "weir_account_credentials{{login=\"{}\"}} {}",
