@@ -115,6 +115,11 @@ pub(crate) fn render(ctl: &Control, private: bool) -> String {
             a.login, a.credentials
         );
     }
+    let b = &ctl.proxy.body_budget;
+    let _ = writeln!(out, "# HELP weir_buffered_request_bytes Request body bytes held in memory now (creates, completion requests).\n# TYPE weir_buffered_request_bytes gauge\nweir_buffered_request_bytes {}", b.held());
+    let _ = writeln!(out, "# HELP weir_buffered_request_bytes_peak The most request body bytes held at once since start.\n# TYPE weir_buffered_request_bytes_peak gauge\nweir_buffered_request_bytes_peak {}", b.peak());
+    let _ = writeln!(out, "# HELP weir_buffered_request_bytes_limit The bound on request body bytes held at once.\n# TYPE weir_buffered_request_bytes_limit gauge\nweir_buffered_request_bytes_limit {}", b.capacity());
+    let _ = writeln!(out, "# HELP weir_buffered_request_refused_total Requests answered 503 because the bound was reached.\n# TYPE weir_buffered_request_refused_total counter\nweir_buffered_request_refused_total {}", b.refused());
     let _ = writeln!(out, "# HELP weir_cache_bytes Bytes held by the response cache.\n# TYPE weir_cache_bytes gauge\nweir_cache_bytes {}", s.cache.bytes);
     let _ = writeln!(out, "# HELP weir_paused Whether Weir is paused (1) or not (0).\n# TYPE weir_paused gauge\nweir_paused {}", u8::from(s.paused));
     let _ = writeln!(

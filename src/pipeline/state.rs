@@ -52,6 +52,8 @@ pub(crate) struct Proxy {
     pub handoffs: Arc<crate::handoff::Handoffs>,
     /// The fallback policy's recent decisions (status).
     pub policy_log: crate::policy::DecisionLog,
+    /// The one bound on request bytes buffered at once (creates, completion requests).
+    pub body_budget: Arc<crate::body_budget::BodyBudget>,
 }
 
 /// The client rate limiter and the settings it was built from (`None`: turned off).
@@ -133,6 +135,7 @@ impl Proxy {
             network: p.network,
             handoffs: p.handoffs,
             policy_log: crate::policy::DecisionLog::default(),
+            body_budget: crate::body_budget::BodyBudget::for_limit(s.limits.max_body_bytes),
         }
     }
 
