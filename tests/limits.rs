@@ -209,3 +209,24 @@ async fn concurrent_large_posts_stay_within_the_buffered_bytes_bound() {
     );
     eprintln!("buffered-body bound: {ok} answered by the upstream, {shed} shed, peak {peak} of {limit} bytes");
 }
+
+/// HTTP/2 clients may open at most 32 streams at once on one connection (hyper's default is
+/// 200, each of which could buffer a body): the SETTINGS Weir's listener sends say so.
+#[tokio::test]
+async fn http2_connections_get_a_small_stream_limit() {
+    let weir = Weir::start(&[], "").await;
+    let addr = weir.handle.local_addr();
+    let tcp = TcpStream::connect(addr).await.unwrap();
+    let (mut client, mut conn) = h2::client::handshake(tcp).await.unwrap();
+    let req = http::Request::get(format!("http://{addr}/_weir/api/health"))
+        .body(())
+        .unwrap();
+    let (answer, _) = client.send_request(req, true).unwrap();
+    // The server's SETTINGS come before any answer: once answered, they are in force.
+    let answer = tokio::select! {
+        a = answer => a.unwrap(),
+        c = &mut conn => panic!("connection ended first: {c:?}"),
+    };
+    assert_eq!(answer.status(), 200);
+    assert_eq!(conn.max_concurrent_send_streams(), 32);
+}
