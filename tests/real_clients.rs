@@ -56,6 +56,12 @@ fn weir_toml(api: &AgentsApi, extra: &str) -> String {
 const LONG_FRESH: &str =
     "[classes.list]\nfresh_ttl = \"10m\"\n[classes.view]\nfresh_ttl = \"10m\"\n";
 
+/// Sends `req` straight to the fake (no Weir), trusting only the fake's CA.
+async fn send_direct(api: &AgentsApi, req: &Request) -> (u16, http::HeaderMap, Bytes) {
+    let tcp = tokio::net::TcpStream::connect(api.addr).await.unwrap();
+    exchange(tcp, &api.ca_der, req).await
+}
+
 /// Sends `req` through Weir as a client behind a proxy does: CONNECT host:443, TLS trusting
 /// only Weir's CA (SNI = the host), then HTTP/1.1 with the corpus's exact path and headers.
 async fn send(weir: &TlsWeir, req: &Request) -> (u16, http::HeaderMap, Bytes) {
@@ -75,10 +81,17 @@ async fn send(weir: &TlsWeir, req: &Request) -> (u16, http::HeaderMap, Bytes) {
     }
     let head = String::from_utf8_lossy(&head);
     assert!(head.starts_with("HTTP/1.1 200"), "CONNECT refused: {head}");
+    exchange(tcp, weir.ca.cert_der(), req).await
+}
+
+/// TLS (SNI = the host, trusting only `root`) and one HTTP/1.1 exchange of `req` over `tcp`.
+async fn exchange(
+    tcp: tokio::net::TcpStream,
+    root: &[u8],
+    req: &Request,
+) -> (u16, http::HeaderMap, Bytes) {
     let mut roots = rustls::RootCertStore::empty();
-    roots
-        .add(CertificateDer::from(weir.ca.cert_der().to_vec()))
-        .unwrap();
+    roots.add(CertificateDer::from(root.to_vec())).unwrap();
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let mut cfg = rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
@@ -89,7 +102,7 @@ async fn send(weir: &TlsWeir, req: &Request) -> (u16, http::HeaderMap, Bytes) {
     let tls = tokio_rustls::TlsConnector::from(Arc::new(cfg))
         .connect(ServerName::try_from(req.host.clone()).unwrap(), tcp)
         .await
-        .unwrap_or_else(|e| panic!("{}: TLS through Weir: {e}", req.id));
+        .unwrap_or_else(|e| panic!("{}: TLS: {e}", req.id));
     let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
         .await
         .unwrap();
@@ -419,5 +432,73 @@ fn the_docs_table_lists_every_corpus_call() {
         missing.is_empty(),
         "docs/real-clients.md lacks these rows:\n{}",
         missing.join("\n")
+    );
+}
+
+/// The fake fails when told to, on one route or all, for a number of requests or until healed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_fake_fails_when_told() {
+    let corpus = Corpus::load();
+    let api = AgentsApi::start().await;
+    let list = corpus.call("gh.list.page1").request(&Vars::default());
+    let view = corpus.call("gh.view.session").request(&Vars::default());
+    api.fail(Fault {
+        route: Some("sessions.list"),
+        kind: FaultKind::Status(503),
+        times: Some(1),
+    });
+    assert_eq!(send_direct(&api, &list).await.0, 503);
+    assert_eq!(
+        send_direct(&api, &view).await.0,
+        200,
+        "only the list route fails"
+    );
+    assert_eq!(send_direct(&api, &list).await.0, 200, "once, then healthy");
+    api.fail(Fault {
+        route: None,
+        kind: FaultKind::RateLimited {
+            retry_after_secs: 7,
+        },
+        times: None,
+    });
+    for req in [&list, &view] {
+        let (status, headers, _) = send_direct(&api, req).await;
+        assert_eq!(status, 429);
+        assert_eq!(headers["retry-after"], "7");
+    }
+    api.heal();
+    api.fail(Fault {
+        route: None,
+        kind: FaultKind::Delay(std::time::Duration::from_millis(20)),
+        times: Some(1),
+    });
+    let (status, _, body) = send_direct(&api, &view).await;
+    assert_eq!(status, 200, "a delayed answer is still the answer");
+    let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(v["id"], Vars::default().0["session_id"].as_str());
+    assert_eq!(api.count("sessions.list"), 3, "every request is logged, failed or not");
+    // Paging on the real parameters: page_size and page_number, short last page.
+    api.seed_sessions(45, "octo-org/hello");
+    let page = |n: u32| {
+        let mut r = list.clone();
+        r.path_and_query = r
+            .path_and_query
+            .replace("page_number=1", &format!("page_number={n}"));
+        r
+    };
+    let mut sizes = vec![];
+    for n in 1..=2 {
+        let (_, _, body) = send_direct(&api, &page(n)).await;
+        let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        sizes.push(v["sessions"].as_array().unwrap().len());
+        assert!(
+            v.get("has_next_page").is_none(),
+            "no field a real page is not known to carry"
+        );
+    }
+    assert_eq!(
+        sizes,
+        [46, 0],
+        "46 sessions in pages of 50: one short page, then none"
     );
 }

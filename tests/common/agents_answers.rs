@@ -72,7 +72,7 @@ pub(crate) fn answer(
             let sessions: Vec<Value> = store
                 .sessions
                 .iter()
-                .filter(|s| s["resource_id"].to_string() == seg[4])
+                .filter(|s| s["resource_id"].as_i64() == seg[4].parse().ok())
                 .map(strip_private)
                 .collect();
             json_response(200, &json!({ "sessions": sessions }))
@@ -83,7 +83,7 @@ pub(crate) fn answer(
             let sessions: Vec<Value> = store
                 .sessions
                 .iter()
-                .filter(|s| s["resource_id"].to_string() == seg[3])
+                .filter(|s| s["resource_id"].as_i64() == seg[3].parse().ok())
                 .map(|s| {
                     json!({"id": s["id"], "name": s["name"], "state": s["state"],
                            "last_updated_at": r["last_updated_at"]})
