@@ -6,6 +6,8 @@
 //! URLs built by the real `@vscode/copilot-api` package match the corpus
 //! (`tests/node/copilot_api.test.mjs`, run here with `node --test`).
 
+#[path = "common/agents_answers.rs"]
+mod agents_answers;
 #[path = "common/agents_api.rs"]
 mod agents_api;
 #[path = "common/corpus.rs"]
@@ -54,6 +56,12 @@ fn weir_toml(api: &AgentsApi, extra: &str) -> String {
 const LONG_FRESH: &str =
     "[classes.list]\nfresh_ttl = \"10m\"\n[classes.view]\nfresh_ttl = \"10m\"\n";
 
+/// Sends `req` straight to the fake (no Weir), trusting only the fake's CA.
+async fn send_direct(api: &AgentsApi, req: &Request) -> (u16, http::HeaderMap, Bytes) {
+    let tcp = tokio::net::TcpStream::connect(api.addr).await.unwrap();
+    exchange(tcp, &api.ca_der, req).await
+}
+
 /// Sends `req` through Weir as a client behind a proxy does: CONNECT host:443, TLS trusting
 /// only Weir's CA (SNI = the host), then HTTP/1.1 with the corpus's exact path and headers.
 async fn send(weir: &TlsWeir, req: &Request) -> (u16, http::HeaderMap, Bytes) {
@@ -73,10 +81,17 @@ async fn send(weir: &TlsWeir, req: &Request) -> (u16, http::HeaderMap, Bytes) {
     }
     let head = String::from_utf8_lossy(&head);
     assert!(head.starts_with("HTTP/1.1 200"), "CONNECT refused: {head}");
+    exchange(tcp, weir.ca.cert_der(), req).await
+}
+
+/// TLS (SNI = the host, trusting only `root`) and one HTTP/1.1 exchange of `req` over `tcp`.
+async fn exchange(
+    tcp: tokio::net::TcpStream,
+    root: &[u8],
+    req: &Request,
+) -> (u16, http::HeaderMap, Bytes) {
     let mut roots = rustls::RootCertStore::empty();
-    roots
-        .add(CertificateDer::from(weir.ca.cert_der().to_vec()))
-        .unwrap();
+    roots.add(CertificateDer::from(root.to_vec())).unwrap();
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let mut cfg = rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
@@ -87,7 +102,7 @@ async fn send(weir: &TlsWeir, req: &Request) -> (u16, http::HeaderMap, Bytes) {
     let tls = tokio_rustls::TlsConnector::from(Arc::new(cfg))
         .connect(ServerName::try_from(req.host.clone()).unwrap(), tcp)
         .await
-        .unwrap_or_else(|e| panic!("{}: TLS through Weir: {e}", req.id));
+        .unwrap_or_else(|e| panic!("{}: TLS: {e}", req.id));
     let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
         .await
         .unwrap();
@@ -95,8 +110,14 @@ async fn send(weir: &TlsWeir, req: &Request) -> (u16, http::HeaderMap, Bytes) {
     let mut b = http::Request::builder()
         .method(req.method.clone())
         .uri(&req.path_and_query)
-        .header("host", &req.host)
-        .header("user-agent", format!("weir-corpus/{}", req.id));
+        .header("host", &req.host);
+    if !req
+        .headers
+        .iter()
+        .any(|(k, _)| k.eq_ignore_ascii_case("user-agent"))
+    {
+        b = b.header("user-agent", format!("weir-corpus/{}", req.id));
+    }
     for (k, v) in &req.headers {
         b = b.header(k, v);
     }
@@ -111,7 +132,7 @@ async fn send(weir: &TlsWeir, req: &Request) -> (u16, http::HeaderMap, Bytes) {
 /// identity (and so a cache entry) by accident.
 fn vars_for(i: usize) -> Vars {
     let mut v = Vars::default();
-    v.0.insert("github_token", format!("gho_weircorpustest{i:04}"));
+    v.0.insert("github_token".into(), format!("gho_weircorpustest{i:04}"));
     v
 }
 
@@ -132,8 +153,9 @@ fn the_corpus_agrees_with_the_route_table() {
         }
     }
     assert!(wrong.is_empty(), "{wrong:#?}");
-    // Every class but `model` is exercised by some real client's call.
+    // Every class is exercised by some real client's call.
     for class in [
+        RouteClass::Model,
         RouteClass::List,
         RouteClass::View,
         RouteClass::Stream,
@@ -216,7 +238,8 @@ async fn every_corpus_call_gets_its_class_behaviour_through_weir() {
         }
         if let (Some(b), Some((_, got))) = (&req.body, &last) {
             assert_eq!(seen.body.as_ref(), b.as_slice(), "{}: body", call.id);
-            assert!(!got.is_empty(), "{}: empty answer", call.id);
+            let empty_expected = answers.answers[&call.answer].text.as_deref() == Some("");
+            assert_eq!(got.is_empty(), empty_expected, "{}: answer body", call.id);
         }
     }
     assert!(failures.is_empty(), "{failures:#?}");
@@ -322,12 +345,10 @@ async fn the_fake_answers_in_the_corpus_shapes() {
         let a = &answers.answers[&call.answer];
         let (status, _, body) = send(&weir, &call.request(&vars_for(200 + i))).await;
         assert_eq!(status, a.status, "{}", call.id);
-        if a.text.is_some() {
-            assert!(
-                body.starts_with(b"data: "),
-                "{}: logs are data: lines",
-                call.id
-            );
+        if let Some(text) = &a.text {
+            let head = &text.as_bytes()[..text.len().min(6)];
+            let got = String::from_utf8_lossy(&body);
+            assert!(body.starts_with(head), "{}: {got:?}", call.id);
             continue;
         }
         let got: serde_json::Value =
@@ -352,4 +373,132 @@ fn same_keys(want: &serde_json::Value, got: &serde_json::Value, at: &str) {
         }
         _ => {}
     }
+}
+
+/// VS Code's URLs are not transcribed: the real `@vscode/copilot-api` (pinned as VS Code pins
+/// it) builds every VS Code call of the corpus, and the Node test compares them byte for byte.
+#[test]
+fn vscode_calls_are_built_by_the_real_copilot_api_package() {
+    let node = tls::require_tool("node", "apt-get install -y nodejs npm");
+    let dir = tls::repo_root().join("tests/node");
+    assert!(
+        dir.join("node_modules/@vscode/copilot-api/package.json")
+            .is_file(),
+        "tests/node/node_modules is missing; run: npm ci --prefix tests/node"
+    );
+    let pkg: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(dir.join("node_modules/@vscode/copilot-api/package.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        pkg["version"], "0.2.18",
+        "the version VS Code's Copilot Chat pins"
+    );
+    let out = std::process::Command::new(node)
+        .arg("--test")
+        .arg(dir.join("copilot_api.test.mjs"))
+        .output()
+        .expect("node runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("# pass 3"), "{stdout}");
+}
+
+/// docs/real-clients.md lists every corpus call with its class, so the table cannot drift
+/// from the corpus (or the route table, which the corpus is checked against above).
+#[test]
+fn the_docs_table_lists_every_corpus_call() {
+    let doc = std::fs::read_to_string(tls::repo_root().join("docs/real-clients.md")).unwrap();
+    let corpus = Corpus::load();
+    let mut missing = vec![];
+    for c in &corpus.calls {
+        let row = format!(
+            "| `{}` | {} | {} | `{}` | {} |",
+            c.id,
+            c.method,
+            c.host,
+            c.path_and_query.replace('|', "\\|"),
+            c.class.as_str()
+        );
+        if !doc.lines().any(|l| l == row) {
+            missing.push(row);
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "docs/real-clients.md lacks these rows:\n{}",
+        missing.join("\n")
+    );
+}
+
+/// The fake fails when told to, on one route or all, for a number of requests or until healed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_fake_fails_when_told() {
+    let corpus = Corpus::load();
+    let api = AgentsApi::start().await;
+    let list = corpus.call("gh.list.page1").request(&Vars::default());
+    let view = corpus.call("gh.view.session").request(&Vars::default());
+    api.fail(Fault {
+        route: Some("sessions.list"),
+        kind: FaultKind::Status(503),
+        times: Some(1),
+    });
+    assert_eq!(send_direct(&api, &list).await.0, 503);
+    assert_eq!(
+        send_direct(&api, &view).await.0,
+        200,
+        "only the list route fails"
+    );
+    assert_eq!(send_direct(&api, &list).await.0, 200, "once, then healthy");
+    api.fail(Fault {
+        route: None,
+        kind: FaultKind::RateLimited {
+            retry_after_secs: 7,
+        },
+        times: None,
+    });
+    for req in [&list, &view] {
+        let (status, headers, _) = send_direct(&api, req).await;
+        assert_eq!(status, 429);
+        assert_eq!(headers["retry-after"], "7");
+    }
+    api.heal();
+    api.fail(Fault {
+        route: None,
+        kind: FaultKind::Delay(std::time::Duration::from_millis(20)),
+        times: Some(1),
+    });
+    let (status, _, body) = send_direct(&api, &view).await;
+    assert_eq!(status, 200, "a delayed answer is still the answer");
+    let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(v["id"], Vars::default().0["session_id"].as_str());
+    assert_eq!(api.count("sessions.list"), 3, "every request is logged, failed or not");
+    // Paging on the real parameters: page_size and page_number, short last page.
+    api.seed_sessions(45, "octo-org/hello");
+    let page = |n: u32| {
+        let mut r = list.clone();
+        r.path_and_query = r
+            .path_and_query
+            .replace("page_number=1", &format!("page_number={n}"));
+        r
+    };
+    let mut sizes = vec![];
+    for n in 1..=2 {
+        let (_, _, body) = send_direct(&api, &page(n)).await;
+        let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        sizes.push(v["sessions"].as_array().unwrap().len());
+        assert!(
+            v.get("has_next_page").is_none(),
+            "no field a real page is not known to carry"
+        );
+    }
+    assert_eq!(
+        sizes,
+        [46, 0],
+        "46 sessions in pages of 50: one short page, then none"
+    );
 }

@@ -202,7 +202,7 @@ impl RouteRule {
 /// managed upstream. More specific patterns come first: the first match wins.
 pub fn default_routes() -> Vec<RouteRule> {
     use RouteClass::*;
-    let table: [(&str, &str, RouteClass); 29] = [
+    let table: [(&str, &str, RouteClass); 30] = [
         ("GET", "/agents/sessions", List),
         ("GET", "/agents/sessions/nwo/{owner}/{repo}", List),
         // A pull request's sessions: VS Code's spelling, then gh's (`view <pr>`).
@@ -236,6 +236,7 @@ pub fn default_routes() -> Vec<RouteRule> {
         // names, so the same classes; a task create is a create (never lost, never doubled).
         ("GET", "/agents/repos/{owner}/{repo}/tasks", List),
         ("POST", "/agents/repos/{owner}/{repo}/tasks", Create),
+        ("GET", "/agents/repos/{owner}/{repo}/tasks/{id}", View),
         ("GET", "/agents/tasks", List),
         ("GET", "/agents/tasks/{id}", View),
         ("GET", "/copilot_internal/v2/token", Token),
@@ -349,9 +350,11 @@ mod tests {
             View
         );
         assert_eq!(c(Method::GET, "/agents/swe/models"), List);
-        // The public Agent Tasks REST API.
+        // The public Agent Tasks REST API (the Copilot CLI's --connect asks it on the Copilot
+        // API host).
         assert_eq!(c(Method::GET, "/agents/repos/o/r/tasks"), List);
         assert_eq!(c(Method::POST, "/agents/repos/o/r/tasks"), Create);
+        assert_eq!(c(Method::GET, "/agents/repos/o/r/tasks/abc"), View);
         assert_eq!(c(Method::GET, "/agents/tasks"), List);
         assert_eq!(c(Method::GET, "/agents/tasks/abc"), View);
         assert_eq!(c(Method::POST, "/agents/tasks"), Other);

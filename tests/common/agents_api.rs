@@ -6,12 +6,14 @@
 //! names every host, so Weir reaches each real host name through `connect_to` + `ca_file`. It
 //! keeps a request log (host, method, path and query, headers, body, route) and can be told to
 //! fail (5xx, 429 + Retry-After, latency).
-//! Use with `#[path = "common/corpus.rs"] mod corpus;` declared next to it.
+//! Use with `#[path = "common/corpus.rs"] mod corpus;` and
+//! `#[path = "common/agents_answers.rs"] mod agents_answers;` declared next to it.
 #![allow(dead_code)]
 
+use crate::agents_answers::{answer, json_response, parse_query, rfc3339, session_id, sorted};
 use crate::corpus::Answers;
 use bytes::Bytes;
-use http::{Request, Response, StatusCode};
+use http::{Request, Response};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::service::service_fn;
@@ -22,7 +24,7 @@ use serde_json::{json, Value};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
@@ -78,21 +80,21 @@ pub enum FaultKind {
     Delay(Duration),
 }
 
-struct Store {
-    sessions: Vec<Value>,
-    jobs: Vec<Value>,
-    next: u64,
+pub(crate) struct Store {
+    pub(crate) sessions: Vec<Value>,
+    pub(crate) jobs: Vec<Value>,
+    pub(crate) next: u64,
 }
 
-struct State {
-    answers: Answers,
+pub(crate) struct State {
+    pub(crate) answers: Answers,
     /// Credentials seen by `GET /user`, in order: the account id is the index + 1001.
-    accounts: Mutex<Vec<String>>,
+    pub(crate) accounts: Mutex<Vec<String>>,
     log: Mutex<Vec<Logged>>,
     faults: Mutex<Vec<Fault>>,
-    store: Mutex<Store>,
+    pub(crate) store: Mutex<Store>,
     /// `https://` + [`PLAN_HOST`]: what token and user answers announce.
-    api_origin: String,
+    pub(crate) api_origin: String,
 }
 
 pub struct AgentsApi {
@@ -284,8 +286,10 @@ pub fn route(method: &str, path: &str) -> &'static str {
         ("GET", ["agents", "swe", "custom-agents", _, _]) => "custom_agents.list",
         ("GET", ["agents", "swe", "custom-agents", _, _, _]) => "custom_agents.get",
         ("GET", ["agents", "swe", "models"]) => "swe.models",
+        ("GET", ["agents", "swe", "internal", "memory", "v0", "enabled"]) => "memory.enabled",
         ("GET", ["agents", "repos", _, _, "tasks"]) => "tasks.list",
         ("POST", ["agents", "repos", _, _, "tasks"]) => "tasks.create",
+        ("GET", ["agents", "repos", _, _, "tasks", _]) => "tasks.repo_get",
         ("GET", ["agents", "tasks"]) => "tasks.mine",
         ("GET", ["agents", "tasks", _]) => "tasks.get",
         ("GET", ["copilot_internal", "v2", "token"]) => "token",
@@ -294,7 +298,10 @@ pub fn route(method: &str, path: &str) -> &'static str {
         ("GET", ["copilot_internal", "team_customizations"]) => "team_customizations",
         (_, ["mcp", "readonly"]) => "mcp.readonly",
         ("GET", ["models"]) => "models",
+        ("POST", ["chat", "completions"]) => "chat.completions",
         ("POST", ["graphql"]) => "graphql",
+        ("GET", ["repositories", _]) => "repository",
+        ("GET", ["repos", _, _]) => "repository",
         // Weir's own account lookup (one per credential).
         ("GET", ["user"]) => "user",
         _ => "not_found",
@@ -380,327 +387,4 @@ fn take_fault(st: &State, route: &'static str) -> Option<FaultKind> {
         *t -= 1;
     }
     Some(kind)
-}
-
-fn answer(
-    st: &State,
-    name: &'static str,
-    path: &str,
-    q: &[(String, String)],
-    body: &[u8],
-    auth: &str,
-) -> Response<Full<Bytes>> {
-    let seg: Vec<&str> = path.trim_matches('/').split('/').collect();
-    let a = &st.answers;
-    let now = unix_now();
-    match name {
-        "sessions.list" => {
-            let param = |k: &str| q.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
-            let number: usize = param("page_number")
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(1);
-            let size: usize = param("page_size")
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(20);
-            let store = st.store.lock().unwrap();
-            let all: Vec<Value> = sorted(&store.sessions)
-                .into_iter()
-                .filter(|s| {
-                    param("repo_nwo").is_none_or(|n| s["repo_nwo"].as_str().is_none_or(|x| x == n))
-                })
-                .filter(|s| {
-                    param("resource_state").is_none_or(|states| {
-                        states
-                            .split(',')
-                            .any(|w| s["resource_state"].as_str() == Some(w))
-                    })
-                })
-                .map(|s| strip_private(&s))
-                .collect();
-            let page: Vec<Value> = all
-                .into_iter()
-                .skip(number.saturating_sub(1) * size)
-                .take(size)
-                .collect();
-            json_response(200, &json!({ "sessions": page }))
-        }
-        "sessions.get" => match find(&st.store.lock().unwrap().sessions, "id", seg[2]) {
-            Some(s) => json_response(200, &strip_private(s)),
-            None => not_found(),
-        },
-        "sessions.logs" => {
-            if find(&st.store.lock().unwrap().sessions, "id", seg[2]).is_none() {
-                return not_found();
-            }
-            let ans = &a.answers["session_logs"];
-            let mut r = Response::new(Full::new(Bytes::from(ans.text.clone().unwrap_or_default())));
-            r.headers_mut()
-                .insert("content-type", ans.content_type.parse().unwrap());
-            r
-        }
-        "sessions.pr" => {
-            let store = st.store.lock().unwrap();
-            let sessions: Vec<Value> = store
-                .sessions
-                .iter()
-                .filter(|s| s["resource_id"].to_string() == seg[4])
-                .map(strip_private)
-                .collect();
-            json_response(200, &json!({ "sessions": sessions }))
-        }
-        "resource.pull" => {
-            let store = st.store.lock().unwrap();
-            let mut r = a.body("resource_sessions");
-            let sessions: Vec<Value> = store
-                .sessions
-                .iter()
-                .filter(|s| s["resource_id"].to_string() == seg[3])
-                .map(|s| {
-                    json!({"id": s["id"], "name": s["name"], "state": s["state"],
-                           "last_updated_at": r["last_updated_at"]})
-                })
-                .collect();
-            r["resource_id"] = json!(seg[3].parse::<i64>().unwrap_or(0));
-            r["session_count"] = json!(sessions.len());
-            r["sessions"] = json!(sessions);
-            json_response(200, &r)
-        }
-        "jobs.create" => create_job(st, seg[4], seg[5], body, now),
-        "jobs.get" => match find(&st.store.lock().unwrap().jobs, "job_id", seg[6]) {
-            Some(j) => json_response(200, &strip_private(j)),
-            None => not_found(),
-        },
-        "jobs.by_session" => match find(&st.store.lock().unwrap().jobs, "session_id", seg[7]) {
-            Some(j) => json_response(200, &strip_private(j)),
-            None => not_found(),
-        },
-        "jobs.enabled" => json_response(200, &a.body("enabled")),
-        "custom_agents.list" => json_response(200, &a.body("custom_agents")),
-        "custom_agents.get" => {
-            let mut d = a.body("custom_agent");
-            d["name"] = json!(seg[5]);
-            json_response(200, &d)
-        }
-        "swe.models" => json_response(200, &a.body("cca_models")),
-        "token" => {
-            let mut t = a.body("copilot_token");
-            t["expires_at"] = json!(now + 1800);
-            t["endpoints"]["api"] = json!(st.api_origin);
-            json_response(200, &t)
-        }
-        "copilot_user" => {
-            let mut u = a.body("copilot_user");
-            u["endpoints"]["api"] = json!(st.api_origin);
-            json_response(200, &u)
-        }
-        "models" => json_response(200, &a.body("models")),
-        "user" => {
-            // One account per credential, so that no two tests' tokens share cached answers.
-            let id = account_of(st, auth);
-            json_response(
-                200,
-                &json!({"login": format!("user-{id}"), "id": id, "type": "User"}),
-            )
-        }
-        "mcp.readonly" => mcp(body),
-        "graphql" => json_response(
-            200,
-            &json!({"data": {"viewer": {"login": "octocat", "copilotEndpoints": {"api": st.api_origin}}}}),
-        ),
-        "managed_settings"
-        | "team_customizations"
-        | "tasks.list"
-        | "tasks.create"
-        | "tasks.mine"
-        | "tasks.get" => json_response(200, &a.body("unknown")),
-        _ => not_found(),
-    }
-}
-
-/// `POST /agents/swe/v1/jobs/{o}/{r}`: a job and its session, answered as `job_created`.
-fn create_job(st: &State, owner: &str, repo: &str, body: &[u8], now: u64) -> Response<Full<Bytes>> {
-    let Ok(req) = serde_json::from_slice::<Value>(body) else {
-        return json_response(400, &json!({"message": "Problems parsing JSON"}));
-    };
-    let Some(statement) = req["problem_statement"].as_str().filter(|s| !s.is_empty()) else {
-        return json_response(422, &json!({"message": "problem_statement is required"}));
-    };
-    let mut store = st.store.lock().unwrap();
-    let i = store.next;
-    store.next += 1;
-    let (job_id, sid) = (format!("job-{i}"), session_id(i));
-    let mut session = st.answers.body("session");
-    session["id"] = json!(sid);
-    session["name"] = json!(statement);
-    session["state"] = json!("queued");
-    session["created_at"] = json!(rfc3339(now));
-    session["last_updated_at"] = json!(rfc3339(now));
-    session["event_type"] = req["event_type"].clone();
-    session["repo_nwo"] = json!(format!("{owner}/{repo}"));
-    store.sessions.push(session);
-    let mut job = st.answers.body("job_created");
-    job["job_id"] = json!(job_id);
-    job["session_id"] = json!(sid);
-    job["problem_statement"] = json!(statement);
-    job["created_at"] = json!(rfc3339(now));
-    job["updated_at"] = json!(rfc3339(now));
-    let mut stored = job.clone();
-    stored["event_type"] = req["event_type"].clone();
-    stored["repo_nwo"] = json!(format!("{owner}/{repo}"));
-    store.jobs.push(stored);
-    let status = st.answers.answers["job_created"].status;
-    json_response(status, &job)
-}
-
-/// The read-only GitHub MCP server: enough JSON-RPC for a client's start-up.
-fn mcp(body: &[u8]) -> Response<Full<Bytes>> {
-    let Ok(req) = serde_json::from_slice::<Value>(body) else {
-        return json_response(400, &json!({"message": "expected JSON-RPC"}));
-    };
-    let Some(id) = req.get("id").cloned() else {
-        // A notification: accepted, no answer.
-        let mut r = Response::new(Full::new(Bytes::new()));
-        *r.status_mut() = StatusCode::ACCEPTED;
-        return r;
-    };
-    let result = match req["method"].as_str().unwrap_or_default() {
-        "initialize" => json!({
-            "protocolVersion": req["params"]["protocolVersion"].as_str().unwrap_or("2025-06-18"),
-            "capabilities": {"tools": {"listChanged": false}},
-            "serverInfo": {"name": "github-mcp-server", "version": "fake"}
-        }),
-        "tools/list" => json!({"tools": []}),
-        "prompts/list" => json!({"prompts": []}),
-        "resources/list" => json!({"resources": []}),
-        other => {
-            return json_response(
-                200,
-                &json!({"jsonrpc": "2.0", "id": id,
-                        "error": {"code": -32601, "message": format!("method {other} not found")}}),
-            )
-        }
-    };
-    json_response(200, &json!({"jsonrpc": "2.0", "id": id, "result": result}))
-}
-
-fn account_of(st: &State, auth: &str) -> usize {
-    let mut accounts = st.accounts.lock().unwrap();
-    let i = match accounts.iter().position(|a| a == auth) {
-        Some(i) => i,
-        None => {
-            accounts.push(auth.to_string());
-            accounts.len() - 1
-        }
-    };
-    1001 + i
-}
-
-fn find<'a>(items: &'a [Value], key: &str, want: &str) -> Option<&'a Value> {
-    items.iter().find(|v| v[key].as_str() == Some(want))
-}
-
-/// Newest first by `last_updated_at` (RFC 3339 strings sort by time).
-fn sorted(sessions: &[Value]) -> Vec<Value> {
-    let mut v = sessions.to_vec();
-    v.sort_by(|a, b| {
-        b["last_updated_at"]
-            .as_str()
-            .cmp(&a["last_updated_at"].as_str())
-    });
-    v
-}
-
-/// Drops the fake's own bookkeeping (`repo_nwo`), which no real answer is known to carry.
-fn strip_private(v: &Value) -> Value {
-    let mut v = v.clone();
-    if let Some(o) = v.as_object_mut() {
-        o.remove("repo_nwo");
-    }
-    v
-}
-
-fn parse_query(q: &str) -> Vec<(String, String)> {
-    q.split('&')
-        .filter(|p| !p.is_empty())
-        .map(|p| {
-            let (k, v) = p.split_once('=').unwrap_or((p, ""));
-            (percent_decode(k), percent_decode(v))
-        })
-        .collect()
-}
-
-fn percent_decode(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        match b[i] {
-            b'%' if i + 2 < b.len() => {
-                let hex = std::str::from_utf8(&b[i + 1..i + 3]).unwrap_or("");
-                match u8::from_str_radix(hex, 16) {
-                    Ok(x) => {
-                        out.push(x);
-                        i += 3;
-                        continue;
-                    }
-                    Err(_) => out.push(b'%'),
-                }
-            }
-            b'+' => out.push(b' '),
-            c => out.push(c),
-        }
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
-fn json_response(status: u16, v: &Value) -> Response<Full<Bytes>> {
-    let mut r = Response::new(Full::new(Bytes::from(v.to_string())));
-    *r.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    r.headers_mut().insert(
-        "content-type",
-        "application/json; charset=utf-8".parse().unwrap(),
-    );
-    r
-}
-
-fn not_found() -> Response<Full<Bytes>> {
-    json_response(
-        404,
-        &json!({"message": "Not Found", "documentation_url": "https://docs.github.com/rest"}),
-    )
-}
-
-/// A session id in the UUID form gh checks (`IsSessionID`).
-fn session_id(i: u64) -> String {
-    format!("00000000-0000-4000-8000-{i:012}")
-}
-
-fn unix_now() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0)
-}
-
-/// `secs` since the epoch as RFC 3339 UTC (`2026-11-30T10:00:00Z`).
-pub fn rfc3339(secs: u64) -> String {
-    let days = (secs / 86_400) as i64;
-    let rem = secs % 86_400;
-    // Howard Hinnant's civil_from_days.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
 }

@@ -65,6 +65,8 @@ pub struct Call {
 pub struct Corpus {
     pub about: String,
     pub sources: BTreeMap<String, Source>,
+    /// Values of the placeholders (`{session_id}` …).
+    pub vars: BTreeMap<String, String>,
     pub calls: Vec<Call>,
 }
 
@@ -75,7 +77,7 @@ pub struct Answer {
     pub status: u16,
     pub content_type: String,
     pub source: Vec<Source>,
-    /// JSON answers; the string `"<session>"` inside stands for the `session` answer's body.
+    /// JSON answers; a string `"<name>"` inside stands for answer `name`'s body (a list's item).
     #[serde(default)]
     pub body: Option<serde_json::Value>,
     /// Non-JSON answers (the logs' `data:` lines).
@@ -94,28 +96,13 @@ pub struct Answers {
 
 /// Values for the placeholders in calls.
 #[derive(Debug, Clone)]
-pub struct Vars(pub BTreeMap<&'static str, String>);
+pub struct Vars(pub BTreeMap<String, String>);
 
 impl Default for Vars {
+    /// The corpus's own `vars` (shared with tests/node/copilot_api.test.mjs).
     fn default() -> Self {
-        let session = Answers::load().answers["session"].body.clone().unwrap();
-        let v = [
-            (
-                "github_token",
-                "gho_weirtestnotarealtoken000000000000".to_string(),
-            ),
-            ("owner", "octo-org".to_string()),
-            ("repo", "hello".to_string()),
-            ("session_id", session["id"].as_str().unwrap().to_string()),
-            ("job_id", "job-7001".to_string()),
-            ("pr_id", session["resource_id"].to_string()),
-            ("vscode_version", "1.106.0".to_string()),
-            ("chat_version", "0.33.0".to_string()),
-            ("vscode_session", "vscode-session-1".to_string()),
-            ("machine_id", "machine-1".to_string()),
-            ("device_id", "device-1".to_string()),
-        ];
-        Vars(v.into_iter().collect())
+        let c: Corpus = read("calls.json");
+        Vars(c.vars)
     }
 }
 
@@ -232,20 +219,25 @@ impl Answers {
         read("answers.json")
     }
 
-    /// The JSON body of answer `name`, with `"<session>"` expanded.
+    /// The JSON body of answer `name`, with every `"<other>"` expanded.
     pub fn body(&self, name: &str) -> serde_json::Value {
-        let session = self.answers["session"].body.clone().unwrap_or_default();
         let mut v = self.answers[name].body.clone().unwrap_or_default();
-        expand(&mut v, &session);
+        self.expand(&mut v, 0);
         v
     }
-}
 
-fn expand(v: &mut serde_json::Value, session: &serde_json::Value) {
-    match v {
-        serde_json::Value::String(s) if s == "<session>" => *v = session.clone(),
-        serde_json::Value::Array(a) => a.iter_mut().for_each(|x| expand(x, session)),
-        serde_json::Value::Object(o) => o.values_mut().for_each(|x| expand(x, session)),
-        _ => {}
+    fn expand(&self, v: &mut serde_json::Value, depth: usize) {
+        assert!(depth < 8, "answers refer to each other in a loop");
+        match v {
+            serde_json::Value::String(s) if s.starts_with('<') && s.ends_with('>') => {
+                let name = &s[1..s.len() - 1];
+                let mut inner = self.answers[name].body.clone().unwrap_or_default();
+                self.expand(&mut inner, depth + 1);
+                *v = inner;
+            }
+            serde_json::Value::Array(a) => a.iter_mut().for_each(|x| self.expand(x, depth + 1)),
+            serde_json::Value::Object(o) => o.values_mut().for_each(|x| self.expand(x, depth + 1)),
+            _ => {}
+        }
     }
 }
