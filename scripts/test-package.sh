@@ -84,7 +84,7 @@ cleanup() {
   for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
   wait 2>/dev/null || true
   if [ $KEEP = 1 ]; then echo "kept: $T (umount -R $T; rm -rf $RUN)"; return; fi
-  for m in var/cache/apt/archives dev/pts dev proc ""; do
+  for m in var/cache/apt/archives dev/shm dev/pts dev proc ""; do
     mountpoint -q "$T/$m" 2>/dev/null && umount -l "$T/$m"
   done
   rm -rf "$RUN"
@@ -94,6 +94,7 @@ mount -t overlay overlay -o "lowerdir=$CACHE/base,upperdir=$RUN/upper,workdir=$R
 mount -t proc proc "$T/proc"
 mount --bind /dev "$T/dev"
 mount --bind /dev/pts "$T/dev/pts"
+mount -t tmpfs -o mode=1777 tmpfs "$T/dev/shm"
 mount --bind "$CACHE/apt-archives" "$T/var/cache/apt/archives"
 cp /etc/resolv.conf "$T/etc/resolv.conf"
 in_root() { chroot "$T" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8 "$@"; }
