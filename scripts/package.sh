@@ -47,12 +47,15 @@ need python3 "apt-get install python3"
 need dpkg-deb "apt-get install dpkg"
 need gzip "apt-get install gzip"
 
-# --- the weir CLI, and where its build script wrote the man pages -------------------------
-echo "package.sh: building the weir CLI (release)"
+# --- the weir CLI and the tray, and where weir's build script wrote the man pages -------------------------
+# One cargo run for the CLI and the tray, with the feature tauri's own build adds: the
+# dependencies then resolve to the same features for both, so they are compiled once and the
+# `tauri build` below finds the tray built.
+echo "package.sh: building the weir CLI and the tray (release)"
 messages=$(mktemp)
 trap 'rm -f "$messages"' EXIT
-$NICE cargo build --release --locked -p weir --bin weir --message-format=json-render-diagnostics \
-  >"$messages"
+$NICE cargo build --release --locked -p weir -p weir-tray --bins --features tauri/custom-protocol \
+  --message-format=json-render-diagnostics >"$messages"
 man_dir=$(python3 - "$messages" <<'EOF'
 import json, sys
 # The build script's OUT_DIR as cargo reports it: no guessing at target/release/build/weir-HASH.
@@ -96,7 +99,7 @@ if [ -z "$tauri" ]; then
       "@tauri-apps/cli@$TAURI_CLI_VERSION"
   fi
 fi
-echo "package.sh: building the tray and bundling ($BUNDLES) with $("$tauri" --version)"
+echo "package.sh: bundling ($BUNDLES) with $("$tauri" --version)"
 (cd "$ROOT/src-tauri" && $NICE "$tauri" build --ci --bundles "$BUNDLES")
 
 mkdir -p "$OUT"
