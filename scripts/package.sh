@@ -48,9 +48,9 @@ need dpkg-deb "apt-get install dpkg"
 need gzip "apt-get install gzip"
 
 # --- the weir CLI and the tray, and where weir's build script wrote the man pages -------------------------
-# One cargo run for the CLI and the tray, with the feature tauri's own build adds: the
-# dependencies then resolve to the same features for both, so they are compiled once and the
-# `tauri build` below finds the tray built.
+# One cargo run for the CLI and the tray, with the feature `tauri build` adds (the dashboard
+# served from the binary, not a dev server): the dependencies resolve to the same features for
+# both, so they are compiled once.
 echo "package.sh: building the weir CLI and the tray (release)"
 messages=$(mktemp)
 trap 'rm -f "$messages"' EXIT
@@ -100,7 +100,9 @@ if [ -z "$tauri" ]; then
   fi
 fi
 echo "package.sh: bundling ($BUNDLES) with $("$tauri" --version)"
-(cd "$ROOT/src-tauri" && $NICE "$tauri" build --ci --bundles "$BUNDLES")
+# `tauri bundle`: the bundler alone, over the tray cargo built above (`tauri build` would run
+# cargo again under its own environment and may relink the tray for nothing).
+(cd "$ROOT/src-tauri" && $NICE "$tauri" bundle --ci --bundles "$BUNDLES")
 
 mkdir -p "$OUT"
 bundle=$TARGET/release/bundle
