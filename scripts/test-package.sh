@@ -102,6 +102,8 @@ in_root() { chroot "$T" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin LANG=
 AS_DEV=(chroot --userspec=1000:1000 "$T" /usr/bin/env -i PATH=/usr/bin:/bin HOME=/home/dev USER=dev
   LANG=C.UTF-8 XDG_RUNTIME_DIR=/tmp/dev-runtime)
 in_root useradd --create-home --uid 1000 --shell /bin/bash dev
+# A booted system has a machine id (libdbus and GLib read it); a debootstrap tree has none.
+python3 -c 'import uuid; print(uuid.uuid4().hex)' >"$T/etc/machine-id"
 PORT=$(free_port)
 mkdir -p "$T/home/dev/.config/weir" "$T/tmp/dev-runtime"
 printf 'listen = "127.0.0.1:%s"\n' "$PORT" >"$T/home/dev/.config/weir/config.toml"
