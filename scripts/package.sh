@@ -4,9 +4,11 @@
 # systemd user unit for a headless `weir serve`, the man pages (written by build.rs with
 # clap_mangen) and the shell completions (`weir completions`).
 #
-#   scripts/package.sh [--out DIR] [--appimage]
+#   scripts/package.sh [--out DIR] [--appimage] [--debug]
 #
 #   --out DIR          where the packages are copied (default: target/package/)
+#   --debug            package debug builds (stripped): much quicker to build on a slow shared
+#                      machine, for testing the packaging itself; releases use the default
 #   --appimage         also ask tauri for an AppImage. Its bundler downloads linuxdeploy and
 #                      its plugins from GitHub at bundle time: that needs a machine that may
 #                      reach GitHub (not this project's build machines; see docs/install.md).
@@ -28,12 +30,14 @@ TARGET=${CARGO_TARGET_DIR:-$ROOT/target}
 STAGE=$ROOT/target/package/stage
 OUT=$ROOT/target/package
 BUNDLES=deb
+PROFILE=release
 TAURI_CLI_VERSION=2.12.5 # the tauri crate's own version (Cargo.lock): CLI and crate in step
 while [ $# -gt 0 ]; do
   case "$1" in
     --out) OUT=$2; shift 2 ;;
     --appimage) BUNDLES=deb,appimage; shift ;;
-    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+    --debug) PROFILE=debug; shift ;;
+    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
     *) echo "package.sh: unknown option $1 (try --help)" >&2; exit 2 ;;
   esac
 done
@@ -51,10 +55,11 @@ need gzip "apt-get install gzip"
 # One cargo run for the CLI and the tray, with the feature `tauri build` adds (the dashboard
 # served from the binary, not a dev server): the dependencies resolve to the same features for
 # both, so they are compiled once.
-echo "package.sh: building the weir CLI and the tray (release)"
+echo "package.sh: building the weir CLI and the tray ($PROFILE)"
 messages=$(mktemp)
 trap 'rm -f "$messages"' EXIT
-$NICE cargo build --release --locked -p weir -p weir-tray --bins --features tauri/custom-protocol \
+release_flag=(); [ $PROFILE = release ] && release_flag=(--release)
+$NICE cargo build "${release_flag[@]}" --locked -p weir -p weir-tray --bins --features tauri/custom-protocol \
   --message-format=json-render-diagnostics >"$messages"
 man_dir=$(python3 - "$messages" <<'EOF'
 import json, sys
@@ -79,7 +84,7 @@ EOF
 
 rm -rf "$STAGE"
 mkdir -p "$STAGE/man1" "$STAGE/completions"
-install -m 0755 "$TARGET/release/weir" "$STAGE/weir"
+install -m 0755 "$TARGET/$PROFILE/weir" "$STAGE/weir"
 if command -v strip >/dev/null; then strip --strip-unneeded "$STAGE/weir"; fi
 for page in "$man_dir"/man/*.1; do
   gzip -9n <"$page" >"$STAGE/man1/$(basename "$page").gz"
@@ -102,10 +107,15 @@ fi
 echo "package.sh: bundling ($BUNDLES) with $("$tauri" --version)"
 # `tauri bundle`: the bundler alone, over the tray cargo built above (`tauri build` would run
 # cargo again under its own environment and may relink the tray for nothing).
-(cd "$ROOT/src-tauri" && $NICE "$tauri" bundle --ci --bundles "$BUNDLES")
+# The tray binary is stripped where cargo left it, as the bundler copies it from there (cargo
+# relinks it on the next change; a stripped binary is what cargo's release profile would make
+# with `strip = true`).
+if command -v strip >/dev/null; then strip --strip-unneeded "$TARGET/$PROFILE/weir-tray"; fi
+debug_flag=(); [ $PROFILE = debug ] && debug_flag=(--debug)
+(cd "$ROOT/src-tauri" && $NICE "$tauri" bundle "${debug_flag[@]}" --ci --bundles "$BUNDLES")
 
 mkdir -p "$OUT"
-bundle=$TARGET/release/bundle
+bundle=$TARGET/$PROFILE/bundle
 deb=$(ls -t "$bundle"/deb/*.deb | head -1)
 cp "$deb" "$OUT/"
 deb=$OUT/$(basename "$deb")
