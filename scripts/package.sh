@@ -129,7 +129,8 @@ for f in usr/bin/weir usr/bin/weir-tray usr/share/applications/ usr/lib/systemd/
   usr/share/weir/autostart/weir-tray.desktop usr/share/man/man1/weir.1.gz \
   usr/share/bash-completion/completions/weir usr/share/zsh/vendor-completions/_weir \
   usr/share/fish/vendor_completions.d/weir.fish; do
-  dpkg-deb -c "$deb" | grep -q " \./$f" || { echo "package.sh: $f is missing from the package" >&2; exit 1; }
+  dpkg-deb -c "$deb" | awk '{print $NF}' | sed 's|^\./||; s|/$||' | grep -qx "${f%/}" ||
+    { echo "package.sh: $f is missing from the package" >&2; exit 1; }
 done
 if dpkg-deb --ctrl-tarfile "$deb" | tar -t | grep -Eq 'preinst|postinst|prerm|postrm'; then
   echo "package.sh: the package has maintainer scripts; it must not (docs/install.md)" >&2; exit 1
