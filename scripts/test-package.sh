@@ -23,8 +23,10 @@
 #      be): its StatusNotifierItem must appear on the bus and its menu be readable
 #      (com.canonical.dbusmenu.GetLayout) with Weir's items;
 #   5. `apt-get purge weir` then `apt-get autoremove --purge`: every path `dpkg -L weir` listed is
-#      gone, the tree's file list equals the one from step 1 (apt's own state and logs and what Weir wrote at run time, ~/.local, aside),
-#      and the user's data dir (~/.local/share/weir) is still there.
+#      gone, no path that was there before is gone and no new path names weir (apt's state and
+#      logs and the user's ~/.local aside; the few paths the purged dependencies' own scripts
+#      leave, e.g. systemd's /var/lib/systemd/coredump, are listed), and the user's data dir
+#      (~/.local/share/weir) is still there.
 # Needs (host, root): debootstrap, mount (overlayfs), curl, python3; full mode also Xvfb,
 # dbus-daemon, gdbus (libglib2.0-bin), setpriv.
 set -euo pipefail
