@@ -1,7 +1,8 @@
 //! `weir ca path|show|rotate|install`: prints what [`weir::client_setup::ca_install`] and the
 //! CA store ([`weir::intercept::CaStore`]) say about the local CA, or runs the install steps.
 
-use super::context::{fail, load, CommonArgs};
+use super::args::{CaAction, GlobalArgs};
+use super::context::{fail, load};
 use std::process::ExitCode;
 use weir::client_setup::ca_install::{self, command_line, StepReport};
 use weir::client_setup::{sh_quote, Install};
@@ -9,36 +10,12 @@ use weir::intercept::ca_store::KEY_ACCOUNT;
 use weir::intercept::CertInfo;
 use weir_tls::InstallStep;
 
-#[derive(clap::Args)]
-pub struct CaArgs {
-    #[command(flatten)]
-    common: CommonArgs,
-    #[command(subcommand)]
-    action: CaAction,
-}
-
-#[derive(clap::Subcommand)]
-enum CaAction {
-    /// Print the path of the CA certificate (PEM).
-    Path,
-    /// Show the CA: subject, fingerprint, validity, permitted names, where the key is.
-    Show,
-    /// Replace the CA with a new one (the old key is deleted) and print the trust-store steps.
-    Rotate,
-    /// Print the exact steps that make this OS (and NSS browsers) trust the CA.
-    Install {
-        /// Run the steps instead of printing them (uses sudo for system stores when not root).
-        #[arg(long)]
-        apply: bool,
-    },
-}
-
-pub fn run(args: CaArgs) -> ExitCode {
-    let install = match load(&args.common) {
+pub fn run(action: CaAction, global: &GlobalArgs) -> ExitCode {
+    let install = match load(global) {
         Ok(i) => i,
         Err(code) => return code,
     };
-    match args.action {
+    match action {
         CaAction::Path => {
             println!("{}", install.ca.cert_path().display());
             ExitCode::SUCCESS

@@ -1,14 +1,9 @@
 //! `weir cache clear`: empties the running instance's cache, in memory and on disk.
 
+use super::args::CacheCmd;
 use super::ServeArgs;
 use http::Method;
 use std::process::ExitCode;
-
-#[derive(clap::Subcommand)]
-pub enum CacheCmd {
-    /// Empty the cache (memory and the encrypted file in the data dir).
-    Clear,
-}
 
 pub fn run(cmd: CacheCmd, args: ServeArgs) -> ExitCode {
     let CacheCmd::Clear = cmd;

@@ -1,25 +1,21 @@
-//! What the client-setup commands (`ca`, `env`, `setup`, `doctor`) share: the `--config` and
-//! `--data-dir` flags and loading the install ([`weir::client_setup::Install`]).
+//! What the client-setup commands (`ca`, `env`, `setup`, `doctor`) share: loading the install
+//! ([`weir::client_setup::Install`]) from the global `--config`, `--listen` and `--data-dir`.
 
+use super::args::GlobalArgs;
 use super::EXIT_CONFIG;
-use std::path::PathBuf;
 use std::process::ExitCode;
 use weir::client_setup::Install;
 
-/// Flags every client-setup command takes (anywhere on the command line).
-#[derive(clap::Args, Clone, Debug, Default)]
-pub struct CommonArgs {
-    /// Config file (default: the OS config dir's weir/config.toml if present).
-    #[arg(long, value_name = "FILE", global = true)]
-    pub config: Option<PathBuf>,
-    /// Data directory (default: the OS data dir's weir/).
-    #[arg(long, value_name = "DIR", global = true)]
-    pub data_dir: Option<PathBuf>,
-}
-
-/// Loads the config like `weir serve` does; a bad file is printed and becomes exit code 2.
-pub fn load(args: &CommonArgs) -> Result<Install, ExitCode> {
-    Install::load(args.config.as_deref(), args.data_dir.as_deref()).map_err(|e| {
+/// Loads the config like `weir serve` does (so `--listen` moves the address `weir env` and
+/// `weir setup` print, too); a bad file is printed and becomes exit code 2.
+pub fn load(args: &GlobalArgs) -> Result<Install, ExitCode> {
+    weir::config::resolve(
+        args.config.as_deref(),
+        args.listen,
+        args.data_dir.as_deref(),
+    )
+    .map(|l| Install::new(l.settings, l.data_dir))
+    .map_err(|e| {
         eprintln!("weir: {e}");
         ExitCode::from(EXIT_CONFIG)
     })

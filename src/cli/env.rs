@@ -3,33 +3,9 @@
 //! (`--if-running`, for shell profiles), or the commands that take Weir's variables back out
 //! (`--unset`).
 
-use super::context::{load, CommonArgs};
+use super::args::{EnvArgs, EnvShell as Shell, GlobalArgs};
+use super::context::load;
 use std::process::ExitCode;
-
-#[derive(clap::Args)]
-pub struct EnvArgs {
-    #[command(flatten)]
-    common: CommonArgs,
-    /// Syntax of the output.
-    #[arg(long, value_enum, default_value_t = Shell::Bash)]
-    shell: Shell,
-    /// Print the variables only if this install's Weir answers its health check now; print
-    /// nothing (and exit 0) otherwise. For shell profiles: `eval "$(weir env --if-running)"`.
-    #[arg(long, conflicts_with = "unset")]
-    if_running: bool,
-    /// Print the commands that remove Weir's variables from the shell:
-    /// `eval "$(weir env --unset)"`. A proxy variable naming a non-loopback proxy is kept.
-    #[arg(long)]
-    unset: bool,
-}
-
-#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Shell {
-    Bash,
-    Zsh,
-    Fish,
-    Powershell,
-}
 
 impl From<Shell> for weir::client_setup::Shell {
     fn from(s: Shell) -> Self {
@@ -41,8 +17,8 @@ impl From<Shell> for weir::client_setup::Shell {
     }
 }
 
-pub fn run(args: EnvArgs) -> ExitCode {
-    let install = match load(&args.common) {
+pub fn run(args: EnvArgs, global: &GlobalArgs) -> ExitCode {
+    let install = match load(global) {
         Ok(i) => i,
         Err(code) => return code,
     };

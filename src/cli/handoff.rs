@@ -2,28 +2,14 @@
 //! through its control API ([`super::control_call`]: the control secret, after checking the
 //! Weir there is this install's). For a headless `weir serve` without tray or browser.
 
+use super::args::HandoffCmd;
 use super::ServeArgs;
 use http::Method;
 use std::process::ExitCode;
 
-#[derive(clap::Subcommand)]
-pub enum HandoffCmd {
-    /// List offers waiting for an answer and those handed off.
-    Ls {
-        #[arg(long)]
-        json: bool,
-    },
-    /// Show one offer (or what its create became).
-    Show { id: i64 },
-    /// Start the local agent for an offer (once; a second confirm is refused).
-    Confirm { id: i64 },
-    /// Decline an offer: the create goes back to the queue; nothing runs.
-    Decline { id: i64 },
-}
-
-pub fn run(cmd: HandoffCmd, args: ServeArgs) -> ExitCode {
+pub fn run(cmd: HandoffCmd, json: bool, args: ServeArgs) -> ExitCode {
     let (method, path) = match &cmd {
-        HandoffCmd::Ls { .. } => (Method::GET, "/_weir/api/handoffs".to_string()),
+        HandoffCmd::Ls => (Method::GET, "/_weir/api/handoffs".to_string()),
         HandoffCmd::Show { id } => (Method::GET, format!("/_weir/api/handoffs/{id}")),
         HandoffCmd::Confirm { id } => (Method::POST, format!("/_weir/api/handoffs/{id}/confirm")),
         HandoffCmd::Decline { id } => (Method::POST, format!("/_weir/api/handoffs/{id}/decline")),
@@ -33,7 +19,7 @@ pub fn run(cmd: HandoffCmd, args: ServeArgs) -> ExitCode {
         Err(code) => return code,
     };
     match cmd {
-        HandoffCmd::Ls { json: false } => print_table(&v),
+        HandoffCmd::Ls if !json => print_table(&v),
         _ => println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default()),
     }
     ExitCode::SUCCESS

@@ -2,6 +2,7 @@
 //! mode and why; with one, chooses it (sending the control secret, after the install check
 //! of [`super::install_check`]). `--json` prints the status object instead.
 
+use super::args::ModeChoice;
 use super::serve::load;
 use super::{ServeArgs, EXIT_CONFIG};
 use http::{header, Method, Request};
@@ -10,25 +11,17 @@ use std::time::Duration;
 use weir::http_client::{Timeouts, UpstreamClient};
 use weir::mode::{Mode, ModeKind, ModeStatus};
 
-#[derive(clap::Args)]
-pub struct ModeArgs {
-    /// The mode to choose; none prints the current one.
-    #[arg(value_parser = parse_mode, value_name = "automatic|cache-only|pass-through")]
-    mode: Option<Mode>,
-    /// Print the mode status as JSON.
-    #[arg(long)]
-    json: bool,
-    #[command(flatten)]
-    args: ServeArgs,
+/// The library's mode for the one the user chose.
+fn chosen(c: ModeChoice) -> Mode {
+    match c {
+        ModeChoice::Automatic => Mode::Automatic,
+        ModeChoice::CacheOnly => Mode::CacheOnly,
+        ModeChoice::PassThrough => Mode::PassThrough,
+    }
 }
 
-fn parse_mode(s: &str) -> Result<Mode, String> {
-    Mode::parse(s)
-        .ok_or_else(|| format!("`{s}` is not a mode: automatic, cache-only or pass-through"))
-}
-
-pub fn run(a: ModeArgs) -> ExitCode {
-    let (settings, data_dir) = match load(&a.args) {
+pub fn run(mode: Option<ModeChoice>, json: bool, args: ServeArgs) -> ExitCode {
+    let (settings, data_dir) = match load(&args) {
         Ok(l) => (l.settings, l.data_dir),
         Err(e) => {
             eprintln!("weir: {e}");
@@ -44,7 +37,7 @@ pub fn run(a: ModeArgs) -> ExitCode {
     };
     rt.block_on(async move {
         let mut req = Request::new(weir::http_client::empty());
-        if let Some(mode) = a.mode {
+        if let Some(mode) = mode.map(chosen) {
             if let Err(e) = super::install_check::verify(&base, &data_dir).await {
                 eprintln!("weir: {e}");
                 return ExitCode::FAILURE;
@@ -91,7 +84,7 @@ pub fn run(a: ModeArgs) -> ExitCode {
             );
             return ExitCode::FAILURE;
         }
-        if a.json {
+        if json {
             println!("{}", String::from_utf8_lossy(resp.body()));
             return ExitCode::SUCCESS;
         }

@@ -3,35 +3,18 @@
 //! OS again, through `PUT /_weir/api/network` ([`super::control_call`]: the control secret,
 //! after checking the Weir there is this install's). `--json` prints the status object.
 
+use super::args::{MeteredSetting, NetworkCmd};
 use super::ServeArgs;
 use http::Method;
 use std::process::ExitCode;
 use weir::network::NetworkStatus;
 
-#[derive(clap::Subcommand)]
-pub enum NetworkCmd {
-    /// Force metered (`on`), force not metered (`off`), or follow the OS again (`auto`); kept
-    /// across restarts.
-    Metered {
-        #[arg(value_enum)]
-        setting: Setting,
-    },
-}
-
-#[derive(clap::ValueEnum, Clone, Copy, Debug)]
-pub enum Setting {
-    On,
-    Off,
-    Auto,
-}
-
-impl Setting {
-    fn forced(self) -> Option<bool> {
-        match self {
-            Setting::On => Some(true),
-            Setting::Off => Some(false),
-            Setting::Auto => None,
-        }
+/// `on`/`off` force; `auto` follows the OS again.
+fn forced(s: MeteredSetting) -> Option<bool> {
+    match s {
+        MeteredSetting::On => Some(true),
+        MeteredSetting::Off => Some(false),
+        MeteredSetting::Auto => None,
     }
 }
 
@@ -40,7 +23,7 @@ pub fn run(cmd: Option<NetworkCmd>, json: bool, args: ServeArgs) -> ExitCode {
         None => (Method::GET, None),
         Some(NetworkCmd::Metered { setting }) => (
             Method::PUT,
-            Some(serde_json::json!({"metered": setting.forced(), "by": "cli"})),
+            Some(serde_json::json!({"metered": forced(setting), "by": "cli"})),
         ),
     };
     let v = match super::control_call::run(&args, method, "/_weir/api/network", body) {

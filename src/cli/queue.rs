@@ -2,28 +2,14 @@
 //! [`super::control_call`] (the control secret, after checking the Weir there is this
 //! install's).
 
+use super::args::QueueCmd;
 use super::ServeArgs;
 use http::Method;
 use std::process::ExitCode;
 
-#[derive(clap::Subcommand)]
-pub enum QueueCmd {
-    /// List queued creates.
-    Ls {
-        #[arg(long)]
-        json: bool,
-    },
-    /// Show one item.
-    Show { id: i64 },
-    /// Cancel an item (its credential is deleted).
-    Cancel { id: i64 },
-    /// Queue a failed, expired or cancelled item again.
-    Retry { id: i64 },
-}
-
-pub fn run(cmd: QueueCmd, args: ServeArgs) -> ExitCode {
+pub fn run(cmd: QueueCmd, json: bool, args: ServeArgs) -> ExitCode {
     let (method, path) = match &cmd {
-        QueueCmd::Ls { .. } => (Method::GET, "/_weir/api/queue".to_string()),
+        QueueCmd::Ls => (Method::GET, "/_weir/api/queue".to_string()),
         QueueCmd::Show { id } => (Method::GET, format!("/_weir/api/queue/{id}")),
         QueueCmd::Cancel { id } => (Method::POST, format!("/_weir/api/queue/{id}/cancel")),
         QueueCmd::Retry { id } => (Method::POST, format!("/_weir/api/queue/{id}/retry")),
@@ -33,7 +19,7 @@ pub fn run(cmd: QueueCmd, args: ServeArgs) -> ExitCode {
         Err(code) => return code,
     };
     match cmd {
-        QueueCmd::Ls { json: false } => print_table(&v),
+        QueueCmd::Ls if !json => print_table(&v),
         _ => println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default()),
     }
     ExitCode::SUCCESS

@@ -2,16 +2,11 @@
 //! keeps the secret it read at start until it is restarted; the CLI and the tray read the new
 //! one at once, so restart Weir right after rotating.
 
+use super::args::SecretCmd;
 use super::serve::load;
 use super::{ServeArgs, EXIT_CONFIG};
 use std::process::ExitCode;
 use weir::secrets::{Account, Namespace};
-
-#[derive(clap::Subcommand)]
-pub enum SecretCmd {
-    /// Store a new control secret (a running Weir keeps its old one until restarted).
-    Rotate,
-}
 
 pub fn run(cmd: SecretCmd, args: ServeArgs) -> ExitCode {
     let data_dir = match load(&args) {

@@ -1,38 +1,13 @@
 //! `weir setup vscode [--apply | --undo] [--settings FILE]`: prints, applies or takes back out
 //! [`weir::client_setup::vscode`]'s settings.
 
-use super::context::{fail, load, CommonArgs};
-use std::path::PathBuf;
+use super::args::{GlobalArgs, SetupTarget};
+use super::context::{fail, load};
 use std::process::ExitCode;
 use weir::client_setup::vscode;
 
-#[derive(clap::Args)]
-pub struct SetupArgs {
-    #[command(flatten)]
-    common: CommonArgs,
-    #[command(subcommand)]
-    target: SetupTarget,
-}
-
-#[derive(clap::Subcommand)]
-enum SetupTarget {
-    /// Visual Studio Code (user settings.json).
-    Vscode {
-        /// Merge the settings into settings.json (a .bak copy is written first).
-        #[arg(long, conflicts_with = "undo")]
-        apply: bool,
-        /// Take Weir's proxy settings back out of settings.json (a .bak copy is written
-        /// first; comments and other keys are kept).
-        #[arg(long)]
-        undo: bool,
-        /// The settings file (default: the OS location of VS Code's user settings.json).
-        #[arg(long, value_name = "FILE")]
-        settings: Option<PathBuf>,
-    },
-}
-
-pub fn run(args: SetupArgs) -> ExitCode {
-    let install = match load(&args.common) {
+pub fn run(target: SetupTarget, global: &GlobalArgs) -> ExitCode {
+    let install = match load(global) {
         Ok(i) => i,
         Err(code) => return code,
     };
@@ -40,7 +15,7 @@ pub fn run(args: SetupArgs) -> ExitCode {
         apply,
         undo,
         settings,
-    } = args.target;
+    } = target;
     let proxy = install.proxy_url();
     if undo {
         let Some(path) = settings.or_else(vscode::default_settings_path) else {

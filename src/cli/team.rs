@@ -2,29 +2,13 @@
 //! keychain: the team key that signs team signals, and the NATS login. Secrets are read from
 //! standard input, never from the command line (it shows in `ps` and shell history).
 
+use super::args::TeamCmd;
 use super::serve::load;
 use super::{ServeArgs, EXIT_CONFIG};
 use std::io::Read;
 use std::process::ExitCode;
 use weir::secrets::{Account, Namespace};
 use weir::team::{new_key_hex, NatsAuth, TeamKey};
-
-#[derive(clap::Subcommand)]
-pub enum TeamCmd {
-    /// Store the team key (64 hex digits, read from stdin); with --generate, make a new one,
-    /// store it and print it once to share with the team over a safe channel.
-    SetKey {
-        #[arg(long)]
-        generate: bool,
-    },
-    /// Store the NATS login: a token (stdin), or --user NAME with the password on stdin.
-    SetCredentials {
-        #[arg(long)]
-        user: Option<String>,
-    },
-    /// Remove the team key and the NATS login from the keychain.
-    Clear,
-}
 
 pub fn run(cmd: TeamCmd, args: ServeArgs) -> ExitCode {
     let data_dir = match load(&args) {

@@ -6,6 +6,7 @@
 //! After a change the running Weir of this install (if any) is told to re-read the keychain
 //! (`POST /_weir/api/token/reload`, with the control secret, after the install check).
 
+use super::args::TokenCmd;
 use super::serve::load;
 use super::{ServeArgs, EXIT_CONFIG};
 use http::{Method, Request};
@@ -14,16 +15,6 @@ use std::process::ExitCode;
 use std::time::Duration;
 use weir::http_client::{Timeouts, UpstreamClient};
 use weir::secrets::{Account, Namespace};
-
-#[derive(clap::Subcommand)]
-pub enum TokenCmd {
-    /// Store a GitHub token: piped on standard input, else typed at a hidden prompt.
-    Set,
-    /// Say whether a token is stored (never the token) and what the sessions poller does.
-    Status,
-    /// Delete the stored token; the sessions poller stops.
-    Forget,
-}
 
 /// The longest token accepted (GitHub's are well under 300 characters).
 const MAX_TOKEN: usize = 1024;
