@@ -75,6 +75,17 @@ impl IdentityKey {
         h.update(&[u8::from(grants_repo)]);
         Identity(*h.finalize().as_bytes())
     }
+
+    /// [`IdentityKey::shared`] narrowed to one OAuth app (`share = "app"`), in a domain of its
+    /// own so it equals no account-wide sharing identity.
+    pub fn shared_app(&self, account_id: u64, grants_repo: bool, client_id: &str) -> Identity {
+        let mut h = blake3::Hasher::new_keyed(&self.0);
+        h.update(b"weir app share v1\0");
+        h.update(&account_id.to_le_bytes());
+        h.update(&[u8::from(grants_repo)]);
+        h.update(client_id.as_bytes());
+        Identity(*h.finalize().as_bytes())
+    }
 }
 
 impl fmt::Debug for IdentityKey {

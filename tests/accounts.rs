@@ -248,6 +248,26 @@ async fn share_credential_never_shares() {
     assert!(second_reaches_upstream(cfg, ALICE_VSCODE, ALICE_GH).await);
 }
 
+/// Issue 22, item 8: with `share = "app"`, answers are shared only between credentials of one
+/// account *and* one OAuth app (`X-OAuth-Client-Id` on the `/user` answer): two VS Code
+/// sessions share; VS Code and gh (different apps) do not; a classic PAT (no app) does not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn share_app_shares_only_within_one_oauth_app() {
+    let cfg = "[identity]\nshare = \"app\"\n";
+    assert!(
+        !second_reaches_upstream(cfg, ALICE_VSCODE, ALICE_VSCODE_2).await,
+        "one app"
+    );
+    assert!(
+        second_reaches_upstream(cfg, ALICE_VSCODE, ALICE_GH).await,
+        "VS Code and gh are different apps"
+    );
+    assert!(
+        second_reaches_upstream(cfg, ALICE_VSCODE, ALICE_BROWSER).await,
+        "a classic PAT has no app"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_accounts_polling_at_once_never_see_each_others_sessions() {
     let fake = Fake::start().await;

@@ -37,6 +37,12 @@ impl Agent {
     fn new() -> Agent {
         let tmp = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(tmp.path().join("src/app/.git")).unwrap();
+        // A flat clone under a root is taken only for the owner its remote names.
+        std::fs::write(
+            tmp.path().join("src/app/.git/config"),
+            "[remote \"origin\"]\n\turl = https://github.com/octo/app.git\n",
+        )
+        .unwrap();
         let script = tmp.path().join("agent.py");
         std::fs::write(&script, RECORDER).unwrap();
         #[cfg(unix)]

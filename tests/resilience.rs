@@ -388,3 +388,110 @@ async fn naive_retries_reach_the_upstream_far_less_through_weir() {
     assert_eq!(without, calls * 6);
     assert!(with < without / 2, "with Weir {with}, without {without}");
 }
+
+fn list(up: &Upstream, i: usize) -> String {
+    format!("{}/agents/sessions/nwo/o/r{i}", up.origin())
+}
+
+/// Issue 22 item 9: a Weir started during a slowdown has no good calls to learn "normal" from.
+/// Every list takes 3 s from the first call (under the 5 s absolute `slow_call`): the class's
+/// documented normal latency is the baseline until enough good calls are seen, so the breaker
+/// leaves `closed` within a bounded number of calls instead of never.
+#[tokio::test]
+async fn a_weir_started_during_a_slowdown_sees_it_as_slow() {
+    let up = Upstream::start().await;
+    up.set(|b| b.delay = Duration::from_secs(3));
+    let weir = Weir::start(&[&up.origin()], "[breaker]\njitter = false\n").await;
+    let c = weir.client("a");
+    // Batches of 5 concurrent distinct lists (nothing coalesced or cached), at most 3 batches.
+    let mut calls = 0;
+    for batch in 0..3 {
+        let replies =
+            futures_util::future::join_all((0..5).map(|i| c.get(list(&up, batch * 5 + i)).send()))
+                .await;
+        for r in replies {
+            assert_eq!(r.unwrap().status(), 200);
+        }
+        calls += 5;
+        let state = weir.handle.status().await.upstreams[0].guard.breaker.state;
+        if state != BreakerState::Closed {
+            break;
+        }
+    }
+    let b = weir.handle.status().await.upstreams[0]
+        .guard
+        .breaker
+        .clone();
+    assert_ne!(
+        b.state,
+        BreakerState::Closed,
+        "still closed after {calls} calls of 3 s"
+    );
+    assert!(calls <= 5, "{calls} calls before it noticed");
+    assert!(b.reason.contains("slower than usual"), "{}", b.reason);
+    let l = b.latency.iter().find(|l| l.class == "list").unwrap();
+    assert!(l.prior, "judged against the documented normal latency");
+    assert_eq!(l.samples, 0, "3 s calls are not learned as normal");
+}
+
+/// Baselines learned in one run are the next run's from its first call: kept in the data dir,
+/// in a small file only the user can read.
+#[tokio::test]
+async fn latency_baselines_survive_a_restart() {
+    let up = Upstream::start().await;
+    up.set(|b| b.delay = Duration::from_millis(20));
+    let dir = tempfile::tempdir().unwrap();
+    let toml = format!(
+        "listen = \"127.0.0.1:0\"\nwatch_github_status = false\n[[upstream]]\nname = \"up0\"\norigin = \"{}\"\n[network]\ndetect_os = false\n",
+        up.origin()
+    );
+    let start = || async {
+        let settings = weir::config::parse_str(&toml, "test.toml").unwrap();
+        weir::start(weir::EngineOptions::new(settings, dir.path().to_path_buf()))
+            .await
+            .unwrap()
+    };
+    let first = start().await;
+    let c = reqwest::Client::builder()
+        .proxy(reqwest::Proxy::all(format!("http://{}", first.local_addr())).unwrap())
+        .build()
+        .unwrap();
+    for i in 0..12 {
+        let r = c
+            .get(list(&up, i))
+            .header("authorization", "token a")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+    }
+    let learned = first.status().await.upstreams[0]
+        .guard
+        .breaker
+        .latency
+        .clone();
+    let l = learned.iter().find(|l| l.class == "list").unwrap().clone();
+    assert_eq!(l.samples, 12);
+    assert!(!l.prior);
+    first.shutdown().await;
+    let file = dir.path().join("baselines.json");
+    let meta = std::fs::metadata(&file).expect("baselines written on shutdown");
+    assert!(meta.len() < 4096, "{} bytes", meta.len());
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+    }
+    let second = start().await;
+    let again = second.status().await.upstreams[0]
+        .guard
+        .breaker
+        .latency
+        .clone();
+    let r = again.iter().find(|l| l.class == "list").expect("restored");
+    assert_eq!((r.samples, r.prior), (12, false));
+    // Kept to the microsecond.
+    let (was, is) = (l.p50_ms.unwrap(), r.p50_ms.unwrap());
+    assert!((was - is).abs() < 0.001, "{was} ms before, {is} ms after");
+    second.shutdown().await;
+}

@@ -140,9 +140,17 @@ impl Accounts {
         if self.share == ShareMode::Credential {
             return *id;
         }
-        match self.record(id).and_then(|r| r.share_class()) {
-            Some((account, repo)) => self.key.shared(account, repo),
-            None => *id,
+        let Some(rec) = self.record(id) else {
+            return *id;
+        };
+        match (rec.share_class(), self.share) {
+            (Some((account, repo)), ShareMode::Account) => self.key.shared(account, repo),
+            // Only credentials of one OAuth app: a credential of no (known) app shares with none.
+            (Some((account, repo)), ShareMode::App) => match &rec.client_id {
+                Some(app) => self.key.shared_app(account, repo, app),
+                None => *id,
+            },
+            _ => *id,
         }
     }
 
@@ -256,6 +264,7 @@ mod tests {
             login: format!("user{id}"),
             kind,
             scopes: scopes.iter().map(|s| s.to_string()).collect(),
+            client_id: None,
             resolved_at_ms: crate::queue::now_ms(),
         }
     }

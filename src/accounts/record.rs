@@ -88,6 +88,9 @@ pub struct AccountRecord {
     pub kind: TokenKind,
     /// `X-OAuth-Scopes`, as granted (empty for tokens that have none).
     pub scopes: Vec<String>,
+    /// `X-OAuth-Client-Id`: the OAuth app the token was issued to (`None` for tokens of no
+    /// app, or an answer without it).
+    pub client_id: Option<String>,
     /// When it was resolved (unix ms).
     pub resolved_at_ms: i64,
 }
@@ -106,6 +109,14 @@ impl AccountRecord {
             .access_follows_scopes()
             .then_some((self.account_id, self.grants_repo()))
     }
+}
+
+/// An OAuth client id as GitHub shows it (`Iv1.`-style or 20 hex digits): letters, digits, `.`,
+/// `_` and `-`, at most 64; anything else is not kept.
+pub fn valid_client_id(s: &str) -> bool {
+    (1..=64).contains(&s.len())
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
 }
 
 /// A login as GitHub allows it (alphanumerics and single hyphens, at most 39): anything else
@@ -140,6 +151,7 @@ mod tests {
             login: "octo".into(),
             kind,
             scopes: parse_scopes(Some(scopes)),
+            client_id: None,
             resolved_at_ms: 0,
         }
     }

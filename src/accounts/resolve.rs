@@ -179,11 +179,20 @@ async fn ask_user(
         .headers()
         .get("x-oauth-scopes")
         .and_then(|s| s.to_str().ok());
+    // The OAuth app the token belongs to (`share = "app"`): an org approves apps one by one.
+    let client_id = resp
+        .headers()
+        .get("x-oauth-client-id")
+        .and_then(|s| s.to_str().ok())
+        .map(str::trim)
+        .filter(|s| super::record::valid_client_id(s))
+        .map(str::to_string);
     Resolution::Account(Arc::new(AccountRecord {
         account_id,
         login: login.to_string(),
         kind,
         scopes: parse_scopes(scopes),
+        client_id,
         resolved_at_ms: crate::queue::now_ms(),
     }))
 }

@@ -58,6 +58,17 @@ impl AccountStore {
              ) STRICT;",
         )
         .map_err(sql)?;
+        // Added for `share = "app"`; a table from before it gains the column (rows without
+        // an app share under `app` with nothing until resolved again).
+        let has_client_id = conn
+            .prepare("SELECT client_id FROM credential_account LIMIT 0")
+            .is_ok();
+        if !has_client_id {
+            conn.execute_batch(
+                "ALTER TABLE credential_account ADD COLUMN client_id TEXT NOT NULL DEFAULT ''",
+            )
+            .map_err(sql)?;
+        }
         conn.execute(
             "DELETE FROM credential_account WHERE resolved_at < ?1",
             params![crate::queue::now_ms() - KEEP_MS],
@@ -84,7 +95,7 @@ impl AccountStore {
     pub fn load_all(&self) -> Result<Vec<(Identity, AccountRecord)>, AccountStoreError> {
         let conn = self.conn();
         let mut st = conn
-            .prepare("SELECT credential_hash, account_id, login, token_kind, scopes, resolved_at FROM credential_account")
+            .prepare("SELECT credential_hash, account_id, login, token_kind, scopes, resolved_at, client_id FROM credential_account")
             .map_err(|e| self.sql(e))?;
         let rows = st
             .query_map([], |r| {
@@ -101,6 +112,7 @@ impl AccountStore {
                             .map(str::to_string)
                             .collect(),
                         resolved_at_ms: r.get(5)?,
+                        client_id: Some(r.get::<_, String>(6)?).filter(|c| !c.is_empty()),
                     },
                 ))
             })
@@ -118,16 +130,19 @@ impl AccountStore {
     pub fn put(&self, id: &Identity, rec: &AccountRecord) -> Result<(), AccountStoreError> {
         self.conn()
             .execute(
-                "INSERT INTO credential_account VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+                "INSERT INTO credential_account
+                     (credential_hash, account_id, login, token_kind, scopes, resolved_at, client_id)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
                  ON CONFLICT (credential_hash) DO UPDATE SET account_id = ?2, login = ?3,
-                 token_kind = ?4, scopes = ?5, resolved_at = ?6",
+                 token_kind = ?4, scopes = ?5, resolved_at = ?6, client_id = ?7",
                 params![
                     id.hex(),
                     rec.account_id as i64,
                     rec.login,
                     rec.kind.as_str(),
                     rec.scopes.join(","),
-                    rec.resolved_at_ms
+                    rec.resolved_at_ms,
+                    rec.client_id.as_deref().unwrap_or("")
                 ],
             )
             .map(|_| ())
@@ -168,6 +183,7 @@ mod tests {
             login: "octo".into(),
             kind: TokenKind::Oauth,
             scopes: vec!["repo".into(), "workflow".into()],
+            client_id: None,
             resolved_at_ms: crate::queue::now_ms(),
         };
         let s = AccountStore::open(dir.path()).unwrap();

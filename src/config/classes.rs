@@ -78,6 +78,10 @@ pub struct ClassSettings {
     pub deadline: Duration,
     /// Slower calls count as slow for the breaker even when they succeed.
     pub slow_call: Duration,
+    /// What a healthy upstream usually takes for this class: the breaker's latency baseline
+    /// until it has seen enough good calls of its own (zero: no prior). Without it a Weir
+    /// started during a slowdown would never see it as slow (issue 22, item 9).
+    pub normal_latency: Duration,
 }
 
 impl ClassSettings {
@@ -104,6 +108,17 @@ impl ClassSettings {
             // written: minutes are normal. One attempt, so the deadline is the per-try bound.
             RouteClass::Model => (secs(300), secs(300), secs(120)),
         };
+        // Documented in docs/reliability.md ("Slow calls"): about twice what a healthy
+        // api.githubcopilot.com answers in, so that `slow_multiplier × normal` (4 × 250 ms =
+        // 1 s) catches the Oct 29 profile (1.2 s lists) and anything slower. A completion's
+        // time depends on the answer's length: no prior.
+        let ms = Duration::from_millis;
+        let normal = match class {
+            RouteClass::List | RouteClass::View | RouteClass::Token => ms(250),
+            RouteClass::Create => secs(2),
+            RouteClass::Stream | RouteClass::Other => secs(1),
+            RouteClass::Model => Duration::ZERO,
+        };
         ClassSettings {
             fresh_ttl: fresh,
             stale_while_revalidate: swr,
@@ -112,6 +127,7 @@ impl ClassSettings {
             per_try_timeout: per_try,
             deadline,
             slow_call: slow,
+            normal_latency: normal,
         }
     }
 }

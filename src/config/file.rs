@@ -148,6 +148,8 @@ pub struct FileClass {
     pub deadline: Option<Spanned<String>>,
     /// A call slower than this counts as slow for the breaker, even when it succeeds.
     pub slow_call: Option<Spanned<String>>,
+    /// The class's normal latency: the breaker's baseline until it has learned one ("0s": none).
+    pub normal_latency: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -389,7 +389,10 @@ impl Settings {
                     return cx.err(
                         "identity.share",
                         v.span(),
-                        format!("`{}` is not \"account\" or \"credential\"", v.get_ref()),
+                        format!(
+                            "`{}` is not \"account\", \"app\" or \"credential\"",
+                            v.get_ref()
+                        ),
                     )
                 }
             },
@@ -447,6 +450,17 @@ impl Settings {
         let local_agent = super::local_agent::validate(&cx, raw.local_agent.as_ref(), file)?;
         let model_fallback = super::model_fallback::validate(&cx, &raw.model_fallback, &upstreams)?;
         let policy = policy(&raw, file, text)?;
+        // The org policy file's sharing mode is a floor: a user setting that would loosen it
+        // is overruled (and said so).
+        let share = match policy.org_share {
+            Some(org) if org > share => {
+                if raw.identity.share.is_some() {
+                    tracing::warn!(user = share.as_str(), org = org.as_str(), "identity.share is looser than the org policy file's; the org's is in force");
+                }
+                org
+            }
+            _ => share,
+        };
 
         Ok(Settings {
             model_fallback,
@@ -502,6 +516,7 @@ fn policy(
         user,
         org_file: org.file,
         refused,
+        org_share: org.share,
     })
 }
 
@@ -542,7 +557,7 @@ fn apply_class(
     fc: &FileClass,
     out: &mut ClassSettings,
 ) -> Result<(), ConfigError> {
-    let knobs: [(&str, &Option<Spanned<String>>, &mut Duration); 7] = [
+    let knobs: [(&str, &Option<Spanned<String>>, &mut Duration); 8] = [
         ("fresh_ttl", &fc.fresh_ttl, &mut out.fresh_ttl),
         (
             "stale_while_revalidate",
@@ -562,6 +577,7 @@ fn apply_class(
         ),
         ("deadline", &fc.deadline, &mut out.deadline),
         ("slow_call", &fc.slow_call, &mut out.slow_call),
+        ("normal_latency", &fc.normal_latency, &mut out.normal_latency),
     ];
     for (name, value, slot) in knobs {
         if let Some(d) = cx.duration(&format!("classes.{}.{name}", class.as_str()), value)? {
@@ -681,6 +697,30 @@ mod tests {
     }
 
     #[test]
+    fn the_org_policy_file_sets_a_sharing_floor_a_user_cannot_loosen() {
+        let dir = tempfile::tempdir().unwrap();
+        let org = dir.path().join("policy.toml");
+        std::fs::write(&org, "[identity]\nshare = \"app\"\n").unwrap();
+        let top = format!("policy_file = {:?}\n", org.display().to_string());
+        let with = |user: &str| parse_str(&format!("{top}{user}"), "w.toml").unwrap().share;
+        use super::super::ShareMode;
+        assert_eq!(with(""), ShareMode::App, "the org's mode by default");
+        assert_eq!(
+            with("[identity]\nshare = \"account\"\n"),
+            ShareMode::App,
+            "looser: overruled"
+        );
+        assert_eq!(
+            with("[identity]\nshare = \"credential\"\n"),
+            ShareMode::Credential,
+            "stricter: kept"
+        );
+        std::fs::write(&org, "\n[identity]\nshare = \"everyone\"\n").unwrap();
+        let e = parse_str(&top, "w.toml").unwrap_err().to_string();
+        assert!(e.contains("identity.share") && e.contains("everyone"), "{e}");
+    }
+
+    #[test]
     fn identity_share_is_checked_with_its_line() {
         assert_eq!(
             parse_str("", "w.toml").unwrap().share,
@@ -691,7 +731,7 @@ mod tests {
         let e = parse_str("[identity]\nshare = \"team\"\n", "w.toml").unwrap_err();
         assert_eq!(
             e.to_string(),
-            "w.toml:2: key `identity.share`: `team` is not \"account\" or \"credential\""
+            "w.toml:2: key `identity.share`: `team` is not \"account\", \"app\" or \"credential\""
         );
     }
 

@@ -71,8 +71,9 @@ impl LocalAgentSettings {
         }
     }
 
-    /// The repository's local checkout: the `checkouts` entry, else the first
-    /// `<root>/<repo>` or `<root>/<owner>/<repo>` that holds a `.git`.
+    /// The repository's local checkout: the `checkouts` entry, else, for each root in order,
+    /// `<root>/<owner>/<name>` holding a `.git`, or `<root>/<name>` when its git remote names
+    /// this owner (a flat clone of `mallory/app` is never taken for `octo/app`).
     pub fn checkout_for(&self, repo: &str) -> Option<PathBuf> {
         if let Some(p) = self.checkouts.get(&repo.to_ascii_lowercase()) {
             return p.is_dir().then(|| p.clone());
@@ -81,11 +82,39 @@ impl LocalAgentSettings {
         if !safe_segment(owner) || !safe_segment(name) {
             return None;
         }
-        self.roots
-            .iter()
-            .flat_map(|r| [r.join(name), r.join(owner).join(name)])
-            .find(|p| p.join(".git").exists())
+        self.roots.iter().find_map(|r| {
+            let owned = r.join(owner).join(name);
+            if owned.join(".git").exists() {
+                return Some(owned);
+            }
+            let flat = r.join(name);
+            remote_names(&flat, owner, name).then_some(flat)
+        })
     }
+}
+
+/// Whether the clone at `dir` has a remote whose URL ends in `owner/name` (`.git` and a
+/// trailing `/` aside; case-insensitive, as GitHub's names are), scp-like or URL form. Only a
+/// plain `.git` directory is read (a worktree's `.git` file names no remote here).
+fn remote_names(dir: &Path, owner: &str, name: &str) -> bool {
+    let Ok(config) = std::fs::read_to_string(dir.join(".git").join("config")) else {
+        return false;
+    };
+    let want = format!("{owner}/{name}").to_ascii_lowercase();
+    config.lines().any(|l| {
+        let Some(url) = l
+            .trim()
+            .strip_prefix("url")
+            .map(str::trim_start)
+            .and_then(|r| r.strip_prefix('='))
+        else {
+            return false;
+        };
+        let url = url.trim().trim_end_matches('/').to_ascii_lowercase();
+        let url = url.strip_suffix(".git").unwrap_or(&url);
+        url.strip_suffix(want.as_str())
+            .is_some_and(|head| head.ends_with('/') || head.ends_with(':'))
+    })
 }
 
 /// One path segment that cannot climb out of a root (`..`, separators, empty).
@@ -263,6 +292,52 @@ mod tests {
     use super::fill;
     use crate::config::parse_str;
     use std::time::Duration;
+
+    /// Issue 22, item 3: under `roots`, `<root>/<name>` was taken for any owner's `name`.
+    #[test]
+    fn under_roots_the_owner_must_match() {
+        let root = tempfile::tempdir().unwrap();
+        let git = |dir: &std::path::Path, url: Option<&str>| {
+            std::fs::create_dir_all(dir.join(".git")).unwrap();
+            let mut c = String::from("[core]\n\tbare = false\n");
+            if let Some(u) = url {
+                c.push_str(&format!("[remote \"origin\"]\n\turl = {u}\n"));
+            }
+            std::fs::write(dir.join(".git/config"), c).unwrap();
+        };
+        // mallory/app cloned flat as <root>/app.
+        git(
+            &root.path().join("app"),
+            Some("git@github.com:mallory/app.git"),
+        );
+        let mut a = super::LocalAgentSettings::new(vec!["agent".into()]);
+        a.roots = vec![root.path().to_path_buf()];
+        assert_eq!(a.checkout_for("octo/app"), None, "another owner's clone");
+        assert_eq!(
+            a.checkout_for("mallory/app"),
+            Some(root.path().join("app")),
+            "its own origin"
+        );
+        assert_eq!(
+            a.checkout_for("MALLORY/app"),
+            Some(root.path().join("app")),
+            "GitHub owners are case-insensitive"
+        );
+        // <root>/<owner>/<name> names the owner in the path.
+        git(&root.path().join("octo/app"), None);
+        assert_eq!(
+            a.checkout_for("octo/app"),
+            Some(root.path().join("octo/app"))
+        );
+        // A flat clone without a remote names no owner.
+        git(&root.path().join("lib"), None);
+        assert_eq!(a.checkout_for("octo/lib"), None);
+        git(
+            &root.path().join("web"),
+            Some("https://github.com/octo/web"),
+        );
+        assert_eq!(a.checkout_for("octo/web"), Some(root.path().join("web")));
+    }
 
     #[test]
     fn a_table_validates_and_errors_name_the_key_and_line() {

@@ -84,13 +84,16 @@ pub struct Settings {
 }
 
 /// `[identity] share`: list/view answers are shared between the credentials of one GitHub
-/// account whose access is the same (`Account`, see `crate::accounts`), or never shared between
-/// credentials (`Credential`: for an organisation that restricts OAuth apps, where two apps of
-/// one account may see different repositories).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+/// account whose access is the same (`Account`, see `crate::accounts`); of one account and one
+/// OAuth app (`App`: the `X-OAuth-Client-Id` GitHub names on `/user`, for an organisation that
+/// restricts OAuth apps or requires SSO authorisation per app); or never shared between
+/// credentials (`Credential`). Ordered from loosest to strictest: the org policy file's mode is
+/// a floor the user's cannot go below.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ShareMode {
     Account,
+    App,
     Credential,
 }
 
@@ -98,8 +101,17 @@ impl ShareMode {
     pub fn parse(s: &str) -> Option<ShareMode> {
         match s {
             "account" => Some(ShareMode::Account),
+            "app" => Some(ShareMode::App),
             "credential" => Some(ShareMode::Credential),
             _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ShareMode::Account => "account",
+            ShareMode::App => "app",
+            ShareMode::Credential => "credential",
         }
     }
 }

@@ -113,9 +113,10 @@ fn problem(e: HandoffError) -> Problem {
             ProblemKind::HandoffAnswered
         }
         HandoffError::QueueUnavailable(_) => ProblemKind::QueueUnavailable,
-        HandoffError::NotConfigured | HandoffError::NoCheckout { .. } | HandoffError::Gateway => {
-            ProblemKind::HandoffUnavailable
-        }
+        HandoffError::NotConfigured
+        | HandoffError::NoCheckout { .. }
+        | HandoffError::OptionLike { .. }
+        | HandoffError::Gateway => ProblemKind::HandoffUnavailable,
     };
     Problem::new(e.status(), kind, e.to_string())
 }

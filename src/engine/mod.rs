@@ -165,6 +165,7 @@ pub async fn start(opts: EngineOptions) -> Result<EngineHandle, EngineError> {
         crate::accounts::Accounts::open(&settings, identity_key.clone(), &opts.data_dir).await,
     );
     let upstreams = Arc::new(Upstreams::new(live.clone(), accounts.clone()));
+    crate::upstream::baselines::spawn(upstreams.clone(), opts.data_dir.clone(), bus.stopping());
     let queue = match (&shared, &opts.gateway) {
         (Some((pg, key)), Some(g)) => {
             let (lease, tls) = match &g.settings.postgres {
@@ -782,5 +783,6 @@ impl EngineHandle {
         }
         // Entries stored by the last requests reach the disk before the engine is gone.
         self.control.proxy.cache.flush(true).await;
+        crate::upstream::baselines::save(&self.control.proxy.upstreams, &self.options.data_dir);
     }
 }

@@ -74,6 +74,15 @@ pub struct Offer {
     pub expires_at: SystemTime,
 }
 
+/// The first placeholder the command uses whose value begins with `-` (after spaces): filled
+/// verbatim into an argument, it could be read as an option by the program.
+fn option_like(command: &[String], values: &[(&'static str, &str)]) -> Option<&'static str> {
+    values.iter().find_map(|(key, value)| {
+        let used = command.iter().any(|a| a.contains(&format!("{{{key}}}")));
+        (used && value.trim_start().starts_with('-')).then_some(*key)
+    })
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum HandoffError {
     #[error("no local agent is configured: add a [local_agent] table with a command")]
@@ -93,6 +102,10 @@ pub enum HandoffError {
     /// Confirmed, declined or expired already: the command never runs twice.
     #[error("offer {id} was already answered: the create is now {state}")]
     Answered { id: i64, state: State },
+    /// A value the command would receive starts with `-`: a program would read it as an
+    /// option (`--allow-all-tools` hidden in a base branch or a statement).
+    #[error("the local agent was not started: {{{placeholder}}} begins with `-`, which the command would read as an option; use {{problem_statement_file}} for a statement, or decline")]
+    OptionLike { placeholder: &'static str },
 }
 
 impl HandoffError {
@@ -102,6 +115,7 @@ impl HandoffError {
         match self {
             HandoffError::NotConfigured
             | HandoffError::NoCheckout { .. }
+            | HandoffError::OptionLike { .. }
             | HandoffError::Gateway => S::CONFLICT,
             HandoffError::QueueUnavailable(_) => S::SERVICE_UNAVAILABLE,
             HandoffError::AlreadyQueued { .. } | HandoffError::Answered { .. } => S::CONFLICT,
@@ -334,6 +348,21 @@ impl Handoffs {
             return Err(HandoffError::NoCheckout { repo });
         }
         let statement = item.problem_statement.clone().unwrap_or_default();
+        // Before anything changes: a refused offer stays offered (decline it, or fix the rule).
+        let (owner, name) = repo.split_once('/').unwrap_or(("", &repo));
+        let checkout = record.checkout.display().to_string();
+        let base = record.base_branch.clone().unwrap_or_default();
+        let filled = [
+            ("repo", repo.as_str()),
+            ("owner", owner),
+            ("name", name),
+            ("checkout", checkout.as_str()),
+            ("problem_statement", statement.as_str()),
+            ("base_branch", base.as_str()),
+        ];
+        if let Some(placeholder) = option_like(&agent.command, &filled) {
+            return Err(HandoffError::OptionLike { placeholder });
+        }
         let started = serde_json::json!({
             "handoff": record,
             "running": true,
@@ -828,4 +857,36 @@ fn write_private(dir: &std::path::Path, file: &std::path::Path, text: &str) -> s
     let mut f = o.open(file)?;
     f.write_all(text.as_bytes())?;
     f.sync_all()
+}
+
+#[cfg(test)]
+mod option_tests {
+    /// Issue 22, item 3: placeholders were filled verbatim, `-` and all.
+    #[test]
+    fn a_value_that_reads_as_an_option_is_refused() {
+        let cmd: Vec<String> = [
+            "agent",
+            "--base",
+            "{base_branch}",
+            "-p",
+            "{problem_statement}",
+        ]
+        .map(String::from)
+        .to_vec();
+        let ok = [("base_branch", "main"), ("problem_statement", "fix it")];
+        assert_eq!(super::option_like(&cmd, &ok), None);
+        let bad = [
+            ("base_branch", "--allow-all-tools"),
+            ("problem_statement", "x"),
+        ];
+        assert_eq!(super::option_like(&cmd, &bad), Some("base_branch"));
+        let list = [
+            ("base_branch", "main"),
+            ("problem_statement", " - a list item"),
+        ];
+        assert_eq!(super::option_like(&cmd, &list), Some("problem_statement"));
+        // A value the command does not use is never passed.
+        let unused = [("owner", "-o"), ("problem_statement", "fine")];
+        assert_eq!(super::option_like(&cmd, &unused), None);
+    }
 }

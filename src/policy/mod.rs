@@ -448,6 +448,8 @@ pub struct PolicySet {
     pub org_file: Option<String>,
     /// User rules refused because they would loosen an org rule.
     pub refused: Vec<Refusal>,
+    /// The org policy file's `[identity] share`: the loosest sharing a user may set.
+    pub org_share: Option<crate::config::ShareMode>,
 }
 
 impl PolicySet {

@@ -33,6 +33,8 @@ pub fn default_org_path() -> PathBuf {
 pub(crate) struct OrgRules {
     pub rules: Vec<Rule>,
     pub file: Option<String>,
+    /// `[identity] share`: the loosest account sharing allowed on this machine.
+    pub share: Option<crate::config::ShareMode>,
 }
 
 /// Reads the org policy file (see the module docs for which one).
@@ -57,28 +59,42 @@ pub(crate) fn load(configured: Option<&Path>) -> Result<OrgRules, ConfigError> {
             return Ok(OrgRules {
                 rules: vec![],
                 file: None,
+                share: None,
             })
         }
         Err(source) => return Err(ConfigError::Read { path, source }),
     };
     let name = path.display().to_string();
+    let line = |at: usize| {
+        text.as_bytes()[..at.min(text.len())]
+            .iter()
+            .filter(|&&b| b == b'\n')
+            .count()
+            + 1
+    };
     let raw: FilePolicyOnly = toml::from_str(&text).map_err(|e| ConfigError::Invalid {
         file: name.clone(),
-        line: e
-            .span()
-            .map(|s| {
-                text.as_bytes()[..s.start.min(text.len())]
-                    .iter()
-                    .filter(|&&b| b == b'\n')
-                    .count()
-                    + 1
-            })
-            .unwrap_or(1),
+        line: e.span().map(|s| line(s.start)).unwrap_or(1),
         key: "policy".into(),
         message: e.message().to_string(),
     })?;
+    let share = match &raw.identity.share {
+        None => None,
+        Some(v) => Some(crate::config::ShareMode::parse(v.get_ref()).ok_or_else(|| {
+            ConfigError::Invalid {
+                file: name.clone(),
+                line: line(v.span().start),
+                key: "identity.share".into(),
+                message: format!(
+                    "`{}` is not \"account\", \"app\" or \"credential\"",
+                    v.get_ref()
+                ),
+            }
+        })?),
+    };
     Ok(OrgRules {
         rules: validate(&raw.policy, Source::Org, &name, &text)?,
         file: Some(name),
+        share,
     })
 }

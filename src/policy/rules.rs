@@ -24,12 +24,22 @@ pub struct FilePolicyRule {
     pub model: Option<Spanned<String>>,
 }
 
-/// The organisation's policy file: `[[policy]]` tables and nothing else.
+/// The organisation's policy file: `[[policy]]` tables and `[identity] share`, nothing else.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FilePolicyOnly {
     #[serde(default)]
     pub policy: Vec<Spanned<FilePolicyRule>>,
+    #[serde(default)]
+    pub identity: OrgIdentity,
+}
+
+/// The org file's `[identity]`: the strictest account sharing a user must keep.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OrgIdentity {
+    /// `account`, `app` or `credential`.
+    pub share: Option<Spanned<String>>,
 }
 
 fn line_of(text: &str, offset: usize) -> usize {

@@ -100,6 +100,7 @@ fn a_user_rule_tightens_but_never_loosens_an_org_rule() {
         user,
         org_file: None,
         refused,
+        org_share: None,
     };
     let d = set.decide(Function::Create, &cx(Some("acme/api")));
     assert_eq!(d.header(), "org:1 create=queue");

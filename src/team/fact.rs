@@ -11,22 +11,37 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 /// v1; unknown fields are skipped).
 pub const VERSION: u32 = 1;
 
-/// Subjects every Weir subscribes to (one token: the upstream's name).
-pub const SUBSCRIBE_SUBJECT: &str = "weir.v1.*.breaker";
+/// Subjects every Weir subscribes to (two tokens: the upstream's name, the sender's name).
+pub const SUBSCRIBE_SUBJECT: &str = "weir.v1.*.breaker.*";
 
-/// The subject a fact about `upstream` goes to. Upstream names are validated to letters,
-/// digits, `-` and `_` (see `config::load`), which are all valid subject characters.
-pub fn subject(upstream: &str) -> String {
-    format!("weir.v1.{upstream}.breaker")
+/// The subject `sender`'s fact about `upstream` goes to. Upstream names are validated to
+/// letters, digits, `-` and `_` (see `config::load`); sender names are checked by
+/// [`valid_sender`]. The last token is the sender's identity on the team: with per-user publish
+/// permissions on the NATS server (docs/team.md, "Security model") only that user can publish
+/// there, so it is something the sender cannot choose.
+pub fn subject(upstream: &str, sender: &str) -> String {
+    format!("weir.v1.{upstream}.breaker.{sender}")
 }
 
-/// The upstream a subject names, when it has the fact subjects' shape.
-pub fn upstream_of(subject: &str) -> Option<&str> {
-    subject
-        .strip_prefix("weir.v1.")?
-        .strip_suffix(".breaker")
-        .filter(|u| !u.is_empty() && !u.contains('.'))
+/// Whether `name` can be a subject token naming a sender: 1–64 letters, digits, `-`, `_`.
+pub fn valid_sender(name: &str) -> bool {
+    (1..=64).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
 }
+
+/// The upstream and the sender a subject names, when it has the fact subjects' shape.
+pub fn parse_subject(subject: &str) -> Option<(&str, &str)> {
+    let rest = subject.strip_prefix("weir.v1.")?;
+    let (upstream, sender) = rest.split_once(".breaker.")?;
+    (!upstream.is_empty() && !upstream.contains('.') && valid_sender(sender))
+        .then_some((upstream, sender))
+}
+
+/// The upstream part of the subject `link` probes the server's publish permissions on. Probes
+/// are unsigned, so even an upstream of that name never takes one for a fact.
+pub const PROBE_UPSTREAM: &str = "_probe";
 
 /// The breaker state as published.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -193,8 +208,14 @@ mod tests {
 
     #[test]
     fn subjects_round_trip_and_checks_refuse_bad_facts() {
-        assert_eq!(upstream_of(&subject("copilot-api")), Some("copilot-api"));
-        assert_eq!(upstream_of("weir.v1.a.b.breaker"), None);
+        assert_eq!(
+            parse_subject(&subject("copilot-api", "alice")),
+            Some(("copilot-api", "alice"))
+        );
+        assert_eq!(parse_subject("weir.v1.a.b.breaker.alice"), None);
+        assert_eq!(parse_subject("weir.v1.a.breaker"), None, "no sender");
+        assert_eq!(parse_subject("weir.v1.a.breaker.al.ice"), None);
+        assert_eq!(parse_subject("weir.v1.a.breaker.*"), None);
         let f = fact();
         let age = Duration::from_secs(60);
         assert_eq!(f.check("copilot-api", 1_000_000, age), Ok(()));

@@ -6,7 +6,7 @@
 //! messages, which the heartbeat makes up for); a publish waits at most [`PUBLISH_TIMEOUT`].
 
 use super::fact::{self, Cause, Fact, FactState, Indicator, Pause, PauseKind};
-use super::peers::{Decision, Peers};
+use super::peers::{Decision, Holds, Peers, UNVERIFIED};
 use super::seal::{TeamKey, HEADER};
 use super::TeamSecrets;
 use crate::config::{TeamAction, TeamSettings};
@@ -26,6 +26,11 @@ const TICK: Duration = Duration::from_millis(250);
 /// A teammate's pause is honoured for at most this long (a fact is not a licence to stop a
 /// team for a day).
 const MAX_PEER_PAUSE: Duration = Duration::from_secs(600);
+/// Teammates' reports hold an upstream (opened, re-opened, paused) for at most this long in
+/// total while this Weir's own calls bring no evidence; then its own probes go out.
+const MAX_PEER_HOLD: Duration = Duration::from_secs(600);
+/// How long a probe of the server's publish permissions waits for its own message.
+const PROBE_WAIT: Duration = Duration::from_secs(2);
 const PUBLISH_TIMEOUT: Duration = Duration::from_secs(2);
 /// How often a failing link is diagnosed (see [`super::tls::diagnose`]).
 const DIAGNOSE_EVERY: Duration = Duration::from_secs(30);
@@ -36,7 +41,7 @@ const SUBSCRIPTION_CAPACITY: usize = 1024;
 pub(crate) struct TeamParts {
     pub settings: TeamSettings,
     pub secrets: TeamSecrets,
-    /// This install's anonymous id.
+    /// This install's anonymous id (its name on the team when its NATS login has no user).
     pub me: String,
     pub upstreams: Arc<Upstreams>,
     pub bus: Bus,
@@ -53,7 +58,16 @@ pub(crate) struct Team {
 struct Shared {
     settings: TeamSettings,
     key: Option<TeamKey>,
+    /// This Weir's name on the team: the last token of the subjects it publishes on (its NATS
+    /// user, or its install id without one).
     me: String,
+    /// This install's anonymous id: the `peer` field of its facts, by which it knows its own.
+    install_id: String,
+    /// The server refused this Weir's publish on a subject of another name: senders' names are
+    /// the server's to give, and teammates are counted by them.
+    enforced: std::sync::atomic::AtomicBool,
+    /// How long teammates' reports have held each upstream without local evidence.
+    holds: Mutex<Holds>,
     upstreams: Arc<Upstreams>,
     bus: Bus,
     indicator: Box<dyn Fn() -> Option<Indicator> + Send + Sync>,
@@ -84,16 +98,25 @@ impl Team {
     /// Starts the link (in the background; a server that is down is retried forever). Without
     /// a team key nothing starts and the status says why.
     pub fn start(parts: TeamParts) -> Team {
-        let peers = Peers::new(
-            &parts.me,
-            parts.settings.peers_needed,
-            parts.settings.window,
-        );
+        let me = match &parts.secrets.auth {
+            Some(super::NatsAuth::UserPassword { user, .. }) if fact::valid_sender(user) => {
+                user.clone()
+            }
+            Some(super::NatsAuth::UserPassword { .. }) => {
+                tracing::warn!("the NATS user name is not letters, digits, - and _ only: it cannot name this Weir's facts, so teammates cannot tell it apart (docs/team.md)");
+                parts.me.clone()
+            }
+            _ => parts.me.clone(),
+        };
+        let peers = Peers::new(&me, parts.settings.peers_needed, parts.settings.window);
         let tls = Arc::new(super::tls::client_config(&parts.settings.extra_roots));
         let shared = Arc::new(Shared {
             key: parts.secrets.key.clone(),
             settings: parts.settings,
-            me: parts.me,
+            me,
+            install_id: parts.me,
+            enforced: std::sync::atomic::AtomicBool::new(false),
+            holds: Mutex::new(Holds::new(MAX_PEER_HOLD)),
             upstreams: parts.upstreams,
             bus: parts.bus,
             indicator: parts.indicator,
@@ -239,6 +262,16 @@ fn connect_options(
                         s.settings.nats_url
                     ),
                 ),
+                // The refusal of our own probe is the answer we hoped for, not a fault.
+                other if other.to_string().contains(fact::PROBE_UPSTREAM) => {
+                    if !s.enforced.swap(true, Relaxed) {
+                        // Reports taken in before this was known start again under their
+                        // senders' names.
+                        lock(&s.peers).forget_unverified();
+                        tracing::info!("the NATS server gives each teammate its own name: teammates are counted by their NATS users");
+                    }
+                    (None, String::new())
+                }
                 other => {
                     {
                         let mut error = lock(&s.error);
@@ -325,15 +358,65 @@ async fn run(shared: Arc<Shared>, key: TeamKey, auth: Option<super::NatsAuth>) {
         }
     };
     let receiving = tokio::spawn(receive(shared.clone(), key.clone(), sub));
+    let probing = tokio::spawn(identity_enforced(shared.clone(), client.clone()));
     publish_loop(&shared, &key, &client, &mut stop).await;
     receiving.abort();
+    probing.abort();
     let _ = tokio::time::timeout(Duration::from_secs(1), client.flush()).await;
     *lock(&shared.client) = None;
+}
+
+/// Finds out, once connected, whether the server lets this Weir publish under a name that is
+/// not its own: it publishes on `weir.v1._probe.breaker.<random>` and listens there. A server
+/// with per-user publish permissions (docs/team.md) refuses it, and then the subject's last
+/// token is an identity the sender cannot choose. Until the refusal is seen (or when the probe
+/// comes back), all teammates together count as one reporter ([`UNVERIFIED`]), so K > 1 teammates
+/// cannot be posed by one key holder. This sees this Weir's own permissions, which a team's
+/// server config gives every user alike.
+async fn identity_enforced(shared: Arc<Shared>, client: async_nats::Client) {
+    let probe = fact::subject(
+        fact::PROBE_UPSTREAM,
+        &hex::encode(rand::random::<[u8; 8]>()),
+    );
+    loop {
+        while client.connection_state() != async_nats::connection::State::Connected {
+            tokio::time::sleep(TICK).await;
+        }
+        let Ok(mut sub) = client.subscribe(probe.clone()).await else {
+            tokio::time::sleep(PROBE_WAIT).await;
+            continue;
+        };
+        if client.publish(probe.clone(), "".into()).await.is_err()
+            || tokio::time::timeout(PROBE_WAIT, client.flush())
+                .await
+                .is_err()
+        {
+            continue;
+        }
+        let echoed = tokio::time::timeout(PROBE_WAIT, sub.next()).await;
+        let _ = sub.unsubscribe().await;
+        match echoed {
+            Ok(Some(_)) => {
+                shared.enforced.store(false, Relaxed);
+                tracing::warn!("the NATS server lets this Weir publish under any name: teammates cannot be told apart, so they count as one (peers_needed > 1 is never reached; docs/team.md, \"Security model\")");
+                return;
+            }
+            Ok(None) => return,
+            // Not delivered: refused (the error event sets `enforced`) or lost; either way no
+            // name but our own is ours to use. Ask again only if the refusal was not seen.
+            Err(_) if shared.enforced.load(Relaxed) => return,
+            Err(_) => tokio::time::sleep(PROBE_WAIT).await,
+        }
+    }
 }
 
 /// Checks and applies every message on the subscription.
 async fn receive(shared: Arc<Shared>, key: TeamKey, mut sub: async_nats::Subscriber) {
     while let Some(msg) = sub.next().await {
+        if fact::parse_subject(msg.subject.as_str()).is_some_and(|(u, _)| u == fact::PROBE_UPSTREAM)
+        {
+            continue;
+        }
         shared.received.fetch_add(1, Relaxed);
         match accept(&shared, &key, &msg) {
             Ok(Some(up)) => evaluate(&shared, up),
@@ -353,7 +436,7 @@ fn accept(
     msg: &async_nats::Message,
 ) -> Result<Option<usize>, &'static str> {
     let subject = msg.subject.as_str();
-    let upstream = fact::upstream_of(subject).ok_or("not a fact subject")?;
+    let (upstream, sender) = fact::parse_subject(subject).ok_or("not a fact subject")?;
     let sig = msg
         .headers
         .as_ref()
@@ -374,21 +457,56 @@ fn accept(
     else {
         return Ok(None); // an upstream this Weir does not manage
     };
-    if !lock(&shared.peers).observe(&f, Instant::now()) {
-        return Ok(None);
+    if f.peer == shared.install_id {
+        return Ok(None); // our own, back from the server
     }
-    if let Some(p) = f.pause {
+    // Teammates count under the name the server let them publish with, or all together as one
+    // while that is not known to be enforced.
+    let from = if shared.enforced.load(Relaxed) {
+        sender.to_owned()
+    } else {
+        format!("{UNVERIFIED}{}", f.peer)
+    };
+    let now = Instant::now();
+    let agreed = {
+        let mut peers = lock(&shared.peers);
+        if !peers.observe(&f, &from, now) {
+            return Ok(None);
+        }
+        peers.pause(&f.upstream, fact::unix_ms(SystemTime::now()), now)
+    };
+    if let Some(p) = agreed {
         honour_pause(shared, idx, p);
     }
     Ok(Some(idx))
 }
 
+/// This Weir's own calls to upstream `idx` so far (local evidence for [`Holds`]).
+fn own_calls(shared: &Shared, idx: usize) -> u64 {
+    shared.upstreams.list[idx]
+        .counters
+        .totals()
+        .upstream_requests
+}
+
+/// How much longer teammates' reports may hold upstream `idx` (see [`MAX_PEER_HOLD`]).
+fn hold_left(shared: &Shared, idx: usize) -> Duration {
+    let name = &shared.upstreams.list[idx].settings.name;
+    lock(&shared.holds).left(name, own_calls(shared, idx), Instant::now())
+}
+
+/// A pause K teammates agree on (see `Peers::pause`), within what is left of the hold budget.
 fn honour_pause(shared: &Shared, idx: usize, p: Pause) {
     let now_ms = fact::unix_ms(SystemTime::now());
     if p.until_ms <= now_ms {
         return;
     }
-    let wait = Duration::from_millis(p.until_ms - now_ms).min(MAX_PEER_PAUSE);
+    let wait = Duration::from_millis(p.until_ms - now_ms)
+        .min(MAX_PEER_PAUSE)
+        .min(hold_left(shared, idx));
+    if wait.is_zero() {
+        return;
+    }
     let kind = match p.kind {
         PauseKind::RateLimited => Kind::RateLimited,
         PauseKind::Overloaded => Kind::Overloaded,
@@ -424,7 +542,7 @@ fn evaluate(shared: &Shared, idx: usize) {
                         u.gate.breaker.state(),
                         weir_resilience::State::Closed | weir_resilience::State::Degraded
                     );
-                    if closed && u.gate.breaker.trip(&why) {
+                    if closed && !hold_left(shared, idx).is_zero() && u.gate.breaker.trip(&why) {
                         let opens = u.gate.breaker.snapshot().opens_total;
                         lock(&shared.tripped).insert(name.clone(), opens);
                     }
@@ -481,7 +599,7 @@ fn stand_in_for_probes(shared: &Shared, idx: usize) {
     let name = &u.settings.name;
     let n =
         lock(&shared.peers).confirmations_since(name, fact::unix_ms(snap.since), Instant::now());
-    if n < shared.settings.peers_needed {
+    if n < shared.settings.peers_needed || hold_left(shared, idx).is_zero() {
         return;
     }
     let why = format!("{n} teammates' Weirs saw {name} fail since this breaker opened; their calls stand in for its probes");
@@ -524,7 +642,7 @@ fn fact_for(shared: &Shared, idx: usize) -> Fact {
     });
     Fact {
         v: fact::VERSION,
-        peer: shared.me.clone(),
+        peer: shared.install_id.clone(),
         upstream: u.settings.name.clone(),
         state,
         degraded: degraded(&snap, &u.gate.breaker.config()),
@@ -561,6 +679,7 @@ async fn publish_loop(
             lock(&shared.peers).prune(now);
         }
         for (idx, prev) in last.iter_mut().enumerate() {
+            release_if_free(shared, idx);
             evaluate(shared, idx);
             stand_in_for_probes(shared, idx);
             let f = fact_for(shared, idx);
@@ -581,6 +700,19 @@ async fn publish_loop(
     }
 }
 
+/// An upstream whose breaker is back on the closed side with no pause running is held by
+/// nothing: the next hold starts with the whole budget.
+fn release_if_free(shared: &Shared, idx: usize) {
+    let u = &shared.upstreams.list[idx];
+    let closed = matches!(
+        u.gate.breaker.state(),
+        weir_resilience::State::Closed | weir_resilience::State::Degraded
+    );
+    if closed && !u.gate.cooling(None) {
+        lock(&shared.holds).release(&u.settings.name);
+    }
+}
+
 /// Two facts say the same thing (ignoring when they were made).
 fn same_content(a: &Fact, b: &Fact) -> bool {
     Fact {
@@ -596,7 +728,7 @@ async fn publish(shared: &Shared, key: &TeamKey, client: &async_nats::Client, f:
     let Ok(payload) = serde_json::to_vec(f) else {
         return false;
     };
-    let subject = fact::subject(&f.upstream);
+    let subject = fact::subject(&f.upstream, &shared.me);
     let mut headers = async_nats::HeaderMap::new();
     headers.insert(HEADER, key.sign(&subject, &payload).as_str());
     let sent = tokio::time::timeout(

@@ -3,10 +3,11 @@
 //! team finds an outage once instead of once per laptop.
 //!
 //! - [`fact`]: the published message (versioned; nothing in it can identify a person, a
-//!   repository or a token) and its subjects (`weir.v1.<upstream>.breaker`);
+//!   repository or a token) and its subjects (`weir.v1.<upstream>.breaker.<sender>`);
 //! - [`seal`]: HMAC-SHA256 signatures with the team key, and what they protect against;
 //! - [`credentials`]: the team key and NATS login, from the keychain;
-//! - [`peers`]: the decision logic (K teammates within T; local evidence wins), pure;
+//! - [`peers`]: the decision logic (K teammates within T, counted by the name the server
+//!   vouches for; local evidence wins; a cap on holds), pure;
 //! - [`tls`]: TLS to the NATS server (OS roots plus `ca_file`) and the diagnosis that names
 //!   why a handshake fails;
 //! - [`link`]: the NATS client (reconnecting) and the publish / receive tasks. Nothing here is

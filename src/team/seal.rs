@@ -6,9 +6,10 @@
 //! (another team sharing the server or account, a leaked NATS credential, a misconfigured
 //! permission) cannot make this team's Weirs cautious, open their breakers or pause them; a
 //! captured fact is only accepted while it is recent (see `Fact::check`). What it does not:
-//! a teammate holding the key can publish false facts (bounded: a pause at most
-//! `MAX_PEER_PAUSE`, caution ends once local calls succeed), and facts are not encrypted
-//! (they hold nothing secret; `tls://` protects them in transit).
+//! a teammate holding the key can publish false facts as one teammate: who a teammate is comes
+//! from the subject's sender token, which per-user NATS publish permissions make the server's
+//! to give (see `link::identity_enforced`), never from the fact itself. Facts are not
+//! encrypted (they hold nothing secret; `tls://` protects them in transit).
 
 use ring::hmac;
 

@@ -67,18 +67,18 @@ pub(crate) struct Admitted {
 
 impl Admitted {
     /// Records the attempt's outcome and latency with the breaker (judged against `class`'s
-    /// baseline, with `ceiling` the class's absolute `slow_call`) and frees the bulkhead slot.
+    /// baseline or its prior, with the class's absolute `slow_call`) and frees the bulkhead slot.
     pub fn record(
         self,
         failure: bool,
         class: &'static str,
         elapsed: Duration,
-        ceiling: Duration,
+        timing: weir_resilience::Timing,
     ) -> weir_resilience::Slowness {
         if !failure {
             self.successes.fetch_add(1, Ordering::Relaxed);
         }
-        self.permit.record_latency(failure, class, elapsed, ceiling)
+        self.permit.record_latency(failure, class, elapsed, timing)
     }
 }
 
@@ -412,10 +412,13 @@ pub struct ClassLatencyView {
     pub class: &'static str,
     /// Good calls the median is taken over.
     pub samples: u32,
-    /// Median of recent good calls, ms; `null` while still learning.
+    /// Median of recent good calls, ms; while still learning, the class's normal latency
+    /// (`prior` is then true), or `null` without one.
     pub p50_ms: Option<f64>,
-    /// Calls at least this slow count as slow, ms; `null` while learning (then only the
-    /// class's absolute `slow_call` applies).
+    /// `p50_ms` is the documented normal latency, not a learned median.
+    pub prior: bool,
+    /// Calls at least this slow count as slow, ms; `null` while learning without a prior
+    /// (then only the class's absolute `slow_call` applies).
     pub slow_after_ms: Option<f64>,
 }
 
@@ -442,6 +445,7 @@ impl From<&BreakerSnapshot> for BreakerView {
                     class: l.class,
                     samples: l.samples,
                     p50_ms: l.p50.map(|d| d.as_secs_f64() * 1000.0),
+                    prior: l.prior,
                     slow_after_ms: l.slow_after.map(|d| d.as_secs_f64() * 1000.0),
                 })
                 .collect(),
@@ -486,7 +490,10 @@ mod tests {
                 true,
                 "list",
                 Duration::from_millis(5),
-                Duration::from_secs(5),
+                weir_resilience::Timing {
+                    normal: None,
+                    ceiling: Duration::from_secs(5),
+                },
             );
         }
         let st = g.status().breaker;

@@ -216,12 +216,16 @@ impl Upstreams {
             let pre = res.as_ref().map(&prefix).unwrap_or_default();
             let kind = kind_of(&res, &pre);
             // Slow is judged against this class's own recent latency (see the breaker's
-            // baseline), with the class's `slow_call` as the absolute cut-off.
+            // baseline; its documented normal latency until it has learned one), with the
+            // class's `slow_call` as the absolute cut-off.
             admitted.record(
                 kind.counts_as_breaker_failure(),
                 class.as_str(),
                 elapsed,
-                cs.slow_call,
+                weir_resilience::Timing {
+                    normal: Some(cs.normal_latency).filter(|d| !d.is_zero()),
+                    ceiling: cs.slow_call,
+                },
             );
             if !kind.is_ok() {
                 counters.error(class, kind.as_str());

@@ -7,11 +7,13 @@
 //! - [`resolve`]: the one lookup of a connection to an unmanaged host, checked for private
 //!   addresses;
 //! - [`reachability`]: whether each upstream can be reached at the network level (offline);
+//! - [`baselines`]: the breakers' latency baselines kept in the data dir across restarts;
 //! - [`model_breakers`]: per-(upstream, model) breakers of completion requests, kept apart
 //!   from the gates so a model's outage never opens the agent-sessions breaker.
 
 mod admission;
 mod attempt;
+pub(crate) mod baselines;
 pub(crate) mod caution;
 mod client;
 mod identity_cooldown;

@@ -33,8 +33,20 @@ pub const ALICE_PAT: &str = "github_pat_11AliceFineGrained000000004";
 pub const ALICE_APP: &str = "ghu_AliceAppUser00000000000000000005";
 pub const ALICE_PUBLIC: &str = "gho_AlicePublicOnly00000000000000006";
 pub const BOB: &str = "gho_BobVsCode00000000000000000000007";
+/// Alice's second VS Code session (another machine): the same OAuth app as `ALICE_VSCODE`.
+pub const ALICE_VSCODE_2: &str = "gho_AliceVsCodeLaptop2000000000000008";
 
-pub const TOKENS: [Tok; 7] = [
+/// The OAuth app GitHub names in `X-OAuth-Client-Id` on `/user` for an OAuth token: VS Code's
+/// GitHub authentication and the GitHub CLI are different apps (their public client ids).
+pub fn client_id_of(token: &str) -> Option<&'static str> {
+    match token {
+        ALICE_VSCODE | ALICE_VSCODE_2 | ALICE_PUBLIC | BOB => Some("01ab8ac9400c4e429b23"),
+        ALICE_GH => Some("178c6fc778ccc68e1d6a"),
+        _ => None,
+    }
+}
+
+pub const TOKENS: [Tok; 8] = [
     Tok {
         token: ALICE_VSCODE,
         id: 1001,
@@ -76,6 +88,12 @@ pub const TOKENS: [Tok; 7] = [
         id: 2002,
         login: "bob",
         scopes: "repo, workflow",
+    },
+    Tok {
+        token: ALICE_VSCODE_2,
+        id: 1001,
+        login: "alice",
+        scopes: "read:user, repo, user:email, workflow",
     },
 ];
 
@@ -258,6 +276,10 @@ pub async fn answer(
         if !who.scopes.is_empty() {
             r.headers_mut()
                 .insert("x-oauth-scopes", who.scopes.parse().unwrap());
+        }
+        if let Some(app) = client_id_of(who.token) {
+            r.headers_mut()
+                .insert("x-oauth-client-id", app.parse().unwrap());
         }
         return Ok(r);
     }

@@ -5,6 +5,12 @@
 //! Only successful calls that were not slow teach the baseline, so a sudden slowdown (the
 //! Oct 29 kind: 100 ms lists taking 1.2 s) is not learned as the new normal while it lasts; a
 //! gradual drift still is, because calls a little slower than usual are not slow.
+//!
+//! Until a class has seen enough good calls, the caller's *prior* (the class's documented
+//! normal latency) stands in for the median: a Weir started during a slowdown has no good calls
+//! to learn from, and without a prior it would never see the slowdown as slow. The samples can
+//! be taken out and put back ([`Baseline::samples`], [`Baseline::restore`]) so a restart does
+//! not start from nothing.
 
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -17,6 +23,18 @@ use super::config::BreakerConfig;
 #[derive(Debug, Default)]
 pub(super) struct Baseline {
     samples: VecDeque<Duration>,
+    /// The last prior the caller gave (judging keeps it current).
+    prior: Option<Duration>,
+}
+
+/// What the caller knows about a class's latency.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timing {
+    /// The class's documented normal latency: the baseline until enough good calls are seen
+    /// (`None`: no prior, only learned medians and the absolute cut-off count).
+    pub normal: Option<Duration>,
+    /// The absolute slow-call cut-off.
+    pub ceiling: Duration,
 }
 
 /// How one timed call was judged.
@@ -37,24 +55,31 @@ pub struct ClassLatency {
     pub class: &'static str,
     /// Good calls remembered.
     pub samples: u32,
-    /// Their median; `None` until `baseline_min_samples` are in.
+    /// Their median once `baseline_min_samples` are in; before that the class's prior (see
+    /// `prior`), or `None` without one.
     pub p50: Option<Duration>,
+    /// `p50` is the documented normal latency, not a learned median.
+    pub prior: bool,
     /// The relative cut-off now in force (`max(k × p50, floor)`); `None` while learning or off.
     pub slow_after: Option<Duration>,
 }
 
 impl Baseline {
-    /// The median of the remembered samples, once there are enough.
+    /// The median of the remembered samples, once there are enough; until then the prior.
     fn p50(&self, c: &BreakerConfig) -> Option<Duration> {
-        if self.samples.len() < c.baseline_min_samples as usize {
-            return None;
+        if !self.learned(c) {
+            return self.prior;
         }
         let mut v: Vec<Duration> = self.samples.iter().copied().collect();
         v.sort_unstable();
         Some(v[v.len() / 2])
     }
 
-    /// The relative cut-off, if the rule is on and has learned enough.
+    fn learned(&self, c: &BreakerConfig) -> bool {
+        self.samples.len() >= c.baseline_min_samples as usize
+    }
+
+    /// The relative cut-off, if the rule is on and has learned enough (or has a prior).
     fn slow_after(&self, c: &BreakerConfig) -> Option<Duration> {
         if c.slow_multiplier == 0.0 {
             return None;
@@ -63,25 +88,44 @@ impl Baseline {
         Some(p50.mul_f64(c.slow_multiplier).max(c.slow_floor))
     }
 
-    /// Judges a call that took `elapsed`, with the caller's absolute cut-off `ceiling`, and
-    /// learns from it when it succeeded and was not slow.
+    /// Judges a call that took `elapsed` with the caller's `timing`, and learns from it when
+    /// it succeeded and was not slow.
     pub(super) fn judge(
         &mut self,
         c: &BreakerConfig,
         failure: bool,
         elapsed: Duration,
-        ceiling: Duration,
+        timing: Timing,
     ) -> Slowness {
-        let too_slow = elapsed >= ceiling;
+        self.prior = timing.normal.filter(|d| !d.is_zero());
+        let too_slow = elapsed >= timing.ceiling;
         let relative = self.slow_after(c).is_some_and(|t| elapsed >= t);
         let slow = too_slow || relative;
         if !failure && !slow {
-            if self.samples.len() >= c.baseline_samples as usize {
-                self.samples.pop_front();
-            }
-            self.samples.push_back(elapsed);
+            self.learn(c, elapsed);
         }
         Slowness { slow, too_slow }
+    }
+
+    fn learn(&mut self, c: &BreakerConfig, elapsed: Duration) {
+        while self.samples.len() >= c.baseline_samples.max(1) as usize {
+            self.samples.pop_front();
+        }
+        self.samples.push_back(elapsed);
+    }
+
+    /// The remembered good latencies, oldest first (to persist them).
+    pub(super) fn samples(&self) -> Vec<Duration> {
+        self.samples.iter().copied().collect()
+    }
+
+    /// Puts back samples kept from an earlier run, older than any learned since (which stay
+    /// the newest), within the ring's bound.
+    pub(super) fn restore(&mut self, c: &BreakerConfig, old: &[Duration]) {
+        let learned = std::mem::take(&mut self.samples);
+        for d in old.iter().chain(learned.iter()) {
+            self.learn(c, *d);
+        }
     }
 
     pub(super) fn view(&self, class: &'static str, c: &BreakerConfig) -> ClassLatency {
@@ -89,6 +133,7 @@ impl Baseline {
             class,
             samples: self.samples.len() as u32,
             p50: self.p50(c),
+            prior: !self.learned(c) && self.prior.is_some(),
             slow_after: self.slow_after(c),
         }
     }
@@ -100,11 +145,19 @@ mod tests {
 
     const MS: fn(u64) -> Duration = Duration::from_millis;
 
+    /// No prior: only learned medians and the absolute cut-off.
+    fn cut(ceiling: Duration) -> Timing {
+        Timing {
+            normal: None,
+            ceiling,
+        }
+    }
+
     #[test]
     fn learns_then_judges_relative_to_the_median() {
         let c = BreakerConfig::default();
         let mut b = Baseline::default();
-        let ceiling = Duration::from_secs(5);
+        let ceiling = cut(Duration::from_secs(5));
         // Learning: nothing under the ceiling is slow yet.
         for _ in 0..9 {
             assert!(!b.judge(&c, false, MS(100), ceiling).slow);
@@ -145,13 +198,19 @@ mod tests {
         };
         let mut b = Baseline::default();
         for _ in 0..40 {
-            b.judge(&c, false, MS(800), Duration::from_secs(10));
+            b.judge(&c, false, MS(800), cut(Duration::from_secs(10)));
         }
         let v = b.view("view", &c);
         assert_eq!(v.samples, 16);
         assert_eq!(v.slow_after, Some(MS(3200)));
-        assert!(!b.judge(&c, false, MS(3000), Duration::from_secs(10)).slow);
-        assert!(b.judge(&c, false, MS(3300), Duration::from_secs(10)).slow);
+        assert!(
+            !b.judge(&c, false, MS(3000), cut(Duration::from_secs(10)))
+                .slow
+        );
+        assert!(
+            b.judge(&c, false, MS(3300), cut(Duration::from_secs(10)))
+                .slow
+        );
     }
 
     #[test]
@@ -162,9 +221,48 @@ mod tests {
         };
         let mut b = Baseline::default();
         for _ in 0..20 {
-            b.judge(&c, false, MS(10), Duration::from_secs(5));
+            b.judge(&c, false, MS(10), cut(Duration::from_secs(5)));
         }
         assert_eq!(b.view("list", &c).slow_after, None);
-        assert!(!b.judge(&c, false, MS(4000), Duration::from_secs(5)).slow);
+        assert!(
+            !b.judge(&c, false, MS(4000), cut(Duration::from_secs(5)))
+                .slow
+        );
+    }
+
+    #[test]
+    fn the_prior_judges_until_enough_good_calls_are_seen() {
+        let c = BreakerConfig::default();
+        let mut b = Baseline::default();
+        let t = Timing {
+            normal: Some(MS(250)),
+            ceiling: Duration::from_secs(5),
+        };
+        // From the first call: 4 × 250 ms = 1 s; 3 s is slow, and not learned.
+        let v = b.view("list", &c);
+        assert_eq!((v.p50, v.prior), (None, false), "no prior given yet");
+        assert!(b.judge(&c, false, MS(3000), t).slow);
+        let v = b.view("list", &c);
+        assert_eq!((v.p50, v.prior, v.samples), (Some(MS(250)), true, 0));
+        assert_eq!(v.slow_after, Some(MS(1000)));
+        // Good calls teach; once there are enough, their median takes over.
+        for _ in 0..10 {
+            assert!(!b.judge(&c, false, MS(600), t).slow);
+        }
+        let v = b.view("list", &c);
+        assert_eq!((v.p50, v.prior), (Some(MS(600)), false));
+        assert_eq!(v.slow_after, Some(MS(2400)));
+    }
+
+    #[test]
+    fn restored_samples_are_older_than_new_ones_and_bounded() {
+        let c = BreakerConfig {
+            baseline_samples: 4,
+            ..Default::default()
+        };
+        let mut b = Baseline::default();
+        b.judge(&c, false, MS(7), cut(Duration::from_secs(5)));
+        b.restore(&c, &[MS(1), MS(2), MS(3), MS(4), MS(5)]);
+        assert_eq!(b.samples(), vec![MS(3), MS(4), MS(5), MS(7)]);
     }
 }

@@ -32,7 +32,7 @@ use std::time::{Duration, SystemTime};
 use tokio::sync::broadcast;
 use tokio::time::Instant;
 
-pub use baseline::{ClassLatency, Slowness};
+pub use baseline::{ClassLatency, Slowness, Timing};
 pub use config::{BreakerConfig, ConfigError};
 pub use state::{BreakerEvent, BreakerSnapshot, Rejected, State};
 
@@ -292,6 +292,30 @@ impl Breaker {
         inner.phase.state()
     }
 
+    /// Every class's remembered good latencies, oldest first: what a restart should not have
+    /// to relearn (see [`Breaker::restore_baseline`]).
+    pub fn baselines(&self) -> Vec<(&'static str, Vec<Duration>)> {
+        let inner = self.shared.lock();
+        inner
+            .baselines
+            .iter()
+            .map(|(class, b)| (*class, b.samples()))
+            .filter(|(_, v)| !v.is_empty())
+            .collect()
+    }
+
+    /// Puts back `class`'s latencies kept from an earlier run, as older than any this run has
+    /// learned (bounded by `baseline_samples`).
+    pub fn restore_baseline(&self, class: &'static str, samples: &[Duration]) {
+        let mut guard = self.shared.lock();
+        let inner = &mut *guard;
+        inner
+            .baselines
+            .entry(class)
+            .or_default()
+            .restore(&inner.config, samples);
+    }
+
     /// A point-in-time view (advancing `Open → HalfOpen` if the wait is over).
     pub fn snapshot(&self) -> BreakerSnapshot {
         let now = Instant::now();
@@ -355,14 +379,15 @@ impl Permit {
     }
 
     /// Reports the call's outcome with its latency: `class` names the request class whose
-    /// baseline judges it (see the `baseline` module), `ceiling` is the class's absolute slow-call
-    /// cut-off. Returns how the call was judged.
+    /// baseline judges it (see the `baseline` module), `timing` carries the class's normal
+    /// latency (the baseline until enough good calls are seen) and absolute slow-call cut-off.
+    /// Returns how the call was judged.
     pub fn record_latency(
         mut self,
         failure: bool,
         class: &'static str,
         elapsed: Duration,
-        ceiling: Duration,
+        timing: Timing,
     ) -> Slowness {
         self.recorded = true;
         let judged = {
@@ -372,7 +397,7 @@ impl Permit {
                 &inner.config,
                 failure,
                 elapsed,
-                ceiling,
+                timing,
             )
         };
         self.shared

@@ -510,7 +510,10 @@ fn timed(b: &Breaker, failure: bool, ms: u64) -> Slowness {
         failure,
         "list",
         Duration::from_millis(ms),
-        Duration::from_secs(5),
+        Timing {
+            normal: None,
+            ceiling: Duration::from_secs(5),
+        },
     )
 }
 
@@ -651,4 +654,50 @@ async fn trip_opens_now_restarts_an_open_wait_and_leaves_probes_alone() {
     advance(Duration::from_secs(3600)).await;
     assert_eq!(t.state(), State::HalfOpen);
     assert!(!t.trip("probing"), "a half-open breaker is left alone");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_fresh_breaker_sees_a_slowdown_it_started_in() {
+    // Every list takes 3 s from the first call: nothing good to learn from, and 3 s is under the
+    // 5 s ceiling. The class's normal latency (250 ms) judges until a baseline is learned.
+    let b = breaker(BreakerConfig::default());
+    let t = Timing {
+        normal: Some(Duration::from_millis(250)),
+        ceiling: Duration::from_secs(5),
+    };
+    let mut calls = 0;
+    while b.state() == State::Closed {
+        let s = b
+            .try_acquire()
+            .unwrap()
+            .record_latency(false, "list", SEC(3), t);
+        assert_eq!((s.slow, s.too_slow), (true, false));
+        calls += 1;
+        advance(SEC(1)).await;
+        assert!(calls < 50, "never left closed");
+    }
+    assert_eq!(b.state(), State::Degraded);
+    // `degraded_minimum_calls` is the bound: the first window that may speak does.
+    assert_eq!(calls, 5);
+    let snap = b.snapshot();
+    assert!(snap.latency[0].prior);
+    assert_eq!(snap.latency[0].samples, 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn baselines_come_out_and_go_back_in() {
+    let b = breaker(BreakerConfig::default());
+    for _ in 0..12 {
+        timed(&b, false, 100);
+    }
+    let kept = b.baselines();
+    assert_eq!(kept.len(), 1);
+    assert_eq!((kept[0].0, kept[0].1.len()), ("list", 12));
+    let fresh = breaker(BreakerConfig::default());
+    fresh.restore_baseline("list", &kept[0].1);
+    let snap = fresh.snapshot();
+    assert_eq!(snap.latency[0].p50, Some(Duration::from_millis(100)));
+    assert!(!snap.latency[0].prior);
+    // The restored baseline judges at once: 1.2 s is 12× the usual.
+    assert!(timed(&fresh, false, 1200).slow);
 }
