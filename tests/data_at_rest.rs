@@ -129,6 +129,7 @@ async fn the_purge_deletes_the_credentials_of_exactly_the_rows_it_deletes() {
                 repo: None,
                 problem_statement: None,
                 in_doubt: false,
+                provisional: None,
             };
             let it = store.insert(&item, old).unwrap();
             store.mark_failed(it.id, "test", old).unwrap();

@@ -237,6 +237,7 @@ async fn an_in_doubt_create_found_upstream_is_not_sent_again() {
                     repo: Some("octo/repo".into()),
                     problem_statement: Some("task 9".into()),
                     in_doubt: false,
+                    provisional: None,
                 },
                 now,
             )

@@ -25,7 +25,7 @@ pub mod transition;
 
 pub use async_store::AsyncStore;
 pub use error::StoreError;
-pub use item::{Item, ListFilter, NewItem, State, StateCounts, UnknownState};
+pub use item::{Item, ListFilter, NewItem, Provisional, State, StateCounts, UnknownState};
 pub use schema::SCHEMA_VERSION;
 pub use store::{Store, StoreOptions};
 pub use transition::Transition;

@@ -190,6 +190,21 @@ impl Store {
             .map_err(|e| self.sql_err(e))
     }
 
+    /// The item that was answered with this provisional job or session id, in any state.
+    pub fn find_by_provisional_id(&self, id: &str) -> Result<Option<Item>, StoreError> {
+        self.conn
+            .query_row(
+                &format!(
+                    "SELECT {COLUMNS} FROM queue_items
+                     WHERE provisional_job_id = ?1 OR provisional_session_id = ?1 LIMIT 1"
+                ),
+                [id],
+                Item::from_row,
+            )
+            .optional()
+            .map_err(|e| self.sql_err(e))
+    }
+
     pub(crate) fn query_items(
         &self,
         sql: &str,
