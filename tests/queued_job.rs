@@ -365,6 +365,8 @@ struct Task {
     session_id: String,
     repo: String,
     problem_statement: String,
+    /// The session's name (gh's is the statement; VS Code's a title made from it).
+    name: String,
     created_at: String,
     last_updated_at: String,
 }
@@ -381,7 +383,7 @@ impl Task {
 
     fn session(&self) -> Value {
         json!({
-            "id": self.session_id, "name": self.problem_statement, "user_id": 7,
+            "id": self.session_id, "name": self.name, "user_id": 7,
             "agent_id": 1, "logs": "", "state": "queued", "owner_id": 9, "repo_id": 11,
             "resource_type": "", "resource_id": 0, "resource_global_id": "",
             "last_updated_at": self.last_updated_at, "created_at": self.created_at,
@@ -449,6 +451,17 @@ impl AgentsApi {
     }
 
     fn add(&self, repo: &str, statement: &str, created: SystemTime, updated: SystemTime) {
+        self.add_named(repo, statement, statement, created, updated)
+    }
+
+    fn add_named(
+        &self,
+        repo: &str,
+        statement: &str,
+        name: &str,
+        created: SystemTime,
+        updated: SystemTime,
+    ) {
         let mut s = self.state.lock().unwrap();
         let n = s.tasks.len() + 1000;
         s.tasks.push(Task {
@@ -456,6 +469,7 @@ impl AgentsApi {
             session_id: uuid4(n),
             repo: repo.into(),
             problem_statement: statement.into(),
+            name: name.into(),
             created_at: rfc3339(created),
             last_updated_at: rfc3339(updated),
         });
@@ -555,6 +569,7 @@ async fn answer(
                         job_id: format!("job-{n}"),
                         session_id: uuid4(n),
                         repo: format!("{o}/{r}"),
+                        name: statement.clone(),
                         problem_statement: statement,
                         created_at: now.clone(),
                         last_updated_at: now,
@@ -910,7 +925,7 @@ async fn a_create_that_happened_upstream_is_found_by_the_lookup_and_never_sent_t
     let now = SystemTime::now();
     let hour = Duration::from_secs(3600);
     // 60 older sessions of the repository updated after ours (they fill page 1), two created
-    // in the window with other statements (candidates that are not it), and another
+    // in the window that are not it (one named like ours), and another
     // repository's session with the same statement (never listed for this repository).
     for i in 0..60 {
         api.add(
@@ -921,7 +936,14 @@ async fn a_create_that_happened_upstream_is_found_by_the_lookup_and_never_sent_t
         );
     }
     api.add("octo/app", "Something else", now, now + hour);
-    api.add("octo/app", "Fix the login bug, but later", now, now + hour);
+    // Named as ours (a title), but its job says otherwise: only the job can tell.
+    api.add_named(
+        "octo/app",
+        "Fix the login bug in the admin page",
+        "Fix the login bug",
+        now,
+        now + hour,
+    );
     api.add("octo/other", "Fix the login bug", now, now + 2 * hour);
     let weir = Weir::start(&[&api.origin()], CONFIG).await;
     let url = format!("{}{CREATE}", api.origin());
@@ -956,7 +978,7 @@ async fn a_create_that_happened_upstream_is_found_by_the_lookup_and_never_sent_t
     );
     // Each candidate confirmed by its job; the old sessions were never asked about.
     let asked = api.count("GET", &format!("{CREATE}/session/"));
-    assert_eq!(asked, 3, "two candidates that are not it, then ours");
+    assert_eq!(asked, 2, "the look-alike (its job differs), then ours");
     // The provisional ids serve the session that was found.
     let (j, s) = gh_follows(&weir, &api, &job.id, &job.session_id).await;
     assert_eq!(

@@ -61,13 +61,16 @@ impl Replayer {
             let Some(sessions) = v.get("sessions").and_then(|s| s.as_array()) else {
                 return Lookup::Unknown("the session list has no `sessions` array".into());
             };
-            for s in sessions {
-                let Some(sid) = s.get("id").and_then(|i| i.as_str()) else {
-                    continue;
-                };
-                if !time_of(s, "created_at").is_some_and(|c| c >= since) {
-                    continue;
-                }
+            // Sessions created in the window; those whose name is the statement's start
+            // first (gh names a session by its statement, VS Code by the title it made from
+            // it), so the likeliest candidate costs one job read.
+            let mut candidates: Vec<(&serde_json::Value, &str)> = sessions
+                .iter()
+                .filter(|s| time_of(s, "created_at").is_some_and(|c| c >= since))
+                .filter_map(|s| Some((s, s.get("id")?.as_str()?)))
+                .collect();
+            candidates.sort_by_key(|(s, _)| !named_for(s, statement));
+            for (s, sid) in candidates {
                 if checked == MAX_CANDIDATES {
                     return Lookup::Unknown(format!(
                         "more than {MAX_CANDIDATES} sessions were created in the window; not verified"
@@ -164,7 +167,7 @@ const PAGE_SIZE: usize = 50;
 /// At most this many pages (500 sessions of one repository in the window) are read.
 const MAX_PAGES: usize = 10;
 /// At most this many candidates (sessions created in the window) have their job read.
-const MAX_CANDIDATES: usize = 20;
+const MAX_CANDIDATES: usize = 30;
 /// The window opens this long before the item's last attempt (clocks differ).
 const WINDOW_SLACK_MS: i64 = 60_000;
 
@@ -188,6 +191,17 @@ fn lookup_headers(item: &Item, credential: &serde_json::Value) -> HeaderMap {
     }
     set_credential(&mut headers, credential);
     headers
+}
+
+/// Whether the session's name is the statement, or the start of its first line.
+fn named_for(session: &serde_json::Value, statement: &str) -> bool {
+    let name = session
+        .get("name")
+        .and_then(|n| n.as_str())
+        .unwrap_or("")
+        .trim();
+    let first = statement.lines().next().unwrap_or("").trim();
+    !name.is_empty() && (name == statement.trim() || first.starts_with(name))
 }
 
 /// A time field (RFC 3339, or unix seconds) in unix ms.
