@@ -140,7 +140,7 @@ pub struct NewItem {
     /// starts `in_doubt` and is looked up upstream before any replay.
     pub in_doubt: bool,
     /// The provisional job and session ids Weir answered the client with while the create
-    /// waits (`None` for items queued before they existed, or answered `202`).
+    /// waits (`None` for items stored before they existed and offers made by hand).
     pub provisional: Option<Provisional>,
 }
 

@@ -81,7 +81,7 @@ impl Store {
                 tracing::warn!(db = %path.display(), mode, "queue database not in WAL mode");
             }
         }
-        // FULL: every commit is fsynced before it returns, so a create we answered 202 for is
+        // FULL: every commit is fsynced before it returns, so a create we answered for is
         // on disk even if the machine loses power right after.
         conn.pragma_update(None, "synchronous", "FULL")
             .map_err(sql_err)?;
