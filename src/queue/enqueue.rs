@@ -1,5 +1,6 @@
 //! Commits a create the upstream could not take: its credential to the keychain, the row (with
-//! only the credential's account name) to SQLite, before Weir answers (a provisional job, or `202 Accepted`).
+//! only the credential's account name) to SQLite, before Weir answers (a provisional job, or
+//! `202 Accepted`).
 
 use super::{event, now_ms, QueueState};
 use crate::events::Bus;

@@ -44,7 +44,9 @@ impl Replayer {
         };
         let since = item.last_attempt_at.unwrap_or(item.created_at) - WINDOW_SLACK_MS;
         let headers = lookup_headers(item, credential);
-        let mut checked = 0;
+        // First the window's sessions (pages, bounded), then the jobs of those created in it.
+        let mut candidates: Vec<(serde_json::Value, String)> = Vec::new();
+        let mut complete = false;
         for page in 1..=MAX_PAGES {
             let list = format!(
                 "/agents/sessions?page_number={page}&page_size={PAGE_SIZE}&repo_nwo={}&sort=last_updated_at%2Cdesc",
@@ -61,49 +63,12 @@ impl Replayer {
             let Some(sessions) = v.get("sessions").and_then(|s| s.as_array()) else {
                 return Lookup::Unknown("the session list has no `sessions` array".into());
             };
-            // Sessions created in the window; those whose name is the statement's start
-            // first (gh names a session by its statement, VS Code by the title it made from
-            // it), so the likeliest candidate costs one job read.
-            let mut candidates: Vec<(&serde_json::Value, &str)> = sessions
-                .iter()
-                .filter(|s| time_of(s, "created_at").is_some_and(|c| c >= since))
-                .filter_map(|s| Some((s, s.get("id")?.as_str()?)))
-                .collect();
-            candidates.sort_by_key(|(s, _)| !named_for(s, statement));
-            for (s, sid) in candidates {
-                if checked == MAX_CANDIDATES {
-                    return Lookup::Unknown(format!(
-                        "more than {MAX_CANDIDATES} sessions were created in the window; not verified"
-                    ));
-                }
-                checked += 1;
-                // The session has no problem statement; the job behind it does.
-                let job = format!(
-                    "/agents/swe/v1/jobs/{}/{}/session/{}",
-                    path_escape(owner),
-                    path_escape(name),
-                    path_escape(sid)
-                );
-                let job = match self
-                    .get_json(up, RouteClass::View, &job, &headers, scope)
-                    .await
-                {
-                    Ok(Some(j)) => j,
-                    // Another repository's session (or no job behind it): not this create.
-                    Ok(None) => continue,
-                    Err(l) => return l,
-                };
-                let said = job.get("problem_statement").and_then(|p| p.as_str());
-                if said.map(str::trim) == Some(statement.trim()) {
-                    return Lookup::Found(serde_json::json!({
-                        "found_by_lookup": true,
-                        "job_id": job.get("job_id").cloned().unwrap_or_default(),
-                        "session_id": sid,
-                        "pull_request": job.get("pull_request").cloned().unwrap_or_default(),
-                        "session": s,
-                    }));
-                }
-            }
+            candidates.extend(
+                sessions
+                    .iter()
+                    .filter(|s| time_of(s, "created_at").is_some_and(|c| c >= since))
+                    .filter_map(|s| Some((s.clone(), s.get("id")?.as_str()?.to_string()))),
+            );
             // A short page is the end of the list; newest-updated first, so once a page ends
             // before the window nothing further can have been created in it.
             let ended_before = sessions
@@ -111,13 +76,54 @@ impl Replayer {
                 .and_then(|s| time_of(s, "last_updated_at").or_else(|| time_of(s, "created_at")))
                 .is_some_and(|t| t < since);
             if sessions.len() < PAGE_SIZE || ended_before {
-                return Lookup::NotFound;
+                complete = true;
+                break;
             }
         }
-        Lookup::Unknown(format!(
-            "the window holds more than {} sessions; not verified",
-            MAX_PAGES * PAGE_SIZE
-        ))
+        if !complete {
+            return Lookup::Unknown(format!(
+                "the window holds more than {} sessions; not verified",
+                MAX_PAGES * PAGE_SIZE
+            ));
+        }
+        // Those whose name is the statement's start first (gh names a session by its
+        // statement, VS Code by a title made from it): the likeliest costs one job read.
+        candidates.sort_by_key(|(s, _)| !named_for(s, statement));
+        for (s, sid) in candidates.iter().take(MAX_CANDIDATES) {
+            // The session has no problem statement; the job behind it does.
+            let job = format!(
+                "/agents/swe/v1/jobs/{}/{}/session/{}",
+                path_escape(owner),
+                path_escape(name),
+                path_escape(sid)
+            );
+            let job = match self
+                .get_json(up, RouteClass::View, &job, &headers, scope)
+                .await
+            {
+                Ok(Some(j)) => j,
+                // Another repository's session (or no job behind it): not this create.
+                Ok(None) => continue,
+                Err(l) => return l,
+            };
+            let said = job.get("problem_statement").and_then(|p| p.as_str());
+            if said.map(str::trim) == Some(statement.trim()) {
+                return Lookup::Found(serde_json::json!({
+                    "found_by_lookup": true,
+                    "job_id": job.get("job_id").cloned().unwrap_or_default(),
+                    "session_id": sid,
+                    "pull_request": job.get("pull_request").cloned().unwrap_or_default(),
+                    "session": s,
+                }));
+            }
+        }
+        if candidates.len() > MAX_CANDIDATES {
+            return Lookup::Unknown(format!(
+                "{} sessions were created in the window, more than the {MAX_CANDIDATES} whose job Weir reads; not verified",
+                candidates.len()
+            ));
+        }
+        Lookup::NotFound
     }
 
     /// One GET with the item's credential: the JSON answer, `None` for a 404, or what the
@@ -167,7 +173,7 @@ const PAGE_SIZE: usize = 50;
 /// At most this many pages (500 sessions of one repository in the window) are read.
 const MAX_PAGES: usize = 10;
 /// At most this many candidates (sessions created in the window) have their job read.
-const MAX_CANDIDATES: usize = 30;
+const MAX_CANDIDATES: usize = 50;
 /// The window opens this long before the item's last attempt (clocks differ).
 const WINDOW_SLACK_MS: i64 = 60_000;
 

@@ -413,7 +413,8 @@ async fn answer(
         let mut s = st.lock().unwrap();
         s.lookups += 1;
         // Paged with `page_number`/`page_size`, newest first, as the real list is sorted
-        // (`sort=last_updated_at,desc`); a real session has no problem statement.
+        // (`sort=last_updated_at,desc`); a real session has no problem statement, and gh's is
+        // named by it.
         let q = req.uri().query().unwrap_or("").to_string();
         let num = |k: &str| {
             q.split('&')
@@ -428,7 +429,7 @@ async fn answer(
             .rev()
             .skip((page.max(1) - 1) * size)
             .take(size)
-            .map(|(i, c)| serde_json::json!({"id": format!("s-{}", i + 1), "created_at": c.at_secs, "last_updated_at": c.at_secs}))
+            .map(|(i, c)| serde_json::json!({"id": format!("s-{}", i + 1), "name": c.statement, "created_at": c.at_secs, "last_updated_at": c.at_secs}))
             .collect();
         return reply(200, serde_json::json!({"sessions": sessions}));
     }
