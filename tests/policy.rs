@@ -256,7 +256,10 @@ async fn a_429_surge_queues_creates_without_sending_them() {
     let body: Value = r.json().await.unwrap();
     // Queued without an attempt of its own (the queue's worker sends it, paced, later).
     assert!(
-        body["weir"]["reason"].as_str().unwrap().contains("did not send"),
+        body["weir"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("did not send"),
         "{body}"
     );
     assert!(
@@ -282,7 +285,10 @@ async fn local_without_a_local_agent_queues_and_says_so() {
     let body: Value = r.json().await.unwrap();
     assert_eq!(body["status"], "queued");
     assert!(
-        body["weir"]["reason"].as_str().unwrap().contains("hand-off failed"),
+        body["weir"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("hand-off failed"),
         "{body}"
     );
 }

@@ -421,7 +421,10 @@ async fn answer(
                 .find_map(|p| p.strip_prefix(k))
                 .and_then(|n| n.parse::<usize>().ok())
         };
-        let (page, size) = (num("page_number=").unwrap_or(1), num("page_size=").unwrap_or(50));
+        let (page, size) = (
+            num("page_number=").unwrap_or(1),
+            num("page_size=").unwrap_or(50),
+        );
         let sessions: Vec<serde_json::Value> = s
             .created
             .iter()
@@ -439,7 +442,10 @@ async fn answer(
         let n = path
             .rsplit_once("/session/s-")
             .and_then(|(_, n)| n.parse::<usize>().ok());
-        if let Some(c) = n.and_then(|n| n.checked_sub(1)).and_then(|i| s.created.get(i)) {
+        if let Some(c) = n
+            .and_then(|n| n.checked_sub(1))
+            .and_then(|i| s.created.get(i))
+        {
             let n = n.unwrap_or_default();
             return reply(
                 200,
