@@ -991,7 +991,9 @@ async fn a_create_that_happened_upstream_is_found_by_the_lookup_and_never_sent_t
 #[test]
 fn a_bad_answer_setting_names_its_key_and_line() {
     let toml = "listen = \"127.0.0.1:0\"\n[queue]\nanswer = \"maybe\"\n";
-    let e = weir::config::parse_str(toml, "w.toml").unwrap_err().to_string();
+    let e = weir::config::parse_str(toml, "w.toml")
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("queue.answer") && e.contains("w.toml:3"), "{e}");
     assert!(e.contains("\"job\" or \"accepted\""), "{e}");
 }
