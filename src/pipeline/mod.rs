@@ -8,8 +8,8 @@
 //!    ([`crate::accounts`], resolved off the request path);
 //! 3. **limits** ([`limits`]): header size first of all; the client rate limit for requests
 //!    that would reach an upstream;
-//! 3a. **provisional ids** ([`provisional`]): follow-up calls for a create Weir queued are
-//!    answered from the queue, or sent on with the real id once it exists;
+//!    3a. **provisional ids** ([`provisional`]): follow-up calls for a create Weir queued
+//!    are answered from the queue, or sent on with the real id once it exists;
 //! 4. **cache/coalesce** ([`cache`]) for `list`/`view`/`token`, smaller list pages served from
 //!    a larger page 1 ([`page_subset`]); duplicate suppression ([`create`]) for creates; in
 //!    cache-only mode or offline, [`held`] instead: the cache alone, creates straight to the
