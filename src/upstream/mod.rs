@@ -4,6 +4,8 @@
 //! - [`admission`]: whether an attempt may go out now (cooldown → breaker → bulkhead);
 //! - [`caution`]: outside signals (GitHub Status, peers) that lower the breaker's thresholds;
 //! - [`attempt`]: the one attempt-and-retry machinery, for client requests and replays alike;
+//! - [`resolve`]: the one lookup of a connection to an unmanaged host, checked for private
+//!   addresses;
 //! - [`reachability`]: whether each upstream can be reached at the network level (offline);
 //! - [`model_breakers`]: per-(upstream, model) breakers of completion requests, kept apart
 //!   from the gates so a model's outage never opens the agent-sessions breaker.
@@ -16,6 +18,7 @@ mod identity_cooldown;
 mod model_breakers;
 mod pool;
 mod reachability;
+pub(crate) mod resolve;
 pub(crate) mod roots;
 
 pub(crate) use admission::SharedHold;
@@ -35,6 +38,8 @@ use std::sync::atomic::AtomicU64;
 /// Every managed upstream's client, gate and counters.
 pub(crate) struct Upstreams {
     pub client: UpstreamClient,
+    /// For requests to hosts Weir does not manage (see [`UpstreamClient::for_unmanaged`]).
+    pub unmanaged: UpstreamClient,
     /// Told of every 401, which drops the credential's account mapping.
     pub accounts: std::sync::Arc<crate::accounts::Accounts>,
     pub list: Vec<Upstream>,
@@ -75,6 +80,7 @@ impl Upstreams {
         Upstreams {
             accounts,
             client: UpstreamClient::for_settings(settings),
+            unmanaged: UpstreamClient::for_unmanaged(settings),
             reach: Reachability::new(list.len()),
             models: ModelBreakers::default(),
             list,
