@@ -41,7 +41,7 @@ async fn the_data_dir_and_queue_files_are_private() {
         .send()
         .await
         .unwrap();
-    assert_eq!(r.status(), 202);
+    assert_eq!(r.status(), 201);
     assert_eq!(mode(&data), 0o700, "data dir");
     let mut files = 0;
     for e in std::fs::read_dir(&data).unwrap() {
@@ -76,7 +76,7 @@ async fn queued_rows_keep_only_allowlisted_headers() {
         .send()
         .await
         .unwrap();
-    assert_eq!(r.status(), 202);
+    assert_eq!(r.status(), 201);
     let store = weir_store::Store::open(weir.dir.path().join("queue.sqlite3")).unwrap();
     let items = store
         .list(&weir_store::ListFilter {
@@ -129,6 +129,7 @@ async fn the_purge_deletes_the_credentials_of_exactly_the_rows_it_deletes() {
                 repo: None,
                 problem_statement: None,
                 in_doubt: false,
+                provisional: None,
             };
             let it = store.insert(&item, old).unwrap();
             store.mark_failed(it.id, "test", old).unwrap();

@@ -212,7 +212,18 @@ async fn serve(mut s: impl Conn, mode: Arc<Mutex<Mode>>, made: Arc<Mutex<Made>>)
         }
         let ok_body = if create {
             r#"{"job_id":"j","session_id":"s"}"#.to_string()
-        } else if req.path.starts_with("/agents/sessions?repo_nwo=") {
+        } else if let Some(i) = req
+            .path
+            .rsplit_once("/session/sess-")
+            .and_then(|(_, i)| i.parse::<usize>().ok())
+        {
+            // The job behind a session: where the in-doubt lookup reads the statement.
+            let made = made.lock().unwrap();
+            match made.sessions.get(i) {
+                Some((st, _)) => serde_json::json!({"job_id": format!("j-{i}"), "session_id": format!("sess-{i}"), "problem_statement": st}).to_string(),
+                None => serde_json::json!({"message": "not found"}).to_string(),
+            }
+        } else if req.path.starts_with("/agents/sessions?") && req.path.contains("repo_nwo=") {
             let list: Vec<_> = made
                 .lock()
                 .unwrap()
@@ -220,7 +231,7 @@ async fn serve(mut s: impl Conn, mode: Arc<Mutex<Mode>>, made: Arc<Mutex<Made>>)
                 .iter()
                 .enumerate()
                 .map(|(i, (st, at))| {
-                    serde_json::json!({"id": format!("sess-{i}"), "problem_statement": st, "created_at": at})
+                    serde_json::json!({"id": format!("sess-{i}"), "name": st, "created_at": at, "last_updated_at": at})
                 })
                 .collect();
             serde_json::json!({ "sessions": list }).to_string()
@@ -498,7 +509,7 @@ fn problem_kinds(answers: &[Answer]) -> Vec<String> {
         .collect()
 }
 
-/// Nothing usable came back: every list is Weir's problem+json, every create queued (202).
+/// Nothing usable came back: every list is Weir's problem+json, every create queued (201 with the provisional job).
 fn every_list_a_problem_every_create_queued(lists: &[Answer], creates: &[Answer]) {
     assert!(
         lists
@@ -507,7 +518,7 @@ fn every_list_a_problem_every_create_queued(lists: &[Answer], creates: &[Answer]
         "{:?}",
         problem_kinds(lists)
     );
-    assert!(creates.iter().all(|a| a.status == 202), "{creates:?}");
+    assert!(creates.iter().all(|a| a.status == 201), "{creates:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -541,7 +552,7 @@ async fn five_xx_storm() {
     )
     .await;
     assert!(lists.iter().all(|a| a.status >= 500), "{lists:?}");
-    assert!(creates.iter().all(|a| a.status == 202));
+    assert!(creates.iter().all(|a| a.status == 201));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -556,7 +567,7 @@ async fn five_hundreds_storm() {
     )
     .await;
     assert!(lists.iter().all(|a| a.status >= 500), "{lists:?}");
-    assert!(creates.iter().all(|a| a.status == 202));
+    assert!(creates.iter().all(|a| a.status == 201));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -571,7 +582,7 @@ async fn too_many_requests_with_retry_after() {
     )
     .await;
     assert!(lists.iter().all(|a| a.status == 429), "{lists:?}");
-    assert!(creates.iter().all(|a| a.status == 202));
+    assert!(creates.iter().all(|a| a.status == 201));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -592,7 +603,7 @@ async fn secondary_rate_limit_403() {
         lists.iter().all(|a| a.status == 403 || a.status == 429),
         "{lists:?}"
     );
-    assert!(creates.iter().all(|a| a.status == 202));
+    assert!(creates.iter().all(|a| a.status == 201));
 }
 
 /// Nothing reached the upstream: every list is a problem, every create queued, and the

@@ -206,7 +206,7 @@ async fn shared_queue_migrates_from_empty_and_survives_the_database_going_down()
         .iter()
         .map(|r| r.get(0))
         .collect();
-    assert_eq!(versions, [1, 2, 3, 4]);
+    assert_eq!(versions, [1, 2, 3, 4, 5]);
     assert_eq!(db.query_one(tables, &[]).await.unwrap().get::<_, i64>(0), 4);
 
     // Queued during an outage; the credential is sealed, never stored as written.
@@ -214,14 +214,14 @@ async fn shared_queue_migrates_from_empty_and_survives_the_database_going_down()
     let mut ids = Vec::new();
     for i in 0..3 {
         let r = create(&a, &files, &up, i).await.unwrap();
-        assert_eq!(r.status, 202, "{:?}", r.body);
-        ids.push(r.json()["id"].as_i64().unwrap());
+        assert_eq!(r.status, 201, "{:?}", r.body);
+        ids.push(r.json()["weir"]["queue_id"].as_i64().unwrap());
     }
     // The same create through the other replica is the same queued item (one identity key for
     // all replicas, one live dedupe key in the database).
     let again = create(&b, &files, &up, 1).await.unwrap();
-    assert_eq!(again.status, 202, "{:?}", again.body);
-    assert_eq!(again.json()["id"].as_i64(), Some(ids[1]));
+    assert_eq!(again.status, 201, "{:?}", again.body);
+    assert_eq!(again.json()["weir"]["queue_id"].as_i64(), Some(ids[1]));
     assert_eq!(counts(&db).await.values().sum::<i64>(), 3);
     drop(b);
     let sealed: Vec<Vec<u8>> = db
@@ -286,7 +286,7 @@ async fn shared_queue_migrates_from_empty_and_survives_the_database_going_down()
             said_read_only = p["detail"].as_str().unwrap().contains("read-only");
             break;
         }
-        assert_eq!(r.status, 202, "{:?}", r.body);
+        assert_eq!(r.status, 201, "{:?}", r.body);
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert!(said_read_only, "{}", a.log());
@@ -333,7 +333,7 @@ async fn three_replicas_lose_and_double_nothing_when_one_is_killed_mid_replay() 
     }
     for t in tasks {
         let a = t.await.unwrap().unwrap();
-        assert_eq!(a.status, 202, "{:?}", a.body);
+        assert_eq!(a.status, 201, "{:?}", a.body);
     }
     assert_eq!(up.created().len(), 0);
     let live: i64 = counts(&db).await.values().sum();
@@ -434,7 +434,7 @@ async fn a_breaker_that_opens_on_one_replica_holds_the_others_back() {
     up.set(|s| s.outage = true);
     for i in 0..20 {
         let r = create(&a, &files, &up, i).await.unwrap();
-        assert_eq!(r.status, 202, "{:?}", r.body);
+        assert_eq!(r.status, 201, "{:?}", r.body);
     }
     // B learns it through PostgreSQL, without a failing call of its own.
     let held = eventually(100, || async {
@@ -446,7 +446,7 @@ async fn a_breaker_that_opens_on_one_replica_holds_the_others_back() {
     assert!(held, "{}\n{}", b_status().await, b.log());
     let refused_before = up.state.lock().unwrap().refused;
     let r = create(&b, &files, &up, 100).await.unwrap();
-    assert_eq!(r.status, 202, "queued, not sent: {:?}", r.body);
+    assert_eq!(r.status, 201, "queued, not sent: {:?}", r.body);
     assert_eq!(
         up.state.lock().unwrap().refused,
         refused_before,
@@ -596,7 +596,7 @@ async fn bench_shared_queue_drain() {
         let started = std::time::Instant::now();
         for i in 0..100 {
             let a = create(&replicas[i % n], &files, &up, i).await.unwrap();
-            assert_eq!(a.status, 202);
+            assert_eq!(a.status, 201);
         }
         let queued = started.elapsed();
         up.set(|s| s.outage = false);

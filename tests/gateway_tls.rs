@@ -57,7 +57,7 @@ async fn the_shared_queue_over_tls_verify_full_queues_and_replays_and_a_wrong_ca
     up.set(|s| s.outage = true);
     for i in 0..3 {
         let a = create(&r, &files, &up, i).await;
-        assert_eq!(a.status, 202, "{:?}", a.body);
+        assert_eq!(a.status, 201, "{:?}", a.body);
     }
     assert_eq!(state_count(&db, "queued").await, 3);
     // Every TCP connection the replica holds is encrypted (pg_hba has `hostssl` only, so a
@@ -137,7 +137,7 @@ async fn a_slow_replay_renews_its_lease_so_no_other_replica_takes_the_item() {
     let db = pg.client().await;
     up.set(|s| s.outage = true);
     let a = create(&replicas[0], &files, &up, 1).await;
-    assert_eq!(a.status, 202, "{:?}", a.body);
+    assert_eq!(a.status, 201, "{:?}", a.body);
 
     up.set(|s| {
         s.outage = false;

@@ -138,7 +138,7 @@ async fn child_locked_keychain_engine() {
     );
     for i in 0..3 {
         let (status, body) = create(&weir, &up, i).await;
-        assert_eq!(status, 202, "queued while the upstream fails: {body}");
+        assert_eq!(status, 201, "queued while the upstream fails: {body}");
     }
     lock_login_keyring();
     // A create that needs the queue while the keychain is locked: refused clearly, not lost

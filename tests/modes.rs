@@ -98,11 +98,14 @@ async fn cache_only_makes_no_upstream_calls_and_replays_each_create_once_after()
             .send()
             .await
             .unwrap();
-        assert_eq!(r.status(), 202);
+        assert_eq!(r.status(), 201);
         let v: serde_json::Value = r.json().await.unwrap();
         assert_eq!(v["status"], "queued");
-        assert!(v["reason"].as_str().unwrap().contains("cache-only"), "{v}");
-        queued.push(v["id"].as_i64().unwrap());
+        assert!(
+            v["weir"]["reason"].as_str().unwrap().contains("cache-only"),
+            "{v}"
+        );
+        queued.push(v["weir"]["queue_id"].as_i64().unwrap());
     }
     for p in ["/agents/sessions/nwo/octo/repo", "/agents/sessions/s1/logs"] {
         let r = c.get(format!("{origin}{p}")).send().await.unwrap();
@@ -275,9 +278,12 @@ async fn automatic_goes_offline_when_the_upstream_is_gone_and_back_by_a_probe() 
         .send()
         .await
         .unwrap();
-    assert_eq!(r.status(), 202);
+    assert_eq!(r.status(), 201);
     let v: serde_json::Value = r.json().await.unwrap();
-    assert!(v["reason"].as_str().unwrap().contains("offline"), "{v}");
+    assert!(
+        v["weir"]["reason"].as_str().unwrap().contains("offline"),
+        "{v}"
+    );
     let r = c
         .get(format!("{origin}/agents/sessions/nwo/a/b"))
         .send()

@@ -47,7 +47,7 @@ async fn two_repositories_in_one_outage_one_queued_the_other_failed_naming_the_r
         .send()
         .await
         .unwrap();
-    assert_eq!(r.status().as_u16(), 202);
+    assert_eq!(r.status().as_u16(), 201);
     assert_eq!(header(&r, "weir-policy"), "user:1 create=queue");
     assert!(header(&r, "location").starts_with("/_weir/api/queue/"));
 
@@ -282,12 +282,15 @@ async fn a_429_surge_queues_creates_without_sending_them() {
         .send()
         .await
         .unwrap();
-    assert_eq!(r.status().as_u16(), 202);
+    assert_eq!(r.status().as_u16(), 201);
     assert_eq!(header(&r, "weir-policy"), "user:1 create=queue");
     let body: Value = r.json().await.unwrap();
     // Queued without an attempt of its own (the queue's worker sends it, paced, later).
     assert!(
-        body["reason"].as_str().unwrap().contains("did not send"),
+        body["weir"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("did not send"),
         "{body}"
     );
     assert!(
@@ -308,12 +311,15 @@ async fn local_without_a_local_agent_queues_and_says_so() {
         .send()
         .await
         .unwrap();
-    assert_eq!(r.status().as_u16(), 202);
+    assert_eq!(r.status().as_u16(), 201);
     assert_eq!(header(&r, "weir-policy"), "user:1 create=local->queue");
     let body: Value = r.json().await.unwrap();
     assert_eq!(body["status"], "queued");
     assert!(
-        body["reason"].as_str().unwrap().contains("hand-off failed"),
+        body["weir"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("hand-off failed"),
         "{body}"
     );
 }
@@ -368,7 +374,7 @@ async fn a_rule_added_to_the_config_file_applies_on_the_next_request() {
         .unwrap();
     assert_eq!(
         (r.status().as_u16(), header(&r, "weir-policy")),
-        (202, "default create=fallback".into())
+        (201, "default create=fallback".into())
     );
 
     let tmp = config.with_extension("toml.swp");
@@ -424,7 +430,7 @@ async fn during_a_cooldown_a_situational_fail_rule_sends_nothing_upstream() {
         .unwrap();
     assert_eq!(
         (r.status().as_u16(), header(&r, "weir-policy")),
-        (202, "default create=fallback".into())
+        (201, "default create=fallback".into())
     );
     up.set(|b| b.status = 201);
     let r = weir
@@ -490,6 +496,6 @@ async fn an_offline_rule_fails_creates_instead_of_queueing_them() {
         .unwrap();
     assert_eq!(
         (r.status().as_u16(), header(&r, "weir-policy")),
-        (202, "default create=fallback".into())
+        (201, "default create=fallback".into())
     );
 }

@@ -99,7 +99,7 @@ async fn a_failing_upstream_gets_the_create_queued_then_replayed_once() {
         .send()
         .await
         .unwrap();
-    assert_eq!(r.status(), 202);
+    assert_eq!(r.status(), 201);
     let loc = r.headers()["location"].to_str().unwrap().to_string();
     assert!(loc.starts_with("/_weir/api/queue/"));
     let v: serde_json::Value = r.json().await.unwrap();
@@ -184,7 +184,7 @@ async fn twenty_creates_survive_kill_9_and_reach_the_upstream_exactly_once() {
             .unwrap();
         let status = r.status();
         let text = r.text().await.unwrap();
-        assert_eq!(status, 202, "{text}");
+        assert_eq!(status, 201, "{text}");
     }
     weir.kill().unwrap(); // SIGKILL
     weir.wait().unwrap();
@@ -237,6 +237,7 @@ async fn an_in_doubt_create_found_upstream_is_not_sent_again() {
                     repo: Some("octo/repo".into()),
                     problem_statement: Some("task 9".into()),
                     in_doubt: false,
+                    provisional: None,
                 },
                 now,
             )
@@ -245,9 +246,19 @@ async fn an_in_doubt_create_found_upstream_is_not_sent_again() {
     }
     // The upstream already has the session (the crashed attempt went through).
     let created = weir::time_fmt::rfc3339(std::time::SystemTime::now());
+    // In the real shapes: the session in the list, the statement in the job behind it.
     up.set(|b| {
         b.status = 200;
-        b.body = Some(format!(r#"{{"sessions":[{{"id":"sess-9","problem_statement":"task 9","created_at":"{created}"}}]}}"#));
+        b.path_bodies = vec![
+            (
+                "/agents/sessions?".into(),
+                format!(r#"{{"sessions":[{{"id":"sess-9","name":"task 9","created_at":"{created}","last_updated_at":"{created}"}}]}}"#),
+            ),
+            (
+                format!("{JOBS}/session/sess-9"),
+                r#"{"job_id":"job-9","session_id":"sess-9","problem_statement":"task 9"}"#.into(),
+            ),
+        ];
     });
     let settings = weir::config::parse_str(&format!("listen = \"127.0.0.1:0\"\n[[upstream]]\nname = \"up0\"\norigin = \"{}\"\n[queue]\ncredentials = \"memory\"\n", up.origin()), "t").unwrap();
     let again = weir::start(weir::EngineOptions::new(
@@ -335,7 +346,7 @@ async fn the_cli_lists_and_cancels_queued_creates() {
         .send()
         .await
         .unwrap();
-    assert_eq!(r.status(), 202);
+    assert_eq!(r.status(), 201);
     let cli = |args: &[&str], secret: Option<&str>| {
         let mut c = Command::new(env!("CARGO_BIN_EXE_weir"));
         c.arg("queue").arg("--config").arg(&cfg).args(args);
@@ -370,10 +381,17 @@ async fn a_create_that_timed_out_is_looked_up_not_resent() {
     up.set(|b| {
         b.delay = Duration::from_millis(800);
         b.status = 201;
-        b.path_bodies = vec![(
-            "/agents/sessions?".into(),
-            format!(r#"{{"sessions":[{{"id":"sess-t","problem_statement":"task 5","created_at":"{created}"}}]}}"#),
-        )];
+        // The real shapes: the session has no problem statement; the job behind it has.
+        b.path_bodies = vec![
+            (
+                "/agents/sessions?".into(),
+                format!(r#"{{"sessions":[{{"id":"sess-t","name":"task 5","created_at":"{created}","last_updated_at":"{created}"}}]}}"#),
+            ),
+            (
+                format!("{JOBS}/session/sess-t"),
+                r#"{"job_id":"job-t","session_id":"sess-t","problem_statement":"task 5"}"#.into(),
+            ),
+        ];
     });
     let cfg = "[queue]\ncredentials = \"memory\"\n[breaker]\nminimum_calls = 1000\nconsecutive_failures = 0\n[classes.create]\nper_try_timeout = \"200ms\"\n";
     let weir = Weir::start(&[&up.origin()], cfg).await;
@@ -384,7 +402,7 @@ async fn a_create_that_timed_out_is_looked_up_not_resent() {
         .send()
         .await
         .unwrap();
-    assert_eq!(r.status(), 202);
+    assert_eq!(r.status(), 201);
     let loc = r.headers()["location"].to_str().unwrap().to_string();
     let url = format!("{}{loc}", weir.proxy_url());
     let mut last = serde_json::Value::Null;

@@ -64,7 +64,7 @@ async fn a_read_only_data_dir_refuses_new_creates_and_loses_nothing() {
 
     let (weir, addr) = serve("", &cfg, &data);
     for i in 0..3 {
-        assert_eq!(create(&addr, up, &statement(i, 10)).await.0, 202);
+        assert_eq!(create(&addr, up, &statement(i, 10)).await.0, 201);
     }
     stop(weir);
 
@@ -121,7 +121,7 @@ async fn a_full_disk_refuses_new_creates_and_keeps_the_queued_ones() {
     for i in 0..60 {
         let (status, body) = create(&addr, up, &statement(i, 16 * 1024)).await;
         match status {
-            202 => accepted.push(body["id"].as_i64().unwrap()),
+            201 => accepted.push(body["weir"]["queue_id"].as_i64().unwrap()),
             _ => {
                 refused = Some((status, body));
                 break;

@@ -238,7 +238,7 @@ async fn while_open_list_is_served_stale_others_fail_fast_and_creates_are_queued
         .send()
         .await
         .unwrap();
-    assert_eq!(r.status(), 202);
+    assert_eq!(r.status(), 201);
     assert_eq!(
         up.total(),
         before,

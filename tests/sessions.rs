@@ -418,7 +418,7 @@ async fn a_new_task_is_queued_when_github_cannot_take_it() {
         weir.handle.control_secret(),
     )
     .await;
-    assert_eq!(r.status(), 202);
+    assert_eq!(r.status(), 201);
     let v: serde_json::Value = r.json().await.unwrap();
     assert_eq!(v["outcome"], "queued");
     let id = v["queue_id"].as_i64().expect("a queue id");

@@ -157,7 +157,10 @@ export class SessionsPanel {
       const res = await call('POST', '/_weir/api/sessions', task);
       if (res?.outcome === 'queued') {
         const id = res.queue_id !== undefined && res.queue_id !== null ? ` as #${res.queue_id}` : '';
-        setText(this.result, `Queued${id}: GitHub cannot take it now; Weir sends it once, as soon as it can.`);
+        // The provisional session id gh and VS Code follow until (and after) it is sent.
+        const sid = res?.job?.session_id;
+        const follow = sid ? ` Follow it with gh agent-task view ${sid}.` : '';
+        setText(this.result, `Queued${id}: GitHub cannot take it now; Weir sends it once, as soon as it can.${follow}`);
       } else {
         const sid = res?.job?.session_id ?? res?.job?.job_id;
         const again = String(res?.weir_create ?? '').startsWith('duplicate') ? ' (the same task again: not created twice)' : '';

@@ -69,6 +69,8 @@ pub struct FileQueue {
     pub credentials: Option<Spanned<String>>,
     pub max_age: Option<Spanned<String>>,
     pub dedupe_window: Option<Spanned<String>>,
+    /// `"job"` (default) or `"accepted"`: how a queued create is answered.
+    pub answer: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

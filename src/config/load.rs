@@ -356,7 +356,20 @@ impl Settings {
                 )
             }
         };
+        let answer = match &q.answer {
+            None => super::QueueAnswer::Job,
+            Some(a) if a.get_ref() == "job" => super::QueueAnswer::Job,
+            Some(a) if a.get_ref() == "accepted" => super::QueueAnswer::Accepted,
+            Some(a) => {
+                return cx.err(
+                    "queue.answer",
+                    a.span(),
+                    format!("`{}` is not \"job\" or \"accepted\"", a.get_ref()),
+                )
+            }
+        };
         let queue = super::QueueSettings {
+            answer,
             memory_credentials,
             max_age: cx
                 .duration("queue.max_age", &q.max_age)?

@@ -124,6 +124,19 @@ pub struct QueueSettings {
     pub memory_credentials: bool,
     pub max_age: Duration,
     pub dedupe_window: Duration,
+    /// How a create Weir queued is answered (`[queue] answer`).
+    pub answer: QueueAnswer,
+}
+
+/// `[queue] answer`: what a client is told when Weir queues its create.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum QueueAnswer {
+    /// `201` with a job object in the upstream's shape (`status: "queued"`, provisional
+    /// `job_id`/`session_id` Weir answers for), which `gh agent-task` and VS Code accept.
+    #[default]
+    Job,
+    /// `202 Accepted` with Weir's queue entry, for clients that understand it.
+    Accepted,
 }
 
 /// `[offline]`: in automatic mode, Weir goes offline by itself when every managed upstream is

@@ -285,6 +285,7 @@ impl Handoffs {
                     repo: Some(req.repo.clone()),
                     problem_statement: Some(req.problem_statement.clone()),
                     in_doubt: false,
+                    provisional: None,
                 };
                 q.store.insert_offered(item, expires_at, offer, now).await
             }

@@ -5,8 +5,11 @@
 //! 2. One attempt goes upstream (creates are not idempotent: never retried in the request;
 //!    the fallback, if any, gets one try).
 //! 3. If the upstream could not take it (breaker open, cooldown, retryable failure), the create
-//!    is committed to SQLite — its credential to the keychain — before Weir answers
-//!    `202 Accepted` with `Location: /_weir/api/queue/{id}`. Fatal and auth answers pass through.
+//!    is committed to SQLite — its credential to the keychain — before Weir answers. The
+//!    answer (`[queue] answer`) is `201` with a job object in the upstream's shape
+//!    (`status: "queued"`, provisional `job_id`/`session_id` that [`super::provisional`]
+//!    answers for), or `202 Accepted`; both carry `Weir-Queued: {id}` and
+//!    `Location: /_weir/api/queue/{id}`. Fatal and auth answers pass through.
 //!    In cache-only mode and offline there is no attempt: the create is queued at once, and
 //!    the replay worker holds it until the mode ends.
 //! 4. The fallback policy ([`super::policy`]) can replace step 3: fail with a problem naming
@@ -20,12 +23,13 @@ use super::state::Proxy;
 use crate::body::Body;
 use crate::cache::{CacheKey, Stored};
 use crate::coalesce::Role;
-use crate::config::RouteClass;
+use crate::config::{QueueAnswer, RouteClass};
 use crate::handoff::HandoffRequest;
 use crate::mode::Hold;
 use crate::policy::Action;
 use crate::problem::{Problem, ProblemKind};
 use crate::queue::enqueue::Create;
+use crate::queue::provisional;
 use crate::upstream::{AttemptPolicy, Replayable};
 use bytes::Bytes;
 use http::{header, HeaderMap, HeaderValue, Method, Request, Response, StatusCode, Uri};
@@ -134,7 +138,8 @@ impl CreateTask {
     /// recover from, rescue by the durable queue.
     async fn run(self) -> Result<Arc<Stored>, Arc<Problem>> {
         let p = &self.proxy;
-        if let Some(id) = p.queue.find_live(&self.key).await {
+        if let Some(item) = p.queue.find_live(&self.key).await {
+            let id = item.id;
             // Still offered to the local agent: say so, not "queued" (nothing is sent until
             // the offer is answered).
             if let Ok(v) = p.handoffs.get(id).await {
@@ -151,7 +156,9 @@ impl CreateTask {
                     ));
                 }
             }
-            return Ok(accepted(p, id, "an identical create is already queued"));
+            // The same provisional job as the first answer: a client that asks again
+            // follows the one create.
+            return Ok(queued(p, &item, "an identical create is already queued"));
         }
         let (reason, in_doubt) = match self.hold {
             Some(hold) => (held_reason(hold), false),
@@ -196,8 +203,8 @@ impl CreateTask {
             body: &self.body,
         };
         match p.queue.enqueue(&p.bus, create, &reason, in_doubt).await {
-            Ok(id) => {
-                let a = accepted(p, id, &reason);
+            Ok(item) => {
+                let a = queued(p, &item, &reason);
                 Ok(match label.and_then(|l| HeaderValue::from_str(&l).ok()) {
                     Some(v) => {
                         let mut headers = a.headers.clone();
@@ -353,6 +360,45 @@ fn stored(status: StatusCode, headers: HeaderMap, body: Bytes) -> Arc<Stored> {
     })
 }
 
+/// The answer for a create Weir queued, as `[queue] answer` says: the job object in the
+/// upstream's shape (default), or `202` with the queue entry.
+fn queued(p: &Proxy, item: &weir_store::Item, reason: &str) -> Arc<Stored> {
+    if p.settings().queue.answer == QueueAnswer::Accepted {
+        return accepted(p, item.id, reason);
+    }
+    let owner = crate::identity::Identity::from_hex(&item.identity)
+        .and_then(|id| p.accounts.record(&id))
+        .map(|r| provisional::Owner {
+            user_id: r.account_id,
+            login: r.login.clone(),
+        });
+    let Some(mut job) = provisional::job(item, owner.as_ref()) else {
+        // Queued before provisional ids existed: only the queue entry can be named.
+        return accepted(p, item.id, reason);
+    };
+    job["weir"]["reason"] = serde_json::json!(reason);
+    job["weir"]["detail"] = serde_json::json!(format!(
+        "Weir stored this create durably and will send it once when the upstream is healthy again. The job and session ids are Weir's until then; Weir answers for them, and after the create is sent it serves the real job and session under them. Follow it with GET {}/_weir/api/queue/{}, or `weir queue show {}`.",
+        p.base_url, item.id, item.id
+    ));
+    let location = format!("/_weir/api/queue/{}", item.id);
+    let mut headers = HeaderMap::new();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    headers.insert(QUEUED_HEADER, HeaderValue::from(item.id));
+    if let Ok(v) = HeaderValue::from_str(&location) {
+        headers.insert(header::LOCATION, v);
+    }
+    // 201, as the jobs API answers a job it created (gh's CreateJob takes 200 or 201, VS Code
+    // any 2xx with `job_id` and `session_id`).
+    stored(StatusCode::CREATED, headers, Bytes::from(job.to_string()))
+}
+
+/// Says Weir queued the create (the queue id), whatever the answer's shape.
+pub(crate) const QUEUED_HEADER: &str = "weir-queued";
+
 fn accepted(p: &Proxy, id: i64, reason: &str) -> Arc<Stored> {
     let location = format!("/_weir/api/queue/{id}");
     let body = serde_json::json!({
@@ -367,6 +413,7 @@ fn accepted(p: &Proxy, id: i64, reason: &str) -> Arc<Stored> {
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/json"),
     );
+    headers.insert(QUEUED_HEADER, HeaderValue::from(id));
     if let Ok(v) = HeaderValue::from_str(&location) {
         headers.insert(header::LOCATION, v);
     }

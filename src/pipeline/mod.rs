@@ -8,6 +8,8 @@
 //!    ([`crate::accounts`], resolved off the request path);
 //! 3. **limits** ([`limits`]): header size first of all; the client rate limit for requests
 //!    that would reach an upstream;
+//!    3a. **provisional ids** ([`provisional`]): follow-up calls for a create Weir queued
+//!    are answered from the queue, or sent on with the real id once it exists;
 //! 4. **cache/coalesce** ([`cache`]) for `list`/`view`/`token`, smaller list pages served from
 //!    a larger page 1 ([`page_subset`]); duplicate suppression ([`create`]) for creates; in
 //!    cache-only mode or offline, [`held`] instead: the cache alone, creates straight to the
@@ -45,6 +47,7 @@ mod model_stream;
 mod page_subset;
 pub(crate) mod policy;
 mod private_target;
+mod provisional;
 mod rescue;
 mod respond;
 mod state;
@@ -121,6 +124,12 @@ async fn phases(
     };
     req.headers_mut().insert(REQUEST_ID, rid.clone());
     let who = identity::caller(&proxy.identity_key, surface, req.headers());
+    // A provisional job or session id of a create Weir queued: answered from the queue, or
+    // (once sent) the real id in its place.
+    let req = match provisional::follow(proxy, req, &who).await {
+        provisional::Follow::Answer(r) => return Ok(r),
+        provisional::Follow::Pass(req) => req,
+    };
     if who.credentialed {
         // Off the request path: resolution (if needed) runs in the background.
         proxy

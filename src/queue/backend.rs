@@ -170,6 +170,29 @@ impl QueueStore {
         }
     }
 
+    /// The item answered with this provisional job or session id (see
+    /// `pipeline::provisional`).
+    pub async fn find_by_provisional_id(&self, id: &str) -> Result<Option<Item>, StoreError> {
+        match self {
+            QueueStore::Sqlite(s) => s.find_by_provisional_id(id).await,
+            QueueStore::Postgres(p) => p.find_by_provisional_id(id).await,
+        }
+    }
+
+    /// `failed`, with what the upstream answered (its status and error) as the result.
+    pub async fn mark_failed_with(
+        &self,
+        id: i64,
+        reason: &str,
+        result: serde_json::Value,
+        now_ms: i64,
+    ) -> Result<Item, StoreError> {
+        match self {
+            QueueStore::Sqlite(s) => s.mark_failed_with(id, reason, result, now_ms).await,
+            QueueStore::Postgres(p) => p.mark_failed_with(id, reason, result, now_ms).await,
+        }
+    }
+
     pub async fn mark_replaying(&self, id: i64, now_ms: i64) -> Result<Item, StoreError> {
         match self {
             QueueStore::Sqlite(s) => s.mark_replaying(id, now_ms).await,

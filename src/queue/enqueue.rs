@@ -1,12 +1,13 @@
 //! Commits a create the upstream could not take: its credential to the keychain, the row (with
-//! only the credential's account name) to SQLite, before Weir answers `202 Accepted`.
+//! only the credential's account name) to SQLite, before Weir answers (a provisional job, or
+//! `202 Accepted`).
 
 use super::{event, now_ms, QueueState};
 use crate::events::Bus;
 use crate::problem::{Problem, ProblemKind};
 use bytes::Bytes;
 use http::{header, HeaderMap, StatusCode, Uri};
-use weir_store::{NewItem, StoreError};
+use weir_store::{Item, NewItem, StoreError};
 
 /// A create to queue, as the request path has it.
 pub(crate) struct Create<'a> {
@@ -21,17 +22,17 @@ pub(crate) struct Create<'a> {
 }
 
 impl QueueState {
-    /// The id of a live (not ended) queued item with this dedupe key.
-    pub async fn find_live(&self, key: &str) -> Option<i64> {
+    /// The live (not ended) queued item with this dedupe key.
+    pub async fn find_live(&self, key: &str) -> Option<Item> {
         let q = self.open()?;
         match q.store.find_by_dedupe_key(key).await {
-            Ok(Some(item)) if item.state.is_live() => Some(item.id),
+            Ok(Some(item)) if item.state.is_live() => Some(item),
             _ => None,
         }
     }
 
-    /// Stores `c` durably and wakes the replay workers; the id of the new (or identical
-    /// already queued) item. `reason` says why it was queued; `in_doubt` that the upstream
+    /// Stores `c` durably and wakes the replay workers; the new (or identical already
+    /// queued) item, with the provisional ids the client is answered with. `reason` says why it was queued; `in_doubt` that the upstream
     /// may have taken it already (looked up before any replay).
     pub async fn enqueue(
         &self,
@@ -39,7 +40,7 @@ impl QueueState {
         c: Create<'_>,
         reason: &str,
         in_doubt: bool,
-    ) -> Result<i64, Problem> {
+    ) -> Result<Item, Problem> {
         let unavailable = |detail: String| {
             Problem::new(
                 StatusCode::SERVICE_UNAVAILABLE,
@@ -69,9 +70,14 @@ impl QueueState {
             Ok(item) => {
                 bus.emit(event(&item, reason));
                 q.wake.notify_waiters();
-                Ok(item.id)
+                Ok(item)
             }
-            Err(StoreError::Duplicate { existing_id }) => Ok(existing_id),
+            Err(StoreError::Duplicate { existing_id }) => match q.store.get(existing_id).await {
+                Ok(Some(item)) => Ok(item),
+                Ok(None) | Err(_) => Err(unavailable(format!(
+                    "{reason}, and an identical create was queued as #{existing_id} but cannot be read back"
+                ))),
+            },
             Err(e) => {
                 q.delete_credential(&account).await;
                 Err(unavailable(format!(
@@ -135,6 +141,8 @@ fn new_item(c: Create<'_>, credential_ref: Option<String>, in_doubt: bool) -> Ne
         repo,
         problem_statement: statement,
         in_doubt,
+        // Fresh ids the client can follow while it waits (see `super::provisional`).
+        provisional: Some(super::provisional::new_ids()),
     }
 }
 

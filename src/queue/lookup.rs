@@ -1,6 +1,10 @@
 //! The in-doubt lookup (see [`super::replay`]'s in-doubt rule): before an item that may already
 //! have reached the upstream is sent again, the repository's sessions are listed with the item's
-//! credential and searched for its problem statement.
+//! credential as the real clients list them (`page_number`/`page_size`, `repo_nwo`,
+//! `sort=last_updated_at,desc`), page by page through the window that can hold the create
+//! (bounded: [`MAX_PAGES`] pages, [`MAX_CANDIDATES`] candidates). A session created in the
+//! window is confirmed by the job behind it (`GET /agents/swe/v1/jobs/{o}/{r}/session/{id}`):
+//! the session object has no problem statement, the job has.
 //!
 //! **The stored token stands in.** When an in-doubt item's own credential is gone (keychain
 //! entry deleted, or Weir restarted with in-memory credentials), the lookup is made with the
@@ -35,39 +39,205 @@ impl Replayer {
         let (Some(repo), Some(statement)) = (&item.repo, &item.problem_statement) else {
             return Lookup::Unverifiable;
         };
-        let uri: Uri = match format!("/agents/sessions?repo_nwo={repo}&sort=created_at").parse() {
-            Ok(u) => u,
-            Err(e) => return Lookup::Unknown(e.to_string()),
+        let Some((owner, name)) = repo.split_once('/') else {
+            return Lookup::Unverifiable;
         };
-        let mut headers = HeaderMap::new();
-        set_credential(&mut headers, credential);
+        let since = item.last_attempt_at.unwrap_or(item.created_at) - WINDOW_SLACK_MS;
+        let headers = lookup_headers(item, credential);
+        // First the window's sessions (pages, bounded), then the jobs of those created in it.
+        let mut candidates: Vec<(serde_json::Value, String)> = Vec::new();
+        let mut complete = false;
+        for page in 1..=MAX_PAGES {
+            let list = format!(
+                "/agents/sessions?page_number={page}&page_size={PAGE_SIZE}&repo_nwo={}&sort=last_updated_at%2Cdesc",
+                query_escape(repo)
+            );
+            let v = match self
+                .get_json(up, RouteClass::List, &list, &headers, scope)
+                .await
+            {
+                Ok(Some(v)) => v,
+                Ok(None) => return Lookup::Unknown("the session list answered 404".into()),
+                Err(l) => return l,
+            };
+            let Some(sessions) = v.get("sessions").and_then(|s| s.as_array()) else {
+                return Lookup::Unknown("the session list has no `sessions` array".into());
+            };
+            candidates.extend(
+                sessions
+                    .iter()
+                    .filter(|s| time_of(s, "created_at").is_some_and(|c| c >= since))
+                    .filter_map(|s| Some((s.clone(), s.get("id")?.as_str()?.to_string()))),
+            );
+            // A short page is the end of the list; newest-updated first, so once a page ends
+            // before the window nothing further can have been created in it.
+            let ended_before = sessions
+                .last()
+                .and_then(|s| time_of(s, "last_updated_at").or_else(|| time_of(s, "created_at")))
+                .is_some_and(|t| t < since);
+            if sessions.len() < PAGE_SIZE || ended_before {
+                complete = true;
+                break;
+            }
+        }
+        if !complete {
+            return Lookup::Unknown(format!(
+                "the window holds more than {} sessions; not verified",
+                MAX_PAGES * PAGE_SIZE
+            ));
+        }
+        // Those whose name is the statement's start first (gh names a session by its
+        // statement, VS Code by a title made from it): the likeliest costs one job read.
+        candidates.sort_by_key(|(s, _)| !named_for(s, statement));
+        for (s, sid) in candidates.iter().take(MAX_CANDIDATES) {
+            // The session has no problem statement; the job behind it does.
+            let job = format!(
+                "/agents/swe/v1/jobs/{}/{}/session/{}",
+                path_escape(owner),
+                path_escape(name),
+                path_escape(sid)
+            );
+            let job = match self
+                .get_json(up, RouteClass::View, &job, &headers, scope)
+                .await
+            {
+                Ok(Some(j)) => j,
+                // Another repository's session (or no job behind it): not this create.
+                Ok(None) => continue,
+                Err(l) => return l,
+            };
+            let said = job.get("problem_statement").and_then(|p| p.as_str());
+            if said.map(str::trim) == Some(statement.trim()) {
+                return Lookup::Found(serde_json::json!({
+                    "found_by_lookup": true,
+                    "job_id": job.get("job_id").cloned().unwrap_or_default(),
+                    "session_id": sid,
+                    "pull_request": job.get("pull_request").cloned().unwrap_or_default(),
+                    "session": s,
+                }));
+            }
+        }
+        if candidates.len() > MAX_CANDIDATES {
+            return Lookup::Unknown(format!(
+                "{} sessions were created in the window, more than the {MAX_CANDIDATES} whose job Weir reads; not verified",
+                candidates.len()
+            ));
+        }
+        Lookup::NotFound
+    }
+
+    /// One GET with the item's credential: the JSON answer, `None` for a 404, or what the
+    /// lookup comes to when it cannot be read.
+    async fn get_json(
+        &self,
+        up: usize,
+        class: RouteClass,
+        path: &str,
+        headers: &HeaderMap,
+        scope: Option<crate::identity::Identity>,
+    ) -> Result<Option<serde_json::Value>, Lookup> {
+        let uri: Uri = path
+            .parse()
+            .map_err(|e: http::uri::InvalidUri| Lookup::Unknown(e.to_string()))?;
         let req = Replayable {
             method: &Method::GET,
             uri: &uri,
-            headers: &headers,
+            headers,
             body: Bytes::new(),
             identity: scope,
         };
         let policy = AttemptPolicy::for_request(&Method::GET, true);
-        let resp = match self
+        match self
             .upstreams
-            .call_buffered(up, RouteClass::List, req, policy, None)
+            .call_buffered(up, class, req, policy, None)
             .await
         {
-            Ok(a) if a.response.status().is_success() => a.response,
-            Ok(a) => {
-                return Lookup::Unknown(format!("session list answered {}", a.response.status()))
-            }
-            Err(p) if is_closed(&p) => return Lookup::NotNow,
-            Err(p) => return Lookup::Unknown(p.detail),
-        };
-        let v: serde_json::Value = serde_json::from_slice(resp.body()).unwrap_or_default();
-        let since = item.last_attempt_at.unwrap_or(item.created_at) - 60_000;
-        match find_session(&v, statement, since) {
-            Some(s) => Lookup::Found(serde_json::json!({"found_by_lookup": true, "session": s})),
-            None => Lookup::NotFound,
+            Ok(a) if a.response.status() == http::StatusCode::NOT_FOUND => Ok(None),
+            Ok(a) if a.response.status().is_success() => serde_json::from_slice(a.response.body())
+                .map(Some)
+                .map_err(|e| Lookup::Unknown(format!("{path} answered no JSON: {e}"))),
+            Ok(a) => Err(Lookup::Unknown(format!(
+                "{path} answered {}",
+                a.response.status()
+            ))),
+            Err(p) if is_closed(&p) => Err(Lookup::NotNow),
+            Err(p) => Err(Lookup::Unknown(p.detail)),
         }
     }
+}
+
+/// Sessions are listed as the real clients list them: `page_number`/`page_size` (both
+/// clients), `repo_nwo` (VS Code's repository filter) and `sort=last_updated_at,desc` (gh's
+/// sort), 50 to a page (gh's page size).
+const PAGE_SIZE: usize = 50;
+/// At most this many pages (500 sessions of one repository in the window) are read.
+const MAX_PAGES: usize = 10;
+/// At most this many candidates (sessions created in the window) have their job read.
+const MAX_CANDIDATES: usize = 50;
+/// The window opens this long before the item's last attempt (clocks differ).
+const WINDOW_SLACK_MS: i64 = 60_000;
+
+/// The item's credential and the client headers it was sent with (`Copilot-Integration-Id`,
+/// `X-GitHub-Api-Version`, `User-Agent`, …), so the lookup is asked as that client asks.
+fn lookup_headers(item: &Item, credential: &serde_json::Value) -> HeaderMap {
+    let mut headers = HeaderMap::new();
+    for (k, v) in &item.headers {
+        if matches!(
+            k.as_str(),
+            "content-type" | "idempotency-key" | "x-request-id"
+        ) {
+            continue;
+        }
+        if let (Ok(k), Ok(v)) = (
+            header::HeaderName::from_bytes(k.as_bytes()),
+            HeaderValue::from_str(v),
+        ) {
+            headers.append(k, v);
+        }
+    }
+    set_credential(&mut headers, credential);
+    headers
+}
+
+/// Whether the session's name is the statement, or the start of its first line.
+fn named_for(session: &serde_json::Value, statement: &str) -> bool {
+    let name = session
+        .get("name")
+        .and_then(|n| n.as_str())
+        .unwrap_or("")
+        .trim();
+    let first = statement.lines().next().unwrap_or("").trim();
+    !name.is_empty() && (name == statement.trim() || first.starts_with(name))
+}
+
+/// A time field (RFC 3339, or unix seconds) in unix ms.
+fn time_of(v: &serde_json::Value, key: &str) -> Option<i64> {
+    let c = v.get(key)?;
+    c.as_str()
+        .and_then(crate::time_fmt::parse_rfc3339_ms)
+        .or_else(|| c.as_i64().map(|s| s * 1000))
+}
+
+/// A query value as Go's `url.QueryEscape` writes it (what gh sends).
+fn query_escape(s: &str) -> String {
+    escape(s, b"-_.~")
+}
+
+/// A path segment as Go's `url.PathEscape` writes it.
+fn path_escape(s: &str) -> String {
+    escape(s, b"-_.~$&+,;=:@")
+}
+
+fn escape(s: &str, keep: &[u8]) -> String {
+    s.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || keep.contains(&b) {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
 }
 
 impl Replayer {
@@ -166,50 +336,25 @@ pub(super) enum Lookup {
     Unknown(String),
 }
 
-/// Any object in the list whose `problem_statement` (or `name`/`title`/`prompt`) equals the
-/// statement and whose `created_at` (RFC 3339 or unix seconds) is at or after `since_ms`.
-fn find_session(
-    v: &serde_json::Value,
-    statement: &str,
-    since_ms: i64,
-) -> Option<serde_json::Value> {
-    match v {
-        serde_json::Value::Array(a) => a.iter().find_map(|x| find_session(x, statement, since_ms)),
-        serde_json::Value::Object(o) => {
-            let text_matches = ["problem_statement", "name", "title", "prompt"]
-                .iter()
-                .any(|k| o.get(*k).and_then(|s| s.as_str()) == Some(statement));
-            let created = o.get("created_at").and_then(|c| {
-                c.as_str()
-                    .and_then(crate::time_fmt::parse_rfc3339_ms)
-                    .or_else(|| c.as_i64().map(|s| s * 1000))
-            });
-            if text_matches && created.is_some_and(|c| c >= since_ms) {
-                return Some(v.clone());
-            }
-            o.values()
-                .find_map(|x| find_session(x, statement, since_ms))
-        }
-        _ => None,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn finds_a_matching_recent_session_only() {
-        let list = serde_json::json!({"sessions": [
-            {"id": "old", "problem_statement": "fix it", "created_at": "2026-11-30T07:00:00Z"},
-            {"id": "new", "problem_statement": "fix it", "created_at": "2026-11-30T08:00:00Z"},
-        ]});
-        let at = crate::time_fmt::parse_rfc3339_ms("2026-11-30T07:59:30Z").unwrap();
+    fn escapes_as_go_does() {
+        assert_eq!(query_escape("octo/app"), "octo%2Fapp");
         assert_eq!(
-            find_session(&list, "fix it", at - 60_000).unwrap()["id"],
-            "new"
+            query_escape("last_updated_at,desc"),
+            "last_updated_at%2Cdesc"
         );
-        assert!(find_session(&list, "other", 0).is_none());
-        assert!(find_session(&list, "fix it", at + 3_600_000).is_none());
+        assert_eq!(path_escape("a b/c"), "a%20b%2Fc");
+    }
+
+    #[test]
+    fn times_are_read_in_both_forms() {
+        let v = serde_json::json!({"a": "2026-11-30T08:00:00Z", "b": 1_764_489_600});
+        assert_eq!(time_of(&v, "b"), Some(1_764_489_600_000));
+        assert!(time_of(&v, "a").is_some());
+        assert_eq!(time_of(&v, "c"), None);
     }
 }

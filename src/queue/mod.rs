@@ -7,6 +7,8 @@
 //! - [`backend`]: the queue operations over SQLite (default) or PostgreSQL ([`pg`]).
 //! - [`enqueue`]: commits a create the upstream could not take (row in the queue, credential in
 //!   the keychain or sealed); the request path (`pipeline::create`) decides when.
+//! - [`provisional`]: the provisional job and session ids a queued create is answered with,
+//!   and the job and session objects Weir serves for them in the real clients' shapes.
 //! - [`replay`]: the worker that sends queued creates when the upstream is healthy again, and
 //!   resolves `in_doubt` items by looking them up upstream first.
 
@@ -14,6 +16,7 @@ pub(crate) mod backend;
 pub(crate) mod enqueue;
 mod lookup;
 pub(crate) mod pg;
+pub(crate) mod provisional;
 pub(crate) mod replay;
 pub mod sealed;
 

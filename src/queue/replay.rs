@@ -5,11 +5,14 @@
 //!
 //! **The in-doubt rule.** An item whose replay was in flight when Weir died (or whose attempt
 //! timed out after it was sent) is `in_doubt`. Before sending it again Weir lists the
-//! repository's sessions upstream (`GET /agents/sessions?repo_nwo=OWNER/REPO` with the item's
-//! credential) and looks for a session whose problem statement equals the item's
-//! `problem_statement` and whose `created_at` is no earlier than 60 s before the item's last
-//! attempt. Found: the item is marked `done` with that session; not found: it is replayed; the
-//! list cannot be read: it stays `in_doubt` and is tried later. An in-doubt item without a
+//! repository's sessions upstream with the item's credential, as the real clients list them
+//! (`GET /agents/sessions?page_number=N&page_size=50&repo_nwo=OWNER%2FREPO&sort=last_updated_at%2Cdesc`),
+//! through the window that can hold the create (sessions created no earlier than 60 s before
+//! the item's last attempt), and confirms each candidate by the job behind it
+//! (`GET /agents/swe/v1/jobs/OWNER/REPO/session/ID`), whose `problem_statement` must equal
+//! the item's. Found: the item is marked `done` with that job and session; not found: it is
+//! replayed; the list cannot be read (or the window is larger than the lookup's bound): it
+//! stays `in_doubt` and is tried later. See [`super::lookup`]. An in-doubt item without a
 //! repository or problem statement cannot be verified, so it is marked `failed` (never
 //! replayed blind) and the user can `weir queue retry` it.
 //!
@@ -264,7 +267,13 @@ impl Replayer {
                     let snippet =
                         String::from_utf8_lossy(&body[..body.len().min(300)]).into_owned();
                     let detail = format!("upstream refused it: {} {snippet}", resp.status());
-                    if let Ok(it) = q.store.mark_failed(item.id, &detail, now).await {
+                    // Kept so the provisional job reports it in the upstream's error shape.
+                    let result = refusal(resp.status().as_u16(), body, &detail);
+                    if let Ok(it) = q
+                        .store
+                        .mark_failed_with(item.id, &detail, result, now)
+                        .await
+                    {
                         end(bus, q, &it, "failed: refused upstream").await;
                     }
                 }
@@ -388,6 +397,18 @@ pub(super) fn set_credential(h: &mut http::HeaderMap, c: &serde_json::Value) {
             h.insert(name, v);
         }
     }
+}
+
+/// What the upstream said when it refused a replay: its status and message (the jobs API's
+/// error, `{"message"}` or `{"error": {"message"}}`, else Weir's description).
+fn refusal(status: u16, body: &[u8], detail: &str) -> serde_json::Value {
+    let v: serde_json::Value = serde_json::from_slice(body).unwrap_or_default();
+    let message = v
+        .get("message")
+        .or_else(|| v.get("error").and_then(|e| e.get("message")))
+        .and_then(|m| m.as_str())
+        .map_or_else(|| detail.to_string(), str::to_string);
+    serde_json::json!({"status": status, "message": message})
 }
 
 /// What the upstream said it created: job id, session id, PR when present.

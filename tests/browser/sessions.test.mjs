@@ -40,8 +40,10 @@ async function startAgents() {
         return json(200, { sessions: state.sessions });
       }
       if (req.method === 'POST' && req.url.startsWith('/agents/swe/v1/jobs/')) {
-        const body = JSON.parse(Buffer.concat(chunks).toString() || '{}');
-        state.creates.push({ url: req.url, body, key: req.headers['idempotency-key'] });
+        const raw = Buffer.concat(chunks).toString();
+        const body = JSON.parse(raw || '{}');
+        state.creates.push({ url: req.url, body, raw, headers: req.headers, key: req.headers['idempotency-key'] });
+        if (state.down) return json(503, { message: 'Service Unavailable' });
         return json(201, { job_id: `job-${state.creates.length}`, session_id: `s-new-${state.creates.length}` });
       }
       return json(404, { message: 'Not Found' });
@@ -128,12 +130,31 @@ describe('Agent sessions view and New task form', { timeout: 120_000 }, () => {
     assert.equal(create.body.problem_statement, 'Add a dark mode toggle');
     assert.equal(create.body.pull_request.base_ref, 'refs/heads/main');
     assert.ok(create.key, 'the form sends an Idempotency-Key');
+    // What `gh agent-task create` sends (cli/cli pkg/cmd/agent-task/capi/job.go and
+    // client.go): Go's encoding of capi.Job, gh's Copilot API headers, a bearer token.
+    assert.equal(create.raw, '{"problem_statement":"Add a dark mode toggle","event_type":"gh_cli",'
+      + '"created_at":"0001-01-01T00:00:00Z","updated_at":"0001-01-01T00:00:00Z",'
+      + '"pull_request":{"id":0,"number":0,"base_ref":"refs/heads/main"}}');
+    assert.equal(create.headers['content-type'], 'application/json');
+    assert.equal(create.headers['copilot-integration-id'], 'copilot-4-cli');
+    assert.equal(create.headers['x-github-api-version'], '2026-01-09');
+    assert.equal(create.headers.authorization, `Bearer ${TOKEN}`);
 
     // Another task is another create.
     await page.getByTestId('task-statement').fill('Add a light mode toggle');
     await page.getByTestId('task-submit').click();
     await page.getByTestId('task-result').filter({ hasText: 'Created: s-new-2' }).waitFor();
     assert.equal(agents.state.creates.length, 2);
+
+    // GitHub cannot take a task now: Weir queues it and the form names the queue item and
+    // the provisional session gh can follow.
+    agents.state.down = true;
+    await page.getByTestId('task-statement').fill('Add a high-contrast toggle');
+    await page.getByTestId('task-submit').click();
+    await page.locator('[data-testid="task-result"][data-outcome="queued"]').waitFor();
+    assert.match(await page.getByTestId('task-result').textContent(),
+      /Queued as #\d+: .*gh agent-task view [0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\./);
+    agents.state.down = false;
 
     // The token never reaches the page, and the public status leaves titles out.
     assert.ok(!(await page.content()).includes(TOKEN));

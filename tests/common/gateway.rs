@@ -412,13 +412,46 @@ async fn answer(
     if req.method() == http::Method::GET && path == "/agents/sessions" {
         let mut s = st.lock().unwrap();
         s.lookups += 1;
+        // Paged with `page_number`/`page_size`, newest first, as the real list is sorted
+        // (`sort=last_updated_at,desc`); a real session has no problem statement, and gh's is
+        // named by it.
+        let q = req.uri().query().unwrap_or("").to_string();
+        let num = |k: &str| {
+            q.split('&')
+                .find_map(|p| p.strip_prefix(k))
+                .and_then(|n| n.parse::<usize>().ok())
+        };
+        let (page, size) = (
+            num("page_number=").unwrap_or(1),
+            num("page_size=").unwrap_or(50),
+        );
         let sessions: Vec<serde_json::Value> = s
             .created
             .iter()
             .enumerate()
-            .map(|(i, c)| serde_json::json!({"id": i + 1, "problem_statement": c.statement, "created_at": c.at_secs}))
+            .rev()
+            .skip((page.max(1) - 1) * size)
+            .take(size)
+            .map(|(i, c)| serde_json::json!({"id": format!("s-{}", i + 1), "name": c.statement, "created_at": c.at_secs, "last_updated_at": c.at_secs}))
             .collect();
         return reply(200, serde_json::json!({"sessions": sessions}));
+    }
+    // The job behind a session: where the in-doubt lookup reads the problem statement.
+    if req.method() == http::Method::GET && path.starts_with("/agents/swe/v1/jobs/") {
+        let s = st.lock().unwrap();
+        let n = path
+            .rsplit_once("/session/s-")
+            .and_then(|(_, n)| n.parse::<usize>().ok());
+        if let Some(c) = n
+            .and_then(|n| n.checked_sub(1))
+            .and_then(|i| s.created.get(i))
+        {
+            let n = n.unwrap_or_default();
+            return reply(
+                200,
+                serde_json::json!({"job_id": n, "session_id": format!("s-{n}"), "problem_statement": c.statement}),
+            );
+        }
     }
     reply(404, serde_json::json!({"message": "not found"}))
 }

@@ -298,6 +298,31 @@ pub async fn answer(
         tokio::time::sleep(delay).await;
         return Ok(reply(201, serde_json::json!({"job_id": "job-1"})));
     }
+    // The job behind a session: where the in-doubt lookup reads the problem statement.
+    if let Some((_, sid)) = parts
+        .uri
+        .path()
+        .strip_prefix("/agents/swe/v1/jobs/")
+        .and_then(|r| r.split_once("/session/"))
+    {
+        if lists_down {
+            return Ok(reply(503, serde_json::json!({"message": "unavailable"})));
+        }
+        let created = state
+            .lock()
+            .unwrap()
+            .created
+            .get(&who.id)
+            .cloned()
+            .unwrap_or_default();
+        return Ok(match created.last() {
+            Some((p, at)) if sid == format!("{}-new", who.login) => reply(
+                200,
+                serde_json::json!({"job_id": "job-1", "session_id": sid, "problem_statement": p, "created_at": at}),
+            ),
+            _ => reply(404, serde_json::json!({"message": "Not Found"})),
+        });
+    }
     if parts.uri.path() == "/agents/sessions" {
         if lists_down {
             return Ok(reply(503, serde_json::json!({"message": "unavailable"})));

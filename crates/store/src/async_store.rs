@@ -139,6 +139,23 @@ impl AsyncStore {
         self.call(move |s| s.next_due(&upstream, now_ms)).await
     }
 
+    pub async fn find_by_provisional_id(&self, id: &str) -> Result<Option<Item>, StoreError> {
+        let id = id.to_string();
+        self.call(move |s| s.find_by_provisional_id(&id)).await
+    }
+
+    pub async fn mark_failed_with(
+        &self,
+        id: i64,
+        reason: &str,
+        result: serde_json::Value,
+        now_ms: i64,
+    ) -> Result<Item, StoreError> {
+        let reason = reason.to_string();
+        self.call(move |s| s.mark_failed_with(id, &reason, &result, now_ms))
+            .await
+    }
+
     pub async fn find_by_dedupe_key(&self, key: &str) -> Result<Option<Item>, StoreError> {
         let key = key.to_owned();
         self.call(move |s| s.find_by_dedupe_key(&key)).await

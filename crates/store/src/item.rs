@@ -139,6 +139,18 @@ pub struct NewItem {
     /// The first attempt may have reached the upstream (it timed out after sending): the item
     /// starts `in_doubt` and is looked up upstream before any replay.
     pub in_doubt: bool,
+    /// The provisional job and session ids Weir answered the client with while the create
+    /// waits (`None` for items stored before they existed and offers made by hand).
+    pub provisional: Option<Provisional>,
+}
+
+/// The ids Weir hands a client for a create it queued, in the upstream's own id form, so the
+/// client can follow the job and its session before (and after) the real ones exist. Unique
+/// per item; the real ids are in the item's `result` once it is done.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Provisional {
+    pub job_id: String,
+    pub session_id: String,
 }
 
 /// A stored item. Times are unix milliseconds from the caller's clock.
@@ -173,12 +185,15 @@ pub struct Item {
     /// entering `in_doubt`, kept through cancel/fail/expire so `retry` returns the item to
     /// `in_doubt`, cleared by `mark_replaying` (the caller looked and found nothing).
     pub needs_lookup: bool,
+    /// The provisional ids the client was answered with (see [`Provisional`]).
+    pub provisional: Option<Provisional>,
 }
 
 /// The columns `Item::from_row` reads, in a form to paste after SELECT or RETURNING.
 pub(crate) const COLUMNS: &str = "id, upstream, method, path_and_query, headers, body, \
      identity, credential_ref, dedupe_key, repo, problem_statement, state, created_at, \
-     attempts, next_attempt_at, last_attempt_at, last_error, result, updated_at, needs_lookup";
+     attempts, next_attempt_at, last_attempt_at, last_error, result, updated_at, needs_lookup, \
+     provisional_job_id, provisional_session_id";
 
 impl Item {
     pub(crate) fn from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Item> {
@@ -206,6 +221,13 @@ impl Item {
                 .transpose()?,
             updated_at: row.get("updated_at")?,
             needs_lookup: row.get("needs_lookup")?,
+            provisional: match (
+                row.get::<_, Option<String>>("provisional_job_id")?,
+                row.get::<_, Option<String>>("provisional_session_id")?,
+            ) {
+                (Some(job_id), Some(session_id)) => Some(Provisional { job_id, session_id }),
+                _ => None,
+            },
         })
     }
 }

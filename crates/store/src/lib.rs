@@ -1,5 +1,5 @@
 //! weir-store: the durable queue of session creates that could not be sent yet. A create is
-//! committed to SQLite (WAL, `synchronous=FULL`) before Weir answers 202; a replay worker
+//! committed to SQLite (WAL, `synchronous=FULL`) before Weir answers the client; a replay worker
 //! sends it when the upstream is healthy. No secrets are stored: an item names the keychain
 //! account holding its credential.
 //!
@@ -25,7 +25,7 @@ pub mod transition;
 
 pub use async_store::AsyncStore;
 pub use error::StoreError;
-pub use item::{Item, ListFilter, NewItem, State, StateCounts, UnknownState};
+pub use item::{Item, ListFilter, NewItem, Provisional, State, StateCounts, UnknownState};
 pub use schema::SCHEMA_VERSION;
 pub use store::{Store, StoreOptions};
 pub use transition::Transition;

@@ -29,6 +29,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "local-agent hand-off states",
         sql: MIGRATION_2,
     },
+    Migration {
+        version: 3,
+        name: "provisional job and session ids",
+        sql: MIGRATION_3,
+    },
 ];
 
 /// The schema version this build writes.
@@ -112,6 +117,18 @@ CREATE UNIQUE INDEX queue_items_live_dedupe ON queue_items (dedupe_key)
 CREATE INDEX queue_items_dedupe ON queue_items (dedupe_key, id);
 ";
 
+/// The provisional job and session ids a queued create was answered with (issue 20): the
+/// client follows them until, and after, the real ones exist. Unique: a provisional id names
+/// one create.
+const MIGRATION_3: &str = "
+ALTER TABLE queue_items ADD COLUMN provisional_job_id TEXT;
+ALTER TABLE queue_items ADD COLUMN provisional_session_id TEXT;
+CREATE UNIQUE INDEX queue_items_provisional_job ON queue_items (provisional_job_id)
+    WHERE provisional_job_id IS NOT NULL;
+CREATE UNIQUE INDEX queue_items_provisional_session ON queue_items (provisional_session_id)
+    WHERE provisional_session_id IS NOT NULL;
+";
+
 pub(crate) fn user_version(conn: &Connection, path: &Path) -> Result<u32, StoreError> {
     conn.pragma_query_value(None, "user_version", |row| row.get::<_, u32>(0))
         .map_err(|e| StoreError::from_sqlite(path, e))
@@ -168,8 +185,8 @@ pub(crate) fn migrate(
 mod tests {
     use super::*;
 
-    const M3: Migration = Migration {
-        version: 3,
+    const M4: Migration = Migration {
+        version: 4,
         name: "test column",
         sql: "ALTER TABLE queue_items ADD COLUMN note TEXT;",
     };
@@ -190,15 +207,15 @@ mod tests {
     fn each_migration_runs_once_and_a_second_one_is_picked_up() {
         let dir = tempfile::tempdir().unwrap();
         let (mut conn, path) = open(&dir);
-        assert_eq!(migrate(&mut conn, &path, MIGRATIONS, false).unwrap(), 2);
+        assert_eq!(migrate(&mut conn, &path, MIGRATIONS, false).unwrap(), 3);
         // Running migration 1 again would fail ("table queue_items already exists").
         assert_eq!(migrate(&mut conn, &path, MIGRATIONS, false).unwrap(), 0);
 
-        let with_three = [MIGRATIONS[0], MIGRATIONS[1], M3];
-        assert_eq!(migrate(&mut conn, &path, &with_three, false).unwrap(), 1);
-        assert_eq!(user_version(&conn, &path).unwrap(), 3);
+        let with_four = [MIGRATIONS[0], MIGRATIONS[1], MIGRATIONS[2], M4];
+        assert_eq!(migrate(&mut conn, &path, &with_four, false).unwrap(), 1);
+        assert_eq!(user_version(&conn, &path).unwrap(), 4);
         conn.prepare("SELECT note FROM queue_items").unwrap();
-        assert_eq!(migrate(&mut conn, &path, &with_three, false).unwrap(), 0);
+        assert_eq!(migrate(&mut conn, &path, &with_four, false).unwrap(), 0);
 
         // An older build meeting the newer file refuses it instead of writing to it.
         let err = migrate(&mut conn, &path, MIGRATIONS, false).unwrap_err();
@@ -206,8 +223,8 @@ mod tests {
             matches!(
                 err,
                 StoreError::SchemaTooNew {
-                    found: 3,
-                    supported: 2,
+                    found: 4,
+                    supported: 3,
                     ..
                 }
             ),
@@ -220,13 +237,13 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (mut conn, path) = open(&dir);
         let bad = Migration {
-            version: 3,
+            version: 4,
             name: "broken",
             sql: "ALTER TABLE queue_items ADD COLUMN note TEXT; SELECT * FROM no_such_table;",
         };
-        let list = [MIGRATIONS[0], MIGRATIONS[1], bad];
+        let list = [MIGRATIONS[0], MIGRATIONS[1], MIGRATIONS[2], bad];
         assert!(migrate(&mut conn, &path, &list, false).is_err());
-        assert_eq!(user_version(&conn, &path).unwrap(), 2);
+        assert_eq!(user_version(&conn, &path).unwrap(), 3);
         // The half-applied step was rolled back: the column is not there.
         assert!(conn.prepare("SELECT note FROM queue_items").is_err());
     }
@@ -248,7 +265,7 @@ mod tests {
         // The newest row was purged: its id must still never come back.
         conn.execute("DELETE FROM queue_items WHERE id = 3", [])
             .unwrap();
-        assert_eq!(migrate(&mut conn, &path, MIGRATIONS, false).unwrap(), 1);
+        assert_eq!(migrate(&mut conn, &path, MIGRATIONS, false).unwrap(), 2);
         let ids: Vec<i64> = conn
             .prepare("SELECT id FROM queue_items ORDER BY id")
             .unwrap()
@@ -276,5 +293,31 @@ mod tests {
             [],
         );
         assert!(dup.is_err());
+    }
+}
+
+#[cfg(test)]
+mod provisional_tests {
+    use super::*;
+
+    #[test]
+    fn provisional_ids_are_added_from_empty_and_are_unique() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("q.db");
+        let mut conn = Connection::open(&path).unwrap();
+        assert_eq!(migrate(&mut conn, &path, MIGRATIONS, false).unwrap(), 3);
+        let insert = |key: &str, job: &str| {
+            conn.execute(
+                "INSERT INTO queue_items (upstream, method, path_and_query, headers, body,
+                     identity, dedupe_key, state, created_at, next_attempt_at, updated_at,
+                     provisional_job_id, provisional_session_id)
+                 VALUES ('u', 'POST', '/p', '[]', x'7b7d', 'i', ?1, 'done', 1, 1, 1, ?2, ?1)",
+                [key, job],
+            )
+        };
+        insert("k1", "j1").unwrap();
+        // Another create may never reuse a provisional id, whatever its state.
+        assert!(insert("k2", "j1").is_err());
+        insert("k2", "j2").unwrap();
     }
 }

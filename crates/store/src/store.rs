@@ -81,7 +81,7 @@ impl Store {
                 tracing::warn!(db = %path.display(), mode, "queue database not in WAL mode");
             }
         }
-        // FULL: every commit is fsynced before it returns, so a create we answered 202 for is
+        // FULL: every commit is fsynced before it returns, so a create we answered for is
         // on disk even if the machine loses power right after.
         conn.pragma_update(None, "synchronous", "FULL")
             .map_err(sql_err)?;
@@ -184,6 +184,21 @@ impl Store {
                      LIMIT 1"
                 ),
                 [dedupe_key],
+                Item::from_row,
+            )
+            .optional()
+            .map_err(|e| self.sql_err(e))
+    }
+
+    /// The item that was answered with this provisional job or session id, in any state.
+    pub fn find_by_provisional_id(&self, id: &str) -> Result<Option<Item>, StoreError> {
+        self.conn
+            .query_row(
+                &format!(
+                    "SELECT {COLUMNS} FROM queue_items
+                     WHERE provisional_job_id = ?1 OR provisional_session_id = ?1 LIMIT 1"
+                ),
+                [id],
                 Item::from_row,
             )
             .optional()

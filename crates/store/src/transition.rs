@@ -123,9 +123,10 @@ impl Store {
                 &format!(
                     "INSERT INTO queue_items (upstream, method, path_and_query, headers, body,
                          identity, credential_ref, dedupe_key, repo, problem_statement, state,
-                         created_at, attempts, next_attempt_at, updated_at, needs_lookup, result)
+                         created_at, attempts, next_attempt_at, updated_at, needs_lookup, result,
+                         provisional_job_id, provisional_session_id)
                      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?12, ?11, 0, ?14, ?11, ?13,
-                         ?15)
+                         ?15, ?16, ?17)
                      RETURNING {COLUMNS}"
                 ),
                 params![
@@ -144,6 +145,8 @@ impl Store {
                     item.in_doubt,
                     next_attempt_at,
                     result,
+                    item.provisional.as_ref().map(|p| p.job_id.as_str()),
+                    item.provisional.as_ref().map(|p| p.session_id.as_str()),
                 ],
                 Item::from_row,
             )
@@ -186,6 +189,24 @@ impl Store {
             Transition::Fail,
             "state = 'failed', last_error = ?2, updated_at = ?3",
             &[&reason, &now_ms],
+        )
+    }
+
+    /// [`Store::mark_failed`], also recording what the upstream answered (`result`: its status
+    /// and error), so a provisional job can report the failure in the upstream's own shape.
+    pub fn mark_failed_with(
+        &mut self,
+        id: i64,
+        reason: &str,
+        result: &serde_json::Value,
+        now_ms: i64,
+    ) -> Result<Item, StoreError> {
+        let result = result.to_string();
+        self.transition(
+            id,
+            Transition::Fail,
+            "state = 'failed', last_error = ?2, result = ?3, updated_at = ?4",
+            &[&reason, &result, &now_ms],
         )
     }
 

@@ -11,7 +11,8 @@ use weir_store::{Item, ListFilter, NewItem, State, StateCounts, StoreError, Tran
 
 const COLUMNS: &str = "id, upstream, method, path_and_query, headers, body, identity, \
      credential_ref, dedupe_key, repo, problem_statement, state, created_at, attempts, \
-     next_attempt_at, last_attempt_at, last_error, result, updated_at, needs_lookup";
+     next_attempt_at, last_attempt_at, last_error, result, updated_at, needs_lookup, \
+     provisional_job_id, provisional_session_id";
 
 /// The database's clock in unix milliseconds: leases are dated by it, so replicas whose clocks
 /// differ still agree on when a lease ran out.
@@ -59,6 +60,17 @@ impl PgQueue {
                 .transpose()?,
             updated_at: row.try_get("updated_at").map_err(get)?,
             needs_lookup: row.try_get("needs_lookup").map_err(get)?,
+            provisional: match (
+                row.try_get::<_, Option<String>>("provisional_job_id")
+                    .map_err(get)?,
+                row.try_get::<_, Option<String>>("provisional_session_id")
+                    .map_err(get)?,
+            ) {
+                (Some(job_id), Some(session_id)) => {
+                    Some(weir_store::Provisional { job_id, session_id })
+                }
+                _ => None,
+            },
         })
     }
 
@@ -83,12 +95,16 @@ impl PgQueue {
             "WITH ins AS (
                INSERT INTO weir_queue_items (upstream, method, path_and_query, headers, body,
                  identity, credential_ref, dedupe_key, repo, problem_statement, state,
-                 created_at, attempts, next_attempt_at, updated_at, needs_lookup)
-               VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, 0, $12, $12, $13)
+                 created_at, attempts, next_attempt_at, updated_at, needs_lookup,
+                 provisional_job_id, provisional_session_id)
+               VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, 0, $12, $12, $13,
+                 $14, $15)
                RETURNING {COLUMNS})
              SELECT ins.*, pg_notify('{QUEUE_CHANNEL}', ins.upstream) FROM ins"
         );
-        let params: [&(dyn ToSql + Sync); 13] = [
+        let job_id = item.provisional.as_ref().map(|p| p.job_id.clone());
+        let session_id = item.provisional.as_ref().map(|p| p.session_id.clone());
+        let params: [&(dyn ToSql + Sync); 15] = [
             &item.upstream,
             &item.method,
             &item.path_and_query,
@@ -102,6 +118,8 @@ impl PgQueue {
             &state,
             &now_ms,
             &item.in_doubt,
+            &job_id,
+            &session_id,
         ];
         match self.conn.query_opt(&sql, &params).await {
             Ok(Some(row)) => self.item(&row),
@@ -271,6 +289,37 @@ impl PgQueue {
             &[&reason, &now_ms],
         )
         .await
+    }
+
+    pub async fn mark_failed_with(
+        &self,
+        id: i64,
+        reason: &str,
+        result: serde_json::Value,
+        now_ms: i64,
+    ) -> Result<Item, StoreError> {
+        let result = result.to_string();
+        self.transition(
+            id,
+            Transition::Fail,
+            "state = 'failed', last_error = $3, result = $4, updated_at = $5",
+            "",
+            &[&reason, &result, &now_ms],
+        )
+        .await
+    }
+
+    /// The item answered with this provisional job or session id, in any state.
+    pub async fn find_by_provisional_id(&self, id: &str) -> Result<Option<Item>, StoreError> {
+        let sql = format!(
+            "SELECT {COLUMNS} FROM weir_queue_items
+             WHERE provisional_job_id = $1 OR provisional_session_id = $1 LIMIT 1"
+        );
+        self.conn
+            .query_opt(&sql, &[&id])
+            .await?
+            .map(|r| self.item(&r))
+            .transpose()
     }
 
     pub async fn reschedule(

@@ -75,6 +75,17 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
                 updated_at BIGINT NOT NULL
               );",
     },
+    Migration {
+        version: 5,
+        name: "provisional job and session ids",
+        sql: "ALTER TABLE weir_queue_items ADD COLUMN provisional_job_id TEXT,
+                ADD COLUMN provisional_session_id TEXT;
+              CREATE UNIQUE INDEX weir_queue_items_provisional_job
+                ON weir_queue_items (provisional_job_id) WHERE provisional_job_id IS NOT NULL;
+              CREATE UNIQUE INDEX weir_queue_items_provisional_session
+                ON weir_queue_items (provisional_session_id)
+                WHERE provisional_session_id IS NOT NULL;",
+    },
 ];
 
 /// The newest schema this build knows.

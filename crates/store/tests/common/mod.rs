@@ -29,5 +29,6 @@ pub fn new_item(n: u32) -> NewItem {
         repo: Some(format!("octo/repo-{n}")),
         problem_statement: Some(format!("fix bug {n}")),
         in_doubt: false,
+        provisional: None,
     }
 }
