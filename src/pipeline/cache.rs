@@ -339,10 +339,10 @@ async fn fetch(proxy: Arc<Proxy>, spec: FetchSpec) -> Result<Arc<Stored>, Arc<Pr
 
 /// A stored list/view answer under the TTLs in force now, which may have changed since it was
 /// stored: its windows are measured again from when it was stored. Tokens keep their own
-/// lifetimes (they come from the token itself).
+/// lifetimes (they come from the token itself), and their `refresh_in` loses the copy's age.
 fn retime(e: Arc<Stored>, class: RouteClass, s: &ClassSettings) -> Arc<Stored> {
     if class == RouteClass::Token {
-        return e;
+        return super::token_age::aged(e, Instant::now());
     }
     let fresh_until = e.stored_at + s.fresh_ttl;
     let revalidate_until = fresh_until + s.stale_while_revalidate;

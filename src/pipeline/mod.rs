@@ -48,6 +48,7 @@ mod private_target;
 mod rescue;
 mod respond;
 mod state;
+mod token_age;
 mod tunnel;
 
 pub(crate) use classify::is_for_weir;
