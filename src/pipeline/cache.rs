@@ -81,16 +81,26 @@ pub(super) async fn serve(
         }
         Some(Family::Unshaped) => None,
     };
-    if let Some((m, uri)) = larger.and_then(|m| Some((m, page_subset::with_size(&parts.uri, m)?))) {
-        let r = Keyed {
-            up,
-            class,
-            who,
-            keyed,
-            page: Some((family, m)),
-        };
-        if let Ok(resp) = r.serve(proxy, &uri, &parts.headers).await {
-            if let Some(cut) = page_subset::narrow(resp, page.size, m).await {
+    if let Some(m) = larger {
+        // The page of size `m` that holds this request's first item (see `page_subset`).
+        let at = page.within(m);
+        if let Some(uri) = page_subset::with_page(&parts.uri, at.number, m) {
+            let resp = if at.inside {
+                let r = Keyed {
+                    up,
+                    class,
+                    who,
+                    keyed,
+                    page: Some((family, m)),
+                };
+                r.serve(proxy, &uri, &parts.headers).await.ok()
+            } else {
+                page_subset::fresh_page(proxy, up, &keyed, &uri, &parts.headers)
+            };
+            if let Some(cut) = match resp {
+                Some(resp) => page_subset::narrow(resp, at, page.size, m).await,
+                None => None,
+            } {
                 return Ok(cut);
             }
         }
