@@ -52,7 +52,7 @@ impl Install {
         std::fs::write(
             &config,
             format!(
-                "listen = \"127.0.0.1:{port}\"\n{}",
+                "default_upstreams = false\nlisten = \"127.0.0.1:{port}\"\n{}",
                 tls::upstream_toml(up, ca)
             ),
         )

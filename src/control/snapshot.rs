@@ -18,10 +18,13 @@ pub async fn snapshot_full(ctl: &Control) -> StatusSnapshot {
 pub fn snapshot(ctl: &Control) -> StatusSnapshot {
     use std::sync::atomic::Ordering::Relaxed;
     let p = &ctl.proxy;
+    // Copilot API hosts learned at run time follow the configured upstreams.
+    let learned = p.upstreams.learned.iter().map(|(_, u)| u);
     let upstreams = p
         .upstreams
         .list
         .iter()
+        .chain(learned)
         .map(|st| (&st.settings, st))
         .map(|(cfg, st)| UpstreamStatus {
             name: cfg.name.clone(),

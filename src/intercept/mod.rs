@@ -75,20 +75,20 @@ impl Interceptor {
     }
 }
 
-/// Whether a CONNECT to `authority` must be intercepted: the target is a managed `https://`
-/// upstream (host and port) and the CA may issue for it. Otherwise: a blind tunnel.
+/// Whether a CONNECT to `authority` must be intercepted: `managed` says whether Weir manages
+/// `https://authority` (a configured upstream, or a Copilot API host learned at run time), and
+/// the CA must be allowed to issue for the host. Otherwise: a blind tunnel.
 pub(crate) fn should_intercept(
     i: &Interceptor,
     settings: &crate::config::Settings,
     authority: &Authority,
+    managed: impl Fn(&str, u16) -> bool,
 ) -> bool {
     let Some(port) = authority.port_u16() else {
         return false;
     };
     let host = authority.host();
-    settings.intercept
-        && settings.upstream_for("https", host, port).is_some()
-        && i.ca().is_managed(host)
+    settings.intercept && managed(host, port) && i.ca().is_managed(host)
 }
 
 /// The interceptor the engine runs with: only when `intercept` is on and a CA was loaded. A CA

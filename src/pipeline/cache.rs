@@ -333,10 +333,14 @@ async fn fetch(proxy: Arc<Proxy>, spec: FetchSpec) -> Result<Arc<Stored>, Arc<Pr
         revalidate_until: now + fresh + swr,
         stale_if_error_until: now + fresh + swr.max(sie),
     });
+    super::announce::observe(&proxy, spec.class, &stored);
     if stored.is_success() && storable(&spec.headers, &stored.headers) {
-        proxy
-            .cache
-            .insert(spec.key, stored.clone(), durability(spec.class));
+        // A learned host's index may name another host after a restart: memory only.
+        let durability = match proxy.upstreams.is_learned(spec.up) {
+            true => Durability::MemoryOnly,
+            false => durability(spec.class),
+        };
+        proxy.cache.insert(spec.key, stored.clone(), durability);
         // Only a page 1 of the known shape can answer the smaller sizes of its family.
         if let Some((family, _)) = spec.page {
             if !page_subset::has_known_shape(&stored.body) {

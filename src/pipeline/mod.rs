@@ -30,6 +30,7 @@
 //! [`forward`] streams what is not cached (logs, other managed calls, unmanaged hosts);
 //! [`tunnel`] and [`intercepted`] handle CONNECT (blind, or TLS-terminated for managed hosts).
 
+mod announce;
 mod cache;
 mod classify;
 mod create;
@@ -56,6 +57,7 @@ pub(crate) use headers::request_id;
 pub(crate) use limits::header_size;
 pub(crate) use respond::finish;
 pub(crate) use state::{host_for, is_own_host_name, Proxy, ProxyParts};
+pub(crate) use token_age::decoded_body;
 
 use crate::body::Body;
 use crate::config::RouteClass;

@@ -41,6 +41,12 @@ pub(crate) fn aged(e: Arc<Stored>, now: Instant) -> Arc<Stored> {
     }
 }
 
+/// `body` with its `Content-Encoding` (none, gzip or deflate) undone; `None` for another
+/// encoding or a body that does not decode.
+pub(crate) fn decoded_body(headers: &HeaderMap, body: &[u8]) -> Option<Vec<u8>> {
+    decode(coding(headers)?, body)
+}
+
 /// The body's encoding as far as Weir can undo it.
 #[derive(Clone, Copy, PartialEq, Debug)]
 enum Coding {

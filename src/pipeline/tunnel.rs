@@ -42,16 +42,21 @@ pub(super) async fn connect(
         )
         .retry_after(Duration::from_secs(1)));
     };
+    let settings = proxy.settings();
+    let managed = |scheme: &str, host: &str, port: u16| {
+        proxy
+            .upstreams
+            .find(&settings, scheme, host, port)
+            .is_some()
+    };
     if let Some(i) = &proxy.intercept {
-        if crate::intercept::should_intercept(i, &proxy.settings(), &authority) {
+        let https = |host: &str, port: u16| managed("https", host, port);
+        if crate::intercept::should_intercept(i, &settings, &authority, https) {
             let i = i.clone();
             return Ok(super::intercepted::accept(proxy, i, req, authority, slot));
         }
     }
-    if !proxy
-        .settings()
-        .is_managed_authority(authority.host(), port)
-    {
+    if !managed("https", authority.host(), port) && !managed("http", authority.host(), port) {
         let allow = proxy.settings().allow_private_targets;
         super::private_target::check(allow, authority.host(), port).await?;
     }
