@@ -12,7 +12,7 @@
 mod common;
 use bytes::Bytes;
 use common::Weir;
-use http_body_util::{BodyExt, Full};
+use http_body_util::Full;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use std::sync::{Arc, Mutex};
@@ -129,12 +129,7 @@ async fn ghs_short_page_answers_every_smaller_page_of_the_list() {
         assert_eq!(cs, "weir; hit; subset-of=50", "page {n}");
         assert_eq!(got, want, "page {n}");
     }
-    // Past the end: an empty page, still without asking.
-    let url = format!(
-        "{}/agents/sessions?page_size=20&page_number=4&sort=last_updated_at%2cdesc",
-        lists.origin
-    );
-    assert_eq!(ids(&c, &url).await.1, Vec::<String>::new());
+    // (VS Code stops at that short page: it never asks page 4.)
     assert_eq!(lists.calls(), [GH], "one upstream call for the whole list");
     // Another sort, another identity, another API version: each its own.
     let other_sort = format!(

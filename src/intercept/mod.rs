@@ -43,7 +43,9 @@ impl std::fmt::Debug for Interceptor {
 impl Interceptor {
     /// Builds the leaf issuer and its rustls `ServerConfig` (ALPN h2, http/1.1) for `ca`.
     pub fn new(ca: Arc<LocalCa>) -> Result<Interceptor, TlsError> {
-        let issuer = LeafIssuer::new(ca);
+        // Exactly the managed hosts, plus the Copilot API hosts learned at run time (the CA's
+        // `githubcopilot.com` constraint covers them; `should_intercept` decides which).
+        let issuer = LeafIssuer::with_subdomains_of(ca, &[crate::config::COPILOT_DOMAIN]);
         let server_config = issuer.server_config()?;
         Ok(Interceptor {
             issuer,
@@ -88,7 +90,7 @@ pub(crate) fn should_intercept(
         return false;
     };
     let host = authority.host();
-    settings.intercept && managed(host, port) && i.ca().is_managed(host)
+    settings.intercept && managed(host, port) && i.issuer.covers(host)
 }
 
 /// The interceptor the engine runs with: only when `intercept` is on and a CA was loaded. A CA
