@@ -32,6 +32,8 @@ pub(crate) struct Learned {
     hosts: Mutex<Vec<(String, usize)>>,
     /// The upstream (configured or learned) of the Copilot API host most recently announced.
     announced: Mutex<Option<usize>>,
+    /// Told whenever a slot is set (its replay worker starts then).
+    learned_one: tokio::sync::Notify,
 }
 
 /// What a token answer (or gh's GraphQL `copilotEndpoints`) announced.
@@ -52,6 +54,23 @@ impl Learned {
             slots: (0..SPARE).map(|_| OnceLock::new()).collect(),
             hosts: Mutex::new(Vec::new()),
             announced: Mutex::new(None),
+            learned_one: tokio::sync::Notify::new(),
+        }
+    }
+
+    /// The indices the spare slots take, set or not.
+    pub fn indices(&self) -> std::ops::Range<usize> {
+        self.base..self.base + SPARE
+    }
+
+    /// Waits until slot `up` is set (at once when it is).
+    pub async fn wait_for(&self, up: usize) {
+        loop {
+            let notified = self.learned_one.notified();
+            if self.get(up).is_some() {
+                return;
+            }
+            notified.await;
         }
     }
 
@@ -146,6 +165,7 @@ impl Learned {
         let up = self.base + slot;
         hosts.push((origin.host.clone(), up));
         drop(hosts);
+        self.learned_one.notify_waiters();
         tracing::info!(host = %origin.host, "learned a Copilot API host from a token answer; it is managed from now on");
         self.set_announced(up);
         Announced::Learned(up)
