@@ -131,7 +131,13 @@ impl Page {
 }
 
 /// `uri` asking for page `number` of `size` per page instead (every other parameter as sent).
+/// Page 1 of a request that named no `page_number` names none either (the same key as the
+/// larger request spelt that way).
 pub(super) fn with_page(uri: &Uri, number: u32, size: u32) -> Option<Uri> {
+    let named = uri
+        .query()?
+        .split('&')
+        .any(|p| p.split_once('=').map_or(p, |(n, _)| n) == "page_number");
     let mut query: Vec<String> = uri
         .query()?
         .split('&')
@@ -142,7 +148,9 @@ pub(super) fn with_page(uri: &Uri, number: u32, size: u32) -> Option<Uri> {
             _ => p.to_string(),
         })
         .collect();
-    query.push(format!("page_number={number}"));
+    if named || number != 1 {
+        query.push(format!("page_number={number}"));
+    }
     format!("{}?{}", uri.path(), query.join("&")).parse().ok()
 }
 
@@ -291,6 +299,12 @@ mod tests {
             u,
             "/agents/sessions?page_size=100&sort=last_updated_at%2Cdesc&page_number=2"
         );
+        let u = with_page(
+            &"/agents/sessions?page_size=20&sort=x".parse().unwrap(),
+            1,
+            100,
+        );
+        assert_eq!(u.unwrap(), "/agents/sessions?page_size=100&sort=x");
     }
 
     #[test]

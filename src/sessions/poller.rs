@@ -342,6 +342,47 @@ mod tests {
         }
     }
 
+    /// The poller's list request and `gh agent-task list`'s, header for header as gh's source
+    /// sends them (go-gh defaults, the CAPI transport, Go's gzip; its own `User-Agent` and
+    /// `Time-Zone`), are one cache key; a VS Code-style `Accept` is another.
+    #[test]
+    fn the_poll_and_ghs_list_are_one_cache_key() {
+        use crate::cache::CacheKey;
+        let settings = crate::config::Settings::default();
+        let id = crate::identity::IdentityKey::new([7; 32]);
+        let key = |pq: &str, h: &[(&str, &str)]| {
+            let mut m = http::HeaderMap::new();
+            for (k, v) in h {
+                m.append(
+                    http::HeaderName::from_bytes(k.as_bytes()).unwrap(),
+                    v.parse().unwrap(),
+                );
+            }
+            m.insert("authorization", "Bearer gho_x".parse().unwrap());
+            let who = id.identify(&m);
+            CacheKey::new(0, &Method::GET, pq, &who, &m, &settings.key_headers)
+        };
+        let mut poll: Vec<(&str, &str)> = GH_HEADERS.to_vec();
+        poll.push(("user-agent", super::super::loopback::USER_AGENT));
+        let gh = [
+            ("User-Agent", "GitHub CLI 2.83.0"),
+            ("Time-Zone", "Europe/Paris"),
+            ("Content-Type", "application/json; charset=utf-8"),
+            (
+                "Accept",
+                "application/vnd.github.merge-info-preview+json, application/vnd.github.nebula-preview",
+            ),
+            ("X-GitHub-Api-Version", "2026-01-09"),
+            ("Copilot-Integration-Id", "copilot-4-cli"),
+            ("Accept-Encoding", "gzip"),
+        ];
+        let gh_list = "/agents/sessions?page_number=1&page_size=50&sort=last_updated_at%2Cdesc";
+        assert_eq!(super::super::LIST_PATH, gh_list);
+        assert_eq!(key(super::super::LIST_PATH, &poll), key(gh_list, &gh));
+        let vscode_accept = [("accept", "application/json")];
+        assert_ne!(key(gh_list, &vscode_accept), key(gh_list, &gh));
+    }
+
     #[test]
     fn only_copilot_incidents_hold_the_poller_back() {
         let mut g = GithubStatus::initial("https://www.githubstatus.com");
