@@ -2,7 +2,8 @@
 //! stale-while-revalidate, and coalescing of identical in-flight requests into one detached
 //! upstream fetch. List and view answers are keyed by the credential's account sharing
 //! identity when the sharing rule allows it (`crate::accounts`), token answers always by the
-//! credential; smaller list pages go through a larger page 1 ([`super::page_subset`]).
+//! credential; smaller list pages are cut from a larger page of the same list
+//! ([`super::page_subset`]).
 //!
 //! What is kept: never `Set-Cookie` (a shared answer must not hand one caller's session to
 //! another); and for anonymous requests (no credential, so every anonymous caller shares one

@@ -187,8 +187,8 @@ pub(super) fn cut(body: &[u8], offset: usize, n: u32) -> Option<Vec<u8>> {
 }
 
 /// Turns the larger page's answer into the request's; `None` when it cannot be (not a success,
-/// not the known shape, or `need_short` and the page was full): the caller then serves the
-/// request under its own key.
+/// not the known shape, or a range running past a page that was full): the caller then serves
+/// the request under its own key.
 pub(super) async fn narrow(
     resp: Response<Body>,
     at: Within,
