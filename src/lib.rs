@@ -48,7 +48,7 @@
 //! - `cache`: the per-identity cache in memory, and its list/view entries sealed into
 //!   `cache.sqlite` by a writer thread (key in the keychain). → secrets, status
 //! - Leaves: [`config`], `problem` (+ `problem_kind`), [`events`], [`status`], `coalesce`,
-//!   `identity`, `surface`, `stats`, `body`, `time_fmt`, `paths`, `server`, `github_status`.
+//!   `identity`, `surface`, `stats`, `body`, `body_budget`, `time_fmt`, `paths`, `server`, `github_status`.
 
 // `Problem` (about 200 bytes) is the error of every request-path function: it becomes the
 // response body, so it is built once and moved, never propagated through deep stacks.
@@ -56,6 +56,7 @@
 
 pub(crate) mod accounts;
 pub(crate) mod body;
+pub(crate) mod body_budget;
 pub(crate) mod cache;
 pub mod client_setup;
 pub(crate) mod coalesce;

@@ -17,6 +17,9 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 
+/// Concurrent HTTP/2 streams per client connection.
+pub(crate) const H2_MAX_STREAMS: u32 = 32;
+
 /// The HTTP/1.1 + HTTP/2 server settings every client connection gets (plain or intercepted).
 pub(crate) fn http_builder(limits: &crate::config::Limits) -> auto::Builder<TokioExecutor> {
     let mut builder = auto::Builder::new(TokioExecutor::new());
@@ -30,7 +33,10 @@ pub(crate) fn http_builder(limits: &crate::config::Limits) -> auto::Builder<Toki
     builder
         .http2()
         .timer(TokioTimer::new())
-        .max_header_list_size((limits.max_header_bytes * 2) as u32);
+        .max_header_list_size((limits.max_header_bytes * 2) as u32)
+        // hyper's default is 200 streams per connection, each of which may buffer a body:
+        // a tool needs a handful; the buffered-bytes bound (`body_budget`) covers the rest.
+        .max_concurrent_streams(H2_MAX_STREAMS);
     builder
 }
 

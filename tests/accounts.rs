@@ -78,6 +78,23 @@ async fn three_surfaces(
         .control("/metrics")
         .await
         .contains("weir_account_requests_total{login=\"alice\"}"));
+    assert!(weir
+        .control("/_weir/api/status")
+        .await
+        .contains("\"alice\""));
+    // Without the control secret, logins are left out of status, metrics and the events.
+    let (status, metrics, events) = weir.open_reads().await;
+    for (what, text) in [
+        ("status", &status),
+        ("metrics", &metrics),
+        ("events", &events),
+    ] {
+        assert!(!text.contains("alice"), "{what} names the login: {text}");
+    }
+    assert!(
+        status.contains("\"credentials\": 3"),
+        "counts stay: {status}"
+    );
     weir.assert_no_token_anywhere().await;
     let calls = fake.list_calls();
     // Sent upstream with alice's mapped credentials: some, and never more than the fake saw.

@@ -265,3 +265,53 @@ async fn settings_can_never_change_where_credentials_go() {
     assert_eq!(r.status(), 200);
     h.shutdown().await;
 }
+
+/// Upstream names are identity (the stored token, queued credentials and `/user` lookups are
+/// keyed by name): the settings API refuses a rename, and two names swapped between origins
+/// (which compares equal origin by origin, position by position), and writes nothing.
+#[tokio::test]
+async fn settings_refuse_renames_and_swapped_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("config.toml");
+    let text = "listen = \"127.0.0.1:0\"\nwatch_github_status = false\n\
+[[upstream]]\nname = \"copilot-api\"\norigin = \"https://api.githubcopilot.com\"\n\
+[[upstream]]\nname = \"github-api\"\norigin = \"https://api.github.com\"\n";
+    std::fs::write(&file, text).unwrap();
+    let settings = weir::config::load_file(&file).unwrap();
+    let mut opts = weir::EngineOptions::new(settings, dir.path().join("data"));
+    opts.config_file = Some(file.clone());
+    let h = weir::start(opts).await.unwrap();
+    let url = format!("{}/_weir/api/settings", h.base_url());
+    let c = reqwest::Client::new();
+    for patch in [
+        r#"{"upstreams":[{"name":"github-api","origin":"https://api.githubcopilot.com"},{"name":"copilot-api","origin":"https://api.github.com"}]}"#,
+        r#"{"upstreams":[{"name":"renamed","origin":"https://api.githubcopilot.com"},{"name":"github-api","origin":"https://api.github.com"}]}"#,
+    ] {
+        let r = with_secret(c.put(&url).body(patch), h.control_secret()).await;
+        assert_eq!(r.status(), 422, "{patch}");
+        let p: serde_json::Value = r.json().await.unwrap();
+        let detail = p["detail"].as_str().unwrap();
+        assert!(
+            detail.contains("upstreams[0].name") && detail.contains("config file"),
+            "{patch}: {p}"
+        );
+    }
+    assert_eq!(
+        std::fs::read_to_string(&file).unwrap(),
+        text,
+        "nothing written"
+    );
+    let names: Vec<String> = h
+        .status()
+        .await
+        .upstreams
+        .iter()
+        .map(|u| u.name.clone())
+        .collect();
+    assert_eq!(names, ["copilot-api", "github-api"]);
+    // The same upstreams sent back are fine.
+    let ok = r#"{"upstreams":[{"name":"copilot-api","origin":"https://api.githubcopilot.com"},{"name":"github-api","origin":"https://api.github.com"}],"classes":{"list":{"fresh_ttl":"30s"}}}"#;
+    let r = with_secret(c.put(&url).body(ok), h.control_secret()).await;
+    assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
+    h.shutdown().await;
+}

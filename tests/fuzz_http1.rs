@@ -4,8 +4,12 @@
 //! garbage, truncated bodies, pipelining), each on its own connection. Every connection must
 //! end in an HTTP/1.x status line or a close within a bound (a hang check, not a speed check),
 //! no task may panic, and afterwards Weir must still proxy a normal request and answer status.
+//! Request smuggling: ambiguous framing (CL+TE, TE+TE, obs-fold, chunk extensions) against the
+//! laptop listener and the gateway's TLS listener, counted at the upstream.
 
 mod common;
+#[path = "common/gateway.rs"]
+mod gw;
 use common::{Upstream, Weir};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -422,4 +426,188 @@ async fn malformed_http1_never_hangs_or_kills_the_engine() {
         0,
         "a task panicked (see stderr)"
     );
+}
+
+/// The request hidden in a body: absolute-form, so Weir would proxy it if it took it for one.
+fn smuggled(up: SocketAddr) -> String {
+    format!("GET http://{up}/smuggled HTTP/1.1\r\nHost: {up}\r\nAuthorization: token fuzz\r\n\r\n")
+}
+
+/// Requests whose framing a lenient or disagreeing parser could split into two: each is
+/// (name, bytes). The hidden request follows the framing only where the framing is ambiguous;
+/// the well-formed chunk-extension cases carry none (after them it would be a plain pipelined
+/// request the client meant).
+fn smuggling_cases(up: SocketAddr) -> Vec<(&'static str, Vec<u8>)> {
+    let head = format!(
+        "POST http://{up}/agents/front HTTP/1.1\r\nHost: {up}\r\nAuthorization: token fuzz\r\n"
+    );
+    let hidden = smuggled(up);
+    let chunk = format!("{:x}\r\n{hidden}\r\n0\r\n\r\n", hidden.len());
+    let with = |framing: &str, body: &str| format!("{head}{framing}\r\n{body}").into_bytes();
+    vec![
+        // CL+TE: the front end counts the length, the back end the chunks (and the reverse).
+        ("cl_te", with(&format!("Content-Length: {}\r\nTransfer-Encoding: chunked\r\n", 5 + hidden.len()), &format!("0\r\n\r\n{hidden}"))),
+        ("te_cl", with("Transfer-Encoding: chunked\r\nContent-Length: 4\r\n", &chunk)),
+        ("cl_te_zero", with("Content-Length: 0\r\nTransfer-Encoding: chunked\r\n", &chunk)),
+        // TE+TE: two Transfer-Encoding values, or one a parser may not read as chunked.
+        ("te_te_identity", with("Transfer-Encoding: chunked\r\nTransfer-Encoding: identity\r\n", &chunk)),
+        ("te_te_list", with("Transfer-Encoding: chunked, identity\r\nContent-Length: 4\r\n", &chunk)),
+        ("te_te_cow", with("Transfer-Encoding: chunked\r\nTransfer-encoding: cow\r\n", &chunk)),
+        ("te_xchunked", with(&format!("Transfer-Encoding: xchunked\r\nContent-Length: {}\r\n", chunk.len()), &chunk)),
+        ("te_space_colon", with("Transfer-Encoding : chunked\r\nContent-Length: 4\r\n", &chunk)),
+        ("te_vtab", with("Transfer-Encoding:\x0bchunked\r\nContent-Length: 4\r\n", &chunk)),
+        ("te_http10", format!("POST http://{up}/agents/front HTTP/1.0\r\nHost: {up}\r\nTransfer-Encoding: chunked\r\nContent-Length: 4\r\n\r\n{chunk}").into_bytes()),
+        // obs-fold: a header continued on the next line, which hides or changes the framing.
+        ("fold_te", with("Transfer-Encoding:\r\n chunked\r\nContent-Length: 4\r\n", &chunk)),
+        ("fold_cl", with(&format!("Content-Length: 0\r\n {}\r\n", chunk.len()), &chunk)),
+        ("fold_into_te", with("X-Note: a\r\n Transfer-Encoding: chunked\r\nContent-Length: 4\r\n", &chunk)),
+        // Two lengths, or one written so parsers disagree.
+        ("cl_cl", with(&format!("Content-Length: 4\r\nContent-Length: {}\r\n", chunk.len()), &chunk)),
+        ("cl_list", with(&format!("Content-Length: 4, {}\r\n", chunk.len()), &chunk)),
+        ("cl_plus", with(&format!("Content-Length: +{}\r\n", chunk.len()), &chunk)),
+        // Chunk extensions: well-formed ones (one request), and malformed ones that could end
+        // a chunk early for a lenient parser.
+        ("ext_token", with("Transfer-Encoding: chunked\r\n", "5;name=value\r\nhello\r\n0\r\n\r\n")),
+        ("ext_quoted", with("Transfer-Encoding: chunked\r\n", "5;name=\"a;b\"\r\nhello\r\n0;last\r\n\r\n")),
+        ("ext_long", with("Transfer-Encoding: chunked\r\n", &format!("5;{}\r\nhello\r\n0\r\n\r\n", "x".repeat(8192)))),
+        ("ext_bare_lf", with("Transfer-Encoding: chunked\r\n", &format!("5;a\n{hidden}\r\nhello\r\n0\r\n\r\n"))),
+        ("ext_cr_in_quote", with("Transfer-Encoding: chunked\r\n", &format!("5;a=\"x\r\n{hidden}\"\r\nhello\r\n0\r\n\r\n"))),
+        ("size_space", with("Transfer-Encoding: chunked\r\n", &format!("5 \r\nhello\r\n0\r\n\r\n{hidden}"))),
+        ("size_overflow", with("Transfer-Encoding: chunked\r\n", &format!("1{}\r\nhello\r\n0\r\n\r\n{hidden}", "0".repeat(17)))),
+        ("size_0x", with("Transfer-Encoding: chunked\r\n", &format!("0x5\r\nhello\r\n0\r\n\r\n{hidden}"))),
+    ]
+}
+
+/// Writes `bytes`, half-closes, and reads everything until the peer closes (bounded): the
+/// number of HTTP/1.x status lines that came back.
+async fn responses<S>(mut s: S, bytes: &[u8]) -> Result<usize, String>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    let io = async {
+        let _ = s.write_all(bytes).await;
+        let _ = s.shutdown().await;
+        let mut buf = Vec::new();
+        let _ = s.read_to_end(&mut buf).await;
+        let mut n = usize::from(buf.starts_with(b"HTTP/1."));
+        n += buf.windows(9).filter(|w| w == b"\r\nHTTP/1.").count();
+        if !buf.is_empty() && n == 0 {
+            return Err(format!(
+                "not HTTP: {:?}",
+                String::from_utf8_lossy(&buf[..buf.len().min(200)])
+            ));
+        }
+        Ok(n)
+    };
+    tokio::time::timeout(CASE_BOUND, io)
+        .await
+        .unwrap_or_else(|_| Err(format!("no close within {CASE_BOUND:?}")))
+}
+
+/// Runs every smuggling case on its own connection (`connect` makes one) and checks: at most
+/// one response came back, the upstream got at most one request from it, and the hidden
+/// request never reached the upstream.
+async fn smuggling_against<F, Fut, S>(listener: &str, up: &Upstream, connect: F) -> Vec<String>
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = S>,
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    let mut failures = Vec::new();
+    let (mut answered, mut closed) = (0, 0);
+    for (name, bytes) in smuggling_cases(up.addr) {
+        let before = up.total();
+        match responses(connect().await, &bytes).await {
+            Ok(0) => closed += 1,
+            Ok(1) => answered += 1,
+            Ok(n) => failures.push(format!("{listener} {name}: {n} responses on one request")),
+            Err(e) => failures.push(format!("{listener} {name}: {e}")),
+        }
+        // The upstream's count settles once the client's connection is closed.
+        let reached = up.total() - before;
+        if reached > 1 {
+            failures.push(format!(
+                "{listener} {name}: reached the upstream as {reached} requests"
+            ));
+        }
+        if up
+            .seen()
+            .iter()
+            .any(|s| s.path_and_query.contains("smuggled"))
+        {
+            failures.push(format!(
+                "{listener} {name}: the hidden request reached the upstream"
+            ));
+        }
+    }
+    println!(
+        "smuggling, {listener}: {answered} answered, {closed} closed, upstream saw {} requests",
+        up.total()
+    );
+    failures
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn smuggling_never_reaches_the_upstream_as_two_requests() {
+    let up = Upstream::start().await;
+    let weir = Weir::start(&[&up.origin()], "").await;
+    let addr = weir.handle.local_addr();
+    let mut failures = smuggling_against("laptop", &up, || async move {
+        TcpStream::connect(addr).await.unwrap()
+    })
+    .await;
+
+    let gup = Upstream::start().await;
+    let files = gw::GatewayFiles::new();
+    let replica = gw::Replica::start(&files.config(gup.addr, "allow = [\"127.0.0.0/8\", \"::1\"]"));
+    let mut roots = rustls::RootCertStore::empty();
+    roots
+        .add(rustls::pki_types::CertificateDer::from(
+            files.cert_der.clone(),
+        ))
+        .unwrap();
+    let tls = std::sync::Arc::new(
+        rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth(),
+    );
+    let gaddr = replica.addr;
+    failures.extend(
+        smuggling_against("gateway", &gup, || {
+            let tls = tls.clone();
+            async move {
+                let tcp = TcpStream::connect(gaddr).await.unwrap();
+                let name = rustls::pki_types::ServerName::try_from("127.0.0.1").unwrap();
+                tokio_rustls::TlsConnector::from(tls)
+                    .connect(name, tcp)
+                    .await
+                    .unwrap()
+            }
+        })
+        .await,
+    );
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    // Both still proxy a normal request.
+    let r = weir
+        .client("fuzz")
+        .get(format!("{}/agents/sessions", up.origin()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let a = gw::send(
+        replica.addr,
+        &files.cert_der,
+        "GET",
+        &format!("{}/agents/sessions", gup.origin()),
+        &[("authorization", "token fuzz")],
+        "",
+    )
+    .await
+    .unwrap();
+    assert_eq!(a.status, 200, "{:?}", a.body);
 }

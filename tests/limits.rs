@@ -137,3 +137,96 @@ async fn an_idle_keep_alive_connection_is_told_when_weir_will_close_it_and_then_
         "Weir kept an idle connection open past its hint"
     );
 }
+
+/// One value of a `/metrics` series without labels.
+fn metric(text: &str, name: &str) -> u64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {name} in:\n{text}"))
+}
+
+/// Buffered request bodies have one bound across every connection (8 ×
+/// `limits.max_body_bytes`, here 512 KiB). 40 completion requests of 60 KiB each (2.4 MB) at
+/// once, to an upstream that holds every answer for 500 ms so the bodies are buffered together:
+/// every request gets an answer (the upstream's, or a 503 `overloaded` problem with
+/// `Retry-After`), the engine's own count of bytes held never passed the bound, what it
+/// refused is what the clients were told, and nothing is held afterwards.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_large_posts_stay_within_the_buffered_bytes_bound() {
+    let up = Upstream::start().await;
+    up.set(|b| b.delay = std::time::Duration::from_millis(500));
+    let weir = Weir::start(&[&up.origin()], "[limits]\nmax_body_bytes = 65536\n").await;
+    let url = format!("{}/chat/completions", up.origin());
+    let body = format!(r#"{{"model":"gpt-test","pad":"{}"}}"#, "x".repeat(60_000));
+    let c = weir.client("a");
+    let answers = futures::future::join_all((0..40).map(|_| {
+        let (c, url, body) = (c.clone(), url.clone(), body.clone());
+        async move {
+            let r = c.post(&url).body(body).send().await.expect("an answer");
+            let status = r.status().as_u16();
+            let retry = r.headers().get("retry-after").is_some();
+            let text = r.text().await.unwrap();
+            (status, retry, text)
+        }
+    }))
+    .await;
+    let mut ok = 0;
+    let mut shed = 0;
+    for (status, retry, text) in &answers {
+        match status {
+            200 => ok += 1,
+            503 => {
+                assert!(*retry, "Retry-After on the 503: {text}");
+                assert!(text.contains("\"overloaded\""), "{text}");
+                shed += 1;
+            }
+            other => panic!("{other}: {text}"),
+        }
+    }
+    assert_eq!(ok + shed, 40, "every request got an answer");
+    let m = reqwest::get(format!("{}/metrics", weir.handle.base_url()))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let limit = metric(&m, "weir_buffered_request_bytes_limit");
+    assert_eq!(limit, 8 * 65536);
+    let peak = metric(&m, "weir_buffered_request_bytes_peak");
+    assert!(peak <= limit, "peak {peak} over the bound {limit}");
+    assert!(peak >= 60_000, "bodies were held: {peak}");
+    assert_eq!(metric(&m, "weir_buffered_request_refused_total"), shed);
+    assert!(shed > 0, "40 × 60 KiB do not fit in 512 KiB at once");
+    assert_eq!(
+        metric(&m, "weir_buffered_request_bytes"),
+        0,
+        "all given back"
+    );
+    assert_eq!(
+        up.total(),
+        ok as usize,
+        "refused requests never reached the upstream"
+    );
+    eprintln!("buffered-body bound: {ok} answered by the upstream, {shed} shed, peak {peak} of {limit} bytes");
+}
+
+/// HTTP/2 clients may open at most 32 streams at once on one connection (hyper's default is
+/// 200, each of which could buffer a body): the SETTINGS Weir's listener sends say so.
+#[tokio::test]
+async fn http2_connections_get_a_small_stream_limit() {
+    let weir = Weir::start(&[], "").await;
+    let addr = weir.handle.local_addr();
+    let tcp = TcpStream::connect(addr).await.unwrap();
+    let (mut client, mut conn) = h2::client::handshake(tcp).await.unwrap();
+    let req = http::Request::get(format!("http://{addr}/_weir/api/health"))
+        .body(())
+        .unwrap();
+    let (answer, _) = client.send_request(req, true).unwrap();
+    // The server's SETTINGS come before any answer: once answered, they are in force.
+    let answer = tokio::select! {
+        a = answer => a.unwrap(),
+        c = &mut conn => panic!("connection ended first: {c:?}"),
+    };
+    assert_eq!(answer.status(), 200);
+    assert_eq!(conn.max_concurrent_send_streams(), 32);
+}

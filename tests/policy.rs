@@ -80,6 +80,37 @@ async fn two_repositories_in_one_outage_one_queued_the_other_failed_naming_the_r
         .map(|d| d["header"].as_str().unwrap())
         .collect();
     assert_eq!(recent, ["user:2 create=fail", "user:1 create=queue"]);
+    // Repository names only with the control secret.
+    assert!(
+        s["policy"]["recent"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|d| d["repo"].is_null()),
+        "{}",
+        s["policy"]
+    );
+    let url = format!("{}/_weir/api/status", weir.handle.base_url());
+    let open = reqwest::get(&url).await.unwrap().text().await.unwrap();
+    assert!(
+        !open.contains("acme/api") && !open.contains("other/web"),
+        "{open}"
+    );
+    let with = common::with_secret(
+        reqwest::Client::new().get(&url),
+        weir.handle.control_secret(),
+    )
+    .await
+    .json::<Value>()
+    .await
+    .unwrap();
+    let repos: Vec<&str> = with["policy"]["recent"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["repo"].as_str().unwrap())
+        .collect();
+    assert_eq!(repos, ["other/web", "acme/api"]);
     // Exactly one create went to the queue (the failed one did not).
     let states = [
         "queued",

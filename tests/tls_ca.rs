@@ -353,3 +353,64 @@ async fn doctor_reports_each_check_and_its_fix() {
     stop(child);
     Keychain::new(&service).delete("local-ca-key").unwrap();
 }
+
+/// `weir ca install` installs only a CA Weir made, from the certificate in memory. A CA put in
+/// place of Weir's file — here the most convincing one: signed with the very key in the
+/// keychain, but without name constraints, so it could vouch for any site — is refused with
+/// the reason, no step is printed, and the file is left as it was. Weir's own CA, back in
+/// place, installs again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ca_install_refuses_a_replaced_unconstrained_ca() {
+    let Some(service) = keychain("ca-install") else {
+        return;
+    };
+    let ca = TestCa::new();
+    let up = TlsUpstream::start(&ca, HOST).await;
+    let inst = Install::new(&up, &ca, &service);
+    let first = inst.weir(&["ca", "install"]).output().unwrap();
+    let shown = String::from_utf8_lossy(&first.stdout).to_string();
+    assert!(first.status.success(), "{}", both(&first));
+    assert!(
+        shown.contains(&inst.cert().display().to_string()),
+        "{shown}"
+    );
+    let weirs = std::fs::read_to_string(inst.cert()).unwrap();
+
+    let key_pem = Keychain::new(&service)
+        .get_secret("local-ca-key")
+        .unwrap()
+        .expect("the CA key is in the keychain");
+    let key = rcgen::KeyPair::from_pem(key_pem.expose()).unwrap();
+    let mut params = rcgen::CertificateParams::default();
+    params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, "Weir local CA (replaced)");
+    let unconstrained = params.self_signed(&key).unwrap().pem();
+    std::fs::write(inst.cert(), &unconstrained).unwrap();
+
+    let out = inst.weir(&["ca", "install"]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{}", both(&out));
+    assert!(err.contains("name-constrained"), "says why: {err}");
+    assert!(err.contains("fix:"), "{err}");
+    assert!(
+        !String::from_utf8_lossy(&out.stdout).contains("weir-ca.pem"),
+        "no install step: {}",
+        both(&out)
+    );
+    assert_eq!(std::fs::read_to_string(inst.cert()).unwrap(), unconstrained);
+
+    std::fs::write(inst.cert(), &weirs).unwrap();
+    let again = inst.weir(&["ca", "install"]).output().unwrap();
+    assert!(again.status.success(), "{}", both(&again));
+    Keychain::new(&service).delete("local-ca-key").unwrap();
+}
+
+fn both(o: &std::process::Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}

@@ -1,7 +1,10 @@
 // The Accounts panel: the GitHub accounts behind the credentials Weir has seen (by login, never
 // by token), how many credentials each has and their kinds, and whether list answers are shared
-// between them (`[identity] share`). Fed by the status document's `identity` object.
+// between them (`[identity] share`). Fed by the status document's `identity` object. Logins
+// name people: the event stream (which cannot send the control secret) leaves them out, so
+// with the secret this panel reads them from `/_weir/api/status`.
 
+import { call, hasSecret } from './api.js';
 import { h, setText } from './dom.js';
 import * as fmt from './format.js';
 
@@ -22,12 +25,40 @@ export class AccountsPanel {
   /** `id` is `status.identity`. */
   update(id) {
     if (!id || typeof id !== 'object') return;
+    const hidden = Array.isArray(id.accounts) && id.accounts.some((a) => !a?.login);
+    if (hidden && hasSecret()) {
+      this.readPrivate();
+      if (this.private) return;
+    }
+    this.render(id);
+  }
+
+  /** The identity with logins, read with the secret at most every 2 s. */
+  async readPrivate() {
+    const now = Date.now();
+    if (this.reading || now - (this.readAt ?? 0) < 2000) return;
+    this.reading = true;
+    try {
+      const doc = await call('GET', '/_weir/api/status');
+      this.readAt = Date.now();
+      if (doc?.identity) {
+        this.private = doc.identity;
+        this.render(doc.identity);
+      }
+    } catch {
+      // A problem (e.g. a stale secret) leaves the logins hidden; the next status tries again.
+    } finally {
+      this.reading = false;
+    }
+  }
+
+  render(id) {
     const key = JSON.stringify(id);
     if (key === this.key) return;
     this.key = key;
     const accounts = Array.isArray(id.accounts) ? id.accounts : [];
-    const rows = accounts.map((a) => h('tr', { 'data-testid': `account-${String(a.login)}` },
-      h('td', { text: String(a.login ?? fmt.DASH) }),
+    const rows = accounts.map((a) => h('tr', { 'data-testid': `account-${String(a.login || 'hidden')}` },
+      h('td', { text: a.login ? String(a.login) : 'hidden (needs the control secret)' }),
       h('td', { class: 'num', text: fmt.int(a.credentials) }),
       h('td', { text: (Array.isArray(a.token_kinds) ? a.token_kinds : []).map((k) => KIND_TEXT[k] ?? String(k)).join(', ') }),
       h('td', { class: 'num', text: fmt.int(a.requests) }),

@@ -42,6 +42,10 @@ enum Command {
         /// the PostgreSQL queue of the config file's `[gateway]` table (docs/team.md).
         #[arg(long)]
         gateway: bool,
+        /// Print the dashboard link with the control secret even when standard output is
+        /// not a terminal (by default a journal or log file never gets it).
+        #[arg(long)]
+        print_secret: bool,
     },
     /// Inspect and manage queued creates of the running instance.
     Queue {
@@ -126,7 +130,11 @@ pub fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .init();
     match cli.command {
-        Command::Serve { args, gateway } => serve::run(args, gateway),
+        Command::Serve {
+            args,
+            gateway,
+            print_secret,
+        } => serve::run(args, gateway, print_secret),
         Command::Queue { cmd, args } => queue::run(cmd, args),
         Command::Handoff { cmd, args } => handoff::run(cmd, args),
         Command::Cache { cmd, args } => cache::run(cmd, args),

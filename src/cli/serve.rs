@@ -10,7 +10,9 @@ pub fn load(args: &ServeArgs) -> Result<Launch, config::ConfigError> {
     args.resolve()
 }
 
-pub fn run(args: ServeArgs, gateway: bool) -> ExitCode {
+/// `print_secret`: print the dashboard link with the control secret even when standard
+/// output is not a terminal (a pipe, a file, a service manager's journal, which keeps it).
+pub fn run(args: ServeArgs, gateway: bool, print_secret: bool) -> ExitCode {
     let Launch {
         settings,
         data_dir,
@@ -75,10 +77,18 @@ pub fn run(args: ServeArgs, gateway: bool) -> ExitCode {
             return ExitCode::SUCCESS;
         }
         println!("weir: proxy listening on http://{}", handle.local_addr());
-        println!(
-            "weir: dashboard and control API at {}",
-            handle.dashboard_url_with_secret()
-        );
+        use std::io::IsTerminal;
+        if print_secret || std::io::stdout().is_terminal() {
+            println!(
+                "weir: dashboard and control API at {}",
+                handle.dashboard_url_with_secret()
+            );
+        } else {
+            println!(
+                "weir: dashboard and control API at {} (the link with the control secret is printed only to a terminal, or with --print-secret; the tray opens it too)",
+                handle.dashboard_url()
+            );
+        }
         println!(
             "weir: point your tools at it with HTTPS_PROXY=http://{0} HTTP_PROXY=http://{0}",
             handle.local_addr()

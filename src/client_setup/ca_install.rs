@@ -9,21 +9,85 @@ use std::process::Command;
 use weir_tls::{remove_steps, InstallStep, Os, TlsError, TrustTargets};
 
 /// The steps that make this OS trust the install's CA, creating the CA first on a fresh
-/// install. Blocks on the keychain when the CA has to be created.
+/// install. Blocks on the keychain. Only a CA Weir can vouch for is installed: its key is in
+/// the keychain, it passes [`vouch`], and the file the steps copy is rewritten from the
+/// certificate in memory, so whatever was on disk (another CA put in its place) is not what
+/// goes into the trust store.
 pub fn install_steps(install: &Install) -> Result<Vec<InstallStep>, CaError> {
-    // The certificate is all the steps need: a CA whose key is unusable can still be trusted.
-    if let Err(e) = install
+    let loaded = install
         .ca
-        .load_or_create(&install.settings.intercept_hosts())
+        .load_or_create(&install.settings.intercept_hosts())?;
+    vouch(&loaded.ca)?;
+    let path = install.ca.cert_path();
+    rewrite(&path, loaded.ca.cert_pem())?;
+    Ok(weir_tls::install_steps(Os::current(), &path))
+}
+
+/// Checks that `ca` is one Weir made: self-signed with the key the keychain holds (the
+/// signature verifies; the key itself was matched on load), with critical name constraints
+/// byte for byte as Weir writes them for its permitted hosts. Independent of which hosts or
+/// exclusions Weir writes: the reference is a CA generated now for the same hosts.
+pub fn vouch(ca: &weir_tls::LocalCa) -> Result<(), CaError> {
+    let refuse =
+        |why: String| CaError::Tls(TlsError::InvalidCaCert(format!("not installed: {why}")));
+    let (_, cert) = x509_parser::parse_x509_certificate(ca.cert_der())
+        .map_err(|e| refuse(format!("it does not parse: {e}")))?;
+    // Weir's CAs are ECDSA P-256 with SHA-256 (rcgen's PKCS_ECDSA_P256_SHA256).
+    let key = ring::signature::UnparsedPublicKey::new(
+        &ring::signature::ECDSA_P256_SHA256_ASN1,
+        cert.public_key().subject_public_key.data.as_ref(),
+    );
+    if cert.signature_algorithm.algorithm != x509_parser::oid_registry::OID_SIG_ECDSA_WITH_SHA256
+        || key
+            .verify(
+                cert.tbs_certificate.as_ref(),
+                cert.signature_value.data.as_ref(),
+            )
+            .is_err()
     {
-        if !matches!(install.ca.read_cert(), Ok(Some(_))) {
-            return Err(e);
-        }
+        return Err(refuse(
+            "it is not self-signed (ECDSA P-256, SHA-256) by the key in the keychain".into(),
+        ));
     }
-    Ok(weir_tls::install_steps(
-        Os::current(),
-        &install.ca.cert_path(),
-    ))
+    let reference = weir_tls::LocalCa::generate_for_owner(
+        ca.permitted_hosts(),
+        weir_tls::OffsetDateTime::now_utc(),
+        "check",
+    )?;
+    let (_, want) = x509_parser::parse_x509_certificate(reference.cert_der())
+        .map_err(|e| refuse(format!("cannot build the reference CA: {e}")))?;
+    let constraints = |c: &x509_parser::certificate::X509Certificate<'_>| {
+        c.get_extension_unique(&x509_parser::oid_registry::OID_X509_EXT_NAME_CONSTRAINTS)
+            .ok()
+            .flatten()
+            .map(|e| (e.critical, e.value.to_vec()))
+    };
+    match (constraints(&cert), constraints(&want)) {
+        (None, _) => Err(refuse(
+            "it has no name constraints, so it could vouch for any site".into(),
+        )),
+        (Some((false, _)), _) => Err(refuse(
+            "its name constraints are not marked critical".into(),
+        )),
+        (Some(got), Some(want)) if got == want => Ok(()),
+        _ => Err(refuse(format!(
+            "its name constraints are not the ones Weir writes for {}",
+            ca.permitted_hosts().join(", ")
+        ))),
+    }
+}
+
+/// Writes `pem` to `path` through a temporary file and a rename (the CA directory is private
+/// to this user).
+fn rewrite(path: &Path, pem: &str) -> Result<(), CaError> {
+    let io = |source| CaError::Io {
+        action: "write",
+        path: path.to_path_buf(),
+        source,
+    };
+    let tmp = path.with_extension("pem.install");
+    std::fs::write(&tmp, pem).map_err(io)?;
+    std::fs::rename(&tmp, path).map_err(io)
 }
 
 /// A rotated CA and what to do about the trust stores.

@@ -196,25 +196,61 @@ impl RouteRule {
     }
 }
 
-/// GitHub's real agent-session API, as served by api.githubcopilot.com and api.github.com.
-/// More specific patterns come first: the first match wins.
+/// The routes the real clients call (`tests/corpus/calls.json` lists each call and its class):
+/// `gh agent-task`, VS Code's Copilot Chat (URLs from `@vscode/copilot-api`), the Copilot CLI,
+/// and GitHub's public Agent Tasks REST API. Classification is by method and path only, on every
+/// managed upstream. More specific patterns come first: the first match wins.
 pub fn default_routes() -> Vec<RouteRule> {
     use RouteClass::*;
-    let table: [(&str, &str, RouteClass); 16] = [
+    let table: [(&str, &str, RouteClass); 29] = [
         ("GET", "/agents/sessions", List),
         ("GET", "/agents/sessions/nwo/{owner}/{repo}", List),
+        // A pull request's sessions: VS Code's spelling, then gh's (`view <pr>`).
         ("GET", "/agents/sessions/resource/pull/{id}", List),
+        ("GET", "/agents/resource/pull/{id}", List),
         ("GET", "/agents/sessions/{id}/logs", Stream),
         ("GET", "/agents/sessions/{id}", View),
         // VS Code asks these per repository on every window: the repository's custom agents (a
         // list that changes rarely) and whether the agent is enabled there (a setting read like
         // one session). Before the job view, whose pattern `enabled` would otherwise match.
         ("GET", "/agents/swe/custom-agents/{owner}/{repo}", List),
+        // One custom agent's definition, read like one session.
+        (
+            "GET",
+            "/agents/swe/custom-agents/{owner}/{repo}/{name}",
+            View,
+        ),
+        // The cloud agent's model picker: a list that changes rarely.
+        ("GET", "/agents/swe/models", List),
         ("GET", "/agents/swe/v1/jobs/{owner}/{repo}/enabled", View),
+        // The job behind a session (VS Code reads its problem statement): it changes like the
+        // job itself.
+        (
+            "GET",
+            "/agents/swe/v1/jobs/{owner}/{repo}/session/{session_id}",
+            View,
+        ),
         ("GET", "/agents/swe/v1/jobs/{owner}/{repo}/{job_id}", View),
         ("POST", "/agents/swe/v1/jobs/{owner}/{repo}", Create),
+        // GitHub's public Agent Tasks REST API on api.github.com: the same objects under other
+        // names, so the same classes; a task create is a create (never lost, never doubled).
+        ("GET", "/agents/repos/{owner}/{repo}/tasks", List),
+        ("POST", "/agents/repos/{owner}/{repo}/tasks", Create),
+        ("GET", "/agents/tasks", List),
+        ("GET", "/agents/tasks/{id}", View),
         ("GET", "/copilot_internal/v2/token", Token),
         ("GET", "/copilot_internal/v2/token/", Token),
+        // The Copilot CLI's start-up (and VS Code's user lookup): settings of one account,
+        // asked several times within a second at every start. Read like one session, not like
+        // a token: they carry no `refresh_in`.
+        ("GET", "/copilot_internal/user", View),
+        ("GET", "/copilot_internal/managed_settings", View),
+        ("GET", "/copilot_internal/team_customizations", View),
+        // The model catalogue on the Copilot API host (the CLI at start-up, VS Code's picker).
+        ("GET", "/models", List),
+        // The GitHub MCP server speaks JSON-RPC over POST: every message is its own exchange,
+        // never cached. Named so that the table says so.
+        ("POST", "/mcp/readonly", Other),
         // The Copilot API's completion endpoints (as api.githubcopilot.com serves them to VS
         // Code and the copilot-api proxies: chat completions, OpenAI Responses, Anthropic
         // Messages), and the `/v1/` spellings OpenAI-compatible clients use.
@@ -290,7 +326,47 @@ mod tests {
             assert_eq!(c(Method::GET, p), RouteClass::Other, "{p}");
         }
         assert_eq!(c(Method::DELETE, "/agents/sessions/abc"), RouteClass::Other);
+        assert_eq!(c(Method::DELETE, "/agents/tasks/abc"), RouteClass::Other);
         assert_eq!(c(Method::GET, "/agents/sessions/a/b/c"), RouteClass::Other);
+    }
+
+    /// One assertion per route the real clients call (`tests/corpus/calls.json`; the corpus
+    /// itself is checked against this table by `tests/real_clients.rs`).
+    #[test]
+    fn the_real_clients_routes() {
+        let r = default_routes();
+        let c = |m: Method, p: &str| classify(&r, &m, p);
+        use RouteClass::*;
+        // gh agent-task view <pr>
+        assert_eq!(c(Method::GET, "/agents/resource/pull/4001"), List);
+        // VS Code: the job behind a session, not a job called `session`.
+        assert_eq!(
+            c(Method::GET, "/agents/swe/v1/jobs/o/r/session/0f2c7a4e"),
+            View
+        );
+        assert_eq!(
+            c(Method::GET, "/agents/swe/custom-agents/o/r/my-agent"),
+            View
+        );
+        assert_eq!(c(Method::GET, "/agents/swe/models"), List);
+        // The public Agent Tasks REST API.
+        assert_eq!(c(Method::GET, "/agents/repos/o/r/tasks"), List);
+        assert_eq!(c(Method::POST, "/agents/repos/o/r/tasks"), Create);
+        assert_eq!(c(Method::GET, "/agents/tasks"), List);
+        assert_eq!(c(Method::GET, "/agents/tasks/abc"), View);
+        assert_eq!(c(Method::POST, "/agents/tasks"), Other);
+        // The Copilot CLI's start-up.
+        assert_eq!(c(Method::GET, "/copilot_internal/user"), View);
+        assert_eq!(c(Method::GET, "/copilot_internal/managed_settings"), View);
+        assert_eq!(
+            c(Method::GET, "/copilot_internal/team_customizations"),
+            View
+        );
+        assert_eq!(c(Method::GET, "/models"), List);
+        assert_eq!(c(Method::GET, "/models/gpt-5"), Other);
+        assert_eq!(c(Method::POST, "/mcp/readonly"), Other);
+        assert!(!c(Method::POST, "/mcp/readonly").is_cacheable());
+        assert_eq!(c(Method::GET, "/mcp/readonly"), Other);
     }
 
     #[test]

@@ -288,12 +288,15 @@ pub(super) fn validate(
                 ));
             }
             let sslmode = match &g.postgres_sslmode {
-                // The URL's own `sslmode=require` counts (tokio-postgres parses only
-                // disable/prefer/require there; its default, prefer, stays plain as before).
-                None if config.get_ssl_mode() == tokio_postgres::config::SslMode::Require => {
-                    PgSslMode::Require
-                }
-                None => PgSslMode::Disable,
+                // The URL's own `sslmode=require` or `=disable` counts (tokio-postgres parses
+                // only disable/prefer/require there). Unsaid (prefer): encrypted unless every
+                // host is this machine (loopback or a Unix socket).
+                None => match config.get_ssl_mode() {
+                    tokio_postgres::config::SslMode::Require => PgSslMode::Require,
+                    tokio_postgres::config::SslMode::Disable => PgSslMode::Disable,
+                    _ if all_local(&config) => PgSslMode::Disable,
+                    _ => PgSslMode::Require,
+                },
                 Some(m) => match m.get_ref().as_str() {
                     "disable" => PgSslMode::Disable,
                     "require" => PgSslMode::Require,
@@ -378,6 +381,22 @@ pub(super) fn validate(
         admin_listen,
         admin_token_file,
         postgres,
+    })
+}
+
+/// Whether every host of a PostgreSQL config is this machine: a Unix socket, `localhost` or a
+/// loopback address (then plain text never leaves it).
+fn all_local(config: &tokio_postgres::Config) -> bool {
+    config.get_hosts().iter().all(|h| match h {
+        tokio_postgres::config::Host::Tcp(name) => {
+            name.eq_ignore_ascii_case("localhost")
+                || name
+                    .trim_matches(['[', ']'])
+                    .parse::<std::net::IpAddr>()
+                    .is_ok_and(|ip| ip.is_loopback())
+        }
+        #[cfg(unix)]
+        tokio_postgres::config::Host::Unix(_) => true,
     })
 }
 

@@ -21,6 +21,9 @@ pub struct FileTeam {
     pub action: Option<Spanned<String>>,
     /// PEM file of extra root certificates for a `tls://` server (a private CA).
     pub ca_file: Option<Spanned<String>>,
+    /// `nats://` to a server that is not on this machine sends the team's login and facts in
+    /// clear: refused unless this is `true`.
+    pub allow_plaintext: Option<Spanned<bool>>,
 }
 
 /// What K failing teammates make this Weir do.
@@ -96,7 +99,16 @@ pub(super) fn validate(
             ),
         );
     };
-    let _ = rest;
+    let plain_ok = t.allow_plaintext.as_ref().is_some_and(|a| *a.get_ref());
+    if u.starts_with("nats://") && !is_loopback_host(rest) && !plain_ok {
+        return cx.err(
+            "team.nats_url",
+            url.span(),
+            format!(
+                "`{u}` is plain text to a server off this machine: the team's login (`weir team set-credentials`) and its facts would cross the network in clear. Use \"tls://{rest}\", or set allow_plaintext = true in [team] if the network is private"
+            ),
+        );
+    }
     let peers_needed = cx
         .positive("team.peers_needed", &t.peers_needed, 1)?
         .unwrap_or(TeamSettings::DEFAULT_PEERS_NEEDED);
@@ -153,6 +165,19 @@ pub(super) fn validate(
     }))
 }
 
+/// Whether `host:port` names this machine (`localhost`, 127.0.0.0/8, `[::1]`).
+fn is_loopback_host(host_port: &str) -> bool {
+    let host = match host_port.rsplit_once(':') {
+        Some((h, p)) if p.chars().all(|c| c.is_ascii_digit()) => h,
+        _ => host_port,
+    };
+    let host = host.trim_matches(['[', ']']);
+    host.eq_ignore_ascii_case("localhost")
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
 #[cfg(test)]
 mod tests {
     use crate::config::{parse_str, TeamAction};
@@ -176,7 +201,7 @@ mod tests {
             "{e}"
         );
         let e = parse_str(
-            "[team]\nnats_url = \"nats://x:1\"\naction = \"panic\"\n",
+            "[team]\nnats_url = \"nats://127.0.0.1:1\"\naction = \"panic\"\n",
             "w.toml",
         )
         .unwrap_err();
@@ -185,7 +210,7 @@ mod tests {
             "{e}"
         );
         let e = parse_str(
-            "[team]\nnats_url = \"nats://x:1\"\npeers_needed = 0\n",
+            "[team]\nnats_url = \"nats://127.0.0.1:1\"\npeers_needed = 0\n",
             "w.toml",
         )
         .unwrap_err();

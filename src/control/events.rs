@@ -17,9 +17,12 @@ use std::time::Duration;
 use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::mpsc;
 
-pub(crate) fn stream_response(ctl: &Arc<Control>) -> Response<Body> {
+/// `private`: the caller holds the control secret, so status snapshots keep logins and
+/// repository names (a browser's EventSource cannot send the header: the dashboard reads them
+/// from `/_weir/api/status` with its secret).
+pub(crate) fn stream_response(ctl: &Arc<Control>, private: bool) -> Response<Body> {
     let (tx, rx) = mpsc::channel::<Bytes>(16);
-    tokio::spawn(produce(ctl.clone(), tx));
+    tokio::spawn(produce(ctl.clone(), tx, private));
     let s = stream::unfold(rx, |mut rx| async move {
         let chunk = rx.recv().await?;
         Some((Ok::<_, std::convert::Infallible>(Frame::data(chunk)), rx))
@@ -34,7 +37,7 @@ pub(crate) fn stream_response(ctl: &Arc<Control>) -> Response<Body> {
     r
 }
 
-async fn produce(ctl: Arc<Control>, tx: mpsc::Sender<Bytes>) {
+async fn produce(ctl: Arc<Control>, tx: mpsc::Sender<Bytes>, private: bool) {
     let mut events = ctl.proxy.bus.subscribe();
     let mut stop = ctl.proxy.bus.stopping();
     let mut tick = tokio::time::interval(Duration::from_secs(1));
@@ -44,7 +47,13 @@ async fn produce(ctl: Arc<Control>, tx: mpsc::Sender<Bytes>) {
             return;
         }
         let chunk = tokio::select! {
-            _ = tick.tick() => sse("status", &super::snapshot_full(&ctl).await),
+            _ = tick.tick() => {
+                let mut s = super::snapshot_full(&ctl).await;
+                if !private {
+                    super::snapshot::redact_private(&mut s);
+                }
+                sse("status", &s)
+            }
             ev = events.recv() => match ev {
                 Ok(e) => sse(e.name(), &public(&e)),
                 // A slow reader missed events; the next status snapshot resynchronises it.

@@ -3,7 +3,9 @@
 use super::Control;
 use std::fmt::Write;
 
-pub(crate) fn render(ctl: &Control) -> String {
+/// `private`: the caller holds the control secret; only then are the per-account series (by
+/// GitHub login) included.
+pub(crate) fn render(ctl: &Control, private: bool) -> String {
     let s = super::snapshot(ctl);
     let mut out = String::new();
     type Getter = fn(&crate::stats::ClassSnapshot) -> u64;
@@ -85,9 +87,12 @@ pub(crate) fn render(ctl: &Control) -> String {
             "weir_surface_requests_total{{surface=\"{surface}\"}} {n}"
         );
     }
-    // Per GitHub account, by login (validated: alphanumerics and hyphens), never by token.
+    // Per GitHub account, by login (validated: alphanumerics and hyphens), never by token;
+    // logins name people, so only for holders of the control secret.
+    let accounts: &[crate::status::AccountStatus] =
+        if private { &s.identity.accounts } else { &[] };
     let _ = writeln!(out, "# HELP weir_account_requests_total Requests to managed upstreams by the credentials of a GitHub account.\n# TYPE weir_account_requests_total counter");
-    for a in &s.identity.accounts {
+    for a in accounts {
         let _ = writeln!(
             out,
             "weir_account_requests_total{{login=\"{}\"}} {}",
@@ -95,7 +100,7 @@ pub(crate) fn render(ctl: &Control) -> String {
         );
     }
     let _ = writeln!(out, "# HELP weir_account_upstream_requests_total Requests Weir sent upstream with the credentials of a GitHub account.\n# TYPE weir_account_upstream_requests_total counter");
-    for a in &s.identity.accounts {
+    for a in accounts {
         let _ = writeln!(
             out,
             "weir_account_upstream_requests_total{{login=\"{}\"}} {}",
@@ -103,13 +108,18 @@ pub(crate) fn render(ctl: &Control) -> String {
         );
     }
     let _ = writeln!(out, "# HELP weir_account_credentials Credentials mapped to a GitHub account.\n# TYPE weir_account_credentials gauge");
-    for a in &s.identity.accounts {
+    for a in accounts {
         let _ = writeln!(
             out,
             "weir_account_credentials{{login=\"{}\"}} {}",
             a.login, a.credentials
         );
     }
+    let b = &ctl.proxy.body_budget;
+    let _ = writeln!(out, "# HELP weir_buffered_request_bytes Request body bytes held in memory now (creates, completion requests).\n# TYPE weir_buffered_request_bytes gauge\nweir_buffered_request_bytes {}", b.held());
+    let _ = writeln!(out, "# HELP weir_buffered_request_bytes_peak The most request body bytes held at once since start.\n# TYPE weir_buffered_request_bytes_peak gauge\nweir_buffered_request_bytes_peak {}", b.peak());
+    let _ = writeln!(out, "# HELP weir_buffered_request_bytes_limit The bound on request body bytes held at once.\n# TYPE weir_buffered_request_bytes_limit gauge\nweir_buffered_request_bytes_limit {}", b.capacity());
+    let _ = writeln!(out, "# HELP weir_buffered_request_refused_total Requests answered 503 because the bound was reached.\n# TYPE weir_buffered_request_refused_total counter\nweir_buffered_request_refused_total {}", b.refused());
     let _ = writeln!(out, "# HELP weir_cache_bytes Bytes held by the response cache.\n# TYPE weir_cache_bytes gauge\nweir_cache_bytes {}", s.cache.bytes);
     let _ = writeln!(out, "# HELP weir_paused Whether Weir is paused (1) or not (0).\n# TYPE weir_paused gauge\nweir_paused {}", u8::from(s.paused));
     let _ = writeln!(

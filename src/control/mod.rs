@@ -109,19 +109,27 @@ pub(crate) async fn handle(
     }
     let path = req.uri().path().to_string();
     match (req.method(), path.as_str()) {
-        (&Method::GET, "/_weir/api/status") => Ok(json(&snapshot_full(ctl).await)),
+        (&Method::GET, "/_weir/api/status") => {
+            let mut s = snapshot_full(ctl).await;
+            if !has_secret(ctl, &req) {
+                snapshot::redact_private(&mut s);
+            }
+            Ok(json(&s))
+        }
         (&Method::GET, "/proxy.pac") => Ok(pac::response(&ctl.proxy.settings(), ctl.proxy.port)),
         (&Method::GET, "/_weir/api/health") => Ok(json(
             &serde_json::json!({"ok": true, "install_id": ctl.install_id}),
         )),
         (&Method::GET, "/metrics") => Ok(text(
             "text/plain; version=0.0.4; charset=utf-8",
-            metrics::render(ctl),
+            metrics::render(ctl, has_secret(ctl, &req)),
         )),
         (&Method::GET, p) if p.starts_with("/_weir/problems/") => {
             pages::problem_page(&p["/_weir/problems/".len()..])
         }
-        (&Method::GET, "/_weir/api/events") => Ok(events::stream_response(ctl)),
+        (&Method::GET, "/_weir/api/events") => {
+            Ok(events::stream_response(ctl, has_secret(ctl, &req)))
+        }
         (&Method::POST, "/_weir/api/pause") => {
             require_secret(ctl, &req)?;
             let body = read_json(req).await?;
@@ -181,19 +189,25 @@ pub(crate) async fn handle(
 /// Mutating calls, and reads of the queue and settings, need the per-install control secret in `X-Weir-Secret`. A custom header also
 /// makes every cross-site attempt a CORS preflight, which Weir never approves (CSRF).
 pub(crate) fn require_secret(ctl: &Control, req: &Request<Incoming>) -> Result<(), Problem> {
+    if has_secret(ctl, req) {
+        Ok(())
+    } else {
+        Err(Problem::new(StatusCode::UNAUTHORIZED, ProblemKind::Unauthorized, "this call changes Weir's state or reads private data, and needs the control secret in the X-Weir-Secret header"))
+    }
+}
+
+/// Whether the caller holds the control secret (or is the gateway's admin). Reads that are
+/// open to anyone use it to leave private data (logins, repository names) out.
+pub(crate) fn has_secret(ctl: &Control, req: &Request<Incoming>) -> bool {
     if req.extensions().get::<AdminAccess>().is_some() {
-        return Ok(());
+        return true;
     }
     let given = req
         .headers()
         .get("x-weir-secret")
         .map(|v| v.as_bytes())
         .unwrap_or_default();
-    if constant_time_eq(given, ctl.secret.as_bytes()) {
-        Ok(())
-    } else {
-        Err(Problem::new(StatusCode::UNAUTHORIZED, ProblemKind::Unauthorized, "this call changes Weir's state or reads private data, and needs the control secret in the X-Weir-Secret header"))
-    }
+    constant_time_eq(given, ctl.secret.as_bytes())
 }
 
 pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {

@@ -1,9 +1,9 @@
 //! `GET/PUT /_weir/api/settings`: the dashboard's settings panel. GET shows where the config
-//! file is and the effective values; PUT changes upstream names, class TTLs and breaker
+//! file is and the effective values; PUT changes class TTLs and breaker
 //! thresholds in the file (comments and other keys kept, via toml_edit), validates the whole
 //! file with the same rules as start-up, keeps a `.bak`, writes atomically, and puts the new
 //! settings in force at once (`crate::reload`); the answer lists the changed settings that
-//! wait for a restart (`restart_required`). Where credentials go (upstream origins,
+//! wait for a restart (`restart_required`). Where credentials go (upstream names and origins,
 //! fallbacks, `connect_to`, `ca_file`, `upstream_proxy`) is never changed here: a secret that
 //! leaked to a local process must not be enough to send every token elsewhere.
 
@@ -97,7 +97,9 @@ fn routing_refused(what: &str) -> Problem {
 }
 
 /// Refuses a patch that would change where credentials go: any routing key at the top level,
-/// or `upstreams` that differ from the running ones in anything but their names.
+/// or `upstreams` that differ from the running ones at all. Names are identity: the stored
+/// token, queued credentials and account lookups are keyed by an upstream's name, so a rename
+/// (or two names swapped between origins) would send them to another origin.
 fn guard_routing(patch: &Value, current: &[UpstreamSettings]) -> Result<(), Problem> {
     if let Some(k) = ROUTING_KEYS.iter().find(|k| patch.get(**k).is_some()) {
         return Err(routing_refused(&format!("`{k}`")));
@@ -118,6 +120,21 @@ fn guard_routing(patch: &Value, current: &[UpstreamSettings]) -> Result<(), Prob
         _ => false,
     };
     for (i, (u, cur)) in arr.iter().zip(current).enumerate() {
+        match u.get("name") {
+            Some(Value::String(n)) if *n == cur.name => {}
+            Some(Value::String(n)) if !n.is_empty() => {
+                return Err(routing_refused(&format!(
+                    "upstreams[{i}].name: renaming `{}` to `{n}` (a name is identity: the stored token, queued credentials and account lookups follow it to its origin)",
+                    cur.name
+                )));
+            }
+            _ => {
+                return Err(bad(format!(
+                    "upstreams[{i}].name must be `{}`, the running upstream's name",
+                    cur.name
+                )))
+            }
+        }
         if let Some(k) = ["connect_to", "ca_file"]
             .iter()
             .find(|k| u.get(**k).is_some())
@@ -143,23 +160,26 @@ fn apply(text: &str, patch: &Value) -> Result<String, Problem> {
         let arr = ups
             .as_array()
             .ok_or_else(|| bad("`upstreams` must be a list"))?;
-        // Only names may change (`guard_routing`): rename in place, keeping every other key
-        // (`connect_to`, `ca_file`, ...) of the file's tables.
+        // Nothing about upstreams may change (`guard_routing`): the file's tables stay as they
+        // are, provided they still say what runs. A file edited since the start (tables
+        // reordered or renamed, waiting for a restart) is not written over by position, which
+        // could pair a name with another origin.
         if let Some(existing) = doc
-            .get_mut("upstream")
-            .and_then(Item::as_array_of_tables_mut)
+            .get("upstream")
+            .and_then(Item::as_array_of_tables)
             .filter(|t| t.len() == arr.len())
         {
-            for (i, (t, u)) in existing.iter_mut().zip(arr).enumerate() {
-                match u.get("name") {
-                    Some(Value::String(n)) if !n.is_empty() => {
-                        t.insert("name", value(n.as_str()));
-                    }
-                    _ => {
-                        return Err(bad(format!(
-                            "upstreams[{i}].name must be a non-empty string"
-                        )))
-                    }
+            for (i, (t, u)) in existing.iter().zip(arr).enumerate() {
+                let file = |k: &str| t.get(k).and_then(Item::as_str);
+                let patch = |k: &str| u.get(k).and_then(Value::as_str);
+                let origin = |o: Option<&str>| o.and_then(|o| Origin::parse(o).ok());
+                if file("name") != patch("name")
+                    || origin(file("origin")).is_none()
+                    || origin(file("origin")) != origin(patch("origin"))
+                {
+                    return Err(routing_refused(&format!(
+                        "upstreams[{i}]: the config file's [[upstream]] tables differ from the running ones"
+                    )));
                 }
             }
             return apply_rest(doc, patch);

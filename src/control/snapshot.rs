@@ -14,6 +14,19 @@ pub async fn snapshot_full(ctl: &Control) -> StatusSnapshot {
     s
 }
 
+/// Takes what names people and private repositories out of a status document, for callers
+/// without the control secret: account logins and ids (counts stay), and the repositories of
+/// recent policy decisions (the rule and its reason stay).
+pub fn redact_private(s: &mut StatusSnapshot) {
+    for a in &mut s.identity.accounts {
+        a.login.clear();
+        a.account_id = 0;
+    }
+    for d in &mut s.policy.recent {
+        d.repo = None;
+    }
+}
+
 /// The status document without a database read (for the once-a-second stream).
 pub fn snapshot(ctl: &Control) -> StatusSnapshot {
     use std::sync::atomic::Ordering::Relaxed;

@@ -29,7 +29,6 @@ use crate::queue::enqueue::Create;
 use crate::upstream::{AttemptPolicy, Replayable};
 use bytes::Bytes;
 use http::{header, HeaderMap, HeaderValue, Method, Request, Response, StatusCode, Uri};
-use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
 use std::sync::Arc;
 use tokio::time::Instant;
@@ -46,16 +45,8 @@ pub(super) async fn serve(
     let (mut parts, body) = req.into_parts();
     strip_hop_by_hop(&mut parts.headers);
     let limit = proxy.settings().limits.max_body_bytes;
-    let body = match Limited::new(body, limit).collect().await {
-        Ok(c) => c.to_bytes(),
-        Err(_) => {
-            return Err(Problem::new(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                ProblemKind::BodyTooLarge,
-                format!("a create body may be at most {limit} bytes (limits.max_body_bytes)"),
-            ))
-        }
-    };
+    let (body, _held) =
+        crate::body_budget::collect(&proxy.body_budget, body, limit, "a create body").await?;
     let key = dedupe_key(up, &who, &parts.uri, &parts.headers, &body);
     if let Some(first) = proxy.creates.recent.get(&key) {
         return Ok(respond(&first, "duplicate-of-recent"));

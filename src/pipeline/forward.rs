@@ -10,18 +10,32 @@ use crate::upstream::{fetch_problem, Timeouts};
 use http::{header, HeaderValue, Request, Response, StatusCode, Uri};
 use hyper::body::Incoming;
 
-/// Passes `req` through untouched (unmanaged hosts, and everything while paused).
+/// Passes `req` through untouched (managed upstreams while paused).
 pub(super) async fn untouched(
     proxy: &Proxy,
+    req: Request<Incoming>,
+) -> Result<Response<Body>, Problem> {
+    pass(&proxy.upstreams.client, req).await
+}
+
+/// Passes a request for a host Weir does not manage through the unmanaged client, whose one
+/// lookup refuses private addresses (see [`super::private_target`]).
+pub(super) async fn unmanaged(
+    proxy: &Proxy,
+    req: Request<Incoming>,
+) -> Result<Response<Body>, Problem> {
+    pass(&proxy.upstreams.unmanaged, req).await
+}
+
+async fn pass(
+    client: &crate::upstream::UpstreamClient,
     req: Request<Incoming>,
 ) -> Result<Response<Body>, Problem> {
     let upstream_req = prepare(req)?;
     // Untouched means no deadline of Weir's own: long polls and slow servers are the client's
     // business (a day bounds a dead connection).
     let day = std::time::Duration::from_secs(24 * 3600);
-    match proxy
-        .upstreams
-        .client
+    match client
         .send(
             upstream_req,
             Timeouts {

@@ -101,9 +101,12 @@ async fn phases(
             proxy.global.passthrough_requests.fetch_add(1, Relaxed);
             if let (Some(a), Some(port)) = (req.uri().authority(), port) {
                 let allow = settings.allow_private_targets;
-                private_target::check(allow, a.host(), port).await?;
+                private_target::check_literal(allow, a.host(), port)?;
+                if settings.upstream_proxy.is_some() {
+                    private_target::check_before_proxy(allow, a.host(), port).await?;
+                }
             }
-            return forward::untouched(proxy, req).await;
+            return forward::unmanaged(proxy, req).await;
         }
         Target::Managed(up, class) => (up, class),
     };

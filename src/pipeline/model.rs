@@ -54,7 +54,14 @@ pub(super) async fn serve(
     let settings = proxy.settings();
     let (mut parts, body) = req.into_parts();
     forward::prepare_parts(&mut parts)?;
-    let body = read_body(body, settings.limits.max_body_bytes).await?;
+    // Held against the one bound on buffered bodies until the answer is sent.
+    let (body, _held) = crate::body_budget::collect(
+        &proxy.body_budget,
+        body,
+        settings.limits.max_body_bytes,
+        "a completion request body",
+    )
+    .await?;
     let upstream = proxy.upstreams.get(up).settings.name.clone();
     let models = &proxy.upstreams.models;
     let named = model_body::find(&body);
@@ -134,24 +141,6 @@ fn marked(
             p.headers.push((name, mark));
             Err(p)
         }
-    }
-}
-
-async fn read_body(body: Incoming, limit: usize) -> Result<Bytes, Problem> {
-    match Limited::new(body, limit).collect().await {
-        Ok(c) => Ok(c.to_bytes()),
-        Err(e) if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() => {
-            Err(Problem::new(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                ProblemKind::BodyTooLarge,
-                format!("a completion request body may be at most {limit} bytes (limits.max_body_bytes)"),
-            ))
-        }
-        Err(e) => Err(Problem::new(
-            StatusCode::BAD_REQUEST,
-            ProblemKind::BadRequest,
-            format!("the request body broke off: {e}"),
-        )),
     }
 }
 

@@ -52,6 +52,8 @@ pub(crate) struct Proxy {
     pub handoffs: Arc<crate::handoff::Handoffs>,
     /// The fallback policy's recent decisions (status).
     pub policy_log: crate::policy::DecisionLog,
+    /// The one bound on request bytes buffered at once (creates, completion requests).
+    pub body_budget: Arc<crate::body_budget::BodyBudget>,
 }
 
 /// The client rate limiter and the settings it was built from (`None`: turned off).
@@ -128,11 +130,12 @@ impl Proxy {
             bus: p.bus,
             tunnel_slots: Arc::new(tokio::sync::Semaphore::new(s.limits.max_connections)),
             intercept: p.intercept,
-            tunnel_connector: RoutingConnector::for_settings(crate::upstream::http_connector(), s),
+            tunnel_connector: RoutingConnector::for_settings(crate::upstream::http_connector(false), s),
             live: p.live,
             network: p.network,
             handoffs: p.handoffs,
             policy_log: crate::policy::DecisionLog::default(),
+            body_budget: crate::body_budget::BodyBudget::for_limit(s.limits.max_body_bytes),
         }
     }
 

@@ -56,25 +56,29 @@ pub(super) async fn connect(
             return Ok(super::intercepted::accept(proxy, i, req, authority, slot));
         }
     }
-    if !managed("https", authority.host(), port) && !managed("http", authority.host(), port) {
-        let allow = proxy.settings().allow_private_targets;
-        super::private_target::check(allow, authority.host(), port).await?;
-    }
     let host = authority.host().trim_matches(['[', ']']).to_string();
-    let upstream = match tokio::time::timeout(
-        Duration::from_secs(10),
-        proxy.tunnel_connector.connect_tunnel(&host, port),
-    )
-    .await
-    {
-        Ok(Ok(s)) => s.into_inner(),
-        Ok(Err(e)) => {
-            return Err(Problem::new(
+    let managed =
+        managed("https", authority.host(), port) || managed("http", authority.host(), port);
+    let allow = settings.allow_private_targets;
+    let connecting = async {
+        if !managed && settings.upstream_proxy.is_none() {
+            // Weir connects itself: one lookup, and the checked addresses are the ones used.
+            return super::private_target::connect(allow, &host, port).await;
+        }
+        if !managed {
+            super::private_target::check_before_proxy(allow, authority.host(), port).await?;
+        }
+        match proxy.tunnel_connector.connect_tunnel(&host, port).await {
+            Ok(s) => Ok(s.into_inner()),
+            Err(e) => Err(Problem::new(
                 StatusCode::BAD_GATEWAY,
                 ProblemKind::Connection,
                 format!("could not connect to {authority}: {e}"),
-            ));
+            )),
         }
+    };
+    let upstream = match tokio::time::timeout(Duration::from_secs(10), connecting).await {
+        Ok(r) => r?,
         Err(_) => {
             return Err(Problem::new(
                 StatusCode::GATEWAY_TIMEOUT,

@@ -375,6 +375,7 @@ pub(crate) fn fetch_problem(e: &FetchError) -> Problem {
     let status = match e {
         FetchError::Timeout { .. } => http::StatusCode::GATEWAY_TIMEOUT,
         FetchError::ClientBody { .. } => http::StatusCode::BAD_REQUEST,
+        FetchError::Forbidden { .. } => http::StatusCode::FORBIDDEN,
         _ => http::StatusCode::BAD_GATEWAY,
     };
     Problem::new(status, e.kind(), e.to_string())

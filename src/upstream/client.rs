@@ -15,6 +15,13 @@ pub type Connector = hyper_rustls::HttpsConnector<super::pool::RoutingConnector>
 pub enum FetchError {
     #[error("could not connect to {target}: {message}")]
     Connect { target: String, message: String },
+    /// A host Weir does not manage resolved to a private address (the unmanaged client's one
+    /// lookup refused it; nothing was connected).
+    #[error("`{target}` is not a managed upstream and {refused}")]
+    Forbidden {
+        target: String,
+        refused: super::resolve::Refused,
+    },
     #[error("{target} did not answer within {after:?} ({phase})")]
     Timeout {
         target: String,
@@ -60,6 +67,7 @@ impl FetchError {
         !matches!(
             self,
             FetchError::Connect { .. }
+                | FetchError::Forbidden { .. }
                 | FetchError::Tls { .. }
                 | FetchError::Timeout {
                     phase: TimeoutPhase::Connect,
@@ -88,6 +96,7 @@ impl FetchError {
         use crate::problem::ProblemKind;
         match self {
             FetchError::Connect { .. } => ProblemKind::Connection,
+            FetchError::Forbidden { .. } => ProblemKind::ForbiddenTarget,
             FetchError::Timeout { .. } => ProblemKind::Timeout,
             FetchError::Protocol { .. } => ProblemKind::Connection,
             FetchError::TooLarge { .. } => ProblemKind::UpstreamProtocol,
@@ -192,6 +201,9 @@ fn target_of<B>(req: &Request<B>) -> String {
 }
 
 fn classify_client_error(target: String, e: &hyper_util::client::legacy::Error) -> FetchError {
+    if let Some(refused) = super::resolve::refusal_in(e) {
+        return FetchError::Forbidden { target, refused };
+    }
     let message = error_chain(e);
     if is_client_body_error(e) {
         return FetchError::ClientBody { target, message };

@@ -4,6 +4,8 @@
 //! - [`admission`]: whether an attempt may go out now (cooldown → breaker → bulkhead);
 //! - [`caution`]: outside signals (GitHub Status, peers) that lower the breaker's thresholds;
 //! - [`attempt`]: the one attempt-and-retry machinery, for client requests and replays alike;
+//! - [`resolve`]: the one lookup of a connection to an unmanaged host, checked for private
+//!   addresses;
 //! - [`reachability`]: whether each upstream can be reached at the network level (offline);
 //! - [`learned`]: Copilot API hosts announced in token answers, managed from then on;
 //! - [`model_breakers`]: per-(upstream, model) breakers of completion requests, kept apart
@@ -18,6 +20,7 @@ pub(crate) mod learned;
 mod model_breakers;
 mod pool;
 mod reachability;
+pub(crate) mod resolve;
 pub(crate) mod roots;
 
 pub(crate) use admission::SharedHold;
@@ -37,6 +40,8 @@ use std::sync::atomic::AtomicU64;
 /// Every managed upstream's client, gate and counters.
 pub(crate) struct Upstreams {
     pub client: UpstreamClient,
+    /// For requests to hosts Weir does not manage (see [`UpstreamClient::for_unmanaged`]).
+    pub unmanaged: UpstreamClient,
     /// Told of every 401, which drops the credential's account mapping.
     pub accounts: std::sync::Arc<crate::accounts::Accounts>,
     pub list: Vec<Upstream>,
@@ -80,6 +85,7 @@ impl Upstreams {
             accounts,
             learned: learned::Learned::new(list.len()),
             client: UpstreamClient::for_settings(settings),
+            unmanaged: UpstreamClient::for_unmanaged(settings),
             reach: Reachability::new(list.len()),
             models: ModelBreakers::default(),
             list,

@@ -6,6 +6,7 @@
 
 use crate::body::BoxError;
 use crate::config::{HostPort, Settings};
+use crate::upstream::resolve::Resolver;
 use crate::upstream::roots::{platform_roots, provider};
 use crate::upstream::UpstreamClient;
 use http::Uri;
@@ -38,7 +39,7 @@ struct Route {
 /// The TCP half of the upstream connector (TLS is layered on top by hyper-rustls).
 #[derive(Clone)]
 pub struct RoutingConnector {
-    http: HttpConnector,
+    http: HttpConnector<Resolver>,
     routes: Arc<Vec<Route>>,
     proxy: Option<Uri>,
 }
@@ -47,7 +48,7 @@ type Connecting = Pin<Box<dyn Future<Output = Result<TokioIo<TcpStream>, BoxErro
 
 impl RoutingConnector {
     /// The overrides of `settings`: every upstream's `connect_to`, and `upstream_proxy`.
-    pub fn for_settings(http: HttpConnector, settings: &Settings) -> RoutingConnector {
+    pub fn for_settings(http: HttpConnector<Resolver>, settings: &Settings) -> RoutingConnector {
         let routes = settings
             .upstreams
             .iter()
@@ -266,9 +267,11 @@ pub fn client_tls(settings: &Settings) -> rustls::ClientConfig {
         .unwrap_or_else(|e| unreachable!("ring supports the default protocol versions: {e}"))
 }
 
-/// The TCP connector every upstream connection starts from.
-pub fn http_connector() -> HttpConnector {
-    let mut http = HttpConnector::new();
+/// The TCP connector every upstream connection starts from; `refuse_private` makes its one
+/// lookup refuse names that resolve to private addresses (connections Weir makes for hosts it
+/// does not manage).
+pub fn http_connector(refuse_private: bool) -> HttpConnector<Resolver> {
+    let mut http = HttpConnector::new_with_resolver(Resolver { refuse_private });
     http.enforce_http(false);
     http.set_connect_timeout(Some(Duration::from_secs(10)));
     http.set_nodelay(true);
@@ -279,7 +282,22 @@ impl UpstreamClient {
     /// The pooled client with the overrides of `settings` (`connect_to`, `ca_file`,
     /// `upstream_proxy`).
     pub fn for_settings(settings: &Settings) -> UpstreamClient {
-        let http = http_connector();
+        UpstreamClient::build(settings, http_connector(false))
+    }
+
+    /// The client for requests to hosts Weir does not manage: no `connect_to` routes, and
+    /// unless `allow_private_targets` (or an `upstream_proxy`, which resolves names itself),
+    /// its lookup refuses private addresses, so the addresses checked are the ones connected to.
+    pub fn for_unmanaged(settings: &Settings) -> UpstreamClient {
+        let refuse = !settings.allow_private_targets && settings.upstream_proxy.is_none();
+        let mut unrouted = settings.clone();
+        for u in &mut unrouted.upstreams {
+            u.net.connect_to = None;
+        }
+        UpstreamClient::build(&unrouted, http_connector(refuse))
+    }
+
+    fn build(settings: &Settings, http: HttpConnector<Resolver>) -> UpstreamClient {
         let https = hyper_rustls::HttpsConnectorBuilder::new()
             .with_tls_config(client_tls(settings))
             .https_or_http()

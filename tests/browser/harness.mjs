@@ -99,7 +99,8 @@ export async function startWeir(bin, upstreamPort, extraConfig = '', { origin, c
     '',
     extraConfig,
   ].join('\n'));
-  const args = ['serve', '--config', config, '--data-dir', path.join(dir, 'data')];
+  // Its stdout is a pipe: the dashboard link carries the secret only when asked to.
+  const args = ['serve', '--print-secret', '--config', config, '--data-dir', path.join(dir, 'data')];
   const keychain = keychainWrapper();
   // detached: Weir (and, when wrapped, its private bus and keyring) get their own process group,
   // so stop() can end exactly the processes this test started.

@@ -322,7 +322,7 @@ pub fn serve_with_secret(
     use std::io::BufRead;
     use std::process::{Command, Stdio};
     let mut child = Command::new(env!("CARGO_BIN_EXE_weir"))
-        .args(["serve", "--config"])
+        .args(["serve", "--print-secret", "--config"])
         .arg(cfg)
         .arg("--data-dir")
         .arg(data)

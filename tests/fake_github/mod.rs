@@ -361,6 +361,33 @@ pub async fn start_in(fake: &Fake, extra: &str, dir: tempfile::TempDir) -> Weir 
 }
 
 impl Weir {
+    /// A control-API read without the control secret: the body as text, and the first
+    /// `status` event of the event stream.
+    pub async fn open_reads(&self) -> (String, String, String) {
+        let base = self.handle.base_url();
+        let get = |path: &str| reqwest::get(format!("{base}{path}"));
+        let status = get("/_weir/api/status")
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        let metrics = get("/metrics").await.unwrap().text().await.unwrap();
+        let mut events = get("/_weir/api/events").await.unwrap();
+        let mut seen = String::new();
+        while !seen.contains("event: status\n")
+            || !seen[seen.find("event: status\n").unwrap()..].contains("\n\n")
+        {
+            let chunk = events
+                .chunk()
+                .await
+                .unwrap()
+                .expect("the stream stays open");
+            seen.push_str(&String::from_utf8_lossy(&chunk));
+        }
+        (status, metrics, seen)
+    }
+
     pub fn client(&self, token: &str, ua: &str) -> reqwest::Client {
         let mut h = reqwest::header::HeaderMap::new();
         h.insert("authorization", format!("token {token}").parse().unwrap());
@@ -381,9 +408,11 @@ impl Weir {
         (status, serde_json::from_slice(&bytes).unwrap_or_default())
     }
 
+    /// A control-API read with the control secret (logins are shown only with it).
     pub async fn control(&self, path: &str) -> String {
         let text = reqwest::Client::new()
             .get(format!("{}{path}", self.handle.base_url()))
+            .header("x-weir-secret", self.handle.control_secret())
             .send()
             .await
             .unwrap()

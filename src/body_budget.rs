@@ -1,0 +1,183 @@
+//! One bound on request bytes buffered in memory at once, across every connection and stream.
+//! Creates and completion requests are read whole (to dedupe, to queue, to find the model);
+//! each may be up to `limits.max_body_bytes`, and HTTP/2 lets one connection carry many
+//! streams, so without a global bound a few clients could make Weir hold gigabytes. Bytes are
+//! reserved frame by frame as they arrive, and held until the request is answered; a request
+//! whose next frame finds no room gets a 503 `overloaded` problem with `Retry-After`, at once
+//! (waiting would hold what it has already read).
+
+use crate::problem::{Problem, ProblemKind};
+use bytes::{Bytes, BytesMut};
+use http::StatusCode;
+use http_body_util::BodyExt;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+/// The budget is this many request bodies of the largest allowed size.
+pub const BODIES: usize = 8;
+
+/// The shared budget and what it has seen (for `/metrics`).
+#[derive(Debug)]
+pub struct BodyBudget {
+    capacity: usize,
+    room: Arc<Semaphore>,
+    held: AtomicUsize,
+    peak: AtomicUsize,
+    refused: AtomicU64,
+}
+
+/// Bytes of one request held against the budget; given back on drop.
+#[derive(Debug)]
+pub struct Held {
+    budget: Arc<BodyBudget>,
+    permit: Option<OwnedSemaphorePermit>,
+    bytes: usize,
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.budget.held.fetch_sub(self.bytes, Relaxed);
+        drop(self.permit.take());
+    }
+}
+
+impl BodyBudget {
+    /// A budget of `BODIES × max_body_bytes` (fixed at start; a live change of
+    /// `max_body_bytes` applies per request, not to the budget).
+    pub fn for_limit(max_body_bytes: usize) -> Arc<BodyBudget> {
+        let capacity = max_body_bytes
+            .saturating_mul(BODIES)
+            .min(Semaphore::MAX_PERMITS)
+            .min(u32::MAX as usize);
+        Arc::new(BodyBudget {
+            capacity,
+            room: Arc::new(Semaphore::new(capacity)),
+            held: AtomicUsize::new(0),
+            peak: AtomicUsize::new(0),
+            refused: AtomicU64::new(0),
+        })
+    }
+
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// Bytes held now.
+    pub fn held(&self) -> usize {
+        self.held.load(Relaxed)
+    }
+
+    /// The most bytes ever held at once.
+    pub fn peak(&self) -> usize {
+        self.peak.load(Relaxed)
+    }
+
+    /// Requests refused because the budget was full.
+    pub fn refused(&self) -> u64 {
+        self.refused.load(Relaxed)
+    }
+
+    fn take(self: &Arc<Self>, held: &mut Held, n: usize) -> bool {
+        let Ok(p) = self.room.clone().try_acquire_many_owned(n as u32) else {
+            return false;
+        };
+        match &mut held.permit {
+            Some(mine) => mine.merge(p),
+            None => held.permit = Some(p),
+        }
+        held.bytes += n;
+        let now = self.held.fetch_add(n, Relaxed) + n;
+        self.peak.fetch_max(now, Relaxed);
+        true
+    }
+}
+
+/// Reads `body` whole, at most `limit` bytes (413 beyond, naming `what`, e.g. "a create
+/// body"), each frame's bytes reserved from `budget` (503 when it is full). Keep the [`Held`]
+/// for as long as the bytes are buffered.
+pub async fn collect<B>(
+    budget: &Arc<BodyBudget>,
+    body: B,
+    limit: usize,
+    what: &str,
+) -> Result<(Bytes, Held), Problem>
+where
+    B: http_body::Body<Data = Bytes> + Unpin,
+    B::Error: std::fmt::Display,
+{
+    let mut body = body;
+    let mut held = Held {
+        budget: budget.clone(),
+        permit: None,
+        bytes: 0,
+    };
+    let mut buf = BytesMut::new();
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|e| {
+            Problem::new(
+                StatusCode::BAD_REQUEST,
+                ProblemKind::BadRequest,
+                format!("the request body broke off: {e}"),
+            )
+        })?;
+        let Ok(data) = frame.into_data() else {
+            continue;
+        };
+        if buf.len() + data.len() > limit {
+            return Err(Problem::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                ProblemKind::BodyTooLarge,
+                format!("{what} may be at most {limit} bytes (limits.max_body_bytes)"),
+            ));
+        }
+        if !data.is_empty() && !budget.take(&mut held, data.len()) {
+            budget.refused.fetch_add(1, Relaxed);
+            return Err(Problem::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                ProblemKind::Overloaded,
+                format!(
+                    "Weir is holding {} bytes of request bodies, its bound ({} × limits.max_body_bytes); try again shortly",
+                    budget.capacity, BODIES
+                ),
+            )
+            .retry_after(Duration::from_secs(1)));
+        }
+        buf.extend_from_slice(&data);
+    }
+    Ok((buf.freeze(), held))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http_body_util::Full;
+
+    #[tokio::test]
+    async fn bytes_are_held_until_dropped_and_a_full_budget_refuses() {
+        let budget = BodyBudget::for_limit(100);
+        assert_eq!(budget.capacity(), 800);
+        let body = |n: usize| Full::new(Bytes::from(vec![b'x'; n]));
+        let (a, ha) = collect(&budget, body(100), 100, "a body").await.unwrap();
+        assert_eq!(a.len(), 100);
+        let mut kept = vec![ha];
+        for _ in 0..7 {
+            kept.push(collect(&budget, body(100), 100, "a body").await.unwrap().1);
+        }
+        assert_eq!((budget.held(), budget.peak()), (800, 800));
+        let p = collect(&budget, body(1), 100, "a body").await.unwrap_err();
+        assert_eq!(p.status, 503);
+        assert_eq!(budget.refused(), 1);
+        let p = collect(&budget, body(101), 100, "a create body")
+            .await
+            .unwrap_err();
+        assert_eq!(p.status, 413);
+        assert!(p
+            .detail
+            .starts_with("a create body may be at most 100 bytes"));
+        kept.clear();
+        assert_eq!(budget.held(), 0);
+        assert!(collect(&budget, body(100), 100, "a body").await.is_ok());
+    }
+}
