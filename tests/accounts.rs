@@ -311,7 +311,7 @@ async fn with_github_api_down_nothing_is_shared_and_every_surface_is_answered() 
         .local_addr()
         .unwrap();
     let cfg = format!(
-        "listen = \"127.0.0.1:0\"\nwatch_github_status = false\n\
+        "default_upstreams = false\nlisten = \"127.0.0.1:0\"\nwatch_github_status = false\n\
          [[upstream]]\nname = \"copilot-api\"\norigin = \"http://{}\"\n\
          [[upstream]]\nname = \"github-api\"\norigin = \"http://{dead}\"\n\
          [classes.other]\ndeadline = \"300ms\"\n",

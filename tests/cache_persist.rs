@@ -60,7 +60,7 @@ const STALE_AT_ONCE: &str = "[classes.list]\nfresh_ttl = \"0s\"\nstale_while_rev
 
 async fn start(data: &Path, origin: &str, extra: &str) -> weir::EngineHandle {
     let toml = format!(
-        "listen = \"127.0.0.1:0\"\nwatch_github_status = false\n[[upstream]]\nname = \"up0\"\norigin = \"{origin}\"\n{extra}"
+        "default_upstreams = false\nlisten = \"127.0.0.1:0\"\nwatch_github_status = false\n[[upstream]]\nname = \"up0\"\norigin = \"{origin}\"\n{extra}"
     );
     let settings = weir::config::parse_str(&toml, "test.toml").expect("test config");
     weir::start(weir::EngineOptions::new(settings, data.to_path_buf()))
@@ -447,7 +447,7 @@ async fn without_a_keychain_nothing_is_written_and_the_status_says_memory_only()
     std::fs::write(
         &cfg,
         format!(
-            "listen = \"127.0.0.1:0\"\nwatch_github_status = false\n[[upstream]]\nname = \"up0\"\norigin = \"{}\"\n",
+            "default_upstreams = false\nlisten = \"127.0.0.1:0\"\nwatch_github_status = false\n[[upstream]]\nname = \"up0\"\norigin = \"{}\"\n",
             up.origin()
         ),
     )
@@ -525,7 +525,7 @@ async fn a_full_disk_never_breaks_requests_and_the_status_says_why() {
     std::fs::write(
         &cfg,
         format!(
-            "listen = \"127.0.0.1:0\"\nwatch_github_status = false\n[[upstream]]\nname = \"up0\"\norigin = \"{}\"\n",
+            "default_upstreams = false\nlisten = \"127.0.0.1:0\"\nwatch_github_status = false\n[[upstream]]\nname = \"up0\"\norigin = \"{}\"\n",
             up.origin()
         ),
     )

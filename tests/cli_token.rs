@@ -62,7 +62,7 @@ fn token_set_status_forget_never_echo_the_token() {
     // reaches the real GitHub from a test).
     std::fs::write(
         &cfg,
-        "watch_github_status = false\n[[upstream]]\nname = \"copilot-api\"\norigin = \"http://127.0.0.1:9\"\n",
+        "default_upstreams = false\nwatch_github_status = false\n[[upstream]]\nname = \"copilot-api\"\norigin = \"http://127.0.0.1:9\"\n",
     )
     .unwrap();
     let cfg_s = cfg.to_str().unwrap().to_string();

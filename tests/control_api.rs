@@ -228,7 +228,7 @@ async fn queue_and_settings_reads_need_the_secret() {
 async fn settings_can_never_change_where_credentials_go() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("config.toml");
-    let text = "listen = \"127.0.0.1:0\"\nwatch_github_status = false\n[[upstream]]\nname = \"copilot-api\"\norigin = \"https://api.githubcopilot.com\"\n";
+    let text = "default_upstreams = false\nlisten = \"127.0.0.1:0\"\nwatch_github_status = false\n[[upstream]]\nname = \"copilot-api\"\norigin = \"https://api.githubcopilot.com\"\n";
     std::fs::write(&file, text).unwrap();
     let settings = weir::config::load_file(&file).unwrap();
     let mut opts = weir::EngineOptions::new(settings, dir.path().join("data"));

@@ -24,7 +24,7 @@ async fn the_data_dir_and_queue_files_are_private() {
     std::fs::create_dir_all(&data).unwrap();
     std::fs::set_permissions(&data, std::fs::Permissions::from_mode(0o755)).unwrap();
     let toml = format!(
-        "listen = \"127.0.0.1:0\"\nwatch_github_status = false\n[[upstream]]\nname = \"up0\"\norigin = \"{}\"\n[queue]\ncredentials = \"memory\"\n[breaker]\nminimum_calls = 1000\nconsecutive_failures = 0\n",
+        "default_upstreams = false\nlisten = \"127.0.0.1:0\"\nwatch_github_status = false\n[[upstream]]\nname = \"up0\"\norigin = \"{}\"\n[queue]\ncredentials = \"memory\"\n[breaker]\nminimum_calls = 1000\nconsecutive_failures = 0\n",
         up.origin()
     );
     let settings = weir::config::parse_str(&toml, "t").unwrap();
@@ -138,7 +138,7 @@ async fn the_purge_deletes_the_credentials_of_exactly_the_rows_it_deletes() {
     }
     let up = Upstream::start().await;
     let toml = format!(
-        "listen = \"127.0.0.1:0\"\nwatch_github_status = false\n[[upstream]]\nname = \"up0\"\norigin = \"{}\"\n",
+        "default_upstreams = false\nlisten = \"127.0.0.1:0\"\nwatch_github_status = false\n[[upstream]]\nname = \"up0\"\norigin = \"{}\"\n",
         up.origin()
     );
     let settings = weir::config::parse_str(&toml, "t").unwrap();

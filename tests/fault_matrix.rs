@@ -673,7 +673,7 @@ async fn dns_failure_then_recovery() {
         .port();
     let cfg = dir.path().join("weir.toml");
     let toml = format!(
-        "listen = \"127.0.0.1:{port}\"\nwatch_github_status = false\n\
+        "default_upstreams = false\nlisten = \"127.0.0.1:{port}\"\nwatch_github_status = false\n\
          [[upstream]]\nname = \"up0\"\norigin = \"{origin}\"\n{FAST}"
     );
     std::fs::write(&cfg, toml).unwrap();
@@ -754,7 +754,7 @@ async fn shutdown_with_creates_in_flight() {
     }
     // After the stop: nothing was queued for later, so a restart has nothing to replay.
     let settings = weir::config::parse_str(
-        &format!("listen = \"127.0.0.1:0\"\nwatch_github_status = false\n[[upstream]]\nname = \"up0\"\norigin = \"{origin}\"\n{config}"),
+        &format!("default_upstreams = false\nlisten = \"127.0.0.1:0\"\nwatch_github_status = false\n[[upstream]]\nname = \"up0\"\norigin = \"{origin}\"\n{config}"),
         "restart.toml",
     )
     .unwrap();

@@ -583,7 +583,7 @@ async fn offers_survive_a_restart_and_an_interrupted_run_is_closed() {
     // A command that outlives the engine.
     let sleeper = format!("\"{PYTHON}\", \"-c\", \"import time; time.sleep(120)\"");
     let text = format!(
-        "listen = \"127.0.0.1:0\"\nwatch_github_status = false\n[[upstream]]\nname = \"up0\"\norigin = \"{}\"\n{}",
+        "default_upstreams = false\nlisten = \"127.0.0.1:0\"\nwatch_github_status = false\n[[upstream]]\nname = \"up0\"\norigin = \"{}\"\n{}",
         up.origin(),
         agent.toml_running(&sleeper, "")
     );
@@ -726,7 +726,7 @@ async fn the_cli_lists_and_confirms_an_offer_once() {
     std::fs::write(
         &cfg,
         format!(
-            "listen = \"127.0.0.1:{port}\"\nwatch_github_status = false\n[[upstream]]\nname = \"up0\"\norigin = \"{}\"\n{}",
+            "default_upstreams = false\nlisten = \"127.0.0.1:{port}\"\nwatch_github_status = false\n[[upstream]]\nname = \"up0\"\norigin = \"{}\"\n{}",
             up.origin(),
             agent.toml("")
         ),

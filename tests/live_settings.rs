@@ -20,7 +20,7 @@ struct Live {
 
 fn config_text(origin: &str, extra: &str) -> String {
     format!(
-        "listen = \"127.0.0.1:0\"\nwatch_github_status = false\n\n[[upstream]]\nname = \"up0\"\norigin = \"{origin}\"\n\n{extra}"
+        "default_upstreams = false\nlisten = \"127.0.0.1:0\"\nwatch_github_status = false\n\n[[upstream]]\nname = \"up0\"\norigin = \"{origin}\"\n\n{extra}"
     )
 }
 

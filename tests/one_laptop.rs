@@ -18,7 +18,7 @@ const FIX: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/crates/status/tests/fixt
 /// Weir as shipped, except: no real GitHub Status, zero jitter, and the upstream named like
 /// the real one so the reasons read as the tray will show them.
 fn config(origin: &str, breaker: &str, extra: &str) -> String {
-    let mut toml = String::from("listen = \"127.0.0.1:0\"\n");
+    let mut toml = String::from("default_upstreams = false\nlisten = \"127.0.0.1:0\"\n");
     if !extra.contains("[status]") {
         toml.push_str("watch_github_status = false\n");
     }

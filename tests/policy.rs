@@ -352,7 +352,7 @@ async fn a_rule_added_to_the_config_file_applies_on_the_next_request() {
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("config.toml");
     let base = format!(
-        "listen = \"127.0.0.1:0\"\nwatch_github_status = false\n\n[[upstream]]\nname = \"up0\"\norigin = \"{}\"\n\n{QUEUE}",
+        "default_upstreams = false\nlisten = \"127.0.0.1:0\"\nwatch_github_status = false\n\n[[upstream]]\nname = \"up0\"\norigin = \"{}\"\n\n{QUEUE}",
         up.origin()
     );
     std::fs::write(&config, &base).unwrap();

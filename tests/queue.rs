@@ -168,7 +168,7 @@ async fn twenty_creates_survive_kill_9_and_reach_the_upstream_exactly_once() {
         .local_addr()
         .unwrap()
         .port();
-    std::fs::write(&cfg, format!("listen = \"127.0.0.1:{port}\"\n[[upstream]]\nname = \"jobs\"\norigin = \"http://{up_addr}\"\n[breaker]\nminimum_calls = 1000\nconsecutive_failures = 0\n")).unwrap();
+    std::fs::write(&cfg, format!("default_upstreams = false\nlisten = \"127.0.0.1:{port}\"\n[[upstream]]\nname = \"jobs\"\norigin = \"http://{up_addr}\"\n[breaker]\nminimum_calls = 1000\nconsecutive_failures = 0\n")).unwrap();
     let (mut weir, addr) = spawn_serve(&cfg, dir.path());
     let client = reqwest::Client::builder()
         .proxy(reqwest::Proxy::all(format!("http://{addr}")).unwrap())
@@ -260,7 +260,7 @@ async fn an_in_doubt_create_found_upstream_is_not_sent_again() {
             ),
         ];
     });
-    let settings = weir::config::parse_str(&format!("listen = \"127.0.0.1:0\"\n[[upstream]]\nname = \"up0\"\norigin = \"{}\"\n[queue]\ncredentials = \"memory\"\n", up.origin()), "t").unwrap();
+    let settings = weir::config::parse_str(&format!("default_upstreams = false\nlisten = \"127.0.0.1:0\"\n[[upstream]]\nname = \"up0\"\norigin = \"{}\"\n[queue]\ncredentials = \"memory\"\n", up.origin()), "t").unwrap();
     let again = weir::start(weir::EngineOptions::new(
         settings,
         weir.dir.path().to_path_buf(),
@@ -333,7 +333,7 @@ async fn the_cli_lists_and_cancels_queued_creates() {
         .local_addr()
         .unwrap()
         .port();
-    std::fs::write(&cfg, format!("listen = \"127.0.0.1:{port}\"\n[[upstream]]\nname = \"jobs\"\norigin = \"{}\"\n[queue]\ncredentials = \"memory\"\n[breaker]\nminimum_calls = 1000\nconsecutive_failures = 0\n", up.origin())).unwrap();
+    std::fs::write(&cfg, format!("default_upstreams = false\nlisten = \"127.0.0.1:{port}\"\n[[upstream]]\nname = \"jobs\"\norigin = \"{}\"\n[queue]\ncredentials = \"memory\"\n[breaker]\nminimum_calls = 1000\nconsecutive_failures = 0\n", up.origin())).unwrap();
     let (mut child, secret) = common::serve_with_secret(&cfg, dir.path());
     let client = reqwest::Client::builder()
         .proxy(reqwest::Proxy::all(format!("http://127.0.0.1:{port}")).unwrap())

@@ -18,7 +18,7 @@ fn config(dir: &Path, up: std::net::SocketAddr) -> std::path::PathBuf {
         .unwrap()
         .port();
     let cfg = dir.join("weir.toml");
-    std::fs::write(&cfg, format!("listen = \"127.0.0.1:{port}\"\nintercept = false\nwatch_github_status = false\n[[upstream]]\nname = \"jobs\"\norigin = \"http://{up}\"\n[breaker]\nminimum_calls = 1000\nconsecutive_failures = 0\n")).unwrap();
+    std::fs::write(&cfg, format!("default_upstreams = false\nlisten = \"127.0.0.1:{port}\"\nintercept = false\nwatch_github_status = false\n[[upstream]]\nname = \"jobs\"\norigin = \"http://{up}\"\n[breaker]\nminimum_calls = 1000\nconsecutive_failures = 0\n")).unwrap();
     cfg
 }
 

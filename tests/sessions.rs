@@ -18,7 +18,8 @@ use std::time::Duration;
 use weir::events::{Event, SessionChange};
 use weir::status::{PollerReason, PollerState, SessionGroup};
 
-const LIST: &str = "/agents/sessions?page_size=50&page_number=1&sort=last_updated_at,desc";
+/// `gh agent-task list`'s list request as Go encodes it: the poller sends exactly this.
+const LIST: &str = "/agents/sessions?page_number=1&page_size=50&sort=last_updated_at%2Cdesc";
 const TOKEN: &str = "gho_weirSessionsTest0123456789";
 /// Exact backoff (no jitter) and a breaker out of the way unless a test sets it.
 const QUIET: &str = "[retry]\nbase = \"1ms\"\ncap = \"5ms\"\njitter = false\n[breaker]\njitter = false\nminimum_calls = 1000\nconsecutive_failures = 0\n[classes.list]\nper_try_timeout = \"1h\"\ndeadline = \"2h\"\n";
@@ -84,7 +85,10 @@ async fn the_poller_is_off_without_a_token() {
     assert_eq!(doc["sessions"]["summary"], "No active sessions");
 }
 
-/// An IDE polls the list every second for two minutes with the token the companion uses.
+/// An IDE polls the list every second for two minutes with the token the companion uses: `gh
+/// agent-task list`'s exact request (its key headers: go-gh's `Accept`, the CAPI transport's
+/// `X-GitHub-Api-Version`, Go's `Accept-Encoding: gzip`), but with `,` unescaped: the
+/// encodings are one key.
 /// Returns when each list call reached the upstream, and the companion's polls.
 async fn ide_polls(with_poller: bool) -> Option<(Vec<tokio::time::Instant>, u64)> {
     let up = Upstream::start().await;
@@ -101,13 +105,19 @@ async fn ide_polls(with_poller: bool) -> Option<(Vec<tokio::time::Instant>, u64)
         .proxy(reqwest::Proxy::all(weir.proxy_url()).unwrap())
         .build()
         .unwrap();
-    let url = format!("{}{LIST}", up.origin());
+    let url = format!("{}{}", up.origin(), LIST.replace("%2C", ","));
     for _ in 0..120 {
         let r = ide
             .get(&url)
             .header("authorization", format!("Bearer {TOKEN}"))
-            .header("accept", "application/json")
-            .header("user-agent", "vscode/1.95 GitHubCopilotChat/0.22")
+            .header(
+                "accept",
+                "application/vnd.github.merge-info-preview+json, application/vnd.github.nebula-preview",
+            )
+            .header("accept-encoding", "gzip")
+            .header("x-github-api-version", "2026-01-09")
+            .header("copilot-integration-id", "copilot-4-cli")
+            .header("user-agent", "GitHub CLI 2.83.0")
             .send()
             .await
             .unwrap();
@@ -118,7 +128,7 @@ async fn ide_polls(with_poller: bool) -> Option<(Vec<tokio::time::Instant>, u64)
     let calls = up
         .seen()
         .into_iter()
-        .filter(|s| s.path_and_query == LIST)
+        .filter(|s| s.path_and_query.starts_with("/agents/sessions?"))
         .map(|s| s.at)
         .collect();
     Some((calls, polls))

@@ -25,7 +25,7 @@ struct TeamWeir {
 impl TeamWeir {
     async fn start(origin: &str, team: &str, auth: Option<NatsAuth>) -> TeamWeir {
         let toml = format!(
-            "listen = \"127.0.0.1:0\"\nwatch_github_status = false\n\
+            "default_upstreams = false\nlisten = \"127.0.0.1:0\"\nwatch_github_status = false\n\
              [[upstream]]\nname = \"copilot-api\"\norigin = \"{origin}\"\n\
              [breaker]\nminimum_calls = 2\njitter = false\nopen_wait = \"30s\"\n\
              [retry]\njitter = false\n[rate_limit]\nenabled = false\n\
@@ -533,7 +533,7 @@ async fn the_cli_stores_the_team_secrets_and_the_engine_uses_them() {
     spy.flush().await.unwrap();
     let healthy = Upstream::start().await;
     let toml = format!(
-        "listen = \"127.0.0.1:0\"\nwatch_github_status = false\n\
+        "default_upstreams = false\nlisten = \"127.0.0.1:0\"\nwatch_github_status = false\n\
          [[upstream]]\nname = \"copilot-api\"\norigin = \"{}\"\n[team]\nnats_url = \"{}\"\n",
         healthy.origin(),
         nats.url()

@@ -52,7 +52,7 @@ impl Install {
         std::fs::write(
             &config,
             format!(
-                "listen = \"127.0.0.1:{port}\"\n{}",
+                "default_upstreams = false\nlisten = \"127.0.0.1:{port}\"\n{}",
                 tls::upstream_toml(up, ca)
             ),
         )
@@ -144,7 +144,8 @@ async fn first_run_keeps_the_key_in_the_keychain_only_and_rotate_replaces_it() {
 
     let (child, https) = inst.serve(&[]);
     assert!(
-        https.contains(&format!("HTTPS to {HOST} is intercepted")),
+        // The CA's name constraint covers every Copilot API host (docs/hosts.md).
+        https.contains("HTTPS to githubcopilot.com is intercepted"),
         "{https}"
     );
     let kc = Keychain::new(&service);
@@ -193,7 +194,7 @@ async fn first_run_keeps_the_key_in_the_keychain_only_and_rotate_replaces_it() {
     assert!(out.status.success(), "{show}");
     assert!(
         show.contains(&ca1.fingerprint_sha256())
-            && show.contains(HOST)
+            && show.contains("githubcopilot.com")
             && show.contains("in the OS keychain"),
         "{show}"
     );

@@ -154,7 +154,7 @@ async fn weir_with(
     local_ca: bool,
 ) -> (weir::EngineHandle, tempfile::TempDir) {
     let toml = format!(
-        "listen = \"127.0.0.1:0\"\n{extra}{}",
+        "default_upstreams = false\nlisten = \"127.0.0.1:0\"\n{extra}{}",
         tls::upstream_toml(up, ca)
     );
     let settings = weir::config::parse_str(&toml, "t.toml").unwrap();

@@ -32,7 +32,7 @@ impl Install {
             .port();
         std::fs::write(
             dir.path().join("weir.toml"),
-            format!("listen = \"127.0.0.1:{port}\"\nintercept = false\nwatch_github_status = false\n\n[[upstream]]\nname = \"up\"\norigin = \"http://127.0.0.1:{closed}\"\n"),
+            format!("default_upstreams = false\nlisten = \"127.0.0.1:{port}\"\nintercept = false\nwatch_github_status = false\n\n[[upstream]]\nname = \"up\"\norigin = \"http://127.0.0.1:{closed}\"\n"),
         )
         .unwrap();
         Install { dir, port }

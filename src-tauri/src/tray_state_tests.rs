@@ -21,7 +21,7 @@ struct Engine {
 /// A real engine in front of `upstreams` (name, origin), GitHub Status not watched, queue
 /// credentials in memory and a breaker that only opens when a test says so.
 async fn engine(upstreams: &[(&str, &str)]) -> Engine {
-    let mut toml = String::from("listen = \"127.0.0.1:0\"\nwatch_github_status = false\n");
+    let mut toml = String::from("default_upstreams = false\nlisten = \"127.0.0.1:0\"\nwatch_github_status = false\n");
     for (name, origin) in upstreams {
         toml.push_str(&format!(
             "[[upstream]]\nname = \"{name}\"\norigin = \"{origin}\"\n"
@@ -486,7 +486,7 @@ async fn the_recent_sessions_submenu_shows_what_the_real_poller_listed_and_opens
     ]});
     let origin = agents_api(sessions.to_string()).await;
     let toml = format!(
-        "listen = \"127.0.0.1:0\"\nwatch_github_status = false\n[[upstream]]\nname = \"copilot-api\"\norigin = \"{origin}\"\n[offline]\ndetect = false\n"
+        "default_upstreams = false\nlisten = \"127.0.0.1:0\"\nwatch_github_status = false\n[[upstream]]\nname = \"copilot-api\"\norigin = \"{origin}\"\n[offline]\ndetect = false\n"
     );
     let settings = weir::config::parse_str(&toml, "tray-test.toml").expect("test config");
     let dir = tempfile::tempdir().unwrap();
@@ -534,7 +534,7 @@ async fn the_teammates_line_follows_the_real_team_status() {
     // [team] with a NATS server nothing listens on: the real engine says it is not connected.
     let nats = dead_origin().replace("http://", "nats://");
     let toml = format!(
-        "listen = \"127.0.0.1:0\"\nwatch_github_status = false\n[[upstream]]\nname = \"copilot-api\"\norigin = \"http://127.0.0.1:9\"\n[queue]\ncredentials = \"memory\"\n[offline]\ndetect = false\n[team]\nnats_url = \"{nats}\"\n"
+        "default_upstreams = false\nlisten = \"127.0.0.1:0\"\nwatch_github_status = false\n[[upstream]]\nname = \"copilot-api\"\norigin = \"http://127.0.0.1:9\"\n[queue]\ncredentials = \"memory\"\n[offline]\ndetect = false\n[team]\nnats_url = \"{nats}\"\n"
     );
     let settings = weir::config::parse_str(&toml, "tray-test.toml").expect("test config");
     let dir = tempfile::tempdir().unwrap();
@@ -580,7 +580,7 @@ async fn a_user_rule_the_org_policy_refuses_is_named_in_the_tooltip() {
     let org = dir.path().join("org-policy.toml");
     std::fs::write(&org, "[[policy]]\nrepo = \"acme/*\"\ncreate = \"fail\"\n").unwrap();
     let toml = format!(
-        "listen = \"127.0.0.1:0\"\nwatch_github_status = false\npolicy_file = \"{}\"\n[[upstream]]\nname = \"copilot-api\"\norigin = \"http://127.0.0.1:9\"\n[queue]\ncredentials = \"memory\"\n[offline]\ndetect = false\n[[policy]]\nrepo = \"acme/app\"\ncreate = \"queue\"\n",
+        "default_upstreams = false\nlisten = \"127.0.0.1:0\"\nwatch_github_status = false\npolicy_file = \"{}\"\n[[upstream]]\nname = \"copilot-api\"\norigin = \"http://127.0.0.1:9\"\n[queue]\ncredentials = \"memory\"\n[offline]\ndetect = false\n[[policy]]\nrepo = \"acme/app\"\ncreate = \"queue\"\n",
         org.display()
     );
     let settings = weir::config::parse_str(&toml, "tray-test.toml").expect("test config");
@@ -615,7 +615,7 @@ async fn a_model_fallback_episode_from_the_real_engine_is_a_tooltip_line_and_one
     })
     .await;
     let toml = format!(
-        "listen = \"127.0.0.1:0\"\nwatch_github_status = false\n[[upstream]]\nname = \"copilot-api\"\norigin = \"{origin}\"\n[queue]\ncredentials = \"memory\"\n[offline]\ndetect = false\n[[model_fallback]]\nfrom = \"claude-*\"\nto = \"gpt-5\"\n"
+        "default_upstreams = false\nlisten = \"127.0.0.1:0\"\nwatch_github_status = false\n[[upstream]]\nname = \"copilot-api\"\norigin = \"{origin}\"\n[queue]\ncredentials = \"memory\"\n[offline]\ndetect = false\n[[model_fallback]]\nfrom = \"claude-*\"\nto = \"gpt-5\"\n"
     );
     let settings = weir::config::parse_str(&toml, "tray-test.toml").expect("test config");
     let dir = tempfile::tempdir().unwrap();
@@ -678,7 +678,7 @@ async fn a_local_agent_offer_from_the_real_engine_is_a_submenu_entry_and_a_notic
     let checkout = dir.path().join("src/app");
     std::fs::create_dir_all(checkout.join(".git")).unwrap();
     let toml = format!(
-        "listen = \"127.0.0.1:0\"\nwatch_github_status = false\n[[upstream]]\nname = \"copilot-api\"\norigin = \"http://127.0.0.1:9\"\n[queue]\ncredentials = \"memory\"\n[offline]\ndetect = false\n[local_agent]\ncommand = [\"true\"]\ncheckouts = {{ \"octo/app\" = \"{}\" }}\n",
+        "default_upstreams = false\nlisten = \"127.0.0.1:0\"\nwatch_github_status = false\n[[upstream]]\nname = \"copilot-api\"\norigin = \"http://127.0.0.1:9\"\n[queue]\ncredentials = \"memory\"\n[offline]\ndetect = false\n[local_agent]\ncommand = [\"true\"]\ncheckouts = {{ \"octo/app\" = \"{}\" }}\n",
         checkout.display()
     );
     let settings = weir::config::parse_str(&toml, "tray-test.toml").expect("test config");
@@ -742,7 +742,7 @@ async fn a_local_agent_offer_from_the_real_engine_is_a_submenu_entry_and_a_notic
 async fn the_network_override_from_the_tray_shows_in_the_submenu_title_marks_and_tooltip() {
     use weir::mode::ChosenBy;
     // The OS is not asked, so the answer does not depend on this machine's NetworkManager.
-    let toml = "listen = \"127.0.0.1:0\"\nwatch_github_status = false\n[[upstream]]\nname = \"copilot-api\"\norigin = \"http://127.0.0.1:9\"\n[queue]\ncredentials = \"memory\"\n[offline]\ndetect = false\n[network]\ndetect_os = false\n";
+    let toml = "default_upstreams = false\nlisten = \"127.0.0.1:0\"\nwatch_github_status = false\n[[upstream]]\nname = \"copilot-api\"\norigin = \"http://127.0.0.1:9\"\n[queue]\ncredentials = \"memory\"\n[offline]\ndetect = false\n[network]\ndetect_os = false\n";
     let settings = weir::config::parse_str(toml, "tray-test.toml").expect("test config");
     let dir = tempfile::tempdir().unwrap();
     let handle = weir::start(weir::EngineOptions::new(settings, dir.path().join("data")))

@@ -54,19 +54,77 @@ impl CacheKey {
     }
 }
 
-/// Sorts query parameters so `?a=1&b=2` and `?b=2&a=1` share a key; drops empty `&` pieces.
+/// Sorts query parameters so `?a=1&b=2` and `?b=2&a=1` share a key, drops empty `&` pieces,
+/// and spells every name and value one way ([`canonical`]): Go's `url.Values.Encode` sends
+/// `sort=last_updated_at%2Cdesc` where a JavaScript client writes `sort=last_updated_at,desc`,
+/// and both ask for the same list.
 pub fn normalise(path_and_query: &str) -> String {
     let (path, query) = match path_and_query.split_once('?') {
         Some((p, q)) => (p, q),
         None => (path_and_query, ""),
     };
-    let mut params: Vec<&str> = query.split('&').filter(|p| !p.is_empty()).collect();
+    let mut params = canonical_params(query);
     params.sort_unstable();
     if params.is_empty() {
         path.to_string()
     } else {
         format!("{path}?{}", params.join("&"))
     }
+}
+
+/// Every non-empty `name[=value]` piece of `query`, each spelt by [`canonical`] (name and
+/// value apart, split at the first literal `=`), in the order given.
+pub fn canonical_params(query: &str) -> Vec<String> {
+    query
+        .split('&')
+        .filter(|p| !p.is_empty())
+        .map(|p| match p.split_once('=') {
+            Some((n, v)) => format!("{}={}", canonical(n), canonical(v)),
+            None => canonical(p),
+        })
+        .collect()
+}
+
+/// One spelling of a query name or value: `%XX` escapes are decoded, and every byte that is not
+/// unreserved (RFC 3986: letters, digits, `-._~`) is written as an upper-case `%XX`, whether it
+/// arrived escaped or not. A literal `+` stays `+`: form encoding reads it as a space, so it is
+/// not the same as `%2B`. A `%` not followed by two hex digits is a literal `%` (`%25`).
+pub fn canonical(part: &str) -> String {
+    fn hex(b: u8) -> Option<u8> {
+        (b as char).to_digit(16).map(|d| d as u8)
+    }
+    let bytes = part.as_bytes();
+    let mut out = String::with_capacity(part.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let (b, escaped) = match bytes[i] {
+            b'%' => {
+                let digit = |at: usize| bytes.get(at).and_then(|&c| hex(c));
+                match (digit(i + 1), digit(i + 2)) {
+                    (Some(h), Some(l)) => {
+                        i += 3;
+                        (h << 4 | l, true)
+                    }
+                    _ => {
+                        i += 1;
+                        (b'%', true)
+                    }
+                }
+            }
+            b => {
+                i += 1;
+                (b, false)
+            }
+        };
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+            out.push(b as char);
+        } else if b == b'+' && !escaped {
+            out.push('+');
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -93,5 +151,32 @@ mod tests {
         let mut a2 = a.clone();
         a2.insert("accept", "text/html".parse().unwrap());
         assert_ne!(key("/s", &ia, &a), key("/s", &ia, &a2));
+    }
+
+    #[test]
+    fn one_list_asked_in_two_encodings_is_one_key() {
+        // gh (Go's url.Values.Encode) and a JavaScript client spell the same sort two ways.
+        assert_eq!(
+            normalise("/agents/sessions?page_number=1&page_size=50&sort=last_updated_at%2Cdesc"),
+            normalise("/agents/sessions?sort=last_updated_at,desc&page_size=50&page_number=1"),
+        );
+        assert_eq!(
+            normalise("/s?repo_nwo=o/r&x=%2c"),
+            normalise("/s?repo_nwo=o%2Fr&x=%2C")
+        );
+        assert_eq!(normalise("/s?a%5Fb=%41"), "/s?a_b=A");
+        assert_eq!(canonical("last_updated_at,desc"), "last_updated_at%2Cdesc");
+        // `+` is a space in form encoding: not the same as an escaped plus.
+        assert_ne!(canonical("a+b"), canonical("a%2Bb"));
+        // Broken escapes are literal `%`, never a panic, never dropped.
+        assert_eq!(canonical("%"), "%25");
+        assert_eq!(canonical("%4"), "%254");
+        assert_eq!(canonical("%zz"), "%25zz");
+        assert_eq!(canonical("é"), "%C3%A9");
+        assert_eq!(canonical("%C3%A9"), "%C3%A9");
+        // A `=` inside a value is that value's, escaped or not.
+        assert_eq!(normalise("/s?q=a=b"), normalise("/s?q=a%3Db"));
+        // Different values stay different keys.
+        assert_ne!(normalise("/s?sort=a,desc"), normalise("/s?sort=a,asc"));
     }
 }

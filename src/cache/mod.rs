@@ -11,6 +11,6 @@ mod record;
 mod store;
 
 pub use entry::{Freshness, Stored};
-pub use key::CacheKey;
+pub use key::{canonical_params, CacheKey};
 pub use persist::ClearError;
 pub use store::{Cache, Durability};

@@ -201,7 +201,10 @@ fn check_ca(install: &Install, out: &mut Vec<Check>) -> Option<CertInfo> {
             if !missing.is_empty() {
                 out.push(Check::bad(
                     CheckKind::LocalCa,
-                    format!("the local CA does not cover {}", missing.join(", ")),
+                    format!(
+                        "the local CA does not cover {} (made before these hosts were managed; their HTTPS stays a blind tunnel, uncached)",
+                        missing.join(", ")
+                    ),
                     rotate,
                 ));
             }

@@ -11,6 +11,9 @@ pub struct FileConfig {
     pub data_dir: Option<Spanned<String>>,
     #[serde(default)]
     pub upstream: Vec<FileUpstream>,
+    /// `false`: only the `[[upstream]]` tables written here, none of the built-in hosts
+    /// (default true: the built-ins, merged by name with the tables written here).
+    pub default_upstreams: Option<Spanned<bool>>,
     #[serde(default)]
     pub route: Vec<FileRoute>,
     #[serde(default)]
@@ -104,7 +107,10 @@ pub struct FileIdentity {
 #[serde(deny_unknown_fields)]
 pub struct FileUpstream {
     pub name: Spanned<String>,
-    pub origin: Spanned<String>,
+    /// Required, except for a built-in upstream's name (then its origin when left out).
+    pub origin: Option<Spanned<String>>,
+    /// `false` removes this upstream (a built-in one included) from the managed set.
+    pub enabled: Option<Spanned<bool>>,
     /// Tried once after a retryable failure of `origin`, or while its breaker is open.
     pub fallback: Option<Spanned<String>>,
     /// `host:port` the TCP connection goes to instead (SNI and Host stay the origin's).

@@ -184,69 +184,7 @@ impl Settings {
             },
         };
 
-        let mut upstreams = Vec::new();
-        for u in &raw.upstream {
-            let name = u.name.get_ref().trim().to_string();
-            if name.is_empty()
-                || !name
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
-            {
-                return cx.err(
-                    "upstream.name",
-                    u.name.span(),
-                    format!("`{name}` must be non-empty and use only letters, digits, `-` and `_`"),
-                );
-            }
-            if upstreams.iter().any(|x: &UpstreamSettings| x.name == name) {
-                return cx.err(
-                    "upstream.name",
-                    u.name.span(),
-                    format!("upstream `{name}` is defined twice"),
-                );
-            }
-            let origin = match Origin::parse(u.origin.get_ref()) {
-                Ok(o) => o,
-                Err(m) => return cx.err("upstream.origin", u.origin.span(), m),
-            };
-            let fallback = match &u.fallback {
-                None => None,
-                Some(f) => match Origin::parse(f.get_ref()) {
-                    Ok(o) => Some(o),
-                    Err(m) => return cx.err("upstream.fallback", f.span(), m),
-                },
-            };
-            let net = match super::net::upstream_net(u, file) {
-                Ok(n) => n,
-                Err(e) => return cx.err(e.key, e.span, e.message),
-            };
-            let status_components = match &u.status_components {
-                None => super::default_status_components(&origin),
-                Some(list) => {
-                    if let Some(bad) = list.get_ref().iter().find(|c| c.trim().is_empty()) {
-                        return cx.err(
-                            "upstream.status_components",
-                            list.span(),
-                            format!("`{bad}` is not a component name"),
-                        );
-                    }
-                    list.get_ref()
-                        .iter()
-                        .map(|c| c.trim().to_string())
-                        .collect()
-                }
-            };
-            upstreams.push(UpstreamSettings {
-                name,
-                origin,
-                fallback,
-                net,
-                status_components,
-            });
-        }
-        if upstreams.is_empty() {
-            upstreams = default_upstreams();
-        }
+        let upstreams = upstreams(&cx, &raw, file)?;
 
         let mut routes = Vec::new();
         for r in &raw.route {
@@ -503,6 +441,102 @@ impl Settings {
     }
 }
 
+/// The managed upstreams: the `[[upstream]]` tables in the order written, each replacing the
+/// built-in upstream of its name (whose origin it keeps when it names none), then the built-in
+/// upstreams no table named. `enabled = false` removes one; `default_upstreams = false` keeps
+/// only the tables.
+fn upstreams(
+    cx: &Ctx<'_>,
+    raw: &FileConfig,
+    file: &str,
+) -> Result<Vec<UpstreamSettings>, ConfigError> {
+    let builtin = default_upstreams();
+    let with_builtin = raw.default_upstreams.as_ref().is_none_or(|d| *d.get_ref());
+    let mut out: Vec<UpstreamSettings> = Vec::new();
+    let mut named: Vec<String> = Vec::new();
+    for u in &raw.upstream {
+        let name = u.name.get_ref().trim().to_string();
+        if name.is_empty()
+            || !name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        {
+            return cx.err(
+                "upstream.name",
+                u.name.span(),
+                format!("`{name}` must be non-empty and use only letters, digits, `-` and `_`"),
+            );
+        }
+        if named.contains(&name) {
+            return cx.err(
+                "upstream.name",
+                u.name.span(),
+                format!("upstream `{name}` is defined twice"),
+            );
+        }
+        named.push(name.clone());
+        let default = builtin.iter().find(|b| b.name == name && with_builtin);
+        let origin = match (&u.origin, default) {
+            (Some(o), _) => match Origin::parse(o.get_ref()) {
+                Ok(o) => o,
+                Err(m) => return cx.err("upstream.origin", o.span(), m),
+            },
+            (None, Some(d)) => d.origin.clone(),
+            (None, None) => {
+                return cx.err(
+                    "upstream.origin",
+                    u.name.span(),
+                    format!(
+                        "upstream `{name}` needs an `origin` (only the built-in upstreams {} may leave it out)",
+                        builtin.iter().map(|b| format!("`{}`", b.name)).collect::<Vec<_>>().join(", ")
+                    ),
+                )
+            }
+        };
+        if u.enabled.as_ref().is_some_and(|e| !*e.get_ref()) {
+            continue;
+        }
+        let fallback = match &u.fallback {
+            None => None,
+            Some(f) => match Origin::parse(f.get_ref()) {
+                Ok(o) => Some(o),
+                Err(m) => return cx.err("upstream.fallback", f.span(), m),
+            },
+        };
+        let net = match super::net::upstream_net(u, file) {
+            Ok(n) => n,
+            Err(e) => return cx.err(e.key, e.span, e.message),
+        };
+        let status_components = match &u.status_components {
+            None => super::default_status_components(&origin),
+            Some(list) => {
+                if let Some(bad) = list.get_ref().iter().find(|c| c.trim().is_empty()) {
+                    return cx.err(
+                        "upstream.status_components",
+                        list.span(),
+                        format!("`{bad}` is not a component name"),
+                    );
+                }
+                list.get_ref()
+                    .iter()
+                    .map(|c| c.trim().to_string())
+                    .collect()
+            }
+        };
+        out.push(UpstreamSettings {
+            name,
+            origin,
+            fallback,
+            net,
+            status_components,
+        });
+    }
+    if with_builtin {
+        out.extend(builtin.into_iter().filter(|b| !named.contains(&b.name)));
+    }
+    Ok(out)
+}
+
 /// `[[policy]]` and the org policy file above it; user rules that would loosen an org rule
 /// are reported (log and status) and overruled where both apply.
 fn policy(
@@ -612,23 +646,37 @@ impl Default for Limits {
     }
 }
 
+/// The built-in upstreams, managed with no config file: the Copilot API hosts both real clients
+/// send agent calls to (the per-plan hosts are what a Copilot token's `endpoints.api` and gh's
+/// GraphQL `viewer.copilotEndpoints.api` name), and the GitHub REST API (the token, the user).
+pub const DEFAULT_UPSTREAMS: [(&str, &str); 5] = [
+    ("copilot-api", "https://api.githubcopilot.com"),
+    (
+        "copilot-individual",
+        "https://api.individual.githubcopilot.com",
+    ),
+    ("copilot-business", "https://api.business.githubcopilot.com"),
+    (
+        "copilot-enterprise",
+        "https://api.enterprise.githubcopilot.com",
+    ),
+    ("github-api", "https://api.github.com"),
+];
+
 fn default_upstreams() -> Vec<UpstreamSettings> {
-    [
-        ("copilot-api", "https://api.githubcopilot.com"),
-        ("github-api", "https://api.github.com"),
-    ]
-    .into_iter()
-    .filter_map(|(name, origin)| {
-        let origin = Origin::parse(origin).ok()?;
-        Some(UpstreamSettings {
-            name: name.to_string(),
-            status_components: super::default_status_components(&origin),
-            origin,
-            fallback: None,
-            net: Default::default(),
+    DEFAULT_UPSTREAMS
+        .into_iter()
+        .filter_map(|(name, origin)| {
+            let origin = Origin::parse(origin).ok()?;
+            Some(UpstreamSettings {
+                name: name.to_string(),
+                status_components: super::default_status_components(&origin),
+                origin,
+                fallback: None,
+                net: Default::default(),
+            })
         })
-    })
-    .collect()
+        .collect()
 }
 
 fn default_key_headers() -> Vec<http::HeaderName> {
@@ -652,7 +700,17 @@ mod tests {
     fn empty_file_gives_defaults() {
         let s = parse_str("", "w.toml").unwrap();
         assert_eq!(s.listen.port(), DEFAULT_PORT);
-        assert_eq!(s.upstreams.len(), 2);
+        let hosts: Vec<&str> = s.upstreams.iter().map(|u| u.origin.host.as_str()).collect();
+        assert_eq!(
+            hosts,
+            [
+                "api.githubcopilot.com",
+                "api.individual.githubcopilot.com",
+                "api.business.githubcopilot.com",
+                "api.enterprise.githubcopilot.com",
+                "api.github.com"
+            ]
+        );
         assert_eq!(
             s.classes.get(RouteClass::List).fresh_ttl,
             Duration::from_secs(15)
@@ -667,8 +725,67 @@ mod tests {
         )
         .unwrap();
         assert_eq!(s.listen.port(), 1234);
-        assert_eq!(s.upstreams.len(), 1);
+        // The table replaces the built-in `copilot-api`; the other built-ins stay.
+        assert_eq!(s.upstreams.len(), DEFAULT_UPSTREAMS.len());
+        assert_eq!(s.upstreams[0].name, "copilot-api");
         assert_eq!(s.upstreams[0].origin.port, 9);
+        assert_eq!(s.upstreams[4].origin.host, "api.github.com");
+    }
+
+    #[test]
+    fn upstream_tables_merge_with_the_built_ins_by_name() {
+        let names = |t: &str| -> Vec<(String, String)> {
+            parse_str(t, "w.toml")
+                .unwrap()
+                .upstreams
+                .iter()
+                .map(|u| (u.name.clone(), u.origin.to_string()))
+                .collect()
+        };
+        // A new host is added in front; every built-in stays.
+        let n = names("[[upstream]]\nname = \"mirror\"\norigin = \"https://m.example\"\n");
+        assert_eq!(n.len(), 6);
+        assert_eq!(n[0], ("mirror".into(), "https://m.example".into()));
+        assert_eq!(n[5], ("github-api".into(), "https://api.github.com".into()));
+        // A built-in changed without its origin keeps its origin.
+        let s = parse_str(
+            "[[upstream]]\nname = \"github-api\"\nconnect_to = \"127.0.0.1:9\"\n",
+            "w.toml",
+        )
+        .unwrap();
+        let g = s.upstreams.iter().find(|u| u.name == "github-api").unwrap();
+        assert_eq!(g.origin.to_string(), "https://api.github.com");
+        assert_eq!(g.net.connect_to.as_ref().unwrap().port, 9);
+        assert_eq!(g.status_components, ["API Requests"]);
+        // `enabled = false` removes a built-in; `default_upstreams = false` keeps only the tables.
+        let n = names("[[upstream]]\nname = \"copilot-business\"\nenabled = false\n");
+        assert_eq!(n.len(), 4);
+        assert!(n.iter().all(|(name, _)| name != "copilot-business"));
+        let n = names("default_upstreams = false\n[[upstream]]\nname = \"up0\"\norigin = \"http://127.0.0.1:9\"\n");
+        assert_eq!(n, [("up0".to_string(), "http://127.0.0.1:9".to_string())]);
+        // A new name needs an origin: the error names the file, the line and the key.
+        let e = parse_str("\n[[upstream]]\nname = \"mine\"\n", "w.toml").unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("w.toml:3: key `upstream.origin`: upstream `mine` needs an `origin`"),
+            "{e}"
+        );
+        // So does a built-in's name once the built-ins are off.
+        let e = parse_str(
+            "default_upstreams = false\n[[upstream]]\nname = \"github-api\"\n",
+            "w.toml",
+        )
+        .unwrap_err();
+        assert!(
+            e.to_string().starts_with("w.toml:3: key `upstream.origin`"),
+            "{e}"
+        );
+        let e = parse_str("default_upstreams = \"no\"\n", "w.toml").unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("w.toml:1: key `default_upstreams`"),
+            "{e}"
+        );
     }
 
     #[test]

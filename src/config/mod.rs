@@ -20,7 +20,7 @@ pub use file::FileConfig;
 pub use gateway::{Cidr, GatewaySettings, PgSslMode, PostgresSettings};
 pub use launch::{resolve, Launch, LaunchArgs};
 pub use live::LiveSettings;
-pub use load::{load_file, parse_str, ConfigError};
+pub use load::{load_file, parse_str, ConfigError, DEFAULT_UPSTREAMS};
 pub use local_agent::{fill as local_agent_fill, LocalAgentSettings, PLACEHOLDERS};
 pub use model_fallback::{
     is_model_name, rule_for as model_fallback_rule, ModelFallbackRule, MAX_MODEL_NAME,
@@ -175,7 +175,7 @@ pub struct UpstreamSettings {
 /// `*.githubcopilot.com`, API Requests for `api.github.com`, nothing for anything else.
 pub fn default_status_components(origin: &Origin) -> Vec<String> {
     let host = origin.host.to_ascii_lowercase();
-    let names: &[&str] = if host == "githubcopilot.com" || host.ends_with(".githubcopilot.com") {
+    let names: &[&str] = if is_copilot_host(&host) {
         &["Copilot"]
     } else if host == "api.github.com" {
         &["API Requests"]
@@ -183,6 +183,17 @@ pub fn default_status_components(origin: &Origin) -> Vec<String> {
         &[]
     };
     names.iter().map(|n| n.to_string()).collect()
+}
+
+/// The domain of the Copilot API hosts. Its hosts announced in a token answer's
+/// `endpoints.api` (or gh's GraphQL `copilotEndpoints`) are managed at run time; no host
+/// outside it is ever learned.
+pub const COPILOT_DOMAIN: &str = "githubcopilot.com";
+
+/// Whether `host` is `githubcopilot.com` or one of its subdomains (case-insensitive).
+pub fn is_copilot_host(host: &str) -> bool {
+    let h = host.trim_end_matches('.').to_ascii_lowercase();
+    h == COPILOT_DOMAIN || h.ends_with(".githubcopilot.com")
 }
 
 /// Caps that protect Weir from bad or hostile clients.

@@ -141,17 +141,27 @@ pub fn read_roots(path: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
 }
 
 impl Settings {
-    /// Host names of the managed `https://` upstreams: what Weir's local CA may issue for. IP
-    /// literals are left out (a name-constrained CA never covers addresses).
+    /// The names Weir's local CA may issue for (its X.509 name constraints, each covering its
+    /// subdomains): `githubcopilot.com` when any managed `https://` upstream is one of its hosts
+    /// (so the per-plan hosts learned at run time are covered too, see `docs/hosts.md`), and the
+    /// host of every other managed `https://` upstream. IP literals are left out (a
+    /// name-constrained CA never covers addresses).
     pub fn intercept_hosts(&self) -> Vec<String> {
         let mut hosts: Vec<String> = Vec::new();
         for u in &self.upstreams {
             let h = &u.origin.host;
-            if u.origin.scheme == super::origin::Scheme::Https
-                && h.parse::<std::net::IpAddr>().is_err()
-                && !hosts.contains(h)
+            if u.origin.scheme != super::origin::Scheme::Https
+                || h.parse::<std::net::IpAddr>().is_ok()
             {
-                hosts.push(h.clone());
+                continue;
+            }
+            let name = if super::is_copilot_host(h) {
+                super::COPILOT_DOMAIN.to_string()
+            } else {
+                h.clone()
+            };
+            if !hosts.contains(&name) {
+                hosts.push(name);
             }
         }
         hosts
@@ -232,9 +242,9 @@ mod tests {
         assert!(s.upstream_proxy.is_none());
         assert_eq!(
             s.intercept_hosts(),
-            vec!["api.githubcopilot.com", "api.github.com"]
+            vec!["githubcopilot.com", "api.github.com"]
         );
-        let s = parse_str("intercept = false\nupstream_proxy = \"http://127.0.0.1:3128\"\n[[upstream]]\nname = \"a\"\norigin = \"http://a.example\"\n", "w.toml").unwrap();
+        let s = parse_str("intercept = false\nupstream_proxy = \"http://127.0.0.1:3128\"\ndefault_upstreams = false\n[[upstream]]\nname = \"a\"\norigin = \"http://a.example\"\n", "w.toml").unwrap();
         assert!(!s.intercept);
         assert_eq!(s.upstream_proxy.as_ref().unwrap().address.port, 3128);
         assert!(s.intercept_hosts().is_empty());

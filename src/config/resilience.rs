@@ -398,11 +398,14 @@ mod tests {
             by_name,
             [
                 ("copilot-api", vec!["Copilot".to_string()]),
+                ("copilot-individual", vec!["Copilot".to_string()]),
+                ("copilot-business", vec!["Copilot".to_string()]),
+                ("copilot-enterprise", vec!["Copilot".to_string()]),
                 ("github-api", vec!["API Requests".to_string()])
             ]
         );
         let s = parse_str(
-            "[[upstream]]\nname = \"a\"\norigin = \"http://127.0.0.1:9\"\nstatus_components = [\"copilot\"]\n",
+            "default_upstreams = false\n[[upstream]]\nname = \"a\"\norigin = \"http://127.0.0.1:9\"\nstatus_components = [\"copilot\"]\n",
             "w.toml",
         )
         .unwrap();

@@ -20,6 +20,19 @@ pub(crate) fn script(settings: &Settings, port: u16) -> String {
         crate::pipeline::host_for(settings.listen.ip(), port)
     );
     let mut rules = String::new();
+    // Every Copilot API host, so a per-plan host Weir learns at run time (a token answer's
+    // `endpoints.api`) goes through Weir without a new PAC: one the browser kept still covers
+    // it. Weir tunnels a host it does not manage untouched, as `DIRECT` would.
+    if settings
+        .upstreams
+        .iter()
+        .any(|u| crate::config::is_copilot_host(&u.origin.host))
+    {
+        rules.push_str(&format!(
+            "  if (scheme === \"https\" && (host === \"{d}\" || dnsDomainIs(host, \".{d}\"))) return \"{proxy}\";\n",
+            d = crate::config::COPILOT_DOMAIN
+        ));
+    }
     for u in &settings.upstreams {
         // Host names in a PAC are compared lower-case; the origin's host already is. The port
         // is left out on purpose: browsers pass only the host to FindProxyForURL.
@@ -61,6 +74,20 @@ mod tests {
         let pac = script(&settings, 9347);
         assert!(pac.contains("if (scheme === \"https\" && host === \"api.githubcopilot.com\") return \"PROXY 127.0.0.1:9347; DIRECT\";"), "{pac}");
         assert!(pac.contains("host === \"127.0.0.1\""), "{pac}");
+        assert!(pac.contains("if (scheme === \"https\" && (host === \"githubcopilot.com\" || dnsDomainIs(host, \".githubcopilot.com\"))) return \"PROXY 127.0.0.1:9347; DIRECT\";"), "{pac}");
+        // The built-in hosts, with no config at all.
+        let pac = script(&crate::config::Settings::default(), 9347);
+        for h in [
+            "api.individual.githubcopilot.com",
+            "api.business.githubcopilot.com",
+            "api.enterprise.githubcopilot.com",
+            "api.github.com",
+        ] {
+            assert!(pac.contains(&format!("host === \"{h}\"")), "{h}: {pac}");
+        }
+        // No Copilot host managed: no domain rule.
+        let none = crate::config::parse_str("default_upstreams = false\n[[upstream]]\nname = \"b\"\norigin = \"http://127.0.0.1:8080\"\n", "t.toml").unwrap();
+        assert!(!script(&none, 9347).contains("dnsDomainIs"));
         assert!(pac.trim_end().ends_with("return \"DIRECT\";\n}"), "{pac}");
     }
 }

@@ -343,7 +343,9 @@ mod tests {
             std::time::Duration::from_secs(30)
         );
         assert_eq!(s.resilience.breaker.minimum_calls, 10);
-        assert_eq!(s.upstreams.len(), 1);
+        // The table replaces the built-in `copilot-api`; the other built-ins stay.
+        assert_eq!(s.upstreams.len(), crate::config::DEFAULT_UPSTREAMS.len());
+        assert_eq!(s.upstreams[0].name, "copilot-api");
         assert!(apply(text, &serde_json::json!({"upstreams": [{"name": ""}]})).is_err());
     }
 }

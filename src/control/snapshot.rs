@@ -31,10 +31,13 @@ pub fn redact_private(s: &mut StatusSnapshot) {
 pub fn snapshot(ctl: &Control) -> StatusSnapshot {
     use std::sync::atomic::Ordering::Relaxed;
     let p = &ctl.proxy;
+    // Copilot API hosts learned at run time follow the configured upstreams.
+    let learned = p.upstreams.learned.iter().map(|(_, u)| u);
     let upstreams = p
         .upstreams
         .list
         .iter()
+        .chain(learned)
         .map(|st| (&st.settings, st))
         .map(|(cfg, st)| UpstreamStatus {
             name: cfg.name.clone(),

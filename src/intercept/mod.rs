@@ -43,7 +43,9 @@ impl std::fmt::Debug for Interceptor {
 impl Interceptor {
     /// Builds the leaf issuer and its rustls `ServerConfig` (ALPN h2, http/1.1) for `ca`.
     pub fn new(ca: Arc<LocalCa>) -> Result<Interceptor, TlsError> {
-        let issuer = LeafIssuer::new(ca);
+        // Exactly the managed hosts, plus the Copilot API hosts learned at run time (the CA's
+        // `githubcopilot.com` constraint covers them; `should_intercept` decides which).
+        let issuer = LeafIssuer::with_subdomains_of(ca, &[crate::config::COPILOT_DOMAIN]);
         let server_config = issuer.server_config()?;
         Ok(Interceptor {
             issuer,
@@ -75,20 +77,20 @@ impl Interceptor {
     }
 }
 
-/// Whether a CONNECT to `authority` must be intercepted: the target is a managed `https://`
-/// upstream (host and port) and the CA may issue for it. Otherwise: a blind tunnel.
+/// Whether a CONNECT to `authority` must be intercepted: `managed` says whether Weir manages
+/// `https://authority` (a configured upstream, or a Copilot API host learned at run time), and
+/// the CA must be allowed to issue for the host. Otherwise: a blind tunnel.
 pub(crate) fn should_intercept(
     i: &Interceptor,
     settings: &crate::config::Settings,
     authority: &Authority,
+    managed: impl Fn(&str, u16) -> bool,
 ) -> bool {
     let Some(port) = authority.port_u16() else {
         return false;
     };
     let host = authority.host();
-    settings.intercept
-        && settings.upstream_for("https", host, port).is_some()
-        && i.ca().is_managed(host)
+    settings.intercept && managed(host, port) && i.issuer.covers(host)
 }
 
 /// The interceptor the engine runs with: only when `intercept` is on and a CA was loaded. A CA

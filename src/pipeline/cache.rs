@@ -2,7 +2,8 @@
 //! stale-while-revalidate, and coalescing of identical in-flight requests into one detached
 //! upstream fetch. List and view answers are keyed by the credential's account sharing
 //! identity when the sharing rule allows it (`crate::accounts`), token answers always by the
-//! credential; smaller list pages go through a larger page 1 ([`super::page_subset`]).
+//! credential; smaller list pages are cut from a larger page of the same list
+//! ([`super::page_subset`]).
 //!
 //! What is kept: never `Set-Cookie` (a shared answer must not hand one caller's session to
 //! another); and for anonymous requests (no credential, so every anonymous caller shares one
@@ -81,16 +82,26 @@ pub(super) async fn serve(
         }
         Some(Family::Unshaped) => None,
     };
-    if let Some((m, uri)) = larger.and_then(|m| Some((m, page_subset::with_size(&parts.uri, m)?))) {
-        let r = Keyed {
-            up,
-            class,
-            who,
-            keyed,
-            page: Some((family, m)),
-        };
-        if let Ok(resp) = r.serve(proxy, &uri, &parts.headers).await {
-            if let Some(cut) = page_subset::narrow(resp, page.size, m).await {
+    if let Some(m) = larger {
+        // The page of size `m` that holds this request's first item (see `page_subset`).
+        let at = page.within(m);
+        if let Some(uri) = page_subset::with_page(&parts.uri, at.number, m) {
+            let resp = if at.inside {
+                let r = Keyed {
+                    up,
+                    class,
+                    who,
+                    keyed,
+                    page: Some((family, m)),
+                };
+                r.serve(proxy, &uri, &parts.headers).await.ok()
+            } else {
+                page_subset::fresh_page(proxy, up, &keyed, &uri, &parts.headers)
+            };
+            if let Some(cut) = match resp {
+                Some(resp) => page_subset::narrow(resp, at, page.size, m).await,
+                None => None,
+            } {
                 return Ok(cut);
             }
         }
@@ -323,10 +334,14 @@ async fn fetch(proxy: Arc<Proxy>, spec: FetchSpec) -> Result<Arc<Stored>, Arc<Pr
         revalidate_until: now + fresh + swr,
         stale_if_error_until: now + fresh + swr.max(sie),
     });
+    super::announce::observe(&proxy, spec.class, &stored);
     if stored.is_success() && storable(&spec.headers, &stored.headers) {
-        proxy
-            .cache
-            .insert(spec.key, stored.clone(), durability(spec.class));
+        // A learned host's index may name another host after a restart: memory only.
+        let durability = match proxy.upstreams.is_learned(spec.up) {
+            true => Durability::MemoryOnly,
+            false => durability(spec.class),
+        };
+        proxy.cache.insert(spec.key, stored.clone(), durability);
         // Only a page 1 of the known shape can answer the smaller sizes of its family.
         if let Some((family, _)) = spec.page {
             if !page_subset::has_known_shape(&stored.body) {
@@ -339,10 +354,10 @@ async fn fetch(proxy: Arc<Proxy>, spec: FetchSpec) -> Result<Arc<Stored>, Arc<Pr
 
 /// A stored list/view answer under the TTLs in force now, which may have changed since it was
 /// stored: its windows are measured again from when it was stored. Tokens keep their own
-/// lifetimes (they come from the token itself).
+/// lifetimes (they come from the token itself), and their `refresh_in` loses the copy's age.
 fn retime(e: Arc<Stored>, class: RouteClass, s: &ClassSettings) -> Arc<Stored> {
     if class == RouteClass::Token {
-        return e;
+        return super::token_age::aged(e, Instant::now());
     }
     let fresh_until = e.stored_at + s.fresh_ttl;
     let revalidate_until = fresh_until + s.stale_while_revalidate;

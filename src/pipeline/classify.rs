@@ -43,9 +43,10 @@ pub(super) fn target<B>(proxy: &Proxy, req: &Request<B>) -> Target {
         80
     };
     let port = authority.port_u16().unwrap_or(default_port);
+    // A configured upstream, or a Copilot API host learned from a token answer.
     match proxy
-        .settings()
-        .upstream_for(scheme, authority.host(), port)
+        .upstreams
+        .find(&proxy.settings(), scheme, authority.host(), port)
     {
         Some(up) => Target::Managed(
             up,

@@ -42,7 +42,10 @@ pub(super) async fn cached(
     let (parts, body) = req.into_parts();
     let key = cache::key_for(proxy, up, class, &parts, &who);
     let counters = proxy.upstreams.get(up).counters.class(class);
-    let entry = proxy.cache.get(&key);
+    let mut entry = proxy.cache.get(&key);
+    if class == RouteClass::Token {
+        entry = entry.map(|e| super::token_age::aged(e, Instant::now()));
+    }
     let freshness = entry.as_ref().map(|e| e.freshness(Instant::now()));
     match (entry, freshness) {
         // A token past its usable life is no use to anyone: resolve it (below).

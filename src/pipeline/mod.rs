@@ -32,6 +32,7 @@
 //! [`forward`] streams what is not cached (logs, other managed calls, unmanaged hosts);
 //! [`tunnel`] and [`intercepted`] handle CONNECT (blind, or TLS-terminated for managed hosts).
 
+mod announce;
 mod cache;
 mod classify;
 mod create;
@@ -51,6 +52,7 @@ mod provisional;
 mod rescue;
 mod respond;
 mod state;
+mod token_age;
 mod tunnel;
 
 pub(crate) use classify::is_for_weir;
@@ -58,6 +60,7 @@ pub(crate) use headers::request_id;
 pub(crate) use limits::header_size;
 pub(crate) use respond::finish;
 pub(crate) use state::{host_for, is_own_host_name, Proxy, ProxyParts};
+pub(crate) use token_age::decoded_body;
 
 use crate::body::Body;
 use crate::config::RouteClass;

@@ -42,15 +42,23 @@ pub(super) async fn connect(
         )
         .retry_after(Duration::from_secs(1)));
     };
+    let settings = proxy.settings();
+    let managed = |scheme: &str, host: &str, port: u16| {
+        proxy
+            .upstreams
+            .find(&settings, scheme, host, port)
+            .is_some()
+    };
     if let Some(i) = &proxy.intercept {
-        if crate::intercept::should_intercept(i, &proxy.settings(), &authority) {
+        let https = |host: &str, port: u16| managed("https", host, port);
+        if crate::intercept::should_intercept(i, &settings, &authority, https) {
             let i = i.clone();
             return Ok(super::intercepted::accept(proxy, i, req, authority, slot));
         }
     }
-    let settings = proxy.settings();
     let host = authority.host().trim_matches(['[', ']']).to_string();
-    let managed = settings.is_managed_authority(authority.host(), port);
+    let managed =
+        managed("https", authority.host(), port) || managed("http", authority.host(), port);
     let allow = settings.allow_private_targets;
     let connecting = async {
         if !managed && settings.upstream_proxy.is_none() {

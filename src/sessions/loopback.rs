@@ -61,19 +61,21 @@ impl Loopback {
         let mut auth = HeaderValue::from_str(&format!("Bearer {token}"))
             .map_err(|_| LoopbackError::Build("the stored token is not a header value".into()))?;
         auth.set_sensitive(true);
-        let mut b = Request::builder()
+        let b = Request::builder()
             .method(method)
             .uri(uri)
             .header(header::HOST, host)
             .header(header::USER_AGENT, USER_AGENT)
             .header(header::ACCEPT, "application/json")
             .header(header::AUTHORIZATION, auth);
-        for (k, v) in extra {
-            b = b.header(*k, v);
-        }
-        let req = b
+        let mut req = b
             .body(Full::new(body))
             .map_err(|e| LoopbackError::Build(e.to_string()))?;
+        // An extra header replaces a default one of its name (the poller sends gh's `Accept`).
+        for (k, v) in extra {
+            let v = HeaderValue::from_str(v).map_err(|e| LoopbackError::Build(e.to_string()))?;
+            req.headers_mut().insert(*k, v);
+        }
         match tokio::time::timeout(self.timeout, self.exchange(req)).await {
             Ok(r) => r,
             Err(_) => Err(LoopbackError::Timeout(self.timeout)),

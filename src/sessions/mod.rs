@@ -23,12 +23,20 @@ use std::sync::Mutex;
 use std::time::SystemTime;
 use tokio::sync::watch;
 
-/// The list path the companion polls: page 1 of the viewer's sessions, newest first, in the
-/// shape `gh agent-task list` asks for, so its answers and the CLI's are one cache entry.
-pub const LIST_PATH: &str = "/agents/sessions?page_size=50&page_number=1&sort=last_updated_at,desc";
+/// The list path the companion polls: page 1 of the viewer's sessions, newest first, byte for
+/// byte as `gh agent-task list` asks for it (Go's `url.Values.Encode`: sorted, `,` as `%2C`;
+/// cli/cli `pkg/cmd/agent-task/capi/sessions.go`, commit 10db3894), sent with gh's key headers
+/// ([`poller::GH_HEADERS`]), so its answers and the CLI's are one cache entry.
+pub const LIST_PATH: &str =
+    "/agents/sessions?page_number=1&page_size=50&sort=last_updated_at%2Cdesc";
 
-/// The upstream that serves the agents API: `copilot-api`, else the first one configured.
+/// The upstream that serves the agents API: the Copilot API host a token answer (or gh's
+/// GraphQL answer) announced most recently, the account's per-plan host where gh and VS Code
+/// send their calls; else `copilot-api`, else the first one configured.
 pub(crate) fn agents_upstream(upstreams: &crate::upstream::Upstreams) -> Option<usize> {
+    if let Some(up) = upstreams.learned.announced() {
+        return Some(up);
+    }
     let list = &upstreams.list;
     list.iter()
         .position(|u| u.settings.name == "copilot-api")

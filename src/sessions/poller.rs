@@ -35,6 +35,24 @@ pub const MAX_BACKOFF: Duration = Duration::from_secs(600);
 /// How long the poller waits before asking a keychain that did not answer again.
 pub const KEYCHAIN_RETRY: Duration = Duration::from_secs(60);
 
+/// The headers `gh agent-task list` sends with its list request besides `Authorization:
+/// Bearer` and `User-Agent` (Weir keeps its own, not a key header): go-gh's defaults (cli/go-gh
+/// `pkg/api/http_client.go` `setDefaultHeaders`, commit 20cd25e6), then gh's CAPI transport
+/// (cli/cli `pkg/cmd/agent-task/capi/client.go`, commit 1b5130e1), which sets the API version
+/// and adds the integration id; Go's transport asks for gzip. `Accept`, `Accept-Encoding` and
+/// `X-GitHub-Api-Version` are key headers: with any of them different the poll would be a key
+/// of its own and never share gh's entry.
+pub const GH_HEADERS: [(&str, &str); 5] = [
+    (
+        "accept",
+        "application/vnd.github.merge-info-preview+json, application/vnd.github.nebula-preview",
+    ),
+    ("content-type", "application/json; charset=utf-8"),
+    ("x-github-api-version", "2026-01-09"),
+    ("copilot-integration-id", "copilot-4-cli"),
+    ("accept-encoding", "gzip"),
+];
+
 /// The GitHub Status view, read at each poll (the watcher is owned by the control API).
 pub(crate) type GithubView = Arc<dyn Fn() -> Option<GithubStatus> + Send + Sync>;
 
@@ -256,8 +274,12 @@ impl Poller {
     async fn poll_once(&self, loopback: &Loopback, url: &str, token: &str) -> Polled {
         let at = SystemTime::now();
         self.sessions.polled(at);
+        let headers: Vec<(&'static str, String)> = GH_HEADERS
+            .iter()
+            .map(|(k, v)| (*k, v.to_string()))
+            .collect();
         let resp = match loopback
-            .send(Method::GET, url, token, &[], Bytes::new())
+            .send(Method::GET, url, token, &headers, Bytes::new())
             .await
         {
             Ok(r) => r,
@@ -273,7 +295,12 @@ impl Poller {
             tracing::debug!(status = %resp.status(), "the sessions poll failed");
             return Polled::Failed;
         }
-        let Some(list) = model::parse_list(resp.body()) else {
+        // Asked with gh's `Accept-Encoding: gzip`, the answer may come compressed.
+        let Some(body) = crate::pipeline::decoded_body(resp.headers(), resp.body()) else {
+            tracing::warn!("the sessions poll's answer cannot be decoded");
+            return Polled::Failed;
+        };
+        let Some(list) = model::parse_list(&body) else {
             tracing::warn!("the sessions poll's answer is not a session list");
             return Polled::Failed;
         };
@@ -313,6 +340,47 @@ mod tests {
             latest_update_at: None,
             components: components.iter().map(|c| c.to_string()).collect(),
         }
+    }
+
+    /// The poller's list request and `gh agent-task list`'s, header for header as gh's source
+    /// sends them (go-gh defaults, the CAPI transport, Go's gzip; its own `User-Agent` and
+    /// `Time-Zone`), are one cache key; a VS Code-style `Accept` is another.
+    #[test]
+    fn the_poll_and_ghs_list_are_one_cache_key() {
+        use crate::cache::CacheKey;
+        let settings = crate::config::Settings::default();
+        let id = crate::identity::IdentityKey::new([7; 32]);
+        let key = |pq: &str, h: &[(&str, &str)]| {
+            let mut m = http::HeaderMap::new();
+            for (k, v) in h {
+                m.append(
+                    http::HeaderName::from_bytes(k.as_bytes()).unwrap(),
+                    v.parse().unwrap(),
+                );
+            }
+            m.insert("authorization", "Bearer gho_x".parse().unwrap());
+            let who = id.identify(&m);
+            CacheKey::new(0, &Method::GET, pq, &who, &m, &settings.key_headers)
+        };
+        let mut poll: Vec<(&str, &str)> = GH_HEADERS.to_vec();
+        poll.push(("user-agent", super::super::loopback::USER_AGENT));
+        let gh = [
+            ("User-Agent", "GitHub CLI 2.83.0"),
+            ("Time-Zone", "Europe/Paris"),
+            ("Content-Type", "application/json; charset=utf-8"),
+            (
+                "Accept",
+                "application/vnd.github.merge-info-preview+json, application/vnd.github.nebula-preview",
+            ),
+            ("X-GitHub-Api-Version", "2026-01-09"),
+            ("Copilot-Integration-Id", "copilot-4-cli"),
+            ("Accept-Encoding", "gzip"),
+        ];
+        let gh_list = "/agents/sessions?page_number=1&page_size=50&sort=last_updated_at%2Cdesc";
+        assert_eq!(super::super::LIST_PATH, gh_list);
+        assert_eq!(key(super::super::LIST_PATH, &poll), key(gh_list, &gh));
+        let vscode_accept = [("accept", "application/json")];
+        assert_ne!(key(gh_list, &vscode_accept), key(gh_list, &gh));
     }
 
     #[test]

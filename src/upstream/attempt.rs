@@ -163,7 +163,7 @@ impl Upstreams {
         F: Fn(&Origin, Timeouts) -> Fut,
         Fut: std::future::Future<Output = Result<Response<B>, FetchError>>,
     {
-        let u = &self.list[up];
+        let u = self.get(up);
         let (g, counters, cfg) = (&u.gate, &u.counters, &u.settings);
         // This call's class settings, as in force when it started.
         let cs = self.live.get().classes.get(class).clone();

@@ -8,6 +8,7 @@
 //!   addresses;
 //! - [`reachability`]: whether each upstream can be reached at the network level (offline);
 //! - [`baselines`]: the breakers' latency baselines kept in the data dir across restarts;
+//! - [`learned`]: Copilot API hosts announced in token answers, managed from then on;
 //! - [`model_breakers`]: per-(upstream, model) breakers of completion requests, kept apart
 //!   from the gates so a model's outage never opens the agent-sessions breaker.
 
@@ -17,6 +18,7 @@ pub(crate) mod baselines;
 pub(crate) mod caution;
 mod client;
 mod identity_cooldown;
+pub(crate) mod learned;
 mod model_breakers;
 mod pool;
 mod reachability;
@@ -45,6 +47,8 @@ pub(crate) struct Upstreams {
     /// Told of every 401, which drops the credential's account mapping.
     pub accounts: std::sync::Arc<crate::accounts::Accounts>,
     pub list: Vec<Upstream>,
+    /// Copilot API hosts learned at run time, at the indices after `list`'s.
+    pub learned: learned::Learned,
     /// What the network said on the last exchange with each upstream.
     pub reach: Reachability,
     /// Per-(upstream, model) breakers of the `model` class, apart from every gate.
@@ -81,6 +85,7 @@ impl Upstreams {
             .collect();
         Upstreams {
             accounts,
+            learned: learned::Learned::new(list.len()),
             client: UpstreamClient::for_settings(settings),
             unmanaged: UpstreamClient::for_unmanaged(settings),
             reach: Reachability::new(list.len()),
@@ -92,12 +97,45 @@ impl Upstreams {
 
     /// Puts new resilience settings in force on every upstream's gate (state kept).
     pub fn apply(&self, settings: &Settings) {
-        for u in &self.list {
+        for u in self.list.iter().chain(self.learned.iter().map(|(_, u)| u)) {
             u.gate.apply(&settings.resilience);
         }
     }
 
+    /// The upstream at `up`: a configured one, or a learned one (an index is only ever handed
+    /// out by [`Upstreams::find`] or [`Upstreams::learn`], after its slot was set).
     pub fn get(&self, up: usize) -> &Upstream {
-        &self.list[up]
+        match self.list.get(up).or_else(|| self.learned.get(up)) {
+            Some(u) => u,
+            None => unreachable!("upstream index {up} was never handed out"),
+        }
+    }
+
+    /// The upstream that manages `scheme://host:port`: a configured one (as `settings` says),
+    /// else a learned one.
+    pub fn find(&self, settings: &Settings, scheme: &str, host: &str, port: u16) -> Option<usize> {
+        settings
+            .upstream_for(scheme, host, port)
+            .or_else(|| self.learned.find(scheme, host, port))
+    }
+
+    /// Whether `up` is a learned upstream (its answers are never written to disk).
+    pub fn is_learned(&self, up: usize) -> bool {
+        self.learned.is_learned(up)
+    }
+
+    /// Learns the Copilot API host a token answer (or gh's GraphQL answer) announces, if any.
+    pub fn learn_from(&self, body: &[u8]) -> Option<learned::Announced> {
+        let api = learned::announced_api(body)?;
+        let settings = self.live.get();
+        let found = self.learned.learn(
+            &api,
+            |o| settings.upstream_for(o.scheme.as_str(), &o.host, o.port),
+            &settings.resilience,
+        );
+        if let learned::Announced::Refused(why) = &found {
+            tracing::debug!(%why, "an announced API host is not managed");
+        }
+        Some(found)
     }
 }

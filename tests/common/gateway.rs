@@ -54,7 +54,8 @@ impl GatewayFiles {
         gateway_extra: &str,
     ) -> PathBuf {
         let text = format!(
-            r#"watch_github_status = false
+            r#"default_upstreams = false
+watch_github_status = false
 
 [[upstream]]
 name = "copilot"

@@ -206,7 +206,7 @@ impl Weir {
     /// [`Weir::start`] with top-level keys `top` (e.g. `allow_private_targets = true`), which
     /// must come before the `[[upstream]]` tables.
     pub async fn start_with_top(top: &str, origins: &[&str], extra: &str) -> Weir {
-        let mut toml = format!("listen = \"127.0.0.1:0\"\n{top}");
+        let mut toml = format!("default_upstreams = false\nlisten = \"127.0.0.1:0\"\n{top}");
         // Tests never poll the real githubstatus.com; the watcher's own tests set [status].
         if !extra.contains("[status]") && !extra.contains("watch_github_status") {
             toml.push_str("watch_github_status = false\n");

@@ -225,7 +225,7 @@ pub struct TlsWeir {
 
 impl TlsWeir {
     pub async fn start(toml_body: &str) -> TlsWeir {
-        let toml = format!("listen = \"127.0.0.1:0\"\n{toml_body}");
+        let toml = format!("default_upstreams = false\nlisten = \"127.0.0.1:0\"\n{toml_body}");
         let settings = weir::config::parse_str(&toml, "test.toml").expect("test config");
         let ca = Arc::new(
             weir_tls::LocalCa::generate_for_owner(

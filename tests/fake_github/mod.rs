@@ -393,7 +393,7 @@ pub async fn start(fake: &Fake, extra: &str) -> Weir {
 pub async fn start_in(fake: &Fake, extra: &str, dir: tempfile::TempDir) -> Weir {
     captured_logs();
     let toml = format!(
-        "listen = \"127.0.0.1:0\"\nwatch_github_status = false\n{}",
+        "default_upstreams = false\nlisten = \"127.0.0.1:0\"\nwatch_github_status = false\n{}",
         fake.config(extra)
     );
     let settings = weir::config::parse_str(&toml, "test.toml").expect("test config");

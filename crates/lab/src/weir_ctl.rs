@@ -25,7 +25,7 @@ pub const NO_RATE_LIMIT: &str = "[rate_limit]\nenabled = false\n";
 /// No keychain runs in the lab, so the create queue keeps credentials in memory.
 pub fn lab_config(upstream_origin: &str, caching: Caching, extra: &str) -> String {
     let mut s = format!(
-        "listen = \"127.0.0.1:0\"\n\n[[upstream]]\nname = \"lab\"\norigin = \"{upstream_origin}\"\n\n\
+        "default_upstreams = false\nlisten = \"127.0.0.1:0\"\n\n[[upstream]]\nname = \"lab\"\norigin = \"{upstream_origin}\"\n\n\
          [limits]\n# A 1,000-client buggy fleet holds ~10,000 connections open.\nmax_connections = 30000\n\
          header_read_timeout = \"30s\"\ndrain_timeout = \"1s\"\n\n\
          [bulkhead]\nmax_in_flight = 4096\nmax_queue = 4096\n\n[queue]\ncredentials = \"memory\"\n"

@@ -169,6 +169,18 @@ impl LocalCa {
         normalize_host(host).is_ok_and(|h| self.permitted.contains(&h))
     }
 
+    /// [`LocalCa::is_managed`], or `host` is a subdomain of a permitted entry that is also in
+    /// `domains` (the X.509 constraint covers it; the caller chose to allow its subdomains).
+    pub fn covers(&self, host: &str, domains: &[String]) -> bool {
+        let Ok(h) = normalize_host(host) else {
+            return false;
+        };
+        self.permitted.contains(&h)
+            || domains
+                .iter()
+                .any(|d| self.permitted.contains(d) && crate::hosts::subtree_permits(d, &h))
+    }
+
     /// SHA-256 of the certificate DER as colon-separated upper-case hex, the form `openssl x509
     /// -fingerprint -sha256`, macOS Keychain Access and browsers show.
     pub fn fingerprint_sha256(&self) -> String {
@@ -188,7 +200,7 @@ impl LocalCa {
         self.not_after
     }
 
-    /// Signs a leaf for `host` (which must be exactly a managed host) valid in
+    /// Signs a leaf for `host` (which the CA's constraints must permit) valid in
     /// `[not_before, not_after]`, with a fresh ECDSA P-256 key. Returns the certificate and key.
     pub(crate) fn sign_leaf(
         &self,
@@ -197,7 +209,12 @@ impl LocalCa {
         not_after: OffsetDateTime,
     ) -> Result<(CertificateDer<'static>, PrivatePkcs8KeyDer<'static>), TlsError> {
         let host = normalize_host(host)?;
-        if !self.permitted.contains(&host) {
+        // The issuer decided (`LeafIssuer::covers`); the X.509 constraints must still permit it.
+        if !self
+            .permitted
+            .iter()
+            .any(|p| crate::hosts::subtree_permits(p, &host))
+        {
             return Err(TlsError::HostNotPermitted { host });
         }
         let key = KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256)?;

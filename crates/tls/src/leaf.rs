@@ -51,7 +51,12 @@ struct Shared {
     /// issuing under the lock means concurrent handshakes for one host make one leaf, not many.
     cache: Mutex<HashMap<String, CachedLeaf>>,
     issued: AtomicU64,
+    /// Permitted entries whose subdomains may get leaves too (see `LeafIssuer::with_subdomains_of`).
+    subdomains_of: Vec<String>,
 }
+
+/// At most this many cached leaves for subdomains of `LeafIssuer::with_subdomains_of` domains.
+const MAX_SUBDOMAIN_LEAVES: usize = 32;
 
 /// Issues and caches leaves signed by the local CA; a cheap-to-clone handle.
 #[derive(Clone)]
@@ -65,6 +70,23 @@ impl LeafIssuer {
         Self::with_clock(ca, Arc::new(SystemClock), LeafPolicy::default())
     }
 
+    /// An issuer that also issues for subdomains of those permitted entries that are listed
+    /// in `domains` (e.g. `githubcopilot.com`, whose hosts an application learns at run time
+    /// and decides itself to intercept). Every other entry stays exact.
+    pub fn with_subdomains_of(ca: Arc<LocalCa>, domains: &[&str]) -> Self {
+        let mut issuer = Self::new(ca);
+        if let Some(shared) = Arc::get_mut(&mut issuer.shared) {
+            shared.subdomains_of = domains.iter().map(|d| d.to_ascii_lowercase()).collect();
+        }
+        issuer
+    }
+
+    /// Whether a leaf may be issued for `host`: exactly a managed host, or a subdomain of a
+    /// permitted entry named in [`LeafIssuer::with_subdomains_of`].
+    pub fn covers(&self, host: &str) -> bool {
+        self.shared.ca.covers(host, &self.shared.subdomains_of)
+    }
+
     /// An issuer with an injected clock and policy.
     pub fn with_clock(ca: Arc<LocalCa>, clock: Arc<dyn Clock>, policy: LeafPolicy) -> Self {
         Self {
@@ -72,6 +94,7 @@ impl LeafIssuer {
                 ca,
                 clock,
                 policy,
+                subdomains_of: Vec::new(),
                 cache: Mutex::new(HashMap::new()),
                 issued: AtomicU64::new(0),
             }),
@@ -89,7 +112,7 @@ impl LeafIssuer {
     pub fn certified_key(&self, host: &str) -> Result<Arc<CertifiedKey>, TlsError> {
         let host = normalize_host(host)?;
         let ca = &self.shared.ca;
-        if !ca.permitted_hosts().contains(&host) {
+        if !ca.covers(&host, &self.shared.subdomains_of) {
             return Err(TlsError::HostNotPermitted { host });
         }
         let now = self.shared.clock.now();
@@ -116,6 +139,12 @@ impl LeafIssuer {
         let certified = Arc::new(CertifiedKey::new(vec![cert], signing_key));
         self.shared.issued.fetch_add(1, Ordering::Relaxed);
         tracing::debug!(%host, %not_after, "issued leaf certificate");
+        // Subdomain leaves are named by the client's SNI: past a bound they are issued but not
+        // kept, so the cache cannot grow with client input.
+        if !ca.is_managed(&host) && cache.len() >= ca.permitted_hosts().len() + MAX_SUBDOMAIN_LEAVES
+        {
+            return Ok(certified);
+        }
         cache.insert(
             host,
             CachedLeaf {

@@ -152,3 +152,54 @@ fn concurrent_requests_for_one_host_issue_one_leaf() {
     assert_eq!(issuer.issued_count(), 1);
     assert!(keys.iter().all(|k| Arc::ptr_eq(k, &keys[0])));
 }
+
+#[test]
+fn subdomains_of_a_named_domain_only_when_asked() {
+    use weir_tls::{LocalCa, OffsetDateTime};
+    let ca = Arc::new(
+        LocalCa::generate_for_owner(
+            &[
+                "githubcopilot.com".to_string(),
+                "api.github.com".to_string(),
+            ],
+            OffsetDateTime::now_utc(),
+            "test",
+        )
+        .unwrap(),
+    );
+    let exact = LeafIssuer::new(ca.clone());
+    assert!(matches!(
+        exact.certified_key("api.individual.githubcopilot.com"),
+        Err(TlsError::HostNotPermitted { .. })
+    ));
+    let learned = LeafIssuer::with_subdomains_of(ca, &["githubcopilot.com"]);
+    assert!(learned.covers("api.individual.githubcopilot.com"));
+    let key = learned
+        .certified_key("api.individual.githubcopilot.com")
+        .unwrap();
+    let cert = parse(&key.cert[0]);
+    let names: Vec<String> = cert
+        .subject_alternative_name()
+        .unwrap()
+        .unwrap()
+        .value
+        .general_names
+        .iter()
+        .map(|n| format!("{n:?}"))
+        .collect();
+    assert!(
+        names
+            .iter()
+            .any(|n| n.contains("api.individual.githubcopilot.com")),
+        "{names:?}"
+    );
+    // Other entries stay exact; look-alikes are refused.
+    for name in [
+        "x.api.github.com",
+        "evilgithubcopilot.com",
+        "githubcopilot.com.evil.example",
+    ] {
+        assert!(!learned.covers(name), "{name}");
+        assert!(learned.certified_key(name).is_err(), "{name}");
+    }
+}

@@ -1,0 +1,135 @@
+//! The real hosts: a Copilot API host announced in a token answer passing through Weir
+//! (`endpoints.api`) is managed from then on — TLS-intercepted with Weir's CA (whose name
+//! constraint is `githubcopilot.com`), cached and coalesced like the built-in hosts — while a
+//! host outside githubcopilot.com is never learned. Nothing leaves loopback: Weir's own
+//! connections go through a loopback CONNECT proxy (`upstream_proxy`) that leads every tunnel
+//! to a TLS fixture holding a certificate for the learned name, and the token API is a loopback
+//! fake. Needs `curl`.
+
+mod common;
+#[path = "common/tls.rs"]
+mod tls;
+#[path = "common/tls_client.rs"]
+mod tls_client;
+
+use common::Upstream;
+use std::sync::Arc;
+use tls::{output, TestCa, TlsUpstream};
+use tls_client::{curl, parse_curl, ConnectProxy};
+
+const LEARNED: &str = "api.learned.githubcopilot.com";
+const TOKEN_PATH: &str = "/copilot_internal/v2/token";
+/// gh's list request (cli/cli `pkg/cmd/agent-task/capi/sessions.go`).
+const LIST: &str = "/agents/sessions?page_number=1&page_size=50&sort=last_updated_at%2Cdesc";
+
+fn token_answer(api: &str) -> String {
+    format!(
+        r#"{{"token":"tid=1;exp=1","expires_at":{},"refresh_in":1500,"endpoints":{{"api":"{api}","proxy":"https://proxy.learned.githubcopilot.com"}}}}"#,
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs()
+            + 1800
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_announced_in_a_token_answer_is_managed_from_then_on() {
+    let test_ca = TestCa::new();
+    // Weir's upstream client trusts the fixture's CA (read when the engine starts).
+    std::env::set_var("SSL_CERT_FILE", &test_ca.pem_path);
+    let learned = TlsUpstream::start(&test_ca, LEARNED).await;
+    let corp = ConnectProxy::start(learned.addr).await;
+    let github = Upstream::start().await;
+    github.set(|b| {
+        b.path_bodies = vec![(
+            TOKEN_PATH.into(),
+            token_answer(&format!("https://{LEARNED}")),
+        )]
+    });
+    let toml = format!(
+        "default_upstreams = false\nlisten = \"127.0.0.1:0\"\nwatch_github_status = false\n\
+         upstream_proxy = \"http://{}\"\n\
+         [[upstream]]\nname = \"github-api\"\norigin = \"{}\"\nconnect_to = \"{}\"\n\
+         [network]\ndetect_os = false\n",
+        corp.addr,
+        github.origin(),
+        github.addr
+    );
+    let settings = weir::config::parse_str(&toml, "t.toml").unwrap();
+    let ca = Arc::new(
+        weir_tls::LocalCa::generate_for_owner(
+            &["githubcopilot.com".to_string()],
+            weir_tls::OffsetDateTime::now_utc(),
+            "test",
+        )
+        .unwrap(),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let ca_pem = dir.path().join("weir-ca.pem");
+    std::fs::write(&ca_pem, ca.cert_pem()).unwrap();
+    let mut opts = weir::EngineOptions::new(settings, dir.path().join("data"));
+    opts.local_ca = Some(ca);
+    let handle = weir::start(opts).await.unwrap();
+    let proxy = format!("http://{}", handle.local_addr());
+
+    // VS Code asks for its Copilot token on api.github.com, through Weir.
+    let client = reqwest::Client::builder()
+        .proxy(reqwest::Proxy::all(&proxy).unwrap())
+        .build()
+        .unwrap();
+    let r = client
+        .get(format!("{}{TOKEN_PATH}", github.origin()))
+        .header("authorization", "token gho_alice")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let status: serde_json::Value = reqwest::get(format!("{proxy}/_weir/api/status"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let names: Vec<&str> = status["upstreams"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|u| u["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        ["github-api", "learned:api.learned.githubcopilot.com"]
+    );
+
+    // Its agent calls to the announced host are intercepted, cached and coalesced.
+    let url = format!("https://{LEARNED}{LIST}");
+    let auth = "Authorization: Bearer tid=1";
+    let first = parse_curl(&output(curl(&proxy, &ca_pem, &url, &["-H", auth])).await);
+    assert_eq!(first.1, 200, "{first:?}");
+    assert_eq!(first.3, "weir; fwd=miss; stored", "{first:?}");
+    let again = parse_curl(&output(curl(&proxy, &ca_pem, &url, &["-H", auth])).await);
+    assert_eq!(again.3, "weir; hit", "{again:?}");
+    assert_eq!(learned.count(LIST), 1, "one upstream call for both");
+    assert_eq!(learned.seen()[0].host, LEARNED);
+
+    // A host outside githubcopilot.com is never learned, whatever a token answer says.
+    github.set(|b| {
+        b.path_bodies = vec![(TOKEN_PATH.into(), token_answer("https://api.example.com"))]
+    });
+    let r = client
+        .get(format!("{}{TOKEN_PATH}", github.origin()))
+        .header("authorization", "token gho_bob")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let status: serde_json::Value = reqwest::get(format!("{proxy}/_weir/api/status"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(status["upstreams"].as_array().unwrap().len(), 2);
+    handle.shutdown().await;
+}
