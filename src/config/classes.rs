@@ -78,6 +78,10 @@ pub struct ClassSettings {
     pub deadline: Duration,
     /// Slower calls count as slow for the breaker even when they succeed.
     pub slow_call: Duration,
+    /// Degradation-aware freshness (list and view): while the upstream is slow or failing,
+    /// each key is refreshed at most once per this interval and its cached answer served in
+    /// between (`crate::cache::pace`). Zero, or not above `fresh_ttl`, turns it off.
+    pub degraded_refresh: Duration,
 }
 
 impl ClassSettings {
@@ -104,8 +108,16 @@ impl ClassSettings {
             // written: minutes are normal. One attempt, so the deadline is the per-try bound.
             RouteClass::Model => (secs(300), secs(300), secs(120)),
         };
+        // Two minutes: a running task's status a little older than that is still useful, and a
+        // VS Code window polling each running session every 5 s then costs the upstream one
+        // call per session in 2 minutes instead of 24 while it struggles.
+        let degraded_refresh = match class {
+            RouteClass::List | RouteClass::View => Duration::from_secs(120),
+            _ => Duration::ZERO,
+        };
         ClassSettings {
             fresh_ttl: fresh,
+            degraded_refresh,
             stale_while_revalidate: swr,
             stale_if_error: sie,
             token_margin: Duration::from_secs(60),

@@ -148,6 +148,8 @@ pub struct FileClass {
     pub deadline: Option<Spanned<String>>,
     /// A call slower than this counts as slow for the breaker, even when it succeeds.
     pub slow_call: Option<Spanned<String>>,
+    /// While the upstream is slow or failing, each key is refreshed at most this often.
+    pub degraded_refresh: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -542,7 +542,7 @@ fn apply_class(
     fc: &FileClass,
     out: &mut ClassSettings,
 ) -> Result<(), ConfigError> {
-    let knobs: [(&str, &Option<Spanned<String>>, &mut Duration); 7] = [
+    let knobs: [(&str, &Option<Spanned<String>>, &mut Duration); 8] = [
         ("fresh_ttl", &fc.fresh_ttl, &mut out.fresh_ttl),
         (
             "stale_while_revalidate",
@@ -562,6 +562,11 @@ fn apply_class(
         ),
         ("deadline", &fc.deadline, &mut out.deadline),
         ("slow_call", &fc.slow_call, &mut out.slow_call),
+        (
+            "degraded_refresh",
+            &fc.degraded_refresh,
+            &mut out.degraded_refresh,
+        ),
     ];
     for (name, value, slot) in knobs {
         if let Some(d) = cx.duration(&format!("classes.{}.{name}", class.as_str()), value)? {
