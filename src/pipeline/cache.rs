@@ -350,10 +350,12 @@ async fn fetch(proxy: Arc<Proxy>, spec: FetchSpec) -> Result<Arc<Stored>, Arc<Pr
         .call_buffered(spec.up, spec.class, req, policy, None);
     let outcome = attempt.await;
     // Every refresh tells degradation-aware freshness how the upstream is doing: slow (the
-    // breaker's absolute `slow_floor`), failing (5xx, 429, no answer) or fine again.
+    // breaker's absolute `slow_floor`), failing (5xx, 429, no answer, or a retry was needed)
+    // or fine again.
     let failed = match &outcome {
         Ok(a) => {
-            a.response.status().is_server_error()
+            a.failed_attempts > 0
+                || a.response.status().is_server_error()
                 || a.response.status() == StatusCode::TOO_MANY_REQUESTS
         }
         Err(_) => true,
