@@ -6,16 +6,18 @@
 //! upstream, healthy or not; what a struggling upstream needs is fewer calls, and a task's
 //! status a minute or two old is still worth showing.
 //!
-//! - **Strained**: the upstream's breaker is not closed, or the last refresh Weir made through
-//!   the cache was slow (at least the breaker's `slow_floor`, an absolute bar, because the
-//!   relative baseline learns a slowness that is there from the start) or failed. The next
-//!   fast, successful refresh ends it, so the interval returns to normal as soon as calls are
-//!   fast again.
+//! - **Strained**: the upstream's breaker is not closed, or the last [`STRAIN_AFTER`] refreshes
+//!   Weir made through the cache were each slow (at least the breaker's `slow_floor`, an
+//!   absolute bar, because the relative baseline learns a slowness that is there from the
+//!   start) or failed. One slow refresh is not enough: on a busy laptop a healthy call is
+//!   sometimes late. The next fast, successful refresh ends it, so the interval returns to
+//!   normal as soon as calls are fast again.
 //! - **Paced key**: under strain, a key whose last refresh started less than the interval ago
 //!   is answered from the cache (any copy `stale_if_error` still allows) with no upstream call.
-//! - **Young keys keep the normal pace**: a key first asked less than one interval ago (a job
-//!   just created, polled every 2 s until its pull request appears, for 30 s at most) changes
-//!   fast and its clients wait for that change.
+//! - **Young keys keep the normal pace**: a key first asked less than a quarter of the
+//!   interval ago (30 s of the default 2 min: a job just created, which VS Code asks every 2 s
+//!   for up to 30 s until its pull request appears) changes fast and its clients wait for
+//!   that change.
 
 use super::CacheKey;
 use std::sync::Mutex;
@@ -25,6 +27,9 @@ use tokio::time::Instant;
 /// Keys whose pace is remembered (a laptop has tens; a gateway a few thousand). Beyond it the
 /// least recently used are forgotten, and a forgotten key is simply young again.
 const MAX_KEYS: u64 = 20_000;
+
+/// Slow or failed refreshes in a row that strain an upstream.
+pub const STRAIN_AFTER: u32 = 2;
 
 #[derive(Debug, Clone, Copy)]
 struct KeyPace {
@@ -45,8 +50,8 @@ pub enum Paced {
 
 /// The strain of each upstream and the refresh times of each key.
 pub struct Pace {
-    /// Per upstream index: whether its last cache refresh was slow or failed.
-    strained: Mutex<Vec<bool>>,
+    /// Per upstream index: slow or failed cache refreshes in a row.
+    strained: Mutex<Vec<u32>>,
     keys: moka::sync::Cache<CacheKey, KeyPace>,
 }
 
@@ -64,29 +69,30 @@ impl Default for Pace {
 
 impl Pace {
     /// Records how one refresh through the cache went: `failed` (a 5xx, a timeout, no
-    /// answer) or slower than `slow_floor` strains the upstream; a fast success ends it.
+    /// answer) or slower than `slow_floor` counts toward strain; a fast success ends it.
     pub fn record_refresh(&self, up: usize, elapsed: Duration, failed: bool, slow_floor: Duration) {
-        let strained = failed || elapsed >= slow_floor;
+        let bad = failed || elapsed >= slow_floor;
         let mut s = self.strained.lock().unwrap_or_else(|e| e.into_inner());
         if s.len() <= up {
-            s.resize(up + 1, false);
+            s.resize(up + 1, 0);
         }
-        if s[up] != strained {
+        let before = s[up] >= STRAIN_AFTER;
+        s[up] = if bad { s[up].saturating_add(1) } else { 0 };
+        if before != (s[up] >= STRAIN_AFTER) {
             tracing::debug!(
                 upstream = up,
-                strained,
+                strained = !before,
                 ?elapsed,
                 failed,
                 "degradation-aware freshness"
             );
         }
-        s[up] = strained;
     }
 
-    /// Whether the last refresh of upstream `up` was slow or failed.
+    /// Whether the last [`STRAIN_AFTER`] refreshes of upstream `up` were slow or failed.
     pub fn last_refresh_strained(&self, up: usize) -> bool {
         let s = self.strained.lock().unwrap_or_else(|e| e.into_inner());
-        s.get(up).copied().unwrap_or(false)
+        s.get(up).is_some_and(|n| *n >= STRAIN_AFTER)
     }
 
     /// Notes that a refresh of `key` starts now (counted whether or not it will succeed, so a
@@ -127,7 +133,7 @@ impl Pace {
         if !strained || interval <= fresh_ttl {
             return Paced::Normal;
         }
-        if now.saturating_duration_since(p.first_seen) < interval {
+        if now.saturating_duration_since(p.first_seen) < interval / 4 {
             return Paced::Normal;
         }
         match p.last_refresh {
@@ -162,12 +168,15 @@ mod tests {
         let floor = Duration::from_secs(1);
         assert!(!p.last_refresh_strained(0));
         p.record_refresh(0, Duration::from_millis(1200), false, floor);
+        assert!(!p.last_refresh_strained(0), "one late call is not enough");
+        p.record_refresh(0, Duration::from_millis(1200), false, floor);
         assert!(p.last_refresh_strained(0));
         assert!(!p.last_refresh_strained(1), "per upstream");
         p.record_refresh(0, Duration::from_millis(20), false, floor);
         assert!(!p.last_refresh_strained(0));
         p.record_refresh(0, Duration::from_millis(20), true, floor);
-        assert!(p.last_refresh_strained(0), "a fast failure strains too");
+        p.record_refresh(0, Duration::from_millis(20), true, floor);
+        assert!(p.last_refresh_strained(0), "fast failures strain too");
     }
 
     #[tokio::test(start_paused = true)]
@@ -176,9 +185,10 @@ mod tests {
         let k = key("/agents/sessions/s1");
         let t0 = Instant::now();
         p.refreshing(k, t0);
-        // Young: normal pace even under strain.
+        // Young (a quarter of the interval): normal pace even under strain.
         let d = |at: Duration, strained: bool| p.decide(k, strained, MIN2, TTL, t0 + at);
-        assert_eq!(d(Duration::from_secs(60), true), Paced::Normal);
+        assert_eq!(d(Duration::from_secs(29), true), Paced::Normal);
+        assert_eq!(d(Duration::from_secs(60), true), Paced::Hold);
         // Old enough, and refreshed 120 s ago: due; then held until the interval passes.
         assert_eq!(d(MIN2, true), Paced::Due);
         p.refreshing(k, t0 + MIN2);
