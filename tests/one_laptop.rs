@@ -208,7 +208,12 @@ async fn a_failing_upstream_opens_the_breaker_within_five_calls() {
 async fn the_oct_29_profile_reports_degraded_within_a_minute() {
     let up = Upstream::start().await;
     up.set(|b| b.delay = Duration::from_millis(100));
-    let mut l = Laptop::start(&up, "").await;
+    // The breaker's own judgement, fed by every poll: with degradation-aware freshness on
+    // (`degraded_refresh`, the default), the first slow refresh makes Weir hold its cached
+    // copies and the window empties, which is the point of it but leaves the breaker nothing
+    // to judge (`tests/degraded_freshness.rs` tests that side).
+    let paced_off = "[classes.list]\ndegraded_refresh = \"0s\"\n[classes.view]\ndegraded_refresh = \"0s\"\n";
+    let mut l = Laptop::start(&up, paced_off).await;
     // A healthy baseline: ten minutes at 100 ms.
     l.run_for(Duration::from_secs(600)).await;
     let b = l.breaker().await;

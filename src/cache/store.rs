@@ -3,7 +3,7 @@
 //! are also handed to the disk writer ([`super::persist`]) when persistence is on.
 
 use super::persist::{self, ClearError, Persistence};
-use super::{CacheKey, Stored};
+use super::{CacheKey, Pace, Stored};
 use crate::secrets::SecretStore;
 use crate::status::CachePersistence;
 use moka::policy::EvictionPolicy;
@@ -16,6 +16,8 @@ use tokio::time::Instant;
 pub struct Cache {
     inner: moka::sync::Cache<CacheKey, Arc<Stored>>,
     persistence: Arc<Persistence>,
+    /// Degradation-aware freshness: upstream strain and per-key refresh times.
+    pace: Arc<Pace>,
 }
 
 /// Whether an entry may outlive this run (list and view answers; never a token).
@@ -72,7 +74,13 @@ impl Cache {
         Cache {
             inner,
             persistence: Arc::new(opened.persistence),
+            pace: Arc::new(Pace::default()),
         }
+    }
+
+    /// When each key was refreshed and whether each upstream is strained.
+    pub fn pace(&self) -> &Pace {
+        &self.pace
     }
 
     pub fn get(&self, key: &CacheKey) -> Option<Arc<Stored>> {

@@ -82,6 +82,10 @@ pub struct ClassSettings {
     /// until it has seen enough good calls of its own (zero: no prior). Without it a Weir
     /// started during a slowdown would never see it as slow (issue 22, item 9).
     pub normal_latency: Duration,
+    /// Degradation-aware freshness (list and view): while the upstream is slow or failing,
+    /// each key is refreshed at most once per this interval and its cached answer served in
+    /// between (`crate::cache::pace`). Zero, or not above `fresh_ttl`, turns it off.
+    pub degraded_refresh: Duration,
 }
 
 impl ClassSettings {
@@ -119,8 +123,16 @@ impl ClassSettings {
             RouteClass::Stream | RouteClass::Other => secs(1),
             RouteClass::Model => Duration::ZERO,
         };
+        // Two minutes: a running task's status a little older than that is still useful, and a
+        // VS Code window polling each running session every 5 s then costs the upstream one
+        // call per session in 2 minutes instead of 24 while it struggles.
+        let degraded_refresh = match class {
+            RouteClass::List | RouteClass::View => Duration::from_secs(120),
+            _ => Duration::ZERO,
+        };
         ClassSettings {
             fresh_ttl: fresh,
+            degraded_refresh,
             stale_while_revalidate: swr,
             stale_if_error: sie,
             token_margin: Duration::from_secs(60),

@@ -158,6 +158,8 @@ pub struct FileClass {
     pub slow_call: Option<Spanned<String>>,
     /// The class's normal latency: the breaker's baseline until it has learned one ("0s": none).
     pub normal_latency: Option<Spanned<String>>,
+    /// While the upstream is slow or failing, each key is refreshed at most this often.
+    pub degraded_refresh: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -604,7 +604,7 @@ fn apply_class(
     fc: &FileClass,
     out: &mut ClassSettings,
 ) -> Result<(), ConfigError> {
-    let knobs: [(&str, &Option<Spanned<String>>, &mut Duration); 8] = [
+    let knobs: [(&str, &Option<Spanned<String>>, &mut Duration); 9] = [
         ("fresh_ttl", &fc.fresh_ttl, &mut out.fresh_ttl),
         (
             "stale_while_revalidate",
@@ -625,6 +625,11 @@ fn apply_class(
         ("deadline", &fc.deadline, &mut out.deadline),
         ("slow_call", &fc.slow_call, &mut out.slow_call),
         ("normal_latency", &fc.normal_latency, &mut out.normal_latency),
+        (
+            "degraded_refresh",
+            &fc.degraded_refresh,
+            &mut out.degraded_refresh,
+        ),
     ];
     for (name, value, slot) in knobs {
         if let Some(d) = cx.duration(&format!("classes.{}.{name}", class.as_str()), value)? {

@@ -48,6 +48,7 @@ fn current(ctl: &Control) -> Value {
             "stale_while_revalidate": humantime::format_duration(k.stale_while_revalidate).to_string(),
             "stale_if_error": humantime::format_duration(k.stale_if_error).to_string(),
             "slow_call": humantime::format_duration(k.slow_call).to_string(),
+            "degraded_refresh": humantime::format_duration(k.degraded_refresh).to_string(),
         })
     };
     let b = &s.resilience.breaker;

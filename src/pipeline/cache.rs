@@ -15,7 +15,7 @@ use super::page_subset::Family;
 use super::state::Proxy;
 use super::{limits, page_subset, rescue, respond};
 use crate::body::Body;
-use crate::cache::{CacheKey, Durability, Freshness, Stored};
+use crate::cache::{CacheKey, Durability, Freshness, Paced, Stored};
 use crate::coalesce::Role;
 use crate::config::{ClassSettings, RouteClass};
 use crate::identity::Identity;
@@ -28,6 +28,13 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::time::Instant;
+
+/// Whether upstream `up` is strained now: its breaker is not closed, or the last refresh
+/// through the cache was slow or failed (`crate::cache::pace`).
+fn strained(proxy: &Proxy, up: usize) -> bool {
+    proxy.cache.pace().last_refresh_strained(up)
+        || proxy.upstreams.get(up).gate.breaker.state() != weir_resilience::State::Closed
+}
 
 /// What the fetch task needs to repeat the request, owned so it can outlive the client.
 #[derive(Clone)]
@@ -172,7 +179,42 @@ impl Keyed {
         });
         let cached = cached.map(|e| retime(e, class, settings.classes.get(class)));
         if let Some(entry) = &cached {
-            match entry.freshness(Instant::now()) {
+            // Degradation-aware freshness first: while the upstream struggles, a stale copy
+            // answers and this key is refreshed at most once per `degraded_refresh`.
+            let now = Instant::now();
+            let stale_but_servable = matches!(
+                entry.freshness(now),
+                Freshness::Revalidate | Freshness::OnlyOnError
+            );
+            if stale_but_servable && class != RouteClass::Token {
+                let cs = settings.classes.get(class);
+                let paced = proxy.cache.pace().decide(
+                    key,
+                    strained(proxy, up),
+                    cs.degraded_refresh,
+                    cs.fresh_ttl,
+                    now,
+                );
+                match paced {
+                    Paced::Hold => {
+                        counters.cache_hits_stale.fetch_add(1, Relaxed);
+                        return Ok(respond::cached(entry, "weir; hit; detail=degraded"));
+                    }
+                    Paced::Due => {
+                        counters.cache_hits_stale.fetch_add(1, Relaxed);
+                        let mut spec = spec(up, class, key, uri, headers, who, page);
+                        spec.stale_in_hand = true;
+                        let p = proxy.clone();
+                        proxy.coalescer.start_if_idle(key, move || fetch(p, spec));
+                        return Ok(respond::cached(
+                            entry,
+                            "weir; hit; fwd=stale; detail=degraded",
+                        ));
+                    }
+                    Paced::Normal => {}
+                }
+            }
+            match entry.freshness(now) {
                 Freshness::Fresh => {
                     counters.cache_hits_fresh.fetch_add(1, Relaxed);
                     return Ok(respond::cached(entry, "weir; hit"));
@@ -310,10 +352,31 @@ async fn fetch(proxy: Arc<Proxy>, spec: FetchSpec) -> Result<Arc<Stored>, Arc<Pr
     if spec.stale_in_hand {
         policy = policy.with_answer_in_hand();
     }
+    let started = Instant::now();
+    if spec.class != RouteClass::Token {
+        proxy.cache.pace().refreshing(spec.key, started);
+    }
     let attempt = proxy
         .upstreams
         .call_buffered(spec.up, spec.class, req, policy, None);
-    let resp = match attempt.await {
+    let outcome = attempt.await;
+    // Every refresh tells degradation-aware freshness how the upstream is doing: slow (the
+    // breaker's absolute `slow_floor`), failing (5xx, 429, no answer, or a retry was needed)
+    // or fine again.
+    let failed = match &outcome {
+        Ok(a) => {
+            a.failed_attempts > 0
+                || a.response.status().is_server_error()
+                || a.response.status() == StatusCode::TOO_MANY_REQUESTS
+        }
+        Err(_) => true,
+    };
+    let slow_floor = proxy.settings().resilience.breaker.slow_floor;
+    proxy
+        .cache
+        .pace()
+        .record_refresh(spec.up, started.elapsed(), failed, slow_floor);
+    let resp = match outcome {
         Ok(a) => a.response,
         Err(p) => return Err(Arc::new(p)),
     };

@@ -78,6 +78,9 @@ impl AttemptPolicy {
 /// An upstream response (from the fallback origin when it carries `Weir-Fallback`).
 pub(crate) struct Attempted<B> {
     pub response: Response<B>,
+    /// Attempts that failed (this answer's included, if it is a failure): a success that
+    /// needed a retry still tells degradation-aware freshness the upstream is struggling.
+    pub failed_attempts: u32,
 }
 
 /// The parts of a request that can be sent again.
@@ -173,6 +176,7 @@ impl Upstreams {
         g.budget.record_request();
         let mut last: Option<(Result<Response<B>, FetchError>, Kind)> = None;
         let mut closed: Option<Closed> = None;
+        let mut failed_attempts = 0u32;
         for attempt in 0..policy.max_attempts {
             let admitted = match first.take() {
                 Some(a) => a,
@@ -229,6 +233,7 @@ impl Upstreams {
             );
             if !kind.is_ok() {
                 counters.error(class, kind.as_str());
+                failed_attempts += 1;
             }
             // Only a failure carries a wait worth reading.
             let hint = if kind.is_ok() {
@@ -283,12 +288,18 @@ impl Upstreams {
                     if let Ok(v) = HeaderValue::from_str(&fb.to_string()) {
                         resp.headers_mut().insert("weir-fallback", v);
                     }
-                    return Ok(Attempted { response: resp });
+                    return Ok(Attempted {
+                        response: resp,
+                        failed_attempts,
+                    });
                 }
             }
         }
         match (last, closed) {
-            (Some((Ok(response), _)), _) => Ok(Attempted { response }),
+            (Some((Ok(response), _)), _) => Ok(Attempted {
+                response,
+                failed_attempts,
+            }),
             (Some((Err(e), _)), _) => {
                 let mut p = fetch_problem(&e)
                     .upstream(&cfg.name)

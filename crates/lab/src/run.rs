@@ -1,7 +1,7 @@
 //! Runs the chosen scenarios in order and writes the report.
 
 use crate::report::{self, Section};
-use crate::scenarios::{agents429, cold, fleet, oct29, team, token, LabConfig, Scenario};
+use crate::scenarios::{agents429, cold, devhour, fleet, oct29, team, token, LabConfig, Scenario};
 use crate::LabError;
 use std::path::Path;
 
@@ -10,6 +10,10 @@ pub async fn run(cfg: &LabConfig, scenarios: &[Scenario]) -> Result<Vec<Section>
     let mut sections = Vec::new();
     for s in scenarios {
         eprintln!("== {s:?}");
+        if *s == Scenario::Devhour {
+            sections.extend(devhour::run(cfg).await?);
+            continue;
+        }
         sections.push(match s {
             Scenario::Fleet => fleet::run(cfg).await?,
             Scenario::Oct29 => oct29::run(cfg).await?,
@@ -17,6 +21,7 @@ pub async fn run(cfg: &LabConfig, scenarios: &[Scenario]) -> Result<Vec<Section>
             Scenario::Agents429 => agents429::run(cfg).await?,
             Scenario::Cold => cold::run().await?,
             Scenario::Team => team::run(cfg).await?,
+            Scenario::Devhour => unreachable!("handled above"),
         });
     }
     Ok(sections)

@@ -3,6 +3,7 @@
 
 pub mod agents429;
 pub mod cold;
+pub mod devhour;
 pub mod fleet;
 pub mod oct29;
 pub mod surfaces;
@@ -46,15 +47,18 @@ pub enum Scenario {
     Agents429,
     Cold,
     Team,
+    /// A developer's hour at 10× (`--seconds 360` is the hour).
+    Devhour,
 }
 
 impl Scenario {
-    pub const ALL: [Scenario; 6] = [
+    pub const ALL: [Scenario; 7] = [
         Scenario::Fleet,
         Scenario::Oct29,
         Scenario::Aug17Token,
         Scenario::Agents429,
         Scenario::Cold,
         Scenario::Team,
+        Scenario::Devhour,
     ];
 }

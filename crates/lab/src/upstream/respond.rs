@@ -18,18 +18,21 @@ use tokio::time::Instant;
 pub(crate) struct Responder {
     pub spec: UpstreamSpec,
     pub counters: Arc<UpstreamCounters>,
+    /// This upstream's own origin: the token answer's `endpoints.api`.
+    origin: String,
     list_body: Bytes,
     rng: Mutex<StdRng>,
     window: Mutex<(Instant, u32)>,
 }
 
 impl Responder {
-    pub fn new(spec: UpstreamSpec, counters: Arc<UpstreamCounters>) -> Responder {
+    pub fn new(spec: UpstreamSpec, counters: Arc<UpstreamCounters>, origin: String) -> Responder {
         let rng = Mutex::new(StdRng::seed_from_u64(spec.seed));
         let list_body = list_body(spec.list_body_bytes);
         Responder {
             spec,
             counters,
+            origin,
             list_body,
             rng,
             window: Mutex::new((Instant::now(), 0)),
@@ -51,7 +54,9 @@ impl Responder {
             return resp;
         }
         let path = req.uri().path().to_string();
+        let query = req.uri().query().unwrap_or("").to_string();
         let route = Route::of(req.method(), &path);
+        self.counters.count_route(route.name());
         let delay = match route {
             Route::Token => self.spec.token_latency_ms,
             _ => self.spec.latency_ms,
@@ -95,16 +100,38 @@ impl Responder {
                 )
             }
         } else {
+            let world = &self.counters.world;
+            let found = |b: Option<String>| match b {
+                Some(b) => json(StatusCode::OK, Bytes::from(b)),
+                None => json(
+                    StatusCode::NOT_FOUND,
+                    Bytes::from_static(br#"{"message":"Not Found"}"#),
+                ),
+            };
             match route {
+                // A scenario that seeded sessions lists them, paged as the real clients ask.
+                Route::List if !world.is_empty() => {
+                    let (n, size) = page_params(&query);
+                    json(StatusCode::OK, Bytes::from(world.list(n, size)))
+                }
                 Route::List if by_repo => {
                     json(StatusCode::OK, Bytes::from(self.counters.sessions_json()))
                 }
                 Route::List => json(StatusCode::OK, self.list_body.clone()),
+                Route::Session => found(world.session(segment(&path, 2))),
+                Route::Logs => match world.logs(segment(&path, 2)) {
+                    Some(l) => text(l),
+                    None => found(None),
+                },
+                Route::Job => found(world.job(Some(segment(&path, 6)), None)),
+                Route::JobOfSession => found(world.job(None, Some(segment(&path, 7)))),
+                Route::Enabled => json(StatusCode::OK, Bytes::from_static(br#"{"enabled":true}"#)),
                 Route::Token => json(StatusCode::OK, self.token_body()),
-                Route::Create => json(
-                    StatusCode::CREATED,
-                    created_body(intent.as_ref().map(|i| i.0.as_str()).unwrap_or("")),
-                ),
+                Route::Create => {
+                    let (intent, statement) = intent.clone().unwrap_or_default();
+                    let (sid, jid) = world.add(&statement, Duration::ZERO, self.spec.session_timing);
+                    json(StatusCode::CREATED, created_body(&intent, &statement, &sid, &jid))
+                }
                 Route::Other => json(StatusCode::OK, Bytes::from_static(br#"{"ok":true}"#)),
             }
         };
@@ -150,9 +177,11 @@ impl Responder {
             .as_secs();
         let n = self.counters.token_requests.load(Relaxed);
         let exp = now + self.spec.token_expires_in_s;
+        // The shape VS Code reads (`copilotTokenManager.ts`: token, expires_at, refresh_in, and
+        // `endpoints.api`, the per-account host its agent calls then go to).
         Bytes::from(format!(
-            r#"{{"token":"tid=lab{n};exp={exp};sku=copilot_for_business","expires_at":{exp},"refresh_in":{}}}"#,
-            self.spec.token_refresh_in_s
+            r#"{{"token":"tid=lab{n};exp={exp};sku=copilot_for_business","expires_at":{exp},"refresh_in":{},"endpoints":{{"api":"{}"}}}}"#,
+            self.spec.token_refresh_in_s, self.origin
         ))
     }
 }
@@ -160,6 +189,11 @@ impl Responder {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Route {
     List,
+    Session,
+    Logs,
+    Job,
+    JobOfSession,
+    Enabled,
     Token,
     Create,
     Other,
@@ -167,16 +201,59 @@ enum Route {
 
 impl Route {
     fn of(method: &Method, path: &str) -> Route {
-        if path.starts_with("/copilot_internal/v2/token") {
-            Route::Token
-        } else if method == Method::POST && path.starts_with("/agents/swe/v1/jobs/") {
-            Route::Create
-        } else if method == Method::GET && path.starts_with("/agents/sessions") {
-            Route::List
-        } else {
-            Route::Other
+        let segs: Vec<&str> = path.trim_matches('/').split('/').collect();
+        let get = method == Method::GET;
+        match segs.as_slice() {
+            ["copilot_internal", "v2", "token", ..] => Route::Token,
+            ["agents", "swe", "v1", "jobs", _, _] if method == Method::POST => Route::Create,
+            ["agents", "swe", "v1", "jobs", _, _, "enabled"] if get => Route::Enabled,
+            ["agents", "swe", "v1", "jobs", _, _, "session", _] if get => Route::JobOfSession,
+            ["agents", "swe", "v1", "jobs", _, _, _] if get => Route::Job,
+            ["agents", "sessions"] if get => Route::List,
+            ["agents", "sessions", "nwo", ..] | ["agents", "sessions", "resource", ..] if get => {
+                Route::List
+            }
+            ["agents", "sessions", _, "logs"] if get => Route::Logs,
+            ["agents", "sessions", _] if get => Route::Session,
+            _ => Route::Other,
         }
     }
+
+    /// The name the counters and the reports use.
+    fn name(self) -> &'static str {
+        match self {
+            Route::List => "list",
+            Route::Session => "session",
+            Route::Logs => "logs",
+            Route::Job => "job",
+            Route::JobOfSession => "job",
+            Route::Enabled => "enabled",
+            Route::Token => "token",
+            Route::Create => "create",
+            Route::Other => "other",
+        }
+    }
+}
+
+/// The `n`-th `/`-separated segment of `path` (from 0, after the leading `/`).
+fn segment(path: &str, n: usize) -> &str {
+    path.trim_matches('/').split('/').nth(n).unwrap_or("")
+}
+
+/// `page_number` (from 1) and `page_size` of a list query; the real clients send both
+/// (gh 50, VS Code 20). Absent: page 1 of 30.
+fn page_params(query: &str) -> (usize, usize) {
+    let mut n = 1;
+    let mut size = 30;
+    for pair in query.split('&') {
+        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        match k {
+            "page_number" => n = v.parse().unwrap_or(1),
+            "page_size" => size = v.parse::<usize>().unwrap_or(30).clamp(1, 100),
+            _ => {}
+        }
+    }
+    (n.max(1), size)
 }
 
 /// The `intent` and `problem_statement` fields of a create body; empty if missing.
@@ -191,11 +268,24 @@ async fn read_intent(body: Incoming) -> (String, String) {
             .unwrap_or_default()
             .to_string()
     };
-    (field("intent"), field("problem_statement"))
+    // Real clients send no `intent`: the statement names the task then.
+    let statement = field("problem_statement");
+    let intent = field("intent");
+    let intent = if intent.is_empty() { statement.clone() } else { intent };
+    (intent, statement)
 }
 
-fn created_body(intent: &str) -> Bytes {
-    let v = serde_json::json!({ "job_id": format!("job-{intent}"), "session_id": format!("s-{intent}"), "intent": intent });
+/// A created job as gh's `Job` (cli/cli `capi/job.go`) and VS Code's `RemoteAgentJobResponse`
+/// read it: `job_id` and `session_id` are what both require. `intent` is the lab's own field.
+fn created_body(intent: &str, statement: &str, session_id: &str, job_id: &str) -> Bytes {
+    let v = serde_json::json!({
+        "job_id": job_id,
+        "session_id": session_id,
+        "problem_statement": statement,
+        "status": "queued",
+        "actor": { "id": 7, "login": "lab-dev" },
+        "intent": intent,
+    });
     Bytes::from(v.to_string())
 }
 
@@ -203,17 +293,27 @@ fn created_body(intent: &str) -> Bytes {
 fn list_body(size: usize) -> Bytes {
     let mut s = String::from(r#"{"sessions":["#);
     let mut i = 0;
-    while s.len() + 80 < size {
+    while s.len() + 420 < size || i == 0 {
         if i > 0 {
             s.push(',');
         }
         s.push_str(&format!(
-            r#"{{"id":"s{i:06}","state":"in_progress","repo":"octo/lab","name":"task {i}"}}"#
+            r#"{{"id":"s{i:06}","name":"task {i}","user_id":7,"agent_id":1,"state":"in_progress","owner_id":99,"repo_id":4242,"resource_type":"pull","resource_id":{},"resource_global_id":"PR_lab{i}","last_updated_at":"2025-10-29T16:00:00Z","created_at":"2025-10-29T15:40:00Z","event_type":"visual_studio_code_remote_agent_tool_invoked","premium_requests":1.0,"error":null}}"#,
+            100 + i
         ));
         i += 1;
     }
     s.push_str("]}");
     Bytes::from(s)
+}
+
+fn text(body: String) -> Response<Full<Bytes>> {
+    let mut resp = Response::new(Full::new(Bytes::from(body)));
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        http::HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    resp
 }
 
 fn json(status: StatusCode, body: Bytes) -> Response<Full<Bytes>> {
@@ -242,8 +342,17 @@ mod tests {
             Route::Token
         );
         assert_eq!(Route::of(&Method::GET, "/repos/o/r"), Route::Other);
+        assert_eq!(Route::of(&Method::GET, "/agents/sessions/x"), Route::Session);
+        assert_eq!(Route::of(&Method::GET, "/agents/sessions/x/logs"), Route::Logs);
+        assert_eq!(Route::of(&Method::GET, "/agents/swe/v1/jobs/o/r/j1"), Route::Job);
+        assert_eq!(
+            Route::of(&Method::GET, "/agents/swe/v1/jobs/o/r/session/s1"),
+            Route::JobOfSession
+        );
+        assert_eq!(Route::of(&Method::GET, "/agents/swe/v1/jobs/o/r/enabled"), Route::Enabled);
+        assert_eq!(page_params("page_number=2&page_size=50&sort=last_updated_at%2Cdesc"), (2, 50));
         let b = list_body(1024);
-        assert!(b.len() <= 1024 && b.len() > 900, "{}", b.len());
+        assert!(b.len() <= 1024 && b.len() > 500, "{}", b.len());
         assert!(serde_json::from_slice::<serde_json::Value>(&b).is_ok());
     }
 }

@@ -1,6 +1,7 @@
 //! What a lab upstream does (latency, failures, rate limit, token lifetimes) and what it
 //! counts (requests per second, 5xx and 429 answers, creates per intent, answer instants).
 
+use super::world::{SessionTiming, World};
 use crate::timeline::Timeline;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -30,6 +31,9 @@ pub struct UpstreamSpec {
     pub rate_limit: Option<RateLimitSpec>,
     /// Seed of the failure draws, so a run can be repeated.
     pub seed: u64,
+    /// How a created session moves on (queued → running → completed, its pull request).
+    #[serde(default)]
+    pub session_timing: SessionTiming,
 }
 
 /// One intent's sessions on the upstream.
@@ -58,6 +62,7 @@ impl Default for UpstreamSpec {
             token_expires_in_s: 1800,
             rate_limit: None,
             seed: 7,
+            session_timing: SessionTiming::default(),
         }
     }
 }
@@ -90,6 +95,10 @@ pub struct UpstreamCounters {
     pub outage: std::sync::atomic::AtomicBool,
     creates: Mutex<BTreeMap<String, Created>>,
     answers: Mutex<Vec<Instant>>,
+    /// Requests received per route (`list`, `session`, `logs`, `job`, `token`, `create`, …).
+    by_route: Mutex<BTreeMap<&'static str, u64>>,
+    /// The account's sessions and jobs, in their real shapes.
+    pub world: World,
 }
 
 impl UpstreamCounters {
@@ -123,7 +132,9 @@ impl UpstreamCounters {
         let sessions: Vec<serde_json::Value> = m
             .iter()
             .map(|(intent, c)| {
-                serde_json::json!({ "id": format!("s-{intent}"), "state": "queued", "problem_statement": c.problem_statement, "created_at": c.created_at })
+                // The real session has no `problem_statement`; the service names it after
+                // the statement (the job behind it has the statement itself).
+                serde_json::json!({ "id": format!("s-{intent}"), "name": c.problem_statement, "state": "queued", "resource_type": "", "resource_id": 0, "created_at": super::world::rfc3339(std::time::UNIX_EPOCH + std::time::Duration::from_secs(c.created_at)) })
             })
             .collect();
         serde_json::json!({ "sessions": sessions }).to_string()
@@ -141,6 +152,17 @@ impl UpstreamCounters {
     /// The instants the first (up to 4,096) answers were produced, in order.
     pub fn answer_instants(&self) -> Vec<Instant> {
         self.answers.lock().map(|v| v.clone()).unwrap_or_default()
+    }
+
+    pub(crate) fn count_route(&self, route: &'static str) {
+        if let Ok(mut m) = self.by_route.lock() {
+            *m.entry(route).or_default() += 1;
+        }
+    }
+
+    /// Requests received per route.
+    pub fn by_route(&self) -> BTreeMap<&'static str, u64> {
+        self.by_route.lock().map(|m| m.clone()).unwrap_or_default()
     }
 
     pub fn failed(&self) -> u64 {

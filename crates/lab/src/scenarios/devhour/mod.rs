@@ -1,0 +1,370 @@
+//! A developer's hour (#20): one account, VS Code's cloud-sessions provider and `gh agent-task`
+//! polling as their sources do ([`clients`]), at 10× speed, against the lab upstream answering
+//! in the real shapes; healthy and with the Oct 29 profile (2 % 5xx, 1.2 s), direct and through
+//! Weir, every row at once (one run, side by side).
+//!
+//! The hour (simulated): two tasks already running at the start (done at minutes 20 and 40), a
+//! history of ten finished ones; VS Code open all hour; `gh agent-task list` every minute;
+//! `gh agent-task view --log --follow` on the longer task from minute 2; three tasks delegated
+//! from VS Code at minutes 10, 30 and 50 (each runs 20 minutes).
+//!
+//! Everything that has a time is divided by the speed: the clients' intervals, the upstream's
+//! latency and token lifetimes, and Weir's class timings and breaker window (its config below),
+//! so each row is the real hour played fast. Durations in the report are simulated.
+
+pub mod clients;
+pub mod tally;
+
+use super::LabConfig;
+use crate::client::LabClient;
+use crate::report::{ms, num, times, Section, Table};
+use crate::upstream::{SessionTiming, Upstream, UpstreamSpec};
+use crate::weir_ctl::{lab_config, Caching, LabWeir};
+use crate::LabError;
+use clients::{Desk, VsCode};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+use tally::{SurfaceSummary, Tally};
+use tokio::time::Instant;
+
+/// Simulated seconds per wall second.
+pub const SPEED: f64 = 10.0;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum Profile {
+    Healthy,
+    Oct29,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum Via {
+    Direct,
+    /// Weir as shipped (its timings scaled).
+    Weir,
+    /// Weir with one route added: session logs as `view` (cached), not `stream`.
+    WeirLogsAsView,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Row {
+    pub profile: Profile,
+    pub via: Via,
+    /// Upstream requests per route (the upstream's own count).
+    pub upstream: BTreeMap<String, u64>,
+    pub upstream_total: u64,
+    pub surfaces: Vec<SurfaceSummary>,
+    pub failures: u64,
+    pub stopped_following: u64,
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+    /// Age of the session data VS Code got (simulated ms).
+    pub age_p50_ms: f64,
+    pub age_p99_ms: f64,
+    pub intended: u64,
+    pub accepted: u64,
+    /// Intended tasks with a session upstream after the grace period.
+    pub made: u64,
+    pub lost: u64,
+    pub doubled: u64,
+}
+
+fn spec(profile: Profile, seed: u64) -> UpstreamSpec {
+    let scale = |real_ms: u64| (real_ms as f64 / SPEED).round() as u64;
+    let (latency, failures) = match profile {
+        // A healthy agent API answers in ~150 ms.
+        Profile::Healthy => (scale(150), 0.0),
+        Profile::Oct29 => (scale(1200), 0.02),
+    };
+    UpstreamSpec {
+        latency_ms: latency,
+        token_latency_ms: latency,
+        failure_rate: failures,
+        list_body_bytes: 1024,
+        token_refresh_in_s: 150,
+        token_expires_in_s: 180,
+        rate_limit: None,
+        seed,
+        session_timing: task_timing(20 * 60),
+    }
+}
+
+fn task_timing(run_s: u64) -> SessionTiming {
+    let s = |secs: u64| (secs as f64 * 1000.0 / SPEED) as u64;
+    SessionTiming {
+        queued_ms: s(20),
+        pr_after_ms: s(15),
+        run_ms: s(run_s),
+        log_every_ms: s(15),
+    }
+}
+
+/// Weir's shipped class timings and breaker window, divided by [`SPEED`]. The per-client rate
+/// limit is off: at 10× speed one developer sends what ten would.
+pub fn weir_toml(origin: &str, via: Via) -> String {
+    let mut extra = String::from(crate::weir_ctl::NO_RATE_LIMIT);
+    extra.push_str(
+        "[breaker]\nwindow = \"3s\"\nslow_floor = \"100ms\"\n\
+         [retry]\nbase = \"10ms\"\ncap = \"200ms\"\n\
+         [classes.list]\nfresh_ttl = \"1500ms\"\nstale_while_revalidate = \"6s\"\ndegraded_refresh = \"12s\"\n\
+         per_try_timeout = \"1s\"\ndeadline = \"2s\"\nslow_call = \"500ms\"\n\
+         [classes.view]\nfresh_ttl = \"300ms\"\nstale_while_revalidate = \"3s\"\ndegraded_refresh = \"12s\"\n\
+         per_try_timeout = \"1s\"\ndeadline = \"2s\"\nslow_call = \"500ms\"\n\
+         [classes.token]\ntoken_margin = \"6s\"\nper_try_timeout = \"500ms\"\ndeadline = \"1s\"\nslow_call = \"300ms\"\n\
+         [classes.stream]\nper_try_timeout = \"3s\"\ndeadline = \"3s\"\nslow_call = \"1s\"\n\
+         [classes.create]\nper_try_timeout = \"3s\"\ndeadline = \"3s\"\nslow_call = \"1s\"\n\
+         [network]\ndetect_os = false\n",
+    );
+    if via == Via::WeirLogsAsView {
+        extra.push_str(
+            "\n[[route]]\nmethod = \"GET\"\npath = \"/agents/sessions/{id}/logs\"\nclass = \"view\"\n",
+        );
+    }
+    // No GitHub Status watcher: the lab never leaves loopback.
+    lab_config(origin, Caching::Default, &extra).replacen(
+        "listen = \"127.0.0.1:0\"\n",
+        "listen = \"127.0.0.1:0\"\nwatch_github_status = false\n",
+        1,
+    )
+}
+
+/// One row: the hour against a fresh upstream (and a fresh Weir).
+pub async fn run_row(
+    profile: Profile,
+    via: Via,
+    wall: Duration,
+    seed: u64,
+) -> Result<Row, LabError> {
+    let up = Upstream::start(spec(profile, seed)).await?;
+    let world = &up.counters().world;
+    let long_ago = Duration::from_secs(3600);
+    for i in 0..10 {
+        world.add(&format!("finished task {i}"), long_ago, task_timing(600));
+    }
+    let ago = |sim_s: f64| Duration::from_secs_f64(sim_s / SPEED);
+    world.add("running task A", ago(5.0 * 60.0), task_timing(25 * 60));
+    let (following, _) = world.add("running task B", ago(10.0 * 60.0), task_timing(50 * 60));
+
+    let weir = match via {
+        Via::Direct => None,
+        v => Some(LabWeir::start_with(&weir_toml(&up.origin(), v)).await?),
+    };
+    let tally = Arc::new(Tally::default());
+    let start = Instant::now();
+    let desk = Desk {
+        client: LabClient::new(weir.as_ref().map(|w| w.addr())),
+        api: up.origin(),
+        speed: SPEED,
+        tally: tally.clone(),
+        end: start + wall,
+    };
+    let hour = wall.as_secs_f64() * SPEED;
+    let vscode = VsCode::new(desk.clone());
+    let mut tasks = tokio::task::JoinSet::new();
+    tasks.spawn(vscode.clone().token());
+    tasks.spawn(vscode.clone().lists());
+    tasks.spawn(vscode.clone().poller());
+    tasks.spawn(clients::gh_list(desk.clone()));
+    {
+        let d = desk.clone();
+        tasks.spawn(async move {
+            if clients::at(&d, start, 120.0).await {
+                clients::gh_follow(d, following).await;
+            }
+        });
+    }
+    let statements: Vec<String> = (0..3).map(|k| format!("devhour task {k}")).collect();
+    for (k, s) in statements.iter().enumerate() {
+        let (d, v, s) = (desk.clone(), vscode.clone(), s.clone());
+        let when = hour * (1.0 + 2.0 * k as f64) / 6.0;
+        tasks.spawn(async move {
+            if clients::at(&d, start, when).await {
+                v.create(s).await;
+            }
+        });
+    }
+    while tasks.join_next().await.is_some() {}
+
+    // Queued creates are replayed after the hour: give them time to land.
+    let made = |up: &Upstream| {
+        let m = up.counters().creates();
+        statements.iter().filter(|s| m.contains_key(*s)).count() as u64
+    };
+    let intended = tally.creates().intended;
+    let grace = Instant::now() + Duration::from_secs(20);
+    while Instant::now() < grace && made(&up) < intended {
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    if let Some(w) = weir {
+        w.stop().await;
+    }
+    let creates = up.counters().creates();
+    let upstream: BTreeMap<String, u64> = up
+        .counters()
+        .by_route()
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
+    let surfaces = tally.surfaces();
+    let stops = tally.stops();
+    let lat = tally.all_latency();
+    let age = tally.staleness();
+    let c = tally.creates();
+    let made_n = made(&up);
+    up.stop();
+    Ok(Row {
+        profile,
+        via,
+        upstream_total: upstream.values().sum(),
+        upstream,
+        failures: surfaces.iter().map(|s| s.failures).sum::<u64>() + stops,
+        surfaces,
+        stopped_following: stops,
+        p50_ms: lat.p50_ms,
+        p99_ms: lat.p99_ms,
+        age_p50_ms: age.p50_ms,
+        age_p99_ms: age.p99_ms,
+        intended: c.intended,
+        accepted: c.accepted,
+        made: made_n,
+        lost: c.intended.saturating_sub(made_n),
+        doubled: statements
+            .iter()
+            .filter(|s| creates.get(*s).is_some_and(|n| *n > 1))
+            .count() as u64,
+    })
+}
+
+/// Every row at once: {healthy, Oct 29} × {direct, Weir, Weir with logs cached}.
+pub async fn run_rows(wall: Duration, seed: u64) -> Result<Vec<Row>, LabError> {
+    let mut set = tokio::task::JoinSet::new();
+    let mut order = Vec::new();
+    for profile in [Profile::Healthy, Profile::Oct29] {
+        for via in [Via::Direct, Via::Weir, Via::WeirLogsAsView] {
+            order.push((profile, via));
+            set.spawn(run_row(profile, via, wall, seed));
+        }
+    }
+    let mut rows = Vec::new();
+    while let Some(r) = set.join_next().await {
+        rows.push(r.map_err(|e| LabError::Settings(format!("a devhour row panicked: {e}")))??);
+    }
+    rows.sort_by_key(|r| order.iter().position(|o| *o == (r.profile, r.via)));
+    Ok(rows)
+}
+
+pub async fn run(cfg: &LabConfig) -> Result<Vec<Section>, LabError> {
+    let wall = Duration::from_secs(cfg.seconds);
+    eprintln!(
+        "devhour: {:.0} simulated minutes at {SPEED}× ({} s), 6 rows at once",
+        cfg.seconds as f64 * SPEED / 60.0,
+        cfg.seconds
+    );
+    let rows = run_rows(wall, cfg.seed).await?;
+    Ok(sections(cfg, &rows))
+}
+
+fn label(r: &Row) -> String {
+    let p = match r.profile {
+        Profile::Healthy => "healthy",
+        Profile::Oct29 => "Oct 29",
+    };
+    let v = match r.via {
+        Via::Direct => "direct",
+        Via::Weir => "through Weir",
+        Via::WeirLogsAsView => "through Weir, logs as view",
+    };
+    format!("{p}, {v}")
+}
+
+pub fn sections(cfg: &LabConfig, rows: &[Row]) -> Vec<Section> {
+    let direct = |p: Profile| {
+        rows.iter()
+            .find(|r| r.profile == p && r.via == Via::Direct)
+            .map(|r| r.upstream_total)
+            .unwrap_or(0)
+    };
+    let routes = ["list", "session", "logs", "job", "token", "create"];
+    let mut head = vec!["row", "upstream calls", "fewer than direct"];
+    head.extend(routes);
+    head.extend([
+        "other",
+        "client-visible failures",
+        "of which stopped following",
+        "p50",
+        "p99",
+        "session data age p50 / p99",
+        "creates intended / accepted / made / lost / doubled",
+    ]);
+    let mut table = Table::new(&head);
+    for r in rows {
+        let d = direct(r.profile);
+        let mut row = vec![
+            label(r),
+            r.upstream_total.to_string(),
+            if r.upstream_total == 0 {
+                "-".into()
+            } else {
+                times(d as f64 / r.upstream_total as f64)
+            },
+        ];
+        let mut other = r.upstream_total;
+        for k in routes {
+            let n = r.upstream.get(k).copied().unwrap_or(0);
+            other -= n;
+            row.push(n.to_string());
+        }
+        row.push(other.to_string());
+        row.push(r.failures.to_string());
+        row.push(r.stopped_following.to_string());
+        row.push(ms(r.p50_ms));
+        row.push(ms(r.p99_ms));
+        row.push(format!("{} / {}", ms(r.age_p50_ms), ms(r.age_p99_ms)));
+        row.push(format!(
+            "{} / {} / {} / {} / {}",
+            r.intended, r.accepted, r.made, r.lost, r.doubled
+        ));
+        table.push(row);
+    }
+    let mut by_surface = Table::new(&["row", "surface", "requests", "failures", "p50", "p99"]);
+    for r in rows {
+        for s in &r.surfaces {
+            by_surface.push(vec![
+                label(r),
+                s.surface.clone(),
+                s.requests.to_string(),
+                s.failures.to_string(),
+                ms(s.latency.p50_ms),
+                ms(s.latency.p99_ms),
+            ]);
+        }
+    }
+    let minutes = num(cfg.seconds as f64 * SPEED / 60.0);
+    vec![
+        Section {
+            key: "devhour".into(),
+            title: format!("devhour: one developer, {minutes} simulated minutes at {SPEED}×"),
+            intro: "One account: VS Code's cloud-sessions provider (each running session every 5 s, the list at \
+                    start and every 5 min, the job every 2 s for up to 30 s after a create, the token ahead of \
+                    its expiry) and `gh agent-task` (`list` every minute, `view --log --follow` from minute 2), \
+                    three creates from VS Code, real request shapes (see `scenarios/devhour/clients.rs` for the \
+                    sources). Oct 29 = 2 % 5xx (half before the work, half after), 1.2 s per call. All six rows \
+                    run at once. Times are simulated (wall × 10). A failure is what the person would see: an \
+                    error printed (gh), an empty view, a create refused, a job never showing its pull request, \
+                    or a running session VS Code silently stopped following after one failed poll."
+                .into(),
+            table,
+            series: vec![],
+            notes: vec![],
+        },
+        Section {
+            key: "devhour-surfaces".into(),
+            title: "devhour: by surface".into(),
+            intro: "Requests each tool sent (to Weir or to the upstream) and the failures it showed.".into(),
+            table: by_surface,
+            series: vec![],
+            notes: vec![],
+        },
+    ]
+}

@@ -1,0 +1,206 @@
+//! Degradation-aware freshness: while an upstream is strained, each list/view key is refreshed
+//! at most once per its class's `degraded_refresh` and its cached answer served in between.
+//!
+//! Why: on Oct 29 the agent-sessions service answered in 1.2 s and failed 2 % of calls. A VS
+//! Code window polls each running session every 5 s, so a 3 s view TTL sends every poll
+//! upstream, healthy or not; what a struggling upstream needs is fewer calls, and a task's
+//! status a minute or two old is still worth showing.
+//!
+//! - **Strained**: the upstream's breaker is not closed, or the last [`STRAIN_AFTER`] refreshes
+//!   Weir made through the cache were each slow (at least the breaker's `slow_floor`, an
+//!   absolute bar, because the relative baseline learns a slowness that is there from the
+//!   start) or failed. One slow refresh is not enough: on a busy laptop a healthy call is
+//!   sometimes late. The next fast, successful refresh ends it, so the interval returns to
+//!   normal as soon as calls are fast again.
+//! - **Paced key**: under strain, a key whose last refresh started less than the interval ago
+//!   is answered from the cache (any copy `stale_if_error` still allows) with no upstream call.
+//! - **Young keys keep the normal pace**: a key first asked less than a quarter of the
+//!   interval ago (30 s of the default 2 min: a job just created, which VS Code asks every 2 s
+//!   for up to 30 s until its pull request appears) changes fast and its clients wait for
+//!   that change.
+
+use super::CacheKey;
+use std::sync::Mutex;
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// Keys whose pace is remembered (a laptop has tens; a gateway a few thousand). Beyond it the
+/// least recently used are forgotten, and a forgotten key is simply young again.
+const MAX_KEYS: u64 = 20_000;
+
+/// Slow or failed refreshes in a row that strain an upstream.
+pub const STRAIN_AFTER: u32 = 2;
+
+#[derive(Debug, Clone, Copy)]
+struct KeyPace {
+    first_seen: Instant,
+    last_refresh: Option<Instant>,
+}
+
+/// What a request under one key should do about the upstream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Paced {
+    /// Freshness as usual (healthy upstream, young key, interval due, or stretching off).
+    Normal,
+    /// Strained, and this key was refreshed within the interval: the cached copy answers.
+    Hold,
+    /// Strained and the interval is over: one background refresh, the cached copy answers.
+    Due,
+}
+
+/// The strain of each upstream and the refresh times of each key.
+pub struct Pace {
+    /// Per upstream index: slow or failed cache refreshes in a row.
+    strained: Mutex<Vec<u32>>,
+    keys: moka::sync::Cache<CacheKey, KeyPace>,
+}
+
+impl Default for Pace {
+    fn default() -> Self {
+        Pace {
+            strained: Mutex::new(Vec::new()),
+            keys: moka::sync::Cache::builder()
+                .max_capacity(MAX_KEYS)
+                .time_to_idle(Duration::from_secs(24 * 3600))
+                .build(),
+        }
+    }
+}
+
+impl Pace {
+    /// Records how one refresh through the cache went: `failed` (a 5xx, a timeout, no
+    /// answer) or slower than `slow_floor` counts toward strain; a fast success ends it.
+    pub fn record_refresh(&self, up: usize, elapsed: Duration, failed: bool, slow_floor: Duration) {
+        let bad = failed || elapsed >= slow_floor;
+        let mut s = self.strained.lock().unwrap_or_else(|e| e.into_inner());
+        if s.len() <= up {
+            s.resize(up + 1, 0);
+        }
+        let before = s[up] >= STRAIN_AFTER;
+        s[up] = if bad { s[up].saturating_add(1) } else { 0 };
+        if before != (s[up] >= STRAIN_AFTER) {
+            tracing::debug!(
+                upstream = up,
+                strained = !before,
+                ?elapsed,
+                failed,
+                "degradation-aware freshness"
+            );
+        }
+    }
+
+    /// Whether the last [`STRAIN_AFTER`] refreshes of upstream `up` were slow or failed.
+    pub fn last_refresh_strained(&self, up: usize) -> bool {
+        let s = self.strained.lock().unwrap_or_else(|e| e.into_inner());
+        s.get(up).is_some_and(|n| *n >= STRAIN_AFTER)
+    }
+
+    /// Notes that a refresh of `key` starts now (counted whether or not it will succeed, so a
+    /// failing key is not asked again on every poll).
+    pub fn refreshing(&self, key: CacheKey, now: Instant) {
+        let first_seen = self.keys.get(&key).map_or(now, |p| p.first_seen);
+        self.keys.insert(
+            key,
+            KeyPace {
+                first_seen,
+                last_refresh: Some(now),
+            },
+        );
+    }
+
+    /// The decision for a request under `key` that has a servable cached copy. `strained` is
+    /// the upstream's state now (breaker not closed, or [`Pace::last_refresh_strained`]);
+    /// `interval` the class's `degraded_refresh`, `fresh_ttl` its normal one.
+    pub fn decide(
+        &self,
+        key: CacheKey,
+        strained: bool,
+        interval: Duration,
+        fresh_ttl: Duration,
+        now: Instant,
+    ) -> Paced {
+        let p = match self.keys.get(&key) {
+            Some(p) => p,
+            None => {
+                let p = KeyPace {
+                    first_seen: now,
+                    last_refresh: None,
+                };
+                self.keys.insert(key, p);
+                p
+            }
+        };
+        if !strained || interval <= fresh_ttl {
+            return Paced::Normal;
+        }
+        if now.saturating_duration_since(p.first_seen) < interval / 4 {
+            return Paced::Normal;
+        }
+        match p.last_refresh {
+            Some(at) if now.saturating_duration_since(at) < interval => Paced::Hold,
+            _ => Paced::Due,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::identity::Identity;
+
+    fn key(p: &str) -> CacheKey {
+        CacheKey::new(
+            0,
+            &http::Method::GET,
+            p,
+            &Identity::from_hex(&"00".repeat(32)).unwrap(),
+            &http::HeaderMap::new(),
+            &[],
+        )
+    }
+
+    const MIN2: Duration = Duration::from_secs(120);
+    const TTL: Duration = Duration::from_secs(3);
+
+    #[tokio::test(start_paused = true)]
+    async fn strain_comes_from_slow_or_failed_refreshes_and_a_fast_one_ends_it() {
+        let p = Pace::default();
+        let floor = Duration::from_secs(1);
+        assert!(!p.last_refresh_strained(0));
+        p.record_refresh(0, Duration::from_millis(1200), false, floor);
+        assert!(!p.last_refresh_strained(0), "one late call is not enough");
+        p.record_refresh(0, Duration::from_millis(1200), false, floor);
+        assert!(p.last_refresh_strained(0));
+        assert!(!p.last_refresh_strained(1), "per upstream");
+        p.record_refresh(0, Duration::from_millis(20), false, floor);
+        assert!(!p.last_refresh_strained(0));
+        p.record_refresh(0, Duration::from_millis(20), true, floor);
+        p.record_refresh(0, Duration::from_millis(20), true, floor);
+        assert!(p.last_refresh_strained(0), "fast failures strain too");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_strained_key_is_refreshed_once_per_interval_and_young_keys_keep_the_pace() {
+        let p = Pace::default();
+        let k = key("/agents/sessions/s1");
+        let t0 = Instant::now();
+        p.refreshing(k, t0);
+        // Young (a quarter of the interval): normal pace even under strain.
+        let d = |at: Duration, strained: bool| p.decide(k, strained, MIN2, TTL, t0 + at);
+        assert_eq!(d(Duration::from_secs(29), true), Paced::Normal);
+        assert_eq!(d(Duration::from_secs(60), true), Paced::Hold);
+        // Old enough, and refreshed 120 s ago: due; then held until the interval passes.
+        assert_eq!(d(MIN2, true), Paced::Due);
+        p.refreshing(k, t0 + MIN2);
+        assert_eq!(d(Duration::from_secs(125), true), Paced::Hold);
+        assert_eq!(d(Duration::from_secs(239), true), Paced::Hold);
+        assert_eq!(d(Duration::from_secs(240), true), Paced::Due);
+        // Healthy again: normal at once.
+        assert_eq!(d(Duration::from_secs(125), false), Paced::Normal);
+        // Stretching off (interval not above the TTL).
+        assert_eq!(
+            p.decide(k, true, TTL, TTL, t0 + Duration::from_secs(125)),
+            Paced::Normal
+        );
+    }
+}
