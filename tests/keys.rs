@@ -27,13 +27,22 @@ async fn one_list_in_two_encodings_is_one_upstream_call() {
     }
     assert_eq!(
         statuses,
-        ["weir; fwd=miss; stored", "weir; hit", "weir; hit", "weir; hit"]
+        [
+            "weir; fwd=miss; stored",
+            "weir; hit",
+            "weir; hit",
+            "weir; hit"
+        ]
     );
     assert_eq!(up.total(), 1);
     assert_eq!(up.count(gh), 1, "the first spelling went upstream as sent");
     // A different value is a different list.
     let other = "/agents/sessions?page_number=1&page_size=50&sort=last_updated_at,asc";
-    let r = c.get(format!("{}{other}", up.origin())).send().await.unwrap();
+    let r = c
+        .get(format!("{}{other}", up.origin()))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.headers()["cache-status"], "weir; fwd=miss; stored");
     assert_eq!(up.total(), 2);
 }

@@ -212,7 +212,8 @@ async fn the_oct_29_profile_reports_degraded_within_a_minute() {
     // (`degraded_refresh`, the default), the first slow refresh makes Weir hold its cached
     // copies and the window empties, which is the point of it but leaves the breaker nothing
     // to judge (`tests/degraded_freshness.rs` tests that side).
-    let paced_off = "[classes.list]\ndegraded_refresh = \"0s\"\n[classes.view]\ndegraded_refresh = \"0s\"\n";
+    let paced_off =
+        "[classes.list]\ndegraded_refresh = \"0s\"\n[classes.view]\ndegraded_refresh = \"0s\"\n";
     let mut l = Laptop::start(&up, paced_off).await;
     // A healthy baseline: ten minutes at 100 ms.
     l.run_for(Duration::from_secs(600)).await;

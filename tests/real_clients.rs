@@ -476,7 +476,11 @@ async fn the_fake_fails_when_told() {
     assert_eq!(status, 200, "a delayed answer is still the answer");
     let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
     assert_eq!(v["id"], Vars::default().0["session_id"].as_str());
-    assert_eq!(api.count("sessions.list"), 3, "every request is logged, failed or not");
+    assert_eq!(
+        api.count("sessions.list"),
+        3,
+        "every request is logged, failed or not"
+    );
     // Paging on the real parameters: page_size and page_number, short last page.
     api.seed_sessions(45, "octo-org/hello");
     let page = |n: u32| {

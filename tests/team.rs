@@ -789,7 +789,8 @@ async fn a_key_holder_posing_as_k_peers_is_one_teammate() {
     }
     // Her facts arrived and were believed...
     assert!(
-        eventually_status(&alice.handle, 1500, |s| team_of(s).received >= received_before + 12
+        eventually_status(&alice.handle, 1500, |s| team_of(s).received
+            >= received_before + 12
             && team_of(s).upstreams[0].peers_failing >= 1)
         .await
     );
@@ -800,7 +801,10 @@ async fn a_key_holder_posing_as_k_peers_is_one_teammate() {
     assert_eq!(t.upstreams[0].peers_failing, 1, "{t:?}");
     assert!(!t.upstreams[0].acting);
     assert!(t.upstreams[0].pause_until.is_none());
-    assert_eq!(s.upstreams[0].guard.breaker.state, weir::events::BreakerState::Closed);
+    assert_eq!(
+        s.upstreams[0].guard.breaker.state,
+        weir::events::BreakerState::Closed
+    );
     assert!(s.upstreams[0].guard.cooldown_remaining_s.is_none());
     let r = alice
         .client("ghp_a")

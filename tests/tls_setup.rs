@@ -257,7 +257,10 @@ fn plaintext_links_off_this_machine_are_refused_or_encrypted_by_default() {
     )
     .unwrap_err()
     .to_string();
-    assert!(e.contains(":4: key `") && e.contains("allow_plaintext"), "{e}");
+    assert!(
+        e.contains(":4: key `") && e.contains("allow_plaintext"),
+        "{e}"
+    );
 
     let gateway = |url: &str| {
         let toml = format!(

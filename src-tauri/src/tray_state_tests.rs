@@ -21,7 +21,9 @@ struct Engine {
 /// A real engine in front of `upstreams` (name, origin), GitHub Status not watched, queue
 /// credentials in memory and a breaker that only opens when a test says so.
 async fn engine(upstreams: &[(&str, &str)]) -> Engine {
-    let mut toml = String::from("default_upstreams = false\nlisten = \"127.0.0.1:0\"\nwatch_github_status = false\n");
+    let mut toml = String::from(
+        "default_upstreams = false\nlisten = \"127.0.0.1:0\"\nwatch_github_status = false\n",
+    );
     for (name, origin) in upstreams {
         toml.push_str(&format!(
             "[[upstream]]\nname = \"{name}\"\norigin = \"{origin}\"\n"

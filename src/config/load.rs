@@ -624,7 +624,11 @@ fn apply_class(
         ),
         ("deadline", &fc.deadline, &mut out.deadline),
         ("slow_call", &fc.slow_call, &mut out.slow_call),
-        ("normal_latency", &fc.normal_latency, &mut out.normal_latency),
+        (
+            "normal_latency",
+            &fc.normal_latency,
+            &mut out.normal_latency,
+        ),
         (
             "degraded_refresh",
             &fc.degraded_refresh,
@@ -852,7 +856,10 @@ mod tests {
         );
         std::fs::write(&org, "\n[identity]\nshare = \"everyone\"\n").unwrap();
         let e = parse_str(&top, "w.toml").unwrap_err().to_string();
-        assert!(e.contains("identity.share") && e.contains("everyone"), "{e}");
+        assert!(
+            e.contains("identity.share") && e.contains("everyone"),
+            "{e}"
+        );
     }
 
     #[test]

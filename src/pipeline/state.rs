@@ -130,7 +130,10 @@ impl Proxy {
             bus: p.bus,
             tunnel_slots: Arc::new(tokio::sync::Semaphore::new(s.limits.max_connections)),
             intercept: p.intercept,
-            tunnel_connector: RoutingConnector::for_settings(crate::upstream::http_connector(false), s),
+            tunnel_connector: RoutingConnector::for_settings(
+                crate::upstream::http_connector(false),
+                s,
+            ),
             live: p.live,
             network: p.network,
             handoffs: p.handoffs,

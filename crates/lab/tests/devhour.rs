@@ -13,13 +13,12 @@ async fn a_short_developer_hour_adds_up() {
         assert_eq!(r.intended, 3, "{r:?}");
         // The upstream saw what the tools asked for: sessions, lists, a token, creates.
         for route in ["list", "session", "token", "create", "logs"] {
-            assert!(r.upstream.get(route).copied().unwrap_or(0) > 0, "{route}: {r:?}");
+            assert!(
+                r.upstream.get(route).copied().unwrap_or(0) > 0,
+                "{route}: {r:?}"
+            );
         }
-        assert_eq!(
-            r.upstream_total,
-            r.upstream.values().sum::<u64>(),
-            "{r:?}"
-        );
+        assert_eq!(r.upstream_total, r.upstream.values().sum::<u64>(), "{r:?}");
     }
     for v in [Via::Weir, Via::WeirLogsAsView] {
         for p in [Profile::Healthy, Profile::Oct29] {
@@ -28,12 +27,25 @@ async fn a_short_developer_hour_adds_up() {
         }
         // Healthy: never more upstream calls than direct, and nothing the person would see.
         let (h, d) = (row(Profile::Healthy, v), row(Profile::Healthy, Via::Direct));
-        assert!(h.upstream_total <= d.upstream_total, "{} > {}", h.upstream_total, d.upstream_total);
+        assert!(
+            h.upstream_total <= d.upstream_total,
+            "{} > {}",
+            h.upstream_total,
+            d.upstream_total
+        );
         assert_eq!(h.failures, 0, "{h:?}");
     }
     // Oct 29: Weir with the logs cached sends fewer calls than the tools send direct.
-    let (w, d) = (row(Profile::Oct29, Via::WeirLogsAsView), row(Profile::Oct29, Via::Direct));
-    assert!(w.upstream_total < d.upstream_total, "{} vs {}", w.upstream_total, d.upstream_total);
+    let (w, d) = (
+        row(Profile::Oct29, Via::WeirLogsAsView),
+        row(Profile::Oct29, Via::Direct),
+    );
+    assert!(
+        w.upstream_total < d.upstream_total,
+        "{} vs {}",
+        w.upstream_total,
+        d.upstream_total
+    );
     // Healthy, direct: the tools' own traffic, as their sources poll: VS Code follows the two
     // running sessions (and each new one) every 5 s: ≥ 2 × 48 polls in 240 simulated seconds.
     let d = row(Profile::Healthy, Via::Direct);

@@ -129,8 +129,12 @@ impl Responder {
                 Route::Token => json(StatusCode::OK, self.token_body()),
                 Route::Create => {
                     let (intent, statement) = intent.clone().unwrap_or_default();
-                    let (sid, jid) = world.add(&statement, Duration::ZERO, self.spec.session_timing);
-                    json(StatusCode::CREATED, created_body(&intent, &statement, &sid, &jid))
+                    let (sid, jid) =
+                        world.add(&statement, Duration::ZERO, self.spec.session_timing);
+                    json(
+                        StatusCode::CREATED,
+                        created_body(&intent, &statement, &sid, &jid),
+                    )
                 }
                 Route::Other => json(StatusCode::OK, Bytes::from_static(br#"{"ok":true}"#)),
             }
@@ -271,7 +275,11 @@ async fn read_intent(body: Incoming) -> (String, String) {
     // Real clients send no `intent`: the statement names the task then.
     let statement = field("problem_statement");
     let intent = field("intent");
-    let intent = if intent.is_empty() { statement.clone() } else { intent };
+    let intent = if intent.is_empty() {
+        statement.clone()
+    } else {
+        intent
+    };
     (intent, statement)
 }
 
@@ -342,15 +350,30 @@ mod tests {
             Route::Token
         );
         assert_eq!(Route::of(&Method::GET, "/repos/o/r"), Route::Other);
-        assert_eq!(Route::of(&Method::GET, "/agents/sessions/x"), Route::Session);
-        assert_eq!(Route::of(&Method::GET, "/agents/sessions/x/logs"), Route::Logs);
-        assert_eq!(Route::of(&Method::GET, "/agents/swe/v1/jobs/o/r/j1"), Route::Job);
+        assert_eq!(
+            Route::of(&Method::GET, "/agents/sessions/x"),
+            Route::Session
+        );
+        assert_eq!(
+            Route::of(&Method::GET, "/agents/sessions/x/logs"),
+            Route::Logs
+        );
+        assert_eq!(
+            Route::of(&Method::GET, "/agents/swe/v1/jobs/o/r/j1"),
+            Route::Job
+        );
         assert_eq!(
             Route::of(&Method::GET, "/agents/swe/v1/jobs/o/r/session/s1"),
             Route::JobOfSession
         );
-        assert_eq!(Route::of(&Method::GET, "/agents/swe/v1/jobs/o/r/enabled"), Route::Enabled);
-        assert_eq!(page_params("page_number=2&page_size=50&sort=last_updated_at%2Cdesc"), (2, 50));
+        assert_eq!(
+            Route::of(&Method::GET, "/agents/swe/v1/jobs/o/r/enabled"),
+            Route::Enabled
+        );
+        assert_eq!(
+            page_params("page_number=2&page_size=50&sort=last_updated_at%2Cdesc"),
+            (2, 50)
+        );
         let b = list_body(1024);
         assert!(b.len() <= 1024 && b.len() > 500, "{}", b.len());
         assert!(serde_json::from_slice::<serde_json::Value>(&b).is_ok());

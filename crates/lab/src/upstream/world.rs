@@ -151,7 +151,8 @@ impl Session {
             "updated_at": rfc3339(SystemTime::now()),
         });
         if self.has_pr(now) {
-            v["pull_request"] = serde_json::json!({ "id": self.resource_id * 10, "number": self.resource_id });
+            v["pull_request"] =
+                serde_json::json!({ "id": self.resource_id * 10, "number": self.resource_id });
         }
         v
     }
@@ -224,7 +225,9 @@ impl World {
 
     pub fn logs(&self, id: &str) -> Option<String> {
         let v = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
-        v.iter().find(|s| s.id == id).map(|s| s.logs(Instant::now()))
+        v.iter()
+            .find(|s| s.id == id)
+            .map(|s| s.logs(Instant::now()))
     }
 
     /// The job by its id, or by its session's id.

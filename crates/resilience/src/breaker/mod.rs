@@ -393,12 +393,11 @@ impl Permit {
         let judged = {
             let mut guard = self.shared.lock();
             let inner = &mut *guard;
-            inner.baselines.entry(class).or_default().judge(
-                &inner.config,
-                failure,
-                elapsed,
-                timing,
-            )
+            inner
+                .baselines
+                .entry(class)
+                .or_default()
+                .judge(&inner.config, failure, elapsed, timing)
         };
         self.shared
             .record(self.generation, self.probe, failure, judged);

@@ -104,7 +104,13 @@ impl Desk {
         got.filter(|_| good)
     }
 
-    async fn raw(&self, who: Tool, method: Method, path: &str, body: Option<String>) -> Option<Got> {
+    async fn raw(
+        &self,
+        who: Tool,
+        method: Method,
+        path: &str,
+        body: Option<String>,
+    ) -> Option<Got> {
         let mut b = Request::builder()
             .method(method)
             .uri(format!("{}{path}", self.api))
@@ -184,7 +190,14 @@ async fn vscode_list(d: &Desk) -> Option<Vec<serde_json::Value>> {
             "/agents/sessions?page_size=20&page_number={page}&resource_state=draft%2Copen&repo_nwo=octo%2Flab"
         );
         let got = d
-            .send("vscode list", Tool::VsCode, Method::GET, &path, None, ok_json)
+            .send(
+                "vscode list",
+                Tool::VsCode,
+                Method::GET,
+                &path,
+                None,
+                ok_json,
+            )
             .await?;
         let s = sessions(&got);
         let full = s.len() == 20;
@@ -264,7 +277,14 @@ impl VsCode {
                 async move {
                     let path = format!("/agents/sessions/{id}");
                     let got = d
-                        .send("vscode session", Tool::VsCode, Method::GET, &path, None, ok_json)
+                        .send(
+                            "vscode session",
+                            Tool::VsCode,
+                            Method::GET,
+                            &path,
+                            None,
+                            ok_json,
+                        )
                         .await;
                     (id, got)
                 }
@@ -323,7 +343,14 @@ impl VsCode {
         d.tally.create(|c| c.intended += 1);
         let enabled = format!("/agents/swe/v1/jobs/{REPO}/enabled");
         let _ = d
-            .send("vscode create", Tool::VsCode, Method::GET, &enabled, None, |g| g.status == 200)
+            .send(
+                "vscode create",
+                Tool::VsCode,
+                Method::GET,
+                &enabled,
+                None,
+                |g| g.status == 200,
+            )
             .await;
         let body = serde_json::json!({
             "problem_statement": statement,
@@ -363,7 +390,14 @@ impl VsCode {
         let path = format!("/agents/swe/v1/jobs/{REPO}/{job}");
         while t0.elapsed() < d.sim(30.0) {
             let got = d
-                .send("vscode job", Tool::VsCode, Method::GET, &path, None, ok_json)
+                .send(
+                    "vscode job",
+                    Tool::VsCode,
+                    Method::GET,
+                    &path,
+                    None,
+                    ok_json,
+                )
                 .await;
             let pr = got.as_ref().and_then(json).is_some_and(|v| {
                 v.pointer("/pull_request/number")
@@ -453,7 +487,14 @@ pub async fn gh_follow(d: Desk, id: String) {
     loop {
         let path = format!("/agents/sessions/{id}");
         let ok = d
-            .send("gh view --follow", Tool::Gh, Method::GET, &path, None, ok_json)
+            .send(
+                "gh view --follow",
+                Tool::Gh,
+                Method::GET,
+                &path,
+                None,
+                ok_json,
+            )
             .await
             .is_some();
         if ok {
@@ -465,14 +506,21 @@ pub async fn gh_follow(d: Desk, id: String) {
                 }
                 first = false;
                 let Some(got) = d
-                    .send("gh view --follow", Tool::Gh, Method::GET, &logs, None, |g| {
-                        g.status == 200
-                    })
+                    .send(
+                        "gh view --follow",
+                        Tool::Gh,
+                        Method::GET,
+                        &logs,
+                        None,
+                        |g| g.status == 200,
+                    )
                     .await
                 else {
                     break; // the error ends the command
                 };
-                if std::str::from_utf8(&got.body).is_ok_and(|l| l.contains("\"finish_reason\":\"stop\"")) {
+                if std::str::from_utf8(&got.body)
+                    .is_ok_and(|l| l.contains("\"finish_reason\":\"stop\""))
+                {
                     return; // the session is done: gh exits 0
                 }
             }
