@@ -273,7 +273,7 @@ async fn settings_can_never_change_where_credentials_go() {
 async fn settings_refuse_renames_and_swapped_names() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("config.toml");
-    let text = "listen = \"127.0.0.1:0\"\nwatch_github_status = false\n\
+    let text = "listen = \"127.0.0.1:0\"\nwatch_github_status = false\ndefault_upstreams = false\n\
 [[upstream]]\nname = \"copilot-api\"\norigin = \"https://api.githubcopilot.com\"\n\
 [[upstream]]\nname = \"github-api\"\norigin = \"https://api.github.com\"\n";
     std::fs::write(&file, text).unwrap();
