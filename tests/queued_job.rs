@@ -550,6 +550,10 @@ async fn answer(
     let segs: Vec<&str> = path.trim_start_matches('/').split('/').collect();
     let not_found = || reply(404, json!({"message": "Not Found"}));
     Ok(match (parts.method.as_str(), segs.as_slice()) {
+        // The Agent Tasks REST API's create: only its outage is needed here.
+        ("POST", ["agents", "repos", _, _, "tasks"]) if s.mode == Some(Mode::Down) => {
+            reply(503, json!({"message": "Service Unavailable"}))
+        }
         ("POST", ["agents", "swe", "v1", "jobs", o, r]) => {
             let v: Value = serde_json::from_slice(&body).unwrap_or_default();
             let statement = v["problem_statement"]
@@ -915,6 +919,23 @@ async fn answer_accepted_keeps_the_202() {
     assert!(gh::create_job(a.status, &a.body)
         .unwrap_err()
         .contains("202 Accepted"));
+}
+
+/// The Agent Tasks REST API's create (`POST /agents/repos/{o}/{r}/tasks`) is a create too, but
+/// no client's source shows what a queued task looks like: Weir keeps the plain 202 there
+/// rather than answering in the jobs API's shape.
+#[tokio::test]
+async fn a_queued_rest_task_create_keeps_the_202() {
+    let api = AgentsApi::start(Mode::Down).await;
+    let weir = Weir::start(&[&api.origin()], CONFIG).await;
+    let url = format!("{}/agents/repos/octo/app/tasks", api.origin());
+    let body = r#"{"prompt":"fix the flaky test"}"#;
+    let a = call(&weir, "POST", &url, &gh_headers("gh-token"), body).await;
+    assert_eq!(a.status, 202);
+    let v: Value = serde_json::from_slice(&a.body).unwrap();
+    assert_eq!(v["status"], "queued");
+    assert!(v.get("job_id").is_none(), "{v}");
+    assert!(a.headers.contains_key("weir-queued"));
 }
 
 /// A create that timed out but happened upstream is found by the lookup, through pages of

@@ -363,7 +363,13 @@ fn stored(status: StatusCode, headers: HeaderMap, body: Bytes) -> Arc<Stored> {
 /// The answer for a create Weir queued, as `[queue] answer` says: the job object in the
 /// upstream's shape (default), or `202` with the queue entry.
 fn queued(p: &Proxy, item: &weir_store::Item, reason: &str) -> Arc<Stored> {
-    if p.settings().queue.answer == QueueAnswer::Accepted {
+    // The job object is the jobs API's shape (`POST /agents/swe/v1/jobs/{o}/{r}`), known from
+    // gh's and VS Code's types. What a queued task of the Agent Tasks REST API
+    // (`POST /agents/repos/{o}/{r}/tasks`) looks like is known from no client's source, so a
+    // create on any other route keeps the plain 202 rather than a guessed shape.
+    if p.settings().queue.answer == QueueAnswer::Accepted
+        || !item.path_and_query.starts_with("/agents/swe/v1/jobs/")
+    {
         return accepted(p, item.id, reason);
     }
     let owner = crate::identity::Identity::from_hex(&item.identity)

@@ -28,6 +28,13 @@ pub struct NatsServer {
 
 impl NatsServer {
     pub async fn start() -> Result<NatsServer, LabError> {
+        Self::start_with_users(&[]).await
+    }
+
+    /// With `users`, each may publish breaker facts only under its own name
+    /// (`weir.v1.*.breaker.<user>`, password `pw-<user>`): Weir counts teammates by the NATS
+    /// user the server lets publish, so a team needs one login per teammate.
+    pub async fn start_with_users(users: &[String]) -> Result<NatsServer, LabError> {
         let bin = nats_server_bin().ok_or_else(|| {
             LabError::Settings(
                 "`nats-server` is not installed (apt-get install nats-server)".into(),
@@ -37,12 +44,22 @@ impl NatsServer {
             .local_addr()?
             .port();
         let dir = tempfile::tempdir()?;
-        let child = Command::new(bin)
-            .args(["-a", "127.0.0.1", "-p", &port.to_string(), "-js", "-sd"])
-            .arg(dir.path().join("js"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()?;
+        let mut cmd = Command::new(bin);
+        cmd.args(["-a", "127.0.0.1", "-p", &port.to_string(), "-js", "-sd"])
+            .arg(dir.path().join("js"));
+        if !users.is_empty() {
+            let mut conf = String::from("authorization {\n  users = [\n");
+            for u in users {
+                conf.push_str(&format!(
+                    "    {{user: {u}, password: pw-{u}, permissions: {{publish: [\"weir.v1.*.breaker.{u}\"], subscribe: [\"weir.v1.>\", \"_INBOX.>\"]}}}}\n"
+                ));
+            }
+            conf.push_str("  ]\n}\n");
+            let path = dir.path().join("nats.conf");
+            std::fs::write(&path, conf)?;
+            cmd.arg("-c").arg(path);
+        }
+        let child = cmd.stdout(Stdio::null()).stderr(Stdio::null()).spawn()?;
         let addr = SocketAddr::from(([127, 0, 0, 1], port));
         let mut server = NatsServer {
             addr,

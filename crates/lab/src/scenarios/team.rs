@@ -66,12 +66,19 @@ pub fn period(i: usize, n: usize) -> Duration {
 
 const TEAM_KEY: &str = "6c61622d7465616d2d6b65792d6c61622d7465616d2d6b65792d6c61622d6b65";
 
+/// The NATS login of the lab's `i`-th Weir.
+fn lab_user(i: usize) -> String {
+    format!("weir{i}")
+}
+
 /// One row: `weirs` Weirs, an outage of `seconds`.
 pub async fn run_row(weirs: usize, seconds: u64, signals: Signals) -> Result<TeamRow, LabError> {
     let up = Upstream::start(UpstreamSpec::with_latency(20)).await?;
     let nats = match signals {
         Signals::Off => None,
-        _ => Some(NatsServer::start().await?),
+        _ => {
+            Some(NatsServer::start_with_users(&(0..weirs).map(lab_user).collect::<Vec<_>>()).await?)
+        }
     };
     let team_toml = match (&nats, signals) {
         (Some(n), Signals::Open) => {
@@ -91,13 +98,17 @@ pub async fn run_row(weirs: usize, seconds: u64, signals: Signals) -> Result<Tea
             &format!("{NO_RATE_LIMIT}{team_toml}")
         )
     );
-    let secrets = || weir::team::TeamSecrets {
+    // One NATS login per Weir, as a team must have (teammates are counted by login).
+    let secrets = |i: usize| weir::team::TeamSecrets {
         key: weir::team::TeamKey::from_hex(TEAM_KEY),
-        auth: None,
+        auth: Some(weir::team::NatsAuth::UserPassword {
+            user: lab_user(i),
+            password: format!("pw-{}", lab_user(i)),
+        }),
     };
     let mut fleet = Vec::with_capacity(weirs);
-    for _ in 0..weirs {
-        let s = (signals != Signals::Off).then(secrets);
+    for i in 0..weirs {
+        let s = (signals != Signals::Off).then(|| secrets(i));
         fleet.push(LabWeir::start_team(&toml, s).await?);
     }
     if signals != Signals::Off {
