@@ -91,6 +91,7 @@ export async function startWeir(bin, upstreamPort, extraConfig = '', { origin, c
   const config = path.join(dir, 'config.toml');
   fs.writeFileSync(config, [
     `listen = "127.0.0.1:${port}"`,
+    "default_upstreams = false",
     '',
     '[[upstream]]',
     'name = "test"',
