@@ -142,8 +142,8 @@ async fn a_create_queued_by_a_real_engine_shows_as_one_queued() {
 
     assert_eq!(
         post_create(e.handle.local_addr(), &origin).await,
-        202,
-        "upstream down: the create is queued"
+        201,
+        "upstream down: the create is queued (answered as a queued job)"
     );
     let after = view_of(&e.handle, &Recent::default(), &utc_clock).await;
     assert_eq!(after.queue_line, "1 create queued", "{after:?}");
