@@ -204,7 +204,8 @@ async fn a_range_across_a_full_page_keeps_its_own_key() {
         ids(&c, &format!("{}{GH}", lists.origin)).await.1,
         range(0, 50)
     );
-    let straddling = "/agents/sessions?page_size=20&page_number=3&sort=last_updated_at,desc";
+    let straddling =
+        "/agents/sessions?page_size=20&page_number=3&sort=last_updated_at,desc".to_string();
     let (cs, got) = ids(&c, &format!("{}{straddling}", lists.origin)).await;
     assert_eq!(cs, "weir; fwd=miss; stored");
     assert_eq!(got, range(40, 60));
