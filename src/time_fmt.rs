@@ -14,6 +14,15 @@ const MILLIS_UTC: &[BorrowedFormatItem<'static>] =
     format_description!("[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:3]Z");
 
 /// `t` as `YYYY-MM-DDTHH:MM:SS.mmmZ`.
+/// Milliseconds since the Unix epoch (0 for a clock before it): the queue's and the account
+/// store's timestamps.
+pub(crate) fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
 pub fn rfc3339(t: SystemTime) -> String {
     OffsetDateTime::from(t)
         .format(MILLIS_UTC)

@@ -265,7 +265,7 @@ mod tests {
             kind,
             scopes: scopes.iter().map(|s| s.to_string()).collect(),
             client_id: None,
-            resolved_at_ms: crate::queue::now_ms(),
+            resolved_at_ms: crate::time_fmt::now_ms(),
         }
     }
 

@@ -46,7 +46,7 @@ impl Accounts {
         self.count(&id);
         let Some(gh) = self.github_api else { return };
         if let Some(r) = self.record(&id) {
-            if crate::queue::now_ms() - r.resolved_at_ms < REFRESH_AFTER_MS {
+            if crate::time_fmt::now_ms() - r.resolved_at_ms < REFRESH_AFTER_MS {
                 return;
             }
         }
@@ -193,7 +193,7 @@ async fn ask_user(
         kind,
         scopes: parse_scopes(scopes),
         client_id,
-        resolved_at_ms: crate::queue::now_ms(),
+        resolved_at_ms: crate::time_fmt::now_ms(),
     }))
 }
 

@@ -71,7 +71,7 @@ impl AccountStore {
         }
         conn.execute(
             "DELETE FROM credential_account WHERE resolved_at < ?1",
-            params![crate::queue::now_ms() - KEEP_MS],
+            params![crate::time_fmt::now_ms() - KEEP_MS],
         )
         .map_err(sql)?;
         Ok(AccountStore {
@@ -184,7 +184,7 @@ mod tests {
             kind: TokenKind::Oauth,
             scopes: vec!["repo".into(), "workflow".into()],
             client_id: None,
-            resolved_at_ms: crate::queue::now_ms(),
+            resolved_at_ms: crate::time_fmt::now_ms(),
         };
         let s = AccountStore::open(dir.path()).unwrap();
         s.put(&id, &rec).unwrap();

@@ -26,7 +26,7 @@ use backend::QueueStore;
 use sealed::SealedVault;
 use std::path::Path;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
 use weir_store::{AsyncStore, Item, StoreError, StoreOptions};
 
 /// The create queue as the engine runs it: open, or unavailable with the reason (creates are
@@ -133,12 +133,8 @@ impl Queue {
     }
 }
 
-pub(crate) fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
-}
+// The clock lives in the `time_fmt` leaf, so that `accounts` need not import the queue for it.
+pub(crate) use crate::time_fmt::now_ms;
 
 /// The event for an item's new state.
 pub(crate) fn event(item: &Item, detail: impl Into<String>) -> Event {
