@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Lists which top-level modules of the engine (src/) use which others (`crate::X` paths and
-# `use crate::X`), and reports any cycle between them. Usage: scripts/module-deps.sh
+# `use crate::X`), prints them in layers (a module's layer is one above the highest layer it
+# imports; layer 0 imports nothing of the crate), and fails (exit 1) on any cycle, or when the
+# layout sections of src/lib.rs and README.md do not list every module in the layer printed
+# here. Usage: scripts/module-deps.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 - <<'PY'
@@ -20,9 +23,11 @@ for root, _, files in os.walk("src"):
         code = "\n".join(l.split("//")[0] for l in text.splitlines())
         deps = set(re.findall(r"crate::([a-z_]+)", code))
         mods.setdefault(top, set()).update(d for d in deps if d != top)
+for m in mods:
+    mods[m] &= set(mods)  # `crate::X` of an inline module of lib.rs (`http_client`) is not a part
 for m in sorted(mods):
     print(f"{m:14} -> {', '.join(sorted(mods[m])) or '-'}")
-# Cycle check (DFS).
+# Cycle check (DFS: the graph has a cycle exactly when the search meets a back edge).
 state, stack, cycles = {}, [], []
 def visit(m):
     state[m] = 1; stack.append(m)
@@ -41,4 +46,68 @@ if cycles:
         print("  " + " -> ".join(c))
     sys.exit(1)
 print("\nno cycles between top-level modules")
+
+# Layers: the longest import chain below each module.
+layer = {}
+def depth(m):
+    if m not in layer:
+        layer[m] = 1 + max((depth(d) for d in mods[m]), default=-1)
+    return layer[m]
+for m in mods:
+    depth(m)
+print("\nlayers (each imports only from layers below it):")
+for n in range(max(layer.values()) + 1):
+    print(f"  {n}: {', '.join(sorted(m for m in mods if layer[m] == n))}")
+
+# The maps in the docs must say the same. In a layout section, a line starting with
+# "layer N" (any case, after list markers and emphasis) opens layer N. Each list item under it
+# (with its wrapped lines) is split at "; " into clauses, and a clause names its module(s) in
+# backticks before its ":" or " — " (`cache/`, `status.rs`, [`engine`], `problem.rs` +
+# `problem_kind.rs`); a clause whose head is anything else names none.
+def documented(path, start, stop):
+    lines, inside, items, cur = open(path).read().splitlines(), False, [], None
+    rust = path.endswith(".rs")
+    for raw in lines:
+        line = raw[3:] if raw.startswith("//!") else raw
+        if re.match(start, line):
+            inside = True
+            continue
+        if inside and (re.match(stop, line) or (rust and not raw.startswith("//!"))):
+            break
+        if not inside:
+            continue
+        bare = line.strip().lstrip("-*").strip().lstrip("*").strip()
+        h = re.match(r"(?i)layer (\d+)\b", bare)
+        item = re.match(r"(\s*)- (.*)", line)
+        if h:
+            cur = int(h.group(1))
+        elif item and cur is not None:
+            items.append([cur, len(item.group(1)), item.group(2)])
+        elif items and line.strip() and len(line) - len(line.lstrip()) > items[-1][1]:
+            items[-1][2] += " " + line.strip()
+    out = {}
+    for n, _, text in items:
+        for clause in text.split("; "):
+            head = re.split(r": | — ", clause)[0]
+            names = re.findall(r"`([a-z_]+)(?:/|\.rs)?`", head)
+            rest = re.sub(r"\[?`[a-z_]+(?:/|\.rs)?`\]?|[+,\s]|\band\b", "", head)
+            if not rest:
+                for name in names:
+                    out.setdefault(name, n)
+    return out
+bad = []
+for path, start, stop in [("src/lib.rs", r"\s*# Layout", r"\s*# "),
+                          ("README.md", r"## Layout", r"## ")]:
+    doc = documented(path, start, stop)
+    for m in sorted(mods):
+        if m not in doc:
+            bad.append(f"{path}: `{m}` is not in the layout section (layer {layer[m]})")
+        elif doc[m] != layer[m]:
+            bad.append(f"{path}: `{m}` is listed in layer {doc[m]}, the graph puts it in layer {layer[m]}")
+if bad:
+    print("\nthe layout docs do not match the graph:")
+    for b in bad:
+        print("  " + b)
+    sys.exit(1)
+print("\nsrc/lib.rs and README.md list every module in its layer")
 PY

@@ -33,6 +33,7 @@ command -v npm >/dev/null || { echo "test.sh: npm (Node.js 18.17+) is needed" >&
 npm ci --prefix tests/node --no-audit --no-fund --silent
 
 # --- Rust: formatting, then every crate's tests inside a real Secret Service. ------------
+scripts/module-deps.sh   # the module graph: fails on an import cycle, or layout docs that are not the graph
 cargo fmt -p weir -p weir-resilience -p weir-store -p weir-keychain -p weir-tls -p weir-status -p weir-lab -p weir-tray -- --check
 cargo build "${pkgs[@]}" --all-targets
 scripts/with-keychain.sh cargo test "${pkgs[@]}" --all-targets

@@ -5,7 +5,9 @@ use serde::Serialize;
 use std::time::SystemTime;
 use tokio::sync::{broadcast, watch};
 
-pub use crate::status::SettingsSource;
+pub use crate::view::SettingsSource;
+use crate::view::{MeteredSource, ModeKind, SessionSummary, SettingsError};
+pub use weir_resilience::BreakerReason;
 pub use weir_resilience::State as BreakerState;
 pub use weir_store::State as QueueState;
 
@@ -73,8 +75,8 @@ pub enum Event {
     /// The mode changed (chosen by the user, or automatic went offline or back): `to` is
     /// what Weir does now, `reason` says why in one sentence.
     ModeChanged {
-        from: crate::mode::ModeKind,
-        to: crate::mode::ModeKind,
+        from: ModeKind,
+        to: ModeKind,
         reason: String,
         #[serde(with = "crate::time_fmt")]
         at: SystemTime,
@@ -84,7 +86,7 @@ pub enum Event {
     Network {
         from: bool,
         to: bool,
-        source: crate::network::MeteredSource,
+        source: MeteredSource,
         reason: String,
         #[serde(with = "crate::time_fmt")]
         at: SystemTime,
@@ -103,7 +105,9 @@ pub enum Event {
         to: BreakerState,
         #[serde(with = "crate::time_fmt")]
         at: SystemTime,
-        reason: String,
+        /// The kind of transition (match the variant, never the words); serialised as the
+        /// sentence it displays.
+        reason: BreakerReason,
     },
     /// A queued create changed state.
     Queue {
@@ -145,7 +149,7 @@ pub enum Event {
         source: SettingsSource,
         #[serde(with = "crate::time_fmt")]
         at: SystemTime,
-        error: crate::status::SettingsError,
+        error: SettingsError,
     },
     /// An agent session of the stored token's account finished, failed or needs review
     /// (seen as a state change between two polls; never for the sessions of the first poll).
@@ -153,7 +157,7 @@ pub enum Event {
     /// `at`: the title and repository are private and come from `/_weir/api/sessions`.
     Session {
         change: SessionChange,
-        session: crate::status::SessionSummary,
+        session: SessionSummary,
         #[serde(with = "crate::time_fmt")]
         at: SystemTime,
     },

@@ -13,42 +13,70 @@
 //! Code, CA install, doctor checks) and [`secrets`] is the one keychain-backed secret store:
 //! the CLI and the tray use the same code.
 //!
-//! # Layout (each part owns its state; arrows are the only imports between parts)
-//! - [`engine`]: builds the parts and wires them; the front door (`engine::router`).
+//! # Layout
+//! Each part owns its state and imports only parts in the layers below its own: layer 0
+//! imports nothing of the crate, and a part's layer is one above the highest it imports.
+//! `scripts/module-deps.sh` prints the graph and these layers, and fails on a cycle or when
+//! this list (or the README's) is not the graph.
+//!
+//! **Layer 0** — leaves
+//! - `body`: the one boxed body type; `identity`: the keyed hash of a request's credentials;
+//! - `paths`: where config and data live, private files;
+//! - `problem_kind`: the kinds of problem Weir answers with, and their pages;
+//! - `surface`: which tool sent a request (`User-Agent`); [`time_fmt`]: RFC 3339 and `now_ms`;
+//! - [`view`]: plain data the event stream and the status document share (mode, metered
+//!   source, who chose, share mode, settings errors, session summaries).
+//!
+//! **Layer 1**
+//! - [`policy`]: the fallback policy graph — rules, the org policy file, the decision log;
+//! - `problem`: RFC 9457 problem responses; [`secrets`]: the keychain-backed secret store.
+//!
+//! **Layer 2**
+//! - [`config`]: the file, its validation (file, line, key) and the typed `Settings`;
+//! - `body_budget`: one bound on request bytes buffered at once.
+//!
+//! **Layer 3**
+//! - `accounts`: which GitHub account each credential belongs to (`GET /user` through a
+//!   `UserApi` handle the upstreams implement) and the rule for when credentials share;
+//! - [`events`]: typed events and the bus; [`intercept`]: the local CA and TLS interception;
+//! - `server`: the listener (bounded accept, HTTP/1.1 + HTTP/2, drain); `stats`: counters.
+//!
+//! **Layer 4**
+//! - `upstream`: the client, connection routing, admission (cooldown → breaker → bulkhead),
+//!   the one attempt-and-retry machinery and per-model breakers;
+//! - [`network`]: whether the network is metered (the OS's report, the override).
+//!
+//! **Layer 5**
+//! - [`mode`]: automatic (with its offline detector), cache only, pass-through;
+//! - [`client_setup`]: pointing tools at Weir, for the CLI and the tray;
+//! - `github_status`: the GitHub Status watcher wired to Weir's own client.
+//!
+//! **Layer 6**
+//! - [`status`]: the typed status document, composed of the parts' own views.
+//!
+//! **Layer 7**
+//! - `cache`: the per-identity cache, and its entries sealed into `cache.sqlite`;
+//! - `queue`: the durable create queue (SQLite + keychain, or PostgreSQL) and its replays;
+//! - [`team`]: team outage signals over NATS.
+//!
+//! **Layer 8**
+//! - `coalesce`: single flight; [`handoff`]: local-agent hand-off offers (#14).
+//!
+//! **Layer 9**
 //! - `pipeline`: the request path as ordered phases (classify → identity → limits →
-//!   cache/coalesce → admission → attempt → rescue → response headers); owns the cache,
-//!   coalescer, client rate limiter and create dedupe state. → upstream, queue, intercept,
-//!   mode
-//! - `upstream`: the client, connection routing, admission (cooldown → breaker → bulkhead)
-//!   and the one attempt-and-retry machinery, shared by requests and replays.
-//! - `accounts`: which GitHub account each credential belongs to (one `GET /user` per
-//!   credential, off the request path) and the rule for when credentials share list/view
-//!   answers. → upstream
-//! - `queue`: the durable create queue (SQLite + keychain, or PostgreSQL shared by gateway
-//!   replicas) and its replay worker. → upstream
-//! - `reload`: settings changes while running (settings API, the watched config file): validate,
-//!   put in force, reconfigure parts in place, report restart-only keys. → pipeline, upstream
-//! - `sessions`: the agent-sessions companion — polls the stored token's session list through
-//!   Weir's own listener, keeps counts and recent sessions, announces changes. → pipeline
-//! - [`handoff`]: local-agent hand-off offers (#14): a create offered to the `[local_agent]`
-//!   command waits in the queue as `offered`; a confirmation runs the command once, a decline
-//!   or expiry puts it back in the queue. → queue
-//! - `control`: `/_weir/api/*`, `/metrics`, the PAC, the dashboard. → pipeline, queue, reload,
-//!   sessions, handoff
-//! - [`team`]: team outage signals over NATS (`[team]`): publishes signed facts about the
-//!   upstreams, sets their gates' caution / trips breakers / holds cooldowns. → upstream
-//! - [`gateway`]: team gateway mode: TLS listeners, allow-list, admin door, holds shared
-//!   between replicas. → pipeline, control, queue
-//! - [`client_setup`]: pointing tools at Weir, for the CLI and the tray. → config, intercept
-//! - [`secrets`]: every keychain service/account name, namespaced per data dir.
-//! - [`mode`]: automatic (with its offline sub-state and probes), cache only, pass-through;
-//!   the choice kept in the data dir. → upstream
-//! - [`network`]: whether the network is metered — the OS's report (NetworkManager over
-//!   D-Bus on Linux) and the override kept in the data dir. → config, mode
-//! - `cache`: the per-identity cache in memory, and its list/view entries sealed into
-//!   `cache.sqlite` by a writer thread (key in the keychain). → secrets, status
-//! - Leaves: [`config`], `problem` (+ `problem_kind`), [`events`], [`status`], `coalesce`,
-//!   `identity`, `surface`, `stats`, `body`, `body_budget`, `time_fmt`, `paths`, `server`, `github_status`.
+//!   cache/coalesce → admission → attempt → rescue → response headers).
+//!
+//! **Layer 10**
+//! - `reload`: settings changes while running; `sessions`: the agent-sessions companion.
+//!
+//! **Layer 11**
+//! - `control`: `/_weir/api/*`, `/metrics`, the PAC, the dashboard.
+//!
+//! **Layer 12**
+//! - [`gateway`]: team gateway mode (TLS listeners, allow-list, admin door, shared holds).
+//!
+//! **Layer 13**
+//! - [`engine`]: builds the parts and wires them; the front door (`engine::router`).
 
 // `Problem` (about 200 bytes) is the error of every request-path function: it becomes the
 // response body, so it is built once and moved, never propagated through deep stacks.
@@ -87,6 +115,7 @@ pub(crate) mod surface;
 pub mod team;
 pub mod time_fmt;
 pub(crate) mod upstream;
+pub mod view;
 
 pub use cache::ClearError;
 pub use engine::{start, EngineError, EngineHandle, EngineOptions};

@@ -1,8 +1,12 @@
 //! The typed status document: what `/_weir/api/status` serves, what the tray and the dashboard
 //! read. Built from the engine's parts; public so consumers use these types, not JSON keys.
 
+pub use crate::accounts::{AccountStatus, IdentityStatus, TokenKind};
 use crate::stats::ClassSnapshot;
-pub use crate::upstream::{BreakerView, Caution, CautionSource, ClassLatencyView, GateStatus};
+pub use crate::upstream::{
+    BreakerView, Caution, CautionSource, ClassLatencyView, GateStatus, ModelEpisode, ModelStatus,
+};
+pub use crate::view::{SessionGroup, SessionSummary, SettingsError, SettingsSource};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -148,33 +152,6 @@ pub enum HandoffOutcome {
     Expired,
 }
 
-/// `models[]`: one (upstream, model) pair's breaker and fallbacks. Never the agent-sessions
-/// breaker: that one is `upstreams[].breaker`.
-#[derive(Debug, Clone, Serialize)]
-pub struct ModelStatus {
-    pub upstream: String,
-    pub model: String,
-    /// `closed`, `degraded`, `open` or `half_open`, and why.
-    pub breaker: weir_resilience::State,
-    pub reason: String,
-    /// Requests of this model re-sent with its fallback model since start.
-    pub fallbacks: u64,
-    /// The fallback episode under way (`null`: none).
-    pub episode: Option<ModelEpisode>,
-}
-
-/// A model fallback episode: from the first fallback until the model answers again.
-#[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct ModelEpisode {
-    /// The model requests go to meanwhile.
-    pub to: String,
-    pub since: String,
-    /// Fallbacks in this episode.
-    pub fallbacks: u64,
-    /// What made the first fallback (e.g. `overloaded (529)`, `breaker open`).
-    pub reason: String,
-}
-
 /// `policy` in the status document.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct PolicyStatus {
@@ -190,16 +167,6 @@ pub struct PolicyStatus {
     pub decisions: u64,
     /// The last decisions a rule made, newest first.
     pub recent: Vec<crate::policy::RecentDecision>,
-}
-
-/// Where a settings change came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum SettingsSource {
-    /// `PUT /_weir/api/settings` (the dashboard, the tray).
-    Api,
-    /// The config file changed on disk.
-    File,
 }
 
 /// `settings` in the status document.
@@ -219,87 +186,6 @@ pub struct SettingsStatus {
     /// The last change that was refused (the settings in force did not change); cleared by
     /// the next good one.
     pub error: Option<SettingsError>,
-}
-
-/// A refused config file: where and what.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct SettingsError {
-    pub file: String,
-    /// 1-based line, when the problem has one.
-    pub line: Option<usize>,
-    /// The config key, when the problem has one.
-    pub key: Option<String>,
-    pub message: String,
-    pub at: String,
-}
-
-impl SettingsError {
-    /// From a [`crate::config::ConfigError`] for `file`.
-    pub fn from_config(e: &crate::config::ConfigError, file: &str) -> SettingsError {
-        use crate::config::ConfigError;
-        let at = crate::time_fmt::rfc3339(std::time::SystemTime::now());
-        match e {
-            ConfigError::Invalid {
-                file,
-                line,
-                key,
-                message,
-            } => SettingsError {
-                file: file.clone(),
-                line: Some(*line),
-                key: Some(key.clone()),
-                message: message.clone(),
-                at,
-            },
-            other => SettingsError {
-                file: file.to_string(),
-                line: None,
-                key: None,
-                message: other.to_string(),
-                at,
-            },
-        }
-    }
-}
-
-impl std::fmt::Display for SettingsError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match (self.line, &self.key) {
-            (Some(l), Some(k)) => write!(f, "{}:{l}: key `{k}`: {}", self.file, self.message),
-            _ => write!(f, "{}: {}", self.file, self.message),
-        }
-    }
-}
-
-pub use crate::accounts::TokenKind;
-
-/// `[identity]` at work: which accounts the credentials seen belong to, and how resolution
-/// went.
-#[derive(Debug, Clone, Serialize)]
-pub struct IdentityStatus {
-    pub share: crate::config::ShareMode,
-    /// A `github-api` upstream is configured, so credentials can be resolved at all.
-    pub resolver: bool,
-    pub accounts: Vec<AccountStatus>,
-    /// `/user` resolutions that named an account, failed (no answer to go by), or were
-    /// refused (401).
-    pub resolved: u64,
-    pub failed: u64,
-    pub unauthorized: u64,
-}
-
-/// One GitHub account behind some of the credentials seen.
-#[derive(Debug, Clone, Serialize)]
-pub struct AccountStatus {
-    pub login: String,
-    pub account_id: u64,
-    /// Credentials (distinct tokens) mapped to this account.
-    pub credentials: u64,
-    pub token_kinds: Vec<TokenKind>,
-    /// Requests to managed upstreams made with this account's mapped credentials.
-    pub requests: u64,
-    /// Requests Weir sent upstream with them (shared answers make this the smaller number).
-    pub upstream_requests: u64,
 }
 
 /// The agent-sessions companion ([`crate::sessions`]): Weir's own poll of the stored token's
@@ -396,41 +282,6 @@ impl SessionCounts {
             parts.join(", ")
         }
     }
-}
-
-/// A session's group, from the state the agents API reports (`state`).
-///
-/// `queued`/`in_progress` are running; `completed` with a pull request, and `waiting_for_user`,
-/// are ready for review (the agent waits for you); `failed`/`timed_out`/`error` failed;
-/// `completed` without a pull request and `cancelled` finished. Anything else is `other`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum SessionGroup {
-    Running,
-    ReadyForReview,
-    Failed,
-    Finished,
-    Other,
-}
-
-/// One agent session as Weir shows it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct SessionSummary {
-    pub id: String,
-    pub group: SessionGroup,
-    /// The agents API's own state word (`in_progress`, `completed`, ...).
-    pub state: String,
-    /// `owner/repo`, when the list names it.
-    pub repository: Option<String>,
-    /// The session's name, title or problem statement.
-    pub title: Option<String>,
-    /// RFC 3339.
-    pub created_at: Option<String>,
-    pub updated_at: Option<String>,
-    /// The pull request (https only).
-    pub pull_request_url: Option<String>,
-    /// Where to open the session: the PR's agent-session page, else GitHub's agents page.
-    pub url: String,
 }
 
 /// A gateway replica as its admin API reports it (no secret, no file contents).

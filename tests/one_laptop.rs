@@ -10,7 +10,7 @@
 mod common;
 use common::Upstream;
 use std::time::Duration;
-use weir::events::{BreakerState, Event};
+use weir::events::{BreakerReason, BreakerState, Event};
 use weir::status::CautionSource;
 
 const FIX: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/crates/status/tests/fixtures/");
@@ -132,7 +132,9 @@ impl Laptop {
     }
 }
 
-fn breaker_events(rx: &mut tokio::sync::broadcast::Receiver<Event>) -> Vec<(BreakerState, String)> {
+fn breaker_events(
+    rx: &mut tokio::sync::broadcast::Receiver<Event>,
+) -> Vec<(BreakerState, BreakerReason)> {
     let mut out = Vec::new();
     while let Ok(e) = rx.try_recv() {
         if let Event::Breaker {
@@ -188,6 +190,10 @@ async fn a_failing_upstream_opens_the_breaker_within_five_calls() {
     assert_eq!(
         seen.last().map(|e| e.0),
         Some(BreakerState::Open),
+        "{seen:?}"
+    );
+    assert!(
+        matches!(&seen.last().unwrap().1, BreakerReason::Opened { cause, .. } if cause == "5 consecutive failures"),
         "{seen:?}"
     );
     // Open: the IDE keeps polling, nothing reaches the upstream while it stays open.
@@ -252,7 +258,11 @@ async fn the_oct_29_profile_reports_degraded_within_a_minute() {
     let seen = breaker_events(&mut events);
     assert_eq!(seen.len(), 1, "{seen:?}");
     assert_eq!(seen[0].0, BreakerState::Degraded);
-    assert!(seen[0].1.contains("slower than usual"), "{}", seen[0].1);
+    assert!(
+        matches!(&seen[0].1, BreakerReason::Degraded(why) if why.contains("slower than usual")),
+        "{}",
+        seen[0].1
+    );
 
     // It stays degraded while the slowdown lasts, and never opens: the calls still succeed.
     l.run_for(Duration::from_secs(300)).await;
@@ -271,7 +281,12 @@ async fn the_oct_29_profile_reports_degraded_within_a_minute() {
     assert_eq!(b.state, BreakerState::Closed, "{}", b.reason);
     let seen = breaker_events(&mut events);
     assert_eq!(seen.len(), 1, "{seen:?}");
-    assert!(seen[0].1.starts_with("recovered: "), "{}", seen[0].1);
+    // The tray says "back to normal" for exactly this variant.
+    assert!(
+        matches!(seen[0].1, BreakerReason::Recovered(_)),
+        "{}",
+        seen[0].1
+    );
 }
 
 /// Serves the recorded status page `summary` + `unresolved` fixtures.

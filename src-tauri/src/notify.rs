@@ -9,8 +9,8 @@ use std::collections::HashMap;
 use std::time::Duration;
 use tokio::time::Instant;
 use weir::events::{
-    BreakerState, Event, GithubChange, HandoffChange, ModelFallbackChange, QueueState,
-    SessionChange, TeamChange,
+    BreakerReason, BreakerState, Event, GithubChange, HandoffChange, ModelFallbackChange,
+    QueueState, SessionChange, TeamChange,
 };
 use weir::mode::ModeKind;
 use weir::network::MeteredSource;
@@ -55,7 +55,7 @@ pub fn notice_for(event: &Event) -> Option<Notice> {
                 format!("{upstream}: circuit open"),
                 format!("{reason}. Weir answers from its cache and queues new sessions until it recovers."),
             ), Level::Alert),
-            BreakerState::Closed if reason.starts_with("recovered: ") => n(upstream, format!("{upstream}: back to normal"), format!("{reason}.")),
+            BreakerState::Closed if matches!(reason, BreakerReason::Recovered(_)) => n(upstream, format!("{upstream}: back to normal"), format!("{reason}.")),
             BreakerState::Closed => n(upstream, format!("{upstream}: recovered"), format!("Circuit closed again: {reason}.")),
             BreakerState::Degraded => with(n(
                 upstream,
@@ -275,7 +275,7 @@ mod tests {
             from: BreakerState::Closed,
             to,
             at,
-            reason: "failure rate 29% ≥ 25% over last 7 calls".into(),
+            reason: BreakerReason::Degraded("failure rate 29% ≥ 25% over last 7 calls".into()),
         };
         let mut l = Limiter::new(WINDOW);
         let degraded = notice_for(&br(BreakerState::Degraded)).unwrap();
@@ -374,7 +374,10 @@ mod tests {
             from: BreakerState::Closed,
             to,
             at,
-            reason: "8 of 10 calls failed".into(),
+            reason: BreakerReason::Opened {
+                cause: "8 of 10 calls failed".into(),
+                wait: Duration::from_secs(5),
+            },
         };
         assert_eq!(
             notice_for(&br(BreakerState::Open)).map(|n| n.summary),
@@ -385,6 +388,30 @@ mod tests {
             Some("copilot-api".into())
         );
         assert_eq!(notice_for(&br(BreakerState::HalfOpen)), None);
+        // Closed from degraded (the rates fell) is "back to normal"; closed after probes
+        // passed is "recovered": the variant decides, not the words.
+        let closed = |reason: BreakerReason| Event::Breaker {
+            upstream: "copilot-api".into(),
+            from: BreakerState::Degraded,
+            to: BreakerState::Closed,
+            at,
+            reason,
+        };
+        let back = notice_for(&closed(BreakerReason::Recovered("failure rate 0%".into())));
+        assert_eq!(
+            back.map(|n| (n.summary, n.body)),
+            Some((
+                "copilot-api: back to normal".into(),
+                "recovered: failure rate 0%.".into()
+            ))
+        );
+        let probed = notice_for(&closed(BreakerReason::ProbesPassed(
+            "3 of 3 half-open probes succeeded".into(),
+        )));
+        assert_eq!(
+            probed.map(|n| n.summary),
+            Some("copilot-api: recovered".into())
+        );
         let q = |state: QueueState| Event::Queue {
             id: 4,
             upstream: "copilot-api".into(),

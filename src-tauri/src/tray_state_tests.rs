@@ -127,7 +127,7 @@ fn breaker(at: SystemTime, from: BreakerState, to: BreakerState) -> Event {
         from,
         to,
         at,
-        reason: "test".into(),
+        reason: weir::events::BreakerReason::New,
     }
 }
 

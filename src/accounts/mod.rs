@@ -18,11 +18,11 @@ mod store;
 
 pub(crate) use record::AccountRecord;
 pub use record::TokenKind;
-pub(crate) use resolve::Resolution;
+pub(crate) use resolve::{Resolution, UserApi};
 
 use crate::config::{Settings, ShareMode};
 use crate::identity::{Identity, IdentityKey};
-use crate::status::{AccountStatus, IdentityStatus};
+use serde::Serialize;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -252,6 +252,35 @@ impl Accounts {
             unauthorized: self.unauthorized.load(Relaxed),
         }
     }
+}
+
+/// `[identity]` at work: which accounts the credentials seen belong to, and how resolution
+/// went.
+#[derive(Debug, Clone, Serialize)]
+pub struct IdentityStatus {
+    pub share: ShareMode,
+    /// A `github-api` upstream is configured, so credentials can be resolved at all.
+    pub resolver: bool,
+    pub accounts: Vec<AccountStatus>,
+    /// `/user` resolutions that named an account, failed (no answer to go by), or were
+    /// refused (401).
+    pub resolved: u64,
+    pub failed: u64,
+    pub unauthorized: u64,
+}
+
+/// One GitHub account behind some of the credentials seen.
+#[derive(Debug, Clone, Serialize)]
+pub struct AccountStatus {
+    pub login: String,
+    pub account_id: u64,
+    /// Credentials (distinct tokens) mapped to this account.
+    pub credentials: u64,
+    pub token_kinds: Vec<TokenKind>,
+    /// Requests to managed upstreams made with this account's mapped credentials.
+    pub requests: u64,
+    /// Requests Weir sent upstream with them (shared answers make this the smaller number).
+    pub upstream_requests: u64,
 }
 
 #[cfg(test)]

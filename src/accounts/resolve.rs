@@ -10,17 +10,41 @@
 
 use super::record::{parse_scopes, valid_login, AccountRecord, TokenKind};
 use super::{Accounts, AFTER_FAILURE, MAX_PENDING, REFRESH_AFTER_MS};
-use crate::config::RouteClass;
 use crate::identity::Identity;
-use crate::upstream::{AttemptPolicy, Replayable, Upstreams};
 use bytes::Bytes;
-use http::{header, HeaderMap, HeaderValue, Method, StatusCode, Uri};
+use http::{header, HeaderMap, HeaderValue, Response, StatusCode};
+use std::future::Future;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use tokio::time::Instant;
 
 /// The upstream `/user` is asked on.
 pub(super) const GITHUB_API: &str = "github-api";
+
+/// How a resolution reaches `GET /user`: the upstreams implement it (through admission and the
+/// retry layer, see `upstream::user_api`). A handle passed in rather than an import, so the
+/// account directory (which the attempt phase tells of 401s) depends on no transport.
+pub(crate) trait UserApi: Send + Sync {
+    /// Sends `GET /user` with `headers` to the upstream at index `up`, on behalf of `id`: the
+    /// whole answer, or why there is none (offline, breaker open, ...).
+    fn get_user(
+        &self,
+        up: usize,
+        id: Identity,
+        headers: HeaderMap,
+    ) -> impl Future<Output = Result<Response<Bytes>, String>> + Send;
+}
+
+impl<T: UserApi + ?Sized> UserApi for Arc<T> {
+    fn get_user(
+        &self,
+        up: usize,
+        id: Identity,
+        headers: HeaderMap,
+    ) -> impl Future<Output = Result<Response<Bytes>, String>> + Send {
+        (**self).get_user(up, id, headers)
+    }
+}
 
 /// What one `/user` call said.
 #[derive(Debug)]
@@ -36,9 +60,9 @@ impl Accounts {
     /// Called for every credentialed request to a managed upstream (`up`): counts it for its
     /// account and, when the credential is not mapped yet (or its mapping is old), starts a
     /// resolution in the background. Returns at once.
-    pub fn observe(
+    pub fn observe<U: UserApi + 'static>(
         self: &Arc<Self>,
-        upstreams: &Arc<Upstreams>,
+        upstreams: &Arc<U>,
         up: usize,
         id: Identity,
         h: &HeaderMap,
@@ -83,9 +107,9 @@ impl Accounts {
 
     /// Resolves a credential now (the caller awaits it: the background task above, or the
     /// in-doubt lookup checking whose the stored token is), and records the outcome.
-    pub async fn resolve_now(
+    pub async fn resolve_now<U: UserApi + ?Sized>(
         &self,
-        upstreams: &Upstreams,
+        upstreams: &U,
         id: Identity,
         authorization: HeaderValue,
     ) -> Resolution {
@@ -128,14 +152,13 @@ fn resolvable(h: &HeaderMap, to_github_api: bool) -> Option<HeaderValue> {
     (kind != TokenKind::Other || to_github_api).then(|| v.clone())
 }
 
-async fn ask_user(
-    upstreams: &Upstreams,
+async fn ask_user<U: UserApi + ?Sized>(
+    upstreams: &U,
     gh: usize,
     id: Identity,
     authorization: HeaderValue,
 ) -> Resolution {
     let kind = TokenKind::of_authorization(authorization.to_str().unwrap_or(""));
-    let uri = Uri::from_static("/user");
     let mut h = HeaderMap::new();
     h.insert(header::AUTHORIZATION, authorization);
     h.insert(
@@ -146,20 +169,9 @@ async fn ask_user(
         header::USER_AGENT,
         HeaderValue::from_static(concat!("weir/", env!("CARGO_PKG_VERSION"))),
     );
-    let req = Replayable {
-        method: &Method::GET,
-        uri: &uri,
-        headers: &h,
-        body: Bytes::new(),
-        identity: Some(id),
-    };
-    let policy = AttemptPolicy::for_request(&Method::GET, true);
-    let resp = match upstreams
-        .call_buffered(gh, RouteClass::Other, req, policy, None)
-        .await
-    {
-        Ok(a) => a.response,
-        Err(p) => return Resolution::Failed(p.detail),
+    let resp = match upstreams.get_user(gh, id, h).await {
+        Ok(r) => r,
+        Err(why) => return Resolution::Failed(why),
     };
     match resp.status() {
         StatusCode::OK => {}

@@ -2,6 +2,7 @@
 //! typed runtime settings the engine uses (`Settings`).
 
 mod classes;
+mod error_views;
 mod file;
 mod gateway;
 mod launch;
@@ -15,6 +16,8 @@ mod resilience;
 mod restart;
 mod team;
 
+/// Shared with policy and the status document (see [`crate::view`]).
+pub use crate::view::ShareMode;
 pub use classes::{classify, default_routes, ClassSettings, ClassTable, RouteClass, RouteRule};
 pub use file::FileConfig;
 pub use gateway::{Cidr, GatewaySettings, PgSslMode, PostgresSettings};
@@ -81,39 +84,6 @@ pub struct Settings {
     /// `[[policy]]` rules, the org policy file's above them (read with the settings, so a
     /// change applies on the next request).
     pub policy: crate::policy::PolicySet,
-}
-
-/// `[identity] share`: list/view answers are shared between the credentials of one GitHub
-/// account whose access is the same (`Account`, see `crate::accounts`); of one account and one
-/// OAuth app (`App`: the `X-OAuth-Client-Id` GitHub names on `/user`, for an organisation that
-/// restricts OAuth apps or requires SSO authorisation per app); or never shared between
-/// credentials (`Credential`). Ordered from loosest to strictest: the org policy file's mode is
-/// a floor the user's cannot go below.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ShareMode {
-    Account,
-    App,
-    Credential,
-}
-
-impl ShareMode {
-    pub fn parse(s: &str) -> Option<ShareMode> {
-        match s {
-            "account" => Some(ShareMode::Account),
-            "app" => Some(ShareMode::App),
-            "credential" => Some(ShareMode::Credential),
-            _ => None,
-        }
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ShareMode::Account => "account",
-            ShareMode::App => "app",
-            ShareMode::Credential => "credential",
-        }
-    }
 }
 
 /// `[queue]`: the durable create queue.

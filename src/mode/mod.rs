@@ -63,34 +63,7 @@ impl std::fmt::Display for Mode {
     }
 }
 
-/// What Weir does right now: the chosen mode, or `offline` inside automatic.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ModeKind {
-    Automatic,
-    Offline,
-    CacheOnly,
-    PassThrough,
-}
-
-impl ModeKind {
-    pub const ALL: [ModeKind; 4] = [
-        ModeKind::Automatic,
-        ModeKind::Offline,
-        ModeKind::CacheOnly,
-        ModeKind::PassThrough,
-    ];
-
-    /// As serialised (snake_case).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ModeKind::Automatic => "automatic",
-            ModeKind::Offline => "offline",
-            ModeKind::CacheOnly => "cache_only",
-            ModeKind::PassThrough => "pass_through",
-        }
-    }
-}
+pub use crate::view::{ChosenBy, ModeKind};
 
 impl From<Mode> for ModeKind {
     fn from(m: Mode) -> ModeKind {
@@ -102,28 +75,14 @@ impl From<Mode> for ModeKind {
     }
 }
 
-/// Who chose the current mode.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ChosenBy {
-    /// Nobody: automatic is the default.
-    Default,
-    Dashboard,
-    Cli,
-    Tray,
-    /// Another client of the control API (or the old pause endpoint).
-    Api,
-}
-
-impl ChosenBy {
-    fn phrase(self) -> &'static str {
-        match self {
-            ChosenBy::Default => "the default",
-            ChosenBy::Dashboard => "chosen in the dashboard",
-            ChosenBy::Cli => "chosen with `weir mode`",
-            ChosenBy::Tray => "chosen in the tray",
-            ChosenBy::Api => "chosen through the control API",
-        }
+/// How a mode's reason names who chose it.
+fn chosen_phrase(by: ChosenBy) -> &'static str {
+    match by {
+        ChosenBy::Default => "the default",
+        ChosenBy::Dashboard => "chosen in the dashboard",
+        ChosenBy::Cli => "chosen with `weir mode`",
+        ChosenBy::Tray => "chosen in the tray",
+        ChosenBy::Api => "chosen through the control API",
     }
 }
 
@@ -226,7 +185,7 @@ impl Inner {
                 o.cause
             );
         }
-        let mut r = self.by.phrase().to_string();
+        let mut r = chosen_phrase(self.by).to_string();
         if self.by != ChosenBy::Default {
             r.push_str(&format!(" at {}", crate::time_fmt::rfc3339(self.chosen_at)));
         }

@@ -20,7 +20,8 @@ mod windows;
 pub(crate) use os::spawn_watcher;
 
 use crate::events::{Bus, Event};
-use crate::mode::ChosenBy;
+use crate::view::ChosenBy;
+pub use crate::view::MeteredSource;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU8, Ordering::Relaxed};
@@ -67,18 +68,6 @@ impl MeteredState {
             (None, None) => MeteredSource::Default,
         }
     }
-}
-
-/// Where the effective answer comes from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum MeteredSource {
-    /// The developer's override.
-    Forced,
-    /// The OS's report.
-    Os,
-    /// Neither: no override and no OS information, so not metered.
-    Default,
 }
 
 /// What the OS watcher knows (`network.os_watch` in the status document).

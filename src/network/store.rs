@@ -4,7 +4,7 @@
 //! `"forced": null` rather than by deleting the file, so the last choice and its author stay
 //! visible.
 
-use crate::mode::ChosenBy;
+use crate::view::ChosenBy;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};

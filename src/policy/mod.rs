@@ -13,11 +13,13 @@
 //! first user rule that does; the stricter of the two decides (a tie goes to the org rule).
 //! With neither, Weir's built-in behaviour decides (`default`).
 
+mod error;
 mod log;
 mod merge;
 mod org_file;
 mod rules;
 
+pub use error::PolicyError;
 pub use log::{DecisionLog, RecentDecision};
 pub(crate) use merge::refusals;
 pub use merge::Refusal;
@@ -449,7 +451,7 @@ pub struct PolicySet {
     /// User rules refused because they would loosen an org rule.
     pub refused: Vec<Refusal>,
     /// The org policy file's `[identity] share`: the loosest sharing a user may set.
-    pub org_share: Option<crate::config::ShareMode>,
+    pub org_share: Option<crate::view::ShareMode>,
 }
 
 impl PolicySet {

@@ -7,8 +7,8 @@
 //! explicitly is an error.
 
 use super::rules::{validate, FilePolicyOnly};
+use super::PolicyError;
 use super::{Rule, Source};
-use crate::config::ConfigError;
 use std::path::{Path, PathBuf};
 
 /// Where device management places the org policy file on this OS.
@@ -34,11 +34,11 @@ pub(crate) struct OrgRules {
     pub rules: Vec<Rule>,
     pub file: Option<String>,
     /// `[identity] share`: the loosest account sharing allowed on this machine.
-    pub share: Option<crate::config::ShareMode>,
+    pub share: Option<crate::view::ShareMode>,
 }
 
 /// Reads the org policy file (see the module docs for which one).
-pub(crate) fn load(configured: Option<&Path>) -> Result<OrgRules, ConfigError> {
+pub(crate) fn load(configured: Option<&Path>) -> Result<OrgRules, PolicyError> {
     let os = default_org_path();
     let env = std::env::var_os("WEIR_POLICY_FILE").map(PathBuf::from);
     let (path, explicit) = if os.is_file() {
@@ -62,7 +62,7 @@ pub(crate) fn load(configured: Option<&Path>) -> Result<OrgRules, ConfigError> {
                 share: None,
             })
         }
-        Err(source) => return Err(ConfigError::Read { path, source }),
+        Err(source) => return Err(PolicyError::Read { path, source }),
     };
     let name = path.display().to_string();
     let line = |at: usize| {
@@ -72,7 +72,7 @@ pub(crate) fn load(configured: Option<&Path>) -> Result<OrgRules, ConfigError> {
             .count()
             + 1
     };
-    let raw: FilePolicyOnly = toml::from_str(&text).map_err(|e| ConfigError::Invalid {
+    let raw: FilePolicyOnly = toml::from_str(&text).map_err(|e| PolicyError::Invalid {
         file: name.clone(),
         line: e.span().map(|s| line(s.start)).unwrap_or(1),
         key: "policy".into(),
@@ -80,8 +80,8 @@ pub(crate) fn load(configured: Option<&Path>) -> Result<OrgRules, ConfigError> {
     })?;
     let share = match &raw.identity.share {
         None => None,
-        Some(v) => Some(crate::config::ShareMode::parse(v.get_ref()).ok_or_else(|| {
-            ConfigError::Invalid {
+        Some(v) => Some(crate::view::ShareMode::parse(v.get_ref()).ok_or_else(|| {
+            PolicyError::Invalid {
                 file: name.clone(),
                 line: line(v.span().start),
                 key: "identity.share".into(),

@@ -1,8 +1,8 @@
 //! `[[policy]]` as written, and its validation into [`Rule`]s: every error names the file,
 //! the line and the key.
 
+use super::PolicyError;
 use super::{Action, Function, NetworkCond, RepoGlob, Rule, RuleRef, Situation, Source};
-use crate::config::ConfigError;
 use serde::Deserialize;
 use toml::Spanned;
 
@@ -53,8 +53,8 @@ pub(crate) fn validate(
     source: Source,
     file: &str,
     text: &str,
-) -> Result<Vec<Rule>, ConfigError> {
-    let err = |key: &str, span: std::ops::Range<usize>, message: String| ConfigError::Invalid {
+) -> Result<Vec<Rule>, PolicyError> {
+    let err = |key: &str, span: std::ops::Range<usize>, message: String| PolicyError::Invalid {
         file: file.to_string(),
         line: if text.is_empty() {
             1
@@ -102,7 +102,7 @@ pub(crate) fn validate(
             })?,
         };
         let action =
-            |f: Function, v: &Option<Spanned<String>>| -> Result<Option<Action>, ConfigError> {
+            |f: Function, v: &Option<Spanned<String>>| -> Result<Option<Action>, PolicyError> {
                 match v {
                     None => Ok(None),
                     Some(s) => Action::parse(f, s.get_ref()).map(Some).ok_or_else(|| {
@@ -141,6 +141,6 @@ pub(crate) fn validate_user_rules(
     raw: &[Spanned<FilePolicyRule>],
     file: &str,
     text: &str,
-) -> Result<Vec<Rule>, ConfigError> {
+) -> Result<Vec<Rule>, PolicyError> {
     validate(raw, Source::User, file, text)
 }

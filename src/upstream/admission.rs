@@ -427,7 +427,7 @@ impl From<&BreakerSnapshot> for BreakerView {
         BreakerView {
             state: b.state,
             since: crate::time_fmt::rfc3339(b.since),
-            reason: b.reason.clone(),
+            reason: b.reason.to_string(),
             open_count: b.open_count,
             opens_total: b.opens_total,
             failure_rate: b.failure_rate,

@@ -24,6 +24,7 @@ mod pool;
 mod reachability;
 pub(crate) mod resolve;
 pub(crate) mod roots;
+mod user_api;
 
 pub(crate) use admission::SharedHold;
 pub use admission::{BreakerView, ClassLatencyView, GateStatus};
@@ -31,6 +32,7 @@ pub(crate) use attempt::{fetch_problem, kind_of, AttemptPolicy, Replayable};
 pub use caution::{Caution, CautionSource};
 pub use client::{FetchError, TimeoutPhase as ClientTimeoutPhase, Timeouts, UpstreamClient};
 pub(crate) use model_breakers::{EpisodeChange, ModelBreakers};
+pub use model_breakers::{ModelEpisode, ModelStatus};
 pub(crate) use pool::{http_connector, RoutingConnector};
 pub(crate) use reachability::{Reach, Reachability};
 

@@ -11,7 +11,7 @@
 //! ever lets calls through).
 
 use crate::config::is_model_name;
-use crate::status::{ModelEpisode, ModelStatus};
+use serde::Serialize;
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::SystemTime;
@@ -19,6 +19,33 @@ use weir_resilience::{Breaker, BreakerConfig, FullJitter, NoJitter, State};
 
 /// Models tracked at once, over every upstream (a developer uses a handful).
 pub const MAX_MODELS: usize = 64;
+
+/// `models[]`: one (upstream, model) pair's breaker and fallbacks. Never the agent-sessions
+/// breaker: that one is `upstreams[].breaker`.
+#[derive(Debug, Clone, Serialize)]
+pub struct ModelStatus {
+    pub upstream: String,
+    pub model: String,
+    /// `closed`, `degraded`, `open` or `half_open`, and why.
+    pub breaker: State,
+    pub reason: String,
+    /// Requests of this model re-sent with its fallback model since start.
+    pub fallbacks: u64,
+    /// The fallback episode under way (`null`: none).
+    pub episode: Option<ModelEpisode>,
+}
+
+/// A model fallback episode: from the first fallback until the model answers again.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct ModelEpisode {
+    /// The model requests go to meanwhile.
+    pub to: String,
+    pub since: String,
+    /// Fallbacks in this episode.
+    pub fallbacks: u64,
+    /// What made the first fallback (e.g. `overloaded (529)`, `breaker open`).
+    pub reason: String,
+}
 
 #[derive(Default)]
 pub(crate) struct ModelBreakers {
@@ -175,7 +202,7 @@ impl ModelBreakers {
                     upstream: e.upstream.clone(),
                     model: k.1.clone(),
                     breaker: b.state,
-                    reason: b.reason,
+                    reason: b.reason.to_string(),
                     fallbacks: e.fallbacks,
                     episode: e.episode.as_ref().map(|ep| ModelEpisode {
                         to: ep.to.clone(),

@@ -39,7 +39,8 @@ mod window;
 pub use backoff::{Backoff, FullJitter, Jitter, NoJitter};
 pub use breaker::{
     Breaker, BreakerConfig, BreakerEvent, BreakerSnapshot, ClassLatency,
-    ConfigError as BreakerConfigError, Permit, Rejected, Slowness, State, Timing,
+    ConfigError as BreakerConfigError, Permit, Reason as BreakerReason, Rejected, Slowness, State,
+    Timing,
 };
 pub use budget::{BudgetConfig, BudgetStats, RetryBudget};
 pub use bulkhead::{Bulkhead, BulkheadConfig, BulkheadPermit, BulkheadStats, Shed};

@@ -4,7 +4,8 @@
 use tokio::time::Instant;
 
 use super::baseline::Slowness;
-use super::state::{short_duration, BreakerEvent};
+use super::reason::Reason;
+use super::state::BreakerEvent;
 use super::verdict::{self, Health, Probes, Verdict};
 use super::{Inner, Phase, Shared};
 
@@ -14,26 +15,18 @@ impl Shared {
     pub(super) fn refresh(&self, inner: &mut Inner, now: Instant) {
         match inner.phase {
             Phase::Open { until } if now >= until => {
-                let waited = now.saturating_duration_since(inner.since_instant);
-                let reason = format!(
-                    "waited {}; letting {} probe call{} through",
-                    short_duration(waited),
-                    inner.config.half_open_probes,
-                    if inner.config.half_open_probes == 1 {
-                        ""
-                    } else {
-                        "s"
-                    },
-                );
+                let reason = Reason::Probing {
+                    waited: now.saturating_duration_since(inner.since_instant),
+                    probes: inner.config.half_open_probes,
+                };
                 inner.window.clear();
                 self.transition(inner, Phase::HalfOpen(Probes::default()), reason, now);
             }
             Phase::Degraded if inner.window.sum(now).calls == 0 => {
                 // Nothing recent to judge by: an old slowdown should not stay on the tray.
-                let reason = format!(
-                    "no calls in the last {}",
-                    short_duration(inner.config.window)
-                );
+                let reason = Reason::Idle {
+                    window: inner.config.window,
+                };
                 self.set_health(inner, Phase::Closed, reason);
             }
             _ => {}
@@ -83,10 +76,10 @@ impl Shared {
                 }
                 match (inner.phase, verdict::degraded(&inner.config, sum)) {
                     (Phase::Closed, Some(Health::Degraded(why))) => {
-                        self.set_health(inner, Phase::Degraded, why);
+                        self.set_health(inner, Phase::Degraded, Reason::Degraded(why));
                     }
                     (Phase::Degraded, Some(Health::Healthy(why))) => {
-                        self.set_health(inner, Phase::Closed, format!("recovered: {why}"));
+                        self.set_health(inner, Phase::Closed, Reason::Recovered(why));
                     }
                     _ => {}
                 }
@@ -112,7 +105,7 @@ impl Shared {
                 inner.window.clear();
                 inner.consecutive = 0;
                 inner.closed_since = now;
-                self.transition(inner, Phase::Closed, reason, now);
+                self.transition(inner, Phase::Closed, Reason::ProbesPassed(reason), now);
             }
         }
     }
@@ -124,13 +117,13 @@ impl Shared {
         let nominal = inner.config.open_wait(inner.open_count);
         let half = nominal / 2;
         let wait = half + inner.jitter.pick(nominal - half).min(nominal - half);
-        let reason = format!("{cause}; rejecting calls for {}", short_duration(wait));
+        let reason = Reason::Opened { cause, wait };
         self.transition(inner, Phase::Open { until: now + wait }, reason, now);
     }
 
     /// A change that moves permits' generation: in-flight outcomes of the old phase are
     /// ignored from now on.
-    fn transition(&self, inner: &mut Inner, to: Phase, reason: String, now: Instant) {
+    fn transition(&self, inner: &mut Inner, to: Phase, reason: Reason, now: Instant) {
         inner.generation += 1;
         // Permits of the old generation no longer count for anything.
         inner.outstanding = 0;
@@ -139,11 +132,11 @@ impl Shared {
     }
 
     /// `Closed ↔ Degraded`: calls keep flowing and keep counting, so the generation stays.
-    fn set_health(&self, inner: &mut Inner, to: Phase, reason: String) {
+    fn set_health(&self, inner: &mut Inner, to: Phase, reason: Reason) {
         self.announce(inner, to, reason);
     }
 
-    fn announce(&self, inner: &mut Inner, to: Phase, reason: String) {
+    fn announce(&self, inner: &mut Inner, to: Phase, reason: Reason) {
         let from = inner.phase.state();
         inner.phase = to;
         inner.since = std::time::SystemTime::now();

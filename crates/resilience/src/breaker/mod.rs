@@ -10,7 +10,8 @@
 //!
 //! Transitions are driven by calls rather than a timer task: `Open → HalfOpen` happens on the
 //! first [`Breaker::try_acquire`] or [`Breaker::snapshot`] after the wait, so an idle breaker
-//! costs nothing. Every transition is broadcast as a [`BreakerEvent`] with a reason in words.
+//! costs nothing. Every transition is broadcast as a [`BreakerEvent`] with its typed [`Reason`] (which
+//! `Display`s as words).
 //!
 //! Permits carry the generation they were issued in; an outcome reported after the breaker has
 //! left the closed side (or a half-open round ended) is ignored, so a slow call that started
@@ -20,6 +21,7 @@
 mod baseline;
 mod config;
 mod machine;
+mod reason;
 mod state;
 #[cfg(test)]
 mod tests;
@@ -34,6 +36,7 @@ use tokio::time::Instant;
 
 pub use baseline::{ClassLatency, Slowness, Timing};
 pub use config::{BreakerConfig, ConfigError};
+pub use reason::Reason;
 pub use state::{BreakerEvent, BreakerSnapshot, Rejected, State};
 
 use crate::backoff::Jitter;
@@ -72,7 +75,7 @@ struct Inner {
     /// When the breaker last came back to the closed side (creation, or a half-open round that
     /// closed); `Closed ↔ Degraded` does not move it, so growth still resets on time.
     closed_since: Instant,
-    reason: String,
+    reason: Reason,
     open_count: u32,
     opens_total: u64,
     window: TimeWindow<Calls>,
@@ -142,7 +145,7 @@ impl Breaker {
             since: SystemTime::now(),
             since_instant: now,
             closed_since: now,
-            reason: "new".to_owned(),
+            reason: Reason::New,
             open_count: 0,
             opens_total: 0,
             consecutive: 0,

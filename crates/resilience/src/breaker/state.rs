@@ -8,6 +8,7 @@ use serde::Serialize;
 use thiserror::Error;
 
 use super::baseline::ClassLatency;
+use super::reason::Reason;
 
 /// Where a breaker stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -50,8 +51,8 @@ pub struct BreakerSnapshot {
     pub state: State,
     /// Wall-clock time of the last transition (creation if none yet).
     pub since: SystemTime,
-    /// Why it is in this state, in words.
-    pub reason: String,
+    /// Why it is in this state (`Display`: in words; serialised as the words).
+    pub reason: Reason,
     /// Consecutive openings that drive the growing wait; back to 0 once the breaker has
     /// stayed closed for `reset_growth_after`.
     pub open_count: u32,
@@ -89,8 +90,9 @@ pub struct BreakerEvent {
     pub to: State,
     /// Wall-clock time of the change.
     pub at: SystemTime,
-    /// Why, in words (e.g. "failure rate 62% ≥ 50% over last 20 calls").
-    pub reason: String,
+    /// Why: the kind of transition, and its words (e.g. "failure rate 62% ≥ 50% over last 20
+    /// calls; rejecting calls for 5s").
+    pub reason: Reason,
 }
 
 /// A call refused by the breaker.
@@ -104,7 +106,7 @@ pub struct Rejected {
     /// How long until a call might be let through.
     pub retry_after: Duration,
     /// Why the breaker is not closed.
-    pub reason: String,
+    pub reason: Reason,
 }
 
 /// Formats a 0.0–1.0 rate as a whole percentage for reasons.
@@ -150,11 +152,14 @@ mod tests {
             breaker: "api.github.com".into(),
             state: State::Open,
             retry_after: Duration::from_millis(4200),
-            reason: "failure rate 60% ≥ 50% over last 20 calls".into(),
+            reason: Reason::Opened {
+                cause: "failure rate 60% ≥ 50% over last 20 calls".into(),
+                wait: Duration::from_secs(5),
+            },
         };
         assert_eq!(
             r.to_string(),
-            "circuit breaker `api.github.com` is open: failure rate 60% ≥ 50% over last 20 calls (retry in 5s)"
+            "circuit breaker `api.github.com` is open: failure rate 60% ≥ 50% over last 20 calls; rejecting calls for 5s (retry in 5s)"
         );
     }
 }

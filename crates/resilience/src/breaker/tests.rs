@@ -79,11 +79,11 @@ async fn a_failure_rate_opens_it() {
         ]
     );
     assert_eq!(
-        events[0].reason,
+        events[0].reason.to_string(),
         "failure rate 29% ≥ 25% over last 14 calls"
     );
     assert_eq!(
-        events[1].reason,
+        events[1].reason.to_string(),
         "failure rate 50% ≥ 50% over last 20 calls; rejecting calls for 5s"
     );
     let snap = b.snapshot();
@@ -114,7 +114,7 @@ async fn all_success_but_slow_opens_it() {
     assert_eq!(events.len(), 2, "degraded first, then open");
     assert_eq!(events[0].to, State::Degraded);
     assert_eq!(
-        events[1].reason,
+        events[1].reason.to_string(),
         "slow-call rate 85% ≥ 80% over last 20 calls (slower than 2s); rejecting calls for 5s"
     );
     assert_eq!(b.snapshot().slow_rate, 0.85);
@@ -166,7 +166,10 @@ async fn half_open_admits_exactly_the_probes() {
     assert_eq!(b.state(), State::Closed);
     let events = drain(&mut rx);
     assert_eq!(events.len(), 1);
-    assert_eq!(events[0].reason, "3 of 3 half-open probes succeeded");
+    assert_eq!(
+        events[0].reason.to_string(),
+        "3 of 3 half-open probes succeeded"
+    );
     assert_eq!(b.snapshot().calls_in_window, 0);
 }
 
@@ -180,7 +183,7 @@ async fn one_bad_probe_of_three_still_closes() {
     call(&b, false, false);
     assert_eq!(b.state(), State::Closed);
     assert_eq!(
-        b.snapshot().reason,
+        b.snapshot().reason.to_string(),
         "2 of 3 half-open probes succeeded (failure rate 33% < 50%, slow-call rate 0% < 80%)"
     );
 }
@@ -213,9 +216,12 @@ async fn probe_failures_reopen_with_a_longer_wait() {
             (State::HalfOpen, State::Open),
         ]
     );
-    assert_eq!(events[1].reason, "waited 5s; letting 3 probe calls through");
     assert_eq!(
-        events[2].reason,
+        events[1].reason.to_string(),
+        "waited 5s; letting 3 probe calls through"
+    );
+    assert_eq!(
+        events[2].reason.to_string(),
         "2 of 3 half-open probes failed (failure rate 67% ≥ 50%); rejecting calls for 10s"
     );
     assert_eq!(b.snapshot().opens_total, 4);
@@ -237,6 +243,7 @@ async fn slow_probes_reopen() {
     assert!(b
         .snapshot()
         .reason
+        .to_string()
         .starts_with("2 of 3 half-open probes were slow (slow-call rate 67% ≥ 50%)"));
 }
 
@@ -410,8 +417,15 @@ async fn five_failures_in_a_row_open_it_and_a_success_resets_the_run() {
     let last = events.last().unwrap();
     assert_eq!(last.to, State::Open);
     assert_eq!(
-        last.reason,
+        last.reason.to_string(),
         "5 consecutive failures; rejecting calls for 5s"
+    );
+    assert_eq!(
+        last.reason,
+        Reason::Opened {
+            cause: "5 consecutive failures".into(),
+            wait: SEC(5)
+        }
     );
     // 10 calls, far below minimum_calls = 20: only the run could open it.
     assert_eq!(b.snapshot().opens_total, 1);
@@ -475,7 +489,7 @@ async fn caution_lowers_the_bar_but_never_opens_alone() {
     assert_eq!(b.state(), State::Open);
     let events = drain(&mut rx);
     assert_eq!(
-        events.last().unwrap().reason,
+        events.last().unwrap().reason.to_string(),
         "3 consecutive failures (cautious: GitHub Status: Copilot incident); rejecting calls for 5s"
     );
     // Caution over: the normal thresholds again.
@@ -501,6 +515,7 @@ async fn caution_lowers_minimum_calls_for_the_rates() {
     assert!(b
         .snapshot()
         .reason
+        .to_string()
         .starts_with("failure rate 60% ≥ 50% over last 5 calls (cautious: cautious)"));
 }
 
@@ -559,7 +574,7 @@ async fn slower_than_its_own_baseline_is_degraded_not_open() {
         (State::Closed, State::Degraded)
     );
     assert!(
-        events[0].reason.contains("slower than usual"),
+        events[0].reason.to_string().contains("slower than usual"),
         "{}",
         events[0].reason
     );
@@ -574,7 +589,7 @@ async fn slower_than_its_own_baseline_is_degraded_not_open() {
     let events = drain(&mut rx);
     assert_eq!(events.len(), 1);
     assert!(
-        events[0].reason.starts_with("recovered: "),
+        matches!(events[0].reason, Reason::Recovered(_)),
         "{}",
         events[0].reason
     );
@@ -597,7 +612,9 @@ async fn degraded_keeps_in_flight_calls_and_clears_when_the_window_empties() {
     let mut rx = b.subscribe();
     advance(SEC(31)).await;
     assert_eq!(b.state(), State::Closed);
-    assert_eq!(drain(&mut rx)[0].reason, "no calls in the last 30s");
+    let idle = &drain(&mut rx)[0].reason;
+    assert_eq!(*idle, Reason::Idle { window: SEC(30) });
+    assert_eq!(idle.to_string(), "no calls in the last 30s");
 }
 
 #[tokio::test(start_paused = true)]
@@ -647,7 +664,7 @@ async fn trip_opens_now_restarts_an_open_wait_and_leaves_probes_alone() {
     let t = breaker(BreakerConfig::default());
     assert!(t.trip("3 teammates see it failing"));
     assert_eq!(t.state(), State::Open);
-    assert!(t.snapshot().reason.contains("teammates"));
+    assert!(t.snapshot().reason.to_string().contains("teammates"));
     let first = t.snapshot().retry_after.unwrap();
     assert!(t.trip("again"), "an open breaker starts its next wait");
     assert!(t.snapshot().retry_after.unwrap() > first, "the wait grew");
