@@ -358,7 +358,7 @@ async fn fetch(proxy: Arc<Proxy>, spec: FetchSpec) -> Result<Arc<Stored>, Arc<Pr
     }
     let attempt = proxy
         .upstreams
-        .call_buffered(spec.up, spec.class, req, policy, None);
+        .attempt_buffered(spec.up, spec.class, req, policy, None);
     let outcome = attempt.await;
     // Every refresh tells degradation-aware freshness how the upstream is doing: slow (the
     // breaker's absolute `slow_floor`), failing (5xx, 429, no answer, or a retry was needed)
@@ -378,7 +378,8 @@ async fn fetch(proxy: Arc<Proxy>, spec: FetchSpec) -> Result<Arc<Stored>, Arc<Pr
         .record_refresh(spec.up, started.elapsed(), failed, slow_floor);
     let resp = match outcome {
         Ok(a) => a.response,
-        Err(p) => return Err(Arc::new(p)),
+        // Waiters of this flight share the failure as the client's problem.
+        Err(e) => return Err(Arc::new(e.into())),
     };
     let (mut parts, body) = resp.into_parts();
     strip_hop_by_hop(&mut parts.headers);

@@ -234,7 +234,7 @@ impl CreateTask {
         policy.fallback = self.plan.fallback_origin;
         let attempt = p
             .upstreams
-            .call_buffered(self.up, RouteClass::Create, req, policy, None);
+            .attempt_buffered(self.up, RouteClass::Create, req, policy, None);
         Ok(match attempt.await {
             Ok(a) => {
                 let (mut parts, body) = a.response.into_parts();
@@ -258,11 +258,11 @@ impl CreateTask {
                     in_doubt: doubt,
                 }
             }
-            Err(problem) if problem.kind.is_queueable() => Attempt::Queue {
-                reason: problem.detail,
-                in_doubt: problem.maybe_sent,
+            Err(e) if e.kind().is_queueable() => Attempt::Queue {
+                reason: e.to_string(),
+                in_doubt: e.maybe_sent(),
             },
-            Err(problem) => return Err(Arc::new(problem)),
+            Err(e) => return Err(Arc::new(e.into())),
         })
     }
 }

@@ -7,8 +7,6 @@ use super::caution::{Caution, CautionSource, Cautions};
 use super::identity_cooldown::IdentityCooldowns;
 use crate::config::{ResilienceSettings, UpstreamSettings};
 use crate::identity::Identity;
-use crate::problem::{Problem, ProblemKind};
-use http::StatusCode;
 use serde::Serialize;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -82,7 +80,8 @@ impl Admitted {
     }
 }
 
-/// Why an attempt was not sent.
+/// Why an attempt was not sent (its words and its problem: [`super::attempt_error`]).
+#[derive(Debug)]
 pub(crate) enum Closed {
     Cooldown(Duration, Kind),
     /// This caller's identity is rate limited (others may still pass).
@@ -294,55 +293,6 @@ impl Gate {
             return;
         }
         self.honour_peer_cooldown(wait, Kind::Overloaded);
-    }
-
-    pub fn problem_for(&self, closed: &Closed) -> Problem {
-        match closed {
-            Closed::Cooldown(rem, kind) => {
-                let (status, k) = if *kind == Kind::Overloaded {
-                    (StatusCode::SERVICE_UNAVAILABLE, ProblemKind::Overloaded)
-                } else {
-                    (StatusCode::TOO_MANY_REQUESTS, ProblemKind::RateLimited)
-                };
-                Problem::new(
-                    status,
-                    k,
-                    format!(
-                        "{} asked for a pause; Weir holds every request back for {:.1}s more",
-                        self.name,
-                        rem.as_secs_f64()
-                    ),
-                )
-                .retry_after(*rem)
-            }
-            Closed::IdentityCooldown(rem) => Problem::new(
-                StatusCode::TOO_MANY_REQUESTS,
-                ProblemKind::RateLimited,
-                format!(
-                    "{} rate-limited this credential; Weir holds its requests back for {:.1}s more (other credentials are not affected)",
-                    self.name,
-                    rem.as_secs_f64()
-                ),
-            )
-            .retry_after(*rem),
-            Closed::Breaker(rej) => Problem::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                ProblemKind::BreakerOpen,
-                format!(
-                    "the circuit breaker for {} is {}: {}",
-                    self.name, rej.state, rej.reason
-                ),
-            )
-            .retry_after(rej.retry_after)
-            .breaker(rej.state),
-            Closed::Shed(shed) => Problem::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                ProblemKind::Overloaded,
-                format!("request shed: {shed}"),
-            )
-            .retry_after(Duration::from_secs(1)),
-        }
-        .upstream(&self.name)
     }
 
     pub fn status(&self) -> GateStatus {

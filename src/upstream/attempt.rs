@@ -6,12 +6,13 @@
 //! queue replays both come here, each with its [`AttemptPolicy`].
 
 use super::admission::{Admitted, Closed};
+use super::attempt_error::AttemptError;
 use super::client::{FetchError, Timeouts};
 use super::Upstreams;
 use crate::body::{boxed, full, Body};
 use crate::config::{Origin, RouteClass};
 use crate::identity::Identity;
-use crate::problem::{Problem, ProblemKind};
+use crate::problem::Problem;
 use bytes::Bytes;
 use http::{header, HeaderMap, HeaderValue, Method, Request, Response, Uri};
 use std::sync::atomic::Ordering::Relaxed;
@@ -94,9 +95,9 @@ pub(crate) struct Replayable<'a> {
 }
 
 impl Upstreams {
-    /// Sends a request whose body is in memory, reading the whole response. `first` is an
-    /// admission already granted (a replay marks its item before sending), else the gate is
-    /// asked here.
+    /// [`Upstreams::attempt_buffered`] with the failure already made the client's problem:
+    /// for callers that have not moved to [`AttemptError`] yet (the queue's replay and
+    /// lookup).
     pub async fn call_buffered(
         &self,
         up: usize,
@@ -105,6 +106,22 @@ impl Upstreams {
         policy: AttemptPolicy,
         first: Option<Admitted>,
     ) -> Result<Attempted<Bytes>, Problem> {
+        self.attempt_buffered(up, class, req, policy, first)
+            .await
+            .map_err(Problem::from)
+    }
+
+    /// Sends a request whose body is in memory, reading the whole response. `first` is an
+    /// admission already granted (a replay marks its item before sending), else the gate is
+    /// asked here.
+    pub async fn attempt_buffered(
+        &self,
+        up: usize,
+        class: RouteClass,
+        req: Replayable<'_>,
+        policy: AttemptPolicy,
+        first: Option<Admitted>,
+    ) -> Result<Attempted<Bytes>, AttemptError> {
         let limit = self.live.get().limits.max_body_bytes;
         let send = |origin: &Origin, t: Timeouts| {
             let r = build(origin, &req, full(req.body.clone()));
@@ -123,7 +140,7 @@ impl Upstreams {
         class: RouteClass,
         req: Request<Body>,
         who: Option<Identity>,
-    ) -> Result<Attempted<Body>, Problem> {
+    ) -> Result<Attempted<Body>, AttemptError> {
         // Decided from the body itself: headers may already have lost `Transfer-Encoding`.
         let empty = http_body::Body::is_end_stream(req.body());
         let (parts, body) = req.into_parts();
@@ -161,7 +178,7 @@ impl Upstreams {
         who: Option<Identity>,
         send: F,
         prefix: impl Fn(&Response<B>) -> Bytes,
-    ) -> Result<Attempted<B>, Problem>
+    ) -> Result<Attempted<B>, AttemptError>
     where
         F: Fn(&Origin, Timeouts) -> Fut,
         Fut: std::future::Future<Output = Result<Response<B>, FetchError>>,
@@ -300,19 +317,16 @@ impl Upstreams {
                 response,
                 failed_attempts,
             }),
-            (Some((Err(e), _)), _) => {
-                let mut p = fetch_problem(&e)
-                    .upstream(&cfg.name)
-                    .breaker(g.breaker.state());
-                p.maybe_sent = e.maybe_sent();
-                Err(p)
-            }
-            (None, Some(c)) => Err(g.problem_for(&c)),
-            (None, None) => Err(Problem::new(
-                http::StatusCode::INTERNAL_SERVER_ERROR,
-                ProblemKind::Internal,
-                "no attempt was made",
-            )),
+            (Some((Err(error), _)), _) => Err(AttemptError::Failed {
+                upstream: cfg.name.clone(),
+                breaker: g.breaker.state(),
+                error,
+            }),
+            (None, Some(closed)) => Err(AttemptError::Refused {
+                upstream: cfg.name.clone(),
+                closed,
+            }),
+            (None, None) => Err(AttemptError::NoAttempt),
         }
     }
 }

@@ -4,6 +4,8 @@
 //! - [`admission`]: whether an attempt may go out now (cooldown → breaker → bulkhead);
 //! - [`caution`]: outside signals (GitHub Status, peers) that lower the breaker's thresholds;
 //! - [`attempt`]: the one attempt-and-retry machinery, for client requests and replays alike;
+//!   its failures are an internal `AttemptError` ([`attempt_error`]), made a `Problem` at
+//!   the edge;
 //! - [`resolve`]: the one lookup of a connection to an unmanaged host, checked for private
 //!   addresses;
 //! - [`reachability`]: whether each upstream can be reached at the network level (offline);
@@ -14,6 +16,7 @@
 
 mod admission;
 mod attempt;
+mod attempt_error;
 pub(crate) mod baselines;
 pub(crate) mod caution;
 mod client;

@@ -26,11 +26,11 @@ impl UserApi for Upstreams {
         };
         let policy = AttemptPolicy::for_request(&Method::GET, true);
         match self
-            .call_buffered(up, RouteClass::Other, req, policy, None)
+            .attempt_buffered(up, RouteClass::Other, req, policy, None)
             .await
         {
             Ok(a) => Ok(a.response),
-            Err(p) => Err(p.detail),
+            Err(e) => Err(e.to_string()),
         }
     }
 }
