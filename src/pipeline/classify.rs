@@ -3,7 +3,7 @@
 //! itself are recognised first, by [`is_for_weir`], and never enter the pipeline.
 
 use super::state::{is_own_host_name, Proxy};
-use crate::config::{classify, RouteClass};
+use crate::config::{classify, RouteClass, Settings};
 use http::{Method, Request};
 
 /// Where a request is going.
@@ -28,7 +28,9 @@ pub(crate) fn is_for_weir<B>(proxy: &Proxy, req: &Request<B>) -> bool {
     authority.port_u16().unwrap_or(80) == proxy.port && is_own_host_name(authority.host())
 }
 
-pub(super) fn target<B>(proxy: &Proxy, req: &Request<B>) -> Target {
+/// `settings` is the request's one snapshot: the upstream and its route class are found in the
+/// same version.
+pub(super) fn target<B>(proxy: &Proxy, settings: &Settings, req: &Request<B>) -> Target {
     if req.method() == Method::CONNECT {
         return Target::Connect;
     }
@@ -46,12 +48,9 @@ pub(super) fn target<B>(proxy: &Proxy, req: &Request<B>) -> Target {
     // A configured upstream, or a Copilot API host learned from a token answer.
     match proxy
         .upstreams
-        .find(&proxy.settings(), scheme, authority.host(), port)
+        .find(settings, scheme, authority.host(), port)
     {
-        Some(up) => Target::Managed(
-            up,
-            classify(&proxy.settings().routes, req.method(), uri.path()),
-        ),
+        Some(up) => Target::Managed(up, classify(&settings.routes, req.method(), uri.path())),
         None => Target::Unmanaged(Some(port)),
     }
 }

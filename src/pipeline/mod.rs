@@ -95,7 +95,7 @@ async fn phases(
     // One version of the settings for this request's own checks (a change lands on the next).
     let settings = proxy.settings();
     limits::header_size(&settings.limits, req.headers())?;
-    let target = classify::target(proxy, &req);
+    let target = classify::target(proxy, &settings, &req);
     let surface = identity::surface_of(req.headers());
     proxy.global.surface(surface);
     let (up, class) = match target {
@@ -139,7 +139,7 @@ async fn phases(
             .accounts
             .observe(&proxy.upstreams, up, who.identity, req.headers());
     }
-    let decision = policy::decide(proxy, up, class, req.uri().path(), &who);
+    let decision = policy::decide(proxy, &settings, up, class, req.uri().path(), &who);
     *rule = decision.as_ref().and_then(policy::header);
     if class.is_cacheable() && req.method() == Method::GET {
         // The cache phase applies the rate limit itself: hits and joins are never limited.

@@ -17,7 +17,7 @@
 
 use super::identity::Caller;
 use super::state::Proxy;
-use crate::config::RouteClass;
+use crate::config::{RouteClass, Settings};
 use crate::mode::{Behaviour, Hold};
 use crate::policy::{Action, Context, Decision, Function, Situation, Situations};
 use crate::problem::{Problem, ProblemKind};
@@ -64,9 +64,11 @@ pub(crate) fn context(
     }
 }
 
-/// The decision for this request's function (`list` or `create`; other classes have none).
+/// The decision for this request's function (`list` or `create`; other classes have none),
+/// under the request's one settings snapshot.
 pub(super) fn decide(
     proxy: &Proxy,
+    settings: &Settings,
     up: usize,
     class: RouteClass,
     path: &str,
@@ -77,7 +79,6 @@ pub(super) fn decide(
         RouteClass::Create => Function::Create,
         _ => return None,
     };
-    let settings = proxy.settings();
     let set = &settings.policy;
     // No rules at all (the usual case): the built-in behaviour, without reading any state.
     if set.org.is_empty() && set.user.is_empty() {
