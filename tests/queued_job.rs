@@ -16,7 +16,7 @@
 mod common;
 use bytes::Bytes;
 use common::Weir;
-use http_body_util::{BodyExt, Full};
+use http_body_util::Full;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use serde_json::{json, Value};
