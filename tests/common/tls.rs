@@ -4,6 +4,9 @@
 //! helpers that insist the external tools (curl, node, chromium, certutil) exist.
 #![allow(dead_code)]
 
+// Each fake included without `common` brings the one request reader along; a test that
+// includes two of them has two copies of this small module, which is harmless.
+#[allow(clippy::duplicate_mod)]
 #[path = "request.rs"]
 mod request;
 
