@@ -57,9 +57,13 @@ impl IdentityKey {
         // Length-prefix each part so ("ab","c") and ("a","bc") differ.
         for name in [http::header::AUTHORIZATION, http::header::COOKIE] {
             for v in headers.get_all(&name) {
+                let v = match name == http::header::AUTHORIZATION {
+                    true => canonical_scheme(v.as_bytes()),
+                    false => std::borrow::Cow::Borrowed(v.as_bytes()),
+                };
                 h.update(name.as_str().as_bytes());
                 h.update(&(v.len() as u64).to_le_bytes());
-                h.update(v.as_bytes());
+                h.update(&v);
             }
         }
         Identity(*h.finalize().as_bytes())
@@ -88,6 +92,32 @@ impl IdentityKey {
     }
 }
 
+/// An `Authorization` value with its scheme in one spelling: the scheme is case-insensitive
+/// (RFC 9110 §11.1), the credential after it is not. The Copilot CLI sends `bearer` on one call
+/// and `Bearer` on the others: one token, so one identity (one account lookup, one cache
+/// entry). The usual spellings (`Bearer`, `token`, `Basic`) are kept as they are, so the
+/// identities of existing cache entries and queued items do not change; any other scheme is
+/// lower-cased. A value without a scheme (a bare token) is used as it is.
+fn canonical_scheme(v: &[u8]) -> std::borrow::Cow<'_, [u8]> {
+    use std::borrow::Cow;
+    let Some(sp) = v.iter().position(|b| *b == b' ') else {
+        return Cow::Borrowed(v);
+    };
+    let (scheme, rest) = v.split_at(sp);
+    let canonical: Cow<'_, [u8]> = match scheme.to_ascii_lowercase().as_slice() {
+        b"bearer" => Cow::Borrowed(b"Bearer"),
+        b"token" => Cow::Borrowed(b"token"),
+        b"basic" => Cow::Borrowed(b"Basic"),
+        lower => Cow::Owned(lower.to_vec()),
+    };
+    if canonical.as_ref() == scheme {
+        return Cow::Borrowed(v);
+    }
+    let mut out = canonical.into_owned();
+    out.extend_from_slice(rest);
+    Cow::Owned(out)
+}
+
 impl fmt::Debug for IdentityKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("IdentityKey(..)")
@@ -102,6 +132,27 @@ mod tests {
         let mut h = HeaderMap::new();
         h.insert(http::header::AUTHORIZATION, auth.parse().unwrap());
         h
+    }
+
+    /// The scheme is case-insensitive (RFC 9110), the credential is not; the usual spelling
+    /// hashes exactly as before (so stored identities stay valid).
+    #[test]
+    fn the_scheme_is_case_insensitive() {
+        let k = IdentityKey::new([7; 32]);
+        let bearer = k.identify(&hdrs("Bearer gho_abc"));
+        assert_eq!(k.identify(&hdrs("bearer gho_abc")), bearer);
+        assert_eq!(k.identify(&hdrs("BEARER gho_abc")), bearer);
+        assert_ne!(k.identify(&hdrs("Bearer GHO_ABC")), bearer);
+        assert_ne!(k.identify(&hdrs("token gho_abc")), bearer);
+        assert_eq!(k.identify(&hdrs("Token a")), k.identify(&hdrs("token a")));
+        assert_eq!(k.identify(&hdrs("OTHER x")), k.identify(&hdrs("other x")));
+        assert_ne!(k.identify(&hdrs("gho_abc")), k.identify(&hdrs("GHO_ABC")));
+        let mut before = blake3::Hasher::new_keyed(&[7; 32]);
+        let v = b"Bearer gho_abc";
+        before.update(b"authorization");
+        before.update(&(v.len() as u64).to_le_bytes());
+        before.update(v);
+        assert_eq!(bearer.as_bytes(), before.finalize().as_bytes());
     }
 
     #[test]

@@ -1,8 +1,12 @@
 //! What Weir does not manage passes through untouched: plain HTTP to other hosts, CONNECT
-//! tunnels (byte for byte), and managed non-cacheable classes (streamed, not buffered).
+//! tunnels (byte for byte), and managed non-cacheable classes and true streams (streamed, not
+//! buffered).
 
 mod common;
 use common::{Upstream, Weir};
+use std::sync::atomic::Ordering::SeqCst;
+use std::sync::atomic::{AtomicBool, AtomicUsize};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -150,6 +154,123 @@ async fn stream_class_is_streamed_not_buffered() {
     release_tx.send(()).unwrap();
     let second = r.chunk().await.unwrap().unwrap();
     assert_eq!(&second[..], b"data: two\n");
+}
+
+/// A loopback upstream for a session's logs that answers each request (one per connection) as
+/// a whole document (`Content-Length`) or, once `sse` is set, as an event stream (chunked, no
+/// length), counting the requests.
+struct Logs {
+    origin: String,
+    sse: Arc<AtomicBool>,
+    requests: Arc<AtomicUsize>,
+}
+
+const EVENTS: &[u8] = b"data: {\"n\":1}\n\ndata: {\"n\":2}\n\n";
+
+impl Logs {
+    async fn start() -> Logs {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let origin = format!("http://{}", l.local_addr().unwrap());
+        let (sse, requests) = (
+            Arc::new(AtomicBool::new(false)),
+            Arc::new(AtomicUsize::new(0)),
+        );
+        let (s2, r2) = (sse.clone(), requests.clone());
+        tokio::spawn(async move {
+            while let Ok((mut c, _)) = l.accept().await {
+                let (sse, requests) = (s2.clone(), r2.clone());
+                tokio::spawn(async move {
+                    let mut head = Vec::new();
+                    let mut buf = [0u8; 1024];
+                    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                        match c.read(&mut buf).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => head.extend_from_slice(&buf[..n]),
+                        }
+                    }
+                    requests.fetch_add(1, SeqCst);
+                    let answer = if sse.load(SeqCst) {
+                        let mut a = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\
+                                      transfer-encoding: chunked\r\nconnection: close\r\n\r\n"
+                            .to_vec();
+                        for ev in [&EVENTS[..9], &EVENTS[9..]] {
+                            a.extend(format!("{:x}\r\n", ev.len()).as_bytes());
+                            a.extend_from_slice(ev);
+                            a.extend_from_slice(b"\r\n");
+                        }
+                        a.extend_from_slice(b"0\r\n\r\n");
+                        a
+                    } else {
+                        let mut a = format!(
+                            "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\
+                             content-length: {}\r\nconnection: close\r\n\r\n",
+                            EVENTS.len()
+                        )
+                        .into_bytes();
+                        a.extend_from_slice(EVENTS);
+                        a
+                    };
+                    let _ = c.write_all(&answer).await;
+                    let _ = c.shutdown().await;
+                });
+            }
+        });
+        Logs {
+            origin,
+            sse,
+            requests,
+        }
+    }
+}
+
+/// A logs answer that is an event stream (no length) is streamed to each poll, intact and
+/// never stored: N polls, N upstream calls.
+#[tokio::test]
+async fn an_event_stream_of_logs_reaches_every_poll_intact() {
+    let logs = Logs::start().await;
+    logs.sse.store(true, SeqCst);
+    let weir = Weir::start(&[&logs.origin], "").await;
+    let c = weir.client("a");
+    let url = format!("{}/agents/sessions/s1/logs", logs.origin);
+    for n in 1..=3 {
+        let r = c.get(&url).send().await.unwrap();
+        assert_eq!(r.status(), 200);
+        assert!(!r.headers().contains_key("cache-status"), "poll {n}");
+        assert_eq!(&r.bytes().await.unwrap()[..], EVENTS, "poll {n}");
+        assert_eq!(logs.requests.load(SeqCst), n, "one upstream call per poll");
+    }
+}
+
+/// Logs answered as a document are cached; if the upstream later answers with a stream, the
+/// poll still gets the stream (asked again on its own), and every later poll is streamed.
+#[tokio::test]
+async fn logs_that_turn_into_a_stream_are_streamed_from_then_on() {
+    let logs = Logs::start().await;
+    // No fresh window: every poll after the first asks the upstream.
+    let cfg = "[classes.stream]\nfresh_ttl = \"0s\"\nstale_while_revalidate = \"0s\"\n";
+    let weir = Weir::start(&[&logs.origin], cfg).await;
+    let c = weir.client("a");
+    let url = format!("{}/agents/sessions/s1/logs", logs.origin);
+    let r = c.get(&url).send().await.unwrap();
+    assert_eq!(r.headers()["cache-status"], "weir; fwd=miss; stored");
+    assert_eq!(&r.bytes().await.unwrap()[..], EVENTS);
+    assert_eq!(logs.requests.load(SeqCst), 1);
+    logs.sse.store(true, SeqCst);
+    // The refresh finds a stream, which cannot be shared: dropped, and this poll asks again.
+    let r = c.get(&url).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    assert!(!r.headers().contains_key("cache-status"));
+    assert_eq!(&r.bytes().await.unwrap()[..], EVENTS);
+    assert_eq!(logs.requests.load(SeqCst), 3);
+    let r = c.get(&url).send().await.unwrap();
+    assert!(!r.headers().contains_key("cache-status"));
+    assert_eq!(&r.bytes().await.unwrap()[..], EVENTS);
+    assert_eq!(logs.requests.load(SeqCst), 4, "known to stream: one call");
+    // A document again: cached again.
+    logs.sse.store(false, SeqCst);
+    let r = c.get(&url).send().await.unwrap();
+    assert_eq!(r.headers()["cache-status"], "weir; fwd=miss; stored");
+    assert_eq!(logs.requests.load(SeqCst), 5);
 }
 
 #[tokio::test]

@@ -16,7 +16,7 @@
 mod common;
 use bytes::Bytes;
 use common::Weir;
-use http_body_util::{BodyExt, Full};
+use http_body_util::Full;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use serde_json::{json, Value};
@@ -523,19 +523,10 @@ async fn answer(
     req: http::Request<hyper::body::Incoming>,
     st: Arc<Mutex<Api>>,
 ) -> Result<http::Response<Full<Bytes>>, std::convert::Infallible> {
-    let (parts, body) = req.into_parts();
-    let body = body
-        .collect()
-        .await
-        .map(|c| c.to_bytes())
-        .unwrap_or_default();
-    let pq = parts
-        .uri
-        .path_and_query()
-        .map(|p| p.to_string())
-        .unwrap_or_default();
-    let path = parts.uri.path().to_string();
-    let query: Vec<(String, String)> = parts
+    let got = common::read_request(req).await;
+    let pq = got.path_and_query();
+    let path = got.path().to_string();
+    let query: Vec<(String, String)> = got
         .uri
         .query()
         .map(|q| {
@@ -546,16 +537,16 @@ async fn answer(
         })
         .unwrap_or_default();
     let mut s = st.lock().unwrap();
-    s.seen.push((parts.method.to_string(), pq));
+    s.seen.push((got.method.to_string(), pq));
     let segs: Vec<&str> = path.trim_start_matches('/').split('/').collect();
     let not_found = || reply(404, json!({"message": "Not Found"}));
-    Ok(match (parts.method.as_str(), segs.as_slice()) {
+    Ok(match (got.method.as_str(), segs.as_slice()) {
         // The Agent Tasks REST API's create: only its outage is needed here.
         ("POST", ["agents", "repos", _, _, "tasks"]) if s.mode == Some(Mode::Down) => {
             reply(503, json!({"message": "Service Unavailable"}))
         }
         ("POST", ["agents", "swe", "v1", "jobs", o, r]) => {
-            let v: Value = serde_json::from_slice(&body).unwrap_or_default();
+            let v: Value = serde_json::from_slice(&got.body).unwrap_or_default();
             let statement = v["problem_statement"]
                 .as_str()
                 .unwrap_or_default()

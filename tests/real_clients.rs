@@ -54,7 +54,8 @@ fn weir_toml(api: &AgentsApi, extra: &str) -> String {
 
 /// Long fresh windows, so that two calls in a row are inside one however slow this machine is.
 const LONG_FRESH: &str =
-    "[classes.list]\nfresh_ttl = \"10m\"\n[classes.view]\nfresh_ttl = \"10m\"\n";
+    "[classes.list]\nfresh_ttl = \"10m\"\n[classes.view]\nfresh_ttl = \"10m\"\n\
+                          [classes.stream]\nfresh_ttl = \"10m\"\n";
 
 /// Sends `req` straight to the fake (no Weir), trusting only the fake's CA.
 async fn send_direct(api: &AgentsApi, req: &Request) -> (u16, http::HeaderMap, Bytes) {
@@ -210,7 +211,12 @@ async fn every_corpus_call_gets_its_class_behaviour_through_weir() {
             .entry((call.host.clone(), call.class.as_str()))
             .or_default() += sends as u64;
         let reached = api.count_exact(&req.host, req.method.as_str(), &req.path_and_query) - before;
-        let want = if call.class.is_cacheable() || call.class == RouteClass::Create {
+        // The fake answers the logs (`stream`) whole, with a length, as the clients read them:
+        // a document, so cached like a view.
+        let want = if call.class.is_cacheable()
+            || call.class == RouteClass::Create
+            || call.class == RouteClass::Stream
+        {
             1
         } else {
             2
@@ -270,8 +276,12 @@ async fn every_corpus_call_gets_its_class_behaviour_through_weir() {
 async fn the_clients_read_calls_are_served_stale_in_an_outage() {
     let corpus = Corpus::load();
     let extra = "[classes.list]\nfresh_ttl = \"0s\"\nstale_while_revalidate = \"0s\"\n\
-                 [classes.view]\nfresh_ttl = \"0s\"\nstale_while_revalidate = \"0s\"\n";
+                 [classes.view]\nfresh_ttl = \"0s\"\nstale_while_revalidate = \"0s\"\n\
+                 [classes.stream]\nfresh_ttl = \"0s\"\nstale_while_revalidate = \"0s\"\n";
     let ids = [
+        // The logs, answered as a document: served stale like a view.
+        "gh.view.logs",
+        "vscode.logs",
         "gh.view.pr_sessions",
         "vscode.job_by_session",
         "vscode.custom_agent",
@@ -321,6 +331,69 @@ async fn the_clients_read_calls_are_served_stale_in_an_outage() {
 }
 
 /// Waits (bounded) until Weir has resolved `n` credentials to accounts.
+/// `gh agent-task view --log --follow` polls the whole log every 5 s: two polls inside one
+/// fresh window reach the upstream once and get the same bytes (the answer is a document; a
+/// true event stream would pass each time, see `tests/passthrough.rs`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_follow_polls_of_the_logs_are_one_upstream_call() {
+    let corpus = Corpus::load();
+    let answers = Answers::load();
+    let api = AgentsApi::start().await;
+    let weir = TlsWeir::start(&weir_toml(&api, LONG_FRESH)).await;
+    let req = corpus.call("gh.view.logs").request(&vars_for(200));
+    let (s1, h1, first) = send(&weir, &req).await;
+    let (s2, h2, second) = send(&weir, &req).await;
+    assert_eq!((s1, s2), (200, 200));
+    let want = answers.answers["session_logs"].text.clone().unwrap();
+    assert_eq!(first, want.as_bytes(), "the log, byte for byte");
+    assert_eq!(second, first);
+    assert_eq!(h1["cache-status"], "weir; fwd=miss; stored");
+    assert_eq!(h2["cache-status"], "weir; hit");
+    assert_eq!(h2["content-type"], "text/event-stream");
+    let reached = api.count_exact(&req.host, "GET", &req.path_and_query);
+    assert_eq!(reached, 1, "two polls, one upstream call");
+}
+
+/// The Copilot CLI sends `bearer` on `managed_settings` and `Bearer` elsewhere. The scheme is
+/// case-insensitive (RFC 9110), so both are one credential to Weir: one account lookup, one
+/// cache entry. (The fake gives each distinct `Authorization` value its own account, so two
+/// identities here would be two lookups and two upstream calls.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_spellings_of_the_scheme_are_one_credential() {
+    let corpus = Corpus::load();
+    let api = AgentsApi::start().await;
+    let weir = TlsWeir::start(&weir_toml(&api, LONG_FRESH)).await;
+    let lower = corpus.call("cli.managed_settings").request(&vars_for(300));
+    let mut upper = lower.clone();
+    for (k, v) in upper.headers.iter_mut() {
+        if k.eq_ignore_ascii_case("authorization") {
+            assert!(
+                v.starts_with("bearer "),
+                "the corpus spells it lower-case: {v}"
+            );
+            *v = v.replacen("bearer ", "Bearer ", 1);
+        }
+    }
+    let (status, _, first) = send(&weir, &lower).await;
+    assert_eq!(status, 200);
+    accounts_resolved(&weir, 1).await;
+    let (status, headers, second) = send(&weir, &upper).await;
+    assert_eq!(status, 200);
+    assert_eq!(second, first);
+    assert_eq!(headers["cache-status"], "weir; hit");
+    let path = &lower.path_and_query;
+    assert_eq!(
+        api.count_exact(&lower.host, "GET", path),
+        1,
+        "one cache entry"
+    );
+    assert_eq!(api.count("user"), 1, "one account lookup");
+    assert_eq!(
+        weir.status().await["identity"]["resolved"].as_u64(),
+        Some(1)
+    );
+}
+
 async fn accounts_resolved(weir: &TlsWeir, n: u64) {
     for _ in 0..500 {
         if weir.status().await["identity"]["resolved"].as_u64() >= Some(n) {

@@ -10,6 +10,9 @@ use std::time::Duration;
 pub enum RouteClass {
     List,
     View,
+    /// A session's logs: an answer that is a complete document is cached like `view` (the
+    /// real clients poll it whole), a true stream is relayed as it comes
+    /// (`crate::pipeline` `stream`).
     Stream,
     Create,
     Token,
@@ -47,7 +50,8 @@ impl RouteClass {
         RouteClass::ALL.into_iter().find(|c| c.as_str() == s)
     }
 
-    /// Classes whose responses are coalesced and cached.
+    /// Classes whose responses are always coalesced and cached (`stream` answers are, when
+    /// they are complete documents: the answer decides).
     pub fn is_cacheable(self) -> bool {
         matches!(
             self,
@@ -82,7 +86,7 @@ pub struct ClassSettings {
     /// until it has seen enough good calls of its own (zero: no prior). Without it a Weir
     /// started during a slowdown would never see it as slow (issue 22, item 9).
     pub normal_latency: Duration,
-    /// Degradation-aware freshness (list and view): while the upstream is slow or failing,
+    /// Degradation-aware freshness (list, view, stream documents): while the upstream is slow or failing,
     /// each key is refreshed at most once per this interval and its cached answer served in
     /// between (`crate::cache::pace`). Zero, or not above `fresh_ttl`, turns it off.
     pub degraded_refresh: Duration,
@@ -94,6 +98,9 @@ impl ClassSettings {
         let (fresh, swr, sie) = match class {
             RouteClass::List => (Duration::from_secs(15), Duration::from_secs(60), day),
             RouteClass::View => (Duration::from_secs(3), Duration::from_secs(30), day),
+            // Session logs, when answered as a document: read like one session (gh polls them
+            // every 5 s, VS Code every 3 s).
+            RouteClass::Stream => (Duration::from_secs(3), Duration::from_secs(30), day),
             // Token freshness comes from the token itself; these bound it when it says nothing.
             RouteClass::Token => (Duration::from_secs(60), Duration::ZERO, Duration::ZERO),
             _ => (Duration::ZERO, Duration::ZERO, Duration::ZERO),
@@ -127,7 +134,7 @@ impl ClassSettings {
         // VS Code window polling each running session every 5 s then costs the upstream one
         // call per session in 2 minutes instead of 24 while it struggles.
         let degraded_refresh = match class {
-            RouteClass::List | RouteClass::View => Duration::from_secs(120),
+            RouteClass::List | RouteClass::View | RouteClass::Stream => Duration::from_secs(120),
             _ => Duration::ZERO,
         };
         ClassSettings {

@@ -3,7 +3,8 @@
 //! upstream fetch. List and view answers are keyed by the credential's account sharing
 //! identity when the sharing rule allows it (`crate::accounts`), token answers always by the
 //! credential; smaller list pages are cut from a larger page of the same list
-//! ([`super::page_subset`]).
+//! ([`super::page_subset`]). A `stream` GET whose answers are complete documents comes here
+//! too, keyed like `view` ([`super::stream`]).
 //!
 //! What is kept: never `Set-Cookie` (a shared answer must not hand one caller's session to
 //! another); and for anonymous requests (no credential, so every anonymous caller shares one
@@ -12,6 +13,7 @@
 use super::headers::strip_hop_by_hop;
 use super::identity::Caller;
 use super::page_subset::Family;
+use super::shape::{self, Shaped};
 use super::state::Proxy;
 use super::{limits, page_subset, rescue, respond};
 use crate::body::Body;
@@ -60,6 +62,17 @@ pub(super) async fn serve(
     who: Caller,
 ) -> Result<Response<Body>, Problem> {
     let (parts, _body) = req.into_parts();
+    serve_head(proxy, up, class, &parts, who).await
+}
+
+/// The same, for a request already taken apart (its body, if any, is not part of the key).
+pub(super) async fn serve_head(
+    proxy: &Arc<Proxy>,
+    up: usize,
+    class: RouteClass,
+    parts: &http::request::Parts,
+    who: Caller,
+) -> Result<Response<Body>, Problem> {
     let keyed = page_subset::keyed_identity(&proxy.accounts, class, &who);
     let page = (class == RouteClass::List)
         .then(|| page_subset::Page::of(&parts.uri))
@@ -266,6 +279,13 @@ impl Keyed {
                 &failed,
                 fwd,
             )),
+            // The answer became a stream: not a failure to cover with an old copy; the caller
+            // asks again on its own (`super::stream`).
+            Some(Err(problem))
+                if class == RouteClass::Stream && proxy.streamed.contains_key(&key) =>
+            {
+                Err((*problem).clone())
+            }
             Some(Err(problem)) => {
                 rescue::stale_or(stale(), counters, (*problem).clone(), problem.kind.as_str())
             }
@@ -303,6 +323,38 @@ pub(super) fn key_for(
     )
 }
 
+/// Whether the cache holds an answer for this request: under its key, or, for a credential
+/// just resolved to its account, under the credential's own key (which [`serve_head`] adopts).
+pub(super) fn has_copy(
+    proxy: &Proxy,
+    up: usize,
+    class: RouteClass,
+    parts: &http::request::Parts,
+    who: &Caller,
+) -> bool {
+    if proxy
+        .cache
+        .get(&key_for(proxy, up, class, parts, who))
+        .is_some()
+    {
+        return true;
+    }
+    let pq = parts
+        .uri
+        .path_and_query()
+        .map(|p| p.as_str())
+        .unwrap_or("/");
+    let own = CacheKey::new(
+        up,
+        &parts.method,
+        pq,
+        &who.identity,
+        &parts.headers,
+        &proxy.settings().key_headers,
+    );
+    proxy.cache.get(&own).is_some()
+}
+
 fn spec(
     up: usize,
     class: RouteClass,
@@ -338,9 +390,48 @@ fn spec(
     }
 }
 
+/// What one upstream exchange for a cache key ended with.
+pub(super) enum Fetched {
+    /// A complete answer, stored when it may be (see [`keep`]).
+    Kept(Arc<Stored>),
+    /// A `stream` route's answer that is a true stream (see [`super::shape`]): never stored.
+    Stream(Response<Body>),
+}
+
 /// The detached fetch task: one logical upstream request (retries and fallback inside the
-/// resilience layer), stored in the cache on success.
+/// resilience layer), stored in the cache on success. A `stream` answer that turns out to be a
+/// true stream cannot be shared by the waiters: the key is marked as streaming and each of
+/// them asks on its own ([`super::stream`]).
 async fn fetch(proxy: Arc<Proxy>, spec: FetchSpec) -> Result<Arc<Stored>, Arc<Problem>> {
+    match exchange(&proxy, &spec).await {
+        Ok(Fetched::Kept(s)) => Ok(s),
+        Ok(Fetched::Stream(_dropped)) => {
+            proxy.streamed.insert(spec.key, ());
+            Err(Arc::new(Problem::new(
+                StatusCode::BAD_GATEWAY,
+                ProblemKind::UpstreamProtocol,
+                "the upstream answered this request with a stream, which is not shared; ask again",
+            )))
+        }
+        Err(p) => Err(Arc::new(p)),
+    }
+}
+
+/// One exchange for a `stream` GET asked with nothing usable in the cache, outside any flight
+/// (a stream can go to one caller only): a document is stored like a `view` answer.
+pub(super) async fn exchange_once(
+    proxy: &Arc<Proxy>,
+    up: usize,
+    class: RouteClass,
+    parts: &http::request::Parts,
+    who: Caller,
+) -> Result<Fetched, Problem> {
+    let key = key_for(proxy, up, class, parts, &who);
+    let spec = spec(up, class, key, &parts.uri, &parts.headers, who, None);
+    exchange(proxy, &spec).await
+}
+
+async fn exchange(proxy: &Arc<Proxy>, spec: &FetchSpec) -> Result<Fetched, Problem> {
     let req = Replayable {
         method: &Method::GET,
         uri: &spec.uri,
@@ -356,31 +447,62 @@ async fn fetch(proxy: Arc<Proxy>, spec: FetchSpec) -> Result<Arc<Stored>, Arc<Pr
     if spec.class != RouteClass::Token {
         proxy.cache.pace().refreshing(spec.key, started);
     }
-    let attempt = proxy
-        .upstreams
-        .attempt_buffered(spec.up, spec.class, req, policy, None);
-    let outcome = attempt.await;
+    let outcome = if spec.class == RouteClass::Stream {
+        shaped(proxy, spec).await
+    } else {
+        proxy
+            .upstreams
+            .call_buffered(spec.up, spec.class, req, policy, None)
+            .await
+            .map(|a| (Shaped::Document(a.response), a.failed_attempts))
+    };
     // Every refresh tells degradation-aware freshness how the upstream is doing: slow (the
     // breaker's absolute `slow_floor`), failing (5xx, 429, no answer, or a retry was needed)
-    // or fine again.
+    // or fine again. A stream says nothing: its time is the stream's, not the upstream's.
     let failed = match &outcome {
-        Ok(a) => {
-            a.failed_attempts > 0
-                || a.response.status().is_server_error()
-                || a.response.status() == StatusCode::TOO_MANY_REQUESTS
-        }
-        Err(_) => true,
+        Ok((Shaped::Document(r), failed_attempts)) => Some(
+            *failed_attempts > 0
+                || r.status().is_server_error()
+                || r.status() == StatusCode::TOO_MANY_REQUESTS,
+        ),
+        Ok((Shaped::Stream(_), _)) => None,
+        Err(_) => Some(true),
     };
-    let slow_floor = proxy.settings().resilience.breaker.slow_floor;
-    proxy
-        .cache
-        .pace()
-        .record_refresh(spec.up, started.elapsed(), failed, slow_floor);
-    let resp = match outcome {
-        Ok(a) => a.response,
-        // Waiters of this flight share the failure as the client's problem.
-        Err(e) => return Err(Arc::new(e.into())),
-    };
+    if let Some(failed) = failed {
+        let slow_floor = proxy.settings().resilience.breaker.slow_floor;
+        proxy
+            .cache
+            .pace()
+            .record_refresh(spec.up, started.elapsed(), failed, slow_floor);
+    }
+    match outcome? {
+        (Shaped::Document(resp), _) => Ok(Fetched::Kept(keep(proxy, spec, resp))),
+        (Shaped::Stream(resp), _) => Ok(Fetched::Stream(resp)),
+    }
+}
+
+/// A `stream` GET sent streaming, then shaped by its answer ([`super::shape`]).
+async fn shaped(proxy: &Proxy, spec: &FetchSpec) -> Result<(Shaped, u32), Problem> {
+    let mut req = Request::new(crate::body::empty());
+    *req.uri_mut() = spec.uri.clone();
+    *req.headers_mut() = spec.headers.clone();
+    let a = proxy
+        .upstreams
+        .call_streaming(spec.up, spec.class, req, spec.scope)
+        .await?;
+    let cap = proxy.settings().limits.max_body_bytes;
+    match shape::read(a.response, cap, shape::DOCUMENT_WINDOW).await {
+        Ok(s) => Ok((s, a.failed_attempts)),
+        Err(e) => Err(Problem::new(
+            StatusCode::BAD_GATEWAY,
+            ProblemKind::UpstreamProtocol,
+            format!("the upstream's answer broke off: {e}"),
+        )),
+    }
+}
+
+/// A complete answer as a cache entry, stored when it may be kept.
+fn keep(proxy: &Arc<Proxy>, spec: &FetchSpec, resp: Response<Bytes>) -> Arc<Stored> {
     let (mut parts, body) = resp.into_parts();
     strip_hop_by_hop(&mut parts.headers);
     parts.headers.remove(header::CONTENT_LENGTH);
@@ -398,7 +520,7 @@ async fn fetch(proxy: Arc<Proxy>, spec: FetchSpec) -> Result<Arc<Stored>, Arc<Pr
         revalidate_until: now + fresh + swr,
         stale_if_error_until: now + fresh + swr.max(sie),
     });
-    super::announce::observe(&proxy, spec.class, &stored);
+    super::announce::observe(proxy, spec.class, &stored);
     if stored.is_success() && storable(&spec.headers, &stored.headers) {
         // A learned host's index may name another host after a restart: memory only.
         let durability = match proxy.upstreams.is_learned(spec.up) {
@@ -406,6 +528,8 @@ async fn fetch(proxy: Arc<Proxy>, spec: FetchSpec) -> Result<Arc<Stored>, Arc<Pr
             false => durability(spec.class),
         };
         proxy.cache.insert(spec.key, stored.clone(), durability);
+        // A document again: the key's next requests may share it.
+        proxy.streamed.invalidate(&spec.key);
         // Only a page 1 of the known shape can answer the smaller sizes of its family.
         if let Some((family, _)) = spec.page {
             if !page_subset::has_known_shape(&stored.body) {
@@ -413,7 +537,7 @@ async fn fetch(proxy: Arc<Proxy>, spec: FetchSpec) -> Result<Arc<Stored>, Arc<Pr
             }
         }
     }
-    Ok(stored)
+    stored
 }
 
 /// A stored list/view answer under the TTLs in force now, which may have changed since it was
@@ -442,7 +566,9 @@ fn retime(e: Arc<Stored>, class: RouteClass, s: &ClassSettings) -> Arc<Stored> {
     })
 }
 
-/// List and view answers may be kept on disk (sealed); a token never leaves memory.
+/// List and view answers may be kept on disk (sealed); a token never leaves memory, nor does a
+/// `stream` document (a session's logs: it grows at every poll, so a copy on disk is soon
+/// worthless and costs a write each time).
 fn durability(class: RouteClass) -> Durability {
     match class {
         RouteClass::List | RouteClass::View => Durability::Persist,

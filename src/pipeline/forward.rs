@@ -1,5 +1,5 @@
 //! Streaming forward: the request body and the response body flow through without being
-//! buffered (session logs, SSE, creates, and everything Weir does not manage).
+//! buffered (true streams such as SSE, creates, and everything Weir does not manage).
 
 use super::headers::strip_hop_by_hop;
 use super::state::Proxy;
@@ -50,8 +50,8 @@ async fn pass(
     }
 }
 
-/// A managed, non-cacheable request (logs, `other`), streamed through admission and the
-/// attempt phase.
+/// A managed, non-cacheable request (`other`, non-GET `stream` calls, a `stream` GET with a
+/// body), streamed through admission and the attempt phase.
 pub(super) async fn managed(
     proxy: &Proxy,
     up: usize,
@@ -85,7 +85,7 @@ pub(super) fn prepare_parts(parts: &mut http::request::Parts) -> Result<(), Prob
     Ok(())
 }
 
-fn relay(resp: Response<Body>) -> Response<Body> {
+pub(super) fn relay(resp: Response<Body>) -> Response<Body> {
     let (mut parts, body) = resp.into_parts();
     strip_hop_by_hop(&mut parts.headers);
     Response::from_parts(parts, body)

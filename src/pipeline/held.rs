@@ -11,7 +11,9 @@
 //!   these modes allow.
 //! - creates are queued durably (202) without an attempt (see [`super::create`]); the replay
 //!   worker holds them until the mode ends, then sends each once.
-//! - everything else on a managed upstream (`stream`, `other`, non-GET): 503, as a miss.
+//! - `stream` GETs get a cached document the same way (a session's logs, when they were
+//!   answered as one); a true stream is never cached, so it is a miss;
+//! - everything else on a managed upstream (`other`, non-GET): 503, as a miss.
 //!
 //! A fallback policy rule `list = "cache"` ([`super::policy`]) answers one `list` request the
 //! same way (`Hold::Policy`, `detail=policy`), with its own miss (`policy_cache_miss`).
@@ -30,7 +32,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use tokio::time::Instant;
 
-/// A cacheable GET while upstream calls are held.
+/// A cacheable (or `stream`) GET while upstream calls are held.
 pub(super) async fn cached(
     proxy: &Arc<Proxy>,
     up: usize,
@@ -70,7 +72,8 @@ pub(super) async fn cached(
 /// The answer to a request these modes cannot serve without the upstream.
 pub(super) fn miss(proxy: &Proxy, up: usize, class: RouteClass, hold: Hold) -> Problem {
     let name = &proxy.upstreams.get(up).settings.name;
-    let what = if class.is_cacheable() {
+    // A `stream` answer is cached when it is a document (see `super::stream`).
+    let what = if class.is_cacheable() || class == RouteClass::Stream {
         format!(
             "Weir has no cached answer for this `{}` request to {name}",
             class.as_str()

@@ -11,7 +11,8 @@
 //!    3a. **provisional ids** ([`provisional`]): follow-up calls for a create Weir queued
 //!    are answered from the queue, or sent on with the real id once it exists;
 //! 4. **cache/coalesce** ([`cache`]) for `list`/`view`/`token`, smaller list pages served from
-//!    a larger page 1 ([`page_subset`]); duplicate suppression ([`create`]) for creates; in
+//!    a larger page 1 ([`page_subset`]); for `stream` GETs ([`stream`]) when the answer is a
+//!    complete document ([`shape`]), else streamed through; duplicate suppression ([`create`]) for creates; in
 //!    cache-only mode or offline, [`held`] instead: the cache alone, creates straight to the
 //!    queue, nothing upstream (pass-through mode skips every phase after 1 and forwards
 //!    untouched);
@@ -29,7 +30,7 @@
 //! breaker instead of the upstream's gate, and one attempt with the fallback model
 //! (`[[model_fallback]]`) before the first byte reaches the client.
 //!
-//! [`forward`] streams what is not cached (logs, other managed calls, unmanaged hosts);
+//! [`forward`] streams what is not cached (true streams, other managed calls, unmanaged hosts);
 //! [`tunnel`] and [`intercepted`] handle CONNECT (blind, or TLS-terminated for managed hosts).
 
 mod announce;
@@ -51,7 +52,9 @@ mod private_target;
 mod provisional;
 mod rescue;
 mod respond;
+mod shape;
 mod state;
+mod stream;
 mod token_age;
 mod tunnel;
 
@@ -152,6 +155,13 @@ async fn phases(
                 }),
             Some(h) => held::cached(proxy, up, class, req, who, h).await,
             None => cache::serve(proxy, up, class, req, who).await,
+        };
+    }
+    if class == RouteClass::Stream && req.method() == Method::GET {
+        // Answers decide: documents are cached like `view`, streams pass (see `stream`).
+        return match hold {
+            Some(h) => held::cached(proxy, up, class, req, who, h).await,
+            None => stream::serve(proxy, up, req, who).await,
         };
     }
     if let (RouteClass::Create, Some(d)) = (class, decision) {

@@ -30,6 +30,8 @@ pub(crate) struct Proxy {
     /// Page-size families of list requests (see `page_subset`).
     pub page_families: super::page_subset::Families,
     pub coalescer: Coalescer<Stored, Problem>,
+    /// `stream` keys whose last answer was a true stream (see `stream`).
+    pub streamed: super::stream::Streamed,
     /// Per (surface, identity) limits on requests that would reach an upstream; rebuilt when
     /// `[rate_limit]` changes.
     pub rate_limiter: arc_swap::ArcSwap<ClientRateLimit>,
@@ -118,6 +120,7 @@ impl Proxy {
             cache: p.cache,
             page_families: super::page_subset::families(),
             coalescer: Coalescer::default(),
+            streamed: super::stream::streamed(),
             rate_limiter: arc_swap::ArcSwap::from_pointee(rate_limiter),
             creates: Creates {
                 recent: recent_creates(s.queue.dedupe_window),

@@ -10,15 +10,22 @@
 //! `#[path = "common/agents_answers.rs"] mod agents_answers;` declared next to it.
 #![allow(dead_code)]
 
+// Each fake included without `common` brings the one request reader along; a test that
+// includes two of them has two copies of this small module, which is harmless.
+#[allow(clippy::duplicate_mod)]
+#[path = "request.rs"]
+mod request;
+
 use crate::agents_answers::{answer, json_response, parse_query, rfc3339, session_id, sorted};
 use crate::corpus::Answers;
 use bytes::Bytes;
 use http::{Request, Response};
-use http_body_util::{BodyExt, Full};
+use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair};
+use request::read_request;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use serde_json::{json, Value};
 use std::net::SocketAddr;
@@ -312,33 +319,19 @@ async fn handle(
     req: Request<Incoming>,
     st: Arc<State>,
 ) -> Result<Response<Full<Bytes>>, std::convert::Infallible> {
-    let (parts, body) = req.into_parts();
-    let body = body
-        .collect()
-        .await
-        .map(|b| b.to_bytes())
-        .unwrap_or_default();
-    let pq = parts
-        .uri
-        .path_and_query()
-        .map(|p| p.to_string())
-        .unwrap_or_default();
-    let host = parts
-        .headers
-        .get("host")
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_string)
-        .or_else(|| parts.uri.authority().map(|a| a.to_string()))
-        .unwrap_or_default();
+    let got = read_request(req).await;
+    let body = got.body.clone();
+    let pq = got.path_and_query();
+    let host = got.host();
     let host = host.split(':').next().unwrap_or_default().to_string();
-    let path = parts.uri.path().to_string();
-    let method = parts.method.as_str().to_string();
+    let path = got.path().to_string();
+    let method = got.method.as_str().to_string();
     let name = route(&method, &path);
     st.log.lock().unwrap().push(Logged {
         host,
         method: method.clone(),
         path_and_query: pq,
-        headers: parts
+        headers: got
             .headers
             .iter()
             .map(|(k, v)| {
@@ -368,8 +361,8 @@ async fn handle(
             }
         }
     }
-    let query = parse_query(parts.uri.query().unwrap_or_default());
-    let auth = parts
+    let query = parse_query(got.uri.query().unwrap_or_default());
+    let auth = got
         .headers
         .get("authorization")
         .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())

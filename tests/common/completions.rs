@@ -94,20 +94,16 @@ async fn answer(
     plans: Arc<Mutex<HashMap<String, Plan>>>,
     calls: Arc<Mutex<Vec<Call>>>,
 ) -> Result<Response<B>, std::convert::Infallible> {
-    let (parts, body) = req.into_parts();
-    let body = body
-        .collect()
-        .await
-        .map(|c| c.to_bytes())
-        .unwrap_or_default();
+    let got = super::read_request(req).await;
+    let body = got.body.clone();
     let model = serde_json::from_slice::<serde_json::Value>(&body)
         .ok()
         .and_then(|v| v.get("model").and_then(|m| m.as_str()).map(str::to_string));
     calls.lock().unwrap().push(Call {
-        path: parts.uri.path().to_string(),
+        path: got.path().to_string(),
         model: model.clone(),
         body: body.clone(),
-        headers: parts.headers.clone(),
+        headers: got.headers.clone(),
     });
     let plan = model
         .as_ref()

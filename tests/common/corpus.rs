@@ -83,6 +83,9 @@ pub struct Answer {
     /// Non-JSON answers (the logs' `data:` lines).
     #[serde(default)]
     pub text: Option<String>,
+    /// What the sources do settle about the answer beyond its body (how the clients read it).
+    #[serde(default)]
+    pub known: Vec<String>,
     /// What no source read settles: nothing may depend on it.
     pub unknown: Vec<String>,
 }

@@ -3,10 +3,13 @@
 #![allow(dead_code)]
 
 pub mod completions;
+pub mod request;
+
+pub use request::read_request;
 
 use bytes::Bytes;
 use http::{Request, Response, StatusCode};
-use http_body_util::{BodyExt, Full};
+use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
@@ -134,24 +137,16 @@ async fn answer(
     b: Arc<Mutex<Behaviour>>,
     s: Arc<Mutex<Vec<Seen>>>,
 ) -> Result<Response<Full<Bytes>>, std::convert::Infallible> {
-    let (parts, body) = req.into_parts();
-    let body = body
-        .collect()
-        .await
-        .map(|c| c.to_bytes())
-        .unwrap_or_default();
-    let pq = parts
-        .uri
-        .path_and_query()
-        .map(|p| p.to_string())
-        .unwrap_or_default();
+    let got = read_request(req).await;
+    let pq = got.path_and_query();
+    let auth = got.header("authorization").unwrap_or("").to_string();
     let (n, total) = {
         let mut seen = s.lock().unwrap();
         seen.push(Seen {
-            method: parts.method.to_string(),
+            method: got.method.to_string(),
             path_and_query: pq.clone(),
-            headers: parts.headers.clone(),
-            body,
+            headers: got.headers,
+            body: got.body,
             at: tokio::time::Instant::now(),
         });
         let n = seen.iter().filter(|x| x.path_and_query == pq).count();
@@ -164,12 +159,6 @@ async fn answer(
     if !beh.delay.is_zero() {
         tokio::time::sleep(beh.delay).await;
     }
-    let auth = parts
-        .headers
-        .get("authorization")
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("")
-        .to_string();
     let by_path = beh
         .path_bodies
         .iter()

@@ -4,13 +4,20 @@
 //! helpers that insist the external tools (curl, node, chromium, certutil) exist.
 #![allow(dead_code)]
 
+// Each fake included without `common` brings the one request reader along; a test that
+// includes two of them has two copies of this small module, which is harmless.
+#[allow(clippy::duplicate_mod)]
+#[path = "request.rs"]
+mod request;
+
 use bytes::Bytes;
 use http::{Request, Response};
-use http_body_util::{BodyExt, Full};
+use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair};
+use request::read_request;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -171,25 +178,14 @@ async fn answer(
     s: Arc<Mutex<Vec<SeenTls>>>,
     d: Arc<Mutex<Duration>>,
 ) -> Result<Response<Full<Bytes>>, std::convert::Infallible> {
-    let (parts, body) = req.into_parts();
-    let _ = body.collect().await;
-    let pq = parts
-        .uri
-        .path_and_query()
-        .map(|p| p.to_string())
-        .unwrap_or_default();
-    let host = parts
-        .headers
-        .get("host")
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_string)
-        .or_else(|| parts.uri.authority().map(|a| a.to_string()))
-        .unwrap_or_default();
+    let got = read_request(req).await;
+    let pq = got.path_and_query();
+    let host = got.host();
     let n = {
         let mut seen = s.lock().unwrap();
         seen.push(SeenTls {
             path_and_query: pq.clone(),
-            version: parts.version,
+            version: got.version,
             host,
         });
         seen.iter().filter(|x| x.path_and_query == pq).count()

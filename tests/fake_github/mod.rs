@@ -3,12 +3,19 @@
 //! the leak check (no raw token in the data dir, the logs or any answer).
 #![allow(dead_code)]
 
+// Each fake included without `common` brings the one request reader along; a test that
+// includes two of them has two copies of this small module, which is harmless.
+#[allow(clippy::duplicate_mod)]
+#[path = "../common/request.rs"]
+mod request;
+
 use bytes::Bytes;
 use http::{Request, Response, StatusCode};
-use http_body_util::{BodyExt, Full};
+use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
+use request::read_request;
 use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -217,28 +224,15 @@ pub async fn answer(
     req: Request<Incoming>,
     state: Arc<Mutex<FakeState>>,
 ) -> Result<Response<Full<Bytes>>, std::convert::Infallible> {
-    let (parts, body) = req.into_parts();
-    let body = body
-        .collect()
-        .await
-        .map(|c| c.to_bytes())
-        .unwrap_or_default();
-    let pq = parts
-        .uri
-        .path_and_query()
-        .map(|p| p.to_string())
-        .unwrap_or_default();
-    let auth = parts
-        .headers
-        .get("authorization")
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("");
+    let got = read_request(req).await;
+    let pq = got.path_and_query();
+    let auth = got.header("authorization").unwrap_or("");
     let token = token_of(auth).to_string();
     let (revoked, delay, lists_down) = {
         let mut s = state.lock().unwrap();
         s.seen.push(Hit {
             host,
-            method: parts.method.to_string(),
+            method: got.method.to_string(),
             path_and_query: pq.clone(),
             token: token.clone(),
         });
@@ -266,7 +260,7 @@ pub async fn answer(
         ));
     };
     if host == "github" {
-        if parts.uri.path() != "/user" {
+        if got.uri.path() != "/user" {
             return Ok(reply(404, serde_json::json!({"message": "Not Found"})));
         }
         let mut r = reply(
@@ -283,9 +277,9 @@ pub async fn answer(
         }
         return Ok(r);
     }
-    if parts.method == http::Method::POST {
+    if got.method == http::Method::POST {
         // Made as soon as it arrives, even if the answer never gets back to Weir.
-        let v: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
+        let v: serde_json::Value = serde_json::from_slice(&got.body).unwrap_or_default();
         let statement = v["problem_statement"].as_str().unwrap_or("").to_string();
         let at = weir::time_fmt::rfc3339(std::time::SystemTime::now());
         state
@@ -299,7 +293,7 @@ pub async fn answer(
         return Ok(reply(201, serde_json::json!({"job_id": "job-1"})));
     }
     // The job behind a session: where the in-doubt lookup reads the problem statement.
-    if let Some((_, sid)) = parts
+    if let Some((_, sid)) = got
         .uri
         .path()
         .strip_prefix("/agents/swe/v1/jobs/")
@@ -323,11 +317,11 @@ pub async fn answer(
             _ => reply(404, serde_json::json!({"message": "Not Found"})),
         });
     }
-    if parts.uri.path() == "/agents/sessions" {
+    if got.uri.path() == "/agents/sessions" {
         if lists_down {
             return Ok(reply(503, serde_json::json!({"message": "unavailable"})));
         }
-        let size = parts
+        let size = got
             .uri
             .query()
             .unwrap_or("")
@@ -346,7 +340,7 @@ pub async fn answer(
     }
     Ok(reply(
         200,
-        serde_json::json!({"id": parts.uri.path(), "owner": who.login}),
+        serde_json::json!({"id": got.uri.path(), "owner": who.login}),
     ))
 }
 

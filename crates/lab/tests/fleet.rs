@@ -57,8 +57,11 @@ async fn buggy_clients_amplify_and_weir_coalesces_them() {
         weir.clients.attempts > weir.clients.logical * 3 / 2,
         "the clients still reissued"
     );
+    // A reissue that reaches Weir after its flight has finished starts a fetch of its own
+    // (caching is off), so a loaded machine sees a few more than one per logical request:
+    // 1.10 was seen with both cores saturated, against ~8 for the buggy row.
     assert!(
-        weir.upstream_total <= weir.clients.logical + weir.clients.logical / 20 + 2,
+        weir.upstream_total <= weir.clients.logical + weir.clients.logical / 4 + 2,
         "{weir:?}"
     );
     assert_eq!(weir.weir_upstream_requests, Some(weir.upstream_total));

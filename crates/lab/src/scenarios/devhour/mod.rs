@@ -43,8 +43,6 @@ pub enum Via {
     Direct,
     /// Weir as shipped (its timings scaled).
     Weir,
-    /// Weir with one route added: session logs as `view` (cached), not `stream`.
-    WeirLogsAsView,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -102,7 +100,7 @@ fn task_timing(run_s: u64) -> SessionTiming {
 
 /// Weir's shipped class timings and breaker window, divided by [`SPEED`]. The per-client rate
 /// limit is off: at 10× speed one developer sends what ten would.
-pub fn weir_toml(origin: &str, via: Via) -> String {
+pub fn weir_toml(origin: &str) -> String {
     let mut extra = String::from(crate::weir_ctl::NO_RATE_LIMIT);
     extra.push_str(
         "[breaker]\nwindow = \"3s\"\nslow_floor = \"100ms\"\n\
@@ -112,15 +110,11 @@ pub fn weir_toml(origin: &str, via: Via) -> String {
          [classes.view]\nfresh_ttl = \"300ms\"\nstale_while_revalidate = \"3s\"\ndegraded_refresh = \"12s\"\n\
          per_try_timeout = \"1s\"\ndeadline = \"2s\"\nslow_call = \"500ms\"\n\
          [classes.token]\ntoken_margin = \"6s\"\nper_try_timeout = \"500ms\"\ndeadline = \"1s\"\nslow_call = \"300ms\"\n\
-         [classes.stream]\nper_try_timeout = \"3s\"\ndeadline = \"3s\"\nslow_call = \"1s\"\n\
+         [classes.stream]\nfresh_ttl = \"300ms\"\nstale_while_revalidate = \"3s\"\ndegraded_refresh = \"12s\"\n\
+         per_try_timeout = \"3s\"\ndeadline = \"3s\"\nslow_call = \"1s\"\n\
          [classes.create]\nper_try_timeout = \"3s\"\ndeadline = \"3s\"\nslow_call = \"1s\"\n\
          [network]\ndetect_os = false\n",
     );
-    if via == Via::WeirLogsAsView {
-        extra.push_str(
-            "\n[[route]]\nmethod = \"GET\"\npath = \"/agents/sessions/{id}/logs\"\nclass = \"view\"\n",
-        );
-    }
     // No GitHub Status watcher: the lab never leaves loopback.
     lab_config(origin, Caching::Default, &extra).replacen(
         "listen = \"127.0.0.1:0\"\n",
@@ -148,7 +142,7 @@ pub async fn run_row(
 
     let weir = match via {
         Via::Direct => None,
-        v => Some(LabWeir::start_with(&weir_toml(&up.origin(), v)).await?),
+        Via::Weir => Some(LabWeir::start_with(&weir_toml(&up.origin())).await?),
     };
     let tally = Arc::new(Tally::default());
     let start = Instant::now();
@@ -236,12 +230,12 @@ pub async fn run_row(
     })
 }
 
-/// Every row at once: {healthy, Oct 29} × {direct, Weir, Weir with logs cached}.
+/// Every row at once: {healthy, Oct 29} × {direct, through Weir}.
 pub async fn run_rows(wall: Duration, seed: u64) -> Result<Vec<Row>, LabError> {
     let mut set = tokio::task::JoinSet::new();
     let mut order = Vec::new();
     for profile in [Profile::Healthy, Profile::Oct29] {
-        for via in [Via::Direct, Via::Weir, Via::WeirLogsAsView] {
+        for via in [Via::Direct, Via::Weir] {
             order.push((profile, via));
             set.spawn(run_row(profile, via, wall, seed));
         }
@@ -257,7 +251,7 @@ pub async fn run_rows(wall: Duration, seed: u64) -> Result<Vec<Row>, LabError> {
 pub async fn run(cfg: &LabConfig) -> Result<Vec<Section>, LabError> {
     let wall = Duration::from_secs(cfg.seconds);
     eprintln!(
-        "devhour: {:.0} simulated minutes at {SPEED}× ({} s), 6 rows at once",
+        "devhour: {:.0} simulated minutes at {SPEED}× ({} s), 4 rows at once",
         cfg.seconds as f64 * SPEED / 60.0,
         cfg.seconds
     );
@@ -273,7 +267,6 @@ fn label(r: &Row) -> String {
     let v = match r.via {
         Via::Direct => "direct",
         Via::Weir => "through Weir",
-        Via::WeirLogsAsView => "through Weir, logs as view",
     };
     format!("{p}, {v}")
 }
@@ -349,7 +342,7 @@ pub fn sections(cfg: &LabConfig, rows: &[Row]) -> Vec<Section> {
                     start and every 5 min, the job every 2 s for up to 30 s after a create, the token ahead of \
                     its expiry) and `gh agent-task` (`list` every minute, `view --log --follow` from minute 2), \
                     three creates from VS Code, real request shapes (see `scenarios/devhour/clients.rs` for the \
-                    sources). Oct 29 = 2 % 5xx (half before the work, half after), 1.2 s per call. All six rows \
+                    sources). Oct 29 = 2 % 5xx (half before the work, half after), 1.2 s per call. All four rows \
                     run at once. Times are simulated (wall × 10). A failure is what the person would see: an \
                     error printed (gh), an empty view, a create refused, a job never showing its pull request, \
                     or a running session VS Code silently stopped following after one failed poll."

@@ -1,0 +1,81 @@
+//! Phase 4 for `stream` GETs (a session's logs): each answer decides ([`super::shape`]). A
+//! complete document is cached, coalesced and served stale on an upstream failure exactly like
+//! a `view` answer, under the same identity keying ([`super::cache`]); a true stream is relayed
+//! byte for byte to the one caller that asked, never buffered and never shared.
+//!
+//! `gh agent-task view --log --follow` asks for the whole log every 5 s and VS Code every 3 s
+//! while a session runs; each answer repeats the one before and adds a little. Passed one for
+//! one, those polls were most of a developer's upstream calls (see BENCHMARKS.md, devhour).
+//!
+//! A key with a cached document goes through the cache (its refreshes are shaped too); a key
+//! with nothing cached, or whose last answer was a stream, asks once on its own: a stream
+//! cannot wait in a flight for several callers. If a refresh finds that a document has become
+//! a stream, the key is marked as streaming and its callers ask on their own from then on.
+
+use super::cache::{self, Fetched};
+use super::identity::Caller;
+use super::state::Proxy;
+use super::{forward, limits, rescue, respond};
+use crate::body::Body;
+use crate::config::RouteClass;
+use crate::problem::Problem;
+use http::{Request, Response};
+use hyper::body::Incoming;
+use std::sync::Arc;
+
+/// Keys whose last answer was a stream (bounded; forgotten after an hour of silence).
+pub(crate) type Streamed = moka::sync::Cache<crate::cache::CacheKey, ()>;
+
+pub(super) fn streamed() -> Streamed {
+    moka::sync::Cache::builder()
+        .max_capacity(10_000)
+        .time_to_idle(std::time::Duration::from_secs(3600))
+        .build()
+}
+
+/// A `stream` GET on a managed upstream.
+pub(super) async fn serve(
+    proxy: &Arc<Proxy>,
+    up: usize,
+    req: Request<Incoming>,
+    who: Caller,
+) -> Result<Response<Body>, Problem> {
+    let class = RouteClass::Stream;
+    // A GET with a body is not a poll: it passes as it came.
+    if !http_body::Body::is_end_stream(req.body()) {
+        limits::client_rate(proxy, who)?;
+        return forward::managed(proxy, up, class, req, who.scope()).await;
+    }
+    let (parts, _empty) = req.into_parts();
+    let key = cache::key_for(proxy, up, class, &parts, &who);
+    if !proxy.streamed.contains_key(&key) && cache::has_copy(proxy, up, class, &parts, &who) {
+        match cache::serve_head(proxy, up, class, &parts, who).await {
+            // A refresh found a stream where the document was: ask again, on our own.
+            Err(_) if proxy.streamed.contains_key(&key) => {}
+            answered => return answered,
+        }
+    }
+    limits::client_rate(proxy, who)?;
+    let counters = proxy.upstreams.get(up).counters.class(class);
+    match cache::exchange_once(proxy, up, class, &parts, who).await? {
+        Fetched::Stream(resp) => {
+            proxy.streamed.insert(key, ());
+            Ok(forward::relay(resp))
+        }
+        Fetched::Kept(s) if s.is_success() => {
+            let kept = proxy.cache.get(&key).is_some_and(|e| Arc::ptr_eq(&e, &s));
+            let status = match kept {
+                true => "weir; fwd=miss; stored",
+                false => "weir; fwd=miss",
+            };
+            Ok(respond::cached(&s, status))
+        }
+        // Nothing cached to beat it with: the upstream's error as it came.
+        Fetched::Kept(failed) => Ok(rescue::after_upstream_error(
+            None,
+            counters,
+            &failed,
+            "weir; fwd=miss",
+        )),
+    }
+}
