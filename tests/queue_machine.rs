@@ -43,7 +43,7 @@ fn new_item(key: &str) -> NewItem {
     NewItem {
         // An upstream of its own: the claim below takes exactly this item.
         upstream: key.into(),
-        method: "POST".into(),
+        method: http::Method::POST,
         path_and_query: "/agents/swe/v1/jobs/o/r".into(),
         headers: vec![("content-type".into(), "application/json".into())],
         body: br#"{"problem_statement":"x"}"#.to_vec(),
@@ -101,7 +101,7 @@ async fn item_in(
 ) -> Item {
     let it = q.insert(new_item(key), 1_000).await.unwrap();
     // Claimed while queued, so a PostgreSQL `Replay` meets its lease-holder guard.
-    let claimed = q.claim_next(key, 1_000).await.unwrap().unwrap();
+    let claimed = q.claim_next(&key.into(), 1_000).await.unwrap().unwrap();
     assert_eq!(claimed.id, it.id);
     raw.set_state(it.id, state, needs_lookup).await;
     q.get(it.id).await.unwrap().unwrap()

@@ -83,7 +83,7 @@ pub(crate) async fn handle(
 
 fn view(i: &Item) -> serde_json::Value {
     serde_json::json!({
-        "id": i.id, "upstream": i.upstream, "state": i.state.as_str(), "method": i.method, "path": i.path_and_query,
+        "id": i.id, "upstream": i.upstream, "state": i.state.as_str(), "method": i.method.as_str(), "path": i.path_and_query,
         "repo": i.repo, "created_at": i.created_at, "updated_at": i.updated_at, "attempts": i.attempts,
         "next_attempt_at": i.next_attempt_at, "last_error": i.last_error, "result": i.result,
     })

@@ -269,8 +269,8 @@ impl Handoffs {
             }
             None => {
                 let item = NewItem {
-                    upstream: req.upstream.clone(),
-                    method: "POST".into(),
+                    upstream: req.upstream.as_str().into(),
+                    method: http::Method::POST,
                     path_and_query: format!("/agents/swe/v1/jobs/{}", req.repo),
                     headers: Vec::new(),
                     body: serde_json::json!({

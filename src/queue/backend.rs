@@ -7,7 +7,9 @@
 
 use super::pg::lease::ClaimKeeper;
 use std::time::Duration;
-use weir_store::{AsyncStore, Change, Item, ListFilter, NewItem, StateCounts, StoreError};
+use weir_store::{
+    AsyncStore, Change, Item, ListFilter, NewItem, StateCounts, StoreError, UpstreamId,
+};
 
 pub use crate::status::QueueBackend as BackendKind;
 
@@ -60,7 +62,11 @@ pub trait QueueBackend: Send + Sync {
     /// The next due item of `upstream`, claimed for this worker. SQLite: one process, one
     /// worker per upstream, nothing to claim. PostgreSQL: `FOR UPDATE SKIP LOCKED` plus a
     /// lease, so no two replicas work on one item; [`QueueBackend::release`] gives it back.
-    async fn claim_next(&self, upstream: &str, now_ms: i64) -> Result<Option<Item>, StoreError>;
+    async fn claim_next(
+        &self,
+        upstream: &UpstreamId,
+        now_ms: i64,
+    ) -> Result<Option<Item>, StoreError>;
     /// Keeps this worker's claim on `id` alive while the guard lives (PostgreSQL: renewed
     /// every lease/3; SQLite: no claims).
     fn keep_claim(&self, id: i64) -> Option<ClaimKeeper>;
@@ -68,7 +74,7 @@ pub trait QueueBackend: Send + Sync {
     async fn release(&self, id: i64);
     /// How long an idle worker may sleep before something of `upstream` can be due (a new
     /// item wakes it sooner).
-    async fn idle_wait(&self, upstream: &str, now_ms: i64) -> Duration;
+    async fn idle_wait(&self, upstream: &UpstreamId, now_ms: i64) -> Duration;
 
     /// Every queued or in-doubt item created more than `max_age_ms` ago → expired.
     async fn expire_older_than(
@@ -152,9 +158,14 @@ impl QueueBackend for AsyncStore {
         self.call(move |s| s.expired_offers(now_ms)).await
     }
 
-    async fn claim_next(&self, upstream: &str, now_ms: i64) -> Result<Option<Item>, StoreError> {
-        let upstream = upstream.to_owned();
-        self.call(move |s| s.next_due(&upstream, now_ms)).await
+    async fn claim_next(
+        &self,
+        upstream: &UpstreamId,
+        now_ms: i64,
+    ) -> Result<Option<Item>, StoreError> {
+        let upstream = upstream.clone();
+        self.call(move |s| s.next_due(upstream.as_str(), now_ms))
+            .await
     }
 
     fn keep_claim(&self, _id: i64) -> Option<ClaimKeeper> {
@@ -163,7 +174,7 @@ impl QueueBackend for AsyncStore {
 
     async fn release(&self, _id: i64) {}
 
-    async fn idle_wait(&self, _upstream: &str, _now_ms: i64) -> Duration {
+    async fn idle_wait(&self, _upstream: &UpstreamId, _now_ms: i64) -> Duration {
         SQLITE_IDLE
     }
 

@@ -251,7 +251,7 @@ mod tests {
         Item {
             id: 7,
             upstream: "copilot".into(),
-            method: "POST".into(),
+            method: http::Method::POST,
             path_and_query: "/agents/swe/v1/jobs/o/r".into(),
             headers: vec![],
             body: b"{}".to_vec(),

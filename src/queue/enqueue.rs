@@ -127,8 +127,8 @@ pub(crate) async fn store_offered(
 fn new_item(c: Create<'_>, credential_ref: Option<String>, in_doubt: bool) -> NewItem {
     let (repo, statement) = describe(c.uri, c.body);
     NewItem {
-        upstream: c.upstream.to_string(),
-        method: "POST".into(),
+        upstream: c.upstream.into(),
+        method: http::Method::POST,
         path_and_query: c
             .uri
             .path_and_query()

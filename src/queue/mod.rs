@@ -152,7 +152,7 @@ pub(crate) use crate::time_fmt::now_ms;
 pub(crate) fn event(item: &Item, detail: impl Into<String>) -> Event {
     Event::Queue {
         id: item.id,
-        upstream: item.upstream.clone(),
+        upstream: item.upstream.to_string(),
         state: item.state,
         at: SystemTime::now(),
         detail: detail.into(),

@@ -31,11 +31,11 @@ use crate::mode::{Behaviour, Modes};
 use crate::secrets::SecretError;
 use crate::upstream::{Admitted, AttemptPolicy, Replayable, Upstreams};
 use bytes::Bytes;
-use http::{header, HeaderMap, HeaderValue, Method, Uri};
+use http::{header, HeaderMap, HeaderValue, Uri};
 use std::sync::Arc;
 use std::time::Duration;
 use weir_resilience::{classify_response, FullJitter, Jitter, Kind};
-use weir_store::{Change, Item, State};
+use weir_store::{Change, Item, State, UpstreamId};
 
 pub use super::decide::KEEP_ENDED;
 
@@ -82,7 +82,7 @@ impl Replayer {
 
     async fn worker(self, up: usize) {
         let Some(q) = self.queue.open() else { return };
-        let name = self.upstreams.get(up).settings.name.clone();
+        let name = UpstreamId::new(self.upstreams.get(up).settings.name.clone());
         let mut stop = self.bus.stopping();
         loop {
             if *stop.borrow() {
@@ -260,7 +260,7 @@ impl Replayer {
         }
         credential.apply_to(&mut headers);
         let req = Replayable {
-            method: &Method::POST,
+            method: &item.method,
             uri,
             headers: &headers,
             body: Bytes::from(item.body.clone()),

@@ -73,7 +73,7 @@ impl Store {
                 ),
                 params![
                     item.upstream,
-                    item.method,
+                    item.method.as_str(),
                     item.path_and_query,
                     headers,
                     item.body,

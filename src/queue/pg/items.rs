@@ -10,7 +10,8 @@ use crate::queue::backend::{BackendKind, QueueBackend};
 use std::time::Duration;
 use tokio_postgres::types::ToSql;
 use weir_store::{
-    Change, Dialect, Item, ListFilter, NewItem, State, StateCounts, StoreError, Transition, Value,
+    Change, Dialect, Item, ListFilter, NewItem, State, StateCounts, StoreError, Transition,
+    UpstreamId, Value,
 };
 
 /// The database's clock in unix milliseconds: leases are dated by it, so replicas whose clocks
@@ -92,8 +93,8 @@ impl QueueBackend for PgQueue {
         let job_id = item.provisional.as_ref().map(|p| p.job_id.clone());
         let session_id = item.provisional.as_ref().map(|p| p.session_id.clone());
         let params: [&(dyn ToSql + Sync); 15] = [
-            &item.upstream,
-            &item.method,
+            &item.upstream.as_str(),
+            &item.method.as_str(),
             &item.path_and_query,
             &headers,
             &item.body,
@@ -160,7 +161,12 @@ impl QueueBackend for PgQueue {
     }
 
     /// Claims the oldest due item of `upstream` that no live lease holds.
-    async fn claim_next(&self, upstream: &str, now_ms: i64) -> Result<Option<Item>, StoreError> {
+    async fn claim_next(
+        &self,
+        upstream: &UpstreamId,
+        now_ms: i64,
+    ) -> Result<Option<Item>, StoreError> {
+        let upstream = upstream.as_str();
         let sql = format!(
             "UPDATE weir_queue_items SET lease_owner = $3, lease_until = {DB_NOW_MS} + $4
              WHERE id = (
@@ -196,7 +202,8 @@ impl QueueBackend for PgQueue {
 
     /// Until the earliest moment something of `upstream` may be due or a lease runs out,
     /// bounded by [`MIN_IDLE`]..[`MAX_IDLE`]; [`MAX_IDLE`] when the database cannot say.
-    async fn idle_wait(&self, upstream: &str, now_ms: i64) -> Duration {
+    async fn idle_wait(&self, upstream: &UpstreamId, now_ms: i64) -> Duration {
+        let upstream = upstream.as_str();
         let sql = format!(
             "SELECT LEAST(
                (SELECT MIN(GREATEST(next_attempt_at, COALESCE(lease_until, 0)))
@@ -258,7 +265,7 @@ impl QueueBackend for PgQueue {
             Ok(Some(row)) => {
                 let item = self.item(&row)?;
                 if op == Transition::Retry {
-                    self.notify(&item.upstream).await;
+                    self.notify(item.upstream.as_str()).await;
                 }
                 return Ok(item);
             }

@@ -4,7 +4,7 @@
 use super::PgQueue;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::Row;
-use weir_store::{Item, State, StateCounts, StoreError, Value};
+use weir_store::{Item, State, StateCounts, StoreError, UpstreamId, Value};
 
 pub(super) const COLUMNS: &str = "id, upstream, method, path_and_query, headers, body, identity, \
      credential_ref, dedupe_key, repo, problem_statement, state, created_at, attempts, \
@@ -28,8 +28,9 @@ impl PgQueue {
         let attempts: i32 = row.try_get("attempts").map_err(get)?;
         Ok(Item {
             id: row.try_get("id").map_err(get)?,
-            upstream: row.try_get("upstream").map_err(get)?,
-            method: row.try_get("method").map_err(get)?,
+            upstream: UpstreamId::new(row.try_get::<_, String>("upstream").map_err(get)?),
+            method: weir_store::parse_method(&row.try_get::<_, String>("method").map_err(get)?)
+                .map_err(|e| bad("method", &e))?,
             path_and_query: row.try_get("path_and_query").map_err(get)?,
             headers: serde_json::from_str(&headers).map_err(|e| bad("headers", &e))?,
             body: row.try_get("body").map_err(get)?,
