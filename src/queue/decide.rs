@@ -41,12 +41,12 @@ pub(super) enum Fact {
     /// The stored path does not make a URL.
     BadUrl(String),
     /// The item was marked replaying and sent; what came back.
-    Sent(Sent),
+    Sent(Outcome),
 }
 
 /// The answer to a replayed create.
 #[derive(Debug)]
-pub(super) enum Sent {
+pub(super) enum Outcome {
     /// 2xx: created.
     Created { status: StatusCode, body: Bytes },
     /// 5xx, 429 and the like: try again, not before the upstream's own wait (`hint`).
@@ -142,27 +142,27 @@ pub(super) fn decide(item: &Item, fact: Fact, now: i64, jitter: Duration) -> Ste
             format!("cannot build the replay URL: {e}"),
             "failed: bad URL",
         ),
-        Fact::Sent(Sent::Created { status, body }) => record(
+        Fact::Sent(Outcome::Created { status, body }) => record(
             Change::Done {
                 result: summarise(status.as_u16(), &body),
             },
             "done: replayed",
         ),
-        Fact::Sent(Sent::Retryable { status, hint }) => {
+        Fact::Sent(Outcome::Retryable { status, hint }) => {
             let detail = format!("upstream answered {status}");
             record(again(detail.clone(), hint), format!("queued: {detail}"))
         }
-        Fact::Sent(Sent::Refused { status, body }) => {
+        Fact::Sent(Outcome::Refused { status, body }) => {
             let snippet = String::from_utf8_lossy(&body[..body.len().min(300)]).into_owned();
             let reason = format!("upstream refused it: {status} {snippet}");
             // Kept so the provisional job reports it in the upstream's error shape.
             let result = Some(refusal(status.as_u16(), &body, &reason));
             record(Change::Fail { reason, result }, "failed: refused upstream")
         }
-        Fact::Sent(Sent::NotSent(e)) => {
+        Fact::Sent(Outcome::NotSent(e)) => {
             record(again(e.clone(), None), format!("queued: not sent ({e})"))
         }
-        Fact::Sent(Sent::MaybeSent(e)) => record(
+        Fact::Sent(Outcome::MaybeSent(e)) => record(
             Change::InDoubt {
                 at: retry_at(item, now, None, jitter),
                 error: e,
@@ -288,7 +288,7 @@ mod tests {
         let it = item(State::Replaying, 1);
         let sent = |s| decide(&it, Fact::Sent(s), NOW, NO_JITTER);
         let body = Bytes::from_static(br#"{"job_id":"j1","session_id":"s1"}"#);
-        let done = change_of(sent(Sent::Created {
+        let done = change_of(sent(Outcome::Created {
             status: StatusCode::CREATED,
             body,
         }));
@@ -301,14 +301,14 @@ mod tests {
         // One attempt so far: the backoff's ceiling for it, no jitter.
         let first_wait = NOW + RETRY.ceiling(1).as_millis() as i64;
         assert_eq!(
-            change_of(sent(Sent::NotSent("refused".into()))),
+            change_of(sent(Outcome::NotSent("refused".into()))),
             Change::Reschedule {
                 at: first_wait,
                 error: "refused".into()
             }
         );
         assert_eq!(
-            change_of(sent(Sent::MaybeSent("reset".into()))),
+            change_of(sent(Outcome::MaybeSent("reset".into()))),
             Change::InDoubt {
                 at: first_wait,
                 error: "reset".into()
@@ -316,7 +316,7 @@ mod tests {
         );
         // The upstream's own wait wins when longer; never beyond the keep time.
         let hinted = |h| {
-            change_of(sent(Sent::Retryable {
+            change_of(sent(Outcome::Retryable {
                 status: StatusCode::TOO_MANY_REQUESTS,
                 hint: Some(h),
             }))
@@ -327,7 +327,7 @@ mod tests {
             Change::Reschedule { at, .. } if at == first_wait));
         assert!(matches!(hinted(KEEP_ENDED * 2),
             Change::Reschedule { at, .. } if at == NOW + KEEP_ENDED.as_millis() as i64));
-        let refused = change_of(sent(Sent::Refused {
+        let refused = change_of(sent(Outcome::Refused {
             status: StatusCode::UNPROCESSABLE_ENTITY,
             body: Bytes::from_static(br#"{"message":"no such repo"}"#),
         }));
@@ -350,7 +350,7 @@ mod tests {
         let later = item(State::Replaying, 4);
         let step = decide(
             &later,
-            Fact::Sent(Sent::NotSent("x".into())),
+            Fact::Sent(Outcome::NotSent("x".into())),
             NOW,
             Duration::from_millis(300),
         );

@@ -23,7 +23,7 @@
 //! retry` can still send it.
 
 use super::credential::Credential;
-use super::decide::{decide, needs_lookup, Fact, Sent, Step, PACE, RETRY};
+use super::decide::{decide, needs_lookup, Fact, Outcome, Step, PACE, RETRY};
 use super::{event, now_ms, Queue, QueueState};
 use crate::config::RouteClass;
 use crate::events::Bus;
@@ -248,7 +248,7 @@ impl Replayer {
         credential: &Credential,
         admitted: Admitted,
         uri: &Uri,
-    ) -> Sent {
+    ) -> Outcome {
         let mut headers = HeaderMap::new();
         for (k, v) in &item.headers {
             if let (Ok(k), Ok(v)) = (
@@ -282,7 +282,7 @@ impl Replayer {
                 let status = resp.status();
                 let kind = classify_response(status, resp.headers(), resp.body());
                 if kind.is_ok() {
-                    Sent::Created {
+                    Outcome::Created {
                         status,
                         body: resp.into_body(),
                     }
@@ -290,16 +290,16 @@ impl Replayer {
                     // The attempt phase already set the upstream's cooldown from its hint.
                     let hint =
                         weir_resilience::wait_hint(resp.headers(), std::time::SystemTime::now());
-                    Sent::Retryable { status, hint }
+                    Outcome::Retryable { status, hint }
                 } else {
-                    Sent::Refused {
+                    Outcome::Refused {
                         status,
                         body: resp.into_body(),
                     }
                 }
             }
-            Err(p) if !p.maybe_sent => Sent::NotSent(p.detail),
-            Err(p) => Sent::MaybeSent(p.detail),
+            Err(p) if !p.maybe_sent => Outcome::NotSent(p.detail),
+            Err(p) => Outcome::MaybeSent(p.detail),
         }
     }
 }
