@@ -129,6 +129,13 @@ pub mod http_client {
 }
 
 /// Internals exposed only for the criterion benchmarks in `crates/lab` (not a stable API).
+/// The queue backends by themselves, for the tests that run the transition table against
+/// both (tests/queue_machine.rs).
+#[doc(hidden)]
+pub mod queue_api {
+    pub use crate::queue::backend::{open_postgres, open_sqlite, BackendKind, QueueBackend};
+}
+
 #[doc(hidden)]
 pub mod bench_api {
     pub use crate::cache::CacheKey;

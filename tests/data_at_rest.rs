@@ -119,7 +119,7 @@ async fn the_purge_deletes_the_credentials_of_exactly_the_rows_it_deletes() {
                 .unwrap();
             let item = weir_store::NewItem {
                 upstream: "up0".into(),
-                method: "POST".into(),
+                method: http::Method::POST,
                 path_and_query: JOBS.into(),
                 headers: vec![],
                 body: b"{}".to_vec(),

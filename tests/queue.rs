@@ -227,7 +227,7 @@ async fn an_in_doubt_create_found_upstream_is_not_sent_again() {
             .insert(
                 &weir_store::NewItem {
                     upstream: "up0".into(),
-                    method: "POST".into(),
+                    method: http::Method::POST,
                     path_and_query: JOBS.into(),
                     headers: vec![],
                     body: body(9).into_bytes(),

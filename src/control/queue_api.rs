@@ -9,7 +9,7 @@ use crate::queue::{event, now_ms};
 use http::{Method, Request, Response, StatusCode};
 use hyper::body::Incoming;
 use std::sync::Arc;
-use weir_store::{Item, ListFilter, StoreError};
+use weir_store::{Change, Item, ListFilter, StoreError};
 
 pub(crate) async fn handle(
     ctl: &Arc<Control>,
@@ -52,9 +52,9 @@ pub(crate) async fn handle(
         (&Method::POST, [id, action @ ("cancel" | "retry")]) => {
             let id = parse(id)?;
             let item = if *action == "cancel" {
-                q.store.cancel(id, now_ms()).await
+                q.store.apply(id, Change::Cancel, now_ms()).await
             } else {
-                q.store.retry(id, now_ms()).await
+                q.store.apply(id, Change::Retry, now_ms()).await
             }
             .map_err(store_problem)?;
             if *action == "cancel" {
@@ -83,7 +83,7 @@ pub(crate) async fn handle(
 
 fn view(i: &Item) -> serde_json::Value {
     serde_json::json!({
-        "id": i.id, "upstream": i.upstream, "state": i.state.as_str(), "method": i.method, "path": i.path_and_query,
+        "id": i.id, "upstream": i.upstream, "state": i.state.as_str(), "method": i.method.as_str(), "path": i.path_and_query,
         "repo": i.repo, "created_at": i.created_at, "updated_at": i.updated_at, "attempts": i.attempts,
         "next_attempt_at": i.next_attempt_at, "last_error": i.last_error, "result": i.result,
     })

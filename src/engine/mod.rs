@@ -405,10 +405,8 @@ async fn open_shared_queue(
         }
     }
     let wake = q.wake.clone();
-    let owner = match &q.store {
-        crate::queue::backend::QueueStore::Postgres(p) => p.owner.clone(),
-        crate::queue::backend::QueueStore::Sqlite(_) => pg::owner_name(),
-    };
+    // The same name the queue's leases carry (`Queue::open_postgres`).
+    let owner = pg::owner_name();
     let signals = crate::gateway::signals::start(conn.clone(), owner, upstreams.clone());
     pg::listen::spawn(
         conn,

@@ -30,7 +30,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
-use weir_store::{Item, ListFilter, NewItem, State, StoreError};
+use weir_store::{Change, Item, ListFilter, NewItem, State, StoreError};
 
 /// What the policy phase hands over when a create's action is `local`.
 #[derive(Debug, Clone)]
@@ -269,8 +269,8 @@ impl Handoffs {
             }
             None => {
                 let item = NewItem {
-                    upstream: req.upstream.clone(),
-                    method: "POST".into(),
+                    upstream: req.upstream.as_str().into(),
+                    method: http::Method::POST,
                     path_and_query: format!("/agents/swe/v1/jobs/{}", req.repo),
                     headers: Vec::new(),
                     body: serde_json::json!({
@@ -373,7 +373,13 @@ impl Handoffs {
         let now = now_ms();
         let item = q
             .store
-            .hand_off(id, started.clone(), now)
+            .apply(
+                id,
+                Change::HandOff {
+                    result: started.clone(),
+                },
+                now,
+            )
             .await
             .map_err(|e| HandoffError::from_store(id, e))?;
         // Handed off is an end state: the replay credential is not needed any more, and the
@@ -465,13 +471,11 @@ impl Handoffs {
         };
         let now = now_ms();
         let item = if requeue {
-            q.store
-                .requeue(id, &format!("{why}: back in the queue"), now)
-                .await
+            let why = format!("{why}: back in the queue");
+            q.store.apply(id, Change::Requeue { why }, now).await
         } else {
-            q.store
-                .withdraw(id, &format!("{why}: withdrawn"), now)
-                .await
+            let why = format!("{why}: withdrawn");
+            q.store.apply(id, Change::Withdraw { why }, now).await
         }
         .map_err(|e| HandoffError::from_store(id, e))?;
         if requeue {

@@ -50,7 +50,7 @@ impl HandoffView {
         HandoffView {
             id: item.id,
             state: item.state,
-            upstream: item.upstream.clone(),
+            upstream: item.upstream.to_string(),
             repo: item.repo.clone(),
             problem_statement: item.problem_statement.clone(),
             rule: record.as_ref().map(|r| r.rule.clone()),

@@ -1,306 +1,229 @@
 //! The queue backend: the one set of queue operations the request path, the replay workers and
-//! the control API use, over SQLite (one Weir, the default) or PostgreSQL (gateway replicas
-//! sharing one queue).
-//!
-//! An enum rather than a trait object: there are exactly two backends, the calls are async,
-//! and `match` keeps every operation's two implementations side by side.
+//! the control API use, as a trait with two implementations: SQLite (one Weir, the default:
+//! [`weir_store::AsyncStore`], below) and PostgreSQL (gateway replicas sharing one queue:
+//! [`super::pg::PgQueue`]). Every state change is one [`Change`] through
+//! [`QueueBackend::apply`]; both backends run the SQL rendered from the same transition table
+//! (`weir_store::TRANSITIONS`).
 
-use super::pg::PgQueue;
+use super::pg::lease::ClaimKeeper;
 use std::time::Duration;
-use weir_store::{AsyncStore, Item, ListFilter, NewItem, StateCounts, StoreError};
+use weir_store::{
+    AsyncStore, Change, Item, ListFilter, NewItem, StateCounts, StoreError, UpstreamId,
+};
 
-pub(crate) use crate::status::QueueBackend as BackendKind;
+pub use crate::status::QueueBackend as BackendKind;
 
 /// The durable create queue's storage.
-pub(crate) enum QueueStore {
-    Sqlite(AsyncStore),
-    Postgres(PgQueue),
+#[async_trait::async_trait]
+pub trait QueueBackend: Send + Sync {
+    fn kind(&self) -> BackendKind;
+
+    /// A gateway's queue, shared by its replicas (PostgreSQL).
+    fn is_shared(&self) -> bool {
+        self.kind() == BackendKind::Postgresql
+    }
+
+    /// Stores a new `queued` (or `in_doubt`) item. `Err(Duplicate)` names the live item that
+    /// already holds its dedupe key.
+    async fn insert(&self, item: NewItem, now_ms: i64) -> Result<Item, StoreError>;
+
+    /// Stores an `offered` item (#14). Hand-off offers live in a laptop's own SQLite queue
+    /// only: a gateway replica never runs a developer's local agent.
+    async fn insert_offered(
+        &self,
+        item: NewItem,
+        expires_at_ms: i64,
+        offer: serde_json::Value,
+        now_ms: i64,
+    ) -> Result<Item, StoreError>;
+
+    /// Moves item `id` as `change` says, when the transition table allows it from its state
+    /// (`IllegalTransition` otherwise, `NotFound` for no such item).
+    async fn apply(&self, id: i64, change: Change, now_ms: i64) -> Result<Item, StoreError>;
+
+    /// Records the local agent's outcome on a `handed_off` item (its state does not change).
+    async fn record_hand_off_result(
+        &self,
+        id: i64,
+        result: serde_json::Value,
+        now_ms: i64,
+    ) -> Result<Item, StoreError>;
+
+    async fn get(&self, id: i64) -> Result<Option<Item>, StoreError>;
+    async fn list(&self, filter: ListFilter) -> Result<Vec<Item>, StoreError>;
+    async fn counts(&self) -> Result<StateCounts, StoreError>;
+    /// The item holding `key`: the live one if there is one, else the newest.
+    async fn find_by_dedupe_key(&self, key: &str) -> Result<Option<Item>, StoreError>;
+    /// The item answered with this provisional job or session id (see `pipeline::provisional`).
+    async fn find_by_provisional_id(&self, id: &str) -> Result<Option<Item>, StoreError>;
+    /// Offered items whose offer ran out, oldest first.
+    async fn expired_offers(&self, now_ms: i64) -> Result<Vec<Item>, StoreError>;
+
+    /// The next due item of `upstream`, claimed for this worker. SQLite: one process, one
+    /// worker per upstream, nothing to claim. PostgreSQL: `FOR UPDATE SKIP LOCKED` plus a
+    /// lease, so no two replicas work on one item; [`QueueBackend::release`] gives it back.
+    async fn claim_next(
+        &self,
+        upstream: &UpstreamId,
+        now_ms: i64,
+    ) -> Result<Option<Item>, StoreError>;
+    /// Keeps this worker's claim on `id` alive while the guard lives (PostgreSQL: renewed
+    /// every lease/3; SQLite: no claims).
+    fn keep_claim(&self, id: i64) -> Option<ClaimKeeper>;
+    /// Gives a claimed item back without changing it (the gate was closed, nothing was sent).
+    async fn release(&self, id: i64);
+    /// How long an idle worker may sleep before something of `upstream` can be due (a new
+    /// item wakes it sooner).
+    async fn idle_wait(&self, upstream: &UpstreamId, now_ms: i64) -> Duration;
+
+    /// Every queued or in-doubt item created more than `max_age_ms` ago → expired.
+    async fn expire_older_than(
+        &self,
+        max_age_ms: i64,
+        now_ms: i64,
+    ) -> Result<Vec<Item>, StoreError>;
+    /// Items a stopped Weir left `replaying` become `in_doubt`. SQLite: at start, all of them
+    /// (only this process writes the file). PostgreSQL: only those whose lease ran out.
+    async fn recover_after_crash(&self, now_ms: i64) -> Result<Vec<Item>, StoreError>;
+    /// Run by the workers between items: nothing for SQLite (recovered at start), expired
+    /// leases for PostgreSQL (every replica checks as it goes).
+    async fn recover_while_running(&self, now_ms: i64) -> Result<Vec<Item>, StoreError>;
+    /// Deletes ended items last changed before `updated_before_ms`; returns them.
+    async fn purge_ended_before(&self, updated_before_ms: i64) -> Result<Vec<Item>, StoreError>;
 }
 
 /// How long an idle SQLite worker waits before looking again (a single process: new items
 /// wake it directly, this only catches items whose retry time came).
 const SQLITE_IDLE: Duration = Duration::from_secs(1);
 
-impl QueueStore {
-    pub fn kind(&self) -> BackendKind {
-        match self {
-            QueueStore::Sqlite(_) => BackendKind::Sqlite,
-            QueueStore::Postgres(_) => BackendKind::Postgresql,
-        }
+/// SQLite: each operation runs on the store's own thread (see `weir_store::async_store`).
+#[async_trait::async_trait]
+impl QueueBackend for AsyncStore {
+    fn kind(&self) -> BackendKind {
+        BackendKind::Sqlite
     }
 
-    pub async fn insert(&self, item: NewItem, now_ms: i64) -> Result<Item, StoreError> {
-        match self {
-            QueueStore::Sqlite(s) => s.insert(item, now_ms).await,
-            QueueStore::Postgres(p) => p.insert(item, now_ms).await,
-        }
+    async fn insert(&self, item: NewItem, now_ms: i64) -> Result<Item, StoreError> {
+        self.call(move |s| s.insert(&item, now_ms)).await
     }
 
-    /// A gateway's queue, shared by its replicas (PostgreSQL).
-    pub fn is_shared(&self) -> bool {
-        matches!(self, QueueStore::Postgres(_))
-    }
-
-    /// Hand-off offers (#14) live in a laptop's own SQLite queue only: a gateway replica
-    /// never runs a developer's local agent.
-    fn local_only(&self) -> Result<&AsyncStore, StoreError> {
-        match self {
-            QueueStore::Sqlite(s) => Ok(s),
-            QueueStore::Postgres(p) => Err(StoreError::Other {
-                path: p.conn.db.clone().into(),
-                detail: "a shared (gateway) queue takes no local-agent hand-offs".into(),
-            }),
-        }
-    }
-
-    pub async fn insert_offered(
+    async fn insert_offered(
         &self,
         item: NewItem,
         expires_at_ms: i64,
         offer: serde_json::Value,
         now_ms: i64,
     ) -> Result<Item, StoreError> {
-        self.local_only()?
-            .insert_offered(item, expires_at_ms, offer, now_ms)
+        self.call(move |s| s.insert_offered(&item, expires_at_ms, &offer, now_ms))
             .await
     }
 
-    pub async fn hand_off(
+    async fn apply(&self, id: i64, change: Change, now_ms: i64) -> Result<Item, StoreError> {
+        self.call(move |s| s.apply(id, &change, now_ms)).await
+    }
+
+    async fn record_hand_off_result(
         &self,
         id: i64,
         result: serde_json::Value,
         now_ms: i64,
     ) -> Result<Item, StoreError> {
-        self.local_only()?.hand_off(id, result, now_ms).await
-    }
-
-    pub async fn record_hand_off_result(
-        &self,
-        id: i64,
-        result: serde_json::Value,
-        now_ms: i64,
-    ) -> Result<Item, StoreError> {
-        self.local_only()?
-            .record_hand_off_result(id, result, now_ms)
+        self.call(move |s| s.record_hand_off_result(id, &result, now_ms))
             .await
     }
 
-    pub async fn requeue(&self, id: i64, why: &str, now_ms: i64) -> Result<Item, StoreError> {
-        self.local_only()?.requeue(id, why, now_ms).await
+    async fn get(&self, id: i64) -> Result<Option<Item>, StoreError> {
+        self.call(move |s| s.get(id)).await
     }
 
-    pub async fn withdraw(&self, id: i64, why: &str, now_ms: i64) -> Result<Item, StoreError> {
-        self.local_only()?.withdraw(id, why, now_ms).await
+    async fn list(&self, filter: ListFilter) -> Result<Vec<Item>, StoreError> {
+        self.call(move |s| s.list(&filter)).await
     }
 
-    pub async fn expired_offers(&self, now_ms: i64) -> Result<Vec<Item>, StoreError> {
-        match self {
-            QueueStore::Sqlite(s) => s.expired_offers(now_ms).await,
-            QueueStore::Postgres(_) => Ok(Vec::new()),
-        }
+    async fn counts(&self) -> Result<StateCounts, StoreError> {
+        self.call(|s| s.counts()).await
     }
 
-    pub async fn get(&self, id: i64) -> Result<Option<Item>, StoreError> {
-        match self {
-            QueueStore::Sqlite(s) => s.get(id).await,
-            QueueStore::Postgres(p) => p.get(id).await,
-        }
+    async fn find_by_dedupe_key(&self, key: &str) -> Result<Option<Item>, StoreError> {
+        let key = key.to_owned();
+        self.call(move |s| s.find_by_dedupe_key(&key)).await
     }
 
-    pub async fn list(&self, filter: ListFilter) -> Result<Vec<Item>, StoreError> {
-        match self {
-            QueueStore::Sqlite(s) => s.list(filter).await,
-            QueueStore::Postgres(p) => p.list(filter).await,
-        }
+    async fn find_by_provisional_id(&self, id: &str) -> Result<Option<Item>, StoreError> {
+        let id = id.to_owned();
+        self.call(move |s| s.find_by_provisional_id(&id)).await
     }
 
-    pub async fn counts(&self) -> Result<StateCounts, StoreError> {
-        match self {
-            QueueStore::Sqlite(s) => s.counts().await,
-            QueueStore::Postgres(p) => p.counts().await,
-        }
+    async fn expired_offers(&self, now_ms: i64) -> Result<Vec<Item>, StoreError> {
+        self.call(move |s| s.expired_offers(now_ms)).await
     }
 
-    /// The next due item of `upstream`, claimed for this worker. SQLite: one process, one
-    /// worker per upstream, nothing to claim. PostgreSQL: `FOR UPDATE SKIP LOCKED` plus a lease,
-    /// so no two replicas work on one item; [`QueueStore::release`] gives it back untouched.
-    pub async fn claim_next(
+    async fn claim_next(
         &self,
-        upstream: &str,
+        upstream: &UpstreamId,
         now_ms: i64,
     ) -> Result<Option<Item>, StoreError> {
-        match self {
-            QueueStore::Sqlite(s) => s.next_due(upstream, now_ms).await,
-            QueueStore::Postgres(p) => p.claim_next(upstream, now_ms).await,
-        }
+        let upstream = upstream.clone();
+        self.call(move |s| s.next_due(upstream.as_str(), now_ms))
+            .await
     }
 
-    /// Keeps this worker's claim on `id` alive while the guard lives (PostgreSQL: renewed every
-    /// lease/3; SQLite: one process, no claims).
-    pub fn keep_claim(&self, id: i64) -> Option<super::pg::lease::ClaimKeeper> {
-        match self {
-            QueueStore::Sqlite(_) => None,
-            QueueStore::Postgres(p) => Some(p.keep_claim(id)),
-        }
+    fn keep_claim(&self, _id: i64) -> Option<ClaimKeeper> {
+        None
     }
 
-    /// Gives a claimed item back without changing it (the gate was closed, nothing was sent).
-    pub async fn release(&self, id: i64) {
-        if let QueueStore::Postgres(p) = self {
-            if let Err(e) = p.release(id).await {
-                // Not fatal: the lease runs out by itself.
-                tracing::debug!(id, error = %e, "could not release a queue claim");
-            }
-        }
+    async fn release(&self, _id: i64) {}
+
+    async fn idle_wait(&self, _upstream: &UpstreamId, _now_ms: i64) -> Duration {
+        SQLITE_IDLE
     }
 
-    /// How long an idle worker may sleep before something of `upstream` can be due (a new
-    /// item wakes it sooner).
-    pub async fn idle_wait(&self, upstream: &str, now_ms: i64) -> Duration {
-        match self {
-            QueueStore::Sqlite(_) => SQLITE_IDLE,
-            QueueStore::Postgres(p) => p.idle_wait(upstream, now_ms).await,
-        }
-    }
-
-    pub async fn find_by_dedupe_key(&self, key: &str) -> Result<Option<Item>, StoreError> {
-        match self {
-            QueueStore::Sqlite(s) => s.find_by_dedupe_key(key).await,
-            QueueStore::Postgres(p) => p.find_by_dedupe_key(key).await,
-        }
-    }
-
-    /// The item answered with this provisional job or session id (see
-    /// `pipeline::provisional`).
-    pub async fn find_by_provisional_id(&self, id: &str) -> Result<Option<Item>, StoreError> {
-        match self {
-            QueueStore::Sqlite(s) => s.find_by_provisional_id(id).await,
-            QueueStore::Postgres(p) => p.find_by_provisional_id(id).await,
-        }
-    }
-
-    /// `failed`, with what the upstream answered (its status and error) as the result.
-    pub async fn mark_failed_with(
-        &self,
-        id: i64,
-        reason: &str,
-        result: serde_json::Value,
-        now_ms: i64,
-    ) -> Result<Item, StoreError> {
-        match self {
-            QueueStore::Sqlite(s) => s.mark_failed_with(id, reason, result, now_ms).await,
-            QueueStore::Postgres(p) => p.mark_failed_with(id, reason, result, now_ms).await,
-        }
-    }
-
-    pub async fn mark_replaying(&self, id: i64, now_ms: i64) -> Result<Item, StoreError> {
-        match self {
-            QueueStore::Sqlite(s) => s.mark_replaying(id, now_ms).await,
-            QueueStore::Postgres(p) => p.mark_replaying(id, now_ms).await,
-        }
-    }
-
-    pub async fn mark_done(
-        &self,
-        id: i64,
-        result: serde_json::Value,
-        now_ms: i64,
-    ) -> Result<Item, StoreError> {
-        match self {
-            QueueStore::Sqlite(s) => s.mark_done(id, result, now_ms).await,
-            QueueStore::Postgres(p) => p.mark_done(id, result, now_ms).await,
-        }
-    }
-
-    pub async fn mark_failed(
-        &self,
-        id: i64,
-        reason: &str,
-        now_ms: i64,
-    ) -> Result<Item, StoreError> {
-        match self {
-            QueueStore::Sqlite(s) => s.mark_failed(id, reason, now_ms).await,
-            QueueStore::Postgres(p) => p.mark_failed(id, reason, now_ms).await,
-        }
-    }
-
-    pub async fn reschedule(
-        &self,
-        id: i64,
-        next_attempt_at: i64,
-        error: &str,
-        now_ms: i64,
-    ) -> Result<Item, StoreError> {
-        match self {
-            QueueStore::Sqlite(s) => s.reschedule(id, next_attempt_at, error, now_ms).await,
-            QueueStore::Postgres(p) => p.reschedule(id, next_attempt_at, error, now_ms).await,
-        }
-    }
-
-    pub async fn mark_in_doubt(
-        &self,
-        id: i64,
-        next_attempt_at: i64,
-        error: &str,
-        now_ms: i64,
-    ) -> Result<Item, StoreError> {
-        match self {
-            QueueStore::Sqlite(s) => s.mark_in_doubt(id, next_attempt_at, error, now_ms).await,
-            QueueStore::Postgres(p) => p.mark_in_doubt(id, next_attempt_at, error, now_ms).await,
-        }
-    }
-
-    pub async fn cancel(&self, id: i64, now_ms: i64) -> Result<Item, StoreError> {
-        match self {
-            QueueStore::Sqlite(s) => s.cancel(id, now_ms).await,
-            QueueStore::Postgres(p) => p.cancel(id, now_ms).await,
-        }
-    }
-
-    pub async fn retry(&self, id: i64, now_ms: i64) -> Result<Item, StoreError> {
-        match self {
-            QueueStore::Sqlite(s) => s.retry(id, now_ms).await,
-            QueueStore::Postgres(p) => p.retry(id, now_ms).await,
-        }
-    }
-
-    pub async fn expire_older_than(
+    async fn expire_older_than(
         &self,
         max_age_ms: i64,
         now_ms: i64,
     ) -> Result<Vec<Item>, StoreError> {
-        match self {
-            QueueStore::Sqlite(s) => s.expire_older_than(max_age_ms, now_ms).await,
-            QueueStore::Postgres(p) => p.expire_older_than(max_age_ms, now_ms).await,
-        }
+        self.call(move |s| s.expire_older_than(max_age_ms, now_ms))
+            .await
     }
 
-    /// Items a stopped Weir left `replaying` become `in_doubt`. SQLite: at start, all of them
-    /// (only this process writes the file). PostgreSQL: only those whose lease ran out (their
-    /// replica died mid-replay); every replica checks this as it goes, not just at start.
-    pub async fn recover_after_crash(&self, now_ms: i64) -> Result<Vec<Item>, StoreError> {
-        match self {
-            QueueStore::Sqlite(s) => s.recover_after_crash(now_ms).await,
-            QueueStore::Postgres(p) => p.recover_expired_leases(now_ms).await,
-        }
+    async fn recover_after_crash(&self, now_ms: i64) -> Result<Vec<Item>, StoreError> {
+        self.call(move |s| s.recover_after_crash(now_ms)).await
     }
 
-    /// Run by the workers between items: nothing for SQLite (recovered at start), expired
-    /// leases for PostgreSQL.
-    pub async fn recover_while_running(&self, now_ms: i64) -> Result<Vec<Item>, StoreError> {
-        match self {
-            QueueStore::Sqlite(_) => Ok(Vec::new()),
-            QueueStore::Postgres(p) => p.recover_expired_leases(now_ms).await,
-        }
+    async fn recover_while_running(&self, _now_ms: i64) -> Result<Vec<Item>, StoreError> {
+        Ok(Vec::new())
     }
 
-    pub async fn purge_ended_before(
-        &self,
-        updated_before_ms: i64,
-    ) -> Result<Vec<Item>, StoreError> {
-        match self {
-            QueueStore::Sqlite(s) => s.purge_ended_before(updated_before_ms).await,
-            QueueStore::Postgres(p) => p.purge_ended_before(updated_before_ms).await,
-        }
+    async fn purge_ended_before(&self, updated_before_ms: i64) -> Result<Vec<Item>, StoreError> {
+        self.call(move |s| s.purge_ended_before(updated_before_ms))
+            .await
     }
+}
+
+/// A SQLite backend by itself, at `path` (tests and tools; the engine opens it through
+/// `Queue::open`).
+pub async fn open_sqlite(path: &std::path::Path) -> Result<Box<dyn QueueBackend>, StoreError> {
+    let store = AsyncStore::open(path, weir_store::StoreOptions::default()).await?;
+    Ok(Box::new(store))
+}
+
+/// A PostgreSQL backend by itself, over plain TCP at `url`, migrated, claiming with `lease`
+/// (tests and tools; the engine opens it through `Queue::open_postgres`).
+pub async fn open_postgres(
+    url: &str,
+    lease: Duration,
+) -> Result<Box<dyn QueueBackend>, StoreError> {
+    use super::pg;
+    let config: tokio_postgres::Config = url.parse().map_err(|e| StoreError::Other {
+        path: "postgresql".into(),
+        detail: format!("not a PostgreSQL URL: {e}"),
+    })?;
+    let conn = std::sync::Arc::new(pg::PgConn::new(config, pg::PgTls::Plain));
+    pg::migrations::migrate(&conn).await?;
+    Ok(Box::new(pg::PgQueue {
+        conn,
+        owner: pg::owner_name(),
+        lease,
+    }))
 }

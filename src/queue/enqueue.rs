@@ -2,11 +2,12 @@
 //! only the credential's account name) to SQLite, before Weir answers (a provisional job, or
 //! `202 Accepted`).
 
+use super::credential::Credential;
 use super::{event, now_ms, QueueState};
 use crate::events::Bus;
 use crate::problem::{Problem, ProblemKind};
 use bytes::Bytes;
-use http::{header, HeaderMap, StatusCode, Uri};
+use http::{HeaderMap, StatusCode, Uri};
 use weir_store::{Item, NewItem, StoreError};
 
 /// A create to queue, as the request path has it.
@@ -58,9 +59,9 @@ impl QueueState {
             }
         };
         // The credential goes to the keychain; the row gets only its account name.
-        let credential = credential_of(c.headers);
+        let credential = Credential::from_headers(c.headers);
         let account = crate::secrets::names::queue_account(c.key);
-        if let Some(cred) = credential.clone() {
+        if let Some(cred) = &credential {
             if let Err(e) = q.put_credential(&account, cred).await {
                 return Err(unavailable(format!("{reason}. Weir did not queue the create because it cannot keep its credential safely: {e}")));
             }
@@ -100,9 +101,9 @@ pub(crate) async fn store_offered(
     expires_at_ms: i64,
     offer: serde_json::Value,
 ) -> Result<weir_store::Item, StoreError> {
-    let credential = credential_of(c.headers);
+    let credential = Credential::from_headers(c.headers);
     let account = crate::secrets::names::queue_account(c.key);
-    if let Some(cred) = credential.clone() {
+    if let Some(cred) = &credential {
         q.put_credential(&account, cred)
             .await
             .map_err(|e| StoreError::Other {
@@ -126,8 +127,8 @@ pub(crate) async fn store_offered(
 fn new_item(c: Create<'_>, credential_ref: Option<String>, in_doubt: bool) -> NewItem {
     let (repo, statement) = describe(c.uri, c.body);
     NewItem {
-        upstream: c.upstream.to_string(),
-        method: "POST".into(),
+        upstream: c.upstream.into(),
+        method: http::Method::POST,
         path_and_query: c
             .uri
             .path_and_query()
@@ -144,23 +145,6 @@ fn new_item(c: Create<'_>, credential_ref: Option<String>, in_doubt: bool) -> Ne
         // Fresh ids the client can follow while it waits (see `super::provisional`).
         provisional: Some(super::provisional::new_ids()),
     }
-}
-
-/// `Authorization` and `Cookie`, as one JSON string for the keychain.
-fn credential_of(h: &HeaderMap) -> Option<String> {
-    let auth = h
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_string);
-    // HTTP/2 clients may split cookies into several headers; the replay needs them all.
-    let cookies: Vec<&str> = h
-        .get_all(header::COOKIE)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .collect();
-    let cookie = (!cookies.is_empty()).then(|| cookies.join("; "));
-    (auth.is_some() || cookie.is_some())
-        .then(|| serde_json::json!({"authorization": auth, "cookie": cookie}).to_string())
 }
 
 /// Request headers a queued row keeps (exact names), besides the `copilot-*` and `x-github-*`

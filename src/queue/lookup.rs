@@ -13,8 +13,9 @@
 //! `GET /user`, see [`crate::accounts`]). Found: the item is `done`. Not found: it is `failed`
 //! — the stored token is only ever used to look, never to send the create.
 
-use super::replay::{end, set_credential, Replayer};
-use super::{now_ms, Queue};
+use super::credential::Credential;
+use super::replay::Replayer;
+use super::Queue;
 use crate::accounts::Resolution;
 use crate::config::RouteClass;
 use crate::identity::Identity;
@@ -23,7 +24,6 @@ use crate::upstream::{AttemptPolicy, Replayable};
 use bytes::Bytes;
 use http::{header, HeaderValue};
 use http::{HeaderMap, Method, Uri};
-use std::time::Duration;
 use weir_store::Item;
 
 impl Replayer {
@@ -33,7 +33,7 @@ impl Replayer {
         &self,
         up: usize,
         item: &Item,
-        credential: &serde_json::Value,
+        credential: &Credential,
         scope: Option<crate::identity::Identity>,
     ) -> Lookup {
         let (Some(repo), Some(statement)) = (&item.repo, &item.problem_statement) else {
@@ -179,7 +179,7 @@ const WINDOW_SLACK_MS: i64 = 60_000;
 
 /// The item's credential and the client headers it was sent with (`Copilot-Integration-Id`,
 /// `X-GitHub-Api-Version`, `User-Agent`, …), so the lookup is asked as that client asks.
-fn lookup_headers(item: &Item, credential: &serde_json::Value) -> HeaderMap {
+fn lookup_headers(item: &Item, credential: &Credential) -> HeaderMap {
     let mut headers = HeaderMap::new();
     for (k, v) in &item.headers {
         if matches!(
@@ -195,7 +195,7 @@ fn lookup_headers(item: &Item, credential: &serde_json::Value) -> HeaderMap {
             headers.append(k, v);
         }
     }
-    set_credential(&mut headers, credential);
+    credential.apply_to(&mut headers);
     headers
 }
 
@@ -241,45 +241,17 @@ fn escape(s: &str, keep: &[u8]) -> String {
 }
 
 impl Replayer {
-    /// Settles an in-doubt item whose credential is gone with the stored token of the same
+    /// Looks an in-doubt item whose credential is gone up with the stored token of the same
     /// account. `None`: there is no such token (none stored, another account, the item's
-    /// account unknown), so the caller fails the item as before; else how long to wait.
-    pub(super) async fn settle_with_stored_token(
+    /// account unknown), so the item is failed for its missing credential.
+    pub(super) async fn lookup_with_stored_token(
         &self,
         q: &Queue,
         up: usize,
         item: &Item,
-    ) -> Option<Duration> {
+    ) -> Option<Lookup> {
         let (credential, scope) = self.stored_token_of_account(q, item).await?;
-        let bus = &self.bus;
-        let outcome = match self.lookup(up, item, &credential, Some(scope)).await {
-            Lookup::Found(result) => {
-                let r = q.store.mark_done(item.id, result, now_ms()).await;
-                if let Ok(it) = &r {
-                    end(bus, q, it, "done: found upstream with the stored token of the same account, not sent again").await;
-                }
-                r.map(|_| ())
-            }
-            Lookup::NotFound => {
-                let r = q.store.mark_failed(item.id, "the replay credential is gone and the stored token of the same account found no such session; not replayed (the stored token is only used to look)", now_ms()).await;
-                if let Ok(it) = &r {
-                    end(bus, q, it, "failed: credential missing, not found upstream").await;
-                }
-                r.map(|_| ())
-            }
-            // Not verifiable: the caller fails it for the missing credential.
-            Lookup::Unverifiable => return None,
-            Lookup::NotNow => return Some(Duration::from_secs(1)),
-            Lookup::Unknown(e) => {
-                let now = now_ms();
-                let detail = format!("lookup with the stored token failed: {e}");
-                q.store
-                    .reschedule(item.id, now + 5_000, &detail, now)
-                    .await
-                    .map(|_| ())
-            }
-        };
-        Some(super::replay::paced(&outcome))
+        Some(self.lookup(up, item, &credential, Some(scope)).await)
     }
 
     /// The stored GitHub token as a credential (and its identity), when it belongs to the
@@ -288,7 +260,7 @@ impl Replayer {
         &self,
         q: &Queue,
         item: &Item,
-    ) -> Option<(serde_json::Value, Identity)> {
+    ) -> Option<(Credential, Identity)> {
         let owner = self.accounts.record(&Identity::from_hex(&item.identity)?)?;
         let account = crate::secrets::Account::GithubToken.as_str();
         let token = q.secrets.get(account).await.ok()??;
@@ -311,8 +283,7 @@ impl Replayer {
             tracing::info!(item = item.id, "the stored GitHub token is another account's; it is not used for this item's lookup");
             return None;
         }
-        let v = serde_json::json!({"authorization": auth.to_str().ok()?});
-        Some((v, id))
+        Some((Credential::authorization(auth), id))
     }
 }
 
@@ -327,6 +298,7 @@ fn is_closed(p: &Problem) -> bool {
 }
 
 /// What the lookup found.
+#[derive(Debug, PartialEq)]
 pub(super) enum Lookup {
     Found(serde_json::Value),
     NotFound,

@@ -4,15 +4,20 @@
 //! only a reference), or, for gateway replicas sharing a PostgreSQL queue, sealed in the
 //! database ([`sealed`]).
 //!
-//! - [`backend`]: the queue operations over SQLite (default) or PostgreSQL ([`pg`]).
+//! - [`backend`]: the queue operations as one trait, over SQLite (default) or PostgreSQL
+//!   ([`pg`]).
 //! - [`enqueue`]: commits a create the upstream could not take (row in the queue, credential in
 //!   the keychain or sealed); the request path (`pipeline::create`) decides when.
 //! - [`provisional`]: the provisional job and session ids a queued create is answered with,
 //!   and the job and session objects Weir serves for them in the real clients' shapes.
+//! - `credential`: a replay credential as `HeaderValue`s, and its stored form.
+//! - `decide`: the replay's decisions, pure (what was learned → the next step).
 //! - [`replay`]: the worker that sends queued creates when the upstream is healthy again, and
 //!   resolves `in_doubt` items by looking them up upstream first.
 
-pub(crate) mod backend;
+pub mod backend;
+mod credential;
+mod decide;
 pub(crate) mod enqueue;
 mod lookup;
 pub(crate) mod pg;
@@ -22,7 +27,8 @@ pub mod sealed;
 
 use crate::events::Event;
 use crate::secrets::{SecretError, SecretStore};
-use backend::QueueStore;
+use backend::QueueBackend;
+use credential::Credential;
 use sealed::SealedVault;
 use std::path::Path;
 use std::sync::Arc;
@@ -54,7 +60,8 @@ impl QueueState {
 
 /// The durable queue and its credential store.
 pub(crate) struct Queue {
-    pub store: QueueStore,
+    /// SQLite (this Weir's own file) or PostgreSQL (a gateway's shared queue).
+    pub store: Box<dyn QueueBackend>,
     /// The engine's secret store (the keychain): replay credentials unless `sealed`.
     pub secrets: SecretStore,
     /// A shared queue's credentials, sealed in PostgreSQL (gateway replicas).
@@ -70,7 +77,7 @@ impl Queue {
         let store =
             AsyncStore::open(data_dir.join("queue.sqlite3"), StoreOptions::default()).await?;
         Ok(Queue {
-            store: QueueStore::Sqlite(store),
+            store: Box::new(store),
             secrets,
             sealed: None,
             wake: Arc::new(tokio::sync::Notify::new()),
@@ -92,7 +99,7 @@ impl Queue {
         }
         Ok(Queue {
             sealed: Some(Box::new(SealedVault::new(conn.clone(), key))),
-            store: QueueStore::Postgres(pg::PgQueue {
+            store: Box::new(pg::PgQueue {
                 conn,
                 owner: pg::owner_name(),
                 lease,
@@ -111,7 +118,12 @@ impl Queue {
         }
     }
 
-    pub async fn put_credential(&self, account: &str, secret: String) -> Result<(), SecretError> {
+    pub async fn put_credential(
+        &self,
+        account: &str,
+        credential: &Credential,
+    ) -> Result<(), SecretError> {
+        let secret = credential.to_secret();
         match &self.sealed {
             Some(v) => v.put(account, secret).await,
             None => self.secrets.put(account, secret).await,
@@ -140,7 +152,7 @@ pub(crate) use crate::time_fmt::now_ms;
 pub(crate) fn event(item: &Item, detail: impl Into<String>) -> Event {
     Event::Queue {
         id: item.id,
-        upstream: item.upstream.clone(),
+        upstream: item.upstream.to_string(),
         state: item.state,
         at: SystemTime::now(),
         detail: detail.into(),

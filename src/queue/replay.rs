@@ -22,29 +22,26 @@
 //! and when a failed or expired item is purged (after [`KEEP_ENDED`]); until then `weir queue
 //! retry` can still send it.
 
-use super::lookup::Lookup;
+use super::credential::Credential;
+use super::decide::{decide, needs_lookup, Fact, Outcome, Step, PACE, RETRY};
 use super::{event, now_ms, Queue, QueueState};
 use crate::config::RouteClass;
 use crate::events::Bus;
 use crate::mode::{Behaviour, Modes};
 use crate::secrets::SecretError;
-use crate::upstream::{AttemptPolicy, Replayable, Upstreams};
+use crate::upstream::{Admitted, AttemptPolicy, Replayable, Upstreams};
 use bytes::Bytes;
-use http::{header, HeaderMap, HeaderValue, Method, Uri};
+use http::{header, HeaderMap, HeaderValue, Uri};
 use std::sync::Arc;
 use std::time::Duration;
-use weir_resilience::{classify_response, Backoff, FullJitter, Jitter, Kind};
-use weir_store::{Item, State};
+use weir_resilience::{classify_response, FullJitter, Jitter, Kind};
+use weir_store::{Change, Item, State, UpstreamId};
 
-const PACE: Duration = Duration::from_millis(200);
+pub use super::decide::KEEP_ENDED;
+
 /// How long a worker waits after the store failed to record a step (the item is still due, so
 /// going on at [`PACE`] would spin on it).
 const STORE_TROUBLE: Duration = Duration::from_secs(5);
-/// How long a queued create waits after a retryable failure: doubling from 1 s to about a
-/// minute, plus up to 1 s of jitter so replays from many items do not line up.
-const RETRY: Backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(64));
-/// Failed and expired items (and their credentials) are kept this long for `retry`.
-pub const KEEP_ENDED: Duration = Duration::from_secs(7 * 24 * 3600);
 
 /// What a replay worker works with: the queue, the upstreams' shared admission and attempt
 /// machinery, and the event bus.
@@ -85,7 +82,7 @@ impl Replayer {
 
     async fn worker(self, up: usize) {
         let Some(q) = self.queue.open() else { return };
-        let name = self.upstreams.get(up).settings.name.clone();
+        let name = UpstreamId::new(self.upstreams.get(up).settings.name.clone());
         let mut stop = self.bus.stopping();
         loop {
             if *stop.borrow() {
@@ -125,109 +122,133 @@ impl Replayer {
         matches!(self.modes.behaviour(), Behaviour::Hold(_))
     }
 
-    /// Tries one item; returns how long to wait before the next.
+    /// Tries one item; returns how long to wait before the next. Each stage learns a
+    /// [`Fact`]; [`decide`] makes it the next step and [`Replayer::apply`] carries it out.
     async fn replay_one(&self, q: &Queue, up: usize, item: Item) -> Duration {
-        let bus = &self.bus;
-        if self.held() {
-            return Duration::ZERO;
-        }
-        let credential = match &item.credential_ref {
-            Some(acct) => match credential_step(q.get_credential(acct).await) {
-                CredentialStep::Use(c) => c,
-                CredentialStep::Gone => {
-                    // An item that may already exist upstream can still be settled: looked up
-                    // with the stored GitHub token of the same account (never replayed with it).
-                    if item.state == State::InDoubt || item.needs_lookup {
-                        if let Some(wait) = self.settle_with_stored_token(q, up, &item).await {
-                            return wait;
-                        }
-                    }
-                    let detail = "the replay credential is gone (keychain entry missing or Weir restarted with in-memory credentials)";
-                    return match q.store.mark_failed(item.id, detail, now_ms()).await {
-                        Ok(it) => {
-                            end(bus, q, &it, "failed: credential missing").await;
-                            PACE
-                        }
-                        Err(_) => STORE_TROUBLE,
-                    };
-                }
-                CredentialStep::Wait(e) => {
-                    // Locked, slow or unreachable: the credential may well be there. Try later.
-                    let now = now_ms();
-                    let detail = format!("waiting for keychain: {e}");
-                    return match q
-                        .store
-                        .reschedule(item.id, retry_at(&item, now, None), &detail, now)
-                        .await
-                    {
-                        Ok(it) => {
-                            bus.emit(event(&it, detail));
-                            PACE
-                        }
-                        Err(_) => STORE_TROUBLE,
-                    };
-                }
-            },
-            None => serde_json::Value::Null,
+        // 1. The credential, or what its absence comes to.
+        let credential = match self.credential(q, up, &item).await {
+            Ok(c) => c,
+            Err(fact) => return self.apply(q, &item, self.decide(&item, fact)).await,
         };
-        if item.state == State::InDoubt || item.needs_lookup {
-            match self.lookup(up, &item, &credential, scope_of(&item)).await {
-                Lookup::Found(result) => {
-                    let r = q.store.mark_done(item.id, result, now_ms()).await;
-                    if let Ok(it) = &r {
-                        end(bus, q, it, "done: found upstream, not sent again").await;
-                    }
-                    return paced(&r);
-                }
-                Lookup::Unverifiable => {
-                    let r = q.store.mark_failed(item.id, "in doubt and cannot be verified upstream (no repository or problem statement); not replayed to avoid a double create — retry it by hand if it did not happen", now_ms()).await;
-                    if let Ok(it) = &r {
-                        end(bus, q, it, "failed: in doubt").await;
-                    }
-                    return paced(&r);
-                }
-                // The gate is closed: nothing was asked; try again shortly.
-                Lookup::NotNow => {
-                    q.store.release(item.id).await;
-                    return Duration::from_secs(1);
-                }
-                Lookup::Unknown(e) => {
-                    let now = now_ms();
-                    let detail = format!("lookup failed: {e}");
-                    let r = q.store.reschedule(item.id, now + 5_000, &detail, now).await;
-                    return paced(&r);
-                }
-                Lookup::NotFound => {}
+        // 2. A create that may exist upstream is looked up before anything is sent.
+        if needs_lookup(&item) {
+            let found = self.lookup(up, &item, &credential, scope_of(&item)).await;
+            let fact = Fact::Lookup {
+                found,
+                stored_token: false,
+            };
+            match self.decide(&item, fact) {
+                Step::Send => {}
+                step => return self.apply(q, &item, step).await,
             }
         }
-        // The mode may have changed during the lookup: check again before anything is sent.
-        if self.held() {
-            return Duration::ZERO;
-        }
-        // Admission before the item is marked: a closed gate leaves it queued as it was.
-        let scope = scope_of(&item);
-        let admitted = match self.upstreams.get(up).gate.admit(scope.as_ref()).await {
-            Ok(a) => a,
-            Err(_) => {
-                q.store.release(item.id).await;
-                return Duration::from_secs(1);
-            }
+        // 3. Admission and the URL, before the item is marked (a closed gate leaves it as
+        //    it was), then marked replaying.
+        let (admitted, uri) = match self.admit(up, &item).await {
+            Ok(ready) => ready,
+            Err(fact) => return self.apply(q, &item, self.decide(&item, fact)).await,
         };
-        let uri: Uri = match item.path_and_query.parse() {
-            Ok(u) => u,
-            Err(e) => {
-                let detail = format!("cannot build the replay URL: {e}");
-                let r = q.store.mark_failed(item.id, &detail, now_ms()).await;
-                if let Ok(it) = &r {
-                    end(bus, q, it, "failed: bad URL").await;
-                }
-                return paced(&r);
-            }
-        };
-        let Ok(item) = q.store.mark_replaying(item.id, now_ms()).await else {
+        let marked = self
+            .record(q, &item, Change::Replay, "replaying".into())
+            .await;
+        let Some(item) = marked else {
             return STORE_TROUBLE;
         };
-        bus.emit(event(&item, "replaying"));
+        // 4. The send, and what its answer comes to.
+        let sent = self.send(up, &item, &credential, admitted, &uri).await;
+        self.apply(q, &item, self.decide(&item, Fact::Sent(sent)))
+            .await
+    }
+
+    /// [`decide`] now, with freshly drawn jitter.
+    fn decide(&self, item: &Item, fact: Fact) -> Step {
+        decide(item, fact, now_ms(), FullJitter.pick(RETRY.base))
+    }
+
+    /// Carries a step out: records and announces a change (paced by whether the store
+    /// recorded it), or waits, giving the claim back when the step says so.
+    async fn apply(&self, q: &Queue, item: &Item, step: Step) -> Duration {
+        match step {
+            Step::Record { change, detail } => match self.record(q, item, change, detail).await {
+                Some(_) => PACE,
+                None => STORE_TROUBLE,
+            },
+            Step::Wait { wait, release } => {
+                if release {
+                    q.store.release(item.id).await;
+                }
+                wait
+            }
+            // Only a lookup's answer says "send", and `replay_one` acts on it there.
+            Step::Send => Duration::ZERO,
+        }
+    }
+
+    /// Records `change` and announces the item's new state; `None` when the store did not.
+    async fn record(&self, q: &Queue, item: &Item, change: Change, detail: String) -> Option<Item> {
+        match q.store.apply(item.id, change, now_ms()).await {
+            Ok(it) => {
+                end(&self.bus, q, &it, &detail).await;
+                Some(it)
+            }
+            Err(e) => {
+                tracing::warn!(id = item.id, error = %e, "the create queue did not record a replay step");
+                None
+            }
+        }
+    }
+
+    /// The item's credential (an empty one for an item queued without). When it is gone, an
+    /// item that may already exist upstream can still be settled by a lookup with the stored
+    /// GitHub token of the same account (never replayed with it).
+    async fn credential(&self, q: &Queue, up: usize, item: &Item) -> Result<Credential, Fact> {
+        if self.held() {
+            return Err(Fact::Held);
+        }
+        let Some(acct) = &item.credential_ref else {
+            return Ok(Credential::default());
+        };
+        match credential_step(q.get_credential(acct).await) {
+            CredentialStep::Use(c) => Ok(c),
+            CredentialStep::Wait(e) => Err(Fact::CredentialWait(e.to_string())),
+            CredentialStep::Gone if needs_lookup(item) => {
+                match self.lookup_with_stored_token(q, up, item).await {
+                    Some(found) => Err(Fact::Lookup {
+                        found,
+                        stored_token: true,
+                    }),
+                    None => Err(Fact::CredentialGone),
+                }
+            }
+            CredentialStep::Gone => Err(Fact::CredentialGone),
+        }
+    }
+
+    /// The gate's admission and the replay URL; the mode may have changed during a lookup,
+    /// so it is checked again before anything is sent.
+    async fn admit(&self, up: usize, item: &Item) -> Result<(Admitted, Uri), Fact> {
+        if self.held() {
+            return Err(Fact::Held);
+        }
+        let scope = scope_of(item);
+        let Ok(admitted) = self.upstreams.get(up).gate.admit(scope.as_ref()).await else {
+            return Err(Fact::GateClosed);
+        };
+        match item.path_and_query.parse() {
+            Ok(uri) => Ok((admitted, uri)),
+            Err(e) => Err(Fact::BadUrl(format!("{e}"))),
+        }
+    }
+
+    /// Sends the create as it was queued, with its credential, through the attempt phase.
+    async fn send(
+        &self,
+        up: usize,
+        item: &Item,
+        credential: &Credential,
+        admitted: Admitted,
+        uri: &Uri,
+    ) -> Outcome {
         let mut headers = HeaderMap::new();
         for (k, v) in &item.headers {
             if let (Ok(k), Ok(v)) = (
@@ -237,13 +258,13 @@ impl Replayer {
                 headers.append(k, v);
             }
         }
-        set_credential(&mut headers, &credential);
+        credential.apply_to(&mut headers);
         let req = Replayable {
-            method: &Method::POST,
-            uri: &uri,
+            method: &item.method,
+            uri,
             headers: &headers,
             body: Bytes::from(item.body.clone()),
-            identity: scope,
+            identity: scope_of(item),
         };
         let res = self
             .upstreams
@@ -255,63 +276,31 @@ impl Replayer {
                 Some(admitted),
             )
             .await;
-        let now = now_ms();
-        let retry_at = |hint: Option<Duration>| retry_at(&item, now, hint);
         match res {
             Ok(a) => {
                 let resp = a.response;
-                let kind = classify_response(resp.status(), resp.headers(), resp.body());
+                let status = resp.status();
+                let kind = classify_response(status, resp.headers(), resp.body());
                 if kind.is_ok() {
-                    let result = summarise(resp.status().as_u16(), resp.body());
-                    if let Ok(it) = q.store.mark_done(item.id, result, now).await {
-                        end(bus, q, &it, "done: replayed").await;
+                    Outcome::Created {
+                        status,
+                        body: resp.into_body(),
                     }
                 } else if kind.is_retryable() || kind == Kind::RateLimited {
                     // The attempt phase already set the upstream's cooldown from its hint.
                     let hint =
                         weir_resilience::wait_hint(resp.headers(), std::time::SystemTime::now());
-                    let detail = format!("upstream answered {}", resp.status());
-                    let _ = q
-                        .store
-                        .reschedule(item.id, retry_at(hint), &detail, now)
-                        .await;
+                    Outcome::Retryable { status, hint }
                 } else {
-                    let body = resp.body();
-                    let snippet =
-                        String::from_utf8_lossy(&body[..body.len().min(300)]).into_owned();
-                    let detail = format!("upstream refused it: {} {snippet}", resp.status());
-                    // Kept so the provisional job reports it in the upstream's error shape.
-                    let result = refusal(resp.status().as_u16(), body, &detail);
-                    if let Ok(it) = q
-                        .store
-                        .mark_failed_with(item.id, &detail, result, now)
-                        .await
-                    {
-                        end(bus, q, &it, "failed: refused upstream").await;
+                    Outcome::Refused {
+                        status,
+                        body: resp.into_body(),
                     }
                 }
             }
-            // Not sent (never connected): it certainly did not arrive. Anything later may have.
-            Err(p) if !p.maybe_sent => {
-                let _ = q
-                    .store
-                    .reschedule(item.id, retry_at(None), &p.detail, now)
-                    .await;
-            }
-            Err(p) => {
-                if let Ok(it) = q
-                    .store
-                    .mark_in_doubt(item.id, retry_at(None), &p.detail, now)
-                    .await
-                {
-                    bus.emit(event(
-                        &it,
-                        "in doubt: the attempt may have reached the upstream",
-                    ));
-                }
-            }
+            Err(p) if !p.maybe_sent => Outcome::NotSent(p.detail),
+            Err(p) => Outcome::MaybeSent(p.detail),
         }
-        PACE
     }
 }
 
@@ -351,28 +340,10 @@ async fn expire(bus: &Bus, q: &Queue) {
     }
 }
 
-/// [`PACE`] after a step the store recorded, [`STORE_TROUBLE`] after one it did not (the item
-/// is then still due: going on at once would spin on it).
-pub(super) fn paced<T, E>(recorded: &Result<T, E>) -> Duration {
-    if recorded.is_ok() {
-        PACE
-    } else {
-        STORE_TROUBLE
-    }
-}
-
-/// When an item that could not go now is due again: the one backoff ([`RETRY`], by its
-/// attempts, plus jitter), or the upstream's own wait when longer.
-fn retry_at(item: &Item, now: i64, hint: Option<Duration>) -> i64 {
-    let wait = RETRY.ceiling(item.attempts) + FullJitter.pick(RETRY.base);
-    let wait = hint.map_or(wait, |h| h.max(wait)).min(KEEP_ENDED);
-    now.saturating_add(wait.as_millis() as i64)
-}
-
 /// What to do with an item, by what the secret store said about its credential.
 #[derive(Debug)]
 enum CredentialStep {
-    Use(serde_json::Value),
+    Use(Credential),
     /// The store says there is no entry: the credential is gone for good.
     Gone,
     /// The store could not answer (locked, timed out, unavailable): wait, never fail.
@@ -381,7 +352,7 @@ enum CredentialStep {
 
 fn credential_step(got: Result<Option<String>, SecretError>) -> CredentialStep {
     match got {
-        Ok(Some(c)) => CredentialStep::Use(serde_json::from_str(&c).unwrap_or_default()),
+        Ok(Some(c)) => CredentialStep::Use(Credential::from_secret(&c)),
         Ok(None) => CredentialStep::Gone,
         Err(e) => CredentialStep::Wait(e),
     }
@@ -397,49 +368,6 @@ pub(super) async fn end(bus: &Bus, q: &Queue, item: &Item, detail: &str) {
     bus.emit(event(item, detail));
 }
 
-pub(super) fn set_credential(h: &mut http::HeaderMap, c: &serde_json::Value) {
-    for (field, name) in [
-        ("authorization", header::AUTHORIZATION),
-        ("cookie", header::COOKIE),
-    ] {
-        if let Some(v) = c
-            .get(field)
-            .and_then(|v| v.as_str())
-            .and_then(|v| HeaderValue::from_str(v).ok())
-        {
-            h.insert(name, v);
-        }
-    }
-}
-
-/// What the upstream said when it refused a replay: its status and message (the jobs API's
-/// error, `{"message"}` or `{"error": {"message"}}`, else Weir's description).
-fn refusal(status: u16, body: &[u8], detail: &str) -> serde_json::Value {
-    let v: serde_json::Value = serde_json::from_slice(body).unwrap_or_default();
-    let message = v
-        .get("message")
-        .or_else(|| v.get("error").and_then(|e| e.get("message")))
-        .and_then(|m| m.as_str())
-        .map_or_else(|| detail.to_string(), str::to_string);
-    serde_json::json!({"status": status, "message": message})
-}
-
-/// What the upstream said it created: job id, session id, PR when present.
-fn summarise(status: u16, body: &[u8]) -> serde_json::Value {
-    let v: serde_json::Value = serde_json::from_slice(body).unwrap_or_default();
-    let pick = |keys: &[&str]| {
-        keys.iter()
-            .find_map(|k| v.get(*k).cloned())
-            .unwrap_or(serde_json::Value::Null)
-    };
-    serde_json::json!({
-        "status": status,
-        "job_id": pick(&["job_id", "id"]),
-        "session_id": pick(&["session_id"]),
-        "pull_request": pick(&["pull_request", "pr", "pull_request_url"]),
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -448,7 +376,7 @@ mod tests {
     fn a_locked_or_slow_keychain_waits_and_only_a_missing_entry_fails() {
         assert!(matches!(
             credential_step(Ok(Some(r#"{"authorization":"token a"}"#.into()))),
-            CredentialStep::Use(c) if c["authorization"] == "token a"
+            CredentialStep::Use(c) if c.authorization.as_ref().is_some_and(|v| v == "token a")
         ));
         assert!(matches!(credential_step(Ok(None)), CredentialStep::Gone));
         for e in [
@@ -465,8 +393,7 @@ mod tests {
 
     #[test]
     fn a_store_that_cannot_record_a_step_slows_the_worker_down() {
-        assert_eq!(paced(&Ok::<(), ()>(())), PACE);
-        assert_eq!(paced(&Err::<(), ()>(())), STORE_TROUBLE);
         assert!(STORE_TROUBLE >= Duration::from_secs(1));
+        assert!(STORE_TROUBLE > PACE);
     }
 }

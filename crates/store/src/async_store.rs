@@ -1,4 +1,4 @@
-//! [`AsyncStore`]: the [`Store`] operations for async code.
+//! [`AsyncStore`]: a [`Store`] for async code: [`AsyncStore::call`] runs any of its operations.
 //!
 //! One dedicated OS thread owns the connection and runs requests from a bounded channel, one
 //! at a time. Chosen over `spawn_blocking` + `Arc<Mutex<Connection>>` because:
@@ -16,7 +16,6 @@ use std::sync::Arc;
 
 use tokio::sync::{mpsc, oneshot};
 
-use crate::item::{Item, ListFilter, NewItem, StateCounts};
 use crate::store::{Store, StoreOptions};
 use crate::StoreError;
 
@@ -58,8 +57,8 @@ impl AsyncStore {
         &self.path
     }
 
-    /// Runs `f` on the store thread. For anything the typed methods below do not cover, or to
-    /// do several steps without other requests in between.
+    /// Runs `f` on the store thread (several steps in one `f` run without other requests in
+    /// between).
     pub async fn call<T, F>(&self, f: F) -> Result<T, StoreError>
     where
         F: FnOnce(&mut Store) -> Result<T, StoreError> + Send + 'static,
@@ -72,169 +71,6 @@ impl AsyncStore {
         });
         self.tx.send(job).await.map_err(|_| StoreError::Closed)?;
         reply_rx.await.map_err(|_| StoreError::Closed)?
-    }
-
-    pub async fn insert(&self, item: NewItem, now_ms: i64) -> Result<Item, StoreError> {
-        self.call(move |s| s.insert(&item, now_ms)).await
-    }
-
-    pub async fn insert_offered(
-        &self,
-        item: NewItem,
-        expires_at_ms: i64,
-        offer: serde_json::Value,
-        now_ms: i64,
-    ) -> Result<Item, StoreError> {
-        self.call(move |s| s.insert_offered(&item, expires_at_ms, &offer, now_ms))
-            .await
-    }
-
-    pub async fn hand_off(
-        &self,
-        id: i64,
-        result: serde_json::Value,
-        now_ms: i64,
-    ) -> Result<Item, StoreError> {
-        self.call(move |s| s.hand_off(id, &result, now_ms)).await
-    }
-
-    pub async fn record_hand_off_result(
-        &self,
-        id: i64,
-        result: serde_json::Value,
-        now_ms: i64,
-    ) -> Result<Item, StoreError> {
-        self.call(move |s| s.record_hand_off_result(id, &result, now_ms))
-            .await
-    }
-
-    pub async fn requeue(&self, id: i64, why: &str, now_ms: i64) -> Result<Item, StoreError> {
-        let why = why.to_owned();
-        self.call(move |s| s.requeue(id, &why, now_ms)).await
-    }
-
-    pub async fn withdraw(&self, id: i64, why: &str, now_ms: i64) -> Result<Item, StoreError> {
-        let why = why.to_owned();
-        self.call(move |s| s.withdraw(id, &why, now_ms)).await
-    }
-
-    pub async fn expired_offers(&self, now_ms: i64) -> Result<Vec<Item>, StoreError> {
-        self.call(move |s| s.expired_offers(now_ms)).await
-    }
-
-    pub async fn get(&self, id: i64) -> Result<Option<Item>, StoreError> {
-        self.call(move |s| s.get(id)).await
-    }
-
-    pub async fn list(&self, filter: ListFilter) -> Result<Vec<Item>, StoreError> {
-        self.call(move |s| s.list(&filter)).await
-    }
-
-    pub async fn counts(&self) -> Result<StateCounts, StoreError> {
-        self.call(|s| s.counts()).await
-    }
-
-    pub async fn next_due(&self, upstream: &str, now_ms: i64) -> Result<Option<Item>, StoreError> {
-        let upstream = upstream.to_owned();
-        self.call(move |s| s.next_due(&upstream, now_ms)).await
-    }
-
-    pub async fn find_by_provisional_id(&self, id: &str) -> Result<Option<Item>, StoreError> {
-        let id = id.to_string();
-        self.call(move |s| s.find_by_provisional_id(&id)).await
-    }
-
-    pub async fn mark_failed_with(
-        &self,
-        id: i64,
-        reason: &str,
-        result: serde_json::Value,
-        now_ms: i64,
-    ) -> Result<Item, StoreError> {
-        let reason = reason.to_string();
-        self.call(move |s| s.mark_failed_with(id, &reason, &result, now_ms))
-            .await
-    }
-
-    pub async fn find_by_dedupe_key(&self, key: &str) -> Result<Option<Item>, StoreError> {
-        let key = key.to_owned();
-        self.call(move |s| s.find_by_dedupe_key(&key)).await
-    }
-
-    pub async fn mark_replaying(&self, id: i64, now_ms: i64) -> Result<Item, StoreError> {
-        self.call(move |s| s.mark_replaying(id, now_ms)).await
-    }
-
-    pub async fn mark_done(
-        &self,
-        id: i64,
-        result: serde_json::Value,
-        now_ms: i64,
-    ) -> Result<Item, StoreError> {
-        self.call(move |s| s.mark_done(id, &result, now_ms)).await
-    }
-
-    pub async fn mark_failed(
-        &self,
-        id: i64,
-        reason: &str,
-        now_ms: i64,
-    ) -> Result<Item, StoreError> {
-        let reason = reason.to_owned();
-        self.call(move |s| s.mark_failed(id, &reason, now_ms)).await
-    }
-
-    pub async fn reschedule(
-        &self,
-        id: i64,
-        next_attempt_at: i64,
-        error: &str,
-        now_ms: i64,
-    ) -> Result<Item, StoreError> {
-        let error = error.to_owned();
-        self.call(move |s| s.reschedule(id, next_attempt_at, &error, now_ms))
-            .await
-    }
-
-    pub async fn mark_in_doubt(
-        &self,
-        id: i64,
-        next_attempt_at: i64,
-        error: &str,
-        now_ms: i64,
-    ) -> Result<Item, StoreError> {
-        let error = error.to_owned();
-        self.call(move |s| s.mark_in_doubt(id, next_attempt_at, &error, now_ms))
-            .await
-    }
-
-    pub async fn cancel(&self, id: i64, now_ms: i64) -> Result<Item, StoreError> {
-        self.call(move |s| s.cancel(id, now_ms)).await
-    }
-
-    pub async fn retry(&self, id: i64, now_ms: i64) -> Result<Item, StoreError> {
-        self.call(move |s| s.retry(id, now_ms)).await
-    }
-
-    pub async fn expire_older_than(
-        &self,
-        max_age_ms: i64,
-        now_ms: i64,
-    ) -> Result<Vec<Item>, StoreError> {
-        self.call(move |s| s.expire_older_than(max_age_ms, now_ms))
-            .await
-    }
-
-    pub async fn recover_after_crash(&self, now_ms: i64) -> Result<Vec<Item>, StoreError> {
-        self.call(move |s| s.recover_after_crash(now_ms)).await
-    }
-
-    pub async fn purge_ended_before(
-        &self,
-        updated_before_ms: i64,
-    ) -> Result<Vec<Item>, StoreError> {
-        self.call(move |s| s.purge_ended_before(updated_before_ms))
-            .await
     }
 }
 

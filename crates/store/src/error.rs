@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use rusqlite::ffi;
 
 use crate::item::State;
-use crate::transition::Transition;
+use crate::machine::Transition;
 
 /// A queue database failure. `Display` says what happened; [`StoreError::fix`] what to do.
 #[derive(Debug, thiserror::Error)]

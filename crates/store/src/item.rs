@@ -116,13 +116,68 @@ impl FromSql for State {
     }
 }
 
+/// The upstream a create is for, by its configured name: the id that survives restarts and
+/// config reloads (an index into the upstream list would not), and what the replay worker and
+/// the breaker key on.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(transparent)]
+pub struct UpstreamId(String);
+
+impl UpstreamId {
+    pub fn new(name: impl Into<String>) -> UpstreamId {
+        UpstreamId(name.into())
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl From<&str> for UpstreamId {
+    fn from(name: &str) -> UpstreamId {
+        UpstreamId(name.to_owned())
+    }
+}
+
+impl fmt::Display for UpstreamId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl ToSql for UpstreamId {
+    fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
+        Ok(ToSqlOutput::from(self.0.as_str()))
+    }
+}
+
+impl FromSql for UpstreamId {
+    fn column_result(value: ValueRef<'_>) -> FromSqlResult<Self> {
+        Ok(UpstreamId(value.as_str()?.to_owned()))
+    }
+}
+
+/// A stored method name that is not an HTTP method.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown HTTP method '{0}'")]
+pub struct BadMethod(pub String);
+
+/// Reads a stored method (an `http::Method`'s text).
+pub fn parse_method(text: &str) -> Result<http::Method, BadMethod> {
+    text.parse().map_err(|_| BadMethod(text.to_owned()))
+}
+
+fn method_text<S: serde::Serializer>(m: &http::Method, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(m.as_str())
+}
+
 /// A create to keep until it can be sent. Holds no secrets: credentials stay in the keychain
 /// under `credential_ref`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NewItem {
-    /// Upstream name (the key the replay worker and breaker use), e.g. "copilot".
-    pub upstream: String,
-    pub method: String,
+    /// e.g. "copilot".
+    pub upstream: UpstreamId,
+    pub method: http::Method,
     pub path_and_query: String,
     /// Non-secret request headers only (no Authorization, no cookies).
     pub headers: Vec<(String, String)>,
@@ -160,8 +215,9 @@ pub struct Provisional {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Item {
     pub id: i64,
-    pub upstream: String,
-    pub method: String,
+    pub upstream: UpstreamId,
+    #[serde(serialize_with = "method_text")]
+    pub method: http::Method,
     pub path_and_query: String,
     pub headers: Vec<(String, String)>,
     #[serde(skip_serializing)]
@@ -200,7 +256,13 @@ impl Item {
         Ok(Item {
             id: row.get("id")?,
             upstream: row.get("upstream")?,
-            method: row.get("method")?,
+            method: {
+                let text: String = row.get("method")?;
+                parse_method(&text).map_err(|e| {
+                    let index = row.as_ref().column_index("method").unwrap_or(0);
+                    rusqlite::Error::FromSqlConversionFailure(index, Type::Text, Box::new(e))
+                })?
+            },
             path_and_query: row.get("path_and_query")?,
             headers: json_column(row, "headers")?,
             body: row.get("body")?,

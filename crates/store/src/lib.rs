@@ -5,8 +5,9 @@
 //!
 //! # Layout
 //! - [`store`]: [`Store`] — opening (pragmas, integrity check, migrations) and queries.
-//! - [`transition`]: the state machine — every state-changing operation and where it may
-//!   start from.
+//! - [`machine`]: the state machine as data — the (from, event, to) table, the typed
+//!   [`Change`]s, and the SQL rendered from them for SQLite and PostgreSQL.
+//! - [`transition`]: [`Store::apply`] and the other writes, in SQLite.
 //! - [`item`]: [`NewItem`], [`Item`], [`State`], [`StateCounts`], [`ListFilter`].
 //! - [`schema`](SCHEMA_VERSION): ordered migrations tracked in `PRAGMA user_version`.
 //! - [`error`]: [`StoreError`], classified from SQLite's extended result codes.
@@ -19,13 +20,17 @@
 pub mod async_store;
 pub mod error;
 pub mod item;
+pub mod machine;
 mod schema;
 pub mod store;
 pub mod transition;
 
 pub use async_store::AsyncStore;
 pub use error::StoreError;
-pub use item::{Item, ListFilter, NewItem, Provisional, State, StateCounts, UnknownState};
+pub use item::{
+    parse_method, BadMethod, Item, ListFilter, NewItem, Provisional, State, StateCounts,
+    UnknownState, UpstreamId,
+};
+pub use machine::{Change, Dialect, Statement, Transition, Value, TRANSITIONS};
 pub use schema::SCHEMA_VERSION;
 pub use store::{Store, StoreOptions};
-pub use transition::Transition;

@@ -7,6 +7,7 @@ use std::time::Duration;
 use rusqlite::{params, Connection, OpenFlags, OptionalExtension, TransactionBehavior};
 
 use crate::item::{Item, ListFilter, State, StateCounts, COLUMNS};
+use crate::machine::state_list;
 use crate::schema::{self, MIGRATIONS};
 use crate::StoreError;
 
@@ -268,15 +269,6 @@ fn restrict_files(path: &Path) -> std::io::Result<()> {
     #[cfg(not(unix))]
     let _ = path;
     Ok(())
-}
-
-/// `'queued', 'in_doubt'` for an IN clause. The names come from the enum, never from input.
-pub(crate) fn state_list(states: &[State]) -> String {
-    states
-        .iter()
-        .map(|s| format!("'{}'", s.as_str()))
-        .collect::<Vec<_>>()
-        .join(", ")
 }
 
 /// `quick_check` reads every page (cheap for a queue-sized file) so damage is reported at

@@ -1,84 +1,26 @@
-//! The state machine: every operation that changes an item, which states it may start from,
-//! and its SQL. Each returns the updated [`Item`] so the caller can emit an event and, when
-//! the item has ended (`State::is_end`), delete its keychain secret.
-//!
-//! ```text
-//! insert ─► queued ──mark_replaying──► replaying ──mark_done──► done
-//!             ▲  ▲                      │  │  │
-//!             │  └──────reschedule──────┘  │  └──mark_failed──► failed ──retry──► queued/in_doubt
-//!             │                            │
-//!             │        recover_after_crash / mark_in_doubt
-//!             │                            ▼
-//!             └─(retry)───────────────  in_doubt ──mark_done (found upstream)──► done
-//!                                          └──mark_replaying (not found upstream)──► replaying
-//! cancel: queued | in_doubt | failed ─► cancelled      expire: queued | in_doubt ─► expired
-//!
-//! local-agent hand-off (#14):
-//! insert_offered ─► offered ──hand_off (confirmed, once)──► handed_off
-//!                      │ └──requeue (declined / offer expired)──► queued
-//!                      └──withdraw (declined / expired, nothing to send)──► cancelled
-//! ```
+//! The SQLite writes: [`Store::apply`] runs a [`Change`] with the SQL rendered from the
+//! transition table ([`crate::machine`]); inserts, the bulk moves (expire, recover) and the
+//! purge. Each returns the updated [`Item`]s so the caller can emit an event and, when an item
+//! has ended (`State::is_end`), delete its keychain secret.
 
-use std::fmt;
-
+use rusqlite::types::{ToSqlOutput, Value as SqlValue};
 use rusqlite::{params, OptionalExtension, ToSql, Transaction};
 
 use crate::item::{Item, NewItem, State, COLUMNS};
-use crate::store::{state_list, Store};
+use crate::machine::{Change, Dialect, Transition, Value};
+use crate::store::Store;
 use crate::StoreError;
 
-/// A state-changing operation, as named in [`StoreError::IllegalTransition`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Transition {
-    Replay,
-    Done,
-    Fail,
-    Reschedule,
-    InDoubt,
-    Cancel,
-    Retry,
-    Expire,
-    Recover,
-    HandOff,
-    Requeue,
-    Withdraw,
-}
-
-impl Transition {
-    /// The states an item may be in for this operation.
-    pub fn allowed_from(self) -> &'static [State] {
-        use State::*;
-        match self {
-            Transition::Replay => &[Queued, InDoubt],
-            Transition::Done => &[Replaying, InDoubt],
-            Transition::Fail => &[Queued, Replaying, InDoubt],
-            Transition::Reschedule => &[Queued, Replaying, InDoubt],
-            Transition::InDoubt => &[Replaying],
-            Transition::Cancel => &[Queued, InDoubt, Failed],
-            Transition::Retry => &[Failed, Expired, Cancelled],
-            Transition::Expire => &[Queued, InDoubt],
-            Transition::Recover => &[Replaying],
-            Transition::HandOff | Transition::Requeue | Transition::Withdraw => &[Offered],
-        }
-    }
-}
-
-impl fmt::Display for Transition {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Transition::Replay => "start a replay",
-            Transition::Done => "mark it done",
-            Transition::Fail => "mark it failed",
-            Transition::Reschedule => "reschedule it",
-            Transition::InDoubt => "mark it in doubt",
-            Transition::Cancel => "cancel it",
-            Transition::Retry => "retry it",
-            Transition::Expire => "expire it",
-            Transition::Recover => "recover it",
-            Transition::HandOff => "hand it to the local agent",
-            Transition::Requeue => "put it back in the queue",
-            Transition::Withdraw => "withdraw the offer",
-        })
+impl ToSql for Value {
+    fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
+        Ok(ToSqlOutput::Owned(match self {
+            Value::Int(i) => SqlValue::Integer(*i),
+            Value::Text(t) => SqlValue::Text(t.clone()),
+            Value::Bool(b) => SqlValue::Integer(i64::from(*b)),
+            Value::Null => SqlValue::Null,
+            // Rendered into the statement, never bound.
+            Value::Sql(_) => SqlValue::Null,
+        }))
     }
 }
 
@@ -131,7 +73,7 @@ impl Store {
                 ),
                 params![
                     item.upstream,
-                    item.method,
+                    item.method.as_str(),
                     item.path_and_query,
                     headers,
                     item.body,
@@ -154,271 +96,27 @@ impl Store {
         })
     }
 
-    /// queued | in_doubt → replaying; counts an attempt. From `in_doubt` only after the caller
-    /// looked the create up upstream and did not find it (this clears `needs_lookup`).
-    pub fn mark_replaying(&mut self, id: i64, now_ms: i64) -> Result<Item, StoreError> {
-        self.transition(
-            id,
-            Transition::Replay,
-            "state = 'replaying', attempts = attempts + 1, last_attempt_at = ?2,
-             needs_lookup = 0, updated_at = ?2",
-            &[&now_ms],
-        )
-    }
-
-    /// replaying | in_doubt → done, recording what was created (job id, session id, PR).
-    pub fn mark_done(
-        &mut self,
-        id: i64,
-        result: &serde_json::Value,
-        now_ms: i64,
-    ) -> Result<Item, StoreError> {
-        let result = result.to_string();
-        self.transition(
-            id,
-            Transition::Done,
-            "state = 'done', result = ?2, updated_at = ?3",
-            &[&result, &now_ms],
-        )
-    }
-
-    /// queued | replaying | in_doubt → failed (a definite, permanent error).
-    pub fn mark_failed(&mut self, id: i64, reason: &str, now_ms: i64) -> Result<Item, StoreError> {
-        self.transition(
-            id,
-            Transition::Fail,
-            "state = 'failed', last_error = ?2, updated_at = ?3",
-            &[&reason, &now_ms],
-        )
-    }
-
-    /// [`Store::mark_failed`], also recording what the upstream answered (`result`: its status
-    /// and error), so a provisional job can report the failure in the upstream's own shape.
-    pub fn mark_failed_with(
-        &mut self,
-        id: i64,
-        reason: &str,
-        result: &serde_json::Value,
-        now_ms: i64,
-    ) -> Result<Item, StoreError> {
-        let result = result.to_string();
-        self.transition(
-            id,
-            Transition::Fail,
-            "state = 'failed', last_error = ?2, result = ?3, updated_at = ?4",
-            &[&reason, &result, &now_ms],
-        )
-    }
-
-    /// Try again at `next_attempt_at`. From `replaying` the item goes back to `queued`: call
-    /// this only when the attempt certainly did not reach the upstream (connection refused,
-    /// breaker open, 5xx before processing); otherwise use [`Store::mark_in_doubt`]. A
-    /// `queued` or `in_doubt` item keeps its state (a failed lookup stays in doubt).
-    pub fn reschedule(
-        &mut self,
-        id: i64,
-        next_attempt_at: i64,
-        error: &str,
-        now_ms: i64,
-    ) -> Result<Item, StoreError> {
-        self.transition(
-            id,
-            Transition::Reschedule,
-            "state = CASE state WHEN 'replaying' THEN 'queued' ELSE state END,
-             next_attempt_at = ?2, last_error = ?3, updated_at = ?4",
-            &[&next_attempt_at, &error, &now_ms],
-        )
-    }
-
-    /// replaying → in_doubt: the send may have reached the upstream (timeout after sending,
-    /// connection reset mid-response). It is looked up before any new send.
-    pub fn mark_in_doubt(
-        &mut self,
-        id: i64,
-        next_attempt_at: i64,
-        error: &str,
-        now_ms: i64,
-    ) -> Result<Item, StoreError> {
-        self.transition(
-            id,
-            Transition::InDoubt,
-            "state = 'in_doubt', needs_lookup = 1, next_attempt_at = ?2, last_error = ?3,
-             updated_at = ?4",
-            &[&next_attempt_at, &error, &now_ms],
-        )
-    }
-
-    /// queued | in_doubt | failed → cancelled.
-    pub fn cancel(&mut self, id: i64, now_ms: i64) -> Result<Item, StoreError> {
-        self.transition(
-            id,
-            Transition::Cancel,
-            "state = 'cancelled', updated_at = ?2",
-            &[&now_ms],
-        )
-    }
-
-    /// failed | expired | cancelled → queued (or `in_doubt` if an earlier send may have
-    /// reached the upstream), due now, with a fresh attempt count. Fails with
-    /// [`StoreError::Duplicate`] if the same create was queued again meanwhile.
-    pub fn retry(&mut self, id: i64, now_ms: i64) -> Result<Item, StoreError> {
-        self.transition(
-            id,
-            Transition::Retry,
-            "state = CASE WHEN needs_lookup THEN 'in_doubt' ELSE 'queued' END, attempts = 0,
-             next_attempt_at = ?2, updated_at = ?2",
-            &[&now_ms],
-        )
-    }
-
-    /// offered → handed_off: the developer confirmed. Exactly one caller wins; a second
-    /// confirmation gets [`StoreError::IllegalTransition`] (the command must not run twice).
-    /// `result` records what was started (it replaces the offer's details).
-    pub fn hand_off(
-        &mut self,
-        id: i64,
-        result: &serde_json::Value,
-        now_ms: i64,
-    ) -> Result<Item, StoreError> {
-        let result = result.to_string();
-        self.transition(
-            id,
-            Transition::HandOff,
-            "state = 'handed_off', result = ?2, last_attempt_at = ?3, updated_at = ?3",
-            &[&result, &now_ms],
-        )
-    }
-
-    /// Records the local agent's outcome on a `handed_off` item (its state does not change).
-    pub fn record_hand_off_result(
-        &mut self,
-        id: i64,
-        result: &serde_json::Value,
-        now_ms: i64,
-    ) -> Result<Item, StoreError> {
-        let result = result.to_string();
-        self.write(|tx, path| {
-            tx.query_row(
-                &format!(
-                    "UPDATE queue_items SET result = ?2, updated_at = ?3
-                     WHERE id = ?1 AND state = 'handed_off' RETURNING {COLUMNS}"
-                ),
-                params![id, result, now_ms],
-                Item::from_row,
-            )
-            .optional()
-            .map_err(|e| StoreError::from_sqlite(path, e))?
-            .ok_or(StoreError::NotFound { id })
-        })
-    }
-
-    /// offered → queued, due now: the developer declined, or the offer expired. `why` goes
-    /// to `last_error` so the queue's listing says what happened.
-    pub fn requeue(&mut self, id: i64, why: &str, now_ms: i64) -> Result<Item, StoreError> {
-        self.transition(
-            id,
-            Transition::Requeue,
-            "state = 'queued', result = NULL, next_attempt_at = ?3, last_error = ?2,
-             updated_at = ?3",
-            &[&why, &now_ms],
-        )
-    }
-
-    /// offered → cancelled: declined or expired, and there is no request to send (an offer
-    /// made by hand). `why` goes to `last_error`.
-    pub fn withdraw(&mut self, id: i64, why: &str, now_ms: i64) -> Result<Item, StoreError> {
-        self.transition(
-            id,
-            Transition::Withdraw,
-            "state = 'cancelled', last_error = ?2, updated_at = ?3",
-            &[&why, &now_ms],
-        )
-    }
-
-    /// Offered items whose offer ran out (`next_attempt_at <= now_ms`), oldest first. The
-    /// caller requeues or withdraws each.
-    pub fn expired_offers(&self, now_ms: i64) -> Result<Vec<Item>, StoreError> {
-        let mut stmt = self
-            .conn
-            .prepare_cached(&format!(
-                "SELECT {COLUMNS} FROM queue_items
-                 WHERE state = 'offered' AND next_attempt_at <= ?1 ORDER BY created_at, id"
-            ))
-            .map_err(|e| self.sql_err(e))?;
-        let rows = stmt
-            .query_map([now_ms], Item::from_row)
-            .map_err(|e| self.sql_err(e))?;
-        rows.collect::<Result<Vec<_>, _>>()
-            .map_err(|e| self.sql_err(e))
-    }
-
-    /// Every queued or in-doubt item created more than `max_age_ms` before `now_ms` →
-    /// expired. Returns them, oldest first.
-    pub fn expire_older_than(
-        &mut self,
-        max_age_ms: i64,
-        now_ms: i64,
-    ) -> Result<Vec<Item>, StoreError> {
-        let cutoff = now_ms.saturating_sub(max_age_ms);
-        self.write_many(
-            &format!(
-                "UPDATE queue_items SET state = 'expired', updated_at = ?2
-                 WHERE state IN ({}) AND created_at < ?1 RETURNING {COLUMNS}",
-                state_list(Transition::Expire.allowed_from())
-            ),
-            params![cutoff, now_ms],
-        )
-    }
-
-    /// At start-up: every `replaying` item (Weir stopped mid-send) → in_doubt, due now.
-    /// Returns them, oldest first.
-    pub fn recover_after_crash(&mut self, now_ms: i64) -> Result<Vec<Item>, StoreError> {
-        self.write_many(
-            &format!(
-                "UPDATE queue_items SET state = 'in_doubt', needs_lookup = 1,
-                     next_attempt_at = ?1, updated_at = ?1,
-                     last_error = 'Weir stopped while this create was being sent'
-                 WHERE state IN ({}) RETURNING {COLUMNS}",
-                state_list(Transition::Recover.allowed_from())
-            ),
-            params![now_ms],
-        )
-    }
-
-    /// Deletes ended items (done, failed, cancelled, expired) last changed before
-    /// `updated_before_ms`, so the file does not grow forever. Returns the deleted items.
-    pub fn purge_ended_before(&mut self, updated_before_ms: i64) -> Result<Vec<Item>, StoreError> {
-        // The deleted rows themselves, from the same statement: the caller deletes exactly
-        // their credentials.
-        self.write_many(
-            &format!(
-                "DELETE FROM queue_items WHERE state NOT IN ({LIVE_STATES})
-                 AND updated_at < ?1 RETURNING {COLUMNS}"
-            ),
-            [updated_before_ms],
-        )
-    }
-
-    /// One-item update: `set` may use ?2.. for `args` (?1 is the id). When no row matches,
-    /// the same transaction tells "no such item" from "wrong state".
-    fn transition(
-        &mut self,
-        id: i64,
-        op: Transition,
-        set: &str,
-        args: &[&dyn ToSql],
-    ) -> Result<Item, StoreError> {
-        let sql = format!(
-            "UPDATE queue_items SET {set} WHERE id = ?1 AND state IN ({}) RETURNING {COLUMNS}",
-            state_list(op.allowed_from())
+    /// Applies `change` to item `id` when the table ([`crate::machine::TRANSITIONS`]) allows
+    /// it from the item's state; the updated item. When no row matches, the same transaction
+    /// tells "no such item" from "wrong state". A retry whose dedupe key was taken meanwhile
+    /// fails with [`StoreError::Duplicate`].
+    pub fn apply(&mut self, id: i64, change: &Change, now_ms: i64) -> Result<Item, StoreError> {
+        let op = change.event();
+        let stmt = change.update(
+            Dialect::Sqlite,
+            "queue_items",
+            COLUMNS,
+            now_ms,
+            vec![],
+            vec![],
         );
-        let mut all: Vec<&dyn ToSql> = Vec::with_capacity(args.len() + 1);
+        let mut all: Vec<&dyn ToSql> = Vec::with_capacity(stmt.binds.len() + 1);
         all.push(&id);
-        all.extend_from_slice(args);
+        all.extend(stmt.binds.iter().map(|v| v as &dyn ToSql));
         self.write(|tx, path| {
             let sql_err = |e| StoreError::from_sqlite(path, e);
             let updated = tx
-                .query_row(&sql, all.as_slice(), Item::from_row)
+                .query_row(&stmt.sql, all.as_slice(), Item::from_row)
                 .optional();
             let updated = match (op, updated) {
                 (Transition::Retry, Err(e)) => {
@@ -448,6 +146,189 @@ impl Store {
                 None => StoreError::NotFound { id },
             })
         })
+    }
+
+    /// [`Change::Replay`].
+    pub fn mark_replaying(&mut self, id: i64, now_ms: i64) -> Result<Item, StoreError> {
+        self.apply(id, &Change::Replay, now_ms)
+    }
+
+    /// [`Change::Done`].
+    pub fn mark_done(
+        &mut self,
+        id: i64,
+        result: &serde_json::Value,
+        now_ms: i64,
+    ) -> Result<Item, StoreError> {
+        let result = result.clone();
+        self.apply(id, &Change::Done { result }, now_ms)
+    }
+
+    /// [`Change::Fail`] without a result.
+    pub fn mark_failed(&mut self, id: i64, reason: &str, now_ms: i64) -> Result<Item, StoreError> {
+        let reason = reason.to_owned();
+        self.apply(
+            id,
+            &Change::Fail {
+                reason,
+                result: None,
+            },
+            now_ms,
+        )
+    }
+
+    /// [`Change::Reschedule`]: call it from `replaying` only when the attempt certainly did
+    /// not reach the upstream; otherwise use [`Store::mark_in_doubt`].
+    pub fn reschedule(
+        &mut self,
+        id: i64,
+        next_attempt_at: i64,
+        error: &str,
+        now_ms: i64,
+    ) -> Result<Item, StoreError> {
+        let change = Change::Reschedule {
+            at: next_attempt_at,
+            error: error.to_owned(),
+        };
+        self.apply(id, &change, now_ms)
+    }
+
+    /// [`Change::InDoubt`].
+    pub fn mark_in_doubt(
+        &mut self,
+        id: i64,
+        next_attempt_at: i64,
+        error: &str,
+        now_ms: i64,
+    ) -> Result<Item, StoreError> {
+        let change = Change::InDoubt {
+            at: next_attempt_at,
+            error: error.to_owned(),
+        };
+        self.apply(id, &change, now_ms)
+    }
+
+    /// [`Change::Cancel`].
+    pub fn cancel(&mut self, id: i64, now_ms: i64) -> Result<Item, StoreError> {
+        self.apply(id, &Change::Cancel, now_ms)
+    }
+
+    /// [`Change::Retry`].
+    pub fn retry(&mut self, id: i64, now_ms: i64) -> Result<Item, StoreError> {
+        self.apply(id, &Change::Retry, now_ms)
+    }
+
+    /// [`Change::HandOff`]: exactly one caller wins; a second confirmation gets
+    /// [`StoreError::IllegalTransition`] (the command must not run twice).
+    pub fn hand_off(
+        &mut self,
+        id: i64,
+        result: &serde_json::Value,
+        now_ms: i64,
+    ) -> Result<Item, StoreError> {
+        let result = result.clone();
+        self.apply(id, &Change::HandOff { result }, now_ms)
+    }
+
+    /// Records the local agent's outcome on a `handed_off` item (its state does not change).
+    pub fn record_hand_off_result(
+        &mut self,
+        id: i64,
+        result: &serde_json::Value,
+        now_ms: i64,
+    ) -> Result<Item, StoreError> {
+        let result = result.to_string();
+        self.write(|tx, path| {
+            tx.query_row(
+                &format!(
+                    "UPDATE queue_items SET result = ?2, updated_at = ?3
+                     WHERE id = ?1 AND state = 'handed_off' RETURNING {COLUMNS}"
+                ),
+                params![id, result, now_ms],
+                Item::from_row,
+            )
+            .optional()
+            .map_err(|e| StoreError::from_sqlite(path, e))?
+            .ok_or(StoreError::NotFound { id })
+        })
+    }
+
+    /// [`Change::Requeue`].
+    pub fn requeue(&mut self, id: i64, why: &str, now_ms: i64) -> Result<Item, StoreError> {
+        let why = why.to_owned();
+        self.apply(id, &Change::Requeue { why }, now_ms)
+    }
+
+    /// [`Change::Withdraw`].
+    pub fn withdraw(&mut self, id: i64, why: &str, now_ms: i64) -> Result<Item, StoreError> {
+        let why = why.to_owned();
+        self.apply(id, &Change::Withdraw { why }, now_ms)
+    }
+
+    /// Offered items whose offer ran out (`next_attempt_at <= now_ms`), oldest first. The
+    /// caller requeues or withdraws each.
+    pub fn expired_offers(&self, now_ms: i64) -> Result<Vec<Item>, StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare_cached(&format!(
+                "SELECT {COLUMNS} FROM queue_items
+                 WHERE state = 'offered' AND next_attempt_at <= ?1 ORDER BY created_at, id"
+            ))
+            .map_err(|e| self.sql_err(e))?;
+        let rows = stmt
+            .query_map([now_ms], Item::from_row)
+            .map_err(|e| self.sql_err(e))?;
+        rows.collect::<Result<Vec<_>, _>>()
+            .map_err(|e| self.sql_err(e))
+    }
+
+    /// Every queued or in-doubt item created more than `max_age_ms` before `now_ms` →
+    /// expired. Returns them, oldest first.
+    pub fn expire_older_than(
+        &mut self,
+        max_age_ms: i64,
+        now_ms: i64,
+    ) -> Result<Vec<Item>, StoreError> {
+        let cutoff = now_ms.saturating_sub(max_age_ms);
+        self.write_many(
+            &format!(
+                "UPDATE queue_items SET state = {}, updated_at = ?2
+                 WHERE {} AND created_at < ?1 RETURNING {COLUMNS}",
+                Transition::Expire.state_sql(),
+                Transition::Expire.guard_sql()
+            ),
+            params![cutoff, now_ms],
+        )
+    }
+
+    /// At start-up: every `replaying` item (Weir stopped mid-send) → in_doubt, due now.
+    /// Returns them, oldest first.
+    pub fn recover_after_crash(&mut self, now_ms: i64) -> Result<Vec<Item>, StoreError> {
+        self.write_many(
+            &format!(
+                "UPDATE queue_items SET state = {}, needs_lookup = 1,
+                     next_attempt_at = ?1, updated_at = ?1,
+                     last_error = 'Weir stopped while this create was being sent'
+                 WHERE {} RETURNING {COLUMNS}",
+                Transition::Recover.state_sql(),
+                Transition::Recover.guard_sql()
+            ),
+            params![now_ms],
+        )
+    }
+
+    /// Deletes ended items (done, failed, cancelled, expired) last changed before
+    /// `updated_before_ms`, so the file does not grow forever. Returns the deleted items.
+    pub fn purge_ended_before(&mut self, updated_before_ms: i64) -> Result<Vec<Item>, StoreError> {
+        // The deleted rows themselves, from the same statement: the caller deletes exactly
+        // their credentials.
+        self.write_many(
+            &format!(
+                "DELETE FROM queue_items WHERE state NOT IN ({LIVE_STATES})
+                 AND updated_at < ?1 RETURNING {COLUMNS}"
+            ),
+            [updated_before_ms],
+        )
     }
 
     fn write_many(

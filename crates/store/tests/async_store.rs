@@ -1,4 +1,4 @@
-//! The async wrapper: many tasks sharing one store thread, errors passed through, and a
+//! The store thread ([`AsyncStore::call`]): many tasks sharing one store thread, errors passed through, and a
 //! panicking job not taking the store down.
 
 mod common;
@@ -18,7 +18,11 @@ async fn concurrent_inserts_from_many_tasks_are_all_stored_once() {
     let tasks: Vec<_> = (0..64)
         .map(|n| {
             let store = store.clone();
-            tokio::spawn(async move { store.insert(new_item(n), i64::from(n)).await })
+            tokio::spawn(async move {
+                store
+                    .call(move |s| s.insert(&new_item(n), i64::from(n)))
+                    .await
+            })
         })
         .collect();
     let mut ids = HashSet::new();
@@ -26,13 +30,13 @@ async fn concurrent_inserts_from_many_tasks_are_all_stored_once() {
         ids.insert(t.await.unwrap().unwrap().id);
     }
     assert_eq!(ids.len(), 64);
-    assert_eq!(store.counts().await.unwrap().queued, 64);
+    assert_eq!(store.call(|s| s.counts()).await.unwrap().queued, 64);
 
     // Creates racing with the same dedupe key: exactly one wins.
     let racers: Vec<_> = (0..8)
         .map(|_| {
             let store = store.clone();
-            tokio::spawn(async move { store.insert(new_item(1_000), 0).await })
+            tokio::spawn(async move { store.call(|s| s.insert(&new_item(1_000), 0)).await })
         })
         .collect();
     let mut won = 0;
@@ -56,38 +60,69 @@ async fn the_replay_cycle_through_the_async_api() {
     let store = AsyncStore::open(&path, StoreOptions::default())
         .await
         .unwrap();
-    let id = store.insert(new_item(1), 100).await.unwrap().id;
+    let id = store
+        .call(|s| s.insert(&new_item(1), 100))
+        .await
+        .unwrap()
+        .id;
     assert_eq!(
-        store.next_due("copilot", 100).await.unwrap().unwrap().id,
+        store
+            .call(|s| s.next_due("copilot", 100))
+            .await
+            .unwrap()
+            .unwrap()
+            .id,
         id
     );
-    store.mark_replaying(id, 110).await.unwrap();
-    let rescheduled = store.reschedule(id, 500, "503", 120).await.unwrap();
+    store
+        .call(move |s| s.mark_replaying(id, 110))
+        .await
+        .unwrap();
+    let rescheduled = store
+        .call(move |s| s.reschedule(id, 500, "503", 120))
+        .await
+        .unwrap();
     assert_eq!(rescheduled.state, State::Queued);
-    assert_eq!(store.next_due("copilot", 499).await.unwrap(), None);
-    store.mark_replaying(id, 500).await.unwrap();
-    store.mark_in_doubt(id, 600, "timeout", 510).await.unwrap();
-    let recovered = store.recover_after_crash(700).await.unwrap();
+    assert_eq!(
+        store.call(|s| s.next_due("copilot", 499)).await.unwrap(),
+        None
+    );
+    store
+        .call(move |s| s.mark_replaying(id, 500))
+        .await
+        .unwrap();
+    store
+        .call(move |s| s.mark_in_doubt(id, 600, "timeout", 510))
+        .await
+        .unwrap();
+    let recovered = store.call(|s| s.recover_after_crash(700)).await.unwrap();
     assert!(recovered.is_empty(), "in_doubt is not replaying");
     let done = store
-        .mark_done(id, json!({"job_id": "j"}), 700)
+        .call(move |s| s.mark_done(id, &json!({"job_id": "j"}), 700))
         .await
         .unwrap();
     assert_eq!((done.state, done.attempts), (State::Done, 2));
     assert_eq!(
-        store.find_by_dedupe_key("key-1").await.unwrap().unwrap().id,
+        store
+            .call(|s| s.find_by_dedupe_key("key-1"))
+            .await
+            .unwrap()
+            .unwrap()
+            .id,
         id
     );
     let listed = store
-        .list(ListFilter {
-            states: vec![State::Done],
-            limit: 10,
+        .call(|s| {
+            s.list(&ListFilter {
+                states: vec![State::Done],
+                limit: 10,
+            })
         })
         .await
         .unwrap();
     assert_eq!(listed.len(), 1);
 
-    match store.cancel(id, 800).await {
+    match store.call(move |s| s.cancel(id, 800)).await {
         Err(StoreError::IllegalTransition {
             from: State::Done, ..
         }) => {}
@@ -117,6 +152,6 @@ async fn a_panicking_job_does_not_take_the_store_down() {
         .await;
     assert!(matches!(result, Err(StoreError::Closed)), "{result:?}");
     // The thread and its connection still serve everyone else.
-    store.insert(new_item(1), 0).await.unwrap();
-    assert_eq!(store.counts().await.unwrap().queued, 1);
+    store.call(|s| s.insert(&new_item(1), 0)).await.unwrap();
+    assert_eq!(store.call(|s| s.counts()).await.unwrap().queued, 1);
 }

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// Renews one claim while it lives; dropping it stops the heartbeat.
-pub(crate) struct ClaimKeeper(tokio::task::JoinHandle<()>);
+pub struct ClaimKeeper(tokio::task::JoinHandle<()>);
 
 impl Drop for ClaimKeeper {
     fn drop(&mut self) {
@@ -22,7 +22,7 @@ impl Drop for ClaimKeeper {
 
 impl PgQueue {
     /// Starts renewing this replica's claim on `id` every `lease / 3`.
-    pub fn keep_claim(&self, id: i64) -> ClaimKeeper {
+    pub(super) fn renew_claim(&self, id: i64) -> ClaimKeeper {
         let (conn, owner, lease) = (self.conn.clone(), self.owner.clone(), self.lease);
         ClaimKeeper(tokio::spawn(async move {
             let every = lease / 3;

@@ -5,6 +5,7 @@
 //! - [`migrations`]: numbered schema migrations, applied once under an advisory lock.
 //! - [`items`]: the queue operations: insert (with `NOTIFY`), claims (`FOR UPDATE SKIP LOCKED`
 //!   plus a lease), the state transitions of `weir_store::Transition`, lease recovery.
+//! - `rows`: a row as an `Item`, and the binds of a rendered statement.
 //! - [`lease`]: the heartbeat that renews a claim while its replica works on the item.
 //! - [`listen`]: a dedicated `LISTEN` connection that wakes this replica's workers.
 //! - [`tls`]: TLS to the database (`gateway.postgres_sslmode`), rustls on ring.
@@ -21,6 +22,7 @@ pub(crate) mod items;
 pub(crate) mod lease;
 pub(crate) mod listen;
 pub(crate) mod migrations;
+mod rows;
 pub(crate) mod tls;
 
 pub(crate) use conn::PgConn;

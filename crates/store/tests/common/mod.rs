@@ -16,7 +16,7 @@ pub fn temp_db() -> (tempfile::TempDir, PathBuf) {
 pub fn new_item(n: u32) -> NewItem {
     NewItem {
         upstream: "copilot".into(),
-        method: "POST".into(),
+        method: http::Method::POST,
         path_and_query: format!("/agents/swe/v1/jobs/octo/repo-{n}"),
         headers: vec![
             ("content-type".into(), "application/json".into()),
