@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Chaos on the team gateway: a seeded, randomized fault schedule (issue #22), not run in CI.
 #
-#   scripts/chaos-gateway.sh [--seed N] [--seconds S]     (defaults: seed 22, 600 s)
+#   scripts/chaos-gateway.sh [--seed N] [--seconds S] [--plan]   (defaults: seed 6, 600 s)
+#
+# --plan prints the schedule the seed names and runs nothing.
 #
 # Runs tests/chaos_gateway.rs for S seconds: 3 `weir serve --gateway` replicas on one real
 # PostgreSQL (initdb/pg_ctl in a temp dir), 5 identities listing and creating through them
@@ -16,13 +18,14 @@
 # Needs PostgreSQL (/usr/lib/postgresql/*/bin). Output: out/chaos/chaos-<seed>-<S>s.log.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-SEED=22
+SEED=6
 SECONDS_=600
 while [ $# -gt 0 ]; do
   case "$1" in
     --seed) SEED="${2:?--seed needs a number}"; shift 2 ;;
     --seconds) SECONDS_="${2:?--seconds needs a number}"; shift 2 ;;
-    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+    --plan) export WEIR_CHAOS_PLAN_ONLY=1; shift ;;
+    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
     *) echo "chaos-gateway: unknown argument $1 (use --seed N, --seconds S)" >&2; exit 2 ;;
   esac
 done

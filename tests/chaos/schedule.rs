@@ -81,11 +81,50 @@ impl fmt::Display for Fault {
     }
 }
 
+/// An upstream fault held around a process fault ([`Planned::under`]) starts this much before
+/// it and ends this much after it: creates are being queued when the replica dies or the
+/// database goes away, and replayed while it comes back.
+pub const AROUND: Duration = Duration::from_secs(3);
+
 /// One fault at `at` from the run's start.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Planned {
     pub at: Duration,
     pub fault: Fault,
+    /// For a process fault (kill, PostgreSQL): an upstream fault held around it, or none.
+    pub under: Option<Fault>,
+}
+
+impl Planned {
+    /// From the first fault's start to the last one's end.
+    pub fn span(&self) -> Duration {
+        match self.under {
+            Some(_) => AROUND + self.fault.lasting() + AROUND,
+            None => self.fault.lasting(),
+        }
+    }
+}
+
+impl fmt::Display for Planned {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.under {
+            Some(u) => write!(f, "{} during an {u}", self.fault),
+            None => write!(f, "{}", self.fault),
+        }
+    }
+}
+
+/// An upstream fault lasting `lasting`, of kind `k` (0..4).
+fn upstream_fault(k: u8, lasting: Duration, rng: &mut StdRng) -> Fault {
+    match k {
+        0 => Fault::Storm5xx { lasting },
+        1 => Fault::Blackhole { lasting },
+        2 => Fault::Trickle { lasting },
+        _ => Fault::RateLimited {
+            lasting,
+            retry_after_secs: rng.gen_range(2..=10),
+        },
+    }
 }
 
 /// The schedule for `seed` over `seconds` (faults start after `warm_up`; the last one ends
@@ -110,23 +149,27 @@ pub fn draw(seed: u64, seconds: u64, warm_up: Duration, replicas: usize) -> Vec<
             },
             1 => Fault::PgRestart,
             2 => Fault::PgUnreachable,
-            3 => Fault::Storm5xx { lasting },
-            4 => Fault::Blackhole { lasting },
-            5 => Fault::Trickle { lasting },
-            _ => Fault::RateLimited {
-                lasting,
-                retry_after_secs: rng.gen_range(2..=10),
-            },
+            k => upstream_fault(k - 3, lasting, &mut rng),
         };
-        if t + fault.lasting() >= end {
+        // Half the process faults strike while the upstream is failing too.
+        let under = (kind < 3 && rng.gen_bool(0.5)).then(|| {
+            let span = AROUND + fault.lasting() + AROUND;
+            upstream_fault(rng.gen_range(0..4), span, &mut rng)
+        });
+        let planned = Planned {
+            at: t,
+            fault,
+            under,
+        };
+        if t + planned.span() >= end {
             // Too long for what is left: try the rest of the deck once, then stop.
             if deck.is_empty() || out.len() > 10_000 {
                 break;
             }
             continue;
         }
-        out.push(Planned { at: t, fault });
-        t += fault.lasting() + Duration::from_secs(rng.gen_range(3..=10));
+        out.push(planned);
+        t += planned.span() + Duration::from_secs(rng.gen_range(3..=10));
     }
     out
 }
@@ -137,8 +180,9 @@ fn a_seed_names_one_schedule_and_every_fault_ends_in_time() {
     assert_eq!(a, draw(7, 600, Duration::from_secs(5), 3));
     assert_ne!(a, draw(8, 600, Duration::from_secs(5), 3));
     for p in &a {
-        assert!(p.at + p.fault.lasting() < Duration::from_secs(600));
+        assert!(p.at + p.span() < Duration::from_secs(600));
     }
+    assert!(a.iter().any(|p| p.under.is_some()), "{a:?}");
     // Ten minutes deal the whole deck several times.
     let kinds: std::collections::BTreeSet<u8> = a
         .iter()
