@@ -209,6 +209,19 @@ async fn a_seeded_fault_schedule_on_three_replicas_loses_and_doubles_nothing() {
     let clients = tokio::spawn(load.clone().run(IDENTITIES, stop));
     tokio::time::sleep(WARM_UP).await;
     let at_start = fleet.figures();
+    // Every replica process's RSS and fds, ten times over the run (a leak grows with faults).
+    let samples: Arc<Mutex<Vec<(u64, Vec<Option<fleet::Figures>>)>>> = Arc::default();
+    let sampler = {
+        let (fleet, samples) = (fleet.clone(), samples.clone());
+        let every = Duration::from_secs((seconds / 10).max(5));
+        tokio::spawn(async move {
+            while Instant::now() + every < stop {
+                tokio::time::sleep(every).await;
+                let row = (start.elapsed().as_secs(), fleet.figures());
+                samples.lock().unwrap().push(row);
+            }
+        })
+    };
 
     // The schedule, one fault after another at its planned time.
     let mut done = Vec::new();
@@ -224,6 +237,7 @@ async fn a_seeded_fault_schedule_on_three_replicas_loses_and_doubles_nothing() {
         done.push(*p);
     }
     clients.await.unwrap();
+    sampler.abort();
 
     // Everything healed: the queue drains (bounded), then the figures.
     let drain_start = Instant::now();
@@ -339,6 +353,10 @@ async fn a_seeded_fault_schedule_on_three_replicas_loses_and_doubles_nothing() {
     );
     println!("  processes per slot: {:?}", fleet.generations());
     println!("  start: {}", show_figures(&at_start));
+    let samples = samples.lock().unwrap().clone();
+    for (at, f) in &samples {
+        println!("  {at:>4}s: {}", show_figures(f));
+    }
     println!("  end:   {}", show_figures(&at_end));
 
     let logs = fleet.logs();
@@ -353,17 +371,23 @@ async fn a_seeded_fault_schedule_on_three_replicas_loses_and_doubles_nothing() {
     assert!(doubled.is_empty(), "doubled: {doubled:?}");
     assert_eq!(phantom, 0, "sessions nobody asked for");
     assert!(invalid.is_empty(), "invalid answers: {invalid:?}\n{logs}");
-    // A process that ran the whole schedule holds no more fds than it started with, give or
-    // take its pools (an fd leak grows with every fault).
-    let generations = fleet.generations();
-    for (i, (s, e)) in at_start.iter().zip(&at_end).enumerate() {
-        if let (Some(s), Some(e), 1) = (s, e, generations[i]) {
-            assert!(
-                e.fds <= s.fds + 32,
-                "replica {i}: {} fds at start, {} at end",
-                s.fds,
-                e.fds
-            );
-        }
+    // Every process holds at its last sample no more fds than at its first, give or take its
+    // pools (an fd leak grows with every fault it lives through).
+    let mut seen: BTreeMap<u32, (fleet::Figures, fleet::Figures)> = BTreeMap::new();
+    let rows = std::iter::once(&at_start)
+        .chain(samples.iter().map(|(_, f)| f))
+        .chain(std::iter::once(&at_end));
+    for f in rows.flatten().flatten() {
+        seen.entry(f.pid)
+            .and_modify(|(_, last)| *last = *f)
+            .or_insert((*f, *f));
+    }
+    for (pid, (first, last)) in &seen {
+        assert!(
+            last.fds <= first.fds + 32,
+            "replica pid {pid}: {} fds first, {} last",
+            first.fds,
+            last.fds
+        );
     }
 }
