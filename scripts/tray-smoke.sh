@@ -23,7 +23,10 @@
 #   6. breaks the upstream and sends requests through the proxy: the menu's copilot-api line
 #      must turn OPEN and a "circuit open" notification must be sent; a create for a repository
 #      whose `[[policy]]` says `create = "local"` is offered to the local agent (notified, listed
-#      under "Local agent"); clicking "Run local agent" runs the configured command once;
+#      under "Local agent"; only the stored token's own account gets offers, resolved with a
+#      loopback GET /user); clicking "Review offer" opens the dashboard window at the offer's
+#      view (the tray never confirms from a menu line); confirmed there (here: `weir handoff
+#      confirm`), the configured command runs once;
 #   7. clicks Quit: the app must drain and exit 0.
 # Every check prints PASS/FAIL; the script exits 1 if any failed.
 #
@@ -119,6 +122,16 @@ class H(http.server.BaseHTTPRequestHandler):
     def answer(self):
         n = int(self.headers.get("content-length") or 0)
         if n: self.rfile.read(n)
+        if self.path == "/user":
+            # GitHub's GET /user for the stored token (the local-agent offer's account check).
+            ok = self.headers.get("authorization", "").split(" ")[-1] == "gho_smokeToken0123456789abcdef"
+            body = json.dumps({"id": 4242, "login": "smoke", "type": "User"} if ok else {"message": "Bad credentials"}).encode()
+            self.send_response(200 if ok else 401)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+            return
         failing = open(mode_file).read().strip() == "fail"
         body = json.dumps({"ok": not failing}).encode()
         if not failing and self.command == "GET" and self.path.startswith("/agents/sessions?"):
@@ -136,6 +149,12 @@ UPORT=$(free_port)
 python3 "$TMP/upstream.py" "$UPORT" "$TMP/mode" "$TMP/sessions.json" &
 PIDS+=($!)
 for _ in $(seq 50); do curl -fsS "http://127.0.0.1:$UPORT/" >/dev/null 2>&1 && break; sleep 0.1; done
+# GitHub's API (GET /user only): the same script on its own port, never failing.
+echo ok >"$TMP/gmode"
+GPORT=$(free_port)
+python3 "$TMP/upstream.py" "$GPORT" "$TMP/gmode" "$TMP/sessions.json" &
+PIDS+=($!)
+for _ in $(seq 50); do curl -fsS "http://127.0.0.1:$GPORT/" >/dev/null 2>&1 && break; sleep 0.1; done
 
 # --- the app
 PORT=$(free_port)
@@ -145,6 +164,10 @@ listen = "127.0.0.1:$PORT"
 [[upstream]]
 name = "copilot-api"
 origin = "http://127.0.0.1:$UPORT"
+
+[[upstream]]
+name = "github-api"
+origin = "http://127.0.0.1:$GPORT"
 
 # octo/app's creates go to the local agent when the cloud cannot take them (step 6); the
 # command records its arguments.
@@ -405,26 +428,40 @@ else
     if [[ "${WEIR_SMOKE_BREAKER:-1}" == 0 ]]; then skip "$msg"; else fail "$msg"; fi
 fi
 # --- while the cloud is down, octo/app's create is offered to the local agent: notified, listed
-# in the tray; "Run local agent" runs the command once with the repository and the statement.
-code=$(curl -s -o "$TMP/offer.json" -w '%{http_code}' -x "http://127.0.0.1:$PORT" -H 'Authorization: token smoke' \
+# in the tray (the create carries the stored token: the developer's own); "Review offer" opens the
+# dashboard at the offer's view; confirmed, the command runs once with the repository and the
+# statement.
+code=$(curl -s -o "$TMP/offer.json" -w '%{http_code}' -x "http://127.0.0.1:$PORT" -H 'Authorization: token gho_smokeToken0123456789abcdef' \
     -H 'Content-Type: application/json' -d '{"problem_statement":"Smoke hand-off","event_type":"smoke"}' \
     "http://127.0.0.1:$UPORT/agents/swe/v1/jobs/octo/app" || true)
 [[ "$code" == 202 ]] && grep -q '"offered"\|handoffs' "$TMP/offer.json" && pass "create under create=local: 202, offered" ||
     fail "create under create=local: HTTP $code $(head -c 300 "$TMP/offer.json" 2>/dev/null)"
 wait_notify 'Hand to your local agent' 10 && pass "offer notified" || fail "no 'Hand to your local agent?' notification"
-if wait_label '^Run local agent: octo/app: Smoke hand-off$' 10; then
+if wait_label '^Review offer: octo/app: Smoke hand-off$' 10; then
     pass "Local agent submenu lists the offer"
     wait_label '^Local agent: 1 offer waiting$' 5 && pass "the submenu's title counts it" ||
         fail "submenu title: $(menu | cut -f2 | grep '^Local agent:' || true)"
-    click 'Run local agent: octo/app' || true
+    click 'Review offer: octo/app' || true
+    wid=""
+    for _ in $(seq 100); do
+        wid=$(xwininfo -root -tree 2>/dev/null | awk '/"Weir"/ { print $1; exit }' || true)
+        [[ -n "$wid" ]] && break
+        sleep 0.2
+    done
+    [[ -n "$wid" ]] && pass "Review offer: the dashboard window opened (at the offer's view)" ||
+        fail "no window titled Weir after 'Review offer'"
+    [[ ! -s "$TMP/agent-ran.json" ]] && pass "nothing ran from the menu click" || fail "the menu click ran the command"
+    offer_id=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["id"])' "$TMP/offer.json" 2>/dev/null || true)
+    "$(dirname "$WEIR_TRAY_BIN")/weir" handoff --config "$TMP/config.toml" --data-dir "$TMP/weir-data" confirm "$offer_id" \
+        >"$TMP/confirm.log" 2>&1 || fail "weir handoff confirm $offer_id: $(cat "$TMP/confirm.log")"
     for _ in $(seq 50); do [[ -s "$TMP/agent-ran.json" ]] && break; sleep 0.2; done
     [[ "$(cat "$TMP/agent-ran.json" 2>/dev/null)" == '["octo/app", "Smoke hand-off"]' ]] &&
-        pass "Run local agent: the command ran once with the repository and the statement" ||
-        fail "Run local agent: recorded '$(cat "$TMP/agent-ran.json" 2>/dev/null)'"
+        pass "confirmed: the command ran once with the repository and the statement" ||
+        fail "confirmed: recorded '$(cat "$TMP/agent-ran.json" 2>/dev/null)'"
     wait_label '^Local agent: no offers waiting' 10 && pass "the offer left the submenu" || fail "the offer is still listed"
     wait_notify 'Local agent finished: octo/app' 10 && pass "the command's end notified" || fail "no 'Local agent finished' notification"
 else
-    fail "no 'Run local agent: octo/app: Smoke hand-off' item ($(menu | cut -f2 | grep -i 'local agent' | tr '\n' '|'))"
+    fail "no 'Review offer: octo/app: Smoke hand-off' item ($(menu | cut -f2 | grep -i 'offer\|local agent' | tr '\n' '|'))"
 fi
 echo ok >"$TMP/mode"
 

@@ -78,6 +78,7 @@ const handoffs = new HandoffsPanel({
   section: byTestId('handoffs-section'),
   table: byTestId('handoffs'),
   note: byTestId('handoffs-note'),
+  view: byTestId('handoff-view'),
   onProblem: showProblem,
   onNotice: showNotice,
 });
@@ -333,9 +334,11 @@ function connect() {
 
 loadSecret();
 // The tray's "N creates queued" item opens the dashboard at `#view=queue`, its sessions line at
-// `#view=sessions`, a local-agent offer at `#view=handoffs`.
-const view = new URLSearchParams(location.hash.replace(/^#/, '')).get('view');
+// `#view=sessions`, a local-agent offer at `#view=handoffs&offer=<id>` (its review view).
+const hashParams = new URLSearchParams(location.hash.replace(/^#/, ''));
+const view = hashParams.get('view');
 if (view === 'handoffs') byTestId('handoffs-section').hidden = false;
+if (view === 'handoffs' && /^\d+$/.test(hashParams.get('offer') ?? '')) handoffs.review(hashParams.get('offer'));
 if (view === 'queue' || view === 'sessions' || view === 'handoffs') {
   document.getElementById(view)?.scrollIntoView({ block: 'start' });
 }

@@ -3,6 +3,11 @@
 // create queue). Read from `/_weir/api/handoffs` (needs the control secret: offers name
 // repositories and carry problem statements); refreshed on `handoff` events and when the
 // status document's pending offers change, never on a timer.
+//
+// Confirm is only in the offer view (Review), which shows the whole problem statement and the
+// tool that asked (its User-Agent and surface) first: the command runs that statement with the
+// developer's rights, so nothing of it may be hidden behind an excerpt (#22). The tray opens
+// this view at `#view=handoffs&offer=<id>`.
 
 import { call, hasSecret } from './api.js';
 import { h, setText } from './dom.js';
@@ -22,11 +27,23 @@ function outcomeText(o) {
   return out.exit_code === 0 ? 'finished (exit 0)' : `failed (exit ${out.exit_code ?? 'signal'})`;
 }
 
+const SURFACES = { vscode: 'VS Code', gh_cli: 'GitHub CLI', browser: 'a browser', other: 'another tool' };
+
+/** Who asked: "GitHub CLI (User-Agent: …)", or that the offer was made by hand. */
+function toolText(o) {
+  const t = o.requested_by;
+  if (!t) return 'made by hand (control API or tray), not by a tool';
+  const surface = SURFACES[t.surface] ?? String(t.surface ?? 'another tool');
+  return t.user_agent ? `${surface} — User-Agent: ${t.user_agent}` : `${surface} (no User-Agent)`;
+}
+
 export class HandoffsPanel {
-  constructor({ section, table, note, onProblem, onNotice }) {
+  constructor({ section, table, note, view, onProblem, onNotice }) {
     this.section = section;
     this.body = table.tBodies[0];
     this.note = note;
+    this.view = view;
+    this.viewing = null;
     this.onProblem = onProblem;
     this.onNotice = onNotice;
     this.offers = [];
@@ -59,6 +76,14 @@ export class HandoffsPanel {
     }
   }
 
+  /** Opens the offer view for `id` (the tray's link) once the offers are loaded. */
+  async review(id) {
+    this.section.hidden = false;
+    this.viewing = String(id);
+    await this.refresh();
+    this.view?.scrollIntoView({ block: 'start' });
+  }
+
   async refresh() {
     if (this.inFlight) return this.inFlight;
     this.inFlight = (async () => {
@@ -82,6 +107,7 @@ export class HandoffsPanel {
 
   render() {
     this.body.replaceChildren(...this.offers.map((o) => this.row(o)));
+    this.renderView();
     const waiting = this.offers.filter((o) => o.state === 'offered').length;
     setText(this.note, waiting
       ? `${waiting} offer(s) wait for your answer. Confirm starts the local agent once; Decline puts the create back in the queue.`
@@ -95,10 +121,10 @@ export class HandoffsPanel {
     if (state === 'offered') {
       actions.append(
         h('button', {
-          type: 'button', class: 'btn small primary', 'data-testid': `handoff-confirm-${id}`,
-          'aria-label': `Start the local agent for offer #${id}`,
-          onclick: (ev) => this.act(ev.currentTarget, id, 'confirm'),
-        }, 'Confirm'),
+          type: 'button', class: 'btn small primary', 'data-testid': `handoff-review-${id}`,
+          'aria-label': `Review offer #${id}: the whole task and who asked, then confirm or decline`,
+          onclick: () => { this.viewing = id; this.renderView(); this.view?.scrollIntoView({ block: 'nearest' }); },
+        }, 'Review'),
         h('button', {
           type: 'button', class: 'btn small', 'data-testid': `handoff-decline-${id}`,
           'aria-label': `Decline offer #${id}`,
@@ -110,11 +136,59 @@ export class HandoffsPanel {
     return h('tr', { 'data-testid': `handoff-row-${id}`, 'data-state': state },
       h('td', { class: 'num' }, id),
       h('td', {}, o.repo ?? fmt.DASH, o.checkout ? h('div', { class: 'muted small mono' }, o.checkout) : null),
-      h('td', { title: o.problem_statement ?? '' }, excerpt(o.problem_statement) || fmt.DASH),
+      h('td', {}, excerpt(o.problem_statement) || fmt.DASH,
+        h('div', { class: 'muted small', 'data-testid': `handoff-tool-${id}` }, toolText(o))),
       h('td', { class: 'mono' }, o.rule ?? fmt.DASH),
       h('td', {}, h('time', { datetime: o.offered_at, title: fmt.dateTime(o.offered_at) }, fmt.ago(o.offered_at)), when),
       h('td', { 'data-testid': `handoff-outcome-${id}` }, state === 'offered' ? 'waiting' : outcomeText(o)),
       actions);
+  }
+
+  /** The offer view: everything the command will get, then Confirm / Decline. */
+  renderView() {
+    if (!this.view) return;
+    const o = this.offers.find((x) => String(x.id) === this.viewing);
+    if (!o) {
+      this.view.hidden = true;
+      this.view.replaceChildren();
+      return;
+    }
+    const id = String(o.id);
+    const offered = o.state === 'offered';
+    const field = (label, value, testid) => [
+      h('dt', {}, label),
+      h('dd', testid ? { 'data-testid': testid } : {}, value ?? fmt.DASH),
+    ];
+    const buttons = offered ? h('div', { class: 'actions' },
+      h('button', {
+        type: 'button', class: 'btn primary', 'data-testid': 'handoff-view-confirm',
+        'aria-label': `Start the local agent for offer #${id} with the task shown`,
+        onclick: (ev) => this.act(ev.currentTarget, id, 'confirm'),
+      }, 'Confirm: start the local agent'),
+      h('button', {
+        type: 'button', class: 'btn', 'data-testid': 'handoff-view-decline',
+        onclick: (ev) => this.act(ev.currentTarget, id, 'decline'),
+      }, 'Decline'),
+      h('button', {
+        type: 'button', class: 'btn', 'data-testid': 'handoff-view-close',
+        onclick: () => { this.viewing = null; this.renderView(); },
+      }, 'Close')) : null;
+    this.view.replaceChildren(
+      h('h3', {}, `Offer #${id}${offered ? '' : ` (${fmt.words(String(o.state ?? ''))})`}`),
+      h('dl', { class: 'handoff-fields' },
+        ...field('Repository', o.repo, 'handoff-view-repo'),
+        ...field('Checkout', o.checkout),
+        ...field('Base branch', o.base_branch),
+        ...field('Requested by', toolText(o), 'handoff-view-tool'),
+        ...field('Policy rule', o.rule),
+        ...field('Offered', o.offered_at ? fmt.dateTime(o.offered_at) : null),
+        ...(offered && o.expires_at
+          ? field(o.back_to_queue ? 'Back to the queue' : 'Withdrawn', fmt.until(o.expires_at)) : [])),
+      h('p', { class: 'muted small' }, `The whole task the local agent will be given (${String(o.problem_statement ?? '').length} characters):`),
+      h('pre', { class: 'handoff-statement', 'data-testid': 'handoff-view-statement' }, String(o.problem_statement ?? '')),
+      buttons);
+    this.view.dataset.offer = id;
+    this.view.hidden = false;
   }
 
   async act(button, id, action) {

@@ -30,8 +30,10 @@ pub fn on_click<R: Runtime>(
         MenuId::Queue => dashboard::show(app, View::Queue).map_err(|e| e.to_string()),
         MenuId::Sessions => dashboard::show(app, View::Sessions).map_err(|e| e.to_string()),
         MenuId::Handoffs => dashboard::show(app, View::Handoffs).map_err(|e| e.to_string()),
-        MenuId::HandoffConfirm(id) => answer_offer(app, id, true),
-        MenuId::HandoffDecline(id) => answer_offer(app, id, false),
+        // The offer's own view: the whole statement and the requesting tool, then Confirm.
+        MenuId::HandoffReview(id) => {
+            dashboard::show(app, View::Offer(id)).map_err(|e| e.to_string())
+        }
         MenuId::Github => open_github(app, github_url),
         MenuId::RecentSession(i) => match shown.and_then(|v| v.recent_sessions.get(i)) {
             Some(line) => open_url(app, &line.url),
@@ -93,29 +95,6 @@ fn choose_network<R: Runtime>(app: &AppHandle<R>, id: MenuId) -> Result<(), Stri
         )),
         None => Ok(()),
     }
-}
-
-/// Confirms (the local agent starts, once) or declines (back to the queue) an offer. The
-/// engine answers at once; the command's end arrives later as an event (notified).
-fn answer_offer<R: Runtime>(app: &AppHandle<R>, id: i64, confirm: bool) -> Result<(), String> {
-    let engine = app.state::<Engine>().handle.clone();
-    tauri::async_runtime::spawn(async move {
-        let h = engine.handoffs();
-        let result = if confirm {
-            h.confirm(id).await
-        } else {
-            h.decline(id).await
-        };
-        if let Err(e) = result {
-            tell(Notice {
-                key: "handoff".into(),
-                summary: "Local agent offer".into(),
-                body: format!("Offer #{id}: {e}"),
-                level: crate::notify::Level::Info,
-            });
-        }
-    });
-    Ok(())
 }
 
 fn open_github<R: Runtime>(app: &AppHandle<R>, url: Option<String>) -> Result<(), String> {

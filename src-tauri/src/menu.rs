@@ -23,10 +23,10 @@ pub enum MenuId {
     RecentSession(usize),
     /// What teammates' Weirs report (informational; opens the dashboard).
     Team,
-    /// Confirm a local-agent offer (by its id): the command starts, once.
-    HandoffConfirm(i64),
-    /// Decline a local-agent offer: the create goes back to the queue.
-    HandoffDecline(i64),
+    /// A local-agent offer (by its id): opens the dashboard's view of it, which shows the whole
+    /// statement and the requesting tool before Confirm. The tray never confirms from a menu
+    /// line (a label shows 40 characters of a statement the command would run in full).
+    HandoffReview(i64),
     /// The dashboard's local-agent offers.
     Handoffs,
     /// Network submenu: follow what the OS says about metered.
@@ -48,8 +48,7 @@ pub enum MenuId {
 
 const UPSTREAM_PREFIX: &str = "upstream-";
 const SESSION_PREFIX: &str = "session-";
-const CONFIRM_PREFIX: &str = "handoff-confirm-";
-const DECLINE_PREFIX: &str = "handoff-decline-";
+const REVIEW_PREFIX: &str = "handoff-review-";
 /// The local-agent offers submenu's own ID.
 const HANDOFF_SUBMENU: &str = "handoff-offers";
 /// The submenu's own ID (a submenu is not clickable, but Tauri wants an ID).
@@ -63,8 +62,7 @@ impl MenuId {
         match self {
             MenuId::Upstream(i) => format!("{UPSTREAM_PREFIX}{i}"),
             MenuId::RecentSession(i) => format!("{SESSION_PREFIX}{i}"),
-            MenuId::HandoffConfirm(id) => format!("{CONFIRM_PREFIX}{id}"),
-            MenuId::HandoffDecline(id) => format!("{DECLINE_PREFIX}{id}"),
+            MenuId::HandoffReview(id) => format!("{REVIEW_PREFIX}{id}"),
             other => other.fixed_id().to_string(),
         }
     }
@@ -83,11 +81,8 @@ impl MenuId {
                 .and_then(|i| i64::try_from(i).ok())
                 .filter(|i| *i > 0)
         };
-        if let Some(n) = id.strip_prefix(CONFIRM_PREFIX) {
-            return offer(n).map(MenuId::HandoffConfirm);
-        }
-        if let Some(n) = id.strip_prefix(DECLINE_PREFIX) {
-            return offer(n).map(MenuId::HandoffDecline);
+        if let Some(n) = id.strip_prefix(REVIEW_PREFIX) {
+            return offer(n).map(MenuId::HandoffReview);
         }
         FIXED.iter().copied().find(|m| m.fixed_id() == id)
     }
@@ -97,8 +92,7 @@ impl MenuId {
             MenuId::Overall => "overall",
             MenuId::Upstream(_) => UPSTREAM_PREFIX,
             MenuId::RecentSession(_) => SESSION_PREFIX,
-            MenuId::HandoffConfirm(_) => CONFIRM_PREFIX,
-            MenuId::HandoffDecline(_) => DECLINE_PREFIX,
+            MenuId::HandoffReview(_) => REVIEW_PREFIX,
             MenuId::Handoffs => "handoffs",
             MenuId::NetworkAuto => "network-auto",
             MenuId::NetworkMetered => "network-metered",
@@ -432,8 +426,9 @@ fn fill_recent<R: Runtime>(
     Ok(())
 }
 
-/// Replaces the offers submenu's entries: per offer, "Run local agent" and "Back to queue"
-/// (the decision is the developer's, so both are one click), then the dashboard.
+/// Replaces the offers submenu's entries: per offer, "Review offer: …", which opens the
+/// dashboard's view of that offer (the whole statement and who asked, then Confirm or
+/// Decline there), then the dashboard's list.
 fn fill_handoffs<R: Runtime>(
     app: &AppHandle<R>,
     submenu: &Submenu<R>,
@@ -443,12 +438,9 @@ fn fill_handoffs<R: Runtime>(
         submenu.remove(&old)?;
     }
     for offer in &lines.offers {
-        let run = format!("Run local agent: {}", offer.label);
-        let back = format!("Back to queue: {}", offer.label);
-        let confirm = MenuId::HandoffConfirm(offer.id).as_id();
-        let decline = MenuId::HandoffDecline(offer.id).as_id();
-        submenu.append(&MenuItem::with_id(app, confirm, run, true, None::<&str>)?)?;
-        submenu.append(&MenuItem::with_id(app, decline, back, true, None::<&str>)?)?;
+        let review = format!("Review offer: {}", offer.label);
+        let id = MenuId::HandoffReview(offer.id).as_id();
+        submenu.append(&MenuItem::with_id(app, id, review, true, None::<&str>)?)?;
     }
     let open = MenuItem::with_id(
         app,
@@ -473,9 +465,8 @@ mod tests {
             MenuId::Upstream(123),
             MenuId::RecentSession(0),
             MenuId::RecentSession(7),
-            MenuId::HandoffConfirm(1),
-            MenuId::HandoffConfirm(42),
-            MenuId::HandoffDecline(42),
+            MenuId::HandoffReview(1),
+            MenuId::HandoffReview(42),
         ]);
         for id in &all {
             assert_eq!(

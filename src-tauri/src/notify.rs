@@ -98,7 +98,7 @@ pub fn notice_for(event: &Event) -> Option<Notice> {
             HandoffChange::Offered => with(n(
                 "handoff-offer",
                 "Hand to your local agent?".to_string(),
-                format!("{repo}: {excerpt}\nThe cloud cannot take it; rule {rule} allows your local agent. Confirm in the tray menu (Local agent offers) or the dashboard."),
+                format!("{repo}: {excerpt}\nThe cloud cannot take it; rule {rule} allows your local agent. Review the whole task and confirm it in the dashboard (tray menu: Local agent offers)."),
             ), Level::Warning),
             // Results have their own key: the offer's notice must not hold back its outcome.
             HandoffChange::Finished => n("handoff-result", format!("Local agent finished: {repo}"), detail.clone()),

@@ -61,7 +61,7 @@ pub struct HandoffLines {
     pub offers: Vec<HandoffLine>,
 }
 
-/// One waiting offer: its id (for Confirm / Decline) and what it is.
+/// One waiting offer: its id (its menu line opens its review view) and what it is.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct HandoffLine {
     pub id: i64,

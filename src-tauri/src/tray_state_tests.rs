@@ -727,7 +727,7 @@ async fn a_local_agent_offer_from_the_real_engine_is_a_submenu_entry_and_a_notic
         asked.body.starts_with("octo/app: Fix the flaky"),
         "{asked:?}"
     );
-    // Declining (what the submenu's "Back to queue" does) empties the submenu.
+    // Declining (the offer view's Decline, opened from the submenu) empties the submenu.
     handle
         .handoffs()
         .decline(h.offers[0].id)

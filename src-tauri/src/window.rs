@@ -26,6 +26,8 @@ pub enum View {
     Sessions,
     /// The local-agent offers (fragment `view=handoffs`).
     Handoffs,
+    /// One offer's review view (fragment `view=handoffs&offer=<id>`).
+    Offer(i64),
 }
 
 impl View {
@@ -35,7 +37,8 @@ impl View {
             View::Overview => "overview",
             View::Queue => "queue",
             View::Sessions => "sessions",
-            View::Handoffs => "handoffs",
+            // The offer travels in the URL's fragment; the word only names the part.
+            View::Handoffs | View::Offer(_) => "handoffs",
         }
     }
 
@@ -70,14 +73,28 @@ impl Request {
 /// The URL for a view: the secret travels in the fragment, which is never sent to a server.
 pub fn dashboard_url(engine: &Engine, view: View) -> Result<Url, TrayError> {
     let mut text = engine.handle.dashboard_url_with_secret();
-    if view != View::Overview {
-        text.push_str("&view=");
-        text.push_str(view.word());
-    }
+    text.push_str(&fragment(view));
     Url::parse(&text).map_err(|e| TrayError::Open {
         url: engine.handle.dashboard_url(),
         message: e.to_string(),
     })
+}
+
+/// What a view adds to the dashboard URL's fragment (after `#secret=…`).
+fn fragment(view: View) -> String {
+    match view {
+        View::Overview => String::new(),
+        View::Offer(id) => format!("&view={}&offer={id}", view.word()),
+        other => format!("&view={}", other.word()),
+    }
+}
+
+#[test]
+fn an_offer_opens_its_own_review_view() {
+    assert_eq!(fragment(View::Overview), "");
+    assert_eq!(fragment(View::Queue), "&view=queue");
+    assert_eq!(fragment(View::Handoffs), "&view=handoffs");
+    assert_eq!(fragment(View::Offer(42)), "&view=handoffs&offer=42");
 }
 
 /// The dashboard process: no engine, no tray; shows what each stdin line asks for, exits when

@@ -15,9 +15,13 @@
 //! - [`runner`]: starts the command (argv, no shell, no credential, bounded output).
 //! - `view`: an offer as the control API shows it.
 
+pub(crate) mod owner;
 mod runner;
+mod tool;
 mod view;
 
+pub use owner::NotOwn;
+pub use tool::RequestingTool;
 pub use view::HandoffView;
 
 use crate::config::LiveSettings;
@@ -184,6 +188,9 @@ struct OfferRecord {
     /// A declined / expired offer goes back to the queue (it carries a real create).
     requeue: bool,
     expires_at: i64,
+    /// The tool that sent the create (`None`: an offer made by hand). Shown before confirm.
+    #[serde(default)]
+    tool: Option<RequestingTool>,
 }
 
 fn record_of(item: &Item) -> Option<OfferRecord> {
@@ -253,6 +260,7 @@ impl Handoffs {
             base_branch: req.base_branch.clone(),
             requeue: req.create.is_some(),
             expires_at,
+            tool: req.create.as_ref().map(|c| RequestingTool::of(&c.headers)),
         };
         let offer = serde_json::json!({ "handoff": record });
         let stored = match &req.create {

@@ -24,6 +24,9 @@ pub struct HandoffView {
     pub offered_at: String,
     #[serde(skip)]
     pub offered_at_ms: i64,
+    /// The tool whose create this is (`User-Agent`, surface); `None` for an offer made by
+    /// hand. Shown with the full statement before the developer confirms.
+    pub requested_by: Option<super::RequestingTool>,
     /// When an unanswered offer goes back to the queue (offered only).
     pub expires_at: Option<String>,
     #[serde(skip)]
@@ -56,6 +59,7 @@ impl HandoffView {
             rule: record.as_ref().map(|r| r.rule.clone()),
             checkout: record.as_ref().map(|r| r.checkout.display().to_string()),
             base_branch: record.as_ref().and_then(|r| r.base_branch.clone()),
+            requested_by: record.as_ref().and_then(|r| r.tool.clone()),
             offered_at: crate::time_fmt::rfc3339(super::at(item.created_at)),
             offered_at_ms: item.created_at,
             expires_at: record

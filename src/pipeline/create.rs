@@ -185,12 +185,19 @@ impl CreateTask {
                 reason = format!("{reason}; policy rule {} chose a local agent, but the upstream may have received this create, so Weir queued it (the queue checks before sending again)", self.plan.decision.rule);
                 label = Some(format!("{}->queue", self.plan.decision.header()));
             }
-            Action::Local => match self.offer(&reason).await {
-                Ok(stored) => return Ok(stored),
-                Err(e) => {
-                    reason = format!("{reason}; policy rule {} chose a local agent, but the hand-off failed ({e}), so Weir queued it instead", self.plan.decision.rule);
+            // Only the developer's own creates reach the local agent (it runs as them).
+            Action::Local => match self.developers_own().await {
+                Err(why) => {
+                    reason = format!("{reason}; policy rule {} chose a local agent, but this create is not the developer's own ({why}), so Weir queued it instead", self.plan.decision.rule);
                     label = Some(format!("{}->queue", self.plan.decision.header()));
                 }
+                Ok(()) => match self.offer(&reason).await {
+                    Ok(stored) => return Ok(stored),
+                    Err(e) => {
+                        reason = format!("{reason}; policy rule {} chose a local agent, but the hand-off failed ({e}), so Weir queued it instead", self.plan.decision.rule);
+                        label = Some(format!("{}->queue", self.plan.decision.header()));
+                    }
+                },
             },
             _ => {}
         }
@@ -268,6 +275,22 @@ impl CreateTask {
 }
 
 impl CreateTask {
+    /// Whether this create's credential is the account of the token stored in Weir. Without
+    /// a local agent there is nothing to guard (the offer says it is not configured).
+    async fn developers_own(&self) -> Result<(), crate::handoff::NotOwn> {
+        let p = &self.proxy;
+        if p.settings().local_agent.is_none() {
+            return Ok(());
+        }
+        // The stored token lives only in the OS keychain (the token API refuses any other).
+        let secrets = p
+            .queue
+            .open()
+            .map(|q| &q.secrets)
+            .filter(|s| s.kind() == crate::secrets::Backend::Keychain);
+        crate::handoff::owner::check(&p.accounts, &p.upstreams, secrets, &self.headers).await
+    }
+
     /// Offers the create to the local agent (policy `local`): 202 with the offer's location.
     async fn offer(&self, reason: &str) -> Result<Arc<Stored>, crate::handoff::HandoffError> {
         let p = &self.proxy;

@@ -183,6 +183,35 @@ impl Postgres {
             .output();
     }
 
+    /// The postmaster and every backend it runs (from `postmaster.pid` and `/proc`), for a
+    /// test that freezes the server with SIGSTOP: connections stay open and nothing answers.
+    pub fn pids(&self) -> Vec<u32> {
+        let Some(main) = std::fs::read_to_string(self.data.join("postmaster.pid"))
+            .ok()
+            .and_then(|t| t.lines().next().and_then(|l| l.trim().parse::<u32>().ok()))
+        else {
+            return Vec::new();
+        };
+        let children = std::fs::read_to_string(format!("/proc/{main}/task/{main}/children"))
+            .unwrap_or_default();
+        std::iter::once(main)
+            .chain(children.split_whitespace().filter_map(|p| p.parse().ok()))
+            .collect()
+    }
+
+    /// Sends `signal` (`STOP`, `CONT`) to [`Postgres::pids`]; returns how many were signalled.
+    pub fn signal(&self, signal: &str, pids: &[u32]) -> usize {
+        pids.iter()
+            .filter(|p| {
+                Command::new("kill")
+                    .arg(format!("-{signal}"))
+                    .arg(p.to_string())
+                    .status()
+                    .is_ok_and(|s| s.success())
+            })
+            .count()
+    }
+
     /// `postgresql://weir@127.0.0.1:PORT/postgres`
     pub fn url(&self) -> String {
         format!("postgresql://weir@127.0.0.1:{}/postgres", self.port)

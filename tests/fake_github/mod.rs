@@ -136,6 +136,8 @@ pub struct FakeState {
     pub lists_down_for: HashSet<String>,
     /// How long a create takes to be answered.
     pub post_delay: Duration,
+    /// Creates are refused with this status (nothing created): an outage.
+    pub post_status: Option<u16>,
     /// Problem statements created, per account id, with their RFC 3339 creation time.
     pub created: HashMap<u64, Vec<(String, String)>>,
 }
@@ -228,7 +230,7 @@ pub async fn answer(
     let pq = got.path_and_query();
     let auth = got.header("authorization").unwrap_or("");
     let token = token_of(auth).to_string();
-    let (revoked, delay, lists_down) = {
+    let (revoked, delay, lists_down, post_status) = {
         let mut s = state.lock().unwrap();
         s.seen.push(Hit {
             host,
@@ -240,6 +242,7 @@ pub async fn answer(
             s.revoked.contains(&token),
             s.post_delay,
             s.lists_down_for.contains(&token),
+            s.post_status,
         )
     };
     let who = TOKENS
@@ -276,6 +279,9 @@ pub async fn answer(
                 .insert("x-oauth-client-id", app.parse().unwrap());
         }
         return Ok(r);
+    }
+    if let (true, Some(status)) = (got.method == http::Method::POST, post_status) {
+        return Ok(reply(status, serde_json::json!({"message": "unavailable"})));
     }
     if got.method == http::Method::POST {
         // Made as soon as it arrives, even if the answer never gets back to Weir.

@@ -1,0 +1,207 @@
+//! Local-agent offers only for the developer's own creates (#22, item 3): policy says `local`,
+//! the upstream refuses creates, and only a create whose credential resolves (`GET /user`) to
+//! the account of the GitHub token stored in Weir is offered; any other is queued as before.
+//! The offer carries the full statement and the tool that asked (User-Agent, surface).
+//! Real Secret Service (the stored token lives there):
+//! `scripts/with-keychain.sh cargo test -p weir --test handoff_owner`.
+
+mod fake_github;
+use fake_github::*;
+
+const JOBS: &str = "/agents/swe/v1/jobs/octo/app";
+const PYTHON: &str = "/usr/bin/python3";
+const RECORDER: &str = r#"import json, os, sys
+with open(sys.argv[1]) as f:
+    task = f.read()
+with open(os.environ["RECORD"], "a") as f:
+    f.write(json.dumps({"argv": sys.argv[1:], "task": task}) + "\n")
+"#;
+
+fn keychain_works() -> bool {
+    match weir_keychain::Keychain::new(&format!("weir-test-owner-{}", std::process::id())).probe()
+    {
+        Ok(()) => true,
+        Err(_) if std::env::var("WEIR_SKIP_KEYCHAIN_TESTS").is_ok_and(|v| v == "1") => false,
+        Err(e) => panic!(
+            "no usable keychain: {e}\nRun as `scripts/with-keychain.sh cargo test -p weir --test handoff_owner`"
+        ),
+    }
+}
+
+async fn create(
+    weir: &Weir,
+    fake: &Fake,
+    token: &str,
+    ua: &str,
+    statement: &str,
+) -> reqwest::Response {
+    weir.client(token, ua)
+        .post(format!("http://{}{JOBS}", fake.copilot))
+        .header("content-type", "application/json")
+        .body(serde_json::json!({"problem_statement": statement, "event_type": "gh_cli", "pull_request": {}}).to_string())
+        .send()
+        .await
+        .unwrap()
+}
+
+async fn control(
+    weir: &Weir,
+    method: reqwest::Method,
+    path: &str,
+    body: Option<serde_json::Value>,
+) -> reqwest::Response {
+    let mut r = reqwest::Client::new()
+        .request(method, format!("{}{path}", weir.handle.base_url()))
+        .header("x-weir-secret", weir.handle.control_secret());
+    if let Some(b) = body {
+        r = r.json(&b);
+    }
+    r.send().await.unwrap()
+}
+
+/// A queued create's answer: the reason it was not offered.
+async fn queued_reason(r: reqwest::Response) -> String {
+    assert_eq!(r.status(), 201, "queued (the job shape)");
+    let policy = r.headers()["weir-policy"].to_str().unwrap().to_string();
+    assert_eq!(policy, "user:1 create=local->queue");
+    assert!(r.headers().contains_key("weir-queued"));
+    let body: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(body["status"], "queued", "{body}");
+    body["weir"]["reason"].as_str().unwrap().to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_the_developers_own_creates_are_offered_and_the_offer_names_the_tool() {
+    if !keychain_works() {
+        return;
+    }
+    let fake = Fake::start().await;
+    fake.state.lock().unwrap().post_status = Some(503);
+    let tmp = tempfile::tempdir().unwrap();
+    let checkout = tmp.path().join("app");
+    std::fs::create_dir_all(&checkout).unwrap();
+    std::fs::write(tmp.path().join("agent.py"), RECORDER).unwrap();
+    let record = tmp.path().join("record.jsonl");
+    let cfg = format!(
+        "[queue]\ndedupe_window = \"1s\"\n[breaker]\nconsecutive_failures = 0\nminimum_calls = 1000\n\
+         [local_agent]\ncommand = [\"{PYTHON}\", \"{}\", \"{{problem_statement_file}}\", \"{{repo}}\"]\n\
+         checkouts = {{ \"octo/app\" = \"{}\" }}\nenv = {{ RECORD = \"{}\" }}\n\
+         [[policy]]\nrepo = \"octo/*\"\ncreate = \"local\"\n",
+        tmp.path().join("agent.py").display(),
+        checkout.display(),
+        record.display()
+    );
+    let weir = start(&fake, &cfg).await;
+
+    // No token stored: nobody's create can be shown to be the developer's own.
+    let r = create(&weir, &fake, ALICE_GH, GH_UA, "first task").await;
+    let reason = queued_reason(r).await;
+    assert!(reason.contains("not the developer's own"), "{reason}");
+    assert!(reason.contains("no GitHub token is stored"), "{reason}");
+
+    // The developer stores their own token (VS Code's); bob's create is still queued.
+    let put = control(
+        &weir,
+        reqwest::Method::PUT,
+        "/_weir/api/token",
+        Some(serde_json::json!({"token": ALICE_VSCODE})),
+    )
+    .await;
+    assert_eq!(put.status(), 200);
+    let r = create(&weir, &fake, BOB, VSCODE_UA, "bob's task").await;
+    let reason = queued_reason(r).await;
+    assert!(reason.contains("another GitHub account"), "{reason}");
+
+    // Alice's gh token is another credential of the same account: offered. The statement is
+    // long, with a tail a truncated view would hide.
+    let statement = format!(
+        "Fix the flaky login test. {} And finally: also delete the deploy keys.",
+        "Keep the fixtures as they are. ".repeat(8)
+    );
+    let r = create(&weir, &fake, ALICE_GH, GH_UA, &statement).await;
+    assert_eq!(r.status(), 202);
+    let body: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(body["status"], "offered", "{body}");
+    let id = body["id"].as_str().unwrap().to_string();
+    let v: serde_json::Value = control(
+        &weir,
+        reqwest::Method::GET,
+        &format!("/_weir/api/handoffs/{id}"),
+        None,
+    )
+    .await
+    .json()
+    .await
+    .unwrap();
+    assert_eq!(v["state"], "offered");
+    assert_eq!(
+        v["problem_statement"],
+        statement.as_str(),
+        "the full statement"
+    );
+    assert_eq!(v["requested_by"]["user_agent"], GH_UA);
+    assert_eq!(v["requested_by"]["surface"], "gh_cli");
+
+    // The same create again, after the dedupe window: still the offer (found in the queue
+    // before any attempt; the hit count cannot show it, the queued two are being replayed).
+    tokio::time::sleep(std::time::Duration::from_millis(1200)).await;
+    let again = create(&weir, &fake, ALICE_GH, GH_UA, &statement).await;
+    assert_eq!(again.status(), 202);
+    let again: serde_json::Value = again.json().await.unwrap();
+    assert_eq!(again["id"].as_str(), Some(id.as_str()), "{again}");
+    assert!(
+        again["reason"]
+            .as_str()
+            .unwrap()
+            .contains("already offered"),
+        "{again}"
+    );
+
+    // Only that one is an offer; the other two are queued creates.
+    let all: serde_json::Value = control(&weir, reqwest::Method::GET, "/_weir/api/handoffs", None)
+        .await
+        .json()
+        .await
+        .unwrap();
+    let offered: Vec<&serde_json::Value> = all["offers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|o| o["state"] == "offered")
+        .collect();
+    assert_eq!(offered.len(), 1, "{all}");
+    let queue: serde_json::Value = control(&weir, reqwest::Method::GET, "/_weir/api/queue", None)
+        .await
+        .json()
+        .await
+        .unwrap();
+    let queued = queue["items"]
+        .as_array()
+        .map(|a| a.iter().filter(|i| i["state"] == "queued").count());
+    assert_eq!(queued, Some(2), "{queue}");
+
+    // Confirmed, it runs once with the full statement.
+    let r = control(
+        &weir,
+        reqwest::Method::POST,
+        &format!("/_weir/api/handoffs/{id}/confirm"),
+        None,
+    )
+    .await;
+    assert_eq!(r.status(), 202);
+    let mut runs = String::new();
+    for _ in 0..500 {
+        runs = std::fs::read_to_string(&record).unwrap_or_default();
+        if !runs.is_empty() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let runs: Vec<serde_json::Value> = runs
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(runs.len(), 1);
+    assert_eq!(runs[0]["task"], statement.as_str());
+    weir.assert_no_token_anywhere().await;
+}
