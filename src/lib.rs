@@ -64,6 +64,7 @@ pub mod config;
 pub(crate) mod control;
 pub mod engine;
 pub mod events;
+#[cfg(feature = "gateway")]
 pub mod gateway;
 pub(crate) mod github_status;
 pub mod handoff;

@@ -104,7 +104,8 @@ enum RunEnd {
 
 impl Poller {
     pub fn spawn(self) {
-        tokio::spawn(self.run());
+        let bus = self.proxy.bus.clone();
+        bus.spawn(self.run());
     }
 
     async fn run(self) {

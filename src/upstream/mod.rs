@@ -25,6 +25,7 @@ mod reachability;
 pub(crate) mod resolve;
 pub(crate) mod roots;
 
+#[cfg(feature = "gateway")]
 pub(crate) use admission::SharedHold;
 pub use admission::{BreakerView, ClassLatencyView, GateStatus};
 pub(crate) use attempt::{fetch_problem, kind_of, AttemptPolicy, Replayable};
