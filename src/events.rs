@@ -294,7 +294,13 @@ impl Bus {
 
     /// Flips to `true` when shutdown starts, so long-lived tasks and streams end.
     pub fn stopping(&self) -> watch::Receiver<bool> {
-        self.stopping.subscribe()
+        let mut rx = self.stopping.subscribe();
+        // A task first polled after the stop subscribes late: its `changed()` must still
+        // fire, or it would wait for a second stop that never comes (and hold up shutdown).
+        if *rx.borrow() {
+            rx.mark_changed();
+        }
+        rx
     }
 
     pub fn stop(&self) {

@@ -103,7 +103,8 @@ fn a_table_whose_feature_is_not_built_fails_at_start_naming_the_feature() {
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{err}");
         assert!(
-            err.contains("built without the `gateway` feature") && err.contains("--features gateway"),
+            err.contains("built without the `gateway` feature")
+                && err.contains("--features gateway"),
             "{err}"
         );
     }

@@ -60,10 +60,17 @@ async fn no_task_is_left_after_shutdown() {
     let mut head = [0u8; 12];
     tunnel.read_exact(&mut head).await.unwrap();
     assert_eq!(&head, b"HTTP/1.1 200", "{}", String::from_utf8_lossy(&head));
-    assert!(handle.running_tasks() > started, "the tunnel is a tracked task");
+    assert!(
+        handle.running_tasks() > started,
+        "the tunnel is a tracked task"
+    );
 
     handle.shutdown().await;
-    assert_eq!(handle.running_tasks(), 0, "tracked tasks left after shutdown");
+    assert_eq!(
+        handle.running_tasks(),
+        0,
+        "tracked tasks left after shutdown"
+    );
     drop(tunnel);
     drop(handle);
     up.kill();
@@ -79,4 +86,29 @@ async fn no_task_is_left_after_shutdown() {
         left = alive();
     }
     assert_eq!(left, 0, "runtime tasks still alive after shutdown");
+}
+
+/// A zero-config start watches no config file it was only told the place of (the OS default
+/// location, as the tray and `weir serve` pass it): its directory is not created, and the
+/// status says the file is not watched.
+#[tokio::test]
+async fn a_config_file_that_does_not_exist_is_not_watched() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("cfg").join("weir").join("config.toml");
+    let up = Upstream::start().await;
+    let settings = weir::config::parse_str(
+        &format!("default_upstreams = false\nlisten = \"127.0.0.1:0\"\nwatch_github_status = false\n[[upstream]]\nname = \"up0\"\norigin = \"{}\"\n", up.origin()),
+        "none",
+    )
+    .unwrap();
+    let mut opts = weir::EngineOptions::new(settings, dir.path().join("data"));
+    opts.config_file = Some(file.clone());
+    let handle = weir::start(opts).await.expect("weir starts");
+    assert!(!handle.status_now().settings.watching);
+    assert!(
+        !file.parent().unwrap().exists(),
+        "the config dir was created"
+    );
+    handle.shutdown().await;
+    assert_eq!(handle.running_tasks(), 0);
 }

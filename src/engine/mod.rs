@@ -243,7 +243,12 @@ pub async fn start(opts: EngineOptions) -> Result<EngineHandle, EngineError> {
         bus.clone(),
         opts.config_file.clone(),
     ));
-    crate::reload::watch::spawn(reload.clone(), bus.stopping(), bus.tasks());
+    // Start what is used: a config file that does not exist has nothing to watch, so a
+    // zero-config start creates no config directory and runs no OS file watch. A file the
+    // dashboard writes later is applied as it is written; one made by hand is read on restart.
+    if opts.config_file.as_ref().is_some_and(|f| f.exists()) {
+        crate::reload::watch::spawn(reload.clone(), bus.stopping(), bus.tasks());
+    }
     let sessions = Arc::new(crate::sessions::Sessions::new());
     let control = Arc::new(Control {
         proxy: proxy.clone(),
