@@ -94,8 +94,9 @@ pub struct FileOffline {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FileNetwork {
-    /// Ask the OS whether the network is metered (default true; needs the `metered` feature).
-    pub detect_os: Option<Spanned<bool>>,
+    /// Ask the OS whether the network is metered (default true; the OS readers are the
+    /// `metered` feature).
+    pub detect_os: Option<bool>,
     /// D-Bus address of the system bus to ask NetworkManager on (Linux).
     pub system_bus_address: Option<Spanned<String>>,
 }

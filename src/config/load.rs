@@ -334,19 +334,15 @@ impl Settings {
         };
 
         let offline = offline(&cx, &raw.offline)?;
+        // `detect_os` (default true) means "ask the OS if this build can": a build without
+        // the readers says so in the status (`network.os_watch`). A bus address is only for
+        // the Linux reader, so naming one where it is not built is an error.
         #[cfg(not(feature = "metered"))]
-        {
-            // The default (ask the OS if it can be asked) is fine in any build; asking for it
-            // by name is not, in a build that cannot.
-            if let Some(d) = raw.network.detect_os.as_ref().filter(|d| *d.get_ref()) {
-                return not_built(&cx, "network.detect_os", d.span(), "metered");
-            }
-            if let Some(a) = &raw.network.system_bus_address {
-                return not_built(&cx, "network.system_bus_address", a.span(), "metered");
-            }
+        if let Some(a) = &raw.network.system_bus_address {
+            return not_built(&cx, "network.system_bus_address", a.span(), "metered");
         }
         let network = super::NetworkSettings {
-            detect_os: raw.network.detect_os.as_ref().is_none_or(|d| *d.get_ref()),
+            detect_os: raw.network.detect_os.unwrap_or(true),
             system_bus_address: match &raw.network.system_bus_address {
                 None => None,
                 Some(a) if a.get_ref().trim().is_empty() => {
@@ -892,12 +888,6 @@ mod tests {
                 cfg!(feature = "team"),
             ),
             (
-                "[network]\ndetect_os = true\n",
-                "w.toml:2: key `network.detect_os`: this Weir was built without the `metered` feature",
-                "--features metered",
-                cfg!(feature = "metered"),
-            ),
-            (
                 "[network]\nsystem_bus_address = \"unix:path=/tmp/b\"\n",
                 "w.toml:2: key `network.system_bus_address`: this Weir was built without the `metered` feature",
                 "--features metered",
@@ -916,9 +906,12 @@ mod tests {
                 Err(e) => assert!(!e.to_string().contains("built without"), "{e}"),
             }
         }
-        // Turning OS detection off needs nothing built.
+        // Turning OS detection on or off needs nothing built (without the readers the status
+        // says they are not built).
         let s = parse_str("[network]\ndetect_os = false\n", "w.toml").unwrap();
         assert!(!s.network.detect_os);
+        let s = parse_str("[network]\ndetect_os = true\n", "w.toml").unwrap();
+        assert!(s.network.detect_os);
     }
 
     #[test]
