@@ -35,11 +35,22 @@ npm ci --prefix tests/node --no-audit --no-fund --silent
 # --- Rust: formatting, then every crate's tests inside a real Secret Service. ------------
 scripts/module-deps.sh   # the module graph: fails on an import cycle, or layout docs that are not the graph
 cargo fmt -p weir -p weir-resilience -p weir-store -p weir-keychain -p weir-tls -p weir-status -p weir-lab -p weir-tray -- --check
-cargo build "${pkgs[@]}" --all-targets
-scripts/with-keychain.sh cargo test "${pkgs[@]}" --all-targets
+# Optional parts are cargo features (Cargo.toml [features]). The whole suite runs once, with
+# every feature; the laptop default and the bare engine get their library tests, a `weir`
+# build and the test that runs that binary with tables it was built without.
+cargo build "${pkgs[@]}" --all-targets --all-features
+scripts/with-keychain.sh cargo test "${pkgs[@]}" --all-targets --all-features
 # The same engine with no keychain at all: creates are refused with a clear 503, not queued.
 env -u DBUS_SESSION_BUS_ADDRESS WEIR_TEST_NO_KEYCHAIN=1 WEIR_SKIP_KEYCHAIN_TESTS=1 \
-  cargo test -p weir --test queue without_a_keychain
+  cargo test -p weir --all-features --test queue without_a_keychain
+for set in "" "--no-default-features"; do
+  # shellcheck disable=SC2086 # an empty $set is no argument
+  cargo build -p weir --bin weir $set
+  scripts/with-keychain.sh cargo test -p weir --lib $set
+  cargo test -p weir --test features $set
+done
+# The dashboard test below runs debug/weir: the one with every feature again.
+cargo build -p weir --bin weir --all-features
 
 # --- The dashboard in a real browser (Debian's chromium driven by playwright-core). -------
 weir_bin="${CARGO_TARGET_DIR:-$PWD/target}/debug/weir"

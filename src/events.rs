@@ -238,7 +238,7 @@ where
 {
     let bus = bus.clone();
     let mut stop = bus.stopping();
-    tokio::spawn(async move {
+    bus.clone().spawn(async move {
         loop {
             let ev = tokio::select! {
                 ev = source.recv() => ev,
@@ -253,12 +253,14 @@ where
     });
 }
 
-/// The engine's event stream and its stop signal, shared by every part that emits events or
-/// runs a long-lived task.
+/// The engine's event stream, its stop signal and its task tracker, shared by every part that
+/// emits events or runs a long-lived task.
 #[derive(Clone)]
 pub(crate) struct Bus {
     events: broadcast::Sender<Event>,
     stopping: watch::Sender<bool>,
+    /// Every background task of this engine ([`Bus::spawn`]): shutdown waits for all of them.
+    tasks: tokio_util::task::TaskTracker,
 }
 
 impl Bus {
@@ -266,7 +268,23 @@ impl Bus {
         Bus {
             events: broadcast::channel(256).0,
             stopping: watch::channel(false).0,
+            tasks: tokio_util::task::TaskTracker::new(),
         }
+    }
+
+    /// Spawns one of this engine's tasks, tracked: [`Bus::stop`] asks it to end and the
+    /// engine's shutdown waits for it (bounded by `limits.drain_timeout`).
+    pub fn spawn<F>(&self, task: F) -> tokio::task::JoinHandle<F::Output>
+    where
+        F: std::future::Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        self.tasks.spawn(task)
+    }
+
+    /// The tracker itself, for shutdown (close, wait) and for counting what still runs.
+    pub fn tasks(&self) -> &tokio_util::task::TaskTracker {
+        &self.tasks
     }
 
     pub fn emit(&self, e: Event) {
@@ -280,7 +298,13 @@ impl Bus {
 
     /// Flips to `true` when shutdown starts, so long-lived tasks and streams end.
     pub fn stopping(&self) -> watch::Receiver<bool> {
-        self.stopping.subscribe()
+        let mut rx = self.stopping.subscribe();
+        // A task first polled after the stop subscribes late: its `changed()` must still
+        // fire, or it would wait for a second stop that never comes (and hold up shutdown).
+        if *rx.borrow() {
+            rx.mark_changed();
+        }
+        rx
     }
 
     pub fn stop(&self) {

@@ -67,9 +67,10 @@ pub(crate) fn start(client: UpstreamClient, bus: &Bus, config: StatusConfig) -> 
 pub(crate) fn drive_caution(
     mut state: watch::Receiver<GithubStatus>,
     upstreams: Arc<Upstreams>,
-    mut stop: watch::Receiver<bool>,
+    bus: &Bus,
 ) {
-    tokio::spawn(async move {
+    let mut stop = bus.stopping();
+    bus.spawn(async move {
         loop {
             let snapshot = state.borrow_and_update().clone();
             apply_caution(&snapshot, &upstreams);

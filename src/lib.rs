@@ -92,6 +92,7 @@ pub mod config;
 pub(crate) mod control;
 pub mod engine;
 pub mod events;
+#[cfg(feature = "gateway")]
 pub mod gateway;
 pub(crate) mod github_status;
 pub mod handoff;
@@ -128,14 +129,16 @@ pub mod http_client {
     pub use crate::upstream::{FetchError, Timeouts, UpstreamClient};
 }
 
-/// Internals exposed only for the criterion benchmarks in `crates/lab` (not a stable API).
 /// The queue backends by themselves, for the tests that run the transition table against
 /// both (tests/queue_machine.rs).
 #[doc(hidden)]
 pub mod queue_api {
-    pub use crate::queue::backend::{open_postgres, open_sqlite, BackendKind, QueueBackend};
+    #[cfg(feature = "gateway")]
+    pub use crate::queue::backend::open_postgres;
+    pub use crate::queue::backend::{open_sqlite, BackendKind, QueueBackend};
 }
 
+/// Internals exposed only for the criterion benchmarks in `crates/lab` (not a stable API).
 #[doc(hidden)]
 pub mod bench_api {
     pub use crate::cache::CacheKey;

@@ -304,6 +304,7 @@ pub struct GatewayStatus {
     /// empty: the option is off and a PROXY header is refused.
     pub trusted_proxies: Vec<String>,
     /// TLS to the shared queue's database (`gateway.postgres_sslmode`); `None` without one.
+    #[cfg(feature = "gateway")]
     pub postgres_sslmode: Option<crate::config::PgSslMode>,
     /// The base of the gateway's problem `type` URLs (`gateway.public_url`, else its listener).
     pub public_url: String,

@@ -1,3 +1,4 @@
+#![cfg(feature = "gateway")]
 //! A raw-socket HTTP/1 fuzzer against a running engine: a fixed-seed, bounded set of malformed
 //! requests (bad request lines, chunk sizes and extensions, oversized and duplicated headers,
 //! CL/TE conflicts, obs-fold, NUL bytes, absolute-form garbage to the managed upstream, CONNECT

@@ -1,3 +1,4 @@
+#![cfg(feature = "gateway")]
 //! The team gateway (`weir serve --gateway`) as real processes: its doors (TLS only,
 //! allow-list, admin listener with its token), and replicas sharing the create queue in a real
 //! PostgreSQL (started by the test with `initdb` + `pg_ctl`): migrations from empty, a database

@@ -1,3 +1,4 @@
+#![cfg(feature = "gateway")]
 //! The team gateway in production shape, as real processes: the shared queue over TLS to a
 //! real PostgreSQL (`ssl=on`, plain TCP rejected, a certificate from a CA made here), lease
 //! renewal under a slow upstream (two replicas, a one-second lease, a create that takes three),

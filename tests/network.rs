@@ -1,3 +1,4 @@
+#![cfg(feature = "metered")]
 //! The metered network (#14): Weir follows NetworkManager's `Metered` property on a real
 //! private D-Bus daemon (started here, `dbus-daemon --session`) where this test exports a small
 //! fake `org.freedesktop.NetworkManager` with zbus; the override API (secret, Origin, kept in

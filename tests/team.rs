@@ -1,3 +1,4 @@
+#![cfg(feature = "team")]
 //! Team signals against a real `nats-server` (started per test in a temp dir, JetStream on):
 //! teammates' breakers move this Weir's without a failing call of its own, published messages
 //! hold nothing private, forged facts are ignored, and with NATS down Weir works as before.

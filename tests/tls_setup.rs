@@ -225,6 +225,8 @@ fn bad_network_keys_exit_2_naming_file_line_and_key() {
 /// `allow_plaintext = true`; loopback and `tls://` are fine. The gateway's PostgreSQL link
 /// defaults to `sslmode=require` for a database host that is not loopback. Errors name the
 /// file, line and key.
+// Both links are optional parts (features `team` and `gateway`).
+#[cfg(all(feature = "team", feature = "gateway"))]
 #[test]
 fn plaintext_links_off_this_machine_are_refused_or_encrypted_by_default() {
     let team = |url: &str, extra: &str| {

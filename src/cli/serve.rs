@@ -24,6 +24,12 @@ pub fn run(args: ServeArgs, gateway: bool, print_secret: bool) -> ExitCode {
             return ExitCode::from(EXIT_CONFIG);
         }
     };
+    #[cfg(not(feature = "gateway"))]
+    if gateway {
+        eprintln!("weir: this weir was built without the `gateway` feature, which `--gateway` needs; build it with `cargo build --release -p weir --features gateway`");
+        return ExitCode::from(EXIT_CONFIG);
+    }
+    #[cfg(feature = "gateway")]
     let gateway = if gateway {
         match weir::gateway::Gateway::load(settings.gateway.as_ref()) {
             Ok(g) => Some(g),
@@ -40,10 +46,13 @@ pub fn run(args: ServeArgs, gateway: bool, print_secret: bool) -> ExitCode {
     };
     // Before the runtime starts: the keychain calls block. Gateway replicas share one CA
     // from files when `[gateway]` names one.
+    #[cfg(feature = "gateway")]
     let local_ca = match gateway.as_ref().and_then(|g| g.intercept_ca.clone()) {
         Some(ca) if settings.intercept => Some(ca),
         _ => weir::intercept::ca_store::load_local_ca(&settings, &data_dir),
     };
+    #[cfg(not(feature = "gateway"))]
+    let local_ca = weir::intercept::ca_store::load_local_ca(&settings, &data_dir);
     let rt = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
         Err(e) => {
@@ -58,8 +67,14 @@ pub fn run(args: ServeArgs, gateway: bool, print_secret: bool) -> ExitCode {
         let mut opts = weir::EngineOptions::new(settings, data_dir);
         opts.local_ca = local_ca;
         opts.config_file = config_file;
+        #[cfg(feature = "gateway")]
         let is_gateway = gateway.is_some();
-        opts.gateway = gateway;
+        #[cfg(feature = "gateway")]
+        {
+            opts.gateway = gateway;
+        }
+        #[cfg(not(feature = "gateway"))]
+        let is_gateway = false;
         let handle = match weir::start(opts).await {
             Ok(h) => h,
             Err(e) => {
@@ -68,6 +83,7 @@ pub fn run(args: ServeArgs, gateway: bool, print_secret: bool) -> ExitCode {
             }
         };
         if is_gateway {
+            #[cfg(feature = "gateway")]
             print_gateway(&handle).await;
             super::serve_tls::print_intercept_status(&handle);
             stop.await;
@@ -103,6 +119,7 @@ pub fn run(args: ServeArgs, gateway: bool, print_secret: bool) -> ExitCode {
 }
 
 /// What a gateway replica says at start (never a secret).
+#[cfg(feature = "gateway")]
 async fn print_gateway(handle: &weir::EngineHandle) {
     println!(
         "weir: gateway listening on https://{} (TLS only, allow-listed networks)",

@@ -53,7 +53,12 @@ pub struct FileConfig {
     /// Team outage signals over NATS (`[team]`, see docs/team.md).
     pub team: Option<Spanned<super::team::FileTeam>>,
     /// Team gateway mode (`weir serve --gateway`); see `config::gateway`.
+    #[cfg(feature = "gateway")]
     pub gateway: Option<Spanned<super::gateway::FileGateway>>,
+    /// Without the `gateway` feature the table is only located, so that naming it is an error
+    /// with its line and the feature to build (`config::load`), not an unknown key.
+    #[cfg(not(feature = "gateway"))]
+    pub gateway: Option<Spanned<toml::Value>>,
     /// The local agent a create may be handed to (`[local_agent]`, docs/handoff.md).
     pub local_agent: Option<Spanned<super::local_agent::FileLocalAgent>>,
     /// `[[model_fallback]]`: completion requests re-sent with another model (docs/model-fallback.md).
@@ -89,7 +94,8 @@ pub struct FileOffline {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FileNetwork {
-    /// Ask the OS whether the network is metered (default true).
+    /// Ask the OS whether the network is metered (default true; the OS readers are the
+    /// `metered` feature).
     pub detect_os: Option<bool>,
     /// D-Bus address of the system bus to ask NetworkManager on (Linux).
     pub system_bus_address: Option<Spanned<String>>,

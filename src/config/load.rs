@@ -87,6 +87,22 @@ fn key_on_line(text: &str, offset: usize) -> String {
 /// nothing sane waits longer (`Instant + d` cannot overflow below this).
 const MAX_DURATION: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
 
+/// A table (or key) whose part this build left out: the error names the cargo feature to build
+/// it with, rather than calling a documented table unknown.
+#[cfg(not(all(feature = "gateway", feature = "team", feature = "metered")))]
+fn not_built<T>(
+    cx: &Ctx<'_>,
+    key: &str,
+    span: std::ops::Range<usize>,
+    feature: &str,
+) -> Result<T, ConfigError> {
+    cx.err(
+        key,
+        span,
+        format!("this Weir was built without the `{feature}` feature, which this needs; build it with `cargo build --release -p weir --features {feature}` (or leave the key out)"),
+    )
+}
+
 /// Collects context for validation errors.
 pub(super) struct Ctx<'a> {
     file: &'a str,
@@ -318,6 +334,13 @@ impl Settings {
         };
 
         let offline = offline(&cx, &raw.offline)?;
+        // `detect_os` (default true) means "ask the OS if this build can": a build without
+        // the readers says so in the status (`network.os_watch`). A bus address is only for
+        // the Linux reader, so naming one where it is not built is an error.
+        #[cfg(not(feature = "metered"))]
+        if let Some(a) = &raw.network.system_bus_address {
+            return not_built(&cx, "network.system_bus_address", a.span(), "metered");
+        }
         let network = super::NetworkSettings {
             detect_os: raw.network.detect_os.unwrap_or(true),
             system_bus_address: match &raw.network.system_bus_address {
@@ -392,11 +415,19 @@ impl Settings {
                 }
             }
         }
+        #[cfg(feature = "gateway")]
         let gateway = match &raw.gateway {
             None => None,
             Some(g) => Some(super::gateway::validate(&cx, g, file)?),
         };
-
+        #[cfg(not(feature = "gateway"))]
+        if let Some(g) = &raw.gateway {
+            return not_built(&cx, "gateway", g.span(), "gateway");
+        }
+        #[cfg(not(feature = "team"))]
+        if let Some(t) = &raw.team {
+            return not_built(&cx, "team", t.span(), "team");
+        }
         let team = super::team::validate(&cx, raw.team.as_ref(), file)?;
         let local_agent = super::local_agent::validate(&cx, raw.local_agent.as_ref(), file)?;
         let model_fallback = super::model_fallback::validate(&cx, &raw.model_fallback, &upstreams)?;
@@ -419,6 +450,7 @@ impl Settings {
             share,
             team,
             local_agent,
+            #[cfg(feature = "gateway")]
             gateway,
             github_status,
             queue,
@@ -812,6 +844,9 @@ mod tests {
         );
     }
 
+    // A build without `metered` refuses `system_bus_address` (tested below), so the table's
+    // own checks are tested where it is built.
+    #[cfg(feature = "metered")]
     #[test]
     fn the_network_table_is_checked_with_its_line() {
         let d = parse_str("", "w.toml").unwrap().network;
@@ -833,6 +868,50 @@ mod tests {
         );
         let e = parse_str("[network]\nmetered = true\n", "w.toml").unwrap_err();
         assert!(e.to_string().contains("metered"), "{e}");
+    }
+
+    /// Each optional part's table, named in a build without its feature, fails with the file,
+    /// the line, the key and the feature to build; leaving a part out is not an unknown key.
+    #[test]
+    fn a_table_whose_feature_is_not_built_names_the_feature() {
+        let cases: &[(&str, &str, &str, bool)] = &[
+            (
+                "listen = \"127.0.0.1:0\"\n\n[gateway]\nlisten = \"0.0.0.0:8443\"\n",
+                "w.toml:3: key `gateway`: this Weir was built without the `gateway` feature",
+                "--features gateway",
+                cfg!(feature = "gateway"),
+            ),
+            (
+                "[team]\nnats_url = \"nats://127.0.0.1:4222\"\n",
+                "w.toml:1: key `team`: this Weir was built without the `team` feature",
+                "--features team",
+                cfg!(feature = "team"),
+            ),
+            (
+                "[network]\nsystem_bus_address = \"unix:path=/tmp/b\"\n",
+                "w.toml:2: key `network.system_bus_address`: this Weir was built without the `metered` feature",
+                "--features metered",
+                cfg!(feature = "metered"),
+            ),
+        ];
+        for (text, starts, fix, built) in cases {
+            match parse_str(text, "w.toml") {
+                Ok(_) => assert!(*built, "{text:?} was accepted without its feature"),
+                Err(e) if !*built => {
+                    let e = e.to_string();
+                    assert!(e.starts_with(starts), "{e}");
+                    assert!(e.contains(fix), "{e}");
+                }
+                // Built: whatever the table's own checks say, never "not built".
+                Err(e) => assert!(!e.to_string().contains("built without"), "{e}"),
+            }
+        }
+        // Turning OS detection on or off needs nothing built (without the readers the status
+        // says they are not built).
+        let s = parse_str("[network]\ndetect_os = false\n", "w.toml").unwrap();
+        assert!(!s.network.detect_os);
+        let s = parse_str("[network]\ndetect_os = true\n", "w.toml").unwrap();
+        assert!(s.network.detect_os);
     }
 
     #[test]

@@ -4,6 +4,7 @@
 mod classes;
 mod error_views;
 mod file;
+#[cfg(feature = "gateway")]
 mod gateway;
 mod launch;
 mod live;
@@ -20,6 +21,7 @@ mod team;
 pub use crate::view::ShareMode;
 pub use classes::{classify, default_routes, ClassSettings, ClassTable, RouteClass, RouteRule};
 pub use file::FileConfig;
+#[cfg(feature = "gateway")]
 pub use gateway::{Cidr, GatewaySettings, PgSslMode, PostgresSettings};
 pub use launch::{resolve, Launch, LaunchArgs};
 pub use live::LiveSettings;
@@ -74,7 +76,8 @@ pub struct Settings {
     pub share: ShareMode,
     /// `[team]`: outage signals shared with teammates' Weirs over NATS; `None` when off.
     pub team: Option<TeamSettings>,
-    /// `[gateway]`, used only by `weir serve --gateway`.
+    /// `[gateway]`, used only by `weir serve --gateway` (feature `gateway`).
+    #[cfg(feature = "gateway")]
     pub gateway: Option<GatewaySettings>,
     /// `[local_agent]`: where a create may be handed when policy says `local` (#14); `None`:
     /// nothing is ever offered or run. Applies live (read per offer and per confirmation).

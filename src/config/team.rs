@@ -178,7 +178,7 @@ fn is_loopback_host(host_port: &str) -> bool {
             .is_ok_and(|ip| ip.is_loopback())
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "team"))]
 mod tests {
     use crate::config::{parse_str, TeamAction};
     use std::time::Duration;

@@ -22,7 +22,7 @@ use tokio::sync::mpsc;
 /// from `/_weir/api/status` with its secret).
 pub(crate) fn stream_response(ctl: &Arc<Control>, private: bool) -> Response<Body> {
     let (tx, rx) = mpsc::channel::<Bytes>(16);
-    tokio::spawn(produce(ctl.clone(), tx, private));
+    ctl.proxy.bus.spawn(produce(ctl.clone(), tx, private));
     let s = stream::unfold(rx, |mut rx| async move {
         let chunk = rx.recv().await?;
         Some((Ok::<_, std::convert::Infallible>(Frame::data(chunk)), rx))

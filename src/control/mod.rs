@@ -51,6 +51,7 @@ pub(crate) struct Control {
     /// The GitHub Status watcher, once started.
     pub github: Mutex<Option<weir_status::StatusHandle>>,
     /// The team link (`[team]`), once started.
+    #[cfg(feature = "team")]
     pub team: std::sync::OnceLock<crate::team::Team>,
     pub started_at: SystemTime,
     /// Set in team gateway mode.

@@ -78,7 +78,10 @@ pub fn snapshot(ctl: &Control) -> StatusSnapshot {
         github_token_stored: false,
         settings: ctl.reload.status(),
         identity: p.accounts.status(),
+        #[cfg(feature = "team")]
         team: ctl.team.get().map(|t| t.status()),
+        #[cfg(not(feature = "team"))]
+        team: None,
         sessions: ctl.sessions.status(),
         gateway: ctl.gateway.clone(),
         handoffs: p.handoffs.status(),

@@ -2,6 +2,8 @@
 //! request path, control API), wires them together, and hands out an [`EngineHandle`] — the
 //! one API the CLI, the tray and tests use (typed status, events, mode, shutdown).
 
+#[cfg(feature = "gateway")]
+mod gateway;
 mod router;
 
 use crate::config::{LiveSettings, Settings};
@@ -35,10 +37,13 @@ pub enum EngineError {
         path: PathBuf,
         source: std::io::Error,
     },
+    #[cfg(feature = "gateway")]
     #[error("{0}")]
     Gateway(#[from] crate::gateway::GatewayError),
+    #[cfg(feature = "gateway")]
     #[error("a team gateway runs no developer's local agent: remove the [local_agent] table from the gateway's config file (on a gateway, creates whose policy says `local` are queued)")]
     LocalAgentOnGateway,
+    #[cfg(feature = "gateway")]
     #[error("the gateway's shared create queue cannot be used: {0}. {fix}", fix = .0.fix())]
     SharedQueue(weir_store::StoreError),
     /// A restart read a config file that does not validate; the running engine was left
@@ -65,6 +70,7 @@ pub struct EngineOptions {
     pub team_secrets: Option<crate::team::TeamSecrets>,
     /// Team gateway mode (`weir serve --gateway`): the TLS listeners, the admin token and the
     /// shared queue, read from `[gateway]` by [`crate::gateway::Gateway::load`].
+    #[cfg(feature = "gateway")]
     pub gateway: Option<crate::gateway::Gateway>,
 }
 
@@ -77,6 +83,7 @@ impl EngineOptions {
             local_ca: None,
             config_file: None,
             team_secrets: None,
+            #[cfg(feature = "gateway")]
             gateway: None,
         }
     }
@@ -105,23 +112,31 @@ pub async fn start(opts: EngineOptions) -> Result<EngineHandle, EngineError> {
         path: opts.data_dir.clone(),
         source,
     })?;
+    #[cfg(feature = "gateway")]
     if opts.gateway.is_some() && opts.settings.local_agent.is_some() {
         return Err(EngineError::LocalAgentOnGateway);
     }
     // A gateway's clients' door is its TLS listener on any address; a laptop's is loopback.
-    let addr = match &opts.gateway {
-        Some(g) => g.settings.listen,
-        None => opts.settings.listen,
-    };
+    #[cfg(feature = "gateway")]
+    let addr = opts
+        .gateway
+        .as_ref()
+        .map_or(opts.settings.listen, |g| g.settings.listen);
+    #[cfg(not(feature = "gateway"))]
+    let addr = opts.settings.listen;
     let listener = bind(addr).await?;
     let local_addr = listener
         .local_addr()
         .map_err(|source| EngineError::Bind { addr, source })?;
+    #[cfg(feature = "gateway")]
     let admin_listener = match &opts.gateway {
         Some(g) => Some(bind(g.settings.admin_listen).await?),
         None => None,
     };
+    #[cfg(feature = "gateway")]
     let admin_addr = admin_listener.as_ref().and_then(|l| l.local_addr().ok());
+    #[cfg(not(feature = "gateway"))]
+    let admin_addr = None;
     let secrets = SecretStore::detect(
         &Namespace::for_data_dir(&opts.data_dir),
         opts.settings.queue.memory_credentials,
@@ -131,12 +146,16 @@ pub async fn start(opts: EngineOptions) -> Result<EngineHandle, EngineError> {
         Some(s) => s,
         None => control_secret(&secrets).await,
     };
+    #[cfg(feature = "gateway")]
     let shared = opts.gateway.as_ref().and_then(|g| g.postgres.clone());
+    #[cfg(feature = "gateway")]
     let identity_key = match &shared {
         // Every replica keys identities alike: one caller, one key, whichever replica.
         Some((_, key)) => IdentityKey::new(key.identity_key()),
         None => identity_key(&secrets).await,
     };
+    #[cfg(not(feature = "gateway"))]
+    let identity_key = identity_key(&secrets).await;
     let install_id = install_id(&secrets).await;
     // Before the queue takes the secret store: the disk cache's sealing key lives there too.
     let cache = crate::cache::Cache::open(
@@ -146,15 +165,17 @@ pub async fn start(opts: EngineOptions) -> Result<EngineHandle, EngineError> {
         &secrets,
     )
     .await;
+    #[cfg(feature = "team")]
     let team_secrets = match (&opts.settings.team, opts.team_secrets.clone()) {
         (None, _) => None,
         (Some(_), Some(given)) => Some(given),
         (Some(_), None) => Some(crate::team::TeamSecrets::load(&secrets).await),
     };
+    #[cfg(feature = "gateway")]
     let admin_token = match &opts.gateway {
         Some(g) => Some(match &g.admin_token {
             Some(t) => t.clone(),
-            None => admin_token(&secrets).await?,
+            None => gateway::admin_token(&secrets).await?,
         }),
         None => None,
     };
@@ -165,35 +186,22 @@ pub async fn start(opts: EngineOptions) -> Result<EngineHandle, EngineError> {
         crate::accounts::Accounts::open(&settings, identity_key.clone(), &opts.data_dir).await,
     );
     let upstreams = Arc::new(Upstreams::new(live.clone(), accounts.clone()));
-    crate::upstream::baselines::spawn(upstreams.clone(), opts.data_dir.clone(), bus.stopping());
+    crate::upstream::baselines::spawn(
+        upstreams.clone(),
+        opts.data_dir.clone(),
+        bus.stopping(),
+        bus.tasks(),
+    );
+    #[cfg(feature = "gateway")]
     let queue = match (&shared, &opts.gateway) {
-        (Some((pg, key)), Some(g)) => {
-            let (lease, tls) = match &g.settings.postgres {
-                Some(p) => (
-                    p.lease,
-                    crate::queue::pg::PgTls::new(p.sslmode, &p.extra_roots),
-                ),
-                None => (
-                    std::time::Duration::from_secs(30),
-                    crate::queue::pg::PgTls::Plain,
-                ),
-            };
-            Arc::new(
-                open_shared_queue(
-                    pg.clone(),
-                    tls,
-                    lease,
-                    key,
-                    secrets,
-                    &settings,
-                    &upstreams,
-                    &bus,
-                )
+        (Some((pg, key)), Some(g)) => Arc::new(
+            gateway::open_shared_queue(g, pg.clone(), key, secrets, &settings, &upstreams, &bus)
                 .await?,
-            )
-        }
+        ),
         _ => Arc::new(open_queue(&opts.data_dir, secrets, &settings).await),
     };
+    #[cfg(not(feature = "gateway"))]
+    let queue = Arc::new(open_queue(&opts.data_dir, secrets, &settings).await);
     let modes = Arc::new(Modes::load(Some(&opts.data_dir), bus.clone()));
     let network = Arc::new(crate::network::Network::load(
         Some(&opts.data_dir),
@@ -208,6 +216,7 @@ pub async fn start(opts: EngineOptions) -> Result<EngineHandle, EngineError> {
         &opts.data_dir,
     ));
     handoffs.start();
+    #[cfg_attr(not(feature = "gateway"), allow(unused_mut))]
     let mut proxy = Proxy::new(ProxyParts {
         modes: modes.clone(),
         intercept: crate::intercept::interceptor_for(&settings, opts.local_ca.clone()),
@@ -221,6 +230,7 @@ pub async fn start(opts: EngineOptions) -> Result<EngineHandle, EngineError> {
         network,
         handoffs,
     });
+    #[cfg(feature = "gateway")]
     if let Some(g) = &opts.gateway {
         // Problem `type` URLs name the clients' door as the clients reach it (it serves the
         // problem pages), not the laptop's loopback.
@@ -233,7 +243,12 @@ pub async fn start(opts: EngineOptions) -> Result<EngineHandle, EngineError> {
         bus.clone(),
         opts.config_file.clone(),
     ));
-    crate::reload::watch::spawn(reload.clone(), bus.stopping());
+    // Start what is used: a config file that does not exist has nothing to watch, so a
+    // zero-config start creates no config directory and runs no OS file watch. A file the
+    // dashboard writes later is applied as it is written; one made by hand is read on restart.
+    if opts.config_file.as_ref().is_some_and(|f| f.exists()) {
+        crate::reload::watch::spawn(reload.clone(), bus.stopping(), bus.tasks());
+    }
     let sessions = Arc::new(crate::sessions::Sessions::new());
     let control = Arc::new(Control {
         proxy: proxy.clone(),
@@ -243,25 +258,16 @@ pub async fn start(opts: EngineOptions) -> Result<EngineHandle, EngineError> {
         reload,
         token_stored: Default::default(),
         github: std::sync::Mutex::new(None),
+        #[cfg(feature = "team")]
         team: std::sync::OnceLock::new(),
         started_at: SystemTime::now(),
-        gateway: opts.gateway.as_ref().map(|g| crate::status::GatewayStatus {
-            listen: local_addr.to_string(),
-            admin_listen: admin_addr.map(|a| a.to_string()).unwrap_or_default(),
-            allow: g.settings.allow.iter().map(|n| n.to_string()).collect(),
-            replica: crate::queue::pg::owner_name(),
-            shared_queue: g.postgres.is_some(),
-            shared_intercept_ca: g.intercept_ca.is_some(),
-            trusted_proxies: g
-                .settings
-                .trusted_proxies
-                .iter()
-                .flatten()
-                .map(|n| n.to_string())
-                .collect(),
-            postgres_sslmode: g.settings.postgres.as_ref().map(|p| p.sslmode),
-            public_url: proxy.base_url.clone(),
-        }),
+        #[cfg(feature = "gateway")]
+        gateway: opts
+            .gateway
+            .as_ref()
+            .map(|g| gateway::status(g, local_addr, admin_addr, &proxy.base_url)),
+        #[cfg(not(feature = "gateway"))]
+        gateway: None,
     });
     let stored = crate::control::token_stored_in_keychain(&control).await;
     control
@@ -278,12 +284,13 @@ pub async fn start(opts: EngineOptions) -> Result<EngineHandle, EngineError> {
     crate::mode::spawn_detector(modes, upstreams.clone(), settings.offline.clone(), &bus);
     if let Some(cfg) = settings.github_status.clone() {
         let watcher = crate::github_status::start(upstreams.client.clone(), &bus, cfg);
-        crate::github_status::drive_caution(watcher.watch(), upstreams.clone(), bus.stopping());
+        crate::github_status::drive_caution(watcher.watch(), upstreams.clone(), &bus);
         if let Ok(mut g) = control.github.lock() {
             *g = Some(watcher);
         }
     }
     forward_breaker_events(&upstreams, &bus);
+    #[cfg(feature = "team")]
     if let (Some(team), Some(team_secrets)) = (settings.team.clone(), team_secrets) {
         start_team(
             &control,
@@ -308,59 +315,22 @@ pub async fn start(opts: EngineOptions) -> Result<EngineHandle, EngineError> {
     }
     .spawn();
     let (tx, rx) = oneshot::channel::<()>();
-    let task = match (opts.gateway.clone(), admin_listener, admin_token) {
-        (Some(g), Some(admin_listener), Some(token)) => {
-            use futures_util::FutureExt;
-            let stop = async {
-                let _ = rx.await;
-            }
-            .shared();
-            let doors = crate::gateway::admin::Doors {
-                proxy: proxy.clone(),
-                control: control.clone(),
-                admin_token: token.into(),
-            };
-            let (clients, admins) = (doors.clone(), doors);
-            let main = crate::gateway::listener::serve_tls(
-                listener,
-                g.tls.clone(),
-                crate::gateway::listener::Admission {
-                    allow: Some(Arc::new(g.settings.allow.clone())),
-                    trusted_proxies: g.settings.trusted_proxies.clone().map(Arc::new),
-                },
-                settings.limits.clone(),
-                move |req| clients.clone().client(req),
-                stop.clone(),
-            );
-            let admin = crate::gateway::listener::serve_tls(
-                admin_listener,
-                g.tls.clone(),
-                // The admin listener has the token instead, and no load balancer in front.
-                crate::gateway::listener::Admission::default(),
-                settings.limits.clone(),
-                move |req| admins.clone().admin(req),
-                stop,
-            );
-            tokio::spawn(async move {
-                tokio::join!(main, admin);
-            })
-        }
-        _ => {
-            let router = router::Router {
-                proxy: proxy.clone(),
-                control: control.clone(),
-            };
-            tokio::spawn(crate::server::serve(
-                listener,
-                live,
-                proxy.base_url.clone(),
-                move |req| router.clone().route(req),
-                async {
-                    let _ = rx.await;
-                },
-            ))
-        }
+    #[cfg(feature = "gateway")]
+    let doors = match (opts.gateway.clone(), admin_listener, admin_token) {
+        (Some(g), Some(admin_listener), Some(token)) => Some(gateway::Doors {
+            gateway: g,
+            admin_listener,
+            admin_token: token,
+        }),
+        _ => None,
     };
+    #[cfg(feature = "gateway")]
+    let task = match doors {
+        Some(doors) => bus.spawn(doors.serve(listener, &proxy, &control, &settings, rx)),
+        None => serve_laptop(listener, live, &proxy, &control, rx, &bus),
+    };
+    #[cfg(not(feature = "gateway"))]
+    let task = serve_laptop(listener, live, &proxy, &control, rx, &bus);
     Ok(EngineHandle {
         control,
         options: Arc::new(opts),
@@ -371,75 +341,35 @@ pub async fn start(opts: EngineOptions) -> Result<EngineHandle, EngineError> {
     })
 }
 
+/// The laptop's one door: loopback HTTP, Weir's own paths to the control API and everything
+/// else into the request pipeline ([`router`]), until `stop` fires.
+fn serve_laptop(
+    listener: tokio::net::TcpListener,
+    live: LiveSettings,
+    proxy: &Arc<Proxy>,
+    control: &Arc<Control>,
+    stop: oneshot::Receiver<()>,
+    bus: &Bus,
+) -> JoinHandle<()> {
+    let router = router::Router {
+        proxy: proxy.clone(),
+        control: control.clone(),
+    };
+    bus.spawn(crate::server::serve(
+        listener,
+        live,
+        proxy.base_url.clone(),
+        move |req| router.clone().route(req),
+        async {
+            let _ = stop.await;
+        },
+    ))
+}
+
 async fn bind(addr: SocketAddr) -> Result<tokio::net::TcpListener, EngineError> {
     tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|source| EngineError::Bind { addr, source })
-}
-
-/// The gateway's shared queue in PostgreSQL: migrated, expired leases recovered, and a
-/// `LISTEN` connection that wakes this replica's workers on new items and applies other
-/// replicas' upstream holds. Unlike the laptop's queue, a database that cannot be reached at
-/// start stops the replica (a supervisor restarts it): a replica that cannot queue must not
-/// take traffic behind the load balancer.
-#[allow(clippy::too_many_arguments)]
-async fn open_shared_queue(
-    config: tokio_postgres::Config,
-    tls: crate::queue::pg::PgTls,
-    lease: std::time::Duration,
-    key: &crate::queue::sealed::GatewayKey,
-    secrets: SecretStore,
-    settings: &Settings,
-    upstreams: &Arc<Upstreams>,
-    bus: &Bus,
-) -> Result<QueueState, EngineError> {
-    use crate::queue::pg;
-    let conn = Arc::new(pg::PgConn::new(config, tls));
-    let mut q = crate::queue::Queue::open_postgres(conn.clone(), lease, key, secrets)
-        .await
-        .map_err(EngineError::SharedQueue)?;
-    q.max_age = settings.queue.max_age;
-    if let Ok(items) = q.store.recover_after_crash(crate::queue::now_ms()).await {
-        if !items.is_empty() {
-            tracing::warn!(count = items.len(), "creates were being replayed by a replica that stopped; they are in doubt and will be looked up upstream before any replay");
-        }
-    }
-    let wake = q.wake.clone();
-    // The same name the queue's leases carry (`Queue::open_postgres`).
-    let owner = pg::owner_name();
-    let signals = crate::gateway::signals::start(conn.clone(), owner, upstreams.clone());
-    pg::listen::spawn(
-        conn,
-        vec![
-            (
-                pg::QUEUE_CHANNEL,
-                Arc::new(move |_: &str| wake.notify_waiters()),
-            ),
-            (crate::gateway::signals::SIGNALS_CHANNEL, signals),
-        ],
-        bus.stopping(),
-    );
-    Ok(QueueState::Open(q))
-}
-
-/// The gateway's admin token, kept in the keychain when no `gateway.admin_token_file` names
-/// one (created on first start under this data directory's keychain service, account
-/// `gateway-admin-token`; operators read it with the keychain's own tools).
-async fn admin_token(secrets: &SecretStore) -> Result<String, EngineError> {
-    if secrets.kind() != crate::secrets::Backend::Keychain {
-        return Err(crate::gateway::GatewayError::AdminToken(
-            "there is no usable keychain on this machine".into(),
-        )
-        .into());
-    }
-    Ok(secrets
-        .load_or_create(
-            Account::GatewayAdminToken,
-            new_secret,
-            |s: &String| s.clone(),
-            |s: &str| Some(s.trim().to_string()).filter(|s| s.len() >= 16),
-        )
-        .await)
 }
 
 /// Opens the durable create queue and recovers items a crash left mid-replay; unavailable
@@ -507,6 +437,7 @@ async fn identity_key(secrets: &SecretStore) -> IdentityKey {
 }
 
 /// Starts the team link (`[team]`); it connects in the background and never delays start.
+#[cfg(feature = "team")]
 fn start_team(
     control: &Arc<Control>,
     settings: crate::config::TeamSettings,
@@ -782,5 +713,22 @@ impl EngineHandle {
         // Entries stored by the last requests reach the disk before the engine is gone.
         self.control.proxy.cache.flush(true).await;
         crate::upstream::baselines::save(&self.control.proxy.upstreams, &self.options.data_dir);
+        // Every task this engine spawned has been told to stop (`bus.stop`); wait for them,
+        // but no longer than the drain allows (a local agent's command may still run).
+        let tasks = self.control.proxy.bus.tasks();
+        tasks.close();
+        let drain = self.settings().limits.drain_timeout;
+        if tokio::time::timeout(drain, tasks.wait()).await.is_err() {
+            tracing::warn!(
+                left = tasks.len(),
+                "some background tasks did not stop within the drain timeout"
+            );
+        }
+    }
+
+    /// How many of this engine's tracked tasks are still running (0 after
+    /// [`EngineHandle::shutdown`] unless the drain timeout cut it short).
+    pub fn running_tasks(&self) -> usize {
+        self.control.proxy.bus.tasks().len()
     }
 }

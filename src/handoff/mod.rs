@@ -418,7 +418,8 @@ impl Handoffs {
             mirror: self.mirror.clone(),
             dir: p.dir.clone(),
         };
-        tokio::spawn(task.run(id, spec, file, statement, started, pending));
+        p.bus
+            .spawn(task.run(id, spec, file, statement, started, pending));
         Ok(HandoffView::of(&item))
     }
 
@@ -600,7 +601,7 @@ impl Handoffs {
         let Some(p) = self.parts.as_ref() else { return };
         let mut stop = p.bus.stopping();
         let me = self.clone();
-        tokio::spawn(async move {
+        p.bus.spawn(async move {
             me.load_pending().await;
             let mut tick = tokio::time::interval(Duration::from_secs(1));
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);

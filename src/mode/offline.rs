@@ -35,7 +35,7 @@ pub(crate) fn spawn_detector(
         },
         bus: bus.clone(),
     };
-    tokio::spawn(d.run());
+    bus.spawn(d.run());
 }
 
 struct Detector {

@@ -10,11 +10,12 @@
 mod os;
 mod store;
 
-#[cfg(target_os = "linux")]
+// The OS readers are the `metered` feature (their D-Bus / Network.framework / WinRT crates).
+#[cfg(all(feature = "metered", target_os = "linux"))]
 mod linux;
-#[cfg(target_os = "macos")]
+#[cfg(all(feature = "metered", target_os = "macos"))]
 mod macos;
-#[cfg(target_os = "windows")]
+#[cfg(all(feature = "metered", target_os = "windows"))]
 mod windows;
 
 pub(crate) use os::spawn_watcher;
@@ -89,6 +90,8 @@ pub enum OsWatch {
     Failed { api: String, error: String },
     /// This platform's API is not wired up yet; `api` names the one to use.
     Unsupported { platform: String, api: String },
+    /// This Weir was built without the OS readers (the `metered` cargo feature).
+    NotBuilt { feature: String },
 }
 
 impl OsWatch {
@@ -110,6 +113,9 @@ impl OsWatch {
             OsWatch::Unsupported { platform, api } => format!(
                 "no OS information yet on this platform ({platform}; {api} is not wired up)"
             ),
+            OsWatch::NotBuilt { feature } => {
+                format!("no OS information: this Weir was built without the `{feature}` feature")
+            }
         }
     }
 }

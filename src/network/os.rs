@@ -17,16 +17,29 @@ pub(crate) fn spawn_watcher(network: Arc<Network>, settings: &NetworkSettings, b
     if !settings.detect_os {
         return;
     }
-    #[cfg(target_os = "linux")]
+    #[cfg(not(feature = "metered"))]
+    {
+        let _ = bus;
+        network.set_os_watch(
+            None,
+            super::OsWatch::NotBuilt {
+                feature: "metered".into(),
+            },
+        );
+    }
+    #[cfg(all(feature = "metered", target_os = "linux"))]
     {
         let address = super::linux::BusAddress::choose(settings.system_bus_address.clone());
-        tokio::spawn(super::linux::watch(network, address, bus.stopping()));
+        bus.spawn(super::linux::watch(network, address, bus.stopping()));
     }
-    #[cfg(target_os = "macos")]
-    tokio::spawn(super::macos::watch(network, bus.stopping()));
-    #[cfg(target_os = "windows")]
-    tokio::spawn(super::windows::watch(network, bus.stopping()));
-    #[cfg(not(any(target_os = "linux", target_os = "macos", target_os = "windows")))]
+    #[cfg(all(feature = "metered", target_os = "macos"))]
+    bus.spawn(super::macos::watch(network, bus.stopping()));
+    #[cfg(all(feature = "metered", target_os = "windows"))]
+    bus.spawn(super::windows::watch(network, bus.stopping()));
+    #[cfg(all(
+        feature = "metered",
+        not(any(target_os = "linux", target_os = "macos", target_os = "windows"))
+    ))]
     {
         let _ = bus;
         network.set_os_watch(

@@ -32,7 +32,7 @@ pub(super) fn accept(
     i.count_connection();
     let proxy = proxy.clone();
     let mut stop = proxy.bus.stopping();
-    tokio::spawn(async move {
+    proxy.bus.clone().spawn(async move {
         let _slot = slot;
         let work = async {
             match hyper::upgrade::on(req).await {

@@ -90,7 +90,7 @@ pub(super) async fn connect(
     let _ = upstream.set_nodelay(true);
     proxy.global.tunnels.fetch_add(1, Relaxed);
     let mut stop = proxy.bus.stopping();
-    tokio::spawn(async move {
+    proxy.bus.clone().spawn(async move {
         let _slot = slot;
         let pipe = async {
             match hyper::upgrade::on(req).await {

@@ -5,13 +5,16 @@
 //! [`QueueBackend::apply`]; both backends run the SQL rendered from the same transition table
 //! (`weir_store::TRANSITIONS`).
 
-use super::pg::lease::ClaimKeeper;
 use std::time::Duration;
 use weir_store::{
     AsyncStore, Change, Item, ListFilter, NewItem, StateCounts, StoreError, UpstreamId,
 };
 
 pub use crate::status::QueueBackend as BackendKind;
+
+/// Keeps a claim alive while it lives; dropping it stops the renewal (PostgreSQL's lease
+/// renewer, `pg::lease`). Opaque here, so the trait does not need the gateway feature.
+pub type ClaimKeeper = Box<dyn std::any::Any + Send>;
 
 /// The durable create queue's storage.
 #[async_trait::async_trait]
@@ -208,6 +211,7 @@ pub async fn open_sqlite(path: &std::path::Path) -> Result<Box<dyn QueueBackend>
     Ok(Box::new(store))
 }
 
+#[cfg(feature = "gateway")]
 /// A PostgreSQL backend by itself, over plain TCP at `url`, migrated, claiming with `lease`
 /// (tests and tools; the engine opens it through `Queue::open_postgres`).
 pub async fn open_postgres(

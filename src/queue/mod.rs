@@ -20,15 +20,19 @@ mod credential;
 mod decide;
 pub(crate) mod enqueue;
 mod lookup;
+// The PostgreSQL backend and its sealed credentials are the gateway's (feature `gateway`).
+#[cfg(feature = "gateway")]
 pub(crate) mod pg;
 pub(crate) mod provisional;
 pub(crate) mod replay;
+#[cfg(feature = "gateway")]
 pub mod sealed;
 
 use crate::events::Event;
 use crate::secrets::{SecretError, SecretStore};
 use backend::QueueBackend;
 use credential::Credential;
+#[cfg(feature = "gateway")]
 use sealed::SealedVault;
 use std::path::Path;
 use std::sync::Arc;
@@ -66,6 +70,7 @@ pub(crate) struct Queue {
     pub secrets: SecretStore,
     /// A shared queue's credentials, sealed in PostgreSQL (gateway replicas).
     /// Boxed: the AES key schedule is large, and most Weirs have none.
+    #[cfg(feature = "gateway")]
     pub sealed: Option<Box<SealedVault>>,
     /// New items wake the replay workers at once (a `NOTIFY` too, for a shared queue).
     pub wake: Arc<tokio::sync::Notify>,
@@ -79,6 +84,7 @@ impl Queue {
         Ok(Queue {
             store: Box::new(store),
             secrets,
+            #[cfg(feature = "gateway")]
             sealed: None,
             wake: Arc::new(tokio::sync::Notify::new()),
             max_age: Duration::from_secs(24 * 3600),
@@ -87,6 +93,7 @@ impl Queue {
 
     /// The shared queue in PostgreSQL: migrates it (from empty, or from an older Weir's
     /// schema) before anything else touches it.
+    #[cfg(feature = "gateway")]
     pub async fn open_postgres(
         conn: Arc<pg::PgConn>,
         lease: Duration,
@@ -112,10 +119,11 @@ impl Queue {
 
     /// Where replay credentials are kept (`queue.credentials` in the status).
     pub fn credentials_kind(&self) -> crate::secrets::Backend {
-        match self.sealed {
-            Some(_) => crate::secrets::Backend::Sealed,
-            None => self.secrets.kind(),
+        #[cfg(feature = "gateway")]
+        if self.sealed.is_some() {
+            return crate::secrets::Backend::Sealed;
         }
+        self.secrets.kind()
     }
 
     pub async fn put_credential(
@@ -124,24 +132,27 @@ impl Queue {
         credential: &Credential,
     ) -> Result<(), SecretError> {
         let secret = credential.to_secret();
-        match &self.sealed {
-            Some(v) => v.put(account, secret).await,
-            None => self.secrets.put(account, secret).await,
+        #[cfg(feature = "gateway")]
+        if let Some(v) = &self.sealed {
+            return v.put(account, secret).await;
         }
+        self.secrets.put(account, secret).await
     }
 
     pub async fn get_credential(&self, account: &str) -> Result<Option<String>, SecretError> {
-        match &self.sealed {
-            Some(v) => v.get(account).await,
-            None => self.secrets.get(account).await,
+        #[cfg(feature = "gateway")]
+        if let Some(v) = &self.sealed {
+            return v.get(account).await;
         }
+        self.secrets.get(account).await
     }
 
     pub async fn delete_credential(&self, account: &str) {
-        match &self.sealed {
-            Some(v) => v.delete(account).await,
-            None => self.secrets.delete(account).await,
+        #[cfg(feature = "gateway")]
+        if let Some(v) = &self.sealed {
+            return v.delete(account).await;
         }
+        self.secrets.delete(account).await
     }
 }
 

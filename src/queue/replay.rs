@@ -63,7 +63,7 @@ impl Replayer {
             return;
         }
         for up in 0..self.upstreams.list.len() {
-            tokio::spawn(self.clone().worker(up));
+            self.bus.spawn(self.clone().worker(up));
         }
         // A Copilot API host learned at run time gets its worker when it is learned (its
         // queued creates, kept under its name, are replayed from then on, also after a restart
@@ -71,7 +71,7 @@ impl Replayer {
         for up in self.upstreams.learned.indices() {
             let me = self.clone();
             let mut stop = me.bus.stopping();
-            tokio::spawn(async move {
+            self.bus.spawn(async move {
                 tokio::select! {
                     _ = me.upstreams.learned.wait_for(up) => me.worker(up).await,
                     _ = stop.changed() => {}

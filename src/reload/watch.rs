@@ -16,7 +16,11 @@ pub(crate) const DEBOUNCE: Duration = Duration::from_millis(200);
 
 /// Starts watching the reloader's config file until `stop` flips; `false` when there is
 /// nothing to watch (no file location, or its directory does not exist or cannot be watched).
-pub(crate) fn spawn(reloader: Arc<Reloader>, mut stop: tokio::sync::watch::Receiver<bool>) -> bool {
+pub(crate) fn spawn(
+    reloader: Arc<Reloader>,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+    tasks: &tokio_util::task::TaskTracker,
+) -> bool {
     let Some(path) = reloader.config_file().cloned() else {
         return false;
     };
@@ -60,7 +64,7 @@ pub(crate) fn spawn(reloader: Arc<Reloader>, mut stop: tokio::sync::watch::Recei
         return false;
     }
     reloader.set_watching(true);
-    tokio::spawn(async move {
+    tasks.spawn(async move {
         // Owned by the task: dropping it ends the OS watch.
         let _watcher = watcher;
         loop {

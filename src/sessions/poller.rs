@@ -104,7 +104,8 @@ enum RunEnd {
 
 impl Poller {
     pub fn spawn(self) {
-        tokio::spawn(self.run());
+        let bus = self.proxy.bus.clone();
+        bus.spawn(self.run());
     }
 
     async fn run(self) {
@@ -116,11 +117,16 @@ impl Poller {
             }
             // Every change so far is read with the keychain below.
             changes.borrow_and_update();
+            // A keychain that is slow to answer must not hold up the engine's shutdown.
+            let token = tokio::select! {
+                t = self.token() => t,
+                _ = stop.wait_for(|s| *s) => return,
+            };
             let mut w = Waits {
                 stop: &mut stop,
                 changes: &mut changes,
             };
-            let end = match (self.token().await, self.upstream()) {
+            let end = match (token, self.upstream()) {
                 (Ok(token), Ok(up)) => {
                     self.sessions.clear();
                     self.poll_with(&token, up, &mut w).await

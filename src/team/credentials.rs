@@ -44,6 +44,7 @@ pub struct TeamSecrets {
 impl TeamSecrets {
     /// Reads both from the store (the keychain in a normal run). A missing or unreadable entry
     /// is `None`; the caller says what is missing.
+    #[cfg_attr(not(feature = "team"), allow(dead_code))]
     pub(crate) async fn load(store: &SecretStore) -> TeamSecrets {
         let key = match store.get(Account::TeamKey.as_str()).await {
             Ok(Some(s)) => {

@@ -141,7 +141,9 @@ impl Team {
                 );
             }
             Some(key) => {
-                tokio::spawn(run(shared.clone(), key, parts.secrets.auth));
+                shared
+                    .bus
+                    .spawn(run(shared.clone(), key, parts.secrets.auth));
             }
         }
         Team { shared }
@@ -310,7 +312,7 @@ fn diagnose(s: &Arc<Shared>) {
         return;
     }
     let s = s.clone();
-    tokio::spawn(async move {
+    s.bus.clone().spawn(async move {
         let found = super::tls::diagnose(&s.settings.nats_url, s.settings.tls, s.tls.clone()).await;
         let connected = matches!(
             lock(&s.client).as_ref().map(|c| c.connection_state()),
@@ -357,8 +359,10 @@ async fn run(shared: Arc<Shared>, key: TeamKey, auth: Option<super::NatsAuth>) {
             return;
         }
     };
-    let receiving = tokio::spawn(receive(shared.clone(), key.clone(), sub));
-    let probing = tokio::spawn(identity_enforced(shared.clone(), client.clone()));
+    let receiving = shared.bus.spawn(receive(shared.clone(), key.clone(), sub));
+    let probing = shared
+        .bus
+        .spawn(identity_enforced(shared.clone(), client.clone()));
     publish_loop(&shared, &key, &client, &mut stop).await;
     receiving.abort();
     probing.abort();

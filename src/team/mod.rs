@@ -14,23 +14,34 @@
 //!   on the request path: it only sets the admission gate's caution, trips its breaker or
 //!   holds its upstream-wide cooldown.
 
+//!
+//! The link, its decisions and its TLS are the `team` cargo feature (async-nats); the key, the
+//! login and the fact format stay in every build, so `weir team` manages the keychain entries
+//! and a config naming `[team]` fails with the feature to build (`config::load`).
+
 pub mod credentials;
 pub mod fact;
+#[cfg(feature = "team")]
 mod link;
+#[cfg(feature = "team")]
 pub(crate) mod peers;
 pub mod seal;
+#[cfg(feature = "team")]
 mod tls;
 
 pub use credentials::{NatsAuth, TeamSecrets};
 pub use seal::{new_key_hex, TeamKey};
 
+#[cfg(feature = "team")]
 pub(crate) use link::{Team, TeamParts};
 
+#[cfg(feature = "team")]
 use std::path::Path;
 
 /// This install's anonymous id on the team: 16 random bytes in the data dir (`team-id`, 0600),
 /// unrelated to the control API's install id and to any account, so teammates can count
 /// distinct Weirs and nothing else.
+#[cfg(feature = "team")]
 pub(crate) fn peer_id(data_dir: &Path) -> String {
     let path = data_dir.join("team-id");
     if let Ok(s) = std::fs::read_to_string(&path) {
@@ -49,7 +60,7 @@ pub(crate) fn peer_id(data_dir: &Path) -> String {
     id
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "team"))]
 mod tests {
     #[test]
     fn peer_id_is_stable_per_data_dir() {

@@ -47,6 +47,7 @@ pub(crate) struct Gate {
 }
 
 /// An upstream-wide hold to share with the other gateway replicas.
+#[cfg_attr(not(feature = "gateway"), allow(dead_code))]
 #[derive(Debug, Clone)]
 pub(crate) struct SharedHold {
     pub upstream: String,
@@ -141,11 +142,13 @@ impl Gate {
             || who.is_some_and(|w| self.identity_cooldowns.remaining(w).is_some())
     }
 
+    #[cfg_attr(not(any(feature = "team", feature = "gateway")), allow(dead_code))]
     /// Attempts the upstream answered without a breaker failure, since start.
     pub fn successes(&self) -> u64 {
         self.successes.load(Ordering::Relaxed)
     }
 
+    #[cfg_attr(not(any(feature = "team", feature = "gateway")), allow(dead_code))]
     /// The end of the upstream-wide pause this Weir's own upstream answers asked for, with its
     /// kind, while it lasts (what team signals publish).
     pub fn local_cooldown(&self) -> Option<(SystemTime, Kind)> {
@@ -162,6 +165,7 @@ impl Gate {
         Some((until, kind))
     }
 
+    #[cfg_attr(not(any(feature = "team", feature = "gateway")), allow(dead_code))]
     /// Honours a pause a teammate's Weir was asked for (upstream-wide), through the same
     /// cooldown as a local one; not re-published as this Weir's own.
     pub fn honour_peer_cooldown(&self, wait: Duration, kind: Kind) {
@@ -241,6 +245,7 @@ impl Gate {
         }
     }
 
+    #[cfg_attr(not(any(feature = "team", feature = "gateway")), allow(dead_code))]
     /// Turns one source of caution on or off (keeping the detail it gave before, if any).
     /// While any source is on, the breaker needs fewer calls to open; caution alone never
     /// opens it.
@@ -281,6 +286,7 @@ impl Gate {
         }
     }
 
+    #[cfg_attr(not(any(feature = "team", feature = "gateway")), allow(dead_code))]
     /// Another replica's breaker opened or the upstream told it to pause: hold every request
     /// to this upstream until then, without this replica spending failing calls of its own.
     /// Not announced again (no echo between replicas).

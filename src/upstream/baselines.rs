@@ -138,12 +138,13 @@ pub(crate) fn spawn(
     upstreams: Arc<Upstreams>,
     data_dir: PathBuf,
     mut stopping: tokio::sync::watch::Receiver<bool>,
+    tasks: &tokio_util::task::TaskTracker,
 ) {
     let n = restore(&upstreams, &data_dir);
     if n > 0 {
         tracing::info!(classes = n, "latency baselines restored");
     }
-    tokio::spawn(async move {
+    tasks.spawn(async move {
         let mut tick = tokio::time::interval(EVERY);
         tick.tick().await;
         loop {

@@ -29,7 +29,9 @@ pub(crate) mod resolve;
 pub(crate) mod roots;
 mod user_api;
 
-pub(crate) use admission::{Admitted, SharedHold};
+pub(crate) use admission::Admitted;
+#[cfg(feature = "gateway")]
+pub(crate) use admission::SharedHold;
 pub use admission::{BreakerView, ClassLatencyView, GateStatus};
 pub(crate) use attempt::{fetch_problem, kind_of, AttemptPolicy, Replayable};
 pub use caution::{Caution, CautionSource};

@@ -30,6 +30,8 @@ pub(crate) fn platform_roots() -> RootCertStore {
 
 /// A client configuration that checks the chain against the platform's roots plus `extra`
 /// (a `ca_file`'s certificates) and the host name against the certificate.
+// The team's NATS and the gateway's PostgreSQL links (features `team`, `gateway`).
+#[cfg_attr(not(any(feature = "team", feature = "gateway")), allow(dead_code))]
 pub(crate) fn client_config_trusting(extra: &[CertificateDer<'static>]) -> rustls::ClientConfig {
     let mut roots = platform_roots();
     roots.add_parsable_certificates(extra.iter().cloned());

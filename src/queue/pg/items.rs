@@ -3,7 +3,7 @@
 //! same errors. Differences are the claim (`FOR UPDATE SKIP LOCKED` plus a lease) and lease
 //! recovery; see the module above.
 
-use super::lease::ClaimKeeper;
+use crate::queue::backend::ClaimKeeper;
 use super::rows::{bind, set_count, states, COLUMNS};
 use super::{PgQueue, QUEUE_CHANNEL};
 use crate::queue::backend::{BackendKind, QueueBackend};
@@ -342,7 +342,7 @@ impl QueueBackend for PgQueue {
     }
 
     fn keep_claim(&self, id: i64) -> Option<ClaimKeeper> {
-        Some(self.renew_claim(id))
+        Some(Box::new(self.renew_claim(id)))
     }
 
     /// A shared queue takes no local-agent hand-offs (a gateway replica never runs a
