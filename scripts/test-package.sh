@@ -204,7 +204,7 @@ if [ $QUICK = 0 ] && [ -n "$desktop" ]; then
     pass "tray icon registered: $DEST $ITEM"
     layout=$(host_bus gdbus call --session --dest "$DEST" --object-path "$ITEM/Menu" \
       --method com.canonical.dbusmenu.GetLayout -- 0 -1 '["label"]' 2>&1) || true
-    for label in "Open dashboard" "Quit"; do
+    for label in "Open dashboard" "Set up" "Quit"; do
       grep -q "$label" <<<"$layout" && pass "tray menu has '$label'" || fail "tray menu lacks '$label': ${layout:0:300}"
     done
     health=$(curl -fsS --noproxy '*' "http://127.0.0.1:$PORT/_weir/api/health" 2>/dev/null) &&

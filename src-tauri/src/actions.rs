@@ -30,6 +30,7 @@ pub fn on_click<R: Runtime>(
         MenuId::Queue => dashboard::show(app, View::Queue).map_err(|e| e.to_string()),
         MenuId::Sessions => dashboard::show(app, View::Sessions).map_err(|e| e.to_string()),
         MenuId::Handoffs => dashboard::show(app, View::Handoffs).map_err(|e| e.to_string()),
+        MenuId::Setup => dashboard::show(app, View::Setup).map_err(|e| e.to_string()),
         MenuId::HandoffConfirm(id) => answer_offer(app, id, true),
         MenuId::HandoffDecline(id) => answer_offer(app, id, false),
         MenuId::Github => open_github(app, github_url),

@@ -26,6 +26,8 @@ pub enum View {
     Sessions,
     /// The local-agent offers (fragment `view=handoffs`).
     Handoffs,
+    /// The Set up view (fragment `view=setup`): the tray's "Set up…" and the first start.
+    Setup,
 }
 
 impl View {
@@ -36,13 +38,20 @@ impl View {
             View::Queue => "queue",
             View::Sessions => "sessions",
             View::Handoffs => "handoffs",
+            View::Setup => "setup",
         }
     }
 
     fn from_word(word: &str) -> Option<View> {
-        [View::Overview, View::Queue, View::Sessions, View::Handoffs]
-            .into_iter()
-            .find(|v| v.word() == word)
+        [
+            View::Overview,
+            View::Queue,
+            View::Sessions,
+            View::Handoffs,
+            View::Setup,
+        ]
+        .into_iter()
+        .find(|v| v.word() == word)
     }
 }
 
