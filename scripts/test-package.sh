@@ -78,6 +78,9 @@ if [ ! -f "$CACHE/base/.weir-base-complete" ]; then
   touch "$CACHE/base/.weir-base-complete"
 fi
 RUN=$(mktemp -d "$CACHE/run.XXXXXX")
+# mktemp makes it 0700: user `dev` (the session bus daemon below, run from the host) must be
+# able to reach the tree's /tmp through it.
+chmod 755 "$RUN"
 T=$RUN/root
 mkdir -p "$RUN/upper" "$RUN/work" "$T" "$RUN/log"
 PIDS=()
@@ -179,6 +182,7 @@ if [ $QUICK = 0 ] && [ -n "$desktop" ]; then
     --address="unix:path=$T/tmp/dev-runtime/bus" >"$RUN/log/bus.log" 2>&1 &
   PIDS+=($!)
   for _ in $(seq 50); do [ -S "$T/tmp/dev-runtime/bus" ] && break; sleep 0.1; done
+  [ -S "$T/tmp/dev-runtime/bus" ] || fail "the private session bus did not start: $(tail -3 "$RUN/log/bus.log")"
   host_bus() { setpriv --reuid=1000 --regid=1000 --clear-groups env DBUS_SESSION_BUS_ADDRESS="unix:path=$T/tmp/dev-runtime/bus" "$@"; }
   bus() { host_bus gdbus call --session --dest org.freedesktop.DBus --object-path /org/freedesktop/DBus --method "org.freedesktop.DBus.$1" "${@:2}"; }
   # shellcheck disable=SC2086 # the Exec line is split into words as a desktop would.
@@ -204,7 +208,7 @@ if [ $QUICK = 0 ] && [ -n "$desktop" ]; then
     pass "tray icon registered: $DEST $ITEM"
     layout=$(host_bus gdbus call --session --dest "$DEST" --object-path "$ITEM/Menu" \
       --method com.canonical.dbusmenu.GetLayout -- 0 -1 '["label"]' 2>&1) || true
-    for label in "Open dashboard" "Quit"; do
+    for label in "Open dashboard" "Set up" "Quit"; do
       grep -q "$label" <<<"$layout" && pass "tray menu has '$label'" || fail "tray menu lacks '$label': ${layout:0:300}"
     done
     health=$(curl -fsS --noproxy '*' "http://127.0.0.1:$PORT/_weir/api/health" 2>/dev/null) &&

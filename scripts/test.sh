@@ -61,3 +61,7 @@ weir_bin="${CARGO_TARGET_DIR:-$PWD/target}/debug/weir"
 #     a screenshot of the dashboard window in out/).
 scripts/with-keychain.sh cargo test -p weir-tray
 scripts/tray-smoke.sh
+
+# The .deb (#23) is not built here: tauri's bundler builds the tray again with other features
+# (~540 crates) and apt sets up ~230 packages in a debootstrap tree, 15-20 min on CI's cores.
+# Run it by hand: scripts/package.sh --debug && sudo scripts/test-package.sh --deb FILE

@@ -12,6 +12,7 @@ import { GithubPanel } from './github.js';
 import { TeamPanel } from './team.js';
 import { PolicyPanel } from './policy.js';
 import { SetupPanel } from './setup.js';
+import { SetupView } from './setup-view.js';
 import { SettingsForm } from './settings.js';
 import { TokenPanel } from './token.js';
 import { CachePanel } from './cache.js';
@@ -93,6 +94,15 @@ const policy = new PolicyPanel({
 });
 policy.load();
 const setup = new SetupPanel({ list: byTestId('proxy-setup'), status: byTestId('copy-status') });
+const setupView = new SetupView({
+  section: byTestId('setup-section'),
+  list: byTestId('setup-steps'),
+  result: byTestId('setup-result'),
+  refresh: byTestId('setup-refresh'),
+  close: byTestId('setup-close'),
+  onProblem: showProblem,
+});
+byTestId('open-setup').addEventListener('click', () => setupView.show());
 const settings = new SettingsForm({
   form: byTestId('settings-form'),
   configNote: byTestId('config-note'),
@@ -334,7 +344,8 @@ function connect() {
 
 loadSecret();
 // The tray's "N creates queued" item opens the dashboard at `#view=queue`, its sessions line at
-// `#view=sessions`, a local-agent offer at `#view=handoffs&offer=<id>` (its review view).
+// `#view=sessions`, a local-agent offer at `#view=handoffs&offer=<id>` (its review view), its
+// "Set up" at `#view=setup` (the Set up view also opens by itself on the install's first run).
 const hashParams = new URLSearchParams(location.hash.replace(/^#/, ''));
 const view = hashParams.get('view');
 if (view === 'handoffs') byTestId('handoffs-section').hidden = false;
@@ -350,4 +361,5 @@ if (!apiBase()) {
 } else {
   connect();
   settings.load();
+  setupView.start(view === 'setup');
 }

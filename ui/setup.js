@@ -12,7 +12,8 @@ function snippets(host) {
   ];
 }
 
-async function copyText(text) {
+/** Copies text to the clipboard (the Set up view's copy buttons use it too). */
+export async function copyText(text) {
   if (navigator.clipboard && window.isSecureContext) {
     await navigator.clipboard.writeText(text);
     return;

@@ -34,6 +34,7 @@ pub fn on_click<R: Runtime>(
         MenuId::HandoffReview(id) => {
             dashboard::show(app, View::Offer(id)).map_err(|e| e.to_string())
         }
+        MenuId::Setup => dashboard::show(app, View::Setup).map_err(|e| e.to_string()),
         MenuId::Github => open_github(app, github_url),
         MenuId::RecentSession(i) => match shown.and_then(|v| v.recent_sessions.get(i)) {
             Some(line) => open_url(app, &line.url),

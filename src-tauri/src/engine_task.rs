@@ -97,6 +97,16 @@ impl Engine {
         })
     }
 
+    /// Whether the dashboard's Set up view was never shown for this install (the page records
+    /// it in the data dir when it shows the view): the tray then opens it on start.
+    pub fn first_run(&self) -> bool {
+        !self
+            .install
+            .data_dir
+            .join(weir::client_setup::doctor_checks::SETUP_SEEN_FILE)
+            .exists()
+    }
+
     pub fn is_quitting(&self) -> bool {
         self.quitting.load(Ordering::Relaxed)
     }

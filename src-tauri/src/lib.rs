@@ -123,6 +123,12 @@ pub fn build_app<R: Runtime>(
         app.manage(dashboard::Dashboard::new(exe, dashboard_gl));
         tray::install(app.handle())?;
         engine_task::quit_on_signals(app.handle());
+        // The first start opens the Set up view (the page marks it shown, so once only).
+        if app.state::<Engine>().first_run() {
+            if let Err(e) = dashboard::show(app.handle(), window::View::Setup) {
+                tracing::warn!("weir-tray: cannot open the Set up view: {e}");
+            }
+        }
     }
     Ok(app)
 }

@@ -36,6 +36,8 @@ pub enum MenuId {
     /// Network submenu: count the network as not metered whatever the OS says.
     NetworkNotMetered,
     OpenDashboard,
+    /// Opens the dashboard's Set up view.
+    Setup,
     TogglePause,
     /// Cache only on/off (the third mode; pause is pass-through).
     ToggleCacheOnly,
@@ -102,6 +104,7 @@ impl MenuId {
             MenuId::Github => "github",
             MenuId::Sessions => "sessions",
             MenuId::OpenDashboard => "open-dashboard",
+            MenuId::Setup => "setup",
             MenuId::TogglePause => "toggle-pause",
             MenuId::ToggleCacheOnly => "toggle-cache-only",
             MenuId::Restart => "restart-engine",
@@ -122,7 +125,7 @@ fn index(n: &str) -> Option<usize> {
 }
 
 /// The IDs without a payload, for [`MenuId::from_id`].
-const FIXED: [MenuId; 16] = [
+const FIXED: [MenuId; 17] = [
     MenuId::Overall,
     MenuId::Queue,
     MenuId::Github,
@@ -133,6 +136,7 @@ const FIXED: [MenuId; 16] = [
     MenuId::NetworkMetered,
     MenuId::NetworkNotMetered,
     MenuId::OpenDashboard,
+    MenuId::Setup,
     MenuId::TogglePause,
     MenuId::ToggleCacheOnly,
     MenuId::Restart,
@@ -244,6 +248,7 @@ impl<R: Runtime> TrayMenu<R> {
             network.append(choice)?;
         }
         let open = item(MenuId::OpenDashboard, "Open dashboard", true)?;
+        let setup = item(MenuId::Setup, "Set up…", true)?;
         let pause = item(MenuId::TogglePause, pause_label(view.paused), true)?;
         let cache_only = item(
             MenuId::ToggleCacheOnly,
@@ -277,7 +282,15 @@ impl<R: Runtime> TrayMenu<R> {
             menu.append(handoffs)?;
         }
         menu.append(&PredefinedMenuItem::separator(app)?)?;
-        menu.append_items(&[&open, &pause, &cache_only, &network, &copy, &autostart])?;
+        menu.append_items(&[
+            &open,
+            &setup,
+            &pause,
+            &cache_only,
+            &network,
+            &copy,
+            &autostart,
+        ])?;
         menu.append(&restart)?;
         menu.append(&PredefinedMenuItem::separator(app)?)?;
         menu.append(&quit)?;

@@ -28,6 +28,8 @@ pub enum View {
     Handoffs,
     /// One offer's review view (fragment `view=handoffs&offer=<id>`).
     Offer(i64),
+    /// The Set up view (fragment `view=setup`): the tray's "Set up…" and the first start.
+    Setup,
 }
 
 impl View {
@@ -39,13 +41,20 @@ impl View {
             View::Sessions => "sessions",
             // The offer travels in the URL's fragment; the word only names the part.
             View::Handoffs | View::Offer(_) => "handoffs",
+            View::Setup => "setup",
         }
     }
 
     fn from_word(word: &str) -> Option<View> {
-        [View::Overview, View::Queue, View::Sessions, View::Handoffs]
-            .into_iter()
-            .find(|v| v.word() == word)
+        [
+            View::Overview,
+            View::Queue,
+            View::Sessions,
+            View::Handoffs,
+            View::Setup,
+        ]
+        .into_iter()
+        .find(|v| v.word() == word)
     }
 }
 

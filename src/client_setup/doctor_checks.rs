@@ -10,6 +10,10 @@ use std::net::TcpStream;
 use std::path::Path;
 use std::time::Duration;
 
+/// The file in the data dir whose presence says the dashboard's Set up view was shown once
+/// (the tray and the page open it by themselves until then).
+pub const SETUP_SEEN_FILE: &str = "setup-seen";
+
 /// What a check looked at.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CheckKind {
@@ -18,6 +22,8 @@ pub enum CheckKind {
     Keychain,
     LocalCa,
     SystemStore,
+    /// A browser's NSS database (checked by the Set up view, not by `weir doctor`).
+    BrowserStore,
     Environment,
     Upstream,
     /// A tool still pointed at a Weir that is not running.
@@ -159,27 +165,40 @@ fn pointed_checks(install: &Install) -> Vec<Check> {
         .collect()
 }
 
+/// Whether the OS keychain answers, and the error when it does not (the Set up view tells a
+/// keychain that is missing from one that is locked). Blocks on the keychain.
+pub fn check_keychain(install: &Install) -> (Check, Option<weir_keychain::KeychainError>) {
+    let keychain = install.ca.keychain();
+    match keychain.probe() {
+        Ok(()) => (
+            Check::ok(
+                CheckKind::Keychain,
+                format!(
+                    "the OS keychain is usable (service `{}`)",
+                    keychain.service()
+                ),
+            ),
+            None,
+        ),
+        Err(e) => (
+            Check::bad(
+                CheckKind::Keychain,
+                format!("{e}; without it TLS interception is off"),
+                e.fix(),
+            ),
+            Some(e),
+        ),
+    }
+}
+
 /// The CA certificate when interception is on and the CA is usable.
-fn check_ca(install: &Install, out: &mut Vec<Check>) -> Option<CertInfo> {
+pub fn check_ca(install: &Install, out: &mut Vec<Check>) -> Option<CertInfo> {
     if !install.settings.intercept {
         out.push(Check::info(CheckKind::Intercept, "TLS interception is off (intercept = false): HTTPS to managed hosts is tunnelled untouched"));
         return None;
     }
     let store = &install.ca;
-    out.push(match store.keychain().probe() {
-        Ok(()) => Check::ok(
-            CheckKind::Keychain,
-            format!(
-                "the OS keychain is usable (service `{}`)",
-                store.keychain().service()
-            ),
-        ),
-        Err(e) => Check::bad(
-            CheckKind::Keychain,
-            format!("{e}; without it TLS interception is off"),
-            e.fix(),
-        ),
-    });
+    out.push(check_keychain(install).0);
     let rotate = "`weir ca rotate`, then `weir ca install`";
     match store.load() {
         Ok(ca) => {
@@ -239,7 +258,7 @@ pub fn bundle_contains(path: &Path, der: &[u8]) -> bool {
     })
 }
 
-fn check_system_store(info: &CertInfo) -> Check {
+pub fn check_system_store(info: &CertInfo) -> Check {
     let kind = CheckKind::SystemStore;
     let fix = "`weir ca install --apply` (or run the steps `weir ca install` prints)";
     // On Linux the distributions' compiled bundles are the system store; elsewhere ask the
@@ -272,6 +291,42 @@ fn check_system_store(info: &CertInfo) -> Check {
             fix,
         ),
         None => Check::bad(kind, "no system certificate bundle found to check", fix),
+    }
+}
+
+/// Whether the NSS database `db` (Chromium's `~/.pki/nssdb`, a Firefox profile) trusts the CA
+/// `der` under Weir's nickname, asked with `certutil -L -a` (libnss3-tools). Not part of
+/// [`run_checks`]: a browser database is the user's, and its absence is no failure of Weir's.
+pub fn check_nss(db: &Path, der: &[u8]) -> Check {
+    let kind = CheckKind::BrowserStore;
+    let arg = format!("sql:{}", db.display());
+    let listed = std::process::Command::new("certutil")
+        .args(["-L", "-d", &arg, "-n", weir_tls::trust::NSS_NICKNAME, "-a"])
+        .output();
+    match listed {
+        Err(e) => Check::bad(
+            kind,
+            format!("cannot run certutil to read {}: {e}", db.display()),
+            "install certutil (Debian/Ubuntu: `sudo apt install libnss3-tools`)",
+        ),
+        Ok(o)
+            if o.status.success()
+                && weir_tls::pem_certificates(&o.stdout)
+                    .is_ok_and(|certs| certs.iter().any(|c| c.as_ref() == der)) =>
+        {
+            Check::ok(
+                kind,
+                format!(
+                    "the local CA is trusted by the NSS database {}",
+                    db.display()
+                ),
+            )
+        }
+        Ok(_) => Check::bad(
+            kind,
+            format!("the local CA is not in the NSS database {}", db.display()),
+            "`weir ca install --apply` (its NSS steps need no admin rights)",
+        ),
     }
 }
 

@@ -16,6 +16,9 @@ mod policy_api;
 mod queue_api;
 mod sessions_api;
 mod settings_api;
+mod setup_api;
+mod setup_files;
+mod setup_steps;
 mod snapshot;
 mod token_api;
 mod ui;
@@ -164,6 +167,10 @@ pub(crate) async fn handle(
         }
         (&Method::GET | &Method::PUT, "/_weir/api/settings") => {
             settings_api::handle(ctl, req).await
+        }
+        (_, p) if p == "/_weir/api/setup" || p.starts_with("/_weir/api/setup/") => {
+            let rest = p["/_weir/api/setup".len()..].to_string();
+            setup_api::handle(ctl, req, &rest).await
         }
         (&Method::PUT | &Method::DELETE, "/_weir/api/token") => token_api::handle(ctl, req).await,
         (&Method::POST, "/_weir/api/token/reload") => token_api::reload(ctl, &req).await,

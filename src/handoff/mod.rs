@@ -228,6 +228,12 @@ impl Handoffs {
         }
     }
 
+    /// The data dir this engine runs from (the handoffs dir's parent): the control API's Set
+    /// up view finds the install's CA store and keychain namespace by it.
+    pub(crate) fn data_dir(&self) -> Option<&std::path::Path> {
+        self.parts.as_ref()?.dir.parent()
+    }
+
     fn parts(&self) -> Result<&Parts, HandoffError> {
         self.parts.as_ref().ok_or(HandoffError::NotConfigured)
     }

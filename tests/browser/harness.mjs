@@ -83,9 +83,9 @@ export async function freePort() {
 
 /**
  * Starts `weir serve` with its own config and data dir (plus `extraConfig` TOML after the
- * upstream); resolves once it printed the dashboard line. Returns the dashboard URL (with `#secret=` when Weir printed one).
+ * upstream; `env` for the process); resolves once it printed the dashboard line. Returns the dashboard URL (with `#secret=` when Weir printed one).
  */
-export async function startWeir(bin, upstreamPort, extraConfig = '', { origin, connectTo } = {}) {
+export async function startWeir(bin, upstreamPort, extraConfig = '', { origin, connectTo, env = {} } = {}) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'weir-ui-test-'));
   const port = await freePort();
   const config = path.join(dir, 'config.toml');
@@ -108,7 +108,8 @@ export async function startWeir(bin, upstreamPort, extraConfig = '', { origin, c
   const child = spawn(keychain ?? bin, keychain ? [bin, ...args] : args, {
     stdio: ['ignore', 'pipe', 'pipe'],
     detached: true,
-    env: { ...process.env, WEIR_LOG: process.env.WEIR_LOG || 'weir=warn' },
+    // `env` overrides (a value of undefined removes the variable), e.g. a temporary HOME.
+    env: Object.fromEntries(Object.entries({ ...process.env, WEIR_LOG: process.env.WEIR_LOG || 'weir=warn', ...env }).filter(([, v]) => v !== undefined)),
   });
   let stdout = '';
   let stderr = '';
