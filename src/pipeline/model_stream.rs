@@ -3,11 +3,11 @@
 
 use crate::body::BoxError;
 use crate::config::RouteClass;
+use crate::upstream::PooledBody;
 use crate::upstream::Upstreams;
 use bytes::Bytes;
 use http_body::Frame;
 use http_body_util::BodyExt;
-use hyper::body::Incoming;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -22,7 +22,7 @@ pub(super) fn settle(permit: Option<Permit>, failure: Option<bool>) {
 }
 
 /// The first non-empty data of a body; `None` when it ends without any.
-pub(super) async fn first_data(b: &mut Incoming) -> Result<Option<Bytes>, hyper::Error> {
+pub(super) async fn first_data(b: &mut PooledBody) -> Result<Option<Bytes>, hyper::Error> {
     while let Some(frame) = b.frame().await {
         if let Ok(data) = frame?.into_data() {
             if !data.is_empty() {
@@ -39,7 +39,7 @@ pub(super) async fn first_data(b: &mut Incoming) -> Result<Option<Bytes>, hyper:
 /// records nothing.
 pub(super) struct Recorded {
     pub first: Option<Bytes>,
-    pub rest: Incoming,
+    pub rest: PooledBody,
     pub permit: Option<Permit>,
     pub upstreams: Arc<Upstreams>,
     pub up: usize,

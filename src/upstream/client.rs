@@ -1,12 +1,15 @@
-//! The upstream HTTP client: hyper-util's pooled client over rustls (with the platform's
-//! roots), plus the buffered fetch used by coalesced/cached classes and its typed failures.
+//! The upstream HTTP client: Weir's own connection pool ([`super::conn_pool`]) over rustls
+//! (with the platform's roots), plus the buffered fetch used by coalesced/cached classes and
+//! its typed failures.
 
 use crate::body::Body;
 use bytes::Bytes;
 use http::{Request, Response};
 use http_body_util::{BodyExt, Limited};
-use hyper_util::client::legacy::Client;
 use std::time::Duration;
+
+use super::conn_pool::{ConnPool, SendError};
+pub use super::pooled_body::PooledBody;
 
 pub type Connector = hyper_rustls::HttpsConnector<super::pool::RoutingConnector>;
 
@@ -124,7 +127,8 @@ impl Default for Timeouts {
 
 #[derive(Clone)]
 pub struct UpstreamClient {
-    pub(crate) client: Client<Connector, Body>,
+    pub(crate) pool: ConnPool,
+    pub(crate) connector: Connector,
 }
 
 impl UpstreamClient {
@@ -138,11 +142,11 @@ impl UpstreamClient {
         &self,
         req: Request<Body>,
         t: Timeouts,
-    ) -> Result<Response<hyper::body::Incoming>, FetchError> {
+    ) -> Result<Response<PooledBody>, FetchError> {
         // Named in errors only: keep the (cheap, shared) authority, format it on failure.
         let target = req.uri().authority().cloned();
         let name = |a: Option<http::uri::Authority>| a.map(|a| a.to_string()).unwrap_or_default();
-        match tokio::time::timeout(t.headers, self.client.request(req)).await {
+        match tokio::time::timeout(t.headers, self.pool.send(&self.connector, req)).await {
             Err(_) => Err(FetchError::Timeout {
                 target: name(target),
                 phase: TimeoutPhase::Headers,
@@ -200,12 +204,28 @@ fn target_of<B>(req: &Request<B>) -> String {
         .unwrap_or_default()
 }
 
-fn classify_client_error(target: String, e: &hyper_util::client::legacy::Error) -> FetchError {
+fn classify_client_error(target: String, e: &SendError) -> FetchError {
+    let (e, connecting): (&(dyn std::error::Error + 'static), bool) = match e {
+        SendError::Connect(e) => (e.as_ref(), true),
+        SendError::Http(e) => (e, false),
+        SendError::Closed => {
+            return FetchError::Protocol {
+                target,
+                message: "the upstream closed the connection before it answered".into(),
+            }
+        }
+        SendError::NoAuthority => {
+            return FetchError::Protocol {
+                target,
+                message: "the request names no host to connect to".into(),
+            }
+        }
+    };
     if let Some(refused) = super::resolve::refusal_in(e) {
         return FetchError::Forbidden { target, refused };
     }
     let message = error_chain(e);
-    if is_client_body_error(e) {
+    if !connecting && is_client_body_error(e) {
         return FetchError::ClientBody { target, message };
     }
     // The connector boxes its errors (sometimes twice), which hides the typed rustls error
@@ -216,7 +236,7 @@ fn classify_client_error(target: String, e: &hyper_util::client::legacy::Error) 
     {
         return FetchError::Tls { target, message };
     }
-    if e.is_connect() {
+    if connecting {
         if message.contains("timed out") || message.contains("timeout") {
             return FetchError::Timeout {
                 target,

@@ -1,5 +1,7 @@
 //! The managed upstreams, one owner for everything about reaching them:
-//! - [`client`]: the pooled rustls HTTP client and its typed failures;
+//! - [`client`]: the rustls HTTP client and its typed failures;
+//! - [`conn_pool`]: Weir's own keep-alive pool, HTTP/1 connections driven in the request's
+//!   task; [`pooled_body`]: the response body that keeps driving its connection;
 //! - [`pool`]: how connections are made (`connect_to`, `ca_file`, `upstream_proxy`);
 //! - [`admission`]: whether an attempt may go out now (cooldown → breaker → bulkhead);
 //! - [`caution`]: outside signals (GitHub Status, peers) that lower the breaker's thresholds;
@@ -17,10 +19,12 @@ mod attempt;
 pub(crate) mod baselines;
 pub(crate) mod caution;
 mod client;
+mod conn_pool;
 mod identity_cooldown;
 pub(crate) mod learned;
 mod model_breakers;
 mod pool;
+mod pooled_body;
 mod reachability;
 pub(crate) mod resolve;
 pub(crate) mod roots;
@@ -29,7 +33,9 @@ pub(crate) use admission::SharedHold;
 pub use admission::{BreakerView, ClassLatencyView, GateStatus};
 pub(crate) use attempt::{fetch_problem, kind_of, AttemptPolicy, Replayable};
 pub use caution::{Caution, CautionSource};
-pub use client::{FetchError, TimeoutPhase as ClientTimeoutPhase, Timeouts, UpstreamClient};
+pub use client::{
+    FetchError, PooledBody, TimeoutPhase as ClientTimeoutPhase, Timeouts, UpstreamClient,
+};
 pub(crate) use model_breakers::{EpisodeChange, ModelBreakers};
 pub(crate) use pool::{http_connector, RoutingConnector};
 pub(crate) use reachability::{Reach, Reachability};

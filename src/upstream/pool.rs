@@ -1,19 +1,19 @@
 //! How Weir's own upstream connections are made: a connector that honours each upstream's
 //! `connect_to` (TCP elsewhere, SNI/Host unchanged) and the top-level `upstream_proxy` (HTTP
 //! CONNECT chaining), and a certificate verifier that adds an upstream's `ca_file` roots to the
-//! platform roots for that upstream's host only. Both plug into the one pooled client of
+//! platform roots for that upstream's host only. Both plug into the connection pool of
 //! [`crate::upstream::UpstreamClient`].
 
 use crate::body::BoxError;
 use crate::config::{HostPort, Settings};
+use crate::upstream::conn_pool::{ConnPool, Limits};
 use crate::upstream::resolve::Resolver;
 use crate::upstream::roots::{platform_roots, provider};
 use crate::upstream::UpstreamClient;
 use http::Uri;
 use hyper_util::client::legacy::connect::proxy::Tunnel;
 use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::client::legacy::Client;
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::TokioIo;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::client::WebPkiServerVerifier;
 use rustls::crypto::WebPkiSupportedAlgorithms;
@@ -304,9 +304,9 @@ impl UpstreamClient {
             .enable_http1()
             .enable_http2()
             .wrap_connector(RoutingConnector::for_settings(http, settings));
-        let client = Client::builder(TokioExecutor::new())
-            .pool_idle_timeout(Duration::from_secs(60))
-            .build(https);
-        UpstreamClient { client }
+        UpstreamClient {
+            pool: ConnPool::new(Limits::default()),
+            connector: https,
+        }
     }
 }
