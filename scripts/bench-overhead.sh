@@ -3,6 +3,15 @@
 #
 #   scripts/bench-overhead.sh [SECONDS]        (default 10 s per throughput run)
 #   WEIR_BIN=/path/to/weir scripts/bench-overhead.sh    (measure that build instead)
+#   WEIR_BEFORE=/path/to/weir scripts/bench-overhead.sh (also measure that build, same run)
+#   CALLGRIND=1 scripts/bench-overhead.sh               (also instructions per request)
+#
+# CALLGRIND=1 runs Weir (and WEIR_BEFORE) and a one-worker nginx under valgrind's callgrind,
+# loads each with one wrk connection for 5 s after a warm-up, and divides the instructions
+# executed in user space (counters zeroed after the warm-up, dumped after the run) by the
+# requests wrk completed. Unlike req/s and CPU time, that count does not move when other work
+# shares the machine (kernel time is not in it: the syscalls per request are the same, see
+# BENCHMARKS.md §2).
 #
 # Starts (all on 127.0.0.1, all stopped at exit): the lab upstream (`weir-lab upstream`, answers
 # at once), `weir serve` (release) managing it, nginx 1.22 with its own temporary config as a
@@ -77,6 +86,14 @@ PIDS+=("$WEIR_PID")
 wait_for "http://127.0.0.1:$WEIR_PORT/_weir/api/status"
 sleep 1
 RSS_IDLE="$(rss_kb "$WEIR_PID")"
+if [ -n "${WEIR_BEFORE:-}" ]; then
+  BEFORE_PORT="$("$LAB" free-port)"
+  "$LAB" weir-config --upstream "$UP" --listen "127.0.0.1:$BEFORE_PORT" >"$TMP/before.toml"
+  WEIR_LOG=warn "$WEIR_BEFORE" serve --config "$TMP/before.toml" --data-dir "$TMP/before-data" >"$TMP/before.out" 2>&1 &
+  BEFORE_PID=$!
+  PIDS+=("$BEFORE_PID")
+  wait_for "http://127.0.0.1:$BEFORE_PORT/_weir/api/status"
+fi
 
 # --- nginx ------------------------------------------------------------------------------------
 NGX_CACHE="$("$LAB" free-port)"
@@ -200,12 +217,72 @@ W="http://127.0.0.1:$WEIR_PORT"
 {
   measure "direct (list path)" "$UP/" origin-hit "$UP_PID"
   measure "Weir, cache hit (list)" "$W/" proxy-hit "$WEIR_PID"
+  [ -n "${WEIR_BEFORE:-}" ] && measure "Weir before, cache hit" "http://127.0.0.1:$BEFORE_PORT/" proxy-hit "$BEFORE_PID"
   measure "nginx proxy_cache, hit" "http://127.0.0.1:$NGX_CACHE/" origin-hit "$NGX_PID"
   measure "direct (pass-through path)" "$UP/" origin-pass "$UP_PID"
   measure "Weir, pass-through (other)" "$W/" proxy-pass "$WEIR_PID"
+  [ -n "${WEIR_BEFORE:-}" ] && measure "Weir before, pass-through" "http://127.0.0.1:$BEFORE_PORT/" proxy-pass "$BEFORE_PID"
   measure "nginx plain reverse proxy" "http://127.0.0.1:$NGX_PLAIN/" origin-pass "$NGX_PID"
   measure "HAProxy plain reverse proxy" "http://127.0.0.1:$HAP_PLAIN/" origin-pass "$HAP_PID"
 } >"$TMP/results.txt"
+[ -n "${WEIR_BEFORE:-}" ] && kill "$BEFORE_PID" 2>/dev/null
+
+# --- instructions per request under callgrind (CALLGRIND=1) --------------------------------
+instr() { # LABEL URL SCRIPT PID: instructions (user space) per request of the valgrind'd PID
+  local label="$1" url="$2" script="$TMP/$3.lua" pid="$4"
+  wrk -t1 -c1 -d3s -s "$script" "$url" >/dev/null
+  callgrind_control -z "$pid" >/dev/null
+  wrk -t1 -c1 -d5s -s "$script" "$url" >"$TMP/cg-wrk.txt"
+  rm -f "$TMP"/cg.*.[0-9]*
+  callgrind_control -d "$pid" >/dev/null
+  local n ir
+  n="$(awk '/requests in/ {print $1}' "$TMP/cg-wrk.txt")"
+  ir="$(cat "$TMP"/cg.*.[0-9]* 2>/dev/null | awk '/^(summary|totals):/ {print $2; exit}')"
+  awk -v l="$label" -v ir="${ir:-0}" -v n="$n" 'BEGIN { printf "%s|%d|%.0f\n", l, n, ir / n }'
+}
+cg_weir() { # BIN PORT NAME: starts BIN under callgrind, prints its pid
+  "$LAB" weir-config --upstream "$UP" --listen "127.0.0.1:$2" >"$TMP/$3.toml"
+  WEIR_LOG=warn valgrind --tool=callgrind --callgrind-out-file="$TMP/cg.$3" \
+    "$1" serve --config "$TMP/$3.toml" --data-dir "$TMP/$3-data" >"$TMP/$3.out" 2>&1 &
+  echo $!
+}
+wait_long() { for _ in $(seq 600); do curl -s -o /dev/null "$1" && return 0; sleep 0.2; done; exit 1; }
+: >"$TMP/instr.txt"
+if [ "${CALLGRIND:-0}" = 1 ] && command -v valgrind >/dev/null; then
+  for who in after before; do
+    bin="$WEIR"; [ "$who" = before ] && bin="${WEIR_BEFORE:-}"
+    [ -z "$bin" ] && continue
+    port="$("$LAB" free-port)"
+    pid="$(cg_weir "$bin" "$port" "weir-$who")"
+    PIDS+=("$pid")
+    wait_long "http://127.0.0.1:$port/_weir/api/status"
+    label="Weir"; [ "$who" = before ] && label="Weir before"
+    instr "$label, cache hit" "http://127.0.0.1:$port/" proxy-hit "$pid" >>"$TMP/instr.txt"
+    instr "$label, pass-through" "http://127.0.0.1:$port/" proxy-pass "$pid" >>"$TMP/instr.txt"
+    kill "$pid" 2>/dev/null || true
+  done
+  NGX1="$("$LAB" free-port)"
+  NGX1_CACHE="$("$LAB" free-port)"
+  # One process, no master: callgrind follows one nginx doing all the work.
+  sed -e "s/^worker_processes 2;/worker_processes 1;\nmaster_process off;/" \
+      -e "s/127.0.0.1:$NGX_PLAIN;/127.0.0.1:$NGX1;/" -e "s/127.0.0.1:$NGX_CACHE;/127.0.0.1:$NGX1_CACHE;/" \
+      -e "s#nginx.pid#nginx1.pid#" -e "s#keys_zone=lab#keys_zone=lab1#; s#proxy_cache lab;#proxy_cache lab1;#" \
+      -e "s#$TMP/nginx/cache #$TMP/nginx/cache1 #" \
+      "$TMP/nginx/nginx.conf" >"$TMP/nginx/nginx1.conf"
+  mkdir -p "$TMP/nginx/cache1"
+  valgrind --tool=callgrind --callgrind-out-file="$TMP/cg.nginx" nginx -p "$TMP/nginx" -c "$TMP/nginx/nginx1.conf" >"$TMP/nginx1.out" 2>&1 &
+  NGX1_PID=$!
+  PIDS+=("$NGX1_PID")
+  wait_long "http://127.0.0.1:$NGX1/agents/sessions"
+  instr "nginx proxy_cache, hit" "http://127.0.0.1:$NGX1_CACHE/" origin-hit "$NGX1_PID" >>"$TMP/instr.txt"
+  instr "nginx plain reverse proxy" "http://127.0.0.1:$NGX1/" origin-pass "$NGX1_PID" >>"$TMP/instr.txt"
+  kill "$NGX1_PID" 2>/dev/null || true
+fig "$TMP/weir.toml" --data-dir "$TMP/weir-data" >>"$TMP/weir.out" 2>&1 &
+  WEIR_PID=$!
+  PIDS+=("$WEIR_PID")
+  wait_for "http://127.0.0.1:$WEIR_PORT/_weir/api/status"
+  wrk -t2 -c64 -d2s -s "$TMP/proxy-pass.lua" "$W/" >/dev/null
+fi
 RSS_AFTER="$(rss_kb "$WEIR_PID")"
 
 # --- memory with 1,000 open client connections -------------------------------------------
@@ -232,7 +309,15 @@ kill "$HOLD_PID" 2>/dev/null || true
   done <"$TMP/results.txt"
   awk -F'|' '/^Weir, pass-through/ {w = $2} /^nginx plain/ {n = $2} /^Weir, cache hit/ {wh = $2}
     /^nginx proxy_cache/ {nh = $2}
-    END { printf "\nPass-through: %.2f× nginx plain reverse proxy; cache hit: %.2f× nginx proxy_cache (same run).\n", w / n, wh / nh }' "$TMP/results.txt"
+    /^Weir before, pass-through/ {bw = $2} /^Weir before, cache hit/ {bwh = $2}
+    END { printf "\nPass-through: %.2f× nginx plain reverse proxy; cache hit: %.2f× nginx proxy_cache (same run).\n", w / n, wh / nh
+      if (bw) printf "Before (WEIR_BEFORE): pass-through %.2f×, cache hit %.2f×.\n", bw / n, bwh / nh }' "$TMP/results.txt"
+  if [ -s "$TMP/instr.txt" ]; then
+    echo
+    echo "| under callgrind, 1 connection | requests | instructions per request (user space) |"
+    echo "|---|--:|--:|"
+    while IFS='|' read -r label n ir; do printf "| %s | %s | %s |\n" "$label" "$n" "$ir"; done <"$TMP/instr.txt"
+  fi
   echo
   echo "| weir serve (release) | VmRSS |"
   echo "|---|--:|"

@@ -160,7 +160,7 @@ impl ConnPool {
         while let Some(h1) = self.checkout(&key) {
             match send_h1(h1, req).await {
                 Ok((resp, h1)) => return Ok(self.wrap(key, resp, h1)),
-                Err(H1Failed::Unsent(r)) => req = r,
+                Err(H1Failed::Unsent(r)) => req = *r,
                 Err(H1Failed::Failed(e)) => return Err(e),
             }
         }
@@ -324,7 +324,7 @@ fn for_h1(req: &mut Request<Body>, uri: &Uri) {
 
 enum H1Failed {
     /// The connection was closed before the request was written: it may go elsewhere.
-    Unsent(Request<Body>),
+    Unsent(Box<Request<Body>>),
     Failed(SendError),
 }
 
@@ -338,14 +338,14 @@ async fn send_h1(
         let mut conn = Some(&mut h1.conn);
         poll_fn(|cx| {
             if let Poll::Ready(r) = fut.as_mut().poll(cx) {
-                return Poll::Ready(r.map_err(Ended::Request));
+                return Poll::Ready(r.map_err(|e| Ended::Request(Box::new(e))));
             }
             if let Some(c) = conn.as_mut() {
                 if let Poll::Ready(end) = Pin::new(&mut **c).poll(cx) {
                     conn = None;
                     // Whatever it had to say went to the request's callback, if anything.
                     if let Poll::Ready(r) = fut.as_mut().poll(cx) {
-                        return Poll::Ready(r.map_err(Ended::Request));
+                        return Poll::Ready(r.map_err(|e| Ended::Request(Box::new(e))));
                     }
                     return Poll::Ready(Err(Ended::Connection(end.err())));
                 }
@@ -357,7 +357,7 @@ async fn send_h1(
     match res {
         Ok(resp) => Ok((resp, h1)),
         Err(Ended::Request(mut e)) => match e.take_message() {
-            Some(req) => Err(H1Failed::Unsent(req)),
+            Some(req) => Err(H1Failed::Unsent(Box::new(req))),
             None => Err(H1Failed::Failed(SendError::Http(e.into_error()))),
         },
         Err(Ended::Connection(Some(e))) => Err(H1Failed::Failed(SendError::Http(e))),
@@ -367,7 +367,7 @@ async fn send_h1(
 
 /// How an exchange ended without a response head.
 enum Ended {
-    Request(hyper::client::conn::TrySendError<Request<Body>>),
+    Request(Box<hyper::client::conn::TrySendError<Request<Body>>>),
     /// The connection ended first (with its error, if it had one).
     Connection(Option<hyper::Error>),
 }
