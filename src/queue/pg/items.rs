@@ -3,9 +3,9 @@
 //! same errors. Differences are the claim (`FOR UPDATE SKIP LOCKED` plus a lease) and lease
 //! recovery; see the module above.
 
-use crate::queue::backend::ClaimKeeper;
 use super::rows::{bind, set_count, states, COLUMNS};
 use super::{PgQueue, QUEUE_CHANNEL};
+use crate::queue::backend::ClaimKeeper;
 use crate::queue::backend::{BackendKind, QueueBackend};
 use std::time::Duration;
 use tokio_postgres::types::ToSql;
