@@ -164,6 +164,9 @@ fn show_figures(f: &[Option<fleet::Figures>]) -> String {
         .join("; ")
 }
 
+/// Seconds into the run, and each replica's RSS and fds then (None: not running).
+type Sample = (u64, Vec<Option<fleet::Figures>>);
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_seeded_fault_schedule_on_three_replicas_loses_and_doubles_nothing() {
     let seed = env_u64("WEIR_CHAOS_SEED", 6);
@@ -210,7 +213,7 @@ async fn a_seeded_fault_schedule_on_three_replicas_loses_and_doubles_nothing() {
     tokio::time::sleep(WARM_UP).await;
     let at_start = fleet.figures();
     // Every replica process's RSS and fds, ten times over the run (a leak grows with faults).
-    let samples: Arc<Mutex<Vec<(u64, Vec<Option<fleet::Figures>>)>>> = Arc::default();
+    let samples: Arc<Mutex<Vec<Sample>>> = Arc::default();
     let sampler = {
         let (fleet, samples) = (fleet.clone(), samples.clone());
         let every = Duration::from_secs((seconds / 10).max(5));
