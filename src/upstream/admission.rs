@@ -286,7 +286,7 @@ impl Gate {
         }
     }
 
-    #[cfg_attr(not(any(feature = "team", feature = "gateway")), allow(dead_code))]
+    #[cfg_attr(not(feature = "gateway"), allow(dead_code))]
     /// Another replica's breaker opened or the upstream told it to pause: hold every request
     /// to this upstream until then, without this replica spending failing calls of its own.
     /// Not announced again (no echo between replicas).
