@@ -85,20 +85,8 @@ async fn a_host_announced_in_a_token_answer_is_managed_from_then_on() {
         .await
         .unwrap();
     assert_eq!(r.status(), 200);
-    let status: serde_json::Value = reqwest::get(format!("{proxy}/_weir/api/status"))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let names: Vec<&str> = status["upstreams"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|u| u["name"].as_str().unwrap())
-        .collect();
     assert_eq!(
-        names,
+        upstream_names(&proxy).await,
         ["github-api", "learned:api.learned.githubcopilot.com"]
     );
 
@@ -124,12 +112,22 @@ async fn a_host_announced_in_a_token_answer_is_managed_from_then_on() {
         .await
         .unwrap();
     assert_eq!(r.status(), 200);
+    assert_eq!(upstream_names(&proxy).await.len(), 2);
+    handle.shutdown().await;
+}
+
+/// The upstreams Weir's status lists, by name, in its order.
+async fn upstream_names(proxy: &str) -> Vec<String> {
     let status: serde_json::Value = reqwest::get(format!("{proxy}/_weir/api/status"))
         .await
         .unwrap()
         .json()
         .await
         .unwrap();
-    assert_eq!(status["upstreams"].as_array().unwrap().len(), 2);
-    handle.shutdown().await;
+    status["upstreams"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|u| u["name"].as_str().unwrap().to_string())
+        .collect()
 }

@@ -7,7 +7,8 @@
 //! keeps a request log (host, method, path and query, headers, body, route) and can be told to
 //! fail (5xx, 429 + Retry-After, latency).
 //! Use with `#[path = "common/corpus.rs"] mod corpus;` and
-//! `#[path = "common/agents_answers.rs"] mod agents_answers;` declared next to it.
+//! `#[path = "common/agents_answers.rs"] mod agents_answers;` and `#[path = "common/tls.rs"] mod
+//! tls;` declared next to it (its certificate comes from the shared `tls::TestCa`).
 #![allow(dead_code)]
 
 // Each fake included without `common` brings the one request reader along; a test that
@@ -18,15 +19,15 @@ mod request;
 
 use crate::agents_answers::{answer, json_response, parse_query, rfc3339, session_id, sorted};
 use crate::corpus::Answers;
+use crate::tls::TestCa;
 use bytes::Bytes;
 use http::{Request, Response};
 use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair};
 use request::read_request;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+use rustls::pki_types::CertificateDer;
 use serde_json::{json, Value};
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -111,7 +112,7 @@ pub struct AgentsApi {
     pub ca_der: CertificateDer<'static>,
     state: Arc<State>,
     stop: watch::Sender<bool>,
-    _dir: tempfile::TempDir,
+    _ca: TestCa,
 }
 
 impl Drop for AgentsApi {
@@ -127,8 +128,10 @@ impl AgentsApi {
     }
 
     pub async fn start_on(listener: TcpListener) -> AgentsApi {
-        let dir = tempfile::tempdir().unwrap();
-        let (tls, ca_der, ca_pem) = certificates(&dir);
+        // One leaf naming every host in HOSTS, from the shared test CA (common/tls.rs).
+        let ca = TestCa::new();
+        let (tls, _) = ca.server_config_for(&HOSTS);
+        let (ca_der, ca_pem) = (ca.der(), ca.pem_path.clone());
         let addr = listener.local_addr().unwrap();
         let answers = Answers::load();
         let first = answers.body("session");
@@ -175,7 +178,7 @@ impl AgentsApi {
             ca_der,
             state,
             stop,
-            _dir: dir,
+            _ca: ca,
         }
     }
 
@@ -243,38 +246,6 @@ impl AgentsApi {
     pub fn jobs(&self) -> Vec<Value> {
         self.state.store.lock().unwrap().jobs.clone()
     }
-}
-
-/// A CA, and a rustls server config with one leaf naming every host in [`HOSTS`].
-fn certificates(
-    dir: &tempfile::TempDir,
-) -> (Arc<rustls::ServerConfig>, CertificateDer<'static>, PathBuf) {
-    let ca_key = KeyPair::generate().unwrap();
-    let mut params = CertificateParams::default();
-    params
-        .distinguished_name
-        .push(DnType::CommonName, "Weir test agents API CA");
-    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    let ca = params.self_signed(&ca_key).unwrap();
-    let ca_pem = dir.path().join("agents-api-ca.pem");
-    std::fs::write(&ca_pem, ca.pem()).unwrap();
-
-    let key = KeyPair::generate().unwrap();
-    let mut params = CertificateParams::new(HOSTS.map(String::from).to_vec()).unwrap();
-    params.distinguished_name.push(DnType::CommonName, HOSTS[0]);
-    let leaf = params.signed_by(&key, &ca, &ca_key).unwrap();
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut cfg = rustls::ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_no_client_auth()
-        .with_single_cert(
-            vec![leaf.der().clone()],
-            PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der())),
-        )
-        .unwrap();
-    cfg.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-    (Arc::new(cfg), ca.der().clone(), ca_pem)
 }
 
 /// The fake's name for a method and path (the query never takes part).

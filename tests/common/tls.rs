@@ -85,9 +85,19 @@ impl TestCa {
         &self,
         host: &str,
     ) -> (Arc<rustls::ServerConfig>, CertificateDer<'static>) {
+        self.server_config_for(&[host])
+    }
+
+    /// The same for one leaf naming every host in `names` (the first is its common name).
+    pub fn server_config_for(
+        &self,
+        names: &[&str],
+    ) -> (Arc<rustls::ServerConfig>, CertificateDer<'static>) {
         let key = KeyPair::generate().unwrap();
-        let mut params = CertificateParams::new(vec![host.to_string()]).unwrap();
-        params.distinguished_name.push(DnType::CommonName, host);
+        let mut params =
+            CertificateParams::new(names.iter().map(|n| n.to_string()).collect::<Vec<_>>())
+                .unwrap();
+        params.distinguished_name.push(DnType::CommonName, names[0]);
         let leaf = params.signed_by(&key, &self.cert, &self.key).unwrap();
         let der = leaf.der().clone();
         let provider = Arc::new(rustls::crypto::ring::default_provider());
