@@ -3,23 +3,9 @@
 //! key and the feature to build (exit 2), and `serve --gateway` without `gateway` says the same.
 //! In a build with the feature, the same file is not refused for it.
 
-use std::path::Path;
-use std::process::{Command, Output};
-
-/// `weir ARGS` with a throwaway HOME and no usable keychain (no D-Bus session).
-fn weir(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_weir"))
-        .args(args)
-        .env("HOME", dir)
-        .env("XDG_CONFIG_HOME", dir.join("cfg"))
-        .env("XDG_DATA_HOME", dir.join("data"))
-        .env(
-            "DBUS_SESSION_BUS_ADDRESS",
-            "unix:path=/nonexistent/weir-test-bus",
-        )
-        .output()
-        .unwrap()
-}
+#[path = "common/weir_cli.rs"]
+mod weir_cli;
+use weir_cli::weir;
 
 #[test]
 fn a_table_whose_feature_is_not_built_fails_at_start_naming_the_feature() {

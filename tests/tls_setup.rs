@@ -3,22 +3,11 @@
 //! and `weir ca install`, and config errors of the new keys naming file, line and key.
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
-/// `weir ARGS` with a throwaway HOME and no usable keychain (no D-Bus session).
-fn weir(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_weir"))
-        .args(args)
-        .env("HOME", dir)
-        .env("XDG_CONFIG_HOME", dir.join("cfg"))
-        .env("XDG_DATA_HOME", dir.join("data"))
-        .env(
-            "DBUS_SESSION_BUS_ADDRESS",
-            "unix:path=/nonexistent/weir-test-bus",
-        )
-        .output()
-        .unwrap()
-}
+#[path = "common/weir_cli.rs"]
+mod weir_cli;
+use weir_cli::weir;
 
 fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).to_string()
