@@ -39,7 +39,8 @@ cargo fmt -p weir -p weir-resilience -p weir-store -p weir-keychain -p weir-tls 
 # every feature; the laptop default and the bare engine get their library tests, a `weir`
 # build and the test that runs that binary with tables it was built without.
 cargo build "${pkgs[@]}" --all-targets --all-features
-scripts/with-keychain.sh cargo test "${pkgs[@]}" --all-targets --all-features
+# --no-fail-fast: one failing binary must not hide the others from the report.
+scripts/with-keychain.sh cargo test "${pkgs[@]}" --all-targets --all-features --no-fail-fast
 # The same engine with no keychain at all: creates are refused with a clear 503, not queued.
 env -u DBUS_SESSION_BUS_ADDRESS WEIR_TEST_NO_KEYCHAIN=1 WEIR_SKIP_KEYCHAIN_TESTS=1 \
   cargo test -p weir --all-features --test queue without_a_keychain

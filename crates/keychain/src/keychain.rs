@@ -1,7 +1,7 @@
 //! [`Keychain`]: the entries of one service name (e.g. "weir") in the OS keychain, one per
 //! account (the credential reference the queue database stores).
 
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::{platform, KeychainError, Secret};
 
@@ -27,8 +27,10 @@ impl Keychain {
 
     /// Stores `secret` for `account`, replacing any previous value.
     pub fn set(&self, account: &str, secret: &str) -> Result<(), KeychainError> {
-        let entry = platform::entry(&self.service, account)?;
-        entry.set_password(secret).map_err(platform::classify)?;
+        once_more_if_gone(|| {
+            let entry = platform::entry(&self.service, account)?;
+            entry.set_password(secret).map_err(platform::classify)
+        })?;
         tracing::debug!(service = %self.service, account, "keychain entry stored");
         Ok(())
     }
@@ -40,26 +42,28 @@ impl Keychain {
 
     /// Like [`Keychain::get`], wrapped so it is wiped on drop and never printed.
     pub fn get_secret(&self, account: &str) -> Result<Option<Secret>, KeychainError> {
-        let entry = platform::entry(&self.service, account)?;
-        match entry.get_password() {
-            Ok(value) => Ok(Some(Secret::new(value))),
-            Err(keyring::Error::NoEntry) => Ok(None),
-            Err(e) => Err(platform::classify(e)),
-        }
+        once_more_if_gone(|| {
+            let entry = platform::entry(&self.service, account)?;
+            match entry.get_password() {
+                Ok(value) => Ok(Some(Secret::new(value))),
+                Err(keyring::Error::NoEntry) => Ok(None),
+                Err(e) => Err(platform::classify(e)),
+            }
+        })
     }
 
     /// Removes the entry for `account`. Removing an entry that does not exist succeeds, so a
     /// retried clean-up after a crash is harmless.
     pub fn delete(&self, account: &str) -> Result<(), KeychainError> {
-        let entry = platform::entry(&self.service, account)?;
-        match entry.delete_credential() {
-            Ok(()) => {
-                tracing::debug!(service = %self.service, account, "keychain entry deleted");
-                Ok(())
+        once_more_if_gone(|| {
+            let entry = platform::entry(&self.service, account)?;
+            match entry.delete_credential() {
+                Ok(()) | Err(keyring::Error::NoEntry) => Ok(()),
+                Err(e) => Err(platform::classify(e)),
             }
-            Err(keyring::Error::NoEntry) => Ok(()),
-            Err(e) => Err(platform::classify(e)),
-        }
+        })?;
+        tracing::debug!(service = %self.service, account, "keychain entry deleted");
+        Ok(())
     }
 
     /// Writes, reads back and deletes a throwaway entry: `Ok` means the keychain can hold
@@ -87,5 +91,67 @@ impl Keychain {
                 "the keychain accepted an entry but did not return it",
             )),
         }
+    }
+}
+
+/// How long to wait before asking a keychain that was not there a second time.
+const RETRY_AFTER: Duration = Duration::from_millis(100);
+
+/// Runs `op` again, once, when the keychain service was not reachable. gnome-keyring 42 aborts
+/// on an upstream race when clients connect and disconnect quickly (GNOME/gnome-keyring#196), and
+/// the desktop's systemd unit or D-Bus activation starts it again within milliseconds: the call
+/// that met the crash should not turn into "no keychain" for the user. Every operation here is
+/// idempotent (set replaces, delete of a missing entry succeeds), so a second try is safe; a
+/// keychain that is really absent costs one more quick failure.
+fn once_more_if_gone<T>(op: impl Fn() -> Result<T, KeychainError>) -> Result<T, KeychainError> {
+    match op() {
+        Err(KeychainError::NoService { detail }) => {
+            tracing::debug!(%detail, "keychain not reachable; asking once more");
+            std::thread::sleep(RETRY_AFTER);
+            op()
+        }
+        other => other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::Cell;
+
+    fn run(results: &[Result<u8, KeychainError>]) -> (Result<u8, KeychainError>, usize) {
+        let calls = Cell::new(0);
+        let out = once_more_if_gone(|| {
+            let i = calls.get();
+            calls.set(i + 1);
+            results[i].clone()
+        });
+        (out, calls.get())
+    }
+
+    fn gone() -> Result<u8, KeychainError> {
+        Err(KeychainError::NoService {
+            detail: "NoReply".into(),
+        })
+    }
+
+    #[test]
+    fn a_vanished_service_is_asked_once_more_and_only_once() {
+        let (out, calls) = run(&[gone(), Ok(7)]);
+        assert_eq!((out.unwrap(), calls), (7, 2));
+        let (out, calls) = run(&[gone(), gone(), Ok(7)]);
+        assert_eq!(
+            (out.unwrap_err().code(), calls),
+            ("keychain_unavailable", 2)
+        );
+    }
+
+    #[test]
+    fn other_errors_are_not_retried() {
+        let locked = Err(KeychainError::Locked {
+            detail: "locked".into(),
+        });
+        let (out, calls) = run(&[locked, Ok(7)]);
+        assert_eq!((out.unwrap_err().code(), calls), ("keychain_locked", 1));
     }
 }
