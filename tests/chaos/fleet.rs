@@ -23,6 +23,8 @@ pub struct Target {
 #[derive(Clone)]
 pub struct Fleet {
     config: PathBuf,
+    /// Each slot's extra environment (its keychain service for the team secrets).
+    envs: Arc<Vec<Vec<(String, String)>>>,
     slots: Arc<Mutex<Vec<Slot>>>,
     next: Arc<Mutex<usize>>,
 }
@@ -36,11 +38,12 @@ pub struct Figures {
 }
 
 impl Fleet {
-    pub async fn start(config: PathBuf, n: usize) -> Fleet {
+    /// One replica per entry of `envs`, each started with that extra environment.
+    pub async fn start(config: PathBuf, envs: Vec<Vec<(String, String)>>) -> Fleet {
         let mut slots = Vec::new();
-        for _ in 0..n {
-            let c = config.clone();
-            let r = tokio::task::spawn_blocking(move || Replica::start(&c))
+        for env in &envs {
+            let (c, env) = (config.clone(), env.clone());
+            let r = tokio::task::spawn_blocking(move || Replica::start_env(&c, &env))
                 .await
                 .unwrap();
             slots.push(Slot {
@@ -50,6 +53,7 @@ impl Fleet {
         }
         Fleet {
             config,
+            envs: Arc::new(envs),
             slots: Arc::new(Mutex::new(slots)),
             next: Arc::default(),
         }
@@ -95,8 +99,8 @@ impl Fleet {
 
     /// Starts a fresh process in an empty `slot`.
     pub async fn restart(&self, slot: usize) {
-        let c = self.config.clone();
-        let r = tokio::task::spawn_blocking(move || Replica::start(&c))
+        let (c, env) = (self.config.clone(), self.envs[slot].clone());
+        let r = tokio::task::spawn_blocking(move || Replica::start_env(&c, &env))
             .await
             .unwrap();
         let mut slots = self.slots.lock().unwrap();
@@ -118,6 +122,15 @@ impl Fleet {
         let slots = self.slots.lock().unwrap();
         // Each kill and each restart add one: processes run = restarts + 1.
         slots.iter().map(|s| s.generation / 2 + 1).collect()
+    }
+
+    /// Every live replica's admin address, by slot (`None`: down).
+    pub fn admins(&self) -> Vec<Option<SocketAddr>> {
+        let slots = self.slots.lock().unwrap();
+        slots
+            .iter()
+            .map(|s| s.replica.as_ref().map(|r| r.admin))
+            .collect()
     }
 
     /// Every live replica's log, for a failure message.

@@ -20,6 +20,9 @@ pub enum Fault {
     PgRestart,
     /// The postmaster and its backends SIGSTOPped for [`PG_FREEZE`]: connections hang.
     PgUnreachable,
+    /// `nats-server` stopped, started again on the same port after `down`: every replica's
+    /// team link drops and must come back by itself.
+    NatsRestart { down: Duration },
     /// The upstream answers 5xx to everything for `lasting`.
     Storm5xx { lasting: Duration },
     /// The upstream answers nothing for `lasting`.
@@ -37,7 +40,7 @@ impl Fault {
     /// How long the fault holds before things are put back.
     pub fn lasting(&self) -> Duration {
         match *self {
-            Fault::KillReplica { down, .. } => down,
+            Fault::KillReplica { down, .. } | Fault::NatsRestart { down } => down,
             Fault::PgRestart => Duration::ZERO,
             Fault::PgUnreachable => PG_FREEZE,
             Fault::Storm5xx { lasting }
@@ -59,6 +62,9 @@ impl fmt::Display for Fault {
                 )
             }
             Fault::PgRestart => write!(f, "PostgreSQL restart"),
+            Fault::NatsRestart { down } => {
+                write!(f, "NATS server restart after {}s down", down.as_secs())
+            }
             Fault::PgUnreachable => {
                 write!(
                     f,
@@ -91,7 +97,7 @@ pub const AROUND: Duration = Duration::from_secs(3);
 pub struct Planned {
     pub at: Duration,
     pub fault: Fault,
-    /// For a process fault (kill, PostgreSQL): an upstream fault held around it, or none.
+    /// For a process fault (kill, PostgreSQL, NATS): an upstream fault held around it, or none.
     pub under: Option<Fault>,
 }
 
@@ -113,6 +119,9 @@ impl fmt::Display for Planned {
         }
     }
 }
+
+/// Kinds 0..PROCESS_KINDS are process faults (replica, PostgreSQL, NATS), the rest upstream.
+const PROCESS_KINDS: u8 = 4;
 
 /// An upstream fault lasting `lasting`, of kind `k` (0..4).
 fn upstream_fault(k: u8, lasting: Duration, rng: &mut StdRng) -> Fault {
@@ -137,7 +146,7 @@ pub fn draw(seed: u64, seconds: u64, warm_up: Duration, replicas: usize) -> Vec<
     let mut out = Vec::new();
     loop {
         if deck.is_empty() {
-            deck = (0..7).collect();
+            deck = (0..8).collect();
             deck.shuffle(&mut rng);
         }
         let kind = deck.pop().unwrap_or(0);
@@ -149,10 +158,13 @@ pub fn draw(seed: u64, seconds: u64, warm_up: Duration, replicas: usize) -> Vec<
             },
             1 => Fault::PgRestart,
             2 => Fault::PgUnreachable,
-            k => upstream_fault(k - 3, lasting, &mut rng),
+            3 => Fault::NatsRestart {
+                down: Duration::from_secs(rng.gen_range(2..=8)),
+            },
+            k => upstream_fault(k - PROCESS_KINDS, lasting, &mut rng),
         };
         // Half the process faults strike while the upstream is failing too.
-        let under = (kind < 3 && rng.gen_bool(0.5)).then(|| {
+        let under = (kind < PROCESS_KINDS && rng.gen_bool(0.5)).then(|| {
             let span = AROUND + fault.lasting() + AROUND;
             upstream_fault(rng.gen_range(0..4), span, &mut rng)
         });
@@ -190,11 +202,12 @@ fn a_seed_names_one_schedule_and_every_fault_ends_in_time() {
             Fault::KillReplica { .. } => 0,
             Fault::PgRestart => 1,
             Fault::PgUnreachable => 2,
-            Fault::Storm5xx { .. } => 3,
-            Fault::Blackhole { .. } => 4,
-            Fault::Trickle { .. } => 5,
-            Fault::RateLimited { .. } => 6,
+            Fault::NatsRestart { .. } => 3,
+            Fault::Storm5xx { .. } => 4,
+            Fault::Blackhole { .. } => 5,
+            Fault::Trickle { .. } => 6,
+            Fault::RateLimited { .. } => 7,
         })
         .collect();
-    assert_eq!(kinds.len(), 7, "{a:?}");
+    assert_eq!(kinds.len(), 8, "{a:?}");
 }

@@ -101,10 +101,17 @@ pub struct Replica {
 
 impl Replica {
     pub fn start(config: &Path) -> Replica {
+        Self::start_env(config, &[])
+    }
+
+    /// [`Replica::start`] with extra environment, set last (e.g. the suite's session bus and a
+    /// keychain service for a replica that reads its team secrets from the keychain; without
+    /// them a replica has no keychain at all).
+    pub fn start_env(config: &Path, env: &[(String, String)]) -> Replica {
         let data = tempfile::tempdir().unwrap();
         let log = std::fs::File::create(data.path().join("stderr.log")).unwrap();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_weir"))
-            .args(["serve", "--gateway", "--config"])
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_weir"));
+        cmd.args(["serve", "--gateway", "--config"])
             .arg(config)
             .arg("--data-dir")
             .arg(data.path().join("d"))
@@ -116,10 +123,10 @@ impl Replica {
                 "unix:path=/nonexistent/weir-test-bus",
             )
             .env("WEIR_LOG", "weir=info")
+            .envs(env.iter().map(|(k, v)| (k, v)))
             .stdout(Stdio::piped())
-            .stderr(log)
-            .spawn()
-            .unwrap();
+            .stderr(log);
+        let mut child = cmd.spawn().unwrap();
         let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
         let (mut addr, mut admin) = (None, None);
         let mut seen = Vec::new();
