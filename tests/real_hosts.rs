@@ -33,20 +33,25 @@ fn token_answer(api: &str) -> String {
     )
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_host_announced_in_a_token_answer_is_managed_from_then_on() {
-    let test_ca = TestCa::new();
-    // Weir's upstream client trusts the fixture's CA (read when the engine starts).
-    std::env::set_var("SSL_CERT_FILE", &test_ca.pem_path);
-    let learned = TlsUpstream::start(&test_ca, LEARNED).await;
-    let corp = ConnectProxy::start(learned.addr).await;
-    let github = Upstream::start().await;
-    github.set(|b| {
-        b.path_bodies = vec![(
-            TOKEN_PATH.into(),
-            token_answer(&format!("https://{LEARNED}")),
-        )]
-    });
+/// The fixtures' CA, one per process: Weir's upstream client trusts it through
+/// `SSL_CERT_FILE` (read when an engine starts), which every test of this binary shares.
+fn fixture_ca() -> &'static TestCa {
+    static CA: std::sync::OnceLock<TestCa> = std::sync::OnceLock::new();
+    CA.get_or_init(|| {
+        let ca = TestCa::new();
+        std::env::set_var("SSL_CERT_FILE", &ca.pem_path);
+        ca
+    })
+}
+
+/// A running Weir whose upstream connections go through `corp` (the loopback CONNECT proxy in
+/// front of the learned host's TLS fixture), managing only the fake GitHub API `github`; and
+/// the path of its interception CA for curl.
+async fn weir_for(
+    github: &Upstream,
+    corp: &ConnectProxy,
+    dir: &std::path::Path,
+) -> (weir::EngineHandle, String, std::path::PathBuf) {
     let toml = format!(
         "default_upstreams = false\nlisten = \"127.0.0.1:0\"\nwatch_github_status = false\n\
          upstream_proxy = \"http://{}\"\n\
@@ -65,13 +70,29 @@ async fn a_host_announced_in_a_token_answer_is_managed_from_then_on() {
         )
         .unwrap(),
     );
-    let dir = tempfile::tempdir().unwrap();
-    let ca_pem = dir.path().join("weir-ca.pem");
+    let ca_pem = dir.join("weir-ca.pem");
     std::fs::write(&ca_pem, ca.cert_pem()).unwrap();
-    let mut opts = weir::EngineOptions::new(settings, dir.path().join("data"));
+    let mut opts = weir::EngineOptions::new(settings, dir.join("data"));
     opts.local_ca = Some(ca);
     let handle = weir::start(opts).await.unwrap();
     let proxy = format!("http://{}", handle.local_addr());
+    (handle, proxy, ca_pem)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_announced_in_a_token_answer_is_managed_from_then_on() {
+    let test_ca = fixture_ca();
+    let learned = TlsUpstream::start(test_ca, LEARNED).await;
+    let corp = ConnectProxy::start(learned.addr).await;
+    let github = Upstream::start().await;
+    github.set(|b| {
+        b.path_bodies = vec![(
+            TOKEN_PATH.into(),
+            token_answer(&format!("https://{LEARNED}")),
+        )]
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let (handle, proxy, ca_pem) = weir_for(&github, &corp, dir.path()).await;
 
     // VS Code asks for its Copilot token on api.github.com, through Weir.
     let client = reqwest::Client::builder()
@@ -113,6 +134,80 @@ async fn a_host_announced_in_a_token_answer_is_managed_from_then_on() {
         .unwrap();
     assert_eq!(r.status(), 200);
     assert_eq!(upstream_names(&proxy).await.len(), 2);
+    handle.shutdown().await;
+}
+
+/// gh 2.80+ learns its Copilot API host from GraphQL (`viewer { copilotEndpoints { api } }`,
+/// cli/cli `pkg/cmd/agent-task/capi`): `POST api.github.com/graphql` is streamed through to gh
+/// unchanged, and the host its answer names is managed from then on, like a token answer's.
+/// Another GraphQL answer, or one naming a host outside githubcopilot.com, teaches nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_in_ghs_graphql_answer_is_managed_from_then_on() {
+    let test_ca = fixture_ca();
+    let learned = TlsUpstream::start(test_ca, LEARNED).await;
+    let corp = ConnectProxy::start(learned.addr).await;
+    let github = Upstream::start().await;
+    let answer = |api: &str| {
+        serde_json::json!({"data": {"viewer": {"login": "octocat", "copilotEndpoints": {"api": api}}}})
+            .to_string()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (handle, proxy, ca_pem) = weir_for(&github, &corp, dir.path()).await;
+    let client = reqwest::Client::builder()
+        .proxy(reqwest::Proxy::all(&proxy).unwrap())
+        .build()
+        .unwrap();
+    let graphql = |body: &'static str| {
+        client
+            .post(format!("{}/graphql", github.origin()))
+            .header("authorization", "token gho_alice")
+            .body(body)
+            .send()
+    };
+    // Another query's answer, and one naming a foreign host: nothing is learned.
+    github.set(|b| {
+        b.path_bodies = vec![(
+            "/graphql".into(),
+            r#"{"data":{"viewer":{"login":"octocat"}}}"#.into(),
+        )]
+    });
+    let r = graphql(r#"{"query":"query { viewer { login } }"}"#)
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    github.set(|b| b.path_bodies = vec![("/graphql".into(), answer("https://api.example.com"))]);
+    let r = graphql(r#"{"query":"query { viewer { copilotEndpoints { api } } }"}"#)
+        .await
+        .unwrap();
+    assert_eq!(r.text().await.unwrap(), answer("https://api.example.com"));
+    assert_eq!(upstream_names(&proxy).await, ["github-api"]);
+
+    // gh's own query: its answer reaches gh byte for byte, and the host is managed.
+    let real = answer(&format!("https://{LEARNED}"));
+    github.set(|b| b.path_bodies = vec![("/graphql".into(), real.clone())]);
+    let r = graphql(r#"{"query":"query { viewer { copilotEndpoints { api } } }"}"#)
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(r.text().await.unwrap(), real);
+    assert_eq!(
+        upstream_names(&proxy).await,
+        ["github-api", "learned:api.learned.githubcopilot.com"]
+    );
+    assert_eq!(
+        github.count("/graphql"),
+        3,
+        "every GraphQL call went upstream"
+    );
+
+    // gh's list on that host is intercepted and cached from then on.
+    let url = format!("https://{LEARNED}{LIST}");
+    let auth = "Authorization: Bearer gho_alice";
+    let first = parse_curl(&output(curl(&proxy, &ca_pem, &url, &["-H", auth])).await);
+    assert_eq!(first.3, "weir; fwd=miss; stored", "{first:?}");
+    let again = parse_curl(&output(curl(&proxy, &ca_pem, &url, &["-H", auth])).await);
+    assert_eq!(again.3, "weir; hit", "{again:?}");
+    assert_eq!(learned.count(LIST), 1);
     handle.shutdown().await;
 }
 

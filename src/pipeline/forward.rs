@@ -59,12 +59,18 @@ pub(super) async fn managed(
     req: Request<Incoming>,
     who: Option<crate::identity::Identity>,
 ) -> Result<Response<Body>, Problem> {
+    let graphql = super::announce::is_graphql(req.method(), req.uri().path());
     let upstream_req = prepare(req)?;
     let attempted = proxy
         .upstreams
         .call_streaming(up, class, upstream_req, who)
         .await?;
-    Ok(relay(attempted.response))
+    let resp = relay(attempted.response);
+    Ok(match graphql {
+        // gh learns its Copilot API host from GraphQL; so does Weir, from a copy.
+        true => super::announce::watch_graphql(proxy.upstreams.clone(), resp),
+        false => resp,
+    })
 }
 
 fn prepare(req: Request<Incoming>) -> Result<Request<Body>, Problem> {
