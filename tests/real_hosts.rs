@@ -51,7 +51,12 @@ async fn weir_for(
     github: &Upstream,
     corp: &ConnectProxy,
     dir: &std::path::Path,
-) -> (weir::EngineHandle, String, std::path::PathBuf) {
+) -> (
+    weir::EngineHandle,
+    String,
+    std::path::PathBuf,
+    weir::config::Settings,
+) {
     let toml = format!(
         "default_upstreams = false\nlisten = \"127.0.0.1:0\"\nwatch_github_status = false\n\
          upstream_proxy = \"http://{}\"\n\
@@ -72,11 +77,13 @@ async fn weir_for(
     );
     let ca_pem = dir.join("weir-ca.pem");
     std::fs::write(&ca_pem, ca.cert_pem()).unwrap();
-    let mut opts = weir::EngineOptions::new(settings, dir.join("data"));
+    let mut opts = weir::EngineOptions::new(settings.clone(), dir.join("data"));
     opts.local_ca = Some(ca);
     let handle = weir::start(opts).await.unwrap();
     let proxy = format!("http://{}", handle.local_addr());
-    (handle, proxy, ca_pem)
+    let mut settings = settings;
+    settings.listen = handle.local_addr();
+    (handle, proxy, ca_pem, settings)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -92,7 +99,7 @@ async fn a_host_announced_in_a_token_answer_is_managed_from_then_on() {
         )]
     });
     let dir = tempfile::tempdir().unwrap();
-    let (handle, proxy, ca_pem) = weir_for(&github, &corp, dir.path()).await;
+    let (handle, proxy, ca_pem, settings) = weir_for(&github, &corp, dir.path()).await;
 
     // VS Code asks for its Copilot token on api.github.com, through Weir.
     let client = reqwest::Client::builder()
@@ -121,6 +128,18 @@ async fn a_host_announced_in_a_token_answer_is_managed_from_then_on() {
     assert_eq!(again.3, "weir; hit", "{again:?}");
     assert_eq!(learned.count(LIST), 1, "one upstream call for both");
     assert_eq!(learned.seen()[0].host, LEARNED);
+
+    // `weir doctor` names the learned host (it is in no config file).
+    let data = dir.path().join("data");
+    let checks = tokio::task::spawn_blocking(move || {
+        weir::client_setup::run_checks(&weir::client_setup::Install::new(settings, data))
+    })
+    .await
+    .unwrap();
+    let learned_checks: Vec<_> = checks.iter().filter(|c| c.what.contains(LEARNED)).collect();
+    assert_eq!(learned_checks.len(), 1, "{checks:#?}");
+    assert_eq!(learned_checks[0].outcome, weir::client_setup::Outcome::Info);
+    assert!(learned_checks[0].what.contains("learned while Weir runs"));
 
     // A host outside githubcopilot.com is never learned, whatever a token answer says.
     github.set(|b| {
@@ -152,7 +171,7 @@ async fn a_host_in_ghs_graphql_answer_is_managed_from_then_on() {
             .to_string()
     };
     let dir = tempfile::tempdir().unwrap();
-    let (handle, proxy, ca_pem) = weir_for(&github, &corp, dir.path()).await;
+    let (handle, proxy, ca_pem, _) = weir_for(&github, &corp, dir.path()).await;
     let client = reqwest::Client::builder()
         .proxy(reqwest::Proxy::all(&proxy).unwrap())
         .build()

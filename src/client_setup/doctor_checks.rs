@@ -87,6 +87,8 @@ pub fn run_checks(install: &Install) -> Vec<Check> {
     let mut out = vec![listening];
     if down {
         out.extend(pointed_checks(install));
+    } else {
+        out.extend(learned_hosts(install));
     }
     let ca = check_ca(install, &mut out);
     if let Some(info) = &ca {
@@ -107,23 +109,67 @@ pub fn run_checks(install: &Install) -> Vec<Check> {
     out
 }
 
+/// `GET path` on the running Weir's own listener: the whole answer (head and body), at most
+/// `max` bytes.
+fn ask_weir(install: &Install, path: &str, max: u64) -> std::io::Result<String> {
+    let addr = install.settings.listen;
+    let host = crate::config::host_for(addr.ip(), addr.port());
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(2))?;
+    s.set_read_timeout(Some(Duration::from_secs(3)))?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
+    )?;
+    let mut out = String::new();
+    s.take(max).read_to_string(&mut out)?;
+    Ok(out)
+}
+
+/// The parts of the status document (`crate::status::Status`) this check reads.
+#[derive(serde::Deserialize)]
+struct StatusUpstreams {
+    upstreams: Vec<NamedUpstream>,
+}
+
+#[derive(serde::Deserialize)]
+struct NamedUpstream {
+    name: String,
+    origin: String,
+}
+
+/// The Copilot API hosts the running Weir learned from token or GraphQL answers
+/// (`crate::upstream::learned`): managed like the built-in hosts until Weir stops, and not in
+/// the config file, so a user reading it would not know of them.
+fn learned_hosts(install: &Install) -> Vec<Check> {
+    let Ok(answer) = ask_weir(install, "/_weir/api/status", 4 * 1024 * 1024) else {
+        return Vec::new();
+    };
+    let body = answer.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+    let Ok(status) = serde_json::from_str::<StatusUpstreams>(body) else {
+        return Vec::new();
+    };
+    status
+        .upstreams
+        .into_iter()
+        .filter(|u| u.name.starts_with(crate::upstream::learned::NAME_PREFIX))
+        .map(|u| {
+            Check::info(
+                CheckKind::Upstream,
+                format!(
+                    "{} is managed: announced in a token or GraphQL answer; learned while Weir runs, not from the config",
+                    u.origin
+                ),
+            )
+        })
+        .collect()
+}
+
 fn check_listening(install: &Install) -> Check {
     let addr = install.settings.listen;
     let host = crate::config::host_for(addr.ip(), addr.port());
     let fix = format!("start Weir: `weir serve` (or the tray app); if another program holds {host}, set `listen` in the config");
-    let attempt = || -> std::io::Result<String> {
-        let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(2))?;
-        s.set_read_timeout(Some(Duration::from_secs(3)))?;
-        write!(
-            s,
-            "GET /_weir/api/health HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
-        )?;
-        let mut out = String::new();
-        s.take(64 * 1024).read_to_string(&mut out)?;
-        Ok(out)
-    };
     let kind = CheckKind::Listening;
-    match attempt() {
+    match ask_weir(install, "/_weir/api/health", 64 * 1024) {
         Ok(resp)
             if resp.starts_with("HTTP/1.1 200")
                 && resp.replace(' ', "").contains("\"ok\":true") =>

@@ -176,10 +176,13 @@ impl Learned {
     }
 }
 
-/// `learned:api.x.githubcopilot.com`: a name no `[[upstream]]` can have (names are letters,
-/// digits, `-` and `_`), shown in status and problems.
+/// What a learned upstream's name starts with (`learned:api.x.githubcopilot.com`): a name no
+/// `[[upstream]]` can have (names are letters, digits, `-` and `_`), shown in status and
+/// problems.
+pub(crate) const NAME_PREFIX: &str = "learned:";
+
 fn learned_name(host: &str) -> String {
-    format!("learned:{host}")
+    format!("{NAME_PREFIX}{host}")
 }
 
 /// The API base URLs a JSON answer announces: a Copilot token answer's `endpoints.api`, and gh's
