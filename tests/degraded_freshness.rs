@@ -1,7 +1,7 @@
 //! Degradation-aware freshness (#20): while the upstream is slow or failing, each list/view key
 //! is refreshed at most once per `degraded_refresh` (2 min by default) and answered from the
 //! cache in between; a key first asked less than a quarter of an interval ago keeps the normal
-//! pace; two slow or failed refreshes in a row strain the upstream, the next fast one ends it.
+//! pace; three slow or failed refreshes in a row strain the upstream, the next fast one ends it.
 //!
 //! A VS Code window polls one running session every 5 s (its source:
 //! `ACTIVE_SESSION_POLL_INTERVAL_MS`) through a real Weir to a loopback upstream. Paused time,
@@ -85,7 +85,7 @@ async fn a_slow_upstream_is_asked_once_per_interval_and_the_pace_returns_when_fa
     up.set(|b| b.delay = Duration::from_millis(1200));
     let w = weir(&up).await;
     let t = ticker();
-    // Ten slow minutes: the first 30 s at the normal pace (a young key; it takes two slow
+    // Ten slow minutes: the first 30 s at the normal pace (a young key; it takes three slow
     // refreshes to strain the upstream), then one refresh per two minutes (the refresh that
     // comes due is made in the background).
     let (statuses, cache) = poll(&w, &up.origin(), SESSION, Duration::from_secs(600)).await;
