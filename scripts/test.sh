@@ -53,9 +53,13 @@ done
 # The dashboard test below runs debug/weir: the one with every feature again.
 cargo build -p weir --bin weir --all-features
 
+# The tray app next to it, so the Set up view's "Start at login" step can be done (it writes
+# the autostart entry that starts the tray, and only offers it when there is a tray to start).
+cargo build -p weir-tray
+
 # --- The dashboard in a real browser (Debian's chromium driven by playwright-core). -------
 weir_bin="${CARGO_TARGET_DIR:-$PWD/target}/debug/weir"
-(cd tests/browser && npm ci --no-audit --no-fund --silent && WEIR_BIN="$weir_bin" node --test)
+(cd tests/browser && npm ci --no-audit --no-fund --silent && WEIR_BIN="$weir_bin" WEIR_EXPECT_TRAY=1 node --test)
 
 # --- The tray app: mock-runtime tests, then the real app under Xvfb + a private session bus
 #     (menu read and clicked over D-Bus, notifications seen at a real notification server,

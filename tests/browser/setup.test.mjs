@@ -153,6 +153,8 @@ describe('Weir dashboard Set up view', { timeout: 180_000 }, () => {
   test('start at login writes the same entry the tray\'s check mark reads, and removes it', async () => {
     const entry = path.join(home, '.config', 'autostart', 'Weir.desktop');
     if ((await stateOf('login')) === 'not_possible') {
+      // scripts/test.sh builds the tray next to weir first: there, this branch is a failure.
+      assert.equal(process.env.WEIR_EXPECT_TRAY, undefined, 'weir-tray was built next to weir, yet the step is not possible');
       assert.match(await page.getByTestId('setup-detail-login').textContent(), /no tray app/);
       return;
     }
