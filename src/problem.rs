@@ -27,6 +27,11 @@ pub struct Problem {
     pub breaker: Option<weir_resilience::State>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub request_id: Option<String>,
+    /// A create that failed here may still have been made upstream (its answer was lost, then
+    /// Weir could not queue it for the lookup that would have told): `true`, and the detail
+    /// says to check the session list before creating again. Absent otherwise.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub maybe_created: bool,
     /// Extra response headers (e.g. `RateLimit`), not part of the JSON.
     #[serde(skip)]
     pub headers: Vec<(&'static str, String)>,
@@ -35,6 +40,9 @@ pub struct Problem {
     #[serde(skip)]
     pub maybe_sent: bool,
 }
+
+/// What the detail of a [`Problem::maybe_created`] create adds.
+pub const MAYBE_CREATED: &str = "; the upstream may have received this create before failing: check its session list before creating again";
 
 impl Problem {
     /// A problem of `kind` (see [`ProblemKind::page`]) with a human `detail` saying what happened and what to do.
@@ -49,9 +57,20 @@ impl Problem {
             retry_after_s: None,
             breaker: None,
             request_id: None,
+            maybe_created: false,
             headers: Vec::new(),
             maybe_sent: false,
         }
+    }
+
+    /// Marks a failed create that the upstream may have received ([`Problem::maybe_created`]),
+    /// and says so in the detail.
+    pub fn maybe_created(mut self) -> Problem {
+        if !self.maybe_created {
+            self.maybe_created = true;
+            self.detail.push_str(MAYBE_CREATED);
+        }
+        self
     }
 
     pub fn upstream(mut self, name: &str) -> Problem {

@@ -476,19 +476,32 @@ async fn a_seeded_fault_schedule_on_three_replicas_loses_and_doubles_nothing() {
     }
     let mut by_told: BTreeMap<String, usize> = BTreeMap::new();
     let (mut lost, mut refused_created, mut cut_created) = (Vec::new(), 0, 0);
+    let mut unwarned = Vec::new();
     for r in &tally.creates {
         let n = at_fake.get(r.statement.as_str()).map_or(0, Vec::len);
         let key = match &r.told {
             Told::Ok(s) => format!("accepted {s}"),
             Told::UpstreamError(s) => format!("upstream error {s}"),
-            Told::Problem(s, t) => format!("problem {s} {}", t.rsplit('/').next().unwrap_or("")),
+            Told::Problem(s, t, maybe) => format!(
+                "problem {s} {}{}",
+                t.rsplit('/').next().unwrap_or(""),
+                if *maybe { " (maybe created)" } else { "" }
+            ),
             Told::Cut => "cut by kill -9".into(),
             Told::Invalid(_) => "invalid".into(),
         };
         *by_told.entry(key).or_default() += 1;
         match &r.told {
             Told::Ok(_) if n == 0 => lost.push(r.statement.clone()),
-            Told::UpstreamError(_) | Told::Problem(..) if n > 0 => refused_created += 1,
+            // Told it failed, yet made: the client would create again, unless Weir's answer
+            // said the create may exist (`maybe_created`, checked below). An upstream's own
+            // error is its own word.
+            Told::UpstreamError(_) | Told::Problem(..) if n > 0 => {
+                refused_created += 1;
+                if matches!(r.told, Told::Problem(_, _, false)) {
+                    unwarned.push(r.statement.clone());
+                }
+            }
             Told::Cut if n > 0 => cut_created += 1,
             _ => {}
         }
@@ -522,7 +535,9 @@ async fn a_seeded_fault_schedule_on_three_replicas_loses_and_doubles_nothing() {
         let key = match t {
             Told::Ok(s) => format!("{s}"),
             Told::UpstreamError(s) => format!("upstream {s}"),
-            Told::Problem(s, ty) => format!("problem {s} {}", ty.rsplit('/').next().unwrap_or("")),
+            Told::Problem(s, ty, _) => {
+                format!("problem {s} {}", ty.rsplit('/').next().unwrap_or(""))
+            }
             Told::Cut => "cut".into(),
             Told::Invalid(_) => "invalid".into(),
         };
@@ -551,8 +566,9 @@ async fn a_seeded_fault_schedule_on_three_replicas_loses_and_doubles_nothing() {
         counts.faulted
     );
     println!(
-        "  lost {} (accepted, not created), doubled {}, phantom {}, refused-yet-created {refused_created}, cut-yet-created {cut_created}",
+        "  lost {} (accepted, not created), doubled {}, phantom {}, refused-yet-created {refused_created} ({} of them not told it may exist), cut-yet-created {cut_created}",
         lost.len(),
+        unwarned.len(),
         doubled.len(),
         phantom
     );
@@ -592,6 +608,10 @@ async fn a_seeded_fault_schedule_on_three_replicas_loses_and_doubles_nothing() {
     );
     assert!(lost.is_empty(), "lost: {lost:?}\n{states:?}\n{logs}");
     assert!(doubled.is_empty(), "doubled: {doubled:?}");
+    assert!(
+        unwarned.is_empty(),
+        "told the create failed, yet it was made, without `maybe_created`: {unwarned:?}"
+    );
     assert_eq!(phantom, 0, "sessions nobody asked for");
     assert!(invalid.is_empty(), "invalid answers: {invalid:?}\n{logs}");
     assert_eq!(links.len(), REPLICAS, "every replica is running at the end");

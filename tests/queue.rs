@@ -320,6 +320,33 @@ async fn without_a_keychain_creates_are_not_queued_and_the_client_is_told_why() 
     let p: serde_json::Value = r.json().await.unwrap();
     assert_eq!(p["kind"], "queue_unavailable");
     assert!(p["detail"].as_str().unwrap().contains("credential"), "{p}");
+    assert_eq!(
+        p["maybe_created"],
+        serde_json::Value::Null,
+        "a 503 was not made: {p}"
+    );
+
+    // A 502 may have come after the work (the create is in doubt): with no queue to look it
+    // up later, the client is told it may exist upstream already.
+    up.set(|b| b.status = 502);
+    let r = weir
+        .client("a")
+        .post(format!("{}{JOBS}", up.origin()))
+        .body(body(2))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 503);
+    let p: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(p["kind"], "queue_unavailable");
+    assert_eq!(p["maybe_created"], true, "{p}");
+    assert!(
+        p["detail"]
+            .as_str()
+            .unwrap()
+            .ends_with("check its session list before creating again"),
+        "{p}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -174,10 +174,11 @@ impl CreateTask {
         let mut label = None;
         match self.plan.decision.action {
             Action::Fail => {
-                if in_doubt {
-                    reason.push_str("; the upstream may have received it before failing, check its session list before trying again");
-                }
-                return Err(Arc::new(self.plan.fail(&reason, name)));
+                let failed = self.plan.fail(&reason, name);
+                return Err(Arc::new(match in_doubt {
+                    true => failed.maybe_created(),
+                    false => failed,
+                }));
             }
             // A create that may already exist upstream is never handed to a second agent: the
             // queue looks it up before sending it again.
@@ -221,6 +222,8 @@ impl CreateTask {
                     None => a,
                 })
             }
+            // No queue to look it up later: the client must know it may exist already.
+            Err(problem) if in_doubt => Err(Arc::new(problem.maybe_created())),
             Err(problem) => Err(Arc::new(problem)),
         }
     }

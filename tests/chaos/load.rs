@@ -25,7 +25,9 @@ pub enum Told {
     /// An error the upstream gave, forwarded as it was (JSON `{"message": …}`).
     UpstreamError(u16),
     /// `application/problem+json` whose `status` is the HTTP status.
-    Problem(u16, String),
+    /// Status, type, and whether the problem says the create may exist upstream already
+    /// (`maybe_created`).
+    Problem(u16, String, bool),
     /// The connection broke because its replica was killed under it.
     Cut,
     /// Anything else: a transport error from a live replica, no answer in [`GIVE_UP`], a body
@@ -57,7 +59,11 @@ pub fn judge(a: &Answer, create: bool) -> Told {
     if ct.starts_with("application/problem+json") {
         return match v {
             Some(p) if p["status"].as_u64() == Some(a.status as u64) && p["title"].is_string() => {
-                Told::Problem(a.status, p["type"].as_str().unwrap_or("").to_string())
+                Told::Problem(
+                    a.status,
+                    p["type"].as_str().unwrap_or("").to_string(),
+                    p["maybe_created"] == true,
+                )
             }
             _ => Told::Invalid(format!(
                 "a problem that does not say its status: {}",
