@@ -113,7 +113,10 @@ pub(crate) async fn serve<H, Fut>(
         let hint = keep_alive_value(limits.header_read_timeout);
         let svc = service_fn(move |req: Request<Incoming>| {
             let version = req.version();
-            let fut = h(req);
+            // Boxed once here: the request's future holds every phase's state inline (kilobytes),
+            // and hyper moves the service future several times per request; unboxed, those
+            // moves were ~16 % of a pass-through request's instructions (memcpy, callgrind).
+            let fut = Box::pin(h(req));
             let hint = hint.clone();
             async move {
                 let mut resp = fut.await;

@@ -216,19 +216,24 @@ impl RouteRule {
     }
 
     pub fn matches(&self, method: &http::Method, path: &str) -> bool {
-        if *method != self.method {
-            return false;
-        }
-        let mut parts = path.trim_matches('/').split('/').filter(|s| !s.is_empty());
-        for seg in &self.segments {
-            match (seg, parts.next()) {
-                (Segment::Literal(l), Some(p)) if l == p => {}
-                (Segment::Param, Some(_)) => {}
-                _ => return false,
-            }
-        }
-        parts.next().is_none()
+        self.matches_parts(method, &path_parts(path))
     }
+
+    /// [`RouteRule::matches`] on a path already split by [`path_parts`].
+    fn matches_parts(&self, method: &http::Method, parts: &[&str]) -> bool {
+        *method == self.method
+            && parts.len() == self.segments.len()
+            && self.segments.iter().zip(parts).all(|(seg, p)| match seg {
+                Segment::Literal(l) => l == p,
+                Segment::Param => true,
+            })
+    }
+}
+
+/// A path's non-empty segments, split once for every rule (a request is checked against up
+/// to ~30 rules; splitting per rule was ~6 % of a pass-through request's instructions).
+fn path_parts(path: &str) -> Vec<&str> {
+    path.split('/').filter(|s| !s.is_empty()).collect()
 }
 
 /// The routes the real clients call (`tests/corpus/calls.json` lists each call and its class):
@@ -304,9 +309,10 @@ pub fn default_routes() -> Vec<RouteRule> {
 
 /// The class of a request: the first matching rule, else `other`.
 pub fn classify(rules: &[RouteRule], method: &http::Method, path: &str) -> RouteClass {
+    let parts = path_parts(path);
     rules
         .iter()
-        .find(|r| r.matches(method, path))
+        .find(|r| r.matches_parts(method, &parts))
         .map(|r| r.class)
         .unwrap_or(RouteClass::Other)
 }

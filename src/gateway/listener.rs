@@ -100,7 +100,8 @@ pub(crate) async fn serve_tls<H, Fut>(
             let svc = service_fn(move |mut req: Request<Incoming>| {
                 req.extensions_mut().insert(peer);
                 let version = req.version();
-                let fut = h(req);
+                // Boxed once, as in `crate::server::serve`: the request's future is large.
+                let fut = Box::pin(h(req));
                 let hint = hint.clone();
                 async move {
                     let mut resp = fut.await;

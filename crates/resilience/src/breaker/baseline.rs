@@ -70,9 +70,11 @@ impl Baseline {
         if !self.learned(c) {
             return self.prior;
         }
+        // The median by selection, not a sort: this runs on every recorded call (a sort of
+        // the 64 samples was ~9 % of a pass-through request's instructions).
         let mut v: Vec<Duration> = self.samples.iter().copied().collect();
-        v.sort_unstable();
-        Some(v[v.len() / 2])
+        let mid = v.len() / 2;
+        Some(*v.select_nth_unstable(mid).1)
     }
 
     fn learned(&self, c: &BreakerConfig) -> bool {
