@@ -33,7 +33,9 @@
 # Needs (Debian): apt-get install -y --no-install-recommends xvfb xauth imagemagick dunst \
 #   dbus-x11 gnome-keyring x11-utils libglib2.0-bin curl python3  (+ Tauri's build packages).
 # Env: WEIR_TRAY_BIN=path    use this binary instead of `cargo build -p weir-tray` (the `weir`
-#                            CLI is taken from the same directory)
+#                            CLI is taken from the same directory, or WEIR_CLI_BIN)
+#      WEIR_CLI_BIN=path     the `weir` CLI to use (e.g. an extracted AppImage's usr/bin/weir
+#                            when WEIR_TRAY_BIN is its AppRun)
 #      WEIR_SMOKE_OUT=dir    where the screenshot goes (default: <repo>/out)
 #      WEIR_SMOKE_BREAKER=0  report a missing breaker transition as SKIP instead of FAIL
 #      WEIR_SMOKE_KEEP=1     keep the temp dir (logs) for inspection
@@ -55,9 +57,11 @@ if [[ -z "${WEIR_SMOKE_IN_SESSION:-}" ]]; then
         WEIR_TRAY_BIN="$target/debug/weir-tray"
     fi
     [[ -x "$WEIR_TRAY_BIN" ]] || { echo "tray-smoke.sh: $WEIR_TRAY_BIN is not an executable" >&2; exit 127; }
-    [[ -x "$(dirname "$WEIR_TRAY_BIN")/weir" ]] || { echo "tray-smoke.sh: no weir CLI beside $WEIR_TRAY_BIN (cargo build -p weir)" >&2; exit 127; }
+    WEIR_CLI_BIN=${WEIR_CLI_BIN:-$(dirname "$WEIR_TRAY_BIN")/weir}
+    [[ -x "$WEIR_CLI_BIN" ]] || { echo "tray-smoke.sh: no weir CLI at $WEIR_CLI_BIN (cargo build -p weir, or set WEIR_CLI_BIN)" >&2; exit 127; }
     WEIR_TRAY_BIN=$(cd "$(dirname "$WEIR_TRAY_BIN")" && pwd)/$(basename "$WEIR_TRAY_BIN")
-    export WEIR_TRAY_BIN WEIR_SMOKE_IN_SESSION=1
+    WEIR_CLI_BIN=$(cd "$(dirname "$WEIR_CLI_BIN")" && pwd)/$(basename "$WEIR_CLI_BIN")
+    export WEIR_TRAY_BIN WEIR_CLI_BIN WEIR_SMOKE_IN_SESSION=1
     # with-keychain.sh sets XDG_DATA_HOME/XDG_RUNTIME_DIR before the bus starts, so services the
     # bus activates (the Secret Service) inherit them too.
     exec "$ROOT/scripts/with-keychain.sh" bash "${BASH_SOURCE[0]}" "$@"
@@ -307,7 +311,7 @@ cat >"$TMP/sessions.json" <<'JSON'
                "updated_at": "2026-11-30T09:00:00Z"}]}
 JSON
 printf 'gho_smokeToken0123456789abcdef\n' |
-    "$(dirname "$WEIR_TRAY_BIN")/weir" token --config "$TMP/config.toml" --data-dir "$TMP/weir-data" set >"$TMP/token.log" 2>&1 ||
+    "$WEIR_CLI_BIN" token --config "$TMP/config.toml" --data-dir "$TMP/weir-data" set >"$TMP/token.log" 2>&1 ||
     fail "weir token set failed: $(cat "$TMP/token.log")"
 grep -q 'picked the change up' "$TMP/token.log" && pass "weir token set: the running app was told" ||
     fail "weir token set did not reach the running app: $(cat "$TMP/token.log")"
@@ -452,7 +456,7 @@ if wait_label '^Review offer: octo/app: Smoke hand-off$' 10; then
         fail "no window titled Weir after 'Review offer'"
     [[ ! -s "$TMP/agent-ran.json" ]] && pass "nothing ran from the menu click" || fail "the menu click ran the command"
     offer_id=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["id"])' "$TMP/offer.json" 2>/dev/null || true)
-    "$(dirname "$WEIR_TRAY_BIN")/weir" handoff --config "$TMP/config.toml" --data-dir "$TMP/weir-data" confirm "$offer_id" \
+    "$WEIR_CLI_BIN" handoff --config "$TMP/config.toml" --data-dir "$TMP/weir-data" confirm "$offer_id" \
         >"$TMP/confirm.log" 2>&1 || fail "weir handoff confirm $offer_id: $(cat "$TMP/confirm.log")"
     for _ in $(seq 50); do [[ -s "$TMP/agent-ran.json" ]] && break; sleep 0.2; done
     [[ "$(cat "$TMP/agent-ran.json" 2>/dev/null)" == '["octo/app", "Smoke hand-off"]' ]] &&
