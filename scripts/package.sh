@@ -9,9 +9,13 @@
 #   --out DIR          where the packages are copied (default: target/package/)
 #   --debug            package debug builds (stripped): much quicker to build on a slow shared
 #                      machine, for testing the packaging itself; releases use the default
-#   --appimage         also ask tauri for an AppImage. Its bundler downloads linuxdeploy and
-#                      its plugins from GitHub at bundle time: that needs a machine that may
-#                      reach GitHub (not this project's build machines; see docs/install.md).
+#   --appimage         also an AppImage of the tray (with the `weir` CLI inside): the .deb's
+#                      files in an AppDir, squashed (squashfs-tools' mksquashfs) behind the
+#                      AppImage runtime that packaging/appimage/runtime.toml names (fetched with
+#                      cargo from crates.io, its digest checked). Tauri's own AppImage bundler is
+#                      not used: it downloads linuxdeploy from GitHub, which this project's build
+#                      machines cannot reach. The image bundles no libraries: it needs the
+#                      system's WebKitGTK 4.1 and libayatana-appindicator3 (docs/install.md).
 #
 # A second run rebuilds only what changed (cargo and tauri decide); the bundling itself takes
 # seconds.
@@ -30,14 +34,15 @@ TARGET=${CARGO_TARGET_DIR:-$ROOT/target}
 STAGE=$ROOT/target/package/stage
 OUT=$ROOT/target/package
 BUNDLES=deb
+APPIMAGE=0
 PROFILE=release
 TAURI_CLI_VERSION=2.12.5 # the tauri crate's own version (Cargo.lock): CLI and crate in step
 while [ $# -gt 0 ]; do
   case "$1" in
     --out) OUT=$2; shift 2 ;;
-    --appimage) BUNDLES=deb,appimage; shift ;;
+    --appimage) APPIMAGE=1; shift ;;
     --debug) PROFILE=debug; shift ;;
-    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
     *) echo "package.sh: unknown option $1 (try --help)" >&2; exit 2 ;;
   esac
 done
@@ -119,7 +124,6 @@ bundle=$TARGET/$PROFILE/bundle
 deb=$(ls -t "$bundle"/deb/*.deb | head -1)
 cp "$deb" "$OUT/"
 deb=$OUT/$(basename "$deb")
-if [ "$BUNDLES" != deb ]; then cp "$bundle"/appimage/*.AppImage "$OUT/"; fi
 
 # --- what was made ----------------------------------------------------------------------------
 echo "package.sh: $(basename "$deb"): $(du -k "$deb" | cut -f1) KiB," \
@@ -134,5 +138,49 @@ for f in usr/bin/weir usr/bin/weir-tray usr/share/applications/ usr/lib/systemd/
 done
 if dpkg-deb --ctrl-tarfile "$deb" | tar -t | grep -Eq 'preinst|postinst|prerm|postrm'; then
   echo "package.sh: the package has maintainer scripts; it must not (docs/install.md)" >&2; exit 1
+fi
+
+# --- the AppImage (--appimage): the .deb's files behind the AppImage runtime ---------------
+if [ $APPIMAGE = 1 ]; then
+  need mksquashfs "apt-get install squashfs-tools"
+  need sha256sum "apt-get install coreutils"
+  conf=$ROOT/packaging/appimage/runtime.toml
+  field() { sed -n "s/^$1 = \"\(.*\)\"$/\1/p" "$conf"; }
+  crate=$(field crate) crate_version=$(field version) crate_file=$(field file) digest=$(field sha256)
+  # A throwaway manifest that depends on the crate: cargo downloads it from crates.io (through
+  # whatever registry set-up cargo has) and says where its source is.
+  fetch=$ROOT/target/package/appimage-runtime
+  mkdir -p "$fetch/src"
+  printf '[package]\nname = "fetch-appimage-runtime"\nversion = "0.0.0"\nedition = "2021"\n[dependencies]\n%s = "=%s"\n[workspace]\n' \
+    "$crate" "$crate_version" >"$fetch/Cargo.toml"
+  : >"$fetch/src/lib.rs"
+  (cd "$fetch" && cargo fetch -q)
+  src=$(cd "$fetch" && cargo metadata --format-version 1 | python3 -c '
+import json, os, sys
+name, version = sys.argv[1], sys.argv[2]
+for p in json.load(sys.stdin)["packages"]:
+    if p["name"] == name and p["version"] == version:
+        print(os.path.dirname(p["manifest_path"]))
+' "$crate" "$crate_version")
+  runtime=$src/$crate_file
+  [ -f "$runtime" ] || { echo "package.sh: $crate $crate_version has no $crate_file" >&2; exit 1; }
+  echo "$digest  $runtime" | sha256sum -c --quiet - ||
+    { echo "package.sh: the AppImage runtime's digest is not the one in $conf" >&2; exit 1; }
+  appdir=$ROOT/target/package/Weir.AppDir
+  rm -rf "$appdir"
+  mkdir -p "$appdir"
+  dpkg-deb -x "$deb" "$appdir"
+  install -m 0755 "$ROOT/packaging/appimage/AppRun" "$appdir/AppRun"
+  desktop=$(grep -ls '^Exec=' "$appdir"/usr/share/applications/*.desktop | head -1)
+  sed 's/^Exec=.*/Exec=weir-tray/; s/^Icon=.*/Icon=weir-tray/' "$desktop" >"$appdir/weir-tray.desktop"
+  icon=$(ls "$appdir"/usr/share/icons/hicolor/128x128/apps/*.png | head -1)
+  cp "$icon" "$appdir/weir-tray.png"
+  ln -s weir-tray.png "$appdir/.DirIcon"
+  image=$OUT/Weir_$(dpkg-deb -f "$deb" Version)_x86_64.AppImage
+  mksquashfs "$appdir" "$appdir.squashfs" -root-owned -noappend -quiet -comp gzip >/dev/null
+  cat "$runtime" "$appdir.squashfs" >"$image"
+  chmod 0755 "$image"
+  rm -f "$appdir.squashfs"
+  echo "package.sh: $(basename "$image"): $(du -k "$image" | cut -f1) KiB (runtime: $crate $crate_version)"
 fi
 echo "package.sh: done in $(( $(date +%s) - started )) s: $deb"

@@ -15,7 +15,7 @@ for p in pkg-config libdbus-1-dev gnome-keyring dbus-x11 libsecret-tools curl ca
          build-essential libwebkit2gtk-4.1-dev libjavascriptcoregtk-4.1-dev libsoup-3.0-dev \
          libayatana-appindicator3-dev librsvg2-dev libssl-dev \
          xvfb xauth imagemagick dunst x11-utils libglib2.0-bin python3 \
-         nats-server postgresql; do
+         nats-server postgresql squashfs-tools; do
   have "$p" || need+=("$p")
 done
 if [ "${#need[@]}" -gt 0 ]; then
@@ -67,6 +67,12 @@ weir_bin="${CARGO_TARGET_DIR:-$PWD/target}/debug/weir"
 scripts/with-keychain.sh cargo test -p weir-tray
 scripts/tray-smoke.sh
 
-# The .deb (#23) is not built here: tauri's bundler builds the tray again with other features
-# (~540 crates) and apt sets up ~230 packages in a debootstrap tree, 15-20 min on CI's cores.
-# Run it by hand: scripts/package.sh --debug && sudo scripts/test-package.sh --deb FILE
+# --- The packages (#23), bounded: the .deb and the AppImage built from this tree (debug builds;
+#     the tray is built once more with the bundler's feature), the .deb installed with dpkg into
+#     a throwaway root, run and purged, and the AppImage's tray smoke test through its AppRun.
+#     Last, because it relinks target/debug/weir and weir-tray. The full package test (apt into
+#     a clean Debian bookworm, ~230 packages) is by hand:
+#     scripts/package.sh --debug && sudo scripts/test-package.sh --deb target/package/Weir_*.deb
+scripts/package.sh --debug --appimage
+scripts/test-deb-here.sh target/package/Weir_0.1.0_amd64.deb
+scripts/test-appimage.sh target/package/Weir_0.1.0_x86_64.AppImage

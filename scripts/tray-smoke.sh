@@ -413,7 +413,12 @@ if [[ "$code" == 0 ]] && kill -0 "$APP_PID" 2>/dev/null; then pass "single insta
 entry=$TMP/home/.config/autostart/Weir.desktop
 click 'Start at login' || true
 for _ in $(seq 25); do [[ -f "$entry" ]] && break; sleep 0.2; done
-if [[ -f "$entry" ]] && grep -q "Exec=.*weir-tray" "$entry"; then pass "Start at login: $entry written"; else fail "Start at login: no $entry"; fi
+# Exec is the tray, or the AppImage itself when the tray runs from one (its mount is temporary).
+if [[ -f "$entry" ]] && grep -Eq "^Exec=.*(weir-tray|\.AppImage)" "$entry"; then
+    pass "Start at login: $entry written ($(grep '^Exec=' "$entry"))"
+else
+    fail "Start at login: no $entry with Exec= the tray or its AppImage${entry:+: $(cat "$entry" 2>/dev/null | tr '\n' ' ')}"
+fi
 click 'Start at login' || true
 for _ in $(seq 25); do [[ -f "$entry" ]] || break; sleep 0.2; done
 [[ ! -f "$entry" ]] && pass "Start at login off: entry removed" || fail "Start at login off: $entry still there"

@@ -209,6 +209,14 @@ pub fn git_undo(proxy: &str) -> Result<String, String> {
 /// The tray binary a login entry would start: next to this program (the tray runs the
 /// engine in-process) or where the package puts it.
 fn tray_binary() -> Option<PathBuf> {
+    // Inside an AppImage the running binary is under a mount that lasts only while it runs:
+    // the image itself (which the AppImage runtime names in APPIMAGE) is what starts at login,
+    // as the tray's own "Start at login" (tauri's autostart plugin) writes it too.
+    if let Some(image) = std::env::var_os("APPIMAGE").map(PathBuf::from) {
+        if image.is_file() {
+            return Some(image);
+        }
+    }
     let here = std::env::current_exe().ok();
     let sibling = here
         .as_ref()
@@ -312,6 +320,19 @@ pub fn login_undo(env: &Env) -> Result<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The only test that sets APPIMAGE (process-wide): an AppImage's tray starts at login as
+    /// the image, never as the binary under its temporary mount.
+    #[test]
+    fn inside_an_appimage_the_image_starts_at_login() {
+        let dir = tempfile::tempdir().unwrap();
+        let image = dir.path().join("Weir_0.1.0_x86_64.AppImage");
+        std::env::set_var("APPIMAGE", &image);
+        assert_ne!(tray_binary(), Some(image.clone()), "no such file: not used");
+        std::fs::write(&image, b"").unwrap();
+        assert_eq!(tray_binary(), Some(image));
+        std::env::remove_var("APPIMAGE");
+    }
 
     #[test]
     fn profile_line_is_added_once_and_taken_out_exactly() {
