@@ -32,6 +32,8 @@ mod pg;
 mod schedule;
 #[path = "chaos/upstream.rs"]
 mod upstream;
+#[path = "common/weir_cli.rs"]
+mod weir_cli;
 
 use fleet::Fleet;
 use load::{Load, Told};
@@ -169,27 +171,17 @@ impl TeamKeychains {
     }
 
     fn weir_team(&self, service: &str, args: &[&str], stdin: &str) {
-        use std::io::Write;
-        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_weir"))
-            .args(["team"])
-            .args(args)
-            .arg("--config")
-            .arg(&self.cli_config)
-            .arg("--data-dir")
-            .arg(self._dir.path().join("cli-data"))
-            .env("WEIR_KEYCHAIN_SERVICE", service)
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(format!("{stdin}\n").as_bytes())
-            .unwrap();
-        let out = child.wait_with_output().unwrap();
+        let out = weir_cli::feed(
+            std::process::Command::new(env!("CARGO_BIN_EXE_weir"))
+                .arg("team")
+                .args(args)
+                .arg("--config")
+                .arg(&self.cli_config)
+                .arg("--data-dir")
+                .arg(self._dir.path().join("cli-data"))
+                .env("WEIR_KEYCHAIN_SERVICE", service),
+            &format!("{stdin}\n"),
+        );
         assert!(
             out.status.success(),
             "weir team {args:?}: {}",

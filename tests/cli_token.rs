@@ -4,7 +4,10 @@
 //! (its sessions poller leaves `off`), and `forget` turns it off again. An empty input is a
 //! usage error (exit 2).
 
-use std::io::{BufRead, BufReader, Write};
+#[path = "common/weir_cli.rs"]
+mod weir_cli;
+
+use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Output, Stdio};
 
 const TOKEN: &str = "gho_weirCliTokenTest0123456789";
@@ -20,20 +23,7 @@ fn weir(home: &std::path::Path) -> Command {
 }
 
 fn run(home: &std::path::Path, args: &[&str], stdin: &str) -> Output {
-    let mut child = weir(home)
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(stdin.as_bytes())
-        .unwrap();
-    child.wait_with_output().unwrap()
+    weir_cli::feed(weir(home).args(args), stdin)
 }
 
 fn text(o: &Output) -> String {

@@ -309,15 +309,19 @@ async fn without_a_keychain_creates_are_not_queued_and_the_client_is_told_why() 
         "[breaker]\nminimum_calls = 1000\nconsecutive_failures = 0\n",
     )
     .await;
-    let r = weir
-        .client("a")
-        .post(format!("{}{JOBS}", up.origin()))
-        .body(body(1))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 503);
-    let p: serde_json::Value = r.json().await.unwrap();
+    // The create's answer: its status and its problem document.
+    let create = |n: usize| {
+        let r = weir
+            .client("a")
+            .post(format!("{}{JOBS}", up.origin()))
+            .body(body(n));
+        async move {
+            let r = r.send().await.unwrap();
+            (r.status(), r.json::<serde_json::Value>().await.unwrap())
+        }
+    };
+    let (status, p) = create(1).await;
+    assert_eq!(status, 503);
     assert_eq!(p["kind"], "queue_unavailable");
     assert!(p["detail"].as_str().unwrap().contains("credential"), "{p}");
     assert_eq!(
@@ -329,15 +333,8 @@ async fn without_a_keychain_creates_are_not_queued_and_the_client_is_told_why() 
     // A 502 may have come after the work (the create is in doubt): with no queue to look it
     // up later, the client is told it may exist upstream already.
     up.set(|b| b.status = 502);
-    let r = weir
-        .client("a")
-        .post(format!("{}{JOBS}", up.origin()))
-        .body(body(2))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 503);
-    let p: serde_json::Value = r.json().await.unwrap();
+    let (status, p) = create(2).await;
+    assert_eq!(status, 503);
     assert_eq!(p["kind"], "queue_unavailable");
     assert_eq!(p["maybe_created"], true, "{p}");
     assert!(

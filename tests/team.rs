@@ -8,6 +8,8 @@ mod common;
 mod nats;
 #[path = "common/tls.rs"]
 mod tls;
+#[path = "common/weir_cli.rs"]
+mod weir_cli;
 
 use common::{eventually_status, Upstream};
 use futures::StreamExt;
@@ -460,26 +462,16 @@ fn weir_team(
     data: &std::path::Path,
     stdin: &str,
 ) -> std::process::Output {
-    use std::io::Write;
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_weir"))
-        .arg("team")
-        .arg("--config")
-        .arg(cfg)
-        .arg("--data-dir")
-        .arg(data)
-        .args(args)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(stdin.as_bytes())
-        .unwrap();
-    child.wait_with_output().unwrap()
+    weir_cli::feed(
+        std::process::Command::new(env!("CARGO_BIN_EXE_weir"))
+            .arg("team")
+            .arg("--config")
+            .arg(cfg)
+            .arg("--data-dir")
+            .arg(data)
+            .args(args),
+        stdin,
+    )
 }
 
 /// `weir team set-key` / `set-credentials` put the secrets in this install's keychain, and an

@@ -283,8 +283,7 @@ async fn attempt(
     match tokio::time::timeout(per_try, first_data(&mut b)).await {
         Ok(Ok(Some(first))) => {
             let body = Recorded {
-                first: Some(first),
-                rest: b,
+                body: crate::body::Prefixed::new(Some(first), b),
                 permit,
                 upstreams: proxy.upstreams.clone(),
                 up,

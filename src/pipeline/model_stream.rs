@@ -1,7 +1,7 @@
 //! The body of a `model` answer once its first bytes are in hand: those bytes, then the rest
 //! streamed on, with the model breaker's verdict recorded when the stream ends or breaks.
 
-use crate::body::BoxError;
+use crate::body::{BoxError, Prefixed};
 use crate::config::RouteClass;
 use crate::upstream::Upstreams;
 use bytes::Bytes;
@@ -38,8 +38,8 @@ pub(super) async fn first_data(b: &mut Incoming) -> Result<Option<Bytes>, hyper:
 /// (failure: never retried, the client has bytes already). A client that goes away first
 /// records nothing.
 pub(super) struct Recorded {
-    pub first: Option<Bytes>,
-    pub rest: Incoming,
+    /// The first bytes, then the rest of the upstream's body.
+    pub body: Prefixed<Incoming>,
     pub permit: Option<Permit>,
     pub upstreams: Arc<Upstreams>,
     pub up: usize,
@@ -50,7 +50,7 @@ impl Drop for Recorded {
     /// the clean end may never be polled: a body dropped whole is a success. One dropped
     /// part-way (the client went away) records nothing.
     fn drop(&mut self) {
-        if self.first.is_none() && http_body::Body::is_end_stream(&self.rest) {
+        if http_body::Body::is_end_stream(&self.body) {
             settle(self.permit.take(), Some(false));
         }
     }
@@ -64,10 +64,7 @@ impl http_body::Body for Recorded {
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
-        if let Some(b) = self.first.take() {
-            return Poll::Ready(Some(Ok(Frame::data(b))));
-        }
-        match Pin::new(&mut self.rest).poll_frame(cx) {
+        match Pin::new(&mut self.body).poll_frame(cx) {
             Poll::Pending => Poll::Pending,
             Poll::Ready(None) => {
                 settle(self.permit.take(), Some(false));
@@ -80,25 +77,16 @@ impl http_body::Body for Recorded {
                     c.error(RouteClass::Model, Kind::Connection.as_str());
                 }
                 settle(self.permit.take(), Some(true));
-                Poll::Ready(Some(Err(e.into())))
+                Poll::Ready(Some(Err(e)))
             }
         }
     }
 
     fn is_end_stream(&self) -> bool {
-        self.first.is_none() && self.rest.is_end_stream()
+        self.body.is_end_stream()
     }
 
     fn size_hint(&self) -> http_body::SizeHint {
-        let mut h = self.rest.size_hint();
-        if let Some(f) = &self.first {
-            let n = f.len() as u64;
-            // Upper first: `set_lower` refuses a lower bound above the upper one.
-            if let Some(u) = h.upper() {
-                h.set_upper(u.saturating_add(n));
-            }
-            h.set_lower(h.lower().saturating_add(n));
-        }
-        h
+        self.body.size_hint()
     }
 }

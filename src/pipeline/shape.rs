@@ -16,10 +16,8 @@
 use crate::body::{Body, BoxError};
 use bytes::{Bytes, BytesMut};
 use http::{header, HeaderMap, Response};
-use http_body::{Body as _, Frame, SizeHint};
+use http_body::Body as _;
 use http_body_util::BodyExt;
-use std::pin::Pin;
-use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::time::Instant;
 
@@ -72,10 +70,7 @@ pub(super) async fn read(
             }
         }
     }
-    let rest = Prefixed {
-        first: Some(read.freeze()).filter(|b| !b.is_empty()),
-        rest: body,
-    };
+    let rest = crate::body::Prefixed::new(Some(read.freeze()), body);
     Ok(Shaped::Stream(Response::from_parts(
         parts,
         crate::body::boxed(rest),
@@ -98,45 +93,10 @@ fn is_event_stream(h: &HeaderMap) -> bool {
         .is_some_and(|t| t.trim().eq_ignore_ascii_case("text/event-stream"))
 }
 
-/// The bytes read while deciding, then the rest of the body as it comes.
-struct Prefixed {
-    first: Option<Bytes>,
-    rest: Body,
-}
-
-impl http_body::Body for Prefixed {
-    type Data = Bytes;
-    type Error = BoxError;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
-        if let Some(b) = self.first.take() {
-            return Poll::Ready(Some(Ok(Frame::data(b))));
-        }
-        Pin::new(&mut self.rest).poll_frame(cx)
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.first.is_none() && self.rest.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        let first = self.first.as_ref().map_or(0, |b| b.len() as u64);
-        let rest = self.rest.size_hint();
-        let mut h = SizeHint::new();
-        h.set_lower(rest.lower() + first);
-        if let Some(u) = rest.upper() {
-            h.set_upper(u + first);
-        }
-        h
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use http_body::Frame;
     use http_body_util::StreamBody;
 
     /// A body that sends `chunks` and then, if `open`, never ends.

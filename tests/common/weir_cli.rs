@@ -1,8 +1,10 @@
 //! The real `weir` binary run as a user would, for tests that drive its command line. Use with
 //! `#[path = "common/weir_cli.rs"] mod weir_cli;`.
 
+#![allow(dead_code)] // each test binary uses a different subset
+
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
 
 /// `weir ARGS` with a throwaway HOME and no usable keychain (no D-Bus session).
 pub fn weir(dir: &Path, args: &[&str]) -> Output {
@@ -17,4 +19,23 @@ pub fn weir(dir: &Path, args: &[&str]) -> Output {
         )
         .output()
         .unwrap()
+}
+
+/// Runs `cmd` (a `weir` command the caller set up) with `stdin` written to it: the commands
+/// that read a secret from standard input.
+pub fn feed(cmd: &mut Command, stdin: &str) -> Output {
+    use std::io::Write;
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
 }
