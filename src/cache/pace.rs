@@ -14,6 +14,11 @@
 //!   normal as soon as calls are fast again.
 //! - **Paced key**: under strain, a key whose last refresh started less than the interval ago
 //!   is answered from the cache (any copy `stale_if_error` still allows) with no upstream call.
+//! - **A lasting strain stretches further**: once the strain has lasted [`LASTING`] intervals
+//!   (4 minutes of the default 2), the interval doubles (4 minutes), as a backoff does. A blip
+//!   costs the first interval only; an outage of an hour (Oct 29's lasted hours) asks each key
+//!   half as often again, for data at most a few minutes old. The first fast success returns
+//!   every key to the normal pace at once.
 //! - **Young keys keep the normal pace**: a key first asked less than a quarter of the
 //!   interval ago (30 s of the default 2 min: a job just created, which VS Code asks every 2 s
 //!   for up to 30 s until its pull request appears) changes fast and its clients wait for
@@ -34,6 +39,17 @@ const MAX_KEYS: u64 = 20_000;
 /// slowdown makes every refresh slow, so it is noticed one call later.
 pub const STRAIN_AFTER: u32 = 3;
 
+/// Intervals of unbroken strain after which the interval doubles.
+pub const LASTING: u32 = 2;
+
+#[derive(Debug, Clone, Copy, Default)]
+struct Strain {
+    /// Slow or failed refreshes in a row.
+    bad_in_row: u32,
+    /// When the last [`STRAIN_AFTER`]-th bad refresh in a row made the upstream strained.
+    since: Option<Instant>,
+}
+
 #[derive(Debug, Clone, Copy)]
 struct KeyPace {
     first_seen: Instant,
@@ -53,8 +69,8 @@ pub enum Paced {
 
 /// The strain of each upstream and the refresh times of each key.
 pub struct Pace {
-    /// Per upstream index: slow or failed cache refreshes in a row.
-    strained: Mutex<Vec<u32>>,
+    /// Per upstream index: slow or failed cache refreshes in a row, and since when.
+    strained: Mutex<Vec<Strain>>,
     keys: moka::sync::Cache<CacheKey, KeyPace>,
 }
 
@@ -77,14 +93,17 @@ impl Pace {
         let bad = failed || elapsed >= slow_floor;
         let mut s = self.strained.lock().unwrap_or_else(|e| e.into_inner());
         if s.len() <= up {
-            s.resize(up + 1, 0);
+            s.resize(up + 1, Strain::default());
         }
-        let before = s[up] >= STRAIN_AFTER;
-        s[up] = if bad { s[up].saturating_add(1) } else { 0 };
-        if before != (s[up] >= STRAIN_AFTER) {
+        let st = &mut s[up];
+        let before = st.bad_in_row >= STRAIN_AFTER;
+        st.bad_in_row = if bad { st.bad_in_row.saturating_add(1) } else { 0 };
+        let after = st.bad_in_row >= STRAIN_AFTER;
+        if before != after {
+            st.since = after.then(Instant::now);
             tracing::debug!(
                 upstream = up,
-                strained = !before,
+                strained = after,
                 ?elapsed,
                 failed,
                 "degradation-aware freshness"
@@ -95,7 +114,18 @@ impl Pace {
     /// Whether the last [`STRAIN_AFTER`] refreshes of upstream `up` were slow or failed.
     pub fn last_refresh_strained(&self, up: usize) -> bool {
         let s = self.strained.lock().unwrap_or_else(|e| e.into_inner());
-        s.get(up).is_some_and(|n| *n >= STRAIN_AFTER)
+        s.get(up).is_some_and(|st| st.bad_in_row >= STRAIN_AFTER)
+    }
+
+    /// The interval for upstream `up` now: `base`, doubled once its refreshes have been slow or
+    /// failing for [`LASTING`] intervals without a break.
+    fn interval(&self, up: usize, base: Duration, now: Instant) -> Duration {
+        let s = self.strained.lock().unwrap_or_else(|e| e.into_inner());
+        let since = s.get(up).and_then(|st| st.since);
+        match since {
+            Some(at) if now.saturating_duration_since(at) >= base * LASTING => base * 2,
+            _ => base,
+        }
     }
 
     /// Notes that a refresh of `key` starts now (counted whether or not it will succeed, so a
@@ -111,12 +141,14 @@ impl Pace {
         );
     }
 
-    /// The decision for a request under `key` that has a servable cached copy. `strained` is
-    /// the upstream's state now (breaker not closed, or [`Pace::last_refresh_strained`]);
-    /// `interval` the class's `degraded_refresh`, `fresh_ttl` its normal one.
+    /// The decision for a request under `key` (of upstream `up`) that has a servable cached
+    /// copy. `strained` is the upstream's state now (breaker not closed, or
+    /// [`Pace::last_refresh_strained`]); `interval` the class's `degraded_refresh`, `fresh_ttl`
+    /// its normal one.
     pub fn decide(
         &self,
         key: CacheKey,
+        up: usize,
         strained: bool,
         interval: Duration,
         fresh_ttl: Duration,
@@ -139,6 +171,7 @@ impl Pace {
         if now.saturating_duration_since(p.first_seen) < interval / 4 {
             return Paced::Normal;
         }
+        let interval = self.interval(up, interval, now);
         match p.last_refresh {
             Some(at) if now.saturating_duration_since(at) < interval => Paced::Hold,
             _ => Paced::Due,
@@ -196,7 +229,7 @@ mod tests {
         let t0 = Instant::now();
         p.refreshing(k, t0);
         // Young (a quarter of the interval): normal pace even under strain.
-        let d = |at: Duration, strained: bool| p.decide(k, strained, MIN2, TTL, t0 + at);
+        let d = |at: Duration, strained: bool| p.decide(k, 0, strained, MIN2, TTL, t0 + at);
         assert_eq!(d(Duration::from_secs(29), true), Paced::Normal);
         assert_eq!(d(Duration::from_secs(60), true), Paced::Hold);
         // Old enough, and refreshed 120 s ago: due; then held until the interval passes.
@@ -209,8 +242,39 @@ mod tests {
         assert_eq!(d(Duration::from_secs(125), false), Paced::Normal);
         // Stretching off (interval not above the TTL).
         assert_eq!(
-            p.decide(k, true, TTL, TTL, t0 + Duration::from_secs(125)),
+            p.decide(k, 0, true, TTL, TTL, t0 + Duration::from_secs(125)),
             Paced::Normal
         );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_lasting_strain_doubles_the_interval_and_a_fast_refresh_ends_it() {
+        let p = Pace::default();
+        let floor = Duration::from_secs(1);
+        let refresh = |ms: u64| p.record_refresh(0, Duration::from_millis(ms), false, floor);
+        let secs = Duration::from_secs;
+        let k = key("/agents/sessions/s1");
+        let t0 = Instant::now();
+        (0..STRAIN_AFTER).for_each(|_| refresh(1200)); // strained from t0 on
+        p.refreshing(k, t0);
+        let d = |at: Duration, strained: bool| p.decide(k, 0, strained, MIN2, TTL, t0 + at);
+        // The first intervals of a strain: the base.
+        assert_eq!(d(secs(119), true), Paced::Hold);
+        assert_eq!(d(secs(120), true), Paced::Due);
+        p.refreshing(k, t0 + secs(240));
+        // Strained for LASTING intervals: 120 s after the last refresh is no longer enough.
+        assert_eq!(d(secs(360), true), Paced::Hold);
+        assert_eq!(d(secs(479), true), Paced::Hold);
+        assert_eq!(d(secs(480), true), Paced::Due);
+        // One fast refresh ends the strain, and with it the stretch: strained again later (the
+        // breaker, say), the base interval holds.
+        refresh(20);
+        assert!(!p.last_refresh_strained(0));
+        assert_eq!(d(secs(360), false), Paced::Normal);
+        assert_eq!(d(secs(360), true), Paced::Due);
+        // A new strain starts at the base again.
+        tokio::time::advance(secs(360)).await;
+        (0..STRAIN_AFTER).for_each(|_| refresh(1200));
+        assert_eq!(d(secs(360), true), Paced::Due);
     }
 }

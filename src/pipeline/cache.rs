@@ -203,6 +203,7 @@ impl Keyed {
                 let cs = settings.classes.get(class);
                 let paced = proxy.cache.pace().decide(
                     key,
+                    up,
                     strained(proxy, up),
                     cs.degraded_refresh,
                     cs.fresh_ttl,
