@@ -63,8 +63,9 @@
 //! - `coalesce`: single flight; [`handoff`]: local-agent hand-off offers (#14).
 //!
 //! **Layer 9**
-//! - `pipeline`: the request path as ordered phases (classify → identity → limits →
-//!   cache/coalesce → admission → attempt → rescue → response headers).
+//! - `pipeline`: the request path as ordered phases behind one front door (request id,
+//!   header cap) → classify → identity → one request context → a class handler's step →
+//!   the driver's admission (client rate) → attempt → rescue → response headers.
 //!
 //! **Layer 10**
 //! - `reload`: settings changes while running; `sessions`: the agent-sessions companion.

@@ -129,6 +129,16 @@ async fn oversized_headers_get_431_problem_json() {
         .ends_with("/_weir/problems/header_too_large"));
     assert!(p["request_id"].is_string());
     assert_eq!(up.total(), 0, "nothing reached the upstream");
+    // The control API is behind the same front door: the same cap, the same problem.
+    let r = reqwest::Client::new()
+        .get(format!("{}/_weir/api/status", weir.proxy_url()))
+        .header("x-big", "x".repeat(6000))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 431);
+    let p: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(p["kind"], "header_too_large");
 }
 
 #[tokio::test]

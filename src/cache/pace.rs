@@ -97,7 +97,11 @@ impl Pace {
         }
         let st = &mut s[up];
         let before = st.bad_in_row >= STRAIN_AFTER;
-        st.bad_in_row = if bad { st.bad_in_row.saturating_add(1) } else { 0 };
+        st.bad_in_row = if bad {
+            st.bad_in_row.saturating_add(1)
+        } else {
+            0
+        };
         let after = st.bad_in_row >= STRAIN_AFTER;
         if before != after {
             st.since = after.then(Instant::now);

@@ -19,11 +19,10 @@ impl Router {
         if !pipeline::is_for_weir(&self.proxy, &req) {
             return pipeline::handle(self.proxy, req).await;
         }
-        let rid = pipeline::request_id(req.headers());
-        let result = match pipeline::header_size(&self.proxy.settings().limits, req.headers()) {
-            Ok(()) => crate::control::handle(&self.control, req).await,
-            Err(p) => Err(p),
-        };
-        pipeline::finish(result, rid, &self.proxy.base_url, &self.proxy.global)
+        let control = &self.control;
+        pipeline::front(&self.proxy, req, |req, _, _| {
+            crate::control::handle(control, req)
+        })
+        .await
     }
 }

@@ -69,30 +69,25 @@ impl Doors {
     }
 
     /// The admin listener.
-    pub async fn admin(self, mut req: Request<Incoming>) -> Response<Body> {
-        let rid = pipeline::request_id(req.headers());
-        let given = req
-            .headers()
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .unwrap_or_default();
-        let result = if crate::control::constant_time_eq(
-            given.trim().as_bytes(),
-            self.admin_token.as_bytes(),
-        ) {
-            req.extensions_mut().insert(crate::control::AdminAccess);
-            match pipeline::header_size(&self.proxy.settings().limits, req.headers()) {
-                Ok(()) => crate::control::handle(&self.control, req).await,
-                Err(p) => Err(p),
+    pub async fn admin(self, req: Request<Incoming>) -> Response<Body> {
+        let (control, token) = (&self.control, &self.admin_token);
+        pipeline::front(&self.proxy, req, |mut req, _, _| async move {
+            let given = req
+                .headers()
+                .get(header::AUTHORIZATION)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.strip_prefix("Bearer "))
+                .unwrap_or_default();
+            if !crate::control::constant_time_eq(given.trim().as_bytes(), token.as_bytes()) {
+                return Err(Problem::new(
+                    StatusCode::UNAUTHORIZED,
+                    ProblemKind::Unauthorized,
+                    "the gateway's admin listener needs the admin token: Authorization: Bearer <token> (gateway.admin_token_file, or the keychain)",
+                ));
             }
-        } else {
-            Err(Problem::new(
-                StatusCode::UNAUTHORIZED,
-                ProblemKind::Unauthorized,
-                "the gateway's admin listener needs the admin token: Authorization: Bearer <token> (gateway.admin_token_file, or the keychain)",
-            ))
-        };
-        pipeline::finish(result, rid, &self.proxy.base_url, &self.proxy.global)
+            req.extensions_mut().insert(crate::control::AdminAccess);
+            crate::control::handle(control, req).await
+        })
+        .await
     }
 }

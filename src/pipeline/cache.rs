@@ -10,20 +10,22 @@
 //! another); and for anonymous requests (no credential, so every anonymous caller shares one
 //! identity) nothing marked `Cache-Control: private` or `no-store`.
 
+use super::context::{Answer, Call, Ctx, Step};
 use super::headers::strip_hop_by_hop;
-use super::identity::Caller;
 use super::page_subset::Family;
 use super::shape::{self, Shaped};
 use super::state::Proxy;
-use super::{limits, page_subset, rescue, respond};
+use super::{page_subset, rescue, respond};
 use crate::body::Body;
 use crate::cache::{CacheKey, Durability, Freshness, Paced, Stored};
 use crate::coalesce::Role;
-use crate::config::{ClassSettings, RouteClass};
+use crate::config::{ClassSettings, RouteClass, Settings};
 use crate::identity::Identity;
 use crate::problem::{Problem, ProblemKind};
 use crate::upstream::{AttemptPolicy, Replayable};
 use bytes::Bytes;
+use futures_util::future::BoxFuture;
+use futures_util::FutureExt;
 use http::{header, HeaderMap, Method, Request, Response, StatusCode, Uri};
 use hyper::body::Incoming;
 use std::sync::atomic::Ordering::Relaxed;
@@ -41,6 +43,8 @@ fn strained(proxy: &Proxy, up: usize) -> bool {
 /// What the fetch task needs to repeat the request, owned so it can outlive the client.
 #[derive(Clone)]
 struct FetchSpec {
+    /// The settings of the request that started the fetch: the whole flight runs under them.
+    settings: Arc<Settings>,
     up: usize,
     class: RouteClass,
     key: CacheKey,
@@ -53,44 +57,58 @@ struct FetchSpec {
     stale_in_hand: bool,
 }
 
+/// What the cache decided for one request: answered, joining a flight, or leading one.
+pub(super) enum Lookup<'a> {
+    Answered(Answer),
+    Joins(BoxFuture<'a, Answer>),
+    Fetch {
+        stale: Option<Arc<Stored>>,
+        go: BoxFuture<'a, Answer>,
+    },
+}
+
+impl<'a> Lookup<'a> {
+    /// The answer, for a request already admitted (see [`Step`]).
+    pub async fn finish(self) -> Answer {
+        match self {
+            Lookup::Answered(r) => r,
+            Lookup::Joins(go) | Lookup::Fetch { go, .. } => go.await,
+        }
+    }
+}
+
+impl<'a> From<Lookup<'a>> for Step<'a> {
+    fn from(l: Lookup<'a>) -> Step<'a> {
+        match l {
+            Lookup::Answered(r) => Step::Answered(r),
+            Lookup::Joins(go) => Step::Joins(go),
+            Lookup::Fetch { stale, go } => Step::Upstream(Call::Fetch { stale, go }),
+        }
+    }
+}
+
 /// The cache/coalesce phase for `list`, `view` and `token` GETs.
-pub(super) async fn serve(
-    proxy: &Arc<Proxy>,
-    up: usize,
-    class: RouteClass,
-    req: Request<Incoming>,
-    who: Caller,
-) -> Result<Response<Body>, Problem> {
+pub(super) fn serve<'a>(proxy: &'a Arc<Proxy>, ctx: &'a Ctx, req: Request<Incoming>) -> Step<'a> {
     let (parts, _body) = req.into_parts();
-    serve_head(proxy, up, class, &parts, who).await
+    serve_head(proxy, ctx, parts)
 }
 
 /// The same, for a request already taken apart (its body, if any, is not part of the key).
-pub(super) async fn serve_head(
-    proxy: &Arc<Proxy>,
-    up: usize,
-    class: RouteClass,
-    parts: &http::request::Parts,
-    who: Caller,
-) -> Result<Response<Body>, Problem> {
-    let keyed = page_subset::keyed_identity(&proxy.accounts, class, &who);
+pub(super) fn serve_head<'a>(
+    proxy: &'a Arc<Proxy>,
+    ctx: &'a Ctx,
+    parts: http::request::Parts,
+) -> Step<'a> {
+    let (up, class) = (ctx.up, ctx.class);
+    let keyed = page_subset::keyed_identity(&proxy.accounts, class, &ctx.who);
     let page = (class == RouteClass::List)
         .then(|| page_subset::Page::of(&parts.uri))
         .flatten();
     let Some(page) = page else {
-        let r = Keyed {
-            up,
-            class,
-            who,
-            keyed,
-            page: None,
-        };
-        return r.serve(proxy, &parts.uri, &parts.headers).await;
+        let r = Keyed { keyed, page: None };
+        return r.lookup(proxy, ctx, parts.uri, parts.headers).into();
     };
-    // This request's settings: a TTL or key-header change applies from the next request on.
-    let settings = proxy.settings();
-    let key_headers = &settings.key_headers;
-    let family = page.family(up, &keyed, &parts.headers, key_headers);
+    let family = page.family(up, &keyed, &parts.headers, &ctx.settings.key_headers);
     let larger = match proxy.page_families.get(&family) {
         Some(Family::Largest(m)) if m > page.size => Some(m),
         Some(Family::Largest(_)) | None => {
@@ -102,47 +120,70 @@ pub(super) async fn serve_head(
         }
         Some(Family::Unshaped) => None,
     };
-    if let Some(m) = larger {
-        // The page of size `m` that holds this request's first item (see `page_subset`).
-        let at = page.within(m);
-        if let Some(uri) = page_subset::with_page(&parts.uri, at.number, m) {
-            let resp = if at.inside {
-                let r = Keyed {
-                    up,
-                    class,
-                    who,
-                    keyed,
-                    page: Some((family, m)),
-                };
-                r.serve(proxy, &uri, &parts.headers).await.ok()
-            } else {
-                page_subset::fresh_page(proxy, up, &keyed, &uri, &parts.headers)
-            };
-            if let Some(cut) = match resp {
-                Some(resp) => page_subset::narrow(resp, at, page.size, m).await,
-                None => None,
-            } {
-                return Ok(cut);
-            }
-        }
-        // The larger page could not be had or cut (its fetch marks an unknown shape): this
-        // request goes its own way.
-    }
-    let r = Keyed {
-        up,
-        class,
-        who,
+    let own = Keyed {
         keyed,
         page: Some((family, page.size)),
     };
-    r.serve(proxy, &parts.uri, &parts.headers).await
+    let Some(m) = larger else {
+        return own.lookup(proxy, ctx, parts.uri, parts.headers).into();
+    };
+    // The page of size `m` that holds this request's first item (see `page_subset`).
+    let at = page.within(m);
+    let Some(uri) = page_subset::with_page(&parts.uri, at.number, m) else {
+        return own.lookup(proxy, ctx, parts.uri, parts.headers).into();
+    };
+    let n = page.size;
+    let larger = match at.inside {
+        true => Keyed {
+            keyed,
+            page: Some((family, m)),
+        }
+        .lookup(proxy, ctx, uri, parts.headers.clone()),
+        // A straddling range is only cut from a fresh page in hand: never a fetch of its own.
+        false => Lookup::Answered(
+            page_subset::fresh_page(proxy, &ctx.settings, up, &keyed, &uri, &parts.headers)
+                .ok_or_else(no_page),
+        ),
+    };
+    // The larger page is cut to this request's range; if it cannot be had or cut (its fetch
+    // marks an unknown shape), the request goes its own way.
+    match larger {
+        // In hand: cut now (a cached answer's body is already whole, so this never waits).
+        Lookup::Answered(Ok(resp)) => {
+            match page_subset::narrow(resp, at, n, m).now_or_never().flatten() {
+                Some(cut) => Step::Answered(Ok(cut)),
+                None => own.lookup(proxy, ctx, parts.uri, parts.headers).into(),
+            }
+        }
+        Lookup::Answered(Err(_)) => own.lookup(proxy, ctx, parts.uri, parts.headers).into(),
+        // A wait for the larger page is admitted like a fetch: its fallback may reach the
+        // upstream.
+        Lookup::Joins(go) | Lookup::Fetch { go, .. } => Step::Upstream(Call::Fetch {
+            stale: None,
+            go: Box::pin(async move {
+                if let Ok(resp) = go.await {
+                    if let Some(cut) = page_subset::narrow(resp, at, n, m).await {
+                        return Ok(cut);
+                    }
+                }
+                own.lookup(proxy, ctx, parts.uri, parts.headers)
+                    .finish()
+                    .await
+            }),
+        }),
+    }
+}
+
+fn no_page() -> Problem {
+    Problem::new(
+        StatusCode::NOT_FOUND,
+        ProblemKind::Internal,
+        "no fresh larger page in the cache",
+    )
 }
 
 /// One request under one cache key.
 struct Keyed {
-    up: usize,
-    class: RouteClass,
-    who: Caller,
     /// The identity in the key: the credential's, or its account's sharing identity.
     keyed: Identity,
     /// The page-size family and the size this key asks for (list page 1 only).
@@ -150,22 +191,25 @@ struct Keyed {
 }
 
 impl Keyed {
-    async fn serve(
+    fn lookup<'a>(
         self,
-        proxy: &Arc<Proxy>,
-        uri: &Uri,
-        headers: &HeaderMap,
-    ) -> Result<Response<Body>, Problem> {
-        let Keyed {
-            up,
-            class,
-            who,
-            keyed,
-            page,
-        } = self;
-        let settings = proxy.settings();
+        proxy: &'a Arc<Proxy>,
+        ctx: &'a Ctx,
+        uri: Uri,
+        headers: HeaderMap,
+    ) -> Lookup<'a> {
+        let Keyed { keyed, page } = self;
+        let (up, class, who) = (ctx.up, ctx.class, ctx.who);
+        let settings = &ctx.settings;
         let pq = uri.path_and_query().map(|p| p.as_str()).unwrap_or("/");
-        let key = CacheKey::new(up, &Method::GET, pq, &keyed, headers, &settings.key_headers);
+        let key = CacheKey::new(
+            up,
+            &Method::GET,
+            pq,
+            &keyed,
+            &headers,
+            &settings.key_headers,
+        );
         let counters = proxy.upstreams.get(up).counters.class(class);
 
         let cached = proxy.cache.get(&key).or_else(|| {
@@ -180,7 +224,7 @@ impl Keyed {
                 &Method::GET,
                 pq,
                 &who.identity,
-                headers,
+                &headers,
                 &settings.key_headers,
             );
             let e = proxy
@@ -212,18 +256,21 @@ impl Keyed {
                 match paced {
                     Paced::Hold => {
                         counters.cache_hits_stale.fetch_add(1, Relaxed);
-                        return Ok(respond::cached(entry, "weir; hit; detail=degraded"));
+                        return Lookup::Answered(Ok(respond::cached(
+                            entry,
+                            "weir; hit; detail=degraded",
+                        )));
                     }
                     Paced::Due => {
                         counters.cache_hits_stale.fetch_add(1, Relaxed);
-                        let mut spec = spec(up, class, key, uri, headers, who, page);
+                        let mut spec = spec(ctx, key, &uri, &headers, page);
                         spec.stale_in_hand = true;
                         let p = proxy.clone();
                         proxy.coalescer.start_if_idle(key, move || fetch(p, spec));
-                        return Ok(respond::cached(
+                        return Lookup::Answered(Ok(respond::cached(
                             entry,
                             "weir; hit; fwd=stale; detail=degraded",
-                        ));
+                        )));
                     }
                     Paced::Normal => {}
                 }
@@ -231,113 +278,102 @@ impl Keyed {
             match entry.freshness(now) {
                 Freshness::Fresh => {
                     counters.cache_hits_fresh.fetch_add(1, Relaxed);
-                    return Ok(respond::cached(entry, "weir; hit"));
+                    return Lookup::Answered(Ok(respond::cached(entry, "weir; hit")));
                 }
                 Freshness::Revalidate => {
                     counters.cache_hits_stale.fetch_add(1, Relaxed);
-                    let mut spec = spec(up, class, key, uri, headers, who, page);
+                    let mut spec = spec(ctx, key, &uri, &headers, page);
                     spec.stale_in_hand = true;
                     let p = proxy.clone();
                     proxy.coalescer.start_if_idle(key, move || fetch(p, spec));
-                    return Ok(respond::cached(entry, "weir; hit; fwd=stale"));
+                    return Lookup::Answered(Ok(respond::cached(entry, "weir; hit; fwd=stale")));
                 }
                 Freshness::OnlyOnError | Freshness::Expired => {}
             }
         }
-        let stale = || {
+        let stale = move || {
             cached
                 .clone()
                 .filter(|e| e.freshness(Instant::now()) != Freshness::Expired)
         };
-
-        // Only requests that would reach the upstream count against the client's rate limit: a
-        // request that joins a running flight adds nothing upstream.
-        if !proxy.coalescer.is_running(&key) {
-            if let Err(p) = limits::client_rate(proxy, who) {
-                return rescue::stale_or(stale(), counters, p, "client-rate-limited");
+        // Only a request that would reach the upstream counts against the client's rate limit
+        // (the driver applies it to `Fetch`): one that joins a running flight adds nothing.
+        let joins = proxy.coalescer.is_running(&key);
+        let stale_now = stale();
+        let mut spec = spec(ctx, key, &uri, &headers, page);
+        spec.stale_in_hand = stale_now.is_some();
+        let go = Box::pin(async move {
+            let p = proxy.clone();
+            let (outcome, role) = proxy.coalescer.run(key, move || fetch(p, spec)).await;
+            if role == Role::Follower {
+                counters.coalesced.fetch_add(1, Relaxed);
             }
-        }
-        let mut spec = spec(up, class, key, uri, headers, who, page);
-        spec.stale_in_hand = stale().is_some();
-        let p = proxy.clone();
-        let (outcome, role) = proxy.coalescer.run(key, move || fetch(p, spec)).await;
-        if role == Role::Follower {
-            counters.coalesced.fetch_add(1, Relaxed);
-        }
-        let fwd = if role == Role::Leader {
-            "weir; fwd=miss"
-        } else {
-            "weir; fwd=miss; collapsed"
-        };
-        match outcome {
-            Some(Ok(fresh)) if fresh.is_success() && storable(headers, &fresh.headers) => {
-                Ok(respond::cached(&fresh, &format!("{fwd}; stored")))
+            let fwd = if role == Role::Leader {
+                "weir; fwd=miss"
+            } else {
+                "weir; fwd=miss; collapsed"
+            };
+            match outcome {
+                Some(Ok(fresh)) if fresh.is_success() && storable(&headers, &fresh.headers) => {
+                    Ok(respond::cached(&fresh, &format!("{fwd}; stored")))
+                }
+                Some(Ok(fresh)) if fresh.is_success() => Ok(respond::cached(&fresh, fwd)),
+                Some(Ok(failed)) => Ok(rescue::after_upstream_error(
+                    stale(),
+                    counters,
+                    &failed,
+                    fwd,
+                )),
+                // The answer became a stream: not a failure to cover with an old copy; the
+                // caller asks again on its own (`super::stream`).
+                Some(Err(problem))
+                    if class == RouteClass::Stream && proxy.streamed.contains_key(&key) =>
+                {
+                    Err((*problem).clone())
+                }
+                Some(Err(problem)) => {
+                    rescue::stale_or(stale(), counters, (*problem).clone(), problem.kind.as_str())
+                }
+                None => Err(Problem::new(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    ProblemKind::Internal,
+                    "the upstream fetch ended without an answer",
+                )),
             }
-            Some(Ok(fresh)) if fresh.is_success() => Ok(respond::cached(&fresh, fwd)),
-            Some(Ok(failed)) => Ok(rescue::after_upstream_error(
-                stale(),
-                counters,
-                &failed,
-                fwd,
-            )),
-            // The answer became a stream: not a failure to cover with an old copy; the caller
-            // asks again on its own (`super::stream`).
-            Some(Err(problem))
-                if class == RouteClass::Stream && proxy.streamed.contains_key(&key) =>
-            {
-                Err((*problem).clone())
-            }
-            Some(Err(problem)) => {
-                rescue::stale_or(stale(), counters, (*problem).clone(), problem.kind.as_str())
-            }
-            None => Err(Problem::new(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                ProblemKind::Internal,
-                "the upstream fetch ended without an answer",
-            )),
+        });
+        match joins {
+            true => Lookup::Joins(go),
+            false => Lookup::Fetch {
+                stale: stale_now,
+                go,
+            },
         }
     }
 }
 
 /// The cache and coalescing key of a request (upstream, method, path and sorted query, the
 /// caller's identity (or its account's sharing identity), the `key_headers`).
-pub(super) fn key_for(
-    proxy: &Proxy,
-    up: usize,
-    class: RouteClass,
-    parts: &http::request::Parts,
-    who: &Caller,
-) -> CacheKey {
-    let keyed = page_subset::keyed_identity(&proxy.accounts, class, who);
+pub(super) fn key_for(proxy: &Proxy, ctx: &Ctx, parts: &http::request::Parts) -> CacheKey {
+    let keyed = page_subset::keyed_identity(&proxy.accounts, ctx.class, &ctx.who);
     let pq = parts
         .uri
         .path_and_query()
         .map(|p| p.as_str())
         .unwrap_or("/");
     CacheKey::new(
-        up,
+        ctx.up,
         &parts.method,
         pq,
         &keyed,
         &parts.headers,
-        &proxy.settings().key_headers,
+        &ctx.settings.key_headers,
     )
 }
 
 /// Whether the cache holds an answer for this request: under its key, or, for a credential
 /// just resolved to its account, under the credential's own key (which [`serve_head`] adopts).
-pub(super) fn has_copy(
-    proxy: &Proxy,
-    up: usize,
-    class: RouteClass,
-    parts: &http::request::Parts,
-    who: &Caller,
-) -> bool {
-    if proxy
-        .cache
-        .get(&key_for(proxy, up, class, parts, who))
-        .is_some()
-    {
+pub(super) fn has_copy(proxy: &Proxy, ctx: &Ctx, parts: &http::request::Parts) -> bool {
+    if proxy.cache.get(&key_for(proxy, ctx, parts)).is_some() {
         return true;
     }
     let pq = parts
@@ -346,23 +382,21 @@ pub(super) fn has_copy(
         .map(|p| p.as_str())
         .unwrap_or("/");
     let own = CacheKey::new(
-        up,
+        ctx.up,
         &parts.method,
         pq,
-        &who.identity,
+        &ctx.who.identity,
         &parts.headers,
-        &proxy.settings().key_headers,
+        &ctx.settings.key_headers,
     );
     proxy.cache.get(&own).is_some()
 }
 
 fn spec(
-    up: usize,
-    class: RouteClass,
+    ctx: &Ctx,
     key: CacheKey,
     uri: &Uri,
     headers: &HeaderMap,
-    who: Caller,
     page: Option<(CacheKey, u32)>,
 ) -> FetchSpec {
     let mut headers = headers.clone();
@@ -380,12 +414,13 @@ fn spec(
         headers.remove(h);
     }
     FetchSpec {
-        up,
-        class,
+        settings: ctx.settings.clone(),
+        up: ctx.up,
+        class: ctx.class,
         key,
         uri: uri.clone(),
         headers,
-        scope: who.scope(),
+        scope: ctx.who.scope(),
         page,
         stale_in_hand: false,
     }
@@ -422,13 +457,11 @@ async fn fetch(proxy: Arc<Proxy>, spec: FetchSpec) -> Result<Arc<Stored>, Arc<Pr
 /// (a stream can go to one caller only): a document is stored like a `view` answer.
 pub(super) async fn exchange_once(
     proxy: &Arc<Proxy>,
-    up: usize,
-    class: RouteClass,
+    ctx: &Ctx,
     parts: &http::request::Parts,
-    who: Caller,
 ) -> Result<Fetched, Problem> {
-    let key = key_for(proxy, up, class, parts, &who);
-    let spec = spec(up, class, key, &parts.uri, &parts.headers, who, None);
+    let key = key_for(proxy, ctx, parts);
+    let spec = spec(ctx, key, &parts.uri, &parts.headers, None);
     exchange(proxy, &spec).await
 }
 
@@ -470,7 +503,7 @@ async fn exchange(proxy: &Arc<Proxy>, spec: &FetchSpec) -> Result<Fetched, Probl
         Err(_) => Some(true),
     };
     if let Some(failed) = failed {
-        let slow_floor = proxy.settings().resilience.breaker.slow_floor;
+        let slow_floor = spec.settings.resilience.breaker.slow_floor;
         proxy
             .cache
             .pace()
@@ -491,7 +524,7 @@ async fn shaped(proxy: &Proxy, spec: &FetchSpec) -> Result<(Shaped, u32), Proble
         .upstreams
         .call_streaming(spec.up, spec.class, req, spec.scope)
         .await?;
-    let cap = proxy.settings().limits.max_body_bytes;
+    let cap = spec.settings.limits.max_body_bytes;
     match shape::read(a.response, cap, shape::DOCUMENT_WINDOW).await {
         Ok(s) => Ok((s, a.failed_attempts)),
         Err(e) => Err(Problem::new(
@@ -510,8 +543,7 @@ fn keep(proxy: &Arc<Proxy>, spec: &FetchSpec, resp: Response<Bytes>) -> Arc<Stor
     // Never kept, never shared: the answer goes to every waiter and every later hit.
     parts.headers.remove(header::SET_COOKIE);
     let now = Instant::now();
-    let s = proxy.settings();
-    let (fresh, swr, sie) = lifetimes(spec.class, s.classes.get(spec.class), &body);
+    let (fresh, swr, sie) = lifetimes(spec.class, spec.settings.classes.get(spec.class), &body);
     let stored = Arc::new(Stored {
         status: parts.status,
         headers: parts.headers,

@@ -16,6 +16,7 @@
 //!    the rule, or offer the create to the local agent; and can skip the attempt altogether
 //!    while a situation its rule names holds.
 
+use super::context::Ctx;
 use super::headers::strip_hop_by_hop;
 use super::identity::Caller;
 use super::policy::CreatePlan;
@@ -23,7 +24,7 @@ use super::state::Proxy;
 use crate::body::Body;
 use crate::cache::{CacheKey, Stored};
 use crate::coalesce::Role;
-use crate::config::{QueueAnswer, RouteClass};
+use crate::config::{QueueAnswer, RouteClass, Settings};
 use crate::handoff::HandoffRequest;
 use crate::mode::Hold;
 use crate::policy::Action;
@@ -40,15 +41,14 @@ use weir_resilience::{classify_response, Kind};
 
 pub(super) async fn serve(
     proxy: &Arc<Proxy>,
-    up: usize,
+    ctx: &Ctx,
     req: Request<Incoming>,
-    who: Caller,
-    hold: Option<Hold>,
     plan: CreatePlan,
 ) -> Result<Response<Body>, Problem> {
+    let (up, who) = (ctx.up, ctx.who);
     let (mut parts, body) = req.into_parts();
     strip_hop_by_hop(&mut parts.headers);
-    let limit = proxy.settings().limits.max_body_bytes;
+    let limit = ctx.settings.limits.max_body_bytes;
     let (body, _held) =
         crate::body_budget::collect(&proxy.body_budget, body, limit, "a create body").await?;
     let key = dedupe_key(up, &who, &parts.uri, &parts.headers, &body);
@@ -57,6 +57,7 @@ pub(super) async fn serve(
     }
     let task = CreateTask {
         proxy: proxy.clone(),
+        settings: ctx.settings.clone(),
         up,
         key: key.clone(),
         identity: who.identity.hex(),
@@ -64,7 +65,7 @@ pub(super) async fn serve(
         uri: parts.uri,
         headers: parts.headers,
         body,
-        hold,
+        hold: ctx.hold,
         plan,
     };
     let (outcome, role) = proxy
@@ -120,6 +121,8 @@ fn respond(s: &Stored, how: &str) -> Response<Body> {
 
 struct CreateTask {
     proxy: Arc<Proxy>,
+    /// The settings of the request that leads the create.
+    settings: Arc<Settings>,
     up: usize,
     key: String,
     identity: String,
@@ -158,7 +161,12 @@ impl CreateTask {
             }
             // The same provisional job as the first answer: a client that asks again
             // follows the one create.
-            return Ok(queued(p, &item, "an identical create is already queued"));
+            return Ok(queued(
+                p,
+                &self.settings,
+                &item,
+                "an identical create is already queued",
+            ));
         }
         let (reason, in_doubt) = match self.hold {
             Some(hold) => (held_reason(hold), false),
@@ -212,7 +220,7 @@ impl CreateTask {
         };
         match p.queue.enqueue(&p.bus, create, &reason, in_doubt).await {
             Ok(item) => {
-                let a = queued(p, &item, &reason);
+                let a = queued(p, &self.settings, &item, &reason);
                 Ok(match label.and_then(|l| HeaderValue::from_str(&l).ok()) {
                     Some(v) => {
                         let mut headers = a.headers.clone();
@@ -282,7 +290,7 @@ impl CreateTask {
     /// a local agent there is nothing to guard (the offer says it is not configured).
     async fn developers_own(&self) -> Result<(), crate::handoff::NotOwn> {
         let p = &self.proxy;
-        if p.settings().local_agent.is_none() {
+        if self.settings.local_agent.is_none() {
             return Ok(());
         }
         // The stored token lives only in the OS keychain (the token API refuses any other).
@@ -388,12 +396,12 @@ fn stored(status: StatusCode, headers: HeaderMap, body: Bytes) -> Arc<Stored> {
 
 /// The answer for a create Weir queued, as `[queue] answer` says: the job object in the
 /// upstream's shape (default), or `202` with the queue entry.
-fn queued(p: &Proxy, item: &weir_store::Item, reason: &str) -> Arc<Stored> {
+fn queued(p: &Proxy, settings: &Settings, item: &weir_store::Item, reason: &str) -> Arc<Stored> {
     // The job object is the jobs API's shape (`POST /agents/swe/v1/jobs/{o}/{r}`), known from
     // gh's and VS Code's types. What a queued task of the Agent Tasks REST API
     // (`POST /agents/repos/{o}/{r}/tasks`) looks like is known from no client's source, so a
     // create on any other route keeps the plain 202 rather than a guessed shape.
-    if p.settings().queue.answer == QueueAnswer::Accepted
+    if settings.queue.answer == QueueAnswer::Accepted
         || !item.path_and_query.starts_with("/agents/swe/v1/jobs/")
     {
         return accepted(p, item.id, reason);

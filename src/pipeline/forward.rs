@@ -1,10 +1,10 @@
 //! Streaming forward: the request body and the response body flow through without being
 //! buffered (true streams such as SSE, creates, and everything Weir does not manage).
 
+use super::context::Ctx;
 use super::headers::strip_hop_by_hop;
 use super::state::Proxy;
 use crate::body::{boxed, Body};
-use crate::config::RouteClass;
 use crate::problem::{Problem, ProblemKind};
 use crate::upstream::{fetch_problem, Timeouts};
 use http::{header, HeaderValue, Request, Response, StatusCode, Uri};
@@ -54,16 +54,14 @@ async fn pass(
 /// body), streamed through admission and the attempt phase.
 pub(super) async fn managed(
     proxy: &Proxy,
-    up: usize,
-    class: RouteClass,
+    ctx: &Ctx,
     req: Request<Incoming>,
-    who: Option<crate::identity::Identity>,
 ) -> Result<Response<Body>, Problem> {
     let graphql = super::announce::is_graphql(req.method(), req.uri().path());
     let upstream_req = prepare(req)?;
     let attempted = proxy
         .upstreams
-        .call_streaming(up, class, upstream_req, who)
+        .call_streaming(ctx.up, ctx.class, upstream_req, ctx.who.scope())
         .await?;
     let resp = relay(attempted.response);
     Ok(match graphql {

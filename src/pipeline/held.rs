@@ -18,32 +18,30 @@
 //! A fallback policy rule `list = "cache"` ([`super::policy`]) answers one `list` request the
 //! same way (`Hold::Policy`, `detail=policy`), with its own miss (`policy_cache_miss`).
 
-use super::identity::Caller;
+use super::context::{Ctx, Step};
 use super::state::Proxy;
 use super::{cache, respond};
-use crate::body::Body;
 use crate::cache::Freshness;
 use crate::config::RouteClass;
 use crate::mode::Hold;
 use crate::problem::{Problem, ProblemKind};
-use http::{Request, Response, StatusCode};
+use http::{Request, StatusCode};
 use hyper::body::Incoming;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use tokio::time::Instant;
 
 /// A cacheable (or `stream`) GET while upstream calls are held.
-pub(super) async fn cached(
-    proxy: &Arc<Proxy>,
-    up: usize,
-    class: RouteClass,
+pub(super) fn cached<'a>(
+    proxy: &'a Arc<Proxy>,
+    ctx: &'a Ctx,
     req: Request<Incoming>,
-    who: Caller,
     hold: Hold,
-) -> Result<Response<Body>, Problem> {
+) -> Step<'a> {
+    let class = ctx.class;
     let (parts, body) = req.into_parts();
-    let key = cache::key_for(proxy, up, class, &parts, &who);
-    let counters = proxy.upstreams.get(up).counters.class(class);
+    let key = cache::key_for(proxy, ctx, &parts);
+    let counters = proxy.upstreams.get(ctx.up).counters.class(class);
     let mut entry = proxy.cache.get(&key);
     if class == RouteClass::Token {
         entry = entry.map(|e| super::token_age::aged(e, Instant::now()));
@@ -54,24 +52,25 @@ pub(super) async fn cached(
         (Some(_), Some(Freshness::Expired)) if class == RouteClass::Token => {}
         (Some(e), Some(Freshness::Fresh)) => {
             counters.cache_hits_fresh.fetch_add(1, Relaxed);
-            return Ok(respond::cached(&e, "weir; hit"));
+            return Step::Answered(Ok(respond::cached(&e, "weir; hit")));
         }
         (Some(e), _) => {
             counters.cache_hits_stale.fetch_add(1, Relaxed);
             let status = format!("weir; hit; fwd=stale; detail={}", hold.detail());
-            return Ok(respond::cached(&e, &status));
+            return Step::Answered(Ok(respond::cached(&e, &status)));
         }
         (None, _) => {}
     }
     if class == RouteClass::Token {
-        return cache::serve(proxy, up, class, Request::from_parts(parts, body), who).await;
+        return cache::serve(proxy, ctx, Request::from_parts(parts, body));
     }
-    Err(miss(proxy, up, class, hold))
+    Step::Answered(Err(miss(proxy, ctx, hold)))
 }
 
 /// The answer to a request these modes cannot serve without the upstream.
-pub(super) fn miss(proxy: &Proxy, up: usize, class: RouteClass, hold: Hold) -> Problem {
-    let name = &proxy.upstreams.get(up).settings.name;
+pub(super) fn miss(proxy: &Proxy, ctx: &Ctx, hold: Hold) -> Problem {
+    let class = ctx.class;
+    let name = &proxy.upstreams.get(ctx.up).settings.name;
     // A `stream` answer is cached when it is a document (see `super::stream`).
     let what = if class.is_cacheable() || class == RouteClass::Stream {
         format!(
@@ -102,7 +101,7 @@ pub(super) fn miss(proxy: &Proxy, up: usize, class: RouteClass, hold: Hold) -> P
                 ProblemKind::OfflineMiss,
                 format!("Weir is offline{since}: every managed upstream is unreachable at the network level; {what}. Check your network; Weir probes the upstreams and goes back online by itself."),
             )
-            .retry_after(proxy.settings().offline.probe_base)
+            .retry_after(ctx.settings.offline.probe_base)
         }
         // The policy phase adds which rule (see `super::policy`).
         Hold::Policy => Problem::new(

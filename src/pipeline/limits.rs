@@ -1,7 +1,8 @@
-//! Phase 3, limits: the header-size cap (every request, before anything else) and the client
-//! rate limit — each (surface, identity) may send only so many requests that would reach an
-//! upstream (GCRA). Cache hits and coalesced followers are never limited, so the cache phase
-//! applies it only when it is about to fetch; every other managed class right after identity.
+//! The request limits, each applied in one place: the header-size cap by the front door
+//! (`super::front`, every request before anything else) and the client rate limit by the
+//! driver (`super::admit_and_run`) — each (surface, identity) may send only so many requests
+//! that would reach an upstream (GCRA). Cache hits and requests joining a running flight reach
+//! none, so they are never limited.
 
 use super::headers::header_bytes;
 use super::identity::Caller;

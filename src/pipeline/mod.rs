@@ -1,26 +1,31 @@
 //! The request path. Every request a client sends through Weir passes these phases, in this
 //! order; each policy lives in one module and is applied in one place:
 //!
+//! 0. **front door** ([`front`]): every listener's requests, proxied or for the control API:
+//!    the request id and the header-size cap, under one settings version;
 //! 1. **classify** ([`classify`]): CONNECT, a managed upstream and its route class, or
 //!    anything else (passed through untouched, or tunnelled blind);
 //! 2. **identity** ([`identity`]): the surface (by `User-Agent`) and the keyed credential hash;
 //!    the credential's GitHub account, when known, decides which list/view answers it shares
 //!    ([`crate::accounts`], resolved off the request path);
-//! 3. **limits** ([`limits`]): header size first of all; the client rate limit for requests
-//!    that would reach an upstream;
-//!    3a. **provisional ids** ([`provisional`]): follow-up calls for a create Weir queued
+//!    2a. **provisional ids** ([`provisional`]): follow-up calls for a create Weir queued
 //!    are answered from the queue, or sent on with the real id once it exists;
-//! 4. **cache/coalesce** ([`cache`]) for `list`/`view`/`token`, smaller list pages served from
-//!    a larger page 1 ([`page_subset`]); for `stream` GETs ([`stream`]) when the answer is a
-//!    complete document ([`shape`]), else streamed through; duplicate suppression ([`create`]) for creates; in
-//!    cache-only mode or offline, [`held`] instead: the cache alone, creates straight to the
-//!    queue, nothing upstream (pass-through mode skips every phase after 1 and forwards
-//!    untouched);
-//!    4a. **policy** ([`policy`]): the fallback policy graph decides the `list`/`create`
+//!    2b. **policy** ([`policy`]): the fallback policy graph decides the `list`/`create`
 //!    action for this repository, network and situation (lists from the cache only; creates
 //!    queued, failed or offered to a local agent), named in `Weir-Policy`;
-//! 5. **admission** (cooldown → breaker → bulkhead) and 6. **attempt and retry** (one retry
-//!    layer, budget, fallback): [`crate::upstream`], shared with the queue's replays;
+//! 3. **context** ([`context`]): built once — settings, upstream, class, caller, the mode's
+//!    hold, the decision; the handlers below read only it;
+//! 4. **class handler**, which returns a step, never calling the upstream itself:
+//!    [`cache`] for `list`/`view`/`token` (smaller list pages from a larger page 1,
+//!    [`page_subset`]); [`stream`] for `stream` GETs (a complete document is cached, a true
+//!    stream passes, [`shape`]); [`held`] in cache-only mode, offline or under a `list =
+//!    "cache"` rule (the cache alone); else the call: [`create`] (duplicate suppression),
+//!    [`model`], or [`forward`]. Pass-through mode skips every phase after 1;
+//! 5. **driver admission** (`admit_and_run`): the client rate limit (GCRA per surface and
+//!    identity), applied here and nowhere else, only to steps that reach an upstream; a limited
+//!    cache fetch gets its stale copy instead ([`limits`]);
+//! 6. **upstream admission** (cooldown → breaker → bulkhead) and **attempt and retry** (one
+//!    retry layer, budget, fallback): [`crate::upstream`], shared with the queue's replays;
 //! 7. **rescue** ([`rescue`]): a stale answer when the upstream failed; creates go to the
 //!    durable queue;
 //! 8. **response headers** ([`respond`]): `X-Request-Id`, `Cache-Status`, `Age`,
@@ -36,6 +41,7 @@
 mod announce;
 mod cache;
 mod classify;
+mod context;
 mod create;
 mod forward;
 mod headers;
@@ -60,28 +66,51 @@ mod tunnel;
 
 pub(crate) use classify::is_for_weir;
 pub(crate) use headers::request_id;
-pub(crate) use limits::header_size;
 pub(crate) use respond::finish;
 pub(crate) use state::{host_for, is_own_host_name, Proxy, ProxyParts};
 pub(crate) use token_age::decoded_body;
 
 use crate::body::Body;
-use crate::config::RouteClass;
-use crate::mode::{Behaviour, Hold};
+use crate::config::{RouteClass, Settings};
+use crate::mode::Behaviour;
 use crate::problem::Problem;
 use classify::Target;
+use context::{Answer, Call, Ctx, Step};
 use headers::REQUEST_ID;
 use http::{HeaderValue, Method, Request, Response};
 use hyper::body::Incoming;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
-/// The pipeline's entry point: never fails, every error becomes a problem response.
-pub(crate) async fn handle(proxy: Arc<Proxy>, req: Request<Incoming>) -> Response<Body> {
+/// Every request's front door, whichever listener took it (the local proxy, the gateway's,
+/// the admin listener, an intercepted TLS connection) and wherever it goes next (this
+/// pipeline or the control API): the request id, the header-size cap — applied here and
+/// nowhere else — then `next` under one settings version, and the response headers. Never
+/// fails: every error becomes a problem response.
+pub(crate) async fn front<F, Fut>(proxy: &Proxy, req: Request<Incoming>, next: F) -> Response<Body>
+where
+    F: FnOnce(Request<Incoming>, HeaderValue, Arc<Settings>) -> Fut,
+    Fut: std::future::Future<Output = Answer>,
+{
     let rid = request_id(req.headers());
+    // One version of the settings for this request's own checks (a change lands on the next).
+    let settings = proxy.settings();
+    let result = match limits::header_size(&settings.limits, req.headers()) {
+        Ok(()) => next(req, rid.clone(), settings).await,
+        Err(p) => Err(p),
+    };
+    finish(result, rid, &proxy.base_url, &proxy.global)
+}
+
+/// The pipeline's entry point, through the [`front`] door.
+pub(crate) async fn handle(proxy: Arc<Proxy>, req: Request<Incoming>) -> Response<Body> {
     let mut rule = None;
-    let result = phases(&proxy, req, &rid, &mut rule).await;
-    let mut res = finish(result, rid, &proxy.base_url, &proxy.global);
+    let p = &proxy;
+    let r = &mut rule;
+    let mut res = front(p, req, |req, rid, settings| {
+        phases(p, req, rid, settings, r)
+    })
+    .await;
     // The rule that decided (a create's rescue may have said more, e.g. `local->queue`).
     if let Some(v) = rule {
         res.headers_mut().entry(policy::HEADER).or_insert(v);
@@ -92,12 +121,10 @@ pub(crate) async fn handle(proxy: Arc<Proxy>, req: Request<Incoming>) -> Respons
 async fn phases(
     proxy: &Arc<Proxy>,
     mut req: Request<Incoming>,
-    rid: &HeaderValue,
+    rid: HeaderValue,
+    settings: Arc<Settings>,
     rule: &mut Option<HeaderValue>,
 ) -> Result<Response<Body>, Problem> {
-    // One version of the settings for this request's own checks (a change lands on the next).
-    let settings = proxy.settings();
-    limits::header_size(&settings.limits, req.headers())?;
     let target = classify::target(proxy, &settings, &req);
     let surface = identity::surface_of(req.headers());
     proxy.global.surface(surface);
@@ -128,7 +155,7 @@ async fn phases(
         Behaviour::Hold(h) => Some(h),
         Behaviour::Normal => None,
     };
-    req.headers_mut().insert(REQUEST_ID, rid.clone());
+    req.headers_mut().insert(REQUEST_ID, rid);
     let who = identity::caller(&proxy.identity_key, surface, req.headers());
     // A provisional job or session id of a create Weir queued: answered from the queue, or
     // (once sent) the real id in its place.
@@ -144,37 +171,75 @@ async fn phases(
     }
     let decision = policy::decide(proxy, &settings, up, class, req.uri().path(), &who);
     *rule = decision.as_ref().and_then(policy::header);
-    if class.is_cacheable() && req.method() == Method::GET {
-        // The cache phase applies the rate limit itself: hits and joins are never limited.
-        return match hold.or(policy::list_hold(decision.as_ref())) {
-            Some(Hold::Policy) => held::cached(proxy, up, class, req, who, Hold::Policy)
-                .await
-                .map_err(|p| match &decision {
-                    Some(d) => policy::explain(p, d),
-                    None => p,
-                }),
-            Some(h) => held::cached(proxy, up, class, req, who, h).await,
-            None => cache::serve(proxy, up, class, req, who).await,
+    let ctx = Ctx {
+        settings,
+        up,
+        class,
+        who,
+        hold,
+        decision,
+    };
+    let step = step(proxy, &ctx, req);
+    let answer = admit_and_run(proxy, &ctx, step).await;
+    match &ctx.decision {
+        // A miss under `list = "cache"` names the rule.
+        Some(d) if policy::list_hold(Some(d)).is_some() => {
+            answer.map_err(|p| policy::explain(p, d))
+        }
+        _ => answer,
+    }
+}
+
+/// The class handler for a managed request: what it can answer itself, or the call it needs.
+fn step<'a>(proxy: &'a Arc<Proxy>, ctx: &'a Ctx, req: Request<Incoming>) -> Step<'a> {
+    let (class, hold) = (ctx.class, ctx.hold);
+    let get = req.method() == Method::GET;
+    if class.is_cacheable() && get {
+        return match hold.or(policy::list_hold(ctx.decision.as_ref())) {
+            Some(h) => held::cached(proxy, ctx, req, h),
+            None => cache::serve(proxy, ctx, req),
         };
     }
-    if class == RouteClass::Stream && req.method() == Method::GET {
+    if class == RouteClass::Stream && get {
         // Answers decide: documents are cached like `view`, streams pass (see `stream`).
         return match hold {
-            Some(h) => held::cached(proxy, up, class, req, who, h).await,
-            None => stream::serve(proxy, up, req, who).await,
+            Some(h) => held::cached(proxy, ctx, req, h),
+            None => stream::serve(proxy, ctx, req),
         };
     }
-    if let (RouteClass::Create, Some(d)) = (class, decision) {
-        limits::client_rate(proxy, who)?;
-        let plan = policy::CreatePlan::new(d);
-        return create::serve(proxy, up, req, who, hold, plan).await;
+    if let (RouteClass::Create, Some(d)) = (class, &ctx.decision) {
+        return Step::Upstream(Call::Create(req, policy::CreatePlan::new(d.clone())));
     }
     if let Some(h) = hold {
-        return Err(held::miss(proxy, up, class, h));
+        return Step::Answered(Err(held::miss(proxy, ctx, h)));
     }
-    limits::client_rate(proxy, who)?;
-    if class == RouteClass::Model {
-        return model::serve(proxy, up, req, who.scope()).await;
+    match class {
+        RouteClass::Model => Step::Upstream(Call::Model(req)),
+        _ => Step::Upstream(Call::Forward(req)),
     }
-    forward::managed(proxy, up, class, req, who.scope()).await
+}
+
+/// Admission for what reaches an upstream — the client rate limit, applied here and nowhere
+/// else (a stale copy answers a limited cache fetch) — then the call. The upstream's own
+/// admission (cooldown, breaker, bulkhead) and the attempts follow inside the call.
+async fn admit_and_run(proxy: &Arc<Proxy>, ctx: &Ctx, step: Step<'_>) -> Answer {
+    let call = match step {
+        Step::Answered(answer) => return answer,
+        Step::Joins(go) => return go.await,
+        Step::Upstream(call) => call,
+    };
+    if let Err(p) = limits::client_rate(proxy, ctx.who) {
+        let counters = proxy.upstreams.get(ctx.up).counters.class(ctx.class);
+        let stale = match call {
+            Call::Fetch { stale, .. } => stale,
+            _ => None,
+        };
+        return rescue::stale_or(stale, counters, p, "client-rate-limited");
+    }
+    match call {
+        Call::Forward(req) => forward::managed(proxy, ctx, req).await,
+        Call::Model(req) => model::serve(proxy, ctx, req).await,
+        Call::Create(req, plan) => create::serve(proxy, ctx, req, plan).await,
+        Call::Fetch { go, .. } => go.await,
+    }
 }

@@ -23,12 +23,13 @@
 //! Episodes (first fallback → the model answers again with its breaker closed) are announced
 //! once each way as [`Event::ModelFallback`].
 
+use super::context::Ctx;
 use super::forward;
 use super::model_body;
 use super::model_stream::{first_data, settle, Recorded};
 use super::state::Proxy;
 use crate::body::{empty, full, Body};
-use crate::config::RouteClass;
+use crate::config::{RouteClass, Settings};
 use crate::events::{Event, ModelFallbackChange};
 use crate::identity::Identity;
 use crate::problem::{Problem, ProblemKind};
@@ -47,11 +48,10 @@ pub(super) const FALLBACK_HEADER: &str = "weir-model-fallback";
 
 pub(super) async fn serve(
     proxy: &Proxy,
-    up: usize,
+    ctx: &Ctx,
     req: Request<Incoming>,
-    who: Option<Identity>,
 ) -> Result<Response<Body>, Problem> {
-    let settings = proxy.settings();
+    let (up, who, settings) = (ctx.up, ctx.who.scope(), &*ctx.settings);
     let (mut parts, body) = req.into_parts();
     forward::prepare_parts(&mut parts)?;
     // Held against the one bound on buffered bodies until the answer is sent.
@@ -71,12 +71,22 @@ pub(super) async fn serve(
         .and_then(|n| models.breaker(up, &upstream, &n.model, &r.breaker, r.breaker_jitter));
     let Some(named) = named.filter(|_| breaker.is_some()) else {
         // No model named (or a name Weir does not track): one plain attempt, no breaker.
-        return match attempt(proxy, up, &parts, body, None, who).await {
+        return match attempt(proxy, settings, up, &parts, body, None, who).await {
             Outcome::Answer(resp) => Ok(resp),
             Outcome::Failed(f) => f.into_result(&upstream, None),
         };
     };
-    let failure = match attempt(proxy, up, &parts, body.clone(), breaker.as_ref(), who).await {
+    let failure = match attempt(
+        proxy,
+        settings,
+        up,
+        &parts,
+        body.clone(),
+        breaker.as_ref(),
+        who,
+    )
+    .await
+    {
         Outcome::Answer(resp) => {
             if resp.status().is_success() {
                 if let Some(end) = models.answered(up, &named.model) {
@@ -94,7 +104,7 @@ pub(super) async fn serve(
     };
     // A `[[policy]]` rule can forbid model fallback (`model = "never"`). Completion requests
     // name no repository, so only `repo = "*"` rules apply; the answer names the rule.
-    let decision = super::policy::model_fallback_allowed(proxy, up, None);
+    let decision = super::policy::model_fallback_allowed(proxy, settings, up, None);
     if !decision.allows_model_fallback() {
         let failed = failure.into_result(&upstream, Some(&named.model));
         return marked(failed, super::policy::HEADER, decision.header());
@@ -102,7 +112,16 @@ pub(super) async fn serve(
     let to = rule.to.clone();
     let to_breaker = models.breaker(up, &upstream, &to, &r.breaker, r.breaker_jitter);
     let rewritten = model_body::rewrite(&body, &named, &to);
-    let second = attempt(proxy, up, &parts, rewritten, to_breaker.as_ref(), who).await;
+    let second = attempt(
+        proxy,
+        settings,
+        up,
+        &parts,
+        rewritten,
+        to_breaker.as_ref(),
+        who,
+    )
+    .await;
     if let Outcome::Failed(Failure::Open(_)) = second {
         // The fallback model could not even be tried: the first model's failure stands.
         return failure.into_result(&upstream, Some(&named.model));
@@ -216,6 +235,7 @@ impl Failure {
 /// at all (it is the way to the host, not the model).
 async fn attempt(
     proxy: &Proxy,
+    settings: &Settings,
     up: usize,
     parts: &Parts,
     body: Bytes,
@@ -229,7 +249,6 @@ async fn attempt(
         },
         None => None,
     };
-    let settings = proxy.settings();
     let per_try = settings.classes.get(RouteClass::Model).per_try_timeout;
     let limit = settings.limits.max_body_bytes;
     let ups = &proxy.upstreams;

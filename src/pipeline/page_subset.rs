@@ -223,12 +223,12 @@ pub(super) async fn narrow(
 /// from a page already in hand: asking for it would not spare the request's own call).
 pub(super) fn fresh_page(
     proxy: &super::state::Proxy,
+    settings: &crate::config::Settings,
     up: usize,
     keyed: &Identity,
     uri: &Uri,
     headers: &HeaderMap,
 ) -> Option<Response<Body>> {
-    let settings = proxy.settings();
     let pq = uri.path_and_query().map(|p| p.as_str()).unwrap_or("/");
     let key = CacheKey::new(up, &Method::GET, pq, keyed, headers, &settings.key_headers);
     let e = proxy.cache.get(&key)?;

@@ -94,10 +94,15 @@ pub(super) fn decide(
 /// Whether model fallback may run for a request to upstream `up` about `repo` (`None`:
 /// the request names no repository, so only `repo = "*"` rules apply). The model path calls
 /// this before rewriting a model: `Action::Never` forbids it; the decision names the rule.
-pub(crate) fn model_fallback_allowed(proxy: &Proxy, up: usize, repo: Option<&str>) -> Decision {
+pub(crate) fn model_fallback_allowed(
+    proxy: &Proxy,
+    settings: &Settings,
+    up: usize,
+    repo: Option<&str>,
+) -> Decision {
     let mut cx = context(proxy, up, "", None);
     cx.repo = repo.map(str::to_string);
-    let d = proxy.settings().policy.decide(Function::Model, &cx);
+    let d = settings.policy.decide(Function::Model, &cx);
     proxy.policy_log.record(&d, repo);
     d
 }

@@ -13,13 +13,10 @@
 //! a stream, the key is marked as streaming and its callers ask on their own from then on.
 
 use super::cache::{self, Fetched};
-use super::identity::Caller;
+use super::context::{Answer, Call, Ctx, Step};
 use super::state::Proxy;
-use super::{forward, limits, rescue, respond};
-use crate::body::Body;
-use crate::config::RouteClass;
-use crate::problem::Problem;
-use http::{Request, Response};
+use super::{forward, rescue, respond};
+use http::Request;
 use hyper::body::Incoming;
 use std::sync::Arc;
 
@@ -34,30 +31,50 @@ pub(super) fn streamed() -> Streamed {
 }
 
 /// A `stream` GET on a managed upstream.
-pub(super) async fn serve(
-    proxy: &Arc<Proxy>,
-    up: usize,
-    req: Request<Incoming>,
-    who: Caller,
-) -> Result<Response<Body>, Problem> {
-    let class = RouteClass::Stream;
+pub(super) fn serve<'a>(proxy: &'a Arc<Proxy>, ctx: &'a Ctx, req: Request<Incoming>) -> Step<'a> {
     // A GET with a body is not a poll: it passes as it came.
     if !http_body::Body::is_end_stream(req.body()) {
-        limits::client_rate(proxy, who)?;
-        return forward::managed(proxy, up, class, req, who.scope()).await;
+        return Step::Upstream(Call::Forward(req));
     }
     let (parts, _empty) = req.into_parts();
-    let key = cache::key_for(proxy, up, class, &parts, &who);
-    if !proxy.streamed.contains_key(&key) && cache::has_copy(proxy, up, class, &parts, &who) {
-        match cache::serve_head(proxy, up, class, &parts, who).await {
-            // A refresh found a stream where the document was: ask again, on our own.
-            Err(_) if proxy.streamed.contains_key(&key) => {}
-            answered => return answered,
-        }
+    let key = cache::key_for(proxy, ctx, &parts);
+    if !proxy.streamed.contains_key(&key) && cache::has_copy(proxy, ctx, &parts) {
+        // A refresh that finds a stream where the document was: ask again, on our own. A
+        // wait for a flight that may end so is admitted like a fetch.
+        let (stale, go) = match cache::serve_head(proxy, ctx, parts.clone()) {
+            Step::Answered(Err(_)) if proxy.streamed.contains_key(&key) => (None, None),
+            Step::Joins(go) => (None, Some(go)),
+            Step::Upstream(Call::Fetch { stale, go }) => (stale, Some(go)),
+            other => return other,
+        };
+        return Step::Upstream(Call::Fetch {
+            stale,
+            go: Box::pin(async move {
+                if let Some(go) = go {
+                    match go.await {
+                        Err(_) if proxy.streamed.contains_key(&key) => {}
+                        answered => return answered,
+                    }
+                }
+                once(proxy, ctx, parts, key).await
+            }),
+        });
     }
-    limits::client_rate(proxy, who)?;
-    let counters = proxy.upstreams.get(up).counters.class(class);
-    match cache::exchange_once(proxy, up, class, &parts, who).await? {
+    Step::Upstream(Call::Fetch {
+        stale: None,
+        go: Box::pin(once(proxy, ctx, parts, key)),
+    })
+}
+
+/// The one exchange of a `stream` GET with nothing usable in the cache.
+async fn once(
+    proxy: &Arc<Proxy>,
+    ctx: &Ctx,
+    parts: http::request::Parts,
+    key: crate::cache::CacheKey,
+) -> Answer {
+    let counters = proxy.upstreams.get(ctx.up).counters.class(ctx.class);
+    match cache::exchange_once(proxy, ctx, &parts).await? {
         Fetched::Stream(resp) => {
             proxy.streamed.insert(key, ());
             Ok(forward::relay(resp))
