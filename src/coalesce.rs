@@ -9,6 +9,7 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 use tokio::sync::watch;
+use tokio_util::task::TaskTracker;
 
 /// What a flight ends with. Cloned to every waiter, so it is cheap to clone.
 pub type Outcome<T, E> = Result<Arc<T>, Arc<E>>;
@@ -17,20 +18,32 @@ type Slot<T, E> = watch::Receiver<Option<Outcome<T, E>>>;
 
 pub struct Coalescer<T, E> {
     flights: Arc<Mutex<HashMap<CacheKey, Slot<T, E>>>>,
+    /// Where the fetch tasks run (the engine's tracker, see [`Coalescer::tracked`]).
+    tasks: TaskTracker,
 }
 
 impl<T, E> Clone for Coalescer<T, E> {
     fn clone(&self) -> Self {
         Coalescer {
             flights: self.flights.clone(),
+            tasks: self.tasks.clone(),
         }
     }
 }
 
+/// A coalescer with a tracker of its own (tests, and parts no shutdown waits for).
 impl<T, E> Default for Coalescer<T, E> {
     fn default() -> Self {
+        Coalescer::tracked(TaskTracker::new())
+    }
+}
+
+impl<T, E> Coalescer<T, E> {
+    /// A coalescer whose fetch tasks run on `tasks`.
+    pub fn tracked(tasks: TaskTracker) -> Self {
         Coalescer {
             flights: Arc::default(),
+            tasks,
         }
     }
 }
@@ -121,7 +134,7 @@ where
             flights: self.flights.clone(),
         };
         let fut = fetch();
-        tokio::spawn(async move {
+        self.tasks.spawn(async move {
             let outcome = fut.await;
             // Remove before publishing: a caller arriving after the outcome starts afresh
             // (and finds the freshly cached answer) rather than joining a finished flight.

@@ -88,6 +88,50 @@ async fn no_task_is_left_after_shutdown() {
     assert_eq!(left, 0, "runtime tasks still alive after shutdown");
 }
 
+/// A cache fetch is a detached task (a client that hangs up does not cancel it): the engine
+/// tracks it, and shutdown waits for it to end rather than leaving it running.
+#[tokio::test]
+async fn a_fetch_in_flight_at_shutdown_is_tracked_and_waited_for() {
+    let up = Upstream::start().await;
+    up.set(|b| b.delay = Duration::from_millis(800));
+    let dir = tempfile::tempdir().unwrap();
+    let toml = format!(
+        "default_upstreams = false\nlisten = \"127.0.0.1:0\"\nwatch_github_status = false\nallow_private_targets = true\n[[upstream]]\nname = \"up0\"\norigin = \"{}\"\n[queue]\ncredentials = \"memory\"\n[limits]\ndrain_timeout = \"5s\"\n",
+        up.origin()
+    );
+    let settings = weir::config::parse_str(&toml, "weir.toml").unwrap();
+    let handle = weir::start(weir::EngineOptions::new(settings, dir.path().join("data")))
+        .await
+        .expect("weir starts");
+    let started = handle.running_tasks();
+    let client = reqwest::Client::builder()
+        .proxy(reqwest::Proxy::all(format!("http://{}", handle.local_addr())).unwrap())
+        .timeout(Duration::from_millis(100))
+        .build()
+        .unwrap();
+    let gave_up = client
+        .get(format!("{}/agents/sessions", up.origin()))
+        .header("authorization", "token flight")
+        .send()
+        .await;
+    assert!(gave_up.is_err(), "the client hung up before the answer");
+    assert!(
+        handle.running_tasks() > started,
+        "the flight the client left is a tracked task"
+    );
+    handle.shutdown().await;
+    assert_eq!(
+        handle.running_tasks(),
+        0,
+        "tracked tasks left after shutdown"
+    );
+    assert_eq!(
+        up.count("/agents/sessions"),
+        1,
+        "the one fetch reached the upstream"
+    );
+}
+
 /// A zero-config start watches no config file it was only told the place of (the OS default
 /// location, as the tray and `weir serve` pass it): its directory is not created, and the
 /// status says the file is not watched.

@@ -66,7 +66,7 @@ async fn migrate_and_listen(
     let wake = q.wake.clone();
     // The same name the queue's leases carry (`Queue::open_postgres`).
     let owner = pg::owner_name();
-    let signals = crate::gateway::signals::start(conn.clone(), owner, upstreams.clone());
+    let signals = crate::gateway::signals::start(conn.clone(), owner, upstreams.clone(), bus);
     pg::listen::spawn(
         conn,
         vec![
@@ -77,6 +77,7 @@ async fn migrate_and_listen(
             (crate::gateway::signals::SIGNALS_CHANNEL, signals),
         ],
         bus.stopping(),
+        bus.tasks(),
     );
     Ok(QueueState::Open(q))
 }

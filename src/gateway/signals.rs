@@ -25,6 +25,7 @@ pub(crate) fn start(
     conn: Arc<PgConn>,
     owner: String,
     upstreams: Arc<Upstreams>,
+    bus: &crate::events::Bus,
 ) -> listen::Handler {
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<SharedHold>();
     for u in &upstreams.list {
@@ -34,9 +35,14 @@ pub(crate) fn start(
         let gate_tx = tx.clone();
         let name = u.settings.name.clone();
         let up = upstreams.clone();
-        tokio::spawn(async move {
+        let mut stop = bus.stopping();
+        bus.spawn(async move {
             loop {
-                match events.recv().await {
+                let e = tokio::select! {
+                    e = events.recv() => e,
+                    _ = stop.wait_for(|s| *s) => return,
+                };
+                match e {
                     Ok(e) if e.to == State::Open => {
                         let wait = up
                             .list
@@ -59,8 +65,14 @@ pub(crate) fn start(
     }
     let writer = conn.clone();
     let me = owner.clone();
-    tokio::spawn(async move {
-        while let Some(hold) = rx.recv().await {
+    let mut stop = bus.stopping();
+    bus.spawn(async move {
+        loop {
+            let hold = tokio::select! {
+                h = rx.recv() => h,
+                _ = stop.wait_for(|s| *s) => return,
+            };
+            let Some(hold) = hold else { return };
             if let Err(e) = publish(&writer, &me, &hold).await {
                 // Sharing is best effort: each replica still has its own breaker.
                 tracing::debug!(error = %e, "could not share an upstream hold");
@@ -68,10 +80,11 @@ pub(crate) fn start(
         }
     });
     let reader = conn;
+    let bus = bus.clone();
     Arc::new(move |payload: &str| {
         let (reader, owner, upstreams) = (reader.clone(), owner.clone(), upstreams.clone());
         let only = (!payload.is_empty()).then(|| payload.to_string());
-        tokio::spawn(async move {
+        bus.spawn(async move {
             if let Err(e) = apply(&reader, &owner, &upstreams, only.as_deref()).await {
                 tracing::debug!(error = %e, "could not read shared upstream holds");
             }

@@ -12,13 +12,15 @@ use tokio_postgres::AsyncMessage;
 /// A channel's handler; gets the notification's payload (empty after a reconnect).
 pub(crate) type Handler = Arc<dyn Fn(&str) + Send + Sync>;
 
-/// Listens on every `(channel, handler)` until `stop` turns true.
+/// Listens on every `(channel, handler)` until `stop` turns true, as one of the engine's
+/// tracked `tasks`.
 pub(crate) fn spawn(
     conn: Arc<PgConn>,
     channels: Vec<(&'static str, Handler)>,
     mut stop: tokio::sync::watch::Receiver<bool>,
+    tasks: &tokio_util::task::TaskTracker,
 ) {
-    tokio::spawn(async move {
+    tasks.spawn(async move {
         let mut backoff = Duration::from_millis(250);
         loop {
             tokio::select! {
