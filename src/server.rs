@@ -89,46 +89,20 @@ pub(crate) async fn serve<H, Fut>(
     let graceful = GracefulShutdown::new();
     let connections = Arc::new(Semaphore::new(max_connections));
     tokio::pin!(shutdown);
-
-    loop {
-        let (stream, peer) = tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok(x) => x,
-                Err(e) => {
-                    // Usually EMFILE: back off briefly instead of spinning.
-                    tracing::warn!(error = %e, "accept failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
-            _ = &mut shutdown => break,
-        };
+    while let Some((stream, peer)) = next_connection(&listener, &mut shutdown).await {
         let Ok(permit) = connections.clone().try_acquire_owned() else {
             tokio::spawn(refuse(stream, max_connections, base_url.clone()));
             continue;
         };
-        let _ = stream.set_nodelay(true);
-        let h = handler.clone();
         let limits = live.get().limits.clone();
-        let hint = keep_alive_value(limits.header_read_timeout);
-        let svc = service_fn(move |req: Request<Incoming>| {
-            let version = req.version();
-            // Boxed once here: the request's future holds every phase's state inline (kilobytes),
-            // and hyper moves the service future several times per request; unboxed, those
-            // moves were ~16 % of a pass-through request's instructions (memcpy, callgrind).
-            let fut = Box::pin(h(req));
-            let hint = hint.clone();
-            async move {
-                let mut resp = fut.await;
-                keep_alive_hint(version, &mut resp, &hint);
-                Ok::<_, std::convert::Infallible>(resp)
-            }
-        });
-        let builder = http_builder(&limits);
-        let conn = builder
-            .serve_connection_with_upgrades(TokioIo::new(stream), svc)
-            .into_owned();
-        let conn = graceful.watch(conn);
+        let conn = connection(
+            &http_builder(&limits),
+            TokioIo::new(stream),
+            graceful.watcher(),
+            keep_alive_value(limits.header_read_timeout),
+            handler.clone(),
+            None::<()>,
+        );
         tokio::spawn(async move {
             if let Err(e) = conn.await {
                 tracing::debug!(%peer, error = %e, "connection ended with error");
@@ -137,14 +111,75 @@ pub(crate) async fn serve<H, Fut>(
         });
     }
     drop(listener);
-    let limits = live.get().limits.clone();
-    tracing::info!(
-        "draining in-flight requests (at most {:?})",
-        limits.drain_timeout
-    );
+    drain(graceful, live.get().limits.drain_timeout, "").await;
+}
+
+/// The next connection (`TCP_NODELAY` set), or `None` once `shutdown` resolves. An accept
+/// error (usually EMFILE) backs off briefly instead of spinning.
+pub(crate) async fn next_connection(
+    listener: &TcpListener,
+    shutdown: &mut (impl Future<Output = ()> + Unpin),
+) -> Option<(TcpStream, std::net::SocketAddr)> {
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, peer)) => {
+                    let _ = stream.set_nodelay(true);
+                    return Some((stream, peer));
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            },
+            _ = &mut *shutdown => return None,
+        }
+    }
+}
+
+/// One client connection served by `handler`, watched for a graceful shutdown: each request
+/// gets `tag` as an extension when there is one (the gateway's verdict on its peer), and each
+/// response the keep-alive `hint`.
+pub(crate) fn connection<I, H, Fut, X>(
+    builder: &auto::Builder<TokioExecutor>,
+    io: I,
+    watcher: hyper_util::server::graceful::Watcher,
+    hint: http::HeaderValue,
+    handler: H,
+    tag: Option<X>,
+) -> impl Future<Output = Result<(), Box<dyn std::error::Error + Send + Sync>>> + Send + 'static
+where
+    I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+    H: Fn(Request<Incoming>) -> Fut + Clone + Send + Sync + 'static,
+    Fut: Future<Output = Response<Body>> + Send + 'static,
+    X: Clone + Send + Sync + 'static,
+{
+    let svc = service_fn(move |mut req: Request<Incoming>| {
+        if let Some(t) = &tag {
+            req.extensions_mut().insert(t.clone());
+        }
+        let version = req.version();
+        // Boxed once here: the request's future holds every phase's state inline (kilobytes),
+        // and hyper moves the service future several times per request; unboxed, those
+        // moves were ~16 % of a pass-through request's instructions (memcpy, callgrind).
+        let fut = Box::pin(handler(req));
+        let hint = hint.clone();
+        async move {
+            let mut resp = fut.await;
+            keep_alive_hint(version, &mut resp, &hint);
+            Ok::<_, std::convert::Infallible>(resp)
+        }
+    });
+    let conn = builder.serve_connection_with_upgrades(io, svc).into_owned();
+    watcher.watch(conn)
+}
+
+/// Waits for the connections still open to finish their requests, at most `timeout`.
+pub(crate) async fn drain(graceful: GracefulShutdown, timeout: Duration, which: &str) {
+    tracing::info!("draining in-flight requests{which} (at most {timeout:?})");
     tokio::select! {
-        _ = graceful.shutdown() => tracing::info!("all connections closed"),
-        _ = tokio::time::sleep(limits.drain_timeout) => tracing::warn!("drain timeout reached; closing remaining connections"),
+        _ = graceful.shutdown() => tracing::info!("all connections closed{which}"),
+        _ = tokio::time::sleep(timeout) => tracing::warn!("drain timeout reached; closing the remaining connections{which}"),
     }
 }
 

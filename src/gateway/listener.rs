@@ -12,7 +12,6 @@ use crate::config::{Cidr, Limits};
 use crate::problem::ProblemKind;
 use http::{Request, Response};
 use hyper::body::Incoming;
-use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use hyper_util::server::graceful::GracefulShutdown;
 use std::future::Future;
@@ -67,23 +66,12 @@ pub(crate) async fn serve_tls<H, Fut>(
     let graceful = GracefulShutdown::new();
     let connections = Arc::new(Semaphore::new(limits.max_connections));
     tokio::pin!(shutdown);
-    loop {
-        let (stream, addr) = tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok(x) => x,
-                Err(e) => {
-                    tracing::warn!(error = %e, "accept failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
-            _ = &mut shutdown => break,
-        };
+    while let Some((stream, addr)) = crate::server::next_connection(&listener, &mut shutdown).await
+    {
         // Over the limit: close at once (no TLS yet, so no problem document can be sent).
         let Ok(permit) = connections.clone().try_acquire_owned() else {
             continue;
         };
-        let _ = stream.set_nodelay(true);
         let admission = admission.clone();
         let acceptor = acceptor.clone();
         let builder = builder.clone();
@@ -97,32 +85,22 @@ pub(crate) async fn serve_tls<H, Fut>(
                 return;
             };
             let hint = crate::server::keep_alive_value(limits.header_read_timeout);
-            let svc = service_fn(move |mut req: Request<Incoming>| {
-                req.extensions_mut().insert(peer);
-                let version = req.version();
-                // Boxed once, as in `crate::server::serve`: the request's future is large.
-                let fut = Box::pin(h(req));
-                let hint = hint.clone();
-                async move {
-                    let mut resp = fut.await;
-                    crate::server::keep_alive_hint(version, &mut resp, &hint);
-                    Ok::<_, std::convert::Infallible>(resp)
-                }
-            });
-            let conn = builder
-                .serve_connection_with_upgrades(TokioIo::new(stream), svc)
-                .into_owned();
-            if let Err(e) = watcher.watch(conn).await {
+            let conn = crate::server::connection(
+                &builder,
+                TokioIo::new(stream),
+                watcher,
+                hint,
+                h,
+                Some(peer),
+            );
+            if let Err(e) = conn.await {
                 tracing::debug!(peer = %addr, error = %e, "gateway connection ended with error");
             }
             drop(permit);
         });
     }
     drop(listener);
-    tokio::select! {
-        _ = graceful.shutdown() => {}
-        _ = tokio::time::sleep(limits.drain_timeout) => tracing::warn!("drain timeout reached; closing remaining gateway connections"),
-    }
+    crate::server::drain(graceful, limits.drain_timeout, " (gateway)").await;
 }
 
 /// The PROXY header (when one may come) and the TLS handshake, or `None` (a plain-HTTP client
