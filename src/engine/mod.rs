@@ -108,6 +108,46 @@ pub struct EngineHandle {
 }
 
 pub async fn start(opts: EngineOptions) -> Result<EngineHandle, EngineError> {
+    // 1. The data directory and the doors, bound before anything else opens.
+    let doors = open_doors(&opts).await?;
+    // 2. What the keychain holds: the control secret, the install id, the optional parts'.
+    #[cfg_attr(not(feature = "gateway"), allow(unused_mut))]
+    let mut keys = Keys::load(&opts).await?;
+    #[cfg(feature = "gateway")]
+    let admin_token = keys.extra.admin_token.take();
+    // 3. The engine's parts, from settings to the request path (the identity key and the
+    //    cache's seal come from the same store, which the queue then keeps).
+    let parts = open_parts(&opts, &doors, keys.secrets).await?;
+    // 4. The control API over them.
+    let control = control_api(&opts, &doors, &parts, keys.secret, keys.install_id).await;
+    // 5. The background work: replays, the offline detector, and what is configured.
+    start_background(&opts, &parts, &control, keys.extra);
+    // 6. Serve, until stopped.
+    let (tx, rx) = oneshot::channel::<()>();
+    let (local_addr, admin_addr) = (doors.local_addr, doors.admin_addr);
+    #[rustfmt::skip]
+    let task = serve_doors(&opts, doors, #[cfg(feature = "gateway")] admin_token, &parts, &control, rx);
+    Ok(EngineHandle {
+        control,
+        options: Arc::new(opts),
+        local_addr,
+        admin_addr,
+        stop: Arc::new(std::sync::Mutex::new(Some(tx))),
+        task: Arc::new(tokio::sync::Mutex::new(Some(task))),
+    })
+}
+
+/// The listeners: the clients' door (a laptop's loopback, or the gateway's TLS door on any
+/// address) and, in gateway mode, the admin door.
+struct Doors {
+    listener: tokio::net::TcpListener,
+    local_addr: SocketAddr,
+    #[cfg(feature = "gateway")]
+    admin_listener: Option<tokio::net::TcpListener>,
+    admin_addr: Option<SocketAddr>,
+}
+
+async fn open_doors(opts: &EngineOptions) -> Result<Doors, EngineError> {
     crate::paths::create_private_dir(&opts.data_dir).map_err(|source| EngineError::DataDir {
         path: opts.data_dir.clone(),
         source,
@@ -116,7 +156,6 @@ pub async fn start(opts: EngineOptions) -> Result<EngineHandle, EngineError> {
     if opts.gateway.is_some() && opts.settings.local_agent.is_some() {
         return Err(EngineError::LocalAgentOnGateway);
     }
-    // A gateway's clients' door is its TLS listener on any address; a laptop's is loopback.
     #[cfg(feature = "gateway")]
     let addr = opts
         .gateway
@@ -137,15 +176,90 @@ pub async fn start(opts: EngineOptions) -> Result<EngineHandle, EngineError> {
     let admin_addr = admin_listener.as_ref().and_then(|l| l.local_addr().ok());
     #[cfg(not(feature = "gateway"))]
     let admin_addr = None;
-    let secrets = SecretStore::detect(
-        &Namespace::for_data_dir(&opts.data_dir),
-        opts.settings.queue.memory_credentials,
-    )
-    .await;
-    let secret = match opts.control_secret.clone() {
-        Some(s) => s,
-        None => control_secret(&secrets).await,
-    };
+    Ok(Doors {
+        listener,
+        local_addr,
+        #[cfg(feature = "gateway")]
+        admin_listener,
+        admin_addr,
+    })
+}
+
+/// What is read from (or first created in) the secret store at start.
+struct Keys {
+    secrets: SecretStore,
+    secret: String,
+    install_id: String,
+    extra: Extra,
+}
+
+/// The secrets of the optional parts.
+#[derive(Default)]
+struct Extra {
+    #[cfg(feature = "team")]
+    team_secrets: Option<crate::team::TeamSecrets>,
+    #[cfg(feature = "gateway")]
+    admin_token: Option<String>,
+}
+
+impl Keys {
+    async fn load(opts: &EngineOptions) -> Result<Keys, EngineError> {
+        let secrets = SecretStore::detect(
+            &Namespace::for_data_dir(&opts.data_dir),
+            opts.settings.queue.memory_credentials,
+        )
+        .await;
+        let secret = match opts.control_secret.clone() {
+            Some(s) => s,
+            None => control_secret(&secrets).await,
+        };
+        let install_id = install_id(&secrets).await;
+        #[cfg_attr(not(any(feature = "team", feature = "gateway")), allow(unused_mut))]
+        let mut extra = Extra::default();
+        #[cfg(feature = "team")]
+        {
+            extra.team_secrets = match (&opts.settings.team, opts.team_secrets.clone()) {
+                (None, _) => None,
+                (Some(_), Some(given)) => Some(given),
+                (Some(_), None) => Some(crate::team::TeamSecrets::load(&secrets).await),
+            };
+        }
+        #[cfg(feature = "gateway")]
+        {
+            extra.admin_token = match &opts.gateway {
+                Some(g) => Some(match &g.admin_token {
+                    Some(t) => t.clone(),
+                    None => gateway::admin_token(&secrets).await?,
+                }),
+                None => None,
+            };
+        }
+        Ok(Keys {
+            secrets,
+            secret,
+            install_id,
+            extra,
+        })
+    }
+}
+
+/// The engine's parts, shared by the request path, the control API and the background work.
+struct Parts {
+    live: LiveSettings,
+    settings: Arc<Settings>,
+    bus: Bus,
+    accounts: Arc<crate::accounts::Accounts>,
+    upstreams: Arc<Upstreams>,
+    queue: Arc<QueueState>,
+    modes: Arc<Modes>,
+    proxy: Arc<Proxy>,
+}
+
+async fn open_parts(
+    opts: &EngineOptions,
+    doors: &Doors,
+    secrets: SecretStore,
+) -> Result<Parts, EngineError> {
     #[cfg(feature = "gateway")]
     let shared = opts.gateway.as_ref().and_then(|g| g.postgres.clone());
     #[cfg(feature = "gateway")]
@@ -156,7 +270,6 @@ pub async fn start(opts: EngineOptions) -> Result<EngineHandle, EngineError> {
     };
     #[cfg(not(feature = "gateway"))]
     let identity_key = identity_key(&secrets).await;
-    let install_id = install_id(&secrets).await;
     // Before the queue takes the secret store: the disk cache's sealing key lives there too.
     let cache = crate::cache::Cache::open(
         opts.settings.cache_max_bytes,
@@ -165,20 +278,6 @@ pub async fn start(opts: EngineOptions) -> Result<EngineHandle, EngineError> {
         &secrets,
     )
     .await;
-    #[cfg(feature = "team")]
-    let team_secrets = match (&opts.settings.team, opts.team_secrets.clone()) {
-        (None, _) => None,
-        (Some(_), Some(given)) => Some(given),
-        (Some(_), None) => Some(crate::team::TeamSecrets::load(&secrets).await),
-    };
-    #[cfg(feature = "gateway")]
-    let admin_token = match &opts.gateway {
-        Some(g) => Some(match &g.admin_token {
-            Some(t) => t.clone(),
-            None => gateway::admin_token(&secrets).await?,
-        }),
-        None => None,
-    };
     let live = LiveSettings::new(opts.settings.clone());
     let settings = live.get();
     let bus = Bus::new();
@@ -221,7 +320,7 @@ pub async fn start(opts: EngineOptions) -> Result<EngineHandle, EngineError> {
         modes: modes.clone(),
         intercept: crate::intercept::interceptor_for(&settings, opts.local_ca.clone()),
         live: live.clone(),
-        port: local_addr.port(),
+        port: doors.local_addr.port(),
         identity_key,
         cache,
         upstreams: upstreams.clone(),
@@ -234,11 +333,30 @@ pub async fn start(opts: EngineOptions) -> Result<EngineHandle, EngineError> {
     if let Some(g) = &opts.gateway {
         // Problem `type` URLs name the clients' door as the clients reach it (it serves the
         // problem pages), not the laptop's loopback.
-        proxy.base_url = crate::gateway::public_base_url(&g.settings, local_addr);
+        proxy.base_url = crate::gateway::public_base_url(&g.settings, doors.local_addr);
     }
-    let proxy = Arc::new(proxy);
+    Ok(Parts {
+        live,
+        settings,
+        bus,
+        accounts,
+        upstreams,
+        queue,
+        modes,
+        proxy: Arc::new(proxy),
+    })
+}
+
+async fn control_api(
+    opts: &EngineOptions,
+    doors: &Doors,
+    parts: &Parts,
+    secret: String,
+    install_id: String,
+) -> Arc<Control> {
+    let (proxy, bus) = (&parts.proxy, &parts.bus);
     let reload = Arc::new(Reloader::new(
-        live.clone(),
+        parts.live.clone(),
         proxy.clone(),
         bus.clone(),
         opts.config_file.clone(),
@@ -249,10 +367,11 @@ pub async fn start(opts: EngineOptions) -> Result<EngineHandle, EngineError> {
     if opts.config_file.as_ref().is_some_and(|f| f.exists()) {
         crate::reload::watch::spawn(reload.clone(), bus.stopping(), bus.tasks());
     }
-    let sessions = Arc::new(crate::sessions::Sessions::new());
+    #[cfg(not(feature = "gateway"))]
+    let _ = doors;
     let control = Arc::new(Control {
         proxy: proxy.clone(),
-        sessions: sessions.clone(),
+        sessions: Arc::new(crate::sessions::Sessions::new()),
         secret,
         install_id,
         reload,
@@ -265,7 +384,7 @@ pub async fn start(opts: EngineOptions) -> Result<EngineHandle, EngineError> {
         gateway: opts
             .gateway
             .as_ref()
-            .map(|g| gateway::status(g, local_addr, admin_addr, &proxy.base_url)),
+            .map(|g| gateway::status(g, doors.local_addr, doors.admin_addr, &proxy.base_url)),
         #[cfg(not(feature = "gateway"))]
         gateway: None,
     });
@@ -273,38 +392,43 @@ pub async fn start(opts: EngineOptions) -> Result<EngineHandle, EngineError> {
     control
         .token_stored
         .store(stored, std::sync::atomic::Ordering::Relaxed);
+    control
+}
+
+fn start_background(opts: &EngineOptions, parts: &Parts, control: &Arc<Control>, extra: Extra) {
+    let (upstreams, bus, settings) = (&parts.upstreams, &parts.bus, &parts.settings);
     Replayer {
-        queue,
-        accounts,
+        queue: parts.queue.clone(),
+        accounts: parts.accounts.clone(),
         upstreams: upstreams.clone(),
         bus: bus.clone(),
-        modes: modes.clone(),
+        modes: parts.modes.clone(),
     }
     .spawn_workers();
-    crate::mode::spawn_detector(modes, upstreams.clone(), settings.offline.clone(), &bus);
+    crate::mode::spawn_detector(
+        parts.modes.clone(),
+        upstreams.clone(),
+        settings.offline.clone(),
+        bus,
+    );
     if let Some(cfg) = settings.github_status.clone() {
-        let watcher = crate::github_status::start(upstreams.client.clone(), &bus, cfg);
-        crate::github_status::drive_caution(watcher.watch(), upstreams.clone(), &bus);
+        let watcher = crate::github_status::start(upstreams.client.clone(), bus, cfg);
+        crate::github_status::drive_caution(watcher.watch(), upstreams.clone(), bus);
         if let Ok(mut g) = control.github.lock() {
             *g = Some(watcher);
         }
     }
-    forward_breaker_events(&upstreams, &bus);
+    forward_breaker_events(upstreams, bus);
     #[cfg(feature = "team")]
-    if let (Some(team), Some(team_secrets)) = (settings.team.clone(), team_secrets) {
-        start_team(
-            &control,
-            team,
-            team_secrets,
-            &opts.data_dir,
-            &upstreams,
-            &bus,
-        );
+    if let (Some(team), Some(team_secrets)) = (settings.team.clone(), extra.team_secrets) {
+        start_team(control, team, team_secrets, &opts.data_dir, upstreams, bus);
     }
+    #[cfg(not(feature = "team"))]
+    let _ = (opts, extra);
     let watcher_view = control.clone();
     crate::sessions::poller::Poller {
-        sessions,
-        proxy: proxy.clone(),
+        sessions: control.sessions.clone(),
+        proxy: parts.proxy.clone(),
         github: Arc::new(move || {
             watcher_view
                 .github
@@ -314,31 +438,40 @@ pub async fn start(opts: EngineOptions) -> Result<EngineHandle, EngineError> {
         }),
     }
     .spawn();
-    let (tx, rx) = oneshot::channel::<()>();
+}
+
+/// The doors served until `rx` fires: the gateway's two TLS doors in gateway mode, else the
+/// laptop's loopback door.
+fn serve_doors(
+    opts: &EngineOptions,
+    doors: Doors,
+    #[cfg(feature = "gateway")] admin_token: Option<String>,
+    parts: &Parts,
+    control: &Arc<Control>,
+    rx: oneshot::Receiver<()>,
+) -> JoinHandle<()> {
     #[cfg(feature = "gateway")]
-    let doors = match (opts.gateway.clone(), admin_listener, admin_token) {
-        (Some(g), Some(admin_listener), Some(token)) => Some(gateway::Doors {
-            gateway: g,
+    if let (Some(gateway), Some(admin_listener), Some(admin_token)) =
+        (opts.gateway.clone(), doors.admin_listener, admin_token)
+    {
+        let d = gateway::Doors {
+            gateway,
             admin_listener,
-            admin_token: token,
-        }),
-        _ => None,
-    };
-    #[cfg(feature = "gateway")]
-    let task = match doors {
-        Some(doors) => bus.spawn(doors.serve(listener, &proxy, &control, &settings, rx)),
-        None => serve_laptop(listener, live, &proxy, &control, rx, &bus),
-    };
+            admin_token,
+        };
+        let serving = d.serve(doors.listener, &parts.proxy, control, &parts.settings, rx);
+        return parts.bus.spawn(serving);
+    }
     #[cfg(not(feature = "gateway"))]
-    let task = serve_laptop(listener, live, &proxy, &control, rx, &bus);
-    Ok(EngineHandle {
+    let _ = opts;
+    serve_laptop(
+        doors.listener,
+        parts.live.clone(),
+        &parts.proxy,
         control,
-        options: Arc::new(opts),
-        local_addr,
-        admin_addr,
-        stop: Arc::new(std::sync::Mutex::new(Some(tx))),
-        task: Arc::new(tokio::sync::Mutex::new(Some(task))),
-    })
+        rx,
+        &parts.bus,
+    )
 }
 
 /// The laptop's one door: loopback HTTP, Weir's own paths to the control API and everything
