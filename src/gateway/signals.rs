@@ -19,6 +19,17 @@ use weir_resilience::State;
 pub(crate) const SIGNALS_CHANNEL: &str = "weir_signals";
 const DB_NOW_MS: &str = "(extract(epoch from clock_timestamp()) * 1000)::bigint";
 
+/// `next`, unless the engine stops first (`None`).
+async fn unless_stopped<T>(
+    stop: &mut tokio::sync::watch::Receiver<bool>,
+    next: impl std::future::Future<Output = T>,
+) -> Option<T> {
+    tokio::select! {
+        v = next => Some(v),
+        _ = stop.wait_for(|s| *s) => None,
+    }
+}
+
 /// Starts sharing: this replica's breaker openings and upstream-wide holds are written; other
 /// replicas' are applied. Returns the `LISTEN` handler for [`SIGNALS_CHANNEL`].
 pub(crate) fn start(
@@ -37,11 +48,7 @@ pub(crate) fn start(
         let up = upstreams.clone();
         let mut stop = bus.stopping();
         bus.spawn(async move {
-            loop {
-                let e = tokio::select! {
-                    e = events.recv() => e,
-                    _ = stop.wait_for(|s| *s) => return,
-                };
+            while let Some(e) = unless_stopped(&mut stop, events.recv()).await {
                 match e {
                     Ok(e) if e.to == State::Open => {
                         let wait = up
@@ -67,12 +74,7 @@ pub(crate) fn start(
     let me = owner.clone();
     let mut stop = bus.stopping();
     bus.spawn(async move {
-        loop {
-            let hold = tokio::select! {
-                h = rx.recv() => h,
-                _ = stop.wait_for(|s| *s) => return,
-            };
-            let Some(hold) = hold else { return };
+        while let Some(Some(hold)) = unless_stopped(&mut stop, rx.recv()).await {
             if let Err(e) = publish(&writer, &me, &hold).await {
                 // Sharing is best effort: each replica still has its own breaker.
                 tracing::debug!(error = %e, "could not share an upstream hold");
