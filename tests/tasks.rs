@@ -14,15 +14,20 @@ fn alive() -> usize {
         .num_alive_tasks()
 }
 
+/// One loopback upstream, a memory credential store, a 5 s drain.
+fn config(up: &Upstream) -> String {
+    format!(
+        "default_upstreams = false\nlisten = \"127.0.0.1:0\"\nwatch_github_status = false\nallow_private_targets = true\n[[upstream]]\nname = \"up0\"\norigin = \"{}\"\n[queue]\ncredentials = \"memory\"\n[limits]\ndrain_timeout = \"5s\"\n",
+        up.origin()
+    )
+}
+
 #[tokio::test]
 async fn no_task_is_left_after_shutdown() {
     let up = Upstream::start().await;
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("weir.toml");
-    let toml = format!(
-        "default_upstreams = false\nlisten = \"127.0.0.1:0\"\nwatch_github_status = false\nallow_private_targets = true\n[[upstream]]\nname = \"up0\"\norigin = \"{}\"\n[queue]\ncredentials = \"memory\"\n[limits]\ndrain_timeout = \"5s\"\n",
-        up.origin()
-    );
+    let toml = config(&up);
     std::fs::write(&file, &toml).unwrap();
     let settings = weir::config::load_file(&file).unwrap();
     let mut opts = weir::EngineOptions::new(settings, dir.path().join("data"));
@@ -95,10 +100,7 @@ async fn a_fetch_in_flight_at_shutdown_is_tracked_and_waited_for() {
     let up = Upstream::start().await;
     up.set(|b| b.delay = Duration::from_millis(800));
     let dir = tempfile::tempdir().unwrap();
-    let toml = format!(
-        "default_upstreams = false\nlisten = \"127.0.0.1:0\"\nwatch_github_status = false\nallow_private_targets = true\n[[upstream]]\nname = \"up0\"\norigin = \"{}\"\n[queue]\ncredentials = \"memory\"\n[limits]\ndrain_timeout = \"5s\"\n",
-        up.origin()
-    );
+    let toml = config(&up);
     let settings = weir::config::parse_str(&toml, "weir.toml").unwrap();
     let handle = weir::start(weir::EngineOptions::new(settings, dir.path().join("data")))
         .await

@@ -140,10 +140,12 @@ pub(super) fn serve_head<'a>(
         }
         .lookup(proxy, ctx, uri, parts.headers.clone()),
         // A straddling range is only cut from a fresh page in hand: never a fetch of its own.
-        false => Lookup::Answered(
-            page_subset::fresh_page(proxy, &ctx.settings, up, &keyed, &uri, &parts.headers)
-                .ok_or_else(no_page),
-        ),
+        false => {
+            match page_subset::fresh_page(proxy, &ctx.settings, up, &keyed, &uri, &parts.headers) {
+                Some(resp) => Lookup::Answered(Ok(resp)),
+                None => return own.lookup(proxy, ctx, parts.uri, parts.headers).into(),
+            }
+        }
     };
     // The larger page is cut to this request's range; if it cannot be had or cut (its fetch
     // marks an unknown shape), the request goes its own way.
@@ -172,14 +174,6 @@ pub(super) fn serve_head<'a>(
             }),
         }),
     }
-}
-
-fn no_page() -> Problem {
-    Problem::new(
-        StatusCode::NOT_FOUND,
-        ProblemKind::Internal,
-        "no fresh larger page in the cache",
-    )
 }
 
 /// One request under one cache key.
@@ -370,10 +364,16 @@ pub(super) fn key_for(proxy: &Proxy, ctx: &Ctx, parts: &http::request::Parts) ->
     )
 }
 
-/// Whether the cache holds an answer for this request: under its key, or, for a credential
-/// just resolved to its account, under the credential's own key (which [`serve_head`] adopts).
-pub(super) fn has_copy(proxy: &Proxy, ctx: &Ctx, parts: &http::request::Parts) -> bool {
-    if proxy.cache.get(&key_for(proxy, ctx, parts)).is_some() {
+/// Whether the cache holds an answer for this request: under its `key` ([`key_for`]), or, for a
+/// credential just resolved to its account, under the credential's own key (which
+/// [`serve_head`] adopts).
+pub(super) fn has_copy(
+    proxy: &Proxy,
+    ctx: &Ctx,
+    parts: &http::request::Parts,
+    key: &CacheKey,
+) -> bool {
+    if proxy.cache.get(key).is_some() {
         return true;
     }
     let pq = parts
@@ -459,8 +459,8 @@ pub(super) async fn exchange_once(
     proxy: &Arc<Proxy>,
     ctx: &Ctx,
     parts: &http::request::Parts,
+    key: CacheKey,
 ) -> Result<Fetched, Problem> {
-    let key = key_for(proxy, ctx, parts);
     let spec = spec(ctx, key, &parts.uri, &parts.headers, None);
     exchange(proxy, &spec).await
 }

@@ -182,11 +182,9 @@ async fn phases(
     let step = step(proxy, &ctx, req);
     let answer = admit_and_run(proxy, &ctx, step).await;
     match &ctx.decision {
-        // A miss under `list = "cache"` names the rule.
-        Some(d) if policy::list_hold(Some(d)).is_some() => {
-            answer.map_err(|p| policy::explain(p, d))
-        }
-        _ => answer,
+        // A miss under `list = "cache"` names the rule (`explain` touches no other problem).
+        Some(d) => answer.map_err(|p| policy::explain(p, d)),
+        None => answer,
     }
 }
 

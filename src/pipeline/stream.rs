@@ -38,7 +38,7 @@ pub(super) fn serve<'a>(proxy: &'a Arc<Proxy>, ctx: &'a Ctx, req: Request<Incomi
     }
     let (parts, _empty) = req.into_parts();
     let key = cache::key_for(proxy, ctx, &parts);
-    if !proxy.streamed.contains_key(&key) && cache::has_copy(proxy, ctx, &parts) {
+    if !proxy.streamed.contains_key(&key) && cache::has_copy(proxy, ctx, &parts, &key) {
         // A refresh that finds a stream where the document was: ask again, on our own. A
         // wait for a flight that may end so is admitted like a fetch.
         let (stale, go) = match cache::serve_head(proxy, ctx, parts.clone()) {
@@ -74,7 +74,7 @@ async fn once(
     key: crate::cache::CacheKey,
 ) -> Answer {
     let counters = proxy.upstreams.get(ctx.up).counters.class(ctx.class);
-    match cache::exchange_once(proxy, ctx, &parts).await? {
+    match cache::exchange_once(proxy, ctx, &parts, key).await? {
         Fetched::Stream(resp) => {
             proxy.streamed.insert(key, ());
             Ok(forward::relay(resp))
