@@ -25,9 +25,10 @@ async fn fresh_copy_is_served_with_cache_status_and_age() {
 #[tokio::test]
 async fn stale_is_served_while_one_background_refresh_runs() {
     let up = Upstream::start().await;
+    // `revalidate_wait = "0s"`: the stale copy answers at once (the wait is tested below).
     let weir = Weir::start(
         &[&up.origin()],
-        "[classes.view]\nfresh_ttl = \"0s\"\nstale_while_revalidate = \"1h\"\n",
+        "[classes.view]\nfresh_ttl = \"0s\"\nstale_while_revalidate = \"1h\"\nrevalidate_wait = \"0s\"\n",
     )
     .await;
     let c = weir.client("alice");
@@ -51,6 +52,70 @@ async fn stale_is_served_while_one_background_refresh_runs() {
         eventually(100, || up.count(VIEW) == 3).await,
         "each stale hit refreshes once"
     );
+}
+
+/// The default path: a request that finds a stale copy waits (up to `revalidate_wait`) for the
+/// refresh, so a poll just past the TTL gets the current answer, one upstream call each, as it
+/// would direct. The wait is long here so that the machine's load cannot decide the outcome.
+#[tokio::test]
+async fn a_stale_copy_waits_for_a_healthy_refresh_and_answers_current_data() {
+    let up = Upstream::start().await;
+    let weir = Weir::start(
+        &[&up.origin()],
+        "[classes.view]\nfresh_ttl = \"0s\"\nstale_while_revalidate = \"1h\"\nrevalidate_wait = \"30s\"\n",
+    )
+    .await;
+    let c = weir.client("alice");
+    let url = format!("{}{VIEW}", up.origin());
+    let r = c.get(&url).send().await.unwrap();
+    assert_eq!(r.headers()["cache-status"], "weir; fwd=miss; stored");
+    for n in 2..=4 {
+        let r = c.get(&url).send().await.unwrap();
+        assert_eq!(r.status(), 200);
+        assert_eq!(r.headers()["cache-status"], "weir; fwd=stale; stored");
+        let v: serde_json::Value = r.json().await.unwrap();
+        assert_eq!(v["n"], n, "the refreshed answer, not the copy");
+    }
+    assert_eq!(up.count(VIEW), 4, "one upstream call per poll");
+
+    // A refresh that fails within the wait: the copy covers it, with the upstream's status.
+    up.set(|b| b.status = 500);
+    let r = c.get(&url).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(
+        r.headers()["cache-status"],
+        "weir; hit; fwd=stale; fwd-status=500"
+    );
+    let v: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(v["n"], 4);
+}
+
+/// A refresh slower than `revalidate_wait`: the stale copy answers when the wait ends, the
+/// refresh goes on detached and its answer is what the next request finds.
+#[tokio::test]
+async fn a_refresh_slower_than_the_wait_leaves_the_copy_to_answer_and_lands_later() {
+    let up = Upstream::start().await;
+    let weir = Weir::start(
+        &[&up.origin()],
+        "[classes.view]\nfresh_ttl = \"0s\"\nstale_while_revalidate = \"1h\"\nrevalidate_wait = \"50ms\"\n",
+    )
+    .await;
+    let c = weir.client("alice");
+    let url = format!("{}{VIEW}", up.origin());
+    let v: serde_json::Value = c.get(&url).send().await.unwrap().json().await.unwrap();
+    assert_eq!(v["n"], 1);
+    up.set(|b| b.delay = std::time::Duration::from_secs(3));
+    let r = c.get(&url).send().await.unwrap();
+    assert_eq!(r.headers()["cache-status"], "weir; hit; fwd=stale");
+    let v: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(v["n"], 1, "the copy, when the wait ran out");
+    assert!(eventually(500, || up.count(VIEW) == 2).await);
+    assert!(eventually_status(&weir.handle, 500, |s| s.cache.in_flight == 0).await);
+    // The next request's own refresh is slow too: the copy it finds is the landed one.
+    let r = c.get(&url).send().await.unwrap();
+    assert_eq!(r.headers()["cache-status"], "weir; hit; fwd=stale");
+    let v: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(v["n"], 2, "the slow refresh landed in the cache");
 }
 
 #[tokio::test]

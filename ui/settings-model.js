@@ -9,7 +9,7 @@ export const CLASSES = [
 
 export const CLASS_KNOBS = [
   { id: 'fresh_ttl', label: 'Fresh for', hint: 'How long a cached answer is served without asking GitHub' },
-  { id: 'stale_while_revalidate', label: 'Then stale while revalidating', hint: 'How long a stale answer is served while Weir refreshes it in the background' },
+  { id: 'stale_while_revalidate', label: 'Then stale while revalidating', hint: 'How long a stale answer may still be served while Weir refreshes it (after waiting up to revalidate_wait for the refresh)' },
   { id: 'stale_if_error', label: 'Stale if GitHub fails', hint: 'How long a stale answer may stand in when GitHub errors or the breaker is open' },
   { id: 'slow_call', label: 'Slow call above', hint: 'Calls slower than this count as slow for the circuit breaker' },
 ];

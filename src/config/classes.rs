@@ -69,9 +69,14 @@ impl RouteClass {
 pub struct ClassSettings {
     /// How long a stored response is served without asking the upstream.
     pub fresh_ttl: Duration,
-    /// After `fresh_ttl`, for this long the stale copy is served at once while one background
-    /// request refreshes it.
+    /// After `fresh_ttl`, for this long the stale copy is served while one request refreshes
+    /// it — after waiting up to `revalidate_wait` for that refresh.
     pub stale_while_revalidate: Duration,
+    /// How long a request that finds a stale copy waits for its refresh before the stale copy
+    /// answers (zero: at once). A healthy upstream answers within it, so a client that polls
+    /// just past `fresh_ttl` sees the current data, as it would direct, instead of its last
+    /// poll's; a slow one costs the client this much at most.
+    pub revalidate_wait: Duration,
     /// Maximum staleness of a copy served because the upstream failed or is unreachable.
     pub stale_if_error: Duration,
     /// Token class only: a token is refreshed this long before its `refresh_in`/`expires_at`.
@@ -137,9 +142,18 @@ impl ClassSettings {
             RouteClass::List | RouteClass::View | RouteClass::Stream => Duration::from_secs(120),
             _ => Duration::ZERO,
         };
+        // The healthy latency of a list or view (`normal_latency`): a poll that comes just
+        // after `fresh_ttl` (VS Code's 5 s session polls against the 3 s view TTL) waits for
+        // the refresh like a direct call would, instead of getting data one poll old — which
+        // also keeps a tool that sleeps after each answer (gh's `--follow`) at its direct pace.
+        let revalidate_wait = match class {
+            RouteClass::List | RouteClass::View | RouteClass::Stream => ms(250),
+            _ => Duration::ZERO,
+        };
         ClassSettings {
             fresh_ttl: fresh,
             degraded_refresh,
+            revalidate_wait,
             stale_while_revalidate: swr,
             stale_if_error: sie,
             token_margin: Duration::from_secs(60),

@@ -154,6 +154,8 @@ pub struct FileClasses {
 pub struct FileClass {
     pub fresh_ttl: Option<Spanned<String>>,
     pub stale_while_revalidate: Option<Spanned<String>>,
+    /// How long a request that finds a stale copy waits for its refresh ("0s": not at all).
+    pub revalidate_wait: Option<Spanned<String>>,
     pub stale_if_error: Option<Spanned<String>>,
     pub token_margin: Option<Spanned<String>>,
     /// Timeout of one upstream attempt (until the response headers).

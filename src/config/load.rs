@@ -636,12 +636,17 @@ fn apply_class(
     fc: &FileClass,
     out: &mut ClassSettings,
 ) -> Result<(), ConfigError> {
-    let knobs: [(&str, &Option<Spanned<String>>, &mut Duration); 9] = [
+    let knobs: [(&str, &Option<Spanned<String>>, &mut Duration); 10] = [
         ("fresh_ttl", &fc.fresh_ttl, &mut out.fresh_ttl),
         (
             "stale_while_revalidate",
             &fc.stale_while_revalidate,
             &mut out.stale_while_revalidate,
+        ),
+        (
+            "revalidate_wait",
+            &fc.revalidate_wait,
+            &mut out.revalidate_wait,
         ),
         (
             "stale_if_error",

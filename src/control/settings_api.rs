@@ -46,6 +46,7 @@ fn current(ctl: &Control) -> Value {
         serde_json::json!({
             "fresh_ttl": humantime::format_duration(k.fresh_ttl).to_string(),
             "stale_while_revalidate": humantime::format_duration(k.stale_while_revalidate).to_string(),
+            "revalidate_wait": humantime::format_duration(k.revalidate_wait).to_string(),
             "stale_if_error": humantime::format_duration(k.stale_if_error).to_string(),
             "slow_call": humantime::format_duration(k.slow_call).to_string(),
             "degraded_refresh": humantime::format_duration(k.degraded_refresh).to_string(),

@@ -275,12 +275,22 @@ impl Keyed {
                     return Lookup::Answered(Ok(respond::cached(entry, "weir; hit")));
                 }
                 Freshness::Revalidate => {
-                    counters.cache_hits_stale.fetch_add(1, Relaxed);
                     let mut spec = spec(ctx, key, &uri, &headers, page);
                     spec.stale_in_hand = true;
                     let p = proxy.clone();
-                    proxy.coalescer.start_if_idle(key, move || fetch(p, spec));
-                    return Lookup::Answered(Ok(respond::cached(entry, "weir; hit; fwd=stale")));
+                    let wait = settings.classes.get(class).revalidate_wait;
+                    if wait.is_zero() {
+                        counters.cache_hits_stale.fetch_add(1, Relaxed);
+                        proxy.coalescer.start_if_idle(key, move || fetch(p, spec));
+                        return Lookup::Answered(Ok(respond::cached(
+                            entry,
+                            "weir; hit; fwd=stale",
+                        )));
+                    }
+                    let stale = entry.clone();
+                    return Lookup::Joins(Box::pin(revalidate(
+                        proxy, key, stale, headers, wait, counters, spec,
+                    )));
                 }
                 Freshness::OnlyOnError | Freshness::Expired => {}
             }
@@ -341,6 +351,51 @@ impl Keyed {
                 stale: stale_now,
                 go,
             },
+        }
+    }
+}
+
+/// A stale copy's refresh, waited for up to `wait` (the class's `revalidate_wait`). The flight
+/// is detached, so one that outlasts the wait still lands in the cache for the next request;
+/// meanwhile the stale copy answers. A refresh that fails within the wait is covered the way a
+/// miss's failure is (`rescue`), with the copy in hand.
+async fn revalidate(
+    proxy: &Arc<Proxy>,
+    key: CacheKey,
+    stale: Arc<Stored>,
+    headers: HeaderMap,
+    wait: Duration,
+    counters: &crate::stats::ClassCounters,
+    spec: FetchSpec,
+) -> Answer {
+    let p = proxy.clone();
+    let flight = proxy.coalescer.run(key, move || fetch(p, spec));
+    let Ok((outcome, _role)) = tokio::time::timeout(wait, flight).await else {
+        counters.cache_hits_stale.fetch_add(1, Relaxed);
+        return Ok(respond::cached(&stale, "weir; hit; fwd=stale"));
+    };
+    match outcome {
+        Some(Ok(fresh)) if fresh.is_success() && storable(&headers, &fresh.headers) => {
+            Ok(respond::cached(&fresh, "weir; fwd=stale; stored"))
+        }
+        Some(Ok(fresh)) if fresh.is_success() => Ok(respond::cached(&fresh, "weir; fwd=stale")),
+        Some(Ok(failed)) => Ok(rescue::after_upstream_error(
+            Some(stale),
+            counters,
+            &failed,
+            "weir; fwd=stale",
+        )),
+        // The document became a stream: `super::stream` asks again for it, as after a miss.
+        Some(Err(problem)) if proxy.streamed.contains_key(&key) => Err((*problem).clone()),
+        Some(Err(problem)) => rescue::stale_or(
+            Some(stale),
+            counters,
+            (*problem).clone(),
+            problem.kind.as_str(),
+        ),
+        None => {
+            counters.cache_hits_stale.fetch_add(1, Relaxed);
+            Ok(respond::cached(&stale, "weir; hit; fwd=stale"))
         }
     }
 }
