@@ -9,19 +9,27 @@
 //! `src/extension/chatSessions/vscode-node/copilotCloudSessionsProvider.ts` (commit
 //! 31acd00a86424e2ee6e980e54919cf31fbf88030).
 //!
-//! The upstream is [`AgentsApi`], a small loopback fake of the agents API in the real shapes
-//! (the job of `job.go`, the session of `sessions.go`), written here because the project's
-//! shared real-shape fake (`tests/common/agents_api.rs`) is not on main yet.
+//! The upstream is the project's shared fake agents API in the real shapes
+//! (`tests/common/agents_api.rs`, answers from `tests/corpus/answers.json`), served over TLS
+//! as `api.githubcopilot.com` and reached through Weir's interception, as the clients reach it.
 
-mod common;
+#[path = "common/agents_answers.rs"]
+mod agents_answers;
+#[path = "common/agents_api.rs"]
+mod agents_api;
+#[path = "common/corpus.rs"]
+mod corpus;
+#[path = "common/tls.rs"]
+mod tls;
+
+use agents_api::{AgentsApi, Fault, FaultKind, SeedTask};
 use bytes::Bytes;
-use common::Weir;
-use http_body_util::Full;
-use hyper::service::service_fn;
-use hyper_util::rt::{TokioExecutor, TokioIo};
-use serde_json::{json, Value};
-use std::sync::{Arc, Mutex};
+use http_body_util::{BodyExt, Full};
+use hyper_util::rt::TokioIo;
+use serde_json::Value;
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
+use tls::TlsWeir;
 
 /// Credentials in memory (no keychain needed) and a breaker that never opens, so the replay
 /// runs as soon as the fake is healthy again.
@@ -344,297 +352,35 @@ mod vscode {
 }
 
 // ---------------------------------------------------------------------------------------
-// A loopback agents API in the real shapes
+// The upstream: the shared fake agents API, behind Weir's TLS interception
 // ---------------------------------------------------------------------------------------
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Mode {
-    /// Creates jobs (201 with the job).
-    Up,
-    /// Refuses creates with 503 (nothing is created).
-    Down,
-    /// Creates the job, then answers 504 as a gateway that lost the answer would.
-    Swallow,
-    /// Refuses creates with 422 and an error message.
-    Refuse,
-}
+/// The host gh and VS Code send these calls to; the fake serves it and Weir reaches it
+/// through `connect_to` + `ca_file`.
+const HOST: &str = "api.githubcopilot.com";
 
-#[derive(Clone, Debug)]
-struct Task {
-    job_id: String,
-    session_id: String,
-    repo: String,
-    problem_statement: String,
-    /// The session's name (gh's is the statement; VS Code's a title made from it).
-    name: String,
-    created_at: String,
-    last_updated_at: String,
-}
-
-impl Task {
-    fn job(&self) -> Value {
-        json!({
-            "job_id": self.job_id, "session_id": self.session_id,
-            "problem_statement": self.problem_statement, "status": "queued",
-            "actor": {"id": 7, "login": "octocat"},
-            "created_at": self.created_at, "updated_at": self.last_updated_at,
+/// Both create routes (the jobs API and the Agent Tasks REST API) refused with 503, nothing
+/// created, until healed; every read answers as usual.
+fn down() -> Vec<Fault> {
+    ["jobs.create", "tasks.create"]
+        .into_iter()
+        .map(|r| Fault {
+            route: Some(r),
+            kind: FaultKind::Status(503),
+            times: None,
         })
-    }
-
-    fn session(&self) -> Value {
-        json!({
-            "id": self.session_id, "name": self.name, "user_id": 7,
-            "agent_id": 1, "logs": "", "state": "queued", "owner_id": 9, "repo_id": 11,
-            "resource_type": "", "resource_id": 0, "resource_global_id": "",
-            "last_updated_at": self.last_updated_at, "created_at": self.created_at,
-            "event_url": "", "event_type": "gh_cli", "premium_requests": 0.0, "error": null,
-        })
-    }
+        .collect()
 }
 
-#[derive(Default)]
-struct Api {
-    mode: Option<Mode>,
-    tasks: Vec<Task>,
-    seen: Vec<(String, String)>,
-}
-
-struct AgentsApi {
-    addr: std::net::SocketAddr,
-    state: Arc<Mutex<Api>>,
-}
-
-fn rfc3339(t: SystemTime) -> String {
-    weir::time_fmt::rfc3339(t)
-}
-
-fn uuid4(n: usize) -> String {
-    format!("{n:08x}-aaaa-4bbb-8ccc-{n:012x}")
-}
-
-impl AgentsApi {
-    async fn start(mode: Mode) -> AgentsApi {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let state = Arc::new(Mutex::new(Api {
-            mode: Some(mode),
-            ..Api::default()
-        }));
-        let st = state.clone();
-        tokio::spawn(async move {
-            loop {
-                let Ok((stream, _)) = listener.accept().await else {
-                    continue;
-                };
-                let st = st.clone();
-                tokio::spawn(async move {
-                    let svc = service_fn(move |req| answer(req, st.clone()));
-                    let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
-                        .serve_connection(TokioIo::new(stream), svc)
-                        .await;
-                });
-            }
-        });
-        AgentsApi { addr, state }
-    }
-
-    fn origin(&self) -> String {
-        format!("http://{}", self.addr)
-    }
-
-    fn set(&self, mode: Mode) {
-        self.state.lock().unwrap().mode = Some(mode);
-    }
-
-    fn tasks(&self) -> Vec<Task> {
-        self.state.lock().unwrap().tasks.clone()
-    }
-
-    fn add(&self, repo: &str, statement: &str, created: SystemTime, updated: SystemTime) {
-        self.add_named(repo, statement, statement, created, updated)
-    }
-
-    fn add_named(
-        &self,
-        repo: &str,
-        statement: &str,
-        name: &str,
-        created: SystemTime,
-        updated: SystemTime,
-    ) {
-        let mut s = self.state.lock().unwrap();
-        let n = s.tasks.len() + 1000;
-        s.tasks.push(Task {
-            job_id: format!("job-{n}"),
-            session_id: uuid4(n),
-            repo: repo.into(),
-            problem_statement: statement.into(),
-            name: name.into(),
-            created_at: rfc3339(created),
-            last_updated_at: rfc3339(updated),
-        });
-    }
-
-    /// Requests seen, as (method, path and query).
-    fn seen(&self) -> Vec<(String, String)> {
-        self.state.lock().unwrap().seen.clone()
-    }
-
-    fn count(&self, method: &str, prefix: &str) -> usize {
-        self.seen()
-            .iter()
-            .filter(|(m, p)| m == method && p.starts_with(prefix))
-            .count()
-    }
-}
-
-/// `%XX` and `+` decoded (a query value as a server reads it).
-fn pct_decode(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        match b[i] {
-            b'%' if i + 2 < b.len() => {
-                match u8::from_str_radix(&s[i + 1..i + 3], 16) {
-                    Ok(v) => out.push(v),
-                    Err(_) => out.extend_from_slice(&b[i..i + 3]),
-                }
-                i += 3;
-                continue;
-            }
-            b'+' => out.push(b' '),
-            c => out.push(c),
-        }
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
-fn reply(status: u16, body: Value) -> http::Response<Full<Bytes>> {
-    let mut r = http::Response::new(Full::new(Bytes::from(body.to_string())));
-    *r.status_mut() = http::StatusCode::from_u16(status).unwrap();
-    r.headers_mut()
-        .insert("content-type", "application/json".parse().unwrap());
-    r
-}
-
-async fn answer(
-    req: http::Request<hyper::body::Incoming>,
-    st: Arc<Mutex<Api>>,
-) -> Result<http::Response<Full<Bytes>>, std::convert::Infallible> {
-    let got = common::read_request(req).await;
-    let pq = got.path_and_query();
-    let path = got.path().to_string();
-    let query: Vec<(String, String)> = got
-        .uri
-        .query()
-        .map(|q| {
-            q.split('&')
-                .filter_map(|kv| kv.split_once('='))
-                .map(|(k, v)| (pct_decode(k), pct_decode(v)))
-                .collect()
-        })
-        .unwrap_or_default();
-    let mut s = st.lock().unwrap();
-    s.seen.push((got.method.to_string(), pq));
-    let segs: Vec<&str> = path.trim_start_matches('/').split('/').collect();
-    let not_found = || reply(404, json!({"message": "Not Found"}));
-    Ok(match (got.method.as_str(), segs.as_slice()) {
-        // The Agent Tasks REST API's create: only its outage is needed here.
-        ("POST", ["agents", "repos", _, _, "tasks"]) if s.mode == Some(Mode::Down) => {
-            reply(503, json!({"message": "Service Unavailable"}))
-        }
-        ("POST", ["agents", "swe", "v1", "jobs", o, r]) => {
-            let v: Value = serde_json::from_slice(&got.body).unwrap_or_default();
-            let statement = v["problem_statement"]
-                .as_str()
-                .unwrap_or_default()
-                .to_string();
-            match s.mode.unwrap_or(Mode::Up) {
-                Mode::Down => reply(503, json!({"message": "Service Unavailable"})),
-                Mode::Refuse => reply(
-                    422,
-                    json!({"message": "the base branch does not exist", "documentation_url": ""}),
-                ),
-                mode => {
-                    let n = s.tasks.len() + 1;
-                    let now = rfc3339(SystemTime::now());
-                    let t = Task {
-                        job_id: format!("job-{n}"),
-                        session_id: uuid4(n),
-                        repo: format!("{o}/{r}"),
-                        name: statement.clone(),
-                        problem_statement: statement,
-                        created_at: now.clone(),
-                        last_updated_at: now,
-                    };
-                    s.tasks.push(t.clone());
-                    if mode == Mode::Swallow {
-                        reply(504, json!({"message": "Gateway Timeout"}))
-                    } else {
-                        reply(201, t.job())
-                    }
-                }
-            }
-        }
-        ("GET", ["agents", "swe", "v1", "jobs", o, r, "session", sid]) => {
-            let repo = format!("{o}/{r}");
-            match s
-                .tasks
-                .iter()
-                .find(|t| t.session_id == *sid && t.repo == repo)
-            {
-                Some(t) => reply(200, t.job()),
-                None => not_found(),
-            }
-        }
-        ("GET", ["agents", "swe", "v1", "jobs", o, r, jid]) => {
-            let repo = format!("{o}/{r}");
-            match s.tasks.iter().find(|t| t.job_id == *jid && t.repo == repo) {
-                Some(t) => reply(200, t.job()),
-                None => not_found(),
-            }
-        }
-        ("GET", ["agents", "sessions", sid, "logs"]) => {
-            match s.tasks.iter().any(|t| t.session_id == *sid) {
-                true => {
-                    let line = json!({"object": "chat.completion.chunk", "choices": [{"delta": {"role": "assistant", "content": "Working on it"}}]});
-                    let mut r =
-                        http::Response::new(Full::new(Bytes::from(format!("data: {line}\n"))));
-                    r.headers_mut()
-                        .insert("content-type", "text/plain".parse().unwrap());
-                    r
-                }
-                false => not_found(),
-            }
-        }
-        ("GET", ["agents", "sessions", sid]) => match s.tasks.iter().find(|t| t.session_id == *sid)
-        {
-            Some(t) => reply(200, t.session()),
-            None => not_found(),
-        },
-        ("GET", ["agents", "sessions"]) => {
-            let q = |k: &str| query.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
-            let size: usize = q("page_size").and_then(|v| v.parse().ok()).unwrap_or(20);
-            let page: usize = q("page_number").and_then(|v| v.parse().ok()).unwrap_or(1);
-            let mut list: Vec<&Task> = s
-                .tasks
-                .iter()
-                .filter(|t| q("repo_nwo").is_none_or(|r| r == t.repo))
-                .collect();
-            // `sort=last_updated_at,desc` (RFC 3339 in UTC with fixed width sorts as text).
-            list.sort_by(|a, b| b.last_updated_at.cmp(&a.last_updated_at));
-            let sessions: Vec<Value> = list
-                .iter()
-                .skip((page.max(1) - 1) * size)
-                .take(size)
-                .map(|t| t.session())
-                .collect();
-            reply(200, json!({"sessions": sessions}))
-        }
-        _ => not_found(),
-    })
+/// Weir managing [`HOST`] through the fake, with TLS interception, and `config` after it.
+async fn weir_for(api: &AgentsApi, config: &str) -> TlsWeir {
+    TlsWeir::start(&format!(
+        "watch_github_status = false\n[[upstream]]\nname = \"copilot-api\"\norigin = \"https://{HOST}\"\n\
+         connect_to = \"{}\"\nca_file = \"{}\"\n{config}\n[network]\ndetect_os = false\n",
+        api.addr,
+        api.ca_pem.display()
+    ))
+    .await
 }
 
 // ---------------------------------------------------------------------------------------
@@ -647,39 +393,67 @@ struct Answer {
     body: Bytes,
 }
 
+/// One call to `https://{HOST}{path}` as a client behind a proxy makes it: CONNECT through
+/// Weir (hyper's upgrade), TLS trusting only Weir's CA (SNI = the host), then HTTP/1.1.
 async fn call(
-    weir: &Weir,
+    weir: &TlsWeir,
     method: &str,
-    url: &str,
+    path: &str,
     headers: &[(&str, String)],
     body: &str,
 ) -> Answer {
-    let client = reqwest::Client::builder()
-        .proxy(reqwest::Proxy::all(weir.proxy_url()).unwrap())
-        .build()
+    use hyper::client::conn::http1;
+    let tcp = tokio::net::TcpStream::connect(weir.handle.local_addr())
+        .await
         .unwrap();
-    let mut rb = client.request(method.parse().unwrap(), url);
+    let (mut proxy, conn) = http1::handshake(TokioIo::new(tcp)).await.unwrap();
+    tokio::spawn(conn.with_upgrades());
+    let target = format!("{HOST}:443");
+    let connect = http::Request::connect(&target)
+        .header("host", &target)
+        .body(Full::new(Bytes::new()))
+        .unwrap();
+    let tunnel = proxy.send_request(connect).await.unwrap();
+    assert_eq!(tunnel.status(), 200, "CONNECT {target}");
+    let tunnel = TokioIo::new(hyper::upgrade::on(tunnel).await.unwrap());
+    // Only Weir's CA is trusted; ring is rustls's one provider here (Cargo.toml).
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(weir.ca.cert_der().to_vec().into()).unwrap();
+    let tls = rustls::ClientConfig::builder()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let sni = rustls::pki_types::ServerName::try_from(HOST).unwrap();
+    let tls = tokio_rustls::TlsConnector::from(Arc::new(tls))
+        .connect(sni, tunnel)
+        .await
+        .unwrap();
+    let (mut sender, conn) = http1::handshake(TokioIo::new(tls)).await.unwrap();
+    tokio::spawn(conn);
+    let mut rb = http::Request::builder()
+        .method(method)
+        .uri(path)
+        .header("host", HOST);
     for (k, v) in headers {
         rb = rb.header(*k, v);
     }
-    if !body.is_empty() {
-        rb = rb.body(body.to_string());
-    }
-    let r = rb.send().await.unwrap();
+    let r = sender
+        .send_request(rb.body(Full::new(Bytes::from(body.to_string()))).unwrap())
+        .await
+        .unwrap();
+    let (parts, body) = r.into_parts();
     Answer {
-        status: r.status().as_u16(),
-        headers: r.headers().clone(),
-        body: r.bytes().await.unwrap(),
+        status: parts.status.as_u16(),
+        headers: parts.headers,
+        body: body.collect().await.unwrap().to_bytes(),
     }
 }
 
-async fn get(weir: &Weir, api: &AgentsApi, path: &str, token: &str) -> Answer {
-    let url = format!("{}{path}", api.origin());
-    call(weir, "GET", &url, &gh_headers(token)[..1], "").await
+async fn get(weir: &TlsWeir, path: &str, token: &str) -> Answer {
+    call(weir, "GET", path, &gh_headers(token)[..1], "").await
 }
 
 /// Waits (bounded) until the queue item is in `state`; its control-API view.
-async fn item_in(weir: &Weir, id: &str, state: &str) -> Value {
+async fn item_in(weir: &TlsWeir, id: &str, state: &str) -> Value {
     let url = format!("{}/_weir/api/queue/{id}", weir.proxy_url());
     let mut last = Value::Null;
     for _ in 0..400 {
@@ -701,19 +475,13 @@ async fn item_in(weir: &Weir, id: &str, state: &str) -> Value {
 }
 
 /// gh follows a provisional job and session; returns (job, session) as gh decoded them.
-async fn gh_follows(weir: &Weir, api: &AgentsApi, job: &str, sid: &str) -> (gh::Job, gh::Session) {
-    let j = get(weir, api, &format!("{CREATE}/{job}"), "gh-token").await;
+async fn gh_follows(weir: &TlsWeir, job: &str, sid: &str) -> (gh::Job, gh::Session) {
+    let j = get(weir, &format!("{CREATE}/{job}"), "gh-token").await;
     let job = gh::get_job(j.status, &j.body).unwrap_or_else(|e| panic!("{e}: {:?}", j.body));
-    let s = get(weir, api, &format!("/agents/sessions/{sid}"), "gh-token").await;
+    let s = get(weir, &format!("/agents/sessions/{sid}"), "gh-token").await;
     let session =
         gh::get_session(s.status, &s.body).unwrap_or_else(|e| panic!("{e}: {:?}", s.body));
-    let l = get(
-        weir,
-        api,
-        &format!("/agents/sessions/{sid}/logs"),
-        "gh-token",
-    )
-    .await;
+    let l = get(weir, &format!("/agents/sessions/{sid}/logs"), "gh-token").await;
     gh::render_logs(l.status, &l.body).unwrap();
     (job, session)
 }
@@ -727,10 +495,10 @@ async fn gh_follows(weir: &Weir, api: &AgentsApi, job: &str, sid: &str) -> (gh::
 /// it waits and after the replay; exactly one session exists upstream after healing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_create_during_an_outage_is_a_job_both_clients_accept_and_follow() {
-    let api = AgentsApi::start(Mode::Down).await;
-    let weir = Weir::start(&[&api.origin()], CONFIG).await;
-    let url = format!("{}{CREATE}", api.origin());
-    let a = call(&weir, "POST", &url, &gh_headers("gh-token"), GH_BODY).await;
+    let api = AgentsApi::start().await;
+    api.set_faults(down());
+    let weir = weir_for(&api, CONFIG).await;
+    let a = call(&weir, "POST", CREATE, &gh_headers("gh-token"), GH_BODY).await;
 
     // gh: 201 with a Job.
     assert_eq!(a.status, 201, "{:?}", a.body);
@@ -756,10 +524,14 @@ async fn a_create_during_an_outage_is_a_job_both_clients_accept_and_follow() {
         a.headers["location"].to_str().unwrap(),
         format!("/_weir/api/queue/{queue_id}")
     );
-    assert_eq!(api.tasks().len(), 0, "nothing was created upstream yet");
+    assert_eq!(
+        api.jobs_in("octo/app").len(),
+        0,
+        "nothing was created upstream yet"
+    );
 
     // The same create again (the user pressed create twice): the same provisional job.
-    let again = call(&weir, "POST", &url, &gh_headers("gh-token"), GH_BODY).await;
+    let again = call(&weir, "POST", CREATE, &gh_headers("gh-token"), GH_BODY).await;
     let again = gh::create_job(again.status, &again.body).unwrap();
     assert_eq!(
         (again.id.as_str(), again.session_id.as_str()),
@@ -767,7 +539,7 @@ async fn a_create_during_an_outage_is_a_job_both_clients_accept_and_follow() {
     );
 
     // While it waits: gh's GetJob, GetSession and logs, and VS Code's calls, from the queue.
-    let (j, s) = gh_follows(&weir, &api, &job.id, &job.session_id).await;
+    let (j, s) = gh_follows(&weir, &job.id, &job.session_id).await;
     assert_eq!(
         (j.id.as_str(), j.status.as_str()),
         (job.id.as_str(), "queued")
@@ -779,7 +551,6 @@ async fn a_create_during_an_outage_is_a_job_both_clients_accept_and_follow() {
     assert!(s.name.contains("Weir"), "{}", s.name);
     let by_session = get(
         &weir,
-        &api,
         &format!("{CREATE}/session/{}", job.session_id),
         "vs-token-of-gh",
     )
@@ -790,7 +561,6 @@ async fn a_create_during_an_outage_is_a_job_both_clients_accept_and_follow() {
     );
     let by_session = get(
         &weir,
-        &api,
         &format!("{CREATE}/session/{}", job.session_id),
         "gh-token",
     )
@@ -800,7 +570,6 @@ async fn a_create_during_an_outage_is_a_job_both_clients_accept_and_follow() {
     assert!(!vscode::has_pull_request(&vj));
     let si = get(
         &weir,
-        &api,
         &format!("/agents/sessions/{}", job.session_id),
         "gh-token",
     )
@@ -810,7 +579,6 @@ async fn a_create_during_an_outage_is_a_job_both_clients_accept_and_follow() {
     // Another identity never sees this identity's queued task.
     let other = get(
         &weir,
-        &api,
         &format!("/agents/sessions/{}", job.session_id),
         "someone-else",
     )
@@ -819,38 +587,38 @@ async fn a_create_during_an_outage_is_a_job_both_clients_accept_and_follow() {
     assert!(other.headers.get("weir-queued").is_none());
 
     // Heal: the replay sends it once; the provisional ids now show the real job and session.
-    api.set(Mode::Up);
+    api.heal();
     let done = item_in(&weir, &queue_id, "done").await;
-    let tasks = api.tasks();
+    let tasks = api.jobs_in("octo/app");
     assert_eq!(tasks.len(), 1, "exactly one session upstream");
-    assert_eq!(done["result"]["job_id"], tasks[0].job_id.as_str());
-    // Refused attempts created nothing; the one that got through is the only session.
-    let posts = api.count("POST", CREATE);
-    let (j, s) = gh_follows(&weir, &api, &job.id, &job.session_id).await;
-    assert_eq!(
-        j.id, tasks[0].job_id,
-        "the real job under the provisional id"
+    let (job_id, session_id) = (
+        tasks[0]["job_id"].as_str().unwrap(),
+        tasks[0]["session_id"].as_str().unwrap(),
     );
+    assert_eq!(done["result"]["job_id"], job_id);
+    // Refused attempts created nothing; the one that got through is the only session.
+    let posts = api.count("jobs.create");
+    let (j, s) = gh_follows(&weir, &job.id, &job.session_id).await;
+    assert_eq!(j.id, job_id, "the real job under the provisional id");
     assert_eq!(
-        s.id, tasks[0].session_id,
+        s.id, session_id,
         "the real session under the provisional id"
     );
     assert_eq!(
-        api.count("GET", &format!("{CREATE}/{}", tasks[0].job_id)),
+        api.count_exact(HOST, "GET", &format!("{CREATE}/{job_id}")),
         1
     );
     let vj = get(
         &weir,
-        &api,
         &format!("{CREATE}/session/{}", job.session_id),
         "gh-token",
     )
     .await;
     let vj = vscode::get_job(vj.status, &vj.body).unwrap();
-    assert_eq!(vj["job_id"], tasks[0].job_id.as_str());
-    assert_eq!(api.tasks().len(), 1, "still exactly one");
+    assert_eq!(vj["job_id"], job_id);
+    assert_eq!(api.jobs_in("octo/app").len(), 1, "still exactly one");
     assert_eq!(
-        api.count("POST", CREATE),
+        api.count("jobs.create"),
         posts,
         "nothing sent after it was done"
     );
@@ -860,15 +628,22 @@ async fn a_create_during_an_outage_is_a_job_both_clients_accept_and_follow() {
 /// (gh's `JobError`, `response_status_code` as a string) and its session as failed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refused_replay_is_a_failed_job_in_the_upstreams_error_shape() {
-    let api = AgentsApi::start(Mode::Down).await;
-    let weir = Weir::start(&[&api.origin()], CONFIG).await;
-    let url = format!("{}{CREATE}", api.origin());
-    let a = call(&weir, "POST", &url, &gh_headers("gh-token"), GH_BODY).await;
+    let api = AgentsApi::start().await;
+    api.set_faults(down());
+    let weir = weir_for(&api, CONFIG).await;
+    let a = call(&weir, "POST", CREATE, &gh_headers("gh-token"), GH_BODY).await;
     let job = gh::create_job(a.status, &a.body).unwrap();
     let queue_id = a.headers["weir-queued"].to_str().unwrap().to_string();
-    api.set(Mode::Refuse);
+    api.set_faults(vec![Fault {
+        route: Some("jobs.create"),
+        kind: FaultKind::Refused {
+            status: 422,
+            message: "the base branch does not exist",
+        },
+        times: None,
+    }]);
     item_in(&weir, &queue_id, "failed").await;
-    let (j, s) = gh_follows(&weir, &api, &job.id, &job.session_id).await;
+    let (j, s) = gh_follows(&weir, &job.id, &job.session_id).await;
     assert_eq!(j.status, "failed");
     let e = j.error_info.expect("the job's error");
     assert_eq!(e.response_status_code, 422);
@@ -879,7 +654,7 @@ async fn a_refused_replay_is_a_failed_job_in_the_upstreams_error_shape() {
         "the base branch does not exist"
     );
     let raw: Value = serde_json::from_slice(
-        &get(&weir, &api, &format!("{CREATE}/{}", job.id), "gh-token")
+        &get(&weir, &format!("{CREATE}/{}", job.id), "gh-token")
             .await
             .body,
     )
@@ -888,17 +663,17 @@ async fn a_refused_replay_is_a_failed_job_in_the_upstreams_error_shape() {
         raw["error"]["response_status_code"], "422",
         "a string, as gh's `,string` wants"
     );
-    assert_eq!(api.tasks().len(), 0);
+    assert_eq!(api.jobs_in("octo/app").len(), 0);
 }
 
 /// `[queue] answer = "accepted"` keeps the 202 with Weir's queue entry.
 #[tokio::test]
 async fn answer_accepted_keeps_the_202() {
-    let api = AgentsApi::start(Mode::Down).await;
+    let api = AgentsApi::start().await;
+    api.set_faults(down());
     let cfg = CONFIG.replace("[queue]\n", "[queue]\nanswer = \"accepted\"\n");
-    let weir = Weir::start(&[&api.origin()], &cfg).await;
-    let url = format!("{}{CREATE}", api.origin());
-    let a = call(&weir, "POST", &url, &gh_headers("gh-token"), GH_BODY).await;
+    let weir = weir_for(&api, &cfg).await;
+    let a = call(&weir, "POST", CREATE, &gh_headers("gh-token"), GH_BODY).await;
     assert_eq!(a.status, 202);
     let v: Value = serde_json::from_slice(&a.body).unwrap();
     assert_eq!(v["status"], "queued");
@@ -917,11 +692,12 @@ async fn answer_accepted_keeps_the_202() {
 /// rather than answering in the jobs API's shape.
 #[tokio::test]
 async fn a_queued_rest_task_create_keeps_the_202() {
-    let api = AgentsApi::start(Mode::Down).await;
-    let weir = Weir::start(&[&api.origin()], CONFIG).await;
-    let url = format!("{}/agents/repos/octo/app/tasks", api.origin());
+    let api = AgentsApi::start().await;
+    api.set_faults(down());
+    let weir = weir_for(&api, CONFIG).await;
+    let url = "/agents/repos/octo/app/tasks";
     let body = r#"{"prompt":"fix the flaky test"}"#;
-    let a = call(&weir, "POST", &url, &gh_headers("gh-token"), body).await;
+    let a = call(&weir, "POST", url, &gh_headers("gh-token"), body).await;
     assert_eq!(a.status, 202);
     let v: Value = serde_json::from_slice(&a.body).unwrap();
     assert_eq!(v["status"], "queued");
@@ -933,53 +709,56 @@ async fn a_queued_rest_task_create_keeps_the_202() {
 /// the repository's sessions and the job behind each candidate, and never sent twice.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_create_that_happened_upstream_is_found_by_the_lookup_and_never_sent_twice() {
-    let api = AgentsApi::start(Mode::Swallow).await;
+    let api = AgentsApi::start().await;
+    // Creates are done, then their answer lost (504): the create is in doubt.
+    api.fail(Fault {
+        route: Some("jobs.create"),
+        kind: FaultKind::AnswerLost(504),
+        times: None,
+    });
     let now = SystemTime::now();
     let hour = Duration::from_secs(3600);
     // 60 older sessions of the repository updated after ours (they fill page 1), two created
     // in the window that are not it (one named like ours), and another
     // repository's session with the same statement (never listed for this repository).
     for i in 0..60 {
-        api.add(
-            "octo/app",
-            &format!("old task {i}"),
-            now - 2 * hour,
-            now + hour,
-        );
+        let old = format!("old task {i}");
+        api.seed_task(task("octo/app", &old, &old, now - 2 * hour, now + hour));
     }
-    api.add("octo/app", "Something else", now, now + hour);
+    let other = "Something else";
+    api.seed_task(task("octo/app", other, other, now, now + hour));
     // Named as ours (a title), but its job says otherwise: only the job can tell.
-    api.add_named(
+    api.seed_task(task(
         "octo/app",
-        "Fix the login bug in the admin page",
         "Fix the login bug",
+        "Fix the login bug in the admin page",
         now,
         now + hour,
-    );
-    api.add("octo/other", "Fix the login bug", now, now + 2 * hour);
-    let weir = Weir::start(&[&api.origin()], CONFIG).await;
-    let url = format!("{}{CREATE}", api.origin());
-    let a = call(&weir, "POST", &url, &gh_headers("gh-token"), GH_BODY).await;
+    ));
+    let same = "Fix the login bug";
+    api.seed_task(task("octo/other", same, same, now, now + 2 * hour));
+    let weir = weir_for(&api, CONFIG).await;
+    let a = call(&weir, "POST", CREATE, &gh_headers("gh-token"), GH_BODY).await;
     let job = gh::create_job(a.status, &a.body).unwrap();
     assert_eq!(job.status, "queued");
     let queue_id = a.headers["weir-queued"].to_str().unwrap().to_string();
-    api.set(Mode::Up);
+    api.heal();
     let done = item_in(&weir, &queue_id, "done").await;
     assert_eq!(done["result"]["found_by_lookup"], true, "{done}");
-    let ours: Vec<Task> = api
-        .tasks()
+    let ours: Vec<Value> = api
+        .jobs_in("octo/app")
         .into_iter()
-        .filter(|t| t.repo == "octo/app" && t.problem_statement == "Fix the login bug")
+        .filter(|j| j["problem_statement"] == "Fix the login bug")
         .collect();
     assert_eq!(ours.len(), 1, "exactly one session upstream");
-    assert_eq!(done["result"]["session_id"], ours[0].session_id.as_str());
-    assert_eq!(api.count("POST", CREATE), 1, "sent once, never again");
+    assert_eq!(done["result"]["session_id"], ours[0]["session_id"]);
+    assert_eq!(api.count("jobs.create"), 1, "sent once, never again");
     // Listed as the real clients list, through page 2.
     let lists: Vec<String> = api
-        .seen()
+        .log()
         .into_iter()
-        .filter(|(m, p)| m == "GET" && p.starts_with("/agents/sessions?"))
-        .map(|(_, p)| p)
+        .filter(|l| l.route == "sessions.list")
+        .map(|l| l.path_and_query)
         .collect();
     assert_eq!(
         lists,
@@ -989,14 +768,31 @@ async fn a_create_that_happened_upstream_is_found_by_the_lookup_and_never_sent_t
         ]
     );
     // Each candidate confirmed by its job; the old sessions were never asked about.
-    let asked = api.count("GET", &format!("{CREATE}/session/"));
+    let asked = api.count("jobs.by_session");
     assert_eq!(asked, 2, "the look-alike (its job differs), then ours");
     // The provisional ids serve the session that was found.
-    let (j, s) = gh_follows(&weir, &api, &job.id, &job.session_id).await;
+    let (j, s) = gh_follows(&weir, &job.id, &job.session_id).await;
     assert_eq!(
-        (j.id, s.id),
-        (ours[0].job_id.clone(), ours[0].session_id.clone())
+        (Value::from(j.id), Value::from(s.id)),
+        (ours[0]["job_id"].clone(), ours[0]["session_id"].clone())
     );
+}
+
+/// A task of `repo` to seed: its session's name, its job's statement, created and updated when.
+fn task<'a>(
+    repo: &'a str,
+    name: &'a str,
+    problem_statement: &'a str,
+    created_at: SystemTime,
+    last_updated_at: SystemTime,
+) -> SeedTask<'a> {
+    SeedTask {
+        repo,
+        name,
+        problem_statement,
+        created_at,
+        last_updated_at,
+    }
 }
 
 /// A bad `[queue] answer` names the key and its line.

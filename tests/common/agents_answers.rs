@@ -95,14 +95,11 @@ pub(crate) fn answer(
             json_response(200, &r)
         }
         "jobs.create" => create_job(st, seg[4], seg[5], body, now),
-        "jobs.get" => match find(&st.store.lock().unwrap().jobs, "job_id", seg[6]) {
-            Some(j) => json_response(200, &strip_private(j)),
-            None => not_found(),
-        },
-        "jobs.by_session" => match find(&st.store.lock().unwrap().jobs, "session_id", seg[7]) {
-            Some(j) => json_response(200, &strip_private(j)),
-            None => not_found(),
-        },
+        // A job is asked for under its repository (`/jobs/{o}/{r}/…`, cli/cli
+        // `capi/job.go` `GetJob`; VS Code `getJobBySessionId`): another repository's is not
+        // found there (the corpus's own job names none and is found under any).
+        "jobs.get" => job_in(st, seg[4], seg[5], "job_id", seg[6]),
+        "jobs.by_session" => job_in(st, seg[4], seg[5], "session_id", seg[7]),
         "jobs.enabled" => json_response(200, &a.body("enabled")),
         "custom_agents.list" => json_response(200, &a.body("custom_agents")),
         "custom_agents.get" => {
@@ -209,6 +206,20 @@ pub(crate) fn create_job(
     store.jobs.push(stored);
     let status = st.answers.answers["job_created"].status;
     json_response(status, &job)
+}
+
+/// The job of `owner/repo` whose `key` is `want`, or 404.
+fn job_in(st: &State, owner: &str, repo: &str, key: &str, want: &str) -> Response<Full<Bytes>> {
+    let nwo = format!("{owner}/{repo}");
+    let store = st.store.lock().unwrap();
+    match store
+        .jobs
+        .iter()
+        .find(|j| j[key].as_str() == Some(want) && j["repo_nwo"].as_str().is_none_or(|n| n == nwo))
+    {
+        Some(j) => json_response(200, &strip_private(j)),
+        None => not_found(),
+    }
 }
 
 /// `POST /chat/completions`: one short assistant message, streamed as OpenAI chunks when the

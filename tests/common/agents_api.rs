@@ -5,7 +5,9 @@
 //! Copilot token and user, the Copilot CLI's start-up calls and the MCP server. One certificate
 //! names every host, so Weir reaches each real host name through `connect_to` + `ca_file`. It
 //! keeps a request log (host, method, path and query, headers, body, route) and can be told to
-//! fail (5xx, 429 + Retry-After, latency).
+//! fail (5xx, 429 + Retry-After, latency, a refusal in the upstream's error shape, an answer
+//! lost after the work was done). Tasks (a session and the job behind it) can be seeded with
+//! given names, statements and times, for the in-doubt lookup.
 //! Use with `#[path = "common/corpus.rs"] mod corpus;` and
 //! `#[path = "common/agents_answers.rs"] mod agents_answers;` and `#[path = "common/tls.rs"] mod
 //! tls;` declared next to it (its certificate comes from the shared `tls::TestCa`).
@@ -17,7 +19,9 @@
 #[path = "request.rs"]
 mod request;
 
-use crate::agents_answers::{answer, json_response, parse_query, rfc3339, session_id, sorted};
+use crate::agents_answers::{
+    answer, json_response, parse_query, rfc3339, session_id, sorted, strip_private,
+};
 use crate::corpus::Answers;
 use crate::tls::TestCa;
 use bytes::Bytes;
@@ -32,7 +36,7 @@ use serde_json::{json, Value};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
@@ -86,6 +90,30 @@ pub enum FaultKind {
     RateLimited { retry_after_secs: u64 },
     /// Wait, then answer normally.
     Delay(Duration),
+    /// Refuse with this status (4xx) and `message`, doing nothing, in the error shape gh's
+    /// `CreateJob` reads: when the body is no job it decodes the body itself as a `JobError`
+    /// (`{"message", …}`; cli/cli `pkg/cmd/agent-task/capi/job.go`, commit
+    /// 03faed65a9ce9a2fa77c7cbb76e89d6508655e87). VS Code's `postCopilotAgentJob` reads only
+    /// the status (microsoft/vscode-copilot-chat `src/platform/github/common/
+    /// octoKitServiceImpl.ts`, commit 31acd00a86424e2ee6e980e54919cf31fbf88030).
+    Refused { status: u16, message: &'static str },
+    /// Do the work (a create creates its job and session), then answer this status (5xx) as
+    /// a gateway that lost the upstream's answer would: the create is in doubt.
+    AnswerLost(u16),
+}
+
+/// A task to seed: a session of `repo` and the job behind it
+/// (`GET /agents/swe/v1/jobs/{o}/{r}/session/{id}` answers it with `problem_statement`).
+#[derive(Debug, Clone)]
+pub struct SeedTask<'a> {
+    /// `owner/repo`.
+    pub repo: &'a str,
+    /// The session's name (gh's is the statement; VS Code's a title made from it).
+    pub name: &'a str,
+    /// The job's statement, which the session does not carry.
+    pub problem_statement: &'a str,
+    pub created_at: SystemTime,
+    pub last_updated_at: SystemTime,
 }
 
 pub(crate) struct Store {
@@ -221,6 +249,11 @@ impl AgentsApi {
         self.state.faults.lock().unwrap().clear();
     }
 
+    /// Heals and sets `faults` in one step, so that no request falls between the two.
+    pub fn set_faults(&self, faults: Vec<Fault>) {
+        *self.state.faults.lock().unwrap() = faults;
+    }
+
     /// Adds `n` sessions of `owner/repo` (newest last), for paging.
     pub fn seed_sessions(&self, n: usize, nwo: &str) {
         let template = self.state.answers.body("session");
@@ -235,6 +268,46 @@ impl AgentsApi {
             s["repo_nwo"] = json!(nwo);
             store.sessions.push(s);
         }
+    }
+
+    /// Adds a session and the job behind it, from the corpus's `session` and `job` templates
+    /// (the rest of their fields as those say); returns the session id.
+    pub fn seed_task(&self, t: SeedTask<'_>) -> String {
+        let secs =
+            |at: SystemTime| rfc3339(at.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs()));
+        let (created, updated) = (secs(t.created_at), secs(t.last_updated_at));
+        let mut session = self.state.answers.body("session");
+        let mut job = self.state.answers.body("job");
+        let mut store = self.state.store.lock().unwrap();
+        let i = store.next;
+        store.next += 1;
+        let sid = session_id(i);
+        // The times and the repository (the fake's own bookkeeping) on both.
+        for (v, updated_key) in [(&mut session, "last_updated_at"), (&mut job, "updated_at")] {
+            v["created_at"] = json!(created);
+            v[updated_key] = json!(updated);
+            v["repo_nwo"] = json!(t.repo);
+        }
+        session["id"] = json!(sid);
+        session["name"] = json!(t.name);
+        store.sessions.push(session);
+        job["job_id"] = json!(format!("job-{i}"));
+        job["session_id"] = json!(sid);
+        job["problem_statement"] = json!(t.problem_statement);
+        store.jobs.push(job);
+        sid
+    }
+
+    /// The jobs the fake holds for `owner/repo`, created or seeded, oldest first (the corpus's
+    /// own job names no repository, so it is not among them).
+    pub fn jobs_in(&self, nwo: &str) -> Vec<Value> {
+        let store = self.state.store.lock().unwrap();
+        store
+            .jobs
+            .iter()
+            .filter(|j| j["repo_nwo"].as_str() == Some(nwo))
+            .map(strip_private)
+            .collect()
     }
 
     /// The sessions the fake holds (newest first, as it lists them).
@@ -315,21 +388,22 @@ async fn handle(
         body: body.clone(),
         route: name,
     });
-    if let Some(fault) = take_fault(&st, name) {
-        match fault {
-            FaultKind::Delay(d) => tokio::time::sleep(d).await,
-            FaultKind::Status(s) => {
-                return Ok(json_response(
-                    s,
-                    &json!({"message": "fake upstream failure"}),
-                ))
-            }
-            FaultKind::RateLimited { retry_after_secs } => {
-                let mut r = json_response(429, &json!({"message": "rate limited"}));
-                r.headers_mut()
-                    .insert("retry-after", retry_after_secs.to_string().parse().unwrap());
-                return Ok(r);
-            }
+    let fault = take_fault(&st, name);
+    match fault {
+        None | Some(FaultKind::AnswerLost(_)) => {}
+        Some(FaultKind::Delay(d)) => tokio::time::sleep(d).await,
+        Some(FaultKind::Status(s)) => return Ok(failure(s)),
+        Some(FaultKind::Refused { status, message }) => {
+            return Ok(json_response(
+                status,
+                &json!({"message": message, "documentation_url": "https://docs.github.com/rest"}),
+            ))
+        }
+        Some(FaultKind::RateLimited { retry_after_secs }) => {
+            let mut r = json_response(429, &json!({"message": "rate limited"}));
+            r.headers_mut()
+                .insert("retry-after", retry_after_secs.to_string().parse().unwrap());
+            return Ok(r);
         }
     }
     let query = parse_query(got.uri.query().unwrap_or_default());
@@ -338,7 +412,17 @@ async fn handle(
         .get("authorization")
         .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
         .unwrap_or_default();
-    Ok(answer(&st, name, &path, &query, &body, &auth))
+    let done = answer(&st, name, &path, &query, &body, &auth);
+    Ok(match fault {
+        // The work is done (and kept); the client is told otherwise.
+        Some(FaultKind::AnswerLost(s)) => failure(s),
+        _ => done,
+    })
+}
+
+/// A failure as the fake answers it: the status with a GitHub-style `{"message"}` body.
+fn failure(status: u16) -> Response<Full<Bytes>> {
+    json_response(status, &json!({"message": "fake upstream failure"}))
 }
 
 fn take_fault(st: &State, route: &'static str) -> Option<FaultKind> {
