@@ -9,7 +9,7 @@ mod pg;
 
 use std::time::Duration;
 use weir::queue_api::{open_postgres, open_sqlite, QueueBackend};
-use weir_store::{Change, Item, NewItem, State, StoreError, Transition};
+use weir_store::{Change, Item, ItemResult, NewItem, State, StoreError, Transition};
 
 /// Raw access to the backend's table, to put an item into any state.
 enum Raw {
@@ -62,11 +62,17 @@ fn change_for(ev: Transition) -> Option<Change> {
     Some(match ev {
         Transition::Replay => Change::Replay,
         Transition::Done => Change::Done {
-            result: serde_json::json!({"job_id": "j"}),
+            result: ItemResult {
+                job_id: Some("j".into()),
+                ..ItemResult::default()
+            },
         },
         Transition::Fail => Change::Fail {
             reason: "no".into(),
-            result: Some(serde_json::json!({"status": 422})),
+            result: Some(ItemResult {
+                status: Some(422),
+                ..ItemResult::default()
+            }),
         },
         Transition::Reschedule => Change::Reschedule {
             at: 50_000,
@@ -79,7 +85,10 @@ fn change_for(ev: Transition) -> Option<Change> {
         Transition::Cancel => Change::Cancel,
         Transition::Retry => Change::Retry,
         Transition::HandOff => Change::HandOff {
-            result: serde_json::json!({"running": true}),
+            result: ItemResult {
+                running: Some(true),
+                ..ItemResult::default()
+            },
         },
         Transition::Requeue => Change::Requeue {
             why: "declined".into(),

@@ -34,7 +34,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
-use weir_store::{Change, Item, ListFilter, NewItem, State, StoreError};
+use weir_store::{Change, Item, ItemResult, ListFilter, NewItem, State, StoreError};
 
 /// What the policy phase hands over when a create's action is `local`.
 #[derive(Debug, Clone)]
@@ -194,7 +194,7 @@ struct OfferRecord {
 }
 
 fn record_of(item: &Item) -> Option<OfferRecord> {
-    let v = item.result.as_ref()?.get("handoff")?.clone();
+    let v = item.result.as_ref()?.handoff.clone()?;
     serde_json::from_value(v).ok()
 }
 
@@ -268,7 +268,10 @@ impl Handoffs {
             expires_at,
             tool: req.create.as_ref().map(|c| RequestingTool::of(&c.headers)),
         };
-        let offer = serde_json::json!({ "handoff": record });
+        let offer = ItemResult {
+            handoff: serde_json::to_value(&record).ok(),
+            ..ItemResult::default()
+        };
         let stored = match &req.create {
             Some(c) => {
                 let create = crate::queue::enqueue::Create {
@@ -378,12 +381,13 @@ impl Handoffs {
         if let Some(placeholder) = option_like(&agent.command, &filled) {
             return Err(HandoffError::OptionLike { placeholder });
         }
-        let started = serde_json::json!({
-            "handoff": record,
-            "running": true,
-            "program": agent.command.first(),
-            "confirmed_at": crate::time_fmt::rfc3339(SystemTime::now()),
-        });
+        let started = ItemResult {
+            handoff: serde_json::to_value(&record).ok(),
+            running: Some(true),
+            program: agent.command.first().cloned(),
+            confirmed_at: Some(crate::time_fmt::rfc3339(SystemTime::now())),
+            ..ItemResult::default()
+        };
         let now = now_ms();
         let item = q
             .store
@@ -633,14 +637,14 @@ impl Handoffs {
                     continue;
                 };
                 let mut result = item.result.unwrap_or_default();
-                result["running"] = serde_json::Value::Bool(false);
-                result["outcome"] = serde_json::to_value(runner::Outcome {
+                result.running = Some(false);
+                result.outcome = serde_json::to_value(runner::Outcome {
                     error: Some(
                         "Weir stopped while the local agent ran; its outcome is unknown".into(),
                     ),
                     ..Default::default()
                 })
-                .unwrap_or_default();
+                .ok();
                 if let Err(e) = q.store.record_hand_off_result(v.id, result, now_ms()).await {
                     tracing::warn!(id = v.id, error = %e, "could not close an interrupted hand-off");
                 }
@@ -823,7 +827,7 @@ impl RunTask {
         spec: runner::Spec,
         file: PathBuf,
         statement: String,
-        started: serde_json::Value,
+        started: ItemResult,
         pending: Pending,
     ) {
         let outcome = match write_private(&self.dir, &file, &statement) {
@@ -840,9 +844,9 @@ impl RunTask {
         }
         tracing::info!(id, exit_code = ?outcome.exit_code, timed_out = outcome.timed_out, error = ?outcome.error, "the local agent ended");
         let mut result = started;
-        result["running"] = serde_json::Value::Bool(false);
-        result["outcome"] = serde_json::to_value(&outcome).unwrap_or_default();
-        result["finished_at"] = crate::time_fmt::rfc3339(SystemTime::now()).into();
+        result.running = Some(false);
+        result.outcome = serde_json::to_value(&outcome).ok();
+        result.finished_at = Some(crate::time_fmt::rfc3339(SystemTime::now()));
         if let Some(q) = self.queue.open() {
             if let Err(e) = q.store.record_hand_off_result(id, result, now_ms()).await {
                 tracing::warn!(id, error = %e, "could not record the local agent's outcome");

@@ -68,11 +68,8 @@ impl HandoffView {
                 .map(|r| crate::time_fmt::rfc3339(super::at(r.expires_at))),
             expires_at_ms: record.as_ref().filter(|_| offered).map(|r| r.expires_at),
             back_to_queue: record.as_ref().is_some_and(|r| r.requeue),
-            running: result
-                .and_then(|r| r.get("running"))
-                .and_then(|r| r.as_bool())
-                .unwrap_or(false),
-            outcome: result.and_then(|r| r.get("outcome")).cloned(),
+            running: result.and_then(|r| r.running).unwrap_or(false),
+            outcome: result.and_then(|r| r.outcome.clone()),
             note: (!offered && item.state != State::HandedOff)
                 .then(|| item.last_error.clone())
                 .flatten(),

@@ -36,7 +36,7 @@ pub trait QueueBackend: Send + Sync {
         &self,
         item: NewItem,
         expires_at_ms: i64,
-        offer: serde_json::Value,
+        offer: weir_store::ItemResult,
         now_ms: i64,
     ) -> Result<Item, StoreError>;
 
@@ -48,7 +48,7 @@ pub trait QueueBackend: Send + Sync {
     async fn record_hand_off_result(
         &self,
         id: i64,
-        result: serde_json::Value,
+        result: weir_store::ItemResult,
         now_ms: i64,
     ) -> Result<Item, StoreError>;
 
@@ -114,7 +114,7 @@ impl QueueBackend for AsyncStore {
         &self,
         item: NewItem,
         expires_at_ms: i64,
-        offer: serde_json::Value,
+        offer: weir_store::ItemResult,
         now_ms: i64,
     ) -> Result<Item, StoreError> {
         self.call(move |s| s.insert_offered(&item, expires_at_ms, &offer, now_ms))
@@ -128,7 +128,7 @@ impl QueueBackend for AsyncStore {
     async fn record_hand_off_result(
         &self,
         id: i64,
-        result: serde_json::Value,
+        result: weir_store::ItemResult,
         now_ms: i64,
     ) -> Result<Item, StoreError> {
         self.call(move |s| s.record_hand_off_result(id, &result, now_ms))

@@ -8,7 +8,7 @@ use bytes::Bytes;
 use http::StatusCode;
 use std::time::Duration;
 use weir_resilience::Backoff;
-use weir_store::{Change, Item, State};
+use weir_store::{Change, Item, ItemResult, State};
 
 /// The pause after a step the store recorded.
 pub(super) const PACE: Duration = Duration::from_millis(200);
@@ -217,30 +217,31 @@ fn decide_lookup(found: Lookup, stored_token: bool, now: i64) -> Step {
 
 /// What the upstream said when it refused a replay: its status and message (the jobs API's
 /// error, `{"message"}` or `{"error": {"message"}}`, else Weir's description).
-fn refusal(status: u16, body: &[u8], detail: &str) -> serde_json::Value {
+fn refusal(status: u16, body: &[u8], detail: &str) -> ItemResult {
     let v: serde_json::Value = serde_json::from_slice(body).unwrap_or_default();
     let message = v
         .get("message")
         .or_else(|| v.get("error").and_then(|e| e.get("message")))
         .and_then(|m| m.as_str())
         .map_or_else(|| detail.to_string(), str::to_string);
-    serde_json::json!({"status": status, "message": message})
+    ItemResult {
+        status: Some(status),
+        message: Some(message),
+        ..ItemResult::default()
+    }
 }
 
 /// What the upstream said it created: job id, session id, PR when present.
-fn summarise(status: u16, body: &[u8]) -> serde_json::Value {
+fn summarise(status: u16, body: &[u8]) -> ItemResult {
     let v: serde_json::Value = serde_json::from_slice(body).unwrap_or_default();
-    let pick = |keys: &[&str]| {
-        keys.iter()
-            .find_map(|k| v.get(*k).cloned())
-            .unwrap_or(serde_json::Value::Null)
-    };
-    serde_json::json!({
-        "status": status,
-        "job_id": pick(&["job_id", "id"]),
-        "session_id": pick(&["session_id"]),
-        "pull_request": pick(&["pull_request", "pr", "pull_request_url"]),
-    })
+    let pick = |keys: &[&str]| keys.iter().find_map(|k| v.get(*k).filter(|x| !x.is_null()));
+    ItemResult {
+        status: Some(status),
+        job_id: pick(&["job_id", "id"]).and_then(ItemResult::id_text),
+        session_id: pick(&["session_id"]).and_then(ItemResult::id_text),
+        pull_request: pick(&["pull_request", "pr", "pull_request_url"]).cloned(),
+        ..ItemResult::default()
+    }
 }
 
 #[cfg(test)]
@@ -295,7 +296,12 @@ mod tests {
         assert_eq!(
             done,
             Change::Done {
-                result: serde_json::json!({"status": 201, "job_id": "j1", "session_id": "s1", "pull_request": null})
+                result: ItemResult {
+                    status: Some(201),
+                    job_id: Some("j1".into()),
+                    session_id: Some("s1".into()),
+                    ..ItemResult::default()
+                }
             }
         );
         // One attempt so far: the backoff's ceiling for it, no jitter.
@@ -340,8 +346,8 @@ mod tests {
         };
         assert!(reason.starts_with("upstream refused it: 422"), "{reason}");
         assert_eq!(
-            result,
-            serde_json::json!({"status": 422, "message": "no such repo"})
+            (result.status, result.message.as_deref()),
+            (Some(422), Some("no such repo"))
         );
     }
 
@@ -378,7 +384,10 @@ mod tests {
             change_of(look(Lookup::NotFound, true)),
             Change::Fail { .. }
         ));
-        let found = serde_json::json!({"found_by_lookup": true});
+        let found = ItemResult {
+            found_by_lookup: true,
+            ..ItemResult::default()
+        };
         for stored in [false, true] {
             assert_eq!(
                 change_of(look(Lookup::Found(found.clone()), stored)),

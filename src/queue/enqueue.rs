@@ -99,7 +99,7 @@ pub(crate) async fn store_offered(
     q: &super::Queue,
     c: Create<'_>,
     expires_at_ms: i64,
-    offer: serde_json::Value,
+    offer: weir_store::ItemResult,
 ) -> Result<weir_store::Item, StoreError> {
     let credential = Credential::from_headers(c.headers);
     let account = crate::secrets::names::queue_account(c.key);

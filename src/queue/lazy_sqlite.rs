@@ -95,7 +95,7 @@ impl QueueBackend for LazySqlite {
         &self,
         item: NewItem,
         expires_at_ms: i64,
-        offer: serde_json::Value,
+        offer: weir_store::ItemResult,
         now_ms: i64,
     ) -> Result<Item, StoreError> {
         let s = self.created().await?;
@@ -112,7 +112,7 @@ impl QueueBackend for LazySqlite {
     async fn record_hand_off_result(
         &self,
         id: i64,
-        result: serde_json::Value,
+        result: weir_store::ItemResult,
         now_ms: i64,
     ) -> Result<Item, StoreError> {
         match self.existing() {

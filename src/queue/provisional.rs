@@ -81,31 +81,21 @@ pub(crate) enum Stage {
 }
 
 pub(crate) fn stage(item: &Item) -> Stage {
-    let text = |k: &str| {
-        item.result
-            .as_ref()
-            .and_then(|r| r.get(k))
-            .and_then(Value::as_str)
-            .map(str::to_string)
-    };
+    let result = item.result.as_ref();
     match item.state {
         State::Queued | State::Replaying | State::InDoubt | State::Offered => Stage::Waiting,
         State::Done => Stage::Done {
-            job_id: text("job_id"),
-            session_id: text("session_id"),
+            job_id: result.and_then(|r| r.job_id.clone()),
+            session_id: result.and_then(|r| r.session_id.clone()),
         },
         State::HandedOff => Stage::Failed {
             status: None,
             message: "Weir handed this task to your local agent instead of the cloud agent".into(),
         },
         State::Failed => Stage::Failed {
-            status: item
-                .result
-                .as_ref()
-                .and_then(|r| r.get("status"))
-                .and_then(Value::as_u64)
-                .and_then(|s| u16::try_from(s).ok()),
-            message: text("message")
+            status: result.and_then(|r| r.status),
+            message: result
+                .and_then(|r| r.message.clone())
                 .or_else(|| item.last_error.clone())
                 .unwrap_or_else(|| "the queued create failed".into()),
         },

@@ -234,8 +234,8 @@ pub struct Item {
     pub next_attempt_at: i64,
     pub last_attempt_at: Option<i64>,
     pub last_error: Option<String>,
-    /// What the upstream created (job id, session id, PR), once known.
-    pub result: Option<serde_json::Value>,
+    /// What the create came to: what the upstream made or refused, or the hand-off's record.
+    pub result: Option<ItemResult>,
     pub updated_at: i64,
     /// An earlier send may have reached the upstream: look it up before sending again. Set on
     /// entering `in_doubt`, kept through cancel/fail/expire so `retry` returns the item to
@@ -243,6 +243,83 @@ pub struct Item {
     pub needs_lookup: bool,
     /// The provisional ids the client was answered with (see [`Provisional`]).
     pub provisional: Option<Provisional>,
+}
+
+/// What an item's create came to: the `result` column, stored as JSON under these names (the
+/// layout earlier versions wrote, so their rows read the same). Which fields are set depends
+/// on how the item ended:
+/// - `done`, replayed: `status` and what the upstream's answer named (`job_id`, `session_id`,
+///   `pull_request`);
+/// - `done`, found upstream by the in-doubt lookup: `found_by_lookup`, the ids and the
+///   upstream's `session` object;
+/// - `failed`, refused upstream: `status` and the upstream's `message` (its error shape);
+/// - `offered` / `handed_off`: the hand-off's record (`handoff`, `running`, `program`, …),
+///   whose inner values are the engine's types (`weir::handoff`), opaque here.
+///
+/// Keys this version does not know are kept in `other`, so nothing a row holds is lost.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ItemResult {
+    /// The upstream's HTTP status for the create (2xx when done, its refusal when failed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<u16>,
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "id"
+    )]
+    pub job_id: Option<String>,
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "id"
+    )]
+    pub session_id: Option<String>,
+    /// As the upstream sent it: its shape is not known (a number, an object or a URL).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pull_request: Option<serde_json::Value>,
+    /// The create was found upstream by the in-doubt lookup, not sent again.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub found_by_lookup: bool,
+    /// The upstream's session object the lookup found, as it came.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<serde_json::Value>,
+    /// Why it failed: the upstream's own message, or Weir's reason.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// A hand-off's offer (rule, checkout, expiry), while offered and after.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub handoff: Option<serde_json::Value>,
+    /// The local agent runs now.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub running: Option<bool>,
+    /// The local agent's program.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub program: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confirmed_at: Option<String>,
+    /// What the local agent's run ended with (exit code, output tail, error).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<serde_json::Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished_at: Option<String>,
+    #[serde(flatten)]
+    pub other: serde_json::Map<String, serde_json::Value>,
+}
+
+impl ItemResult {
+    /// An id as the upstream wrote it: text, or a number (kept as its text); anything else
+    /// (`null`) is none.
+    pub fn id_text(v: &serde_json::Value) -> Option<String> {
+        match v {
+            serde_json::Value::String(s) => Some(s.clone()),
+            serde_json::Value::Number(n) => Some(n.to_string()),
+            _ => None,
+        }
+    }
+}
+
+fn id<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    Ok(ItemResult::id_text(&serde_json::Value::deserialize(d)?))
 }
 
 /// The columns `Item::from_row` reads, in a form to paste after SELECT or RETURNING.
@@ -415,5 +492,52 @@ mod tests {
             ]
         );
         assert!(State::ALL.into_iter().all(|s| s.is_live() != s.is_end()));
+    }
+
+    /// The stored forms earlier versions wrote read into the typed fields; a key this version
+    /// does not know is kept, and written back.
+    #[test]
+    fn results_read_the_stored_forms_and_keep_unknown_keys() {
+        let read = |v: serde_json::Value| serde_json::from_value::<ItemResult>(v).unwrap();
+        let done = read(serde_json::json!(
+            {"status": 201, "job_id": "j1", "session_id": "s1", "pull_request": null}
+        ));
+        assert_eq!(
+            (
+                done.status,
+                done.job_id.as_deref(),
+                done.session_id.as_deref()
+            ),
+            (Some(201), Some("j1"), Some("s1"))
+        );
+        assert_eq!(done.pull_request, None);
+        // A numeric id (an upstream's `id`) is kept as its text; `null` is none.
+        let numeric = read(serde_json::json!({"job_id": 42, "session_id": null}));
+        assert_eq!(
+            (numeric.job_id.as_deref(), numeric.session_id),
+            (Some("42"), None)
+        );
+        let found = read(serde_json::json!(
+            {"found_by_lookup": true, "job_id": "j2", "session": {"id": "s2"}}
+        ));
+        assert!(found.found_by_lookup);
+        assert_eq!(found.session.unwrap()["id"], "s2");
+        let refused = read(serde_json::json!({"status": 422, "message": "no such repo"}));
+        assert_eq!(refused.message.as_deref(), Some("no such repo"));
+        let handed = read(serde_json::json!(
+            {"handoff": {"rule": "r"}, "running": false, "program": "aider", "outcome": {"exit_code": 0}, "later": 1}
+        ));
+        assert_eq!(
+            (handed.running, handed.program.as_deref()),
+            (Some(false), Some("aider"))
+        );
+        assert_eq!(handed.other.get("later"), Some(&serde_json::json!(1)));
+        let written = serde_json::to_value(&handed).unwrap();
+        assert_eq!(written["later"], 1);
+        assert_eq!(written["outcome"]["exit_code"], 0);
+        assert!(
+            written.get("found_by_lookup").is_none(),
+            "false is left out"
+        );
     }
 }

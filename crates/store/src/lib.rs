@@ -28,8 +28,8 @@ pub mod transition;
 pub use async_store::AsyncStore;
 pub use error::StoreError;
 pub use item::{
-    parse_method, BadMethod, Item, ListFilter, NewItem, Provisional, State, StateCounts,
-    UnknownState, UpstreamId,
+    parse_method, BadMethod, Item, ItemResult, ListFilter, NewItem, Provisional, State,
+    StateCounts, UnknownState, UpstreamId,
 };
 pub use machine::{Change, Dialect, Statement, Transition, Value, TRANSITIONS};
 pub use schema::SCHEMA_VERSION;

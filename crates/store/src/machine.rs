@@ -24,7 +24,7 @@
 
 use std::fmt;
 
-use crate::item::State;
+use crate::item::{ItemResult, State};
 
 /// An event that moves an item, as named in [`crate::StoreError::IllegalTransition`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -178,13 +178,13 @@ pub enum Change {
     Replay,
     /// → done, recording what was created (job id, session id, PR).
     Done {
-        result: serde_json::Value,
+        result: ItemResult,
     },
     /// → failed (a definite, permanent error); `result`, when given, keeps what the upstream
     /// answered so a provisional job can report it in the upstream's own shape.
     Fail {
         reason: String,
-        result: Option<serde_json::Value>,
+        result: Option<ItemResult>,
     },
     /// Try again at `at`; from `replaying` back to `queued` (the attempt certainly did not
     /// reach the upstream), otherwise the state is kept.
@@ -203,7 +203,7 @@ pub enum Change {
     Retry,
     /// offered → handed_off: `result` records what was started (replacing the offer).
     HandOff {
-        result: serde_json::Value,
+        result: ItemResult,
     },
     /// offered → queued, due now; `why` goes to `last_error`.
     Requeue {
@@ -271,7 +271,8 @@ impl Change {
     /// The columns this change writes besides `state`, in a fixed order.
     pub fn assignments(&self, now_ms: i64) -> Vec<(&'static str, Value)> {
         use Value::{Bool, Int, Null, Sql, Text};
-        let json = |v: &serde_json::Value| Text(v.to_string());
+        // Plain fields, strings and JSON values: serialising cannot fail.
+        let json = |v: &ItemResult| Text(serde_json::to_string(v).unwrap_or_default());
         let mut sets = match self {
             Change::Replay => vec![
                 ("attempts", Sql("attempts + 1".into())),

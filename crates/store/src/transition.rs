@@ -6,7 +6,7 @@
 use rusqlite::types::{ToSqlOutput, Value as SqlValue};
 use rusqlite::{params, OptionalExtension, ToSql, Transaction};
 
-use crate::item::{Item, NewItem, State, COLUMNS};
+use crate::item::{Item, ItemResult, NewItem, State, COLUMNS};
 use crate::machine::{Change, Dialect, Transition, Value};
 use crate::store::Store;
 use crate::StoreError;
@@ -41,10 +41,10 @@ impl Store {
         &mut self,
         item: &NewItem,
         expires_at_ms: i64,
-        offer: &serde_json::Value,
+        offer: &ItemResult,
         now_ms: i64,
     ) -> Result<Item, StoreError> {
-        let offer = offer.to_string();
+        let offer = serde_json::to_string(offer).unwrap_or_default();
         self.insert_as(item, "offered", expires_at_ms, Some(offer), now_ms)
     }
 
@@ -157,7 +157,7 @@ impl Store {
     pub fn mark_done(
         &mut self,
         id: i64,
-        result: &serde_json::Value,
+        result: &ItemResult,
         now_ms: i64,
     ) -> Result<Item, StoreError> {
         let result = result.clone();
@@ -223,7 +223,7 @@ impl Store {
     pub fn hand_off(
         &mut self,
         id: i64,
-        result: &serde_json::Value,
+        result: &ItemResult,
         now_ms: i64,
     ) -> Result<Item, StoreError> {
         let result = result.clone();
@@ -234,10 +234,10 @@ impl Store {
     pub fn record_hand_off_result(
         &mut self,
         id: i64,
-        result: &serde_json::Value,
+        result: &ItemResult,
         now_ms: i64,
     ) -> Result<Item, StoreError> {
-        let result = result.to_string();
+        let result = serde_json::to_string(result).unwrap_or_default();
         self.write(|tx, path| {
             tx.query_row(
                 &format!(

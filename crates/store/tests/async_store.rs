@@ -5,7 +5,7 @@ mod common;
 
 use std::collections::HashSet;
 
-use common::{new_item, temp_db};
+use common::{new_item, result, temp_db};
 use serde_json::json;
 use weir_store::{AsyncStore, ListFilter, State, Store, StoreError, StoreOptions};
 
@@ -98,7 +98,7 @@ async fn the_replay_cycle_through_the_async_api() {
     let recovered = store.call(|s| s.recover_after_crash(700)).await.unwrap();
     assert!(recovered.is_empty(), "in_doubt is not replaying");
     let done = store
-        .call(move |s| s.mark_done(id, &json!({"job_id": "j"}), 700))
+        .call(move |s| s.mark_done(id, &result(json!({"job_id": "j"})), 700))
         .await
         .unwrap();
     assert_eq!((done.state, done.attempts), (State::Done, 2));

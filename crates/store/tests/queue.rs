@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{new_item, temp_db};
+use common::{new_item, result, temp_db};
 use serde_json::json;
 use weir_store::{ListFilter, State, Store, StoreError, Transition, SCHEMA_VERSION};
 
@@ -101,11 +101,11 @@ fn happy_path_replay_records_the_result() {
         (r.state, r.attempts, r.last_attempt_at),
         (State::Replaying, 1, Some(200))
     );
-    let result = json!({"job_id": "j-1", "session_id": "s-1", "pull_request": 42});
-    let done = store.mark_done(item.id, &result, 300).unwrap();
+    let done_with = result(json!({"job_id": "j-1", "session_id": "s-1", "pull_request": 42}));
+    let done = store.mark_done(item.id, &done_with, 300).unwrap();
     assert_eq!(done.state, State::Done);
     assert!(done.state.is_end());
-    assert_eq!(done.result, Some(result));
+    assert_eq!(done.result, Some(done_with));
     assert_eq!(done.updated_at, 300);
     assert_eq!(store.get(item.id).unwrap().unwrap(), done);
 }
@@ -116,7 +116,9 @@ fn illegal_transitions_are_refused_with_a_typed_error_and_change_nothing() {
     let mut store = Store::open(&path).unwrap();
     let id = store.insert(&new_item(1), 100).unwrap().id;
     store.mark_replaying(id, 110).unwrap();
-    store.mark_done(id, &json!({"job_id": "j"}), 120).unwrap();
+    store
+        .mark_done(id, &result(json!({"job_id": "j"})), 120)
+        .unwrap();
     let before = store.get(id).unwrap().unwrap();
 
     let attempts: Vec<(Transition, Result<_, StoreError>)> = vec![
@@ -126,7 +128,10 @@ fn illegal_transitions_are_refused_with_a_typed_error_and_change_nothing() {
         (Transition::Fail, store.mark_failed(id, "x", 130)),
         (Transition::Reschedule, store.reschedule(id, 1, "x", 130)),
         (Transition::InDoubt, store.mark_in_doubt(id, 1, "x", 130)),
-        (Transition::Done, store.mark_done(id, &json!({}), 130)),
+        (
+            Transition::Done,
+            store.mark_done(id, &result(json!({})), 130),
+        ),
     ];
     for (op, result) in attempts {
         match result {
@@ -145,7 +150,7 @@ fn illegal_transitions_are_refused_with_a_typed_error_and_change_nothing() {
     // A queued item cannot be marked done or in doubt without being sent.
     let q = store.insert(&new_item(2), 200).unwrap().id;
     assert!(matches!(
-        store.mark_done(q, &json!({}), 210),
+        store.mark_done(q, &result(json!({})), 210),
         Err(StoreError::IllegalTransition {
             from: State::Queued,
             ..
@@ -196,7 +201,7 @@ fn crash_recovery_turns_replaying_into_in_doubt_and_nothing_else() {
     assert_eq!((due.id, due.state), (sending, State::InDoubt));
     // Lookup found it upstream: done without a second send.
     let done = store
-        .mark_done(sending, &json!({"job_id": "found"}), 10_100)
+        .mark_done(sending, &result(json!({"job_id": "found"})), 10_100)
         .unwrap();
     assert_eq!((done.state, done.attempts), (State::Done, 1));
 }
@@ -318,7 +323,7 @@ fn one_live_item_per_dedupe_key() {
     );
     store.mark_replaying(second.id, 40).unwrap();
     store
-        .mark_done(second.id, &json!({"job_id": "j"}), 50)
+        .mark_done(second.id, &result(json!({"job_id": "j"})), 50)
         .unwrap();
     assert_eq!(
         store.find_by_dedupe_key("key-1").unwrap().unwrap().id,
@@ -335,7 +340,7 @@ fn counts_list_and_purge() {
         .collect();
     store.mark_replaying(ids[0], 10).unwrap();
     store.mark_replaying(ids[1], 10).unwrap();
-    store.mark_done(ids[1], &json!({}), 11).unwrap();
+    store.mark_done(ids[1], &result(json!({})), 11).unwrap();
     store.cancel(ids[2], 12).unwrap();
     store.mark_failed(ids[3], "404 repo not found", 13).unwrap();
 
@@ -407,7 +412,7 @@ fn items_serialise_without_the_body_and_with_snake_case_states() {
 fn an_offer_is_never_due_and_is_handed_off_at_most_once() {
     let (_dir, path) = temp_db();
     let mut store = Store::open(&path).unwrap();
-    let offer = json!({"handoff": {"rule": "r"}});
+    let offer = result(json!({"handoff": {"rule": "r"}}));
     let it = store
         .insert_offered(&new_item(1), 5_000, &offer, 1_000)
         .unwrap();
@@ -424,11 +429,13 @@ fn an_offer_is_never_due_and_is_handed_off_at_most_once() {
     assert_eq!(store.expired_offers(5_000).unwrap().len(), 1);
 
     let done = store
-        .hand_off(it.id, &json!({"running": true}), 2_000)
+        .hand_off(it.id, &result(json!({"running": true})), 2_000)
         .unwrap();
     assert_eq!(done.state, State::HandedOff);
     assert!(done.state.is_end());
-    let again = store.hand_off(it.id, &json!({}), 2_001).unwrap_err();
+    let again = store
+        .hand_off(it.id, &result(json!({})), 2_001)
+        .unwrap_err();
     assert!(matches!(
         again,
         StoreError::IllegalTransition {
@@ -439,9 +446,9 @@ fn an_offer_is_never_due_and_is_handed_off_at_most_once() {
     ));
     assert!(store.requeue(it.id, "late", 2_002).is_err());
     let rec = store
-        .record_hand_off_result(it.id, &json!({"exit_code": 0}), 3_000)
+        .record_hand_off_result(it.id, &result(json!({"exit_code": 0})), 3_000)
         .unwrap();
-    assert_eq!(rec.result, Some(json!({"exit_code": 0})));
+    assert_eq!(rec.result, Some(result(json!({"exit_code": 0}))));
     assert_eq!(rec.state, State::HandedOff);
     assert!(store.expired_offers(i64::MAX).unwrap().is_empty());
 }
@@ -451,10 +458,10 @@ fn a_declined_offer_is_queued_again_or_withdrawn() {
     let (_dir, path) = temp_db();
     let mut store = Store::open(&path).unwrap();
     let a = store
-        .insert_offered(&new_item(1), 9_000, &json!({}), 1_000)
+        .insert_offered(&new_item(1), 9_000, &result(json!({})), 1_000)
         .unwrap();
     let b = store
-        .insert_offered(&new_item(2), 9_000, &json!({}), 1_000)
+        .insert_offered(&new_item(2), 9_000, &result(json!({})), 1_000)
         .unwrap();
     let a = store.requeue(a.id, "declined", 2_000).unwrap();
     assert_eq!(
@@ -468,5 +475,5 @@ fn a_declined_offer_is_queued_again_or_withdrawn() {
     );
     let b = store.withdraw(b.id, "declined", 2_000).unwrap();
     assert_eq!(b.state, State::Cancelled);
-    assert!(store.hand_off(b.id, &json!({}), 2_001).is_err());
+    assert!(store.hand_off(b.id, &result(json!({})), 2_001).is_err());
 }

@@ -351,7 +351,7 @@ impl QueueBackend for PgQueue {
         &self,
         _item: NewItem,
         _expires_at_ms: i64,
-        _offer: serde_json::Value,
+        _offer: weir_store::ItemResult,
         _now_ms: i64,
     ) -> Result<Item, StoreError> {
         Err(self.no_hand_offs())
@@ -360,7 +360,7 @@ impl QueueBackend for PgQueue {
     async fn record_hand_off_result(
         &self,
         _id: i64,
-        _result: serde_json::Value,
+        _result: weir_store::ItemResult,
         _now_ms: i64,
     ) -> Result<Item, StoreError> {
         Err(self.no_hand_offs())

@@ -32,3 +32,10 @@ pub fn new_item(n: u32) -> NewItem {
         provisional: None,
     }
 }
+
+/// An item result from its stored JSON form (what the `result` column holds), through the
+/// type's own deserializer.
+#[allow(dead_code)] // not every test binary uses it
+pub fn result(v: serde_json::Value) -> weir_store::ItemResult {
+    serde_json::from_value(v).expect("a result's stored form")
+}
