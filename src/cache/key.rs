@@ -156,6 +156,26 @@ mod tests {
     }
 
     #[test]
+    fn the_upstream_is_hashed_as_its_position_in_eight_bytes() {
+        // The disk cache's rows are keyed by these bytes: a key that changed would orphan
+        // every stored entry, so the upstream part is pinned (a u64, little-endian).
+        let id = IdentityKey::new([0; 32]).identify(&HeaderMap::new());
+        let key = CacheKey::new(
+            UpstreamIndex::at(2),
+            &Method::GET,
+            "/agents/sessions",
+            &id,
+            &HeaderMap::new(),
+            &[],
+        );
+        let hex: String = key.as_bytes().iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(
+            hex,
+            "64ae0b86fd933a5403a341e932668918907134440f3ccc7753cb780bc38a2515"
+        );
+    }
+
+    #[test]
     fn one_list_asked_in_two_encodings_is_one_key() {
         // gh (Go's url.Values.Encode) and a JavaScript client spell the same sort two ways.
         assert_eq!(
