@@ -55,6 +55,68 @@ async fn the_data_dir_and_queue_files_are_private() {
     h.shutdown().await;
 }
 
+/// The databases in the data dir, by name (the SQLite files and their WAL/shm companions).
+fn databases(data: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(data)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains(".sqlite"))
+        .collect();
+    names.sort();
+    names
+}
+
+/// Start what is used (issue 21): a start makes no database. The cache file comes with the
+/// first answer stored (only where a keychain holds its key), the queue with the first create
+/// queued; the accounts table with the first account resolved, which this upstream (not
+/// api.github.com) never does.
+#[tokio::test]
+async fn a_start_makes_no_database_until_one_is_needed() {
+    let up = Upstream::start().await;
+    let weir = Weir::start(
+        &[&up.origin()],
+        "[queue]\ncredentials = \"memory\"\n[breaker]\nminimum_calls = 1000\nconsecutive_failures = 0\n",
+    )
+    .await;
+    let data = weir.dir.path().to_path_buf();
+    assert_eq!(databases(&data), Vec::<String>::new(), "after start");
+
+    let c = weir.client("a");
+    let r = c
+        .get(format!("{}/agents/sessions/s1", up.origin()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let persisted = matches!(
+        weir.handle.status().await.cache.persistence,
+        weir::status::CachePersistence::Persisted { .. }
+    );
+    if persisted {
+        assert!(eventually(250, || data.join("cache.sqlite").exists()).await);
+    }
+    assert!(!data.join("queue.sqlite3").exists(), "no create yet");
+
+    up.set(|b| b.status = 503);
+    let r = c
+        .post(format!("{}{JOBS}", up.origin()))
+        .body(r#"{"problem_statement":"x"}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201, "queued");
+    assert!(
+        data.join("queue.sqlite3").exists(),
+        "the queued create made the queue"
+    );
+    assert!(!data.join("accounts.sqlite3").exists());
+    up.set(|b| b.status = 201);
+    assert!(
+        eventually(500, || up.count(JOBS) >= 2).await,
+        "and it is replayed from there"
+    );
+}
+
 #[tokio::test]
 async fn queued_rows_keep_only_allowlisted_headers() {
     let up = Upstream::start().await;

@@ -4,6 +4,10 @@
 //!
 //! rusqlite is blocking: every call here runs under `spawn_blocking` (see `super::Accounts`);
 //! the connection sits behind a std `Mutex`, held only for one statement.
+//!
+//! The file is made by the first mapping saved, not at start: a Weir that never resolves an
+//! account (sharing off, no credential seen yet) leaves no database behind. Until then reads
+//! answer as an empty table would.
 
 use super::record::{AccountRecord, TokenKind};
 use crate::identity::Identity;
@@ -29,13 +33,28 @@ pub enum AccountStoreError {
 }
 
 pub(crate) struct AccountStore {
-    conn: Mutex<Connection>,
+    /// `None` until the file exists (see the module doc).
+    conn: Mutex<Option<Connection>>,
     path: PathBuf,
 }
 
 impl AccountStore {
+    /// Opens the table if its file exists; otherwise the first [`AccountStore::put`] makes it.
     pub fn open(dir: &Path) -> Result<AccountStore, AccountStoreError> {
         let path = dir.join("accounts.sqlite3");
+        let conn = match path.exists() {
+            true => Some(Self::connect(&path)?),
+            false => None,
+        };
+        Ok(AccountStore {
+            conn: Mutex::new(conn),
+            path,
+        })
+    }
+
+    /// Opens (creating, 0600) the file and its table, dropping mappings older than [`KEEP_MS`].
+    fn connect(path: &Path) -> Result<Connection, AccountStoreError> {
+        let path = path.to_path_buf();
         create_private(&path).map_err(|source| AccountStoreError::Open {
             path: path.clone(),
             source,
@@ -74,10 +93,7 @@ impl AccountStore {
             params![crate::time_fmt::now_ms() - KEEP_MS],
         )
         .map_err(sql)?;
-        Ok(AccountStore {
-            conn: Mutex::new(conn),
-            path,
-        })
+        Ok(conn)
     }
 
     fn sql(&self, source: rusqlite::Error) -> AccountStoreError {
@@ -87,13 +103,22 @@ impl AccountStore {
         }
     }
 
-    fn conn(&self) -> std::sync::MutexGuard<'_, Connection> {
+    fn conn(&self) -> std::sync::MutexGuard<'_, Option<Connection>> {
         // A panic while holding the lock cannot leave a half-done statement behind.
         self.conn.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Whether the file exists yet (the first mapping saved makes it).
+    #[cfg(test)]
+    pub fn exists(&self) -> bool {
+        self.conn().is_some()
+    }
+
     pub fn load_all(&self) -> Result<Vec<(Identity, AccountRecord)>, AccountStoreError> {
-        let conn = self.conn();
+        let guard = self.conn();
+        let Some(conn) = guard.as_ref() else {
+            return Ok(Vec::new());
+        };
         let mut st = conn
             .prepare("SELECT credential_hash, account_id, login, token_kind, scopes, resolved_at, client_id FROM credential_account")
             .map_err(|e| self.sql(e))?;
@@ -128,8 +153,12 @@ impl AccountStore {
     }
 
     pub fn put(&self, id: &Identity, rec: &AccountRecord) -> Result<(), AccountStoreError> {
-        self.conn()
-            .execute(
+        let mut guard = self.conn();
+        let conn = match &mut *guard {
+            Some(conn) => conn,
+            none => none.insert(Self::connect(&self.path)?),
+        };
+        conn.execute(
                 "INSERT INTO credential_account
                      (credential_hash, account_id, login, token_kind, scopes, resolved_at, client_id)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
@@ -150,13 +179,17 @@ impl AccountStore {
     }
 
     pub fn delete(&self, id: &Identity) -> Result<(), AccountStoreError> {
-        self.conn()
-            .execute(
-                "DELETE FROM credential_account WHERE credential_hash = ?1",
-                params![id.hex()],
-            )
-            .map(|_| ())
-            .map_err(|e| self.sql(e))
+        let guard = self.conn();
+        // No file: nothing to delete.
+        let Some(conn) = guard.as_ref() else {
+            return Ok(());
+        };
+        conn.execute(
+            "DELETE FROM credential_account WHERE credential_hash = ?1",
+            params![id.hex()],
+        )
+        .map(|_| ())
+        .map_err(|e| self.sql(e))
     }
 }
 
@@ -187,7 +220,13 @@ mod tests {
             resolved_at_ms: crate::time_fmt::now_ms(),
         };
         let s = AccountStore::open(dir.path()).unwrap();
+        // Nothing on disk until the first mapping: reads answer empty, a delete is a no-op.
+        assert!(s.load_all().unwrap().is_empty());
+        s.delete(&id).unwrap();
+        assert!(!s.exists());
+        assert!(!dir.path().join("accounts.sqlite3").exists());
         s.put(&id, &rec).unwrap();
+        assert!(s.exists());
         drop(s);
         let s = AccountStore::open(dir.path()).unwrap();
         assert_eq!(s.load_all().unwrap(), vec![(id, rec)]);

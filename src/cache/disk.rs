@@ -299,10 +299,6 @@ impl Disk {
         self.entries
     }
 
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
     /// Test hook: caps the file at `pages` pages, so writes fail as on a full disk.
     #[cfg(test)]
     pub fn cap_pages(&self, pages: u64) {

@@ -191,10 +191,10 @@ pub(super) async fn open(
         );
     }
     let shared = Arc::new(Shared {
-        file: disk.path().display().to_string(),
+        file: data_dir.join(super::disk::FILE_NAME).display().to_string(),
         max_bytes,
-        entries: AtomicU64::new(disk.entries()),
-        bytes: AtomicU64::new(disk.bytes()),
+        entries: AtomicU64::new(disk.as_ref().map_or(0, Disk::entries)),
+        bytes: AtomicU64::new(disk.as_ref().map_or(0, Disk::bytes)),
         loaded: entries.len() as u64,
         rejected,
         dropped: AtomicU64::new(0),
@@ -202,9 +202,14 @@ pub(super) async fn open(
     });
     let (tx, rx) = mpsc::channel(QUEUE);
     let s = shared.clone();
+    let file = Lazy {
+        disk,
+        dir: data_dir.to_path_buf(),
+        max_bytes,
+    };
     let spawned = std::thread::Builder::new()
         .name("weir-cache-writer".into())
-        .spawn(move || write_loop(disk, sealer, rx, s));
+        .spawn(move || write_loop(file, sealer, rx, s));
     if let Err(e) = spawned {
         return memory_only(
             MemoryOnlyReason::OpenFailed,
@@ -217,9 +222,28 @@ pub(super) async fn open(
     }
 }
 
-type Loaded = (Disk, Sealer, Vec<(CacheKey, Stored)>, u64);
+type Loaded = (Option<Disk>, Sealer, Vec<(CacheKey, Stored)>, u64);
 
-/// Opens the file and every row; rows that do not open or decode are deleted and counted.
+/// The cache file, made by the first batch written: a Weir that never stores an answer leaves
+/// no file behind (issue 21, "start what is used"). One left by an earlier run is opened at
+/// start, since its rows are loaded.
+pub(super) struct Lazy {
+    disk: Option<Disk>,
+    dir: std::path::PathBuf,
+    max_bytes: u64,
+}
+
+impl Lazy {
+    fn created(&mut self) -> Result<&mut Disk, DiskError> {
+        match &mut self.disk {
+            Some(d) => Ok(d),
+            none => Ok(none.insert(Disk::open(&self.dir, self.max_bytes)?)),
+        }
+    }
+}
+
+/// Opens the file, if there is one, and every row; rows that do not open or decode are
+/// deleted and counted.
 fn load(
     dir: &Path,
     max_bytes: u64,
@@ -227,8 +251,11 @@ fn load(
     now: Instant,
     wall: SystemTime,
 ) -> Result<Loaded, DiskError> {
-    let mut disk = Disk::open(dir, max_bytes)?;
     let sealer = Sealer::new(&key);
+    if !dir.join(super::disk::FILE_NAME).exists() {
+        return Ok((None, sealer, Vec::new(), 0));
+    }
+    let mut disk = Disk::open(dir, max_bytes)?;
     let mut entries = Vec::new();
     let mut bad = Vec::new();
     for (k, sealed) in disk.load(record::unix_ms(wall))? {
@@ -241,7 +268,7 @@ fn load(
         }
     }
     disk.delete(&bad)?;
-    Ok((disk, sealer, entries, bad.len() as u64))
+    Ok((Some(disk), sealer, entries, bad.len() as u64))
 }
 
 /// The per-install sealing key: read from the keychain, created there on first run. Any other
@@ -281,7 +308,7 @@ async fn sealing_key(secrets: &SecretStore) -> Result<[u8; 32], (MemoryOnlyReaso
 
 /// The writer thread: batches puts into transactions; stops when every sender is gone or on
 /// a closing flush.
-fn write_loop(mut disk: Disk, sealer: Sealer, mut rx: mpsc::Receiver<Cmd>, shared: Arc<Shared>) {
+fn write_loop(mut file: Lazy, sealer: Sealer, mut rx: mpsc::Receiver<Cmd>, shared: Arc<Shared>) {
     let mut failed = false;
     let mut closing = None;
     while let Some(first) = rx.blocking_recv() {
@@ -309,7 +336,7 @@ fn write_loop(mut disk: Disk, sealer: Sealer, mut rx: mpsc::Receiver<Cmd>, share
             }
         }
         if !rows.is_empty() && !failed {
-            if let Err(e) = disk.put(&rows) {
+            if let Err(e) = file.created().and_then(|disk| disk.put(&rows)) {
                 tracing::error!(error = %e, "cannot write the cache file; the cache is kept in memory only until restart");
                 failed = true;
                 if let Ok(mut f) = shared.failed.lock() {
@@ -319,15 +346,16 @@ fn write_loop(mut disk: Disk, sealer: Sealer, mut rx: mpsc::Receiver<Cmd>, share
         }
         // The counts are current before any reply: a status read right after a flush or a
         // clear sees what is on disk.
-        let publish = |disk: &Disk| {
-            shared.entries.store(disk.entries(), Relaxed);
-            shared.bytes.store(disk.bytes(), Relaxed);
+        let publish = |disk: Option<&Disk>| {
+            shared.entries.store(disk.map_or(0, Disk::entries), Relaxed);
+            shared.bytes.store(disk.map_or(0, Disk::bytes), Relaxed);
         };
-        publish(&disk);
+        publish(file.disk.as_ref());
         match control {
             Some(Cmd::Clear(done)) => {
-                let cleared = disk.clear();
-                publish(&disk);
+                // No file yet: nothing to clear.
+                let cleared = file.disk.as_mut().map_or(Ok(()), Disk::clear);
+                publish(file.disk.as_ref());
                 let _ = done.send(cleared);
             }
             Some(Cmd::Flush { close: true, done }) => {
@@ -341,7 +369,7 @@ fn write_loop(mut disk: Disk, sealer: Sealer, mut rx: mpsc::Receiver<Cmd>, share
         }
     }
     // Closed (SQLite folds the WAL back and removes it) before the engine's shutdown returns.
-    drop(disk);
+    drop(file);
     if let Some(done) = closing {
         let _ = done.send(());
     }
@@ -367,9 +395,12 @@ mod tests {
         })
     }
 
-    fn start(disk: Disk) -> Persistence {
+    fn start(dir: &Path, disk: Option<Disk>) -> Persistence {
         let shared = Arc::new(Shared {
-            file: disk.path().display().to_string(),
+            file: dir
+                .join(super::super::disk::FILE_NAME)
+                .display()
+                .to_string(),
             max_bytes: 64 << 20,
             entries: AtomicU64::new(0),
             bytes: AtomicU64::new(0),
@@ -380,14 +411,19 @@ mod tests {
         });
         let (tx, rx) = mpsc::channel(QUEUE);
         let s = shared.clone();
-        std::thread::spawn(move || write_loop(disk, Sealer::new(&[3; 32]), rx, s));
+        let file = Lazy {
+            disk,
+            dir: dir.to_path_buf(),
+            max_bytes: 64 << 20,
+        };
+        std::thread::spawn(move || write_loop(file, Sealer::new(&[3; 32]), rx, s));
         Persistence::Disk { tx, shared }
     }
 
     #[tokio::test]
     async fn writes_reach_the_disk_and_clear_empties_it() {
         let dir = tempfile::tempdir().unwrap();
-        let p = start(Disk::open(dir.path(), 64 << 20).unwrap());
+        let p = start(dir.path(), Some(Disk::open(dir.path(), 64 << 20).unwrap()));
         for i in 0..10u8 {
             p.put(CacheKey::from_bytes([i; 32]), entry(100));
         }
@@ -403,11 +439,31 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn the_file_is_made_by_the_first_write_not_before() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join(super::super::disk::FILE_NAME);
+        let p = start(dir.path(), None);
+        p.clear().await.unwrap();
+        p.flush(false).await;
+        assert!(!file.exists(), "a clear or a flush makes no file");
+        p.put(CacheKey::from_bytes([1; 32]), entry(100));
+        p.flush(false).await;
+        assert!(file.exists());
+        let CachePersistence::Persisted { entries, .. } = p.status() else {
+            panic!("{:?}", p.status())
+        };
+        assert_eq!(entries, 1);
+        p.flush(true).await;
+        let mut d = Disk::open(dir.path(), 64 << 20).unwrap();
+        assert_eq!(d.load(0).unwrap().len(), 1);
+    }
+
+    #[tokio::test]
     async fn a_full_disk_turns_persistence_off_without_failing_puts() {
         let dir = tempfile::tempdir().unwrap();
         let disk = Disk::open(dir.path(), 64 << 20).unwrap();
         disk.cap_pages(8);
-        let p = start(disk);
+        let p = start(dir.path(), Some(disk));
         for i in 0..20u8 {
             p.put(CacheKey::from_bytes([i; 32]), entry(100_000));
         }

@@ -6,6 +6,8 @@
 //!
 //! - [`backend`]: the queue operations as one trait, over SQLite (default) or PostgreSQL
 //!   ([`pg`]).
+//! - `lazy_sqlite`: the laptop's queue file, made by the first create queued (a file from an
+//!   earlier run is opened at start).
 //! - [`enqueue`]: commits a create the upstream could not take (row in the queue, credential in
 //!   the keychain or sealed); the request path (`pipeline::create`) decides when.
 //! - [`provisional`]: the provisional job and session ids a queued create is answered with,
@@ -19,6 +21,7 @@ pub mod backend;
 mod credential;
 mod decide;
 pub(crate) mod enqueue;
+mod lazy_sqlite;
 mod lookup;
 // The PostgreSQL backend and its sealed credentials are the gateway's (feature `gateway`).
 #[cfg(feature = "gateway")]
@@ -37,7 +40,7 @@ use sealed::SealedVault;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
-use weir_store::{AsyncStore, Item, StoreError, StoreOptions};
+use weir_store::{Item, StoreError};
 
 /// The create queue as the engine runs it: open, or unavailable with the reason (creates are
 /// then refused with a 503 that says why).
@@ -79,8 +82,7 @@ pub(crate) struct Queue {
 
 impl Queue {
     pub async fn open(data_dir: &Path, secrets: SecretStore) -> Result<Queue, StoreError> {
-        let store =
-            AsyncStore::open(data_dir.join("queue.sqlite3"), StoreOptions::default()).await?;
+        let store = lazy_sqlite::LazySqlite::open(data_dir.join("queue.sqlite3")).await?;
         Ok(Queue {
             store: Box::new(store),
             secrets,

@@ -499,6 +499,15 @@ impl Weir {
         let status = self.control("/_weir/api/status").await;
         let metrics = self.control("/metrics").await;
         assert!(status.contains("\"identity\""), "{status}");
+        // The account table is made by the first mapping saved (off the request path).
+        let resolved = !self.handle.status().await.identity.accounts.is_empty();
+        let table = self.dir.path().join("accounts.sqlite3");
+        for _ in 0..250 {
+            if !resolved || table.exists() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
         let mut files = Vec::new();
         let mut dirs = vec![self.dir.path().to_path_buf()];
         while let Some(d) = dirs.pop() {
@@ -511,9 +520,10 @@ impl Weir {
                 }
             }
         }
-        assert!(
+        assert_eq!(
             files.iter().any(|(p, _)| p.ends_with("accounts.sqlite3")),
-            "the account table is on disk"
+            resolved,
+            "the account table is on disk once an account is resolved, and only then"
         );
         let logs = captured_logs().lock().unwrap().clone();
         // The capture works (else the check below would prove nothing): Weir's own debug

@@ -105,12 +105,12 @@ pub fn weir_toml(origin: &str) -> String {
     extra.push_str(
         "[breaker]\nwindow = \"3s\"\nslow_floor = \"100ms\"\n\
          [retry]\nbase = \"10ms\"\ncap = \"200ms\"\n\
-         [classes.list]\nfresh_ttl = \"1500ms\"\nstale_while_revalidate = \"6s\"\ndegraded_refresh = \"12s\"\n\
+         [classes.list]\nfresh_ttl = \"1500ms\"\nstale_while_revalidate = \"6s\"\nrevalidate_wait = \"25ms\"\ndegraded_refresh = \"12s\"\n\
          per_try_timeout = \"1s\"\ndeadline = \"2s\"\nslow_call = \"500ms\"\n\
-         [classes.view]\nfresh_ttl = \"300ms\"\nstale_while_revalidate = \"3s\"\ndegraded_refresh = \"12s\"\n\
+         [classes.view]\nfresh_ttl = \"300ms\"\nstale_while_revalidate = \"3s\"\nrevalidate_wait = \"25ms\"\ndegraded_refresh = \"12s\"\n\
          per_try_timeout = \"1s\"\ndeadline = \"2s\"\nslow_call = \"500ms\"\n\
          [classes.token]\ntoken_margin = \"6s\"\nper_try_timeout = \"500ms\"\ndeadline = \"1s\"\nslow_call = \"300ms\"\n\
-         [classes.stream]\nfresh_ttl = \"300ms\"\nstale_while_revalidate = \"3s\"\ndegraded_refresh = \"12s\"\n\
+         [classes.stream]\nfresh_ttl = \"300ms\"\nstale_while_revalidate = \"3s\"\nrevalidate_wait = \"25ms\"\ndegraded_refresh = \"12s\"\n\
          per_try_timeout = \"3s\"\ndeadline = \"3s\"\nslow_call = \"1s\"\n\
          [classes.create]\nper_try_timeout = \"3s\"\ndeadline = \"3s\"\nslow_call = \"1s\"\n\
          [network]\ndetect_os = false\n",

@@ -1,0 +1,216 @@
+//! The laptop's queue file, made when the first create is queued: a Weir whose creates all go
+//! through never writes `queue.sqlite3` (issue 21, "start what is used"). A file left by an
+//! earlier run is opened at start, because items may wait in it and a crash's `replaying`
+//! items must become `in_doubt` before any replay. Until the file exists every read answers
+//! as an empty queue would; the first insert creates it (0600, migrated) and from then on the
+//! [`AsyncStore`] answers everything.
+
+use super::backend::{BackendKind, ClaimKeeper, QueueBackend};
+use std::path::PathBuf;
+use std::time::Duration;
+use tokio::sync::OnceCell;
+use weir_store::{
+    AsyncStore, Change, Item, ListFilter, NewItem, StateCounts, StoreError, StoreOptions,
+    UpstreamId,
+};
+
+pub struct LazySqlite {
+    path: PathBuf,
+    store: OnceCell<AsyncStore>,
+}
+
+impl LazySqlite {
+    /// Opens `path` now if it exists; otherwise nothing is created until the first insert.
+    pub async fn open(path: PathBuf) -> Result<LazySqlite, StoreError> {
+        let me = LazySqlite {
+            path,
+            store: OnceCell::new(),
+        };
+        if me.path.exists() {
+            me.created().await?;
+        }
+        Ok(me)
+    }
+
+    /// The store, creating its file if this is the first write.
+    async fn created(&self) -> Result<&AsyncStore, StoreError> {
+        self.store
+            .get_or_try_init(|| AsyncStore::open(self.path.clone(), StoreOptions::default()))
+            .await
+    }
+
+    /// The store, if its file exists.
+    fn existing(&self) -> Option<&AsyncStore> {
+        self.store.get()
+    }
+}
+
+/// What the store answers, or what an empty queue would (no file yet).
+macro_rules! or_empty {
+    ($self:ident, $empty:expr, |$s:ident| $call:expr) => {
+        match $self.existing() {
+            Some($s) => $call.await,
+            None => Ok($empty),
+        }
+    };
+}
+
+#[async_trait::async_trait]
+impl QueueBackend for LazySqlite {
+    fn kind(&self) -> BackendKind {
+        BackendKind::Sqlite
+    }
+
+    async fn insert(&self, item: NewItem, now_ms: i64) -> Result<Item, StoreError> {
+        self.created().await?.insert(item, now_ms).await
+    }
+
+    async fn insert_offered(
+        &self,
+        item: NewItem,
+        expires_at_ms: i64,
+        offer: serde_json::Value,
+        now_ms: i64,
+    ) -> Result<Item, StoreError> {
+        let s = self.created().await?;
+        s.insert_offered(item, expires_at_ms, offer, now_ms).await
+    }
+
+    async fn apply(&self, id: i64, change: Change, now_ms: i64) -> Result<Item, StoreError> {
+        match self.existing() {
+            Some(s) => s.apply(id, change, now_ms).await,
+            None => Err(StoreError::NotFound { id }),
+        }
+    }
+
+    async fn record_hand_off_result(
+        &self,
+        id: i64,
+        result: serde_json::Value,
+        now_ms: i64,
+    ) -> Result<Item, StoreError> {
+        match self.existing() {
+            Some(s) => s.record_hand_off_result(id, result, now_ms).await,
+            None => Err(StoreError::NotFound { id }),
+        }
+    }
+
+    async fn get(&self, id: i64) -> Result<Option<Item>, StoreError> {
+        or_empty!(self, None, |s| s.get(id))
+    }
+
+    async fn list(&self, filter: ListFilter) -> Result<Vec<Item>, StoreError> {
+        or_empty!(self, Vec::new(), |s| s.list(filter))
+    }
+
+    async fn counts(&self) -> Result<StateCounts, StoreError> {
+        or_empty!(self, StateCounts::default(), |s| s.counts())
+    }
+
+    async fn find_by_dedupe_key(&self, key: &str) -> Result<Option<Item>, StoreError> {
+        or_empty!(self, None, |s| s.find_by_dedupe_key(key))
+    }
+
+    async fn find_by_provisional_id(&self, id: &str) -> Result<Option<Item>, StoreError> {
+        or_empty!(self, None, |s| s.find_by_provisional_id(id))
+    }
+
+    async fn expired_offers(&self, now_ms: i64) -> Result<Vec<Item>, StoreError> {
+        or_empty!(self, Vec::new(), |s| s.expired_offers(now_ms))
+    }
+
+    async fn claim_next(
+        &self,
+        upstream: &UpstreamId,
+        now_ms: i64,
+    ) -> Result<Option<Item>, StoreError> {
+        or_empty!(self, None, |s| s.claim_next(upstream, now_ms))
+    }
+
+    fn keep_claim(&self, id: i64) -> Option<ClaimKeeper> {
+        self.existing().and_then(|s| s.keep_claim(id))
+    }
+
+    async fn release(&self, id: i64) {
+        if let Some(s) = self.existing() {
+            s.release(id).await
+        }
+    }
+
+    async fn idle_wait(&self, upstream: &UpstreamId, now_ms: i64) -> Duration {
+        match self.existing() {
+            Some(s) => s.idle_wait(upstream, now_ms).await,
+            // The first insert wakes the workers (`Queue::wake`); this only bounds the nap.
+            None => Duration::from_secs(1),
+        }
+    }
+
+    async fn expire_older_than(
+        &self,
+        max_age_ms: i64,
+        now_ms: i64,
+    ) -> Result<Vec<Item>, StoreError> {
+        or_empty!(self, Vec::new(), |s| s
+            .expire_older_than(max_age_ms, now_ms))
+    }
+
+    async fn recover_after_crash(&self, now_ms: i64) -> Result<Vec<Item>, StoreError> {
+        or_empty!(self, Vec::new(), |s| s.recover_after_crash(now_ms))
+    }
+
+    async fn recover_while_running(&self, now_ms: i64) -> Result<Vec<Item>, StoreError> {
+        or_empty!(self, Vec::new(), |s| s.recover_while_running(now_ms))
+    }
+
+    async fn purge_ended_before(&self, updated_before_ms: i64) -> Result<Vec<Item>, StoreError> {
+        or_empty!(self, Vec::new(), |s| s
+            .purge_ended_before(updated_before_ms))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn no_file_until_the_first_insert_and_reads_answer_empty_before() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("queue.sqlite3");
+        let q = LazySqlite::open(path.clone()).await.unwrap();
+        let up = UpstreamId::new("copilot-api");
+        assert_eq!(q.counts().await.unwrap(), StateCounts::default());
+        assert!(q.claim_next(&up, 1).await.unwrap().is_none());
+        assert!(q.recover_after_crash(1).await.unwrap().is_empty());
+        assert!(q.expire_older_than(1, 2).await.unwrap().is_empty());
+        assert!(matches!(
+            q.apply(1, Change::Cancel, 1).await,
+            Err(StoreError::NotFound { id: 1 })
+        ));
+        assert!(!path.exists(), "reads made no file");
+
+        let item = q.insert(new_item(&up), 1).await.unwrap();
+        assert!(path.exists(), "the first insert made the file");
+        assert_eq!(q.counts().await.unwrap().queued, 1);
+        drop(q);
+        // A file from an earlier run is opened at start, its items there.
+        let q = LazySqlite::open(path).await.unwrap();
+        assert_eq!(q.get(item.id).await.unwrap().map(|i| i.id), Some(item.id));
+    }
+
+    fn new_item(up: &UpstreamId) -> NewItem {
+        NewItem {
+            upstream: up.clone(),
+            method: http::Method::POST,
+            path_and_query: "/agents/swe/v1/jobs/o/r".into(),
+            headers: vec![],
+            body: b"{}".to_vec(),
+            identity: "i".into(),
+            credential_ref: None,
+            dedupe_key: "k".into(),
+            repo: Some("o/r".into()),
+            problem_statement: Some("x".into()),
+            in_doubt: false,
+            provisional: None,
+        }
+    }
+}
