@@ -6,7 +6,7 @@
 //! [`AsyncStore`] answers everything.
 
 use super::backend::{BackendKind, ClaimKeeper, QueueBackend};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 use tokio::sync::OnceCell;
 use weir_store::{
@@ -28,6 +28,8 @@ impl LazySqlite {
         };
         if me.path.exists() {
             me.created().await?;
+        } else {
+            writable_dir(&me.path)?;
         }
         Ok(me)
     }
@@ -43,6 +45,30 @@ impl LazySqlite {
     fn existing(&self) -> Option<&AsyncStore> {
         self.store.get()
     }
+}
+
+/// A data dir the queue could not be made in is said at start, as when the file was opened
+/// then: the status and the tray show the queue unavailable with the fix, before any create
+/// depends on it. Probed with a file made and removed at once.
+fn writable_dir(path: &Path) -> Result<(), StoreError> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let probe = dir.join(".queue-probe");
+    let made = std::fs::create_dir_all(dir).and_then(|()| {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&probe)
+            .map(drop)
+    });
+    let _ = std::fs::remove_file(&probe);
+    made.map_err(|e| {
+        let (path, detail) = (path.to_path_buf(), e.to_string());
+        match e.kind() {
+            std::io::ErrorKind::PermissionDenied => StoreError::ReadOnly { path, detail },
+            _ => StoreError::Io { path, detail },
+        }
+    })
 }
 
 /// What the store answers, or what an empty queue would (no file yet).
@@ -177,6 +203,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("queue.sqlite3");
         let q = LazySqlite::open(path.clone()).await.unwrap();
+        assert_eq!(
+            std::fs::read_dir(dir.path()).unwrap().count(),
+            0,
+            "the write probe is gone"
+        );
         let up = UpstreamId::new("copilot-api");
         assert_eq!(q.counts().await.unwrap(), StateCounts::default());
         assert!(q.claim_next(&up, 1).await.unwrap().is_none());
@@ -195,6 +226,16 @@ mod tests {
         // A file from an earlier run is opened at start, its items there.
         let q = LazySqlite::open(path).await.unwrap();
         assert_eq!(q.get(item.id).await.unwrap().map(|i| i.id), Some(item.id));
+    }
+
+    #[tokio::test]
+    async fn a_data_dir_it_cannot_make_the_queue_in_is_said_at_start() {
+        let dir = tempfile::tempdir().unwrap();
+        // A file where the data dir should be: nothing can be made in it, root or not.
+        let not_a_dir = dir.path().join("data");
+        std::fs::write(&not_a_dir, b"x").unwrap();
+        let r = LazySqlite::open(not_a_dir.join("queue.sqlite3")).await;
+        assert!(matches!(r, Err(StoreError::Io { .. })), "{:?}", r.err());
     }
 
     fn new_item(up: &UpstreamId) -> NewItem {
