@@ -154,7 +154,7 @@ mod tests {
     fn key(n: u8) -> CacheKey {
         let id = crate::identity::IdentityKey::new([n; 32]).identify(&http::HeaderMap::new());
         CacheKey::new(
-            0,
+            crate::config::UpstreamIndex::at(0),
             &http::Method::GET,
             "/",
             &id,

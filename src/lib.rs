@@ -145,4 +145,10 @@ pub mod bench_api {
     pub use crate::cache::CacheKey;
     pub use crate::identity::IdentityKey;
     pub use crate::problem::Problem;
+
+    /// The upstream at `position` of a list built elsewhere, for cache keys made outside an
+    /// engine.
+    pub fn upstream_index(position: usize) -> crate::config::UpstreamIndex {
+        crate::config::UpstreamIndex::at(position)
+    }
 }

@@ -20,7 +20,7 @@ pub(crate) use record::AccountRecord;
 pub use record::TokenKind;
 pub(crate) use resolve::{Resolution, UserApi};
 
-use crate::config::{Settings, ShareMode};
+use crate::config::{Settings, ShareMode, UpstreamIndex};
 use crate::identity::{Identity, IdentityKey};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -57,7 +57,7 @@ pub(crate) struct Accounts {
     share: ShareMode,
     key: IdentityKey,
     /// Index of the `github-api` upstream; `None`: nothing is resolved.
-    github_api: Option<usize>,
+    github_api: Option<UpstreamIndex>,
     known: RwLock<HashMap<Identity, Arc<AccountRecord>>>,
     store: Option<Arc<AccountStore>>,
     pending: Mutex<HashSet<Identity>>,
@@ -104,10 +104,7 @@ impl Accounts {
         Accounts {
             share: settings.share,
             key,
-            github_api: settings
-                .upstreams
-                .iter()
-                .position(|u| u.name == resolve::GITHUB_API),
+            github_api: settings.upstream_named(resolve::GITHUB_API),
             known: RwLock::default(),
             store: None,
             pending: Mutex::default(),

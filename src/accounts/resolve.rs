@@ -10,6 +10,7 @@
 
 use super::record::{parse_scopes, valid_login, AccountRecord, TokenKind};
 use super::{Accounts, AFTER_FAILURE, MAX_PENDING, REFRESH_AFTER_MS};
+use crate::config::UpstreamIndex;
 use crate::identity::Identity;
 use bytes::Bytes;
 use http::{header, HeaderMap, HeaderValue, Response, StatusCode};
@@ -29,7 +30,7 @@ pub(crate) trait UserApi: Send + Sync {
     /// whole answer, or why there is none (offline, breaker open, ...).
     fn get_user(
         &self,
-        up: usize,
+        up: UpstreamIndex,
         id: Identity,
         headers: HeaderMap,
     ) -> impl Future<Output = Result<Response<Bytes>, String>> + Send;
@@ -38,7 +39,7 @@ pub(crate) trait UserApi: Send + Sync {
 impl<T: UserApi + ?Sized> UserApi for Arc<T> {
     fn get_user(
         &self,
-        up: usize,
+        up: UpstreamIndex,
         id: Identity,
         headers: HeaderMap,
     ) -> impl Future<Output = Result<Response<Bytes>, String>> + Send {
@@ -63,7 +64,7 @@ impl Accounts {
     pub fn observe<U: UserApi + 'static>(
         self: &Arc<Self>,
         upstreams: &Arc<U>,
-        up: usize,
+        up: UpstreamIndex,
         id: Identity,
         h: &HeaderMap,
     ) {
@@ -154,7 +155,7 @@ fn resolvable(h: &HeaderMap, to_github_api: bool) -> Option<HeaderValue> {
 
 async fn ask_user<U: UserApi + ?Sized>(
     upstreams: &U,
-    gh: usize,
+    gh: UpstreamIndex,
     id: Identity,
     authorization: HeaderValue,
 ) -> Resolution {

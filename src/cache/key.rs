@@ -1,6 +1,7 @@
 //! Cache and coalescing keys: method, normalised URL, identity and the request headers that
 //! change the response. Two requests share a key only if they would get the same answer.
 
+use crate::config::UpstreamIndex;
 use crate::identity::Identity;
 use http::{HeaderMap, HeaderName, Method};
 
@@ -28,7 +29,7 @@ impl CacheKey {
     }
 
     pub fn new(
-        upstream: usize,
+        upstream: UpstreamIndex,
         method: &Method,
         path_and_query: &str,
         identity: &Identity,
@@ -40,7 +41,7 @@ impl CacheKey {
             h.update(&(b.len() as u64).to_le_bytes());
             h.update(b);
         };
-        part(&(upstream as u64).to_le_bytes());
+        part(&(upstream.index() as u64).to_le_bytes());
         part(method.as_str().as_bytes());
         part(normalise(path_and_query).as_bytes());
         part(identity.as_bytes());
@@ -141,8 +142,9 @@ mod tests {
         b.insert("authorization", "token b".parse().unwrap());
         let (ia, ib) = (k.identify(&a), k.identify(&b));
         let hk = [HeaderName::from_static("accept")];
-        let key =
-            |p: &str, i: &Identity, h: &HeaderMap| CacheKey::new(0, &Method::GET, p, i, h, &hk);
+        let key = |p: &str, i: &Identity, h: &HeaderMap| {
+            CacheKey::new(UpstreamIndex::at(0), &Method::GET, p, i, h, &hk)
+        };
         assert_eq!(
             key("/s?page_size=2&sort=x", &ia, &a),
             key("/s?sort=x&page_size=2", &ia, &a)
@@ -151,6 +153,26 @@ mod tests {
         let mut a2 = a.clone();
         a2.insert("accept", "text/html".parse().unwrap());
         assert_ne!(key("/s", &ia, &a), key("/s", &ia, &a2));
+    }
+
+    #[test]
+    fn the_upstream_is_hashed_as_its_position_in_eight_bytes() {
+        // The disk cache's rows are keyed by these bytes: a key that changed would orphan
+        // every stored entry, so the upstream part is pinned (a u64, little-endian).
+        let id = IdentityKey::new([0; 32]).identify(&HeaderMap::new());
+        let key = CacheKey::new(
+            UpstreamIndex::at(2),
+            &Method::GET,
+            "/agents/sessions",
+            &id,
+            &HeaderMap::new(),
+            &[],
+        );
+        let hex: String = key.as_bytes().iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(
+            hex,
+            "64ae0b86fd933a5403a341e932668918907134440f3ccc7753cb780bc38a2515"
+        );
     }
 
     #[test]

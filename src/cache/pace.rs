@@ -25,6 +25,7 @@
 //!   that change.
 
 use super::CacheKey;
+use crate::config::UpstreamIndex;
 use std::sync::Mutex;
 use std::time::Duration;
 use tokio::time::Instant;
@@ -89,13 +90,20 @@ impl Default for Pace {
 impl Pace {
     /// Records how one refresh through the cache went: `failed` (a 5xx, a timeout, no
     /// answer) or slower than `slow_floor` counts toward strain; a fast success ends it.
-    pub fn record_refresh(&self, up: usize, elapsed: Duration, failed: bool, slow_floor: Duration) {
+    pub fn record_refresh(
+        &self,
+        up: UpstreamIndex,
+        elapsed: Duration,
+        failed: bool,
+        slow_floor: Duration,
+    ) {
         let bad = failed || elapsed >= slow_floor;
         let mut s = self.strained.lock().unwrap_or_else(|e| e.into_inner());
-        if s.len() <= up {
-            s.resize(up + 1, Strain::default());
+        let i = up.index();
+        if s.len() <= i {
+            s.resize(i + 1, Strain::default());
         }
-        let st = &mut s[up];
+        let st = &mut s[i];
         let before = st.bad_in_row >= STRAIN_AFTER;
         st.bad_in_row = if bad {
             st.bad_in_row.saturating_add(1)
@@ -106,7 +114,7 @@ impl Pace {
         if before != after {
             st.since = after.then(Instant::now);
             tracing::debug!(
-                upstream = up,
+                upstream = %up,
                 strained = after,
                 ?elapsed,
                 failed,
@@ -116,16 +124,17 @@ impl Pace {
     }
 
     /// Whether the last [`STRAIN_AFTER`] refreshes of upstream `up` were slow or failed.
-    pub fn last_refresh_strained(&self, up: usize) -> bool {
+    pub fn last_refresh_strained(&self, up: UpstreamIndex) -> bool {
         let s = self.strained.lock().unwrap_or_else(|e| e.into_inner());
-        s.get(up).is_some_and(|st| st.bad_in_row >= STRAIN_AFTER)
+        s.get(up.index())
+            .is_some_and(|st| st.bad_in_row >= STRAIN_AFTER)
     }
 
     /// The interval for upstream `up` now: `base`, doubled once its refreshes have been slow or
     /// failing for [`LASTING`] intervals without a break.
-    fn interval(&self, up: usize, base: Duration, now: Instant) -> Duration {
+    fn interval(&self, up: UpstreamIndex, base: Duration, now: Instant) -> Duration {
         let s = self.strained.lock().unwrap_or_else(|e| e.into_inner());
-        let since = s.get(up).and_then(|st| st.since);
+        let since = s.get(up.index()).and_then(|st| st.since);
         match since {
             Some(at) if now.saturating_duration_since(at) >= base * LASTING => base * 2,
             _ => base,
@@ -152,7 +161,7 @@ impl Pace {
     pub fn decide(
         &self,
         key: CacheKey,
-        up: usize,
+        up: UpstreamIndex,
         strained: bool,
         interval: Duration,
         fresh_ttl: Duration,
@@ -186,11 +195,15 @@ impl Pace {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn ix(i: usize) -> UpstreamIndex {
+        UpstreamIndex::at(i)
+    }
     use crate::identity::Identity;
 
     fn key(p: &str) -> CacheKey {
         CacheKey::new(
-            0,
+            ix(0),
             &http::Method::GET,
             p,
             &Identity::from_hex(&"00".repeat(32)).unwrap(),
@@ -207,23 +220,23 @@ mod tests {
         let p = Pace::default();
         let floor = Duration::from_secs(1);
         let slow = |n: u32| {
-            (0..n).for_each(|_| p.record_refresh(0, Duration::from_millis(1200), false, floor))
+            (0..n).for_each(|_| p.record_refresh(ix(0), Duration::from_millis(1200), false, floor))
         };
-        assert!(!p.last_refresh_strained(0));
+        assert!(!p.last_refresh_strained(ix(0)));
         slow(STRAIN_AFTER - 1);
         assert!(
-            !p.last_refresh_strained(0),
+            !p.last_refresh_strained(ix(0)),
             "a late call or two is not enough"
         );
         slow(1);
-        assert!(p.last_refresh_strained(0));
-        assert!(!p.last_refresh_strained(1), "per upstream");
-        p.record_refresh(0, Duration::from_millis(20), false, floor);
-        assert!(!p.last_refresh_strained(0));
+        assert!(p.last_refresh_strained(ix(0)));
+        assert!(!p.last_refresh_strained(ix(1)), "per upstream");
+        p.record_refresh(ix(0), Duration::from_millis(20), false, floor);
+        assert!(!p.last_refresh_strained(ix(0)));
         for _ in 0..STRAIN_AFTER {
-            p.record_refresh(0, Duration::from_millis(20), true, floor);
+            p.record_refresh(ix(0), Duration::from_millis(20), true, floor);
         }
-        assert!(p.last_refresh_strained(0), "fast failures strain too");
+        assert!(p.last_refresh_strained(ix(0)), "fast failures strain too");
     }
 
     #[tokio::test(start_paused = true)]
@@ -233,7 +246,7 @@ mod tests {
         let t0 = Instant::now();
         p.refreshing(k, t0);
         // Young (a quarter of the interval): normal pace even under strain.
-        let d = |at: Duration, strained: bool| p.decide(k, 0, strained, MIN2, TTL, t0 + at);
+        let d = |at: Duration, strained: bool| p.decide(k, ix(0), strained, MIN2, TTL, t0 + at);
         assert_eq!(d(Duration::from_secs(29), true), Paced::Normal);
         assert_eq!(d(Duration::from_secs(60), true), Paced::Hold);
         // Old enough, and refreshed 120 s ago: due; then held until the interval passes.
@@ -246,7 +259,7 @@ mod tests {
         assert_eq!(d(Duration::from_secs(125), false), Paced::Normal);
         // Stretching off (interval not above the TTL).
         assert_eq!(
-            p.decide(k, 0, true, TTL, TTL, t0 + Duration::from_secs(125)),
+            p.decide(k, ix(0), true, TTL, TTL, t0 + Duration::from_secs(125)),
             Paced::Normal
         );
     }
@@ -255,13 +268,13 @@ mod tests {
     async fn a_lasting_strain_doubles_the_interval_and_a_fast_refresh_ends_it() {
         let p = Pace::default();
         let floor = Duration::from_secs(1);
-        let refresh = |ms: u64| p.record_refresh(0, Duration::from_millis(ms), false, floor);
+        let refresh = |ms: u64| p.record_refresh(ix(0), Duration::from_millis(ms), false, floor);
         let secs = Duration::from_secs;
         let k = key("/agents/sessions/s1");
         let t0 = Instant::now();
         (0..STRAIN_AFTER).for_each(|_| refresh(1200)); // strained from t0 on
         p.refreshing(k, t0);
-        let d = |at: Duration, strained: bool| p.decide(k, 0, strained, MIN2, TTL, t0 + at);
+        let d = |at: Duration, strained: bool| p.decide(k, ix(0), strained, MIN2, TTL, t0 + at);
         // The first intervals of a strain: the base.
         assert_eq!(d(secs(119), true), Paced::Hold);
         assert_eq!(d(secs(120), true), Paced::Due);
@@ -273,7 +286,7 @@ mod tests {
         // One fast refresh ends the strain, and with it the stretch: strained again later (the
         // breaker, say), the base interval holds.
         refresh(20);
-        assert!(!p.last_refresh_strained(0));
+        assert!(!p.last_refresh_strained(ix(0)));
         assert_eq!(d(secs(360), false), Paced::Normal);
         assert_eq!(d(secs(360), true), Paced::Due);
         // A new strain starts at the base again.

@@ -16,6 +16,7 @@ mod origin;
 mod resilience;
 mod restart;
 mod team;
+mod upstream_index;
 
 /// Shared with policy and the status document (see [`crate::view`]).
 pub use crate::view::ShareMode;
@@ -35,6 +36,7 @@ pub use origin::Origin;
 pub use resilience::ResilienceSettings;
 pub use restart::{restart_required, RestartKey};
 pub use team::{TeamAction, TeamSettings};
+pub use upstream_index::UpstreamIndex;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -196,10 +198,19 @@ impl Settings {
     }
 
     /// The upstream whose origin matches `scheme://host[:port]`, if Weir manages it.
-    pub fn upstream_for(&self, scheme: &str, host: &str, port: u16) -> Option<usize> {
+    pub fn upstream_for(&self, scheme: &str, host: &str, port: u16) -> Option<UpstreamIndex> {
         self.upstreams
             .iter()
             .position(|u| u.origin.matches(scheme, host, port))
+            .map(UpstreamIndex::at)
+    }
+
+    /// The configured upstream called `name`.
+    pub fn upstream_named(&self, name: &str) -> Option<UpstreamIndex> {
+        self.upstreams
+            .iter()
+            .position(|u| u.name == name)
+            .map(UpstreamIndex::at)
     }
 }
 

@@ -96,7 +96,9 @@ impl Detector {
     }
 
     fn any_unreachable(&self) -> bool {
-        (0..self.upstreams.list.len()).any(|u| self.upstreams.reach.get(u) == Reach::Unreachable)
+        self.upstreams
+            .configured()
+            .any(|u| self.upstreams.reach.get(u) == Reach::Unreachable)
     }
 
     /// Probes until one reaches an upstream (leaves offline) or the user chooses another mode.
@@ -136,7 +138,9 @@ impl Detector {
     /// Probes every managed upstream at once.
     async fn round(&self) -> Round {
         let ups = &self.upstreams;
-        let probes = (0..ups.list.len()).map(|u| async move { (u, ups.probe(u).await) });
+        let probes = ups
+            .configured()
+            .map(|u| async move { (u, ups.probe(u).await) });
         let results = futures_util::future::join_all(probes).await;
         let mut why = Vec::new();
         for (u, r) in results {

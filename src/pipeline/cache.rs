@@ -19,7 +19,7 @@ use super::{page_subset, rescue, respond};
 use crate::body::Body;
 use crate::cache::{CacheKey, Durability, Freshness, Paced, Stored};
 use crate::coalesce::Role;
-use crate::config::{ClassSettings, RouteClass, Settings};
+use crate::config::{ClassSettings, RouteClass, Settings, UpstreamIndex};
 use crate::identity::Identity;
 use crate::problem::{Problem, ProblemKind};
 use crate::upstream::{AttemptPolicy, Replayable};
@@ -35,7 +35,7 @@ use tokio::time::Instant;
 
 /// Whether upstream `up` is strained now: its breaker is not closed, or the last refresh
 /// through the cache was slow or failed (`crate::cache::pace`).
-fn strained(proxy: &Proxy, up: usize) -> bool {
+fn strained(proxy: &Proxy, up: UpstreamIndex) -> bool {
     proxy.cache.pace().last_refresh_strained(up)
         || proxy.upstreams.get(up).gate.breaker.state() != weir_resilience::State::Closed
 }
@@ -45,7 +45,7 @@ fn strained(proxy: &Proxy, up: usize) -> bool {
 struct FetchSpec {
     /// The settings of the request that started the fetch: the whole flight runs under them.
     settings: Arc<Settings>,
-    up: usize,
+    up: UpstreamIndex,
     class: RouteClass,
     key: CacheKey,
     uri: Uri,

@@ -3,14 +3,14 @@
 //! itself are recognised first, by [`is_for_weir`], and never enter the pipeline.
 
 use super::state::{is_own_host_name, Proxy};
-use crate::config::{classify, RouteClass, Settings};
+use crate::config::{classify, RouteClass, Settings, UpstreamIndex};
 use http::{Method, Request};
 
 /// Where a request is going.
 pub(super) enum Target {
     Connect,
     /// A managed upstream (by index) and the route class of the request there.
-    Managed(usize, RouteClass),
+    Managed(UpstreamIndex, RouteClass),
     /// Anything else: passed through untouched; the target's port (the scheme's default when
     /// the URI names none), `None` when the request names no host.
     Unmanaged(Option<u16>),

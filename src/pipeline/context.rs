@@ -17,7 +17,7 @@ use super::identity::Caller;
 use super::policy::CreatePlan;
 use crate::body::Body;
 use crate::cache::Stored;
-use crate::config::{RouteClass, Settings};
+use crate::config::{RouteClass, Settings, UpstreamIndex};
 use crate::mode::Hold;
 use crate::policy::Decision;
 use crate::problem::Problem;
@@ -31,7 +31,7 @@ pub(super) struct Ctx {
     /// The one settings version for this request (and the fetches it leads).
     pub settings: Arc<Settings>,
     /// The managed upstream's index in `Upstreams`.
-    pub up: usize,
+    pub up: UpstreamIndex,
     pub class: RouteClass,
     pub who: Caller,
     /// Cache only, offline: nothing goes upstream (see `super::held`).

@@ -24,7 +24,7 @@ use super::state::Proxy;
 use crate::body::Body;
 use crate::cache::{CacheKey, Stored};
 use crate::coalesce::Role;
-use crate::config::{QueueAnswer, RouteClass, Settings};
+use crate::config::{QueueAnswer, RouteClass, Settings, UpstreamIndex};
 use crate::handoff::HandoffRequest;
 use crate::mode::Hold;
 use crate::policy::Action;
@@ -92,9 +92,15 @@ pub(super) async fn serve(
     }
 }
 
-fn dedupe_key(up: usize, who: &Caller, uri: &Uri, headers: &HeaderMap, body: &[u8]) -> String {
+fn dedupe_key(
+    up: UpstreamIndex,
+    who: &Caller,
+    uri: &Uri,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> String {
     let mut h = blake3::Hasher::new();
-    h.update(&(up as u64).to_le_bytes());
+    h.update(&(up.index() as u64).to_le_bytes());
     h.update(who.identity.as_bytes());
     match headers.get("idempotency-key") {
         Some(k) => {
@@ -123,7 +129,7 @@ struct CreateTask {
     proxy: Arc<Proxy>,
     /// The settings of the request that leads the create.
     settings: Arc<Settings>,
-    up: usize,
+    up: UpstreamIndex,
     key: String,
     identity: String,
     scope: Option<crate::identity::Identity>,

@@ -29,7 +29,7 @@ use super::model_body;
 use super::model_stream::{first_data, settle, Recorded};
 use super::state::Proxy;
 use crate::body::{empty, full, Body};
-use crate::config::{RouteClass, Settings};
+use crate::config::{RouteClass, Settings, UpstreamIndex};
 use crate::events::{Event, ModelFallbackChange};
 use crate::identity::Identity;
 use crate::problem::{Problem, ProblemKind};
@@ -236,7 +236,7 @@ impl Failure {
 async fn attempt(
     proxy: &Proxy,
     settings: &Settings,
-    up: usize,
+    up: UpstreamIndex,
     parts: &Parts,
     body: Bytes,
     breaker: Option<&Breaker>,

@@ -2,7 +2,7 @@
 //! streamed on, with the model breaker's verdict recorded when the stream ends or breaks.
 
 use crate::body::{BoxError, Prefixed};
-use crate::config::RouteClass;
+use crate::config::{RouteClass, UpstreamIndex};
 use crate::upstream::Upstreams;
 use bytes::Bytes;
 use http_body::Frame;
@@ -42,7 +42,7 @@ pub(super) struct Recorded {
     pub body: Prefixed<Incoming>,
     pub permit: Option<Permit>,
     pub upstreams: Arc<Upstreams>,
-    pub up: usize,
+    pub up: UpstreamIndex,
 }
 
 impl Drop for Recorded {

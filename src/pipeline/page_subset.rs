@@ -22,6 +22,7 @@
 use super::identity::Caller;
 use crate::body::{full, Body};
 use crate::cache::{canonical_params, CacheKey};
+use crate::config::UpstreamIndex;
 use crate::identity::Identity;
 use http::{header, HeaderMap, HeaderName, HeaderValue, Method, Response, Uri};
 use http_body_util::BodyExt;
@@ -120,7 +121,7 @@ impl Page {
 
     pub fn family(
         &self,
-        up: usize,
+        up: UpstreamIndex,
         identity: &Identity,
         headers: &HeaderMap,
         key_headers: &[HeaderName],
@@ -224,7 +225,7 @@ pub(super) async fn narrow(
 pub(super) fn fresh_page(
     proxy: &super::state::Proxy,
     settings: &crate::config::Settings,
-    up: usize,
+    up: UpstreamIndex,
     keyed: &Identity,
     uri: &Uri,
     headers: &HeaderMap,

@@ -17,7 +17,7 @@
 
 use super::identity::Caller;
 use super::state::Proxy;
-use crate::config::{RouteClass, Settings};
+use crate::config::{RouteClass, Settings, UpstreamIndex};
 use crate::mode::{Behaviour, Hold};
 use crate::policy::{Action, Context, Decision, Function, Situation, Situations};
 use crate::problem::{Problem, ProblemKind};
@@ -30,7 +30,7 @@ pub(super) const HEADER: &str = "weir-policy";
 /// The situations holding for upstream `up` now, as `who` sees them.
 pub(super) fn situations(
     proxy: &Proxy,
-    up: usize,
+    up: UpstreamIndex,
     who: Option<&crate::identity::Identity>,
 ) -> Situations {
     let u = proxy.upstreams.get(up);
@@ -52,7 +52,7 @@ pub(super) fn situations(
 /// The policy context of one managed request.
 pub(crate) fn context(
     proxy: &Proxy,
-    up: usize,
+    up: UpstreamIndex,
     path: &str,
     who: Option<&crate::identity::Identity>,
 ) -> Context {
@@ -69,7 +69,7 @@ pub(crate) fn context(
 pub(super) fn decide(
     proxy: &Proxy,
     settings: &Settings,
-    up: usize,
+    up: UpstreamIndex,
     class: RouteClass,
     path: &str,
     who: &Caller,
@@ -97,7 +97,7 @@ pub(super) fn decide(
 pub(crate) fn model_fallback_allowed(
     proxy: &Proxy,
     settings: &Settings,
-    up: usize,
+    up: UpstreamIndex,
     repo: Option<&str>,
 ) -> Decision {
     let mut cx = context(proxy, up, "", None);

@@ -17,7 +17,7 @@ use super::credential::Credential;
 use super::replay::Replayer;
 use super::Queue;
 use crate::accounts::Resolution;
-use crate::config::RouteClass;
+use crate::config::{RouteClass, UpstreamIndex};
 use crate::identity::Identity;
 use crate::problem::Problem;
 use crate::upstream::{AttemptPolicy, Replayable};
@@ -31,7 +31,7 @@ impl Replayer {
     /// admission and attempt phases as any list call.
     pub(super) async fn lookup(
         &self,
-        up: usize,
+        up: UpstreamIndex,
         item: &Item,
         credential: &Credential,
         scope: Option<crate::identity::Identity>,
@@ -131,7 +131,7 @@ impl Replayer {
     /// lookup comes to when it cannot be read.
     async fn get_json(
         &self,
-        up: usize,
+        up: UpstreamIndex,
         class: RouteClass,
         path: &str,
         headers: &HeaderMap,
@@ -248,7 +248,7 @@ impl Replayer {
     pub(super) async fn lookup_with_stored_token(
         &self,
         q: &Queue,
-        up: usize,
+        up: UpstreamIndex,
         item: &Item,
     ) -> Option<Lookup> {
         let (credential, scope) = self.stored_token_of_account(q, item).await?;

@@ -25,7 +25,7 @@
 use super::credential::Credential;
 use super::decide::{decide, needs_lookup, Fact, Outcome, Step, PACE, RETRY};
 use super::{event, now_ms, Queue, QueueState};
-use crate::config::RouteClass;
+use crate::config::{RouteClass, UpstreamIndex};
 use crate::events::Bus;
 use crate::mode::{Behaviour, Modes};
 use crate::secrets::SecretError;
@@ -62,7 +62,7 @@ impl Replayer {
         if self.queue.open().is_none() {
             return;
         }
-        for up in 0..self.upstreams.list.len() {
+        for up in self.upstreams.configured() {
             self.bus.spawn(self.clone().worker(up));
         }
         // A Copilot API host learned at run time gets its worker when it is learned (its
@@ -80,7 +80,7 @@ impl Replayer {
         }
     }
 
-    async fn worker(self, up: usize) {
+    async fn worker(self, up: UpstreamIndex) {
         let Some(q) = self.queue.open() else { return };
         let name = UpstreamId::new(self.upstreams.get(up).settings.name.clone());
         let mut stop = self.bus.stopping();
@@ -124,7 +124,7 @@ impl Replayer {
 
     /// Tries one item; returns how long to wait before the next. Each stage learns a
     /// [`Fact`]; [`decide`] makes it the next step and [`Replayer::apply`] carries it out.
-    async fn replay_one(&self, q: &Queue, up: usize, item: Item) -> Duration {
+    async fn replay_one(&self, q: &Queue, up: UpstreamIndex, item: Item) -> Duration {
         // 1. The credential, or what its absence comes to.
         let credential = match self.credential(q, up, &item).await {
             Ok(c) => c,
@@ -201,7 +201,12 @@ impl Replayer {
     /// The item's credential (an empty one for an item queued without). When it is gone, an
     /// item that may already exist upstream can still be settled by a lookup with the stored
     /// GitHub token of the same account (never replayed with it).
-    async fn credential(&self, q: &Queue, up: usize, item: &Item) -> Result<Credential, Fact> {
+    async fn credential(
+        &self,
+        q: &Queue,
+        up: UpstreamIndex,
+        item: &Item,
+    ) -> Result<Credential, Fact> {
         if self.held() {
             return Err(Fact::Held);
         }
@@ -226,7 +231,7 @@ impl Replayer {
 
     /// The gate's admission and the replay URL; the mode may have changed during a lookup,
     /// so it is checked again before anything is sent.
-    async fn admit(&self, up: usize, item: &Item) -> Result<(Admitted, Uri), Fact> {
+    async fn admit(&self, up: UpstreamIndex, item: &Item) -> Result<(Admitted, Uri), Fact> {
         if self.held() {
             return Err(Fact::Held);
         }
@@ -243,7 +248,7 @@ impl Replayer {
     /// Sends the create as it was queued, with its credential, through the attempt phase.
     async fn send(
         &self,
-        up: usize,
+        up: UpstreamIndex,
         item: &Item,
         credential: &Credential,
         admitted: Admitted,

@@ -33,14 +33,17 @@ pub const LIST_PATH: &str =
 /// The upstream that serves the agents API: the Copilot API host a token answer (or gh's
 /// GraphQL answer) announced most recently, the account's per-plan host where gh and VS Code
 /// send their calls; else `copilot-api`, else the first one configured.
-pub(crate) fn agents_upstream(upstreams: &crate::upstream::Upstreams) -> Option<usize> {
+pub(crate) fn agents_upstream(
+    upstreams: &crate::upstream::Upstreams,
+) -> Option<crate::config::UpstreamIndex> {
     if let Some(up) = upstreams.learned.announced() {
         return Some(up);
     }
-    let list = &upstreams.list;
-    list.iter()
-        .position(|u| u.settings.name == "copilot-api")
-        .or((!list.is_empty()).then_some(0))
+    upstreams
+        .configured_with()
+        .find(|(_, u)| u.settings.name == "copilot-api")
+        .map(|(up, _)| up)
+        .or_else(|| upstreams.configured().next())
 }
 
 /// A loopback client to Weir's own listener, bounded by `class`'s deadline plus a margin.

@@ -13,7 +13,7 @@
 
 use super::loopback::Loopback;
 use super::{model, Sessions, LIST_PATH};
-use crate::config::RouteClass;
+use crate::config::{RouteClass, UpstreamIndex};
 use crate::events::Event;
 use crate::pipeline::Proxy;
 use crate::secrets::{Account, Backend};
@@ -168,12 +168,12 @@ impl Poller {
         }
     }
 
-    fn upstream(&self) -> Result<usize, PollerReason> {
+    fn upstream(&self) -> Result<UpstreamIndex, PollerReason> {
         super::agents_upstream(&self.proxy.upstreams).ok_or(PollerReason::NoUpstream)
     }
 
     /// Polls with `token` until another token (or none) is stored, or Weir stops.
-    async fn poll_with(&self, token: &str, up: usize, w: &mut Waits<'_>) -> RunEnd {
+    async fn poll_with(&self, token: &str, up: UpstreamIndex, w: &mut Waits<'_>) -> RunEnd {
         let settings = self.proxy.settings();
         let class = settings.classes.get(RouteClass::List);
         let interval = class.fresh_ttl.max(MIN_INTERVAL);
@@ -263,7 +263,7 @@ impl Poller {
 
     /// Why the next poll should wait longer even after a good answer: the breaker is open or
     /// probing, or GitHub Status shows an unresolved Copilot incident.
-    fn hold_back(&self, up: usize) -> Option<PollerReason> {
+    fn hold_back(&self, up: UpstreamIndex) -> Option<PollerReason> {
         let breaker = self.proxy.upstreams.get(up).gate.breaker.state();
         // Degraded still lets calls through (it only warns), so it is not a reason to hold back.
         if matches!(
@@ -366,7 +366,14 @@ mod tests {
             }
             m.insert("authorization", "Bearer gho_x".parse().unwrap());
             let who = id.identify(&m);
-            CacheKey::new(0, &Method::GET, pq, &who, &m, &settings.key_headers)
+            CacheKey::new(
+                UpstreamIndex::at(0),
+                &Method::GET,
+                pq,
+                &who,
+                &m,
+                &settings.key_headers,
+            )
         };
         let mut poll: Vec<(&str, &str)> = GH_HEADERS.to_vec();
         poll.push(("user-agent", super::super::loopback::USER_AGENT));

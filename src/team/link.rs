@@ -9,7 +9,7 @@ use super::fact::{self, Cause, Fact, FactState, Indicator, Pause, PauseKind};
 use super::peers::{Decision, Holds, Peers, UNVERIFIED};
 use super::seal::{TeamKey, HEADER};
 use super::TeamSecrets;
-use crate::config::{TeamAction, TeamSettings};
+use crate::config::{TeamAction, TeamSettings, UpstreamIndex};
 use crate::events::{Bus, Event, TeamChange};
 use crate::status::{TeamLink, TeamStatus, TeamUpstreamStatus};
 use crate::upstream::{CautionSource, Upstreams};
@@ -438,7 +438,7 @@ fn accept(
     shared: &Shared,
     key: &TeamKey,
     msg: &async_nats::Message,
-) -> Result<Option<usize>, &'static str> {
+) -> Result<Option<UpstreamIndex>, &'static str> {
     let subject = msg.subject.as_str();
     let (upstream, sender) = fact::parse_subject(subject).ok_or("not a fact subject")?;
     let sig = msg
@@ -453,11 +453,10 @@ fn accept(
     let f: Fact = serde_json::from_slice(&msg.payload).map_err(|_| "malformed")?;
     let max_age = shared.settings.window + Duration::from_millis(fact::CLOCK_SKEW_MS);
     f.check(upstream, fact::unix_ms(SystemTime::now()), max_age)?;
-    let Some(idx) = shared
+    let Some((idx, _)) = shared
         .upstreams
-        .list
-        .iter()
-        .position(|u| u.settings.name == f.upstream)
+        .configured_with()
+        .find(|(_, u)| u.settings.name == f.upstream)
     else {
         return Ok(None); // an upstream this Weir does not manage
     };
@@ -486,21 +485,23 @@ fn accept(
 }
 
 /// This Weir's own calls to upstream `idx` so far (local evidence for [`Holds`]).
-fn own_calls(shared: &Shared, idx: usize) -> u64 {
-    shared.upstreams.list[idx]
+fn own_calls(shared: &Shared, idx: UpstreamIndex) -> u64 {
+    shared
+        .upstreams
+        .get(idx)
         .counters
         .totals()
         .upstream_requests
 }
 
 /// How much longer teammates' reports may hold upstream `idx` (see [`MAX_PEER_HOLD`]).
-fn hold_left(shared: &Shared, idx: usize) -> Duration {
-    let name = &shared.upstreams.list[idx].settings.name;
+fn hold_left(shared: &Shared, idx: UpstreamIndex) -> Duration {
+    let name = &shared.upstreams.get(idx).settings.name;
     lock(&shared.holds).left(name, own_calls(shared, idx), Instant::now())
 }
 
 /// A pause K teammates agree on (see `Peers::pause`), within what is left of the hold budget.
-fn honour_pause(shared: &Shared, idx: usize, p: Pause) {
+fn honour_pause(shared: &Shared, idx: UpstreamIndex, p: Pause) {
     let now_ms = fact::unix_ms(SystemTime::now());
     if p.until_ms <= now_ms {
         return;
@@ -515,7 +516,7 @@ fn honour_pause(shared: &Shared, idx: usize, p: Pause) {
         PauseKind::RateLimited => Kind::RateLimited,
         PauseKind::Overloaded => Kind::Overloaded,
     };
-    let u = &shared.upstreams.list[idx];
+    let u = shared.upstreams.get(idx);
     u.gate.honour_peer_cooldown(wait, kind);
     let until = SystemTime::now() + wait;
     let mut pauses = lock(&shared.pauses);
@@ -524,8 +525,8 @@ fn honour_pause(shared: &Shared, idx: usize, p: Pause) {
 }
 
 /// Decides for one upstream and applies the decision to its gate.
-fn evaluate(shared: &Shared, idx: usize) {
-    let u = &shared.upstreams.list[idx];
+fn evaluate(shared: &Shared, idx: UpstreamIndex) {
+    let u = shared.upstreams.get(idx);
     let name = &u.settings.name;
     let now = Instant::now();
     let (decision, failing) = {
@@ -588,8 +589,8 @@ fn evaluate(shared: &Shared, idx: usize) {
 /// breaker starts its next (longer) wait instead. Bounded: such a re-opening is published as
 /// the teammates' doing (cause `peers`), never as a confirmation, so when nobody probes the
 /// confirmations age out and everybody probes again.
-fn stand_in_for_probes(shared: &Shared, idx: usize) {
-    let u = &shared.upstreams.list[idx];
+fn stand_in_for_probes(shared: &Shared, idx: UpstreamIndex) {
+    let u = shared.upstreams.get(idx);
     let snap = u.gate.breaker.snapshot();
     let Some(rem) = snap
         .retry_after
@@ -630,8 +631,8 @@ fn degraded(snap: &weir_resilience::BreakerSnapshot, cfg: &weir_resilience::Brea
 }
 
 /// What this Weir would publish about upstream `idx` now.
-fn fact_for(shared: &Shared, idx: usize) -> Fact {
-    let u = &shared.upstreams.list[idx];
+fn fact_for(shared: &Shared, idx: UpstreamIndex) -> Fact {
+    let u = shared.upstreams.get(idx);
     let snap = u.gate.breaker.snapshot();
     let state = FactState::from(snap.state);
     let by_peers = state != FactState::Closed
@@ -682,7 +683,7 @@ async fn publish_loop(
             let now = Instant::now();
             lock(&shared.peers).prune(now);
         }
-        for (idx, prev) in last.iter_mut().enumerate() {
+        for (idx, prev) in shared.upstreams.configured().zip(last.iter_mut()) {
             release_if_free(shared, idx);
             evaluate(shared, idx);
             stand_in_for_probes(shared, idx);
@@ -706,8 +707,8 @@ async fn publish_loop(
 
 /// An upstream whose breaker is back on the closed side with no pause running is held by
 /// nothing: the next hold starts with the whole budget.
-fn release_if_free(shared: &Shared, idx: usize) {
-    let u = &shared.upstreams.list[idx];
+fn release_if_free(shared: &Shared, idx: UpstreamIndex) {
+    let u = shared.upstreams.get(idx);
     let closed = matches!(
         u.gate.breaker.state(),
         weir_resilience::State::Closed | weir_resilience::State::Degraded

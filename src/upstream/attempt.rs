@@ -8,7 +8,7 @@
 use super::admission::{Admitted, Closed};
 use super::attempt_error::AttemptError;
 use super::client::{FetchError, Timeouts};
-use super::Upstreams;
+use super::{UpstreamIndex, Upstreams};
 use crate::body::{boxed, full, Body};
 use crate::config::{Origin, RouteClass};
 use crate::identity::Identity;
@@ -100,7 +100,7 @@ impl Upstreams {
     /// lookup).
     pub async fn call_buffered(
         &self,
-        up: usize,
+        up: UpstreamIndex,
         class: RouteClass,
         req: Replayable<'_>,
         policy: AttemptPolicy,
@@ -116,7 +116,7 @@ impl Upstreams {
     /// asked here.
     pub async fn attempt_buffered(
         &self,
-        up: usize,
+        up: UpstreamIndex,
         class: RouteClass,
         req: Replayable<'_>,
         policy: AttemptPolicy,
@@ -136,7 +136,7 @@ impl Upstreams {
     /// Sends a request and streams the response. A streamed body is sent at most once.
     pub async fn call_streaming(
         &self,
-        up: usize,
+        up: UpstreamIndex,
         class: RouteClass,
         req: Request<Body>,
         who: Option<Identity>,
@@ -171,7 +171,7 @@ impl Upstreams {
     #[allow(clippy::too_many_arguments)]
     async fn run<B, F, Fut>(
         &self,
-        up: usize,
+        up: UpstreamIndex,
         class: RouteClass,
         policy: AttemptPolicy,
         mut first: Option<Admitted>,

@@ -5,15 +5,15 @@
 //! bulkhead, cooldowns), counters and cache keys, TLS interception, no fallback. A host outside
 //! `githubcopilot.com` is never learned, and nothing but `https` on port 443.
 //!
-//! Upstreams are indexed by position (`usize`) everywhere on the request path, so a learned host
-//! takes one of [`SPARE`] slots made empty at start: index `configured + slot`. A slot is set
+//! Upstreams are indexed by position ([`UpstreamIndex`]) everywhere on the request path, so a
+//! learned host takes one of [`SPARE`] slots made empty at start: index `configured + slot`. A slot is set
 //! once and never reused, so an index handed out stays valid for the life of the engine, and
 //! lookups of configured upstreams cost what they did. The learned set is not kept across a
 //! restart (the next token answer names the host again); answers from a learned host are not
 //! written to the disk cache, whose keys carry the index.
 
 use super::admission::Gate;
-use super::Upstream;
+use super::{Upstream, UpstreamIndex};
 use crate::config::{is_copilot_host, Origin, ResilienceSettings, UpstreamSettings};
 use crate::stats::UpstreamCounters;
 use std::sync::atomic::AtomicU64;
@@ -29,9 +29,9 @@ pub(crate) struct Learned {
     base: usize,
     slots: Box<[OnceLock<Upstream>]>,
     /// Host → index, of the slots set so far; also serialises learning.
-    hosts: Mutex<Vec<(String, usize)>>,
+    hosts: Mutex<Vec<(String, UpstreamIndex)>>,
     /// The upstream (configured or learned) of the Copilot API host most recently announced.
-    announced: Mutex<Option<usize>>,
+    announced: Mutex<Option<UpstreamIndex>>,
     /// Told whenever a slot is set (its replay worker starts then).
     learned_one: tokio::sync::Notify,
 }
@@ -40,9 +40,9 @@ pub(crate) struct Learned {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Announced {
     /// A configured upstream already manages the host.
-    Configured(usize),
+    Configured(UpstreamIndex),
     /// The host was learned just now, or earlier.
-    Learned(usize),
+    Learned(UpstreamIndex),
     /// Not learned: outside githubcopilot.com, not https:443, or no slot left.
     Refused(String),
 }
@@ -59,12 +59,12 @@ impl Learned {
     }
 
     /// The indices the spare slots take, set or not.
-    pub fn indices(&self) -> std::ops::Range<usize> {
-        self.base..self.base + SPARE
+    pub fn indices(&self) -> impl Iterator<Item = UpstreamIndex> {
+        (self.base..self.base + SPARE).map(UpstreamIndex::at)
     }
 
     /// Waits until slot `up` is set (at once when it is).
-    pub async fn wait_for(&self, up: usize) {
+    pub async fn wait_for(&self, up: UpstreamIndex) {
         loop {
             let notified = self.learned_one.notified();
             if self.get(up).is_some() {
@@ -74,25 +74,25 @@ impl Learned {
         }
     }
 
-    pub fn is_learned(&self, up: usize) -> bool {
-        up >= self.base
+    pub fn is_learned(&self, up: UpstreamIndex) -> bool {
+        up.index() >= self.base
     }
 
     /// The learned upstream at index `up` (≥ base), if that slot is set.
-    pub fn get(&self, up: usize) -> Option<&Upstream> {
-        self.slots.get(up.checked_sub(self.base)?)?.get()
+    pub fn get(&self, up: UpstreamIndex) -> Option<&Upstream> {
+        self.slots.get(up.index().checked_sub(self.base)?)?.get()
     }
 
     /// Every learned upstream with its index, in the order learned.
-    pub fn iter(&self) -> impl Iterator<Item = (usize, &Upstream)> {
+    pub fn iter(&self) -> impl Iterator<Item = (UpstreamIndex, &Upstream)> {
         self.slots
             .iter()
             .enumerate()
-            .filter_map(|(i, s)| Some((self.base + i, s.get()?)))
+            .filter_map(|(i, s)| Some((UpstreamIndex::at(self.base + i), s.get()?)))
     }
 
     /// The index of the learned upstream for `https://host:port`.
-    pub fn find(&self, scheme: &str, host: &str, port: u16) -> Option<usize> {
+    pub fn find(&self, scheme: &str, host: &str, port: u16) -> Option<UpstreamIndex> {
         if !scheme.eq_ignore_ascii_case("https") || port != 443 {
             return None;
         }
@@ -101,7 +101,7 @@ impl Learned {
         hosts.iter().find(|(h, _)| *h == host).map(|(_, i)| *i)
     }
 
-    pub fn announced(&self) -> Option<usize> {
+    pub fn announced(&self) -> Option<UpstreamIndex> {
         *self.announced.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -110,7 +110,7 @@ impl Learned {
     pub fn learn(
         &self,
         api: &str,
-        configured: impl Fn(&Origin) -> Option<usize>,
+        configured: impl Fn(&Origin) -> Option<UpstreamIndex>,
         resilience: &ResilienceSettings,
     ) -> Announced {
         let origin = match Origin::parse(api.trim()) {
@@ -162,7 +162,7 @@ impl Learned {
             gate,
             fallback_attempts: AtomicU64::new(0),
         });
-        let up = self.base + slot;
+        let up = UpstreamIndex::at(self.base + slot);
         hosts.push((origin.host.clone(), up));
         drop(hosts);
         self.learned_one.notify_waiters();
@@ -171,7 +171,7 @@ impl Learned {
         Announced::Learned(up)
     }
 
-    fn set_announced(&self, up: usize) {
+    fn set_announced(&self, up: UpstreamIndex) {
         *self.announced.lock().unwrap_or_else(|p| p.into_inner()) = Some(up);
     }
 }
@@ -200,11 +200,15 @@ pub(crate) fn announced_api(body: &[u8]) -> Option<String> {
 mod tests {
     use super::*;
 
+    fn ix(i: usize) -> UpstreamIndex {
+        UpstreamIndex::at(i)
+    }
+
     fn learn(l: &Learned, api: &str) -> Announced {
         let r = crate::config::Settings::default().resilience;
         l.learn(
             api,
-            |o| (o.host == "api.githubcopilot.com").then_some(0),
+            |o| (o.host == "api.githubcopilot.com").then_some(ix(0)),
             &r,
         )
     }
@@ -214,28 +218,31 @@ mod tests {
         let l = Learned::new(3);
         assert_eq!(
             learn(&l, "https://api.githubcopilot.com"),
-            Announced::Configured(0)
+            Announced::Configured(ix(0))
         );
-        assert_eq!(l.announced(), Some(0));
+        assert_eq!(l.announced(), Some(ix(0)));
         assert_eq!(
             learn(&l, "https://api.new-plan.githubcopilot.com/"),
-            Announced::Learned(3)
+            Announced::Learned(ix(3))
         );
         assert_eq!(
             learn(&l, "https://API.new-plan.githubcopilot.com"),
-            Announced::Learned(3)
+            Announced::Learned(ix(3))
         );
-        assert_eq!(l.announced(), Some(3));
+        assert_eq!(l.announced(), Some(ix(3)));
         assert_eq!(
             l.find("https", "api.new-plan.githubcopilot.com", 443),
-            Some(3)
+            Some(ix(3))
         );
         assert_eq!(l.find("http", "api.new-plan.githubcopilot.com", 443), None);
         assert_eq!(
-            l.get(3).unwrap().settings.name,
+            l.get(ix(3)).unwrap().settings.name,
             "learned:api.new-plan.githubcopilot.com"
         );
-        assert_eq!(l.get(3).unwrap().settings.status_components, ["Copilot"]);
+        assert_eq!(
+            l.get(ix(3)).unwrap().settings.status_components,
+            ["Copilot"]
+        );
         for bad in [
             "https://api.example.com",
             "https://githubcopilot.com.example.com",
@@ -256,7 +263,7 @@ mod tests {
         for i in 0..SPARE {
             assert_eq!(
                 learn(&l, &format!("https://a{i}.githubcopilot.com")),
-                Announced::Learned(i)
+                Announced::Learned(ix(i))
             );
         }
         assert!(matches!(
@@ -265,9 +272,9 @@ mod tests {
         ));
         assert_eq!(
             learn(&l, "https://a0.githubcopilot.com"),
-            Announced::Learned(0)
+            Announced::Learned(ix(0))
         );
-        assert!(l.get(SPARE).is_none());
+        assert!(l.get(ix(SPARE)).is_none());
     }
 
     #[test]

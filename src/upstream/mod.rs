@@ -41,6 +41,7 @@ pub use model_breakers::{ModelEpisode, ModelStatus};
 pub(crate) use pool::{http_connector, RoutingConnector};
 pub(crate) use reachability::{Reach, Reachability};
 
+use crate::config::UpstreamIndex;
 use crate::config::{LiveSettings, Settings, UpstreamSettings};
 use crate::stats::UpstreamCounters;
 use admission::Gate;
@@ -111,8 +112,8 @@ impl Upstreams {
 
     /// The upstream at `up`: a configured one, or a learned one (an index is only ever handed
     /// out by [`Upstreams::find`] or [`Upstreams::learn`], after its slot was set).
-    pub fn get(&self, up: usize) -> &Upstream {
-        match self.list.get(up).or_else(|| self.learned.get(up)) {
+    pub fn get(&self, up: UpstreamIndex) -> &Upstream {
+        match self.list.get(up.index()).or_else(|| self.learned.get(up)) {
             Some(u) => u,
             None => unreachable!("upstream index {up} was never handed out"),
         }
@@ -120,15 +121,34 @@ impl Upstreams {
 
     /// The upstream that manages `scheme://host:port`: a configured one (as `settings` says),
     /// else a learned one.
-    pub fn find(&self, settings: &Settings, scheme: &str, host: &str, port: u16) -> Option<usize> {
+    pub fn find(
+        &self,
+        settings: &Settings,
+        scheme: &str,
+        host: &str,
+        port: u16,
+    ) -> Option<UpstreamIndex> {
         settings
             .upstream_for(scheme, host, port)
             .or_else(|| self.learned.find(scheme, host, port))
     }
 
     /// Whether `up` is a learned upstream (its answers are never written to disk).
-    pub fn is_learned(&self, up: usize) -> bool {
+    pub fn is_learned(&self, up: UpstreamIndex) -> bool {
         self.learned.is_learned(up)
+    }
+
+    /// The configured upstreams' indices, in the order configured.
+    pub fn configured(&self) -> impl Iterator<Item = UpstreamIndex> {
+        (0..self.list.len()).map(UpstreamIndex::at)
+    }
+
+    /// Every configured upstream with its index.
+    pub fn configured_with(&self) -> impl Iterator<Item = (UpstreamIndex, &Upstream)> {
+        self.list
+            .iter()
+            .enumerate()
+            .map(|(i, u)| (UpstreamIndex::at(i), u))
     }
 
     /// Learns the Copilot API host a token answer (or gh's GraphQL answer) announces, if any.

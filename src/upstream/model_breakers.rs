@@ -10,7 +10,7 @@
 //! that is closed and not in an episode (a dropped breaker's state is forgotten, which only
 //! ever lets calls through).
 
-use crate::config::is_model_name;
+use crate::config::{is_model_name, UpstreamIndex};
 use serde::Serialize;
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -54,7 +54,7 @@ pub(crate) struct ModelBreakers {
 
 #[derive(Default)]
 struct Map {
-    entries: HashMap<(usize, String), Entry>,
+    entries: HashMap<(UpstreamIndex, String), Entry>,
     /// A use counter standing in for "recently used" (no clock needed).
     tick: u64,
 }
@@ -91,7 +91,7 @@ impl ModelBreakers {
     /// [`is_model_name`]): such a request goes out once, without a breaker.
     pub fn breaker(
         &self,
-        up: usize,
+        up: UpstreamIndex,
         upstream: &str,
         model: &str,
         config: &BreakerConfig,
@@ -139,7 +139,7 @@ impl ModelBreakers {
     /// starts one.
     pub fn fell_back(
         &self,
-        up: usize,
+        up: UpstreamIndex,
         model: &str,
         to: &str,
         reason: &str,
@@ -173,7 +173,7 @@ impl ModelBreakers {
     /// `model` answered well: if its breaker is back on the closed side, the episode under
     /// way (if any) ends, and is returned to announce. While half-open (probes still
     /// deciding) the episode goes on.
-    pub fn answered(&self, up: usize, model: &str) -> Option<EpisodeChange> {
+    pub fn answered(&self, up: UpstreamIndex, model: &str) -> Option<EpisodeChange> {
         let mut m = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         let e = m.entries.get_mut(&(up, model.to_string()))?;
         e.episode.as_ref()?;
@@ -193,7 +193,7 @@ impl ModelBreakers {
     /// `models[]` in the status document, ordered by upstream then model.
     pub fn status(&self) -> Vec<ModelStatus> {
         let m = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        let mut out: Vec<((usize, String), ModelStatus)> = m
+        let mut out: Vec<((UpstreamIndex, String), ModelStatus)> = m
             .entries
             .iter()
             .map(|(k, e)| {
@@ -239,6 +239,10 @@ impl Map {
 mod tests {
     use super::*;
 
+    fn ix(i: usize) -> UpstreamIndex {
+        UpstreamIndex::at(i)
+    }
+
     fn cfg() -> BreakerConfig {
         crate::config::Settings::default().resilience.breaker
     }
@@ -247,10 +251,12 @@ mod tests {
     async fn bounded_and_keeps_the_troubled_ones() {
         let mb = ModelBreakers::default();
         let c = cfg();
-        let sick = mb.breaker(0, "up", "sick", &c, false).unwrap();
+        let sick = mb.breaker(ix(0), "up", "sick", &c, false).unwrap();
         assert!(sick.trip("test"));
         for i in 0..(MAX_MODELS * 2) {
-            assert!(mb.breaker(0, "up", &format!("m{i}"), &c, false).is_some());
+            assert!(mb
+                .breaker(ix(0), "up", &format!("m{i}"), &c, false)
+                .is_some());
         }
         let st = mb.status();
         assert_eq!(st.len(), MAX_MODELS);
@@ -261,7 +267,7 @@ mod tests {
         assert_eq!(s.breaker, State::Open);
         let long = "x".repeat(crate::config::MAX_MODEL_NAME + 1);
         for bad in [long.as_str(), "a\"b", "a b", ""] {
-            assert!(mb.breaker(0, "up", bad, &c, false).is_none(), "{bad}");
+            assert!(mb.breaker(ix(0), "up", bad, &c, false).is_none(), "{bad}");
         }
     }
 
@@ -269,33 +275,33 @@ mod tests {
     async fn one_announcement_per_episode() {
         let mb = ModelBreakers::default();
         let c = cfg();
-        let b = mb.breaker(1, "up", "claude-x", &c, false).unwrap();
-        let first = mb.fell_back(1, "claude-x", "gpt-5", "overloaded (529)");
+        let b = mb.breaker(ix(1), "up", "claude-x", &c, false).unwrap();
+        let first = mb.fell_back(ix(1), "claude-x", "gpt-5", "overloaded (529)");
         assert_eq!(first.map(|e| e.fallbacks), Some(1));
         assert_eq!(
-            mb.fell_back(1, "claude-x", "gpt-5", "overloaded (529)"),
+            mb.fell_back(ix(1), "claude-x", "gpt-5", "overloaded (529)"),
             None
         );
         // Open: a success (a probe) does not end it while the breaker is not closed.
         assert!(b.trip("test"));
-        assert_eq!(mb.answered(1, "claude-x"), None);
+        assert_eq!(mb.answered(ix(1), "claude-x"), None);
         let st = &mb.status()[0];
         assert_eq!(
             (st.fallbacks, st.episode.as_ref().map(|e| e.fallbacks)),
             (2, Some(2))
         );
         // Another upstream's model of the same name is another breaker.
-        let other = mb.breaker(2, "up2", "claude-x", &c, false).unwrap();
+        let other = mb.breaker(ix(2), "up2", "claude-x", &c, false).unwrap();
         assert_eq!(other.state(), State::Closed);
         // Closed: the model's next good answer ends its episode, announced once.
         assert!(mb
-            .fell_back(2, "claude-x", "gpt-5", "server_error (500)")
+            .fell_back(ix(2), "claude-x", "gpt-5", "server_error (500)")
             .is_some());
-        let end = mb.answered(2, "claude-x").expect("episode ends");
+        let end = mb.answered(ix(2), "claude-x").expect("episode ends");
         assert_eq!(
             (end.from.as_str(), end.to.as_str(), end.fallbacks),
             ("claude-x", "gpt-5", 1)
         );
-        assert_eq!(mb.answered(2, "claude-x"), None);
+        assert_eq!(mb.answered(ix(2), "claude-x"), None);
     }
 }

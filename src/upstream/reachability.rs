@@ -5,7 +5,7 @@
 //! (`crate::mode::offline`) is woken when an upstream turns unreachable.
 
 use super::client::{FetchError, Timeouts};
-use super::Upstreams;
+use super::{UpstreamIndex, Upstreams};
 use http::{Method, Request, Response};
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::Duration;
@@ -50,14 +50,14 @@ impl Reachability {
         }
     }
 
-    pub fn get(&self, up: usize) -> Reach {
-        self.states.get(up).map_or(Reach::Unknown, |s| {
+    pub fn get(&self, up: UpstreamIndex) -> Reach {
+        self.states.get(up.index()).map_or(Reach::Unknown, |s| {
             Reach::from_u8(s.load(Ordering::Relaxed))
         })
     }
 
     /// Records what one exchange with `up`'s origin says about its network.
-    pub fn observe<B>(&self, up: usize, res: &Result<Response<B>, FetchError>) {
+    pub fn observe<B>(&self, up: UpstreamIndex, res: &Result<Response<B>, FetchError>) {
         match res {
             Ok(_) => self.set(up, Reach::Reachable),
             Err(e) if e.is_unreachable() => self.set(up, Reach::Unreachable),
@@ -67,8 +67,10 @@ impl Reachability {
         }
     }
 
-    fn set(&self, up: usize, to: Reach) {
-        let Some(s) = self.states.get(up) else { return };
+    fn set(&self, up: UpstreamIndex, to: Reach) {
+        let Some(s) = self.states.get(up.index()) else {
+            return;
+        };
         let from = Reach::from_u8(s.swap(to as u8, Ordering::Relaxed));
         if to == Reach::Unreachable && from != Reach::Unreachable {
             self.turned_unreachable.notify_one();
@@ -80,8 +82,8 @@ impl Upstreams {
     /// One offline probe of `up`'s origin: `HEAD /` without credentials. Any HTTP answer (a
     /// 401 or 404 is normal) means reachable; the error says why not. Not counted as a
     /// request, not passed through the gate: it only asks whether the network works.
-    pub async fn probe(&self, up: usize) -> Result<(), FetchError> {
-        let origin = &self.list[up].settings.origin;
+    pub async fn probe(&self, up: UpstreamIndex) -> Result<(), FetchError> {
+        let origin = &self.list[up.index()].settings.origin;
         let uri = origin
             .uri(http::uri::PathAndQuery::from_static("/"))
             .map_err(|e| FetchError::Protocol {

@@ -2,7 +2,7 @@
 //! call through admission (cooldown → breaker → bulkhead) and the retry layer, like any
 //! idempotent request. Implemented here, so `accounts` never imports the upstreams.
 
-use super::{AttemptPolicy, Replayable, Upstreams};
+use super::{AttemptPolicy, Replayable, UpstreamIndex, Upstreams};
 use crate::accounts::UserApi;
 use crate::config::RouteClass;
 use crate::identity::Identity;
@@ -12,7 +12,7 @@ use http::{HeaderMap, Method, Response, Uri};
 impl UserApi for Upstreams {
     async fn get_user(
         &self,
-        up: usize,
+        up: UpstreamIndex,
         id: Identity,
         headers: HeaderMap,
     ) -> Result<Response<Bytes>, String> {

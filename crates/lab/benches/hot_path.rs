@@ -3,7 +3,7 @@
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
 use http::{HeaderMap, HeaderName, Method, StatusCode};
-use weir::bench_api::{CacheKey, IdentityKey, Problem};
+use weir::bench_api::{upstream_index, CacheKey, IdentityKey, Problem};
 use weir::config::{classify, default_routes};
 use weir::ProblemKind;
 
@@ -58,7 +58,7 @@ fn keys(c: &mut Criterion) {
     c.bench_function("cache key", |b| {
         b.iter(|| {
             CacheKey::new(
-                0,
+                upstream_index(0),
                 black_box(&Method::GET),
                 black_box("/agents/sessions/nwo/octo/lab?sort=updated_at&page_size=50"),
                 black_box(&id),
@@ -71,7 +71,7 @@ fn keys(c: &mut Criterion) {
         b.iter(|| {
             let id = key.identify(black_box(&h));
             CacheKey::new(
-                0,
+                upstream_index(0),
                 &Method::GET,
                 black_box("/agents/sessions"),
                 &id,
