@@ -62,7 +62,7 @@ async fn a_stale_copy_waits_for_a_healthy_refresh_and_answers_current_data() {
     let up = Upstream::start().await;
     let weir = Weir::start(
         &[&up.origin()],
-        "[classes.view]\nfresh_ttl = \"0s\"\nstale_while_revalidate = \"1h\"\nrevalidate_wait = \"30s\"\n",
+        "[classes.view]\nfresh_ttl = \"0s\"\nstale_while_revalidate = \"1h\"\nrevalidate_wait = \"10s\"\n",
     )
     .await;
     let c = weir.client("alice");

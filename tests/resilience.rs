@@ -353,6 +353,41 @@ async fn client_rate_limits_answer_429_with_ratelimit_headers() {
     assert_eq!(c.get(view(&up, 0)).send().await.unwrap().status(), 200);
 }
 
+/// A client over its rate limit that has a copy still gets it: a session view's refresh wait
+/// is never limited (like the stale hit it replaced), and a session's logs (class `stream`,
+/// whose wait is admitted because its fallback may reach the upstream) answer with the copy.
+#[tokio::test]
+async fn over_the_rate_limit_a_copy_in_hand_still_answers() {
+    let up = Upstream::start().await;
+    let weir = Weir::start(
+        &[&up.origin()],
+        &format!("{QUIET}[rate_limit]\nburst = 3\nper = \"1h\"\n[classes.view]\nfresh_ttl = \"0s\"\nstale_while_revalidate = \"1h\"\nrevalidate_wait = \"5s\"\n[classes.stream]\nfresh_ttl = \"0s\"\nstale_while_revalidate = \"1h\"\nrevalidate_wait = \"5s\"\n"),
+    )
+    .await;
+    let c = weir.client("a");
+    let logs = format!("{}/agents/sessions/s1/logs", up.origin());
+    let v = view(&up, 0);
+    // Three fetches spend the allowance: the logs' miss and its first refresh wait, the view's
+    // miss.
+    for url in [&logs, &logs, &v] {
+        assert_eq!(c.get(url).send().await.unwrap().status(), 200, "{url}");
+    }
+    let r = c.get(&logs).send().await.unwrap();
+    assert_eq!(r.status(), 200, "the copy, not a 429");
+    assert_eq!(
+        r.headers()["cache-status"],
+        "weir; hit; fwd=stale; detail=client-rate-limited"
+    );
+    // The view with a copy: its refresh wait is not limited, and answers the current data.
+    let r = c.get(&v).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(r.headers()["cache-status"], "weir; fwd=stale; stored");
+    let second: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(second["n"], 2, "refreshed");
+    // Nothing else is: a view it has no copy of is limited.
+    assert_eq!(c.get(view(&up, 9)).send().await.unwrap().status(), 429);
+}
+
 /// The figure for the issue note: a naive client (5 immediate retries per failed call) against
 /// an always-failing upstream, directly and through Weir.
 #[tokio::test]

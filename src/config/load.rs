@@ -677,6 +677,18 @@ fn apply_class(
             *slot = d;
         }
     }
+    // A client waits this long for a refresh it has a copy for: never longer than one attempt.
+    if out.revalidate_wait > out.per_try_timeout {
+        let span = fc.revalidate_wait.as_ref().map_or(0..0, |s| s.span());
+        return cx.err(
+            &format!("classes.{}.revalidate_wait", class.as_str()),
+            span,
+            format!(
+                "must be at most the class's per_try_timeout ({}); a client with a copy in hand would wait longer for its refresh than one attempt may take",
+                humantime::format_duration(out.per_try_timeout)
+            ),
+        );
+    }
     Ok(())
 }
 
@@ -830,6 +842,26 @@ mod tests {
         assert!(
             e.to_string()
                 .starts_with("w.toml:1: key `default_upstreams`"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_revalidate_wait_longer_than_an_attempt_is_refused_with_its_line() {
+        let s = parse_str("[classes.view]\nrevalidate_wait = \"1s\"\n", "w.toml").unwrap();
+        assert_eq!(
+            s.classes.get(RouteClass::View).revalidate_wait,
+            Duration::from_secs(1)
+        );
+        assert_eq!(
+            s.classes.get(RouteClass::List).revalidate_wait,
+            Duration::from_millis(250),
+            "the default"
+        );
+        let e = parse_str("[classes.view]\n\nrevalidate_wait = \"1h\"\n", "w.toml").unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("w.toml:3: key `classes.view.revalidate_wait`: must be at most the class's per_try_timeout (10s)"),
             "{e}"
         );
     }

@@ -88,8 +88,12 @@ pub fn snapshot(ctl: &Control) -> StatusSnapshot {
         models: p.upstreams.models.status(),
         policy: policy_status(p),
         queue: QueueStatus {
-            available: p.queue.open().is_some(),
-            error: p.queue.error().map(str::to_string),
+            available: p.queue.open().is_some_and(|q| q.store.unusable().is_none()),
+            error: p
+                .queue
+                .error()
+                .map(str::to_string)
+                .or_else(|| p.queue.open().and_then(|q| q.store.unusable())),
             credentials: p
                 .queue
                 .open()

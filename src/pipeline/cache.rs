@@ -61,6 +61,9 @@ struct FetchSpec {
 pub(super) enum Lookup<'a> {
     Answered(Answer),
     Joins(BoxFuture<'a, Answer>),
+    /// A stale copy in hand, waiting (at most `revalidate_wait`) for its refresh. Not
+    /// admitted, like the stale hit it replaces: the refresh is one per key, coalesced.
+    Revalidates(BoxFuture<'a, Answer>),
     Fetch {
         stale: Option<Arc<Stored>>,
         go: BoxFuture<'a, Answer>,
@@ -72,7 +75,7 @@ impl<'a> Lookup<'a> {
     pub async fn finish(self) -> Answer {
         match self {
             Lookup::Answered(r) => r,
-            Lookup::Joins(go) | Lookup::Fetch { go, .. } => go.await,
+            Lookup::Joins(go) | Lookup::Revalidates(go) | Lookup::Fetch { go, .. } => go.await,
         }
     }
 }
@@ -81,7 +84,7 @@ impl<'a> From<Lookup<'a>> for Step<'a> {
     fn from(l: Lookup<'a>) -> Step<'a> {
         match l {
             Lookup::Answered(r) => Step::Answered(r),
-            Lookup::Joins(go) => Step::Joins(go),
+            Lookup::Joins(go) | Lookup::Revalidates(go) => Step::Joins(go),
             Lookup::Fetch { stale, go } => Step::Upstream(Call::Fetch { stale, go }),
         }
     }
@@ -158,6 +161,19 @@ pub(super) fn serve_head<'a>(
             }
         }
         Lookup::Answered(Err(_)) => own.lookup(proxy, ctx, parts.uri, parts.headers).into(),
+        // A stale larger page waiting for its refresh: not admitted (as when it was answered
+        // at once). The fallback runs only when the page cannot be cut, which marks its family
+        // unshaped, so it happens once per family.
+        Lookup::Revalidates(go) => Step::Joins(Box::pin(async move {
+            if let Ok(resp) = go.await {
+                if let Some(cut) = page_subset::narrow(resp, at, n, m).await {
+                    return Ok(cut);
+                }
+            }
+            own.lookup(proxy, ctx, parts.uri, parts.headers)
+                .finish()
+                .await
+        })),
         // A wait for the larger page is admitted like a fetch: its fallback may reach the
         // upstream.
         Lookup::Joins(go) | Lookup::Fetch { go, .. } => Step::Upstream(Call::Fetch {
@@ -278,7 +294,12 @@ impl Keyed {
                     let mut spec = spec(ctx, key, &uri, &headers, page);
                     spec.stale_in_hand = true;
                     let p = proxy.clone();
-                    let wait = settings.classes.get(class).revalidate_wait;
+                    // A strained upstream is not waited for (the pace above held or let this
+                    // key through; a young key under strain lands here too).
+                    let wait = match strained(proxy, up) {
+                        true => Duration::ZERO,
+                        false => settings.classes.get(class).revalidate_wait,
+                    };
                     if wait.is_zero() {
                         counters.cache_hits_stale.fetch_add(1, Relaxed);
                         proxy.coalescer.start_if_idle(key, move || fetch(p, spec));
@@ -288,7 +309,7 @@ impl Keyed {
                         )));
                     }
                     let stale = entry.clone();
-                    return Lookup::Joins(Box::pin(revalidate(
+                    return Lookup::Revalidates(Box::pin(revalidate(
                         proxy, key, stale, headers, wait, counters, spec,
                     )));
                 }
@@ -370,20 +391,27 @@ async fn revalidate(
 ) -> Answer {
     let p = proxy.clone();
     let flight = proxy.coalescer.run(key, move || fetch(p, spec));
-    let Ok((outcome, _role)) = tokio::time::timeout(wait, flight).await else {
+    let Ok((outcome, role)) = tokio::time::timeout(wait, flight).await else {
         counters.cache_hits_stale.fetch_add(1, Relaxed);
         return Ok(respond::cached(&stale, "weir; hit; fwd=stale"));
     };
+    let fwd = match role {
+        Role::Leader => "weir; fwd=stale",
+        Role::Follower => {
+            counters.coalesced.fetch_add(1, Relaxed);
+            "weir; fwd=stale; collapsed"
+        }
+    };
     match outcome {
         Some(Ok(fresh)) if fresh.is_success() && storable(&headers, &fresh.headers) => {
-            Ok(respond::cached(&fresh, "weir; fwd=stale; stored"))
+            Ok(respond::cached(&fresh, &format!("{fwd}; stored")))
         }
-        Some(Ok(fresh)) if fresh.is_success() => Ok(respond::cached(&fresh, "weir; fwd=stale")),
+        Some(Ok(fresh)) if fresh.is_success() => Ok(respond::cached(&fresh, fwd)),
         Some(Ok(failed)) => Ok(rescue::after_upstream_error(
             Some(stale),
             counters,
             &failed,
-            "weir; fwd=stale",
+            fwd,
         )),
         // The document became a stream: `super::stream` asks again for it, as after a miss.
         Some(Err(problem)) if proxy.streamed.contains_key(&key) => Err((*problem).clone()),

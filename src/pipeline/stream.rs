@@ -16,6 +16,7 @@ use super::cache::{self, Fetched};
 use super::context::{Answer, Call, Ctx, Step};
 use super::state::Proxy;
 use super::{forward, rescue, respond};
+use crate::cache::Freshness;
 use http::Request;
 use hyper::body::Incoming;
 use std::sync::Arc;
@@ -43,7 +44,15 @@ pub(super) fn serve<'a>(proxy: &'a Arc<Proxy>, ctx: &'a Ctx, req: Request<Incomi
         // wait for a flight that may end so is admitted like a fetch.
         let (stale, go) = match cache::serve_head(proxy, ctx, parts.clone()) {
             Step::Answered(Err(_)) if proxy.streamed.contains_key(&key) => (None, None),
-            Step::Joins(go) => (None, Some(go)),
+            // Joining a flight (or waiting for a stale copy's refresh): a client over its
+            // rate limit gets the copy it has.
+            Step::Joins(go) => (
+                proxy
+                    .cache
+                    .get(&key)
+                    .filter(|e| e.freshness(tokio::time::Instant::now()) != Freshness::Expired),
+                Some(go),
+            ),
             Step::Upstream(Call::Fetch { stale, go }) => (stale, Some(go)),
             other => return other,
         };

@@ -21,6 +21,12 @@ pub type ClaimKeeper = Box<dyn std::any::Any + Send>;
 pub trait QueueBackend: Send + Sync {
     fn kind(&self) -> BackendKind;
 
+    /// Why the backend cannot store items now, when it found out on its own (the laptop's
+    /// lazily made file could not be created); `None` when it can, as far as it knows.
+    fn unusable(&self) -> Option<String> {
+        None
+    }
+
     /// A gateway's queue, shared by its replicas (PostgreSQL).
     fn is_shared(&self) -> bool {
         self.kind() == BackendKind::Postgresql

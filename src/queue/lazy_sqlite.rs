@@ -17,6 +17,8 @@ use weir_store::{
 pub struct LazySqlite {
     path: PathBuf,
     store: OnceCell<AsyncStore>,
+    /// Why the file could not be made at the last try (shown in the status until it can).
+    failed: std::sync::Mutex<Option<String>>,
 }
 
 impl LazySqlite {
@@ -25,6 +27,7 @@ impl LazySqlite {
         let me = LazySqlite {
             path,
             store: OnceCell::new(),
+            failed: std::sync::Mutex::new(None),
         };
         if me.path.exists() {
             me.created().await?;
@@ -36,9 +39,17 @@ impl LazySqlite {
 
     /// The store, creating its file if this is the first write.
     async fn created(&self) -> Result<&AsyncStore, StoreError> {
-        self.store
+        let made = self
+            .store
             .get_or_try_init(|| AsyncStore::open(self.path.clone(), StoreOptions::default()))
-            .await
+            .await;
+        if let Ok(mut f) = self.failed.lock() {
+            *f = made
+                .as_ref()
+                .err()
+                .map(|e| format!("{}. {}", e.detail(), e.fix()));
+        }
+        made
     }
 
     /// The store, if its file exists.
@@ -85,6 +96,10 @@ macro_rules! or_empty {
 impl QueueBackend for LazySqlite {
     fn kind(&self) -> BackendKind {
         BackendKind::Sqlite
+    }
+
+    fn unusable(&self) -> Option<String> {
+        self.failed.lock().ok()?.clone()
     }
 
     async fn insert(&self, item: NewItem, now_ms: i64) -> Result<Item, StoreError> {
@@ -236,6 +251,26 @@ mod tests {
         std::fs::write(&not_a_dir, b"x").unwrap();
         let r = LazySqlite::open(not_a_dir.join("queue.sqlite3")).await;
         assert!(matches!(r, Err(StoreError::Io { .. })), "{:?}", r.err());
+    }
+
+    #[tokio::test]
+    async fn a_file_it_cannot_make_is_reported_until_it_can() {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("data");
+        let q = LazySqlite::open(data.join("queue.sqlite3")).await.unwrap();
+        assert_eq!(q.unusable(), None);
+        // The data dir replaced by a file after start: the first insert cannot make the queue.
+        std::fs::remove_dir_all(&data).unwrap();
+        std::fs::write(&data, b"x").unwrap();
+        let up = UpstreamId::new("copilot-api");
+        assert!(q.insert(new_item(&up), 1).await.is_err());
+        let why = q.unusable().expect("reported");
+        assert!(why.contains("queue.sqlite3"), "{why}");
+        // Mended: the next insert makes it, and the report is gone.
+        std::fs::remove_file(&data).unwrap();
+        std::fs::create_dir(&data).unwrap();
+        q.insert(new_item(&up), 2).await.unwrap();
+        assert_eq!(q.unusable(), None);
     }
 
     fn new_item(up: &UpstreamId) -> NewItem {

@@ -256,8 +256,11 @@ pub struct Item {
 /// - `offered` / `handed_off`: the hand-off's record (`handoff`, `running`, `program`, …),
 ///   whose inner values are the engine's types (`weir::handoff`), opaque here.
 ///
-/// Keys this version does not know are kept in `other`, so nothing a row holds is lost.
+/// Read leniently ([`ItemResult::from`] a JSON value): keys this version does not know, and a
+/// known key holding another type than its field's, are kept in `other`, so one odd row never
+/// makes the queue unreadable and nothing a row holds is lost.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(from = "serde_json::Value")]
 pub struct ItemResult {
     /// The upstream's HTTP status for the create (2xx when done, its refusal when failed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -306,6 +309,60 @@ pub struct ItemResult {
     pub other: serde_json::Map<String, serde_json::Value>,
 }
 
+/// The stored text of a result. Its fields are numbers, strings and JSON values under string
+/// keys, which serialise without fail; were that ever not so, `{}` (an empty result, which
+/// reads back) is stored rather than text nothing could read.
+pub(crate) fn result_json(r: &ItemResult) -> String {
+    serde_json::to_string(r).unwrap_or_else(|_| "{}".into())
+}
+
+impl From<serde_json::Value> for ItemResult {
+    fn from(v: serde_json::Value) -> ItemResult {
+        let mut map = match v {
+            serde_json::Value::Object(m) => m,
+            serde_json::Value::Null => serde_json::Map::new(),
+            // Not an object: kept whole.
+            other => serde_json::Map::from_iter([("value".to_string(), other)]),
+        };
+        let mut r = ItemResult::default();
+        // Takes `key` out of the map when `read` accepts its value; otherwise it stays in it.
+        fn take<T>(
+            map: &mut serde_json::Map<String, serde_json::Value>,
+            key: &str,
+            read: impl Fn(&serde_json::Value) -> Option<T>,
+        ) -> Option<T> {
+            let v = map.get(key)?;
+            if v.is_null() {
+                map.remove(key);
+                return None;
+            }
+            let t = read(v)?;
+            map.remove(key);
+            Some(t)
+        }
+        let text = |v: &serde_json::Value| v.as_str().map(str::to_string);
+        let any = |v: &serde_json::Value| Some(v.clone());
+        r.status = take(&mut map, "status", |v| {
+            v.as_u64().and_then(|n| u16::try_from(n).ok())
+        });
+        r.job_id = take(&mut map, "job_id", ItemResult::id_text);
+        r.session_id = take(&mut map, "session_id", ItemResult::id_text);
+        r.pull_request = take(&mut map, "pull_request", any);
+        r.found_by_lookup =
+            take(&mut map, "found_by_lookup", serde_json::Value::as_bool).unwrap_or(false);
+        r.session = take(&mut map, "session", any);
+        r.message = take(&mut map, "message", text);
+        r.handoff = take(&mut map, "handoff", any);
+        r.running = take(&mut map, "running", serde_json::Value::as_bool);
+        r.program = take(&mut map, "program", text);
+        r.confirmed_at = take(&mut map, "confirmed_at", text);
+        r.outcome = take(&mut map, "outcome", any);
+        r.finished_at = take(&mut map, "finished_at", text);
+        r.other = map;
+        r
+    }
+}
+
 impl ItemResult {
     /// An id as the upstream wrote it: text, or a number (kept as its text); anything else
     /// (`null`) is none.
@@ -316,10 +373,6 @@ impl ItemResult {
             _ => None,
         }
     }
-}
-
-fn id<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
-    Ok(ItemResult::id_text(&serde_json::Value::deserialize(d)?))
 }
 
 /// The columns `Item::from_row` reads, in a form to paste after SELECT or RETURNING.
@@ -532,6 +585,19 @@ mod tests {
             (Some(false), Some("aider"))
         );
         assert_eq!(handed.other.get("later"), Some(&serde_json::json!(1)));
+        // A known key of another type stays, under its name, in `other`; the rest still reads.
+        let odd = read(serde_json::json!({"status": "x", "message": 7, "job_id": "j3"}));
+        assert_eq!(
+            (odd.status, odd.message.as_deref(), odd.job_id.as_deref()),
+            (None, None, Some("j3"))
+        );
+        assert_eq!(odd.other.get("status"), Some(&serde_json::json!("x")));
+        assert_eq!(serde_json::to_value(&odd).unwrap()["message"], 7);
+        // Not even an object: kept whole.
+        assert_eq!(
+            read(serde_json::json!([1])).other.get("value"),
+            Some(&serde_json::json!([1]))
+        );
         let written = serde_json::to_value(&handed).unwrap();
         assert_eq!(written["later"], 1);
         assert_eq!(written["outcome"]["exit_code"], 0);

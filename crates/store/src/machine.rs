@@ -271,8 +271,7 @@ impl Change {
     /// The columns this change writes besides `state`, in a fixed order.
     pub fn assignments(&self, now_ms: i64) -> Vec<(&'static str, Value)> {
         use Value::{Bool, Int, Null, Sql, Text};
-        // Plain fields, strings and JSON values: serialising cannot fail.
-        let json = |v: &ItemResult| Text(serde_json::to_string(v).unwrap_or_default());
+        let json = |v: &ItemResult| Text(crate::item::result_json(v));
         let mut sets = match self {
             Change::Replay => vec![
                 ("attempts", Sql("attempts + 1".into())),

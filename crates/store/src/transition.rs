@@ -44,7 +44,7 @@ impl Store {
         offer: &ItemResult,
         now_ms: i64,
     ) -> Result<Item, StoreError> {
-        let offer = serde_json::to_string(offer).unwrap_or_default();
+        let offer = crate::item::result_json(offer);
         self.insert_as(item, "offered", expires_at_ms, Some(offer), now_ms)
     }
 
@@ -237,7 +237,7 @@ impl Store {
         result: &ItemResult,
         now_ms: i64,
     ) -> Result<Item, StoreError> {
-        let result = serde_json::to_string(result).unwrap_or_default();
+        let result = crate::item::result_json(result);
         self.write(|tx, path| {
             tx.query_row(
                 &format!(
