@@ -83,7 +83,7 @@ impl Upstreams {
     /// 401 or 404 is normal) means reachable; the error says why not. Not counted as a
     /// request, not passed through the gate: it only asks whether the network works.
     pub async fn probe(&self, up: UpstreamIndex) -> Result<(), FetchError> {
-        let origin = &self.list[up.index()].settings.origin;
+        let origin = &self.get(up).settings.origin;
         let uri = origin
             .uri(http::uri::PathAndQuery::from_static("/"))
             .map_err(|e| FetchError::Protocol {
