@@ -66,7 +66,8 @@ pub(super) enum Outcome {
 #[derive(Debug, PartialEq)]
 pub(super) enum Step {
     /// Record `change` and announce the item's new state with `detail`, then pace.
-    Record { change: Change, detail: String },
+    /// (Boxed: a change with a result is a few hundred bytes, the other steps a few words.)
+    Record { change: Box<Change>, detail: String },
     /// Record nothing and look again after `wait`; `release` gives a claim back (a shared
     /// queue's other replicas may take the item meanwhile).
     Wait { wait: Duration, release: bool },
@@ -76,7 +77,7 @@ pub(super) enum Step {
 
 fn record(change: Change, detail: impl Into<String>) -> Step {
     Step::Record {
-        change,
+        change: Box::new(change),
         detail: detail.into(),
     }
 }
@@ -175,11 +176,11 @@ pub(super) fn decide(item: &Item, fact: Fact, now: i64, jitter: Duration) -> Ste
 fn decide_lookup(found: Lookup, stored_token: bool, now: i64) -> Step {
     match (found, stored_token) {
         (Lookup::Found(result), false) => record(
-            Change::Done { result },
+            Change::Done { result: *result },
             "done: found upstream, not sent again",
         ),
         (Lookup::Found(result), true) => record(
-            Change::Done { result },
+            Change::Done { result: *result },
             "done: found upstream with the stored token of the same account, not sent again",
         ),
         (Lookup::NotFound, false) => Step::Send,
@@ -279,7 +280,7 @@ mod tests {
 
     fn change_of(step: Step) -> Change {
         match step {
-            Step::Record { change, .. } => change,
+            Step::Record { change, .. } => *change,
             other => panic!("expected a record, got {other:?}"),
         }
     }
@@ -390,7 +391,7 @@ mod tests {
         };
         for stored in [false, true] {
             assert_eq!(
-                change_of(look(Lookup::Found(found.clone()), stored)),
+                change_of(look(Lookup::Found(Box::new(found.clone())), stored)),
                 Change::Done {
                     result: found.clone()
                 }
@@ -433,10 +434,8 @@ mod tests {
             Step::Wait { release: true, .. }
         ));
         let wait = decide(&it, Fact::CredentialWait("locked".into()), NOW, NO_JITTER);
-        assert!(
-            matches!(&wait, Step::Record { change: Change::Reschedule { error, .. }, detail }
-            if error == "waiting for keychain: locked" && detail == error)
-        );
+        assert!(matches!(&wait, Step::Record { change, detail }
+            if matches!(change.as_ref(), Change::Reschedule { error, .. } if error == "waiting for keychain: locked" && detail == error)));
         assert!(matches!(
             change_of(decide(&it, Fact::CredentialGone, NOW, NO_JITTER)),
             Change::Fail { result: None, .. }

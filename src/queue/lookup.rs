@@ -108,14 +108,14 @@ impl Replayer {
             };
             let said = job.get("problem_statement").and_then(|p| p.as_str());
             if said.map(str::trim) == Some(statement.trim()) {
-                return Lookup::Found(weir_store::ItemResult {
+                return Lookup::Found(Box::new(weir_store::ItemResult {
                     found_by_lookup: true,
                     job_id: job.get("job_id").and_then(weir_store::ItemResult::id_text),
                     session_id: Some(sid.to_string()),
                     pull_request: job.get("pull_request").filter(|p| !p.is_null()).cloned(),
                     session: Some(s.clone()),
                     ..weir_store::ItemResult::default()
-                });
+                }));
             }
         }
         if candidates.len() > MAX_CANDIDATES {
@@ -301,7 +301,8 @@ fn is_closed(p: &Problem) -> bool {
 /// What the lookup found.
 #[derive(Debug, PartialEq)]
 pub(super) enum Lookup {
-    Found(weir_store::ItemResult),
+    /// Boxed: a result is a few hundred bytes, the other outcomes a word.
+    Found(Box<weir_store::ItemResult>),
     NotFound,
     Unverifiable,
     /// The upstream's gate is closed; nothing was asked.

@@ -169,7 +169,7 @@ impl Replayer {
     /// recorded it), or waits, giving the claim back when the step says so.
     async fn apply(&self, q: &Queue, item: &Item, step: Step) -> Duration {
         match step {
-            Step::Record { change, detail } => match self.record(q, item, change, detail).await {
+            Step::Record { change, detail } => match self.record(q, item, *change, detail).await {
                 Some(_) => PACE,
                 None => STORE_TROUBLE,
             },
