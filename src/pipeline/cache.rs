@@ -338,33 +338,7 @@ impl Keyed {
             } else {
                 "weir; fwd=miss; collapsed"
             };
-            match outcome {
-                Some(Ok(fresh)) if fresh.is_success() && storable(&headers, &fresh.headers) => {
-                    Ok(respond::cached(&fresh, &format!("{fwd}; stored")))
-                }
-                Some(Ok(fresh)) if fresh.is_success() => Ok(respond::cached(&fresh, fwd)),
-                Some(Ok(failed)) => Ok(rescue::after_upstream_error(
-                    stale(),
-                    counters,
-                    &failed,
-                    fwd,
-                )),
-                // The answer became a stream: not a failure to cover with an old copy; the
-                // caller asks again on its own (`super::stream`).
-                Some(Err(problem))
-                    if class == RouteClass::Stream && proxy.streamed.contains_key(&key) =>
-                {
-                    Err((*problem).clone())
-                }
-                Some(Err(problem)) => {
-                    rescue::stale_or(stale(), counters, (*problem).clone(), problem.kind.as_str())
-                }
-                None => Err(Problem::new(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    ProblemKind::Internal,
-                    "the upstream fetch ended without an answer",
-                )),
-            }
+            landed(proxy, key, class, outcome, stale(), &headers, fwd, counters)
         });
         match joins {
             true => Lookup::Joins(go),
@@ -389,7 +363,7 @@ async fn revalidate(
     counters: &crate::stats::ClassCounters,
     spec: FetchSpec,
 ) -> Answer {
-    let p = proxy.clone();
+    let (p, spec_class) = (proxy.clone(), spec.class);
     let flight = proxy.coalescer.run(key, move || fetch(p, spec));
     let Ok((outcome, role)) = tokio::time::timeout(wait, flight).await else {
         counters.cache_hits_stale.fetch_add(1, Relaxed);
@@ -402,29 +376,57 @@ async fn revalidate(
             "weir; fwd=stale; collapsed"
         }
     };
+    let class = spec_class;
+    landed(
+        proxy,
+        key,
+        class,
+        outcome,
+        Some(stale),
+        &headers,
+        fwd,
+        counters,
+    )
+}
+
+/// The answer a flight's outcome gives a request that had `stale` (if any) in hand: the fresh
+/// answer (`fwd` names how it was had), or the copy when the upstream failed (`rescue`).
+#[allow(clippy::too_many_arguments)] // each is one fact of the request; a struct would only rename them
+fn landed(
+    proxy: &Proxy,
+    key: CacheKey,
+    class: RouteClass,
+    outcome: Option<crate::coalesce::Outcome<Stored, Problem>>,
+    stale: Option<Arc<Stored>>,
+    headers: &HeaderMap,
+    fwd: &str,
+    counters: &crate::stats::ClassCounters,
+) -> Answer {
     match outcome {
-        Some(Ok(fresh)) if fresh.is_success() && storable(&headers, &fresh.headers) => {
+        Some(Ok(fresh)) if fresh.is_success() && storable(headers, &fresh.headers) => {
             Ok(respond::cached(&fresh, &format!("{fwd}; stored")))
         }
         Some(Ok(fresh)) if fresh.is_success() => Ok(respond::cached(&fresh, fwd)),
-        Some(Ok(failed)) => Ok(rescue::after_upstream_error(
-            Some(stale),
-            counters,
-            &failed,
-            fwd,
-        )),
-        // The document became a stream: `super::stream` asks again for it, as after a miss.
-        Some(Err(problem)) if proxy.streamed.contains_key(&key) => Err((*problem).clone()),
-        Some(Err(problem)) => rescue::stale_or(
-            Some(stale),
-            counters,
-            (*problem).clone(),
-            problem.kind.as_str(),
-        ),
-        None => {
-            counters.cache_hits_stale.fetch_add(1, Relaxed);
-            Ok(respond::cached(&stale, "weir; hit; fwd=stale"))
+        Some(Ok(failed)) => Ok(rescue::after_upstream_error(stale, counters, &failed, fwd)),
+        // The answer became a stream: not a failure to cover with an old copy; the caller asks
+        // again on its own (`super::stream`).
+        Some(Err(problem)) if class == RouteClass::Stream && proxy.streamed.contains_key(&key) => {
+            Err((*problem).clone())
         }
+        Some(Err(problem)) => {
+            rescue::stale_or(stale, counters, (*problem).clone(), problem.kind.as_str())
+        }
+        // The fetch task died without an outcome.
+        None => rescue::stale_or(
+            stale,
+            counters,
+            Problem::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                ProblemKind::Internal,
+                "the upstream fetch ended without an answer",
+            ),
+            "internal",
+        ),
     }
 }
 
