@@ -164,32 +164,36 @@ pub(super) fn serve_head<'a>(
         // A stale larger page waiting for its refresh: not admitted (as when it was answered
         // at once). The fallback runs only when the page cannot be cut, which marks its family
         // unshaped, so it happens once per family.
-        Lookup::Revalidates(go) => Step::Joins(Box::pin(async move {
-            if let Ok(resp) = go.await {
-                if let Some(cut) = page_subset::narrow(resp, at, n, m).await {
-                    return Ok(cut);
-                }
-            }
-            own.lookup(proxy, ctx, parts.uri, parts.headers)
-                .finish()
-                .await
-        })),
+        Lookup::Revalidates(go) => Step::Joins(cut_or_own(go, (at, n, m), own, proxy, ctx, parts)),
         // A wait for the larger page is admitted like a fetch: its fallback may reach the
         // upstream.
         Lookup::Joins(go) | Lookup::Fetch { go, .. } => Step::Upstream(Call::Fetch {
             stale: None,
-            go: Box::pin(async move {
-                if let Ok(resp) = go.await {
-                    if let Some(cut) = page_subset::narrow(resp, at, n, m).await {
-                        return Ok(cut);
-                    }
-                }
-                own.lookup(proxy, ctx, parts.uri, parts.headers)
-                    .finish()
-                    .await
-            }),
+            go: cut_or_own(go, (at, n, m), own, proxy, ctx, parts),
         }),
     }
+}
+
+/// The larger page's answer once it comes, cut to this request's range (`page_subset::narrow`
+/// of page `at`, `n` of `m` items), or this request's own lookup when it cannot be cut.
+fn cut_or_own<'a>(
+    larger: BoxFuture<'a, Answer>,
+    (at, n, m): (page_subset::Within, u32, u32),
+    own: Keyed,
+    proxy: &'a Arc<Proxy>,
+    ctx: &'a Ctx,
+    parts: http::request::Parts,
+) -> BoxFuture<'a, Answer> {
+    Box::pin(async move {
+        if let Ok(resp) = larger.await {
+            if let Some(cut) = page_subset::narrow(resp, at, n, m).await {
+                return Ok(cut);
+            }
+        }
+        own.lookup(proxy, ctx, parts.uri, parts.headers)
+            .finish()
+            .await
+    })
 }
 
 /// One request under one cache key.
