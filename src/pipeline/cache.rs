@@ -257,12 +257,14 @@ impl Keyed {
                 entry.freshness(now),
                 Freshness::Revalidate | Freshness::OnlyOnError
             );
+            // Asked once (it takes the pace's lock), and only for a stale copy.
+            let strain = stale_but_servable && strained(proxy, up);
             if stale_but_servable && class != RouteClass::Token {
                 let cs = settings.classes.get(class);
                 let paced = proxy.cache.pace().decide(
                     key,
                     up,
-                    strained(proxy, up),
+                    strain,
                     cs.degraded_refresh,
                     cs.fresh_ttl,
                     now,
@@ -300,7 +302,7 @@ impl Keyed {
                     let p = proxy.clone();
                     // A strained upstream is not waited for (the pace above held or let this
                     // key through; a young key under strain lands here too).
-                    let wait = match strained(proxy, up) {
+                    let wait = match strain {
                         true => Duration::ZERO,
                         false => settings.classes.get(class).revalidate_wait,
                     };

@@ -103,7 +103,7 @@ pub trait QueueBackend: Send + Sync {
 
 /// How long an idle SQLite worker waits before looking again (a single process: new items
 /// wake it directly, this only catches items whose retry time came).
-const SQLITE_IDLE: Duration = Duration::from_secs(1);
+pub(super) const SQLITE_IDLE: Duration = Duration::from_secs(1);
 
 /// SQLite: each operation runs on the store's own thread (see `weir_store::async_store`).
 #[async_trait::async_trait]

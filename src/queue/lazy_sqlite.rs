@@ -73,13 +73,7 @@ fn writable_dir(path: &Path) -> Result<(), StoreError> {
             .map(drop)
     });
     let _ = std::fs::remove_file(&probe);
-    made.map_err(|e| {
-        let (path, detail) = (path.to_path_buf(), e.to_string());
-        match e.kind() {
-            std::io::ErrorKind::PermissionDenied => StoreError::ReadOnly { path, detail },
-            _ => StoreError::Io { path, detail },
-        }
-    })
+    made.map_err(|e| StoreError::from_io(path, e))
 }
 
 /// What the store answers, or what an empty queue would (no file yet).
@@ -182,7 +176,7 @@ impl QueueBackend for LazySqlite {
         match self.existing() {
             Some(s) => s.idle_wait(upstream, now_ms).await,
             // The first insert wakes the workers (`Queue::wake`); this only bounds the nap.
-            None => Duration::from_secs(1),
+            None => super::backend::SQLITE_IDLE,
         }
     }
 

@@ -191,7 +191,8 @@ impl StoreError {
         }
     }
 
-    pub(crate) fn from_io(path: &Path, err: std::io::Error) -> StoreError {
+    /// An I/O error on `path`, classified as the store's own errors are (permission → read-only).
+    pub fn from_io(path: &Path, err: std::io::Error) -> StoreError {
         let path = path.to_path_buf();
         let detail = err.to_string();
         // Read-only file systems and ENOSPC have ErrorKinds only since Rust 1.83 (the
