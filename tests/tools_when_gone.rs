@@ -116,6 +116,7 @@ impl Drop for Running {
     fn drop(&mut self) {
         let _ = Command::new("kill")
             .args(["-TERM", &self.0.id().to_string()])
+            .stderr(Stdio::null())
             .status();
         let _ = self.0.wait();
     }
@@ -170,6 +171,41 @@ fn env_if_running_prints_only_while_weir_answers() {
     let out = i.run(&["env", "--if-running"]);
     assert_eq!((out.status.code(), stdout(&out).as_str()), (Some(0), ""));
     t.join().unwrap();
+}
+
+/// `weir serve` whose stdout nobody reads any more (a supervisor that read the address and went
+/// away, `weir serve | head -1`): it keeps serving, and a SIGTERM still stops it cleanly. Its
+/// stdout here is a pipe whose read end is closed before it starts, so every line it prints
+/// meets a broken pipe.
+#[cfg(unix)]
+#[test]
+fn serve_keeps_serving_when_nobody_reads_its_stdout() {
+    let i = Install::new();
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let child = i
+        .cmd(&["serve"])
+        .stdout(writer)
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut running = Running(child);
+    let mut answered = false;
+    for _ in 0..100 {
+        if stdout(&i.run(&["env", "--if-running"])).contains("export HTTPS_PROXY=") {
+            answered = true;
+            break;
+        }
+        assert_eq!(running.0.try_wait().unwrap(), None, "weir serve exited");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert!(answered, "weir serve never answered its health check");
+    Command::new("kill")
+        .args(["-TERM", &running.0.id().to_string()])
+        .status()
+        .unwrap();
+    let status = running.0.wait().unwrap();
+    assert_eq!(status.code(), Some(0), "a clean stop, not a panic: {status:?}");
 }
 
 /// With a keychain (scripts/with-keychain.sh; skipped without one): `--if-running` checks

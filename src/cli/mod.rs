@@ -1,6 +1,16 @@
 //! Command-line dispatch: parses [`args::Cli`] (the definitions, shared with `build.rs`) and
 //! hands each command the global options it uses.
 
+/// `println!` for what a long-running `weir serve` says: a closed stdout (a supervisor that
+/// read the address and went away, `weir serve | head -1`) must not stop the proxy, and
+/// `println!` panics when the write fails.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($arg)*);
+    }};
+}
+
 pub mod args;
 mod ca;
 mod cache;

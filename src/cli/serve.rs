@@ -40,7 +40,7 @@ pub fn run(args: ServeArgs, gateway: bool, print_secret: bool) -> ExitCode {
         }
     } else {
         if settings.gateway.is_some() {
-            println!("weir: the config file has a [gateway] table; it is used only with `weir serve --gateway`");
+            say!("weir: the config file has a [gateway] table; it is used only with `weir serve --gateway`");
         }
         None
     };
@@ -87,33 +87,33 @@ pub fn run(args: ServeArgs, gateway: bool, print_secret: bool) -> ExitCode {
             print_gateway(&handle).await;
             super::serve_tls::print_intercept_status(&handle);
             stop.await;
-            println!("weir: shutting down, draining in-flight requests");
+            say!("weir: shutting down, draining in-flight requests");
             handle.shutdown().await;
-            println!("weir: stopped");
+            say!("weir: stopped");
             return ExitCode::SUCCESS;
         }
-        println!("weir: proxy listening on http://{}", handle.local_addr());
+        say!("weir: proxy listening on http://{}", handle.local_addr());
         use std::io::IsTerminal;
         if print_secret || std::io::stdout().is_terminal() {
-            println!(
+            say!(
                 "weir: dashboard and control API at {}",
                 handle.dashboard_url_with_secret()
             );
         } else {
-            println!(
+            say!(
                 "weir: dashboard and control API at {} (the link with the control secret is printed only to a terminal, or with --print-secret; the tray opens it too)",
                 handle.dashboard_url()
             );
         }
-        println!(
+        say!(
             "weir: point your tools at it with HTTPS_PROXY=http://{0} HTTP_PROXY=http://{0}",
             handle.local_addr()
         );
         super::serve_tls::print_intercept_status(&handle);
         stop.await;
-        println!("weir: shutting down, draining in-flight requests");
+        say!("weir: shutting down, draining in-flight requests");
         handle.shutdown().await;
-        println!("weir: stopped");
+        say!("weir: stopped");
         ExitCode::SUCCESS
     })
 }
@@ -121,12 +121,12 @@ pub fn run(args: ServeArgs, gateway: bool, print_secret: bool) -> ExitCode {
 /// What a gateway replica says at start (never a secret).
 #[cfg(feature = "gateway")]
 async fn print_gateway(handle: &weir::EngineHandle) {
-    println!(
+    say!(
         "weir: gateway listening on https://{} (TLS only, allow-listed networks)",
         handle.local_addr()
     );
     if let Some(a) = handle.admin_addr() {
-        println!("weir: gateway admin API on https://{a}/_weir/api/ (Authorization: Bearer <admin token>)");
+        say!("weir: gateway admin API on https://{a}/_weir/api/ (Authorization: Bearer <admin token>)");
     }
     let status = handle.status().await;
     let gateway = status.gateway.as_ref();
@@ -135,7 +135,7 @@ async fn print_gateway(handle: &weir::EngineHandle) {
         Some(weir::config::PgSslMode::Require) => ", over TLS (require: not verified)",
         _ => "",
     };
-    println!(
+    say!(
         "weir: create queue: {}{} (replica {})",
         match status.queue.backend {
             Some(weir::status::QueueBackend::Postgresql) => "PostgreSQL, shared by the replicas",
@@ -150,7 +150,7 @@ async fn print_gateway(handle: &weir::EngineHandle) {
         std::process::id()
     );
     if let Some(g) = gateway.filter(|g| !g.trusted_proxies.is_empty()) {
-        println!(
+        say!(
             "weir: PROXY protocol headers read from {} only",
             g.trusted_proxies.join(", ")
         );
