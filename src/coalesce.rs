@@ -154,7 +154,7 @@ mod tests {
     fn key(n: u8) -> CacheKey {
         let id = crate::identity::IdentityKey::new([n; 32]).identify(&http::HeaderMap::new());
         CacheKey::new(
-            crate::config::UpstreamIndex::at(0),
+            &crate::bench_api::upstream_named("up0"),
             &http::Method::GET,
             "/",
             &id,

@@ -146,9 +146,16 @@ pub mod bench_api {
     pub use crate::identity::IdentityKey;
     pub use crate::problem::Problem;
 
-    /// The upstream at `position` of a list built elsewhere, for cache keys made outside an
-    /// engine.
-    pub fn upstream_index(position: usize) -> crate::config::UpstreamIndex {
-        crate::config::UpstreamIndex::at(position)
+    /// An upstream called `name` (at a loopback origin it is never asked), for cache keys
+    /// made outside an engine: a key names its upstream by its name.
+    pub fn upstream_named(name: &str) -> crate::config::UpstreamSettings {
+        let origin = crate::config::Origin::parse("http://127.0.0.1:9").expect("a valid origin");
+        crate::config::UpstreamSettings {
+            name: name.to_string(),
+            origin,
+            fallback: None,
+            net: Default::default(),
+            status_components: Vec::new(),
+        }
     }
 }

@@ -11,7 +11,7 @@
 use http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
 use http_body_util::BodyExt;
 use proptest::prelude::*;
-use weir::bench_api::{upstream_index, CacheKey, IdentityKey, Problem};
+use weir::bench_api::{upstream_named, CacheKey, IdentityKey, Problem};
 use weir::ProblemKind;
 
 const FILE: &str = "fuzz.toml";
@@ -447,7 +447,7 @@ proptest! {
         ];
         let ik = IdentityKey::new([7; 32]);
         let id = ik.identify(&headers);
-        let up = upstream_index(up);
+        let up = &upstream_named(&format!("up{up}"));
         let k1 = CacheKey::new(up, &m, &pq, &id, &headers, &key_headers);
         // Deterministic: the same request gives the same key.
         prop_assert_eq!(k1, CacheKey::new(up, &m, &pq, &id, &headers, &key_headers));

@@ -1,9 +1,15 @@
 //! Cache and coalescing keys: method, normalised URL, identity and the request headers that
 //! change the response. Two requests share a key only if they would get the same answer.
 
-use crate::config::UpstreamIndex;
+use crate::config::UpstreamSettings;
 use crate::identity::Identity;
 use http::{HeaderMap, HeaderName, Method};
+
+/// The first part hashed into every request's key: the layout's version. v2 names the upstream.
+/// v1 (unmarked) began with the upstream's position as a little-endian u64 in the same
+/// length-prefixed part; these eight bytes read that way are a number far past any position
+/// (positions are `u32`), so no v1 input equals a v2 input.
+pub const KEY_VERSION: &[u8] = b"weir.k/2";
 
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
 pub struct CacheKey([u8; 32]);
@@ -28,8 +34,19 @@ impl CacheKey {
         CacheKey(*h.finalize().as_bytes())
     }
 
+    /// The key of a request to `upstream`. The upstream is hashed by its `name` (a configured
+    /// `[[upstream]]`'s, or `learned:HOST` for a learned Copilot host), never by its position:
+    /// positions change when `[[upstream]]` tables are reordered or a learned host takes another
+    /// slot, and the disk cache keeps keys across restarts (issue #21: a reorder served one
+    /// upstream's stored answer for another's request).
+    ///
+    /// The input starts with [`KEY_VERSION`], so no key of this layout equals one of the
+    /// earlier layout (the upstream's position as a u64). Rows stored under old keys are not
+    /// converted: `persist` loads them as it loads any row (their seal is bound to their own
+    /// key bytes, so they open), no request's key equals theirs any more, and they go when
+    /// they expire (deleted at a start after `expires_at`) or the byte budget evicts them.
     pub fn new(
-        upstream: UpstreamIndex,
+        upstream: &UpstreamSettings,
         method: &Method,
         path_and_query: &str,
         identity: &Identity,
@@ -41,7 +58,8 @@ impl CacheKey {
             h.update(&(b.len() as u64).to_le_bytes());
             h.update(b);
         };
-        part(&(upstream.index() as u64).to_le_bytes());
+        part(KEY_VERSION);
+        part(upstream.name.as_bytes());
         part(method.as_str().as_bytes());
         part(normalise(path_and_query).as_bytes());
         part(identity.as_bytes());
@@ -131,6 +149,7 @@ pub fn canonical(part: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::bench_api::upstream_named;
     use crate::identity::IdentityKey;
 
     #[test]
@@ -143,7 +162,7 @@ mod tests {
         let (ia, ib) = (k.identify(&a), k.identify(&b));
         let hk = [HeaderName::from_static("accept")];
         let key = |p: &str, i: &Identity, h: &HeaderMap| {
-            CacheKey::new(UpstreamIndex::at(0), &Method::GET, p, i, h, &hk)
+            CacheKey::new(&upstream_named("up0"), &Method::GET, p, i, h, &hk)
         };
         assert_eq!(
             key("/s?page_size=2&sort=x", &ia, &a),
@@ -156,23 +175,67 @@ mod tests {
     }
 
     #[test]
-    fn the_upstream_is_hashed_as_its_position_in_eight_bytes() {
+    fn the_upstream_is_hashed_by_its_name_after_a_version_tag() {
         // The disk cache's rows are keyed by these bytes: a key that changed would orphan
-        // every stored entry, so the upstream part is pinned (a u64, little-endian).
+        // every stored entry, so the input is pinned. Each part is its length (u64, LE) and its
+        // bytes: the version tag, the upstream's name, method, normalised path, identity, then
+        // each key header's name and values.
         let id = IdentityKey::new([0; 32]).identify(&HeaderMap::new());
+        let up = upstream_named("copilot-api");
+        let mut headers = HeaderMap::new();
+        headers.insert("accept", "application/json".parse().unwrap());
+        let accept = [HeaderName::from_static("accept")];
         let key = CacheKey::new(
-            UpstreamIndex::at(2),
+            &up,
             &Method::GET,
-            "/agents/sessions",
+            "/agents/sessions?b=2&a=1",
             &id,
-            &HeaderMap::new(),
-            &[],
+            &headers,
+            &accept,
         );
+        let mut input = Vec::new();
+        for part in [
+            &b"weir.k/2"[..],
+            b"copilot-api",
+            b"GET",
+            b"/agents/sessions?a=1&b=2",
+            id.as_bytes(),
+            b"accept",
+            b"application/json",
+        ] {
+            input.extend_from_slice(&(part.len() as u64).to_le_bytes());
+            input.extend_from_slice(part);
+        }
+        assert_eq!(key.as_bytes(), blake3::hash(&input).as_bytes());
         let hex: String = key.as_bytes().iter().map(|b| format!("{b:02x}")).collect();
         assert_eq!(
             hex,
-            "64ae0b86fd933a5403a341e932668918907134440f3ccc7753cb780bc38a2515"
+            "635cb7b229f799bec27146e19472d9cc6792ce9874d9cfd921ebe215922d5943"
         );
+        // The name is what tells two upstreams apart; the old layout (position 0 as eight
+        // bytes first) is not this key.
+        let other = CacheKey::new(
+            &upstream_named("copilot-apj"),
+            &Method::GET,
+            "/agents/sessions?b=2&a=1",
+            &id,
+            &headers,
+            &accept,
+        );
+        assert_ne!(key, other);
+        let mut v1 = blake3::Hasher::new();
+        for part in [
+            &0u64.to_le_bytes()[..],
+            b"GET",
+            b"/agents/sessions?a=1&b=2",
+            id.as_bytes(),
+            b"accept",
+            b"application/json",
+        ] {
+            v1.update(&(part.len() as u64).to_le_bytes());
+            v1.update(part);
+        }
+        assert_ne!(key.as_bytes(), v1.finalize().as_bytes());
     }
 
     #[test]

@@ -203,7 +203,7 @@ mod tests {
 
     fn key(p: &str) -> CacheKey {
         CacheKey::new(
-            ix(0),
+            &crate::bench_api::upstream_named("up0"),
             &http::Method::GET,
             p,
             &Identity::from_hex(&"00".repeat(32)).unwrap(),

@@ -111,7 +111,12 @@ pub(super) fn serve_head<'a>(
         let r = Keyed { keyed, page: None };
         return r.lookup(proxy, ctx, parts.uri, parts.headers).into();
     };
-    let family = page.family(up, &keyed, &parts.headers, &ctx.settings.key_headers);
+    let family = page.family(
+        &proxy.upstreams.get(up).settings,
+        &keyed,
+        &parts.headers,
+        &ctx.settings.key_headers,
+    );
     let larger = match proxy.page_families.get(&family) {
         Some(Family::Largest(m)) if m > page.size => Some(m),
         Some(Family::Largest(_)) | None => {
@@ -216,8 +221,9 @@ impl Keyed {
         let (up, class, who) = (ctx.up, ctx.class, ctx.who);
         let settings = &ctx.settings;
         let pq = uri.path_and_query().map(|p| p.as_str()).unwrap_or("/");
+        let upstream = &proxy.upstreams.get(up).settings;
         let key = CacheKey::new(
-            up,
+            upstream,
             &Method::GET,
             pq,
             &keyed,
@@ -234,7 +240,7 @@ impl Keyed {
                 return None;
             }
             let own = CacheKey::new(
-                up,
+                upstream,
                 &Method::GET,
                 pq,
                 &who.identity,
@@ -446,7 +452,7 @@ pub(super) fn key_for(proxy: &Proxy, ctx: &Ctx, parts: &http::request::Parts) ->
         .map(|p| p.as_str())
         .unwrap_or("/");
     CacheKey::new(
-        ctx.up,
+        &proxy.upstreams.get(ctx.up).settings,
         &parts.method,
         pq,
         &keyed,
@@ -473,7 +479,7 @@ pub(super) fn has_copy(
         .map(|p| p.as_str())
         .unwrap_or("/");
     let own = CacheKey::new(
-        ctx.up,
+        &proxy.upstreams.get(ctx.up).settings,
         &parts.method,
         pq,
         &ctx.who.identity,
@@ -646,7 +652,9 @@ fn keep(proxy: &Arc<Proxy>, spec: &FetchSpec, resp: Response<Bytes>) -> Arc<Stor
     });
     super::announce::observe(proxy, spec.class, &stored);
     if stored.is_success() && storable(&spec.headers, &stored.headers) {
-        // A learned host's index may name another host after a restart: memory only.
+        // A learned host's answers stay in memory only (`upstream::learned` documents it).
+        // This was because keys carried the index, which may name another host after a
+        // restart; keys now name the upstream (`learned:HOST`), so the rule could be lifted.
         let durability = match proxy.upstreams.is_learned(spec.up) {
             true => Durability::MemoryOnly,
             false => durability(spec.class),

@@ -24,7 +24,7 @@ use super::state::Proxy;
 use crate::body::Body;
 use crate::cache::{CacheKey, Stored};
 use crate::coalesce::Role;
-use crate::config::{QueueAnswer, RouteClass, Settings, UpstreamIndex};
+use crate::config::{QueueAnswer, RouteClass, Settings, UpstreamIndex, UpstreamSettings};
 use crate::handoff::HandoffRequest;
 use crate::mode::Hold;
 use crate::policy::Action;
@@ -51,7 +51,8 @@ pub(super) async fn serve(
     let limit = ctx.settings.limits.max_body_bytes;
     let (body, _held) =
         crate::body_budget::collect(&proxy.body_budget, body, limit, "a create body").await?;
-    let key = dedupe_key(up, &who, &parts.uri, &parts.headers, &body);
+    let upstream = &proxy.upstreams.get(up).settings;
+    let key = dedupe_key(upstream, &who, &parts.uri, &parts.headers, &body);
     if let Some(first) = proxy.creates.recent.get(&key) {
         return Ok(respond(&first, "duplicate-of-recent"));
     }
@@ -92,15 +93,34 @@ pub(super) async fn serve(
     }
 }
 
+/// The first bytes hashed into a create's dedupe key: the layout's version. v2 names the
+/// upstream; v1 (unmarked) began with the upstream's position as a little-endian u64, and these
+/// eight bytes (`weir.cre`) read that way are far past any position, so no v1 input equals a
+/// v2 input.
+const DEDUPE_VERSION: &[u8] = b"weir.create/2\0";
+
+/// The key two requests share when they are the same intended create: to the same upstream,
+/// by its name (a position changes when `[[upstream]]` tables are reordered or a learned host
+/// takes another slot, and queued items keep their key across restarts: issue #21), from the
+/// same identity, with the same `Idempotency-Key` or else the same path, query and body.
+///
+/// An upgrade from v1 keys: items queued before it keep their stored key, which no request
+/// makes any more. Dedupe does read stored rows (`find_live`, and the queue's unique index on a
+/// live item's key), so this can happen once per such item: the same create sent again after
+/// the upgrade, while the first still waits in the queue, is not recognised as its duplicate
+/// and is queued (or sent) too. A create answered before the upgrade is unaffected (the
+/// `recent` window is in memory, empty after any restart), and so is every create made after.
 fn dedupe_key(
-    up: UpstreamIndex,
+    upstream: &UpstreamSettings,
     who: &Caller,
     uri: &Uri,
     headers: &HeaderMap,
     body: &[u8],
 ) -> String {
     let mut h = blake3::Hasher::new();
-    h.update(&(up.index() as u64).to_le_bytes());
+    h.update(DEDUPE_VERSION);
+    h.update(&(upstream.name.len() as u64).to_le_bytes());
+    h.update(upstream.name.as_bytes());
     h.update(who.identity.as_bytes());
     match headers.get("idempotency-key") {
         Some(k) => {

@@ -22,7 +22,7 @@
 use super::identity::Caller;
 use crate::body::{full, Body};
 use crate::cache::{canonical_params, CacheKey};
-use crate::config::UpstreamIndex;
+use crate::config::{UpstreamIndex, UpstreamSettings};
 use crate::identity::Identity;
 use http::{header, HeaderMap, HeaderName, HeaderValue, Method, Response, Uri};
 use http_body_util::BodyExt;
@@ -121,7 +121,7 @@ impl Page {
 
     pub fn family(
         &self,
-        up: UpstreamIndex,
+        up: &UpstreamSettings,
         identity: &Identity,
         headers: &HeaderMap,
         key_headers: &[HeaderName],
@@ -231,7 +231,15 @@ pub(super) fn fresh_page(
     headers: &HeaderMap,
 ) -> Option<Response<Body>> {
     let pq = uri.path_and_query().map(|p| p.as_str()).unwrap_or("/");
-    let key = CacheKey::new(up, &Method::GET, pq, keyed, headers, &settings.key_headers);
+    let upstream = &proxy.upstreams.get(up).settings;
+    let key = CacheKey::new(
+        upstream,
+        &Method::GET,
+        pq,
+        keyed,
+        headers,
+        &settings.key_headers,
+    );
     let e = proxy.cache.get(&key)?;
     if e.freshness(tokio::time::Instant::now()) != crate::cache::Freshness::Fresh {
         return None;

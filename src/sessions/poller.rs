@@ -367,7 +367,7 @@ mod tests {
             m.insert("authorization", "Bearer gho_x".parse().unwrap());
             let who = id.identify(&m);
             CacheKey::new(
-                UpstreamIndex::at(0),
+                &settings.upstreams[0],
                 &Method::GET,
                 pq,
                 &who,

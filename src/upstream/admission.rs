@@ -142,13 +142,14 @@ impl Gate {
             || who.is_some_and(|w| self.identity_cooldowns.remaining(w).is_some())
     }
 
-    #[cfg_attr(not(any(feature = "team", feature = "gateway")), allow(dead_code))]
+    // Read by team signals only (`team::link` publishes it).
+    #[cfg(feature = "team")]
     /// Attempts the upstream answered without a breaker failure, since start.
     pub fn successes(&self) -> u64 {
         self.successes.load(Ordering::Relaxed)
     }
 
-    #[cfg_attr(not(any(feature = "team", feature = "gateway")), allow(dead_code))]
+    #[cfg(feature = "team")]
     /// The end of the upstream-wide pause this Weir's own upstream answers asked for, with its
     /// kind, while it lasts (what team signals publish).
     pub fn local_cooldown(&self) -> Option<(SystemTime, Kind)> {
@@ -165,7 +166,8 @@ impl Gate {
         Some((until, kind))
     }
 
-    #[cfg_attr(not(any(feature = "team", feature = "gateway")), allow(dead_code))]
+    // Team signals and, through `hold_from_peer`, the gateway's replicas.
+    #[cfg(any(feature = "team", feature = "gateway"))]
     /// Honours a pause a teammate's Weir was asked for (upstream-wide), through the same
     /// cooldown as a local one; not re-published as this Weir's own.
     pub fn honour_peer_cooldown(&self, wait: Duration, kind: Kind) {
@@ -245,7 +247,8 @@ impl Gate {
         }
     }
 
-    #[cfg_attr(not(any(feature = "team", feature = "gateway")), allow(dead_code))]
+    // Team signals (peers' caution); GitHub Status gives a detail (`set_caution_detail`).
+    #[cfg(any(feature = "team", test))]
     /// Turns one source of caution on or off (keeping the detail it gave before, if any).
     /// While any source is on, the breaker needs fewer calls to open; caution alone never
     /// opens it.
@@ -286,7 +289,7 @@ impl Gate {
         }
     }
 
-    #[cfg_attr(not(feature = "gateway"), allow(dead_code))]
+    #[cfg(feature = "gateway")]
     /// Another replica's breaker opened or the upstream told it to pause: hold every request
     /// to this upstream until then, without this replica spending failing calls of its own.
     /// Not announced again (no echo between replicas).

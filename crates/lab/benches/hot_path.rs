@@ -3,7 +3,7 @@
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
 use http::{HeaderMap, HeaderName, Method, StatusCode};
-use weir::bench_api::{upstream_index, CacheKey, IdentityKey, Problem};
+use weir::bench_api::{upstream_named, CacheKey, IdentityKey, Problem};
 use weir::config::{classify, default_routes};
 use weir::ProblemKind;
 
@@ -52,13 +52,14 @@ fn keys(c: &mut Criterion) {
         .map(HeaderName::from_static)
         .collect();
     let id = key.identify(&h);
+    let up = upstream_named("copilot-api");
     c.bench_function("identity hash (Authorization)", |b| {
         b.iter(|| key.identify(black_box(&h)))
     });
     c.bench_function("cache key", |b| {
         b.iter(|| {
             CacheKey::new(
-                upstream_index(0),
+                &up,
                 black_box(&Method::GET),
                 black_box("/agents/sessions/nwo/octo/lab?sort=updated_at&page_size=50"),
                 black_box(&id),
@@ -71,7 +72,7 @@ fn keys(c: &mut Criterion) {
         b.iter(|| {
             let id = key.identify(black_box(&h));
             CacheKey::new(
-                upstream_index(0),
+                &up,
                 &Method::GET,
                 black_box("/agents/sessions"),
                 &id,
