@@ -129,8 +129,15 @@ pub fn offer_upsert(
             Value::Sql(e) => e,
             Value::Null => "NULL".into(),
             v => {
+                // PostgreSQL types a bind in a SELECT list from nothing: say it.
+                let cast = match (dialect, &v) {
+                    (Dialect::Sqlite, _) => "",
+                    (Dialect::Postgres, Value::Int(_)) => "::bigint",
+                    (Dialect::Postgres, Value::Bool(_)) => "::boolean",
+                    (Dialect::Postgres, _) => "::text",
+                };
                 binds.push(v);
-                dialect.param(first + binds.len() - 1)
+                format!("{}{cast}", dialect.param(first + binds.len() - 1))
             }
         };
         if col == "updated_at" {
@@ -220,7 +227,13 @@ mod tests {
              excluded.updated_at"
         );
         let (pg, pg_binds) = offer_upsert(Dialect::Postgres, "t", "upd", "true", sets, 9);
-        assert!(pg.contains("SELECT upd.id, '{}', upd.next_attempt_at, $12, $9, $10, $11, $12"));
+        assert!(
+            pg.contains(
+                "SELECT upd.id, '{}', upd.next_attempt_at, $12::bigint, $9::boolean, \
+                 $10::text, $11::text, $12::bigint FROM upd WHERE true ON CONFLICT"
+            ),
+            "{pg}"
+        );
         assert_eq!(lite_binds, pg_binds);
         assert_eq!(
             lite_binds,
