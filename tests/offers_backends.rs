@@ -1,0 +1,273 @@
+//! Hand-off offers in their own table (issue 21, item 3) on both queue backends, a real SQLite
+//! file and a real PostgreSQL (`initdb` + `pg_ctl`): an offer is a parked item plus its offer
+//! row, written together; of many confirmations racing (two replicas, or two connections)
+//! exactly one wins and only its confirmation is recorded; the outcome, requeue, withdraw,
+//! expiry and purge behave the same in both.
+
+#[cfg(feature = "gateway")]
+#[path = "common/pg.rs"]
+mod pg;
+
+use serde_json::json;
+use std::sync::Arc;
+use weir::queue_api::{open_sqlite, QueueBackend};
+use weir_store::{Change, Confirmation, Finish, ListFilter, NewItem, State, StoreError};
+
+fn new_item(key: &str) -> NewItem {
+    NewItem {
+        upstream: "copilot-api".into(),
+        method: http::Method::POST,
+        path_and_query: "/agents/swe/v1/jobs/o/r".into(),
+        headers: vec![("content-type".into(), "application/json".into())],
+        body: br#"{"problem_statement":"x"}"#.to_vec(),
+        identity: "ab".into(),
+        credential_ref: None,
+        dedupe_key: key.into(),
+        repo: Some("o/r".into()),
+        problem_statement: Some("x".into()),
+        in_doubt: false,
+        provisional: None,
+    }
+}
+
+fn confirm(who: &str) -> Change {
+    Change::HandOff {
+        confirmation: Confirmation {
+            program: Some(who.into()),
+            confirmed_at: "2026-12-02T04:00:00Z".into(),
+        },
+    }
+}
+
+/// The life of offers, the same on each backend.
+async fn offers_live_in_their_own_table(q: &dyn QueueBackend) {
+    let offer = json!({"rule": "octo-local", "requeue": true});
+    let a = q
+        .insert_offered(new_item("a"), 5_000, offer.clone(), 1_000)
+        .await
+        .unwrap();
+    assert_eq!((a.state, a.result.clone()), (State::Offered, None));
+    let rec = q.hand_off_record(a.id).await.unwrap().unwrap();
+    assert_eq!(
+        (rec.item_id, &rec.offer, rec.expires_at, rec.running),
+        (a.id, &offer, 5_000, false)
+    );
+    // It holds its dedupe key, and is never due.
+    assert!(matches!(
+        q.insert(new_item("a"), 1_001).await,
+        Err(StoreError::Duplicate { existing_id }) if existing_id == a.id
+    ));
+    assert_eq!(
+        q.claim_next(&"copilot-api".into(), i64::MAX).await.unwrap(),
+        None
+    );
+    assert_eq!(q.counts().await.unwrap().offered, 1);
+    assert!(q.expired_offers(4_999).await.unwrap().is_empty());
+    let expired: Vec<i64> = q
+        .expired_offers(5_000)
+        .await
+        .unwrap()
+        .iter()
+        .map(|i| i.id)
+        .collect();
+    assert_eq!(expired, [a.id]);
+
+    // Confirmed once: the item moves and its row records the confirmation, together.
+    let handed = q.apply(a.id, confirm("aider"), 2_000).await.unwrap();
+    assert_eq!(
+        (handed.state, handed.last_attempt_at),
+        (State::HandedOff, Some(2_000))
+    );
+    let rec = q.hand_off_record(a.id).await.unwrap().unwrap();
+    assert_eq!(
+        (
+            rec.running,
+            rec.program.as_deref(),
+            rec.updated_at,
+            rec.created_at
+        ),
+        (true, Some("aider"), 2_000, 1_000)
+    );
+    assert!(matches!(
+        q.apply(a.id, confirm("again"), 2_001).await,
+        Err(StoreError::IllegalTransition {
+            from: State::HandedOff,
+            ..
+        })
+    ));
+    let rec = q.hand_off_record(a.id).await.unwrap().unwrap();
+    assert_eq!(
+        rec.program.as_deref(),
+        Some("aider"),
+        "the refused one wrote nothing"
+    );
+
+    let finish = Finish {
+        outcome: Some(json!({"exit_code": 0, "output_tail": "ok"})),
+        finished_at: Some("2026-12-02T04:01:00Z".into()),
+    };
+    let rec = q
+        .record_hand_off_result(a.id, finish.clone(), 3_000)
+        .await
+        .unwrap();
+    assert_eq!(
+        (rec.running, rec.outcome.clone(), rec.finished_at.as_deref()),
+        (false, finish.outcome.clone(), Some("2026-12-02T04:01:00Z"))
+    );
+    assert_eq!(q.get(a.id).await.unwrap().unwrap().updated_at, 3_000);
+
+    // Declined with a create behind it: queued again, due now; made by hand: withdrawn.
+    let b = q
+        .insert_offered(new_item("b"), 9_000, json!({"requeue": true}), 1_000)
+        .await
+        .unwrap();
+    let c = q
+        .insert_offered(new_item("c"), 9_000, json!({"requeue": false}), 1_000)
+        .await
+        .unwrap();
+    assert!(matches!(
+        q.record_hand_off_result(b.id, finish.clone(), 3_000).await,
+        Err(StoreError::NotFound { .. })
+    ));
+    let why = "declined".to_string();
+    let b2 = q
+        .apply(b.id, Change::Requeue { why: why.clone() }, 4_000)
+        .await
+        .unwrap();
+    assert_eq!((b2.state, b2.next_attempt_at), (State::Queued, 4_000));
+    let c2 = q
+        .apply(c.id, Change::Withdraw { why }, 4_000)
+        .await
+        .unwrap();
+    assert_eq!(c2.state, State::Cancelled);
+    assert_eq!(
+        q.hand_off_record(b.id).await.unwrap().unwrap().offer,
+        json!({"requeue": true}),
+        "the record of what was offered stays"
+    );
+    assert!(q.expired_offers(i64::MAX).await.unwrap().is_empty());
+
+    let listed = q
+        .list_offers(ListFilter {
+            states: vec![State::Offered, State::HandedOff, State::Cancelled],
+            limit: 10,
+        })
+        .await
+        .unwrap();
+    let got: Vec<_> = listed
+        .iter()
+        .map(|(i, r)| (i.id, i.state, r.item_id))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (c.id, State::Cancelled, c.id),
+            (a.id, State::HandedOff, a.id)
+        ]
+    );
+    assert_eq!(listed[1].0, q.get(a.id).await.unwrap().unwrap());
+
+    // Purged with their items (handed off and cancelled are end states).
+    let purged = q.purge_ended_before(5_000).await.unwrap();
+    assert_eq!(purged.len(), 2);
+    assert_eq!(q.hand_off_record(a.id).await.unwrap(), None);
+    assert_eq!(q.hand_off_record(c.id).await.unwrap(), None);
+    assert!(
+        q.hand_off_record(b.id).await.unwrap().is_some(),
+        "b is live"
+    );
+}
+
+/// Many confirmations of each offer at once, from `backends` (two replicas of one queue):
+/// each offer is handed off exactly once and its row holds the winner's confirmation.
+async fn exactly_one_confirmation_wins(backends: Vec<Arc<dyn QueueBackend>>) {
+    let q = backends[0].clone();
+    let mut ids = Vec::new();
+    for n in 0..10 {
+        let it = q
+            .insert_offered(new_item(&format!("race-{n}")), 9_000, json!({}), 1_000)
+            .await
+            .unwrap();
+        ids.push(it.id);
+    }
+    let mut racers = Vec::new();
+    for (b, backend) in backends.iter().enumerate() {
+        for r in 0..3 {
+            let backend = backend.clone();
+            let ids = ids.clone();
+            let who = format!("racer-{b}-{r}");
+            racers.push(tokio::spawn(async move {
+                let mut won = Vec::new();
+                for id in ids {
+                    if backend.apply(id, confirm(&who), 2_000).await.is_ok() {
+                        won.push((id, who.clone()));
+                    }
+                }
+                won
+            }));
+        }
+    }
+    let mut wins = Vec::new();
+    for r in racers {
+        wins.extend(r.await.unwrap());
+    }
+    wins.sort();
+    assert_eq!(
+        wins.len(),
+        ids.len(),
+        "each offer confirmed exactly once: {wins:?}"
+    );
+    assert!(wins.windows(2).all(|w| w[0].0 != w[1].0), "{wins:?}");
+    for (id, who) in wins {
+        let rec = q.hand_off_record(id).await.unwrap().unwrap();
+        assert_eq!(rec.program.as_deref(), Some(who.as_str()));
+        assert_eq!(q.get(id).await.unwrap().unwrap().state, State::HandedOff);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_keeps_offers_in_their_own_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let q = open_sqlite(&dir.path().join("queue.sqlite3"))
+        .await
+        .unwrap();
+    offers_live_in_their_own_table(q.as_ref()).await;
+    // Two connections to one file (two Weirs): the file's lock decides.
+    let path = dir.path().join("race.sqlite3");
+    let one: Arc<dyn QueueBackend> = Arc::from(open_sqlite(&path).await.unwrap());
+    let two: Arc<dyn QueueBackend> = Arc::from(open_sqlite(&path).await.unwrap());
+    exactly_one_confirmation_wins(vec![one, two]).await;
+}
+
+#[cfg(feature = "gateway")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_keeps_offers_in_their_own_table() {
+    use std::time::Duration;
+    use weir::queue_api::open_postgres;
+    let Some(pg) = pg::Postgres::start() else {
+        return;
+    };
+    let q = open_postgres(&pg.url(), Duration::from_secs(60))
+        .await
+        .unwrap();
+    offers_live_in_their_own_table(q.as_ref()).await;
+    // Two replicas of one shared queue.
+    let one: Arc<dyn QueueBackend> = Arc::from(q);
+    let two: Arc<dyn QueueBackend> = Arc::from(
+        open_postgres(&pg.url(), Duration::from_secs(60))
+            .await
+            .unwrap(),
+    );
+    exactly_one_confirmation_wins(vec![one, two]).await;
+    // The offers table and the parked states are in the shared schema; an offer row can
+    // never point at no item.
+    let raw = pg.client().await;
+    let orphan = raw
+        .execute(
+            "INSERT INTO weir_handoff_offers (item_id, offer, expires_at, created_at,
+                 updated_at) VALUES (999999, '{}', 1, 1, 1)",
+            &[],
+        )
+        .await;
+    assert!(orphan.is_err());
+}
