@@ -271,3 +271,71 @@ async fn postgres_keeps_offers_in_their_own_table() {
         .await;
     assert!(orphan.is_err());
 }
+
+/// A shared queue at schema 5 (before the offers table; it took no offers) with items in it
+/// is migrated to 6 by the next replica to start: its items read as before, and it now holds
+/// offers. Schema 5 is made by undoing migration 6 by hand on a fresh database.
+#[cfg(feature = "gateway")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_schema_5_shared_queue_is_migrated_and_its_items_still_read() {
+    use std::time::Duration;
+    use weir::queue_api::open_postgres;
+    let Some(pg) = pg::Postgres::start() else {
+        return;
+    };
+    let q = open_postgres(&pg.url(), Duration::from_secs(60))
+        .await
+        .unwrap();
+    let queued = q.insert(new_item("old-1"), 1_000).await.unwrap();
+    let done = q.insert(new_item("old-2"), 1_000).await.unwrap();
+    q.apply(done.id, Change::Cancel, 1_500).await.unwrap();
+    drop(q);
+    let raw = pg.client().await;
+    raw.batch_execute(
+        "DROP TABLE weir_handoff_offers;
+         ALTER TABLE weir_queue_items DROP CONSTRAINT weir_queue_items_state_check;
+         ALTER TABLE weir_queue_items ADD CONSTRAINT weir_queue_items_state_check
+           CHECK (state IN ('queued', 'replaying', 'in_doubt', 'done', 'failed', 'cancelled',
+             'expired'));
+         DROP INDEX weir_queue_items_live_key;
+         CREATE UNIQUE INDEX weir_queue_items_live_key ON weir_queue_items (dedupe_key)
+           WHERE state IN ('queued', 'replaying', 'in_doubt');
+         DELETE FROM weir_schema_migrations WHERE version = 6;",
+    )
+    .await
+    .unwrap();
+    // Schema 5 refuses a parked state, as it did.
+    assert!(raw
+        .execute(
+            "UPDATE weir_queue_items SET state = 'offered' WHERE id = $1",
+            &[&queued.id]
+        )
+        .await
+        .is_err());
+
+    let q = open_postgres(&pg.url(), Duration::from_secs(60))
+        .await
+        .unwrap();
+    let version: i32 = raw
+        .query_one("SELECT MAX(version) FROM weir_schema_migrations", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(version, 6);
+    assert_eq!(q.get(queued.id).await.unwrap().unwrap(), queued);
+    assert_eq!(
+        q.get(done.id).await.unwrap().unwrap().state,
+        State::Cancelled
+    );
+    assert_eq!(q.hand_off_record(queued.id).await.unwrap(), None);
+    let offered = q
+        .insert_offered(new_item("new"), 9_000, json!({"rule": "r"}), 2_000)
+        .await
+        .unwrap();
+    assert_eq!(offered.state, State::Offered);
+    // The offered item holds its key under the rebuilt index.
+    assert!(matches!(
+        q.insert(new_item("new"), 2_001).await,
+        Err(StoreError::Duplicate { existing_id }) if existing_id == offered.id
+    ));
+}

@@ -285,3 +285,78 @@ fn a_parked_item_without_a_row_gets_one_when_confirmed() {
         (json!({}), 7_000, true, 2_000)
     );
 }
+
+/// A schema-3 file (the hand-off's record in the item's `result`), opened by this version:
+/// its items read, their records are typed rows, and the offer still expires and confirms.
+/// Schema 3 is made by undoing migration 4 by hand on a fresh file.
+#[test]
+fn a_schema_3_file_with_offers_is_migrated_and_reads() {
+    let (_dir, path) = temp_db();
+    let mut store = Store::open(&path).unwrap();
+    let offered = store.insert(&new_item(1), 1_000).unwrap();
+    let handed = store.insert(&new_item(2), 1_000).unwrap();
+    drop(store);
+    let raw = rusqlite::Connection::open(&path).unwrap();
+    raw.execute_batch("DROP TABLE handoff_offers; PRAGMA user_version = 3;")
+        .unwrap();
+    // As a schema-3 Weir wrote them.
+    raw.execute(
+        "UPDATE queue_items SET state = 'offered', next_attempt_at = 6000,
+             result = '{\"handoff\":{\"rule\":\"r1\",\"requeue\":true,\"expires_at\":6000}}'
+         WHERE id = ?1",
+        [offered.id],
+    )
+    .unwrap();
+    raw.execute(
+        "UPDATE queue_items SET state = 'handed_off', next_attempt_at = 6000,
+             result = '{\"handoff\":{\"rule\":\"r2\"},\"running\":true,\"program\":\"aider\",
+                        \"confirmed_at\":\"2026-01-01T00:00:00Z\"}'
+         WHERE id = ?1",
+        [handed.id],
+    )
+    .unwrap();
+    drop(raw);
+
+    let mut store = Store::open(&path).unwrap();
+    assert_eq!(store.schema_version().unwrap(), weir_store::SCHEMA_VERSION);
+    let item = store.get(offered.id).unwrap().unwrap();
+    assert_eq!((item.state, item.result), (State::Offered, None));
+    let rec = store.hand_off_record(offered.id).unwrap().unwrap();
+    assert_eq!(
+        (rec.offer["rule"].clone(), rec.expires_at, rec.running),
+        (json!("r1"), 6_000, false)
+    );
+    let rec = store.hand_off_record(handed.id).unwrap().unwrap();
+    assert_eq!(
+        (
+            rec.running,
+            rec.program.as_deref(),
+            rec.confirmed_at.as_deref()
+        ),
+        (true, Some("aider"), Some("2026-01-01T00:00:00Z"))
+    );
+    // The moved offer works as a new one does.
+    assert_eq!(
+        store
+            .expired_offers(6_000)
+            .unwrap()
+            .iter()
+            .map(|i| i.id)
+            .collect::<Vec<_>>(),
+        [offered.id]
+    );
+    store
+        .hand_off(offered.id, &confirmed("aider"), 7_000)
+        .unwrap();
+    let finish = Finish {
+        outcome: Some(json!({"error": "interrupted"})),
+        finished_at: None,
+    };
+    let rec = store
+        .record_hand_off_result(handed.id, &finish, 7_000)
+        .unwrap();
+    assert_eq!(
+        (rec.running, rec.program.as_deref()),
+        (false, Some("aider"))
+    );
+}
