@@ -270,6 +270,42 @@ async fn postgres_keeps_offers_in_their_own_table() {
         )
         .await;
     assert!(orphan.is_err());
+
+    // The item's write and its offer row's are one statement: when the row cannot be
+    // written (a trigger refuses it), the item is not inserted, or not moved, either.
+    let q = open_postgres(&pg.url(), Duration::from_secs(60))
+        .await
+        .unwrap();
+    let it = q
+        .insert_offered(new_item("atomic-1"), 9_000, json!({}), 1_000)
+        .await
+        .unwrap();
+    raw.batch_execute(
+        "CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS
+           $$ BEGIN RAISE EXCEPTION 'refused'; END $$;
+         CREATE TRIGGER refuse BEFORE INSERT OR UPDATE ON weir_handoff_offers
+           FOR EACH ROW EXECUTE FUNCTION refuse();",
+    )
+    .await
+    .unwrap();
+    let before = q.counts().await.unwrap().total();
+    assert!(q
+        .insert_offered(new_item("atomic-2"), 9_000, json!({}), 1_000)
+        .await
+        .is_err());
+    assert_eq!(
+        q.counts().await.unwrap().total(),
+        before,
+        "no item without its row"
+    );
+    assert!(q.apply(it.id, confirm("aider"), 2_000).await.is_err());
+    let item = q.get(it.id).await.unwrap().unwrap();
+    assert_eq!((item.state, item.updated_at), (State::Offered, 1_000));
+    raw.batch_execute("DROP TRIGGER refuse ON weir_handoff_offers;")
+        .await
+        .unwrap();
+    q.apply(it.id, confirm("aider"), 2_000).await.unwrap();
+    assert!(q.hand_off_record(it.id).await.unwrap().unwrap().running);
 }
 
 /// A shared queue at schema 5 (before the offers table; it took no offers) with items in it

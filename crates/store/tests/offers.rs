@@ -360,3 +360,38 @@ fn a_schema_3_file_with_offers_is_migrated_and_reads() {
         (false, Some("aider"))
     );
 }
+
+/// The item's write and its offer row's are one transaction: when the row cannot be written
+/// (here a trigger refuses it), the item is not inserted, or not moved, either.
+#[test]
+fn an_offer_row_that_cannot_be_written_undoes_the_items_change() {
+    let (_dir, path) = temp_db();
+    let mut store = Store::open(&path).unwrap();
+    let it = store
+        .insert_offered(&new_item(1), 9_000, &json!({}), 1_000)
+        .unwrap();
+    let raw = rusqlite::Connection::open(&path).unwrap();
+    raw.execute_batch(
+        "CREATE TRIGGER refuse_insert BEFORE INSERT ON handoff_offers
+           BEGIN SELECT RAISE(ABORT, 'refused'); END;
+         CREATE TRIGGER refuse_update BEFORE UPDATE ON handoff_offers
+           BEGIN SELECT RAISE(ABORT, 'refused'); END;",
+    )
+    .unwrap();
+    assert!(store
+        .insert_offered(&new_item(2), 9_000, &json!({}), 1_000)
+        .is_err());
+    assert_eq!(
+        store.counts().unwrap().total(),
+        1,
+        "no item without its row"
+    );
+    assert!(store.hand_off(it.id, &confirmed("aider"), 2_000).is_err());
+    let item = store.get(it.id).unwrap().unwrap();
+    assert_eq!((item.state, item.updated_at), (State::Offered, 1_000));
+    // Once the row can be written, the same confirmation goes through.
+    raw.execute_batch("DROP TRIGGER refuse_insert; DROP TRIGGER refuse_update;")
+        .unwrap();
+    store.hand_off(it.id, &confirmed("aider"), 2_000).unwrap();
+    assert!(store.hand_off_record(it.id).unwrap().unwrap().running);
+}
