@@ -9,7 +9,6 @@
 //! SQL for both backends is rendered here from the same column list; SQLite runs the two
 //! statements in one transaction, PostgreSQL one statement with data-modifying CTEs.
 
-use rusqlite::types::Type;
 use serde::Serialize;
 
 use crate::machine::{Change, Dialect, Value};
@@ -176,10 +175,11 @@ impl HandOffRecord {
             let Some(text) = row.get::<_, Option<String>>(name)? else {
                 return Ok(None);
             };
-            serde_json::from_str(&text).map(Some).map_err(|e| {
-                let index = row.as_ref().column_index(name).unwrap_or(0);
-                rusqlite::Error::FromSqlConversionFailure(index, Type::Text, Box::new(e))
-            })
+            // Leniently, like `ItemResult`: a text that is not JSON (a hand-edited row) is
+            // kept as a JSON string, so one odd row never makes every offer unreadable.
+            Ok(Some(
+                serde_json::from_str(&text).unwrap_or(serde_json::Value::String(text)),
+            ))
         };
         Ok(HandOffRecord {
             item_id: row.get(col("item_id").as_str())?,

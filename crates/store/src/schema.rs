@@ -180,9 +180,15 @@ INSERT INTO handoff_offers (item_id, offer, expires_at, running, program, confir
     FROM queue_items
     WHERE state IN ('offered', 'handed_off')
        OR (json_valid(result) AND json_type(result, '$.handoff') IS NOT NULL);
+-- Only what was moved leaves the result: a key of an unexpected type stays (and reads into
+-- `ItemResult::other`), so nothing is lost (a path to no key is a no-op for json_remove).
 UPDATE queue_items
-    SET result = NULLIF(json_remove(result, '$.handoff', '$.running', '$.program',
-        '$.confirmed_at', '$.outcome', '$.finished_at'), '{}')
+    SET result = NULLIF(json_remove(result, '$.handoff', '$.outcome',
+        CASE WHEN json_type(result, '$.running') IN ('true', 'false') THEN '$.running' ELSE '$.__none__' END,
+        CASE WHEN json_type(result, '$.program') = 'text' THEN '$.program' ELSE '$.__none__' END,
+        CASE WHEN json_type(result, '$.confirmed_at') = 'text' THEN '$.confirmed_at' ELSE '$.__none__' END,
+        CASE WHEN json_type(result, '$.finished_at') = 'text' THEN '$.finished_at' ELSE '$.__none__' END),
+        '{}')
     WHERE id IN (SELECT item_id FROM handoff_offers) AND json_valid(result);
 ";
 
@@ -431,6 +437,13 @@ mod offer_tests {
             ("done", r#"{"status":201,"job_id":"j"}"#, 6_000),
             // offered, but its result is not JSON: left as it was, with an empty offer row
             ("offered", "not json", 5_000),
+            // handed off with keys of an unexpected type: moved only where the type fits,
+            // the rest kept in the result
+            (
+                "handed_off",
+                r#"{"handoff":{"rule":"r6"},"program":7,"running":"yes"}"#,
+                4_000,
+            ),
         ];
         for (i, (state, result, next)) in rows.iter().enumerate() {
             conn.execute(
@@ -445,7 +458,7 @@ mod offer_tests {
         assert_eq!(migrate(&mut conn, &path, MIGRATIONS, false).unwrap(), 1);
         assert_eq!(
             ids_of(&conn, "SELECT item_id FROM handoff_offers ORDER BY item_id"),
-            [1, 2, 3, 5]
+            [1, 2, 3, 5, 6]
         );
         type Row = (
             String,
@@ -516,6 +529,23 @@ mod offer_tests {
         assert_eq!(result(4).as_deref(), Some(r#"{"status":201,"job_id":"j"}"#));
         assert_eq!(offer(5).0, "{}");
         assert_eq!(result(5).as_deref(), Some("not json"));
+        assert_eq!(
+            offer(6),
+            (
+                r#"{"rule":"r6"}"#.into(),
+                4_000,
+                false,
+                None,
+                None,
+                None,
+                None
+            )
+        );
+        assert_eq!(
+            result(6).as_deref(),
+            Some(r#"{"program":7,"running":"yes"}"#),
+            "keys that were not moved stay"
+        );
         // An offer row points at an item: none can be made for an item that is not there.
         conn.pragma_update(None, "foreign_keys", true).unwrap();
         let orphan = conn.execute(
@@ -523,13 +553,17 @@ mod offer_tests {
              VALUES (99, '{}', 1, 1, 1)",
             [],
         );
-        assert!(orphan.is_err());
+        let constraint = |r: rusqlite::Result<usize>| {
+            matches!(r, Err(rusqlite::Error::SqliteFailure(e, _))
+                if e.code == rusqlite::ErrorCode::ConstraintViolation)
+        };
+        assert!(constraint(orphan), "a foreign-key refusal");
         // One row per item.
         let twice = conn.execute(
             "INSERT INTO handoff_offers (item_id, offer, expires_at, created_at, updated_at)
              VALUES (4, '{}', 1, 1, 1), (4, '{}', 1, 1, 1)",
             [],
         );
-        assert!(twice.is_err());
+        assert!(constraint(twice), "a uniqueness refusal");
     }
 }

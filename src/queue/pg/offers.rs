@@ -54,7 +54,7 @@ impl PgQueue {
                  created_at, attempts, next_attempt_at, updated_at, needs_lookup,
                  provisional_job_id, provisional_session_id)
                VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 'offered', $11, 0, $12, $11,
-                 FALSE, $13, $14)
+                 $16, $13, $14)
                RETURNING {COLUMNS}),
              off AS (
                INSERT INTO {OFFERS} (item_id, offer, expires_at, created_at, updated_at)
@@ -64,7 +64,7 @@ impl PgQueue {
         let job_id = item.provisional.as_ref().map(|p| p.job_id.clone());
         let session_id = item.provisional.as_ref().map(|p| p.session_id.clone());
         let offer = offer.to_string();
-        let params: [&(dyn ToSql + Sync); 15] = [
+        let params: [&(dyn ToSql + Sync); 16] = [
             &item.upstream.as_str(),
             &item.method.as_str(),
             &item.path_and_query,
@@ -80,6 +80,8 @@ impl PgQueue {
             &job_id,
             &session_id,
             &offer,
+            // As SQLite records it: an earlier send may have reached the upstream.
+            &item.in_doubt,
         ];
         match self.conn.query_opt(&sql, &params).await {
             Ok(Some(row)) => self.item(&row),
@@ -180,7 +182,8 @@ impl PgQueue {
     pub(super) async fn expired(&self, now_ms: i64) -> Result<Vec<Item>, StoreError> {
         let sql = format!(
             "SELECT {} FROM weir_queue_items i JOIN {OFFERS} o ON o.item_id = i.id
-             WHERE i.state = 'offered' AND o.expires_at <= $1",
+             WHERE i.state = 'offered' AND o.expires_at <= $1
+             ORDER BY i.created_at, i.id",
             item_columns()
         );
         let rows = self.conn.query(&sql, &[&now_ms]).await?;
@@ -197,8 +200,8 @@ impl PgQueue {
         let get = |e: tokio_postgres::Error| bad("value", &e);
         let json = |name: &str| -> Result<Option<serde_json::Value>, StoreError> {
             let text: Option<String> = row.try_get(col(name).as_str()).map_err(get)?;
-            text.map(|t| serde_json::from_str(&t).map_err(|e| bad(name, &e)))
-                .transpose()
+            // Leniently, as SQLite reads it: a text that is not JSON is kept as a string.
+            Ok(text.map(|t| serde_json::from_str(&t).unwrap_or(serde_json::Value::String(t))))
         };
         Ok(HandOffRecord {
             item_id: row.try_get(col("item_id").as_str()).map_err(get)?,

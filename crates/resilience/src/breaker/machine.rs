@@ -6,7 +6,7 @@ use tokio::time::Instant;
 use super::baseline::Slowness;
 use super::reason::Reason;
 use super::state::BreakerEvent;
-use super::verdict::{self, Health, Probes, Verdict};
+use super::verdict::{self, Probes, Verdict};
 use super::{Inner, Phase, Shared};
 
 impl Shared {
