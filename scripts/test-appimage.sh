@@ -63,10 +63,13 @@ fi
 
 # --- 5. mounted with FUSE
 if [ -e /dev/fuse ] && command -v fusermount >/dev/null && ldconfig -p | grep -q 'libfuse.so.2'; then
+  # The file exists before the background job opens it: a `head` that ran first would
+  # otherwise fail on a missing file and, under `set -e`, end the whole script.
+  : >"$work/mount.out"
   "$IMAGE" --appimage-mount >"$work/mount.out" 2>&1 &
   mpid=$!
   mnt=""
-  for _ in $(seq 50); do mnt=$(head -1 "$work/mount.out"); [ -n "$mnt" ] && break; sleep 0.1; done
+  for _ in $(seq 50); do mnt=$(head -1 "$work/mount.out" || true); [ -n "$mnt" ] && break; sleep 0.1; done
   if [ -n "$mnt" ] && [ -x "$mnt/usr/bin/weir" ]; then
     pass "mounted at $mnt: $("$mnt/usr/bin/weir" --version)"
   else

@@ -316,6 +316,20 @@ async fn a_confirmed_offer_runs_the_command_once_with_the_right_arguments() {
     .await
     .unwrap();
     assert_eq!(q["state"], "handed_off");
+    // ... with the hand-off's record under `result` (the dashboard's queue table shows it),
+    // read from the offers table, and in the list too.
+    assert_eq!(q["result"]["outcome"]["exit_code"], 0, "{q}");
+    assert_eq!(q["result"]["running"], false, "{q}");
+    assert_eq!(q["result"]["program"], PYTHON, "{q}");
+    let all: serde_json::Value = with_secret(
+        reqwest::Client::new().get(format!("{}/_weir/api/queue", weir.proxy_url())),
+        weir.handle.control_secret(),
+    )
+    .await
+    .json()
+    .await
+    .unwrap();
+    assert_eq!(all["items"][0]["result"], q["result"], "{all}");
     let st = weir.handle.status_now().handoffs;
     assert!(st.pending.is_empty());
     assert_eq!(

@@ -93,9 +93,9 @@ fn change_for(ev: Transition) -> Option<Change> {
         Transition::Cancel => Change::Cancel,
         Transition::Retry => Change::Retry,
         Transition::HandOff => Change::HandOff {
-            result: ItemResult {
-                running: Some(true),
-                ..ItemResult::default()
+            confirmation: weir_store::Confirmation {
+                program: Some("agent".into()),
+                confirmed_at: "2026-12-02T04:00:00Z".into(),
             },
         },
         Transition::Requeue => Change::Requeue {
@@ -124,13 +124,10 @@ async fn item_in(
     q.get(it.id).await.unwrap().unwrap()
 }
 
-/// The states a backend's schema holds: a shared (PostgreSQL) queue takes no local-agent
-/// hand-offs, so its CHECK constraint has no `offered` or `handed_off`.
-fn states_of(q: &dyn QueueBackend) -> Vec<State> {
-    State::ALL
-        .into_iter()
-        .filter(|s| !q.is_shared() || !matches!(s, State::Offered | State::HandedOff))
-        .collect()
+/// The states a backend's schema holds: all of them in both (the shared queue stores
+/// hand-off offers too since its schema 6).
+fn states_of(_q: &dyn QueueBackend) -> Vec<State> {
+    State::ALL.to_vec()
 }
 
 /// Walks every (state, event) pair; returns how many were legal.

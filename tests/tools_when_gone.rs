@@ -205,7 +205,11 @@ fn serve_keeps_serving_when_nobody_reads_its_stdout() {
         .status()
         .unwrap();
     let status = running.0.wait().unwrap();
-    assert_eq!(status.code(), Some(0), "a clean stop, not a panic: {status:?}");
+    assert_eq!(
+        status.code(),
+        Some(0),
+        "a clean stop, not a panic: {status:?}"
+    );
 }
 
 /// With a keychain (scripts/with-keychain.sh; skipped without one): `--if-running` checks

@@ -7,6 +7,9 @@ pub struct Origin {
     pub scheme: Scheme,
     pub host: String,
     pub port: u16,
+    /// `host[:port]` as a URI authority, made once at parse: every upstream attempt's URI
+    /// takes a cheap clone of it instead of formatting and parsing the text again.
+    uri_authority: http::uri::Authority,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -58,7 +61,15 @@ impl Origin {
             return Err(format!("`{text}` has no host"));
         }
         let port = authority.port_u16().unwrap_or(scheme.default_port());
-        Ok(Origin { scheme, host, port })
+        let uri_authority = authority_of(&host, port, scheme)
+            .parse()
+            .map_err(|_| format!("`{rest}` is not a valid host[:port]"))?;
+        Ok(Origin {
+            scheme,
+            host,
+            port,
+            uri_authority,
+        })
     }
 
     pub fn matches(&self, scheme: &str, host: &str, port: u16) -> bool {
@@ -78,23 +89,27 @@ impl Origin {
         };
         http::Uri::builder()
             .scheme(scheme)
-            .authority(self.authority())
+            .authority(self.uri_authority.clone())
             .path_and_query(pq)
             .build()
     }
 
     /// `host:port` (brackets around IPv6), as used in a URI authority.
     pub fn authority(&self) -> String {
-        let host = if self.host.contains(':') {
-            format!("[{}]", self.host)
-        } else {
-            self.host.clone()
-        };
-        if self.port == self.scheme.default_port() {
-            host
-        } else {
-            format!("{host}:{}", self.port)
-        }
+        authority_of(&self.host, self.port, self.scheme)
+    }
+}
+
+fn authority_of(host: &str, port: u16, scheme: Scheme) -> String {
+    let host = if host.contains(':') {
+        format!("[{host}]")
+    } else {
+        host.to_string()
+    };
+    if port == scheme.default_port() {
+        host
+    } else {
+        format!("{host}:{port}")
     }
 }
 

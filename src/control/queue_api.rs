@@ -9,7 +9,7 @@ use crate::queue::{event, now_ms};
 use http::{Method, Request, Response, StatusCode};
 use hyper::body::Incoming;
 use std::sync::Arc;
-use weir_store::{Change, Item, ListFilter, StoreError};
+use weir_store::{Change, Item, ListFilter, State, StoreError};
 
 pub(crate) async fn handle(
     ctl: &Arc<Control>,
@@ -36,9 +36,11 @@ pub(crate) async fn handle(
                 .await
                 .map_err(store_problem)?;
             let counts = q.store.counts().await.map_err(store_problem)?;
-            Ok(json(
-                &serde_json::json!({"items": items.iter().map(view).collect::<Vec<_>>(), "counts": counts}),
-            ))
+            let mut views = Vec::with_capacity(items.len());
+            for item in &items {
+                views.push(view_with_hand_off(q.store.as_ref(), item).await);
+            }
+            Ok(json(&serde_json::json!({"items": views, "counts": counts})))
         }
         (&Method::GET, [id]) => {
             let item = q
@@ -47,7 +49,7 @@ pub(crate) async fn handle(
                 .await
                 .map_err(store_problem)?
                 .ok_or_else(|| not_found(id))?;
-            Ok(json(&view(&item)))
+            Ok(json(&view_with_hand_off(q.store.as_ref(), &item).await))
         }
         (&Method::POST, [id, action @ ("cancel" | "retry")]) => {
             let id = parse(id)?;
@@ -79,6 +81,42 @@ pub(crate) async fn handle(
             ),
         )),
     }
+}
+
+/// [`view`], and for an item parked for the local agent its hand-off record (kept in its own
+/// table) under `result` as earlier versions showed it: `handoff`, `running`, `program`,
+/// `confirmed_at`, `outcome`, `finished_at` (the dashboard shows the agent's exit code from it).
+async fn view_with_hand_off(
+    store: &dyn crate::queue::backend::QueueBackend,
+    i: &Item,
+) -> serde_json::Value {
+    let mut v = view(i);
+    if !matches!(i.state, State::Offered | State::HandedOff) {
+        return v;
+    }
+    let Ok(Some(r)) = store.hand_off_record(i.id).await else {
+        return v;
+    };
+    let mut result = match v["result"].take() {
+        serde_json::Value::Object(m) => m,
+        _ => serde_json::Map::new(),
+    };
+    result.insert("handoff".into(), r.offer);
+    result.insert("running".into(), r.running.into());
+    for (k, val) in [
+        ("program", r.program),
+        ("confirmed_at", r.confirmed_at),
+        ("finished_at", r.finished_at),
+    ] {
+        if let Some(val) = val {
+            result.insert(k.into(), val.into());
+        }
+    }
+    if let Some(o) = r.outcome {
+        result.insert("outcome".into(), o);
+    }
+    v["result"] = result.into();
+    v
 }
 
 fn view(i: &Item) -> serde_json::Value {

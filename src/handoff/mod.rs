@@ -3,11 +3,13 @@
 //! instead of being queued. Nothing runs until the developer confirms the offer (tray or
 //! dashboard), and then it runs exactly once.
 //!
-//! An offer is a row of the durable create queue in the state `offered` (its credential in
-//! the keychain, as for a queued create), so it survives restarts and is never lost:
-//! - **confirm** moves it to `handed_off` in one SQLite transaction *before* the command
-//!   starts, so a second confirmation (or a second Weir) cannot start it again (409); the
-//!   command's outcome is then recorded on the row;
+//! An offer is a row of the durable create queue parked in the state `offered` (its
+//! credential in the keychain, as for a queued create), so it survives restarts and is never
+//! lost, and the hand-off's record (the offer, the confirmation, the command's outcome) is
+//! its row in the queue's own offers table (`weir_store::offer`, [`HandOffRecord`]):
+//! - **confirm** moves it to `handed_off` and records the confirmation in one transaction
+//!   *before* the command starts, so a second confirmation (or a second Weir) cannot start it
+//!   again (409); the command's outcome is then recorded on the offer row;
 //! - **decline**, or no answer within `local_agent.offer_ttl`, puts the create back in the
 //!   queue (`queued`, replayed when the upstream is healthy); an offer made by hand (no
 //!   create request behind it) is withdrawn (`cancelled`) instead.
@@ -34,7 +36,9 @@ use std::collections::{BTreeMap, VecDeque};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
-use weir_store::{Change, Item, ItemResult, ListFilter, NewItem, State, StoreError};
+use weir_store::{
+    Change, Confirmation, Finish, HandOffRecord, Item, ListFilter, NewItem, State, StoreError,
+};
 
 /// What the policy phase hands over when a create's action is `local`.
 #[derive(Debug, Clone)]
@@ -179,7 +183,8 @@ impl std::fmt::Debug for Handoffs {
     }
 }
 
-/// The offer's details kept in the item's `result` while it is offered.
+/// The offer's details: the `offer` JSON of its row in the offers table (opaque to the
+/// store), kept after the offer is answered.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 struct OfferRecord {
     rule: String,
@@ -193,9 +198,8 @@ struct OfferRecord {
     tool: Option<RequestingTool>,
 }
 
-fn record_of(item: &Item) -> Option<OfferRecord> {
-    let v = item.result.as_ref()?.handoff.clone()?;
-    serde_json::from_value(v).ok()
+fn record_of(rec: &HandOffRecord) -> Option<OfferRecord> {
+    serde_json::from_value(rec.offer.clone()).ok()
 }
 
 fn excerpt(s: &str) -> String {
@@ -268,10 +272,9 @@ impl Handoffs {
             expires_at,
             tool: req.create.as_ref().map(|c| RequestingTool::of(&c.headers)),
         };
-        let offer = ItemResult {
-            handoff: serde_json::to_value(&record).ok(),
-            ..ItemResult::default()
-        };
+        // Not serialisable only for a checkout path that is not UTF-8: stored as `null`, read
+        // back as no offer (as before the offers table).
+        let offer = serde_json::to_value(&record).unwrap_or(serde_json::Value::Null);
         let stored = match &req.create {
             Some(c) => {
                 let create = crate::queue::enqueue::Create {
@@ -313,7 +316,8 @@ impl Handoffs {
                 // The same create again: the offer already made stands; a queued one stays.
                 return match q.store.get(existing_id).await {
                     Ok(Some(it)) if it.state == State::Offered => {
-                        let exp = record_of(&it).map_or(expires_at, |r| r.expires_at);
+                        let rec = q.store.hand_off_record(existing_id).await;
+                        let exp = rec.ok().flatten().map_or(expires_at, |r| r.expires_at);
                         Ok(offer_for(existing_id, exp))
                     }
                     _ => Err(HandoffError::AlreadyQueued { id: existing_id }),
@@ -355,7 +359,13 @@ impl Handoffs {
             HandoffError::QueueUnavailable(p.queue.error().unwrap_or_default().into())
         })?;
         let item = self.offered_item(id).await?;
-        let record = record_of(&item).ok_or(HandoffError::NotFound { id })?;
+        let mut rec = q
+            .store
+            .hand_off_record(id)
+            .await
+            .map_err(|e| HandoffError::from_store(id, e))?
+            .ok_or(HandoffError::NotFound { id })?;
+        let record = record_of(&rec).ok_or(HandoffError::NotFound { id })?;
         let settings = p.live.get();
         let agent = settings
             .local_agent
@@ -381,12 +391,9 @@ impl Handoffs {
         if let Some(placeholder) = option_like(&agent.command, &filled) {
             return Err(HandoffError::OptionLike { placeholder });
         }
-        let started = ItemResult {
-            handoff: serde_json::to_value(&record).ok(),
-            running: Some(true),
+        let confirmation = Confirmation {
             program: agent.command.first().cloned(),
-            confirmed_at: Some(crate::time_fmt::rfc3339(SystemTime::now())),
-            ..ItemResult::default()
+            confirmed_at: crate::time_fmt::rfc3339(SystemTime::now()),
         };
         let now = now_ms();
         let item = q
@@ -394,12 +401,17 @@ impl Handoffs {
             .apply(
                 id,
                 Change::HandOff {
-                    result: started.clone(),
+                    confirmation: confirmation.clone(),
                 },
                 now,
             )
             .await
             .map_err(|e| HandoffError::from_store(id, e))?;
+        // What the same transaction wrote on the offer row.
+        rec.running = true;
+        rec.program = confirmation.program;
+        rec.confirmed_at = Some(confirmation.confirmed_at);
+        rec.updated_at = now;
         // Handed off is an end state: the replay credential is not needed any more, and the
         // local agent never gets it.
         if let Some(acct) = &item.credential_ref {
@@ -428,9 +440,8 @@ impl Handoffs {
             mirror: self.mirror.clone(),
             dir: p.dir.clone(),
         };
-        p.bus
-            .spawn(task.run(id, spec, file, statement, started, pending));
-        Ok(HandoffView::of(&item))
+        p.bus.spawn(task.run(id, spec, file, statement, pending));
+        Ok(HandoffView::of(&item, Some(&rec)))
     }
 
     /// Declines offer `id`: the create goes back to the queue (or, made by hand, is
@@ -476,13 +487,13 @@ impl Handoffs {
         let q = p.queue.open().ok_or_else(|| {
             HandoffError::QueueUnavailable(p.queue.error().unwrap_or_default().into())
         })?;
-        let item = q
+        // No such item: the transition below says `NotFound`.
+        let rec = q
             .store
-            .get(id)
+            .hand_off_record(id)
             .await
-            .map_err(|e| HandoffError::from_store(id, e))?
-            .ok_or(HandoffError::NotFound { id })?;
-        let record = record_of(&item);
+            .map_err(|e| HandoffError::from_store(id, e))?;
+        let record = rec.as_ref().and_then(record_of);
         let requeue = record.as_ref().is_some_and(|r| r.requeue);
         let why = match change {
             HandoffChange::Expired => "the local-agent offer was not answered in time",
@@ -534,7 +545,8 @@ impl Handoffs {
             &pending,
             format!("{why}; {where_to}"),
         ));
-        Ok(HandoffView::of(&item))
+        // The offer row is kept as it was (requeue and withdraw write only the item).
+        Ok(HandoffView::of(&item, rec.as_ref()))
     }
 
     /// Offers (pending first, then those handed off), newest first, for the control API.
@@ -543,15 +555,18 @@ impl Handoffs {
         let q = p.queue.open().ok_or_else(|| {
             HandoffError::QueueUnavailable(p.queue.error().unwrap_or_default().into())
         })?;
-        let items = q
+        let offers = q
             .store
-            .list(ListFilter {
+            .list_offers(ListFilter {
                 states: vec![State::Offered, State::HandedOff],
                 limit: 100,
             })
             .await
             .map_err(|e| HandoffError::from_store(0, e))?;
-        let mut views: Vec<HandoffView> = items.iter().map(HandoffView::of).collect();
+        let mut views: Vec<HandoffView> = offers
+            .iter()
+            .map(|(item, rec)| HandoffView::of(item, Some(rec)))
+            .collect();
         views.sort_by_key(|v| (v.state != State::Offered, std::cmp::Reverse(v.id)));
         Ok(views)
     }
@@ -562,12 +577,18 @@ impl Handoffs {
         let q = p.queue.open().ok_or_else(|| {
             HandoffError::QueueUnavailable(p.queue.error().unwrap_or_default().into())
         })?;
-        q.store
+        let item = q
+            .store
             .get(id)
             .await
             .map_err(|e| HandoffError::from_store(id, e))?
-            .map(|i| HandoffView::of(&i))
-            .ok_or(HandoffError::NotFound { id })
+            .ok_or(HandoffError::NotFound { id })?;
+        let rec = q
+            .store
+            .hand_off_record(id)
+            .await
+            .map_err(|e| HandoffError::from_store(id, e))?;
+        Ok(HandoffView::of(&item, rec.as_ref()))
     }
 
     /// `status.handoffs`: from memory, no database read.
@@ -633,19 +654,17 @@ impl Handoffs {
                 .iter()
                 .filter(|v| v.state == State::HandedOff && v.running)
             {
-                let Ok(Some(item)) = q.store.get(v.id).await else {
-                    continue;
+                let finish = Finish {
+                    outcome: serde_json::to_value(runner::Outcome {
+                        error: Some(
+                            "Weir stopped while the local agent ran; its outcome is unknown".into(),
+                        ),
+                        ..Default::default()
+                    })
+                    .ok(),
+                    finished_at: None,
                 };
-                let mut result = item.result.unwrap_or_default();
-                result.running = Some(false);
-                result.outcome = serde_json::to_value(runner::Outcome {
-                    error: Some(
-                        "Weir stopped while the local agent ran; its outcome is unknown".into(),
-                    ),
-                    ..Default::default()
-                })
-                .ok();
-                if let Err(e) = q.store.record_hand_off_result(v.id, result, now_ms()).await {
+                if let Err(e) = q.store.record_hand_off_result(v.id, finish, now_ms()).await {
                     tracing::warn!(id = v.id, error = %e, "could not close an interrupted hand-off");
                 }
             }
@@ -827,7 +846,6 @@ impl RunTask {
         spec: runner::Spec,
         file: PathBuf,
         statement: String,
-        started: ItemResult,
         pending: Pending,
     ) {
         let outcome = match write_private(&self.dir, &file, &statement) {
@@ -843,12 +861,12 @@ impl RunTask {
             }
         }
         tracing::info!(id, exit_code = ?outcome.exit_code, timed_out = outcome.timed_out, error = ?outcome.error, "the local agent ended");
-        let mut result = started;
-        result.running = Some(false);
-        result.outcome = serde_json::to_value(&outcome).ok();
-        result.finished_at = Some(crate::time_fmt::rfc3339(SystemTime::now()));
+        let finish = Finish {
+            outcome: serde_json::to_value(&outcome).ok(),
+            finished_at: Some(crate::time_fmt::rfc3339(SystemTime::now())),
+        };
         if let Some(q) = self.queue.open() {
-            if let Err(e) = q.store.record_hand_off_result(id, result, now_ms()).await {
+            if let Err(e) = q.store.record_hand_off_result(id, finish, now_ms()).await {
                 tracing::warn!(id, error = %e, "could not record the local agent's outcome");
             }
         }

@@ -1,9 +1,10 @@
 //! An offer as `GET /_weir/api/handoffs` shows it (behind the control secret: it names the
-//! repository and carries the problem statement), read from its queue item.
+//! repository and carries the problem statement), read from its queue item and its row in the
+//! offers table (`weir_store::HandOffRecord`).
 
 use super::record_of;
 use serde::Serialize;
-use weir_store::{Item, State};
+use weir_store::{HandOffRecord, Item, State};
 
 /// One offer, or what its create became.
 #[derive(Debug, Clone, Serialize)]
@@ -46,9 +47,9 @@ pub struct HandoffView {
 }
 
 impl HandoffView {
-    pub(crate) fn of(item: &Item) -> HandoffView {
-        let record = record_of(item);
-        let result = item.result.as_ref();
+    /// `rec`: the item's offer row (`None`: it was never offered, or not in this queue).
+    pub(crate) fn of(item: &Item, rec: Option<&HandOffRecord>) -> HandoffView {
+        let record = rec.and_then(record_of);
         let offered = item.state == State::Offered;
         HandoffView {
             id: item.id,
@@ -68,8 +69,8 @@ impl HandoffView {
                 .map(|r| crate::time_fmt::rfc3339(super::at(r.expires_at))),
             expires_at_ms: record.as_ref().filter(|_| offered).map(|r| r.expires_at),
             back_to_queue: record.as_ref().is_some_and(|r| r.requeue),
-            running: result.and_then(|r| r.running).unwrap_or(false),
-            outcome: result.and_then(|r| r.outcome.clone()),
+            running: rec.is_some_and(|r| r.running),
+            outcome: rec.and_then(|r| r.outcome.clone()),
             note: (!offered && item.state != State::HandedOff)
                 .then(|| item.last_error.clone())
                 .flatten(),

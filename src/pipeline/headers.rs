@@ -22,6 +22,11 @@ const HOP_BY_HOP: [HeaderName; 9] = [
 
 /// Removes hop-by-hop headers, including every header the `Connection` header names.
 pub fn strip_hop_by_hop(h: &mut HeaderMap) {
+    // Most messages carry none: one look at the few names present is cheaper than nine
+    // hashed removals of absent ones (those were ~2 % of a pass-through request).
+    if !h.keys().any(|k| HOP_BY_HOP.contains(k)) {
+        return;
+    }
     if h.contains_key(header::CONNECTION) {
         let named: Vec<HeaderName> = h
             .get_all(header::CONNECTION)
@@ -75,6 +80,25 @@ mod tests {
         strip_hop_by_hop(&mut h);
         assert_eq!(h.len(), 1);
         assert!(h.contains_key("accept"));
+    }
+
+    /// Each hop-by-hop header alone is found (the quick look must not miss one), and a message
+    /// with none keeps every header.
+    #[test]
+    fn each_hop_by_hop_header_alone_is_stripped() {
+        for name in &HOP_BY_HOP {
+            let mut h = HeaderMap::new();
+            h.insert(name.clone(), "x".parse().unwrap());
+            h.insert("accept", "*/*".parse().unwrap());
+            strip_hop_by_hop(&mut h);
+            assert_eq!(h.len(), 1, "{name}");
+        }
+        let mut h = HeaderMap::new();
+        h.insert("accept", "*/*".parse().unwrap());
+        h.append("x-a", "1".parse().unwrap());
+        h.append("x-a", "2".parse().unwrap());
+        strip_hop_by_hop(&mut h);
+        assert_eq!(h.len(), 3);
     }
 
     #[test]

@@ -7,7 +7,8 @@
 
 use std::time::Duration;
 use weir_store::{
-    AsyncStore, Change, Item, ListFilter, NewItem, StateCounts, StoreError, UpstreamId,
+    AsyncStore, Change, Finish, HandOffRecord, Item, ListFilter, NewItem, StateCounts, StoreError,
+    UpstreamId,
 };
 
 pub use crate::status::QueueBackend as BackendKind;
@@ -36,27 +37,39 @@ pub trait QueueBackend: Send + Sync {
     /// already holds its dedupe key.
     async fn insert(&self, item: NewItem, now_ms: i64) -> Result<Item, StoreError>;
 
-    /// Stores an `offered` item (#14). Hand-off offers live in a laptop's own SQLite queue
-    /// only: a gateway replica never runs a developer's local agent.
+    /// Stores an `offered` item (#14) and its offer row (`weir_store::offer`: the offer
+    /// JSON, its expiry) in one transaction. Both backends store offers; the engine makes
+    /// them on a laptop only (a gateway replica runs no developer's local agent,
+    /// `handoff::HandoffError::Gateway`).
     async fn insert_offered(
         &self,
         item: NewItem,
         expires_at_ms: i64,
-        offer: weir_store::ItemResult,
+        offer: serde_json::Value,
         now_ms: i64,
     ) -> Result<Item, StoreError>;
 
     /// Moves item `id` as `change` says, when the transition table allows it from its state
-    /// (`IllegalTransition` otherwise, `NotFound` for no such item).
+    /// (`IllegalTransition` otherwise, `NotFound` for no such item). What the change writes
+    /// to the item's offer row (a confirmation) is written in the same transaction.
     async fn apply(&self, id: i64, change: Change, now_ms: i64) -> Result<Item, StoreError>;
 
-    /// Records the local agent's outcome on a `handed_off` item (its state does not change).
+    /// Records the local agent's outcome on the offer row of a `handed_off` item (its state
+    /// does not change); the updated record. `NotFound` unless the item is handed off.
     async fn record_hand_off_result(
         &self,
         id: i64,
-        result: weir_store::ItemResult,
+        finish: Finish,
         now_ms: i64,
-    ) -> Result<Item, StoreError>;
+    ) -> Result<HandOffRecord, StoreError>;
+
+    /// The hand-off record of item `id`, if it was ever offered.
+    async fn hand_off_record(&self, id: i64) -> Result<Option<HandOffRecord>, StoreError>;
+    /// Items in the filter's states that were offered, with their records, newest first.
+    async fn list_offers(
+        &self,
+        filter: ListFilter,
+    ) -> Result<Vec<(Item, HandOffRecord)>, StoreError>;
 
     async fn get(&self, id: i64) -> Result<Option<Item>, StoreError>;
     async fn list(&self, filter: ListFilter) -> Result<Vec<Item>, StoreError>;
@@ -120,7 +133,7 @@ impl QueueBackend for AsyncStore {
         &self,
         item: NewItem,
         expires_at_ms: i64,
-        offer: weir_store::ItemResult,
+        offer: serde_json::Value,
         now_ms: i64,
     ) -> Result<Item, StoreError> {
         self.call(move |s| s.insert_offered(&item, expires_at_ms, &offer, now_ms))
@@ -134,11 +147,22 @@ impl QueueBackend for AsyncStore {
     async fn record_hand_off_result(
         &self,
         id: i64,
-        result: weir_store::ItemResult,
+        finish: Finish,
         now_ms: i64,
-    ) -> Result<Item, StoreError> {
-        self.call(move |s| s.record_hand_off_result(id, &result, now_ms))
+    ) -> Result<HandOffRecord, StoreError> {
+        self.call(move |s| s.record_hand_off_result(id, &finish, now_ms))
             .await
+    }
+
+    async fn hand_off_record(&self, id: i64) -> Result<Option<HandOffRecord>, StoreError> {
+        self.call(move |s| s.hand_off_record(id)).await
+    }
+
+    async fn list_offers(
+        &self,
+        filter: ListFilter,
+    ) -> Result<Vec<(Item, HandOffRecord)>, StoreError> {
+        self.call(move |s| s.list_offers(&filter)).await
     }
 
     async fn get(&self, id: i64) -> Result<Option<Item>, StoreError> {

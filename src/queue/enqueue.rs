@@ -91,7 +91,8 @@ impl QueueState {
     }
 }
 
-/// Stores `c` as an `offered` item (a create offered to the local agent, #14): its
+/// Stores `c` as an `offered` item (a create offered to the local agent, #14) with its offer
+/// row (`offer`, in the same transaction): its
 /// credential in the keychain as for a queued create, so a declined or expired offer can go
 /// back to the queue and be replayed. Not woken for replay: an offered item is never sent.
 /// `Err(Duplicate)` names a live item that already holds the create's dedupe key.
@@ -99,7 +100,7 @@ pub(crate) async fn store_offered(
     q: &super::Queue,
     c: Create<'_>,
     expires_at_ms: i64,
-    offer: weir_store::ItemResult,
+    offer: serde_json::Value,
 ) -> Result<weir_store::Item, StoreError> {
     let credential = Credential::from_headers(c.headers);
     let account = crate::secrets::names::queue_account(c.key);

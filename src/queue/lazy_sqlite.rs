@@ -10,8 +10,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 use tokio::sync::OnceCell;
 use weir_store::{
-    AsyncStore, Change, Item, ListFilter, NewItem, StateCounts, StoreError, StoreOptions,
-    UpstreamId,
+    AsyncStore, Change, Finish, HandOffRecord, Item, ListFilter, NewItem, StateCounts, StoreError,
+    StoreOptions, UpstreamId,
 };
 
 pub struct LazySqlite {
@@ -104,7 +104,7 @@ impl QueueBackend for LazySqlite {
         &self,
         item: NewItem,
         expires_at_ms: i64,
-        offer: weir_store::ItemResult,
+        offer: serde_json::Value,
         now_ms: i64,
     ) -> Result<Item, StoreError> {
         let s = self.created().await?;
@@ -121,13 +121,24 @@ impl QueueBackend for LazySqlite {
     async fn record_hand_off_result(
         &self,
         id: i64,
-        result: weir_store::ItemResult,
+        finish: Finish,
         now_ms: i64,
-    ) -> Result<Item, StoreError> {
+    ) -> Result<HandOffRecord, StoreError> {
         match self.existing() {
-            Some(s) => s.record_hand_off_result(id, result, now_ms).await,
+            Some(s) => s.record_hand_off_result(id, finish, now_ms).await,
             None => Err(StoreError::NotFound { id }),
         }
+    }
+
+    async fn hand_off_record(&self, id: i64) -> Result<Option<HandOffRecord>, StoreError> {
+        or_empty!(self, None, |s| s.hand_off_record(id))
+    }
+
+    async fn list_offers(
+        &self,
+        filter: ListFilter,
+    ) -> Result<Vec<(Item, HandOffRecord)>, StoreError> {
+        or_empty!(self, Vec::new(), |s| s.list_offers(filter))
     }
 
     async fn get(&self, id: i64) -> Result<Option<Item>, StoreError> {

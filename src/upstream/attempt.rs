@@ -125,7 +125,7 @@ impl Upstreams {
         let limit = self.live.get().limits.max_body_bytes;
         let send = |origin: &Origin, t: Timeouts| {
             let r = build(origin, &req, full(req.body.clone()));
-            let client = self.client.clone();
+            let client = &self.client;
             async move { client.fetch(r?, t, limit).await }
         };
         let prefix = |r: &Response<Bytes>| r.body().clone();
@@ -161,7 +161,7 @@ impl Upstreams {
                 .and_then(|mut b| b.take())
                 .unwrap_or_else(crate::body::empty);
             let r = build(origin, &rep, body);
-            let client = self.client.clone();
+            let client = &self.client;
             async move { Ok(client.send(r?, t).await?.map(boxed)) }
         };
         self.run(up, class, policy, None, who, send, |_| Bytes::new())

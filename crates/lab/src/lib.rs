@@ -16,8 +16,10 @@
 //!   `team`); [`nats`]: the real `nats-server` the team scenario starts.
 //! - [`report`]: the Markdown tables and the SVG charts.
 //! - [`stats`]: latency percentiles; [`hold`]: idle connections for the memory check;
-//!   [`run`]: runs scenarios and writes the report.
+//!   [`run`]: runs scenarios and writes the report; [`bare_proxy`]: the hyper-only forward
+//!   proxy the overhead benchmark measures as the floor under Weir's pass-through.
 
+pub mod bare_proxy;
 pub mod client;
 pub mod error;
 pub mod fleet;

@@ -56,6 +56,11 @@ enum Command {
     },
     /// Prints a loopback port that was free a moment ago.
     FreePort,
+    /// A forward proxy of hyper alone (no Weir): the overhead benchmark's floor.
+    BareProxy {
+        #[arg(long, default_value = "127.0.0.1:0")]
+        listen: SocketAddr,
+    },
     /// Opens --conns connections to --proxy, sends one GET --url on each, and holds them open.
     Hold {
         #[arg(long)]
@@ -151,6 +156,7 @@ async fn dispatch(command: Command) -> anyhow::Result<()> {
             let l = std::net::TcpListener::bind("127.0.0.1:0")?;
             println!("{}", l.local_addr()?.port());
         }
+        Command::BareProxy { listen } => weir_lab::bare_proxy::serve(listen).await?,
         Command::Hold {
             proxy,
             url,

@@ -131,3 +131,27 @@ async fn creates_are_counted_per_intent_and_listed_by_repo() {
         assert_eq!(up.counters().creates().get(&i), Some(&1));
     }
 }
+
+/// The benchmark's bare hyper proxy passes a request on and its answer back byte for byte
+/// (the upstream counts it), and refuses a target that is not loopback.
+#[tokio::test]
+async fn the_bare_proxy_passes_requests_through_unchanged() {
+    let up = Upstream::start(UpstreamSpec::with_latency(0))
+        .await
+        .unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(weir_lab::bare_proxy::run(listener));
+    let url = format!("{}/agents/sessions", up.origin());
+    let direct = LabClient::direct().get(&url, "t1").await.unwrap();
+    let before = up.counters().requests.total();
+    let via = LabClient::via_proxy(addr).get(&url, "t1").await.unwrap();
+    assert_eq!((via.status, &via.body), (direct.status, &direct.body));
+    assert_eq!(up.counters().requests.total(), before + 1);
+    let refused = LabClient::via_proxy(addr)
+        .get("http://192.0.2.1/agents/sessions", "t1")
+        .await
+        .unwrap();
+    assert_eq!(refused.status, 403);
+    assert_eq!(up.counters().requests.total(), before + 1);
+}

@@ -31,7 +31,7 @@ pub enum State {
     /// replayed while offered. It holds its dedupe key like a queued create.
     Offered,
     /// The developer confirmed the offer and the local agent command was started (once);
-    /// `result.handoff` records its outcome.
+    /// its offer row (`handoff_offers`, [`crate::HandOffRecord`]) records its outcome.
     HandedOff,
 }
 
@@ -234,7 +234,8 @@ pub struct Item {
     pub next_attempt_at: i64,
     pub last_attempt_at: Option<i64>,
     pub last_error: Option<String>,
-    /// What the create came to: what the upstream made or refused, or the hand-off's record.
+    /// What the create came to: what the upstream made or refused (a hand-off's record is in
+    /// its own table, [`crate::HandOffRecord`]).
     pub result: Option<ItemResult>,
     pub updated_at: i64,
     /// An earlier send may have reached the upstream: look it up before sending again. Set on
@@ -253,8 +254,10 @@ pub struct Item {
 /// - `done`, found upstream by the in-doubt lookup: `found_by_lookup`, the ids and the
 ///   upstream's `session` object;
 /// - `failed`, refused upstream: `status` and the upstream's `message` (its error shape);
-/// - `offered` / `handed_off`: the hand-off's record (`handoff`, `running`, `program`, …),
-///   whose inner values are the engine's types (`weir::handoff`), opaque here.
+/// - `offered` / `handed_off`: nothing; the hand-off's record is the item's row in
+///   `handoff_offers` ([`crate::HandOffRecord`]). Schema 4 moved the keys earlier versions
+///   kept here (`handoff`, `running`, `program`, …) into that table; one left behind (a row
+///   the migration could not read) is kept in `other`, as any unknown key is.
 ///
 /// Read leniently ([`ItemResult::from`] a JSON value): keys this version does not know, and a
 /// known key holding another type than its field's, are kept in `other`, so one odd row never
@@ -289,22 +292,6 @@ pub struct ItemResult {
     /// Why it failed: the upstream's own message, or Weir's reason.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
-    /// A hand-off's offer (rule, checkout, expiry), while offered and after.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub handoff: Option<serde_json::Value>,
-    /// The local agent runs now.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub running: Option<bool>,
-    /// The local agent's program.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub program: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub confirmed_at: Option<String>,
-    /// What the local agent's run ended with (exit code, output tail, error).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub outcome: Option<serde_json::Value>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub finished_at: Option<String>,
     #[serde(flatten)]
     pub other: serde_json::Map<String, serde_json::Value>,
 }
@@ -352,12 +339,6 @@ impl From<serde_json::Value> for ItemResult {
             take(&mut map, "found_by_lookup", serde_json::Value::as_bool).unwrap_or(false);
         r.session = take(&mut map, "session", any);
         r.message = take(&mut map, "message", text);
-        r.handoff = take(&mut map, "handoff", any);
-        r.running = take(&mut map, "running", serde_json::Value::as_bool);
-        r.program = take(&mut map, "program", text);
-        r.confirmed_at = take(&mut map, "confirmed_at", text);
-        r.outcome = take(&mut map, "outcome", any);
-        r.finished_at = take(&mut map, "finished_at", text);
         r.other = map;
         r
     }
@@ -577,14 +558,13 @@ mod tests {
         assert_eq!(found.session.unwrap()["id"], "s2");
         let refused = read(serde_json::json!({"status": 422, "message": "no such repo"}));
         assert_eq!(refused.message.as_deref(), Some("no such repo"));
+        // The hand-off keys of a row the schema-4 migration left (it moves them): kept, as
+        // unknown keys are, and written back.
         let handed = read(serde_json::json!(
-            {"handoff": {"rule": "r"}, "running": false, "program": "aider", "outcome": {"exit_code": 0}, "later": 1}
+            {"handoff": {"rule": "r"}, "running": false, "outcome": {"exit_code": 0}, "later": 1}
         ));
-        assert_eq!(
-            (handed.running, handed.program.as_deref()),
-            (Some(false), Some("aider"))
-        );
         assert_eq!(handed.other.get("later"), Some(&serde_json::json!(1)));
+        assert_eq!(handed.other.get("running"), Some(&serde_json::json!(false)));
         // A known key of another type stays, under its name, in `other`; the rest still reads.
         let odd = read(serde_json::json!({"status": "x", "message": 7, "job_id": "j3"}));
         assert_eq!(

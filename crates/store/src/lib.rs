@@ -9,6 +9,8 @@
 //!   [`Change`]s, and the SQL rendered from them for SQLite and PostgreSQL.
 //! - [`transition`]: [`Store::apply`] and the other writes, in SQLite.
 //! - [`item`]: [`NewItem`], [`Item`], [`State`], [`StateCounts`], [`ListFilter`].
+//! - [`offer`]: hand-off offers in their own table, pointing at a parked item:
+//!   [`HandOffRecord`], and the SQL both backends write it with.
 //! - [`schema`](SCHEMA_VERSION): ordered migrations tracked in `PRAGMA user_version`.
 //! - [`error`]: [`StoreError`], classified from SQLite's extended result codes.
 //! - [`async_store`]: [`AsyncStore`], the same operations from async code on a dedicated
@@ -21,6 +23,7 @@ pub mod async_store;
 pub mod error;
 pub mod item;
 pub mod machine;
+pub mod offer;
 mod schema;
 pub mod store;
 pub mod transition;
@@ -32,5 +35,6 @@ pub use item::{
     StateCounts, UnknownState, UpstreamId,
 };
 pub use machine::{Change, Dialect, Statement, Transition, Value, TRANSITIONS};
+pub use offer::{Confirmation, Finish, HandOffRecord};
 pub use schema::SCHEMA_VERSION;
 pub use store::{Store, StoreOptions};

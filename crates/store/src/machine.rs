@@ -16,15 +16,18 @@
 //!                                    └──Replay (not found upstream)──► replaying
 //! Cancel: queued | in_doubt | failed ─► cancelled      Expire: queued | in_doubt ─► expired
 //!
-//! local-agent hand-off (#14):
+//! local-agent hand-off (#14): the item is parked in `offered` / `handed_off`; its record is
+//! a `handoff_offers` row pointing at it (crate::offer), written in the same transaction:
 //! insert_offered ─► offered ──HandOff (confirmed, once)──► handed_off
-//!                      │ └──Requeue (declined / offer expired)──► queued
+//!  (+ offer row)       │ └──Requeue (declined / offer expired)──► queued     (+ confirmation)
 //!                      └──Withdraw (declined / expired, nothing to send)──► cancelled
+//! record_hand_off_result: the local agent's outcome, on the offer row of a handed_off item.
 //! ```
 
 use std::fmt;
 
 use crate::item::{ItemResult, State};
+use crate::offer::Confirmation;
 
 /// An event that moves an item, as named in [`crate::StoreError::IllegalTransition`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -201,11 +204,13 @@ pub enum Change {
     Cancel,
     /// → queued (or in_doubt), due now, with a fresh attempt count.
     Retry,
-    /// offered → handed_off: `result` records what was started (replacing the offer).
+    /// offered → handed_off; the confirmation goes to the item's offer row
+    /// ([`Change::offer_sets`]), in the same transaction.
     HandOff {
-        result: ItemResult,
+        confirmation: Confirmation,
     },
-    /// offered → queued, due now; `why` goes to `last_error`.
+    /// offered → queued, due now; `why` goes to `last_error`. The offer row stays (the record
+    /// of what was offered); `result` is cleared, as it was when it held the offer.
     Requeue {
         why: String,
     },
@@ -301,9 +306,7 @@ impl Change {
                 ("attempts", Sql("0".into())),
                 ("next_attempt_at", Int(now_ms)),
             ],
-            Change::HandOff { result } => {
-                vec![("result", json(result)), ("last_attempt_at", Int(now_ms))]
-            }
+            Change::HandOff { .. } => vec![("last_attempt_at", Int(now_ms))],
             Change::Requeue { why } => vec![
                 ("result", Null),
                 ("next_attempt_at", Int(now_ms)),

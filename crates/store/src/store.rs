@@ -8,6 +8,7 @@ use rusqlite::{params, Connection, OpenFlags, OptionalExtension, TransactionBeha
 
 use crate::item::{Item, ListFilter, State, StateCounts, COLUMNS};
 use crate::machine::state_list;
+use crate::offer::{offer_columns, HandOffRecord, OFFER_COLUMNS};
 use crate::schema::{self, MIGRATIONS};
 use crate::StoreError;
 
@@ -95,6 +96,10 @@ impl Store {
         }
         check_integrity(&conn, &path)?;
         schema::migrate(&mut conn, &path, MIGRATIONS, options.read_only)?;
+        // After migrating (a table rebuild must run without it): an offer row is dropped with
+        // its item (`ON DELETE CASCADE`) and can never point at none.
+        conn.pragma_update(None, "foreign_keys", true)
+            .map_err(sql_err)?;
         if let Some(max) = options.max_size_bytes {
             let page_size: u64 = conn
                 .pragma_query_value(None, "page_size", |r| r.get(0))
@@ -203,6 +208,55 @@ impl Store {
                 Item::from_row,
             )
             .optional()
+            .map_err(|e| self.sql_err(e))
+    }
+
+    /// The hand-off record of item `id` (its `handoff_offers` row), if it was ever offered.
+    pub fn hand_off_record(&self, id: i64) -> Result<Option<HandOffRecord>, StoreError> {
+        self.conn
+            .query_row(
+                &format!("SELECT {OFFER_COLUMNS} FROM handoff_offers WHERE item_id = ?1"),
+                [id],
+                HandOffRecord::from_row,
+            )
+            .optional()
+            .map_err(|e| self.sql_err(e))
+    }
+
+    /// Items in the filter's states that have an offer row, with it, newest first, at most
+    /// `filter.limit`.
+    pub fn list_offers(
+        &self,
+        filter: &ListFilter,
+    ) -> Result<Vec<(Item, HandOffRecord)>, StoreError> {
+        let item_cols = COLUMNS
+            .split(", ")
+            .map(|c| format!("i.{c}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let where_clause = if filter.states.is_empty() {
+            String::new()
+        } else {
+            format!("WHERE i.state IN ({})", state_list(&filter.states))
+        };
+        // The offer's columns come first, renamed, so the item's own names read as `Item`s.
+        let offer_cols = offer_columns("o")
+            .split(", ")
+            .map(|c| format!("{c} AS o_{}", &c[2..]))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let sql = format!(
+            "SELECT {item_cols}, {offer_cols} FROM queue_items i
+             JOIN handoff_offers o ON o.item_id = i.id {where_clause}
+             ORDER BY i.id DESC LIMIT ?1"
+        );
+        let mut stmt = self.conn.prepare(&sql).map_err(|e| self.sql_err(e))?;
+        let rows = stmt
+            .query_map(params![filter.limit], |r| {
+                Ok((Item::from_row(r)?, HandOffRecord::from_prefixed_row(r)?))
+            })
+            .map_err(|e| self.sql_err(e))?;
+        rows.collect::<Result<Vec<_>, _>>()
             .map_err(|e| self.sql_err(e))
     }
 

@@ -8,6 +8,7 @@ use rusqlite::{params, OptionalExtension, ToSql, Transaction};
 
 use crate::item::{Item, ItemResult, NewItem, State, COLUMNS};
 use crate::machine::{Change, Dialect, Transition, Value};
+use crate::offer::{json_text, offer_upsert, Confirmation, Finish, HandOffRecord, OFFER_COLUMNS};
 use crate::store::Store;
 use crate::StoreError;
 
@@ -34,26 +35,28 @@ impl Store {
         self.insert_as(item, state, now_ms, None, now_ms)
     }
 
-    /// Stores a new `offered` item: a create offered to the local agent, never replayed
-    /// while offered. `expires_at_ms` is kept in `next_attempt_at` (unused while offered);
-    /// `offer` (rule, checkout, …) in `result`. Holds its dedupe key like a queued item.
+    /// Stores a new `offered` item, a create offered to the local agent (never replayed while
+    /// offered), and its offer row (`offer`: rule, checkout, …; `expires_at_ms`), in one
+    /// transaction. `expires_at_ms` is also the item's `next_attempt_at` (unused while
+    /// offered). Holds its dedupe key like a queued item.
     pub fn insert_offered(
         &mut self,
         item: &NewItem,
         expires_at_ms: i64,
-        offer: &ItemResult,
+        offer: &serde_json::Value,
         now_ms: i64,
     ) -> Result<Item, StoreError> {
-        let offer = crate::item::result_json(offer);
+        let offer = json_text(offer);
         self.insert_as(item, "offered", expires_at_ms, Some(offer), now_ms)
     }
 
+    /// Inserts the item; with `offer`, also its offer row, in the same transaction.
     fn insert_as(
         &mut self,
         item: &NewItem,
         state: &'static str,
         next_attempt_at: i64,
-        result: Option<String>,
+        offer: Option<String>,
         now_ms: i64,
     ) -> Result<Item, StoreError> {
         let headers = serde_json::to_string(&item.headers).map_err(|e| StoreError::Other {
@@ -65,10 +68,10 @@ impl Store {
                 &format!(
                     "INSERT INTO queue_items (upstream, method, path_and_query, headers, body,
                          identity, credential_ref, dedupe_key, repo, problem_statement, state,
-                         created_at, attempts, next_attempt_at, updated_at, needs_lookup, result,
+                         created_at, attempts, next_attempt_at, updated_at, needs_lookup,
                          provisional_job_id, provisional_session_id)
                      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?12, ?11, 0, ?14, ?11, ?13,
-                         ?15, ?16, ?17)
+                         ?15, ?16)
                      RETURNING {COLUMNS}"
                 ),
                 params![
@@ -86,20 +89,33 @@ impl Store {
                     state,
                     item.in_doubt,
                     next_attempt_at,
-                    result,
                     item.provisional.as_ref().map(|p| p.job_id.as_str()),
                     item.provisional.as_ref().map(|p| p.session_id.as_str()),
                 ],
                 Item::from_row,
             )
             .map_err(|e| duplicate_or(tx, path, &item.dedupe_key, e))
+            .and_then(|stored| {
+                if let Some(offer) = &offer {
+                    tx.execute(
+                        "INSERT INTO handoff_offers (item_id, offer, expires_at, created_at,
+                             updated_at)
+                         VALUES (?1, ?2, ?3, ?4, ?4)",
+                        params![stored.id, offer, next_attempt_at, now_ms],
+                    )
+                    .map_err(|e| StoreError::from_sqlite(path, e))?;
+                }
+                Ok(stored)
+            })
         })
     }
 
     /// Applies `change` to item `id` when the table ([`crate::machine::TRANSITIONS`]) allows
-    /// it from the item's state; the updated item. When no row matches, the same transaction
-    /// tells "no such item" from "wrong state". A retry whose dedupe key was taken meanwhile
-    /// fails with [`StoreError::Duplicate`].
+    /// it from the item's state; the updated item. What the change writes to the item's offer
+    /// row ([`Change::offer_sets`]) is written in the same transaction, only when the item
+    /// moved. When no row matches, the same transaction tells "no such item" from "wrong
+    /// state". A retry whose dedupe key was taken meanwhile fails with
+    /// [`StoreError::Duplicate`].
     pub fn apply(&mut self, id: i64, change: &Change, now_ms: i64) -> Result<Item, StoreError> {
         let op = change.event();
         let stmt = change.update(
@@ -113,6 +129,16 @@ impl Store {
         let mut all: Vec<&dyn ToSql> = Vec::with_capacity(stmt.binds.len() + 1);
         all.push(&id);
         all.extend(stmt.binds.iter().map(|v| v as &dyn ToSql));
+        let offer = change.offer_sets(now_ms).map(|sets| {
+            offer_upsert(
+                Dialect::Sqlite,
+                "handoff_offers",
+                "queue_items",
+                "id = ?1",
+                sets,
+                2,
+            )
+        });
         self.write(|tx, path| {
             let sql_err = |e| StoreError::from_sqlite(path, e);
             let updated = tx
@@ -133,6 +159,11 @@ impl Store {
                 (_, r) => r.map_err(sql_err)?,
             };
             if let Some(item) = updated {
+                if let Some((sql, binds)) = &offer {
+                    let mut offer_all: Vec<&dyn ToSql> = vec![&id];
+                    offer_all.extend(binds.iter().map(|v| v as &dyn ToSql));
+                    tx.execute(sql, offer_all.as_slice()).map_err(sql_err)?;
+                }
                 return Ok(item);
             }
             let from: Option<State> = tx
@@ -219,37 +250,64 @@ impl Store {
     }
 
     /// [`Change::HandOff`]: exactly one caller wins; a second confirmation gets
-    /// [`StoreError::IllegalTransition`] (the command must not run twice).
+    /// [`StoreError::IllegalTransition`] (the command must not run twice). The confirmation
+    /// is recorded on the offer row in the same transaction.
     pub fn hand_off(
         &mut self,
         id: i64,
-        result: &ItemResult,
+        confirmation: &Confirmation,
         now_ms: i64,
     ) -> Result<Item, StoreError> {
-        let result = result.clone();
-        self.apply(id, &Change::HandOff { result }, now_ms)
+        let confirmation = confirmation.clone();
+        self.apply(id, &Change::HandOff { confirmation }, now_ms)
     }
 
-    /// Records the local agent's outcome on a `handed_off` item (its state does not change).
+    /// Records the local agent's outcome on the offer row of a `handed_off` item (`running`
+    /// becomes false; the item's state does not change, its `updated_at` does, in the same
+    /// transaction). `NotFound` unless the item is handed off.
     pub fn record_hand_off_result(
         &mut self,
         id: i64,
-        result: &ItemResult,
+        finish: &Finish,
         now_ms: i64,
-    ) -> Result<Item, StoreError> {
-        let result = crate::item::result_json(result);
+    ) -> Result<HandOffRecord, StoreError> {
+        let outcome = finish.outcome.as_ref().map(json_text);
         self.write(|tx, path| {
+            let sql_err = |e| StoreError::from_sqlite(path, e);
+            let moved = tx
+                .execute(
+                    "UPDATE queue_items SET updated_at = ?2 WHERE id = ?1 AND state = 'handed_off'",
+                    params![id, now_ms],
+                )
+                .map_err(sql_err)?;
+            if moved == 0 {
+                return Err(StoreError::NotFound { id });
+            }
+            let upsert = offer_upsert(
+                Dialect::Sqlite,
+                "handoff_offers",
+                "queue_items",
+                "id = ?1",
+                vec![
+                    ("running", Value::Bool(false)),
+                    ("outcome", outcome.map_or(Value::Null, Value::Text)),
+                    (
+                        "finished_at",
+                        finish.finished_at.clone().map_or(Value::Null, Value::Text),
+                    ),
+                    ("updated_at", Value::Int(now_ms)),
+                ],
+                2,
+            );
+            let mut all: Vec<&dyn ToSql> = vec![&id];
+            all.extend(upsert.1.iter().map(|v| v as &dyn ToSql));
+            tx.execute(&upsert.0, all.as_slice()).map_err(sql_err)?;
             tx.query_row(
-                &format!(
-                    "UPDATE queue_items SET result = ?2, updated_at = ?3
-                     WHERE id = ?1 AND state = 'handed_off' RETURNING {COLUMNS}"
-                ),
-                params![id, result, now_ms],
-                Item::from_row,
+                &format!("SELECT {OFFER_COLUMNS} FROM handoff_offers WHERE item_id = ?1"),
+                [id],
+                HandOffRecord::from_row,
             )
-            .optional()
-            .map_err(|e| StoreError::from_sqlite(path, e))?
-            .ok_or(StoreError::NotFound { id })
+            .map_err(sql_err)
         })
     }
 
@@ -265,14 +323,19 @@ impl Store {
         self.apply(id, &Change::Withdraw { why }, now_ms)
     }
 
-    /// Offered items whose offer ran out (`next_attempt_at <= now_ms`), oldest first. The
-    /// caller requeues or withdraws each.
+    /// Offered items whose offer ran out (their offer row's `expires_at <= now_ms`), oldest
+    /// first. The caller requeues or withdraws each.
     pub fn expired_offers(&self, now_ms: i64) -> Result<Vec<Item>, StoreError> {
+        let cols = COLUMNS
+            .split(", ")
+            .map(|c| format!("i.{c}"))
+            .collect::<Vec<_>>()
+            .join(", ");
         let mut stmt = self
             .conn
             .prepare_cached(&format!(
-                "SELECT {COLUMNS} FROM queue_items
-                 WHERE state = 'offered' AND next_attempt_at <= ?1 ORDER BY created_at, id"
+                "SELECT {cols} FROM queue_items i JOIN handoff_offers o ON o.item_id = i.id
+                 WHERE i.state = 'offered' AND o.expires_at <= ?1 ORDER BY i.created_at, i.id"
             ))
             .map_err(|e| self.sql_err(e))?;
         let rows = stmt

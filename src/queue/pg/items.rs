@@ -10,8 +10,8 @@ use crate::queue::backend::{BackendKind, QueueBackend};
 use std::time::Duration;
 use tokio_postgres::types::ToSql;
 use weir_store::{
-    Change, Dialect, Item, ListFilter, NewItem, State, StateCounts, StoreError, Transition,
-    UpstreamId, Value,
+    Change, Dialect, Finish, HandOffRecord, Item, ListFilter, NewItem, State, StateCounts,
+    StoreError, Transition, UpstreamId, Value,
 };
 
 /// The database's clock in unix milliseconds: leases are dated by it, so replicas whose clocks
@@ -23,15 +23,8 @@ const MAX_IDLE: Duration = Duration::from_secs(30);
 const MIN_IDLE: Duration = Duration::from_millis(50);
 
 impl PgQueue {
-    fn no_hand_offs(&self) -> StoreError {
-        StoreError::Other {
-            path: self.conn.db.clone().into(),
-            detail: "a shared (gateway) queue takes no local-agent hand-offs".into(),
-        }
-    }
-
     /// The `Duplicate` error naming the live item that holds `key`.
-    async fn live_holder(&self, key: &str) -> Result<Item, StoreError> {
+    pub(super) async fn live_holder(&self, key: &str) -> Result<Item, StoreError> {
         match self.find_by_dedupe_key(key).await? {
             Some(live) if live.state.is_live() => Err(StoreError::Duplicate {
                 existing_id: live.id,
@@ -225,7 +218,8 @@ impl QueueBackend for PgQueue {
     async fn find_by_dedupe_key(&self, key: &str) -> Result<Option<Item>, StoreError> {
         let sql = format!(
             "SELECT {COLUMNS} FROM weir_queue_items WHERE dedupe_key = $1
-             ORDER BY state IN ('queued', 'replaying', 'in_doubt') DESC, id DESC LIMIT 1"
+             ORDER BY state IN ('queued', 'replaying', 'in_doubt', 'offered') DESC, id DESC
+             LIMIT 1"
         );
         self.conn
             .query_opt(&sql, &[&key])
@@ -237,7 +231,8 @@ impl QueueBackend for PgQueue {
     /// Applies `change` when the transition table allows it (the SQL is rendered from it, as
     /// for SQLite). Only the lease holder may start a replay: a replica whose claim ran out
     /// (and was taken over) gets `IllegalTransition` and does not send. Every other transition
-    /// also ends the claim; a retry is announced to the replicas.
+    /// also ends the claim; a retry is announced to the replicas. What the change writes to
+    /// the item's offer row (a confirmation) is a CTE of the same statement.
     async fn apply(&self, id: i64, change: Change, now_ms: i64) -> Result<Item, StoreError> {
         let op = change.event();
         let (sets, guards) = if op == Transition::Replay {
@@ -259,9 +254,14 @@ impl QueueBackend for PgQueue {
             sets,
             guards,
         );
+        let (sql, offer_binds) = match change.offer_sets(now_ms) {
+            Some(sets) => Self::with_offer_write(&stmt.sql, stmt.binds.len() + 1, sets),
+            None => (stmt.sql.clone(), Vec::new()),
+        };
         let mut all: Vec<&(dyn ToSql + Sync)> = vec![&id];
         all.extend(stmt.binds.iter().map(bind));
-        match self.conn.query_opt(&stmt.sql, &all).await {
+        all.extend(offer_binds.iter().map(bind));
+        match self.conn.query_opt(&sql, &all).await {
             Ok(Some(row)) => {
                 let item = self.item(&row)?;
                 if op == Transition::Retry {
@@ -328,7 +328,8 @@ impl QueueBackend for PgQueue {
         let sql = format!(
             "WITH gone AS (
                DELETE FROM weir_queue_items
-               WHERE state NOT IN ('queued', 'replaying', 'in_doubt') AND updated_at < $1
+               WHERE state NOT IN ('queued', 'replaying', 'in_doubt', 'offered')
+                 AND updated_at < $1
                RETURNING {COLUMNS}),
              creds AS (
                DELETE FROM weir_queue_credentials c USING gone
@@ -345,29 +346,38 @@ impl QueueBackend for PgQueue {
         Some(Box::new(self.renew_claim(id)))
     }
 
-    /// A shared queue takes no local-agent hand-offs (a gateway replica never runs a
-    /// developer's local agent).
     async fn insert_offered(
         &self,
-        _item: NewItem,
-        _expires_at_ms: i64,
-        _offer: weir_store::ItemResult,
-        _now_ms: i64,
+        item: NewItem,
+        expires_at_ms: i64,
+        offer: serde_json::Value,
+        now_ms: i64,
     ) -> Result<Item, StoreError> {
-        Err(self.no_hand_offs())
+        self.insert_offer(item, expires_at_ms, offer, now_ms).await
     }
 
     async fn record_hand_off_result(
         &self,
-        _id: i64,
-        _result: weir_store::ItemResult,
-        _now_ms: i64,
-    ) -> Result<Item, StoreError> {
-        Err(self.no_hand_offs())
+        id: i64,
+        finish: Finish,
+        now_ms: i64,
+    ) -> Result<HandOffRecord, StoreError> {
+        self.record_finish(id, finish, now_ms).await
     }
 
-    async fn expired_offers(&self, _now_ms: i64) -> Result<Vec<Item>, StoreError> {
-        Ok(Vec::new())
+    async fn hand_off_record(&self, id: i64) -> Result<Option<HandOffRecord>, StoreError> {
+        self.record_of(id).await
+    }
+
+    async fn list_offers(
+        &self,
+        filter: ListFilter,
+    ) -> Result<Vec<(Item, HandOffRecord)>, StoreError> {
+        self.offers(filter).await
+    }
+
+    async fn expired_offers(&self, now_ms: i64) -> Result<Vec<Item>, StoreError> {
+        self.expired(now_ms).await
     }
 
     /// Only `replaying` items whose lease ran out: the other replicas may be sending theirs.

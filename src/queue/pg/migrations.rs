@@ -86,6 +86,35 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
                 ON weir_queue_items (provisional_session_id)
                 WHERE provisional_session_id IS NOT NULL;",
     },
+    Migration {
+        version: 6,
+        name: "hand-off offers in their own table",
+        // The shared queue stores hand-off offers as the laptop's does (issue 21): the
+        // parked states join the CHECK, an offered item holds its dedupe key, and the
+        // record is a row pointing at the item, dropped with it. Nothing to move: earlier
+        // versions refused offers here (the CHECK had no `offered`).
+        sql: "ALTER TABLE weir_queue_items DROP CONSTRAINT weir_queue_items_state_check;
+              ALTER TABLE weir_queue_items ADD CONSTRAINT weir_queue_items_state_check
+                CHECK (state IN ('queued', 'replaying', 'in_doubt', 'done', 'failed',
+                  'cancelled', 'expired', 'offered', 'handed_off'));
+              DROP INDEX weir_queue_items_live_key;
+              CREATE UNIQUE INDEX weir_queue_items_live_key ON weir_queue_items (dedupe_key)
+                WHERE state IN ('queued', 'replaying', 'in_doubt', 'offered');
+              CREATE TABLE weir_handoff_offers (
+                item_id BIGINT NOT NULL UNIQUE
+                  REFERENCES weir_queue_items (id) ON DELETE CASCADE,
+                offer TEXT NOT NULL,
+                expires_at BIGINT NOT NULL,
+                running BOOLEAN NOT NULL DEFAULT FALSE,
+                program TEXT,
+                confirmed_at TEXT,
+                outcome TEXT,
+                finished_at TEXT,
+                created_at BIGINT NOT NULL,
+                updated_at BIGINT NOT NULL
+              );
+              CREATE INDEX weir_handoff_offers_expiry ON weir_handoff_offers (expires_at);",
+    },
 ];
 
 /// The newest schema this build knows.

@@ -6,6 +6,8 @@
 //! - [`items`]: the queue operations: insert (with `NOTIFY`), claims (`FOR UPDATE SKIP LOCKED`
 //!   plus a lease), the state transitions of `weir_store::Transition`, lease recovery.
 //! - `rows`: a row as an `Item`, and the binds of a rendered statement.
+//! - `offers`: hand-off offers (`weir_handoff_offers`), each written with its item in one
+//!   statement.
 //! - [`lease`]: the heartbeat that renews a claim while its replica works on the item.
 //! - [`listen`]: a dedicated `LISTEN` connection that wakes this replica's workers.
 //! - [`tls`]: TLS to the database (`gateway.postgres_sslmode`), rustls on ring.
@@ -22,6 +24,7 @@ pub(crate) mod items;
 pub(crate) mod lease;
 pub(crate) mod listen;
 pub(crate) mod migrations;
+mod offers;
 mod rows;
 pub(crate) mod tls;
 

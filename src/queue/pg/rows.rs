@@ -94,8 +94,6 @@ pub(super) fn set_count(c: &mut StateCounts, s: State, n: u64) {
         State::Failed => c.failed = n,
         State::Cancelled => c.cancelled = n,
         State::Expired => c.expired = n,
-        // A shared queue never holds hand-off offers (they are a laptop's), but count them
-        // the same way should one appear.
         State::Offered => c.offered = n,
         State::HandedOff => c.handed_off = n,
     }

@@ -6,7 +6,7 @@ use tokio::time::Instant;
 use super::baseline::Slowness;
 use super::reason::Reason;
 use super::state::BreakerEvent;
-use super::verdict::{self, Health, Probes, Verdict};
+use super::verdict::{self, Probes, Verdict};
 use super::{Inner, Phase, Shared};
 
 impl Shared {
@@ -75,10 +75,12 @@ impl Shared {
                     return;
                 }
                 match (inner.phase, verdict::degraded(&inner.config, sum)) {
-                    (Phase::Closed, Some(Health::Degraded(why))) => {
+                    (Phase::Closed, Some(h)) if h.is_degraded() => {
+                        let why = h.reason(&inner.config);
                         self.set_health(inner, Phase::Degraded, Reason::Degraded(why));
                     }
-                    (Phase::Degraded, Some(Health::Healthy(why))) => {
+                    (Phase::Degraded, Some(h)) if !h.is_degraded() => {
+                        let why = h.reason(&inner.config);
                         self.set_health(inner, Phase::Closed, Reason::Recovered(why));
                     }
                     _ => {}

@@ -89,47 +89,65 @@ pub(super) fn closed(c: &BreakerConfig, now: Closed) -> Option<String> {
     }
 }
 
-/// `Some(reason)` when a breaker that stays closed should show *degraded*: the window holds
-/// `degraded_minimum_calls` and its failure or slow rate reaches the degraded threshold.
-/// `None` with a reason when it is healthy again, and `None` outright when the window says
-/// too little either way (the state then stays as it is).
+/// `Some(health)` when the window holds `degraded_minimum_calls`: *degraded* when its
+/// failure or slow rate reaches the degraded threshold, else healthy. `None` when the window
+/// says too little either way (the state then stays as it is). This runs on every recorded
+/// call, so it only compares numbers; the words ([`Health::reason`]) are written only when
+/// the state changes (formatting them every call was ~3 % of a pass-through request).
 pub(super) fn degraded(c: &BreakerConfig, sum: Calls) -> Option<Health> {
     if sum.calls < u64::from(c.degraded_minimum_calls) {
         return None;
     }
     let calls = sum.calls as f64;
-    let failure_rate = sum.failures as f64 / calls;
-    let slow_rate = sum.slow as f64 / calls;
-    Some(if failure_rate >= c.degraded_failure_rate {
-        Health::Degraded(format!(
-            "failure rate {} ≥ {} over last {} calls",
-            percent(failure_rate),
-            percent(c.degraded_failure_rate),
-            sum.calls
-        ))
-    } else if slow_rate >= c.degraded_slow_rate {
-        Health::Degraded(format!(
-            "{} of the last {} calls slower than usual (slow rate {} ≥ {})",
-            sum.slow,
-            sum.calls,
-            percent(slow_rate),
-            percent(c.degraded_slow_rate)
-        ))
+    Some(if sum.failures as f64 / calls >= c.degraded_failure_rate {
+        Health::FailingOften(sum)
+    } else if sum.slow as f64 / calls >= c.degraded_slow_rate {
+        Health::SlowOften(sum)
     } else {
-        Health::Healthy(format!(
-            "failure rate {}, slow rate {} over last {} calls",
-            percent(failure_rate),
-            percent(slow_rate),
-            sum.calls
-        ))
+        Health::Healthy(sum)
     })
 }
 
-/// The window's verdict on a closed breaker that stays closed.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// The window's verdict on a closed breaker that stays closed, with the window it read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Health {
-    Healthy(String),
-    Degraded(String),
+    Healthy(Calls),
+    /// Degraded: the failure rate reached `degraded_failure_rate`.
+    FailingOften(Calls),
+    /// Degraded: the slow rate reached `degraded_slow_rate`.
+    SlowOften(Calls),
+}
+
+impl Health {
+    pub(super) fn is_degraded(self) -> bool {
+        !matches!(self, Health::Healthy(_))
+    }
+
+    /// The reason shown for this verdict.
+    pub(super) fn reason(self, c: &BreakerConfig) -> String {
+        let rate = |n: u64, sum: Calls| n as f64 / sum.calls.max(1) as f64;
+        match self {
+            Health::FailingOften(sum) => format!(
+                "failure rate {} ≥ {} over last {} calls",
+                percent(rate(sum.failures, sum)),
+                percent(c.degraded_failure_rate),
+                sum.calls
+            ),
+            Health::SlowOften(sum) => format!(
+                "{} of the last {} calls slower than usual (slow rate {} ≥ {})",
+                sum.slow,
+                sum.calls,
+                percent(rate(sum.slow, sum)),
+                percent(c.degraded_slow_rate)
+            ),
+            Health::Healthy(sum) => format!(
+                "failure rate {}, slow rate {} over last {} calls",
+                percent(rate(sum.failures, sum)),
+                percent(rate(sum.slow, sum)),
+                sum.calls
+            ),
+        }
+    }
 }
 
 /// The verdict of a half-open round once every probe has reported (`p.done > 0`).
