@@ -6,7 +6,9 @@
 #
 # Starts (all on 127.0.0.1, all stopped at exit): the lab upstream (`weir-lab upstream`, answers
 # at once), `weir serve` (release) managing it, nginx 1.22 with its own temporary config as a
-# caching reverse proxy (proxy_cache) and as a plain reverse proxy, and HAProxy 2.6 as a plain
+# caching reverse proxy (proxy_cache) and as a plain reverse proxy, `weir-lab bare-proxy` (hyper's
+# server and hyper-util's pooled client with nothing of Weir's between them: the floor under any
+# proxy built like Weir), and HAProxy 2.6 as a plain
 # reverse proxy (its cache keys by URL only, so it cannot keep one identity's answer from
 # another and is not compared as a cache). Then, per target, wrk measures throughput
 # (2 threads, 64 connections) and unloaded latency (1 connection).
@@ -77,6 +79,15 @@ PIDS+=("$WEIR_PID")
 wait_for "http://127.0.0.1:$WEIR_PORT/_weir/api/status"
 sleep 1
 RSS_IDLE="$(rss_kb "$WEIR_PID")"
+
+# --- the floor: a forward proxy of hyper alone (`weir-lab bare-proxy`) -------------------------
+# The same hyper server and hyper-util pooled client as Weir's pass-through, with nothing of
+# Weir's between them: what any proxy built this way costs before it does anything.
+"$LAB" bare-proxy >"$TMP/bare.out" &
+BARE_PID=$!
+PIDS+=("$BARE_PID")
+for _ in $(seq 100); do [ -s "$TMP/bare.out" ] && break; sleep 0.1; done
+BARE="$(head -1 "$TMP/bare.out")"
 
 # --- nginx ------------------------------------------------------------------------------------
 NGX_CACHE="$("$LAB" free-port)"
@@ -203,6 +214,7 @@ W="http://127.0.0.1:$WEIR_PORT"
   measure "nginx proxy_cache, hit" "http://127.0.0.1:$NGX_CACHE/" origin-hit "$NGX_PID"
   measure "direct (pass-through path)" "$UP/" origin-pass "$UP_PID"
   measure "Weir, pass-through (other)" "$W/" proxy-pass "$WEIR_PID"
+  measure "bare hyper proxy (the floor under Weir)" "$BARE/" proxy-pass "$BARE_PID"
   measure "nginx plain reverse proxy" "http://127.0.0.1:$NGX_PLAIN/" origin-pass "$NGX_PID"
   measure "HAProxy plain reverse proxy" "http://127.0.0.1:$HAP_PLAIN/" origin-pass "$HAP_PID"
 } >"$TMP/results.txt"
@@ -232,7 +244,8 @@ kill "$HOLD_PID" 2>/dev/null || true
   done <"$TMP/results.txt"
   awk -F'|' '/^Weir, pass-through/ {w = $2} /^nginx plain/ {n = $2} /^Weir, cache hit/ {wh = $2}
     /^nginx proxy_cache/ {nh = $2}
-    END { printf "\nPass-through: %.2f× nginx plain reverse proxy; cache hit: %.2f× nginx proxy_cache (same run).\n", w / n, wh / nh }' "$TMP/results.txt"
+    /^bare hyper proxy/ {b = $2}
+    END { printf "\nPass-through: %.2f× nginx plain reverse proxy (the bare hyper proxy: %.2f×); cache hit: %.2f× nginx proxy_cache (same run).\n", w / n, b / n, wh / nh }' "$TMP/results.txt"
   echo
   echo "| weir serve (release) | VmRSS |"
   echo "|---|--:|"

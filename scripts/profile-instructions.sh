@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# User-space instructions per request (valgrind's callgrind) of `weir serve` on the pass-through
+# path (`pass`) or the cache-hit path (`hit`), or of the hyper-only `weir-lab bare-proxy`
+# (`bare`, the floor under any proxy built like Weir's), over one connection on loopback.
+# Instruction counts hardly move with other load on the machine, unlike req/s, so two builds
+# can be compared on a busy machine.
+#
+#   scripts/profile-instructions.sh [pass|hit|bare|nginx] [SECONDS]      (defaults: pass, 4)
+#
+# `nginx` is the peer: nginx as a plain reverse proxy of the same upstream, one worker.
+#   WEIR_BIN=/path/to/weir LAB_BIN=/path/to/weir-lab scripts/profile-instructions.sh pass
+#
+# Prints "instructions per request" and writes the callgrind file to
+# out/bench/callgrind-<mode>.out (read it with `callgrind_annotate --inclusive=yes`).
+# Needs valgrind, wrk, curl (apt-get install valgrind wrk curl).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+MODE="${1:-pass}"
+SECS="${2:-4}"
+TARGET_DIR="${CARGO_TARGET_DIR:-target}"
+OUT=out/bench
+mkdir -p "$OUT"
+for tool in valgrind wrk curl callgrind_control; do
+  command -v "$tool" >/dev/null || { echo "profile-instructions: $tool is not installed (apt-get install valgrind wrk curl)" >&2; exit 2; }
+done
+if [ -z "${WEIR_BIN:-}" ] || [ -z "${LAB_BIN:-}" ]; then
+  cargo build --release -q -p weir -p weir-lab
+fi
+WEIR="${WEIR_BIN:-$TARGET_DIR/release/weir}"
+LAB="${LAB_BIN:-$TARGET_DIR/release/weir-lab}"
+TMP="$(mktemp -d)"
+PIDS=()
+cleanup() {
+  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$TMP"
+}
+trap cleanup EXIT
+"$LAB" upstream --latency-ms 0 >"$TMP/up.out" &
+PIDS+=($!)
+for _ in $(seq 100); do [ -s "$TMP/up.out" ] && break; sleep 0.1; done
+UP="$(head -1 "$TMP/up.out")"
+CG="$OUT/callgrind-$MODE.out"
+rm -f "$CG"*
+# valgrind itself is the background job (not a shell function), so $! is the pid that
+# callgrind_control talks to.
+VG=(valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$CG")
+if [ "$MODE" = nginx ]; then
+  # The peer: nginx as a plain reverse proxy (one worker, no master, so callgrind sees it all).
+  PORT="$("$LAB" free-port)"
+  mkdir -p "$TMP/nginx/tmp"
+  cat >"$TMP/nginx/nginx.conf" <<NGX
+worker_processes 1;
+master_process off;
+daemon off;
+pid $TMP/nginx/nginx.pid;
+error_log $TMP/nginx/error.log warn;
+$( [ "$(id -u)" = 0 ] && echo "user root;" )
+events { worker_connections 1024; }
+http {
+  access_log off;
+  client_body_temp_path $TMP/nginx/tmp/body;
+  proxy_temp_path $TMP/nginx/tmp/proxy;
+  fastcgi_temp_path $TMP/nginx/tmp/fastcgi;
+  uwsgi_temp_path $TMP/nginx/tmp/uwsgi;
+  scgi_temp_path $TMP/nginx/tmp/scgi;
+  upstream lab { server ${UP#http://}; keepalive 16; }
+  server {
+    listen 127.0.0.1:$PORT;
+    location / { proxy_pass http://lab; proxy_http_version 1.1; proxy_set_header Connection ""; }
+  }
+}
+NGX
+  "${VG[@]}" nginx -p "$TMP/nginx" -c "$TMP/nginx/nginx.conf" >"$TMP/proxy.out" 2>"$TMP/valgrind.err" &
+  PID=$!
+  PROXY="http://127.0.0.1:$PORT"
+  for _ in $(seq 300); do curl -s -o /dev/null "$PROXY/agents/sessions" && break; sleep 0.2; done
+elif [ "$MODE" = bare ]; then
+  "${VG[@]}" "$LAB" bare-proxy >"$TMP/proxy.out" 2>"$TMP/valgrind.err" &
+  PID=$!
+  for _ in $(seq 300); do [ -s "$TMP/proxy.out" ] && break; sleep 0.2; done
+  PROXY="$(head -1 "$TMP/proxy.out")"
+else
+  PORT="$("$LAB" free-port)"
+  "$LAB" weir-config --upstream "$UP" --listen "127.0.0.1:$PORT" >"$TMP/weir.toml"
+  WEIR_LOG=warn "${VG[@]}" "$WEIR" serve --config "$TMP/weir.toml" --data-dir "$TMP/data" >"$TMP/proxy.out" 2>"$TMP/valgrind.err" &
+  PID=$!
+  PROXY="http://127.0.0.1:$PORT"
+  for _ in $(seq 300); do curl -s -o /dev/null "$PROXY/_weir/api/health" && break; sleep 0.2; done
+fi
+PIDS+=("$PID")
+path="/repos/octo/lab"; [ "$MODE" = hit ] && path="/agents/sessions"
+target="$UP$path"; [ "$MODE" = nginx ] && target="$path"   # nginx is a reverse proxy: origin form
+cat >"$TMP/req.lua" <<LUA
+wrk.path = "$target"
+wrk.headers["Authorization"] = "token gho_bench"
+wrk.headers["Accept"] = "application/json"
+LUA
+wrk -t1 -c1 -d2s -s "$TMP/req.lua" "$PROXY/" >/dev/null   # warm-up: pools, caches, baselines
+callgrind_control -i on "$PID" >/dev/null
+wrk -t1 -c1 -d"${SECS}s" -s "$TMP/req.lua" "$PROXY/" >"$TMP/wrk.txt"
+callgrind_control -i off "$PID" >/dev/null
+callgrind_control -d "$PID" >/dev/null
+sleep 1
+n="$(awk '/requests in/ {print $1}' "$TMP/wrk.txt")"
+total=0
+for f in "$CG".[0-9]*; do
+  [ -e "$f" ] || { echo "profile-instructions: callgrind wrote no dump ($(tail -3 "$TMP/valgrind.err"))" >&2; exit 1; }
+  t="$(callgrind_annotate "$f" 2>/dev/null | awk '/PROGRAM TOTALS/ {gsub(",", "", $1); print $1}')"
+  total=$((total + ${t:-0}))
+done
+echo "$MODE: $n requests, $((total / n)) instructions per request (callgrind, user space, all threads)"
