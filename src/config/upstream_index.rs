@@ -26,7 +26,8 @@ impl UpstreamIndex {
     }
 
     /// The position, for the few places that index a list by it (the upstreams' own lists, a
-    /// per-upstream table, the cache key's bytes).
+    /// per-upstream table). Nothing that outlives the process holds it: stored keys hash the
+    /// upstream's name.
     pub fn index(self) -> usize {
         self.0 as usize
     }

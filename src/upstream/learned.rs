@@ -10,7 +10,8 @@
 //! once and never reused, so an index handed out stays valid for the life of the engine, and
 //! lookups of configured upstreams cost what they did. The learned set is not kept across a
 //! restart (the next token answer names the host again); answers from a learned host are not
-//! written to the disk cache, whose keys carry the index.
+//! written to the disk cache (kept in memory only: the host is learned again each run). The
+//! cache and dedupe keys hash the upstream's name (`learned:HOST`), not its index.
 
 use super::admission::Gate;
 use super::{Upstream, UpstreamIndex};
