@@ -69,13 +69,7 @@ async fn start(data: &Path, origin: &str, extra: &str) -> weir::EngineHandle {
 }
 
 fn client(h: &weir::EngineHandle) -> reqwest::Client {
-    let mut hm = reqwest::header::HeaderMap::new();
-    hm.insert("authorization", format!("token {TOKEN}").parse().unwrap());
-    reqwest::Client::builder()
-        .proxy(reqwest::Proxy::all(format!("http://{}", h.local_addr())).unwrap())
-        .default_headers(hm)
-        .build()
-        .unwrap()
+    common::proxied_with_token(h, TOKEN)
 }
 
 async fn get(h: &weir::EngineHandle, url: &str) -> (u16, String, String) {

@@ -243,6 +243,17 @@ impl Weir {
 
 /// Polls `cond` until it holds, at most `tries` × 20 ms (a bound, not a timing assertion).
 /// Sends a control-API request carrying the control secret (`X-Weir-Secret`).
+/// A client that sends everything through the Weir of `h` with `Authorization: token TOKEN`.
+pub fn proxied_with_token(h: &weir::EngineHandle, token: &str) -> reqwest::Client {
+    let mut hm = reqwest::header::HeaderMap::new();
+    hm.insert("authorization", format!("token {token}").parse().unwrap());
+    reqwest::Client::builder()
+        .proxy(reqwest::Proxy::all(format!("http://{}", h.local_addr())).unwrap())
+        .default_headers(hm)
+        .build()
+        .unwrap()
+}
+
 pub async fn with_secret(req: reqwest::RequestBuilder, secret: &str) -> reqwest::Response {
     req.header("x-weir-secret", secret).send().await.unwrap()
 }
