@@ -3,6 +3,7 @@
 #
 #   scripts/bench-overhead.sh [SECONDS]        (default 10 s per throughput run)
 #   WEIR_BIN=/path/to/weir scripts/bench-overhead.sh    (measure that build instead)
+#   WEIR_BEFORE=/path/to/old/weir scripts/bench-overhead.sh   (also measure an older build, same run)
 #
 # Starts (all on 127.0.0.1, all stopped at exit): the lab upstream (`weir-lab upstream`, answers
 # at once), `weir serve` (release) managing it, nginx 1.22 with its own temporary config as a
@@ -79,6 +80,16 @@ PIDS+=("$WEIR_PID")
 wait_for "http://127.0.0.1:$WEIR_PORT/_weir/api/status"
 sleep 1
 RSS_IDLE="$(rss_kb "$WEIR_PID")"
+
+# --- an older build, measured in the same run (WEIR_BEFORE) ----------------------------------
+if [ -n "${WEIR_BEFORE:-}" ]; then
+  OLD_PORT="$("$LAB" free-port)"
+  "$LAB" weir-config --upstream "$UP" --listen "127.0.0.1:$OLD_PORT" >"$TMP/weir-old.toml"
+  WEIR_LOG=warn "$WEIR_BEFORE" serve --config "$TMP/weir-old.toml" --data-dir "$TMP/weir-old-data" >"$TMP/weir-old.out" 2>&1 &
+  OLD_PID=$!
+  PIDS+=("$OLD_PID")
+  wait_for "http://127.0.0.1:$OLD_PORT/_weir/api/status"
+fi
 
 # --- the floor: a forward proxy of hyper alone (`weir-lab bare-proxy`) -------------------------
 # The same hyper server and hyper-util pooled client as Weir's pass-through, with nothing of
@@ -211,9 +222,11 @@ W="http://127.0.0.1:$WEIR_PORT"
 {
   measure "direct (list path)" "$UP/" origin-hit "$UP_PID"
   measure "Weir, cache hit (list)" "$W/" proxy-hit "$WEIR_PID"
+  if [ -n "${WEIR_BEFORE:-}" ]; then measure "Weir before (WEIR_BEFORE), cache hit" "http://127.0.0.1:$OLD_PORT/" proxy-hit "$OLD_PID"; fi
   measure "nginx proxy_cache, hit" "http://127.0.0.1:$NGX_CACHE/" origin-hit "$NGX_PID"
   measure "direct (pass-through path)" "$UP/" origin-pass "$UP_PID"
   measure "Weir, pass-through (other)" "$W/" proxy-pass "$WEIR_PID"
+  if [ -n "${WEIR_BEFORE:-}" ]; then measure "Weir before (WEIR_BEFORE), pass-through" "http://127.0.0.1:$OLD_PORT/" proxy-pass "$OLD_PID"; fi
   measure "bare hyper proxy (the floor under Weir)" "$BARE/" proxy-pass "$BARE_PID"
   measure "nginx plain reverse proxy" "http://127.0.0.1:$NGX_PLAIN/" origin-pass "$NGX_PID"
   measure "HAProxy plain reverse proxy" "http://127.0.0.1:$HAP_PLAIN/" origin-pass "$HAP_PID"
