@@ -3,6 +3,7 @@
 #
 #   scripts/bench-overhead.sh [SECONDS]        (default 10 s per throughput run)
 #   WEIR_BIN=/path/to/weir scripts/bench-overhead.sh    (measure that build instead)
+#   WEIR_BIN=… LAB_BIN=/path/to/weir-lab scripts/bench-overhead.sh    (built already: no cargo)
 #   WEIR_BEFORE=/path/to/old/weir scripts/bench-overhead.sh   (also measure an older build, same run)
 #
 # Starts (all on 127.0.0.1, all stopped at exit): the lab upstream (`weir-lab upstream`, answers
@@ -42,10 +43,13 @@ for tool in wrk nginx haproxy curl; do
   command -v "$tool" >/dev/null || { echo "bench-overhead: $tool is not installed (apt-get install $tool)" >&2; exit 2; }
 done
 
-cargo build --release -q -p weir -p weir-lab
-# WEIR_BIN measures another build (e.g. an older commit's) against the same run's baselines.
+# WEIR_BIN measures another build (e.g. an older commit's) against the same run's baselines;
+# with LAB_BIN too, nothing is built.
+if [ -z "${WEIR_BIN:-}" ] || [ -z "${LAB_BIN:-}" ]; then
+  cargo build --release -q -p weir -p weir-lab
+fi
 WEIR="${WEIR_BIN:-$TARGET_DIR/release/weir}"
-LAB="$TARGET_DIR/release/weir-lab"
+LAB="${LAB_BIN:-$TARGET_DIR/release/weir-lab}"
 
 TMP="$(mktemp -d)"
 PIDS=()
