@@ -31,8 +31,11 @@ pub async fn serve(listen: SocketAddr) -> Result<(), LabError> {
 
 /// Serves requests from `listener` until the process ends.
 pub async fn run(listener: tokio::net::TcpListener) -> Result<(), LabError> {
-    let client: Client<HttpConnector, Incoming> =
-        Client::builder(TokioExecutor::new()).build_http();
+    // TCP_NODELAY upstream, as Weir's connector sets it: without it the floor would be
+    // measured with Nagle's delay on every request and look slower than it is.
+    let mut http = HttpConnector::new();
+    http.set_nodelay(true);
+    let client: Client<HttpConnector, Incoming> = Client::builder(TokioExecutor::new()).build(http);
     loop {
         let (stream, _) = listener.accept().await?;
         let _ = stream.set_nodelay(true);
