@@ -650,7 +650,7 @@ fn keep(proxy: &Arc<Proxy>, spec: &FetchSpec, resp: Response<Bytes>) -> Arc<Stor
         revalidate_until: now + fresh + swr,
         stale_if_error_until: now + fresh + swr.max(sie),
     });
-    super::announce::observe(proxy, spec.class, &stored);
+    super::announce::observe(&proxy.upstreams, spec.class, &stored);
     if stored.is_success() && storable(&spec.headers, &stored.headers) {
         // A learned host's answers stay in memory only (`upstream::learned` documents it).
         // This was because keys carried the index, which may name another host after a

@@ -23,8 +23,9 @@ use super::state::Proxy;
 use super::{cache, respond};
 use crate::cache::Freshness;
 use crate::config::RouteClass;
-use crate::mode::Hold;
+use crate::mode::{Hold, Modes};
 use crate::problem::{Problem, ProblemKind};
+use crate::upstream::Upstreams;
 use http::{Request, StatusCode};
 use hyper::body::Incoming;
 use std::sync::atomic::Ordering::Relaxed;
@@ -64,13 +65,13 @@ pub(super) fn cached<'a>(
     if class == RouteClass::Token {
         return cache::serve(proxy, ctx, Request::from_parts(parts, body));
     }
-    Step::Answered(Err(miss(proxy, ctx, hold)))
+    Step::Answered(Err(miss(&proxy.upstreams, &proxy.modes, ctx, hold)))
 }
 
 /// The answer to a request these modes cannot serve without the upstream.
-pub(super) fn miss(proxy: &Proxy, ctx: &Ctx, hold: Hold) -> Problem {
+pub(super) fn miss(upstreams: &Upstreams, modes: &Modes, ctx: &Ctx, hold: Hold) -> Problem {
     let class = ctx.class;
-    let name = &proxy.upstreams.get(ctx.up).settings.name;
+    let name = &upstreams.get(ctx.up).settings.name;
     // A `stream` answer is cached when it is a document (see `super::stream`).
     let what = if class.is_cacheable() || class == RouteClass::Stream {
         format!(
@@ -90,8 +91,7 @@ pub(super) fn miss(proxy: &Proxy, ctx: &Ctx, hold: Hold) -> Problem {
             format!("Weir is in cache-only mode and sends nothing upstream; {what}. Switch back with `weir mode automatic` (or the tray's or dashboard's mode switch)."),
         ),
         Hold::Offline => {
-            let since = proxy
-                .modes
+            let since = modes
                 .status()
                 .offline
                 .map(|o| format!(" since {}", o.since))

@@ -125,11 +125,11 @@ async fn phases(
     settings: Arc<Settings>,
     rule: &mut Option<HeaderValue>,
 ) -> Result<Response<Body>, Problem> {
-    let target = classify::target(proxy, &settings, &req);
+    let target = classify::target(&proxy.upstreams, &settings, &req);
     let surface = identity::surface_of(req.headers());
     proxy.global.surface(surface);
     let (up, class) = match target {
-        Target::Connect => return tunnel::connect(proxy, req).await,
+        Target::Connect => return connect(proxy, &settings, req).await,
         Target::Unmanaged(port) => {
             proxy.global.passthrough_requests.fetch_add(1, Relaxed);
             if let (Some(a), Some(port)) = (req.uri().authority(), port) {
@@ -139,7 +139,7 @@ async fn phases(
                     private_target::check_before_proxy(allow, a.host(), port).await?;
                 }
             }
-            return forward::unmanaged(proxy, req).await;
+            return forward::unmanaged(&proxy.upstreams, req).await;
         }
         Target::Managed(up, class) => (up, class),
     };
@@ -151,7 +151,7 @@ async fn phases(
         .client_requests
         .fetch_add(1, Relaxed);
     let hold = match proxy.modes.behaviour() {
-        Behaviour::PassThrough => return forward::untouched(proxy, req).await,
+        Behaviour::PassThrough => return forward::untouched(&proxy.upstreams, req).await,
         Behaviour::Hold(h) => Some(h),
         Behaviour::Normal => None,
     };
@@ -159,7 +159,7 @@ async fn phases(
     let who = identity::caller(&proxy.identity_key, surface, req.headers());
     // A provisional job or session id of a create Weir queued: answered from the queue, or
     // (once sent) the real id in its place.
-    let req = match provisional::follow(proxy, req, &who).await {
+    let req = match provisional::follow(&proxy.queue, &proxy.accounts, req, &who).await {
         provisional::Follow::Answer(r) => return Ok(r),
         provisional::Follow::Pass(req) => req,
     };
@@ -188,6 +188,33 @@ async fn phases(
     }
 }
 
+/// A CONNECT: a blind tunnel ([`tunnel`]), or one for a managed https host whose decrypted
+/// requests come back through this pipeline ([`intercepted`]).
+async fn connect(
+    proxy: &Arc<Proxy>,
+    settings: &Settings,
+    req: Request<Incoming>,
+) -> Result<Response<Body>, Problem> {
+    let t = tunnel::Tunnels {
+        settings,
+        slots: &proxy.tunnel_slots,
+        upstreams: &proxy.upstreams,
+        intercept: proxy.intercept.as_ref(),
+        connector: &proxy.tunnel_connector,
+        global: &proxy.global,
+        bus: &proxy.bus,
+    };
+    Ok(match tunnel::connect(t, req).await? {
+        tunnel::Opened::Answered(resp) => resp,
+        tunnel::Opened::Intercept {
+            interceptor,
+            req,
+            authority,
+            slot,
+        } => intercepted::accept(proxy, interceptor, req, authority, slot),
+    })
+}
+
 /// The class handler for a managed request: what it can answer itself, or the call it needs.
 fn step<'a>(proxy: &'a Arc<Proxy>, ctx: &'a Ctx, req: Request<Incoming>) -> Step<'a> {
     let (class, hold) = (ctx.class, ctx.hold);
@@ -209,7 +236,7 @@ fn step<'a>(proxy: &'a Arc<Proxy>, ctx: &'a Ctx, req: Request<Incoming>) -> Step
         return Step::Upstream(Call::Create(req, policy::CreatePlan::new(d.clone())));
     }
     if let Some(h) = hold {
-        return Step::Answered(Err(held::miss(proxy, ctx, h)));
+        return Step::Answered(Err(held::miss(&proxy.upstreams, &proxy.modes, ctx, h)));
     }
     match class {
         RouteClass::Model => Step::Upstream(Call::Model(req)),
@@ -226,7 +253,7 @@ async fn admit_and_run(proxy: &Arc<Proxy>, ctx: &Ctx, step: Step<'_>) -> Answer 
         Step::Joins(go) => return go.await,
         Step::Upstream(call) => call,
     };
-    if let Err(p) = limits::client_rate(proxy, ctx.who) {
+    if let Err(p) = limits::client_rate(&proxy.rate_limiter, ctx.who) {
         let counters = proxy.upstreams.get(ctx.up).counters.class(ctx.class);
         let stale = match call {
             Call::Fetch { stale, .. } => stale,
@@ -235,7 +262,7 @@ async fn admit_and_run(proxy: &Arc<Proxy>, ctx: &Ctx, step: Step<'_>) -> Answer 
         return rescue::stale_or(stale, counters, p, "client-rate-limited");
     }
     match call {
-        Call::Forward(req) => forward::managed(proxy, ctx, req).await,
+        Call::Forward(req) => forward::managed(&proxy.upstreams, ctx, req).await,
         Call::Model(req) => model::serve(proxy, ctx, req).await,
         Call::Create(req, plan) => create::serve(proxy, ctx, req, plan).await,
         Call::Fetch { go, .. } => go.await,
