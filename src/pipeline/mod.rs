@@ -218,25 +218,33 @@ async fn connect(
 /// The class handler for a managed request: what it can answer itself, or the call it needs.
 fn step<'a>(proxy: &'a Arc<Proxy>, ctx: &'a Ctx, req: Request<Incoming>) -> Step<'a> {
     let (class, hold) = (ctx.class, ctx.hold);
+    let h = cache::CacheHandles {
+        cache: &proxy.cache,
+        coalescer: &proxy.coalescer,
+        page_families: &proxy.page_families,
+        streamed: &proxy.streamed,
+        upstreams: &proxy.upstreams,
+        accounts: &proxy.accounts,
+    };
     let get = req.method() == Method::GET;
     if class.is_cacheable() && get {
         return match hold.or(policy::list_hold(ctx.decision.as_ref())) {
-            Some(h) => held::cached(proxy, ctx, req, h),
-            None => cache::serve(proxy, ctx, req),
+            Some(hold) => held::cached(h, &proxy.modes, ctx, req, hold),
+            None => cache::serve(h, ctx, req),
         };
     }
     if class == RouteClass::Stream && get {
         // Answers decide: documents are cached like `view`, streams pass (see `stream`).
         return match hold {
-            Some(h) => held::cached(proxy, ctx, req, h),
-            None => stream::serve(proxy, ctx, req),
+            Some(hold) => held::cached(h, &proxy.modes, ctx, req, hold),
+            None => stream::serve(h, ctx, req),
         };
     }
     if let (RouteClass::Create, Some(d)) = (class, &ctx.decision) {
         return Step::Upstream(Call::Create(req, policy::CreatePlan::new(d.clone())));
     }
-    if let Some(h) = hold {
-        return Step::Answered(Err(held::miss(&proxy.upstreams, &proxy.modes, ctx, h)));
+    if let Some(hold) = hold {
+        return Step::Answered(Err(held::miss(&proxy.upstreams, &proxy.modes, ctx, hold)));
     }
     match class {
         RouteClass::Model => Step::Upstream(Call::Model(req)),
