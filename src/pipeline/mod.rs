@@ -169,7 +169,14 @@ async fn phases(
             .accounts
             .observe(&proxy.upstreams, up, who.identity, req.headers());
     }
-    let decision = policy::decide(proxy, &settings, up, class, req.uri().path(), &who);
+    let decision = policy::decide(
+        policy_handles(proxy),
+        &settings,
+        up,
+        class,
+        req.uri().path(),
+        &who,
+    );
     *rule = decision.as_ref().and_then(policy::header);
     let ctx = Ctx {
         settings,
@@ -213,6 +220,15 @@ async fn connect(
             slot,
         } => intercepted::accept(proxy, interceptor, req, authority, slot),
     })
+}
+
+fn policy_handles(proxy: &Proxy) -> policy::PolicyHandles<'_> {
+    policy::PolicyHandles {
+        upstreams: &proxy.upstreams,
+        network: &proxy.network,
+        modes: &proxy.modes,
+        log: &proxy.policy_log,
+    }
 }
 
 /// The class handler for a managed request: what it can answer itself, or the call it needs.
@@ -271,7 +287,15 @@ async fn admit_and_run(proxy: &Arc<Proxy>, ctx: &Ctx, step: Step<'_>) -> Answer 
     }
     match call {
         Call::Forward(req) => forward::managed(&proxy.upstreams, ctx, req).await,
-        Call::Model(req) => model::serve(proxy, ctx, req).await,
+        Call::Model(req) => {
+            let h = model::ModelHandles {
+                upstreams: &proxy.upstreams,
+                body_budget: &proxy.body_budget,
+                bus: &proxy.bus,
+                policy: policy_handles(proxy),
+            };
+            model::serve(h, ctx, req).await
+        }
         Call::Create(req, plan) => create::serve(proxy, ctx, req, plan).await,
         Call::Fetch { go, .. } => go.await,
     }
