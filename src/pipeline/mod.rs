@@ -37,6 +37,22 @@
 //!
 //! [`forward`] streams what is not cached (true streams, other managed calls, unmanaged hosts);
 //! [`tunnel`] and [`intercepted`] handle CONNECT (blind, or TLS-terminated for managed hosts).
+//!
+//! **Handles.** The driver (`phases`, `step`, `admit_and_run`) holds the [`Proxy`]; each phase
+//! gets only what it uses, so none can reach the queue, the hand-offs or the network by accident:
+//! - [`classify`] (`target`), [`forward`], [`announce`]: the upstreams;
+//! - [`provisional`]: the queue and the accounts;
+//! - [`policy`]: `PolicyHandles` (upstreams, network, modes, decision log);
+//! - [`cache`], [`stream`], [`page_subset`]: `CacheHandles` (cache, coalescer, page families,
+//!   streamed keys, upstreams, accounts); a detached fetch owns clones of them (`Flight`);
+//! - [`held`]: `CacheHandles` and the modes (its miss: the upstreams and the modes);
+//! - [`model`]: `ModelHandles` (upstreams, body budget, bus, `PolicyHandles`);
+//! - [`limits`]: the client rate limiter;
+//! - [`tunnel`]: `Tunnels` (settings, slots, upstreams, interceptor, connector, counters, bus);
+//!   a CONNECT to intercept goes back to the driver, since [`intercepted`] re-enters the
+//!   pipeline with the whole `Proxy`;
+//! - [`create`] still takes the `Proxy` (it uses nearly all of it: creates, queue, hand-offs,
+//!   accounts, bus, body budget, base URL).
 
 mod announce;
 mod cache;
