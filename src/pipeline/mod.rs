@@ -51,8 +51,8 @@
 //! - [`tunnel`]: `Tunnels` (settings, slots, upstreams, interceptor, connector, counters, bus);
 //!   a CONNECT to intercept goes back to the driver, since [`intercepted`] re-enters the
 //!   pipeline with the whole `Proxy`;
-//! - [`create`] still takes the `Proxy` (it uses nearly all of it: creates, queue, hand-offs,
-//!   accounts, bus, body budget, base URL).
+//! - [`create`]: `CreateHandles`, owned by its detached task (dedupe state, upstreams, queue,
+//!   hand-offs, accounts, bus, body budget, base URL).
 
 mod announce;
 mod cache;
@@ -312,7 +312,19 @@ async fn admit_and_run(proxy: &Arc<Proxy>, ctx: &Ctx, step: Step<'_>) -> Answer 
             };
             model::serve(h, ctx, req).await
         }
-        Call::Create(req, plan) => create::serve(proxy, ctx, req, plan).await,
+        Call::Create(req, plan) => {
+            let h = create::CreateHandles {
+                creates: proxy.creates.clone(),
+                upstreams: proxy.upstreams.clone(),
+                queue: proxy.queue.clone(),
+                handoffs: proxy.handoffs.clone(),
+                accounts: proxy.accounts.clone(),
+                bus: proxy.bus.clone(),
+                body_budget: proxy.body_budget.clone(),
+                base_url: proxy.base_url.clone(),
+            };
+            create::serve(h, ctx, req, plan).await
+        }
         Call::Fetch { go, .. } => go.await,
     }
 }
