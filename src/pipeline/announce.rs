@@ -8,7 +8,6 @@
 //! A `*.githubcopilot.com` host no configured upstream covers is managed from then on (see
 //! `crate::upstream::learned`, which also refuses every other host).
 
-use super::state::Proxy;
 use crate::body::{Body, BoxError};
 use crate::cache::Stored;
 use crate::config::RouteClass;
@@ -25,12 +24,12 @@ use std::task::{Context, Poll};
 const GRAPHQL_COPY_MAX: usize = 64 * 1024;
 
 /// Called with every upstream answer the cache phase fetched.
-pub(super) fn observe(proxy: &Proxy, class: RouteClass, stored: &Stored) {
+pub(super) fn observe(upstreams: &Upstreams, class: RouteClass, stored: &Stored) {
     if class != RouteClass::Token || !stored.is_success() {
         return;
     }
     if let Some(body) = super::token_age::decoded_body(&stored.headers, &stored.body) {
-        proxy.upstreams.learn_from(&body);
+        upstreams.learn_from(&body);
     }
 }
 

@@ -14,15 +14,15 @@ use super::context::{Answer, Call, Ctx, Step};
 use super::headers::strip_hop_by_hop;
 use super::page_subset::Family;
 use super::shape::{self, Shaped};
-use super::state::Proxy;
 use super::{page_subset, rescue, respond};
+use crate::accounts::Accounts;
 use crate::body::Body;
-use crate::cache::{CacheKey, Durability, Freshness, Paced, Stored};
-use crate::coalesce::Role;
+use crate::cache::{Cache, CacheKey, Durability, Freshness, Paced, Stored};
+use crate::coalesce::{Coalescer, Role};
 use crate::config::{ClassSettings, RouteClass, Settings, UpstreamIndex};
 use crate::identity::Identity;
 use crate::problem::{Problem, ProblemKind};
-use crate::upstream::{AttemptPolicy, Replayable};
+use crate::upstream::{AttemptPolicy, Replayable, Upstreams};
 use bytes::Bytes;
 use futures_util::future::BoxFuture;
 use futures_util::FutureExt;
@@ -33,11 +33,62 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::time::Instant;
 
+/// What the cache phase (and [`super::stream`], [`super::held`], [`super::page_subset`]) may
+/// touch: the cache and its coalescer, the page families, the streaming keys, the upstreams
+/// and the accounts that decide the sharing identity.
+#[derive(Clone, Copy)]
+pub(super) struct CacheHandles<'a> {
+    pub cache: &'a Cache,
+    pub coalescer: &'a Coalescer<Stored, Problem>,
+    pub page_families: &'a page_subset::Families,
+    pub streamed: &'a super::stream::Streamed,
+    pub upstreams: &'a Arc<Upstreams>,
+    pub accounts: &'a Arc<Accounts>,
+}
+
+impl CacheHandles<'_> {
+    /// Owned copies for a detached fetch, which outlives the request that started it.
+    fn flight(&self) -> Flight {
+        Flight {
+            cache: self.cache.clone(),
+            coalescer: self.coalescer.clone(),
+            page_families: self.page_families.clone(),
+            streamed: self.streamed.clone(),
+            upstreams: self.upstreams.clone(),
+            accounts: self.accounts.clone(),
+        }
+    }
+}
+
+/// [`CacheHandles`] owned by a detached fetch (each field is a shared handle: cloning it
+/// clones a pointer, not the data).
+struct Flight {
+    cache: Cache,
+    coalescer: Coalescer<Stored, Problem>,
+    page_families: page_subset::Families,
+    streamed: super::stream::Streamed,
+    upstreams: Arc<Upstreams>,
+    accounts: Arc<Accounts>,
+}
+
+impl Flight {
+    fn handles(&self) -> CacheHandles<'_> {
+        CacheHandles {
+            cache: &self.cache,
+            coalescer: &self.coalescer,
+            page_families: &self.page_families,
+            streamed: &self.streamed,
+            upstreams: &self.upstreams,
+            accounts: &self.accounts,
+        }
+    }
+}
+
 /// Whether upstream `up` is strained now: its breaker is not closed, or the last refresh
 /// through the cache was slow or failed (`crate::cache::pace`).
-fn strained(proxy: &Proxy, up: UpstreamIndex) -> bool {
-    proxy.cache.pace().last_refresh_strained(up)
-        || proxy.upstreams.get(up).gate.breaker.state() != weir_resilience::State::Closed
+fn strained(h: CacheHandles<'_>, up: UpstreamIndex) -> bool {
+    h.cache.pace().last_refresh_strained(up)
+        || h.upstreams.get(up).gate.breaker.state() != weir_resilience::State::Closed
 }
 
 /// What the fetch task needs to repeat the request, owned so it can outlive the client.
@@ -91,39 +142,37 @@ impl<'a> From<Lookup<'a>> for Step<'a> {
 }
 
 /// The cache/coalesce phase for `list`, `view` and `token` GETs.
-pub(super) fn serve<'a>(proxy: &'a Arc<Proxy>, ctx: &'a Ctx, req: Request<Incoming>) -> Step<'a> {
+pub(super) fn serve<'a>(h: CacheHandles<'a>, ctx: &'a Ctx, req: Request<Incoming>) -> Step<'a> {
     let (parts, _body) = req.into_parts();
-    serve_head(proxy, ctx, parts)
+    serve_head(h, ctx, parts)
 }
 
 /// The same, for a request already taken apart (its body, if any, is not part of the key).
 pub(super) fn serve_head<'a>(
-    proxy: &'a Arc<Proxy>,
+    h: CacheHandles<'a>,
     ctx: &'a Ctx,
     parts: http::request::Parts,
 ) -> Step<'a> {
     let (up, class) = (ctx.up, ctx.class);
-    let keyed = page_subset::keyed_identity(&proxy.accounts, class, &ctx.who);
+    let keyed = page_subset::keyed_identity(h.accounts, class, &ctx.who);
     let page = (class == RouteClass::List)
         .then(|| page_subset::Page::of(&parts.uri))
         .flatten();
     let Some(page) = page else {
         let r = Keyed { keyed, page: None };
-        return r.lookup(proxy, ctx, parts.uri, parts.headers).into();
+        return r.lookup(h, ctx, parts.uri, parts.headers).into();
     };
     let family = page.family(
-        &proxy.upstreams.get(up).settings,
+        &h.upstreams.get(up).settings,
         &keyed,
         &parts.headers,
         &ctx.settings.key_headers,
     );
-    let larger = match proxy.page_families.get(&family) {
+    let larger = match h.page_families.get(&family) {
         Some(Family::Largest(m)) if m > page.size => Some(m),
         Some(Family::Largest(_)) | None => {
             // Announced before the fetch, so smaller sizes asked meanwhile join this one.
-            proxy
-                .page_families
-                .insert(family, Family::Largest(page.size));
+            h.page_families.insert(family, Family::Largest(page.size));
             None
         }
         Some(Family::Unshaped) => None,
@@ -133,12 +182,12 @@ pub(super) fn serve_head<'a>(
         page: Some((family, page.size)),
     };
     let Some(m) = larger else {
-        return own.lookup(proxy, ctx, parts.uri, parts.headers).into();
+        return own.lookup(h, ctx, parts.uri, parts.headers).into();
     };
     // The page of size `m` that holds this request's first item (see `page_subset`).
     let at = page.within(m);
     let Some(uri) = page_subset::with_page(&parts.uri, at.number, m) else {
-        return own.lookup(proxy, ctx, parts.uri, parts.headers).into();
+        return own.lookup(h, ctx, parts.uri, parts.headers).into();
     };
     let n = page.size;
     let larger = match at.inside {
@@ -146,12 +195,12 @@ pub(super) fn serve_head<'a>(
             keyed,
             page: Some((family, m)),
         }
-        .lookup(proxy, ctx, uri, parts.headers.clone()),
+        .lookup(h, ctx, uri, parts.headers.clone()),
         // A straddling range is only cut from a fresh page in hand: never a fetch of its own.
         false => {
-            match page_subset::fresh_page(proxy, &ctx.settings, up, &keyed, &uri, &parts.headers) {
+            match page_subset::fresh_page(h, &ctx.settings, up, &keyed, &uri, &parts.headers) {
                 Some(resp) => Lookup::Answered(Ok(resp)),
-                None => return own.lookup(proxy, ctx, parts.uri, parts.headers).into(),
+                None => return own.lookup(h, ctx, parts.uri, parts.headers).into(),
             }
         }
     };
@@ -162,19 +211,19 @@ pub(super) fn serve_head<'a>(
         Lookup::Answered(Ok(resp)) => {
             match page_subset::narrow(resp, at, n, m).now_or_never().flatten() {
                 Some(cut) => Step::Answered(Ok(cut)),
-                None => own.lookup(proxy, ctx, parts.uri, parts.headers).into(),
+                None => own.lookup(h, ctx, parts.uri, parts.headers).into(),
             }
         }
-        Lookup::Answered(Err(_)) => own.lookup(proxy, ctx, parts.uri, parts.headers).into(),
+        Lookup::Answered(Err(_)) => own.lookup(h, ctx, parts.uri, parts.headers).into(),
         // A stale larger page waiting for its refresh: not admitted (as when it was answered
         // at once). The fallback runs only when the page cannot be cut, which marks its family
         // unshaped, so it happens once per family.
-        Lookup::Revalidates(go) => Step::Joins(cut_or_own(go, (at, n, m), own, proxy, ctx, parts)),
+        Lookup::Revalidates(go) => Step::Joins(cut_or_own(go, (at, n, m), own, h, ctx, parts)),
         // A wait for the larger page is admitted like a fetch: its fallback may reach the
         // upstream.
         Lookup::Joins(go) | Lookup::Fetch { go, .. } => Step::Upstream(Call::Fetch {
             stale: None,
-            go: cut_or_own(go, (at, n, m), own, proxy, ctx, parts),
+            go: cut_or_own(go, (at, n, m), own, h, ctx, parts),
         }),
     }
 }
@@ -185,7 +234,7 @@ fn cut_or_own<'a>(
     larger: BoxFuture<'a, Answer>,
     (at, n, m): (page_subset::Within, u32, u32),
     own: Keyed,
-    proxy: &'a Arc<Proxy>,
+    h: CacheHandles<'a>,
     ctx: &'a Ctx,
     parts: http::request::Parts,
 ) -> BoxFuture<'a, Answer> {
@@ -195,9 +244,7 @@ fn cut_or_own<'a>(
                 return Ok(cut);
             }
         }
-        own.lookup(proxy, ctx, parts.uri, parts.headers)
-            .finish()
-            .await
+        own.lookup(h, ctx, parts.uri, parts.headers).finish().await
     })
 }
 
@@ -212,7 +259,7 @@ struct Keyed {
 impl Keyed {
     fn lookup<'a>(
         self,
-        proxy: &'a Arc<Proxy>,
+        h: CacheHandles<'a>,
         ctx: &'a Ctx,
         uri: Uri,
         headers: HeaderMap,
@@ -221,7 +268,7 @@ impl Keyed {
         let (up, class, who) = (ctx.up, ctx.class, ctx.who);
         let settings = &ctx.settings;
         let pq = uri.path_and_query().map(|p| p.as_str()).unwrap_or("/");
-        let upstream = &proxy.upstreams.get(up).settings;
+        let upstream = &h.upstreams.get(up).settings;
         let key = CacheKey::new(
             upstream,
             &Method::GET,
@@ -230,9 +277,9 @@ impl Keyed {
             &headers,
             &settings.key_headers,
         );
-        let counters = proxy.upstreams.get(up).counters.class(class);
+        let counters = h.upstreams.get(up).counters.class(class);
 
-        let cached = proxy.cache.get(&key).or_else(|| {
+        let cached = h.cache.get(&key).or_else(|| {
             // Just resolved to a sharing identity: the answer this credential fetched under its
             // own key, while still fresh, is the class's answer too (same access) — kept for it
             // instead of asking again.
@@ -247,11 +294,11 @@ impl Keyed {
                 &headers,
                 &settings.key_headers,
             );
-            let e = proxy
+            let e = h
                 .cache
                 .get(&own)
                 .filter(|e| e.freshness(Instant::now()) == Freshness::Fresh)?;
-            proxy.cache.insert(key, e.clone(), durability(class));
+            h.cache.insert(key, e.clone(), durability(class));
             Some(e)
         });
         let cached = cached.map(|e| retime(e, class, settings.classes.get(class)));
@@ -264,17 +311,13 @@ impl Keyed {
                 Freshness::Revalidate | Freshness::OnlyOnError
             );
             // Asked once (it takes the pace's lock), and only for a stale copy.
-            let strain = stale_but_servable && strained(proxy, up);
+            let strain = stale_but_servable && strained(h, up);
             if stale_but_servable && class != RouteClass::Token {
                 let cs = settings.classes.get(class);
-                let paced = proxy.cache.pace().decide(
-                    key,
-                    up,
-                    strain,
-                    cs.degraded_refresh,
-                    cs.fresh_ttl,
-                    now,
-                );
+                let paced =
+                    h.cache
+                        .pace()
+                        .decide(key, up, strain, cs.degraded_refresh, cs.fresh_ttl, now);
                 match paced {
                     Paced::Hold => {
                         counters.cache_hits_stale.fetch_add(1, Relaxed);
@@ -287,8 +330,8 @@ impl Keyed {
                         counters.cache_hits_stale.fetch_add(1, Relaxed);
                         let mut spec = spec(ctx, key, &uri, &headers, page);
                         spec.stale_in_hand = true;
-                        let p = proxy.clone();
-                        proxy.coalescer.start_if_idle(key, move || fetch(p, spec));
+                        let p = h.flight();
+                        h.coalescer.start_if_idle(key, move || fetch(p, spec));
                         return Lookup::Answered(Ok(respond::cached(
                             entry,
                             "weir; hit; fwd=stale; detail=degraded",
@@ -305,7 +348,7 @@ impl Keyed {
                 Freshness::Revalidate => {
                     let mut spec = spec(ctx, key, &uri, &headers, page);
                     spec.stale_in_hand = true;
-                    let p = proxy.clone();
+                    let p = h.flight();
                     // A strained upstream is not waited for (the pace above held or let this
                     // key through; a young key under strain lands here too).
                     let wait = match strain {
@@ -314,7 +357,7 @@ impl Keyed {
                     };
                     if wait.is_zero() {
                         counters.cache_hits_stale.fetch_add(1, Relaxed);
-                        proxy.coalescer.start_if_idle(key, move || fetch(p, spec));
+                        h.coalescer.start_if_idle(key, move || fetch(p, spec));
                         return Lookup::Answered(Ok(respond::cached(
                             entry,
                             "weir; hit; fwd=stale",
@@ -322,7 +365,7 @@ impl Keyed {
                     }
                     let stale = entry.clone();
                     return Lookup::Revalidates(Box::pin(revalidate(
-                        proxy, key, stale, headers, wait, counters, spec,
+                        h, key, stale, headers, wait, counters, spec,
                     )));
                 }
                 Freshness::OnlyOnError | Freshness::Expired => {}
@@ -335,13 +378,13 @@ impl Keyed {
         };
         // Only a request that would reach the upstream counts against the client's rate limit
         // (the driver applies it to `Fetch`): one that joins a running flight adds nothing.
-        let joins = proxy.coalescer.is_running(&key);
+        let joins = h.coalescer.is_running(&key);
         let stale_now = stale();
         let mut spec = spec(ctx, key, &uri, &headers, page);
         spec.stale_in_hand = stale_now.is_some();
         let go = Box::pin(async move {
-            let p = proxy.clone();
-            let (outcome, role) = proxy.coalescer.run(key, move || fetch(p, spec)).await;
+            let p = h.flight();
+            let (outcome, role) = h.coalescer.run(key, move || fetch(p, spec)).await;
             if role == Role::Follower {
                 counters.coalesced.fetch_add(1, Relaxed);
             }
@@ -350,7 +393,7 @@ impl Keyed {
             } else {
                 "weir; fwd=miss; collapsed"
             };
-            landed(proxy, key, class, outcome, stale(), &headers, fwd, counters)
+            landed(h, key, class, outcome, stale(), &headers, fwd, counters)
         });
         match joins {
             true => Lookup::Joins(go),
@@ -367,7 +410,7 @@ impl Keyed {
 /// meanwhile the stale copy answers. A refresh that fails within the wait is covered the way a
 /// miss's failure is (`rescue`), with the copy in hand.
 async fn revalidate(
-    proxy: &Arc<Proxy>,
+    h: CacheHandles<'_>,
     key: CacheKey,
     stale: Arc<Stored>,
     headers: HeaderMap,
@@ -375,8 +418,8 @@ async fn revalidate(
     counters: &crate::stats::ClassCounters,
     spec: FetchSpec,
 ) -> Answer {
-    let (p, spec_class) = (proxy.clone(), spec.class);
-    let flight = proxy.coalescer.run(key, move || fetch(p, spec));
+    let (p, spec_class) = (h.flight(), spec.class);
+    let flight = h.coalescer.run(key, move || fetch(p, spec));
     let Ok((outcome, role)) = tokio::time::timeout(wait, flight).await else {
         counters.cache_hits_stale.fetch_add(1, Relaxed);
         return Ok(respond::cached(&stale, "weir; hit; fwd=stale"));
@@ -389,23 +432,14 @@ async fn revalidate(
         }
     };
     let class = spec_class;
-    landed(
-        proxy,
-        key,
-        class,
-        outcome,
-        Some(stale),
-        &headers,
-        fwd,
-        counters,
-    )
+    landed(h, key, class, outcome, Some(stale), &headers, fwd, counters)
 }
 
 /// The answer a flight's outcome gives a request that had `stale` (if any) in hand: the fresh
 /// answer (`fwd` names how it was had), or the copy when the upstream failed (`rescue`).
 #[allow(clippy::too_many_arguments)] // each is one fact of the request; a struct would only rename them
 fn landed(
-    proxy: &Proxy,
+    h: CacheHandles<'_>,
     key: CacheKey,
     class: RouteClass,
     outcome: Option<crate::coalesce::Outcome<Stored, Problem>>,
@@ -422,7 +456,7 @@ fn landed(
         Some(Ok(failed)) => Ok(rescue::after_upstream_error(stale, counters, &failed, fwd)),
         // The answer became a stream: not a failure to cover with an old copy; the caller asks
         // again on its own (`super::stream`).
-        Some(Err(problem)) if class == RouteClass::Stream && proxy.streamed.contains_key(&key) => {
+        Some(Err(problem)) if class == RouteClass::Stream && h.streamed.contains_key(&key) => {
             Err((*problem).clone())
         }
         Some(Err(problem)) => {
@@ -444,15 +478,15 @@ fn landed(
 
 /// The cache and coalescing key of a request (upstream, method, path and sorted query, the
 /// caller's identity (or its account's sharing identity), the `key_headers`).
-pub(super) fn key_for(proxy: &Proxy, ctx: &Ctx, parts: &http::request::Parts) -> CacheKey {
-    let keyed = page_subset::keyed_identity(&proxy.accounts, ctx.class, &ctx.who);
+pub(super) fn key_for(h: CacheHandles<'_>, ctx: &Ctx, parts: &http::request::Parts) -> CacheKey {
+    let keyed = page_subset::keyed_identity(h.accounts, ctx.class, &ctx.who);
     let pq = parts
         .uri
         .path_and_query()
         .map(|p| p.as_str())
         .unwrap_or("/");
     CacheKey::new(
-        &proxy.upstreams.get(ctx.up).settings,
+        &h.upstreams.get(ctx.up).settings,
         &parts.method,
         pq,
         &keyed,
@@ -465,12 +499,12 @@ pub(super) fn key_for(proxy: &Proxy, ctx: &Ctx, parts: &http::request::Parts) ->
 /// credential just resolved to its account, under the credential's own key (which
 /// [`serve_head`] adopts).
 pub(super) fn has_copy(
-    proxy: &Proxy,
+    h: CacheHandles<'_>,
     ctx: &Ctx,
     parts: &http::request::Parts,
     key: &CacheKey,
 ) -> bool {
-    if proxy.cache.get(key).is_some() {
+    if h.cache.get(key).is_some() {
         return true;
     }
     let pq = parts
@@ -479,14 +513,14 @@ pub(super) fn has_copy(
         .map(|p| p.as_str())
         .unwrap_or("/");
     let own = CacheKey::new(
-        &proxy.upstreams.get(ctx.up).settings,
+        &h.upstreams.get(ctx.up).settings,
         &parts.method,
         pq,
         &ctx.who.identity,
         &parts.headers,
         &ctx.settings.key_headers,
     );
-    proxy.cache.get(&own).is_some()
+    h.cache.get(&own).is_some()
 }
 
 fn spec(
@@ -535,11 +569,11 @@ pub(super) enum Fetched {
 /// resilience layer), stored in the cache on success. A `stream` answer that turns out to be a
 /// true stream cannot be shared by the waiters: the key is marked as streaming and each of
 /// them asks on its own ([`super::stream`]).
-async fn fetch(proxy: Arc<Proxy>, spec: FetchSpec) -> Result<Arc<Stored>, Arc<Problem>> {
-    match exchange(&proxy, &spec).await {
+async fn fetch(f: Flight, spec: FetchSpec) -> Result<Arc<Stored>, Arc<Problem>> {
+    match exchange(f.handles(), &spec).await {
         Ok(Fetched::Kept(s)) => Ok(s),
         Ok(Fetched::Stream(_dropped)) => {
-            proxy.streamed.insert(spec.key, ());
+            f.streamed.insert(spec.key, ());
             Err(Arc::new(Problem::new(
                 StatusCode::BAD_GATEWAY,
                 ProblemKind::UpstreamProtocol,
@@ -553,16 +587,16 @@ async fn fetch(proxy: Arc<Proxy>, spec: FetchSpec) -> Result<Arc<Stored>, Arc<Pr
 /// One exchange for a `stream` GET asked with nothing usable in the cache, outside any flight
 /// (a stream can go to one caller only): a document is stored like a `view` answer.
 pub(super) async fn exchange_once(
-    proxy: &Arc<Proxy>,
+    h: CacheHandles<'_>,
     ctx: &Ctx,
     parts: &http::request::Parts,
     key: CacheKey,
 ) -> Result<Fetched, Problem> {
     let spec = spec(ctx, key, &parts.uri, &parts.headers, None);
-    exchange(proxy, &spec).await
+    exchange(h, &spec).await
 }
 
-async fn exchange(proxy: &Arc<Proxy>, spec: &FetchSpec) -> Result<Fetched, Problem> {
+async fn exchange(h: CacheHandles<'_>, spec: &FetchSpec) -> Result<Fetched, Problem> {
     let req = Replayable {
         method: &Method::GET,
         uri: &spec.uri,
@@ -576,13 +610,12 @@ async fn exchange(proxy: &Arc<Proxy>, spec: &FetchSpec) -> Result<Fetched, Probl
     }
     let started = Instant::now();
     if spec.class != RouteClass::Token {
-        proxy.cache.pace().refreshing(spec.key, started);
+        h.cache.pace().refreshing(spec.key, started);
     }
     let outcome = if spec.class == RouteClass::Stream {
-        shaped(proxy, spec).await
+        shaped(h, spec).await
     } else {
-        proxy
-            .upstreams
+        h.upstreams
             .call_buffered(spec.up, spec.class, req, policy, None)
             .await
             .map(|a| (Shaped::Document(a.response), a.failed_attempts))
@@ -601,23 +634,22 @@ async fn exchange(proxy: &Arc<Proxy>, spec: &FetchSpec) -> Result<Fetched, Probl
     };
     if let Some(failed) = failed {
         let slow_floor = spec.settings.resilience.breaker.slow_floor;
-        proxy
-            .cache
+        h.cache
             .pace()
             .record_refresh(spec.up, started.elapsed(), failed, slow_floor);
     }
     match outcome? {
-        (Shaped::Document(resp), _) => Ok(Fetched::Kept(keep(proxy, spec, resp))),
+        (Shaped::Document(resp), _) => Ok(Fetched::Kept(keep(h, spec, resp))),
         (Shaped::Stream(resp), _) => Ok(Fetched::Stream(resp)),
     }
 }
 
 /// A `stream` GET sent streaming, then shaped by its answer ([`super::shape`]).
-async fn shaped(proxy: &Proxy, spec: &FetchSpec) -> Result<(Shaped, u32), Problem> {
+async fn shaped(h: CacheHandles<'_>, spec: &FetchSpec) -> Result<(Shaped, u32), Problem> {
     let mut req = Request::new(crate::body::empty());
     *req.uri_mut() = spec.uri.clone();
     *req.headers_mut() = spec.headers.clone();
-    let a = proxy
+    let a = h
         .upstreams
         .call_streaming(spec.up, spec.class, req, spec.scope)
         .await?;
@@ -633,7 +665,7 @@ async fn shaped(proxy: &Proxy, spec: &FetchSpec) -> Result<(Shaped, u32), Proble
 }
 
 /// A complete answer as a cache entry, stored when it may be kept.
-fn keep(proxy: &Arc<Proxy>, spec: &FetchSpec, resp: Response<Bytes>) -> Arc<Stored> {
+fn keep(h: CacheHandles<'_>, spec: &FetchSpec, resp: Response<Bytes>) -> Arc<Stored> {
     let (mut parts, body) = resp.into_parts();
     strip_hop_by_hop(&mut parts.headers);
     parts.headers.remove(header::CONTENT_LENGTH);
@@ -650,22 +682,22 @@ fn keep(proxy: &Arc<Proxy>, spec: &FetchSpec, resp: Response<Bytes>) -> Arc<Stor
         revalidate_until: now + fresh + swr,
         stale_if_error_until: now + fresh + swr.max(sie),
     });
-    super::announce::observe(proxy, spec.class, &stored);
+    super::announce::observe(h.upstreams, spec.class, &stored);
     if stored.is_success() && storable(&spec.headers, &stored.headers) {
         // A learned host's answers stay in memory only (`upstream::learned` documents it).
         // This was because keys carried the index, which may name another host after a
         // restart; keys now name the upstream (`learned:HOST`), so the rule could be lifted.
-        let durability = match proxy.upstreams.is_learned(spec.up) {
+        let durability = match h.upstreams.is_learned(spec.up) {
             true => Durability::MemoryOnly,
             false => durability(spec.class),
         };
-        proxy.cache.insert(spec.key, stored.clone(), durability);
+        h.cache.insert(spec.key, stored.clone(), durability);
         // A document again: the key's next requests may share it.
-        proxy.streamed.invalidate(&spec.key);
+        h.streamed.invalidate(&spec.key);
         // Only a page 1 of the known shape can answer the smaller sizes of its family.
         if let Some((family, _)) = spec.page {
             if !page_subset::has_known_shape(&stored.body) {
-                proxy.page_families.insert(family, Family::Unshaped);
+                h.page_families.insert(family, Family::Unshaped);
             }
         }
     }

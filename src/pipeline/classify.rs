@@ -4,6 +4,7 @@
 
 use super::state::{is_own_host_name, Proxy};
 use crate::config::{classify, RouteClass, Settings, UpstreamIndex};
+use crate::upstream::Upstreams;
 use http::{Method, Request};
 
 /// Where a request is going.
@@ -30,7 +31,7 @@ pub(crate) fn is_for_weir<B>(proxy: &Proxy, req: &Request<B>) -> bool {
 
 /// `settings` is the request's one snapshot: the upstream and its route class are found in the
 /// same version.
-pub(super) fn target<B>(proxy: &Proxy, settings: &Settings, req: &Request<B>) -> Target {
+pub(super) fn target<B>(upstreams: &Upstreams, settings: &Settings, req: &Request<B>) -> Target {
     if req.method() == Method::CONNECT {
         return Target::Connect;
     }
@@ -46,10 +47,7 @@ pub(super) fn target<B>(proxy: &Proxy, settings: &Settings, req: &Request<B>) ->
     };
     let port = authority.port_u16().unwrap_or(default_port);
     // A configured upstream, or a Copilot API host learned from a token answer.
-    match proxy
-        .upstreams
-        .find(settings, scheme, authority.host(), port)
-    {
+    match upstreams.find(settings, scheme, authority.host(), port) {
         Some(up) => Target::Managed(up, classify(&settings.routes, req.method(), uri.path())),
         None => Target::Unmanaged(Some(port)),
     }

@@ -20,7 +20,7 @@ use super::context::Ctx;
 use super::headers::strip_hop_by_hop;
 use super::identity::Caller;
 use super::policy::CreatePlan;
-use super::state::Proxy;
+use super::state::Creates;
 use crate::body::Body;
 use crate::cache::{CacheKey, Stored};
 use crate::coalesce::Role;
@@ -39,8 +39,24 @@ use std::sync::Arc;
 use tokio::time::Instant;
 use weir_resilience::{classify_response, Kind};
 
+/// What the create path needs, owned by its detached task (each a shared handle; creates are
+/// rare, so building one per create costs little): the dedupe state, the upstreams, the queue
+/// and the hand-offs it rescues to, the accounts, the bus, the body budget and Weir's base URL
+/// (named in queued answers).
+#[derive(Clone)]
+pub(super) struct CreateHandles {
+    pub creates: Creates,
+    pub upstreams: Arc<crate::upstream::Upstreams>,
+    pub queue: Arc<crate::queue::QueueState>,
+    pub handoffs: Arc<crate::handoff::Handoffs>,
+    pub accounts: Arc<crate::accounts::Accounts>,
+    pub bus: crate::events::Bus,
+    pub body_budget: Arc<crate::body_budget::BodyBudget>,
+    pub base_url: String,
+}
+
 pub(super) async fn serve(
-    proxy: &Arc<Proxy>,
+    h: CreateHandles,
     ctx: &Ctx,
     req: Request<Incoming>,
     plan: CreatePlan,
@@ -50,14 +66,15 @@ pub(super) async fn serve(
     strip_hop_by_hop(&mut parts.headers);
     let limit = ctx.settings.limits.max_body_bytes;
     let (body, _held) =
-        crate::body_budget::collect(&proxy.body_budget, body, limit, "a create body").await?;
-    let upstream = &proxy.upstreams.get(up).settings;
+        crate::body_budget::collect(&h.body_budget, body, limit, "a create body").await?;
+    let upstream = &h.upstreams.get(up).settings;
     let key = dedupe_key(upstream, &who, &parts.uri, &parts.headers, &body);
-    if let Some(first) = proxy.creates.recent.get(&key) {
+    if let Some(first) = h.creates.recent.get(&key) {
         return Ok(respond(&first, "duplicate-of-recent"));
     }
+    let flights = h.creates.flights.clone();
     let task = CreateTask {
-        proxy: proxy.clone(),
+        h,
         settings: ctx.settings.clone(),
         up,
         key: key.clone(),
@@ -69,9 +86,7 @@ pub(super) async fn serve(
         hold: ctx.hold,
         plan,
     };
-    let (outcome, role) = proxy
-        .creates
-        .flights
+    let (outcome, role) = flights
         .run(
             CacheKey::from_bytes(*blake3::hash(key.as_bytes()).as_bytes()),
             move || task.run(),
@@ -146,7 +161,7 @@ fn respond(s: &Stored, how: &str) -> Response<Body> {
 }
 
 struct CreateTask {
-    proxy: Arc<Proxy>,
+    h: CreateHandles,
     /// The settings of the request that leads the create.
     settings: Arc<Settings>,
     up: UpstreamIndex,
@@ -166,7 +181,7 @@ impl CreateTask {
     /// One attempt (no retry: a create is not idempotent); on a failure the upstream may
     /// recover from, rescue by the durable queue.
     async fn run(self) -> Result<Arc<Stored>, Arc<Problem>> {
-        let p = &self.proxy;
+        let p = &self.h;
         if let Some(item) = p.queue.find_live(&self.key).await {
             let id = item.id;
             // Still offered to the local agent: say so, not "queued" (nothing is sent until
@@ -265,7 +280,7 @@ impl CreateTask {
     /// The one upstream attempt: an answer for the client, or why the create goes to the
     /// queue.
     async fn attempt(&self) -> Result<Attempt, Arc<Problem>> {
-        let p = &self.proxy;
+        let p = &self.h;
         let req = Replayable {
             method: &Method::POST,
             uri: &self.uri,
@@ -315,7 +330,7 @@ impl CreateTask {
     /// Whether this create's credential is the account of the token stored in Weir. Without
     /// a local agent there is nothing to guard (the offer says it is not configured).
     async fn developers_own(&self) -> Result<(), crate::handoff::NotOwn> {
-        let p = &self.proxy;
+        let p = &self.h;
         if self.settings.local_agent.is_none() {
             return Ok(());
         }
@@ -330,7 +345,7 @@ impl CreateTask {
 
     /// Offers the create to the local agent (policy `local`): 202 with the offer's location.
     async fn offer(&self, reason: &str) -> Result<Arc<Stored>, crate::handoff::HandoffError> {
-        let p = &self.proxy;
+        let p = &self.h;
         let json: serde_json::Value = serde_json::from_slice(&self.body).unwrap_or_default();
         let text = |k: &str| json.get(k).and_then(|v| v.as_str()).map(str::to_string);
         let req = HandoffRequest {
@@ -363,7 +378,7 @@ impl CreateTask {
 
 /// `202` for a create offered to the local agent: the offer's location, nothing run yet.
 fn offered(
-    p: &Proxy,
+    p: &CreateHandles,
     id: &str,
     location: &str,
     reason: &str,
@@ -422,7 +437,12 @@ fn stored(status: StatusCode, headers: HeaderMap, body: Bytes) -> Arc<Stored> {
 
 /// The answer for a create Weir queued, as `[queue] answer` says: the job object in the
 /// upstream's shape (default), or `202` with the queue entry.
-fn queued(p: &Proxy, settings: &Settings, item: &weir_store::Item, reason: &str) -> Arc<Stored> {
+fn queued(
+    p: &CreateHandles,
+    settings: &Settings,
+    item: &weir_store::Item,
+    reason: &str,
+) -> Arc<Stored> {
     // The job object is the jobs API's shape (`POST /agents/swe/v1/jobs/{o}/{r}`), known from
     // gh's and VS Code's types. What a queued task of the Agent Tasks REST API
     // (`POST /agents/repos/{o}/{r}/tasks`) looks like is known from no client's source, so a
@@ -465,7 +485,7 @@ fn queued(p: &Proxy, settings: &Settings, item: &weir_store::Item, reason: &str)
 /// Says Weir queued the create (the queue id), whatever the answer's shape.
 pub(crate) const QUEUED_HEADER: &str = "weir-queued";
 
-fn accepted(p: &Proxy, id: i64, reason: &str) -> Arc<Stored> {
+fn accepted(p: &CreateHandles, id: i64, reason: &str) -> Arc<Stored> {
     let location = format!("/_weir/api/queue/{id}");
     let body = serde_json::json!({
         "status": "queued",

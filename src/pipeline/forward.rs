@@ -3,28 +3,28 @@
 
 use super::context::Ctx;
 use super::headers::strip_hop_by_hop;
-use super::state::Proxy;
 use crate::body::{boxed, Body};
 use crate::problem::{Problem, ProblemKind};
-use crate::upstream::{fetch_problem, Timeouts};
+use crate::upstream::{fetch_problem, Timeouts, Upstreams};
 use http::{header, HeaderValue, Request, Response, StatusCode, Uri};
 use hyper::body::Incoming;
+use std::sync::Arc;
 
 /// Passes `req` through untouched (managed upstreams while paused).
 pub(super) async fn untouched(
-    proxy: &Proxy,
+    upstreams: &Upstreams,
     req: Request<Incoming>,
 ) -> Result<Response<Body>, Problem> {
-    pass(&proxy.upstreams.client, req).await
+    pass(&upstreams.client, req).await
 }
 
 /// Passes a request for a host Weir does not manage through the unmanaged client, whose one
 /// lookup refuses private addresses (see [`super::private_target`]).
 pub(super) async fn unmanaged(
-    proxy: &Proxy,
+    upstreams: &Upstreams,
     req: Request<Incoming>,
 ) -> Result<Response<Body>, Problem> {
-    pass(&proxy.upstreams.unmanaged, req).await
+    pass(&upstreams.unmanaged, req).await
 }
 
 async fn pass(
@@ -53,20 +53,19 @@ async fn pass(
 /// A managed, non-cacheable request (`other`, non-GET `stream` calls, a `stream` GET with a
 /// body), streamed through admission and the attempt phase.
 pub(super) async fn managed(
-    proxy: &Proxy,
+    upstreams: &Arc<Upstreams>,
     ctx: &Ctx,
     req: Request<Incoming>,
 ) -> Result<Response<Body>, Problem> {
     let graphql = super::announce::is_graphql(req.method(), req.uri().path());
     let upstream_req = prepare(req)?;
-    let attempted = proxy
-        .upstreams
+    let attempted = upstreams
         .call_streaming(ctx.up, ctx.class, upstream_req, ctx.who.scope())
         .await?;
     let resp = relay(attempted.response);
     Ok(match graphql {
         // gh learns its Copilot API host from GraphQL; so does Weir, from a copy.
-        true => super::announce::watch_graphql(proxy.upstreams.clone(), resp),
+        true => super::announce::watch_graphql(upstreams.clone(), resp),
         false => resp,
     })
 }

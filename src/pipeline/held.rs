@@ -18,31 +18,32 @@
 //! A fallback policy rule `list = "cache"` ([`super::policy`]) answers one `list` request the
 //! same way (`Hold::Policy`, `detail=policy`), with its own miss (`policy_cache_miss`).
 
+use super::cache::CacheHandles;
 use super::context::{Ctx, Step};
-use super::state::Proxy;
 use super::{cache, respond};
 use crate::cache::Freshness;
 use crate::config::RouteClass;
-use crate::mode::Hold;
+use crate::mode::{Hold, Modes};
 use crate::problem::{Problem, ProblemKind};
+use crate::upstream::Upstreams;
 use http::{Request, StatusCode};
 use hyper::body::Incoming;
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::Arc;
 use tokio::time::Instant;
 
 /// A cacheable (or `stream`) GET while upstream calls are held.
 pub(super) fn cached<'a>(
-    proxy: &'a Arc<Proxy>,
+    h: CacheHandles<'a>,
+    modes: &Modes,
     ctx: &'a Ctx,
     req: Request<Incoming>,
     hold: Hold,
 ) -> Step<'a> {
     let class = ctx.class;
     let (parts, body) = req.into_parts();
-    let key = cache::key_for(proxy, ctx, &parts);
-    let counters = proxy.upstreams.get(ctx.up).counters.class(class);
-    let mut entry = proxy.cache.get(&key);
+    let key = cache::key_for(h, ctx, &parts);
+    let counters = h.upstreams.get(ctx.up).counters.class(class);
+    let mut entry = h.cache.get(&key);
     if class == RouteClass::Token {
         entry = entry.map(|e| super::token_age::aged(e, Instant::now()));
     }
@@ -62,15 +63,15 @@ pub(super) fn cached<'a>(
         (None, _) => {}
     }
     if class == RouteClass::Token {
-        return cache::serve(proxy, ctx, Request::from_parts(parts, body));
+        return cache::serve(h, ctx, Request::from_parts(parts, body));
     }
-    Step::Answered(Err(miss(proxy, ctx, hold)))
+    Step::Answered(Err(miss(h.upstreams, modes, ctx, hold)))
 }
 
 /// The answer to a request these modes cannot serve without the upstream.
-pub(super) fn miss(proxy: &Proxy, ctx: &Ctx, hold: Hold) -> Problem {
+pub(super) fn miss(upstreams: &Upstreams, modes: &Modes, ctx: &Ctx, hold: Hold) -> Problem {
     let class = ctx.class;
-    let name = &proxy.upstreams.get(ctx.up).settings.name;
+    let name = &upstreams.get(ctx.up).settings.name;
     // A `stream` answer is cached when it is a document (see `super::stream`).
     let what = if class.is_cacheable() || class == RouteClass::Stream {
         format!(
@@ -90,8 +91,7 @@ pub(super) fn miss(proxy: &Proxy, ctx: &Ctx, hold: Hold) -> Problem {
             format!("Weir is in cache-only mode and sends nothing upstream; {what}. Switch back with `weir mode automatic` (or the tray's or dashboard's mode switch)."),
         ),
         Hold::Offline => {
-            let since = proxy
-                .modes
+            let since = modes
                 .status()
                 .offline
                 .map(|o| format!(" since {}", o.since))

@@ -6,7 +6,7 @@
 
 use super::headers::header_bytes;
 use super::identity::Caller;
-use super::state::Proxy;
+use super::state::ClientRateLimit;
 use crate::config::Limits;
 use crate::problem::{Problem, ProblemKind};
 use http::{HeaderMap, StatusCode};
@@ -23,8 +23,11 @@ pub(crate) fn header_size(limits: &Limits, h: &HeaderMap) -> Result<(), Problem>
     Ok(())
 }
 
-pub(super) fn client_rate(proxy: &Proxy, who: Caller) -> Result<(), Problem> {
-    let rl = proxy.rate_limiter.load();
+pub(super) fn client_rate(
+    rate_limiter: &arc_swap::ArcSwap<ClientRateLimit>,
+    who: Caller,
+) -> Result<(), Problem> {
+    let rl = rate_limiter.load();
     let Some(limiter) = &rl.limiter else {
         return Ok(());
     };

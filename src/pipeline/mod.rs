@@ -37,6 +37,22 @@
 //!
 //! [`forward`] streams what is not cached (true streams, other managed calls, unmanaged hosts);
 //! [`tunnel`] and [`intercepted`] handle CONNECT (blind, or TLS-terminated for managed hosts).
+//!
+//! **Handles.** The driver (`phases`, `step`, `admit_and_run`) holds the [`Proxy`]; each phase
+//! gets only what it uses, so none can reach the queue, the hand-offs or the network by accident:
+//! - [`classify`] (`target`), [`forward`], [`announce`]: the upstreams;
+//! - [`provisional`]: the queue and the accounts;
+//! - [`policy`]: `PolicyHandles` (upstreams, network, modes, decision log);
+//! - [`cache`], [`stream`], [`page_subset`]: `CacheHandles` (cache, coalescer, page families,
+//!   streamed keys, upstreams, accounts); a detached fetch owns clones of them (`Flight`);
+//! - [`held`]: `CacheHandles` and the modes (its miss: the upstreams and the modes);
+//! - [`model`]: `ModelHandles` (upstreams, body budget, bus, `PolicyHandles`);
+//! - [`limits`]: the client rate limiter;
+//! - [`tunnel`]: `Tunnels` (settings, slots, upstreams, interceptor, connector, counters, bus);
+//!   a CONNECT to intercept goes back to the driver, since [`intercepted`] re-enters the
+//!   pipeline with the whole `Proxy`;
+//! - [`create`]: `CreateHandles`, owned by its detached task (dedupe state, upstreams, queue,
+//!   hand-offs, accounts, bus, body budget, base URL).
 
 mod announce;
 mod cache;
@@ -125,11 +141,11 @@ async fn phases(
     settings: Arc<Settings>,
     rule: &mut Option<HeaderValue>,
 ) -> Result<Response<Body>, Problem> {
-    let target = classify::target(proxy, &settings, &req);
+    let target = classify::target(&proxy.upstreams, &settings, &req);
     let surface = identity::surface_of(req.headers());
     proxy.global.surface(surface);
     let (up, class) = match target {
-        Target::Connect => return tunnel::connect(proxy, req).await,
+        Target::Connect => return connect(proxy, &settings, req).await,
         Target::Unmanaged(port) => {
             proxy.global.passthrough_requests.fetch_add(1, Relaxed);
             if let (Some(a), Some(port)) = (req.uri().authority(), port) {
@@ -139,7 +155,7 @@ async fn phases(
                     private_target::check_before_proxy(allow, a.host(), port).await?;
                 }
             }
-            return forward::unmanaged(proxy, req).await;
+            return forward::unmanaged(&proxy.upstreams, req).await;
         }
         Target::Managed(up, class) => (up, class),
     };
@@ -151,7 +167,7 @@ async fn phases(
         .client_requests
         .fetch_add(1, Relaxed);
     let hold = match proxy.modes.behaviour() {
-        Behaviour::PassThrough => return forward::untouched(proxy, req).await,
+        Behaviour::PassThrough => return forward::untouched(&proxy.upstreams, req).await,
         Behaviour::Hold(h) => Some(h),
         Behaviour::Normal => None,
     };
@@ -159,7 +175,7 @@ async fn phases(
     let who = identity::caller(&proxy.identity_key, surface, req.headers());
     // A provisional job or session id of a create Weir queued: answered from the queue, or
     // (once sent) the real id in its place.
-    let req = match provisional::follow(proxy, req, &who).await {
+    let req = match provisional::follow(&proxy.queue, &proxy.accounts, req, &who).await {
         provisional::Follow::Answer(r) => return Ok(r),
         provisional::Follow::Pass(req) => req,
     };
@@ -169,7 +185,14 @@ async fn phases(
             .accounts
             .observe(&proxy.upstreams, up, who.identity, req.headers());
     }
-    let decision = policy::decide(proxy, &settings, up, class, req.uri().path(), &who);
+    let decision = policy::decide(
+        policy_handles(proxy),
+        &settings,
+        up,
+        class,
+        req.uri().path(),
+        &who,
+    );
     *rule = decision.as_ref().and_then(policy::header);
     let ctx = Ctx {
         settings,
@@ -188,28 +211,72 @@ async fn phases(
     }
 }
 
+/// A CONNECT: a blind tunnel ([`tunnel`]), or one for a managed https host whose decrypted
+/// requests come back through this pipeline ([`intercepted`]).
+async fn connect(
+    proxy: &Arc<Proxy>,
+    settings: &Settings,
+    req: Request<Incoming>,
+) -> Result<Response<Body>, Problem> {
+    let t = tunnel::Tunnels {
+        settings,
+        slots: &proxy.tunnel_slots,
+        upstreams: &proxy.upstreams,
+        intercept: proxy.intercept.as_ref(),
+        connector: &proxy.tunnel_connector,
+        global: &proxy.global,
+        bus: &proxy.bus,
+    };
+    Ok(match tunnel::connect(t, req).await? {
+        tunnel::Opened::Answered(resp) => resp,
+        tunnel::Opened::Intercept {
+            interceptor,
+            req,
+            authority,
+            slot,
+        } => intercepted::accept(proxy, interceptor, req, authority, slot),
+    })
+}
+
+fn policy_handles(proxy: &Proxy) -> policy::PolicyHandles<'_> {
+    policy::PolicyHandles {
+        upstreams: &proxy.upstreams,
+        network: &proxy.network,
+        modes: &proxy.modes,
+        log: &proxy.policy_log,
+    }
+}
+
 /// The class handler for a managed request: what it can answer itself, or the call it needs.
 fn step<'a>(proxy: &'a Arc<Proxy>, ctx: &'a Ctx, req: Request<Incoming>) -> Step<'a> {
     let (class, hold) = (ctx.class, ctx.hold);
+    let h = cache::CacheHandles {
+        cache: &proxy.cache,
+        coalescer: &proxy.coalescer,
+        page_families: &proxy.page_families,
+        streamed: &proxy.streamed,
+        upstreams: &proxy.upstreams,
+        accounts: &proxy.accounts,
+    };
     let get = req.method() == Method::GET;
     if class.is_cacheable() && get {
         return match hold.or(policy::list_hold(ctx.decision.as_ref())) {
-            Some(h) => held::cached(proxy, ctx, req, h),
-            None => cache::serve(proxy, ctx, req),
+            Some(hold) => held::cached(h, &proxy.modes, ctx, req, hold),
+            None => cache::serve(h, ctx, req),
         };
     }
     if class == RouteClass::Stream && get {
         // Answers decide: documents are cached like `view`, streams pass (see `stream`).
         return match hold {
-            Some(h) => held::cached(proxy, ctx, req, h),
-            None => stream::serve(proxy, ctx, req),
+            Some(hold) => held::cached(h, &proxy.modes, ctx, req, hold),
+            None => stream::serve(h, ctx, req),
         };
     }
     if let (RouteClass::Create, Some(d)) = (class, &ctx.decision) {
         return Step::Upstream(Call::Create(req, policy::CreatePlan::new(d.clone())));
     }
-    if let Some(h) = hold {
-        return Step::Answered(Err(held::miss(proxy, ctx, h)));
+    if let Some(hold) = hold {
+        return Step::Answered(Err(held::miss(&proxy.upstreams, &proxy.modes, ctx, hold)));
     }
     match class {
         RouteClass::Model => Step::Upstream(Call::Model(req)),
@@ -226,7 +293,7 @@ async fn admit_and_run(proxy: &Arc<Proxy>, ctx: &Ctx, step: Step<'_>) -> Answer 
         Step::Joins(go) => return go.await,
         Step::Upstream(call) => call,
     };
-    if let Err(p) = limits::client_rate(proxy, ctx.who) {
+    if let Err(p) = limits::client_rate(&proxy.rate_limiter, ctx.who) {
         let counters = proxy.upstreams.get(ctx.up).counters.class(ctx.class);
         let stale = match call {
             Call::Fetch { stale, .. } => stale,
@@ -235,9 +302,29 @@ async fn admit_and_run(proxy: &Arc<Proxy>, ctx: &Ctx, step: Step<'_>) -> Answer 
         return rescue::stale_or(stale, counters, p, "client-rate-limited");
     }
     match call {
-        Call::Forward(req) => forward::managed(proxy, ctx, req).await,
-        Call::Model(req) => model::serve(proxy, ctx, req).await,
-        Call::Create(req, plan) => create::serve(proxy, ctx, req, plan).await,
+        Call::Forward(req) => forward::managed(&proxy.upstreams, ctx, req).await,
+        Call::Model(req) => {
+            let h = model::ModelHandles {
+                upstreams: &proxy.upstreams,
+                body_budget: &proxy.body_budget,
+                bus: &proxy.bus,
+                policy: policy_handles(proxy),
+            };
+            model::serve(h, ctx, req).await
+        }
+        Call::Create(req, plan) => {
+            let h = create::CreateHandles {
+                creates: proxy.creates.clone(),
+                upstreams: proxy.upstreams.clone(),
+                queue: proxy.queue.clone(),
+                handoffs: proxy.handoffs.clone(),
+                accounts: proxy.accounts.clone(),
+                bus: proxy.bus.clone(),
+                body_budget: proxy.body_budget.clone(),
+                base_url: proxy.base_url.clone(),
+            };
+            create::serve(h, ctx, req, plan).await
+        }
         Call::Fetch { go, .. } => go.await,
     }
 }

@@ -27,12 +27,14 @@ use super::context::Ctx;
 use super::forward;
 use super::model_body;
 use super::model_stream::{first_data, settle, Recorded};
-use super::state::Proxy;
+use super::policy::PolicyHandles;
 use crate::body::{empty, full, Body};
 use crate::config::{RouteClass, Settings, UpstreamIndex};
+use crate::events::Bus;
 use crate::events::{Event, ModelFallbackChange};
 use crate::identity::Identity;
 use crate::problem::{Problem, ProblemKind};
+use crate::upstream::Upstreams;
 use crate::upstream::{fetch_problem, kind_of, EpisodeChange, FetchError, Timeouts};
 use bytes::Bytes;
 use http::request::Parts;
@@ -40,14 +42,25 @@ use http::{header, HeaderValue, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
 use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
 use std::time::SystemTime;
 use weir_resilience::{classify_response, Breaker, Kind, Rejected, TimeoutPhase};
 
 /// Marks an answer that came from the fallback model: `Weir-Model-Fallback: from -> to`.
 pub(super) const FALLBACK_HEADER: &str = "weir-model-fallback";
 
+/// What the model path needs: the upstreams (and their model breakers), the bound on buffered
+/// bodies, the bus its fallback episodes are announced on, and the policy that may forbid one.
+#[derive(Clone, Copy)]
+pub(super) struct ModelHandles<'a> {
+    pub upstreams: &'a Arc<Upstreams>,
+    pub body_budget: &'a Arc<crate::body_budget::BodyBudget>,
+    pub bus: &'a Bus,
+    pub policy: PolicyHandles<'a>,
+}
+
 pub(super) async fn serve(
-    proxy: &Proxy,
+    h: ModelHandles<'_>,
     ctx: &Ctx,
     req: Request<Incoming>,
 ) -> Result<Response<Body>, Problem> {
@@ -56,14 +69,14 @@ pub(super) async fn serve(
     forward::prepare_parts(&mut parts)?;
     // Held against the one bound on buffered bodies until the answer is sent.
     let (body, _held) = crate::body_budget::collect(
-        &proxy.body_budget,
+        h.body_budget,
         body,
         settings.limits.max_body_bytes,
         "a completion request body",
     )
     .await?;
-    let upstream = proxy.upstreams.get(up).settings.name.clone();
-    let models = &proxy.upstreams.models;
+    let upstream = h.upstreams.get(up).settings.name.clone();
+    let models = &h.upstreams.models;
     let named = model_body::find(&body);
     let r = &settings.resilience;
     let breaker = named
@@ -71,26 +84,17 @@ pub(super) async fn serve(
         .and_then(|n| models.breaker(up, &upstream, &n.model, &r.breaker, r.breaker_jitter));
     let Some(named) = named.filter(|_| breaker.is_some()) else {
         // No model named (or a name Weir does not track): one plain attempt, no breaker.
-        return match attempt(proxy, settings, up, &parts, body, None, who).await {
+        return match attempt(h, settings, up, &parts, body, None, who).await {
             Outcome::Answer(resp) => Ok(resp),
             Outcome::Failed(f) => f.into_result(&upstream, None),
         };
     };
-    let failure = match attempt(
-        proxy,
-        settings,
-        up,
-        &parts,
-        body.clone(),
-        breaker.as_ref(),
-        who,
-    )
-    .await
+    let failure = match attempt(h, settings, up, &parts, body.clone(), breaker.as_ref(), who).await
     {
         Outcome::Answer(resp) => {
             if resp.status().is_success() {
                 if let Some(end) = models.answered(up, &named.model) {
-                    announce(proxy, ModelFallbackChange::Ended, end);
+                    announce(h.bus, ModelFallbackChange::Ended, end);
                 }
             }
             return Ok(resp);
@@ -104,7 +108,7 @@ pub(super) async fn serve(
     };
     // A `[[policy]]` rule can forbid model fallback (`model = "never"`). Completion requests
     // name no repository, so only `repo = "*"` rules apply; the answer names the rule.
-    let decision = super::policy::model_fallback_allowed(proxy, settings, up, None);
+    let decision = super::policy::model_fallback_allowed(h.policy, settings, up, None);
     if !decision.allows_model_fallback() {
         let failed = failure.into_result(&upstream, Some(&named.model));
         return marked(failed, super::policy::HEADER, decision.header());
@@ -112,16 +116,7 @@ pub(super) async fn serve(
     let to = rule.to.clone();
     let to_breaker = models.breaker(up, &upstream, &to, &r.breaker, r.breaker_jitter);
     let rewritten = model_body::rewrite(&body, &named, &to);
-    let second = attempt(
-        proxy,
-        settings,
-        up,
-        &parts,
-        rewritten,
-        to_breaker.as_ref(),
-        who,
-    )
-    .await;
+    let second = attempt(h, settings, up, &parts, rewritten, to_breaker.as_ref(), who).await;
     if let Outcome::Failed(Failure::Open(_)) = second {
         // The fallback model could not even be tried: the first model's failure stands.
         return failure.into_result(&upstream, Some(&named.model));
@@ -129,7 +124,7 @@ pub(super) async fn serve(
     let reason = failure.reason();
     tracing::info!(upstream = %upstream, from = %named.model, to = %to, %reason, "model fallback");
     if let Some(start) = models.fell_back(up, &named.model, &to, &reason) {
-        announce(proxy, ModelFallbackChange::Started, start);
+        announce(h.bus, ModelFallbackChange::Started, start);
     }
     let result = match second {
         Outcome::Answer(resp) => Ok(resp),
@@ -234,7 +229,7 @@ impl Failure {
 /// failure as a failure, any answer from the model as a success, a connection failure not
 /// at all (it is the way to the host, not the model).
 async fn attempt(
-    proxy: &Proxy,
+    h: ModelHandles<'_>,
     settings: &Settings,
     up: UpstreamIndex,
     parts: &Parts,
@@ -251,7 +246,7 @@ async fn attempt(
     };
     let per_try = settings.classes.get(RouteClass::Model).per_try_timeout;
     let limit = settings.limits.max_body_bytes;
-    let ups = &proxy.upstreams;
+    let ups = &h.upstreams;
     let counters = &ups.get(up).counters;
     counters
         .class(RouteClass::Model)
@@ -304,7 +299,7 @@ async fn attempt(
             let body = Recorded {
                 body: crate::body::Prefixed::new(Some(first), b),
                 permit,
-                upstreams: proxy.upstreams.clone(),
+                upstreams: h.upstreams.clone(),
                 up,
             };
             Outcome::Answer(relay(Response::from_parts(p, crate::body::boxed(body))))
@@ -363,7 +358,7 @@ fn relay(resp: Response<Body>) -> Response<Body> {
     Response::from_parts(parts, body)
 }
 
-fn announce(proxy: &Proxy, change: ModelFallbackChange, e: EpisodeChange) {
+fn announce(bus: &Bus, change: ModelFallbackChange, e: EpisodeChange) {
     let message = match change {
         ModelFallbackChange::Started => format!(
             "Model {} is failing on {} ({}): Weir sends its requests to {} for now",
@@ -379,7 +374,7 @@ fn announce(proxy: &Proxy, change: ModelFallbackChange, e: EpisodeChange) {
         ),
     };
     tracing::warn!(%message, "model fallback episode");
-    proxy.bus.emit(Event::ModelFallback {
+    bus.emit(Event::ModelFallback {
         change,
         upstream: e.upstream,
         from: e.from,

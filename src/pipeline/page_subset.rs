@@ -223,7 +223,7 @@ pub(super) async fn narrow(
 /// The answer to page `uri` when the cache holds it fresh (a straddling range may only be cut
 /// from a page already in hand: asking for it would not spare the request's own call).
 pub(super) fn fresh_page(
-    proxy: &super::state::Proxy,
+    h: super::cache::CacheHandles<'_>,
     settings: &crate::config::Settings,
     up: UpstreamIndex,
     keyed: &Identity,
@@ -231,7 +231,7 @@ pub(super) fn fresh_page(
     headers: &HeaderMap,
 ) -> Option<Response<Body>> {
     let pq = uri.path_and_query().map(|p| p.as_str()).unwrap_or("/");
-    let upstream = &proxy.upstreams.get(up).settings;
+    let upstream = &h.upstreams.get(up).settings;
     let key = CacheKey::new(
         upstream,
         &Method::GET,
@@ -240,11 +240,11 @@ pub(super) fn fresh_page(
         headers,
         &settings.key_headers,
     );
-    let e = proxy.cache.get(&key)?;
+    let e = h.cache.get(&key)?;
     if e.freshness(tokio::time::Instant::now()) != crate::cache::Freshness::Fresh {
         return None;
     }
-    let counters = proxy
+    let counters = h
         .upstreams
         .get(up)
         .counters

@@ -16,24 +16,34 @@
 //! a 429 surge). Every list and create response carries `Weir-Policy: <rule> <function>=<action>`.
 
 use super::identity::Caller;
-use super::state::Proxy;
 use crate::config::{RouteClass, Settings, UpstreamIndex};
-use crate::mode::{Behaviour, Hold};
-use crate::policy::{Action, Context, Decision, Function, Situation, Situations};
+use crate::mode::{Behaviour, Hold, Modes};
+use crate::policy::{Action, Context, Decision, DecisionLog, Function, Situation, Situations};
 use crate::problem::{Problem, ProblemKind};
+use crate::upstream::Upstreams;
 use http::{HeaderValue, StatusCode};
 use weir_resilience::State;
 
 /// The response header naming the rule that decided.
 pub(super) const HEADER: &str = "weir-policy";
 
+/// What the policy phase reads (the upstreams' situations, the network, the mode) and where
+/// it records its decisions.
+#[derive(Clone, Copy)]
+pub(crate) struct PolicyHandles<'a> {
+    pub upstreams: &'a Upstreams,
+    pub network: &'a crate::network::Network,
+    pub modes: &'a Modes,
+    pub log: &'a DecisionLog,
+}
+
 /// The situations holding for upstream `up` now, as `who` sees them.
 pub(super) fn situations(
-    proxy: &Proxy,
+    h: PolicyHandles<'_>,
     up: UpstreamIndex,
     who: Option<&crate::identity::Identity>,
 ) -> Situations {
-    let u = proxy.upstreams.get(up);
+    let u = h.upstreams.get(up);
     let mut s = Situations::default();
     match u.gate.breaker.state() {
         State::Open | State::HalfOpen => s = s.with(Situation::BreakerOpen),
@@ -51,23 +61,23 @@ pub(super) fn situations(
 
 /// The policy context of one managed request.
 pub(crate) fn context(
-    proxy: &Proxy,
+    h: PolicyHandles<'_>,
     up: UpstreamIndex,
     path: &str,
     who: Option<&crate::identity::Identity>,
 ) -> Context {
     Context {
         repo: crate::policy::repo_of(path),
-        metered: proxy.network.metered(),
-        offline: matches!(proxy.modes.behaviour(), Behaviour::Hold(Hold::Offline)),
-        situations: situations(proxy, up, who),
+        metered: h.network.metered(),
+        offline: matches!(h.modes.behaviour(), Behaviour::Hold(Hold::Offline)),
+        situations: situations(h, up, who),
     }
 }
 
 /// The decision for this request's function (`list` or `create`; other classes have none),
 /// under the request's one settings snapshot.
 pub(super) fn decide(
-    proxy: &Proxy,
+    h: PolicyHandles<'_>,
     settings: &Settings,
     up: UpstreamIndex,
     class: RouteClass,
@@ -85,9 +95,9 @@ pub(super) fn decide(
         return Some(set.decide(function, &Context::default()));
     }
     let scope = who.scope();
-    let cx = context(proxy, up, path, scope.as_ref());
+    let cx = context(h, up, path, scope.as_ref());
     let d = set.decide(function, &cx);
-    proxy.policy_log.record(&d, cx.repo.as_deref());
+    h.log.record(&d, cx.repo.as_deref());
     Some(d)
 }
 
@@ -95,15 +105,15 @@ pub(super) fn decide(
 /// the request names no repository, so only `repo = "*"` rules apply). The model path calls
 /// this before rewriting a model: `Action::Never` forbids it; the decision names the rule.
 pub(crate) fn model_fallback_allowed(
-    proxy: &Proxy,
+    h: PolicyHandles<'_>,
     settings: &Settings,
     up: UpstreamIndex,
     repo: Option<&str>,
 ) -> Decision {
-    let mut cx = context(proxy, up, "", None);
+    let mut cx = context(h, up, "", None);
     cx.repo = repo.map(str::to_string);
     let d = settings.policy.decide(Function::Model, &cx);
-    proxy.policy_log.record(&d, repo);
+    h.log.record(&d, repo);
     d
 }
 

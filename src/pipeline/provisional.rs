@@ -18,9 +18,10 @@
 //! An id that merely looks provisional but is not in the queue goes upstream too.
 
 use super::identity::Caller;
-use super::state::Proxy;
+use crate::accounts::Accounts;
 use crate::body::Body;
 use crate::queue::provisional::{self, Owner, Stage};
+use crate::queue::QueueState;
 use bytes::Bytes;
 use http::{header, HeaderValue, Method, Request, Response, StatusCode, Uri};
 use hyper::body::Incoming;
@@ -97,11 +98,16 @@ pub(super) enum Follow {
 
 /// Answers (or rewrites) a follow-up call for a provisional id; anything else passes as it
 /// came. Runs after the identity phase and before the cache phase.
-pub(super) async fn follow(proxy: &Proxy, req: Request<Incoming>, who: &Caller) -> Follow {
+pub(super) async fn follow(
+    queue: &QueueState,
+    accounts: &Accounts,
+    req: Request<Incoming>,
+    who: &Caller,
+) -> Follow {
     if req.method() != Method::GET {
         return Follow::Pass(req);
     }
-    let Some(q) = proxy.queue.open() else {
+    let Some(q) = queue.open() else {
         return Follow::Pass(req);
     };
     let path = req.uri().path().to_string();
@@ -109,7 +115,7 @@ pub(super) async fn follow(proxy: &Proxy, req: Request<Incoming>, who: &Caller) 
         return Follow::Pass(req);
     };
     let item = match q.store.find_by_provisional_id(call.id()).await {
-        Ok(Some(item)) if call.names(&item) && same_account(proxy, &item, who) => item,
+        Ok(Some(item)) if call.names(&item) && same_account(accounts, &item, who) => item,
         Ok(_) => return Follow::Pass(req),
         Err(e) => {
             // The queue cannot be read: the upstream cannot know the id either, so say why.
@@ -129,7 +135,7 @@ pub(super) async fn follow(proxy: &Proxy, req: Request<Incoming>, who: &Caller) 
             return Follow::Pass(with_real_id(req, call.id(), real));
         }
     }
-    let owner = owner(proxy, &item);
+    let owner = owner(accounts, &item);
     let body = match call {
         Call::Job { .. } | Call::JobOfSession { .. } => provisional::job(&item, owner.as_ref()),
         Call::Session { .. } => provisional::session(&item, owner.as_ref()),
@@ -153,24 +159,24 @@ pub(super) async fn follow(proxy: &Proxy, req: Request<Incoming>, who: &Caller) 
 
 /// The credential that queued it, or one of the same GitHub account (as the accounts rule
 /// resolved them); never anyone else's.
-fn same_account(proxy: &Proxy, item: &Item, who: &Caller) -> bool {
+fn same_account(accounts: &Accounts, item: &Item, who: &Caller) -> bool {
     if !who.credentialed {
         return false;
     }
     if item.identity == who.identity.hex() {
         return true;
     }
-    let theirs = crate::identity::Identity::from_hex(&item.identity)
-        .and_then(|id| proxy.accounts.record(&id));
-    match (theirs, proxy.accounts.record(&who.identity)) {
+    let theirs =
+        crate::identity::Identity::from_hex(&item.identity).and_then(|id| accounts.record(&id));
+    match (theirs, accounts.record(&who.identity)) {
         (Some(a), Some(b)) => a.account_id == b.account_id,
         _ => false,
     }
 }
 
-fn owner(proxy: &Proxy, item: &Item) -> Option<Owner> {
+fn owner(accounts: &Accounts, item: &Item) -> Option<Owner> {
     let id = crate::identity::Identity::from_hex(&item.identity)?;
-    proxy.accounts.record(&id).map(|r| Owner {
+    accounts.record(&id).map(|r| Owner {
         user_id: r.account_id,
         login: r.login.clone(),
     })

@@ -75,6 +75,7 @@ impl ClientRateLimit {
 
 /// Duplicate suppression for creates: in flight (joined) and recently succeeded (answered
 /// again).
+#[derive(Clone)]
 pub(crate) struct Creates {
     pub recent: moka::sync::Cache<String, Arc<Stored>>,
     pub flights: Coalescer<Stored, Problem>,

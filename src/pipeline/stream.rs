@@ -12,9 +12,8 @@
 //! cannot wait in a flight for several callers. If a refresh finds that a document has become
 //! a stream, the key is marked as streaming and its callers ask on their own from then on.
 
-use super::cache::{self, Fetched};
+use super::cache::{self, CacheHandles, Fetched};
 use super::context::{Answer, Call, Ctx, Step};
-use super::state::Proxy;
 use super::{forward, rescue, respond};
 use crate::cache::Freshness;
 use http::Request;
@@ -32,23 +31,22 @@ pub(super) fn streamed() -> Streamed {
 }
 
 /// A `stream` GET on a managed upstream.
-pub(super) fn serve<'a>(proxy: &'a Arc<Proxy>, ctx: &'a Ctx, req: Request<Incoming>) -> Step<'a> {
+pub(super) fn serve<'a>(h: CacheHandles<'a>, ctx: &'a Ctx, req: Request<Incoming>) -> Step<'a> {
     // A GET with a body is not a poll: it passes as it came.
     if !http_body::Body::is_end_stream(req.body()) {
         return Step::Upstream(Call::Forward(req));
     }
     let (parts, _empty) = req.into_parts();
-    let key = cache::key_for(proxy, ctx, &parts);
-    if !proxy.streamed.contains_key(&key) && cache::has_copy(proxy, ctx, &parts, &key) {
+    let key = cache::key_for(h, ctx, &parts);
+    if !h.streamed.contains_key(&key) && cache::has_copy(h, ctx, &parts, &key) {
         // A refresh that finds a stream where the document was: ask again, on our own. A
         // wait for a flight that may end so is admitted like a fetch.
-        let (stale, go) = match cache::serve_head(proxy, ctx, parts.clone()) {
-            Step::Answered(Err(_)) if proxy.streamed.contains_key(&key) => (None, None),
+        let (stale, go) = match cache::serve_head(h, ctx, parts.clone()) {
+            Step::Answered(Err(_)) if h.streamed.contains_key(&key) => (None, None),
             // Joining a flight (or waiting for a stale copy's refresh): a client over its
             // rate limit gets the copy it has.
             Step::Joins(go) => (
-                proxy
-                    .cache
+                h.cache
                     .get(&key)
                     .filter(|e| e.freshness(tokio::time::Instant::now()) != Freshness::Expired),
                 Some(go),
@@ -61,35 +59,35 @@ pub(super) fn serve<'a>(proxy: &'a Arc<Proxy>, ctx: &'a Ctx, req: Request<Incomi
             go: Box::pin(async move {
                 if let Some(go) = go {
                     match go.await {
-                        Err(_) if proxy.streamed.contains_key(&key) => {}
+                        Err(_) if h.streamed.contains_key(&key) => {}
                         answered => return answered,
                     }
                 }
-                once(proxy, ctx, parts, key).await
+                once(h, ctx, parts, key).await
             }),
         });
     }
     Step::Upstream(Call::Fetch {
         stale: None,
-        go: Box::pin(once(proxy, ctx, parts, key)),
+        go: Box::pin(once(h, ctx, parts, key)),
     })
 }
 
 /// The one exchange of a `stream` GET with nothing usable in the cache.
 async fn once(
-    proxy: &Arc<Proxy>,
+    h: CacheHandles<'_>,
     ctx: &Ctx,
     parts: http::request::Parts,
     key: crate::cache::CacheKey,
 ) -> Answer {
-    let counters = proxy.upstreams.get(ctx.up).counters.class(ctx.class);
-    match cache::exchange_once(proxy, ctx, &parts, key).await? {
+    let counters = h.upstreams.get(ctx.up).counters.class(ctx.class);
+    match cache::exchange_once(h, ctx, &parts, key).await? {
         Fetched::Stream(resp) => {
-            proxy.streamed.insert(key, ());
+            h.streamed.insert(key, ());
             Ok(forward::relay(resp))
         }
         Fetched::Kept(s) if s.is_success() => {
-            let kept = proxy.cache.get(&key).is_some_and(|e| Arc::ptr_eq(&e, &s));
+            let kept = h.cache.get(&key).is_some_and(|e| Arc::ptr_eq(&e, &s));
             let status = match kept {
                 true => "weir; fwd=miss; stored",
                 false => "weir; fwd=miss",

@@ -1,20 +1,49 @@
 //! `CONNECT` tunnels: a blind byte pipe to the target. Weir never looks inside a tunnel to a
-//! host it does not manage (managed https upstreams are TLS-terminated by [`super::intercepted`]).
+//! host it does not manage (managed https upstreams are TLS-terminated by [`super::intercepted`],
+//! which the driver starts: it re-enters the pipeline, so it needs the whole `Proxy`).
 
-use super::state::Proxy;
 use crate::body::{empty, Body};
+use crate::config::Settings;
+use crate::events::Bus;
+use crate::intercept::Interceptor;
 use crate::problem::{Problem, ProblemKind};
+use crate::stats::GlobalCounters;
+use crate::upstream::{RoutingConnector, Upstreams};
+use http::uri::Authority;
 use http::{Request, Response, StatusCode};
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::Duration;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-pub(super) async fn connect(
-    proxy: &Arc<Proxy>,
-    req: Request<Incoming>,
-) -> Result<Response<Body>, Problem> {
+/// What a CONNECT needs: its slot, what is managed, how to connect, where to count, and the
+/// bus its pipe runs on.
+#[derive(Clone, Copy)]
+pub(super) struct Tunnels<'a> {
+    pub settings: &'a Settings,
+    pub slots: &'a Arc<Semaphore>,
+    pub upstreams: &'a Upstreams,
+    pub intercept: Option<&'a Arc<Interceptor>>,
+    pub connector: &'a RoutingConnector,
+    pub global: &'a GlobalCounters,
+    pub bus: &'a Bus,
+}
+
+/// A CONNECT's outcome: answered here (a blind tunnel, or refused), or one for a managed https
+/// host that the driver hands to [`super::intercepted::accept`].
+pub(super) enum Opened {
+    Answered(Response<Body>),
+    Intercept {
+        interceptor: Arc<Interceptor>,
+        req: Request<Incoming>,
+        authority: Authority,
+        slot: OwnedSemaphorePermit,
+    },
+}
+
+pub(super) async fn connect(t: Tunnels<'_>, req: Request<Incoming>) -> Result<Opened, Problem> {
     let Some(authority) = req.uri().authority().cloned() else {
         return Err(Problem::new(
             StatusCode::BAD_REQUEST,
@@ -31,29 +60,30 @@ pub(super) async fn connect(
     };
     // A tunnel outlives its HTTP connection (which ends at the upgrade), so tunnels hold a
     // slot of their own against limits.max_connections.
-    let Ok(slot) = proxy.tunnel_slots.clone().try_acquire_owned() else {
+    let Ok(slot) = t.slots.clone().try_acquire_owned() else {
         return Err(Problem::new(
             StatusCode::SERVICE_UNAVAILABLE,
             ProblemKind::TooManyConnections,
             format!(
                 "Weir already has {} tunnels open (limits.max_connections)",
-                proxy.settings().limits.max_connections
+                t.settings.limits.max_connections
             ),
         )
         .retry_after(Duration::from_secs(1)));
     };
-    let settings = proxy.settings();
+    let settings = t.settings;
     let managed = |scheme: &str, host: &str, port: u16| {
-        proxy
-            .upstreams
-            .find(&settings, scheme, host, port)
-            .is_some()
+        t.upstreams.find(settings, scheme, host, port).is_some()
     };
-    if let Some(i) = &proxy.intercept {
+    if let Some(i) = t.intercept {
         let https = |host: &str, port: u16| managed("https", host, port);
-        if crate::intercept::should_intercept(i, &settings, &authority, https) {
-            let i = i.clone();
-            return Ok(super::intercepted::accept(proxy, i, req, authority, slot));
+        if crate::intercept::should_intercept(i, settings, &authority, https) {
+            return Ok(Opened::Intercept {
+                interceptor: i.clone(),
+                req,
+                authority,
+                slot,
+            });
         }
     }
     let host = authority.host().trim_matches(['[', ']']).to_string();
@@ -68,7 +98,7 @@ pub(super) async fn connect(
         if !managed {
             super::private_target::check_before_proxy(allow, authority.host(), port).await?;
         }
-        match proxy.tunnel_connector.connect_tunnel(&host, port).await {
+        match t.connector.connect_tunnel(&host, port).await {
             Ok(s) => Ok(s.into_inner()),
             Err(e) => Err(Problem::new(
                 StatusCode::BAD_GATEWAY,
@@ -88,9 +118,9 @@ pub(super) async fn connect(
         }
     };
     let _ = upstream.set_nodelay(true);
-    proxy.global.tunnels.fetch_add(1, Relaxed);
-    let mut stop = proxy.bus.stopping();
-    proxy.bus.clone().spawn(async move {
+    t.global.tunnels.fetch_add(1, Relaxed);
+    let mut stop = t.bus.stopping();
+    t.bus.clone().spawn(async move {
         let _slot = slot;
         let pipe = async {
             match hyper::upgrade::on(req).await {
@@ -111,5 +141,5 @@ pub(super) async fn connect(
             _ = stop.wait_for(|s| *s) => {}
         }
     });
-    Ok(Response::new(empty()))
+    Ok(Opened::Answered(Response::new(empty())))
 }
