@@ -20,16 +20,7 @@ const TOKEN: &str = "ghu_PERSISTTOKEN1234567890abcdef";
 const PROBLEM: &str = "Teach the frobnicator to count sheep backwards";
 const TITLE: &str = "Sheep counting, reversed";
 
-fn has_keychain(data: &Path) -> bool {
-    let ok = weir::secrets::Namespace::for_data_dir(data)
-        .keychain()
-        .probe()
-        .is_ok();
-    if !ok {
-        eprintln!("no keychain: run under scripts/with-keychain.sh");
-    }
-    ok
-}
+use common::has_keychain;
 
 /// Bodies that carry a problem statement and a session title (what must never be readable).
 fn sessions(up: &Upstream) {

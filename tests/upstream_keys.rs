@@ -17,16 +17,7 @@ const LIST: &str = "/agents/sessions";
 const JOBS: &str = "/agents/swe/v1/jobs/octo/repo";
 const TOKEN: &str = "ghu_UPSTREAMKEYS1234567890abcdef";
 
-fn has_keychain(data: &Path) -> bool {
-    let ok = weir::secrets::Namespace::for_data_dir(data)
-        .keychain()
-        .probe()
-        .is_ok();
-    if !ok {
-        eprintln!("no keychain: run under scripts/with-keychain.sh");
-    }
-    ok
-}
+use common::has_keychain;
 
 /// Weir on `data` with the upstreams as `[[upstream]]` tables in the order given. Lists stay
 /// fresh for an hour (a stored answer is a hit after the restart); the breaker never opens.

@@ -243,6 +243,19 @@ impl Weir {
 
 /// Polls `cond` until it holds, at most `tries` × 20 ms (a bound, not a timing assertion).
 /// Sends a control-API request carrying the control secret (`X-Weir-Secret`).
+/// Whether the keychain of data dir `data` can be used (under `scripts/with-keychain.sh`); says
+/// how to get one when it cannot, for tests that skip without it.
+pub fn has_keychain(data: &std::path::Path) -> bool {
+    let ok = weir::secrets::Namespace::for_data_dir(data)
+        .keychain()
+        .probe()
+        .is_ok();
+    if !ok {
+        eprintln!("no keychain: run under scripts/with-keychain.sh");
+    }
+    ok
+}
+
 /// A client that sends everything through the Weir of `h` with `Authorization: token TOKEN`.
 pub fn proxied_with_token(h: &weir::EngineHandle, token: &str) -> reqwest::Client {
     let mut hm = reqwest::header::HeaderMap::new();
