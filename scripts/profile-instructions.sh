@@ -5,9 +5,12 @@
 # Instruction counts hardly move with other load on the machine, unlike req/s, so two builds
 # can be compared on a busy machine.
 #
-#   scripts/profile-instructions.sh [pass|hit|bare|nginx] [SECONDS]      (defaults: pass, 4)
+#   scripts/profile-instructions.sh [pass|hit|bare|direct|nginx|nginx-cache] [SECONDS]   (defaults: pass, 4)
 #
-# `nginx` is the peer: nginx as a plain reverse proxy of the same upstream, one worker.
+# `nginx` is the pass-through peer: nginx as a plain reverse proxy of the same upstream, one
+# worker. `nginx-cache` is the cache-hit peer: the same nginx with `proxy_cache` keyed per
+# identity, as scripts/bench-overhead.sh configures it. `direct` profiles the lab upstream
+# itself: hyper's server answering from memory, the floor under a cache hit.
 #   WEIR_BIN=/path/to/weir LAB_BIN=/path/to/weir-lab scripts/profile-instructions.sh pass
 #
 # Prints "instructions per request" and writes the callgrind file to
@@ -36,19 +39,33 @@ cleanup() {
   rm -rf "$TMP"
 }
 trap cleanup EXIT
-"$LAB" upstream --latency-ms 0 >"$TMP/up.out" &
-PIDS+=($!)
-for _ in $(seq 100); do [ -s "$TMP/up.out" ] && break; sleep 0.1; done
-UP="$(head -1 "$TMP/up.out")"
 CG="$OUT/callgrind-$MODE.out"
 rm -f "$CG"*
 # valgrind itself is the background job (not a shell function), so $! is the pid that
 # callgrind_control talks to.
 VG=(valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$CG")
-if [ "$MODE" = nginx ]; then
-  # The peer: nginx as a plain reverse proxy (one worker, no master, so callgrind sees it all).
+if [ "$MODE" = direct ]; then
+  # The lab upstream itself under callgrind: hyper's server answering from memory, the floor
+  # under a cache hit of any proxy built on hyper.
+  "${VG[@]}" "$LAB" upstream --latency-ms 0 >"$TMP/up.out" 2>"$TMP/valgrind.err" &
+else
+  "$LAB" upstream --latency-ms 0 >"$TMP/up.out" &
+fi
+PIDS+=($!)
+for _ in $(seq 300); do [ -s "$TMP/up.out" ] && break; sleep 0.2; done
+UP="$(head -1 "$TMP/up.out")"
+if [ "$MODE" = direct ]; then
+  PID="${PIDS[-1]}"
+  PROXY="$UP"
+elif [ "$MODE" = nginx ] || [ "$MODE" = nginx-cache ]; then
+  # The peer: nginx as a reverse proxy (one worker, no master, so callgrind sees it all).
   PORT="$("$LAB" free-port)"
-  mkdir -p "$TMP/nginx/tmp"
+  mkdir -p "$TMP/nginx/tmp" "$TMP/nginx/cache"
+  CACHE_PATH=""; CACHE_LOC=""
+  if [ "$MODE" = nginx-cache ]; then
+    CACHE_PATH="proxy_cache_path $TMP/nginx/cache levels=1:2 keys_zone=lab:10m max_size=64m inactive=60s use_temp_path=off;"
+    CACHE_LOC="proxy_cache lab; proxy_cache_key \"\$request_uri|\$http_authorization\"; proxy_cache_valid 200 15s; proxy_cache_lock on;"
+  fi
   cat >"$TMP/nginx/nginx.conf" <<NGX
 worker_processes 1;
 master_process off;
@@ -64,10 +81,11 @@ http {
   fastcgi_temp_path $TMP/nginx/tmp/fastcgi;
   uwsgi_temp_path $TMP/nginx/tmp/uwsgi;
   scgi_temp_path $TMP/nginx/tmp/scgi;
+  $CACHE_PATH
   upstream lab { server ${UP#http://}; keepalive 16; }
   server {
     listen 127.0.0.1:$PORT;
-    location / { proxy_pass http://lab; proxy_http_version 1.1; proxy_set_header Connection ""; }
+    location / { proxy_pass http://lab; proxy_http_version 1.1; proxy_set_header Connection ""; $CACHE_LOC }
   }
 }
 NGX
@@ -88,9 +106,9 @@ else
   PROXY="http://127.0.0.1:$PORT"
   for _ in $(seq 300); do curl -s -o /dev/null "$PROXY/_weir/api/health" && break; sleep 0.2; done
 fi
-PIDS+=("$PID")
-path="/repos/octo/lab"; [ "$MODE" = hit ] && path="/agents/sessions"
-target="$UP$path"; [ "$MODE" = nginx ] && target="$path"   # nginx is a reverse proxy: origin form
+[ "$MODE" = direct ] || PIDS+=("$PID")
+path="/repos/octo/lab"; case "$MODE" in hit|nginx-cache|direct) path="/agents/sessions" ;; esac
+target="$UP$path"; case "$MODE" in nginx*|direct) target="$path" ;; esac   # nginx is a reverse proxy: origin form
 cat >"$TMP/req.lua" <<LUA
 wrk.path = "$target"
 wrk.headers["Authorization"] = "token gho_bench"
