@@ -254,8 +254,8 @@ impl QueueBackend for PgQueue {
             sets,
             guards,
         );
-        let (sql, offer_binds) = match change.offer_sets(now_ms) {
-            Some(sets) => Self::with_offer_write(&stmt.sql, stmt.binds.len() + 1, sets),
+        let (sql, offer_binds) = match change.offer_write(now_ms) {
+            Some(write) => Self::with_offer_write(&stmt.sql, stmt.binds.len() + 1, write),
             None => (stmt.sql.clone(), Vec::new()),
         };
         let mut all: Vec<&(dyn ToSql + Sync)> = vec![&id];

@@ -9,7 +9,7 @@ use super::rows::{bind, COLUMNS};
 use super::PgQueue;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::Row;
-use weir_store::offer::{offer_columns, offer_upsert, OFFER_COLUMNS};
+use weir_store::offer::{offer_columns, offer_upsert, OfferWrite, OFFER_COLUMNS};
 use weir_store::{Dialect, Finish, HandOffRecord, Item, ListFilter, NewItem, StoreError, Value};
 
 /// The offers table in the shared database.
@@ -98,14 +98,14 @@ impl PgQueue {
     pub(super) fn with_offer_write(
         sql: &str,
         binds_so_far: usize,
-        sets: Vec<(&'static str, Value)>,
+        write: OfferWrite,
     ) -> (String, Vec<Value>) {
         let (upsert, binds) = offer_upsert(
             Dialect::Postgres,
             OFFERS,
             "upd",
             "true",
-            sets,
+            write,
             binds_so_far + 1,
         );
         (
@@ -122,17 +122,8 @@ impl PgQueue {
         finish: Finish,
         now_ms: i64,
     ) -> Result<HandOffRecord, StoreError> {
-        let outcome = finish.outcome.as_ref().map(|v| v.to_string());
-        let sets = vec![
-            ("running", Value::Bool(false)),
-            ("outcome", outcome.map_or(Value::Null, Value::Text)),
-            (
-                "finished_at",
-                finish.finished_at.map_or(Value::Null, Value::Text),
-            ),
-            ("updated_at", Value::Int(now_ms)),
-        ];
-        let (upsert, binds) = offer_upsert(Dialect::Postgres, OFFERS, "item", "true", sets, 3);
+        let write = finish.offer_write(now_ms);
+        let (upsert, binds) = offer_upsert(Dialect::Postgres, OFFERS, "item", "true", write, 3);
         let sql = format!(
             "WITH item AS (
                UPDATE weir_queue_items SET updated_at = $2
