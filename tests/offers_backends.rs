@@ -178,6 +178,83 @@ async fn offers_live_in_their_own_table(q: &dyn QueueBackend) {
     );
 }
 
+/// An offered and a queued insert write the same row (one insert in PostgreSQL, `NewRow`)
+/// but for the state and when the item is first due: every field of the create, the
+/// provisional ids, `needs_lookup` from `in_doubt`, created and updated now, no attempt.
+async fn an_offered_and_a_queued_insert_write_the_same_row(q: &dyn QueueBackend) {
+    let full = |key: &str| NewItem {
+        headers: vec![
+            ("content-type".into(), "application/json".into()),
+            ("x-github-api-version".into(), "2026-01-01".into()),
+        ],
+        credential_ref: Some(format!("cred-{key}")),
+        in_doubt: true,
+        provisional: Some(weir_store::Provisional {
+            job_id: format!("job-{key}"),
+            session_id: format!("session-{key}"),
+        }),
+        ..new_item(key)
+    };
+    let offered = q
+        .insert_offered(full("same-o"), 8_000, json!({}), 1_500)
+        .await
+        .unwrap();
+    let queued = q.insert(full("same-q"), 1_500).await.unwrap();
+    assert_eq!(
+        (offered.state, offered.next_attempt_at),
+        (State::Offered, 8_000)
+    );
+    assert_eq!(
+        (queued.state, queued.next_attempt_at),
+        (State::InDoubt, 1_500)
+    );
+    let rec = q.hand_off_record(offered.id).await.unwrap().unwrap();
+    assert_eq!(
+        (rec.expires_at, rec.created_at, rec.updated_at),
+        (8_000, 1_500, 1_500)
+    );
+    for (it, key) in [(&offered, "same-o"), (&queued, "same-q")] {
+        let want = full(key);
+        assert_eq!(
+            (
+                &it.upstream,
+                &it.method,
+                &it.path_and_query,
+                &it.headers,
+                &it.body,
+                &it.identity,
+                &it.credential_ref,
+                &it.dedupe_key,
+                &it.repo,
+                &it.problem_statement,
+            ),
+            (
+                &want.upstream,
+                &want.method,
+                &want.path_and_query,
+                &want.headers,
+                &want.body,
+                &want.identity,
+                &want.credential_ref,
+                &want.dedupe_key,
+                &want.repo,
+                &want.problem_statement,
+            )
+        );
+        assert_eq!(it.provisional, want.provisional);
+        assert_eq!(
+            (it.created_at, it.updated_at, it.attempts, it.needs_lookup),
+            (1_500, 1_500, 0, true),
+            "{key}"
+        );
+        assert_eq!(
+            (it.last_attempt_at, &it.last_error, &it.result),
+            (None, &None, &None)
+        );
+        assert_eq!(q.get(it.id).await.unwrap().as_ref(), Some(it));
+    }
+}
+
 /// Many confirmations of each offer at once, from `backends` (two replicas of one queue):
 /// each offer is handed off exactly once and its row holds the winner's confirmation.
 async fn exactly_one_confirmation_wins(backends: Vec<Arc<dyn QueueBackend>>) {
@@ -237,6 +314,8 @@ async fn sqlite_keeps_offers_in_their_own_table() {
     let one: Arc<dyn QueueBackend> = Arc::from(open_sqlite(&path).await.unwrap());
     let two: Arc<dyn QueueBackend> = Arc::from(open_sqlite(&path).await.unwrap());
     exactly_one_confirmation_wins(vec![one, two]).await;
+    let q = open_sqlite(&dir.path().join("rows.sqlite3")).await.unwrap();
+    an_offered_and_a_queued_insert_write_the_same_row(q.as_ref()).await;
 }
 
 #[cfg(feature = "gateway")]
@@ -306,6 +385,7 @@ async fn postgres_keeps_offers_in_their_own_table() {
         .unwrap();
     q.apply(it.id, confirm("aider"), 2_000).await.unwrap();
     assert!(q.hand_off_record(it.id).await.unwrap().unwrap().running);
+    an_offered_and_a_queued_insert_write_the_same_row(q.as_ref()).await;
 }
 
 /// A shared queue at schema 5 (before the offers table; it took no offers) with items in it

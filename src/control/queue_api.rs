@@ -8,8 +8,9 @@ use crate::problem::{Problem, ProblemKind};
 use crate::queue::{event, now_ms};
 use http::{Method, Request, Response, StatusCode};
 use hyper::body::Incoming;
+use std::collections::HashMap;
 use std::sync::Arc;
-use weir_store::{Change, Item, ListFilter, State, StoreError};
+use weir_store::{Change, HandOffRecord, Item, ListFilter, State, StoreError};
 
 pub(crate) async fn handle(
     ctl: &Arc<Control>,
@@ -36,10 +37,26 @@ pub(crate) async fn handle(
                 .await
                 .map_err(store_problem)?;
             let counts = q.store.counts().await.map_err(store_problem)?;
-            let mut views = Vec::with_capacity(items.len());
-            for item in &items {
-                views.push(view_with_hand_off(q.store.as_ref(), item).await);
+            // The parked items' records in one read (a join), not one read per item. Of the
+            // newest 500 items, the parked ones are among the newest 500 parked ones.
+            // A record that cannot be read is left out, as for a single item.
+            let mut records: HashMap<i64, HandOffRecord> = HashMap::new();
+            if items.iter().any(is_parked) {
+                let parked = ListFilter {
+                    states: vec![State::Offered, State::HandedOff],
+                    limit: 500,
+                };
+                match q.store.list_offers(parked).await {
+                    Ok(offers) => records.extend(offers.into_iter().map(|(i, r)| (i.id, r))),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "the queue's hand-off records could not be read")
+                    }
+                }
             }
+            let views: Vec<serde_json::Value> = items
+                .iter()
+                .map(|item| with_hand_off(view(item), item, records.remove(&item.id)))
+                .collect();
             Ok(json(&serde_json::json!({"items": views, "counts": counts})))
         }
         (&Method::GET, [id]) => {
@@ -49,7 +66,12 @@ pub(crate) async fn handle(
                 .await
                 .map_err(store_problem)?
                 .ok_or_else(|| not_found(id))?;
-            Ok(json(&view_with_hand_off(q.store.as_ref(), &item).await))
+            let rec = if is_parked(&item) {
+                q.store.hand_off_record(item.id).await.ok().flatten()
+            } else {
+                None
+            };
+            Ok(json(&with_hand_off(view(&item), &item, rec)))
         }
         (&Method::POST, [id, action @ ("cancel" | "retry")]) => {
             let id = parse(id)?;
@@ -83,18 +105,20 @@ pub(crate) async fn handle(
     }
 }
 
-/// [`view`], and for an item parked for the local agent its hand-off record (kept in its own
-/// table) under `result` as earlier versions showed it: `handoff`, `running`, `program`,
+/// Parked for the local agent: its hand-off record is kept in its own table.
+fn is_parked(i: &Item) -> bool {
+    matches!(i.state, State::Offered | State::HandedOff)
+}
+
+/// `v` (the [`view`] of `i`), and for an item parked for the local agent its hand-off record
+/// `rec` under `result` as earlier versions showed it: `handoff`, `running`, `program`,
 /// `confirmed_at`, `outcome`, `finished_at` (the dashboard shows the agent's exit code from it).
-async fn view_with_hand_off(
-    store: &dyn crate::queue::backend::QueueBackend,
+fn with_hand_off(
+    mut v: serde_json::Value,
     i: &Item,
+    rec: Option<HandOffRecord>,
 ) -> serde_json::Value {
-    let mut v = view(i);
-    if !matches!(i.state, State::Offered | State::HandedOff) {
-        return v;
-    }
-    let Ok(Some(r)) = store.hand_off_record(i.id).await else {
+    let Some(r) = rec.filter(|_| is_parked(i)) else {
         return v;
     };
     let mut result = match v["result"].take() {
@@ -158,5 +182,73 @@ fn store_problem(e: StoreError) -> Problem {
             ProblemKind::QueueUnavailable,
             format!("{}. {}", e.detail(), e.fix()),
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn item(id: i64, state: State) -> Item {
+        Item {
+            id,
+            upstream: "copilot-api".into(),
+            method: http::Method::POST,
+            path_and_query: "/agents/swe/v1/jobs/o/r".into(),
+            headers: Vec::new(),
+            body: Vec::new(),
+            identity: "ab".into(),
+            credential_ref: None,
+            dedupe_key: format!("k{id}"),
+            repo: Some("o/r".into()),
+            problem_statement: None,
+            state,
+            created_at: 1,
+            attempts: 0,
+            next_attempt_at: 1,
+            last_attempt_at: None,
+            last_error: None,
+            result: None,
+            updated_at: 1,
+            needs_lookup: false,
+            provisional: None,
+        }
+    }
+
+    fn record(id: i64) -> HandOffRecord {
+        HandOffRecord {
+            item_id: id,
+            offer: serde_json::json!({"rule": "octo-local"}),
+            expires_at: 9,
+            running: false,
+            program: Some("aider".into()),
+            confirmed_at: Some("t".into()),
+            outcome: Some(serde_json::json!({"exit_code": 0})),
+            finished_at: None,
+            created_at: 1,
+            updated_at: 2,
+        }
+    }
+
+    /// The list and the single item show the same thing: a parked item's record under
+    /// `result`, nothing for an item that is not parked (a record read for an id that moved
+    /// on meanwhile is not shown).
+    #[test]
+    fn a_parked_items_record_is_shown_under_result() {
+        let handed = item(1, State::HandedOff);
+        let v = with_hand_off(view(&handed), &handed, Some(record(1)));
+        assert_eq!(
+            v["result"],
+            serde_json::json!({"handoff": {"rule": "octo-local"}, "running": false,
+                "program": "aider", "confirmed_at": "t", "outcome": {"exit_code": 0}})
+        );
+        let queued = item(2, State::Queued);
+        let v = with_hand_off(view(&queued), &queued, Some(record(2)));
+        assert_eq!(v["result"], serde_json::Value::Null);
+        let offered = item(3, State::Offered);
+        assert_eq!(
+            with_hand_off(view(&offered), &offered, None),
+            view(&offered)
+        );
     }
 }

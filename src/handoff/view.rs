@@ -1,10 +1,12 @@
 //! An offer as `GET /_weir/api/handoffs` shows it (behind the control secret: it names the
 //! repository and carries the problem statement), read from its queue item and its row in the
-//! offers table (`weir_store::HandOffRecord`).
+//! offers table (`weir_store::HandOffRecord`): listed ([`Handoffs::list`], one join) or one by
+//! one ([`Handoffs::get`]).
 
-use super::record_of;
+use super::offer::record_of;
+use super::{HandoffError, Handoffs};
 use serde::Serialize;
-use weir_store::{HandOffRecord, Item, State};
+use weir_store::{HandOffRecord, Item, ListFilter, State};
 
 /// One offer, or what its create became.
 #[derive(Debug, Clone, Serialize)]
@@ -76,5 +78,49 @@ impl HandoffView {
                 .flatten(),
             location: format!("/_weir/api/handoffs/{}", item.id),
         }
+    }
+}
+
+impl Handoffs {
+    /// Offers (pending first, then those handed off), newest first, for the control API.
+    pub async fn list(&self) -> Result<Vec<HandoffView>, HandoffError> {
+        let p = self.parts()?;
+        let q = p.queue.open().ok_or_else(|| {
+            HandoffError::QueueUnavailable(p.queue.error().unwrap_or_default().into())
+        })?;
+        let offers = q
+            .store
+            .list_offers(ListFilter {
+                states: vec![State::Offered, State::HandedOff],
+                limit: 100,
+            })
+            .await
+            .map_err(|e| HandoffError::from_store(0, e))?;
+        let mut views: Vec<HandoffView> = offers
+            .iter()
+            .map(|(item, rec)| HandoffView::of(item, Some(rec)))
+            .collect();
+        views.sort_by_key(|v| (v.state != State::Offered, std::cmp::Reverse(v.id)));
+        Ok(views)
+    }
+
+    /// One offer (or what its create became), for the control API.
+    pub async fn get(&self, id: i64) -> Result<HandoffView, HandoffError> {
+        let p = self.parts()?;
+        let q = p.queue.open().ok_or_else(|| {
+            HandoffError::QueueUnavailable(p.queue.error().unwrap_or_default().into())
+        })?;
+        let item = q
+            .store
+            .get(id)
+            .await
+            .map_err(|e| HandoffError::from_store(id, e))?
+            .ok_or(HandoffError::NotFound { id })?;
+        let rec = q
+            .store
+            .hand_off_record(id)
+            .await
+            .map_err(|e| HandoffError::from_store(id, e))?;
+        Ok(HandoffView::of(&item, rec.as_ref()))
     }
 }

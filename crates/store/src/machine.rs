@@ -205,7 +205,7 @@ pub enum Change {
     /// → queued (or in_doubt), due now, with a fresh attempt count.
     Retry,
     /// offered → handed_off; the confirmation goes to the item's offer row
-    /// ([`Change::offer_sets`]), in the same transaction.
+    /// ([`Change::offer_write`]), in the same transaction.
     HandOff {
         confirmation: Confirmation,
     },

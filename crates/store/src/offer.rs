@@ -75,38 +75,96 @@ pub(crate) fn json_text(v: &serde_json::Value) -> String {
     v.to_string()
 }
 
+/// A column of an offer row that a write sets. `updated_at` is not one: every write sets it
+/// ([`OfferWrite::updated_at_ms`]), and a write that makes the row takes `created_at` from it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OfferColumn {
+    Running,
+    Program,
+    ConfirmedAt,
+    Outcome,
+    FinishedAt,
+}
+
+impl OfferColumn {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OfferColumn::Running => "running",
+            OfferColumn::Program => "program",
+            OfferColumn::ConfirmedAt => "confirmed_at",
+            OfferColumn::Outcome => "outcome",
+            OfferColumn::FinishedAt => "finished_at",
+        }
+    }
+}
+
+/// What one write puts on an item's offer row ([`offer_upsert`]): `sets`, and always the
+/// row's `updated_at` (and its `created_at` when the write makes the row), so a write can
+/// never leave either unset.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OfferWrite {
+    pub sets: Vec<(OfferColumn, Value)>,
+    /// Unix ms.
+    pub updated_at_ms: i64,
+}
+
 impl Change {
-    /// The columns this change writes to the item's offer row, in the same transaction as the
+    /// What this change writes to the item's offer row, in the same transaction as the
     /// item's own update; `None` when it writes none (only a confirmation does: a requeued or
     /// withdrawn offer's row stays as the record of what was offered).
-    pub fn offer_sets(&self, now_ms: i64) -> Option<Vec<(&'static str, Value)>> {
+    pub fn offer_write(&self, now_ms: i64) -> Option<OfferWrite> {
         match self {
-            Change::HandOff { confirmation } => Some(vec![
-                ("running", Value::Bool(true)),
-                (
-                    "program",
-                    confirmation
-                        .program
-                        .clone()
-                        .map_or(Value::Null, Value::Text),
-                ),
-                (
-                    "confirmed_at",
-                    Value::Text(confirmation.confirmed_at.clone()),
-                ),
-                ("updated_at", Value::Int(now_ms)),
-            ]),
+            Change::HandOff { confirmation } => Some(OfferWrite {
+                sets: vec![
+                    (OfferColumn::Running, Value::Bool(true)),
+                    (
+                        OfferColumn::Program,
+                        confirmation
+                            .program
+                            .clone()
+                            .map_or(Value::Null, Value::Text),
+                    ),
+                    (
+                        OfferColumn::ConfirmedAt,
+                        Value::Text(confirmation.confirmed_at.clone()),
+                    ),
+                ],
+                updated_at_ms: now_ms,
+            }),
             _ => None,
         }
     }
 }
 
-/// `INSERT INTO {table} (item_id, offer, expires_at, created_at, <sets>) SELECT {source}.id,
-/// '{}', {source}.next_attempt_at, <now>, <values> FROM {source} WHERE {cond} ON CONFLICT
-/// (item_id) DO UPDATE SET <sets from excluded>`: writes `sets` on the item's offer row,
-/// making the row if an item was parked without one (a file written before the table, where
-/// the migration found nothing to move). Its binds are numbered from `first`; `created_at`
-/// reuses the `updated_at` bind.
+impl Finish {
+    /// What the end of the run writes to the offer row: not running, the outcome (its JSON
+    /// text) and when it ended.
+    pub fn offer_write(&self, now_ms: i64) -> OfferWrite {
+        OfferWrite {
+            sets: vec![
+                (OfferColumn::Running, Value::Bool(false)),
+                (
+                    OfferColumn::Outcome,
+                    self.outcome
+                        .as_ref()
+                        .map_or(Value::Null, |o| Value::Text(json_text(o))),
+                ),
+                (
+                    OfferColumn::FinishedAt,
+                    self.finished_at.clone().map_or(Value::Null, Value::Text),
+                ),
+            ],
+            updated_at_ms: now_ms,
+        }
+    }
+}
+
+/// `INSERT INTO {table} (item_id, offer, expires_at, created_at, <sets>, updated_at) SELECT
+/// {source}.id, '{}', {source}.next_attempt_at, <updated_at>, <values>, <updated_at> FROM
+/// {source} WHERE {cond} ON CONFLICT (item_id) DO UPDATE SET <sets from excluded>`: writes
+/// `write` on the item's offer row, making the row if an item was parked without one (a file
+/// written before the table, where the migration found nothing to move). Its binds are
+/// numbered from `first`, `updated_at` last; `created_at` reuses the `updated_at` bind.
 ///
 /// SQLite: `source` is the queue table and `cond` `id = ?1`; PostgreSQL: `source` is the CTE
 /// holding the updated item and `cond` `true` (SQLite needs a WHERE before ON CONFLICT, and
@@ -116,14 +174,14 @@ pub fn offer_upsert(
     table: &str,
     source: &str,
     cond: &str,
-    sets: Vec<(&'static str, Value)>,
+    write: OfferWrite,
     first: usize,
 ) -> (String, Vec<Value>) {
     let mut binds = Vec::new();
     let mut cols = Vec::new();
     let mut vals = Vec::new();
-    let mut created = "NULL".to_string();
-    for (col, v) in sets {
+    let sets = write.sets.into_iter().map(|(c, v)| (c.as_str(), v));
+    for (col, v) in sets.chain([("updated_at", Value::Int(write.updated_at_ms))]) {
         let expr = match v {
             Value::Sql(e) => e,
             Value::Null => "NULL".into(),
@@ -139,12 +197,11 @@ pub fn offer_upsert(
                 format!("{}{cast}", dialect.param(first + binds.len() - 1))
             }
         };
-        if col == "updated_at" {
-            created = expr.clone();
-        }
         cols.push(col);
         vals.push(expr);
     }
+    // The last value is `updated_at`'s bind.
+    let created = vals.last().cloned().unwrap_or_default();
     let updates: Vec<String> = cols.iter().map(|c| format!("{c} = excluded.{c}")).collect();
     let sql = format!(
         "INSERT INTO {table} (item_id, offer, expires_at, created_at, {}) \
@@ -208,13 +265,13 @@ mod tests {
                 confirmed_at: "t".into(),
             },
         };
-        let sets = change.offer_sets(7).unwrap();
+        let write = change.offer_write(7).unwrap();
         let (lite, lite_binds) = offer_upsert(
             Dialect::Sqlite,
             "handoff_offers",
             "queue_items",
             "id = ?1",
-            sets.clone(),
+            write.clone(),
             2,
         );
         assert_eq!(
@@ -226,7 +283,7 @@ mod tests {
              excluded.program, confirmed_at = excluded.confirmed_at, updated_at = \
              excluded.updated_at"
         );
-        let (pg, pg_binds) = offer_upsert(Dialect::Postgres, "t", "upd", "true", sets, 9);
+        let (pg, pg_binds) = offer_upsert(Dialect::Postgres, "t", "upd", "true", write, 9);
         assert!(
             pg.contains(
                 "SELECT upd.id, '{}', upd.next_attempt_at, $12::bigint, $9::boolean, \
@@ -245,7 +302,56 @@ mod tests {
             ]
         );
         // Nothing else writes the offer row.
-        assert_eq!(Change::Cancel.offer_sets(1), None);
+        assert_eq!(Change::Cancel.offer_write(1), None);
         assert_eq!(offer_columns("o").split(", ").count(), 10);
+    }
+
+    /// Every write sets `updated_at`, and one that makes the row sets `created_at` from the
+    /// same bind: a write with nothing else to set still does (it once wrote `created_at =
+    /// NULL` when a caller's sets lacked `updated_at`).
+    #[test]
+    fn every_offer_write_dates_the_row() {
+        let finish = Finish {
+            outcome: Some(serde_json::json!({"exit_code": 0})),
+            finished_at: None,
+        };
+        let (sql, binds) = offer_upsert(
+            Dialect::Sqlite,
+            "handoff_offers",
+            "queue_items",
+            "id = ?1",
+            finish.offer_write(9),
+            2,
+        );
+        assert_eq!(
+            sql,
+            "INSERT INTO handoff_offers (item_id, offer, expires_at, created_at, running, \
+             outcome, finished_at, updated_at) SELECT queue_items.id, '{}', \
+             queue_items.next_attempt_at, ?4, ?2, ?3, NULL, ?4 FROM queue_items WHERE id = ?1 \
+             ON CONFLICT (item_id) DO UPDATE SET running = excluded.running, outcome = \
+             excluded.outcome, finished_at = excluded.finished_at, updated_at = \
+             excluded.updated_at"
+        );
+        assert_eq!(
+            binds,
+            [
+                Value::Bool(false),
+                Value::Text(r#"{"exit_code":0}"#.into()),
+                Value::Int(9)
+            ]
+        );
+        let bare = OfferWrite {
+            sets: vec![],
+            updated_at_ms: 3,
+        };
+        let (sql, binds) = offer_upsert(Dialect::Postgres, "t", "upd", "true", bare, 1);
+        assert!(
+            sql.contains(
+                "(item_id, offer, expires_at, created_at, updated_at) SELECT upd.id, \
+                 '{}', upd.next_attempt_at, $1::bigint, $1::bigint FROM upd"
+            ),
+            "{sql}"
+        );
+        assert_eq!(binds, [Value::Int(3)]);
     }
 }

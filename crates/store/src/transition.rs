@@ -112,7 +112,7 @@ impl Store {
 
     /// Applies `change` to item `id` when the table ([`crate::machine::TRANSITIONS`]) allows
     /// it from the item's state; the updated item. What the change writes to the item's offer
-    /// row ([`Change::offer_sets`]) is written in the same transaction, only when the item
+    /// row ([`Change::offer_write`]) is written in the same transaction, only when the item
     /// moved. When no row matches, the same transaction tells "no such item" from "wrong
     /// state". A retry whose dedupe key was taken meanwhile fails with
     /// [`StoreError::Duplicate`].
@@ -129,13 +129,13 @@ impl Store {
         let mut all: Vec<&dyn ToSql> = Vec::with_capacity(stmt.binds.len() + 1);
         all.push(&id);
         all.extend(stmt.binds.iter().map(|v| v as &dyn ToSql));
-        let offer = change.offer_sets(now_ms).map(|sets| {
+        let offer = change.offer_write(now_ms).map(|write| {
             offer_upsert(
                 Dialect::Sqlite,
                 "handoff_offers",
                 "queue_items",
                 "id = ?1",
-                sets,
+                write,
                 2,
             )
         });
@@ -271,7 +271,7 @@ impl Store {
         finish: &Finish,
         now_ms: i64,
     ) -> Result<HandOffRecord, StoreError> {
-        let outcome = finish.outcome.as_ref().map(json_text);
+        let write = finish.offer_write(now_ms);
         self.write(|tx, path| {
             let sql_err = |e| StoreError::from_sqlite(path, e);
             let moved = tx
@@ -288,15 +288,7 @@ impl Store {
                 "handoff_offers",
                 "queue_items",
                 "id = ?1",
-                vec![
-                    ("running", Value::Bool(false)),
-                    ("outcome", outcome.map_or(Value::Null, Value::Text)),
-                    (
-                        "finished_at",
-                        finish.finished_at.clone().map_or(Value::Null, Value::Text),
-                    ),
-                    ("updated_at", Value::Int(now_ms)),
-                ],
+                write,
                 2,
             );
             let mut all: Vec<&dyn ToSql> = vec![&id];

@@ -3,7 +3,7 @@
 //! same errors. Differences are the claim (`FOR UPDATE SKIP LOCKED` plus a lease) and lease
 //! recovery; see the module above.
 
-use super::rows::{bind, set_count, states, COLUMNS};
+use super::rows::{bind, set_count, states, NewRow, COLUMNS};
 use super::{PgQueue, QUEUE_CHANNEL};
 use crate::queue::backend::ClaimKeeper;
 use crate::queue::backend::{BackendKind, QueueBackend};
@@ -67,45 +67,21 @@ impl QueueBackend for PgQueue {
     /// Inserts and announces the item in one statement: the `NOTIFY` is delivered when (and
     /// only if) the row is committed.
     async fn insert(&self, item: NewItem, now_ms: i64) -> Result<Item, StoreError> {
-        let headers = serde_json::to_string(&item.headers).map_err(|e| StoreError::Other {
-            path: self.conn.db.clone().into(),
-            detail: format!("headers not serialisable: {e}"),
-        })?;
-        let state = if item.in_doubt { "in_doubt" } else { "queued" };
+        let state = if item.in_doubt {
+            State::InDoubt
+        } else {
+            State::Queued
+        };
+        let row = NewRow::new(self, item, state, now_ms, now_ms)?;
         let sql = format!(
-            "WITH ins AS (
-               INSERT INTO weir_queue_items (upstream, method, path_and_query, headers, body,
-                 identity, credential_ref, dedupe_key, repo, problem_statement, state,
-                 created_at, attempts, next_attempt_at, updated_at, needs_lookup,
-                 provisional_job_id, provisional_session_id)
-               VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, 0, $12, $12, $13,
-                 $14, $15)
-               RETURNING {COLUMNS})
-             SELECT ins.*, pg_notify('{QUEUE_CHANNEL}', ins.upstream) FROM ins"
+            "WITH ins AS ({})
+             SELECT ins.*, pg_notify('{QUEUE_CHANNEL}', ins.upstream) FROM ins",
+            NewRow::insert_sql()
         );
-        let job_id = item.provisional.as_ref().map(|p| p.job_id.clone());
-        let session_id = item.provisional.as_ref().map(|p| p.session_id.clone());
-        let params: [&(dyn ToSql + Sync); 15] = [
-            &item.upstream.as_str(),
-            &item.method.as_str(),
-            &item.path_and_query,
-            &headers,
-            &item.body,
-            &item.identity,
-            &item.credential_ref,
-            &item.dedupe_key,
-            &item.repo,
-            &item.problem_statement,
-            &state,
-            &now_ms,
-            &item.in_doubt,
-            &job_id,
-            &session_id,
-        ];
-        match self.conn.query_opt(&sql, &params).await {
-            Ok(Some(row)) => self.item(&row),
+        match self.conn.query_opt(&sql, &row.params()).await {
+            Ok(Some(r)) => self.item(&r),
             Ok(None) => Err(self.conn.unreachable("the insert returned no row")),
-            Err(StoreError::Duplicate { .. }) => self.live_holder(&item.dedupe_key).await,
+            Err(StoreError::Duplicate { .. }) => self.live_holder(row.dedupe_key()).await,
             Err(e) => Err(e),
         }
     }
@@ -254,8 +230,8 @@ impl QueueBackend for PgQueue {
             sets,
             guards,
         );
-        let (sql, offer_binds) = match change.offer_sets(now_ms) {
-            Some(sets) => Self::with_offer_write(&stmt.sql, stmt.binds.len() + 1, sets),
+        let (sql, offer_binds) = match change.offer_write(now_ms) {
+            Some(write) => Self::with_offer_write(&stmt.sql, stmt.binds.len() + 1, write),
             None => (stmt.sql.clone(), Vec::new()),
         };
         let mut all: Vec<&(dyn ToSql + Sync)> = vec![&id];

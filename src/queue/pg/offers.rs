@@ -5,12 +5,14 @@
 //! The engine makes offers on a laptop only (`handoff::HandoffError::Gateway`); the shared
 //! queue stores them the same way so both backends keep one schema and one state machine.
 
-use super::rows::{bind, COLUMNS};
+use super::rows::{bind, NewRow, COLUMNS};
 use super::PgQueue;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::Row;
-use weir_store::offer::{offer_columns, offer_upsert, OFFER_COLUMNS};
-use weir_store::{Dialect, Finish, HandOffRecord, Item, ListFilter, NewItem, StoreError, Value};
+use weir_store::offer::{offer_columns, offer_upsert, OfferWrite, OFFER_COLUMNS};
+use weir_store::{
+    Dialect, Finish, HandOffRecord, Item, ListFilter, NewItem, State, StoreError, Value,
+};
 
 /// The offers table in the shared database.
 pub(super) const OFFERS: &str = "weir_handoff_offers";
@@ -43,50 +45,24 @@ impl PgQueue {
         offer: serde_json::Value,
         now_ms: i64,
     ) -> Result<Item, StoreError> {
-        let headers = serde_json::to_string(&item.headers).map_err(|e| StoreError::Other {
-            path: self.conn.db.clone().into(),
-            detail: format!("headers not serialisable: {e}"),
-        })?;
+        let row = NewRow::new(self, item, State::Offered, now_ms, expires_at_ms)?;
+        // The offer row expires when the item would first be due, and is made with it.
         let sql = format!(
-            "WITH ins AS (
-               INSERT INTO weir_queue_items (upstream, method, path_and_query, headers, body,
-                 identity, credential_ref, dedupe_key, repo, problem_statement, state,
-                 created_at, attempts, next_attempt_at, updated_at, needs_lookup,
-                 provisional_job_id, provisional_session_id)
-               VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 'offered', $11, 0, $12, $11,
-                 $16, $13, $14)
-               RETURNING {COLUMNS}),
+            "WITH ins AS ({}),
              off AS (
                INSERT INTO {OFFERS} (item_id, offer, expires_at, created_at, updated_at)
-               SELECT id, $15, next_attempt_at, created_at, created_at FROM ins)
-             SELECT * FROM ins"
+               SELECT id, ${}, next_attempt_at, created_at, created_at FROM ins)
+             SELECT * FROM ins",
+            NewRow::insert_sql(),
+            NewRow::BINDS + 1
         );
-        let job_id = item.provisional.as_ref().map(|p| p.job_id.clone());
-        let session_id = item.provisional.as_ref().map(|p| p.session_id.clone());
         let offer = offer.to_string();
-        let params: [&(dyn ToSql + Sync); 16] = [
-            &item.upstream.as_str(),
-            &item.method.as_str(),
-            &item.path_and_query,
-            &headers,
-            &item.body,
-            &item.identity,
-            &item.credential_ref,
-            &item.dedupe_key,
-            &item.repo,
-            &item.problem_statement,
-            &now_ms,
-            &expires_at_ms,
-            &job_id,
-            &session_id,
-            &offer,
-            // As SQLite records it: an earlier send may have reached the upstream.
-            &item.in_doubt,
-        ];
+        let mut params = row.params().to_vec();
+        params.push(&offer);
         match self.conn.query_opt(&sql, &params).await {
-            Ok(Some(row)) => self.item(&row),
+            Ok(Some(r)) => self.item(&r),
             Ok(None) => Err(self.conn.unreachable("the insert returned no row")),
-            Err(StoreError::Duplicate { .. }) => self.live_holder(&item.dedupe_key).await,
+            Err(StoreError::Duplicate { .. }) => self.live_holder(row.dedupe_key()).await,
             Err(e) => Err(e),
         }
     }
@@ -98,14 +74,14 @@ impl PgQueue {
     pub(super) fn with_offer_write(
         sql: &str,
         binds_so_far: usize,
-        sets: Vec<(&'static str, Value)>,
+        write: OfferWrite,
     ) -> (String, Vec<Value>) {
         let (upsert, binds) = offer_upsert(
             Dialect::Postgres,
             OFFERS,
             "upd",
             "true",
-            sets,
+            write,
             binds_so_far + 1,
         );
         (
@@ -122,17 +98,8 @@ impl PgQueue {
         finish: Finish,
         now_ms: i64,
     ) -> Result<HandOffRecord, StoreError> {
-        let outcome = finish.outcome.as_ref().map(|v| v.to_string());
-        let sets = vec![
-            ("running", Value::Bool(false)),
-            ("outcome", outcome.map_or(Value::Null, Value::Text)),
-            (
-                "finished_at",
-                finish.finished_at.map_or(Value::Null, Value::Text),
-            ),
-            ("updated_at", Value::Int(now_ms)),
-        ];
-        let (upsert, binds) = offer_upsert(Dialect::Postgres, OFFERS, "item", "true", sets, 3);
+        let write = finish.offer_write(now_ms);
+        let (upsert, binds) = offer_upsert(Dialect::Postgres, OFFERS, "item", "true", write, 3);
         let sql = format!(
             "WITH item AS (
                UPDATE weir_queue_items SET updated_at = $2

@@ -1,15 +1,105 @@
-//! Rows of the shared queue: the columns a query returns, a row as an [`Item`], and the
-//! binds of a statement rendered from the transition table.
+//! Rows of the shared queue: the columns a query returns, a row as an [`Item`], a new item's
+//! row ([`NewRow`], the one insert of the queued and the offered insert), and the binds of a
+//! statement rendered from the transition table.
 
 use super::PgQueue;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::Row;
-use weir_store::{Item, State, StateCounts, StoreError, UpstreamId, Value};
+use weir_store::{Item, NewItem, State, StateCounts, StoreError, UpstreamId, Value};
 
 pub(super) const COLUMNS: &str = "id, upstream, method, path_and_query, headers, body, identity, \
      credential_ref, dedupe_key, repo, problem_statement, state, created_at, attempts, \
      next_attempt_at, last_attempt_at, last_error, result, updated_at, needs_lookup, \
      provisional_job_id, provisional_session_id";
+
+/// A new item's row: the `INSERT` the queued insert and the offered insert share (its column
+/// list and its binds `$1..$16`). They differ only in the state, when the item is first due,
+/// and what their statement does with the inserted row.
+pub(super) struct NewRow {
+    item: NewItem,
+    upstream: String,
+    method: String,
+    headers: String,
+    state: &'static str,
+    now_ms: i64,
+    next_attempt_at: i64,
+    job_id: Option<String>,
+    session_id: Option<String>,
+}
+
+impl NewRow {
+    /// How many binds [`NewRow::insert_sql`] takes: a statement's own binds follow them.
+    pub(super) const BINDS: usize = 16;
+
+    /// `item` as a row in `state`, created (and updated) at `now_ms`, first due at
+    /// `next_attempt_at`. `needs_lookup` is `item.in_doubt` in every state: an earlier send may
+    /// have reached the upstream (SQLite records it the same way).
+    pub(super) fn new(
+        q: &PgQueue,
+        item: NewItem,
+        state: State,
+        now_ms: i64,
+        next_attempt_at: i64,
+    ) -> Result<NewRow, StoreError> {
+        let headers = serde_json::to_string(&item.headers).map_err(|e| StoreError::Other {
+            path: q.conn.db.clone().into(),
+            detail: format!("headers not serialisable: {e}"),
+        })?;
+        let job_id = item.provisional.as_ref().map(|p| p.job_id.clone());
+        let session_id = item.provisional.as_ref().map(|p| p.session_id.clone());
+        Ok(NewRow {
+            upstream: item.upstream.as_str().to_owned(),
+            method: item.method.as_str().to_owned(),
+            item,
+            headers,
+            state: state.as_str(),
+            now_ms,
+            next_attempt_at,
+            job_id,
+            session_id,
+        })
+    }
+
+    /// `INSERT INTO weir_queue_items (…) VALUES ($1, …, $16) RETURNING {COLUMNS}`, for a CTE.
+    pub(super) fn insert_sql() -> String {
+        format!(
+            "INSERT INTO weir_queue_items (upstream, method, path_and_query, headers, body,
+               identity, credential_ref, dedupe_key, repo, problem_statement, state,
+               created_at, attempts, next_attempt_at, updated_at, needs_lookup,
+               provisional_job_id, provisional_session_id)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, 0, $13, $12, $14,
+               $15, $16)
+             RETURNING {COLUMNS}"
+        )
+    }
+
+    /// The binds of [`NewRow::insert_sql`], in order.
+    pub(super) fn params(&self) -> [&(dyn ToSql + Sync); NewRow::BINDS] {
+        let i = &self.item;
+        [
+            &self.upstream,
+            &self.method,
+            &i.path_and_query,
+            &self.headers,
+            &i.body,
+            &i.identity,
+            &i.credential_ref,
+            &i.dedupe_key,
+            &i.repo,
+            &i.problem_statement,
+            &self.state,
+            &self.now_ms,
+            &self.next_attempt_at,
+            &i.in_doubt,
+            &self.job_id,
+            &self.session_id,
+        ]
+    }
+
+    pub(super) fn dedupe_key(&self) -> &str {
+        &self.item.dedupe_key
+    }
+}
 
 pub(super) fn states(list: &[State]) -> Vec<&'static str> {
     list.iter().map(|s| s.as_str()).collect()
