@@ -69,6 +69,7 @@ pub(super) async fn serve(
         crate::body_budget::collect(&h.body_budget, body, limit, "a create body").await?;
     let upstream = &h.upstreams.get(up).settings;
     let key = dedupe_key(upstream, &who, &parts.uri, &parts.headers, &body);
+    let v1_key = v1_dedupe_key(up, &who, &parts.uri, &parts.headers, &body);
     if let Some(first) = h.creates.recent.get(&key) {
         return Ok(respond(&first, "duplicate-of-recent"));
     }
@@ -78,6 +79,7 @@ pub(super) async fn serve(
         settings: ctx.settings.clone(),
         up,
         key: key.clone(),
+        v1_key,
         identity: who.identity.hex(),
         scope: who.scope(),
         uri: parts.uri,
@@ -119,12 +121,8 @@ const DEDUPE_VERSION: &[u8] = b"weir.create/2\0";
 /// takes another slot, and queued items keep their key across restarts: issue #21), from the
 /// same identity, with the same `Idempotency-Key` or else the same path, query and body.
 ///
-/// An upgrade from v1 keys: items queued before it keep their stored key, which no request
-/// makes any more. Dedupe does read stored rows (`find_live`, and the queue's unique index on a
-/// live item's key), so this can happen once per such item: the same create sent again after
-/// the upgrade, while the first still waits in the queue, is not recognised as its duplicate
-/// and is queued (or sent) too. A create answered before the upgrade is unaffected (the
-/// `recent` window is in memory, empty after any restart), and so is every create made after.
+/// Items queued before the upgrade to v2 keep their v1 key, which no request makes any more;
+/// [`v1_dedupe_key`] is how the duplicate check still finds them.
 fn dedupe_key(
     upstream: &UpstreamSettings,
     who: &Caller,
@@ -136,6 +134,42 @@ fn dedupe_key(
     h.update(DEDUPE_VERSION);
     h.update(&(upstream.name.len() as u64).to_le_bytes());
     h.update(upstream.name.as_bytes());
+    dedupe_key_rest(h, who, uri, headers, body)
+}
+
+/// The key a build before v2 (before commit 2bba433) gave the same create: the upstream's
+/// position instead of the version tag and its name, then the same bytes as [`dedupe_key`].
+///
+/// Only for the duplicate check ([`CreateTask::find_waiting`]): a create queued (or offered)
+/// by such a build, still waiting when the new build starts, is found under this key, so the
+/// same create sent again after the upgrade joins it instead of being queued a second time.
+/// Nothing is stored under it any more. Such a row lives until it is sent, cancelled or
+/// expired (`queue.max_age`, a day by default; an offer until it is answered or expires, and
+/// a declined one goes back to the queue with its key), so the check stays while an upgrade
+/// from those builds is possible; it costs one indexed lookup per create that is not a
+/// duplicate. The position is today's: if the `[[upstream]]` tables were reordered across
+/// the upgrade, the v1 key differs and the resend is not recognised (the #21 hazard itself).
+fn v1_dedupe_key(
+    up: UpstreamIndex,
+    who: &Caller,
+    uri: &Uri,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> String {
+    let mut h = blake3::Hasher::new();
+    h.update(&(up.index() as u64).to_le_bytes());
+    dedupe_key_rest(h, who, uri, headers, body)
+}
+
+/// What v1 and v2 keys hash after the upstream: the identity, then the `Idempotency-Key` or
+/// else the length-prefixed path and query and the body.
+fn dedupe_key_rest(
+    mut h: blake3::Hasher,
+    who: &Caller,
+    uri: &Uri,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> String {
     h.update(who.identity.as_bytes());
     match headers.get("idempotency-key") {
         Some(k) => {
@@ -166,6 +200,8 @@ struct CreateTask {
     settings: Arc<Settings>,
     up: UpstreamIndex,
     key: String,
+    /// The same create's key in a build before v2 ([`v1_dedupe_key`]): looked up, never stored.
+    v1_key: String,
     identity: String,
     scope: Option<crate::identity::Identity>,
     uri: Uri,
@@ -182,7 +218,7 @@ impl CreateTask {
     /// recover from, rescue by the durable queue.
     async fn run(self) -> Result<Arc<Stored>, Arc<Problem>> {
         let p = &self.h;
-        if let Some(item) = p.queue.find_live(&self.key).await {
+        if let Some(item) = self.find_waiting().await {
             let id = item.id;
             // Still offered to the local agent: say so, not "queued" (nothing is sent until
             // the offer is answered).
@@ -274,6 +310,15 @@ impl CreateTask {
             // No queue to look it up later: the client must know it may exist already.
             Err(problem) if in_doubt => Err(Arc::new(problem.maybe_created())),
             Err(problem) => Err(Arc::new(problem)),
+        }
+    }
+
+    /// The live item this create duplicates: stored under its key, or under its v1 key by a
+    /// build before the upgrade.
+    async fn find_waiting(&self) -> Option<weir_store::Item> {
+        match self.h.queue.find_live(&self.key).await {
+            Some(item) => Some(item),
+            None => self.h.queue.find_live(&self.v1_key).await,
         }
     }
 
