@@ -27,38 +27,13 @@
 # Needs: wrk, nginx, haproxy, curl (apt-get install wrk nginx haproxy curl); missing ones are
 # installed when apt-get is there. Output: out/bench/overhead.md.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+source "$(dirname "$0")/lib-bench.sh"
 SECS="${1:-10}"
-TARGET_DIR="${CARGO_TARGET_DIR:-target}"
-OUT=out/bench
-mkdir -p "$OUT"
 
-missing=()
-for tool in wrk nginx haproxy curl; do command -v "$tool" >/dev/null || missing+=("$tool"); done
-if [ "${#missing[@]}" -gt 0 ] && command -v apt-get >/dev/null; then
-  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
-  $SUDO apt-get install -y --no-install-recommends "${missing[@]}" >/dev/null
-fi
-for tool in wrk nginx haproxy curl; do
-  command -v "$tool" >/dev/null || { echo "bench-overhead: $tool is not installed (apt-get install $tool)" >&2; exit 2; }
-done
-
-# WEIR_BIN measures another build (e.g. an older commit's) against the same run's baselines;
-# with LAB_BIN too, nothing is built.
-if [ -z "${WEIR_BIN:-}" ] || [ -z "${LAB_BIN:-}" ]; then
-  cargo build --release -q -p weir -p weir-lab
-fi
-WEIR="${WEIR_BIN:-$TARGET_DIR/release/weir}"
-LAB="${LAB_BIN:-$TARGET_DIR/release/weir-lab}"
-
-TMP="$(mktemp -d)"
-PIDS=()
-cleanup() {
-  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
-  for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
-  rm -rf "$TMP"
-}
-trap cleanup EXIT
+bench_install wrk nginx haproxy curl
+bench_need bench-overhead "" wrk nginx haproxy curl
+bench_bins
+bench_tmp
 
 wait_for() { # URL: until it answers (at most 10 s)
   for _ in $(seq 100); do curl -s -o /dev/null "$1" && return 0; sleep 0.1; done
@@ -67,12 +42,7 @@ wait_for() { # URL: until it answers (at most 10 s)
 rss_kb() { awk '/^VmRSS/ {print $2}' "/proc/$1/status"; }
 
 # --- the upstream -------------------------------------------------------------------------
-"$LAB" upstream --latency-ms 0 >"$TMP/up.out" &
-UP_PID=$!
-PIDS+=("$UP_PID")
-for _ in $(seq 100); do [ -s "$TMP/up.out" ] && break; sleep 0.1; done
-UP="$(head -1 "$TMP/up.out")"          # http://127.0.0.1:PORT
-UP_HOSTPORT="${UP#http://}"
+bench_upstream
 wait_for "$UP/agents/sessions"
 
 # --- Weir -------------------------------------------------------------------------------------
@@ -176,17 +146,10 @@ PIDS+=("$HAP_PID")
 wait_for "http://127.0.0.1:$HAP_PLAIN/agents/sessions"
 
 # --- wrk scripts ---------------------------------------------------------------------------
-lua() { # NAME PATH: a wrk script sending PATH (absolute or origin form) with one identity
-  cat >"$TMP/$1.lua" <<EOF
-wrk.path = "$2"
-wrk.headers["Authorization"] = "token gho_bench"
-wrk.headers["Accept"] = "application/json"
-EOF
-}
-lua proxy-hit "$UP/agents/sessions"
-lua proxy-pass "$UP/repos/octo/lab"
-lua origin-hit "/agents/sessions"
-lua origin-pass "/repos/octo/lab"
+bench_lua "$TMP/proxy-hit.lua" "$UP/agents/sessions"
+bench_lua "$TMP/proxy-pass.lua" "$UP/repos/octo/lab"
+bench_lua "$TMP/origin-hit.lua" "/agents/sessions"
+bench_lua "$TMP/origin-pass.lua" "/repos/octo/lab"
 
 to_us() { # "123.45us" | "1.23ms" | "1.01s" -> microseconds
   awk -v v="$1" 'BEGIN { n = v + 0; if (v ~ /us$/) print n; else if (v ~ /ms$/) print n * 1000; else if (v ~ /s$/) print n * 1000000; else print n }'

@@ -17,28 +17,12 @@
 # out/bench/callgrind-<mode>.out (read it with `callgrind_annotate --inclusive=yes`).
 # Needs valgrind, wrk, curl (apt-get install valgrind wrk curl).
 set -euo pipefail
-cd "$(dirname "$0")/.."
+source "$(dirname "$0")/lib-bench.sh"
 MODE="${1:-pass}"
 SECS="${2:-4}"
-TARGET_DIR="${CARGO_TARGET_DIR:-target}"
-OUT=out/bench
-mkdir -p "$OUT"
-for tool in valgrind wrk curl callgrind_control; do
-  command -v "$tool" >/dev/null || { echo "profile-instructions: $tool is not installed (apt-get install valgrind wrk curl)" >&2; exit 2; }
-done
-if [ -z "${WEIR_BIN:-}" ] || [ -z "${LAB_BIN:-}" ]; then
-  cargo build --release -q -p weir -p weir-lab
-fi
-WEIR="${WEIR_BIN:-$TARGET_DIR/release/weir}"
-LAB="${LAB_BIN:-$TARGET_DIR/release/weir-lab}"
-TMP="$(mktemp -d)"
-PIDS=()
-cleanup() {
-  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$TMP"
-}
-trap cleanup EXIT
+bench_need profile-instructions "apt-get install valgrind wrk curl" valgrind wrk curl callgrind_control
+bench_bins
+bench_tmp
 CG="$OUT/callgrind-$MODE.out"
 rm -f "$CG"*
 # valgrind itself is the background job (not a shell function), so $! is the pid that
@@ -47,15 +31,12 @@ VG=(valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$CG")
 if [ "$MODE" = direct ]; then
   # The lab upstream itself under callgrind: hyper's server answering from memory, the floor
   # under a cache hit of any proxy built on hyper.
-  "${VG[@]}" "$LAB" upstream --latency-ms 0 >"$TMP/up.out" 2>"$TMP/valgrind.err" &
+  bench_upstream "${VG[@]}"
 else
-  "$LAB" upstream --latency-ms 0 >"$TMP/up.out" &
+  bench_upstream
 fi
-PIDS+=($!)
-for _ in $(seq 300); do [ -s "$TMP/up.out" ] && break; sleep 0.2; done
-UP="$(head -1 "$TMP/up.out")"
 if [ "$MODE" = direct ]; then
-  PID="${PIDS[-1]}"
+  PID="$UP_PID"
   PROXY="$UP"
 elif [ "$MODE" = nginx ] || [ "$MODE" = nginx-cache ]; then
   # The peer: nginx as a reverse proxy (one worker, no master, so callgrind sees it all).
@@ -82,7 +63,7 @@ http {
   uwsgi_temp_path $TMP/nginx/tmp/uwsgi;
   scgi_temp_path $TMP/nginx/tmp/scgi;
   $CACHE_PATH
-  upstream lab { server ${UP#http://}; keepalive 16; }
+  upstream lab { server $UP_HOSTPORT; keepalive 16; }
   server {
     listen 127.0.0.1:$PORT;
     location / { proxy_pass http://lab; proxy_http_version 1.1; proxy_set_header Connection ""; $CACHE_LOC }
@@ -109,11 +90,7 @@ fi
 [ "$MODE" = direct ] || PIDS+=("$PID")
 path="/repos/octo/lab"; case "$MODE" in hit|nginx-cache|direct) path="/agents/sessions" ;; esac
 target="$UP$path"; case "$MODE" in nginx*|direct) target="$path" ;; esac   # nginx is a reverse proxy: origin form
-cat >"$TMP/req.lua" <<LUA
-wrk.path = "$target"
-wrk.headers["Authorization"] = "token gho_bench"
-wrk.headers["Accept"] = "application/json"
-LUA
+bench_lua "$TMP/req.lua" "$target"
 wrk -t1 -c1 -d2s -s "$TMP/req.lua" "$PROXY/" >/dev/null   # warm-up: pools, caches, baselines
 callgrind_control -i on "$PID" >/dev/null
 wrk -t1 -c1 -d"${SECS}s" -s "$TMP/req.lua" "$PROXY/" >"$TMP/wrk.txt"

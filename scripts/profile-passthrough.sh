@@ -3,36 +3,19 @@
 # the cache-hit path, under a bounded wrk load on loopback: where Weir's time per request goes.
 #
 #   scripts/profile-passthrough.sh [pass|hit] [SECONDS]     (defaults: pass, 8)
+#   WEIR_BIN=/path/to/weir LAB_BIN=/path/to/weir-lab scripts/profile-passthrough.sh   (built already: no cargo)
 #
 # Prints `perf report` (self time, top symbols) and writes out/bench/profile-<mode>.txt.
 # Needs perf (linux-perf), wrk, curl; installs them with apt-get when missing.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+source "$(dirname "$0")/lib-bench.sh"
 MODE="${1:-pass}"
 SECS="${2:-8}"
-TARGET_DIR="${CARGO_TARGET_DIR:-target}"
-OUT=out/bench
-mkdir -p "$OUT"
-for tool in perf wrk curl; do
-  command -v "$tool" >/dev/null && continue
-  pkg="$tool"; [ "$tool" = perf ] && pkg=linux-perf
-  apt-get install -y --no-install-recommends "$pkg" >/dev/null
-done
-cargo build --release -q -p weir -p weir-lab
-WEIR="$TARGET_DIR/release/weir"
-LAB="$TARGET_DIR/release/weir-lab"
-TMP="$(mktemp -d)"
-PIDS=()
-cleanup() {
-  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$TMP"
-}
-trap cleanup EXIT
-"$LAB" upstream --latency-ms 0 >"$TMP/up.out" &
-PIDS+=($!)
-for _ in $(seq 100); do [ -s "$TMP/up.out" ] && break; sleep 0.1; done
-UP="$(head -1 "$TMP/up.out")"
+bench_install perf wrk curl
+bench_need profile-passthrough "" perf wrk curl
+bench_bins
+bench_tmp
+bench_upstream
 PORT="$("$LAB" free-port)"
 "$LAB" weir-config --upstream "$UP" --listen "127.0.0.1:$PORT" >"$TMP/weir.toml"
 WEIR_LOG=warn "$WEIR" serve --config "$TMP/weir.toml" --data-dir "$TMP/data" >"$TMP/weir.out" 2>&1 &
@@ -40,11 +23,7 @@ WEIR_PID=$!
 PIDS+=("$WEIR_PID")
 for _ in $(seq 100); do curl -s -o /dev/null "http://127.0.0.1:$PORT/_weir/api/health" && break; sleep 0.1; done
 path="/repos/octo/lab"; [ "$MODE" = hit ] && path="/agents/sessions"
-cat >"$TMP/req.lua" <<LUA
-wrk.path = "$UP$path"
-wrk.headers["Authorization"] = "token gho_bench"
-wrk.headers["Accept"] = "application/json"
-LUA
+bench_lua "$TMP/req.lua" "$UP$path"
 wrk -t1 -c8 -d1s -s "$TMP/req.lua" "http://127.0.0.1:$PORT/" >/dev/null
 wrk -t2 -c64 -d"$((SECS + 2))s" -s "$TMP/req.lua" "http://127.0.0.1:$PORT/" >"$TMP/wrk.txt" &
 PIDS+=($!)
