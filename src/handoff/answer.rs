@@ -21,9 +21,7 @@ impl Handoffs {
     /// The offered item `id`, or why it cannot be answered.
     pub(super) async fn offered_item(&self, id: i64) -> Result<Item, HandoffError> {
         let p = self.parts()?;
-        let q = p.queue.open().ok_or_else(|| {
-            HandoffError::QueueUnavailable(p.queue.error().unwrap_or_default().into())
-        })?;
+        let q = p.open_queue()?;
         let item = q
             .store
             .get(id)
@@ -55,9 +53,7 @@ impl Handoffs {
         change: HandoffChange,
     ) -> Result<HandoffView, HandoffError> {
         let p = self.parts()?;
-        let q = p.queue.open().ok_or_else(|| {
-            HandoffError::QueueUnavailable(p.queue.error().unwrap_or_default().into())
-        })?;
+        let q = p.open_queue()?;
         // No such item: the transition below says `NotFound`.
         let rec = q
             .store

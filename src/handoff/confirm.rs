@@ -28,9 +28,7 @@ impl Handoffs {
     /// starts the local agent command once; its outcome is recorded when it ends.
     pub async fn confirm(&self, id: i64) -> Result<HandoffView, HandoffError> {
         let p = self.parts()?;
-        let q = p.queue.open().ok_or_else(|| {
-            HandoffError::QueueUnavailable(p.queue.error().unwrap_or_default().into())
-        })?;
+        let q = p.open_queue()?;
         let item = self.offered_item(id).await?;
         let mut rec = q
             .store

@@ -26,7 +26,7 @@
 //! - `mirror`: pending offers and recent results in memory, for `status.handoffs`;
 //! - `view`: an offer as the control API shows it, listed or one by one;
 //! - `error`: [`HandoffError`] and its HTTP status;
-//! - [`runner`]: starts the command (argv, no shell, no credential, bounded output);
+//! - `runner`: starts the command (argv, no shell, no credential, bounded output);
 //! - `owner`: whether the requesting credential owns the repository; `tool`: which tool sent
 //!   the create.
 
@@ -112,5 +112,14 @@ impl Handoffs {
 
     fn parts(&self) -> Result<&Parts, HandoffError> {
         self.parts.as_ref().ok_or(HandoffError::NotConfigured)
+    }
+}
+
+impl Parts {
+    /// The queue that stores the offers, or why it could not be opened (503).
+    fn open_queue(&self) -> Result<&crate::queue::Queue, HandoffError> {
+        self.queue.open().ok_or_else(|| {
+            HandoffError::QueueUnavailable(self.queue.error().unwrap_or_default().into())
+        })
     }
 }

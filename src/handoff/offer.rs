@@ -81,9 +81,7 @@ impl Handoffs {
             .local_agent
             .as_ref()
             .ok_or(HandoffError::NotConfigured)?;
-        let q = p.queue.open().ok_or_else(|| {
-            HandoffError::QueueUnavailable(p.queue.error().unwrap_or_default().into())
-        })?;
+        let q = p.open_queue()?;
         if q.store.is_shared() {
             return Err(HandoffError::Gateway);
         }

@@ -10,7 +10,7 @@ const MAX_USER_AGENT: usize = 200;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RequestingTool {
-    /// As sent (trimmed to [`MAX_USER_AGENT`] characters); `None` when the request had none.
+    /// As sent (trimmed to 200 characters, `MAX_USER_AGENT`); `None` when the request had none.
     pub user_agent: Option<String>,
     /// `vscode`, `gh_cli`, `browser` or `other`.
     pub surface: String,

@@ -85,9 +85,7 @@ impl Handoffs {
     /// Offers (pending first, then those handed off), newest first, for the control API.
     pub async fn list(&self) -> Result<Vec<HandoffView>, HandoffError> {
         let p = self.parts()?;
-        let q = p.queue.open().ok_or_else(|| {
-            HandoffError::QueueUnavailable(p.queue.error().unwrap_or_default().into())
-        })?;
+        let q = p.open_queue()?;
         let offers = q
             .store
             .list_offers(ListFilter {
@@ -107,9 +105,7 @@ impl Handoffs {
     /// One offer (or what its create became), for the control API.
     pub async fn get(&self, id: i64) -> Result<HandoffView, HandoffError> {
         let p = self.parts()?;
-        let q = p.queue.open().ok_or_else(|| {
-            HandoffError::QueueUnavailable(p.queue.error().unwrap_or_default().into())
-        })?;
+        let q = p.open_queue()?;
         let item = q
             .store
             .get(id)
