@@ -758,7 +758,7 @@ mod tests {
     fn empty_file_gives_defaults() {
         let s = parse_str("", "w.toml").unwrap();
         assert_eq!(s.listen.port(), DEFAULT_PORT);
-        let hosts: Vec<&str> = s.upstreams.iter().map(|u| u.origin.host.as_str()).collect();
+        let hosts: Vec<&str> = s.upstreams.iter().map(|u| u.origin.host()).collect();
         assert_eq!(
             hosts,
             [
@@ -786,8 +786,8 @@ mod tests {
         // The table replaces the built-in `copilot-api`; the other built-ins stay.
         assert_eq!(s.upstreams.len(), DEFAULT_UPSTREAMS.len());
         assert_eq!(s.upstreams[0].name, "copilot-api");
-        assert_eq!(s.upstreams[0].origin.port, 9);
-        assert_eq!(s.upstreams[4].origin.host, "api.github.com");
+        assert_eq!(s.upstreams[0].origin.port(), 9);
+        assert_eq!(s.upstreams[4].origin.host(), "api.github.com");
     }
 
     #[test]

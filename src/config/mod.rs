@@ -149,7 +149,7 @@ pub struct UpstreamSettings {
 /// The GitHub Status components watched for an origin when the config names none: Copilot for
 /// `*.githubcopilot.com`, API Requests for `api.github.com`, nothing for anything else.
 pub fn default_status_components(origin: &Origin) -> Vec<String> {
-    let host = origin.host.to_ascii_lowercase();
+    let host = origin.host().to_ascii_lowercase();
     let names: &[&str] = if is_copilot_host(&host) {
         &["Copilot"]
     } else if host == "api.github.com" {

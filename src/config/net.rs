@@ -149,8 +149,8 @@ impl Settings {
     pub fn intercept_hosts(&self) -> Vec<String> {
         let mut hosts: Vec<String> = Vec::new();
         for u in &self.upstreams {
-            let h = &u.origin.host;
-            if u.origin.scheme != super::origin::Scheme::Https
+            let h = u.origin.host();
+            if u.origin.scheme() != super::origin::Scheme::Https
                 || h.parse::<std::net::IpAddr>().is_ok()
             {
                 continue;
@@ -158,7 +158,7 @@ impl Settings {
             let name = if super::is_copilot_host(h) {
                 super::COPILOT_DOMAIN.to_string()
             } else {
-                h.clone()
+                h.to_string()
             };
             if !hosts.contains(&name) {
                 hosts.push(name);

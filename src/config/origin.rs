@@ -2,11 +2,13 @@
 
 use std::fmt;
 
+/// The fields are private and made only by [`Origin::parse`], so the URI authority derived
+/// from host and port cannot drift from them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Origin {
-    pub scheme: Scheme,
-    pub host: String,
-    pub port: u16,
+    scheme: Scheme,
+    host: String,
+    port: u16,
     /// `host[:port]` as a URI authority, made once at parse: every upstream attempt's URI
     /// takes a cheap clone of it instead of formatting and parsing the text again.
     uri_authority: http::uri::Authority,
@@ -70,6 +72,20 @@ impl Origin {
             port,
             uri_authority,
         })
+    }
+
+    pub fn scheme(&self) -> Scheme {
+        self.scheme
+    }
+
+    /// The host, lower-case, without IPv6 brackets.
+    pub fn host(&self) -> &str {
+        &self.host
+    }
+
+    /// The port, the scheme's default when none was written.
+    pub fn port(&self) -> u16 {
+        self.port
     }
 
     pub fn matches(&self, scheme: &str, host: &str, port: u16) -> bool {

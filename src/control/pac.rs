@@ -26,7 +26,7 @@ pub(crate) fn script(settings: &Settings, port: u16) -> String {
     if settings
         .upstreams
         .iter()
-        .any(|u| crate::config::is_copilot_host(&u.origin.host))
+        .any(|u| crate::config::is_copilot_host(u.origin.host()))
     {
         rules.push_str(&format!(
             "  if (scheme === \"https\" && (host === \"{d}\" || dnsDomainIs(host, \".{d}\"))) return \"{proxy}\";\n",
@@ -38,8 +38,8 @@ pub(crate) fn script(settings: &Settings, port: u16) -> String {
         // is left out on purpose: browsers pass only the host to FindProxyForURL.
         rules.push_str(&format!(
             "  if (scheme === \"{}\" && host === {}) return \"{proxy}\";\n",
-            u.origin.scheme.as_str(),
-            js_string(&u.origin.host)
+            u.origin.scheme().as_str(),
+            js_string(u.origin.host())
         ));
     }
     format!(

@@ -20,8 +20,10 @@ impl Router {
             return pipeline::handle(self.proxy, req).await;
         }
         let control = &self.control;
+        // Boxed, as the pipeline's rare paths are: the control API's state is kilobytes, and
+        // inline it would size every proxied request's future too.
         pipeline::front(&self.proxy, req, |req, _, _| {
-            crate::control::handle(control, req)
+            Box::pin(crate::control::handle(control, req))
         })
         .await
     }

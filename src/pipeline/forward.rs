@@ -59,9 +59,11 @@ pub(super) async fn managed(
 ) -> Result<Response<Body>, Problem> {
     let graphql = super::announce::is_graphql(req.method(), req.uri().path());
     let upstream_req = prepare(req)?;
-    let attempted = upstreams
-        .call_streaming(ctx.up, ctx.class, upstream_req, ctx.who.scope())
-        .await?;
+    // Boxed: the attempt's state (~3 KB) would otherwise sit inline in every request's future,
+    // which is moved by value at each level of the pipeline (see `pipeline`'s module doc).
+    let attempted =
+        Box::pin(upstreams.call_streaming(ctx.up, ctx.class, upstream_req, ctx.who.scope()))
+            .await?;
     let resp = relay(attempted.response);
     Ok(match graphql {
         // gh learns its Copilot API host from GraphQL; so does Weir, from a copy.

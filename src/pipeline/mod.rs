@@ -53,6 +53,13 @@
 //!   pipeline with the whole `Proxy`;
 //! - [`create`]: `CreateHandles`, owned by its detached task (dedupe state, upstreams, queue,
 //!   hand-offs, accounts, bus, body budget, base URL).
+//!
+//! **Future size.** A request's future is moved by value at each level it is awaited through
+//! (the server's box, the router, the front door, the phases, the call), and each move copies
+//! the whole state machine, whose size is that of its largest branch. So the paths that are
+//! rare or carry kilobytes of state — CONNECT, unmanaged hosts, pass-through mode, `model`,
+//! `create`, the upstream attempt and the control API — are boxed where they are awaited, and a
+//! cache hit's future holds none of them (BENCHMARKS.md §2 has the sizes and the counts).
 
 mod announce;
 mod cache;
@@ -145,7 +152,7 @@ async fn phases(
     let surface = identity::surface_of(req.headers());
     proxy.global.surface(surface);
     let (up, class) = match target {
-        Target::Connect => return connect(proxy, &settings, req).await,
+        Target::Connect => return Box::pin(connect(proxy, &settings, req)).await,
         Target::Unmanaged(port) => {
             proxy.global.passthrough_requests.fetch_add(1, Relaxed);
             if let (Some(a), Some(port)) = (req.uri().authority(), port) {
@@ -155,7 +162,7 @@ async fn phases(
                     private_target::check_before_proxy(allow, a.host(), port).await?;
                 }
             }
-            return forward::unmanaged(&proxy.upstreams, req).await;
+            return Box::pin(forward::unmanaged(&proxy.upstreams, req)).await;
         }
         Target::Managed(up, class) => (up, class),
     };
@@ -167,7 +174,7 @@ async fn phases(
         .client_requests
         .fetch_add(1, Relaxed);
     let hold = match proxy.modes.behaviour() {
-        Behaviour::PassThrough => return forward::untouched(&proxy.upstreams, req).await,
+        Behaviour::PassThrough => return Box::pin(forward::untouched(&proxy.upstreams, req)).await,
         Behaviour::Hold(h) => Some(h),
         Behaviour::Normal => None,
     };
@@ -310,7 +317,7 @@ async fn admit_and_run(proxy: &Arc<Proxy>, ctx: &Ctx, step: Step<'_>) -> Answer 
                 bus: &proxy.bus,
                 policy: policy_handles(proxy),
             };
-            model::serve(h, ctx, req).await
+            Box::pin(model::serve(h, ctx, req)).await
         }
         Call::Create(req, plan) => {
             let h = create::CreateHandles {
@@ -323,7 +330,7 @@ async fn admit_and_run(proxy: &Arc<Proxy>, ctx: &Ctx, step: Step<'_>) -> Answer 
                 body_budget: proxy.body_budget.clone(),
                 base_url: proxy.base_url.clone(),
             };
-            create::serve(h, ctx, req, plan).await
+            Box::pin(create::serve(h, ctx, req, plan)).await
         }
         Call::Fetch { go, .. } => go.await,
     }

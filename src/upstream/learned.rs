@@ -122,10 +122,10 @@ impl Learned {
             self.set_announced(up);
             return Announced::Configured(up);
         }
-        if origin.scheme.as_str() != "https"
-            || origin.port != 443
-            || !is_copilot_host(&origin.host)
-            || origin.host.parse::<std::net::IpAddr>().is_ok()
+        if origin.scheme().as_str() != "https"
+            || origin.port() != 443
+            || !is_copilot_host(origin.host())
+            || origin.host().parse::<std::net::IpAddr>().is_ok()
         {
             return Announced::Refused(format!(
                 "`{origin}` is not an https host in {}",
@@ -133,7 +133,7 @@ impl Learned {
             ));
         }
         let mut hosts = self.hosts.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some((_, up)) = hosts.iter().find(|(h, _)| *h == origin.host) {
+        if let Some((_, up)) = hosts.iter().find(|(h, _)| *h == origin.host()) {
             let up = *up;
             drop(hosts);
             self.set_announced(up);
@@ -146,7 +146,7 @@ impl Learned {
             ));
         };
         let settings = UpstreamSettings {
-            name: learned_name(&origin.host),
+            name: learned_name(origin.host()),
             status_components: crate::config::default_status_components(&origin),
             origin: origin.clone(),
             fallback: None,
@@ -164,10 +164,10 @@ impl Learned {
             fallback_attempts: AtomicU64::new(0),
         });
         let up = UpstreamIndex::at(self.base + slot);
-        hosts.push((origin.host.clone(), up));
+        hosts.push((origin.host().to_string(), up));
         drop(hosts);
         self.learned_one.notify_waiters();
-        tracing::info!(host = %origin.host, "learned a Copilot API host from a token answer; it is managed from now on");
+        tracing::info!(host = %origin.host(), "learned a Copilot API host from a token answer; it is managed from now on");
         self.set_announced(up);
         Announced::Learned(up)
     }
@@ -209,7 +209,7 @@ mod tests {
         let r = crate::config::Settings::default().resilience;
         l.learn(
             api,
-            |o| (o.host == "api.githubcopilot.com").then_some(ix(0)),
+            |o| (o.host() == "api.githubcopilot.com").then_some(ix(0)),
             &r,
         )
     }

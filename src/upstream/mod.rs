@@ -157,7 +157,7 @@ impl Upstreams {
         let settings = self.live.get();
         let found = self.learned.learn(
             &api,
-            |o| settings.upstream_for(o.scheme.as_str(), &o.host, o.port),
+            |o| settings.upstream_for(o.scheme().as_str(), o.host(), o.port()),
             &settings.resilience,
         );
         if let learned::Announced::Refused(why) = &found {

@@ -54,15 +54,15 @@ impl RoutingConnector {
             .iter()
             .filter_map(|u| {
                 let to = u.net.connect_to.clone()?;
-                let scheme = if u.origin.scheme.as_str() == "https" {
+                let scheme = if u.origin.scheme().as_str() == "https" {
                     "https"
                 } else {
                     "http"
                 };
                 Some(Route {
                     scheme,
-                    host: u.origin.host.clone(),
-                    port: u.origin.port,
+                    host: u.origin.host().to_string(),
+                    port: u.origin.port(),
                     to,
                 })
             })
@@ -241,13 +241,13 @@ pub fn client_tls(settings: &Settings) -> rustls::ClientConfig {
         for other in settings
             .upstreams
             .iter()
-            .filter(|o| o.origin.host == u.origin.host)
+            .filter(|o| o.origin.host() == u.origin.host())
         {
             roots.add_parsable_certificates(other.net.extra_roots.iter().cloned());
         }
-        if by_host.iter().all(|(h, _)| *h != u.origin.host) {
+        if by_host.iter().all(|(h, _)| *h != u.origin.host()) {
             if let Some(v) = verifier(roots) {
-                by_host.push((u.origin.host.clone(), v));
+                by_host.push((u.origin.host().to_string(), v));
             }
         }
     }
