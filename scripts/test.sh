@@ -34,6 +34,8 @@ npm ci --prefix tests/node --no-audit --no-fund --silent
 
 # --- Rust: formatting, then every crate's tests inside a real Secret Service. ------------
 scripts/module-deps.sh   # the module graph: fails on an import cycle, or layout docs that are not the graph
+# The crates' own docs (--no-deps): any rustdoc warning fails, such as a link to a private item.
+RUSTDOCFLAGS="-D warnings" cargo doc "${pkgs[@]}" --no-deps --all-features
 cargo fmt -p weir -p weir-resilience -p weir-store -p weir-keychain -p weir-tls -p weir-status -p weir-lab -p weir-tray -- --check
 # Optional parts are cargo features (Cargo.toml [features]). The whole suite runs once, with
 # every feature; the laptop default and the bare engine get their library tests, a `weir`

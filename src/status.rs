@@ -188,7 +188,7 @@ pub struct SettingsStatus {
     pub error: Option<SettingsError>,
 }
 
-/// The agent-sessions companion ([`crate::sessions`]): Weir's own poll of the stored token's
+/// The agent-sessions companion (`crate::sessions`): Weir's own poll of the stored token's
 /// session list. Counts and the poller's state are public; the sessions themselves (titles are
 /// problem statements, repositories may be private) are left out of the JSON document and
 /// served by `GET /_weir/api/sessions`, which needs the control secret. The tray reads them

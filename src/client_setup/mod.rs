@@ -1,8 +1,8 @@
 //! Client set-up: what points a developer's tools at Weir and makes them trust its CA. The `weir`
 //! CLI (`env`, `setup`, `ca install`, `doctor`) and the tray call these; they only print.
 //!
-//! - [`shell_env`]: the environment variables (`HTTPS_PROXY`, `NO_PROXY`, the CA bundle) and
-//!   their rendering for POSIX shells, fish and PowerShell.
+//! - [`shell_env`](mod@shell_env): the environment variables (`HTTPS_PROXY`, `NO_PROXY`, the
+//!   CA bundle) and their rendering for POSIX shells, fish and PowerShell.
 //! - [`vscode`]: VS Code's proxy settings, merged into its JSONC `settings.json`.
 //! - [`ca_install`]: the OS trust-store steps for the local CA, and running them.
 //! - [`doctor_checks`]: is this machine set up? One typed [`doctor_checks::Check`] per finding.

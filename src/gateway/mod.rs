@@ -3,13 +3,13 @@
 //!
 //! - [`setup`]: reads what `[gateway]` names (certificate and key, admin token, PostgreSQL
 //!   password, the replicas' shared key) into a [`Gateway`], with errors that name the file.
-//! - [`listener`]: a TLS-only listener; a client outside the allow-list gets a 403 problem, a
+//! - `listener`: a TLS-only listener; a client outside the allow-list gets a 403 problem, a
 //!   plain-HTTP client a 400 that says to use TLS.
-//! - [`proxy_protocol`]: PROXY protocol v1/v2 headers from trusted load balancers, so the
+//! - `proxy_protocol`: PROXY protocol v1/v2 headers from trusted load balancers, so the
 //!   allow-list sees the client's address behind a balancer.
-//! - [`admin`]: the control API on its own listener, behind the admin token; the clients'
+//! - `admin`: the control API on its own listener, behind the admin token; the clients'
 //!   listener refuses control calls.
-//! - [`signals`]: breaker openings and upstream-wide cooldowns shared between replicas
+//! - `signals`: breaker openings and upstream-wide cooldowns shared between replicas
 //!   through PostgreSQL.
 //!
 //! GitHub tokens pass through as they are (the gateway holds none of its own), so GitHub's

@@ -3,14 +3,14 @@
 //! - **automatic** (the default): the full request path (cache, coalescing, retries, breaker,
 //!   queue). Its sub-state **offline** is entered by itself when every managed upstream is
 //!   unreachable at the network level, and left by itself on a successful probe
-//!   ([`offline`]); meanwhile Weir acts as in cache only.
+//!   (`offline`); meanwhile Weir acts as in cache only.
 //! - **cache only**: answers from the cache (any entry it still holds, stale ones marked),
 //!   queues creates (202), and sends nothing upstream: no fetches, no revalidations, no
 //!   replays. The one exception is a `token`-class GET with no usable cached token: a cached
 //!   answer is no use to a tool that cannot get a token to ask with, so that fetch goes out.
 //! - **pass-through** (formerly "pause"): everything passes untouched.
 //!
-//! The user's choice persists in `<data dir>/mode.json` ([`store`]); offline never does (it is
+//! The user's choice persists in `<data dir>/mode.json` (`store`); offline never does (it is
 //! found again, or not, after a restart).
 
 mod offline;

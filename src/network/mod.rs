@@ -1,9 +1,9 @@
 //! The network this machine is on, as fallback policy sees it: metered or not.
 //!
 //! Two sources, the forced one winning: what the OS says (NetworkManager's `Metered` property
-//! on Linux, [`linux`]; each OS's own API elsewhere, [`os`]), and a developer's override (the
+//! on Linux, `linux`; each OS's own API elsewhere, `os`), and a developer's override (the
 //! tray toggle, the dashboard, `weir network metered on|off|auto`, the control API), kept in
-//! `<data dir>/network.json` ([`store`]). Read once per request by the policy phase, so the
+//! `<data dir>/network.json` (`store`). Read once per request by the policy phase, so the
 //! answer is two atomics, no lock; the rest (why, since when) sits behind a mutex that only
 //! writers and status readers take.
 

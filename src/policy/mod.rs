@@ -3,9 +3,9 @@
 //! (`pass`); a create to the fallback origin, the durable queue, a local agent or a failure;
 //! whether model fallback may run.
 //!
-//! - [`rules`]: the rule language as written (`[[policy]]` tables), validated with file:line;
-//! - [`org_file`]: the organisation's policy file (per-OS default path) read above the user's;
-//! - [`merge`]: the strictness order per function and the refusal of user rules that would
+//! - `rules`: the rule language as written (`[[policy]]` tables), validated with file:line;
+//! - `org_file`: the organisation's policy file (per-OS default path) read above the user's;
+//! - `merge`: the strictness order per function and the refusal of user rules that would
 //!   loosen an org rule;
 //! - this module: the typed rules, matching a request's [`Context`] and the [`Decision`]s.
 //!

@@ -6,11 +6,11 @@
 //!   repository or a token) and its subjects (`weir.v1.<upstream>.breaker.<sender>`);
 //! - [`seal`]: HMAC-SHA256 signatures with the team key, and what they protect against;
 //! - [`credentials`]: the team key and NATS login, from the keychain;
-//! - [`peers`]: the decision logic (K teammates within T, counted by the name the server
+//! - `peers`: the decision logic (K teammates within T, counted by the name the server
 //!   vouches for; local evidence wins; a cap on holds), pure;
-//! - [`tls`]: TLS to the NATS server (OS roots plus `ca_file`) and the diagnosis that names
+//! - `tls`: TLS to the NATS server (OS roots plus `ca_file`) and the diagnosis that names
 //!   why a handshake fails;
-//! - [`link`]: the NATS client (reconnecting) and the publish / receive tasks. Nothing here is
+//! - `link`: the NATS client (reconnecting) and the publish / receive tasks. Nothing here is
 //!   on the request path: it only sets the admission gate's caution, trips its breaker or
 //!   holds its upstream-wide cooldown.
 

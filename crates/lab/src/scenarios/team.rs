@@ -55,7 +55,7 @@ pub struct TeamRow {
     pub per_second: Vec<u64>,
 }
 
-/// Poll period of Weir `i` of `n`: the first [`BUSY`] every 250 ms, then 1 s … 4 s.
+/// Poll period of Weir `i` of `n`: the first `BUSY` (2) every 250 ms, then 1 s … 4 s.
 pub fn period(i: usize, n: usize) -> Duration {
     if i < BUSY {
         return Duration::from_millis(250);
