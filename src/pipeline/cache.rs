@@ -684,14 +684,11 @@ fn keep(h: CacheHandles<'_>, spec: &FetchSpec, resp: Response<Bytes>) -> Arc<Sto
     });
     super::announce::observe(h.upstreams, spec.class, &stored);
     if stored.is_success() && storable(&spec.headers, &stored.headers) {
-        // A learned host's answers stay in memory only (`upstream::learned` documents it).
-        // This was because keys carried the index, which may name another host after a
-        // restart; keys now name the upstream (`learned:HOST`), so the rule could be lifted.
-        let durability = match h.upstreams.is_learned(spec.up) {
-            true => Durability::MemoryOnly,
-            false => durability(spec.class),
-        };
-        h.cache.insert(spec.key, stored.clone(), durability);
+        // A learned host's answers are kept like a configured upstream's: keys hash the
+        // upstream's name (`learned:HOST`), so a copy read back after a restart answers for
+        // the same host once a token answer names it again.
+        h.cache
+            .insert(spec.key, stored.clone(), durability(spec.class));
         // A document again: the key's next requests may share it.
         h.streamed.invalidate(&spec.key);
         // Only a page 1 of the known shape can answer the smaller sizes of its family.

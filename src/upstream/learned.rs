@@ -9,9 +9,10 @@
 //! learned host takes one of [`SPARE`] slots made empty at start: index `configured + slot`. A slot is set
 //! once and never reused, so an index handed out stays valid for the life of the engine, and
 //! lookups of configured upstreams cost what they did. The learned set is not kept across a
-//! restart (the next token answer names the host again); answers from a learned host are not
-//! written to the disk cache (kept in memory only: the host is learned again each run). The
-//! cache and dedupe keys hash the upstream's name (`learned:HOST`), not its index.
+//! restart (the next token answer names the host again). The cache and dedupe keys hash the
+//! upstream's name (`learned:HOST`), not its index, so a learned host's list and view answers
+//! are written to the disk cache like a configured upstream's (tokens never are) and answer for
+//! that host again after a restart, once it is learned again.
 
 use super::admission::Gate;
 use super::{Upstream, UpstreamIndex};
@@ -73,10 +74,6 @@ impl Learned {
             }
             notified.await;
         }
-    }
-
-    pub fn is_learned(&self, up: UpstreamIndex) -> bool {
-        up.index() >= self.base
     }
 
     /// The learned upstream at index `up` (≥ base), if that slot is set.

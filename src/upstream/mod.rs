@@ -133,11 +133,6 @@ impl Upstreams {
             .or_else(|| self.learned.find(scheme, host, port))
     }
 
-    /// Whether `up` is a learned upstream (its answers are never written to disk).
-    pub fn is_learned(&self, up: UpstreamIndex) -> bool {
-        self.learned.is_learned(up)
-    }
-
     /// The configured upstreams' indices, in the order configured.
     pub fn configured(&self) -> impl Iterator<Item = UpstreamIndex> {
         (0..self.list.len()).map(UpstreamIndex::at)
