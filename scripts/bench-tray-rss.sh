@@ -85,6 +85,10 @@ watch_github_status = false
 name = "copilot-api"
 origin = "http://127.0.0.1:9"
 EOF
+# Not a first start: the first start opens the Set up view (a dashboard process), and "idle"
+# is the tray alone.
+mkdir -p "$TMP/weir-data"
+: >"$TMP/weir-data/setup-seen"
 HOME=$TMP/home "$WEIR_TRAY_BIN" --config "$TMP/config.toml" --data-dir "$TMP/weir-data" >"$TMP/app.log" 2>&1 &
 APP_PID=$!
 PIDS+=("$APP_PID")

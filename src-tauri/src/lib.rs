@@ -12,6 +12,7 @@
 //! - [`notify`]: which events notify, and the per-upstream rate limiter.
 //! - [`dashboard`]: starts the dashboard window's own process on demand; [`window`]: that
 //!   process (`weir-tray --dashboard`) and its window; [`commands`]: the window's Tauri commands.
+//! - [`resident`]: hands back the pages of the WebKit libraries the tray process never runs.
 
 pub mod actions;
 pub mod commands;
@@ -21,6 +22,7 @@ pub mod error;
 pub mod icons;
 pub mod menu;
 pub mod notify;
+pub mod resident;
 pub mod tray;
 pub mod tray_state;
 pub mod window;
@@ -140,8 +142,12 @@ pub fn run_app<R: Runtime>(
     context: Context<R>,
     options: AppOptions,
 ) -> Result<(), TrayError> {
+    let desktop = options.desktop;
     let app = build_app(builder, context, options)?;
-    app.run(|app, event| match event {
+    app.run(move |app, event| match event {
+        // The event loop is up and the tray shown: what loading WebKit left resident in this
+        // process can go (WebKit only runs in the dashboard's process).
+        RunEvent::Ready if desktop => resident::after_start(),
         // Exit with no code = the last window went away (the tray has none, but a plugin
         // may make one); a tray app keeps running. Quit calls `exit(0)`, which has a code.
         RunEvent::ExitRequested {
