@@ -16,7 +16,6 @@ mod tls_client;
 use common::{has_keychain, Upstream};
 use std::net::SocketAddr;
 use std::path::Path;
-use std::sync::Arc;
 use tls::{output, TestCa, TlsUpstream};
 use tls_client::{curl, parse_curl, ConnectProxy};
 use weir::status::CachePersistence;
@@ -57,20 +56,9 @@ async fn weir_on(
         github.addr
     );
     let settings = weir::config::parse_str(&toml, "t.toml").unwrap();
-    let ca = Arc::new(
-        weir_tls::LocalCa::generate_for_owner(
-            &["githubcopilot.com".to_string()],
-            weir_tls::OffsetDateTime::now_utc(),
-            "test",
-        )
-        .unwrap(),
-    );
     let ca_pem = data.with_extension("ca.pem");
-    std::fs::write(&ca_pem, ca.cert_pem()).unwrap();
-    let mut opts = weir::EngineOptions::new(settings, data.to_path_buf());
-    opts.local_ca = Some(ca);
-    let handle = weir::start(opts).await.unwrap();
-    let proxy = format!("http://{}", handle.local_addr());
+    let opts = weir::EngineOptions::new(settings, data.to_path_buf());
+    let (handle, proxy) = tls_client::start_intercepting(opts, &ca_pem).await;
     (handle, proxy, ca_pem)
 }
 

@@ -13,7 +13,6 @@ mod tls;
 mod tls_client;
 
 use common::Upstream;
-use std::sync::Arc;
 use tls::{output, TestCa, TlsUpstream};
 use tls_client::{curl, parse_curl, ConnectProxy};
 
@@ -67,20 +66,9 @@ async fn weir_for(
         github.addr
     );
     let settings = weir::config::parse_str(&toml, "t.toml").unwrap();
-    let ca = Arc::new(
-        weir_tls::LocalCa::generate_for_owner(
-            &["githubcopilot.com".to_string()],
-            weir_tls::OffsetDateTime::now_utc(),
-            "test",
-        )
-        .unwrap(),
-    );
     let ca_pem = dir.join("weir-ca.pem");
-    std::fs::write(&ca_pem, ca.cert_pem()).unwrap();
-    let mut opts = weir::EngineOptions::new(settings.clone(), dir.join("data"));
-    opts.local_ca = Some(ca);
-    let handle = weir::start(opts).await.unwrap();
-    let proxy = format!("http://{}", handle.local_addr());
+    let opts = weir::EngineOptions::new(settings.clone(), dir.join("data"));
+    let (handle, proxy) = tls_client::start_intercepting(opts, &ca_pem).await;
     let mut settings = settings;
     settings.listen = handle.local_addr();
     (handle, proxy, ca_pem, settings)

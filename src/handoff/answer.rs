@@ -22,12 +22,7 @@ impl Handoffs {
     pub(super) async fn offered_item(&self, id: i64) -> Result<Item, HandoffError> {
         let p = self.parts()?;
         let q = p.open_queue()?;
-        let item = q
-            .store
-            .get(id)
-            .await
-            .map_err(|e| HandoffError::from_store(id, e))?
-            .ok_or(HandoffError::NotFound { id })?;
+        let item = super::item_in(q, id).await?;
         match item.state {
             State::Offered => Ok(item),
             state if self.was_offer(id) || state == State::HandedOff => {

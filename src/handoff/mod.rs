@@ -123,3 +123,12 @@ impl Parts {
         })
     }
 }
+
+/// Item `id` of queue `q`, or why not (a store error, or no such item).
+async fn item_in(q: &crate::queue::Queue, id: i64) -> Result<weir_store::Item, HandoffError> {
+    q.store
+        .get(id)
+        .await
+        .map_err(|e| HandoffError::from_store(id, e))?
+        .ok_or(HandoffError::NotFound { id })
+}

@@ -106,12 +106,7 @@ impl Handoffs {
     pub async fn get(&self, id: i64) -> Result<HandoffView, HandoffError> {
         let p = self.parts()?;
         let q = p.open_queue()?;
-        let item = q
-            .store
-            .get(id)
-            .await
-            .map_err(|e| HandoffError::from_store(id, e))?
-            .ok_or(HandoffError::NotFound { id })?;
+        let item = super::item_in(q, id).await?;
         let rec = q
             .store
             .hand_off_record(id)

@@ -241,8 +241,6 @@ impl Weir {
     }
 }
 
-/// Polls `cond` until it holds, at most `tries` × 20 ms (a bound, not a timing assertion).
-/// Sends a control-API request carrying the control secret (`X-Weir-Secret`).
 /// Whether the keychain of data dir `data` can be used (under `scripts/with-keychain.sh`); says
 /// how to get one when it cannot, for tests that skip without it.
 pub fn has_keychain(data: &std::path::Path) -> bool {

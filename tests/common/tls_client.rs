@@ -159,3 +159,25 @@ pub fn parse_curl(out: &std::process::Output) -> (String, u16, String, String) {
     let cache = parts.next().unwrap_or_default().to_string();
     (body.to_string(), code, version, cache)
 }
+
+/// Starts Weir with `opts` and a fresh interception CA for the Copilot domain, whose
+/// certificate is written to `ca_pem` (for curl's `--cacert`); returns the handle and the proxy
+/// URL. `tests/real_hosts.rs` and `tests/learned_persist.rs` reach learned hosts this way.
+pub async fn start_intercepting(
+    mut opts: weir::EngineOptions,
+    ca_pem: &Path,
+) -> (weir::EngineHandle, String) {
+    let ca = Arc::new(
+        weir_tls::LocalCa::generate_for_owner(
+            &["githubcopilot.com".to_string()],
+            weir_tls::OffsetDateTime::now_utc(),
+            "test",
+        )
+        .unwrap(),
+    );
+    std::fs::write(ca_pem, ca.cert_pem()).unwrap();
+    opts.local_ca = Some(ca);
+    let handle = weir::start(opts).await.unwrap();
+    let proxy = format!("http://{}", handle.local_addr());
+    (handle, proxy)
+}
