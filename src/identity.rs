@@ -68,11 +68,7 @@ impl IdentityKey {
                 buf.extend_from_slice(&v);
             }
         }
-        let id = Identity(*blake3::keyed_hash(&self.0, &buf).as_bytes());
-        // The buffer held the credential: wiped before it is freed.
-        buf.fill(0);
-        std::hint::black_box(&buf);
-        id
+        Identity(*blake3::keyed_hash(&self.0, &buf).as_bytes())
     }
 
     /// The identity that the credentials of one GitHub account with the same access share

@@ -55,7 +55,7 @@ pub(crate) async fn handle(
             }
             let views: Vec<serde_json::Value> = items
                 .iter()
-                .map(|item| with_hand_off(view(item), item, records.remove(&item.id)))
+                .map(|item| with_hand_off(item, records.remove(&item.id)))
                 .collect();
             Ok(json(&serde_json::json!({"items": views, "counts": counts})))
         }
@@ -71,7 +71,7 @@ pub(crate) async fn handle(
             } else {
                 None
             };
-            Ok(json(&with_hand_off(view(&item), &item, rec)))
+            Ok(json(&with_hand_off(&item, rec)))
         }
         (&Method::POST, [id, action @ ("cancel" | "retry")]) => {
             let id = parse(id)?;
@@ -110,14 +110,11 @@ fn is_parked(i: &Item) -> bool {
     matches!(i.state, State::Offered | State::HandedOff)
 }
 
-/// `v` (the [`view`] of `i`), and for an item parked for the local agent its hand-off record
-/// `rec` under `result` as earlier versions showed it: `handoff`, `running`, `program`,
+/// The [`view`] of `i`, and for an item parked for the local agent its hand-off record `rec`
+/// under `result` as earlier versions showed it: `handoff`, `running`, `program`,
 /// `confirmed_at`, `outcome`, `finished_at` (the dashboard shows the agent's exit code from it).
-fn with_hand_off(
-    mut v: serde_json::Value,
-    i: &Item,
-    rec: Option<HandOffRecord>,
-) -> serde_json::Value {
+fn with_hand_off(i: &Item, rec: Option<HandOffRecord>) -> serde_json::Value {
+    let mut v = view(i);
     let Some(r) = rec.filter(|_| is_parked(i)) else {
         return v;
     };
@@ -236,19 +233,16 @@ mod tests {
     #[test]
     fn a_parked_items_record_is_shown_under_result() {
         let handed = item(1, State::HandedOff);
-        let v = with_hand_off(view(&handed), &handed, Some(record(1)));
+        let v = with_hand_off(&handed, Some(record(1)));
         assert_eq!(
             v["result"],
             serde_json::json!({"handoff": {"rule": "octo-local"}, "running": false,
                 "program": "aider", "confirmed_at": "t", "outcome": {"exit_code": 0}})
         );
         let queued = item(2, State::Queued);
-        let v = with_hand_off(view(&queued), &queued, Some(record(2)));
+        let v = with_hand_off(&queued, Some(record(2)));
         assert_eq!(v["result"], serde_json::Value::Null);
         let offered = item(3, State::Offered);
-        assert_eq!(
-            with_hand_off(view(&offered), &offered, None),
-            view(&offered)
-        );
+        assert_eq!(with_hand_off(&offered, None), view(&offered));
     }
 }
