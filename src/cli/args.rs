@@ -47,7 +47,7 @@ pub struct GlobalArgs {
     /// Address Weir listens on, overriding the config file (loopback only).
     #[arg(long, value_name = "ADDR", global = true)]
     pub listen: Option<SocketAddr>,
-    /// Print JSON instead of text (queue, handoff, mode, network, doctor).
+    /// Print JSON instead of text (queue, handoff, mode, network, doctor, routes).
     #[arg(long, global = true)]
     pub json: bool,
 }
@@ -122,6 +122,13 @@ pub enum Command {
     },
     /// Check that Weir, its CA, the environment and the upstreams are set up.
     Doctor,
+    /// Print the route table: each managed host, each method and path pattern with its class
+    /// and the class's cache times. `--classify` reads `METHOD URL` lines on stdin instead and
+    /// prints the class Weir gives each (`scripts/check-clients.sh` uses it).
+    Routes {
+        #[arg(long)]
+        classify: bool,
+    },
     /// Print a shell completion script: `weir completions bash > ~/.local/share/bash-completion/completions/weir`.
     Completions {
         #[arg(value_enum)]
@@ -139,6 +146,7 @@ impl Command {
                 | Command::Mode { .. }
                 | Command::Network { .. }
                 | Command::Doctor
+                | Command::Routes { .. }
         )
     }
 
@@ -158,6 +166,7 @@ impl Command {
             Command::Env(_) => "env",
             Command::Setup { .. } => "setup",
             Command::Doctor => "doctor",
+            Command::Routes { .. } => "routes",
             Command::Completions { .. } => "completions",
         }
     }

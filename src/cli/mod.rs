@@ -24,6 +24,7 @@ mod install_check;
 mod mode;
 mod network;
 mod queue;
+mod routes;
 mod secret;
 mod serve;
 mod serve_tls;
@@ -65,7 +66,7 @@ pub fn main() -> ExitCode {
     let g = cli.global;
     if g.json && !cli.command.has_json() {
         eprintln!(
-            "weir: `weir {}` has no JSON output (--json works with queue, handoff, mode, network and doctor)",
+            "weir: `weir {}` has no JSON output (--json works with queue, handoff, mode, network, doctor and routes)",
             cli.command.name()
         );
         return ExitCode::from(EXIT_CONFIG);
@@ -87,6 +88,7 @@ pub fn main() -> ExitCode {
         Command::Env(args) => env::run(args, &g),
         Command::Setup { target } => setup::run(target, &g),
         Command::Doctor => doctor::run(g.json, &g),
+        Command::Routes { classify } => routes::run(classify, g.json, &g),
         Command::Completions { shell } => completions::run(shell),
     }
 }

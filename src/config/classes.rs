@@ -189,6 +189,8 @@ impl ClassTable {
 #[derive(Debug, Clone, PartialEq)]
 pub struct RouteRule {
     pub method: http::Method,
+    /// The pattern as written (`/agents/tasks/{id}`), for `weir routes` and messages.
+    pub pattern: String,
     pub segments: Vec<Segment>,
     pub class: RouteClass,
 }
@@ -224,6 +226,7 @@ impl RouteRule {
             .collect::<Result<_, _>>()?;
         Ok(RouteRule {
             method,
+            pattern: pattern.to_string(),
             segments,
             class,
         })
