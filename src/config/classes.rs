@@ -165,6 +165,43 @@ impl ClassSettings {
     }
 }
 
+/// Which circuit breaker a route's failures count against (issue #29, item 11): a family that
+/// fails must not hold back the families that still work. Mission Control's events POSTs
+/// failing (a probe saw five 503s open the whole Copilot API breaker) must not refuse its
+/// commands polls, nor the agent-sessions calls on the same host; the Task API failing on
+/// `api.github.com` must not refuse the token and user calls there.
+///
+/// [`Family::Upstream`] is the upstream's own breaker (the one the status document, team
+/// signals and gateway holds speak of); every other family has a breaker of its own per
+/// upstream, with the same settings, made when its first call is admitted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Family {
+    /// The agent-sessions and jobs API, tokens, settings, models, and anything not named below.
+    Upstream,
+    /// The Task API (VS Code's second cloud-sessions backend, `/cmc_internal/api/agents`) and
+    /// GitHub's public Agent Tasks API (`/agents/tasks`, `/agents/repos/{o}/{r}/tasks`).
+    Tasks,
+    /// Mission Control's mirror of a local session: creating and deleting it.
+    MirrorSessions,
+    /// Mission Control: the events a local session sends every 500 ms.
+    MirrorEvents,
+    /// Mission Control: the commands a local session polls every 3 s.
+    MirrorCommands,
+}
+
+impl Family {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Family::Upstream => "upstream",
+            Family::Tasks => "tasks",
+            Family::MirrorSessions => "mirror-sessions",
+            Family::MirrorEvents => "mirror-events",
+            Family::MirrorCommands => "mirror-commands",
+        }
+    }
+}
+
 /// Settings of every class, indexed by class.
 #[derive(Debug, Clone)]
 pub struct ClassTable([ClassSettings; 7]);
@@ -193,6 +230,8 @@ pub struct RouteRule {
     pub pattern: String,
     pub segments: Vec<Segment>,
     pub class: RouteClass,
+    /// Whose breaker its failures count against ([`Family::Upstream`] for configured rules).
+    pub family: Family,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -229,7 +268,14 @@ impl RouteRule {
             pattern: pattern.to_string(),
             segments,
             class,
+            family: Family::Upstream,
         })
+    }
+
+    /// The same rule, counted against `family`'s breaker.
+    pub fn in_family(mut self, family: Family) -> RouteRule {
+        self.family = family;
+        self
     }
 
     pub fn matches(&self, method: &http::Method, path: &str) -> bool {
@@ -259,7 +305,7 @@ fn path_parts(path: &str) -> Vec<&str> {
 /// managed upstream. More specific patterns come first: the first match wins.
 pub fn default_routes() -> Vec<RouteRule> {
     use RouteClass::*;
-    let table: [(&str, &str, RouteClass); 30] = [
+    let table: [(&str, &str, RouteClass); 27] = [
         ("GET", "/agents/sessions", List),
         ("GET", "/agents/sessions/nwo/{owner}/{repo}", List),
         // A pull request's sessions: VS Code's spelling, then gh's (`view <pr>`).
@@ -289,13 +335,6 @@ pub fn default_routes() -> Vec<RouteRule> {
         ),
         ("GET", "/agents/swe/v1/jobs/{owner}/{repo}/{job_id}", View),
         ("POST", "/agents/swe/v1/jobs/{owner}/{repo}", Create),
-        // GitHub's public Agent Tasks REST API on api.github.com: the same objects under other
-        // names, so the same classes; a task create is a create (never lost, never doubled).
-        ("GET", "/agents/repos/{owner}/{repo}/tasks", List),
-        ("POST", "/agents/repos/{owner}/{repo}/tasks", Create),
-        ("GET", "/agents/repos/{owner}/{repo}/tasks/{id}", View),
-        ("GET", "/agents/tasks", List),
-        ("GET", "/agents/tasks/{id}", View),
         ("GET", "/copilot_internal/v2/token", Token),
         ("GET", "/copilot_internal/v2/token/", Token),
         // The Copilot CLI's start-up (and VS Code's user lookup): settings of one account,
@@ -304,6 +343,11 @@ pub fn default_routes() -> Vec<RouteRule> {
         ("GET", "/copilot_internal/user", View),
         ("GET", "/copilot_internal/managed_settings", View),
         ("GET", "/copilot_internal/team_customizations", View),
+        // On api.github.com: the signed-in user, which VS Code's Task API backend asks before
+        // every repository's task list (`creator_id`), and a repository by its id (a task that
+        // names no `html_url`). Read like one session.
+        ("GET", "/user", View),
+        ("GET", "/repositories/{id}", View),
         // The model catalogue on the Copilot API host (the CLI at start-up, VS Code's picker).
         ("GET", "/models", List),
         // The GitHub MCP server speaks JSON-RPC over POST: every message is its own exchange,
@@ -318,20 +362,91 @@ pub fn default_routes() -> Vec<RouteRule> {
         ("POST", "/v1/responses", Model),
         ("POST", "/v1/messages", Model),
     ];
-    table
+    let mut rules: Vec<RouteRule> = table
         .iter()
         .filter_map(|(m, p, c)| RouteRule::new(m, p, *c).ok())
+        .collect();
+    rules.extend(task_routes());
+    rules.extend(mirror_routes());
+    rules
+}
+
+/// The Task API, under both of its prefixes: VS Code's second cloud-sessions backend
+/// (`@vscode/copilot-api` 0.5.2 `_buildAgentTaskURL`: `{dotcom}/cmc_internal/api/agents` +
+/// the action's path) and GitHub's public Agent Tasks REST API (`/agents/...`, which the
+/// Copilot CLI's `--connect` also asks on the Copilot API host). Lists and gets are read like
+/// sessions; every page of a task's events is read like one session, so a live turn polled
+/// every 2 s costs one upstream call per page per fresh window; the create is a create (never
+/// lost, never doubled); steer, pull request, archive and unarchive are actions: sent once,
+/// never cached. All of it counts against the Task API's own breaker.
+fn task_routes() -> Vec<RouteRule> {
+    use RouteClass::*;
+    let table: [(&str, &str, RouteClass); 10] = [
+        ("GET", "/tasks", List),
+        ("GET", "/repos/{owner}/{repo}/tasks", List),
+        ("POST", "/repos/{owner}/{repo}/tasks", Create),
+        ("GET", "/repos/{owner}/{repo}/tasks/{id}", View),
+        ("GET", "/tasks/{id}", View),
+        ("GET", "/tasks/{id}/events", View),
+        ("POST", "/tasks/{id}/steer", Other),
+        ("POST", "/repos/{owner}/{repo}/tasks/{id}/pulls", Other),
+        ("POST", "/tasks/{id}/archive", Other),
+        ("POST", "/tasks/{id}/unarchive", Other),
+    ];
+    ["/cmc_internal/api/agents", "/agents"]
+        .iter()
+        .flat_map(|prefix| {
+            table.iter().filter_map(move |(m, p, c)| {
+                RouteRule::new(m, &format!("{prefix}{p}"), *c)
+                    .ok()
+                    .map(|r| r.in_family(Family::Tasks))
+            })
+        })
+        .collect()
+}
+
+/// Mission Control's mirror of a local agent session on the Copilot API host
+/// (`missionControlApiClient.ts`; see docs/real-clients.md for what the client does when each
+/// call fails, which decides these): every call passes through once, never cached and never
+/// retried by Weir when it has a body, each family with a breaker of its own, so that failing
+/// events do not hold back the commands polls or the agent-sessions calls on the same host.
+fn mirror_routes() -> Vec<RouteRule> {
+    use Family::*;
+    let table: [(&str, &str, Family); 4] = [
+        ("POST", "/sessions", MirrorSessions),
+        ("DELETE", "/sessions/{id}", MirrorSessions),
+        ("POST", "/sessions/{id}/events", MirrorEvents),
+        ("GET", "/sessions/{id}/commands", MirrorCommands),
+    ];
+    // VS Code: on the Copilot API host under `/agents`. The Copilot CLI 1.0.102's `/remote`:
+    // `{githubApiUrl}/cmc_internal/api/agents` + `/sessions/…/events|commands`, read from
+    // fragments of its binary, not traced call by call (docs/real-clients.md).
+    ["/agents", "/cmc_internal/api/agents"]
+        .iter()
+        .flat_map(|prefix| {
+            table.iter().filter_map(move |(m, p, f)| {
+                RouteRule::new(m, &format!("{prefix}{p}"), RouteClass::Other)
+                    .ok()
+                    .map(|r| r.in_family(*f))
+            })
+        })
         .collect()
 }
 
 /// The class of a request: the first matching rule, else `other`.
 pub fn classify(rules: &[RouteRule], method: &http::Method, path: &str) -> RouteClass {
+    route(rules, method, path).0
+}
+
+/// The class and breaker family of a request: the first matching rule's, else `other` in the
+/// upstream's family.
+pub fn route(rules: &[RouteRule], method: &http::Method, path: &str) -> (RouteClass, Family) {
     let parts = path_parts(path);
     rules
         .iter()
         .find(|r| r.matches_parts(method, &parts))
-        .map(|r| r.class)
-        .unwrap_or(RouteClass::Other)
+        .map(|r| (r.class, r.family))
+        .unwrap_or((RouteClass::Other, Family::Upstream))
 }
 
 #[cfg(test)]

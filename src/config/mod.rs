@@ -20,7 +20,9 @@ mod upstream_index;
 
 /// Shared with policy and the status document (see [`crate::view`]).
 pub use crate::view::ShareMode;
-pub use classes::{classify, default_routes, ClassSettings, ClassTable, RouteClass, RouteRule};
+pub use classes::{
+    classify, default_routes, route, ClassSettings, ClassTable, Family, RouteClass, RouteRule,
+};
 pub use file::FileConfig;
 #[cfg(feature = "gateway")]
 pub use gateway::{Cidr, GatewaySettings, PgSslMode, PostgresSettings};

@@ -489,11 +489,14 @@ fn queued(
     reason: &str,
 ) -> Arc<Stored> {
     // The job object is the jobs API's shape (`POST /agents/swe/v1/jobs/{o}/{r}`), known from
-    // gh's and VS Code's types. What a queued task of the Agent Tasks REST API
-    // (`POST /agents/repos/{o}/{r}/tasks`) looks like is known from no client's source, so a
-    // create on any other route keeps the plain 202 rather than a guessed shape.
+    // gh's and VS Code's types; the task object is the Task API's (`POST
+    // {prefix}/repos/{o}/{r}/tasks`), known from `@vscode/copilot-api` 0.5.2's spec types and
+    // VS Code's `TaskApiHttpClient`, which takes a `202` as "an empty response" and fails the
+    // create. A create on any other route keeps the plain 202 rather than a guessed shape.
+    let path = item.path_and_query.split('?').next().unwrap_or("");
+    let is_task = provisional::is_task_create(path);
     if settings.queue.answer == QueueAnswer::Accepted
-        || !item.path_and_query.starts_with("/agents/swe/v1/jobs/")
+        || !(is_task || item.path_and_query.starts_with("/agents/swe/v1/jobs/"))
     {
         return accepted(p, item.id, reason);
     }
@@ -503,13 +506,18 @@ fn queued(
             user_id: r.account_id,
             login: r.login.clone(),
         });
-    let Some(mut job) = provisional::job(item, owner.as_ref()) else {
+    let made = if is_task {
+        provisional::task(item, owner.as_ref())
+    } else {
+        provisional::job(item, owner.as_ref())
+    };
+    let Some(mut job) = made else {
         // Queued before provisional ids existed: only the queue entry can be named.
         return accepted(p, item.id, reason);
     };
     job["weir"]["reason"] = serde_json::json!(reason);
     job["weir"]["detail"] = serde_json::json!(format!(
-        "Weir stored this create durably and will send it once when the upstream is healthy again. The job and session ids are Weir's until then; Weir answers for them, and after the create is sent it serves the real job and session under them. Follow it with GET {}/_weir/api/queue/{}, or `weir queue show {}`.",
+        "Weir stored this create durably and will send it once when the upstream is healthy again. The ids in this answer are Weir's until then; Weir answers for them, and after the create is sent it serves the real objects under them. Follow it with GET {}/_weir/api/queue/{}, or `weir queue show {}`.",
         p.base_url, item.id, item.id
     ));
     let location = format!("/_weir/api/queue/{}", item.id);
@@ -523,7 +531,8 @@ fn queued(
         headers.insert(header::LOCATION, v);
     }
     // 201, as the jobs API answers a job it created (gh's CreateJob takes 200 or 201, VS Code
-    // any 2xx with `job_id` and `session_id`).
+    // any 2xx with `job_id` and `session_id`) and the Task API a task (VS Code: 200 or 201
+    // with a JSON body that has `id`).
     stored(StatusCode::CREATED, headers, Bytes::from(job.to_string()))
 }
 

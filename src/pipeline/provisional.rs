@@ -5,7 +5,10 @@
 //! - `GET /agents/swe/v1/jobs/{o}/{r}/{job_id}` (gh `GetJob`, VS Code `getJobByJobId`);
 //! - `GET /agents/swe/v1/jobs/{o}/{r}/session/{session_id}` (VS Code `getJobBySessionId`);
 //! - `GET /agents/sessions/{session_id}` (gh `GetSession`, VS Code `getSessionInfo`);
-//! - `GET /agents/sessions/{session_id}/logs` (gh `GetSessionLogs`, VS Code `getSessionLogs`).
+//! - `GET /agents/sessions/{session_id}/logs` (gh `GetSessionLogs`, VS Code `getSessionLogs`);
+//! - for a Task API create, under `/cmc_internal/api/agents` or `/agents`: `GET …/tasks/{id}`
+//!   and `GET …/repos/{o}/{r}/tasks/{id}` (VS Code `getTask`, polled every 2 s by its turn
+//!   streamer) and `GET …/tasks/{id}/events` (`getTaskEvents`, every page every 2 s).
 //!
 //! While the create waits (or after it failed) Weir answers these from its queue. Once it was
 //! sent, the request goes on with the real id in place of the provisional one, through the
@@ -34,6 +37,9 @@ enum Call<'a> {
     JobOfSession { repo: String, id: &'a str },
     Session { id: &'a str },
     Logs { id: &'a str },
+    /// A Task API task (the provisional task id is the item's job id).
+    Task { id: &'a str },
+    TaskEvents { id: &'a str },
 }
 
 impl<'a> Call<'a> {
@@ -50,6 +56,13 @@ impl<'a> Call<'a> {
             }),
             ["agents", "sessions", id] => Some(Call::Session { id }),
             ["agents", "sessions", id, "logs"] => Some(Call::Logs { id }),
+            ["cmc_internal", "api", "agents", "tasks", id] | ["agents", "tasks", id] => {
+                Some(Call::Task { id })
+            }
+            ["cmc_internal", "api", "agents", "repos", _, _, "tasks", id]
+            | ["agents", "repos", _, _, "tasks", id] => Some(Call::Task { id }),
+            ["cmc_internal", "api", "agents", "tasks", id, "events"]
+            | ["agents", "tasks", id, "events"] => Some(Call::TaskEvents { id }),
             _ => None,
         }
         .filter(|c| provisional::is_provisional(c.id()))
@@ -60,7 +73,9 @@ impl<'a> Call<'a> {
             Call::Job { id, .. }
             | Call::JobOfSession { id, .. }
             | Call::Session { id }
-            | Call::Logs { id } => id,
+            | Call::Logs { id }
+            | Call::Task { id }
+            | Call::TaskEvents { id } => id,
         }
     }
 
@@ -76,13 +91,16 @@ impl<'a> Call<'a> {
                 ids.session_id == *id && item.repo.as_deref() == Some(repo)
             }
             Call::Session { id } | Call::Logs { id } => ids.session_id == *id,
+            Call::Task { id } | Call::TaskEvents { id } => {
+                ids.job_id == *id && provisional::is_task_create(path_of(item))
+            }
         }
     }
 
     /// The real id to ask the upstream for, once the create was sent.
     fn real<'s>(&self, job: Option<&'s str>, session: Option<&'s str>) -> Option<&'s str> {
         match self {
-            Call::Job { .. } => job,
+            Call::Job { .. } | Call::Task { .. } | Call::TaskEvents { .. } => job,
             _ => session,
         }
     }
@@ -139,6 +157,10 @@ pub(super) async fn follow(
     let body = match call {
         Call::Job { .. } | Call::JobOfSession { .. } => provisional::job(&item, owner.as_ref()),
         Call::Session { .. } => provisional::session(&item, owner.as_ref()),
+        Call::Task { .. } => provisional::task(&item, owner.as_ref()),
+        // No event yet: what VS Code's `getTaskEvents` reads as "nothing so far" (its paging
+        // stops at an empty page).
+        Call::TaskEvents { .. } => Some(serde_json::json!({"events": [], "total": 0})),
         // No log lines yet: an empty log is what both clients read as "nothing so far"
         // (gh's renderer skips it; its follow loop appends what comes later).
         Call::Logs { .. } => {
@@ -155,6 +177,11 @@ pub(super) async fn follow(
         Some(v) => Follow::Answer(json(StatusCode::OK, &v, Some(item.id))),
         None => Follow::Pass(req),
     }
+}
+
+/// The item's path without its query.
+fn path_of(item: &Item) -> &str {
+    item.path_and_query.split('?').next().unwrap_or("")
 }
 
 /// The credential that queued it, or one of the same GitHub account (as the accounts rule
@@ -269,6 +296,21 @@ mod tests {
             Call::parse(&format!("/agents/sessions/{p}/logs")),
             Some(Call::Logs { id: p })
         );
+        for prefix in ["/cmc_internal/api/agents", "/agents"] {
+            assert_eq!(
+                Call::parse(&format!("{prefix}/tasks/{p}")),
+                Some(Call::Task { id: p })
+            );
+            assert_eq!(
+                Call::parse(&format!("{prefix}/repos/octo/app/tasks/{p}")),
+                Some(Call::Task { id: p })
+            );
+            assert_eq!(
+                Call::parse(&format!("{prefix}/tasks/{p}/events")),
+                Some(Call::TaskEvents { id: p })
+            );
+            assert_eq!(Call::parse(&format!("{prefix}/tasks/{real}")), None);
+        }
         assert_eq!(Call::parse(&format!("/agents/sessions/{real}")), None);
         assert_eq!(Call::parse("/agents/swe/v1/jobs/octo/app"), None);
         assert_eq!(Call::parse("/agents/sessions"), None);

@@ -174,16 +174,18 @@ fn kept(name: &str) -> bool {
     KEPT_HEADERS.contains(&name) || name.starts_with("copilot-") || name.starts_with("x-github-")
 }
 
-/// `owner/repo` from `/agents/swe/v1/jobs/{owner}/{repo}` and the body's `problem_statement`.
+/// `owner/repo` from `/agents/swe/v1/jobs/{owner}/{repo}` (or a Task API create's
+/// `…/repos/{owner}/{repo}/tasks`) and the body's `problem_statement` (a Task API create
+/// without one: its `prompt`, which is what its session records).
 fn describe(uri: &Uri, body: &[u8]) -> (Option<String>, Option<String>) {
+    let v: serde_json::Value = serde_json::from_slice(body).unwrap_or_default();
+    let text = |k: &str| v.get(k).and_then(|s| s.as_str()).map(str::to_string);
+    if let Some(repo) = super::provisional::task_repo(uri.path()) {
+        return (Some(repo), text("problem_statement").or_else(|| text("prompt")));
+    }
     let segs: Vec<&str> = uri.path().trim_matches('/').split('/').collect();
     let repo = (segs.len() >= 6).then(|| format!("{}/{}", segs[4], segs[5]));
-    let v: serde_json::Value = serde_json::from_slice(body).unwrap_or_default();
-    let statement = v
-        .get("problem_statement")
-        .and_then(|s| s.as_str())
-        .map(str::to_string);
-    (repo, statement)
+    (repo, text("problem_statement"))
 }
 
 #[cfg(test)]

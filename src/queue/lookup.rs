@@ -39,6 +39,9 @@ impl Replayer {
         let (Some(repo), Some(statement)) = (&item.repo, &item.problem_statement) else {
             return Lookup::Unverifiable;
         };
+        if super::provisional::is_task_create(item.path_and_query.split('?').next().unwrap_or("")) {
+            return self.lookup_task(up, item, credential, scope, repo).await;
+        }
         let Some((owner, name)) = repo.split_once('/') else {
             return Lookup::Unverifiable;
         };
@@ -127,6 +130,92 @@ impl Replayer {
         Lookup::NotFound
     }
 
+    /// The in-doubt lookup of a Task API create: the repository's tasks (one page of
+    /// [`TASK_PAGE`], newest first as the Task API lists them), then each task created in the
+    /// window read whole (`GET …/tasks/{id}`), whose `sessions[].prompt` is compared with the
+    /// create's `prompt`. What the server records as a session's prompt is known only from the
+    /// spec's type (`AgentTaskSession.prompt`), so a task in the window that cannot be matched
+    /// either way (no prompt) leaves the item in doubt: it is never sent again on a guess.
+    async fn lookup_task(
+        &self,
+        up: UpstreamIndex,
+        item: &Item,
+        credential: &Credential,
+        scope: Option<crate::identity::Identity>,
+        repo: &str,
+    ) -> Lookup {
+        let body: serde_json::Value = serde_json::from_slice(&item.body).unwrap_or_default();
+        let Some(prompt) = body.get("prompt").and_then(|p| p.as_str()) else {
+            return Lookup::Unverifiable;
+        };
+        let Some((owner, name)) = repo.split_once('/') else {
+            return Lookup::Unverifiable;
+        };
+        let prefix = super::provisional::task_prefix(&item.path_and_query);
+        let since = item.last_attempt_at.unwrap_or(item.created_at) - WINDOW_SLACK_MS;
+        let headers = lookup_headers(item, credential);
+        let list = format!(
+            "{prefix}/repos/{}/{}/tasks?per_page={TASK_PAGE}",
+            path_escape(owner),
+            path_escape(name)
+        );
+        let v = match self
+            .get_json(up, RouteClass::List, &list, &headers, scope)
+            .await
+        {
+            Ok(Some(v)) => v,
+            Ok(None) => return Lookup::Unknown("the task list answered 404".into()),
+            Err(l) => return l,
+        };
+        let Some(tasks) = v.get("tasks").and_then(|t| t.as_array()) else {
+            return Lookup::Unknown("the task list has no `tasks` array".into());
+        };
+        let candidates: Vec<&str> = tasks
+            .iter()
+            .filter(|t| time_of(t, "created_at").is_some_and(|c| c >= since))
+            .filter_map(|t| t.get("id")?.as_str())
+            .collect();
+        if tasks.len() >= TASK_PAGE && candidates.len() == tasks.len() {
+            return Lookup::Unknown(format!(
+                "more than {TASK_PAGE} tasks were created in the window; not verified"
+            ));
+        }
+        let mut unmatched = 0;
+        for id in candidates.iter().take(MAX_CANDIDATES) {
+            let path = format!("{prefix}/tasks/{}", path_escape(id));
+            let task = match self
+                .get_json(up, RouteClass::View, &path, &headers, scope)
+                .await
+            {
+                Ok(Some(t)) => t,
+                Ok(None) => continue,
+                Err(l) => return l,
+            };
+            let prompts: Vec<&str> = task
+                .get("sessions")
+                .and_then(|s| s.as_array())
+                .map(|s| s.iter().filter_map(|s| s.get("prompt")?.as_str()).collect())
+                .unwrap_or_default();
+            if prompts.iter().any(|p| p.trim() == prompt.trim()) {
+                return Lookup::Found(Box::new(weir_store::ItemResult {
+                    found_by_lookup: true,
+                    job_id: Some((*id).to_string()),
+                    ..weir_store::ItemResult::default()
+                }));
+            }
+            if prompts.is_empty() {
+                unmatched += 1;
+            }
+        }
+        if unmatched > 0 || candidates.len() > MAX_CANDIDATES {
+            return Lookup::Unknown(format!(
+                "{} task(s) created in the window could not be compared with this create; not verified",
+                unmatched.max(candidates.len().saturating_sub(MAX_CANDIDATES))
+            ));
+        }
+        Lookup::NotFound
+    }
+
     /// One GET with the item's credential: the JSON answer, `None` for a 404, or what the
     /// lookup comes to when it cannot be read.
     async fn get_json(
@@ -171,6 +260,8 @@ impl Replayer {
 /// clients), `repo_nwo` (VS Code's repository filter) and `sort=last_updated_at,desc` (gh's
 /// sort), 50 to a page (gh's page size).
 const PAGE_SIZE: usize = 50;
+/// One page of a repository's tasks is read (the Task API's largest, as VS Code asks it).
+const TASK_PAGE: usize = 100;
 /// At most this many pages (500 sessions of one repository in the window) are read.
 const MAX_PAGES: usize = 10;
 /// At most this many candidates (sessions created in the window) have their job read.

@@ -172,16 +172,88 @@ pub(crate) fn job(item: &Item, owner: Option<&Owner>) -> Option<Value> {
     Some(v)
 }
 
-/// The session object for a queued create (`GET /agents/sessions/{id}`), in the real
-/// session's shape. `completed_at` is left out, never `""`: gh decodes it as a `time.Time`.
-pub(crate) fn session(item: &Item, owner: Option<&Owner>) -> Option<Value> {
+/// Whether `path` is a Task API create (`POST {prefix}/repos/{o}/{r}/tasks`, under VS Code's
+/// `/cmc_internal/api/agents` or the public `/agents`): its queued answer is a task.
+pub(crate) fn is_task_create(path: &str) -> bool {
+    task_repo(path).is_some()
+}
+
+/// `owner/repo` of a Task API create's path.
+pub(crate) fn task_repo(path: &str) -> Option<String> {
+    let segs: Vec<&str> = path.trim_matches('/').split('/').collect();
+    match segs.as_slice() {
+        ["cmc_internal", "api", "agents", "repos", o, r, "tasks"] | ["agents", "repos", o, r, "tasks"] => {
+            Some(format!("{o}/{r}"))
+        }
+        _ => None,
+    }
+}
+
+/// The Task API prefix a task path is under (`/cmc_internal/api/agents` or `/agents`).
+pub(crate) fn task_prefix(path: &str) -> &'static str {
+    if path.starts_with("/cmc_internal/") {
+        "/cmc_internal/api/agents"
+    } else {
+        "/agents"
+    }
+}
+
+/// The task object for a queued Task API create (the create's `201` answer, and
+/// `GET …/tasks/{id}` while it waits), in the shape of `@vscode/copilot-api` 0.5.2's
+/// `AgentTaskGetResponse` ("Spec: Task"). VS Code's `TaskApiHttpClient` needs a JSON body on
+/// `201` (a `202` is "an empty response" to its `createTask`) and reads only `id` from it, then
+/// `name`, `html_url` and `artifacts` when present. Its list keeps only tasks with an
+/// `agent_collaborators` slug `copilot-developer` or `copilot-swe-agent`; the create was for
+/// the cloud coding agent, so the provisional task names `copilot-swe-agent`. What the real
+/// server puts in `compute` is not known from any source, so it is left out (VS Code never
+/// reads it). The id is the item's provisional job id.
+pub(crate) fn task(item: &Item, owner: Option<&Owner>) -> Option<Value> {
     let ids = item.provisional.as_ref()?;
+    let title = title(item);
+    let (state, name) = match stage(item) {
+        Stage::Waiting => ("queued", format!("Waiting in Weir's queue: {title}")),
+        Stage::Done { .. } => ("in_progress", title.clone()),
+        Stage::Failed { .. } => ("failed", format!("Not sent by Weir: {title}")),
+    };
+    let mut v = json!({
+        "id": ids.job_id,
+        "name": name,
+        "creator_type": "user",
+        "state": state,
+        "remote_steerable": false,
+        "session_count": 0,
+        "artifacts": [],
+        "archived_at": null,
+        "created_at": at(item.created_at),
+        "updated_at": at(item.updated_at),
+        "agent_collaborators": [{"slug": "copilot-swe-agent"}],
+        "sessions": [],
+        "weir": weir_note(item),
+    });
+    if let Some(o) = owner {
+        v["creator"] = json!({"id": o.user_id, "login": o.login});
+    }
+    if let Stage::Failed { status, message } = stage(item) {
+        v["weir"]["error"] = json!({"message": message, "status": status});
+    }
+    Some(v)
+}
+
+/// The first non-empty line of the item's problem statement (or prompt), at most 80 chars.
+fn title(item: &Item) -> String {
     let title = item
         .problem_statement
         .as_deref()
         .and_then(|s| s.lines().map(str::trim).find(|l| !l.is_empty()))
         .unwrap_or("task");
-    let title: String = title.chars().take(80).collect();
+    title.chars().take(80).collect()
+}
+
+/// The session object for a queued create (`GET /agents/sessions/{id}`), in the real
+/// session's shape. `completed_at` is left out, never `""`: gh decodes it as a `time.Time`.
+pub(crate) fn session(item: &Item, owner: Option<&Owner>) -> Option<Value> {
+    let ids = item.provisional.as_ref()?;
+    let title = title(item);
     let (state, name, error) = match stage(item) {
         Stage::Waiting => (
             "queued",

@@ -5,7 +5,7 @@
 
 use super::caution::{Caution, CautionSource, Cautions};
 use super::identity_cooldown::IdentityCooldowns;
-use crate::config::{ResilienceSettings, UpstreamSettings};
+use crate::config::{Family, ResilienceSettings, UpstreamSettings};
 use crate::identity::Identity;
 use serde::Serialize;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -23,7 +23,13 @@ const MAX_COOLDOWN: Duration = Duration::from_secs(24 * 3600);
 /// The shared failure state of one upstream.
 pub(crate) struct Gate {
     pub name: String,
+    /// The upstream's own breaker ([`Family::Upstream`]).
     pub breaker: Breaker,
+    /// The other route families' breakers, made at their first call (a handful at most: the
+    /// families are a fixed enum), so that one failing family holds back only itself.
+    families: Mutex<Vec<(Family, Breaker)>>,
+    /// How a family breaker is made: the settings and jitter of the upstream's own.
+    breaker_config: Mutex<(weir_resilience::BreakerConfig, bool)>,
     pub budget: RetryBudget,
     cooldown: Cooldown,
     bulkhead: Bulkhead,
@@ -102,6 +108,8 @@ impl Gate {
         Ok(Gate {
             name: u.name.clone(),
             breaker,
+            families: Mutex::new(Vec::new()),
+            breaker_config: Mutex::new((r.breaker.clone(), r.breaker_jitter)),
             budget: RetryBudget::new(r.budget),
             cooldown: Cooldown::new(),
             bulkhead: Bulkhead::new(r.bulkhead),
@@ -122,6 +130,15 @@ impl Gate {
     pub fn apply(&self, r: &ResilienceSettings) {
         if let Err(e) = self.breaker.reconfigure(r.breaker.clone()) {
             tracing::error!(upstream = %self.name, error = %e, "breaker settings refused; keeping the old ones");
+        }
+        if let Ok(mut c) = self.breaker_config.lock() {
+            *c = (r.breaker.clone(), r.breaker_jitter);
+        }
+        if let Ok(families) = self.families.lock() {
+            for (_, b) in families.iter() {
+                // Validated with the upstream's own just above: a refusal was logged there.
+                let _ = b.reconfigure(r.breaker.clone());
+            }
         }
         self.budget.reconfigure(r.budget);
         self.bulkhead.reconfigure(r.bulkhead);
@@ -190,7 +207,37 @@ impl Gate {
     /// request without a credential. Waits for a bulkhead slot (bounded queue); never waits on
     /// the breaker or a cooldown.
     pub async fn admit(&self, who: Option<&Identity>) -> Result<Admitted, Closed> {
-        self.admit_attempt(who, false).await
+        self.admit_attempt(who, false, Family::Upstream).await
+    }
+
+    /// The breaker `family`'s calls count against: the upstream's own, or the family's
+    /// (made now, at its first call, with the upstream's breaker settings).
+    pub fn breaker_of(&self, family: Family) -> Breaker {
+        if family == Family::Upstream {
+            return self.breaker.clone();
+        }
+        let mut families = self.families.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, b)) = families.iter().find(|(f, _)| *f == family) {
+            return b.clone();
+        }
+        let (config, jitter) = self
+            .breaker_config
+            .lock()
+            .map(|c| c.clone())
+            .unwrap_or_else(|e| e.into_inner().clone());
+        let name = format!("{}/{}", self.name, family.as_str());
+        let made = if jitter {
+            Breaker::new(&name, config, FullJitter)
+        } else {
+            Breaker::new(&name, config, NoJitter)
+        };
+        // Validated settings (the upstream's own breaker was built from them).
+        let b = match made {
+            Ok(b) => b,
+            Err(_) => return self.breaker.clone(),
+        };
+        families.push((family, b.clone()));
+        b
     }
 
     /// [`Gate::admit`] for a retry: the breaker may hold it back during a failing run (see
@@ -199,6 +246,7 @@ impl Gate {
         &self,
         who: Option<&Identity>,
         retry: bool,
+        family: Family,
     ) -> Result<Admitted, Closed> {
         if let Some(rem) = self.cooldown.remaining() {
             let kind = self
@@ -212,10 +260,11 @@ impl Gate {
         if let Some(rem) = who.and_then(|w| self.identity_cooldowns.remaining(w)) {
             return Err(Closed::IdentityCooldown(rem));
         }
+        let breaker = self.breaker_of(family);
         let permit = if retry {
-            self.breaker.try_acquire_retry()
+            breaker.try_acquire_retry()
         } else {
-            self.breaker.try_acquire()
+            breaker.try_acquire()
         }
         .map_err(Closed::Breaker)?;
         let slot = self.bulkhead.acquire().await.map_err(Closed::Shed)?;
@@ -308,8 +357,21 @@ impl Gate {
         let b = self.breaker.snapshot();
         let mut breaker = BreakerView::from(&b);
         breaker.caution = self.cautions();
+        let families = self
+            .families
+            .lock()
+            .map(|f| {
+                f.iter()
+                    .map(|(family, b)| FamilyBreakerView {
+                        family: family.as_str(),
+                        breaker: BreakerView::from(&b.snapshot()),
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
         GateStatus {
             breaker,
+            families,
             cooldown_remaining_s: self.cooldown.remaining().map(|d| d.as_secs_f64()),
             identities_cooling_down: self.identity_cooldowns.len(),
             retry_budget: self.budget.stats(),
@@ -330,11 +392,21 @@ fn retry_of(r: &ResilienceSettings) -> (Backoff, bool) {
 #[derive(Debug, Clone, Serialize)]
 pub struct GateStatus {
     pub breaker: BreakerView,
+    /// The route families' own breakers, once each has seen a call (Mission Control's events
+    /// and commands, the Task API): a family that fails opens only its own.
+    pub families: Vec<FamilyBreakerView>,
     pub cooldown_remaining_s: Option<f64>,
     /// How many identities are held back by their own rate limit.
     pub identities_cooling_down: usize,
     pub retry_budget: weir_resilience::BudgetStats,
     pub bulkhead: weir_resilience::BulkheadStats,
+}
+
+/// `upstreams[].families[]`: one route family's breaker.
+#[derive(Debug, Clone, Serialize)]
+pub struct FamilyBreakerView {
+    pub family: &'static str,
+    pub breaker: BreakerView,
 }
 
 /// `upstreams[].breaker` in the status document.

@@ -10,7 +10,7 @@ use super::attempt_error::AttemptError;
 use super::client::{FetchError, Timeouts};
 use super::{UpstreamIndex, Upstreams};
 use crate::body::{boxed, full, Body};
-use crate::config::{Origin, RouteClass};
+use crate::config::{Family, Origin, RouteClass};
 use crate::identity::Identity;
 use crate::problem::Problem;
 use bytes::Bytes;
@@ -35,6 +35,16 @@ pub(crate) struct AttemptPolicy {
     /// when the caller already holds an answer to give (a stale copy): that answer now beats
     /// a fresh one after the upstream's wait.
     pub wait_for_hint: bool,
+}
+
+/// One call's routing: where it goes, its class, whose breaker it counts against, how it may
+/// be retried and whose credential it carries.
+struct Call {
+    up: UpstreamIndex,
+    class: RouteClass,
+    family: Family,
+    policy: AttemptPolicy,
+    who: Option<Identity>,
 }
 
 impl AttemptPolicy {
@@ -130,7 +140,15 @@ impl Upstreams {
         };
         let prefix = |r: &Response<Bytes>| r.body().clone();
         let who = req.identity;
-        self.run(up, class, policy, first, who, send, prefix).await
+        let family = self.family_of(req.method, req.uri);
+        let call = Call {
+            up,
+            class,
+            family,
+            policy,
+            who,
+        };
+        self.run(call, first, send, prefix).await
     }
 
     /// Sends a request and streams the response. A streamed body is sent at most once.
@@ -164,18 +182,27 @@ impl Upstreams {
             let client = &self.client;
             async move { Ok(client.send(r?, t).await?.map(boxed)) }
         };
-        self.run(up, class, policy, None, who, send, |_| Bytes::new())
-            .await
+        let family = self.family_of(rep.method, rep.uri);
+        let call = Call {
+            up,
+            class,
+            family,
+            policy,
+            who,
+        };
+        self.run(call, None, send, |_| Bytes::new()).await
     }
 
-    #[allow(clippy::too_many_arguments)]
+    /// Whose breaker a request's failures count against: its route's family, as the
+    /// settings in force now say ([`crate::config::Family`]).
+    fn family_of(&self, method: &http::Method, uri: &Uri) -> Family {
+        crate::config::route(&self.live.get().routes, method, uri.path()).1
+    }
+
     async fn run<B, F, Fut>(
         &self,
-        up: UpstreamIndex,
-        class: RouteClass,
-        policy: AttemptPolicy,
+        call: Call,
         mut first: Option<Admitted>,
-        who: Option<Identity>,
         send: F,
         prefix: impl Fn(&Response<B>) -> Bytes,
     ) -> Result<Attempted<B>, AttemptError>
@@ -183,6 +210,13 @@ impl Upstreams {
         F: Fn(&Origin, Timeouts) -> Fut,
         Fut: std::future::Future<Output = Result<Response<B>, FetchError>>,
     {
+        let Call {
+            up,
+            class,
+            family,
+            policy,
+            who,
+        } = call;
         let u = self.get(up);
         let (g, counters, cfg) = (&u.gate, &u.counters, &u.settings);
         // This call's class settings, as in force when it started.
@@ -197,7 +231,7 @@ impl Upstreams {
         for attempt in 0..policy.max_attempts {
             let admitted = match first.take() {
                 Some(a) => a,
-                None => match g.admit_attempt(who.as_ref(), attempt > 0).await {
+                None => match g.admit_attempt(who.as_ref(), attempt > 0, family).await {
                     Ok(a) => a,
                     Err(c) => {
                         closed = Some(c);
