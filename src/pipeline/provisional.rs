@@ -33,13 +33,27 @@ use weir_store::Item;
 /// Which follow-up call a path is, and the id it names.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Call<'a> {
-    Job { repo: String, id: &'a str },
-    JobOfSession { repo: String, id: &'a str },
-    Session { id: &'a str },
-    Logs { id: &'a str },
+    Job {
+        repo: String,
+        id: &'a str,
+    },
+    JobOfSession {
+        repo: String,
+        id: &'a str,
+    },
+    Session {
+        id: &'a str,
+    },
+    Logs {
+        id: &'a str,
+    },
     /// A Task API task (the provisional task id is the item's job id).
-    Task { id: &'a str },
-    TaskEvents { id: &'a str },
+    Task {
+        id: &'a str,
+    },
+    TaskEvents {
+        id: &'a str,
+    },
 }
 
 impl<'a> Call<'a> {

@@ -181,7 +181,10 @@ fn describe(uri: &Uri, body: &[u8]) -> (Option<String>, Option<String>) {
     let v: serde_json::Value = serde_json::from_slice(body).unwrap_or_default();
     let text = |k: &str| v.get(k).and_then(|s| s.as_str()).map(str::to_string);
     if let Some(repo) = super::provisional::task_repo(uri.path()) {
-        return (Some(repo), text("problem_statement").or_else(|| text("prompt")));
+        return (
+            Some(repo),
+            text("problem_statement").or_else(|| text("prompt")),
+        );
     }
     let segs: Vec<&str> = uri.path().trim_matches('/').split('/').collect();
     let repo = (segs.len() >= 6).then(|| format!("{}/{}", segs[4], segs[5]));

@@ -182,9 +182,8 @@ pub(crate) fn is_task_create(path: &str) -> bool {
 pub(crate) fn task_repo(path: &str) -> Option<String> {
     let segs: Vec<&str> = path.trim_matches('/').split('/').collect();
     match segs.as_slice() {
-        ["cmc_internal", "api", "agents", "repos", o, r, "tasks"] | ["agents", "repos", o, r, "tasks"] => {
-            Some(format!("{o}/{r}"))
-        }
+        ["cmc_internal", "api", "agents", "repos", o, r, "tasks"]
+        | ["agents", "repos", o, r, "tasks"] => Some(format!("{o}/{r}")),
         _ => None,
     }
 }

@@ -19,7 +19,11 @@ pub(crate) fn answer(
     body: &[u8],
     auth: &str,
 ) -> Response<Full<Bytes>> {
-    let seg: Vec<&str> = path.trim_matches('/').split('/').collect();
+    let mut seg: Vec<&str> = path.trim_matches('/').split('/').collect();
+    // `/cmc_internal/api/agents/…` is the Task API's `/agents/…` (see `agents_api::route`).
+    if seg.starts_with(&["cmc_internal", "api", "agents"]) {
+        seg.drain(..2);
+    }
     let a = &st.answers;
     let now = unix_now();
     match name {
@@ -160,9 +164,36 @@ pub(crate) fn answer(
             page["tasks"] = json!(tasks);
             json_response(200, &page)
         }
-        "managed_settings" | "team_customizations" | "tasks.create" => {
-            json_response(200, &a.body("unknown"))
+        "tasks.create" => create_task(st, seg[2], seg[3], body, now),
+        "tasks.events" => {
+            let page = q
+                .iter()
+                .find(|(n, _)| n == "page")
+                .and_then(|(_, v)| v.parse::<usize>().ok())
+                .unwrap_or(1);
+            let mut ev = a.body("task_events");
+            // One page of the template's events; later pages are empty (a short page ends
+            // VS Code's paging).
+            if page > 1 {
+                ev["events"] = json!([]);
+            }
+            json_response(200, &ev)
         }
+        "tasks.steer" => status_only(a, "task_steered"),
+        "tasks.pulls" => json_response(a.answers["task_pull"].status, &a.body("task_pull")),
+        "tasks.archive" => {
+            let mut t = a.body("task_archived");
+            t["id"] = json!(seg[2]);
+            if seg[3] == "unarchive" {
+                t["archived_at"] = Value::Null;
+            }
+            json_response(200, &t)
+        }
+        "mc.create" => json_response(a.answers["mc_session"].status, &a.body("mc_session")),
+        "mc.events" => json_response(200, &a.body("mc_events")),
+        "mc.commands" => json_response(200, &a.body("mc_commands")),
+        "mc.delete" => status_only(a, "mc_deleted"),
+        "managed_settings" | "team_customizations" => json_response(200, &a.body("unknown")),
         _ => not_found(),
     }
 }
@@ -206,6 +237,49 @@ pub(crate) fn create_job(
     store.jobs.push(stored);
     let status = st.answers.answers["job_created"].status;
     json_response(status, &job)
+}
+
+/// `POST {prefix}/repos/{o}/{r}/tasks`: a task (stored as its session, whose id it shares),
+/// answered as `task_created`.
+pub(crate) fn create_task(
+    st: &State,
+    owner: &str,
+    repo: &str,
+    body: &[u8],
+    now: u64,
+) -> Response<Full<Bytes>> {
+    let Ok(req) = serde_json::from_slice::<Value>(body) else {
+        return json_response(400, &json!({"message": "Problems parsing JSON"}));
+    };
+    let Some(prompt) = req["prompt"].as_str().filter(|s| !s.is_empty()) else {
+        return json_response(422, &json!({"message": "prompt is required"}));
+    };
+    let mut store = st.store.lock().unwrap();
+    let i = store.next;
+    store.next += 1;
+    let sid = session_id(i);
+    let mut session = st.answers.body("session");
+    session["id"] = json!(sid);
+    session["name"] = json!(prompt);
+    session["state"] = json!("queued");
+    session["created_at"] = json!(rfc3339(now));
+    session["last_updated_at"] = json!(rfc3339(now));
+    session["event_type"] = req["event_type"].clone();
+    session["repo_nwo"] = json!(format!("{owner}/{repo}"));
+    let mut task = st.answers.body("task_created");
+    for k in ["id", "name", "state", "created_at"] {
+        task[k] = session[k].clone();
+    }
+    task["updated_at"] = session["last_updated_at"].clone();
+    store.sessions.push(session);
+    json_response(st.answers.answers["task_created"].status, &task)
+}
+
+/// An answer with a status and no body (`text: ""`).
+fn status_only(a: &Answers, name: &str) -> Response<Full<Bytes>> {
+    let mut r = Response::new(Full::new(Bytes::new()));
+    *r.status_mut() = StatusCode::from_u16(a.answers[name].status).unwrap_or(StatusCode::OK);
+    r
 }
 
 /// The job of `owner/repo` whose `key` is `want`, or 404.

@@ -323,7 +323,12 @@ impl AgentsApi {
 
 /// The fake's name for a method and path (the query never takes part).
 pub fn route(method: &str, path: &str) -> &'static str {
-    let seg: Vec<&str> = path.trim_matches('/').split('/').collect();
+    let mut seg: Vec<&str> = path.trim_matches('/').split('/').collect();
+    // VS Code's Task API (`@vscode/copilot-api` 0.5.2) and the Copilot CLI's Mission Control
+    // put the same paths under `/cmc_internal/api/agents` on api.github.com.
+    if seg.starts_with(&["cmc_internal", "api", "agents"]) {
+        seg.drain(..2);
+    }
     match (method, seg.as_slice()) {
         ("GET", ["agents", "sessions"]) => "sessions.list",
         ("GET", ["agents", "sessions", "resource", "pull", _]) => "sessions.pr",
@@ -338,6 +343,14 @@ pub fn route(method: &str, path: &str) -> &'static str {
         ("GET", ["agents", "swe", "custom-agents", _, _, _]) => "custom_agents.get",
         ("GET", ["agents", "swe", "models"]) => "swe.models",
         ("GET", ["agents", "swe", "internal", "memory", "v0", "enabled"]) => "memory.enabled",
+        ("POST", ["agents", "sessions"]) => "mc.create",
+        ("DELETE", ["agents", "sessions", _]) => "mc.delete",
+        ("POST", ["agents", "sessions", _, "events"]) => "mc.events",
+        ("GET", ["agents", "sessions", _, "commands"]) => "mc.commands",
+        ("GET", ["agents", "tasks", _, "events"]) => "tasks.events",
+        ("POST", ["agents", "tasks", _, "steer"]) => "tasks.steer",
+        ("POST", ["agents", "tasks", _, "archive" | "unarchive"]) => "tasks.archive",
+        ("POST", ["agents", "repos", _, _, "tasks", _, "pulls"]) => "tasks.pulls",
         ("GET", ["agents", "repos", _, _, "tasks"]) => "tasks.list",
         ("POST", ["agents", "repos", _, _, "tasks"]) => "tasks.create",
         ("GET", ["agents", "repos", _, _, "tasks", _]) => "tasks.repo_get",

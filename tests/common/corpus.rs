@@ -35,6 +35,11 @@ pub enum Client {
     CopilotCli,
     /// GitHub's public Agent Tasks REST API (no client read here calls it).
     Rest,
+    /// VS Code's Task API backend (`cloudAgentBackend.version` = `v2`), URLs built by
+    /// `@vscode/copilot-api` 0.5.2.
+    VscodeTasks,
+    /// VS Code's Mission Control client (`/remote` of a local Copilot CLI session).
+    VscodeMc,
 }
 
 /// One call as its client sends it.
