@@ -372,16 +372,22 @@ fn down() -> Vec<Fault> {
         .collect()
 }
 
-/// Weir managing [`HOST`] through the fake, with TLS interception, and `config` after it.
+/// Weir managing [`HOST`] and [`GITHUB_API`] through the fake, with TLS interception, and
+/// `config` after it.
 async fn weir_for(api: &AgentsApi, config: &str) -> TlsWeir {
     TlsWeir::start(&format!(
         "watch_github_status = false\n[[upstream]]\nname = \"copilot-api\"\norigin = \"https://{HOST}\"\n\
-         connect_to = \"{}\"\nca_file = \"{}\"\n{config}\n[network]\ndetect_os = false\n",
+         connect_to = \"{0}\"\nca_file = \"{1}\"\n\
+         [[upstream]]\nname = \"github-api\"\norigin = \"https://{GITHUB_API}\"\n\
+         connect_to = \"{0}\"\nca_file = \"{1}\"\n{config}\n[network]\ndetect_os = false\n",
         api.addr,
         api.ca_pem.display()
     ))
     .await
 }
+
+/// VS Code's Task API host (`@vscode/copilot-api` 0.5.2: the dotcom API).
+const GITHUB_API: &str = "api.github.com";
 
 // ---------------------------------------------------------------------------------------
 // Calls through Weir
@@ -402,13 +408,25 @@ async fn call(
     headers: &[(&str, String)],
     body: &str,
 ) -> Answer {
+    call_on(weir, HOST, method, path, headers, body).await
+}
+
+/// [`call`] to `https://{host}{path}`.
+async fn call_on(
+    weir: &TlsWeir,
+    host: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, String)],
+    body: &str,
+) -> Answer {
     use hyper::client::conn::http1;
     let tcp = tokio::net::TcpStream::connect(weir.handle.local_addr())
         .await
         .unwrap();
     let (mut proxy, conn) = http1::handshake(TokioIo::new(tcp)).await.unwrap();
     tokio::spawn(conn.with_upgrades());
-    let target = format!("{HOST}:443");
+    let target = format!("{host}:443");
     let connect = http::Request::connect(&target)
         .header("host", &target)
         .body(Full::new(Bytes::new()))
@@ -422,7 +440,7 @@ async fn call(
     let tls = rustls::ClientConfig::builder()
         .with_root_certificates(roots)
         .with_no_client_auth();
-    let sni = rustls::pki_types::ServerName::try_from(HOST).unwrap();
+    let sni = rustls::pki_types::ServerName::try_from(host.to_string()).unwrap();
     let tls = tokio_rustls::TlsConnector::from(Arc::new(tls))
         .connect(sni, tunnel)
         .await
@@ -432,7 +450,7 @@ async fn call(
     let mut rb = http::Request::builder()
         .method(method)
         .uri(path)
-        .header("host", HOST);
+        .header("host", host);
     for (k, v) in headers {
         rb = rb.header(*k, v);
     }
@@ -687,21 +705,232 @@ async fn answer_accepted_keeps_the_202() {
         .contains("202 Accepted"));
 }
 
-/// The Agent Tasks REST API's create (`POST /agents/repos/{o}/{r}/tasks`) is a create too, but
-/// no client's source shows what a queued task looks like: Weir keeps the plain 202 there
-/// rather than answering in the jobs API's shape.
+/// VS Code's Task API backend (`cloudAgentBackend.version` = `v2`): `TaskApiHttpClient` and
+/// the `TaskApiBackend` calls that use it, transcribed from microsoft/vscode
+/// `extensions/copilot/src/extension/chatSessions/vscode-node/taskApiBackend.ts` (search-index
+/// id 54542799572, the newest stored; the request rules are the same at
+/// 9a07f2643b6869e6de85c675ae6733ef9c0c9649).
+mod vscode_tasks {
+    use serde_json::Value;
+
+    /// `TaskApiHttpClient._request`: not `ok` (200–299) throws; `202` and `204` are
+    /// `undefined`; anything else is `response.json()` (which throws on a body that is not
+    /// JSON).
+    pub fn request(status: u16, body: &[u8]) -> Result<Option<Value>, String> {
+        if !(200..300).contains(&status) {
+            return Err(format!("Task API request failed: {status}"));
+        }
+        if status == 202 || status == 204 {
+            return Ok(None);
+        }
+        serde_json::from_slice(body)
+            .map(Some)
+            .map_err(|e| format!("response.json(): {e}"))
+    }
+
+    /// `createTask`: `undefined` throws "returned an empty response"; the task's `id` becomes
+    /// both the task and the session id (the only field required).
+    pub fn create_task(status: u16, body: &[u8]) -> Result<(String, Value), String> {
+        let task = request(status, body)?.ok_or("Task API create returned an empty response")?;
+        let id = task["id"]
+            .as_str()
+            .ok_or("the created task has no string id")?;
+        Ok((id.to_string(), task))
+    }
+
+    /// `getTask`: `undefined` throws; the turn streamer then reads `state` and `sessions`.
+    pub fn get_task(status: u16, body: &[u8]) -> Result<Value, String> {
+        let task = request(status, body)?.ok_or("Task API get returned an empty response")?;
+        task["state"].as_str().ok_or("the task has no state")?;
+        Ok(task)
+    }
+
+    /// `getTaskEvents`: `undefined` is `{events: [], total: 0}`.
+    pub fn get_task_events(status: u16, body: &[u8]) -> Result<(Vec<Value>, Option<u64>), String> {
+        let Some(v) = request(status, body)? else {
+            return Ok((vec![], Some(0)));
+        };
+        let events = v["events"].as_array().ok_or("no events array")?.clone();
+        Ok((events, v["total"].as_u64()))
+    }
+
+    /// `ACTIVE_STATES`: the streamer keeps polling a task in one of these.
+    pub fn is_active(task: &Value) -> bool {
+        matches!(
+            task["state"].as_str(),
+            Some("queued" | "in_progress" | "idle" | "waiting_for_user")
+        )
+    }
+
+    /// `isCloudCodingAgentTask`: the session list keeps only these.
+    pub fn is_cloud_coding_agent_task(task: &Value) -> bool {
+        task["agent_collaborators"].as_array().is_some_and(|c| {
+            c.iter().any(|c| {
+                matches!(
+                    c["slug"].as_str(),
+                    Some("copilot-developer" | "copilot-swe-agent")
+                )
+            })
+        })
+    }
+
+    /// `_authHeaders` plus the body's Content-Type.
+    pub fn headers(token: &str) -> Vec<(&'static str, String)> {
+        vec![
+            ("authorization", format!("Bearer {token}")),
+            ("accept", "application/json".into()),
+            ("content-type", "application/json".into()),
+        ]
+    }
+}
+
+/// A Task API create during an outage, sent as VS Code's Task API backend sends it, is
+/// accepted by `TaskApiHttpClient`'s rules (a `201` task, never the `202` its `createTask`
+/// fails on); the provisional task and its events are followed while it waits; after healing
+/// exactly one task exists upstream and the provisional id serves the real task.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_api_create_during_an_outage_is_a_task_vscode_accepts_and_follows() {
+    let api = AgentsApi::start().await;
+    api.set_faults(down());
+    let weir = weir_for(&api, CONFIG).await;
+    let prefix = "/cmc_internal/api/agents";
+    let prompt = "Fix the flaky login test";
+    // taskApiBackend.ts `createTask`'s body (newest stored version).
+    let body = serde_json::json!({
+        "prompt": prompt, "event_content": prompt, "problem_statement": prompt,
+        "base_ref": "main", "create_pull_request": false,
+        "event_type": "visual_studio_code_remote_agent_tool_invoked",
+    })
+    .to_string();
+    let h = vscode_tasks::headers("vscode-token");
+    let create = format!("{prefix}/repos/octo/app/tasks");
+    let a = call_on(&weir, GITHUB_API, "POST", &create, &h, &body).await;
+    assert_eq!(a.status, 201, "{:?}", a.body);
+    let (id, task) = vscode_tasks::create_task(a.status, &a.body).unwrap();
+    let queue_id = a.headers["weir-queued"].to_str().unwrap().to_string();
+    assert_eq!(task["state"], "queued");
+    assert!(vscode_tasks::is_cloud_coding_agent_task(&task), "{task}");
+    assert_eq!(
+        api.count("tasks.create"),
+        1,
+        "one attempt, refused by the outage"
+    );
+
+    // The turn streamer's poll while it waits: the task and every events page.
+    let g = call_on(
+        &weir,
+        GITHUB_API,
+        "GET",
+        &format!("{prefix}/tasks/{id}"),
+        &h[..2],
+        "",
+    )
+    .await;
+    let waiting = vscode_tasks::get_task(g.status, &g.body).unwrap();
+    assert_eq!(waiting["id"], id.as_str());
+    assert!(vscode_tasks::is_active(&waiting), "{waiting}");
+    let e = call_on(
+        &weir,
+        GITHUB_API,
+        "GET",
+        &format!("{prefix}/tasks/{id}/events?per_page=100&page=1"),
+        &h[..2],
+        "",
+    )
+    .await;
+    assert_eq!(
+        vscode_tasks::get_task_events(e.status, &e.body).unwrap(),
+        (vec![], Some(0))
+    );
+    // Another credential of another account is not answered for it: it goes upstream.
+    let other = call_on(
+        &weir,
+        GITHUB_API,
+        "GET",
+        &format!("{prefix}/tasks/{id}"),
+        &vscode_tasks::headers("someone-else")[..2],
+        "",
+    )
+    .await;
+    assert_eq!(other.status, 404, "{:?}", other.body);
+
+    // Healed: replayed once; exactly one task upstream, and the provisional id serves it.
+    let refused = api.count("tasks.create");
+    api.set_faults(vec![]);
+    let item = item_in(&weir, &queue_id, "done").await;
+    let made: Vec<Value> = api
+        .sessions()
+        .into_iter()
+        .filter(|s| s["name"] == prompt)
+        .collect();
+    assert_eq!(made.len(), 1, "exactly one task upstream: {made:?}");
+    assert_eq!(
+        api.count("tasks.create") - refused,
+        1,
+        "one replay once healed (the outage refused the create and any replay before it)"
+    );
+    let real = made[0]["id"].as_str().unwrap().to_string();
+    assert_eq!(item["result"]["job_id"], real.as_str(), "{item}");
+    let g = call_on(
+        &weir,
+        GITHUB_API,
+        "GET",
+        &format!("{prefix}/tasks/{id}"),
+        &h[..2],
+        "",
+    )
+    .await;
+    let sent = vscode_tasks::get_task(g.status, &g.body).unwrap();
+    assert_eq!(
+        sent["id"],
+        real.as_str(),
+        "the real task under the provisional id"
+    );
+    let e = call_on(
+        &weir,
+        GITHUB_API,
+        "GET",
+        &format!("{prefix}/tasks/{id}/events?per_page=100&page=1"),
+        &h[..2],
+        "",
+    )
+    .await;
+    let (events, total) = vscode_tasks::get_task_events(e.status, &e.body).unwrap();
+    assert_eq!(
+        (events.len(), total),
+        (3, Some(3)),
+        "the real task's events"
+    );
+    // Sending the same create again within the dedupe window joins it: no second task.
+    let again = call_on(&weir, GITHUB_API, "POST", &create, &h, &body).await;
+    assert!(
+        again.status == 201 || again.status == 200,
+        "{:?}",
+        again.body
+    );
+    assert_eq!(
+        api.sessions()
+            .iter()
+            .filter(|s| s["name"] == prompt)
+            .count(),
+        1
+    );
+}
+
+/// The public Agent Tasks REST API's create (`POST /agents/repos/{o}/{r}/tasks`) is queued
+/// the same way: a `201` task.
 #[tokio::test]
-async fn a_queued_rest_task_create_keeps_the_202() {
+async fn a_queued_rest_task_create_is_a_task() {
     let api = AgentsApi::start().await;
     api.set_faults(down());
     let weir = weir_for(&api, CONFIG).await;
     let url = "/agents/repos/octo/app/tasks";
     let body = r#"{"prompt":"fix the flaky test"}"#;
     let a = call(&weir, "POST", url, &gh_headers("gh-token"), body).await;
-    assert_eq!(a.status, 202);
-    let v: Value = serde_json::from_slice(&a.body).unwrap();
-    assert_eq!(v["status"], "queued");
-    assert!(v.get("job_id").is_none(), "{v}");
+    assert_eq!(a.status, 201, "{:?}", a.body);
+    let (id, task) = vscode_tasks::create_task(a.status, &a.body).unwrap();
+    assert!(id.contains("-87e1-"), "a provisional id: {id}");
+    assert_eq!(task["state"], "queued");
     assert!(a.headers.contains_key("weir-queued"));
 }
 

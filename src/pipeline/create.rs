@@ -242,7 +242,10 @@ impl CreateTask {
                 p,
                 &self.settings,
                 &item,
-                "an identical create is already queued",
+                match item.state.is_live() {
+                    true => "an identical create is already queued",
+                    false => "an identical create was sent from the queue moments ago",
+                },
             ));
         }
         let (reason, in_doubt) = match self.hold {
@@ -313,10 +316,11 @@ impl CreateTask {
         }
     }
 
-    /// The live item this create duplicates: stored under its key, or under its v1 key by a
-    /// build before the upgrade.
+    /// The item this create duplicates — live, or sent within the dedupe window — stored
+    /// under its key, or (live only) under its v1 key by a build before the upgrade.
     async fn find_waiting(&self) -> Option<weir_store::Item> {
-        match self.h.queue.find_live(&self.key).await {
+        let window = self.settings.queue.dedupe_window;
+        match self.h.queue.find_joinable(&self.key, window).await {
             Some(item) => Some(item),
             None => self.h.queue.find_live(&self.v1_key).await,
         }

@@ -32,6 +32,19 @@ impl QueueState {
         }
     }
 
+    /// [`Queue::find_live`], or the item stored under `key` that was sent (`done`) less than
+    /// `window` ago: a create sent again soon after its replay joins it, as one sent again
+    /// soon after a direct create joins that (`queue.dedupe_window`), instead of making a
+    /// second task upstream.
+    pub async fn find_joinable(&self, key: &str, window: std::time::Duration) -> Option<Item> {
+        let q = self.open()?;
+        let item = q.store.find_by_dedupe_key(key).await.ok()??;
+        let now = crate::time_fmt::now_ms();
+        let recent = item.state == weir_store::State::Done
+            && now.saturating_sub(item.updated_at) <= window.as_millis() as i64;
+        (item.state.is_live() || recent).then_some(item)
+    }
+
     /// Stores `c` durably and wakes the replay workers; the new (or identical already
     /// queued) item, with the provisional ids the client is answered with. `reason` says why it was queued; `in_doubt` that the upstream
     /// may have taken it already (looked up before any replay).
