@@ -285,6 +285,56 @@ async fn every_corpus_call_gets_its_class_behaviour_through_weir() {
     }
 }
 
+/// A partial outage stays partial (#29, item 11): Mission Control's events POSTs failing
+/// open only their own family's breaker; its commands polls and the agent-sessions calls on
+/// the same host still reach the upstream, and the status document names the open family.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failing_mission_control_events_hold_back_only_their_own_family() {
+    let corpus = Corpus::load();
+    let api = AgentsApi::start().await;
+    let weir = TlsWeir::start(&weir_toml(&api, "")).await;
+    api.fail(Fault {
+        route: Some("mc.events"),
+        kind: FaultKind::Status(503),
+        times: None,
+    });
+    let events = corpus.call("vscode.mc.events").request(&vars_for(0));
+    for _ in 0..12 {
+        let (status, _, _) = send(&weir, &events).await;
+        assert_eq!(status, 503);
+    }
+    let reached = api.count("mc.events");
+    assert!(
+        (1..12).contains(&reached),
+        "the events family's breaker opened after {reached} failures of 12"
+    );
+    for id in ["vscode.mc.commands", "vscode.session", "vscode.mc.commands"] {
+        let req = corpus.call(id).request(&vars_for(0));
+        let before = api.count_exact(&req.host, req.method.as_str(), &req.path_and_query);
+        let (status, _, body) = send(&weir, &req).await;
+        assert_eq!(status, 200, "{id}: {}", String::from_utf8_lossy(&body));
+        let after = api.count_exact(&req.host, req.method.as_str(), &req.path_and_query);
+        if id == "vscode.mc.commands" {
+            assert_eq!(after - before, 1, "{id} reached the upstream, never cached");
+        }
+    }
+    let status = weir.status().await;
+    let up = status["upstreams"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|u| u["name"] == "copilot-individual")
+        .unwrap();
+    assert_eq!(up["breaker"]["state"], "closed", "{}", up["breaker"]);
+    let fam = up["families"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["family"] == "mirror-events")
+        .unwrap_or_else(|| panic!("no mirror-events family in {}", up["families"]));
+    assert_eq!(fam["breaker"]["state"], "open", "{fam}");
+}
+
 /// The calls the new routes give a class: with no fresh window at all, an outage at the fake
 /// is answered from the last good copy (the reason they must not be `other`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -307,6 +357,11 @@ async fn the_clients_read_calls_are_served_stale_in_an_outage() {
         "cli.models",
         "rest.tasks.list",
         "rest.tasks.one",
+        // VS Code's Task API backend (#29): lists, a task and its events pages.
+        "vscode.tasks.list",
+        "vscode.tasks.list_repo",
+        "vscode.tasks.get",
+        "vscode.tasks.events",
     ];
     for (i, id) in ids.iter().enumerate() {
         // A Weir of its own per call: one outage opens the upstream's breaker for the next.

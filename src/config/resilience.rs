@@ -117,9 +117,15 @@ impl Default for ResilienceSettings {
                 max_queue: 256,
                 max_wait: Some(Duration::from_secs(10)),
             },
+            // One developer's healthy traffic from one surface, at the rates in the clients'
+            // code, is about 50 upstream calls a 10 s (VS Code: Mission Control events every
+            // 500 ms and commands every 3 s, each live Task API turn's task and events pages
+            // every 2 s past the cache, v1 session polls every 5 s); 200 leaves room for two
+            // mirrored sessions and several turns, and still stops a 10× retry loop
+            // (docs/reliability.md, "The client rate limit's default").
             rate_limit: Some(RateLimitConfig {
                 policy: "client".into(),
-                burst: 60,
+                burst: 200,
                 per: Duration::from_secs(10),
             }),
         }
