@@ -79,7 +79,8 @@ pub struct ClassSettings {
     pub revalidate_wait: Duration,
     /// Maximum staleness of a copy served because the upstream failed or is unreachable.
     pub stale_if_error: Duration,
-    /// Token class only: a token is refreshed this long before its `refresh_in`/`expires_at`.
+    /// Token class only: a token is refreshed this long before its `refresh_in`/`expires_at`
+    /// (5 minutes: VS Code's own threshold).
     pub token_margin: Duration,
     /// Timeout of one upstream attempt (until the response headers).
     pub per_try_timeout: Duration,
@@ -156,7 +157,10 @@ impl ClassSettings {
             revalidate_wait,
             stale_while_revalidate: swr,
             stale_if_error: sie,
-            token_margin: Duration::from_secs(60),
+            // VS Code refetches a token whose expiry (`now + refresh_in + 60`) is under 5 min
+            // away, with a `copilot_internal/user` fetch beside it: a token Weir serves must
+            // say `refresh_in` ≥ 300, or VS Code refetches on every use (docs/hosts.md).
+            token_margin: Duration::from_secs(300),
             per_try_timeout: per_try,
             deadline,
             slow_call: slow,

@@ -809,10 +809,37 @@ mod tests {
             now + 1800
         );
         let (fresh, swr, sie) = lifetimes(RouteClass::Token, &s, body.as_bytes());
-        assert_eq!(fresh, Duration::from_secs(1440));
+        // Fresh until 5 minutes before `refresh_in` (VS Code's own threshold: docs/hosts.md).
+        assert_eq!(fresh, Duration::from_secs(1200));
         assert_eq!(swr, Duration::ZERO);
-        // Usable on error until 60 s before expiry (±1 s for the clock tick).
+        // Usable on error until 5 minutes before expiry (±1 s for the clock tick).
         assert!((299..=300).contains(&sie.as_secs()), "{sie:?}");
+    }
+
+    /// VS Code (`copilotTokenManager.ts`) fetches a new token, and the user answer beside it,
+    /// when `now + refresh_in + 60 < now + 5 min`. No copy Weir serves as fresh may look due
+    /// to it, or it fetches again on every use (#29, item 8).
+    #[test]
+    fn no_fresh_token_copy_looks_due_to_vscode() {
+        let s = ClassSettings::defaults(RouteClass::Token);
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_secs();
+        for refresh_in in [600u64, 1500, 3000] {
+            let body = format!(
+                r#"{{"token":"t","expires_at":{},"refresh_in":{refresh_in}}}"#,
+                now + refresh_in + 300
+            );
+            let (fresh, _, _) = lifetimes(RouteClass::Token, &s, body.as_bytes());
+            for age in 0..fresh.as_secs() {
+                let served = refresh_in - age;
+                assert!(
+                    served + 60 >= 300,
+                    "refresh_in {refresh_in}: a copy {age} s old says {served}, due to VS Code"
+                );
+            }
+        }
     }
 
     #[test]
