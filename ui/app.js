@@ -103,7 +103,8 @@ const setupView = new SetupView({
   onProblem: showProblem,
   onSteps: (steps) => renderSetupNeeded(steps),
   // First run: open by itself, unless the page was opened at a view of its own (a tray link).
-  onOpen: () => { if (!hashParams().get('view')) go('setup'); },
+  // The address stays as it was, so a reload (a later start) opens the overview again.
+  onOpen: () => { if (!hashParams().get('view')) show('setup'); },
   onClose: () => go('overview'),
 });
 const settings = new SettingsForm({
@@ -426,7 +427,9 @@ function hashParams() {
 
 /** Opens a view by its address, so the browser's Back goes to the one before. */
 function go(view) {
-  location.hash = `view=${view}`;
+  const want = `#view=${view}`;
+  if (location.hash === want) route();
+  else location.hash = want;
 }
 
 function renderNav() {
@@ -438,22 +441,27 @@ function renderNav() {
   }
 }
 
+/** The view the address names. */
 function route() {
   const params = hashParams();
   let view = params.get('view') ?? 'overview';
-  const offer = params.get('offer');
   if (view === 'handoffs') {
     byTestId('handoffs-section').hidden = false;
     view = 'queue';
   }
-  if (!VIEWS.includes(view)) view = 'overview';
+  show(VIEWS.includes(view) ? view : 'overview');
+  const offer = params.get('offer');
+  if (params.get('view') === 'handoffs' && /^\d+$/.test(offer ?? '')) handoffs.review(offer);
+}
+
+/** Shows one view and hides the others. */
+function show(view) {
   const changed = view !== current;
   current = view;
   for (const el of viewEls) el.hidden = el.dataset.view !== view;
   renderNav();
   if (view === 'setup') setupView.show();
   else setupView.hide();
-  if (params.get('view') === 'handoffs' && /^\d+$/.test(offer ?? '')) handoffs.review(offer);
   // A new view starts at its top (never under the sticky header).
   if (changed) window.scrollTo(0, 0);
 }

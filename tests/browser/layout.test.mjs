@@ -203,6 +203,34 @@ describe('Dashboard layout', { timeout: 300_000 }, () => {
     });
   }
 
+  test('the Set up view drops a slow check that is older than a step done since', async () => {
+    const page = await browser.newPage({ viewport: { width: 1100, height: 800 } });
+    // The view's first check (sent as it opens) is answered 1.5 s late; later ones at once.
+    let gets = 0;
+    let lateDelivered = false;
+    await page.route((u) => u.pathname === '/_weir/api/setup', async (route) => {
+      if (route.request().method() !== 'GET' || (gets += 1) !== 1) return route.continue();
+      const res = await route.fetch();
+      await new Promise((r) => setTimeout(r, 1500));
+      await route.fulfill({ response: res });
+      lateDelivered = true;
+    });
+    await page.goto(at(weir, 'setup'));
+    const git = page.getByTestId('setup-step-git');
+    await git.waitFor();
+    assert.equal(await git.getAttribute('data-state'), 'needed');
+    await page.getByTestId('setup-action-git').click();
+    await until('git to be done', async () => (await git.getAttribute('data-state')) === 'done');
+    assert.equal(lateDelivered, false, 'the step was done before the slow check came back');
+    await until('the slow check to arrive', async () => lateDelivered, { timeoutMs: 10_000 });
+    await new Promise((r) => setTimeout(r, 300));
+    assert.equal(await git.getAttribute('data-state'), 'done', 'the late answer from before the step showed it needed again');
+    // Put it back for the other tests.
+    await page.getByTestId('setup-action-git-undo').click();
+    await until('git to be needed', async () => (await git.getAttribute('data-state')) === 'needed');
+    await page.close();
+  });
+
   test('follows the OS\'s dark mode', async () => {
     const bg = async (scheme) => {
       const context = await browser.newContext({ viewport: { width: 1100, height: 800 }, colorScheme: scheme });
