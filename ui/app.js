@@ -183,6 +183,11 @@ function overall(now) {
   return { key: 'ok', text: 'All good' };
 }
 
+/** A reason with its RFC 3339 times as the local clock ("chosen in the dashboard at 14:02:07"). */
+function readableTimes(text) {
+  return String(text ?? '').replace(/\b\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:\d{2})/g, (t) => fmt.clock(t));
+}
+
 function renderHeader(now = Date.now()) {
   const o = overall(now);
   overallEl.dataset.state = o.key;
@@ -194,7 +199,7 @@ function renderHeader(now = Date.now()) {
 
   const mode = modeOf(state.status);
   // Offline is automatic's own state: the Automatic button stays the chosen one.
-  setText(modeReasonEl, state.status && mode.mode !== 'automatic' ? `(${mode.reason})` : '');
+  setText(modeReasonEl, state.status && mode.mode !== 'automatic' ? `(${readableTimes(mode.reason)})` : '');
   modeSwitch.title = state.status ? `Mode: ${mode.reason}` : '';
   for (const b of modeButtons) {
     b.disabled = !state.status;

@@ -287,6 +287,10 @@ describe('Weir dashboard', { timeout: 180_000 }, () => {
       const q = await control(weir, 'GET', '/_weir/api/queue', { secret: weir.secret });
       return (q.json.items || []).find((i) => !known.has(String(i.id)) && ['queued', 'in_doubt', 'failed'].includes(i.state));
     }, { timeoutMs: 15_000 }).catch((e) => { throw new Error(`${e.message}; the create answered ${res.status}: ${res.body}`); });
+    // The overview's "creates kept" counts it (the status's saved.creates_kept).
+    const saved = (await control(weir, 'GET', '/_weir/api/status')).json.saved;
+    assert.ok(saved.creates_kept >= 1, JSON.stringify(saved));
+    await until('the overview to count it', async () => Number(await page.getByTestId('saved-kept').textContent()) >= 1);
     await page.getByTestId('nav-queue').click();
     const row = page.getByTestId(`queue-row-${item.id}`);
     await row.waitFor({ timeout: 5_000 });

@@ -64,8 +64,9 @@ function wrappedInHeader(page) {
         - parseFloat(cs.borderTopWidth) - parseFloat(cs.borderBottomWidth);
       if (inner > lh(el) * 1.5) out.push(`${el.textContent.trim()} is ${Math.round(inner)} px high`);
     }
-    // The header's own line: brand, state, badge and mode switch side by side.
-    const row = [...document.querySelector('.topbar-row').children].map((c) => c.getBoundingClientRect());
+    // The header's own line: brand, badge and mode switch side by side (the state beside them,
+    // or on a line of its own in a narrow window).
+    const row = [...document.querySelector('.topbar-row').children].filter((c) => !c.classList.contains('state')).map((c) => c.getBoundingClientRect());
     const top = Math.min(...row.map((r) => r.top));
     const bottom = Math.max(...row.map((r) => r.bottom));
     for (const r of row) if (r.top >= bottom || r.bottom <= top) out.push('a header item sits on its own line');
@@ -181,6 +182,8 @@ describe('Dashboard layout', { timeout: 300_000 }, () => {
       const page = await browser.newPage({ viewport: { width, height: 900 } });
       await page.goto(at(weir, 'overview'));
       await page.locator('[data-testid="connection"][data-connected="true"]').waitFor();
+      // The Set up tab is there (steps are needed in this test's fresh HOME): the widest header.
+      await page.getByTestId('open-setup').waitFor({ state: 'visible' });
       for (const view of VIEWS) {
         await page.getByTestId(view === 'setup' ? 'open-setup' : `nav-${view}`).click();
         await page.getByTestId(`view-${view}`).waitFor({ state: 'visible' });
@@ -199,6 +202,16 @@ describe('Dashboard layout', { timeout: 300_000 }, () => {
         }
         await page.screenshot({ path: path.join(OUT_DIR, `layout-${view}-${width}.png`), fullPage: true });
       }
+      // A long state line (cache only, and why) wraps inside its pill, never the header.
+      await page.getByTestId('nav-overview').click();
+      await page.getByTestId('mode-cache-only').click();
+      await page.locator('[data-testid="overall-state"][data-state="cache-only"]').waitFor();
+      await page.getByTestId('mode-reason').filter({ hasText: 'dashboard' }).waitFor();
+      assert.deepEqual(await overflowing(page), [], `cache only at ${width} px`);
+      assert.deepEqual(await wrappedInHeader(page), [], `the header in cache only at ${width} px`);
+      await page.screenshot({ path: path.join(OUT_DIR, `layout-cache-only-${width}.png`) });
+      await page.getByTestId('mode-automatic').click();
+      await page.locator('[data-testid="overall-state"][data-state="ok"]').waitFor();
       await page.close();
     });
   }
