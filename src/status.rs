@@ -66,7 +66,8 @@ pub struct SavedStatus {
     /// `weir_coalesced_total`).
     pub upstream_calls_avoided: u64,
     /// Requests answered from a stale copy instead of an upstream that was failing, slow or
-    /// struggling (`weir_cache_hits_stale_total`).
+    /// struggling (`weir_cache_hits_stale_total`; it also counts the few stale answers of
+    /// classes that never wait for their refresh, such as tokens past their fresh time).
     pub failures_hidden: u64,
     /// Creates the upstream could not take that Weir stored in its queue to replay.
     pub creates_kept: u64,

@@ -239,6 +239,14 @@ function savedWindow(secs) {
   return `since Weir started (${fmt.duration(secs * 1000)} ago)`;
 }
 
+/** Why Weir lists no sessions (`sessions.reason` while the poller is off). */
+const SESSIONS_OFF = {
+  no_token: 'no GitHub token stored',
+  no_keychain: 'no OS keychain to keep a token in',
+  keychain_unavailable: 'the keychain did not answer',
+  no_upstream: 'no managed upstream to ask',
+};
+
 function renderGlance(st) {
   const saved = st.saved;
   if (saved && typeof saved === 'object') {
@@ -264,7 +272,7 @@ function renderGlance(st) {
   setText(offersEl, offers === 1 ? '1 offer to your local agent waits for you' : `${offers} offers to your local agent wait for you`);
 
   const s = st.sessions || {};
-  setText(byTestId('glance-sessions-text'), s.poller === 'off' ? 'Off: no GitHub token stored' : (s.summary || '—'));
+  setText(byTestId('glance-sessions-text'), s.poller === 'off' ? `Off: ${SESSIONS_OFF[s.reason] ?? fmt.words(s.reason ?? 'off')}` : (s.summary || '—'));
   const list = byTestId('glance-sessions-list');
   const recent = sessions.latest(3);
   const key = JSON.stringify(recent);

@@ -174,6 +174,10 @@ describe('Dashboard layout', { timeout: 300_000 }, () => {
     // The ✕ goes back to the overview.
     await page.getByTestId('setup-close').click();
     await page.getByTestId('view-overview').waitFor({ state: 'visible' });
+    // Asked for from the Settings view (whether or not a step is needed).
+    await page.getByTestId('nav-settings').click();
+    await page.getByTestId('settings-open-setup').click();
+    await page.getByTestId('view-setup').waitFor({ state: 'visible' });
     await page.close();
   });
 
