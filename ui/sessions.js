@@ -27,7 +27,7 @@ const POLLER_TEXT = {
 };
 
 const REASON_TEXT = {
-  no_token: 'store a GitHub token below to see your agent sessions here',
+  no_token: 'store a GitHub token (Settings, or the Set up view) to see your agent sessions here',
   no_keychain: 'there is no OS keychain to keep a GitHub token in',
   keychain_unavailable: 'the keychain did not answer (locked?); trying again every minute',
   no_upstream: 'no upstream is configured',
