@@ -51,6 +51,26 @@ pub struct StatusSnapshot {
     pub models: Vec<ModelStatus>,
     /// The fallback policy graph: rules per source, refused loosenings, recent decisions.
     pub policy: PolicyStatus,
+    /// What Weir saved in the last hour (the dashboard's overview).
+    pub saved: SavedStatus,
+}
+
+/// `saved` in the status document: what Weir spared the developer over the last
+/// `window_secs` (an hour once Weir has run that long and the status was read an hour ago;
+/// since the start, or since the first read, before that).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct SavedStatus {
+    pub window_secs: u64,
+    /// Requests answered from the cache or by joining an identical call in flight: calls the
+    /// upstream never got (`weir_cache_hits_fresh_total`, `weir_cache_hits_stale_total`,
+    /// `weir_coalesced_total`).
+    pub upstream_calls_avoided: u64,
+    /// Requests answered from a stale copy instead of an upstream that was failing, slow or
+    /// struggling (`weir_cache_hits_stale_total`; it also counts the few stale answers of
+    /// classes that never wait for their refresh, such as tokens past their fresh time).
+    pub failures_hidden: u64,
+    /// Creates the upstream could not take that Weir stored in its queue to replay.
+    pub creates_kept: u64,
 }
 
 /// `handoffs` in the status document. Repositories and problem statements are private: they

@@ -104,3 +104,24 @@ export async function call(method, path, body) {
   if (type.includes('json')) return res.json();
   return null;
 }
+
+/**
+ * A panel's request numbers: `next()` before each request, `isLatest(n)` when its answer comes.
+ * Answers come back in any order (a slow one may arrive after a newer one); a panel shows only
+ * the answer to the last request it sent, so a late answer to an older form state or an older
+ * refresh never overwrites a newer one.
+ */
+export class RequestSeq {
+  constructor() {
+    this.sent = 0;
+  }
+
+  next() {
+    this.sent += 1;
+    return this.sent;
+  }
+
+  isLatest(n) {
+    return n === this.sent;
+  }
+}

@@ -2,7 +2,7 @@
 // each event to the panel that shows it. No polling: Weir pushes a status snapshot every second.
 
 import { apiBase, call, hasSecret, loadSecret, url } from './api.js';
-import { byTestId, h, setText } from './dom.js';
+import { byTestId, h, setText, slug } from './dom.js';
 import * as fmt from './format.js';
 import { RateHistory } from './rates.js';
 import { UpstreamCards } from './upstreams.js';
@@ -101,8 +101,12 @@ const setupView = new SetupView({
   refresh: byTestId('setup-refresh'),
   close: byTestId('setup-close'),
   onProblem: showProblem,
+  onSteps: (steps) => renderSetupNeeded(steps),
+  // First run: open by itself, unless the page was opened at a view of its own (a tray link).
+  // The address stays as it was, so a reload (a later start) opens the overview again.
+  onOpen: () => { if (!hashParams().get('view')) show('setup'); },
+  onClose: () => go('overview'),
 });
-byTestId('open-setup').addEventListener('click', () => setupView.show());
 const settings = new SettingsForm({
   form: byTestId('settings-form'),
   configNote: byTestId('config-note'),
@@ -179,6 +183,11 @@ function overall(now) {
   return { key: 'ok', text: 'All good' };
 }
 
+/** A reason with its RFC 3339 times as the local clock ("chosen in the dashboard at 14:02:07"). */
+function readableTimes(text) {
+  return String(text ?? '').replace(/\b\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:\d{2})/g, (t) => fmt.clock(t));
+}
+
 function renderHeader(now = Date.now()) {
   const o = overall(now);
   overallEl.dataset.state = o.key;
@@ -190,7 +199,7 @@ function renderHeader(now = Date.now()) {
 
   const mode = modeOf(state.status);
   // Offline is automatic's own state: the Automatic button stays the chosen one.
-  setText(modeReasonEl, state.status && mode.mode !== 'automatic' ? `(${mode.reason})` : '');
+  setText(modeReasonEl, state.status && mode.mode !== 'automatic' ? `(${readableTimes(mode.reason)})` : '');
   modeSwitch.title = state.status ? `Mode: ${mode.reason}` : '';
   for (const b of modeButtons) {
     b.disabled = !state.status;
@@ -220,11 +229,84 @@ for (const b of modeButtons) {
 
 const network = new NetworkSwitch(byTestId('network'), { onProblem: showProblem, onNotice: showNotice });
 
-// ---- Overview -------------------------------------------------------------------------------
+// ---- Overview: what a person takes in at a glance -------------------------------------------
 
-const overviewEl = byTestId('overview');
+/** "in the last hour", or how long the figures cover while Weir has not run (or been read) that long. */
+function savedWindow(secs) {
+  if (!Number.isFinite(secs)) return 'in the last hour';
+  if (secs >= 3540 && secs <= 3720) return 'in the last hour';
+  if (secs > 3720) return `in the last ${fmt.duration(secs * 1000)}`;
+  return `since Weir started (${fmt.duration(secs * 1000)} ago)`;
+}
 
-function renderOverview(st) {
+/** Why Weir lists no sessions (`sessions.reason` while the poller is off). */
+const SESSIONS_OFF = {
+  no_token: 'no GitHub token stored',
+  no_keychain: 'no OS keychain to keep a token in',
+  keychain_unavailable: 'the keychain did not answer',
+  no_upstream: 'no managed upstream to ask',
+};
+
+function renderGlance(st) {
+  const saved = st.saved;
+  if (saved && typeof saved === 'object') {
+    setText(byTestId('saved-window'), savedWindow(saved.window_secs));
+    setText(byTestId('saved-avoided'), fmt.int(saved.upstream_calls_avoided));
+    setText(byTestId('saved-hidden'), fmt.int(saved.failures_hidden));
+    setText(byTestId('saved-kept'), fmt.int(saved.creates_kept));
+  }
+  // The queue: what waits, in words; the counts come with the full status only.
+  const q = st.queue || {};
+  let queueText;
+  if (q.available === false) queueText = `Off: ${q.error ?? 'the create queue is unavailable'}`;
+  else if (typeof q.queued !== 'number') queueText = hasSecret() ? 'Counting…' : 'Counts need the control secret';
+  else {
+    const waiting = ['queued', 'replaying', 'in_doubt'].filter((k) => q[k] > 0).map((k) => `${fmt.int(q[k])} ${fmt.words(k)}`);
+    const failed = q.failed > 0 ? [`${fmt.int(q.failed)} failed`] : [];
+    queueText = waiting.length || failed.length ? [...waiting, ...failed].join(' · ') : 'Nothing waiting';
+  }
+  setText(byTestId('glance-queue-text'), queueText);
+  const offers = Array.isArray(st.handoffs?.pending) ? st.handoffs.pending.length : 0;
+  const offersEl = byTestId('glance-offers');
+  offersEl.hidden = offers === 0;
+  setText(offersEl, offers === 1 ? '1 offer to your local agent waits for you' : `${offers} offers to your local agent wait for you`);
+
+  const s = st.sessions || {};
+  setText(byTestId('glance-sessions-text'), s.poller === 'off' ? `Off: ${SESSIONS_OFF[s.reason] ?? fmt.words(s.reason ?? 'off')}` : (s.summary || '—'));
+  const list = byTestId('glance-sessions-list');
+  const recent = sessions.latest(3);
+  const key = JSON.stringify(recent);
+  if (list.dataset.key !== key) {
+    list.dataset.key = key;
+    list.replaceChildren(...recent.map((x) => h('li', {},
+      h('span', { class: `pill group-${x.group}` }, fmt.words(x.group)), ' ',
+      h('span', { class: 'glance-title' }, x.title))));
+  }
+
+  const ups = Array.isArray(st.upstreams) ? st.upstreams : [];
+  const upList = byTestId('glance-upstreams-list');
+  const upKey = JSON.stringify(ups.map((u) => [u.name, u.breaker?.state]));
+  if (upList.dataset.key !== upKey) {
+    upList.dataset.key = upKey;
+    upList.replaceChildren(...(ups.length ? ups.map((u) => h('li', { 'data-testid': `glance-upstream-${slug(u.name)}` },
+      h('span', { class: 'breaker', 'data-state': u.breaker?.state ?? '' }, fmt.words(u.breaker?.state ?? 'unknown')), ' ',
+      h('span', {}, u.name))) : [h('li', { class: 'muted' }, 'No managed upstream')]));
+  }
+}
+
+/** The Set up tab and the overview's prompt: shown while a step is needed. */
+let setupNeeded = 0;
+function renderSetupNeeded(steps) {
+  setupNeeded = steps.filter((x) => x.state === 'needed').length;
+  const prompt = byTestId('glance-setup');
+  prompt.hidden = setupNeeded === 0;
+  setText(byTestId('glance-setup-text'), setupNeeded === 1 ? '1 set-up step is needed.' : `${setupNeeded} set-up steps are needed.`);
+  renderNav();
+}
+
+const counterEl = byTestId('overview');
+
+function renderCounters(st) {
   const sf = st.surfaces || {};
   const c = st.cache || {};
   const items = [
@@ -240,11 +322,11 @@ function renderOverview(st) {
     ['In flight', fmt.int(c.in_flight), 'in-flight'],
   ];
   // A <div> per dt/dd pair (allowed in <dl>) so each pair is one grid cell.
-  if (overviewEl.children.length !== items.length) {
-    overviewEl.replaceChildren(...items.map(([label, , id]) =>
+  if (counterEl.children.length !== items.length) {
+    counterEl.replaceChildren(...items.map(([label, , id]) =>
       h('div', {}, h('dt', {}, label), h('dd', { 'data-testid': `overview-${id}` }))));
   }
-  items.forEach(([, value], i) => setText(overviewEl.children[i].lastElementChild, value));
+  items.forEach(([, value], i) => setText(counterEl.children[i].lastElementChild, value));
 }
 
 // ---- Live stream ----------------------------------------------------------------------------
@@ -263,7 +345,8 @@ function onStatus(doc) {
   state.status = doc;
   history.push(doc, now);
   renderHeader(now);
-  renderOverview(doc);
+  renderCounters(doc);
+  renderGlance(doc);
   cards.update(doc, history, now);
   queue.statusUpdate(doc.queue);
   handoffs.statusUpdate(doc.handoffs);
@@ -340,19 +423,73 @@ function connect() {
   });
 }
 
+// ---- Views ----------------------------------------------------------------------------------
+
+// Each view has its own address, `#view=NAME`: the tray's "N creates queued" item opens
+// `#view=queue`, its sessions line `#view=sessions`, a local-agent offer
+// `#view=handoffs&offer=<id>` (the Queue view with the offer under review), its "Set up"
+// `#view=setup` (the Set up view also opens by itself on the install's first run).
+const VIEWS = ['overview', 'sessions', 'queue', 'traffic', 'policy', 'settings', 'setup'];
+const viewEls = [...document.querySelectorAll('main > .view[data-view]')];
+const navLinks = [...document.querySelectorAll('nav.tabs a[data-view]')];
+let current = null;
+
+function hashParams() {
+  return new URLSearchParams(location.hash.replace(/^#/, ''));
+}
+
+/** Opens a view by its address, so the browser's Back goes to the one before. */
+function go(view) {
+  const want = `#view=${view}`;
+  if (location.hash === want) route();
+  else location.hash = want;
+}
+
+function renderNav() {
+  for (const a of navLinks) {
+    if (a.dataset.view === current) a.setAttribute('aria-current', 'page');
+    else a.removeAttribute('aria-current');
+    // Set up: shown while a step is needed, or while it is open.
+    if (a.dataset.view === 'setup') a.hidden = setupNeeded === 0 && current !== 'setup';
+  }
+}
+
+/** The view the address names. */
+function route() {
+  const params = hashParams();
+  let view = params.get('view') ?? 'overview';
+  if (view === 'handoffs') {
+    byTestId('handoffs-section').hidden = false;
+    view = 'queue';
+  }
+  show(VIEWS.includes(view) ? view : 'overview');
+  const offer = params.get('offer');
+  if (params.get('view') === 'handoffs' && /^\d+$/.test(offer ?? '')) handoffs.review(offer);
+}
+
+/** Shows one view and hides the others. */
+function show(view) {
+  const changed = view !== current;
+  current = view;
+  for (const el of viewEls) el.hidden = el.dataset.view !== view;
+  renderNav();
+  if (view === 'setup') setupView.show();
+  else setupView.hide();
+  // A new view starts at its top (never under the sticky header).
+  if (changed) window.scrollTo(0, 0);
+}
+
+// The sticky header's height, so a section scrolled to (a review, a step) is not under it.
+const topbar = byTestId('topbar');
+new ResizeObserver(() => {
+  document.documentElement.style.setProperty('--topbar-h', `${topbar.offsetHeight}px`);
+}).observe(topbar);
+
 // ---- Start ----------------------------------------------------------------------------------
 
 loadSecret();
-// The tray's "N creates queued" item opens the dashboard at `#view=queue`, its sessions line at
-// `#view=sessions`, a local-agent offer at `#view=handoffs&offer=<id>` (its review view), its
-// "Set up" at `#view=setup` (the Set up view also opens by itself on the install's first run).
-const hashParams = new URLSearchParams(location.hash.replace(/^#/, ''));
-const view = hashParams.get('view');
-if (view === 'handoffs') byTestId('handoffs-section').hidden = false;
-if (view === 'handoffs' && /^\d+$/.test(hashParams.get('offer') ?? '')) handoffs.review(hashParams.get('offer'));
-if (view === 'queue' || view === 'sessions' || view === 'handoffs') {
-  document.getElementById(view)?.scrollIntoView({ block: 'start' });
-}
+window.addEventListener('hashchange', route);
+route();
 byTestId('readonly-notice').hidden = hasSecret();
 byTestId('metrics-link').href = url('/metrics');
 renderHeader();
@@ -361,5 +498,5 @@ if (!apiBase()) {
 } else {
   connect();
   settings.load();
-  setupView.start(view === 'setup');
+  setupView.start();
 }

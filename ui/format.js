@@ -74,6 +74,16 @@ export function until(v, now = Date.now()) {
   return `in ${Math.floor(s / 3600)} h`;
 }
 
+/** A length of time: "40 s", "12 min", "3 h 5 min". */
+export function duration(ms) {
+  const s = Math.max(0, Math.round(Number(ms) / 1000));
+  if (!Number.isFinite(s)) return DASH;
+  if (s < 60) return `${s} s`;
+  if (s < 3600) return `${Math.floor(s / 60)} min`;
+  const m = Math.floor((s % 3600) / 60);
+  return m ? `${Math.floor(s / 3600)} h ${m} min` : `${Math.floor(s / 3600)} h`;
+}
+
 /** "half_open" → "half open". */
 export function words(v) {
   return v === undefined || v === null || v === '' ? DASH : String(v).replace(/_/g, ' ');

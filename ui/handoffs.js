@@ -9,7 +9,7 @@
 // developer's rights, so nothing of it may be hidden behind an excerpt (#22). The tray opens
 // this view at `#view=handoffs&offer=<id>`.
 
-import { call, hasSecret } from './api.js';
+import { RequestSeq, call, hasSecret } from './api.js';
 import { h, setText } from './dom.js';
 import * as fmt from './format.js';
 
@@ -50,7 +50,7 @@ export class HandoffsPanel {
     this.configured = false;
     this.key = null;
     this.timer = null;
-    this.inFlight = null;
+    this.seq = new RequestSeq();
   }
 
   scheduleRefresh(delay = 150) {
@@ -84,25 +84,23 @@ export class HandoffsPanel {
     this.view?.scrollIntoView({ block: 'start' });
   }
 
+  /** Reads the offers; only the answer to the last read sent is shown. */
   async refresh() {
-    if (this.inFlight) return this.inFlight;
-    this.inFlight = (async () => {
-      try {
-        const doc = await call('GET', '/_weir/api/handoffs');
-        this.offers = Array.isArray(doc?.offers) ? doc.offers : [];
-        this.configured = doc?.configured === true;
-        this.render();
-      } catch (e) {
-        if (e.status === 401 && !hasSecret()) setText(this.note, 'Showing hand-off offers needs the control secret.');
-        else {
-          setText(this.note, `Could not load the offers: ${e.problem?.title ?? e.message}.`);
-          this.onProblem(e);
-        }
-      } finally {
-        this.inFlight = null;
+    const n = this.seq.next();
+    try {
+      const doc = await call('GET', '/_weir/api/handoffs');
+      if (!this.seq.isLatest(n)) return;
+      this.offers = Array.isArray(doc?.offers) ? doc.offers : [];
+      this.configured = doc?.configured === true;
+      this.render();
+    } catch (e) {
+      if (!this.seq.isLatest(n)) return;
+      if (e.status === 401 && !hasSecret()) setText(this.note, 'Showing hand-off offers needs the control secret.');
+      else {
+        setText(this.note, `Could not load the offers: ${e.problem?.title ?? e.message}.`);
+        this.onProblem(e);
       }
-    })();
-    return this.inFlight;
+    }
   }
 
   render() {

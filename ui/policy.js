@@ -2,7 +2,7 @@
 // repository, network and situation the user picks, as "function → action (rule, why)".
 // Read-only: rules live in the config file and the organisation's policy file.
 
-import { call } from './api.js';
+import { RequestSeq, call } from './api.js';
 import { h } from './dom.js';
 
 export class PolicyPanel {
@@ -12,6 +12,7 @@ export class PolicyPanel {
     this.table = table;
     this.refused = refused;
     this.onProblem = onProblem;
+    this.seq = new RequestSeq();
     form.addEventListener('submit', (e) => {
       e.preventDefault();
       this.load();
@@ -31,11 +32,14 @@ export class PolicyPanel {
     return q.toString();
   }
 
+  /** Asks for the table the form now describes; an answer to an older form state is dropped. */
   async load() {
+    const n = this.seq.next();
     try {
-      this.render(await call('GET', `/_weir/api/policy?${this.query()}`));
+      const t = await call('GET', `/_weir/api/policy?${this.query()}`);
+      if (this.seq.isLatest(n)) this.render(t);
     } catch (e) {
-      this.onProblem?.(e.problem ?? { title: 'Policy', detail: String(e) });
+      if (this.seq.isLatest(n)) this.onProblem?.(e);
     }
   }
 

@@ -2,7 +2,7 @@
 // refreshed when a `queue` event arrives or the status document's queue counts change, never
 // on a timer.
 
-import { call, hasSecret } from './api.js';
+import { RequestSeq, call, hasSecret } from './api.js';
 import { h, setText } from './dom.js';
 import * as fmt from './format.js';
 
@@ -33,7 +33,7 @@ export class QueuePanel {
     this.attempted = false;
     this.countsKey = null;
     this.timer = null;
-    this.inFlight = null;
+    this.seq = new RequestSeq();
     showFinished.addEventListener('change', () => this.render());
   }
 
@@ -46,24 +46,21 @@ export class QueuePanel {
     }, delay);
   }
 
+  /** Reads the queue; only the answer to the last read sent is shown. */
   async refresh() {
-    if (this.inFlight) return this.inFlight;
     this.attempted = true;
-    this.inFlight = (async () => {
-      try {
-        const doc = await call('GET', '/_weir/api/queue');
-        this.available = true;
-        this.off = null;
-        this.items = Array.isArray(doc?.items) ? doc.items : [];
-        if (doc?.counts) this.renderCounts(doc.counts);
-        this.render();
-      } catch (e) {
-        this.failed(e);
-      } finally {
-        this.inFlight = null;
-      }
-    })();
-    return this.inFlight;
+    const n = this.seq.next();
+    try {
+      const doc = await call('GET', '/_weir/api/queue');
+      if (!this.seq.isLatest(n)) return;
+      this.available = true;
+      this.off = null;
+      this.items = Array.isArray(doc?.items) ? doc.items : [];
+      if (doc?.counts) this.renderCounts(doc.counts);
+      this.render();
+    } catch (e) {
+      if (this.seq.isLatest(n)) this.failed(e);
+    }
   }
 
   failed(e) {

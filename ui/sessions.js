@@ -7,7 +7,7 @@
 // which sends the task through Weir's create path: a second submit of the same form carries the
 // same Idempotency-Key, so it joins or repeats the first create instead of making another.
 
-import { call, hasSecret } from './api.js';
+import { RequestSeq, call, hasSecret } from './api.js';
 import { h, setText } from './dom.js';
 import * as fmt from './format.js';
 
@@ -27,7 +27,7 @@ const POLLER_TEXT = {
 };
 
 const REASON_TEXT = {
-  no_token: 'store a GitHub token below to see your agent sessions here',
+  no_token: 'store a GitHub token (Settings, or the Set up view) to see your agent sessions here',
   no_keychain: 'there is no OS keychain to keep a GitHub token in',
   keychain_unavailable: 'the keychain did not answer (locked?); trying again every minute',
   no_upstream: 'no upstream is configured',
@@ -50,7 +50,7 @@ export class SessionsPanel {
     this.revision = null;
     this.sessions = [];
     this.status = null;
-    this.inFlight = null;
+    this.seq = new RequestSeq();
     this.pending = false;
     // One key per filled-in form: resubmitting the same form is the same create.
     this.key = newKey();
@@ -81,25 +81,28 @@ export class SessionsPanel {
     this.refresh();
   }
 
+  /** Reads the list; only the answer to the last read sent is shown. */
   async refresh() {
     if (!hasSecret()) {
       this.render();
       return;
     }
-    if (this.inFlight) return this.inFlight;
-    this.inFlight = (async () => {
-      try {
-        const doc = await call('GET', '/_weir/api/sessions');
-        this.sessions = Array.isArray(doc?.sessions) ? doc.sessions : [];
-        this.status = { ...(this.status ?? {}), ...doc };
-      } catch (e) {
-        this.onProblem(e);
-      } finally {
-        this.inFlight = null;
-        this.render();
-      }
-    })();
-    return this.inFlight;
+    const n = this.seq.next();
+    try {
+      const doc = await call('GET', '/_weir/api/sessions');
+      if (!this.seq.isLatest(n)) return;
+      this.sessions = Array.isArray(doc?.sessions) ? doc.sessions : [];
+      this.status = { ...(this.status ?? {}), ...doc };
+    } catch (e) {
+      if (!this.seq.isLatest(n)) return;
+      this.onProblem(e);
+    }
+    this.render();
+  }
+
+  /** The `n` most recently updated sessions, for the overview: group and title only. */
+  latest(n) {
+    return this.sessions.slice(0, n).map((x) => ({ group: String(x.group ?? 'other'), title: String(x.title ?? x.id ?? '') }));
   }
 
   renderState() {

@@ -4,7 +4,7 @@
 // next request (settings that need a restart are named). Problems (401, or a 422 naming file,
 // line and key) go to the alert banner; a config file refused on disk is shown from the status.
 
-import { call, hasSecret } from './api.js';
+import { RequestSeq, call, hasSecret } from './api.js';
 import { byTestId, h, setText } from './dom.js';
 import {
   BREAKER_FIELDS, CLASSES, CLASS_KNOBS, FormError, diff, fromEffective,
@@ -32,6 +32,8 @@ export class SettingsForm {
     Object.assign(this, { form, configNote, saved, live, onProblem, onNotice });
     this.base = null; // form values as last loaded or saved
     this.configFile = null;
+    // A read sent before a save (or an earlier read) must not refill the form after it.
+    this.seq = new RequestSeq();
     this.upstreamBody = h('tbody');
     this.dirty = h('span', { class: 'muted small', 'data-testid': 'settings-dirty' });
     this.saveButton = h('button', { type: 'submit', class: 'btn primary', 'data-testid': 'settings-save' }, 'Save');
@@ -45,8 +47,10 @@ export class SettingsForm {
 
   /** Loads `GET /_weir/api/settings` and builds the form from the effective values. */
   async load() {
+    const n = this.seq.next();
     try {
       const doc = await call('GET', '/_weir/api/settings');
+      if (!this.seq.isLatest(n)) return;
       this.configFile = typeof doc?.config_file === 'string' ? doc.config_file : null;
       this.renderConfigNote(this.configFile, doc);
       this.base = fromEffective(doc?.effective);
@@ -54,6 +58,7 @@ export class SettingsForm {
       this.fill(this.base);
       this.form.hidden = false;
     } catch (e) {
+      if (!this.seq.isLatest(n)) return;
       // 404: this Weir has no settings endpoint. 401 on a page opened without the secret:
       // settings are read with the secret too, so say where the secret comes from.
       if (e.status === 401 && !hasSecret()) {
@@ -256,6 +261,7 @@ export class SettingsForm {
     }
     this.saveButton.disabled = true;
     setText(this.saved, '');
+    this.seq.next();
     try {
       const res = await call('PUT', '/_weir/api/settings', patch);
       const file = typeof res?.config_file === 'string' ? res.config_file : (this.configFile ?? 'the configuration file');

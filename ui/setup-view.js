@@ -3,7 +3,7 @@
 // doctor`'s checks; a button where Weir may do the step itself (no admin rights), the exact
 // command to copy where it may not, and each step's undo.
 
-import { call, hasSecret } from './api.js';
+import { RequestSeq, call, hasSecret } from './api.js';
 import { h, setText } from './dom.js';
 import { copyText } from './setup.js';
 
@@ -13,44 +13,58 @@ const STATE_TEXT = { done: 'Done', needed: 'Needed', not_possible: 'Not possible
 const REFRESH_MS = 5000;
 
 export class SetupView {
-  constructor({ section, list, result, refresh, close, onProblem }) {
+  /**
+   * `onSteps(doc)` hears every check's answer (the page shows the Set up tab while a step is
+   * needed); `onOpen()` / `onClose()` ask the page to show or leave the view (`#view=setup`),
+   * which then calls `show()` / `hide()`.
+   */
+  constructor({ section, list, result, refresh, close, onProblem, onSteps, onOpen, onClose }) {
     this.section = section;
     this.list = list;
     this.result = result;
     this.onProblem = onProblem;
+    this.onSteps = onSteps;
+    this.onOpen = onOpen;
     this.timer = null;
     this.busy = false;
+    this.shown = false;
+    // Checks run every few seconds and after each action: only the last one sent is shown.
+    this.seq = new RequestSeq();
     refresh.addEventListener('click', () => this.load());
-    close.addEventListener('click', () => this.hide());
+    close.addEventListener('click', () => onClose());
   }
 
-  /** Opens the view when asked (`#view=setup`) or on the install's first run. */
-  async start(asked) {
+  /** Checks the steps once at start; opens the view by itself on the install's first run. */
+  async start() {
+    if (!hasSecret()) return;
+    const n = this.seq.next();
+    const doc = await this.fetch();
+    if (!doc || !this.seq.isLatest(n)) return;
+    this.render(doc);
+    if (doc.first_run && !this.shown) this.onOpen();
+  }
+
+  /** The view is on screen: check now and every few seconds while it stays. */
+  async show() {
+    this.section.hidden = false;
     if (!hasSecret()) {
-      if (asked) {
-        this.section.hidden = false;
-        setText(this.result, 'The Set up view needs the control secret: open the link printed by `weir serve`, or use the tray.');
-      }
+      setText(this.result, 'The Set up view needs the control secret: open the link printed by `weir serve`, or use the tray.');
       return;
     }
-    const doc = await this.fetch();
-    if (doc && (asked || doc.first_run)) this.show(doc);
-  }
-
-  async show(doc) {
-    this.section.hidden = false;
-    this.section.scrollIntoView({ block: 'start' });
-    if (doc) this.render(doc);
-    else await this.load();
+    if (this.shown) return;
+    this.shown = true;
     clearInterval(this.timer);
     this.timer = setInterval(() => this.load(), REFRESH_MS);
+    await this.load();
     // Shown once: later starts do not open it by themselves (the tray's "Set up" still does).
     call('POST', '/_weir/api/setup/seen').catch(() => {});
   }
 
+  /** The view left the screen: stop checking. */
   hide() {
-    this.section.hidden = true;
+    this.shown = false;
     clearInterval(this.timer);
+    this.timer = null;
   }
 
   async fetch() {
@@ -64,16 +78,18 @@ export class SetupView {
 
   async load() {
     if (this.busy) return;
+    const n = this.seq.next();
     const doc = await this.fetch();
-    if (doc) this.render(doc);
+    if (doc && this.seq.isLatest(n)) this.render(doc);
   }
 
   async act(action) {
     this.busy = true;
+    const n = this.seq.next();
     try {
       const doc = await call('POST', `/_weir/api/setup/${action}`);
       setText(this.result, doc?.done ?? '');
-      if (doc) this.render(doc);
+      if (doc && this.seq.isLatest(n)) this.render(doc);
     } catch (e) {
       setText(this.result, e.problem?.detail ?? String(e));
       this.onProblem(e);
@@ -100,6 +116,7 @@ export class SetupView {
 
   render(doc) {
     const steps = Array.isArray(doc.steps) ? doc.steps : [];
+    this.onSteps?.(steps);
     const done = steps.filter((s) => s.state === 'done').length;
     this.section.dataset.done = String(done);
     this.section.dataset.total = String(steps.length);

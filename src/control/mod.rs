@@ -14,6 +14,7 @@ mod pac;
 pub(crate) mod pages;
 mod policy_api;
 mod queue_api;
+mod saved;
 mod sessions_api;
 mod settings_api;
 mod setup_api;
@@ -23,6 +24,7 @@ mod snapshot;
 mod token_api;
 mod ui;
 
+pub(crate) use saved::SavedWindow;
 pub(crate) use snapshot::{snapshot, snapshot_full};
 pub(crate) use token_api::is_stored as token_stored_in_keychain;
 
@@ -57,6 +59,8 @@ pub(crate) struct Control {
     #[cfg(feature = "team")]
     pub team: std::sync::OnceLock<crate::team::Team>,
     pub started_at: SystemTime,
+    /// Samples of the running totals behind the status's `saved` (the last hour).
+    pub saved: saved::SavedWindow,
     /// Set in team gateway mode.
     pub gateway: Option<crate::status::GatewayStatus>,
 }

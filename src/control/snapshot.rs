@@ -49,7 +49,8 @@ pub fn snapshot(ctl: &Control) -> StatusSnapshot {
             fallback_attempts: st.fallback_attempts.load(Relaxed),
             guard: st.gate.status(),
         })
-        .collect();
+        .collect::<Vec<_>>();
+    let saved = saved_lately(ctl, &upstreams);
     StatusSnapshot {
         version: env!("CARGO_PKG_VERSION"),
         listen: host_for(p.settings().listen.ip(), p.port),
@@ -87,6 +88,7 @@ pub fn snapshot(ctl: &Control) -> StatusSnapshot {
         handoffs: p.handoffs.status(),
         models: p.upstreams.models.status(),
         policy: policy_status(p),
+        saved,
         queue: QueueStatus {
             available: p.queue.open().is_some_and(|q| q.store.unusable().is_none()),
             error: p
@@ -104,6 +106,21 @@ pub fn snapshot(ctl: &Control) -> StatusSnapshot {
             counts: None,
         },
     }
+}
+
+/// The last hour's savings, from the upstreams' totals and the queue's count of creates kept.
+fn saved_lately(ctl: &Control, upstreams: &[UpstreamStatus]) -> crate::status::SavedStatus {
+    use std::sync::atomic::Ordering::Relaxed;
+    let mut totals = super::saved::SavedTotals {
+        kept: ctl.proxy.queue.open().map_or(0, |q| q.kept.load(Relaxed)),
+        ..Default::default()
+    };
+    for u in upstreams {
+        let t = &u.totals;
+        totals.avoided += t.cache_hits_fresh + t.cache_hits_stale + t.coalesced;
+        totals.hidden += t.cache_hits_stale;
+    }
+    ctl.saved.observe(std::time::Instant::now(), totals)
 }
 
 /// The fallback policy's part of the status.

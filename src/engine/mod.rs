@@ -380,6 +380,7 @@ async fn control_api(
         #[cfg(feature = "team")]
         team: std::sync::OnceLock::new(),
         started_at: SystemTime::now(),
+        saved: crate::control::SavedWindow::new(std::time::Instant::now()),
         #[cfg(feature = "gateway")]
         gateway: opts
             .gateway

@@ -82,6 +82,7 @@ impl QueueState {
         let item = new_item(c, credential.map(|_| account.clone()), in_doubt);
         match q.store.insert(item, now_ms()).await {
             Ok(item) => {
+                q.kept.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 bus.emit(event(&item, reason));
                 q.wake.notify_waiters();
                 Ok(item)

@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import http from 'node:http';
 import { chromium } from 'playwright-core';
-import { CHROMIUM, CHROMIUM_ARGS, startUpstream, startWeir, until, viaProxy } from './harness.mjs';
+import { CHROMIUM, CHROMIUM_ARGS, atView, startUpstream, startWeir, until, viaProxy } from './harness.mjs';
 
 const WEIR_BIN = process.env.WEIR_BIN;
 const TOKENS = {
@@ -67,7 +67,7 @@ describe('Accounts panel', { timeout: 120_000 }, () => {
       assert.equal(r.status, 200);
     }
     const page = await browser.newPage();
-    await page.goto(weir.dashboard);
+    await page.goto(atView(weir.dashboard, 'traffic'));
     const row = page.getByTestId('account-alice');
     await until('the account row', async () => (await row.count()) === 1 && /3/.test(await row.locator('td').nth(1).textContent()));
     const cells = await row.locator('td').allTextContents();

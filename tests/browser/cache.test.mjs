@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import { chromium } from 'playwright-core';
-import { CHROMIUM, CHROMIUM_ARGS, OUT_DIR, control, startUpstream, startWeir, until, viaProxy } from './harness.mjs';
+import { CHROMIUM, CHROMIUM_ARGS, OUT_DIR, atView, control, startUpstream, startWeir, until, viaProxy } from './harness.mjs';
 
 const WEIR_BIN = process.env.WEIR_BIN;
 
@@ -45,7 +45,7 @@ describe('Dashboard cache panel', { timeout: 120_000 }, () => {
     const expected = hasKeychain ? 'persisted' : 'memory_only';
     assert.equal(persistence.state, expected, JSON.stringify(persistence));
 
-    await page.goto(weir.dashboard);
+    await page.goto(atView(weir.dashboard, 'traffic'));
     const label = page.getByTestId('cache-persistence');
     await page.locator(`[data-testid="cache-persistence"][data-state="${expected}"]`).waitFor();
     const text = await label.textContent();

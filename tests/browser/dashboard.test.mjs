@@ -63,6 +63,9 @@ describe('Weir dashboard', { timeout: 180_000 }, () => {
     const optional = /\/_weir\/api\/(queue|settings)$/;
     page.on('response', (r) => { if (r.status() >= 400 && !optional.test(new URL(r.url()).pathname)) errors.push(`${r.status()} ${r.url()}`); });
     await page.goto(weir.dashboard);
+    // The overview first; the upstream cards are in the Traffic view.
+    await page.getByTestId('view-overview').waitFor({ state: 'visible' });
+    await page.getByTestId('nav-traffic').click();
     await page.getByTestId('upstream-test').waitFor();
     await page.locator('[data-testid="connection"][data-connected="true"]').waitFor();
     assert.ok(!page.url().includes('secret='), `the secret must leave the address bar, url is ${page.url()}`);
@@ -284,6 +287,11 @@ describe('Weir dashboard', { timeout: 180_000 }, () => {
       const q = await control(weir, 'GET', '/_weir/api/queue', { secret: weir.secret });
       return (q.json.items || []).find((i) => !known.has(String(i.id)) && ['queued', 'in_doubt', 'failed'].includes(i.state));
     }, { timeoutMs: 15_000 }).catch((e) => { throw new Error(`${e.message}; the create answered ${res.status}: ${res.body}`); });
+    // The overview's "creates kept" counts it (the status's saved.creates_kept).
+    const saved = (await control(weir, 'GET', '/_weir/api/status')).json.saved;
+    assert.ok(saved.creates_kept >= 1, JSON.stringify(saved));
+    await until('the overview to count it', async () => Number(await page.getByTestId('saved-kept').textContent()) >= 1);
+    await page.getByTestId('nav-queue').click();
     const row = page.getByTestId(`queue-row-${item.id}`);
     await row.waitFor({ timeout: 5_000 });
     assert.match(await row.textContent(), /\/agents\/swe\/v1\/jobs\/octo\/repo/);

@@ -227,3 +227,8 @@ export async function until(what, fn, { timeoutMs = 15_000, everyMs = 100 } = {}
   }
   throw new Error(`timed out waiting for ${what}`);
 }
+
+/** A dashboard link opened at one of its views (`#view=NAME`), keeping a `#secret=` it carries. */
+export function atView(link, view) {
+  return `${link}${link.includes('#') ? '&' : '#'}view=${view}`;
+}

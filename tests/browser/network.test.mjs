@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import { chromium } from 'playwright-core';
-import { CHROMIUM, CHROMIUM_ARGS, control, startUpstream, startWeir, until } from './harness.mjs';
+import { CHROMIUM, CHROMIUM_ARGS, atView, control, startUpstream, startWeir, until } from './harness.mjs';
 
 const WEIR_BIN = process.env.WEIR_BIN;
 
@@ -39,7 +39,8 @@ describe('Network line', { timeout: 120_000 }, () => {
     const page = await browser.newPage();
     const errors = [];
     page.on('pageerror', (e) => errors.push(String(e)));
-    await page.goto(weir.dashboard);
+    // At the overview (a first run would otherwise open the Set up view by itself).
+    await page.goto(atView(weir.dashboard, 'overview'));
     await page.getByTestId('network').waitFor({ state: 'visible' });
     let st = (await control(weir, 'GET', '/_weir/api/status')).json;
     assert.equal(st.network.label, 'not metered (no OS information)');

@@ -51,6 +51,7 @@ describe('Policy view', { timeout: 120_000 }, () => {
 
     const page = await browser.newPage();
     await page.goto(weir.dashboard);
+    await page.getByTestId('nav-policy').click();
     await page.getByTestId('policy-repo').fill('secret/api');
     await page.getByTestId('policy-network').selectOption('metered');
     await page.getByTestId('policy-form').getByRole('button', { name: 'Show' }).click();
@@ -70,6 +71,38 @@ describe('Policy view', { timeout: 120_000 }, () => {
     await page.getByTestId('policy-network').selectOption('any');
     await until('the other table', async () => (await page.getByTestId('policy-action-list').textContent()) === 'pass');
     assert.equal(await page.getByTestId('policy-action-create').textContent(), 'fallback');
+    await page.close();
+  });
+
+  test('a slow answer to an older form state never overwrites the newer one', async () => {
+    const page = await browser.newPage();
+    // Answers for secret/api come late: Weir answers at once, the page gets it 1.5 s later.
+    let slowSent = 0;
+    let slowDelivered = 0;
+    await page.route((u) => u.pathname === '/_weir/api/policy', async (route) => {
+      if (new URL(route.request().url()).searchParams.get('repo') !== 'secret/api') return route.continue();
+      slowSent += 1;
+      const res = await route.fetch();
+      await new Promise((r) => setTimeout(r, 1500));
+      await route.fulfill({ response: res });
+      slowDelivered += 1;
+    });
+    await page.goto(`${weir.dashboard}${weir.dashboard.includes('#') ? '&' : '#'}view=policy`);
+    await page.getByTestId('policy-action-create').waitFor();
+    // The older state: secret/api on a metered network (its create is the org's `queue`)...
+    await page.getByTestId('policy-repo').fill('secret/api');
+    await page.getByTestId('policy-network').selectOption('metered');
+    // ...then at once the newer one, answered first.
+    await page.getByTestId('policy-repo').fill('else/x');
+    await page.getByTestId('policy-network').selectOption('any');
+    await until('the newer table', async () => (await page.getByTestId('policy-action-create').textContent()) === 'fallback');
+    assert.ok(slowSent >= 1, 'the older state was asked for');
+    await until('the older answers to arrive', async () => slowDelivered === slowSent, { timeoutMs: 10_000 });
+    // Give the page a moment to (wrongly) render them.
+    await new Promise((r) => setTimeout(r, 300));
+    assert.equal(await page.getByTestId('policy-action-create').textContent(), 'fallback', 'a late answer for secret/api replaced the table');
+    assert.equal(await page.getByTestId('policy-action-list').textContent(), 'pass');
+    assert.equal(await page.getByTestId('policy-repo').inputValue(), 'else/x');
     await page.close();
   });
 });

@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import http from 'node:http';
 import { chromium } from 'playwright-core';
-import { CHROMIUM, CHROMIUM_ARGS, control, startWeir, until } from './harness.mjs';
+import { CHROMIUM, CHROMIUM_ARGS, atView, control, startWeir, until } from './harness.mjs';
 
 const WEIR_BIN = process.env.WEIR_BIN;
 const TOKEN = 'gho_weirBrowserSessions0123456789';
@@ -84,7 +84,7 @@ describe('Agent sessions view and New task form', { timeout: 120_000 }, () => {
   test('lists the sessions, updates them, and creates a task once', async (t) => {
     const errors = [];
     page.on('pageerror', (e) => errors.push(String(e)));
-    await page.goto(weir.dashboard);
+    await page.goto(atView(weir.dashboard, 'sessions'));
     await page.locator('[data-testid="connection"][data-connected="true"]').waitFor();
     // Before a token is stored, the view says how to turn it on and Weir polls nothing.
     await page.getByTestId('sessions-note').filter({ hasText: 'store a GitHub token' }).waitFor();

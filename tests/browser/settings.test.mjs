@@ -12,7 +12,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { chromium } from 'playwright-core';
 import {
-  CHROMIUM, CHROMIUM_ARGS, OUT_DIR, control, startUpstream, startWeir,
+  CHROMIUM, CHROMIUM_ARGS, OUT_DIR, atView, control, startUpstream, startWeir,
 } from './harness.mjs';
 
 const WEIR_BIN = process.env.WEIR_BIN;
@@ -42,7 +42,7 @@ describe('Weir dashboard settings', { timeout: 180_000 }, () => {
     page.on('request', (r) => {
       if (r.method() === 'PUT' && new URL(r.url()).pathname === '/_weir/api/settings') puts.push(r.postDataJSON());
     });
-    await page.goto(weir.dashboard);
+    await page.goto(atView(weir.dashboard, 'settings'));
     await page.getByTestId('settings-form').waitFor({ state: 'visible' });
     assert.equal(await page.getByTestId('config-path').textContent(), weir.config);
   });
@@ -174,7 +174,7 @@ describe('Weir dashboard settings', { timeout: 180_000 }, () => {
     const fresh = await browser.newContext();
     try {
       const p = await fresh.newPage();
-      await p.goto(`${weir.base}/_weir/`);
+      await p.goto(`${weir.base}/_weir/#view=settings`);
       // Reads need the secret too: the form stays hidden and the page says why.
       await p.getByTestId('settings-need-secret').waitFor({ state: 'visible', timeout: 10_000 });
       assert.match(await p.getByTestId('settings-need-secret').textContent(), /control secret/);

@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import net from 'node:net';
 import { chromium } from 'playwright-core';
-import { CHROMIUM, CHROMIUM_ARGS, startUpstream, startWeir, until } from './harness.mjs';
+import { CHROMIUM, CHROMIUM_ARGS, atView, startUpstream, startWeir, until } from './harness.mjs';
 
 const WEIR_BIN = process.env.WEIR_BIN;
 
@@ -46,7 +46,7 @@ describe('Team panel', { timeout: 120_000 }, () => {
     const status = await fetch(`${alone.base}/_weir/api/status`).then((r) => r.json());
     assert.equal(status.team, null);
     const page = await browser.newPage();
-    await page.goto(alone.dashboard);
+    await page.goto(atView(alone.dashboard, 'traffic'));
     await until('the first status', async () => (await page.getByTestId('version').textContent())?.startsWith('v'));
     assert.equal(await page.getByTestId('team-section').isHidden(), true);
     await page.close();
@@ -57,7 +57,7 @@ describe('Team panel', { timeout: 120_000 }, () => {
     assert.ok(status.team, 'status.team is reported');
     assert.equal(status.team.connected, false);
     const page = await browser.newPage();
-    await page.goto(teamed.dashboard);
+    await page.goto(atView(teamed.dashboard, 'traffic'));
     await until('the Team panel', async () => await page.getByTestId('team-section').isVisible());
     const link = page.getByTestId('team-link');
     assert.equal(await link.getAttribute('data-link'), status.team.link);
