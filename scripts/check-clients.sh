@@ -119,6 +119,8 @@ set -e
 if [ "$rc" -ne 0 ]; then
   if [ "$latest" = 1 ]; then
     echo "check-clients: drift to look at: the newest clients differ from what the corpus and Weir's routes know (see above)." >&2
+  elif [ "$api_v" != "$pinned_api" ] || [ "$cli_v" != "$pinned_cli" ]; then
+    echo "check-clients: drift to look at in the versions asked for (see above)." >&2
   else
     echo "check-clients: DRIFT in the pinned versions: the corpus, Weir's route table and the pinned packages disagree (see above)." >&2
   fi
