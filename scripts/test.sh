@@ -41,6 +41,9 @@ cargo fmt -p weir -p weir-resilience -p weir-store -p weir-keychain -p weir-tls 
 # every feature; the laptop default and the bare engine get their library tests, a `weir`
 # build and the test that runs that binary with tables it was built without.
 cargo build "${pkgs[@]}" --all-targets --all-features
+# The client drift check on the pinned packages (a few seconds): every agent-API URL the real
+# @vscode/copilot-api builds is in the corpus with the class debug/weir gives it.
+scripts/check-clients.sh
 # --no-fail-fast: one failing binary must not hide the others from the report.
 scripts/with-keychain.sh cargo test "${pkgs[@]}" --all-targets --all-features --no-fail-fast
 # The same engine with no keychain at all: creates are refused with a clear 503, not queued.

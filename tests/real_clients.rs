@@ -534,7 +534,8 @@ fn same_keys(want: &serde_json::Value, got: &serde_json::Value, at: &str) {
 }
 
 /// VS Code's URLs are not transcribed: the real `@vscode/copilot-api` (pinned as VS Code pins
-/// it) builds every VS Code call of the corpus, and the Node test compares them byte for byte.
+/// it) builds every VS Code call of the corpus, both backends (v1 jobs and sessions, v2 Task
+/// API), and the Node test compares them byte for byte.
 #[test]
 fn vscode_calls_are_built_by_the_real_copilot_api_package() {
     let node = tls::require_tool("node", "apt-get install -y nodejs npm");
@@ -549,8 +550,8 @@ fn vscode_calls_are_built_by_the_real_copilot_api_package() {
     )
     .unwrap();
     assert_eq!(
-        pkg["version"], "0.2.18",
-        "the version VS Code's Copilot Chat pins"
+        pkg["version"], "0.5.2",
+        "the version microsoft/vscode's extensions/copilot depends on (^0.5.2)"
     );
     let out = std::process::Command::new(node)
         .arg("--test")
@@ -563,7 +564,7 @@ fn vscode_calls_are_built_by_the_real_copilot_api_package() {
         "{stdout}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(stdout.contains("# pass 3"), "{stdout}");
+    assert!(stdout.contains("# pass 5"), "{stdout}");
 }
 
 /// docs/real-clients.md lists every corpus call with its class, so the table cannot drift
