@@ -11,7 +11,7 @@
 //! sent, the request goes on with the real id in place of the provisional one, through the
 //! usual cache and attempt phases, so the client sees the real job and session. The mapping
 //! lives on the queue item (SQLite or PostgreSQL) for as long as the item is kept: seven days
-//! after it ended (`KEEP_ENDED`, purged by `queue::housekeeping`).
+//! after it ended (`queue::replay::KEEP_ENDED`).
 //!
 //! Only the credential that queued the create, or another credential of the same GitHub
 //! account, is answered: anyone else's request goes upstream unchanged (and finds nothing).

@@ -5,8 +5,7 @@
 //! second.
 
 use super::backend::wait_until;
-use super::decide::KEEP_ENDED;
-use super::replay::end;
+use super::replay::{end, KEEP_ENDED};
 use super::{now_ms, Queue};
 use crate::events::Bus;
 use std::time::Duration;

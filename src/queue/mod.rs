@@ -18,7 +18,7 @@
 //!   resolves `in_doubt` items by looking them up upstream first; idle, it sleeps until the
 //!   next item is due or the queue changes ([`Queue::wake`]).
 //! - `housekeeping`: expiry (past `queue.max_age`) and purge (ended items after
-//!   `KEEP_ENDED`, seven days), run when something can expire.
+//!   [`replay::KEEP_ENDED`]), run when something can expire.
 
 pub mod backend;
 mod credential;

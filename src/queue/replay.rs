@@ -19,7 +19,7 @@
 //! **Credentials.** When an in-doubt item's own credential is gone, the lookup uses the stored
 //! GitHub token of the same account instead (see [`super::lookup`]); without one the item is
 //! failed. An item's keychain entry is deleted when the item is `done` or cancelled,
-//! and when a failed or expired item is purged (after `KEEP_ENDED`, seven days, by
+//! and when a failed or expired item is purged (after [`KEEP_ENDED`], by
 //! `super::housekeeping`); until then `weir queue retry` can still send it.
 
 use super::credential::Credential;
@@ -36,6 +36,8 @@ use std::sync::Arc;
 use std::time::Duration;
 use weir_resilience::{classify_response, FullJitter, Jitter, Kind};
 use weir_store::{Change, Item, State, UpstreamId};
+
+pub use super::decide::KEEP_ENDED;
 
 /// How long a worker waits after the store failed to record a step (the item is still due, so
 /// going on at [`PACE`] would spin on it).
