@@ -233,7 +233,7 @@ python3 "$TMP/sample.py" "$((MINUTES * 60))" "${ALL_PIDS[@]}" >"$TMP/sampled"
 import json, sys
 d = json.load(sys.stdin)
 m = d["mode"]
-print(m["mode"] + (" (offline)" if m.get("offline") else "") + ", " + str(d["sessions"]["poller"]))')"
+print(m["mode"] + ", " + str(d["sessions"]["poller"]))')"
     printf '| %s | %s | %s | %s | %s | %s |\n' "${l%%-*}" "${l#*-}" \
       "$(python3 -c "print(round($cs / $MINUTES, 1))")" \
       "$(python3 -c "print(round($cpu / $MINUTES, 1))")" "$threads" "$state"

@@ -130,8 +130,9 @@ pub(super) const MIN_IDLE: Duration = Duration::from_millis(50);
 /// nothing is due.
 pub(super) fn wait_until(at: Option<i64>, now_ms: i64) -> Duration {
     match at {
-        Some(at) => Duration::from_millis(at.saturating_sub(now_ms).max(0) as u64)
-            .clamp(MIN_IDLE, IDLE_CAP),
+        Some(at) => {
+            Duration::from_millis(at.saturating_sub(now_ms).max(0) as u64).clamp(MIN_IDLE, IDLE_CAP)
+        }
         None => IDLE_CAP,
     }
 }
@@ -230,7 +231,10 @@ impl QueueBackend for AsyncStore {
     /// can make an item due sooner. New items wake the worker (`Queue::wake`).
     async fn idle_wait(&self, upstream: &UpstreamId, now_ms: i64) -> Duration {
         let upstream = upstream.clone();
-        match self.call(move |s| s.next_attempt_at(upstream.as_str())).await {
+        match self
+            .call(move |s| s.next_attempt_at(upstream.as_str()))
+            .await
+        {
             Ok(at) => wait_until(at, now_ms),
             // The next claim reports the trouble; look again soon, not in a loop.
             Err(_) => Duration::from_secs(5),

@@ -81,7 +81,8 @@ impl QueueBackend for Counted {
         counted!(
             self,
             "insert_offered",
-            self.inner.insert_offered(item, expires_at_ms, offer, now_ms)
+            self.inner
+                .insert_offered(item, expires_at_ms, offer, now_ms)
         )
     }
     async fn apply(&self, id: i64, change: Change, now_ms: i64) -> Result<Item, StoreError> {
@@ -118,7 +119,11 @@ impl QueueBackend for Counted {
         counted!(self, "counts", self.inner.counts())
     }
     async fn find_by_dedupe_key(&self, key: &str) -> Result<Option<Item>, StoreError> {
-        counted!(self, "find_by_dedupe_key", self.inner.find_by_dedupe_key(key))
+        counted!(
+            self,
+            "find_by_dedupe_key",
+            self.inner.find_by_dedupe_key(key)
+        )
     }
     async fn find_by_provisional_id(&self, id: &str) -> Result<Option<Item>, StoreError> {
         counted!(
@@ -168,7 +173,11 @@ impl QueueBackend for Counted {
         )
     }
     async fn recover_after_crash(&self, now_ms: i64) -> Result<Vec<Item>, StoreError> {
-        counted!(self, "recover_after_crash", self.inner.recover_after_crash(now_ms))
+        counted!(
+            self,
+            "recover_after_crash",
+            self.inner.recover_after_crash(now_ms)
+        )
     }
     async fn recover_while_running(&self, now_ms: i64) -> Result<Vec<Item>, StoreError> {
         self.inner.recover_while_running(now_ms).await
@@ -328,7 +337,11 @@ async fn an_idle_worker_sleeps_until_something_is_due() {
     );
     assert!(rig.calls("idle_wait") <= claims);
     assert_eq!(rig.calls("expire_older_than"), 0, "nothing could expire");
-    assert_eq!(rig.calls("purge_ended_before"), 0, "nothing could be purged");
+    assert_eq!(
+        rig.calls("purge_ended_before"),
+        0,
+        "nothing could be purged"
+    );
     assert!(rig.calls("oldest") <= 3, "{}", rig.calls("oldest"));
 }
 

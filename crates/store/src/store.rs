@@ -7,10 +7,10 @@ use std::time::Duration;
 use rusqlite::{params, Connection, OpenFlags, OptionalExtension, TransactionBehavior};
 
 use crate::item::{Item, ListFilter, State, StateCounts, COLUMNS};
-use crate::transition::LIVE_STATES;
 use crate::machine::state_list;
 use crate::offer::{offer_columns, HandOffRecord, OFFER_COLUMNS};
 use crate::schema::{self, MIGRATIONS};
+use crate::transition::LIVE_STATES;
 use crate::StoreError;
 
 /// How to open the database.

@@ -123,14 +123,24 @@ fn the_next_due_time_and_the_next_expiry_come_from_the_oldest_rows() {
     store.mark_done(b.id, &result(json!({})), 600).unwrap();
     let o = store.oldest().unwrap();
     assert_eq!(o.waiting_created_at, None);
-    assert_eq!(o.ended_updated_at, Some(600), "the expired item ended at 1,101");
+    assert_eq!(
+        o.ended_updated_at,
+        Some(600),
+        "the expired item ended at 1,101"
+    );
     let due = o.next_due(1_000, 50_000).unwrap();
     assert_eq!(due, 50_601);
-    assert!(store.purge_ended_before(due - 1 - 50_000).unwrap().is_empty());
+    assert!(store
+        .purge_ended_before(due - 1 - 50_000)
+        .unwrap()
+        .is_empty());
     assert_eq!(store.purge_ended_before(due - 50_000).unwrap().len(), 1);
     // A maximum age near the type's end saturates instead of wrapping.
     store.insert(&new_item(3), 700).unwrap();
-    assert_eq!(store.oldest().unwrap().next_due(i64::MAX, i64::MAX), Some(i64::MAX));
+    assert_eq!(
+        store.oldest().unwrap().next_due(i64::MAX, i64::MAX),
+        Some(i64::MAX)
+    );
 }
 
 #[test]

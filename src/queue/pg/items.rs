@@ -10,8 +10,8 @@ use crate::queue::backend::{BackendKind, QueueBackend};
 use std::time::Duration;
 use tokio_postgres::types::ToSql;
 use weir_store::{
-    Change, Dialect, Finish, HandOffRecord, Item, ListFilter, NewItem, Oldest, State,
-    StateCounts, StoreError, Transition, UpstreamId, Value,
+    Change, Dialect, Finish, HandOffRecord, Item, ListFilter, NewItem, Oldest, State, StateCounts,
+    StoreError, Transition, UpstreamId, Value,
 };
 
 /// The database's clock in unix milliseconds: leases are dated by it, so replicas whose clocks
