@@ -285,6 +285,9 @@ async fn open_parts(
         crate::accounts::Accounts::open(&settings, identity_key.clone(), &opts.data_dir).await,
     );
     let upstreams = Arc::new(Upstreams::new(live.clone(), accounts.clone()));
+    // Idle means asleep (#32), for every task a default `weir serve` starts: each runs only
+    // when configured, waits on an event, or wakes no more often than once a minute unless
+    // something is due. Baselines: rewritten every 5 minutes.
     crate::upstream::baselines::spawn(
         upstreams.clone(),
         opts.data_dir.clone(),
@@ -307,6 +310,8 @@ async fn open_parts(
         bus.clone(),
         settings.network.detect_os,
     ));
+    // Only with the `metered` feature and `detect_os`: follows D-Bus signals; without a bus
+    // it asks again after 1 s, doubling to once a minute.
     crate::network::spawn_watcher(network.clone(), &settings.network, &bus);
     let handoffs = Arc::new(crate::handoff::Handoffs::new(
         queue.clone(),
@@ -314,6 +319,8 @@ async fn open_parts(
         live.clone(),
         &opts.data_dir,
     ));
+    // Loads the offers a run left, then sleeps until a pending offer runs out or one is made
+    // (none can be without `[local_agent]`).
     handoffs.start();
     #[cfg_attr(not(feature = "gateway"), allow(unused_mut))]
     let mut proxy = Proxy::new(ProxyParts {
@@ -406,12 +413,17 @@ fn start_background(opts: &EngineOptions, parts: &Parts, control: &Arc<Control>,
         modes: parts.modes.clone(),
     }
     .spawn_workers();
+    // Replay workers and the queue's expiry sleep until something is due or the queue
+    // changes (`queue::housekeeping`). The offline detector waits for an upstream to turn
+    // unreachable and probes only while offline.
     crate::mode::spawn_detector(
         parts.modes.clone(),
         upstreams.clone(),
         settings.offline.clone(),
         bus,
     );
+    // On by default (`watch_github_status = false` turns it off): one check a minute, longer
+    // while failing.
     if let Some(cfg) = settings.github_status.clone() {
         let watcher = crate::github_status::start(upstreams.client.clone(), bus, cfg);
         crate::github_status::drive_caution(watcher.watch(), upstreams.clone(), bus);
@@ -426,6 +438,9 @@ fn start_background(opts: &EngineOptions, parts: &Parts, control: &Arc<Control>,
     }
     #[cfg(not(feature = "team"))]
     let _ = (opts, extra);
+    // The sessions poller waits for a token change while none is stored (no timer, no
+    // request); it reads the keychain once at start, since a locked keychain reads as "no
+    // token" to `token_stored` and is asked again once a minute.
     let watcher_view = control.clone();
     crate::sessions::poller::Poller {
         sessions: control.sessions.clone(),

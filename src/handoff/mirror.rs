@@ -18,6 +18,8 @@ pub(super) struct Mirror {
     pub(super) pending: BTreeMap<i64, Pending>,
     pub(super) recent: VecDeque<HandoffResult>,
     pub(super) counts: crate::status::HandoffCounts,
+    /// How many times the expiry task looked for offers that ran out (its wake-ups).
+    pub(super) expiry_passes: u64,
 }
 
 /// A pending offer as the status and the events show it.

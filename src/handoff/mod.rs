@@ -63,6 +63,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 pub struct Handoffs {
     parts: Option<Parts>,
     mirror: Arc<Mutex<Mirror>>,
+    /// An offer was made: the expiry task, asleep while none was pending, looks again.
+    offered: tokio::sync::Notify,
 }
 
 struct Parts {
@@ -101,6 +103,7 @@ impl Handoffs {
                 dir: data_dir.join("handoffs"),
             }),
             mirror: Arc::default(),
+            offered: tokio::sync::Notify::new(),
         }
     }
 

@@ -164,6 +164,7 @@ impl Handoffs {
             m.pending.insert(item.id, pending.clone());
             m.counts.offered += 1;
         }
+        self.offered.notify_one();
         tracing::info!(id = item.id, rule = %req.rule, "a create was offered to the local agent");
         p.bus
             .emit(crate::queue::event(&item, "offered to the local agent"));

@@ -7,8 +7,8 @@
 
 use std::time::Duration;
 use weir_store::{
-    AsyncStore, Change, Finish, HandOffRecord, Item, ListFilter, NewItem, StateCounts, StoreError,
-    UpstreamId,
+    AsyncStore, Change, Finish, HandOffRecord, Item, ListFilter, NewItem, Oldest, StateCounts,
+    StoreError, UpstreamId,
 };
 
 pub use crate::status::QueueBackend as BackendKind;
@@ -112,11 +112,30 @@ pub trait QueueBackend: Send + Sync {
     async fn recover_while_running(&self, now_ms: i64) -> Result<Vec<Item>, StoreError>;
     /// Deletes ended items last changed before `updated_before_ms`; returns them.
     async fn purge_ended_before(&self, updated_before_ms: i64) -> Result<Vec<Item>, StoreError>;
+    /// The oldest rows expiry and purge can act on, so that they run when something can
+    /// expire (`super::housekeeping`) instead of on a tick.
+    async fn oldest(&self) -> Result<Oldest, StoreError>;
 }
 
-/// How long an idle SQLite worker waits before looking again (a single process: new items
-/// wake it directly, this only catches items whose retry time came).
-pub(super) const SQLITE_IDLE: Duration = Duration::from_secs(1);
+/// The longest an idle SQLite worker (or the housekeeping) sleeps, even with nothing due:
+/// every change that makes an item due wakes it (`Queue::wake`: an insert, a retry, an offer
+/// back in the queue), so this is only a safety net, and it bounds how late a due time is
+/// seen after the machine slept (tokio's clock stops during suspend; due times are wall
+/// clock). Five minutes: an idle Weir wakes once per worker per five minutes, not per second.
+pub(super) const IDLE_CAP: Duration = Duration::from_secs(300);
+/// The shortest idle sleep: a due time that just passed (or a clock step) is not a spin.
+pub(super) const MIN_IDLE: Duration = Duration::from_millis(50);
+
+/// How long to sleep until `at` (unix ms), within [`MIN_IDLE`]..[`IDLE_CAP`]; the cap when
+/// nothing is due.
+pub(super) fn wait_until(at: Option<i64>, now_ms: i64) -> Duration {
+    match at {
+        Some(at) => {
+            Duration::from_millis(at.saturating_sub(now_ms).max(0) as u64).clamp(MIN_IDLE, IDLE_CAP)
+        }
+        None => IDLE_CAP,
+    }
+}
 
 /// SQLite: each operation runs on the store's own thread (see `weir_store::async_store`).
 #[async_trait::async_trait]
@@ -207,8 +226,19 @@ impl QueueBackend for AsyncStore {
 
     async fn release(&self, _id: i64) {}
 
-    async fn idle_wait(&self, _upstream: &UpstreamId, _now_ms: i64) -> Duration {
-        SQLITE_IDLE
+    /// Until the upstream's next due item (its earliest `next_attempt_at`): one process
+    /// writes the file, and nothing is in flight while its one worker is idle, so no lease
+    /// can make an item due sooner. New items wake the worker (`Queue::wake`).
+    async fn idle_wait(&self, upstream: &UpstreamId, now_ms: i64) -> Duration {
+        let upstream = upstream.clone();
+        match self
+            .call(move |s| s.next_attempt_at(upstream.as_str()))
+            .await
+        {
+            Ok(at) => wait_until(at, now_ms),
+            // The next claim reports the trouble; look again soon, not in a loop.
+            Err(_) => Duration::from_secs(5),
+        }
     }
 
     async fn expire_older_than(
@@ -231,6 +261,10 @@ impl QueueBackend for AsyncStore {
     async fn purge_ended_before(&self, updated_before_ms: i64) -> Result<Vec<Item>, StoreError> {
         self.call(move |s| s.purge_ended_before(updated_before_ms))
             .await
+    }
+
+    async fn oldest(&self) -> Result<Oldest, StoreError> {
+        self.call(|s| s.oldest()).await
     }
 }
 

@@ -10,8 +10,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 use tokio::sync::OnceCell;
 use weir_store::{
-    AsyncStore, Change, Finish, HandOffRecord, Item, ListFilter, NewItem, StateCounts, StoreError,
-    StoreOptions, UpstreamId,
+    AsyncStore, Change, Finish, HandOffRecord, Item, ListFilter, NewItem, Oldest, StateCounts,
+    StoreError, StoreOptions, UpstreamId,
 };
 
 pub struct LazySqlite {
@@ -186,8 +186,8 @@ impl QueueBackend for LazySqlite {
     async fn idle_wait(&self, upstream: &UpstreamId, now_ms: i64) -> Duration {
         match self.existing() {
             Some(s) => s.idle_wait(upstream, now_ms).await,
-            // The first insert wakes the workers (`Queue::wake`); this only bounds the nap.
-            None => super::backend::SQLITE_IDLE,
+            // No file, nothing due: the first insert wakes the workers (`Queue::wake`).
+            None => super::backend::IDLE_CAP,
         }
     }
 
@@ -211,6 +211,10 @@ impl QueueBackend for LazySqlite {
     async fn purge_ended_before(&self, updated_before_ms: i64) -> Result<Vec<Item>, StoreError> {
         or_empty!(self, Vec::new(), |s| s
             .purge_ended_before(updated_before_ms))
+    }
+
+    async fn oldest(&self) -> Result<Oldest, StoreError> {
+        or_empty!(self, Oldest::default(), |s| s.oldest())
     }
 }
 

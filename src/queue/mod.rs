@@ -15,12 +15,18 @@
 //! - `credential`: a replay credential as `HeaderValue`s, and its stored form.
 //! - `decide`: the replay's decisions, pure (what was learned → the next step).
 //! - [`replay`]: the worker that sends queued creates when the upstream is healthy again, and
-//!   resolves `in_doubt` items by looking them up upstream first.
+//!   resolves `in_doubt` items by looking them up upstream first; idle, it sleeps until the
+//!   next item is due or the queue changes ([`Queue::wake`]).
+//! - `housekeeping`: expiry (past `queue.max_age`) and purge (ended items after
+//!   [`replay::KEEP_ENDED`]), run when something can expire.
 
 pub mod backend;
 mod credential;
 mod decide;
 pub(crate) mod enqueue;
+mod housekeeping;
+#[cfg(test)]
+mod idle_tests;
 mod lazy_sqlite;
 mod lookup;
 // The PostgreSQL backend and its sealed credentials are the gateway's (feature `gateway`).
@@ -75,7 +81,9 @@ pub(crate) struct Queue {
     /// Boxed: the AES key schedule is large, and most Weirs have none.
     #[cfg(feature = "gateway")]
     pub sealed: Option<Box<SealedVault>>,
-    /// New items wake the replay workers at once (a `NOTIFY` too, for a shared queue).
+    /// New items (and retries, offers back in the queue) wake the replay workers and the
+    /// housekeeping at once (a `NOTIFY` too, for a shared queue). Every change that makes an
+    /// item due must call `notify_waiters` on it: idle workers sleep until the next due time.
     pub wake: Arc<tokio::sync::Notify>,
     pub max_age: Duration,
     /// Creates this engine stored since it started (the status's `saved.creates_kept`).

@@ -19,8 +19,8 @@
 //! **Credentials.** When an in-doubt item's own credential is gone, the lookup uses the stored
 //! GitHub token of the same account instead (see [`super::lookup`]); without one the item is
 //! failed. An item's keychain entry is deleted when the item is `done` or cancelled,
-//! and when a failed or expired item is purged (after [`KEEP_ENDED`]); until then `weir queue
-//! retry` can still send it.
+//! and when a failed or expired item is purged (after [`KEEP_ENDED`], by
+//! `super::housekeeping`); until then `weir queue retry` can still send it.
 
 use super::credential::Credential;
 use super::decide::{decide, needs_lookup, Fact, Outcome, Step, PACE, RETRY};
@@ -57,11 +57,23 @@ pub(crate) struct Replayer {
 }
 
 impl Replayer {
-    /// One worker per upstream (none when the queue is unavailable).
+    /// One worker per upstream and the queue's housekeeping (none when the queue is
+    /// unavailable). Items that grew too old while Weir was stopped expire before any
+    /// worker starts, so none of them is replayed.
     pub fn spawn_workers(&self) {
         if self.queue.open().is_none() {
             return;
         }
+        let me = self.clone();
+        self.bus.spawn(async move {
+            let Some(q) = me.queue.open() else { return };
+            super::housekeeping::pass(&me.bus, q).await;
+            me.start_workers();
+            super::housekeeping::keep(&me.bus, q).await;
+        });
+    }
+
+    fn start_workers(&self) {
         for up in self.upstreams.configured() {
             self.bus.spawn(self.clone().worker(up));
         }
@@ -80,6 +92,9 @@ impl Replayer {
         }
     }
 
+    /// Claims and replays this upstream's due items, one at a time; idle, it sleeps until the
+    /// next one is due (`QueueBackend::idle_wait`) or the queue changes (`Queue::wake`),
+    /// never on a short tick.
     async fn worker(self, up: UpstreamIndex) {
         let Some(q) = self.queue.open() else { return };
         let name = UpstreamId::new(self.upstreams.get(up).settings.name.clone());
@@ -96,12 +111,21 @@ impl Replayer {
                 }
                 continue;
             }
-            expire(&self.bus, q).await;
+            recover(&self.bus, q).await;
+            // Enabled before the claim reads the store: an item inserted after that read
+            // wakes this sleep instead of waiting for the next due time.
+            let woken = q.wake.notified();
+            tokio::pin!(woken);
+            woken.as_mut().enable();
             let wait = match q.store.claim_next(&name, now_ms()).await {
                 Ok(Some(item)) => {
                     // Renewed while this replica works on it, however slow the upstream.
                     let _claim = q.store.keep_claim(item.id);
-                    self.replay_one(q, up, item).await
+                    let wait = self.replay_one(q, up, item).await;
+                    // Between items the pace holds: only a change during the wait wakes it
+                    // early, as before (not one made while this item was replayed).
+                    woken.set(q.wake.notified());
+                    wait
                 }
                 Ok(None) => q.store.idle_wait(&name, now_ms()).await,
                 Err(e) => {
@@ -110,7 +134,7 @@ impl Replayer {
                 }
             };
             tokio::select! {
-                _ = q.wake.notified() => {}
+                _ = woken => {}
                 _ = tokio::time::sleep(wait) => {}
                 _ = stop.changed() => return,
             }
@@ -317,30 +341,15 @@ pub(super) fn scope_of(item: &Item) -> Option<crate::identity::Identity> {
         .and_then(|_| crate::identity::Identity::from_hex(&item.identity))
 }
 
-async fn expire(bus: &Bus, q: &Queue) {
-    // A shared queue: items another replica was sending when it died (its lease ran out).
+/// A shared queue: items another replica was sending when it died (its lease ran out);
+/// nothing for SQLite (recovered at start).
+async fn recover(bus: &Bus, q: &Queue) {
     if let Ok(items) = q.store.recover_while_running(now_ms()).await {
         for it in items {
             bus.emit(event(
                 &it,
                 "in doubt: the replica sending it stopped; it is looked up before any replay",
             ));
-        }
-    }
-    let max_age = q.max_age.as_millis() as i64;
-    if let Ok(items) = q.store.expire_older_than(max_age, now_ms()).await {
-        for it in items {
-            end(bus, q, &it, "expired: not replayed within the maximum age").await;
-        }
-    }
-    // Purge long-ended items, deleting the credentials of exactly the rows deleted (the
-    // store returns them from the DELETE itself).
-    let cutoff = now_ms() - KEEP_ENDED.as_millis() as i64;
-    if let Ok(purged) = q.store.purge_ended_before(cutoff).await {
-        for it in &purged {
-            if let Some(acct) = &it.credential_ref {
-                q.delete_credential(acct).await;
-            }
         }
     }
 }

@@ -37,4 +37,4 @@ pub use item::{
 pub use machine::{Change, Dialect, Statement, Transition, Value, TRANSITIONS};
 pub use offer::{Confirmation, Finish, HandOffRecord};
 pub use schema::SCHEMA_VERSION;
-pub use store::{Store, StoreOptions};
+pub use store::{Oldest, Store, StoreOptions};

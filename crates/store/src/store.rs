@@ -10,6 +10,7 @@ use crate::item::{Item, ListFilter, State, StateCounts, COLUMNS};
 use crate::machine::state_list;
 use crate::offer::{offer_columns, HandOffRecord, OFFER_COLUMNS};
 use crate::schema::{self, MIGRATIONS};
+use crate::transition::LIVE_STATES;
 use crate::StoreError;
 
 /// How to open the database.
@@ -33,6 +34,33 @@ impl Default for StoreOptions {
             busy_timeout: Duration::from_secs(5),
             read_only: false,
             max_size_bytes: None,
+        }
+    }
+}
+
+/// What expiry and purge can act on next, from the queue's oldest rows (unix ms): the
+/// earliest `created_at` of the items that can expire (`queued`, `in_doubt`) and the
+/// earliest `updated_at` of the ended ones (purged after a while). `None`: no such row.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Oldest {
+    pub waiting_created_at: Option<i64>,
+    pub ended_updated_at: Option<i64>,
+}
+
+impl Oldest {
+    /// The first instant at which `expire_older_than(max_age_ms, now)` or
+    /// `purge_ended_before(now - keep_ended_ms)` can find something (both compare strictly,
+    /// hence the `+ 1`); `None` when nothing can ever expire or be purged as things stand.
+    pub fn next_due(&self, max_age_ms: i64, keep_ended_ms: i64) -> Option<i64> {
+        let expire = self
+            .waiting_created_at
+            .map(|t| t.saturating_add(max_age_ms).saturating_add(1));
+        let purge = self
+            .ended_updated_at
+            .map(|t| t.saturating_add(keep_ended_ms).saturating_add(1));
+        match (expire, purge) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
         }
     }
 }
@@ -177,6 +205,41 @@ impl Store {
                 Item::from_row,
             )
             .optional()
+            .map_err(|e| self.sql_err(e))
+    }
+
+    /// When the next `queued` or `in_doubt` item of `upstream` becomes due (its earliest
+    /// `next_attempt_at`), if it has any: an idle replay worker sleeps until then.
+    pub fn next_attempt_at(&self, upstream: &str) -> Result<Option<i64>, StoreError> {
+        self.conn
+            .query_row(
+                "SELECT MIN(next_attempt_at) FROM queue_items
+                 WHERE upstream = ?1 AND state IN ('queued', 'in_doubt')",
+                [upstream],
+                |r| r.get(0),
+            )
+            .map_err(|e| self.sql_err(e))
+    }
+
+    /// What the next expiry and purge can act on: the oldest waiting item's `created_at`
+    /// and the oldest ended item's `updated_at` (see [`Oldest`]).
+    pub fn oldest(&self) -> Result<Oldest, StoreError> {
+        self.conn
+            .query_row(
+                &format!(
+                    "SELECT (SELECT MIN(created_at) FROM queue_items
+                              WHERE state IN ('queued', 'in_doubt')),
+                            (SELECT MIN(updated_at) FROM queue_items
+                              WHERE state NOT IN ({LIVE_STATES}))"
+                ),
+                [],
+                |r| {
+                    Ok(Oldest {
+                        waiting_created_at: r.get(0)?,
+                        ended_updated_at: r.get(1)?,
+                    })
+                },
+            )
             .map_err(|e| self.sql_err(e))
     }
 

@@ -25,7 +25,7 @@ impl ToSql for Value {
     }
 }
 
-const LIVE_STATES: &str = "'queued', 'replaying', 'in_doubt', 'offered'";
+pub(crate) const LIVE_STATES: &str = "'queued', 'replaying', 'in_doubt', 'offered'";
 
 impl Store {
     /// Stores a new `queued` item, due at `now_ms`. Committed and fsynced when this returns.

@@ -5,7 +5,7 @@ mod common;
 
 use common::{new_item, result, temp_db};
 use serde_json::json;
-use weir_store::{ListFilter, State, Store, StoreError, Transition, SCHEMA_VERSION};
+use weir_store::{ListFilter, Oldest, State, Store, StoreError, Transition, SCHEMA_VERSION};
 
 #[test]
 fn items_survive_close_and_reopen_with_every_field() {
@@ -89,6 +89,58 @@ fn next_due_is_oldest_first_per_upstream_and_respects_the_due_time() {
     // Replaying items are not handed out twice.
     store.mark_replaying(a.id, 5_000).unwrap();
     assert_eq!(store.next_due("copilot", 5_000).unwrap().unwrap().id, b.id);
+}
+
+/// What an idle worker and the housekeeping sleep until: the upstream's next due time, and
+/// the first instant expiry or purge can act on (exactly: one millisecond earlier finds
+/// nothing, that instant finds the row).
+#[test]
+fn the_next_due_time_and_the_next_expiry_come_from_the_oldest_rows() {
+    let (_dir, path) = temp_db();
+    let mut store = Store::open(&path).unwrap();
+    assert_eq!(store.next_attempt_at("copilot").unwrap(), None);
+    assert_eq!(store.oldest().unwrap(), Oldest::default());
+    assert_eq!(store.oldest().unwrap().next_due(10, 100), None);
+
+    let a = store.insert(&new_item(1), 100).unwrap();
+    let b = store.insert(&new_item(2), 200).unwrap();
+    store.reschedule(a.id, 5_000, "upstream 503", 300).unwrap();
+    assert_eq!(store.next_attempt_at("copilot").unwrap(), Some(200));
+    assert_eq!(store.next_attempt_at("github").unwrap(), None);
+    // A replaying item is in flight, not due.
+    store.mark_replaying(b.id, 400).unwrap();
+    assert_eq!(store.next_attempt_at("copilot").unwrap(), Some(5_000));
+
+    let o = store.oldest().unwrap();
+    assert_eq!(o.waiting_created_at, Some(100));
+    assert_eq!(o.ended_updated_at, None);
+    let due = o.next_due(1_000, 50_000).unwrap();
+    assert_eq!(due, 1_101);
+    assert!(store.expire_older_than(1_000, due - 1).unwrap().is_empty());
+    assert_eq!(store.expire_older_than(1_000, due).unwrap().len(), 1);
+
+    // Now only ended rows: the next thing to do is their purge.
+    store.mark_done(b.id, &result(json!({})), 600).unwrap();
+    let o = store.oldest().unwrap();
+    assert_eq!(o.waiting_created_at, None);
+    assert_eq!(
+        o.ended_updated_at,
+        Some(600),
+        "the expired item ended at 1,101"
+    );
+    let due = o.next_due(1_000, 50_000).unwrap();
+    assert_eq!(due, 50_601);
+    assert!(store
+        .purge_ended_before(due - 1 - 50_000)
+        .unwrap()
+        .is_empty());
+    assert_eq!(store.purge_ended_before(due - 50_000).unwrap().len(), 1);
+    // A maximum age near the type's end saturates instead of wrapping.
+    store.insert(&new_item(3), 700).unwrap();
+    assert_eq!(
+        store.oldest().unwrap().next_due(i64::MAX, i64::MAX),
+        Some(i64::MAX)
+    );
 }
 
 #[test]

@@ -10,7 +10,7 @@ use crate::queue::backend::{BackendKind, QueueBackend};
 use std::time::Duration;
 use tokio_postgres::types::ToSql;
 use weir_store::{
-    Change, Dialect, Finish, HandOffRecord, Item, ListFilter, NewItem, State, StateCounts,
+    Change, Dialect, Finish, HandOffRecord, Item, ListFilter, NewItem, Oldest, State, StateCounts,
     StoreError, Transition, UpstreamId, Value,
 };
 
@@ -363,5 +363,22 @@ impl QueueBackend for PgQueue {
 
     async fn recover_while_running(&self, now_ms: i64) -> Result<Vec<Item>, StoreError> {
         self.recover_expired_leases(now_ms).await
+    }
+
+    /// As SQLite's (`weir_store::Store::oldest`). A waiting item under another replica's
+    /// lease is not expired until the lease ends, so its expiry can come due more than once;
+    /// the housekeeping's shortest sleep keeps that from spinning.
+    async fn oldest(&self) -> Result<Oldest, StoreError> {
+        let sql = "SELECT (SELECT MIN(created_at) FROM weir_queue_items
+                            WHERE state IN ('queued', 'in_doubt')),
+                          (SELECT MIN(updated_at) FROM weir_queue_items
+                            WHERE state NOT IN ('queued', 'replaying', 'in_doubt', 'offered'))";
+        let row = self.conn.query_opt(sql, &[]).await?;
+        Ok(row
+            .map(|r| Oldest {
+                waiting_created_at: r.get(0),
+                ended_updated_at: r.get(1),
+            })
+            .unwrap_or_default())
     }
 }
