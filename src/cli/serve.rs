@@ -44,6 +44,21 @@ pub fn run(args: ServeArgs, gateway: bool, print_secret: bool) -> ExitCode {
         }
         None
     };
+    // Where secrets live is settled first (it blocks on a keychain probe): `store = "keychain"`
+    // without one refuses to start, and the CA key below goes to the store chosen here.
+    match weir::secrets::choose(&data_dir, settings.secrets_store) {
+        Ok(weir::secrets::Place::Files { dir, .. }) => {
+            say!("weir: secrets are in owner-only files in {} (no OS keychain): anyone who can read your home directory as you can read them; `weir doctor` says more", dir.display());
+        }
+        Ok(weir::secrets::Place::Keychain) => {}
+        // `auto` runs on without a store; the engine says why creates cannot be queued.
+        Err(weir::secrets::ChooseError::Files(_))
+            if settings.secrets_store == weir::secrets::StoreChoice::Auto => {}
+        Err(e) => {
+            eprintln!("weir: {e}");
+            return ExitCode::FAILURE;
+        }
+    }
     // Before the runtime starts: the keychain calls block. Gateway replicas share one CA
     // from files when `[gateway]` names one.
     #[cfg(feature = "gateway")]
