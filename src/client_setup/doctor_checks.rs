@@ -293,11 +293,11 @@ pub fn check_ca(install: &Install, out: &mut Vec<Check>) -> Option<CertInfo> {
                 format!(
                     "local CA {} (sha256 {}), private key in {}",
                     store.cert_path().display(),
+                    ca.fingerprint_sha256(),
                     match store.keychain().file_store() {
                         Some(f) => format!("the file store ({})", f.dir().display()),
                         None => "the keychain".to_string(),
-                    },
-                    ca.fingerprint_sha256()
+                    }
                 ),
             ));
             let missing: Vec<String> = install
