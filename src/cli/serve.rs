@@ -56,7 +56,10 @@ pub fn run(args: ServeArgs, gateway: bool, print_secret: bool) -> ExitCode {
             None
         }
         Err(e) => {
-            eprintln!("weir: {e}");
+            match e.fix() {
+                Some(fix) => eprintln!("weir: {e}. {fix}"),
+                None => eprintln!("weir: {e}"),
+            }
             return ExitCode::FAILURE;
         }
     };

@@ -5,7 +5,7 @@
 
 use super::Install;
 use crate::intercept::CertInfo;
-use crate::secrets::{files_meaning, Namespace, StoreChoice};
+use crate::secrets::{files_meaning, files_possible, Namespace, StoreChoice};
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::Path;
@@ -254,6 +254,19 @@ pub fn check_keychain(install: &Install) -> (Check, Option<weir_keychain::Keycha
         {
             let ns = Namespace::for_data_dir(&install.data_dir);
             let dir = ns.files_dir().unwrap_or(&install.data_dir);
+            if !files_possible(dir) {
+                return (
+                    Check::bad(
+                        CheckKind::Keychain,
+                        format!(
+                            "{e}, and no file store can be made in {}; without it TLS interception is off",
+                            dir.display()
+                        ),
+                        format!("make {} a directory you can write to, or {}", dir.display(), e.fix()),
+                    ),
+                    Some(e),
+                );
+            }
             (
                 Check::info(
                     CheckKind::Keychain,

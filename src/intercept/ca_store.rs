@@ -235,7 +235,8 @@ pub fn load_local_ca(settings: &crate::config::Settings, data_dir: &Path) -> Opt
     // The secret store is chosen first: on a machine without a keychain this makes the file
     // store the key goes to.
     if let Err(e) = crate::secrets::choose(data_dir, settings.secrets_store) {
-        tracing::warn!("TLS interception is off: {e}");
+        let fix = e.fix().unwrap_or("see above");
+        tracing::warn!("TLS interception is off: {e}. HTTPS to managed hosts stays a blind tunnel (no caching or coalescing). Fix: {fix} (`weir doctor` checks this)");
         return None;
     }
     let store = CaStore::for_data_dir(data_dir);

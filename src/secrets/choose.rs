@@ -71,10 +71,36 @@ pub enum ChooseError {
     NoKeychain(KeychainError),
     #[error("[secrets] store = \"keychain\", but this install's secrets are files in {dir}. Fix: move them with `weir secrets migrate --to keychain`, or set `store = \"auto\"` under [secrets]")]
     FilesInUse { dir: PathBuf },
-    #[error("{0}. {fix}", fix = .0.fix())]
+    #[error("{0}")]
     Files(KeychainError),
     #[error("this install has no data directory to keep secret files in")]
     NoDataDir,
+}
+
+impl ChooseError {
+    /// What to do, for the errors whose text does not already say it.
+    pub fn fix(&self) -> Option<&'static str> {
+        match self {
+            ChooseError::Files(e) => Some(e.fix()),
+            ChooseError::NoDataDir => Some("Give one with --data-dir or `data_dir` in the config file."),
+            ChooseError::NoKeychain(_) | ChooseError::FilesInUse { .. } => None,
+        }
+    }
+}
+
+/// Whether the file store could be made at `dir`: the nearest part of it that exists is a
+/// directory that is not read-only. (`weir doctor` asks without making anything.)
+pub fn files_possible(dir: &Path) -> bool {
+    let mut p = dir;
+    loop {
+        if let Ok(m) = std::fs::metadata(p) {
+            return m.is_dir() && !m.permissions().readonly();
+        }
+        match p.parent() {
+            Some(q) => p = q,
+            None => return false,
+        }
+    }
 }
 
 /// Decides (and for files, prepares) where the secrets of the install at `data_dir` live.
