@@ -18,6 +18,7 @@ if [ -n "${DISPLAY:-}${WAYLAND_DISPLAY:-}" ] && [ "${WEIR_HEADLESS:-0}" != 1 ]; 
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y --no-install-recommends "${need[@]}"
   fi
   echo "run.sh: starting the tray app (set WEIR_HEADLESS=1 for the headless proxy)"
+  [ -x "${CARGO_TARGET_DIR:-target}/release/weir-tray" ] || echo "run.sh: first build of the tray: longer than the proxy's (it builds the WebKitGTK bindings too); cargo shows its progress below"
   exec cargo run --release -p weir-tray -- "$@"
 fi
 
@@ -26,4 +27,5 @@ dpkg -s libdbus-1-dev >/dev/null 2>&1 || {
     $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y --no-install-recommends pkg-config libdbus-1-dev; }
 }
 echo "run.sh: no display: starting the headless proxy (weir serve)"
+[ -x "${CARGO_TARGET_DIR:-target}/release/weir" ] || echo "run.sh: first build of the release binary: about 5 minutes on 2 cores (longer on a busy machine); cargo shows its progress below"
 exec cargo run --release -p weir -- serve "$@"

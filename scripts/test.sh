@@ -18,6 +18,9 @@ for p in pkg-config libdbus-1-dev gnome-keyring dbus-x11 libsecret-tools curl ca
          nats-server postgresql squashfs-tools; do
   have "$p" || need+=("$p")
 done
+# Node for the real-client and browser tests: Debian's own (bookworm's is 18.19), unless an
+# npm is already on PATH (nvm, NodeSource).
+command -v npm >/dev/null || need+=(nodejs npm)
 if [ "${#need[@]}" -gt 0 ]; then
   echo "test.sh: installing ${need[*]}"
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
@@ -46,9 +49,14 @@ cargo build "${pkgs[@]}" --all-targets --all-features
 scripts/check-clients.sh
 # --no-fail-fast: one failing binary must not hide the others from the report.
 scripts/with-keychain.sh cargo test "${pkgs[@]}" --all-targets --all-features --no-fail-fast
-# The same engine with no keychain at all: creates are refused with a clear 503, not queued.
+# The same engine with no keychain at all and nowhere to keep secrets: creates are refused
+# with a clear 503, not queued.
+# (No keychain and no file store: `secrets` in the data dir is a plain file.)
 env -u DBUS_SESSION_BUS_ADDRESS WEIR_TEST_NO_KEYCHAIN=1 WEIR_SKIP_KEYCHAIN_TESTS=1 \
   cargo test -p weir --all-features --test queue without_a_keychain
+# A headless box with default settings: secrets in files, and Weir intercepts, caches,
+# persists and queues across kill -9 as with a keychain (#30).
+env -u DBUS_SESSION_BUS_ADDRESS cargo test -p weir --all-features --test headless
 for set in "" "--no-default-features"; do
   # shellcheck disable=SC2086 # an empty $set is no argument
   cargo build -p weir --bin weir $set

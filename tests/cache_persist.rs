@@ -428,6 +428,10 @@ async fn without_a_keychain_nothing_is_written_and_the_status_says_memory_only()
     sessions(&up);
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
+    // With no keychain, `auto` keeps the cache key in files (tests/headless.rs); here the file
+    // store cannot be made either (`secrets` is a plain file).
+    std::fs::create_dir_all(&data).unwrap();
+    std::fs::write(data.join("secrets"), b"not a directory").unwrap();
     let cfg = dir.path().join("weir.toml");
     std::fs::write(
         &cfg,

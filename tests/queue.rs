@@ -304,7 +304,12 @@ async fn without_a_keychain_creates_are_not_queued_and_the_client_is_told_why() 
     }
     let up = Upstream::start().await;
     up.set(|b| b.status = 503);
-    let weir = Weir::start(
+    // With no keychain, `auto` keeps credentials in files (tests/headless.rs); here the file
+    // store cannot be made either (`secrets` is a plain file), so there is no store at all.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("secrets"), b"not a directory").unwrap();
+    let weir = Weir::start_in(
+        dir,
         &[&up.origin()],
         "[breaker]\nminimum_calls = 1000\nconsecutive_failures = 0\n",
     )
@@ -323,7 +328,9 @@ async fn without_a_keychain_creates_are_not_queued_and_the_client_is_told_why() 
     let (status, p) = create(1).await;
     assert_eq!(status, 503);
     assert_eq!(p["kind"], "queue_unavailable");
-    assert!(p["detail"].as_str().unwrap().contains("credential"), "{p}");
+    let detail = p["detail"].as_str().unwrap();
+    assert!(detail.contains("credential"), "{p}");
+    assert!(detail.contains("file store"), "{p}");
     assert_eq!(
         p["maybe_created"],
         serde_json::Value::Null,

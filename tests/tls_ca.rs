@@ -237,6 +237,10 @@ async fn without_a_keychain_managed_https_stays_a_blind_tunnel() {
     let ca = TestCa::new();
     let up = TlsUpstream::start(&ca, HOST).await;
     let inst = Install::new(&up, &ca, "weir-test-no-keychain");
+    // With no keychain, `auto` keeps the key in files (tests/headless.rs); here the file store
+    // cannot be made either (`secrets` is a plain file), so there is nowhere to keep the key.
+    std::fs::create_dir_all(&inst.data).unwrap();
+    std::fs::write(inst.data.join("secrets"), b"not a directory").unwrap();
     let no_bus = [(
         "DBUS_SESSION_BUS_ADDRESS",
         "unix:path=/nonexistent/weir-test-bus",

@@ -93,7 +93,9 @@ pub enum Command {
         #[command(subcommand)]
         cmd: CacheCmd,
     },
-    /// The control secret of this install: rotate.
+    /// This install's secrets: rotate the control secret, or migrate every secret between the
+    /// OS keychain and the file store (`weir secrets migrate --to keychain|file`).
+    #[command(visible_alias = "secrets")]
     Secret {
         #[command(subcommand)]
         cmd: SecretCmd,
@@ -233,6 +235,19 @@ pub enum CacheCmd {
 pub enum SecretCmd {
     /// Store a new control secret (a running Weir keeps its old one until restarted).
     Rotate,
+    /// Move every secret of this install to the OS keychain or to owner-only files in the data
+    /// dir, or none (all are copied and read back before any is deleted). Stop Weir first.
+    Migrate {
+        #[arg(long, value_enum)]
+        to: MigrateTo,
+    },
+}
+
+/// Where `weir secrets migrate` moves the secrets.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MigrateTo {
+    Keychain,
+    File,
 }
 
 #[derive(clap::Subcommand, Debug)]

@@ -46,8 +46,12 @@ fn show(install: &Install) -> ExitCode {
     println!("certificate:  {}", path.display());
     println!("{info}");
     let service = store.keychain().service().to_string();
+    let place = match store.keychain().file_store() {
+        Some(f) => format!("in the file store ({})", f.dir().join(KEY_ACCOUNT).display()),
+        None => format!("in the OS keychain (service `{service}`, account `{KEY_ACCOUNT}`)"),
+    };
     match store.load() {
-        Ok(_) => println!("private key:  in the OS keychain (service `{service}`, account `{KEY_ACCOUNT}`), matches the certificate"),
+        Ok(_) => println!("private key:  {place}, matches the certificate"),
         Err(e) => println!("private key:  NOT usable: {e}\n              fix: {}", e.fix()),
     }
     ExitCode::SUCCESS
@@ -63,7 +67,11 @@ fn rotate(install: &Install) -> ExitCode {
         install.ca.cert_path().display(),
         rotation.ca.fingerprint_sha256()
     );
-    println!("weir: the old private key was deleted from the OS keychain; restart `weir serve` to use the new CA");
+    let from = match install.ca.keychain().file_store() {
+        Some(_) => "the file store",
+        None => "the OS keychain",
+    };
+    println!("weir: the old private key was deleted from {from}; restart `weir serve` to use the new CA");
     let had_old = rotation.removal.is_some();
     match rotation.removal {
         Some(Ok(steps)) => {

@@ -44,6 +44,25 @@ pub fn run(args: ServeArgs, gateway: bool, print_secret: bool) -> ExitCode {
         }
         None
     };
+    // Where secrets live is settled first (it blocks on a keychain probe): `store = "keychain"`
+    // without one refuses to start, and the CA key below goes to the store chosen here.
+    let secret_files = match weir::secrets::choose(&data_dir, settings.secrets_store) {
+        Ok(weir::secrets::Place::Files { dir, .. }) => Some(dir),
+        Ok(weir::secrets::Place::Keychain) => None,
+        // `auto` runs on without a store; the engine says why creates cannot be queued.
+        Err(weir::secrets::ChooseError::Files(_))
+            if settings.secrets_store == weir::secrets::StoreChoice::Auto =>
+        {
+            None
+        }
+        Err(e) => {
+            match e.fix() {
+                Some(fix) => eprintln!("weir: {e}. {fix}"),
+                None => eprintln!("weir: {e}"),
+            }
+            return ExitCode::FAILURE;
+        }
+    };
     // Before the runtime starts: the keychain calls block. Gateway replicas share one CA
     // from files when `[gateway]` names one.
     #[cfg(feature = "gateway")]
@@ -110,6 +129,9 @@ pub fn run(args: ServeArgs, gateway: bool, print_secret: bool) -> ExitCode {
             handle.local_addr()
         );
         super::serve_tls::print_intercept_status(&handle);
+        if let Some(dir) = &secret_files {
+            say!("weir: secrets are in owner-only files in {} (no OS keychain): anyone who can read your home directory as you can read them; `weir doctor` says more", dir.display());
+        }
         stop.await;
         say!("weir: shutting down, draining in-flight requests");
         handle.shutdown().await;

@@ -17,6 +17,7 @@ pub fn run(target: SetupTarget, global: &GlobalArgs) -> ExitCode {
         settings,
     } = target;
     let proxy = install.proxy_url();
+    let explicit = settings.is_some();
     if undo {
         let Some(path) = settings.or_else(vscode::default_settings_path) else {
             return fail("cannot tell where VS Code's settings.json is; pass --settings FILE");
@@ -38,8 +39,16 @@ pub fn run(target: SetupTarget, global: &GlobalArgs) -> ExitCode {
             Err(e) => fail(e),
         };
     }
+    let target = vscode::settings_target();
+    let remote = target.as_ref().and_then(|t| t.remote.clone());
     if !apply {
-        println!("// Add to VS Code's user settings.json (or run `weir setup vscode --apply`):");
+        match (&remote, &target) {
+            (Some(why), Some(t)) => {
+                println!("// {}.", vscode::remote_note(why));
+                println!("// Add to {} (or run `weir setup vscode --apply`):", t.path.display());
+            }
+            _ => println!("// Add to VS Code's user settings.json (or run `weir setup vscode --apply`):"),
+        }
         print!("{}", vscode::snippet(&proxy));
         println!(
             "// VS Code trusts Weir's CA through the system store: run `weir ca install` once."
@@ -52,6 +61,9 @@ pub fn run(target: SetupTarget, global: &GlobalArgs) -> ExitCode {
     match vscode::apply(&path, &proxy) {
         Ok(backup) => {
             println!("weir: updated {}", path.display());
+            if let (Some(why), false) = (&remote, explicit) {
+                println!("weir: {}", vscode::remote_note(why));
+            }
             if let Some(b) = backup {
                 println!("weir: the previous version is in {}", b.display());
             }

@@ -1,10 +1,11 @@
-//! `weir doctor`'s checks, as data: Weir answers on its address, the keychain works, the local
-//! CA is there (key in the keychain) and trusted by the system store, the shell's environment
+//! `weir doctor`'s checks, as data: Weir answers on its address, the keychain (or the file
+//! store that stands in for it) works, the local CA is there (key in that store) and trusted by the system store, the shell's environment
 //! points at Weir, and each managed upstream is reachable with Weir's own client. When Weir is
 //! not running, every tool still pointed at it is named ([`super::pointed`]), with the undo.
 
 use super::Install;
 use crate::intercept::CertInfo;
+use crate::secrets::{files_meaning, files_possible, Namespace, StoreChoice};
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::Path;
@@ -211,10 +212,31 @@ fn pointed_checks(install: &Install) -> Vec<Check> {
         .collect()
 }
 
-/// Whether the OS keychain answers, and the error when it does not (the Set up view tells a
-/// keychain that is missing from one that is locked). Blocks on the keychain.
+/// Where Weir's secrets are and whether that store answers: the OS keychain, or owner-only
+/// files (said plainly, with what that means). The error is the keychain's when it does not
+/// answer (the Set up view tells a keychain that is missing from one that is locked). Blocks on
+/// the keychain.
 pub fn check_keychain(install: &Install) -> (Check, Option<weir_keychain::KeychainError>) {
     let keychain = install.ca.keychain();
+    if let Some(files) = keychain.file_store() {
+        return match keychain.probe() {
+            Ok(()) => (
+                Check::info(
+                    CheckKind::Keychain,
+                    format!("secrets are in files: {}", files_meaning(files.dir())),
+                ),
+                None,
+            ),
+            Err(e) => (
+                Check::bad(
+                    CheckKind::Keychain,
+                    format!("{e}; without it TLS interception is off"),
+                    e.fix(),
+                ),
+                Some(e),
+            ),
+        };
+    }
     match keychain.probe() {
         Ok(()) => (
             Check::ok(
@@ -226,6 +248,36 @@ pub fn check_keychain(install: &Install) -> (Check, Option<weir_keychain::Keycha
             ),
             None,
         ),
+        // `auto` on a machine without a keychain: the next start makes the file store.
+        Err(e @ weir_keychain::KeychainError::NoService { .. })
+            if install.settings.secrets_store == StoreChoice::Auto =>
+        {
+            let ns = Namespace::for_data_dir(&install.data_dir);
+            let dir = ns.files_dir().unwrap_or(&install.data_dir);
+            if !files_possible(dir) {
+                return (
+                    Check::bad(
+                        CheckKind::Keychain,
+                        format!(
+                            "{e}, and no file store can be made in {}; without it TLS interception is off",
+                            dir.display()
+                        ),
+                        format!("make {} a directory you can write to, or {}", dir.display(), e.fix()),
+                    ),
+                    Some(e),
+                );
+            }
+            (
+                Check::info(
+                    CheckKind::Keychain,
+                    format!(
+                        "{e}; Weir keeps its secrets in files instead (made when it starts): {}",
+                        files_meaning(dir)
+                    ),
+                ),
+                None,
+            )
+        }
         Err(e) => (
             Check::bad(
                 CheckKind::Keychain,
@@ -252,9 +304,13 @@ pub fn check_ca(install: &Install, out: &mut Vec<Check>) -> Option<CertInfo> {
             out.push(Check::ok(
                 CheckKind::LocalCa,
                 format!(
-                    "local CA {} (sha256 {}), private key in the keychain",
+                    "local CA {} (sha256 {}), private key in {}",
                     store.cert_path().display(),
-                    ca.fingerprint_sha256()
+                    ca.fingerprint_sha256(),
+                    match store.keychain().file_store() {
+                        Some(f) => format!("the file store ({})", f.dir().display()),
+                        None => "the keychain".to_string(),
+                    }
                 ),
             ));
             let missing: Vec<String> = install

@@ -1,5 +1,11 @@
 //! VS Code: the user settings that send its traffic (and its extensions') through Weir, merged
 //! into `settings.json` (JSONC: comments and trailing commas are kept) after a `.bak` backup.
+//!
+//! Which `settings.json`: on a VS Code remote host (Remote-SSH, a dev container, WSL, a
+//! Codespace) the remote machine's settings (`~/.vscode-server/data/Machine/settings.json`).
+//! Copilot Chat declares no `extensionKind` and has a `main` but no `browser` entry, so VS Code
+//! runs it as a "workspace" extension: on the remote host, next to this Weir, where its
+//! cloud-session, token and user calls start (/work/research/clients.md §6; docs/install.md).
 
 use jsonc_parser::cst::{CstInputValue, CstRootNode};
 use jsonc_parser::ParseOptions;
@@ -140,19 +146,96 @@ pub fn snippet(proxy: &str) -> String {
     merge("{}", "settings", proxy).unwrap_or_default()
 }
 
-/// VS Code's user settings file on this OS, if it can be told.
+/// VS Code's settings file for this machine, if it can be told: the remote host's Machine
+/// settings when this is a VS Code remote host ([`settings_target`]), else the user settings.
 pub fn default_settings_path() -> Option<PathBuf> {
-    let home = std::env::var_os("HOME").map(PathBuf::from);
+    settings_target().map(|t| t.path)
+}
+
+/// Where `weir setup vscode` writes, and why there.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SettingsTarget {
+    pub path: PathBuf,
+    /// `Some(why)` on a VS Code remote host: what showed it.
+    pub remote: Option<String>,
+}
+
+/// [`SettingsTarget`] for this process's environment.
+pub fn settings_target() -> Option<SettingsTarget> {
+    let var = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty());
+    let home = var("HOME").map(PathBuf::from);
     if cfg!(target_os = "macos") {
-        home.map(|h| h.join("Library/Application Support/Code/User/settings.json"))
-    } else if cfg!(windows) {
-        std::env::var_os("APPDATA").map(|a| PathBuf::from(a).join("Code\\User\\settings.json"))
-    } else {
-        let config = std::env::var_os("XDG_CONFIG_HOME")
-            .map(PathBuf::from)
-            .or_else(|| home.map(|h| h.join(".config")));
-        config.map(|c| c.join("Code/User/settings.json"))
+        return home.map(|h| SettingsTarget {
+            path: h.join("Library/Application Support/Code/User/settings.json"),
+            remote: None,
+        });
     }
+    if cfg!(windows) {
+        return var("APPDATA").map(|a| SettingsTarget {
+            path: PathBuf::from(a).join("Code\\User\\settings.json"),
+            remote: None,
+        });
+    }
+    let remote_env = ["REMOTE_CONTAINERS", "WSL_DISTRO_NAME", "CODESPACES"]
+        .into_iter()
+        .find(|k| var(k).is_some());
+    linux_target(&LinuxHost {
+        home,
+        xdg_config: var("XDG_CONFIG_HOME").map(PathBuf::from),
+        agent_folder: var("VSCODE_AGENT_FOLDER").map(PathBuf::from),
+        remote_env,
+    })
+}
+
+/// What [`linux_target`] looks at (the environment, and the file system under `home`).
+struct LinuxHost {
+    home: Option<PathBuf>,
+    xdg_config: Option<PathBuf>,
+    agent_folder: Option<PathBuf>,
+    remote_env: Option<&'static str>,
+}
+
+/// A remote host's server keeps its Machine settings in `<agent folder>/data/Machine` (the
+/// folder is `~/.vscode-server` unless `VSCODE_AGENT_FOLDER` moves it). Remote when the
+/// server's folder is named, when the environment is a dev container, WSL or a Codespace, or
+/// when `~/.vscode-server` exists and VS Code itself was never run here (no user settings dir).
+fn linux_target(h: &LinuxHost) -> Option<SettingsTarget> {
+    let machine = |folder: &Path| folder.join("data/Machine/settings.json");
+    if let Some(f) = &h.agent_folder {
+        return Some(SettingsTarget {
+            path: machine(f),
+            remote: Some(format!("VSCODE_AGENT_FOLDER is {}", f.display())),
+        });
+    }
+    let home = h.home.as_ref()?;
+    let server = home.join(".vscode-server");
+    let user_dir = h
+        .xdg_config
+        .clone()
+        .unwrap_or_else(|| home.join(".config"))
+        .join("Code/User");
+    let remote = match h.remote_env {
+        Some(k) => Some(format!("{k} is set")),
+        None if server.is_dir() && !user_dir.is_dir() => {
+            Some(format!("{} exists", server.display()))
+        }
+        None => None,
+    };
+    Some(match remote {
+        Some(why) => SettingsTarget {
+            path: machine(&server),
+            remote: Some(why),
+        },
+        None => SettingsTarget {
+            path: user_dir.join("settings.json"),
+            remote: None,
+        },
+    })
+}
+
+/// What to say about a remote target: why the remote machine's settings are the ones.
+pub fn remote_note(why: &str) -> String {
+    format!("this is a VS Code remote host ({why}): Copilot Chat runs here as a workspace extension, so the remote machine's settings are the ones its calls use")
 }
 
 /// Backs `path` up to `path.bak` (if it exists) and writes the merged settings. Returns the
@@ -184,6 +267,36 @@ pub fn apply(path: &Path, proxy: &str) -> Result<Option<PathBuf>, VscodeError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_remote_host_gets_the_machine_settings() {
+        let tmp = tempfile::tempdir().unwrap();
+        let home = tmp.path().to_path_buf();
+        let host = |agent: Option<PathBuf>, env: Option<&'static str>| LinuxHost {
+            home: Some(home.clone()),
+            xdg_config: None,
+            agent_folder: agent,
+            remote_env: env,
+        };
+        let user = home.join(".config/Code/User/settings.json");
+        let machine = home.join(".vscode-server/data/Machine/settings.json");
+        // A desktop: the user settings.
+        let t = linux_target(&host(None, None)).unwrap();
+        assert_eq!((t.path, t.remote), (user.clone(), None));
+        // A dev container, WSL or Codespace, even before VS Code's server is there.
+        let t = linux_target(&host(None, Some("WSL_DISTRO_NAME"))).unwrap();
+        assert_eq!(t.path, machine);
+        assert_eq!(t.remote.as_deref(), Some("WSL_DISTRO_NAME is set"));
+        // An SSH box VS Code connected to: its server folder, and no VS Code of its own.
+        std::fs::create_dir_all(home.join(".vscode-server")).unwrap();
+        assert_eq!(linux_target(&host(None, None)).unwrap().path, machine);
+        // ...but a desktop that is also reached over Remote-SSH keeps its user settings.
+        std::fs::create_dir_all(home.join(".config/Code/User")).unwrap();
+        assert_eq!(linux_target(&host(None, None)).unwrap().path, user);
+        // The server's folder moved.
+        let t = linux_target(&host(Some(home.join("srv")), None)).unwrap();
+        assert_eq!(t.path, home.join("srv/data/Machine/settings.json"));
+    }
 
     #[test]
     fn merge_keeps_comments_and_replaces_keys() {

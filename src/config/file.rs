@@ -36,6 +36,9 @@ pub struct FileConfig {
     pub rate_limit: super::resilience::FileRateLimit,
     #[serde(default)]
     pub queue: FileQueue,
+    /// `[secrets]`: which store keeps Weir's secrets (`crate::secrets::choose`).
+    #[serde(default)]
+    pub secrets: FileSecrets,
     /// `[offline]`: automatic mode's offline detection and probing (`crate::mode`).
     #[serde(default)]
     pub offline: FileOffline,
@@ -79,6 +82,14 @@ pub struct FileQueue {
     pub dedupe_window: Option<Spanned<String>>,
     /// `"job"` (default) or `"accepted"`: how a queued create is answered.
     pub answer: Option<Spanned<String>>,
+}
+
+/// `[secrets]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileSecrets {
+    /// `"auto"` (default), `"keychain"` or `"file"`.
+    pub store: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

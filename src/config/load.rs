@@ -310,6 +310,22 @@ impl Settings {
                 )
             }
         };
+        let secrets_store = match &raw.secrets.store {
+            None => crate::secrets::StoreChoice::Auto,
+            Some(c) => match crate::secrets::StoreChoice::parse(c.get_ref()) {
+                Some(choice) => choice,
+                None => {
+                    return cx.err(
+                        "secrets.store",
+                        c.span(),
+                        format!(
+                            "`{}` is not \"auto\", \"keychain\" or \"file\"",
+                            c.get_ref()
+                        ),
+                    )
+                }
+            },
+        };
         let answer = match &q.answer {
             None => super::QueueAnswer::Job,
             Some(a) if a.get_ref() == "job" => super::QueueAnswer::Job,
@@ -454,6 +470,7 @@ impl Settings {
             gateway,
             github_status,
             queue,
+            secrets_store,
             offline,
             network,
             resilience,
@@ -991,6 +1008,21 @@ mod tests {
             e.to_string(),
             "w.toml:2: key `identity.share`: `team` is not \"account\", \"app\" or \"credential\""
         );
+    }
+
+    #[test]
+    fn secrets_store_is_checked_with_its_line() {
+        use crate::secrets::StoreChoice;
+        assert_eq!(parse_str("", "w.toml").unwrap().secrets_store, StoreChoice::Auto);
+        let s = parse_str("[secrets]\nstore = \"file\"\n", "w.toml").unwrap();
+        assert_eq!(s.secrets_store, StoreChoice::File);
+        let e = parse_str("\n[secrets]\nstore = \"vault\"\n", "w.toml").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "w.toml:3: key `secrets.store`: `vault` is not \"auto\", \"keychain\" or \"file\""
+        );
+        let e = parse_str("[secrets]\nstroe = \"file\"\n", "w.toml").unwrap_err();
+        assert!(e.to_string().starts_with("w.toml:2:"), "{e}");
     }
 
     #[test]

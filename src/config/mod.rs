@@ -68,6 +68,9 @@ pub struct Settings {
     pub upstream_proxy: Option<UpstreamProxy>,
     pub resilience: ResilienceSettings,
     pub queue: QueueSettings,
+    /// `[secrets] store`: the OS keychain, owner-only files, or (auto) files only where there
+    /// is no keychain.
+    pub secrets_store: crate::secrets::StoreChoice,
     pub offline: OfflineSettings,
     /// `[network]`: where the metered state comes from.
     pub network: NetworkSettings,

@@ -27,6 +27,9 @@ pub enum RestartKey {
     QueueCredentials,
     #[serde(rename = "queue.max_age")]
     QueueMaxAge,
+    /// The secret store is chosen (and the CA key read from it) at start.
+    #[serde(rename = "secrets.store")]
+    SecretsStore,
     /// The create dedupe window is the lifetime of a cache built at start.
     #[serde(rename = "queue.dedupe_window")]
     QueueDedupeWindow,
@@ -56,6 +59,7 @@ impl RestartKey {
             RestartKey::Intercept => "intercept",
             RestartKey::QueueCredentials => "queue.credentials",
             RestartKey::QueueMaxAge => "queue.max_age",
+            RestartKey::SecretsStore => "secrets.store",
             RestartKey::QueueDedupeWindow => "queue.dedupe_window",
             RestartKey::CacheMaxBytes => "cache.max_bytes",
             RestartKey::MaxConnections => "limits.max_connections",
@@ -79,7 +83,7 @@ fn same<T: std::fmt::Debug>(a: &T, b: &T) -> bool {
 }
 
 /// Each restart-only setting as (key, "is it the same in `a` and `b`").
-fn compare(a: &Settings, b: &Settings) -> [(RestartKey, bool); 13] {
+fn compare(a: &Settings, b: &Settings) -> [(RestartKey, bool); 14] {
     [
         (RestartKey::Listen, a.listen == b.listen),
         (RestartKey::DataDir, a.data_dir == b.data_dir),
@@ -94,6 +98,7 @@ fn compare(a: &Settings, b: &Settings) -> [(RestartKey, bool); 13] {
             a.queue.memory_credentials == b.queue.memory_credentials,
         ),
         (RestartKey::QueueMaxAge, a.queue.max_age == b.queue.max_age),
+        (RestartKey::SecretsStore, a.secrets_store == b.secrets_store),
         (
             RestartKey::QueueDedupeWindow,
             a.queue.dedupe_window == b.queue.dedupe_window,

@@ -12,7 +12,6 @@ use super::{json, require_secret, Control};
 use crate::body::Body;
 use crate::client_setup::{apply_steps, ca_install, vscode, Install, StepReport};
 use crate::problem::{Problem, ProblemKind};
-use crate::secrets::Backend;
 use http::{Method, Request, Response, StatusCode};
 use hyper::body::Incoming;
 use serde::Serialize;
@@ -53,7 +52,7 @@ pub(crate) async fn handle(
         .proxy
         .queue
         .open()
-        .is_some_and(|q| q.secrets.kind() == Backend::Keychain);
+        .is_some_and(|q| q.secrets.kind().is_persistent());
     let env = Env::for_this_process(ctl.token_stored.load(Ordering::Relaxed), token_keychain);
     let seen = data_dir.join(crate::client_setup::doctor_checks::SETUP_SEEN_FILE);
     match (req.method(), rest) {

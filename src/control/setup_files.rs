@@ -14,7 +14,11 @@ const AUTOSTART_FILE: &str = ".config/autostart/Weir.desktop";
 const UNIT_ENABLED: &str = ".config/systemd/user/default.target.wants/weir.service";
 const PACKAGED_UNIT: &str = "/usr/lib/systemd/user/weir.service";
 
-/// Which profile file the login shell reads, and the line that points it at Weir.
+/// Which profile file the shell reads, and the line that points it at Weir. bash: a login
+/// shell (an SSH session) reads the first of `~/.bash_profile`, `~/.bash_login`, `~/.profile`
+/// and not `~/.bashrc`, which only interactive non-login shells (a desktop terminal) read. The
+/// login file usually sources `~/.bashrc` (Debian's `~/.profile` does), and then `~/.bashrc`
+/// serves both; a login file that does not is where the line goes, or SSH sessions miss it.
 pub fn profile(env: &Env) -> Option<(PathBuf, &'static str)> {
     let home = env.home.as_ref()?;
     Some(match env.shell.as_str() {
@@ -22,9 +26,22 @@ pub fn profile(env: &Env) -> Option<(PathBuf, &'static str)> {
             home.join(".config/fish/config.fish"),
             "weir env --shell fish --if-running | source",
         ),
+        // zsh reads ~/.zshrc in login and non-login interactive shells alike.
         "zsh" => (home.join(".zshrc"), "eval \"$(weir env --if-running)\""),
-        _ => (home.join(".bashrc"), "eval \"$(weir env --if-running)\""),
+        _ => (bash_file(home), "eval \"$(weir env --if-running)\""),
     })
+}
+
+/// `~/.bashrc`, unless bash's login file exists and does not read it.
+fn bash_file(home: &Path) -> PathBuf {
+    let login = [".bash_profile", ".bash_login", ".profile"]
+        .iter()
+        .map(|f| home.join(f))
+        .find(|p| p.is_file());
+    match login {
+        Some(l) if !std::fs::read_to_string(&l).unwrap_or_default().contains(".bashrc") => l,
+        _ => home.join(".bashrc"),
+    }
 }
 
 /// Whether a non-comment line of the profile runs `weir env` (written by us or by hand).
@@ -364,5 +381,32 @@ mod tests {
             shell_undo(&env).is_err(),
             "a hand-written line is named, not removed"
         );
+    }
+
+    #[test]
+    fn a_bash_login_shell_gets_the_line_where_it_reads() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = dir.path();
+        let env = Env {
+            home: Some(home.to_path_buf()),
+            shell: "bash".into(),
+            token_stored: false,
+            token_keychain: true,
+        };
+        let file = |env: &Env| profile(env).unwrap().0;
+        assert_eq!(file(&env), home.join(".bashrc"));
+        // Debian's ~/.profile sources ~/.bashrc: one line there serves SSH logins too.
+        std::fs::write(
+            home.join(".profile"),
+            "if [ -f \"$HOME/.bashrc\" ]; then\n  . \"$HOME/.bashrc\"\nfi\n",
+        )
+        .unwrap();
+        assert_eq!(file(&env), home.join(".bashrc"));
+        // A ~/.bash_profile that does not: a login shell reads only it.
+        std::fs::write(home.join(".bash_profile"), "export EDITOR=vi\n").unwrap();
+        assert_eq!(file(&env), home.join(".bash_profile"));
+        shell_apply(&env).unwrap();
+        let text = std::fs::read_to_string(home.join(".bash_profile")).unwrap();
+        assert!(text.contains("weir env --if-running"), "{text}");
     }
 }

@@ -308,7 +308,7 @@ fn browsers_step(nss: &[InstallStep], der: &[u8]) -> Step {
 
 fn vscode_step(install: &Install) -> Step {
     let (id, title) = (StepId::Vscode, "Point VS Code at Weir");
-    let Some(path) = vscode::default_settings_path() else {
+    let Some(target) = vscode::settings_target() else {
         return Step::new(
             id,
             title,
@@ -316,6 +316,11 @@ fn vscode_step(install: &Install) -> Step {
             "cannot tell where VS Code's user settings.json is (no HOME)",
         );
     };
+    let path = target.path;
+    let remote = target
+        .remote
+        .map(|why| format!(" ({})", vscode::remote_note(&why)))
+        .unwrap_or_default();
     let proxy = install.proxy_url();
     let apply = format!("weir setup vscode --apply --settings {}", path.display());
     let undo = format!("weir setup vscode --undo --settings {}", path.display());
@@ -327,7 +332,7 @@ fn vscode_step(install: &Install) -> Step {
                 id,
                 title,
                 StepState::Done,
-                format!("http.proxy in {} is {proxy}", path.display()),
+                format!("http.proxy in {} is {proxy}{remote}", path.display()),
             )
         }
     } else {
@@ -339,7 +344,10 @@ fn vscode_step(install: &Install) -> Step {
                 id,
                 title,
                 StepState::Needed,
-                format!("{} does not point VS Code at {proxy}", path.display()),
+                format!(
+                    "{} does not point VS Code at {proxy}{remote}",
+                    path.display()
+                ),
             )
         }
     }

@@ -10,7 +10,7 @@ use super::Control;
 use super::{json, read_json, require_secret};
 use crate::body::Body;
 use crate::problem::{Problem, ProblemKind};
-use crate::secrets::{Account, Backend};
+use crate::secrets::Account;
 use http::{Method, Request, Response, StatusCode};
 use hyper::body::Incoming;
 use std::sync::Arc;
@@ -25,9 +25,9 @@ pub(crate) async fn handle(
     let Some(q) = ctl.proxy.queue.open() else {
         return Err(unavailable("the keychain store is not open"));
     };
-    if q.secrets.kind() != Backend::Keychain {
+    if !q.secrets.kind().is_persistent() {
         return Err(unavailable(
-            "no OS keychain is available, and Weir never writes tokens to files",
+            "no persistent secret store is open (no OS keychain, and [secrets] store = \"keychain\" or [queue] credentials = \"memory\")",
         ));
     }
     match *req.method() {
@@ -87,7 +87,7 @@ pub(crate) async fn reload(
 /// back.
 pub(crate) async fn stored_token(ctl: &Control) -> Option<String> {
     match ctl.proxy.queue.open() {
-        Some(q) if q.secrets.kind() == Backend::Keychain => q
+        Some(q) if q.secrets.kind().is_persistent() => q
             .secrets
             .get(ACCOUNT)
             .await
@@ -102,7 +102,7 @@ pub(crate) async fn stored_token(ctl: &Control) -> Option<String> {
 /// Whether a token is stored (never the token itself).
 pub(crate) async fn is_stored(ctl: &Control) -> bool {
     match ctl.proxy.queue.open() {
-        Some(q) if q.secrets.kind() == Backend::Keychain => {
+        Some(q) if q.secrets.kind().is_persistent() => {
             matches!(q.secrets.get(ACCOUNT).await, Ok(Some(_)))
         }
         _ => false,

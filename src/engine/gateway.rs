@@ -86,9 +86,9 @@ async fn migrate_and_listen(
 /// one (created on first start under this data directory's keychain service, account
 /// `gateway-admin-token`; operators read it with the keychain's own tools).
 pub(super) async fn admin_token(secrets: &SecretStore) -> Result<String, EngineError> {
-    if secrets.kind() != crate::secrets::Backend::Keychain {
+    if !secrets.kind().is_persistent() {
         return Err(crate::gateway::GatewayError::AdminToken(
-            "there is no usable keychain on this machine".into(),
+            "there is no usable secret store on this machine (keychain or file)".into(),
         )
         .into());
     }

@@ -15,7 +15,7 @@ use crate::pipeline::{Proxy, ProxyParts};
 use crate::queue::replay::Replayer;
 use crate::queue::QueueState;
 use crate::reload::Reloader;
-use crate::secrets::{Account, Namespace, SecretStore};
+use crate::secrets::{Account, SecretStore};
 use crate::status::StatusSnapshot;
 use crate::upstream::Upstreams;
 use std::net::SocketAddr;
@@ -50,6 +50,9 @@ pub enum EngineError {
     /// running.
     #[error("not restarted, the config file is invalid: {0}")]
     Config(#[from] crate::config::ConfigError),
+    /// `[secrets] store` names a store this machine cannot give.
+    #[error("{0}")]
+    Secrets(#[from] crate::secrets::ChooseError),
 }
 
 /// What the engine needs to start.
@@ -204,11 +207,12 @@ struct Extra {
 
 impl Keys {
     async fn load(opts: &EngineOptions) -> Result<Keys, EngineError> {
-        let secrets = SecretStore::detect(
-            &Namespace::for_data_dir(&opts.data_dir),
+        let secrets = SecretStore::open(
+            &opts.data_dir,
+            opts.settings.secrets_store,
             opts.settings.queue.memory_credentials,
         )
-        .await;
+        .await?;
         let secret = match opts.control_secret.clone() {
             Some(s) => s,
             None => control_secret(&secrets).await,

@@ -1,7 +1,9 @@
 //! The local CA's lifecycle: created on first run for the managed https hosts, its certificate at
 //! `<data_dir>/ca/weir-ca.pem` (public), its private key in the OS keychain (account
-//! `local-ca-key` in the data dir's [`Namespace`]: service `weir` for the default data dir) and
-//! never on disk. Rotation replaces both and deletes the old key.
+//! `local-ca-key` in the data dir's [`Namespace`]: service `weir` for the default data dir), or
+//! on a machine without a keychain in the file store (`<data_dir>/secrets/<service>/local-ca-key`,
+//! 0600; see `crate::secrets::choose`), never beside the certificate. Rotation replaces both and
+//! deletes the old key.
 //!
 //! Every call here may block on the keychain (D-Bus, Security.framework): call it before the
 //! async runtime starts or from `spawn_blocking`.
@@ -25,7 +27,7 @@ pub enum CaError {
     NoHosts,
     #[error("there is no local CA yet ({path} does not exist)")]
     NoCert { path: PathBuf },
-    #[error("the CA certificate {path} exists but its private key is not in the OS keychain (service `{service}`, account `{KEY_ACCOUNT}`)")]
+    #[error("the CA certificate {path} exists but its private key is not in the secret store (service `{service}`, account `{KEY_ACCOUNT}`)")]
     NoKey { path: PathBuf, service: String },
     #[error("the local CA is not usable: {0}")]
     Tls(#[from] TlsError),
@@ -145,7 +147,8 @@ impl CaStore {
     /// still use it.
     fn adopt_legacy_key(&self, cert: &str) -> Option<LocalCa> {
         let service = self.keychain.service();
-        if service == crate::secrets::DEFAULT_SERVICE {
+        // Only OS keychain installs predate the namespaces.
+        if service == crate::secrets::DEFAULT_SERVICE || self.keychain.file_store().is_some() {
             return None;
         }
         let legacy = Keychain::new(crate::secrets::DEFAULT_SERVICE);
@@ -227,6 +230,13 @@ impl CaStore {
 pub fn load_local_ca(settings: &crate::config::Settings, data_dir: &Path) -> Option<Arc<LocalCa>> {
     if !settings.intercept {
         tracing::info!("TLS interception is off (intercept = false): HTTPS to managed hosts is tunnelled untouched");
+        return None;
+    }
+    // The secret store is chosen first: on a machine without a keychain this makes the file
+    // store the key goes to.
+    if let Err(e) = crate::secrets::choose(data_dir, settings.secrets_store) {
+        let fix = e.fix().unwrap_or("see above");
+        tracing::warn!("TLS interception is off: {e}. HTTPS to managed hosts stays a blind tunnel (no caching or coalescing). Fix: {fix} (`weir doctor` checks this)");
         return None;
     }
     let store = CaStore::for_data_dir(data_dir);

@@ -383,12 +383,12 @@ impl CreateTask {
         if self.settings.local_agent.is_none() {
             return Ok(());
         }
-        // The stored token lives only in the OS keychain (the token API refuses any other).
+        // The stored token lives only in a persistent store (the token API refuses any other).
         let secrets = p
             .queue
             .open()
             .map(|q| &q.secrets)
-            .filter(|s| s.kind() == crate::secrets::Backend::Keychain);
+            .filter(|s| s.kind().is_persistent());
         crate::handoff::owner::check(&p.accounts, &p.upstreams, secrets, &self.headers).await
     }
 

@@ -42,6 +42,19 @@ pub enum Account {
 }
 
 impl Account {
+    /// Every fixed account (what a migration between stores looks for).
+    pub const ALL: [Account; 9] = [
+        Account::ControlSecret,
+        Account::IdentityKey,
+        Account::GithubToken,
+        Account::LocalCaKey,
+        Account::InstallId,
+        Account::CacheKey,
+        Account::TeamKey,
+        Account::TeamCredentials,
+        Account::GatewayAdminToken,
+    ];
+
     /// The account name as stored in the keychain.
     pub const fn as_str(self) -> &'static str {
         match self {
@@ -70,10 +83,12 @@ pub fn queue_account(key: &str) -> String {
     format!("{QUEUE_ACCOUNT_PREFIX}{short}")
 }
 
-/// The keychain service one install's entries live under.
+/// The keychain service one install's entries live under, and (for an install with a data
+/// dir) where the same entries sit as files when there is no keychain.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Namespace {
     service: String,
+    files: Option<PathBuf>,
 }
 
 impl Namespace {
@@ -83,7 +98,9 @@ impl Namespace {
         let explicit = std::env::var(SERVICE_ENV).ok();
         // Without an OS default data dir, every data dir is "another" one (hashed name).
         let default = crate::paths::default_data_dir().unwrap_or_default();
-        Namespace::derive(data_dir, &default, explicit.as_deref())
+        let mut ns = Namespace::derive(data_dir, &default, explicit.as_deref());
+        ns.files = Some(files_dir(data_dir, &ns.service));
+        ns
     }
 
     /// The pure rule: `explicit` (when not blank) wins; the default data dir gets
@@ -105,6 +122,7 @@ impl Namespace {
     pub fn named(service: &str) -> Namespace {
         Namespace {
             service: service.to_string(),
+            files: None,
         }
     }
 
@@ -113,10 +131,49 @@ impl Namespace {
         &self.service
     }
 
-    /// A keychain handle on this namespace's entries.
+    /// A handle on this namespace's entries where they live now: the file store when its
+    /// directory exists (see [`super::choose`], which creates it), else the OS keychain. Every
+    /// reader (the engine, the CLI, the tray, the CA store) finds them the same way.
     pub fn keychain(&self) -> weir_keychain::Keychain {
+        match self.files.as_deref().filter(|d| d.is_dir()) {
+            Some(dir) => weir_keychain::Keychain::in_files(&self.service, dir),
+            None => self.os_keychain(),
+        }
+    }
+
+    /// This namespace's entries in the OS keychain, whatever the file store holds.
+    pub fn os_keychain(&self) -> weir_keychain::Keychain {
         weir_keychain::Keychain::new(&self.service)
     }
+
+    /// This namespace's entries as files (`<data dir>/secrets/<service>`), for a namespace made
+    /// from a data dir.
+    pub fn file_keychain(&self) -> Option<weir_keychain::Keychain> {
+        self.files
+            .as_deref()
+            .map(|d| weir_keychain::Keychain::in_files(&self.service, d))
+    }
+
+    /// `<data dir>/secrets/<service>`, where the file store keeps this namespace's entries.
+    pub fn files_dir(&self) -> Option<&Path> {
+        self.files.as_deref()
+    }
+}
+
+/// `<data dir>/secrets/<service>`, the service made a portable file name (`weir:1a2b…` →
+/// `weir_1a2b…`: Windows has no `:` in names).
+fn files_dir(data_dir: &Path, service: &str) -> PathBuf {
+    let name: String = service
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    data_dir.join("secrets").join(name.trim_start_matches('.'))
 }
 
 /// `path` made absolute with symlinks resolved as far as it exists, so a data dir names the

@@ -37,14 +37,24 @@ pub enum SecretError {
 #[serde(rename_all = "snake_case")]
 pub enum Backend {
     Keychain,
+    /// Owner-only files in the data dir (no OS keychain; see [`super::choose`]).
+    File,
     Memory,
     /// Gateway replicas: sealed (AES-256-GCM) in the shared PostgreSQL queue.
     Sealed,
     Unavailable,
 }
 
+impl Backend {
+    /// Whether what is stored here survives a restart (the OS keychain or the file store).
+    pub fn is_persistent(self) -> bool {
+        matches!(self, Backend::Keychain | Backend::File)
+    }
+}
+
 /// The secret store of one engine.
 pub enum SecretStore {
+    /// The OS keychain, or the same entries as files (`Keychain::file_store`).
     Keychain(Keychain),
     Memory(Mutex<HashMap<String, String>>),
     /// No usable store: the reason and the fix, for the 503 problem.
@@ -66,6 +76,41 @@ async fn bounded<T: Send + 'static>(
 }
 
 impl SecretStore {
+    /// The store of the install at `data_dir` under `[secrets] store = choice` (see
+    /// [`super::choose`]), probed. Files are announced with what they mean. `keychain` without
+    /// one is an error (Weir does not start); `auto` whose file store cannot be made runs
+    /// without a store (creates answer 503 with the reason), as before there was a file store.
+    pub async fn open(
+        data_dir: &std::path::Path,
+        choice: super::StoreChoice,
+        allow_memory: bool,
+    ) -> Result<SecretStore, super::ChooseError> {
+        let dir = data_dir.to_path_buf();
+        let chosen = tokio::task::spawn_blocking(move || super::choose(&dir, choice))
+            .await
+            .unwrap_or(Err(super::ChooseError::NoDataDir));
+        match chosen {
+            Ok(super::Place::Files { dir, .. }) => {
+                tracing::warn!(dir = %dir.display(), "{}", super::files_meaning(&dir));
+            }
+            Ok(super::Place::Keychain) => {}
+            Err(super::ChooseError::Files(e)) if choice == super::StoreChoice::Auto => {
+                tracing::warn!(error = %e, fix = e.fix(), "no OS keychain, and the secret files cannot be written: creates cannot be queued during outages");
+                if allow_memory {
+                    return Ok(SecretStore::Memory(Mutex::default()));
+                }
+                return Ok(SecretStore::Unavailable {
+                    reason: format!(
+                        "there is no OS keychain here, and the file store for credentials cannot be used ({e})"
+                    ),
+                    fix: e.fix().to_string(),
+                });
+            }
+            Err(e) => return Err(e),
+        }
+        Ok(SecretStore::detect(&Namespace::for_data_dir(data_dir), allow_memory).await)
+    }
+
     /// Probes the OS keychain under `namespace` (off the async workers: it blocks on D-Bus).
     /// Without one: memory when `allow_memory`, else unavailable (with the reason and fix).
     pub async fn detect(namespace: &Namespace, allow_memory: bool) -> SecretStore {
@@ -107,6 +152,7 @@ impl SecretStore {
     /// Which store this is.
     pub fn kind(&self) -> Backend {
         match self {
+            SecretStore::Keychain(k) if k.file_store().is_some() => Backend::File,
             SecretStore::Keychain(_) => Backend::Keychain,
             SecretStore::Memory(_) => Backend::Memory,
             SecretStore::Unavailable { .. } => Backend::Unavailable,

@@ -16,7 +16,7 @@ use super::{model, Sessions, LIST_PATH};
 use crate::config::{RouteClass, UpstreamIndex};
 use crate::events::Event;
 use crate::pipeline::Proxy;
-use crate::secrets::{Account, Backend};
+use crate::secrets::Account;
 use crate::status::{PollerReason, PollerState};
 use bytes::Bytes;
 use http::{Method, StatusCode};
@@ -155,7 +155,7 @@ impl Poller {
         let Some(q) = self.proxy.queue.open() else {
             return Err(PollerReason::NoKeychain);
         };
-        if q.secrets.kind() != Backend::Keychain {
+        if !q.secrets.kind().is_persistent() {
             return Err(PollerReason::NoKeychain);
         }
         match q.secrets.get(Account::GithubToken.as_str()).await {

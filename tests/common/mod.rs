@@ -195,6 +195,20 @@ impl Weir {
     /// [`Weir::start`] with top-level keys `top` (e.g. `allow_private_targets = true`), which
     /// must come before the `[[upstream]]` tables.
     pub async fn start_with_top(top: &str, origins: &[&str], extra: &str) -> Weir {
+        Self::start_full(top, tempfile::tempdir().unwrap(), origins, extra).await
+    }
+
+    /// [`Weir::start`] with `dir` as the data dir (prepared by the test).
+    pub async fn start_in(dir: tempfile::TempDir, origins: &[&str], extra: &str) -> Weir {
+        Self::start_full("", dir, origins, extra).await
+    }
+
+    async fn start_full(
+        top: &str,
+        dir: tempfile::TempDir,
+        origins: &[&str],
+        extra: &str,
+    ) -> Weir {
         let mut toml = format!("default_upstreams = false\nlisten = \"127.0.0.1:0\"\n{top}");
         // Tests never poll the real githubstatus.com; the watcher's own tests set [status].
         if !extra.contains("[status]") && !extra.contains("watch_github_status") {
@@ -212,7 +226,6 @@ impl Weir {
             toml.push_str("\n[network]\ndetect_os = false\n");
         }
         let settings = weir::config::parse_str(&toml, "test.toml").expect("test config");
-        let dir = tempfile::tempdir().unwrap();
         let handle = weir::start(weir::EngineOptions::new(settings, dir.path().to_path_buf()))
             .await
             .expect("weir starts");

@@ -23,6 +23,9 @@ pub enum KeychainError {
     /// Anything else: a protocol, encoding or platform failure.
     #[error("OS keychain error: {detail}")]
     Other { detail: String },
+    /// The file store (no OS keychain) could not read or write its files.
+    #[error("secret file store error: {detail}")]
+    File { detail: String },
 }
 
 impl KeychainError {
@@ -33,6 +36,7 @@ impl KeychainError {
             KeychainError::Locked { .. } => "keychain_locked",
             KeychainError::AccessDenied { .. } => "keychain_access_denied",
             KeychainError::Other { .. } => "keychain_error",
+            KeychainError::File { .. } => "secret_file_error",
         }
     }
 
@@ -42,7 +46,8 @@ impl KeychainError {
             KeychainError::NoService { detail }
             | KeychainError::Locked { detail }
             | KeychainError::AccessDenied { detail }
-            | KeychainError::Other { detail } => detail,
+            | KeychainError::Other { detail }
+            | KeychainError::File { detail } => detail,
         }
     }
 
@@ -55,6 +60,10 @@ impl KeychainError {
             KeychainError::Other { .. } => {
                 "Retry; if it keeps failing, restart the keychain service (or log out and in) and \
                  report the detail above."
+            }
+            KeychainError::File { .. } => {
+                "Check that Weir's data directory belongs to you and is writable: its `secrets` \
+                 folder must be yours (0700) and the files in it 0600."
             }
         }
     }
@@ -77,6 +86,7 @@ mod tests {
             KeychainError::Locked { detail: "d".into() },
             KeychainError::AccessDenied { detail: "d".into() },
             KeychainError::Other { detail: "d".into() },
+            KeychainError::File { detail: "d".into() },
         ];
         let codes: std::collections::HashSet<_> = all.iter().map(|e| e.code()).collect();
         assert_eq!(codes.len(), all.len(), "codes must be distinct");

@@ -1,22 +1,41 @@
 //! [`Keychain`]: the entries of one service name (e.g. "weir") in the OS keychain, one per
-//! account (the credential reference the queue database stores).
+//! account (the credential reference the queue database stores), or the same entries as files
+//! ([`FileStore`]) on a machine without a keychain. Callers see one interface either way.
 
+use std::path::Path;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use crate::{platform, KeychainError, Secret};
+use crate::{platform, FileStore, KeychainError, Secret};
 
 /// Handle on one service's entries. Cheap to clone; holds no connection (each call opens its
 /// own, which is what keyring does and what keeps a restarted keyring daemon from breaking us).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Keychain {
     service: String,
+    place: Place,
+}
+
+/// Where the entries live.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Place {
+    Os,
+    Files(FileStore),
 }
 
 impl Keychain {
-    /// Entries are stored under `service` (e.g. "weir", or a per-test name).
+    /// Entries are stored under `service` (e.g. "weir", or a per-test name) in the OS keychain.
     pub fn new(service: &str) -> Self {
         Keychain {
             service: service.to_owned(),
+            place: Place::Os,
+        }
+    }
+
+    /// The entries of `service` kept as owner-only files in `dir` (no OS keychain is asked).
+    pub fn in_files(service: &str, dir: &Path) -> Self {
+        Keychain {
+            service: service.to_owned(),
+            place: Place::Files(FileStore::new(dir)),
         }
     }
 
@@ -25,8 +44,19 @@ impl Keychain {
         &self.service
     }
 
+    /// The file store, when the entries are files rather than OS keychain entries.
+    pub fn file_store(&self) -> Option<&FileStore> {
+        match &self.place {
+            Place::Os => None,
+            Place::Files(f) => Some(f),
+        }
+    }
+
     /// Stores `secret` for `account`, replacing any previous value.
     pub fn set(&self, account: &str, secret: &str) -> Result<(), KeychainError> {
+        if let Place::Files(f) = &self.place {
+            return f.set(account, secret);
+        }
         once_more_if_gone(|| {
             let entry = platform::entry(&self.service, account)?;
             entry.set_password(secret).map_err(platform::classify)
@@ -42,6 +72,9 @@ impl Keychain {
 
     /// Like [`Keychain::get`], wrapped so it is wiped on drop and never printed.
     pub fn get_secret(&self, account: &str) -> Result<Option<Secret>, KeychainError> {
+        if let Place::Files(f) = &self.place {
+            return f.get_secret(account);
+        }
         once_more_if_gone(|| {
             let entry = platform::entry(&self.service, account)?;
             match entry.get_password() {
@@ -55,6 +88,9 @@ impl Keychain {
     /// Removes the entry for `account`. Removing an entry that does not exist succeeds, so a
     /// retried clean-up after a crash is harmless.
     pub fn delete(&self, account: &str) -> Result<(), KeychainError> {
+        if let Place::Files(f) = &self.place {
+            return f.delete(account);
+        }
         once_more_if_gone(|| {
             let entry = platform::entry(&self.service, account)?;
             match entry.delete_credential() {

@@ -2,7 +2,9 @@
 //! queue database only stores a reference (the account name).
 //!
 //! # Layout
-//! - [`keychain`]: [`Keychain`], set/get/delete/probe of one service's entries.
+//! - [`keychain`]: [`Keychain`], set/get/delete/probe of one service's entries, in the OS
+//!   keychain or (for machines without one) in a [`FileStore`].
+//! - [`file`]: [`FileStore`], owner-only files written atomically.
 //! - [`error`]: [`KeychainError`], what went wrong and what a person can do about it.
 //! - [`secret`]: [`Secret`], a string that is zeroised on drop and never printed.
 //! - `platform`: the only `cfg(target_os)` code: which backend an entry uses and how its
@@ -20,10 +22,12 @@
 //! `tokio::task::spawn_blocking`, not from an async worker.
 
 pub mod error;
+pub mod file;
 pub mod keychain;
 mod platform;
 pub mod secret;
 
 pub use error::KeychainError;
+pub use file::FileStore;
 pub use keychain::Keychain;
 pub use secret::Secret;
