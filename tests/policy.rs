@@ -169,14 +169,19 @@ async fn a_user_rule_that_loosens_an_org_rule_is_refused_and_the_org_rule_decide
     let p: Value = r.json().await.unwrap();
     assert_eq!(p["kind"], "policy_failed");
 
-    // The control API explains the table for that repository.
+    // The control API explains the table for that repository, with the control secret only
+    // (it names repository globs and the org file's path; issue 31, item 4).
     let api = |q: &str| format!("{}/_weir/api/policy?{q}", weir.proxy_url());
-    let t: Value = reqwest::get(api("repo=acme%2Fapi&network=any"))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let open = reqwest::get(api("repo=acme%2Fapi&network=any")).await.unwrap();
+    assert_eq!(open.status().as_u16(), 401);
+    let t: Value = common::with_secret(
+        reqwest::Client::new().get(api("repo=acme%2Fapi&network=any")),
+        weir.handle.control_secret(),
+    )
+    .await
+    .json()
+    .await
+    .unwrap();
     let row = |f: &str| {
         t["rows"]
             .as_array()

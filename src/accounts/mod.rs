@@ -120,6 +120,11 @@ impl Accounts {
         }
     }
 
+    /// The `github-api` upstream's index, if one is configured.
+    pub fn github_api(&self) -> Option<UpstreamIndex> {
+        self.github_api
+    }
+
     /// The keyed hash of a credential (as the request path computes it).
     pub fn identify(&self, h: &http::HeaderMap) -> Identity {
         self.key.identify(h)

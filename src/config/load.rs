@@ -331,6 +331,7 @@ impl Settings {
             dedupe_window: cx
                 .duration("queue.dedupe_window", &q.dedupe_window)?
                 .unwrap_or(Duration::from_secs(60)),
+            caps: super::queue_caps::validate(&cx, q)?,
         };
 
         let offline = offline(&cx, &raw.offline)?;

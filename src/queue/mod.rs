@@ -78,6 +78,8 @@ pub(crate) struct Queue {
     /// New items wake the replay workers at once (a `NOTIFY` too, for a shared queue).
     pub wake: Arc<tokio::sync::Notify>,
     pub max_age: Duration,
+    /// Held from the caps' check to the insert (see `enqueue`).
+    pub(crate) admitting: tokio::sync::Mutex<()>,
 }
 
 impl Queue {
@@ -90,6 +92,7 @@ impl Queue {
             sealed: None,
             wake: Arc::new(tokio::sync::Notify::new()),
             max_age: Duration::from_secs(24 * 3600),
+            admitting: tokio::sync::Mutex::new(()),
         })
     }
 
@@ -116,6 +119,7 @@ impl Queue {
             secrets,
             wake: Arc::new(tokio::sync::Notify::new()),
             max_age: Duration::from_secs(24 * 3600),
+            admitting: tokio::sync::Mutex::new(()),
         })
     }
 
