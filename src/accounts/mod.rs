@@ -302,7 +302,10 @@ mod tests {
 
     #[tokio::test]
     async fn sharing_follows_the_rule_and_a_401_undoes_it() {
-        let settings = Settings::default();
+        let settings = Settings {
+            share: ShareMode::Account,
+            ..Settings::default()
+        };
         let a = Accounts::in_memory(&settings, IdentityKey::new([3; 32]));
         let ids: Vec<Identity> = (1..=6u8)
             .map(|i| Identity::from_hex(&format!("{i:02x}").repeat(32)).unwrap())

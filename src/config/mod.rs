@@ -107,7 +107,6 @@ pub struct QueueSettings {
     pub caps: QueueCaps,
 }
 
-
 /// `[queue] answer`: what a client is told when Weir queues its create.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum QueueAnswer {

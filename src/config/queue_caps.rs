@@ -32,8 +32,12 @@ impl Default for QueueCaps {
 pub(super) fn validate(cx: &Ctx, q: &FileQueue) -> Result<QueueCaps, ConfigError> {
     let d = QueueCaps::default();
     let caps = QueueCaps {
-        max_items: cx.positive("queue.max_items", &q.max_items, 1)?.unwrap_or(d.max_items),
-        max_bytes: cx.positive("queue.max_bytes", &q.max_bytes, 1)?.unwrap_or(d.max_bytes),
+        max_items: cx
+            .positive("queue.max_items", &q.max_items, 1)?
+            .unwrap_or(d.max_items),
+        max_bytes: cx
+            .positive("queue.max_bytes", &q.max_bytes, 1)?
+            .unwrap_or(d.max_bytes),
         max_items_per_identity: cx
             .positive("queue.max_items_per_identity", &q.max_items_per_identity, 1)?
             .unwrap_or(d.max_items_per_identity),
@@ -42,16 +46,31 @@ pub(super) fn validate(cx: &Ctx, q: &FileQueue) -> Result<QueueCaps, ConfigError
             .unwrap_or(d.max_bytes_per_identity),
     };
     for (key, v, per, total, total_key) in [
-        ("queue.max_items_per_identity", &q.max_items_per_identity, caps.max_items_per_identity, caps.max_items, "max_items"),
-        ("queue.max_bytes_per_identity", &q.max_bytes_per_identity, caps.max_bytes_per_identity, caps.max_bytes, "max_bytes"),
+        (
+            "queue.max_items_per_identity",
+            &q.max_items_per_identity,
+            caps.max_items_per_identity,
+            caps.max_items,
+            "max_items",
+        ),
+        (
+            "queue.max_bytes_per_identity",
+            &q.max_bytes_per_identity,
+            caps.max_bytes_per_identity,
+            caps.max_bytes,
+            "max_bytes",
+        ),
     ] {
         if let (Some(v), true) = (v, per > total) {
-            return cx.err(key, v.span(), format!("{per} is more than `queue.{total_key}` ({total})"));
+            return cx.err(
+                key,
+                v.span(),
+                format!("{per} is more than `queue.{total_key}` ({total})"),
+            );
         }
     }
     Ok(caps)
 }
-
 
 #[cfg(test)]
 mod tests {
@@ -82,7 +101,10 @@ mod tests {
             "w.toml:2: key `queue.max_items`: must be at least 1, got 0"
         );
         let e = crate::config::parse_str("[queue]\nmax_bytes = -5\n", "w.toml").unwrap_err();
-        assert!(e.to_string().starts_with("w.toml:2: key `queue.max_bytes`"), "{e}");
+        assert!(
+            e.to_string().starts_with("w.toml:2: key `queue.max_bytes`"),
+            "{e}"
+        );
         let e = crate::config::parse_str(
             "[queue]\nmax_items = 3\n\nmax_items_per_identity = 4\n",
             "w.toml",

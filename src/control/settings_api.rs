@@ -304,7 +304,9 @@ mod tests {
         assert_eq!(s.upstreams.len(), crate::config::DEFAULT_UPSTREAMS.len());
         assert_eq!(s.upstreams[0].name, "copilot-api");
         let running = crate::config::Settings::default().upstreams;
-        assert!(guard_routing(&serde_json::json!({"upstreams": [{"name": ""}]}), &running).is_err());
+        assert!(
+            guard_routing(&serde_json::json!({"upstreams": [{"name": ""}]}), &running).is_err()
+        );
     }
 
     /// Issue 31, item 4: a file that names fewer `[[upstream]]` tables than run (one table

@@ -150,9 +150,7 @@ struct QueryCopy {
 
 impl QueryCopy {
     fn finished(&mut self) {
-        let _ = self
-            .verdict
-            .set(!self.too_big && is_gh_query(&self.seen));
+        let _ = self.verdict.set(!self.too_big && is_gh_query(&self.seen));
     }
 }
 

@@ -296,7 +296,11 @@ impl CreateTask {
             body: &self.body,
         };
         let caps = &self.settings.queue.caps;
-        match p.queue.enqueue(&p.bus, create, &reason, in_doubt, caps).await {
+        match p
+            .queue
+            .enqueue(&p.bus, create, &reason, in_doubt, caps)
+            .await
+        {
             Ok(item) => {
                 let a = queued(p, &self.settings, &item, &reason);
                 Ok(match label.and_then(|l| HeaderValue::from_str(&l).ok()) {

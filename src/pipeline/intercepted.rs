@@ -13,11 +13,11 @@ use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper::upgrade::Upgraded;
 use hyper_util::rt::TokioIo;
+use rustls::server::Acceptor;
 use rustls::ServerConfig;
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
-use rustls::server::Acceptor;
 use tokio_rustls::LazyConfigAcceptor;
 
 /// A client gets this long to finish its TLS handshake.

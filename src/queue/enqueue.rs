@@ -4,11 +4,11 @@
 
 use super::credential::Credential;
 use super::{event, now_ms, QueueState};
+use crate::config::QueueCaps;
 use crate::events::Bus;
 use crate::problem::{Problem, ProblemKind};
 use bytes::Bytes;
 use http::{HeaderMap, StatusCode, Uri};
-use crate::config::QueueCaps;
 use weir_store::{Item, NewItem, StoreError, Usage};
 
 /// A create to queue, as the request path has it.

@@ -342,10 +342,7 @@ impl Table {
         if self.hosts.iter().filter(|h| h.active).count() < SPARE {
             return Ok(());
         }
-        let free = self
-            .hosts
-            .iter()
-            .position(|h| h.active && !self.held(h.up));
+        let free = self.hosts.iter().position(|h| h.active && !self.held(h.up));
         match free {
             Some(i) => {
                 tracing::info!(host = %self.hosts[i].name, "a learned Copilot API host no account announced for a day is no longer managed");
@@ -485,7 +482,11 @@ mod tests {
             learn(&l, "https://api.githubcopilot.com"),
             Announced::Configured(ix(0))
         );
-        for api in ["http://127.0.0.1", "https://evil.example", "https://127.0.0.1"] {
+        for api in [
+            "http://127.0.0.1",
+            "https://evil.example",
+            "https://127.0.0.1",
+        ] {
             assert!(matches!(learn(&l, api), Announced::Refused(_)), "{api}");
         }
         assert_eq!(l.announced_for(&[cred(1)], Some(1), now), Some(ix(0)));
@@ -504,7 +505,11 @@ mod tests {
             l.get(ix(0)).unwrap().settings.name,
             "learned:api.dot.githubcopilot.com"
         );
-        for h in ["api.dot.githubcopilot.com", "api.dot.githubcopilot.com.", "API.DOT.githubcopilot.com."] {
+        for h in [
+            "api.dot.githubcopilot.com",
+            "api.dot.githubcopilot.com.",
+            "API.DOT.githubcopilot.com.",
+        ] {
             assert_eq!(l.find("https", h, 443), Some(ix(0)), "{h}");
         }
         assert_eq!(
@@ -523,7 +528,12 @@ mod tests {
         let alice_vscode = who(1, Some(100));
         let bob = who(2, Some(200));
         assert_eq!(
-            learn_at(&l, "https://api.business.githubcopilot.com", alice_vscode, now),
+            learn_at(
+                &l,
+                "https://api.business.githubcopilot.com",
+                alice_vscode,
+                now
+            ),
             Announced::Learned(ix(0))
         );
         assert_eq!(
