@@ -30,6 +30,7 @@ pub enum ProblemKind {
     TooManyConnections,
     Paused,
     QueueUnavailable,
+    QueueRefused,
     CacheOnlyMiss,
     OfflineMiss,
     PolicyFailed,
@@ -52,7 +53,7 @@ pub struct Page {
 }
 
 impl ProblemKind {
-    pub const ALL: [ProblemKind; 33] = [
+    pub const ALL: [ProblemKind; 34] = [
         ProblemKind::HeaderTooLarge,
         ProblemKind::BodyTooLarge,
         ProblemKind::BadRequest,
@@ -74,6 +75,7 @@ impl ProblemKind {
         ProblemKind::TooManyConnections,
         ProblemKind::Paused,
         ProblemKind::QueueUnavailable,
+        ProblemKind::QueueRefused,
         ProblemKind::CacheOnlyMiss,
         ProblemKind::OfflineMiss,
         ProblemKind::PolicyFailed,
@@ -111,6 +113,7 @@ impl ProblemKind {
             ProblemKind::TooManyConnections => "too_many_connections",
             ProblemKind::Paused => "paused",
             ProblemKind::QueueUnavailable => "queue_unavailable",
+            ProblemKind::QueueRefused => "queue_refused",
             ProblemKind::CacheOnlyMiss => "cache_only_miss",
             ProblemKind::OfflineMiss => "offline_miss",
             ProblemKind::PolicyFailed => "policy_failed",
@@ -189,6 +192,7 @@ impl ProblemKind {
             ProblemKind::TooManyConnections => Page { title: "Too many connections", cause: "Weir is at its limit of concurrent client connections (limits.max_connections).", fix: "Close idle clients or raise limits.max_connections." },
             ProblemKind::Paused => Page { title: "Weir is paused", cause: "Weir passes everything through untouched while paused.", fix: "Resume from the tray or dashboard." },
             ProblemKind::QueueUnavailable => Page { title: "Create could not be queued", cause: "The upstream could not take the create and Weir could not store it durably (database or keychain problem).", fix: "See the detail for the exact cause; nothing that was already queued is lost." },
+            ProblemKind::QueueRefused => Page { title: "Create not queued", cause: "The upstream could not take the create, and Weir's queue did not keep it: a queue limit was reached (the creates waiting for this credential, or for everyone, by number or by size: [queue] max_items_per_identity, max_bytes_per_identity, max_items, max_bytes), or the create carried no credential (it could never be sent later, and anything that can reach Weir, even a web page, could send such creates). The detail says which.", fix: "Try again when the upstream is healthy (see Retry-After). See what waits with `weir queue ls` and cancel what is no longer wanted with `weir queue cancel ID`; if the limits are too low for you, raise them in the [queue] table of Weir's config." },
             ProblemKind::CacheOnlyMiss => Page { title: "Cache only: no cached answer", cause: "Weir is in cache-only mode (chosen in the tray, the dashboard or with `weir mode cache-only`): it answers from its cache and queues creates, and sends nothing to the upstream. It has no cached answer for this request (never fetched with this credential, evicted, or a class Weir never caches: session logs and other calls).", fix: "Switch back with `weir mode automatic` (or the tray's Mode menu, or the dashboard) to reach the upstream again; queued creates are then sent once each." },
             ProblemKind::OfflineMiss => Page { title: "Offline: no cached answer", cause: "Every managed upstream is unreachable at the network level (connection refused, name not resolved, connect timeout), so Weir went offline by itself: it answers from its cache, queues creates, and probes the upstreams with backoff. It has no cached answer for this request.", fix: "Check your network connection (Wi-Fi, VPN, proxy). Weir leaves offline by itself as soon as a probe reaches an upstream, and then sends queued creates once each." },
             ProblemKind::PolicyFailed => Page { title: "Policy: this create fails rather than wait", cause: "The upstream could not take this create (an outage, a breaker, a 429 surge, a cooldown), and a fallback policy rule (`[[policy]]` in your config or your organisation's policy file) says `create = \"fail\"` for this repository: Weir neither queues it nor sends it elsewhere. The `Weir-Policy` header and the detail name the rule.", fix: "Try again when the upstream is healthy (see `Retry-After`). To see why, open the dashboard's Policy view or `GET /_weir/api/policy?repo=owner/repo`; an organisation's rule cannot be loosened by your own config." },

@@ -222,8 +222,16 @@ async fn second_reaches_upstream(extra: &str, first: &str, second: &str) -> bool
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn oauth_and_classic_tokens_of_one_account_with_repo_share() {
-    assert!(!second_reaches_upstream("", ALICE_VSCODE, ALICE_GH).await);
-    assert!(!second_reaches_upstream("", ALICE_GH, ALICE_BROWSER).await);
+    let cfg = "[identity]\nshare = \"account\"\n";
+    assert!(!second_reaches_upstream(cfg, ALICE_VSCODE, ALICE_GH).await);
+    assert!(!second_reaches_upstream(cfg, ALICE_GH, ALICE_BROWSER).await);
+}
+
+/// Issue 31, item 5: by default (`share = "app"`) VS Code's and gh's tokens of one account
+/// (two OAuth apps) do not share: an organisation may have approved one app and not the other.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn by_default_two_oauth_apps_of_one_account_do_not_share() {
+    assert!(second_reaches_upstream("", ALICE_VSCODE, ALICE_GH).await);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -169,14 +169,21 @@ async fn a_user_rule_that_loosens_an_org_rule_is_refused_and_the_org_rule_decide
     let p: Value = r.json().await.unwrap();
     assert_eq!(p["kind"], "policy_failed");
 
-    // The control API explains the table for that repository.
+    // The control API explains the table for that repository, with the control secret only
+    // (it names repository globs and the org file's path; issue 31, item 4).
     let api = |q: &str| format!("{}/_weir/api/policy?{q}", weir.proxy_url());
-    let t: Value = reqwest::get(api("repo=acme%2Fapi&network=any"))
-        .await
-        .unwrap()
-        .json()
+    let open = reqwest::get(api("repo=acme%2Fapi&network=any"))
         .await
         .unwrap();
+    assert_eq!(open.status().as_u16(), 401);
+    let t: Value = common::with_secret(
+        reqwest::Client::new().get(api("repo=acme%2Fapi&network=any")),
+        weir.handle.control_secret(),
+    )
+    .await
+    .json()
+    .await
+    .unwrap();
     let row = |f: &str| {
         t["rows"]
             .as_array()
@@ -200,14 +207,15 @@ async fn a_user_rule_that_loosens_an_org_rule_is_refused_and_the_org_rule_decide
     assert_eq!(row("model")["action"], "never");
     assert_eq!(row("list")["rule"]["source"], "default");
     // Outside the org rule's repositories, nothing binds.
-    let t: Value = reqwest::get(api("repo=else/x"))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let get = |q: &str| {
+        common::with_secret(
+            reqwest::Client::new().get(api(q)),
+            weir.handle.control_secret(),
+        )
+    };
+    let t: Value = get("repo=else/x").await.json().await.unwrap();
     assert_eq!(t["rows"][1]["action"], "fallback");
-    let bad = reqwest::get(api("network=wifi")).await.unwrap();
+    let bad = get("network=wifi").await;
     assert_eq!(bad.status().as_u16(), 400);
 }
 

@@ -452,3 +452,72 @@ async fn a_create_that_timed_out_is_looked_up_not_resent() {
         "sent once, never resent"
     );
 }
+
+/// Issue 31, item 2: the queue is bounded per credential and in all. Past a cap a create gets
+/// a `queue_refused` problem that names the cap and what to do; a create with no credential is
+/// never queued (a page's `no-cors` POST could otherwise fill the disk and the keychain).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_queue_is_bounded_per_credential_and_in_all() {
+    let up = Upstream::start().await;
+    up.set(|b| b.status = 503);
+    let cfg = "[queue]\ncredentials = \"memory\"\nmax_items = 3\nmax_items_per_identity = 2\n[breaker]\nminimum_calls = 1000\nconsecutive_failures = 0\n";
+    let weir = Weir::start(&[&up.origin()], cfg).await;
+    let create = |client: reqwest::Client, i: usize| {
+        let url = format!("{}{JOBS}", up.origin());
+        async move {
+            let r = client.post(url).body(body(i)).send().await.unwrap();
+            let status = r.status().as_u16();
+            (status, r.json::<serde_json::Value>().await.unwrap())
+        }
+    };
+    assert_eq!(create(weir.client("a"), 1).await.0, 201);
+    assert_eq!(create(weir.client("a"), 2).await.0, 201);
+    let (status, p) = create(weir.client("a"), 3).await;
+    assert_eq!(
+        (status, p["kind"].as_str()),
+        (503, Some("queue_refused")),
+        "{p}"
+    );
+    let detail = p["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("queue.max_items_per_identity = 2"),
+        "{detail}"
+    );
+    assert!(detail.contains("weir queue cancel"), "{detail}");
+    assert_eq!(create(weir.client("b"), 4).await.0, 201);
+    let (status, p) = create(weir.client("c"), 5).await;
+    assert_eq!(
+        (status, p["kind"].as_str()),
+        (503, Some("queue_refused")),
+        "{p}"
+    );
+    assert!(
+        p["detail"]
+            .as_str()
+            .unwrap()
+            .contains("queue.max_items = 3"),
+        "{p}"
+    );
+    // No credential at all: never queued, even with room.
+    let anonymous = reqwest::Client::builder()
+        .proxy(reqwest::Proxy::all(weir.proxy_url()).unwrap())
+        .build()
+        .unwrap();
+    let (status, p) = create(anonymous, 6).await;
+    assert_eq!(
+        (status, p["kind"].as_str()),
+        (503, Some("queue_refused")),
+        "{p}"
+    );
+    assert!(
+        p["detail"].as_str().unwrap().contains("no credential"),
+        "{p}"
+    );
+    let list = read(
+        &format!("{}/_weir/api/queue", weir.proxy_url()),
+        weir.handle.control_secret(),
+    )
+    .await;
+    let items = list["items"].as_array().map(Vec::len);
+    assert_eq!(items, Some(3), "{list}");
+}

@@ -18,6 +18,8 @@ use tls_client::{curl, parse_curl, ConnectProxy};
 
 const LEARNED: &str = "api.learned.githubcopilot.com";
 const TOKEN_PATH: &str = "/copilot_internal/v2/token";
+/// gh's request body for its Copilot API host, as go-gh's GraphQL client encodes it.
+const GH_QUERY: &str = "{\"query\":\"query CopilotEndpoints{viewer{copilotEndpoints{api}}}\"}\n";
 /// gh's list request (cli/cli `pkg/cmd/agent-task/capi/sessions.go`).
 const LIST: &str = "/agents/sessions?page_number=1&page_size=50&sort=last_updated_at%2Cdesc";
 
@@ -145,9 +147,10 @@ async fn a_host_announced_in_a_token_answer_is_managed_from_then_on() {
 }
 
 /// gh 2.80+ learns its Copilot API host from GraphQL (`viewer { copilotEndpoints { api } }`,
-/// cli/cli `pkg/cmd/agent-task/capi`): `POST api.github.com/graphql` is streamed through to gh
-/// unchanged, and the host its answer names is managed from then on, like a token answer's.
-/// Another GraphQL answer, or one naming a host outside githubcopilot.com, teaches nothing.
+/// cli/cli `pkg/cmd/agent-task/shared/capi.go`): `POST api.github.com/graphql` is streamed
+/// through to gh unchanged, and the host the answer to gh's exact query names is managed from
+/// then on, like a token answer's. Another query's answer (aliases included), or one naming a
+/// host outside githubcopilot.com, teaches nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_host_in_ghs_graphql_answer_is_managed_from_then_on() {
     let test_ca = fixture_ca();
@@ -183,18 +186,25 @@ async fn a_host_in_ghs_graphql_answer_is_managed_from_then_on() {
         .unwrap();
     assert_eq!(r.status(), 200);
     github.set(|b| b.path_bodies = vec![("/graphql".into(), answer("https://api.example.com"))]);
-    let r = graphql(r#"{"query":"query { viewer { copilotEndpoints { api } } }"}"#)
-        .await
-        .unwrap();
+    let r = graphql(GH_QUERY).await.unwrap();
     assert_eq!(r.text().await.unwrap(), answer("https://api.example.com"));
     assert_eq!(upstream_names(&proxy).await, ["github-api"]);
 
-    // gh's own query: its answer reaches gh byte for byte, and the host is managed.
+    // Issue 31, item 1: a client's own query whose aliases make GitHub's answer take gh's
+    // shape (`copilotEndpoints: status { api: message }`) teaches nothing, whatever it names.
     let real = answer(&format!("https://{LEARNED}"));
     github.set(|b| b.path_bodies = vec![("/graphql".into(), real.clone())]);
-    let r = graphql(r#"{"query":"query { viewer { copilotEndpoints { api } } }"}"#)
-        .await
-        .unwrap();
+    for aliased in [
+        r#"{"query":"query{viewer{copilotEndpoints:status{api:message}}}"}"#,
+        r#"{"query":"query { viewer { copilotEndpoints { api } } }"}"#,
+    ] {
+        let r = graphql(aliased).await.unwrap();
+        assert_eq!(r.text().await.unwrap(), real);
+    }
+    assert_eq!(upstream_names(&proxy).await, ["github-api"]);
+
+    // gh's own query: its answer reaches gh byte for byte, and the host is managed.
+    let r = graphql(GH_QUERY).await.unwrap();
     assert_eq!(r.status(), 200);
     assert_eq!(r.text().await.unwrap(), real);
     assert_eq!(
@@ -203,7 +213,7 @@ async fn a_host_in_ghs_graphql_answer_is_managed_from_then_on() {
     );
     assert_eq!(
         github.count("/graphql"),
-        3,
+        5,
         "every GraphQL call went upstream"
     );
 

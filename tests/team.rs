@@ -823,3 +823,92 @@ async fn a_key_holder_posing_as_k_peers_is_one_teammate() {
     // The pause is capped (10 minutes), not the hour asked for.
     assert!(s.upstreams[0].guard.cooldown_remaining_s.unwrap() <= 600.0);
 }
+
+/// Issue 31, item 4: a server that refuses this Weir's *subscription* to its probe (whose
+/// refusal text names the probe) but lets anyone publish under any name does not enforce
+/// names: teammates are not counted by the names in subjects, so one key holder posing as two
+/// teammates is one reporter, and nothing opens.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_probe_subscription_is_not_taken_for_enforced_names() {
+    let bin = require_nats!();
+    let conf_dir = tempfile::tempdir().unwrap();
+    let conf = conf_dir.path().join("nats.conf");
+    std::fs::write(
+        &conf,
+        "authorization {\n  users = [\n\
+         {user: alice, password: pw-alice, permissions: {publish: [\"weir.v1.>\"], subscribe: {allow: [\"weir.v1.>\", \"_INBOX.>\"], deny: [\"weir.v1._probe.>\"]}}}\n\
+         {user: mallory, password: pw-mallory, permissions: {publish: [\"weir.v1.>\"], subscribe: [\"weir.v1.>\", \"_INBOX.>\"]}}\n  ]\n}\n",
+    )
+    .unwrap();
+    let nats = NatsServer::start(&bin, &["-c", conf.to_str().unwrap()]).await;
+    let healthy = Upstream::start().await;
+    let team = format!(
+        "nats_url = \"{}\"\npeers_needed = 2\naction = \"open\"\n",
+        nats.url()
+    );
+    let alice = TeamWeir::start(
+        &healthy.origin(),
+        &team,
+        Some(NatsAuth::UserPassword {
+            user: "alice".into(),
+            password: "pw-alice".into(),
+        }),
+    )
+    .await;
+    connected(&[&alice]).await;
+    // The probe is sent and its subscription refused meanwhile.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let key = TeamKey::from_hex(KEY).unwrap();
+    let mallory = async_nats::ConnectOptions::new()
+        .user_and_password("mallory".into(), "pw-mallory".into())
+        .connect(nats.url())
+        .await
+        .unwrap();
+    let received_before = team_of(&alice.status().await).received;
+    for round in 0..3u8 {
+        for (peer, name) in [(1u8, "bob"), (2, "carol")] {
+            let now_ms = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_millis() as u64;
+            let payload = serde_json::json!({
+                "v": 1, "peer": format!("{:032x}", round * 10 + peer), "upstream": "copilot-api",
+                "state": "open", "degraded": false, "cause": "local", "since_ms": now_ms,
+                "pause": null, "github": null, "at_ms": now_ms
+            })
+            .to_string();
+            let subject = format!("weir.v1.copilot-api.breaker.{name}");
+            let mut h = async_nats::HeaderMap::new();
+            h.insert(
+                "Weir-Signature",
+                key.sign(&subject, payload.as_bytes()).as_str(),
+            );
+            mallory
+                .publish_with_headers(subject, h, payload.into())
+                .await
+                .unwrap();
+        }
+        mallory.flush().await.unwrap();
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    assert!(
+        eventually_status(&alice.handle, 1500, |s| team_of(s).received
+            >= received_before + 6
+            && team_of(s).upstreams[0].peers_failing >= 1)
+        .await,
+        "{:?}",
+        team_of(&alice.status().await)
+    );
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let s = alice.status().await;
+    assert_eq!(
+        team_of(&s).upstreams[0].peers_failing,
+        1,
+        "{:?}",
+        team_of(&s)
+    );
+    assert_eq!(
+        s.upstreams[0].guard.breaker.state,
+        weir::events::BreakerState::Closed
+    );
+}

@@ -117,6 +117,37 @@ async fn the_leaf_chains_to_weirs_ca_and_is_for_the_host() {
     );
 }
 
+/// Issue 31, item 4: a ClientHello whose server name is not the CONNECT target gets no leaf at
+/// all (the name is matched before anything is signed), so a client cannot make Weir sign a
+/// key for every `*.githubcopilot.com` name it cares to send.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_leaf_is_made_for_a_server_name_that_is_not_the_connect_target() {
+    let (_ca, _up, weir) = managed().await;
+    let roots = vec![weir.ca.cert_der().clone()];
+    for sni in ["other.githubcopilot.com", "x1.githubcopilot.com"] {
+        let r = tls_client::tls_through_proxy(
+            weir.handle.local_addr(),
+            &format!("{HOST}:443"),
+            sni,
+            &roots,
+        )
+        .await;
+        assert!(r.is_err(), "{sni}: the handshake must fail");
+    }
+    let i = weir.handle.interceptor().unwrap();
+    assert_eq!(i.leaves_issued(), 0, "nothing was signed");
+    // The CONNECT target's own name still gets its one leaf.
+    tls_client::tls_through_proxy(
+        weir.handle.local_addr(),
+        &format!("{HOST}:443"),
+        HOST,
+        &roots,
+    )
+    .await
+    .unwrap();
+    assert_eq!(i.leaves_issued(), 1);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unmanaged_tls_is_tunnelled_byte_for_byte() {
     let ca = TestCa::new();

@@ -67,6 +67,7 @@ export class AccountsPanel {
     let text;
     if (!id.resolver) text = 'No github-api upstream is configured, so credentials are not matched to accounts and nothing is shared between them.';
     else if (id.share === 'credential') text = 'Sharing is off ([identity] share = "credential"): each credential is its own identity.';
+    else if (id.share === 'app') text = 'List and view answers are shared between tokens of one account and one OAuth app with the same repo access ([identity] share = "app", the default). Fine-grained PATs, App tokens and tokens of no app never share.';
     else text = 'List and view answers are shared between OAuth and classic tokens of one account with the same repo access. Fine-grained PATs and App tokens never share.';
     if (!accounts.length) text = `No account resolved yet. ${text}`;
     const failures = Number(id.failed ?? 0) + Number(id.unauthorized ?? 0);

@@ -120,6 +120,11 @@ impl Accounts {
         }
     }
 
+    /// The `github-api` upstream's index, if one is configured.
+    pub fn github_api(&self) -> Option<UpstreamIndex> {
+        self.github_api
+    }
+
     /// The keyed hash of a credential (as the request path computes it).
     pub fn identify(&self, h: &http::HeaderMap) -> Identity {
         self.key.identify(h)
@@ -297,7 +302,10 @@ mod tests {
 
     #[tokio::test]
     async fn sharing_follows_the_rule_and_a_401_undoes_it() {
-        let settings = Settings::default();
+        let settings = Settings {
+            share: ShareMode::Account,
+            ..Settings::default()
+        };
         let a = Accounts::in_memory(&settings, IdentityKey::new([3; 32]));
         let ids: Vec<Identity> = (1..=6u8)
             .map(|i| Identity::from_hex(&format!("{i:02x}").repeat(32)).unwrap())

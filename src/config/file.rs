@@ -82,6 +82,11 @@ pub struct FileQueue {
     pub dedupe_window: Option<Spanned<String>>,
     /// `"job"` (default) or `"accepted"`: how a queued create is answered.
     pub answer: Option<Spanned<String>>,
+    /// Caps on the live items, in all and per credential (`QueueCaps`).
+    pub max_items: Option<Spanned<i64>>,
+    pub max_bytes: Option<Spanned<i64>>,
+    pub max_items_per_identity: Option<Spanned<i64>>,
+    pub max_bytes_per_identity: Option<Spanned<i64>>,
 }
 
 /// `[secrets]`.

@@ -347,6 +347,7 @@ impl Settings {
             dedupe_window: cx
                 .duration("queue.dedupe_window", &q.dedupe_window)?
                 .unwrap_or(Duration::from_secs(60)),
+            caps: super::queue_caps::validate(&cx, q)?,
         };
 
         let offline = offline(&cx, &raw.offline)?;
@@ -372,7 +373,8 @@ impl Settings {
             },
         };
         let share = match &raw.identity.share {
-            None => super::ShareMode::Account,
+            // `app`: an organisation's OAuth app restrictions hold (docs/identity.md).
+            None => super::ShareMode::App,
             Some(v) => match super::ShareMode::parse(v.get_ref()) {
                 Some(m) => m,
                 None => {
@@ -999,7 +1001,7 @@ mod tests {
     fn identity_share_is_checked_with_its_line() {
         assert_eq!(
             parse_str("", "w.toml").unwrap().share,
-            super::super::ShareMode::Account
+            super::super::ShareMode::App
         );
         let s = parse_str("[identity]\nshare = \"credential\"\n", "w.toml").unwrap();
         assert_eq!(s.share, super::super::ShareMode::Credential);

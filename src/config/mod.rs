@@ -13,6 +13,7 @@ mod local_agent;
 mod model_fallback;
 mod net;
 mod origin;
+mod queue_caps;
 mod resilience;
 mod restart;
 mod team;
@@ -35,6 +36,7 @@ pub use model_fallback::{
 };
 pub use net::{read_roots, HostPort, UpstreamNet, UpstreamProxy};
 pub use origin::Origin;
+pub use queue_caps::QueueCaps;
 pub use resilience::ResilienceSettings;
 pub use restart::{restart_required, RestartKey};
 pub use team::{TeamAction, TeamSettings};
@@ -106,6 +108,8 @@ pub struct QueueSettings {
     pub dedupe_window: Duration,
     /// How a create Weir queued is answered (`[queue] answer`).
     pub answer: QueueAnswer,
+    /// How much may wait in the queue (`[queue] max_items`, …).
+    pub caps: QueueCaps,
 }
 
 /// `[queue] answer`: what a client is told when Weir queues its create.

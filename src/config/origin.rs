@@ -55,9 +55,12 @@ impl Origin {
         let authority: http::uri::Authority = rest
             .parse()
             .map_err(|_| format!("`{rest}` is not a valid host[:port]"))?;
+        // Canonical: lower case and without the root's trailing dot, so a name is kept and
+        // looked up the same way (`api.github.com.` is `api.github.com`).
         let host = authority
             .host()
             .trim_matches(['[', ']'])
+            .trim_end_matches('.')
             .to_ascii_lowercase();
         if host.is_empty() {
             return Err(format!("`{text}` has no host"));
@@ -92,7 +95,7 @@ impl Origin {
         self.scheme.as_str().eq_ignore_ascii_case(scheme)
             && self
                 .host
-                .eq_ignore_ascii_case(host.trim_matches(['[', ']']))
+                .eq_ignore_ascii_case(host.trim_matches(['[', ']']).trim_end_matches('.'))
             && self.port == port
     }
 
@@ -147,6 +150,18 @@ mod tests {
         assert_eq!(o.port, 8080);
         assert!(o.matches("http", "127.0.0.1", 8080));
         assert_eq!(o.to_string(), "http://127.0.0.1:8080");
+    }
+
+    /// Issue 31, item 1: a name is canonical when kept (no trailing dot, lower case) and
+    /// matched the same way.
+    #[test]
+    fn a_trailing_dot_is_not_part_of_the_name() {
+        let o = Origin::parse("https://API.x.githubcopilot.com./").unwrap();
+        assert_eq!(o.host(), "api.x.githubcopilot.com");
+        assert_eq!(o.to_string(), "https://api.x.githubcopilot.com");
+        assert!(o.matches("https", "api.x.githubcopilot.com.", 443));
+        assert!(o.matches("https", "API.X.githubcopilot.com", 443));
+        assert!(Origin::parse("https://./").is_err());
     }
 
     #[test]

@@ -155,6 +155,8 @@ pub(crate) async fn handle(
             Ok(json(&serde_json::json!({"paused": ctl.proxy.is_paused()})))
         }
         (&Method::GET, "/_weir/api/policy") => {
+            // Repository globs and the org file's path: not for any local process.
+            require_secret(ctl, &req)?;
             Ok(json(&policy_api::table(ctl, req.uri().query())?))
         }
         (&Method::GET, "/_weir/api/mode") => Ok(json(&ctl.proxy.modes.status())),

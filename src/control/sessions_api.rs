@@ -45,7 +45,7 @@ pub(crate) async fn handle(
             "no GitHub token is stored: store one with `weir token set` or the token panel, then create the task again",
         ));
     };
-    let Some(up) = crate::sessions::agents_upstream(&ctl.proxy.upstreams) else {
+    let Some(up) = crate::sessions::agents_upstream(&ctl.proxy.upstreams, &token) else {
         return Err(Problem::new(
             StatusCode::SERVICE_UNAVAILABLE,
             ProblemKind::Internal,

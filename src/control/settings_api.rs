@@ -16,7 +16,7 @@ use http::{Method, Request, Response, StatusCode};
 use hyper::body::Incoming;
 use serde_json::Value;
 use std::sync::Arc;
-use toml_edit::{value, ArrayOfTables, DocumentMut, Item, Table};
+use toml_edit::{value, DocumentMut, Item, Table};
 
 pub(crate) async fn handle(
     ctl: &Arc<Control>,
@@ -153,60 +153,15 @@ fn guard_routing(patch: &Value, current: &[UpstreamSettings]) -> Result<(), Prob
     Ok(())
 }
 
-/// Applies the patch to the file's text; errors name the offending field.
+/// Applies the patch to the file's text; errors name the offending field. `upstreams` in a
+/// patch can only repeat what runs (`guard_routing` refuses any change), so the file's
+/// `[[upstream]]` tables are never written: every key in them stays as the file has it
+/// (`connect_to`, `ca_file`, …), also when the file names fewer tables than run (a table
+/// overriding one built-in upstream) or was edited since the start and waits for a restart.
 fn apply(text: &str, patch: &Value) -> Result<String, Problem> {
-    let mut doc: DocumentMut = text
+    let doc: DocumentMut = text
         .parse()
         .map_err(|e| bad(format!("the config file does not parse: {e}")))?;
-    if let Some(ups) = patch.get("upstreams") {
-        let arr = ups
-            .as_array()
-            .ok_or_else(|| bad("`upstreams` must be a list"))?;
-        // Nothing about upstreams may change (`guard_routing`): the file's tables stay as they
-        // are, provided they still say what runs. A file edited since the start (tables
-        // reordered or renamed, waiting for a restart) is not written over by position, which
-        // could pair a name with another origin.
-        if let Some(existing) = doc
-            .get("upstream")
-            .and_then(Item::as_array_of_tables)
-            .filter(|t| t.len() == arr.len())
-        {
-            for (i, (t, u)) in existing.iter().zip(arr).enumerate() {
-                let file = |k: &str| t.get(k).and_then(Item::as_str);
-                let patch = |k: &str| u.get(k).and_then(Value::as_str);
-                let origin = |o: Option<&str>| o.and_then(|o| Origin::parse(o).ok());
-                if file("name") != patch("name")
-                    || origin(file("origin")).is_none()
-                    || origin(file("origin")) != origin(patch("origin"))
-                {
-                    return Err(routing_refused(&format!(
-                        "upstreams[{i}]: the config file's [[upstream]] tables differ from the running ones"
-                    )));
-                }
-            }
-            return apply_rest(doc, patch);
-        }
-        let mut tables = ArrayOfTables::new();
-        for (i, u) in arr.iter().enumerate() {
-            let mut t = Table::new();
-            for key in ["name", "origin", "fallback"] {
-                match u.get(key) {
-                    Some(Value::String(v)) if !v.is_empty() => {
-                        t.insert(key, value(v.as_str()));
-                    }
-                    None | Some(Value::Null) if key == "fallback" => {}
-                    Some(Value::String(_)) if key == "fallback" => {}
-                    _ => {
-                        return Err(bad(format!(
-                            "upstreams[{i}].{key} must be a non-empty string"
-                        )))
-                    }
-                }
-            }
-            tables.push(t);
-        }
-        doc.insert("upstream", Item::ArrayOfTables(tables));
-    }
     apply_rest(doc, patch)
 }
 
@@ -348,6 +303,29 @@ mod tests {
         // The table replaces the built-in `copilot-api`; the other built-ins stay.
         assert_eq!(s.upstreams.len(), crate::config::DEFAULT_UPSTREAMS.len());
         assert_eq!(s.upstreams[0].name, "copilot-api");
-        assert!(apply(text, &serde_json::json!({"upstreams": [{"name": ""}]})).is_err());
+        let running = crate::config::Settings::default().upstreams;
+        assert!(
+            guard_routing(&serde_json::json!({"upstreams": [{"name": ""}]}), &running).is_err()
+        );
+    }
+
+    /// Issue 31, item 4: a file that names fewer `[[upstream]]` tables than run (one table
+    /// overriding a built-in) keeps every key of them through a PUT that repeats the running
+    /// upstreams: `connect_to` and `ca_file` were dropped when the tables were rewritten.
+    #[test]
+    fn a_put_keeps_every_upstream_key_it_does_not_change() {
+        let text = "[[upstream]]\nname = \"copilot-api\"\norigin = \"https://api.githubcopilot.com\"\nconnect_to = \"10.0.0.7:443\"\nca_file = \"/etc/corp-ca.pem\" # corp\n";
+        let running = crate::config::Settings::default().upstreams;
+        let ups: Vec<Value> = running
+            .iter()
+            .map(|u| serde_json::json!({"name": u.name, "origin": u.origin.to_string()}))
+            .collect();
+        assert!(ups.len() > 1, "the file names fewer tables than run");
+        let patch = serde_json::json!({"upstreams": ups, "breaker": {"minimum_calls": 12}});
+        guard_routing(&patch, &running).unwrap();
+        let out = apply(text, &patch).unwrap();
+        assert!(out.starts_with(text), "{out}");
+        assert!(out.contains("[breaker]\nminimum_calls = 12"), "{out}");
+        assert_eq!(out.matches("[[upstream]]").count(), 1, "{out}");
     }
 }

@@ -1,35 +1,61 @@
-//! Copilot API hosts announced in answers passing through Weir. Two answers name the host an
-//! account's agent calls go to:
-//! - a token answer's `endpoints.api` (`GET api.github.com/copilot_internal/v2/token`, the
-//!   `token` class, which the cache phase fetches whole): VS Code and the Copilot CLI;
-//! - gh's GraphQL answer `data.viewer.copilotEndpoints.api` (`POST api.github.com/graphql`,
-//!   class `other`, streamed through): gh 2.80+ (cli/cli `pkg/cmd/agent-task/capi`).
+//! Copilot API hosts announced in answers passing through Weir, read only where Weir can
+//! trust the answer to be GitHub's own word about the caller's account. Two such answers name
+//! the host an account's agent calls go to:
+//! - a token answer's `endpoints.api` (`GET /copilot_internal/v2/token`, the `token` class,
+//!   which the cache phase fetches whole) from the `github-api` upstream: VS Code and the
+//!   Copilot CLI. GitHub writes the whole answer; the client chooses nothing in it;
+//! - gh's GraphQL answer `data.viewer.copilotEndpoints.api` (`POST /graphql` on the
+//!   `github-api` upstream, class `other`, streamed through): gh 2.80+ (cli/cli
+//!   `pkg/cmd/agent-task/shared/capi.go`). A GraphQL answer's shape is the query's, and a
+//!   client may alias any field to `copilotEndpoints { api }` (`copilotEndpoints: status {
+//!   api: message }`) so that GitHub's answer names any string. So the answer is read only
+//!   when the request's body is exactly gh's query ([`GH_QUERY`], no aliases, no variables),
+//!   checked on a bounded copy of the body as it is sent.
 //!
-//! A `*.githubcopilot.com` host no configured upstream covers is managed from then on (see
-//! `crate::upstream::learned`, which also refuses every other host).
+//! Both need a credential: what is learned is kept for that credential's account (see
+//! `crate::upstream::learned`, which also refuses every host outside `githubcopilot.com`).
 
 use crate::body::{Body, BoxError};
 use crate::cache::Stored;
 use crate::config::RouteClass;
-use crate::upstream::Upstreams;
+use crate::config::UpstreamIndex;
+use crate::identity::Identity;
+use crate::upstream::{learned, Upstreams};
 use bytes::Bytes;
-use http::{HeaderMap, Method, Response};
+use http::{HeaderMap, Method, Request, Response};
 use http_body::{Frame, SizeHint};
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll};
 
 /// The most of a GraphQL answer that is copied to look for the host. gh's `viewer` answer is a
 /// few hundred bytes; a larger answer is some other query and is passed on untouched.
 const GRAPHQL_COPY_MAX: usize = 64 * 1024;
 
-/// Called with every upstream answer the cache phase fetched.
-pub(super) fn observe(upstreams: &Upstreams, class: RouteClass, stored: &Stored) {
-    if class != RouteClass::Token || !stored.is_success() {
+/// gh's query for its Copilot API host, byte for byte as go-gh's GraphQL client sends it
+/// (`Query("CopilotEndpoints", …)` with no variables: `{"query":"query CopilotEndpoints{…}"}`).
+pub(super) const GH_QUERY: &str = "query CopilotEndpoints{viewer{copilotEndpoints{api}}}";
+
+/// The most of a request body copied to compare with gh's query (which is 66 bytes).
+const QUERY_COPY_MAX: usize = 4 * 1024;
+
+/// Called with every upstream answer the cache phase fetched: a `github-api` token answer to a
+/// credentialed request teaches the host it names.
+pub(super) fn observe(
+    upstreams: &Upstreams,
+    up: UpstreamIndex,
+    class: RouteClass,
+    credential: Option<Identity>,
+    stored: &Stored,
+) {
+    if class != RouteClass::Token || !stored.is_success() || !upstreams.is_github_api(up) {
         return;
     }
+    let Some(credential) = credential else { return };
     if let Some(body) = super::token_age::decoded_body(&stored.headers, &stored.body) {
-        upstreams.learn_from(&body);
+        if let Some(api) = learned::announced_in_token(&body) {
+            upstreams.learn_announced(&api, credential);
+        }
     }
 }
 
@@ -39,22 +65,145 @@ pub(super) fn is_graphql(method: &Method, path: &str) -> bool {
     method == Method::POST && matches!(path, "/graphql" | "/api/graphql")
 }
 
-/// `resp` unchanged for the client, while a copy of its first [`GRAPHQL_COPY_MAX`] bytes is
-/// read for `copilotEndpoints` once it has been passed on whole. Nothing waits for the copy:
-/// the client gets every frame as it arrives.
-pub(super) fn watch_graphql(upstreams: Arc<Upstreams>, resp: Response<Body>) -> Response<Body> {
-    if !resp.status().is_success() {
-        return resp;
-    }
-    let (parts, body) = resp.into_parts();
-    let copy = Copy {
-        inner: body,
-        seen: Vec::new(),
-        too_big: false,
-        encoding: encoding_of(&parts.headers),
-        upstreams: Some(upstreams),
+/// Whether `body` is gh's own `copilotEndpoints` query and nothing else: exactly [`GH_QUERY`],
+/// no variables, no other operation name. Anything else (aliases, fragments, other fields,
+/// other whitespace) is some other query, whose answer is passed on and never read.
+pub(super) fn is_gh_query(body: &[u8]) -> bool {
+    let Ok(serde_json::Value::Object(o)) = serde_json::from_slice(body) else {
+        return false;
     };
-    Response::from_parts(parts, crate::body::boxed(copy))
+    o.iter().all(|(k, v)| match k.as_str() {
+        "query" => v.as_str() == Some(GH_QUERY),
+        "variables" => v.is_null() || v.as_object().is_some_and(|m| m.is_empty()),
+        "operationName" => v.is_null() || v.as_str() == Some("CopilotEndpoints"),
+        _ => false,
+    }) && o.contains_key("query")
+}
+
+/// A GraphQL request on the `github-api` upstream whose answer may be read: its body is
+/// compared with gh's query as it is sent, its answer read once passed on whole.
+pub(super) struct GraphqlWatch {
+    upstreams: Arc<Upstreams>,
+    credential: Identity,
+    /// Set once the request body has been sent whole: whether it was gh's query.
+    gh_query: Arc<OnceLock<bool>>,
+}
+
+impl GraphqlWatch {
+    /// A watch for a credentialed GraphQL `POST` to the `github-api` upstream; else none.
+    pub(super) fn of(
+        upstreams: &Arc<Upstreams>,
+        up: UpstreamIndex,
+        credential: Option<Identity>,
+        method: &Method,
+        path: &str,
+    ) -> Option<GraphqlWatch> {
+        if !is_graphql(method, path) || !upstreams.is_github_api(up) {
+            return None;
+        }
+        Some(GraphqlWatch {
+            upstreams: upstreams.clone(),
+            credential: credential?,
+            gh_query: Arc::new(OnceLock::new()),
+        })
+    }
+
+    /// `req` unchanged for the upstream, while its body is compared with gh's query.
+    pub(super) fn request(&self, req: Request<Body>) -> Request<Body> {
+        let (parts, body) = req.into_parts();
+        let copy = QueryCopy {
+            inner: body,
+            seen: Vec::new(),
+            too_big: false,
+            verdict: self.gh_query.clone(),
+        };
+        Request::from_parts(parts, crate::body::boxed(copy))
+    }
+
+    /// `resp` unchanged for the client, while a copy of its first [`GRAPHQL_COPY_MAX`] bytes
+    /// is read for `copilotEndpoints` once it has been passed on whole, if the request was
+    /// gh's query. Nothing waits for the copy: the client gets every frame as it arrives.
+    pub(super) fn answer(self, resp: Response<Body>) -> Response<Body> {
+        if !resp.status().is_success() {
+            return resp;
+        }
+        let (parts, body) = resp.into_parts();
+        let copy = Copy {
+            inner: body,
+            seen: Vec::new(),
+            too_big: false,
+            encoding: encoding_of(&parts.headers),
+            watch: Some(self),
+        };
+        Response::from_parts(parts, crate::body::boxed(copy))
+    }
+}
+
+/// A request body passed on frame by frame, with a bounded copy compared with gh's query once
+/// it has been sent whole.
+struct QueryCopy {
+    inner: Body,
+    seen: Vec<u8>,
+    too_big: bool,
+    verdict: Arc<OnceLock<bool>>,
+}
+
+impl QueryCopy {
+    fn finished(&mut self) {
+        let _ = self.verdict.set(!self.too_big && is_gh_query(&self.seen));
+    }
+}
+
+impl Drop for QueryCopy {
+    /// hyper may stop polling once the body says it has ended (as for the answer's copy).
+    fn drop(&mut self) {
+        if http_body::Body::is_end_stream(&self.inner) {
+            self.finished();
+        }
+    }
+}
+
+impl http_body::Body for QueryCopy {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        let this = &mut *self;
+        let polled = Pin::new(&mut this.inner).poll_frame(cx);
+        match &polled {
+            Poll::Ready(Some(Ok(frame))) => {
+                if let Some(data) = frame.data_ref() {
+                    if this.seen.len() + data.len() > QUERY_COPY_MAX {
+                        this.too_big = true;
+                        this.seen = Vec::new();
+                    } else if !this.too_big {
+                        this.seen.extend_from_slice(data);
+                    }
+                }
+                if this.inner.is_end_stream() {
+                    this.finished();
+                }
+            }
+            Poll::Ready(None) => this.finished(),
+            Poll::Ready(Some(Err(_))) => {
+                this.too_big = true;
+                this.finished();
+            }
+            Poll::Pending => {}
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
 }
 
 /// Only the `Content-Encoding` is needed to read the copy.
@@ -73,19 +222,22 @@ struct Copy {
     too_big: bool,
     encoding: HeaderMap,
     /// Taken when the copy is read (once, at the end of the body).
-    upstreams: Option<Arc<Upstreams>>,
+    watch: Option<GraphqlWatch>,
 }
 
 impl Copy {
     fn finished(&mut self) {
-        let Some(upstreams) = self.upstreams.take() else {
+        let Some(w) = self.watch.take() else {
             return;
         };
-        if self.too_big {
+        // Only the answer to gh's own query, sent whole, says what gh's query asks.
+        if self.too_big || w.gh_query.get() != Some(&true) {
             return;
         }
         if let Some(body) = super::token_age::decoded_body(&self.encoding, &self.seen) {
-            upstreams.learn_from(&body);
+            if let Some(api) = learned::announced_in_graphql(&body) {
+                w.upstreams.learn_announced(&api, w.credential);
+            }
         }
     }
 }
@@ -149,5 +301,33 @@ mod tests {
         assert!(is_graphql(&Method::POST, "/api/graphql"));
         assert!(!is_graphql(&Method::GET, "/graphql"));
         assert!(!is_graphql(&Method::POST, "/graphql/extra"));
+    }
+
+    /// Issue 31, item 1: only gh's exact query lets its answer be read; an alias (which makes
+    /// GitHub's answer name any string), another field, variables or a fragment do not.
+    #[test]
+    fn only_ghs_exact_copilot_endpoints_query_is_trusted() {
+        // What go-gh's encoder sends (a trailing newline included).
+        assert!(is_gh_query(
+            b"{\"query\":\"query CopilotEndpoints{viewer{copilotEndpoints{api}}}\"}\n"
+        ));
+        assert!(is_gh_query(
+            br#"{"query":"query CopilotEndpoints{viewer{copilotEndpoints{api}}}","variables":null,"operationName":"CopilotEndpoints"}"#
+        ));
+        for bad in [
+            r#"{"query":"query{viewer{copilotEndpoints:status{api:message}}}"}"#,
+            r#"{"query":"query CopilotEndpoints{viewer{copilotEndpoints:status{api:message}}}"}"#,
+            r#"{"query":"query CopilotEndpoints{viewer{copilotEndpoints{api:login}}}"}"#,
+            r#"{"query":"query CopilotEndpoints{viewer{copilotEndpoints{api} login}}"}"#,
+            r#"{"query":"query { viewer { copilotEndpoints { api } } }"}"#,
+            r#"{"query":"query CopilotEndpoints{viewer{copilotEndpoints{api}}}","variables":{"a":1}}"#,
+            r#"{"query":"query CopilotEndpoints{viewer{copilotEndpoints{api}}}","extensions":{}}"#,
+            r#"{"query":"query CopilotEndpoints{viewer{copilotEndpoints{api}}}","operationName":"Other"}"#,
+            r#"{"variables":null}"#,
+            r#"["query CopilotEndpoints{viewer{copilotEndpoints{api}}}"]"#,
+            "not json",
+        ] {
+            assert!(!is_gh_query(bad.as_bytes()), "{bad}");
+        }
     }
 }

@@ -682,7 +682,7 @@ fn keep(h: CacheHandles<'_>, spec: &FetchSpec, resp: Response<Bytes>) -> Arc<Sto
         revalidate_until: now + fresh + swr,
         stale_if_error_until: now + fresh + swr.max(sie),
     });
-    super::announce::observe(h.upstreams, spec.class, &stored);
+    super::announce::observe(h.upstreams, spec.up, spec.class, spec.scope, &stored);
     if stored.is_success() && storable(&spec.headers, &stored.headers) {
         // A learned host's answers are kept like a configured upstream's: keys hash the
         // upstream's name (`learned:HOST`), so a copy read back after a restart answers for

@@ -298,7 +298,12 @@ impl CreateTask {
             headers: &self.headers,
             body: &self.body,
         };
-        match p.queue.enqueue(&p.bus, create, &reason, in_doubt).await {
+        let caps = &self.settings.queue.caps;
+        match p
+            .queue
+            .enqueue(&p.bus, create, &reason, in_doubt, caps)
+            .await
+        {
             Ok(item) => {
                 let a = queued(p, &self.settings, &item, &reason);
                 Ok(match label.and_then(|l| HeaderValue::from_str(&l).ok()) {

@@ -57,18 +57,28 @@ pub(super) async fn managed(
     ctx: &Ctx,
     req: Request<Incoming>,
 ) -> Result<Response<Body>, Problem> {
-    let graphql = super::announce::is_graphql(req.method(), req.uri().path());
-    let upstream_req = prepare(req)?;
+    // gh learns its Copilot API host from GraphQL; so does Weir, from copies, when the
+    // request is gh's own query to the `github-api` upstream.
+    let watch = super::announce::GraphqlWatch::of(
+        upstreams,
+        ctx.up,
+        ctx.who.scope(),
+        req.method(),
+        req.uri().path(),
+    );
+    let mut upstream_req = prepare(req)?;
+    if let Some(w) = &watch {
+        upstream_req = w.request(upstream_req);
+    }
     // Boxed: the attempt's state (~3 KB) would otherwise sit inline in every request's future,
     // which is moved by value at each level of the pipeline (see `pipeline`'s module doc).
     let attempted =
         Box::pin(upstreams.call_streaming(ctx.up, ctx.class, upstream_req, ctx.who.scope()))
             .await?;
     let resp = relay(attempted.response);
-    Ok(match graphql {
-        // gh learns its Copilot API host from GraphQL; so does Weir, from a copy.
-        true => super::announce::watch_graphql(upstreams.clone(), resp),
-        false => resp,
+    Ok(match watch {
+        Some(w) => w.answer(resp),
+        None => resp,
     })
 }
 

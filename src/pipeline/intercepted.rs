@@ -1,4 +1,5 @@
-//! One intercepted connection: the TLS handshake with a leaf for the CONNECT host, then HTTP/1.1
+//! One intercepted connection: the TLS handshake with a leaf for the CONNECT host (made only
+//! once the ClientHello names that host), then HTTP/1.1
 //! or HTTP/2 (hyper-util's auto builder) whose requests are rewritten to absolute form and handed
 //! to the pipeline ([`super::handle`]), exactly like plain proxy requests.
 
@@ -12,11 +13,12 @@ use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper::upgrade::Upgraded;
 use hyper_util::rt::TokioIo;
+use rustls::server::Acceptor;
 use rustls::ServerConfig;
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio_rustls::TlsAcceptor;
+use tokio_rustls::LazyConfigAcceptor;
 
 /// A client gets this long to finish its TLS handshake.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -54,10 +56,31 @@ async fn serve(
     authority: Authority,
     config: Arc<ServerConfig>,
 ) {
-    let acceptor = TlsAcceptor::from(config);
-    let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(TokioIo::new(upgraded)))
-        .await
-    {
+    // The ClientHello is read first and its server name matched to the CONNECT target before
+    // any leaf is made: a client cannot CONNECT to one managed host and speak to another
+    // inside, nor make Weir sign a key for every name it cares to send.
+    let deadline = tokio::time::Instant::now() + HANDSHAKE_TIMEOUT;
+    let hello = LazyConfigAcceptor::new(Acceptor::default(), TokioIo::new(upgraded));
+    let start = match tokio::time::timeout_at(deadline, hello).await {
+        Ok(Ok(start)) => start,
+        Ok(Err(e)) => {
+            tracing::debug!(target = %authority, error = %e, "no TLS ClientHello from the client");
+            return;
+        }
+        Err(_) => {
+            tracing::debug!(target = %authority, "TLS handshake timed out");
+            return;
+        }
+    };
+    let sni = start.client_hello().server_name().map(str::to_owned);
+    if !sni.as_deref().is_some_and(|s| {
+        s.trim_end_matches('.')
+            .eq_ignore_ascii_case(authority.host())
+    }) {
+        tracing::warn!(target = %authority, sni = ?sni, "TLS server name does not match the CONNECT target; closing");
+        return;
+    }
+    let tls = match tokio::time::timeout_at(deadline, start.into_stream(config)).await {
         Ok(Ok(tls)) => tls,
         Ok(Err(e)) => {
             // Usually a client that does not trust Weir's CA yet: say so where it can be seen.
@@ -69,16 +92,6 @@ async fn serve(
             return;
         }
     };
-    // The leaf was issued for the SNI name; requests must go to that same host, so a client
-    // cannot CONNECT to one managed host and speak to another inside.
-    let sni = tls.get_ref().1.server_name().map(str::to_owned);
-    if !sni.as_deref().is_some_and(|s| {
-        s.trim_end_matches('.')
-            .eq_ignore_ascii_case(authority.host())
-    }) {
-        tracing::warn!(target = %authority, sni = ?sni, "TLS server name does not match the CONNECT target; closing");
-        return;
-    }
     let base = origin_of(&authority);
 
     let limits = proxy.settings().limits.clone();

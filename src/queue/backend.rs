@@ -8,7 +8,7 @@
 use std::time::Duration;
 use weir_store::{
     AsyncStore, Change, Finish, HandOffRecord, Item, ListFilter, NewItem, Oldest, StateCounts,
-    StoreError, UpstreamId,
+    StoreError, UpstreamId, Usage,
 };
 
 pub use crate::status::QueueBackend as BackendKind;
@@ -74,6 +74,8 @@ pub trait QueueBackend: Send + Sync {
     async fn get(&self, id: i64) -> Result<Option<Item>, StoreError>;
     async fn list(&self, filter: ListFilter) -> Result<Vec<Item>, StoreError>;
     async fn counts(&self) -> Result<StateCounts, StoreError>;
+    /// What the live items take, in total and for `identity` (the queue's caps).
+    async fn live_usage(&self, identity: &str) -> Result<Usage, StoreError>;
     /// The item holding `key`: the live one if there is one, else the newest.
     async fn find_by_dedupe_key(&self, key: &str) -> Result<Option<Item>, StoreError>;
     /// The item answered with this provisional job or session id (see `pipeline::provisional`).
@@ -194,6 +196,11 @@ impl QueueBackend for AsyncStore {
 
     async fn counts(&self) -> Result<StateCounts, StoreError> {
         self.call(|s| s.counts()).await
+    }
+
+    async fn live_usage(&self, identity: &str) -> Result<Usage, StoreError> {
+        let identity = identity.to_owned();
+        self.call(move |s| s.live_usage(&identity)).await
     }
 
     async fn find_by_dedupe_key(&self, key: &str) -> Result<Option<Item>, StoreError> {

@@ -4,11 +4,12 @@
 
 use super::credential::Credential;
 use super::{event, now_ms, QueueState};
+use crate::config::QueueCaps;
 use crate::events::Bus;
 use crate::problem::{Problem, ProblemKind};
 use bytes::Bytes;
 use http::{HeaderMap, StatusCode, Uri};
-use weir_store::{Item, NewItem, StoreError};
+use weir_store::{Item, NewItem, StoreError, Usage};
 
 /// A create to queue, as the request path has it.
 pub(crate) struct Create<'a> {
@@ -48,21 +49,33 @@ impl QueueState {
     /// Stores `c` durably and wakes the replay workers; the new (or identical already
     /// queued) item, with the provisional ids the client is answered with. `reason` says why it was queued; `in_doubt` that the upstream
     /// may have taken it already (looked up before any replay).
+    /// `caps` bound what may wait (see [`admit`]): a create past them is refused with a
+    /// `queue_refused` problem, and so is one without a credential.
     pub async fn enqueue(
         &self,
         bus: &Bus,
         c: Create<'_>,
         reason: &str,
         in_doubt: bool,
+        caps: &QueueCaps,
     ) -> Result<Item, Problem> {
+        let upstream = c.upstream;
         let unavailable = |detail: String| {
             Problem::new(
                 StatusCode::SERVICE_UNAVAILABLE,
                 ProblemKind::QueueUnavailable,
                 detail,
             )
-            .upstream(c.upstream)
+            .upstream(upstream)
         };
+        // A create without a credential could never be sent later (the upstream wants one),
+        // and anything that reaches Weir can send one, a web page's `no-cors` POST included.
+        if !crate::identity::has_credential(c.headers) {
+            return Err(refused(
+                upstream,
+                format!("{reason}, and Weir does not queue a create that carries no credential (no Authorization header): it could never be sent later"),
+            ));
+        }
         let q = match self {
             QueueState::Open(q) => q,
             QueueState::Unavailable(e) => {
@@ -71,15 +84,29 @@ impl QueueState {
                 )))
             }
         };
+        // One create at a time past the caps' check until it is stored, so that creates
+        // arriving together cannot all pass one count.
+        let _admitting = q.admitting.lock().await;
         // The credential goes to the keychain; the row gets only its account name.
         let credential = Credential::from_headers(c.headers);
         let account = crate::secrets::names::queue_account(c.key);
+        let item = new_item(c, credential.as_ref().map(|_| account.clone()), in_doubt);
+        let size = stored_size(&item);
+        let usage = q.store.live_usage(&item.identity).await.map_err(|e| {
+            unavailable(format!(
+                "{reason}, and the create queue cannot be read: {}. {}",
+                e.detail(),
+                e.fix()
+            ))
+        })?;
+        if let Err(why) = admit(caps, &usage, size) {
+            return Err(refused(upstream, format!("{reason}, and {why}")));
+        }
         if let Some(cred) = &credential {
             if let Err(e) = q.put_credential(&account, cred).await {
                 return Err(unavailable(format!("{reason}. Weir did not queue the create because it cannot keep its credential safely: {e}")));
             }
         }
-        let item = new_item(c, credential.map(|_| account.clone()), in_doubt);
         match q.store.insert(item, now_ms()).await {
             Ok(item) => {
                 q.kept.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -136,6 +163,59 @@ pub(crate) async fn store_offered(
         q.delete_credential(&account).await;
     }
     stored
+}
+
+/// A `queue_refused` problem: the queue did not keep the create (a cap, or no credential).
+fn refused(upstream: &str, detail: String) -> Problem {
+    Problem::new(
+        StatusCode::SERVICE_UNAVAILABLE,
+        ProblemKind::QueueRefused,
+        detail,
+    )
+    .upstream(upstream)
+}
+
+/// What a row takes on disk, as the caps count it: the body and the kept headers.
+fn stored_size(item: &NewItem) -> u64 {
+    let headers: usize = item
+        .headers
+        .iter()
+        .map(|(k, v)| k.len() + v.len() + 6)
+        .sum();
+    (item.body.len() + headers + 2) as u64
+}
+
+/// Whether one more live item of `size` bytes fits `caps`, given what the live items take
+/// now; else why not and what to do (the caps are the queue's bound on the keychain entries
+/// and the disk that live items hold: each has one of each until it ends).
+fn admit(caps: &QueueCaps, now: &Usage, size: u64) -> Result<(), String> {
+    let fix = "see what waits with `weir queue ls`, cancel what is no longer wanted (`weir queue cancel ID`), or raise the cap in Weir's config";
+    let over = |have: u64, add: u64, cap: usize| have + add > cap as u64;
+    if over(now.identity_items, 1, caps.max_items_per_identity) {
+        return Err(format!(
+            "this credential already has {} creates waiting in Weir's queue, its limit (queue.max_items_per_identity = {}); {fix}",
+            now.identity_items, caps.max_items_per_identity
+        ));
+    }
+    if over(now.identity_bytes, size, caps.max_bytes_per_identity) {
+        return Err(format!(
+            "this credential's waiting creates take {} bytes and this one {size}, past its limit (queue.max_bytes_per_identity = {}); {fix}",
+            now.identity_bytes, caps.max_bytes_per_identity
+        ));
+    }
+    if over(now.items, 1, caps.max_items) {
+        return Err(format!(
+            "Weir's queue already holds {} waiting creates, its limit (queue.max_items = {}); {fix}",
+            now.items, caps.max_items
+        ));
+    }
+    if over(now.bytes, size, caps.max_bytes) {
+        return Err(format!(
+            "the waiting creates take {} bytes and this one {size}, past the queue's limit (queue.max_bytes = {}); {fix}",
+            now.bytes, caps.max_bytes
+        ));
+    }
+    Ok(())
 }
 
 /// The queue row for `c` (no secret: the credential is referenced by `credential_ref`).
@@ -208,6 +288,30 @@ fn describe(uri: &Uri, body: &[u8]) -> (Option<String>, Option<String>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 31, item 2: each cap refuses the item that would pass it, and says which.
+    #[test]
+    fn each_cap_refuses_the_item_past_it() {
+        let caps = QueueCaps {
+            max_items: 10,
+            max_bytes: 1000,
+            max_items_per_identity: 2,
+            max_bytes_per_identity: 300,
+        };
+        let usage = |items, bytes, identity_items, identity_bytes| Usage {
+            items,
+            bytes,
+            identity_items,
+            identity_bytes,
+        };
+        assert!(admit(&caps, &usage(9, 500, 1, 200), 100).is_ok());
+        let refused = |u: Usage, size| admit(&caps, &u, size).unwrap_err();
+        assert!(refused(usage(3, 300, 2, 200), 10).contains("queue.max_items_per_identity = 2"));
+        assert!(refused(usage(3, 300, 1, 200), 101).contains("queue.max_bytes_per_identity = 300"));
+        assert!(refused(usage(10, 300, 0, 0), 10).contains("queue.max_items = 10"));
+        assert!(refused(usage(9, 950, 0, 0), 51).contains("queue.max_bytes = 1000"));
+        assert!(refused(usage(10, 300, 0, 0), 10).contains("weir queue cancel"));
+    }
 
     #[test]
     fn only_allowlisted_headers_are_kept() {

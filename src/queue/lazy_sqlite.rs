@@ -11,7 +11,7 @@ use std::time::Duration;
 use tokio::sync::OnceCell;
 use weir_store::{
     AsyncStore, Change, Finish, HandOffRecord, Item, ListFilter, NewItem, Oldest, StateCounts,
-    StoreError, StoreOptions, UpstreamId,
+    StoreError, StoreOptions, UpstreamId, Usage,
 };
 
 pub struct LazySqlite {
@@ -151,6 +151,10 @@ impl QueueBackend for LazySqlite {
 
     async fn counts(&self) -> Result<StateCounts, StoreError> {
         or_empty!(self, StateCounts::default(), |s| s.counts())
+    }
+
+    async fn live_usage(&self, identity: &str) -> Result<Usage, StoreError> {
+        or_empty!(self, Usage::default(), |s| s.live_usage(identity))
     }
 
     async fn find_by_dedupe_key(&self, key: &str) -> Result<Option<Item>, StoreError> {

@@ -88,6 +88,8 @@ pub(crate) struct Queue {
     pub max_age: Duration,
     /// Creates this engine stored since it started (the status's `saved.creates_kept`).
     pub kept: std::sync::atomic::AtomicU64,
+    /// Held from the caps' check to the insert (see `enqueue`).
+    pub(crate) admitting: tokio::sync::Mutex<()>,
 }
 
 impl Queue {
@@ -101,6 +103,7 @@ impl Queue {
             wake: Arc::new(tokio::sync::Notify::new()),
             max_age: Duration::from_secs(24 * 3600),
             kept: Default::default(),
+            admitting: tokio::sync::Mutex::new(()),
         })
     }
 
@@ -128,6 +131,7 @@ impl Queue {
             wake: Arc::new(tokio::sync::Notify::new()),
             max_age: Duration::from_secs(24 * 3600),
             kept: Default::default(),
+            admitting: tokio::sync::Mutex::new(()),
         })
     }
 

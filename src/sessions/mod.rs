@@ -30,13 +30,16 @@ use tokio::sync::watch;
 pub const LIST_PATH: &str =
     "/agents/sessions?page_number=1&page_size=50&sort=last_updated_at%2Cdesc";
 
-/// The upstream that serves the agents API: the Copilot API host a token answer (or gh's
-/// GraphQL answer) announced most recently, the account's per-plan host where gh and VS Code
-/// send their calls; else `copilot-api`, else the first one configured.
+/// The upstream that serves the agents API for the stored GitHub token `token`: the Copilot
+/// API host a trusted token answer (or gh's GraphQL answer) announced to that token or to
+/// another credential of its account in the last day, the account's per-plan host where gh
+/// and VS Code send its calls; else `copilot-api`, else the first one configured. What another
+/// account was told is never used.
 pub(crate) fn agents_upstream(
     upstreams: &crate::upstream::Upstreams,
+    token: &str,
 ) -> Option<crate::config::UpstreamIndex> {
-    if let Some(up) = upstreams.learned.announced() {
+    if let Some(up) = upstreams.announced_to_token(token) {
         return Some(up);
     }
     upstreams

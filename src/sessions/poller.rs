@@ -126,12 +126,12 @@ impl Poller {
                 stop: &mut stop,
                 changes: &mut changes,
             };
-            let end = match (token, self.upstream()) {
-                (Ok(token), Ok(up)) => {
+            let end = match token.and_then(|t| Ok((self.upstream(&t)?, t))) {
+                Ok((up, token)) => {
                     self.sessions.clear();
                     self.poll_with(&token, up, &mut w).await
                 }
-                (Err(reason), _) | (Ok(_), Err(reason)) => {
+                Err(reason) => {
                     self.sessions.clear();
                     self.sessions.set_poller(PollerState::Off, Some(reason));
                     if reason == PollerReason::KeychainUnavailable {
@@ -168,8 +168,9 @@ impl Poller {
         }
     }
 
-    fn upstream(&self) -> Result<UpstreamIndex, PollerReason> {
-        super::agents_upstream(&self.proxy.upstreams).ok_or(PollerReason::NoUpstream)
+    /// The upstream of `token`'s account (see [`super::agents_upstream`]).
+    fn upstream(&self, token: &str) -> Result<UpstreamIndex, PollerReason> {
+        super::agents_upstream(&self.proxy.upstreams, token).ok_or(PollerReason::NoUpstream)
     }
 
     /// Polls with `token` until another token (or none) is stored, or Weir stops.

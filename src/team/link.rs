@@ -66,6 +66,8 @@ struct Shared {
     /// The server refused this Weir's publish on a subject of another name: senders' names are
     /// the server's to give, and teammates are counted by them.
     enforced: std::sync::atomic::AtomicBool,
+    /// The subject of that probe: a name that is not this Weir's (`weir.v1._probe.breaker.<random>`).
+    probe: String,
     /// How long teammates' reports have held each upstream without local evidence.
     holds: Mutex<Holds>,
     upstreams: Arc<Upstreams>,
@@ -116,6 +118,10 @@ impl Team {
             me,
             install_id: parts.me,
             enforced: std::sync::atomic::AtomicBool::new(false),
+            probe: fact::subject(
+                fact::PROBE_UPSTREAM,
+                &hex::encode(rand::random::<[u8; 8]>()),
+            ),
             holds: Mutex::new(Holds::new(MAX_PEER_HOLD)),
             upstreams: parts.upstreams,
             bus: parts.bus,
@@ -264,8 +270,12 @@ fn connect_options(
                         s.settings.nats_url
                     ),
                 ),
-                // The refusal of our own probe is the answer we hoped for, not a fault.
-                other if other.to_string().contains(fact::PROBE_UPSTREAM) => {
+                // The refusal of our own probe's publish is the answer we hoped for, not a
+                // fault. Only that refusal: a refused subscription (to the probe or anything
+                // else) says nothing about what this Weir may publish.
+                async_nats::Event::ServerError(async_nats::ServerError::Other(text))
+                    if refuses_publish_to(text, &s.probe) =>
+                {
                     if !s.enforced.swap(true, Relaxed) {
                         // Reports taken in before this was known start again under their
                         // senders' names.
@@ -377,11 +387,18 @@ async fn run(shared: Arc<Shared>, key: TeamKey, auth: Option<super::NatsAuth>) {
 /// comes back), all teammates together count as one reporter ([`UNVERIFIED`]), so K > 1 teammates
 /// cannot be posed by one key holder. This sees this Weir's own permissions, which a team's
 /// server config gives every user alike.
+/// Whether a server error is nats-server's refusal of a publish to exactly `subject`
+/// (`Permissions Violation for Publish to "<subject>"`).
+fn refuses_publish_to(error: &str, subject: &str) -> bool {
+    const REFUSED: &str = "permissions violation for publish to ";
+    error
+        .get(..REFUSED.len())
+        .is_some_and(|p| p.eq_ignore_ascii_case(REFUSED))
+        && error[REFUSED.len()..].trim() == format!("\"{subject}\"")
+}
+
 async fn identity_enforced(shared: Arc<Shared>, client: async_nats::Client) {
-    let probe = fact::subject(
-        fact::PROBE_UPSTREAM,
-        &hex::encode(rand::random::<[u8; 8]>()),
-    );
+    let probe = shared.probe.clone();
     loop {
         while client.connection_state() != async_nats::connection::State::Connected {
             tokio::time::sleep(TICK).await;
@@ -753,6 +770,31 @@ async fn publish(shared: &Shared, key: &TeamKey, client: &async_nats::Client, f:
         Err(_) => {
             tracing::debug!("team fact not published: the NATS client is busy");
             false
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 31, item 4: only the refusal of the probe's own publish counts; a refused
+    /// subscription to the probe, or another subject's refusal, does not.
+    #[test]
+    fn only_the_probes_refused_publish_shows_names_are_enforced() {
+        let probe = "weir.v1._probe.breaker.0011223344556677";
+        assert!(refuses_publish_to(
+            &format!("Permissions Violation for Publish to \"{probe}\""),
+            probe
+        ));
+        for other in [
+            format!("Permissions Violation for Subscription to \"{probe}\""),
+            format!("Permissions Violation for Publish to \"{probe}.x\""),
+            "Permissions Violation for Publish to \"weir.v1._probe.breaker.other\"".to_string(),
+            format!("something about {probe}"),
+            String::new(),
+        ] {
+            assert!(!refuses_publish_to(&other, probe), "{other}");
         }
     }
 }

@@ -10,7 +10,8 @@
 //!   addresses;
 //! - [`reachability`]: whether each upstream can be reached at the network level (offline);
 //! - [`baselines`]: the breakers' latency baselines kept in the data dir across restarts;
-//! - [`learned`]: Copilot API hosts announced in token answers, managed from then on;
+//! - [`learned`]: Copilot API hosts announced in trusted answers, per account, managed from
+//!   then on;
 //! - [`model_breakers`]: per-(upstream, model) breakers of completion requests, kept apart
 //!   from the gates so a model's outage never opens the agent-sessions breaker.
 
@@ -146,18 +147,55 @@ impl Upstreams {
             .map(|(i, u)| (UpstreamIndex::at(i), u))
     }
 
-    /// Learns the Copilot API host a token answer (or gh's GraphQL answer) announces, if any.
-    pub fn learn_from(&self, body: &[u8]) -> Option<learned::Announced> {
-        let api = learned::announced_api(body)?;
+    /// Whether `up` is the `github-api` upstream: the only one whose token answers and gh
+    /// GraphQL answers are trusted to name a Copilot API host.
+    pub fn is_github_api(&self, up: UpstreamIndex) -> bool {
+        self.accounts.github_api() == Some(up)
+    }
+
+    /// Learns the Copilot API base URL `api` that a trusted answer to `credential`'s request
+    /// announced (see `crate::pipeline`'s `announce` for which answers are trusted).
+    pub fn learn_announced(
+        &self,
+        api: &str,
+        credential: crate::identity::Identity,
+    ) -> learned::Announced {
         let settings = self.live.get();
+        let who = learned::Announcer {
+            credential,
+            account: self.accounts.record(&credential).map(|r| r.account_id),
+        };
         let found = self.learned.learn(
-            &api,
+            api,
+            who,
             |o| settings.upstream_for(o.scheme().as_str(), o.host(), o.port()),
             &settings.resilience,
+            std::time::Instant::now(),
         );
         if let learned::Announced::Refused(why) = &found {
             tracing::debug!(%why, "an announced API host is not managed");
         }
-        Some(found)
+        found
+    }
+
+    /// The upstream announced to the GitHub token `token` (stored in the keychain), or to
+    /// another credential of its account: the account's own per-plan host, if one was
+    /// announced in the last day.
+    pub fn announced_to_token(&self, token: &str) -> Option<UpstreamIndex> {
+        let ids: Vec<_> = ["Bearer", "token"]
+            .iter()
+            .filter_map(|scheme| {
+                let v = http::HeaderValue::from_str(&format!("{scheme} {token}")).ok()?;
+                let mut h = http::HeaderMap::new();
+                h.insert(http::header::AUTHORIZATION, v);
+                Some(self.accounts.identify(&h))
+            })
+            .collect();
+        let account = ids
+            .iter()
+            .find_map(|id| self.accounts.record(id))
+            .map(|r| r.account_id);
+        self.learned
+            .announced_for(&ids, account, std::time::Instant::now())
     }
 }

@@ -75,7 +75,7 @@ describe('Accounts panel', { timeout: 120_000 }, () => {
     assert.equal(cells[1], '3');
     assert.equal(cells[2], 'OAuth app, fine-grained PAT');
     assert.match(cells[4], /^[0-9,]+$/, 'requests sent upstream');
-    assert.match(await page.getByTestId('accounts-note').textContent(), /shared between OAuth and classic tokens/);
+    assert.match(await page.getByTestId('accounts-note').textContent(), /shared between tokens of one account and one OAuth app/);
     const html = await page.content();
     for (const token of Object.keys(TOKENS)) assert.ok(!html.includes(token.slice(4)), 'no token on the page');
     assert.equal(github.seen.filter((u) => u === '/user').length, 3, 'one /user per credential');

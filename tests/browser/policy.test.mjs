@@ -42,7 +42,7 @@ describe('Policy view', { timeout: 120_000 }, () => {
   });
 
   test('shows the effective table for a repository and network, with the org rule binding', async () => {
-    const api = await fetch(`${weir.base}/_weir/api/policy?repo=secret%2Fapi&network=metered`).then((r) => r.json());
+    const api = await fetch(`${weir.base}/_weir/api/policy?repo=secret%2Fapi&network=metered`, { headers: { 'X-Weir-Secret': weir.secret } }).then((r) => r.json());
     const byFn = Object.fromEntries(api.rows.map((r) => [r.function, r]));
     assert.equal(byFn.create.action, 'queue');
     assert.equal(byFn.create.rule.source, 'org');

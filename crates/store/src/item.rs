@@ -425,6 +425,17 @@ fn parse_json<T: serde::de::DeserializeOwned>(
     })
 }
 
+/// What the live items (waiting to reach the upstream, offers included) take, in total and
+/// for one identity: the numbers the queue's caps are checked against. Bytes are the stored
+/// body and headers.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Usage {
+    pub items: u64,
+    pub bytes: u64,
+    pub identity_items: u64,
+    pub identity_bytes: u64,
+}
+
 /// Items per state, e.g. for the dashboard.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct StateCounts {

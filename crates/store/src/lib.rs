@@ -32,7 +32,7 @@ pub use async_store::AsyncStore;
 pub use error::StoreError;
 pub use item::{
     parse_method, BadMethod, Item, ItemResult, ListFilter, NewItem, Provisional, State,
-    StateCounts, UnknownState, UpstreamId,
+    StateCounts, UnknownState, UpstreamId, Usage,
 };
 pub use machine::{Change, Dialect, Statement, Transition, Value, TRANSITIONS};
 pub use offer::{Confirmation, Finish, HandOffRecord};

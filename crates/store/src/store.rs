@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use rusqlite::{params, Connection, OpenFlags, OptionalExtension, TransactionBehavior};
 
-use crate::item::{Item, ListFilter, State, StateCounts, COLUMNS};
+use crate::item::{Item, ListFilter, State, StateCounts, Usage, COLUMNS};
 use crate::machine::state_list;
 use crate::offer::{offer_columns, HandOffRecord, OFFER_COLUMNS};
 use crate::schema::{self, MIGRATIONS};
@@ -188,6 +188,31 @@ impl Store {
             *counts.slot_mut(state) = n;
         }
         Ok(counts)
+    }
+
+    /// What the live items take (`queued`, `replaying`, `in_doubt`, `offered`), in total and
+    /// for `identity`.
+    pub fn live_usage(&self, identity: &str) -> Result<Usage, StoreError> {
+        self.conn
+            .query_row(
+                "SELECT COUNT(*),
+                        COALESCE(SUM(LENGTH(body) + LENGTH(CAST(headers AS BLOB))), 0),
+                        COALESCE(SUM(identity = ?1), 0),
+                        COALESCE(SUM(CASE WHEN identity = ?1
+                            THEN LENGTH(body) + LENGTH(CAST(headers AS BLOB)) ELSE 0 END), 0)
+                 FROM queue_items
+                 WHERE state IN ('queued', 'replaying', 'in_doubt', 'offered')",
+                params![identity],
+                |r| {
+                    Ok(Usage {
+                        items: r.get::<_, i64>(0)?.max(0) as u64,
+                        bytes: r.get::<_, i64>(1)?.max(0) as u64,
+                        identity_items: r.get::<_, i64>(2)?.max(0) as u64,
+                        identity_bytes: r.get::<_, i64>(3)?.max(0) as u64,
+                    })
+                },
+            )
+            .map_err(|e| self.sql_err(e))
     }
 
     /// The oldest `queued` or `in_doubt` item of `upstream` whose `next_attempt_at` has come.

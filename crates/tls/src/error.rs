@@ -33,6 +33,10 @@ pub enum TlsError {
     #[error("the CA certificate expired at {not_after}; rotate it")]
     CaExpired { not_after: time::OffsetDateTime },
 
+    /// More new leaves were asked for in one second than are signed (cached ones still serve).
+    #[error("more than {per_second} new leaf certificates in one second")]
+    TooManyLeaves { per_second: u32 },
+
     #[error("certificate generation failed: {0}")]
     Generate(#[from] rcgen::Error),
 

@@ -53,7 +53,14 @@ struct Shared {
     issued: AtomicU64,
     /// Permitted entries whose subdomains may get leaves too (see `LeafIssuer::with_subdomains_of`).
     subdomains_of: Vec<String>,
+    /// The clock's second (unix) and the leaves signed in it (see [`MAX_NEW_LEAVES_PER_SECOND`]).
+    minted: Mutex<(i64, u32)>,
 }
+
+/// At most this many leaves are signed in one second (each is a new key pair and a signature).
+/// A cached leaf is always served; a burst of new names past this fails its handshake, so no
+/// local client can turn handshakes into unbounded signing work.
+pub const MAX_NEW_LEAVES_PER_SECOND: u32 = 16;
 
 /// At most this many cached leaves for subdomains of `LeafIssuer::with_subdomains_of` domains.
 const MAX_SUBDOMAIN_LEAVES: usize = 32;
@@ -74,11 +81,16 @@ impl LeafIssuer {
     /// in `domains` (e.g. `githubcopilot.com`, whose hosts an application learns at run time
     /// and decides itself to intercept). Every other entry stays exact.
     pub fn with_subdomains_of(ca: Arc<LocalCa>, domains: &[&str]) -> Self {
-        let mut issuer = Self::new(ca);
-        if let Some(shared) = Arc::get_mut(&mut issuer.shared) {
+        Self::new(ca).subdomains_of(domains)
+    }
+
+    /// This issuer, also issuing for subdomains of `domains` (see
+    /// [`LeafIssuer::with_subdomains_of`]); for a newly built issuer, before it is shared.
+    pub fn subdomains_of(mut self, domains: &[&str]) -> Self {
+        if let Some(shared) = Arc::get_mut(&mut self.shared) {
             shared.subdomains_of = domains.iter().map(|d| d.to_ascii_lowercase()).collect();
         }
-        issuer
+        self
     }
 
     /// Whether a leaf may be issued for `host`: exactly a managed host, or a subdomain of a
@@ -97,6 +109,7 @@ impl LeafIssuer {
                 subdomains_of: Vec::new(),
                 cache: Mutex::new(HashMap::new()),
                 issued: AtomicU64::new(0),
+                minted: Mutex::new((i64::MIN, 0)),
             }),
         }
     }
@@ -131,6 +144,23 @@ impl LeafIssuer {
             return Err(TlsError::CaExpired {
                 not_after: ca.not_after(),
             });
+        }
+        {
+            let mut minted = self
+                .shared
+                .minted
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            let second = now.unix_timestamp();
+            if minted.0 != second {
+                *minted = (second, 0);
+            }
+            if minted.1 >= MAX_NEW_LEAVES_PER_SECOND {
+                return Err(TlsError::TooManyLeaves {
+                    per_second: MAX_NEW_LEAVES_PER_SECOND,
+                });
+            }
+            minted.1 += 1;
         }
         let not_before = (now - policy.backdate).max(ca.not_before());
         let not_after = (now + policy.validity).min(ca.not_after());
@@ -182,7 +212,11 @@ impl ResolvesServerCert for LeafIssuer {
         };
         match self.certified_key(host) {
             Ok(key) => Some(key),
-            Err(err @ (TlsError::HostNotPermitted { .. } | TlsError::InvalidHost { .. })) => {
+            Err(
+                err @ (TlsError::HostNotPermitted { .. }
+                | TlsError::InvalidHost { .. }
+                | TlsError::TooManyLeaves { .. }),
+            ) => {
                 tracing::debug!(%host, error = %err, "no certificate for SNI name");
                 None
             }

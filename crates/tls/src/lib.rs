@@ -27,7 +27,7 @@ pub use bundle::{write_bundle, write_bundle_with_roots, BundleReport};
 pub use ca::{LocalCa, CA_NAME_PREFIX};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::TlsError;
-pub use leaf::{LeafIssuer, LeafPolicy};
+pub use leaf::{LeafIssuer, LeafPolicy, MAX_NEW_LEAVES_PER_SECOND};
 pub use pem_certs::pem_certificates;
 pub use trust::{install_steps, install_steps_for, remove_steps, InstallStep, Os, TrustTargets};
 

@@ -203,3 +203,35 @@ fn subdomains_of_a_named_domain_only_when_asked() {
         assert!(learned.certified_key(name).is_err(), "{name}");
     }
 }
+
+/// Issue 31, item 4: new leaves are signed at most MAX_NEW_LEAVES_PER_SECOND a second (each is
+/// a key pair and a signature); cached ones are always served, and the next second signs again.
+#[test]
+fn new_leaves_are_bounded_per_second() {
+    use weir_tls::{LocalCa, MAX_NEW_LEAVES_PER_SECOND};
+    let clock = Arc::new(ManualClock::new(t0()));
+    let ca = Arc::new(
+        LocalCa::generate_for_owner(&["githubcopilot.com".to_string()], t0(), "test").unwrap(),
+    );
+    let issuer = LeafIssuer::with_clock(ca, clock.clone(), LeafPolicy::default())
+        .subdomains_of(&["githubcopilot.com"]);
+    let name = |i: u32| format!("h{i}.githubcopilot.com");
+    for i in 0..MAX_NEW_LEAVES_PER_SECOND {
+        issuer.certified_key(&name(i)).unwrap();
+    }
+    assert!(matches!(
+        issuer.certified_key(&name(MAX_NEW_LEAVES_PER_SECOND)),
+        Err(TlsError::TooManyLeaves { .. })
+    ));
+    assert_eq!(issuer.issued_count(), u64::from(MAX_NEW_LEAVES_PER_SECOND));
+    // A cached leaf still serves within the same second.
+    issuer.certified_key(&name(0)).unwrap();
+    clock.advance(Duration::seconds(1));
+    issuer
+        .certified_key(&name(MAX_NEW_LEAVES_PER_SECOND))
+        .unwrap();
+    assert_eq!(
+        issuer.issued_count(),
+        u64::from(MAX_NEW_LEAVES_PER_SECOND) + 1
+    );
+}

@@ -11,7 +11,7 @@ use std::time::Duration;
 use tokio_postgres::types::ToSql;
 use weir_store::{
     Change, Dialect, Finish, HandOffRecord, Item, ListFilter, NewItem, Oldest, State, StateCounts,
-    StoreError, Transition, UpstreamId, Value,
+    StoreError, Transition, UpstreamId, Usage, Value,
 };
 
 /// The database's clock in unix milliseconds: leases are dated by it, so replicas whose clocks
@@ -127,6 +127,33 @@ impl QueueBackend for PgQueue {
             }
         }
         Ok(counts)
+    }
+
+    async fn live_usage(&self, identity: &str) -> Result<Usage, StoreError> {
+        let size = "octet_length(body) + octet_length(headers)";
+        let Some(r) = self
+            .conn
+            .query_opt(
+                &format!(
+                    "SELECT COUNT(*), COALESCE(SUM({size}), 0)::BIGINT,
+                            COUNT(*) FILTER (WHERE identity = $1),
+                            COALESCE(SUM({size}) FILTER (WHERE identity = $1), 0)::BIGINT
+                     FROM weir_queue_items
+                     WHERE state IN ('queued', 'replaying', 'in_doubt', 'offered')"
+                ),
+                &[&identity],
+            )
+            .await?
+        else {
+            return Ok(Usage::default());
+        };
+        let n = |i: usize| r.get::<_, i64>(i).max(0) as u64;
+        Ok(Usage {
+            items: n(0),
+            bytes: n(1),
+            identity_items: n(2),
+            identity_bytes: n(3),
+        })
     }
 
     /// Claims the oldest due item of `upstream` that no live lease holds.
