@@ -71,6 +71,9 @@ impl QueueBackend for Counted {
     async fn insert(&self, item: NewItem, now_ms: i64) -> Result<Item, StoreError> {
         counted!(self, "insert", self.inner.insert(item, now_ms))
     }
+    async fn live_usage(&self, identity: &str) -> Result<weir_store::Usage, StoreError> {
+        counted!(self, "live_usage", self.inner.live_usage(identity))
+    }
     async fn insert_offered(
         &self,
         item: NewItem,
@@ -272,6 +275,8 @@ impl Rig {
             sealed: None,
             wake: Arc::new(Notify::new()),
             max_age,
+            kept: Default::default(),
+            admitting: tokio::sync::Mutex::new(()),
         }));
         let bus = Bus::new();
         let accounts = Arc::new(
