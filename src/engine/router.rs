@@ -28,3 +28,28 @@ impl Router {
         .await
     }
 }
+
+/// One client connection over `io`, served as the laptop listener serves its connections
+/// (Weir's HTTP settings, the keep-alive hint, the router): the fuzz targets' way in
+/// (`crate::fuzz_entry`), with no socket.
+pub(crate) async fn serve_io<I>(h: &super::EngineHandle, io: I)
+where
+    I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'static,
+{
+    let router = Router {
+        proxy: h.control.proxy.clone(),
+        control: h.control.clone(),
+    };
+    let limits = router.proxy.settings().limits.clone();
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let conn = crate::server::connection(
+        &crate::server::http_builder(&limits),
+        hyper_util::rt::TokioIo::new(io),
+        graceful.watcher(),
+        crate::server::keep_alive_value(limits.header_read_timeout),
+        move |req| router.clone().route(req),
+        None::<()>,
+    );
+    let _ = conn.await;
+    drop(graceful);
+}
