@@ -39,7 +39,9 @@ pub fn answer(secret: &str, address: &str, challenge: &str) -> Option<String> {
     if c.len() != CHALLENGE_BYTES {
         return None;
     }
-    Some(hex::encode(hmac::sign(&key(secret), &message(address, &c)).as_ref()))
+    Some(hex::encode(
+        hmac::sign(&key(secret), &message(address, &c)).as_ref(),
+    ))
 }
 
 /// Whether `proof` (hex) is the answer of a holder of `secret` to `challenge` at `address`;

@@ -22,10 +22,16 @@ pub fn json_answer(data: &[u8]) {
     let mut headers = http::HeaderMap::new();
     match coding % 4 {
         1 => {
-            headers.insert(http::header::CONTENT_ENCODING, "gzip".parse().expect("static"));
+            headers.insert(
+                http::header::CONTENT_ENCODING,
+                "gzip".parse().expect("static"),
+            );
         }
         2 => {
-            headers.insert(http::header::CONTENT_ENCODING, "deflate".parse().expect("static"));
+            headers.insert(
+                http::header::CONTENT_ENCODING,
+                "deflate".parse().expect("static"),
+            );
         }
         _ => {}
     }
@@ -121,8 +127,11 @@ pub fn queue_row(data: &[u8]) {
 /// breaker opens after a few inputs, so later ones fail fast. Returns what Weir wrote back.
 pub fn http1(data: &[u8]) -> Vec<u8> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    static ENGINE: OnceLock<(tokio::runtime::Runtime, crate::EngineHandle, std::path::PathBuf)> =
-        OnceLock::new();
+    static ENGINE: OnceLock<(
+        tokio::runtime::Runtime,
+        crate::EngineHandle,
+        std::path::PathBuf,
+    )> = OnceLock::new();
     let (rt, handle, _) = ENGINE.get_or_init(|| {
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
@@ -131,6 +140,7 @@ pub fn http1(data: &[u8]) -> Vec<u8> {
             .expect("a runtime");
         let dir = scratch_dir();
         let toml = "listen = \"127.0.0.1:0\"\nwatch_github_status = false\n\
+            default_upstreams = false\n\
             allow_private_targets = true\nupstream_proxy = \"http://127.0.0.1:9\"\n\
             [offline]\ndetect = false\n[queue]\ncredentials = \"memory\"\n\
             [retry]\nbase = \"1ms\"\ncap = \"2ms\"\njitter = false\n\

@@ -94,8 +94,8 @@ pub(crate) mod cache;
 pub mod client_setup;
 pub(crate) mod coalesce;
 pub mod config;
-pub mod control_proof;
 pub(crate) mod control;
+pub mod control_proof;
 pub mod engine;
 pub mod events;
 #[doc(hidden)]

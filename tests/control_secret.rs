@@ -137,7 +137,10 @@ async fn a_squatter_with_the_install_id_never_gets_the_secret() {
         (&["mode", "cache-only"], ""),
         (&["handoff", "ls"], ""),
         (&["network", "metered", "on"], ""),
-        (&["token", "set"], "ghp_0123456789abcdefghijABCDEFGHIJ012345"),
+        (
+            &["token", "set"],
+            "ghp_0123456789abcdefghijABCDEFGHIJ012345",
+        ),
     ];
     for (args, stdin) in calls {
         let out = tokio::task::spawn_blocking({
@@ -227,9 +230,6 @@ async fn the_cli_talks_to_its_own_weir() {
         );
         assert!(!out.stdout.is_empty(), "{args:?}");
     }
-    assert_eq!(
-        h.status().await.mode.mode,
-        weir::mode::ModeKind::CacheOnly
-    );
+    assert_eq!(h.status().await.mode.mode, weir::mode::ModeKind::CacheOnly);
     h.shutdown().await;
 }

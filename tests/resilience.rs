@@ -229,7 +229,10 @@ async fn a_breaker_open_post_says_when_it_closes_the_connection() {
     let says_close = headers.to_ascii_lowercase().contains("connection: close");
     // The rest of the body, then the next request on the same socket.
     let _ = s.write_all(&body[100..]).await;
-    let next = format!("GET {} HTTP/1.1\r\nHost: {host}\r\nAuthorization: token a\r\n\r\n", view(&up, 0));
+    let next = format!(
+        "GET {} HTTP/1.1\r\nHost: {host}\r\nAuthorization: token a\r\n\r\n",
+        view(&up, 0)
+    );
     let _ = s.write_all(next.as_bytes()).await;
     let mut rest = Vec::new();
     let _ = tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut rest)).await;
