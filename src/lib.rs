@@ -21,6 +21,7 @@
 //!
 //! **Layer 0** — leaves
 //! - `body`: the one boxed body type; `identity`: the keyed hash of a request's credentials;
+//! - [`control_proof`]: the challenge a Weir answers to prove it holds the control secret;
 //! - `paths`: where config and data live, private files;
 //! - `problem_kind`: the kinds of problem Weir answers with, and their pages;
 //! - `surface`: which tool sent a request (`User-Agent`); [`time_fmt`]: RFC 3339 and `now_ms`;
@@ -78,6 +79,9 @@
 //!
 //! **Layer 13**
 //! - [`engine`]: builds the parts and wires them; the front door (`engine::router`).
+//!
+//! **Layer 14**
+//! - `fuzz_entry`: Weir's readers of untrusted bytes, for the fuzz targets (`fuzz/`).
 
 // `Problem` (about 200 bytes) is the error of every request-path function: it becomes the
 // response body, so it is built once and moved, never propagated through deep stacks.
@@ -91,8 +95,11 @@ pub mod client_setup;
 pub(crate) mod coalesce;
 pub mod config;
 pub(crate) mod control;
+pub mod control_proof;
 pub mod engine;
 pub mod events;
+#[doc(hidden)]
+pub mod fuzz_entry;
 #[cfg(feature = "gateway")]
 pub mod gateway;
 pub(crate) mod github_status;

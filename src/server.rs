@@ -40,6 +40,13 @@ pub(crate) fn http_builder(limits: &crate::config::Limits) -> auto::Builder<Toki
     builder
 }
 
+/// Marks an answer after which Weir closes the client's HTTP/1 connection (the request's body
+/// was left unread): [`keep_alive_hint`] turns it into `Connection: close`, which hyper honours
+/// (it closes after the answer, with TLS close_notify on an intercepted connection). HTTP/2
+/// needs no word: hyper resets that one stream and the connection stays.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct CloseAfter;
+
 /// Tells an HTTP/1.1 client how long Weir keeps its idle connection open (`Keep-Alive:
 /// timeout=N`, a second under `header_read_timeout`, after which hyper closes it): a client
 /// that honours the hint (undici, Node's agents, many pools) opens a new connection instead of
@@ -51,6 +58,14 @@ pub(crate) fn keep_alive_hint<B>(
     resp: &mut Response<B>,
     hint: &http::HeaderValue,
 ) {
+    let h1 = matches!(version, http::Version::HTTP_10 | http::Version::HTTP_11);
+    if h1 && resp.extensions().get::<CloseAfter>().is_some() {
+        resp.headers_mut().insert(
+            http::header::CONNECTION,
+            http::HeaderValue::from_static("close"),
+        );
+        return;
+    }
     if version != http::Version::HTTP_11
         || resp.status() == StatusCode::SWITCHING_PROTOCOLS
         || resp.headers().contains_key(http::header::CONNECTION)

@@ -92,6 +92,61 @@ async fn retry_after_holds_back_every_surface_of_that_identity() {
     );
 }
 
+/// #31 item 7: a rate limit is answered at once with the upstream's `Retry-After`, never
+/// retried while the wait lasts, even when the wait would fit the class deadline (the view
+/// class's default, 20 s, leaves room for many 2 s waits). Counted at the upstream.
+#[tokio::test]
+async fn a_rate_limit_reaches_the_upstream_once_and_is_answered_at_once() {
+    let up = Upstream::start().await;
+    up.set(|b| {
+        b.status = 429;
+        b.extra_headers = vec![("retry-after".into(), "2".into())];
+    });
+    let weir = Weir::start(&[&up.origin()], QUIET).await;
+    let c = weir.client("a");
+    let r = c.get(view(&up, 1)).send().await.unwrap();
+    assert_eq!(r.status(), 429);
+    assert_eq!(r.headers()["retry-after"], "2", "the upstream's own wait");
+    assert_eq!(up.total(), 1, "one request, one attempt");
+    // GitHub's secondary rate limit: a 403 that says so, from another identity (the first
+    // one's cooldown does not hold it back).
+    up.set(|b| {
+        b.status = 403;
+        b.body = Some(r#"{"message":"You have exceeded a secondary rate limit."}"#.into());
+    });
+    let r = weir.client("b").get(view(&up, 2)).send().await.unwrap();
+    assert_eq!(r.status(), 403);
+    assert_eq!(up.total(), 2, "the secondary limit was not retried either");
+    let s = weir.status().await;
+    assert_eq!(s["upstreams"][0]["errors_by_kind"]["rate_limited"], 2);
+}
+
+/// A secondary-limit 403 (like a 429) is beaten by a stale copy of a cacheable answer.
+#[tokio::test]
+async fn a_secondary_rate_limit_is_answered_from_a_stale_copy() {
+    let up = Upstream::start().await;
+    let weir = Weir::start(
+        &[&up.origin()],
+        &format!("{QUIET}[classes.view]\nfresh_ttl = \"0s\"\nstale_while_revalidate = \"0s\"\nstale_if_error = \"1h\"\n"),
+    )
+    .await;
+    let c = weir.client("a");
+    let first = c.get(view(&up, 1)).send().await.unwrap();
+    assert_eq!(first.status(), 200);
+    let body = first.text().await.unwrap();
+    up.set(|b| {
+        b.status = 403;
+        b.extra_headers = vec![("retry-after".into(), "60".into())];
+        b.body = Some(r#"{"message":"You have exceeded a secondary rate limit."}"#.into());
+    });
+    let r = c.get(view(&up, 1)).send().await.unwrap();
+    assert_eq!(r.status(), 200, "the stale copy, not the 403");
+    let cs = r.headers()["cache-status"].to_str().unwrap().to_string();
+    assert!(cs.contains("fwd=stale"), "{cs}");
+    assert_eq!(r.text().await.unwrap(), body);
+    assert_eq!(up.total(), 2);
+}
+
 async fn wait_state(weir: &Weir, state: BreakerState) -> bool {
     for _ in 0..250 {
         if weir.handle.status().await.upstreams[0].guard.breaker.state == state {
@@ -138,6 +193,79 @@ async fn a_run_of_5xx_opens_the_breaker_with_an_event() {
     assert_eq!(p["kind"], "breaker_open");
     assert_eq!(p["breaker"], "open");
     assert_eq!(up.total(), before);
+}
+
+/// #31 item 6: a client that reuses its socket across a breaker-open POST is told when Weir
+/// closes it. The POST's body is still on its way when Weir answers (it never reads it), so
+/// hyper cannot keep the connection: the answer must say `Connection: close`, or the next
+/// request on the socket must be answered.
+#[tokio::test]
+async fn a_breaker_open_post_says_when_it_closes_the_connection() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let up = Upstream::start().await;
+    up.set(|b| b.status = 502);
+    let cfg = "[retry]\nbudget_ratio = 0.01\nbudget_min_per_sec = 0\njitter = false\n[breaker]\nminimum_calls = 5\njitter = false\nopen_wait = \"1h\"\n";
+    let weir = Weir::start(&[&up.origin()], cfg).await;
+    let c = weir.client("a");
+    for i in 0..5 {
+        c.get(view(&up, i)).send().await.unwrap();
+    }
+    assert!(wait_state(&weir, BreakerState::Open).await);
+    let before = up.total();
+    let mut s = tokio::net::TcpStream::connect(weir.handle.local_addr())
+        .await
+        .unwrap();
+    let host = up.addr;
+    let body = vec![b'x'; 64 * 1024];
+    let head = format!(
+        "POST http://{host}/agents/sessions/s1/notes HTTP/1.1\r\nHost: {host}\r\nAuthorization: token a\r\nContent-Type: text/plain\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    s.write_all(head.as_bytes()).await.unwrap();
+    s.write_all(&body[..100]).await.unwrap();
+    let (status, headers) = read_head(&mut s).await;
+    assert_eq!(status, 503, "{headers}");
+    assert!(headers.contains("application/problem+json"), "{headers}");
+    let says_close = headers.to_ascii_lowercase().contains("connection: close");
+    // The rest of the body, then the next request on the same socket.
+    let _ = s.write_all(&body[100..]).await;
+    let next = format!(
+        "GET {} HTTP/1.1\r\nHost: {host}\r\nAuthorization: token a\r\n\r\n",
+        view(&up, 0)
+    );
+    let _ = s.write_all(next.as_bytes()).await;
+    let mut rest = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut rest)).await;
+    let answered = String::from_utf8_lossy(&rest).contains("HTTP/1.1 ");
+    assert!(
+        says_close || answered,
+        "the connection was closed without a word: {headers}"
+    );
+    assert_eq!(up.total(), before, "the open breaker sent nothing upstream");
+}
+
+/// Reads one response head and its `Content-Length` body; gives the status and the head.
+async fn read_head(s: &mut tokio::net::TcpStream) -> (u16, String) {
+    use tokio::io::AsyncReadExt;
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        assert_eq!(s.read(&mut byte).await.unwrap(), 1, "EOF in the head");
+        head.push(byte[0]);
+    }
+    let text = String::from_utf8_lossy(&head).to_string();
+    let status = text[9..12].parse().unwrap();
+    let len: usize = text
+        .lines()
+        .find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.eq_ignore_ascii_case("content-length")
+                .then(|| v.trim().parse().ok())?
+        })
+        .unwrap_or(0);
+    let mut body = vec![0u8; len];
+    s.read_exact(&mut body).await.unwrap();
+    (status, text)
 }
 
 #[tokio::test]

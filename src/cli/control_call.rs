@@ -1,13 +1,12 @@
 //! One authenticated call to the running instance's control API, shared by `weir queue`,
 //! `cache`, `handoff` and `network` ([`run`]): checks that the Weir at the configured address
-//! is this install's ([`super::install_check`]), then sends the control secret
-//! (`WEIR_CONTROL_SECRET`, else the keychain entry of this data dir's install).
+//! is this install's and proves it holds the control secret ([`super::install_check`]), then
+//! sends the secret (`WEIR_CONTROL_SECRET`, else the keychain entry of this data dir's install).
 
 use http::{Method, Request};
 use std::path::Path;
 use std::time::Duration;
 use weir::http_client::{Timeouts, UpstreamClient};
-use weir::secrets::{Account, Namespace};
 
 /// Why a control call gave no answer; `Display` is the message for the user.
 #[derive(Debug, thiserror::Error)]
@@ -61,8 +60,7 @@ pub async fn call_with(
     path: &str,
     body: Option<serde_json::Value>,
 ) -> Result<serde_json::Value, CallError> {
-    let secret = secret(data_dir).await;
-    super::install_check::verify(base, data_dir).await?;
+    let secret = super::install_check::verify(base, data_dir).await?;
     let mut req = match body {
         None => Request::new(weir::http_client::empty()),
         Some(b) => {
@@ -108,26 +106,5 @@ pub fn report(e: &CallError) -> std::process::ExitCode {
     match e {
         CallError::BadAddress(_) => std::process::ExitCode::from(super::EXIT_CONFIG),
         _ => std::process::ExitCode::FAILURE,
-    }
-}
-
-/// The control secret: `WEIR_CONTROL_SECRET`, else the keychain entry of this data dir's install.
-pub(super) async fn secret(data_dir: &Path) -> Option<String> {
-    if let Ok(s) = std::env::var("WEIR_CONTROL_SECRET") {
-        return Some(s);
-    }
-    let keychain = Namespace::for_data_dir(data_dir).keychain();
-    let got =
-        tokio::task::spawn_blocking(move || keychain.get(Account::ControlSecret.as_str())).await;
-    match got {
-        Ok(Ok(s)) => s,
-        Ok(Err(e)) => {
-            eprintln!(
-                "weir: cannot read the control secret from the keychain: {e}. {}",
-                e.fix()
-            );
-            None
-        }
-        Err(_) => None,
     }
 }

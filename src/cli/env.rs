@@ -32,7 +32,8 @@ pub fn run(args: EnvArgs, global: &GlobalArgs) -> ExitCode {
     }
     if args.if_running {
         let id = weir::client_setup::pointed::install_id(&install.data_dir);
-        if !weir::client_setup::weir_is_running(&install, id.as_deref()) {
+        let secret = weir::client_setup::pointed::control_secret(&install.data_dir);
+        if !weir::client_setup::weir_is_running(&install, id.as_deref(), secret.as_deref()) {
             // Nothing at all on stdout: the profile's eval then sets nothing.
             return ExitCode::SUCCESS;
         }

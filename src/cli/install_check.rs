@@ -1,8 +1,10 @@
-//! Before the CLI sends the control secret it checks that the Weir at the configured address
-//! is this install's: its unauthenticated `/_weir/api/health` must name the install id kept in
-//! this install's keychain. Another program on the port (or another install's Weir) is told
-//! nothing. The id is not a secret, so this stops mistakes and naive impostors, not a process
-//! that relays the health check to the real Weir.
+//! Before the CLI sends the control secret it checks that the program at the configured
+//! address is this install's Weir: its unauthenticated `/_weir/api/health` must name the install
+//! id kept in this install's keychain (another install's Weir is told so), and it must answer a
+//! fresh random challenge with the MAC only a holder of the control secret can make
+//! ([`weir::control_proof`]). A program that squats on the port while Weir is down can copy the
+//! public id but not the proof, and what it receives (the challenge) is worth nothing to it.
+//! The secret is only handed out here, after the proof ([`verify`]).
 
 use http::Request;
 use std::time::Duration;
@@ -20,22 +22,34 @@ pub enum InstallCheckError {
         expected: String,
         found: String,
     },
+    #[error("the program at {base} did not prove that it holds this install's control secret, so the secret was not sent. It may be another user's program on Weir's port while Weir is down (see who listens there), or a Weir that still has an older secret after `weir secret rotate` (restart it)")]
+    NoProof { base: String },
 }
 
-/// `Ok` when the Weir at `base` names this install's id, or when this install has no id in
-/// its keychain (nothing to compare: a Weir that never stored one, or no keychain).
-pub async fn verify(base: &str, data_dir: &std::path::Path) -> Result<(), InstallCheckError> {
+/// The control secret to send to the Weir at `base` (`http://host:port`), once that Weir has
+/// named this install's id (when the keychain has one) and proved it holds the secret; `None`
+/// when this install has no secret to send (nothing to protect: the call goes without one).
+pub async fn verify(
+    base: &str,
+    data_dir: &std::path::Path,
+) -> Result<Option<String>, InstallCheckError> {
+    let secret = secret(data_dir).await;
     let keychain = Namespace::for_data_dir(data_dir).keychain();
     let expected =
         tokio::task::spawn_blocking(move || keychain.get(Account::InstallId.as_str())).await;
-    let Ok(Ok(Some(expected))) = expected else {
-        return Ok(());
+    let expected = match expected {
+        Ok(Ok(Some(id))) => Some(id.trim().to_string()),
+        _ => None,
     };
+    if secret.is_none() && expected.is_none() {
+        return Ok(None);
+    }
     let unreachable = |detail: String| InstallCheckError::Unreachable {
         base: base.to_string(),
         detail,
     };
-    let uri = format!("{base}/_weir/api/health")
+    let challenge = weir::control_proof::new_challenge();
+    let uri = format!("{base}/_weir/api/health?challenge={challenge}")
         .parse()
         .map_err(|e: http::uri::InvalidUri| unreachable(e.to_string()))?;
     let mut req = Request::new(weir::http_client::empty());
@@ -50,13 +64,44 @@ pub async fn verify(base: &str, data_dir: &std::path::Path) -> Result<(), Instal
         .map_err(|e| unreachable(e.to_string()))?;
     let v: serde_json::Value = serde_json::from_slice(resp.body()).unwrap_or_default();
     let found = v["install_id"].as_str().unwrap_or("none").to_string();
-    if found == expected.trim() {
-        Ok(())
-    } else {
-        Err(InstallCheckError::Mismatch {
+    if let Some(expected) = expected.filter(|e| *e != found) {
+        return Err(InstallCheckError::Mismatch {
             base: base.to_string(),
-            expected: expected.trim().to_string(),
+            expected,
             found,
+        });
+    }
+    let Some(secret) = secret else {
+        return Ok(None);
+    };
+    let address = base.strip_prefix("http://").unwrap_or(base);
+    let proof = v["proof"].as_str().unwrap_or_default();
+    if weir::control_proof::verify(&secret, address, &challenge, proof) {
+        Ok(Some(secret))
+    } else {
+        Err(InstallCheckError::NoProof {
+            base: base.to_string(),
         })
+    }
+}
+
+/// The control secret: `WEIR_CONTROL_SECRET`, else the keychain entry of this data dir's install.
+async fn secret(data_dir: &std::path::Path) -> Option<String> {
+    if let Ok(s) = std::env::var("WEIR_CONTROL_SECRET") {
+        return Some(s);
+    }
+    let keychain = Namespace::for_data_dir(data_dir).keychain();
+    let got =
+        tokio::task::spawn_blocking(move || keychain.get(Account::ControlSecret.as_str())).await;
+    match got {
+        Ok(Ok(s)) => s,
+        Ok(Err(e)) => {
+            eprintln!(
+                "weir: cannot read the control secret from the keychain: {e}. {}",
+                e.fix()
+            );
+            None
+        }
+        Err(_) => None,
     }
 }

@@ -38,10 +38,13 @@ pub fn run(mode: Option<ModeChoice>, json: bool, args: ServeArgs) -> ExitCode {
     rt.block_on(async move {
         let mut req = Request::new(weir::http_client::empty());
         if let Some(mode) = mode.map(chosen) {
-            if let Err(e) = super::install_check::verify(&base, &data_dir).await {
-                eprintln!("weir: {e}");
-                return ExitCode::FAILURE;
-            }
+            let secret = match super::install_check::verify(&base, &data_dir).await {
+                Ok(s) => s,
+                Err(e) => {
+                    eprintln!("weir: {e}");
+                    return ExitCode::FAILURE;
+                }
+            };
             let body = serde_json::json!({"mode": mode, "by": "cli"}).to_string();
             req = Request::new(weir::http_client::full(body));
             *req.method_mut() = Method::PUT;
@@ -49,10 +52,8 @@ pub fn run(mode: Option<ModeChoice>, json: bool, args: ServeArgs) -> ExitCode {
                 header::CONTENT_TYPE,
                 "application/json".parse().expect("static"),
             );
-            if let Some(s) = super::control_call::secret(&data_dir).await {
-                if let Ok(v) = s.parse() {
-                    req.headers_mut().insert("x-weir-secret", v);
-                }
+            if let Some(v) = secret.and_then(|s| s.parse().ok()) {
+                req.headers_mut().insert("x-weir-secret", v);
             }
         }
         *req.uri_mut() = match format!("{base}/_weir/api/mode").parse() {

@@ -133,11 +133,13 @@ fn kind(token: &str) -> &'static str {
 /// Asks this install's running Weir to re-read the keychain. Not running is fine: it reads the
 /// token when it starts.
 async fn tell_running(base: &str, data_dir: &std::path::Path) {
-    if let Err(e) = super::install_check::verify(base, data_dir).await {
-        println!("No running Weir was told ({e}); Weir reads the token when it starts.");
-        return;
-    }
-    let secret = super::control_call::secret(data_dir).await;
+    let secret = match super::install_check::verify(base, data_dir).await {
+        Ok(s) => s,
+        Err(e) => {
+            println!("No running Weir was told ({e}); Weir reads the token when it starts.");
+            return;
+        }
+    };
     match call(
         base,
         Method::POST,

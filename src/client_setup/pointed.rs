@@ -155,19 +155,26 @@ fn gnome_pac_url() -> Option<String> {
 }
 
 /// Whether this install's Weir answers its health check at its address, naming this
-/// install's id when one is known (`expected_install_id`). Short timeouts: a shell profile
+/// install's id when one is known (`expected_install_id`) and, when this install's control
+/// secret is known (`control_secret`), proving it holds it ([`crate::control_proof`]): a
+/// program squatting on the port gets no shell pointed at it. Short timeouts: a shell profile
 /// calls this through `weir env --if-running`.
-pub fn weir_is_running(install: &Install, expected_install_id: Option<&str>) -> bool {
+pub fn weir_is_running(
+    install: &Install,
+    expected_install_id: Option<&str>,
+    control_secret: Option<&str>,
+) -> bool {
     use std::io::{Read, Write};
     use std::time::Duration;
     let addr = install.proxy_addr();
     let host = crate::config::host_for(addr.ip(), addr.port());
+    let challenge = crate::control_proof::new_challenge();
     let attempt = || -> std::io::Result<String> {
         let mut s = std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(500))?;
         s.set_read_timeout(Some(Duration::from_secs(2)))?;
         write!(
             s,
-            "GET /_weir/api/health HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
+            "GET /_weir/api/health?challenge={challenge} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
         )?;
         let mut out = String::new();
         s.take(64 * 1024).read_to_string(&mut out)?;
@@ -186,7 +193,11 @@ pub fn weir_is_running(install: &Install, expected_install_id: Option<&str>) -> 
     let Some(found) = v["install_id"].as_str().filter(|_| v["ok"] == true) else {
         return false;
     };
-    expected_install_id.is_none_or(|want| want.trim() == found)
+    let proved = control_secret.is_none_or(|secret| {
+        let proof = v["proof"].as_str().unwrap_or_default();
+        crate::control_proof::verify(secret, &host, &challenge, proof)
+    });
+    proved && expected_install_id.is_none_or(|want| want.trim() == found)
 }
 
 /// This install's id from its keychain, if it has one (a Weir started from this data dir
@@ -197,6 +208,18 @@ pub fn install_id(data_dir: &Path) -> Option<String> {
         .get(crate::secrets::Account::InstallId.as_str())
         .ok()
         .flatten()
+}
+
+/// This install's control secret: `WEIR_CONTROL_SECRET`, else its keychain entry (a Weir
+/// started from this data dir stores it there), for [`weir_is_running`]'s proof.
+pub fn control_secret(data_dir: &Path) -> Option<String> {
+    std::env::var("WEIR_CONTROL_SECRET").ok().or_else(|| {
+        crate::secrets::Namespace::for_data_dir(data_dir)
+            .keychain()
+            .get(crate::secrets::Account::ControlSecret.as_str())
+            .ok()
+            .flatten()
+    })
 }
 
 #[cfg(test)]

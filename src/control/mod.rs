@@ -125,9 +125,7 @@ pub(crate) async fn handle(
             Ok(json(&s))
         }
         (&Method::GET, "/proxy.pac") => Ok(pac::response(&ctl.proxy.settings(), ctl.proxy.port)),
-        (&Method::GET, "/_weir/api/health") => Ok(json(
-            &serde_json::json!({"ok": true, "install_id": ctl.install_id}),
-        )),
+        (&Method::GET, "/_weir/api/health") => Ok(json(&health(ctl, req.uri().query()))),
         (&Method::GET, "/metrics") => Ok(text(
             "text/plain; version=0.0.4; charset=utf-8",
             metrics::render(ctl, has_secret(ctl, &req)),
@@ -198,6 +196,24 @@ pub(crate) async fn handle(
             format!("no control endpoint at {} {path}", req.method()),
         )),
     }
+}
+
+/// `/_weir/api/health`: open to anyone; with `?challenge=<hex>` it also proves this Weir holds
+/// the control secret ([`crate::control_proof`]), so the CLI never sends the secret to a
+/// program that only copied the public install id.
+fn health(ctl: &Control, query: Option<&str>) -> serde_json::Value {
+    let mut v = serde_json::json!({"ok": true, "install_id": ctl.install_id});
+    let challenge = query
+        .into_iter()
+        .flat_map(|q| q.split('&'))
+        .find_map(|kv| kv.strip_prefix("challenge="));
+    if let Some(c) = challenge {
+        let address = crate::config::host_for(ctl.proxy.settings().listen.ip(), ctl.proxy.port);
+        if let Some(p) = crate::control_proof::answer(&ctl.secret, &address, c) {
+            v["proof"] = p.into();
+        }
+    }
+    v
 }
 
 /// Mutating calls, and reads of the queue and settings, need the per-install control secret in `X-Weir-Secret`. A custom header also

@@ -5,6 +5,7 @@
 #[cfg(feature = "gateway")]
 mod gateway;
 mod router;
+pub(crate) use router::serve_io;
 
 use crate::config::{LiveSettings, Settings};
 use crate::control::Control;

@@ -28,3 +28,32 @@ impl Router {
         .await
     }
 }
+
+/// One client connection over `io`, served as the laptop listener serves its connections
+/// (Weir's HTTP settings, the keep-alive hint, the router), except that a client's half close
+/// still gets its answers: the fuzz targets' way in (`crate::fuzz_entry`), with no socket.
+pub(crate) async fn serve_io<I>(h: &super::EngineHandle, io: I)
+where
+    I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'static,
+{
+    let router = Router {
+        proxy: h.control.proxy.clone(),
+        control: h.control.clone(),
+    };
+    let limits = router.proxy.settings().limits.clone();
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let mut builder = crate::server::http_builder(&limits);
+    // The fuzz input is all the client sends (then its write side closes): answer what it
+    // asked before closing, as a client that waits for its answers would get.
+    builder.http1().half_close(true);
+    let conn = crate::server::connection(
+        &builder,
+        hyper_util::rt::TokioIo::new(io),
+        graceful.watcher(),
+        crate::server::keep_alive_value(limits.header_read_timeout),
+        move |req| router.clone().route(req),
+        None::<()>,
+    );
+    let _ = conn.await;
+    drop(graceful);
+}

@@ -741,7 +741,11 @@ fn durability(class: RouteClass) -> Durability {
 const MAX_TOKEN_LIFETIME: Duration = Duration::from_secs(24 * 3600);
 
 /// (fresh, stale-while-revalidate, stale-if-error) for a response of `class`.
-fn lifetimes(class: RouteClass, s: &ClassSettings, body: &[u8]) -> (Duration, Duration, Duration) {
+pub(super) fn lifetimes(
+    class: RouteClass,
+    s: &ClassSettings,
+    body: &[u8],
+) -> (Duration, Duration, Duration) {
     if class != RouteClass::Token {
         return (s.fresh_ttl, s.stale_while_revalidate, s.stale_if_error);
     }

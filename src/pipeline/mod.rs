@@ -105,6 +105,15 @@ use hyper::body::Incoming;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
+/// The pipeline's readers of upstream answers (a token answer's lifetimes and its aged copy,
+/// an announced API host), run on `body` for the fuzz targets (`crate::fuzz_entry`).
+pub(crate) fn read_answer_for_fuzz(headers: &http::HeaderMap, body: &[u8]) {
+    let class = crate::config::ClassSettings::defaults(RouteClass::Token);
+    let _ = cache::lifetimes(RouteClass::Token, &class, body);
+    let _ = token_age::rewrite(headers, body, 1500);
+    let _ = crate::upstream::announced_api_for_fuzz(body);
+}
+
 /// Every request's front door, whichever listener took it (the local proxy, the gateway's,
 /// the admin listener, an intercepted TLS connection) and wherever it goes next (this
 /// pipeline or the control API): the request id, the header-size cap — applied here and
@@ -116,13 +125,24 @@ where
     Fut: std::future::Future<Output = Answer>,
 {
     let rid = request_id(req.headers());
+    // Whether the client still had body bytes to send when the request arrived.
+    let body_pending = !http_body::Body::is_end_stream(req.body());
     // One version of the settings for this request's own checks (a change lands on the next).
     let settings = proxy.settings();
     let result = match limits::header_size(&settings.limits, req.headers()) {
         Ok(()) => next(req, rid.clone(), settings).await,
         Err(p) => Err(p),
     };
-    finish(result, rid, &proxy.base_url, &proxy.global)
+    let refused = result.is_err();
+    let mut resp = finish(result, rid, &proxy.base_url, &proxy.global);
+    // Weir's own problem for a request with a body usually leaves the body unread (breaker
+    // open, cooldown, client rate): hyper then closes an HTTP/1 connection unless the rest was
+    // already in its buffer. The answer says so (`Connection: close`, `server::keep_alive_hint`)
+    // so a client never sends its next request on a socket about to close.
+    if refused && body_pending {
+        resp.extensions_mut().insert(crate::server::CloseAfter);
+    }
+    resp
 }
 
 /// The pipeline's entry point, through the [`front`] door.

@@ -33,7 +33,8 @@ pub(super) fn stale_or(
 }
 
 /// The upstream answered with an error: a stale copy beats it when the error is the
-/// upstream's fault (5xx, 429), never for a client error like 404, which passes as it came.
+/// upstream's fault or a rate limit (5xx, 429, GitHub's secondary-limit 403), never for a
+/// client error like 404, which passes as it came.
 pub(super) fn after_upstream_error(
     stale: Option<Arc<Stored>>,
     counters: &ClassCounters,
@@ -41,8 +42,10 @@ pub(super) fn after_upstream_error(
     fwd: &str,
 ) -> Response<Body> {
     let status = failed.status.as_u16();
-    let upstream_fault =
-        failed.status.is_server_error() || failed.status == StatusCode::TOO_MANY_REQUESTS;
+    let upstream_fault = failed.status.is_server_error()
+        || failed.status == StatusCode::TOO_MANY_REQUESTS
+        || weir_resilience::classify_response(failed.status, &failed.headers, &failed.body)
+            == weir_resilience::Kind::RateLimited;
     match stale {
         Some(s) if upstream_fault => {
             counters.cache_hits_stale.fetch_add(1, Relaxed);

@@ -104,7 +104,11 @@ fn encode(c: Coding, body: &[u8]) -> Option<Vec<u8>> {
 
 /// The headers and body with `refresh_in` reduced by `age_secs`; `None` when the body is not a
 /// JSON object with a numeric `refresh_in` (nothing to change).
-fn rewrite(headers: &HeaderMap, body: &[u8], age_secs: u64) -> Option<(HeaderMap, Bytes)> {
+pub(super) fn rewrite(
+    headers: &HeaderMap,
+    body: &[u8],
+    age_secs: u64,
+) -> Option<(HeaderMap, Bytes)> {
     let c = coding(headers)?;
     let plain = decode(c, body)?;
     let mut v: serde_json::Value = serde_json::from_slice(&plain).ok()?;

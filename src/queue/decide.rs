@@ -218,7 +218,7 @@ fn decide_lookup(found: Lookup, stored_token: bool, now: i64) -> Step {
 
 /// What the upstream said when it refused a replay: its status and message (the jobs API's
 /// error, `{"message"}` or `{"error": {"message"}}`, else Weir's description).
-fn refusal(status: u16, body: &[u8], detail: &str) -> ItemResult {
+pub(super) fn refusal(status: u16, body: &[u8], detail: &str) -> ItemResult {
     let v: serde_json::Value = serde_json::from_slice(body).unwrap_or_default();
     let message = v
         .get("message")
@@ -233,7 +233,7 @@ fn refusal(status: u16, body: &[u8], detail: &str) -> ItemResult {
 }
 
 /// What the upstream said it created: job id, session id, PR when present.
-fn summarise(status: u16, body: &[u8]) -> ItemResult {
+pub(super) fn summarise(status: u16, body: &[u8]) -> ItemResult {
     let v: serde_json::Value = serde_json::from_slice(body).unwrap_or_default();
     let pick = |keys: &[&str]| keys.iter().find_map(|k| v.get(*k).filter(|x| !x.is_null()));
     ItemResult {

@@ -1,7 +1,8 @@
 //! Attempt and retry: the one place an upstream request is sent. Every attempt passes the gate
 //! ([`super::admission`]); every outcome is classified and recorded (breaker, counters,
 //! cooldown); retryable failures of resendable requests are retried with exponential backoff
-//! and full jitter, within the class deadline and the upstream's retry budget; then, if the
+//! and full jitter, within the class deadline and the upstream's retry budget (a rate limit
+//! never is: it is answered at once, see docs/reliability.md); then, if the
 //! policy allows and the upstream has one, the fallback gets one try. Client requests and
 //! queue replays both come here, each with its [`AttemptPolicy`].
 
@@ -301,7 +302,11 @@ impl Upstreams {
                     g.cool_down(w, kind, who.as_ref());
                 }
             }
-            let retryable = kind.is_retryable() || kind == Kind::RateLimited;
+            // A rate limit (429, GitHub's secondary-limit 403) is never retried here: the
+            // upstream asked this caller to wait, its wait now holds back every later attempt
+            // (the cooldown above), and GitHub blocks integrations that retry while limited.
+            // The caller answers at once, with the upstream's `Retry-After` or a stale copy.
+            let retryable = kind.is_retryable();
             last = Some((res, kind));
             if kind.is_ok() || !retryable || !policy.retries() {
                 break;

@@ -199,3 +199,9 @@ impl Upstreams {
             .announced_for(&ids, account, std::time::Instant::now())
     }
 }
+
+/// The API host a token or GraphQL answer announces, read as [`Upstreams::learn_from`] reads it,
+/// for the fuzz targets (`crate::fuzz_entry`).
+pub(crate) fn announced_api_for_fuzz(body: &[u8]) -> Option<String> {
+    learned::announced_api(body)
+}
