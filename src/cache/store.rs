@@ -1,9 +1,9 @@
 //! The bounded in-memory store. moka gives a concurrent cache with a byte budget (a weigher)
-//! and least-recently-used eviction, so Weir does not hand-roll either. List and view entries
+//! and least-recently-used eviction, so Weir does not hand-roll either. List, view and log entries
 //! are also handed to the disk writer ([`super::persist`]) when persistence is on.
 
 use super::persist::{self, ClearError, Persistence};
-use super::{CacheKey, Pace, Stored};
+use super::{CacheKey, Pace, Served, Stored};
 use crate::secrets::SecretStore;
 use crate::status::CachePersistence;
 use moka::policy::EvictionPolicy;
@@ -18,9 +18,11 @@ pub struct Cache {
     persistence: Arc<Persistence>,
     /// Degradation-aware freshness: upstream strain and per-key refresh times.
     pace: Arc<Pace>,
+    /// The longest log each caller was given (`stream` documents never shrink).
+    served: Served,
 }
 
-/// Whether an entry may outlive this run (list and view answers; never a token).
+/// Whether an entry may outlive this run (list, view and log answers; never a token).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Durability {
     Persist,
@@ -75,12 +77,18 @@ impl Cache {
             inner,
             persistence: Arc::new(opened.persistence),
             pace: Arc::new(Pace::default()),
+            served: Served::default(),
         }
     }
 
     /// When each key was refreshed and whether each upstream is strained.
     pub fn pace(&self) -> &Pace {
         &self.pace
+    }
+
+    /// The longest log each caller was given.
+    pub fn served(&self) -> &Served {
+        &self.served
     }
 
     pub fn get(&self, key: &CacheKey) -> Option<Arc<Stored>> {
