@@ -17,14 +17,13 @@ mod agents_answers;
 mod agents_api;
 #[path = "common/corpus.rs"]
 mod corpus;
+#[path = "common/through_weir.rs"]
+mod through_weir;
 #[path = "common/tls.rs"]
 mod tls;
 
 use agents_api::{AgentsApi, Fault, FaultKind, HOSTS, PLAN_HOST};
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
-use hyper_util::rt::TokioIo;
-use rustls::pki_types::{CertificateDer, ServerName};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -69,69 +68,23 @@ async fn start(api: &AgentsApi, data: &Path, ca: &Arc<weir_tls::LocalCa>) -> wei
     weir::start(opts).await.expect("weir starts")
 }
 
-/// One GET of `path` on the plan host through Weir, as a client behind a proxy sends it:
-/// CONNECT, TLS trusting only Weir's CA, HTTP/1.1. Returns the status, `Cache-Status` and body.
-async fn get(
-    weir: &weir::EngineHandle,
-    ca: &weir_tls::LocalCa,
-    path: &str,
-) -> (u16, String, Bytes) {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut tcp = tokio::net::TcpStream::connect(weir.local_addr())
-        .await
-        .unwrap();
-    let target = format!("{PLAN_HOST}:443");
-    tcp.write_all(format!("CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n").as_bytes())
-        .await
-        .unwrap();
-    let mut head = Vec::new();
-    let mut byte = [0u8; 1];
-    while !head.ends_with(b"\r\n\r\n") {
-        assert_eq!(tcp.read(&mut byte).await.unwrap(), 1, "CONNECT answer cut");
-        head.push(byte[0]);
-    }
-    assert!(head.starts_with(b"HTTP/1.1 200"), "CONNECT refused");
-    let mut roots = rustls::RootCertStore::empty();
-    roots
-        .add(CertificateDer::from(ca.cert_der().to_vec()))
-        .unwrap();
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut cfg = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    cfg.alpn_protocols = vec![b"http/1.1".to_vec()];
-    let tls = tokio_rustls::TlsConnector::from(Arc::new(cfg))
-        .connect(ServerName::try_from(PLAN_HOST).unwrap(), tcp)
-        .await
-        .unwrap();
-    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
-        .await
-        .unwrap();
-    tokio::spawn(conn);
-    // gh's headers (the corpus's `gh.view.logs`).
-    let req = http::Request::get(path)
-        .header("host", PLAN_HOST)
-        .header("authorization", "Bearer gho_LOGFOLLOWER0123456789")
-        .header("copilot-integration-id", "copilot-4-cli")
-        .header("x-github-api-version", "2026-01-09")
-        .header("user-agent", "GitHub CLI 2.83.0")
-        .body(Full::new(Bytes::new()))
-        .unwrap();
-    let resp = sender.send_request(req).await.unwrap();
-    let (parts, body) = resp.into_parts();
-    let cs = parts
-        .headers
+/// One poll of `path` on the plan host through Weir with gh's headers (the corpus's
+/// `gh.view.logs`): the status, `Cache-Status` and body.
+async fn get(weir: &weir::EngineHandle, ca: &weir_tls::LocalCa, path: &str) -> (u16, String, Bytes) {
+    let headers = [
+        ("authorization", "Bearer gho_LOGFOLLOWER0123456789"),
+        ("copilot-integration-id", "copilot-4-cli"),
+        ("x-github-api-version", "2026-01-09"),
+        ("user-agent", "GitHub CLI 2.83.0"),
+    ];
+    let (status, h, body) =
+        through_weir::get(weir.local_addr(), ca.cert_der(), PLAN_HOST, path, &headers).await;
+    let cs = h
         .get("cache-status")
         .and_then(|v| v.to_str().ok())
         .unwrap_or_default()
         .to_string();
-    (
-        parts.status.as_u16(),
-        cs,
-        body.collect().await.unwrap().to_bytes(),
-    )
+    (status, cs, body)
 }
 
 /// gh's `Follow`: what it printed so far, and each poll's rule.
