@@ -74,9 +74,14 @@ async fn get(w: &TlsWeir, path: &str, token: &str, extra: &[(&str, &str)]) -> Go
     let auth = format!("Bearer {token}");
     let mut headers = vec![("authorization", auth.as_str())];
     headers.extend_from_slice(extra);
-    let (status, headers, body) =
-        through_weir::get(w.handle.local_addr(), w.ca.cert_der(), PLAN_HOST, path, &headers)
-            .await;
+    let (status, headers, body) = through_weir::get(
+        w.handle.local_addr(),
+        w.ca.cert_der(),
+        PLAN_HOST,
+        path,
+        &headers,
+    )
+    .await;
     Got {
         status,
         headers,
@@ -115,7 +120,10 @@ async fn a_stale_copy_is_revalidated_with_its_etag_and_a_304_refreshes_it() {
     let first = get(&w, &view, token, &[]).await;
     assert_eq!(first.status, 200);
     let etag = first.header("etag").to_string();
-    assert!(etag.starts_with("W/\""), "the fake's ETag reaches the client: {etag:?}");
+    assert!(
+        etag.starts_with("W/\""),
+        "the fake's ETag reaches the client: {etag:?}"
+    );
     assert_eq!(api.count("sessions.get"), 1);
 
     // Stale: the refresh asks with the copy's ETag; the fake answers 304, and the client gets
@@ -134,7 +142,10 @@ async fn a_stale_copy_is_revalidated_with_its_etag_and_a_304_refreshes_it() {
     assert_eq!(api.not_modified(), 1);
     // The revalidated copy is fresh: the next request is a hit, no call.
     let third = get(&w, &view, token, &[]).await;
-    assert_eq!((third.status, third.header("cache-status")), (200, "weir; hit"));
+    assert_eq!(
+        (third.status, third.header("cache-status")),
+        (200, "weir; hit")
+    );
     assert_eq!(third.body, first.body);
     assert_eq!(api.count("sessions.get"), 2);
 
@@ -162,7 +173,8 @@ async fn a_stale_copy_is_revalidated_with_its_etag_and_a_304_refreshes_it() {
         .await
         .unwrap();
     assert!(
-        metrics.contains("weir_revalidated_total{upstream=\"copilot-individual\",class=\"view\"} 1"),
+        metrics
+            .contains("weir_revalidated_total{upstream=\"copilot-individual\",class=\"view\"} 1"),
         "{metrics}"
     );
 }
@@ -187,8 +199,16 @@ async fn a_clients_own_conditional_request_is_answered_304_from_the_copy_and_nev
     assert_eq!(cond.status, 304, "{:?}", cond.headers);
     assert!(cond.body.is_empty());
     assert_eq!(cond.header("etag"), direct_etag);
-    assert_eq!(api.count("sessions.get"), calls + 1, "fetched once, for the copy");
-    assert_eq!(conditional_at_fake(&api, &view), 0, "never sent on to the upstream");
+    assert_eq!(
+        api.count("sessions.get"),
+        calls + 1,
+        "fetched once, for the copy"
+    );
+    assert_eq!(
+        conditional_at_fake(&api, &view),
+        0,
+        "never sent on to the upstream"
+    );
     assert_eq!(api.not_modified(), 0);
     // What was stored is the body, not the 304: another client (same credential, no
     // condition) gets it whole from the cache.
@@ -222,7 +242,8 @@ async fn a_clients_own_conditional_request_is_answered_304_from_the_copy_and_nev
         .await
         .unwrap();
     assert!(
-        metrics.contains("weir_not_modified_total{upstream=\"copilot-individual\",class=\"view\"} 3"),
+        metrics
+            .contains("weir_not_modified_total{upstream=\"copilot-individual\",class=\"view\"} 3"),
         "{metrics}"
     );
 }

@@ -70,7 +70,11 @@ async fn start(api: &AgentsApi, data: &Path, ca: &Arc<weir_tls::LocalCa>) -> wei
 
 /// One poll of `path` on the plan host through Weir with gh's headers (the corpus's
 /// `gh.view.logs`): the status, `Cache-Status` and body.
-async fn get(weir: &weir::EngineHandle, ca: &weir_tls::LocalCa, path: &str) -> (u16, String, Bytes) {
+async fn get(
+    weir: &weir::EngineHandle,
+    ca: &weir_tls::LocalCa,
+    path: &str,
+) -> (u16, String, Bytes) {
     let headers = [
         ("authorization", "Bearer gho_LOGFOLLOWER0123456789"),
         ("copilot-integration-id", "copilot-4-cli"),

@@ -6,6 +6,10 @@
 //! ([`super::page_subset`]). A `stream` GET whose answers are complete documents comes here
 //! too, keyed like `view` ([`super::stream`]).
 //!
+//! A stale copy's refresh is conditional on its validators, and a `304` makes the copy fresh
+//! again ([`super::conditional`]). A log (`stream` document) never goes back in the cache: a
+//! shorter fresh answer keeps the longer copy's bytes.
+//!
 //! What is kept: never `Set-Cookie` (a shared answer must not hand one caller's session to
 //! another); and for anonymous requests (no credential, so every anonymous caller shares one
 //! identity) nothing marked `Cache-Control: private` or `no-store`.

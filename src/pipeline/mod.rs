@@ -247,7 +247,8 @@ impl After {
     async fn apply(self, proxy: &Proxy, ctx: &Ctx, answer: Answer) -> Answer {
         let counters = proxy.upstreams.get(ctx.up).counters.class(ctx.class);
         let answer = match self.follower {
-            Some(key) => stream::never_shorter(&proxy.cache, counters, key, answer).await,
+            // Boxed: a log's answer is rare, and its future stays out of every request's.
+            Some(key) => Box::pin(stream::never_shorter(&proxy.cache, counters, key, answer)).await,
             None => answer,
         };
         match self.asked {
