@@ -63,6 +63,12 @@ impl Served {
         Settled::Candidate
     }
 
+    /// Forgets every remembered log (`weir cache clear`).
+    pub fn clear(&self) {
+        self.longest.invalidate_all();
+        self.longest.run_pending_tasks();
+    }
+
     /// The copy `key`'s caller was last given, if any.
     #[cfg(test)]
     pub fn get(&self, key: &CacheKey) -> Option<Arc<Stored>> {
@@ -115,5 +121,9 @@ mod tests {
         // A log restarted by the upstream is served once it outgrows the old one.
         assert!(matches!(s.settle(k, log("x\ny\nz\n")), Settled::Candidate));
         assert_eq!(&s.get(&k).unwrap().body[..], b"x\ny\nz\n");
+        // Cleared (`weir cache clear`): nothing is held to anymore.
+        s.clear();
+        assert!(s.get(&k).is_none());
+        assert!(matches!(s.settle(k, log("a\n")), Settled::Candidate));
     }
 }

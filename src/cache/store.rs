@@ -103,10 +103,13 @@ impl Cache {
         self.inner.insert(key, value);
     }
 
-    /// Empties memory and the disk file. Memory is emptied even when the disk cannot be.
+    /// Empties memory (the remembered logs too) and the disk file. Memory is emptied even when
+    /// the disk cannot be.
     pub async fn clear(&self) -> Result<(), ClearError> {
         self.inner.invalidate_all();
         self.inner.run_pending_tasks();
+        // The logs remembered for followers are copies of cached answers: forgotten too.
+        self.served.clear();
         self.persistence.clear().await
     }
 
