@@ -16,6 +16,13 @@ pub struct ClassCounters {
     pub cache_hits_fresh: AtomicU64,
     pub cache_hits_stale: AtomicU64,
     pub errors: AtomicU64,
+    /// Refreshes the upstream answered `304 Not Modified` (the stored copy was revalidated
+    /// with its `ETag`/`Last-Modified`, and no body was sent again).
+    pub revalidated: AtomicU64,
+    /// Clients' own conditional requests answered `304` from Weir's copy.
+    pub not_modified: AtomicU64,
+    /// Log (`stream`) answers replaced by the longer log the caller was already given.
+    pub kept_longer: AtomicU64,
 }
 
 #[derive(Debug, Clone, Copy, Default, Serialize, PartialEq, Eq)]
@@ -26,6 +33,9 @@ pub struct ClassSnapshot {
     pub cache_hits_fresh: u64,
     pub cache_hits_stale: u64,
     pub errors: u64,
+    pub revalidated: u64,
+    pub not_modified: u64,
+    pub kept_longer: u64,
 }
 
 impl ClassCounters {
@@ -37,6 +47,9 @@ impl ClassCounters {
             cache_hits_fresh: self.cache_hits_fresh.load(Relaxed),
             cache_hits_stale: self.cache_hits_stale.load(Relaxed),
             errors: self.errors.load(Relaxed),
+            revalidated: self.revalidated.load(Relaxed),
+            not_modified: self.not_modified.load(Relaxed),
+            kept_longer: self.kept_longer.load(Relaxed),
         }
     }
 }
@@ -49,6 +62,9 @@ impl std::ops::AddAssign for ClassSnapshot {
         self.cache_hits_fresh += o.cache_hits_fresh;
         self.cache_hits_stale += o.cache_hits_stale;
         self.errors += o.errors;
+        self.revalidated += o.revalidated;
+        self.not_modified += o.not_modified;
+        self.kept_longer += o.kept_longer;
     }
 }
 

@@ -6,12 +6,15 @@
 //! upstream, healthy or not; what a struggling upstream needs is fewer calls, and a task's
 //! status a minute or two old is still worth showing.
 //!
-//! - **Strained**: the upstream's breaker is not closed, or the last [`STRAIN_AFTER`] refreshes
+//! - **Strained**: the upstream's breaker is `degraded`, or the last [`STRAIN_AFTER`] refreshes
 //!   Weir made through the cache were each slow (at least the breaker's `slow_floor`, an
 //!   absolute bar, because the relative baseline learns a slowness that is there from the
 //!   start) or failed. One slow refresh is not enough: on a busy laptop a healthy call is
 //!   sometimes late. The next fast, successful refresh ends it, so the interval returns to
 //!   normal as soon as calls are fast again.
+//! - **Not while the breaker is open or half-open**: then the breaker paces the calls (it
+//!   refuses them locally while open; half-open, the refreshes are its probes), and holding a
+//!   key for the interval would only hide that the upstream healed (`pipeline::cache`).
 //! - **Paced key**: under strain, a key whose last refresh started less than the interval ago
 //!   is answered from the cache (any copy `stale_if_error` still allows) with no upstream call.
 //! - **A lasting strain stretches further**: once the strain has lasted [`LASTING`] intervals

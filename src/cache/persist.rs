@@ -1,4 +1,4 @@
-//! Keeping list and view entries across restarts: at start the sealed rows of `cache.sqlite`
+//! Keeping list, view and log (`stream` document) entries across restarts: at start the sealed rows of `cache.sqlite`
 //! are opened and loaded into memory; afterwards one writer thread, fed by a bounded channel,
 //! seals and writes new entries. The request path only ever `try_send`s: a full channel drops
 //! the write (counted), a failing disk turns persistence off for the run (the status says why),

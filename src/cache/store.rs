@@ -1,9 +1,9 @@
 //! The bounded in-memory store. moka gives a concurrent cache with a byte budget (a weigher)
-//! and least-recently-used eviction, so Weir does not hand-roll either. List and view entries
+//! and least-recently-used eviction, so Weir does not hand-roll either. List, view and log entries
 //! are also handed to the disk writer ([`super::persist`]) when persistence is on.
 
 use super::persist::{self, ClearError, Persistence};
-use super::{CacheKey, Pace, Stored};
+use super::{CacheKey, Pace, Served, Stored};
 use crate::secrets::SecretStore;
 use crate::status::CachePersistence;
 use moka::policy::EvictionPolicy;
@@ -18,9 +18,11 @@ pub struct Cache {
     persistence: Arc<Persistence>,
     /// Degradation-aware freshness: upstream strain and per-key refresh times.
     pace: Arc<Pace>,
+    /// The longest log each caller was given (`stream` documents never shrink).
+    served: Served,
 }
 
-/// Whether an entry may outlive this run (list and view answers; never a token).
+/// Whether an entry may outlive this run (list, view and log answers; never a token).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Durability {
     Persist,
@@ -75,12 +77,18 @@ impl Cache {
             inner,
             persistence: Arc::new(opened.persistence),
             pace: Arc::new(Pace::default()),
+            served: Served::default(),
         }
     }
 
     /// When each key was refreshed and whether each upstream is strained.
     pub fn pace(&self) -> &Pace {
         &self.pace
+    }
+
+    /// The longest log each caller was given.
+    pub fn served(&self) -> &Served {
+        &self.served
     }
 
     pub fn get(&self, key: &CacheKey) -> Option<Arc<Stored>> {
@@ -95,10 +103,13 @@ impl Cache {
         self.inner.insert(key, value);
     }
 
-    /// Empties memory and the disk file. Memory is emptied even when the disk cannot be.
+    /// Empties memory (the remembered logs too) and the disk file. Memory is emptied even when
+    /// the disk cannot be.
     pub async fn clear(&self) -> Result<(), ClearError> {
         self.inner.invalidate_all();
         self.inner.run_pending_tasks();
+        // The logs remembered for followers are copies of cached answers: forgotten too.
+        self.served.clear();
         self.persistence.clear().await
     }
 

@@ -9,7 +9,7 @@ pub(crate) fn render(ctl: &Control, private: bool) -> String {
     let s = super::snapshot(ctl);
     let mut out = String::new();
     type Getter = fn(&crate::stats::ClassSnapshot) -> u64;
-    let counters: [(&str, &str, Getter); 6] = [
+    let counters: [(&str, &str, Getter); 9] = [
         (
             "weir_client_requests_total",
             "Requests clients sent for a managed upstream.",
@@ -38,6 +38,21 @@ pub(crate) fn render(ctl: &Control, private: bool) -> String {
         ("weir_errors_total", "Failed upstream exchanges.", |c| {
             c.errors
         }),
+        (
+            "weir_revalidated_total",
+            "Refreshes the upstream answered 304 Not Modified (a stored copy revalidated by its validator).",
+            |c| c.revalidated,
+        ),
+        (
+            "weir_not_modified_total",
+            "Clients' conditional requests answered 304 Not Modified from Weir's copy.",
+            |c| c.not_modified,
+        ),
+        (
+            "weir_logs_kept_longer_total",
+            "Log answers replaced by the longer log the caller was already given.",
+            |c| c.kept_longer,
+        ),
     ];
     for (name, help, get) in counters {
         let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");

@@ -6,6 +6,10 @@
 //! ([`super::page_subset`]). A `stream` GET whose answers are complete documents comes here
 //! too, keyed like `view` ([`super::stream`]).
 //!
+//! A stale copy's refresh is conditional on its validators, and a `304` makes the copy fresh
+//! again ([`super::conditional`]). A log (`stream` document) never goes back in the cache: a
+//! shorter fresh answer keeps the longer copy's bytes.
+//!
 //! What is kept: never `Set-Cookie` (a shared answer must not hand one caller's session to
 //! another); and for anonymous requests (no credential, so every anonymous caller shares one
 //! identity) nothing marked `Cache-Control: private` or `no-store`.
@@ -39,7 +43,7 @@ use tokio::time::Instant;
 #[derive(Clone, Copy)]
 pub(super) struct CacheHandles<'a> {
     pub cache: &'a Cache,
-    pub coalescer: &'a Coalescer<Stored, Problem>,
+    pub coalescer: &'a Coalescer<Refreshed, Problem>,
     pub page_families: &'a page_subset::Families,
     pub streamed: &'a super::stream::Streamed,
     pub upstreams: &'a Arc<Upstreams>,
@@ -64,7 +68,7 @@ impl CacheHandles<'_> {
 /// clones a pointer, not the data).
 struct Flight {
     cache: Cache,
-    coalescer: Coalescer<Stored, Problem>,
+    coalescer: Coalescer<Refreshed, Problem>,
     page_families: page_subset::Families,
     streamed: super::stream::Streamed,
     upstreams: Arc<Upstreams>,
@@ -84,11 +88,28 @@ impl Flight {
     }
 }
 
-/// Whether upstream `up` is strained now: its breaker is not closed, or the last refresh
-/// through the cache was slow or failed (`crate::cache::pace`).
-fn strained(h: CacheHandles<'_>, up: UpstreamIndex) -> bool {
-    h.cache.pace().last_refresh_strained(up)
-        || h.upstreams.get(up).gate.breaker.state() != weir_resilience::State::Closed
+/// Whether upstream `up` is strained now, and what paces its calls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Strain {
+    None,
+    /// The breaker is `degraded`, or the last refreshes through the cache were slow or failed
+    /// (`crate::cache::pace`): each key is refreshed once per `degraded_refresh`.
+    Paced,
+    /// The breaker is `open` or `half_open`: it paces the calls itself. It refuses a refresh
+    /// locally while open (no upstream call), and once half-open needs refreshes as its probes:
+    /// held for `degraded_refresh` instead, a key would learn the upstream healed minutes late,
+    /// and a log follower would see the outage's copy all that while (#29).
+    Breaker,
+}
+
+fn strain_of(h: CacheHandles<'_>, up: UpstreamIndex) -> Strain {
+    use weir_resilience::State;
+    match h.upstreams.get(up).gate.breaker.state() {
+        State::Open | State::HalfOpen => Strain::Breaker,
+        State::Degraded => Strain::Paced,
+        State::Closed if h.cache.pace().last_refresh_strained(up) => Strain::Paced,
+        State::Closed => Strain::None,
+    }
 }
 
 /// What the fetch task needs to repeat the request, owned so it can outlive the client.
@@ -104,8 +125,16 @@ struct FetchSpec {
     scope: Option<Identity>,
     /// The page-size family this fetch belongs to, and its size.
     page: Option<(CacheKey, u32)>,
-    /// A stale copy may answer if this fetch fails: never wait out the upstream's hint then.
-    stale_in_hand: bool,
+    /// The stale copy in hand: it may answer if this fetch fails (so the upstream's hint is
+    /// never waited out), and its validators make the fetch conditional.
+    stale: Option<Arc<Stored>>,
+}
+
+/// What a cache flight ends with: the entry its waiters get, and whether the upstream
+/// revalidated the copy in hand (`304 Not Modified`) instead of sending it again.
+pub(crate) struct Refreshed {
+    pub entry: Arc<Stored>,
+    pub not_modified: bool,
 }
 
 /// What the cache decided for one request: answered, joining a flight, or leading one.
@@ -311,13 +340,26 @@ impl Keyed {
                 Freshness::Revalidate | Freshness::OnlyOnError
             );
             // Asked once (it takes the pace's lock), and only for a stale copy.
-            let strain = stale_but_servable && strained(h, up);
+            let strain = match stale_but_servable {
+                true => strain_of(h, up),
+                false => Strain::None,
+            };
             if stale_but_servable && class != RouteClass::Token {
                 let cs = settings.classes.get(class);
-                let paced =
-                    h.cache
-                        .pace()
-                        .decide(key, up, strain, cs.degraded_refresh, cs.fresh_ttl, now);
+                let strained = strain != Strain::None;
+                let paced = h.cache.pace().decide(
+                    key,
+                    up,
+                    strained,
+                    cs.degraded_refresh,
+                    cs.fresh_ttl,
+                    now,
+                );
+                // An open or half-open breaker paces the refresh itself (see `Strain`).
+                let paced = match (paced, strain) {
+                    (Paced::Hold, Strain::Breaker) => Paced::Due,
+                    (p, _) => p,
+                };
                 match paced {
                     Paced::Hold => {
                         counters.cache_hits_stale.fetch_add(1, Relaxed);
@@ -329,7 +371,7 @@ impl Keyed {
                     Paced::Due => {
                         counters.cache_hits_stale.fetch_add(1, Relaxed);
                         let mut spec = spec(ctx, key, &uri, &headers, page);
-                        spec.stale_in_hand = true;
+                        spec.stale = Some(entry.clone());
                         let p = h.flight();
                         h.coalescer.start_if_idle(key, move || fetch(p, spec));
                         return Lookup::Answered(Ok(respond::cached(
@@ -347,13 +389,13 @@ impl Keyed {
                 }
                 Freshness::Revalidate => {
                     let mut spec = spec(ctx, key, &uri, &headers, page);
-                    spec.stale_in_hand = true;
+                    spec.stale = Some(entry.clone());
                     let p = h.flight();
                     // A strained upstream is not waited for (the pace above held or let this
                     // key through; a young key under strain lands here too).
                     let wait = match strain {
-                        true => Duration::ZERO,
-                        false => settings.classes.get(class).revalidate_wait,
+                        Strain::None => settings.classes.get(class).revalidate_wait,
+                        Strain::Paced | Strain::Breaker => Duration::ZERO,
                     };
                     if wait.is_zero() {
                         counters.cache_hits_stale.fetch_add(1, Relaxed);
@@ -381,7 +423,7 @@ impl Keyed {
         let joins = h.coalescer.is_running(&key);
         let stale_now = stale();
         let mut spec = spec(ctx, key, &uri, &headers, page);
-        spec.stale_in_hand = stale_now.is_some();
+        spec.stale = stale_now.clone();
         let go = Box::pin(async move {
             let p = h.flight();
             let (outcome, role) = h.coalescer.run(key, move || fetch(p, spec)).await;
@@ -442,13 +484,19 @@ fn landed(
     h: CacheHandles<'_>,
     key: CacheKey,
     class: RouteClass,
-    outcome: Option<crate::coalesce::Outcome<Stored, Problem>>,
+    outcome: Option<crate::coalesce::Outcome<Refreshed, Problem>>,
     stale: Option<Arc<Stored>>,
     headers: &HeaderMap,
     fwd: &str,
     counters: &crate::stats::ClassCounters,
 ) -> Answer {
-    match outcome {
+    // A copy the upstream revalidated says so (RFC 9211 `fwd-status`).
+    let fwd = match &outcome {
+        Some(Ok(r)) if r.not_modified => std::borrow::Cow::Owned(format!("{fwd}; fwd-status=304")),
+        _ => std::borrow::Cow::Borrowed(fwd),
+    };
+    let fwd = fwd.as_ref();
+    match outcome.map(|o| o.map(|r| r.entry.clone())) {
         Some(Ok(fresh)) if fresh.is_success() && storable(headers, &fresh.headers) => {
             Ok(respond::cached(&fresh, &format!("{fwd}; stored")))
         }
@@ -553,14 +601,15 @@ fn spec(
         headers,
         scope: ctx.who.scope(),
         page,
-        stale_in_hand: false,
+        stale: None,
     }
 }
 
 /// What one upstream exchange for a cache key ended with.
 pub(super) enum Fetched {
-    /// A complete answer, stored when it may be (see [`keep`]).
-    Kept(Arc<Stored>),
+    /// A complete answer, stored when it may be (see [`keep`]); `true` when it is the copy in
+    /// hand, revalidated by the upstream's `304`.
+    Kept(Arc<Stored>, bool),
     /// A `stream` route's answer that is a true stream (see [`super::shape`]): never stored.
     Stream(Response<Body>),
 }
@@ -569,9 +618,12 @@ pub(super) enum Fetched {
 /// resilience layer), stored in the cache on success. A `stream` answer that turns out to be a
 /// true stream cannot be shared by the waiters: the key is marked as streaming and each of
 /// them asks on its own ([`super::stream`]).
-async fn fetch(f: Flight, spec: FetchSpec) -> Result<Arc<Stored>, Arc<Problem>> {
+async fn fetch(f: Flight, spec: FetchSpec) -> Result<Arc<Refreshed>, Arc<Problem>> {
     match exchange(f.handles(), &spec).await {
-        Ok(Fetched::Kept(s)) => Ok(s),
+        Ok(Fetched::Kept(entry, not_modified)) => Ok(Arc::new(Refreshed {
+            entry,
+            not_modified,
+        })),
         Ok(Fetched::Stream(_dropped)) => {
             f.streamed.insert(spec.key, ());
             Err(Arc::new(Problem::new(
@@ -597,15 +649,18 @@ pub(super) async fn exchange_once(
 }
 
 async fn exchange(h: CacheHandles<'_>, spec: &FetchSpec) -> Result<Fetched, Problem> {
+    // A stale copy's validators make the refresh conditional: a `304` costs no body (and, at
+    // api.github.com, no rate limit).
+    let headers = super::conditional::with_validators(&spec.headers, spec.stale.as_deref());
     let req = Replayable {
         method: &Method::GET,
         uri: &spec.uri,
-        headers: &spec.headers,
+        headers: &headers,
         body: Bytes::new(),
         identity: spec.scope,
     };
     let mut policy = AttemptPolicy::for_request(&Method::GET, true);
-    if spec.stale_in_hand {
+    if spec.stale.is_some() {
         policy = policy.with_answer_in_hand();
     }
     let started = Instant::now();
@@ -613,7 +668,7 @@ async fn exchange(h: CacheHandles<'_>, spec: &FetchSpec) -> Result<Fetched, Prob
         h.cache.pace().refreshing(spec.key, started);
     }
     let outcome = if spec.class == RouteClass::Stream {
-        shaped(h, spec).await
+        shaped(h, spec, &headers).await
     } else {
         h.upstreams
             .call_buffered(spec.up, spec.class, req, policy, None)
@@ -638,17 +693,29 @@ async fn exchange(h: CacheHandles<'_>, spec: &FetchSpec) -> Result<Fetched, Prob
             .pace()
             .record_refresh(spec.up, started.elapsed(), failed, slow_floor);
     }
-    match outcome? {
-        (Shaped::Document(resp), _) => Ok(Fetched::Kept(keep(h, spec, resp))),
-        (Shaped::Stream(resp), _) => Ok(Fetched::Stream(resp)),
+    match (outcome?, &spec.stale) {
+        ((Shaped::Document(resp), _), Some(copy)) if resp.status() == StatusCode::NOT_MODIFIED => {
+            let counters = h.upstreams.get(spec.up).counters.class(spec.class);
+            counters.revalidated.fetch_add(1, Relaxed);
+            Ok(Fetched::Kept(
+                revalidated(h, spec, copy, resp.headers()),
+                true,
+            ))
+        }
+        ((Shaped::Document(resp), _), _) => Ok(Fetched::Kept(keep(h, spec, resp), false)),
+        ((Shaped::Stream(resp), _), _) => Ok(Fetched::Stream(resp)),
     }
 }
 
 /// A `stream` GET sent streaming, then shaped by its answer ([`super::shape`]).
-async fn shaped(h: CacheHandles<'_>, spec: &FetchSpec) -> Result<(Shaped, u32), Problem> {
+async fn shaped(
+    h: CacheHandles<'_>,
+    spec: &FetchSpec,
+    headers: &HeaderMap,
+) -> Result<(Shaped, u32), Problem> {
     let mut req = Request::new(crate::body::empty());
     *req.uri_mut() = spec.uri.clone();
-    *req.headers_mut() = spec.headers.clone();
+    *req.headers_mut() = headers.clone();
     let a = h
         .upstreams
         .call_streaming(spec.up, spec.class, req, spec.scope)
@@ -671,18 +738,69 @@ fn keep(h: CacheHandles<'_>, spec: &FetchSpec, resp: Response<Bytes>) -> Arc<Sto
     parts.headers.remove(header::CONTENT_LENGTH);
     // Never kept, never shared: the answer goes to every waiter and every later hit.
     parts.headers.remove(header::SET_COOKIE);
+    let stored = timed(spec, parts.status, parts.headers, body);
+    super::announce::observe(h.upstreams, spec.up, spec.class, spec.scope, &stored);
+    // A log never goes back in the cache either: a fresh answer shorter than the copy kept
+    // (a lagging replica) keeps the longer copy's bytes under the new times, so that a
+    // restart (which loads the kept copy) cannot shrink it.
+    let stored = match h.cache.get(&spec.key) {
+        Some(old)
+            if spec.class == RouteClass::Stream
+                && stored.is_success()
+                && old.is_success()
+                && !crate::cache::extends(&stored, &old) =>
+        {
+            timed(spec, old.status, old.headers.clone(), old.body.clone())
+        }
+        _ => stored,
+    };
+    store(h, spec, &stored);
+    stored
+}
+
+/// A complete answer as an entry of `spec`'s class, stored now.
+fn timed(spec: &FetchSpec, status: StatusCode, headers: HeaderMap, body: Bytes) -> Arc<Stored> {
     let now = Instant::now();
     let (fresh, swr, sie) = lifetimes(spec.class, spec.settings.classes.get(spec.class), &body);
-    let stored = Arc::new(Stored {
-        status: parts.status,
-        headers: parts.headers,
+    Arc::new(Stored {
+        status,
+        headers,
         body,
         stored_at: now,
         fresh_until: now + fresh,
         revalidate_until: now + fresh + swr,
         stale_if_error_until: now + fresh + swr.max(sie),
-    });
-    super::announce::observe(h.upstreams, spec.up, spec.class, spec.scope, &stored);
+    })
+}
+
+/// The copy in hand, revalidated by the upstream's `304`: fresh again from now, with the
+/// header fields the `304` carries in place of the stored ones (RFC 9111 §4.3.4, §3.2: all
+/// but `Content-Length`; a `Set-Cookie` is never kept), and stored like a new answer.
+fn revalidated(
+    h: CacheHandles<'_>,
+    spec: &FetchSpec,
+    copy: &Stored,
+    not_modified: &HeaderMap,
+) -> Arc<Stored> {
+    let mut update = not_modified.clone();
+    strip_hop_by_hop(&mut update);
+    for n in [header::CONTENT_LENGTH, header::SET_COOKIE] {
+        update.remove(n);
+    }
+    let mut headers = copy.headers.clone();
+    for name in update.keys() {
+        headers.remove(name);
+    }
+    for (name, value) in &update {
+        headers.append(name.clone(), value.clone());
+    }
+    let stored = timed(spec, copy.status, headers, copy.body.clone());
+    store(h, spec, &stored);
+    stored
+}
+
+/// Stores `stored` under `spec`'s key when it may be kept.
+fn store(h: CacheHandles<'_>, spec: &FetchSpec, stored: &Arc<Stored>) {
     if stored.is_success() && storable(&spec.headers, &stored.headers) {
         // A learned host's answers are kept like a configured upstream's: keys hash the
         // upstream's name (`learned:HOST`), so a copy read back after a restart answers for
@@ -698,7 +816,6 @@ fn keep(h: CacheHandles<'_>, spec: &FetchSpec, resp: Response<Bytes>) -> Arc<Sto
             }
         }
     }
-    stored
 }
 
 /// A stored list/view answer under the TTLs in force now, which may have changed since it was
@@ -727,12 +844,13 @@ fn retime(e: Arc<Stored>, class: RouteClass, s: &ClassSettings) -> Arc<Stored> {
     })
 }
 
-/// List and view answers may be kept on disk (sealed); a token never leaves memory, nor does a
-/// `stream` document (a session's logs: it grows at every poll, so a copy on disk is soon
-/// worthless and costs a write each time).
+/// List and view answers and `stream` documents (a session's log) may be kept on disk
+/// (sealed); a token never leaves memory. A log costs a write at each refresh, but a restart
+/// during an outage must still answer `gh … --follow`, which ends at the first failed poll,
+/// with the log it had: never a shorter one.
 fn durability(class: RouteClass) -> Durability {
     match class {
-        RouteClass::List | RouteClass::View => Durability::Persist,
+        RouteClass::List | RouteClass::View | RouteClass::Stream => Durability::Persist,
         _ => Durability::MemoryOnly,
     }
 }

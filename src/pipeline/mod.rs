@@ -29,7 +29,9 @@
 //! 7. **rescue** ([`rescue`]): a stale answer when the upstream failed; creates go to the
 //!    durable queue;
 //! 8. **response headers** ([`respond`]): `X-Request-Id`, `Cache-Status`, `Age`,
-//!    problem+json.
+//!    problem+json; before them, a log never shorter than the caller was given
+//!    ([`stream::never_shorter`]) and a client's conditional GET answered `304` when its copy
+//!    is current ([`conditional`]).
 //!
 //! [`model`] is the `model` class's own path (completions naming a model): a per-model
 //! breaker instead of the upstream's gate, and one attempt with the fallback model
@@ -64,6 +66,7 @@
 mod announce;
 mod cache;
 mod classify;
+mod conditional;
 mod context;
 mod create;
 mod forward;
@@ -229,12 +232,49 @@ async fn phases(
         hold,
         decision,
     };
+    let after = After::of(proxy, &ctx, &req);
     let step = step(proxy, &ctx, req);
     let answer = admit_and_run(proxy, &ctx, step).await;
+    let answer = after.apply(proxy, &ctx, answer).await;
     match &ctx.decision {
         // A miss under `list = "cache"` names the rule (`explain` touches no other problem).
         Some(d) => answer.map_err(|p| policy::explain(p, d)),
         None => answer,
+    }
+}
+
+/// What a cacheable or `stream` GET's answer still goes through: a log follower never gets a
+/// shorter log ([`stream::never_shorter`]), and a client's own conditional request gets `304`
+/// when its copy is current ([`conditional`]).
+struct After {
+    follower: Option<crate::cache::CacheKey>,
+    asked: Option<conditional::Asked>,
+}
+
+impl After {
+    fn of(proxy: &Proxy, ctx: &Ctx, req: &Request<Incoming>) -> After {
+        let cached = req.method() == Method::GET
+            && (ctx.class.is_cacheable() || ctx.class == RouteClass::Stream);
+        After {
+            follower: (cached && ctx.class == RouteClass::Stream)
+                .then(|| stream::follower(&proxy.upstreams, ctx, req)),
+            asked: cached
+                .then(|| conditional::Asked::of(req.headers()))
+                .flatten(),
+        }
+    }
+
+    async fn apply(self, proxy: &Proxy, ctx: &Ctx, answer: Answer) -> Answer {
+        let counters = proxy.upstreams.get(ctx.up).counters.class(ctx.class);
+        let answer = match self.follower {
+            // Boxed: a log's answer is rare, and its future stays out of every request's.
+            Some(key) => Box::pin(stream::never_shorter(&proxy.cache, counters, key, answer)).await,
+            None => answer,
+        };
+        match self.asked {
+            Some(asked) => asked.answer(answer, counters),
+            None => answer,
+        }
     }
 }
 

@@ -41,6 +41,10 @@ pub(super) async fn read(
     window: Duration,
 ) -> Result<Shaped, BoxError> {
     let (parts, mut body) = resp.into_parts();
+    // A `304` (an answer to Weir's conditional refresh) has no body, whatever its headers say.
+    if parts.status == http::StatusCode::NOT_MODIFIED {
+        return Ok(Shaped::Document(Response::from_parts(parts, Bytes::new())));
+    }
     let length = content_length(&parts.headers);
     let streams_at_once = match length {
         Some(n) => n > cap as u64,

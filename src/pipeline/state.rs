@@ -29,7 +29,7 @@ pub(crate) struct Proxy {
     pub cache: Cache,
     /// Page-size families of list requests (see `page_subset`).
     pub page_families: super::page_subset::Families,
-    pub coalescer: Coalescer<Stored, Problem>,
+    pub coalescer: Coalescer<super::cache::Refreshed, Problem>,
     /// `stream` keys whose last answer was a true stream (see `stream`).
     pub streamed: super::stream::Streamed,
     /// Per (surface, identity) limits on requests that would reach an upstream; rebuilt when

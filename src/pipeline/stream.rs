@@ -11,14 +11,25 @@
 //! with nothing cached, or whose last answer was a stream, asks once on its own: a stream
 //! cannot wait in a flight for several callers. If a refresh finds that a document has become
 //! a stream, the key is marked as streaming and its callers ask on their own from then on.
+//!
+//! Logs never shrink ([`never_shorter`], `crate::cache::Served`): whatever produced a log
+//! document (a fresh or stale copy, a shared refresh, a hold, a rate-limited client's copy),
+//! a caller never gets one shorter than the log it was already given.
 
 use super::cache::{self, CacheHandles, Fetched};
 use super::context::{Answer, Call, Ctx, Step};
+use super::headers::CACHE_STATUS;
 use super::{forward, rescue, respond};
-use crate::cache::Freshness;
-use http::Request;
+use crate::cache::{Cache, CacheKey, Freshness, Settled, Stored};
+use crate::problem::{Problem, ProblemKind};
+use crate::stats::ClassCounters;
+use crate::upstream::Upstreams;
+use http::{header, Method, Request, StatusCode};
+use http_body_util::BodyExt;
 use hyper::body::Incoming;
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
+use tokio::time::Instant;
 
 /// Keys whose last answer was a stream (bounded; forgotten after an hour of silence).
 pub(crate) type Streamed = moka::sync::Cache<crate::cache::CacheKey, ()>;
@@ -86,7 +97,7 @@ async fn once(
             h.streamed.insert(key, ());
             Ok(forward::relay(resp))
         }
-        Fetched::Kept(s) if s.is_success() => {
+        Fetched::Kept(s, _) if s.is_success() => {
             let kept = h.cache.get(&key).is_some_and(|e| Arc::ptr_eq(&e, &s));
             let status = match kept {
                 true => "weir; fwd=miss; stored",
@@ -95,11 +106,83 @@ async fn once(
             Ok(respond::cached(&s, status))
         }
         // Nothing cached to beat it with: the upstream's error as it came.
-        Fetched::Kept(failed) => Ok(rescue::after_upstream_error(
+        Fetched::Kept(failed, _) => Ok(rescue::after_upstream_error(
             None,
             counters,
             &failed,
             "weir; fwd=miss",
         )),
+    }
+}
+
+/// The key a log follower's longest answer is remembered under: the request's cache key
+/// under the credential's own identity, never its account's (which other credentials share,
+/// and which a credential's answers move to once its account is known).
+pub(super) fn follower(upstreams: &Upstreams, ctx: &Ctx, req: &Request<Incoming>) -> CacheKey {
+    let pq = req
+        .uri()
+        .path_and_query()
+        .map(|p| p.as_str())
+        .unwrap_or("/");
+    CacheKey::new(
+        &upstreams.get(ctx.up).settings,
+        &Method::GET,
+        pq,
+        &ctx.who.identity,
+        req.headers(),
+        &ctx.settings.key_headers,
+    )
+}
+
+/// A log document's answer (a `200` Weir made from a copy: it has a `Cache-Status`) as the
+/// follower under `key` gets it: the answer itself when it extends the log the follower was
+/// given, else that longer log (`Cache-Status: weir; hit; detail=never-shorter`). A true
+/// stream, an error or a problem passes as it is.
+pub(super) async fn never_shorter(
+    cache: &Cache,
+    counters: &ClassCounters,
+    key: CacheKey,
+    answer: Answer,
+) -> Answer {
+    let resp = answer?;
+    if resp.status() != StatusCode::OK || !resp.headers().contains_key(CACHE_STATUS) {
+        return Ok(resp);
+    }
+    let (parts, body) = resp.into_parts();
+    // A copy's body is whole in memory: collecting it takes the one buffer, no copy.
+    let body = body.collect().await.map_err(|e| {
+        Problem::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            ProblemKind::Internal,
+            format!("a cached log could not be read: {e}"),
+        )
+    })?;
+    let body = body.to_bytes();
+    let age = parts
+        .headers
+        .get(header::AGE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse().ok())
+        .map(std::time::Duration::from_secs)
+        .unwrap_or_default();
+    let now = Instant::now();
+    let mut headers = parts.headers.clone();
+    headers.remove(header::AGE);
+    headers.remove(CACHE_STATUS);
+    let candidate = Arc::new(Stored {
+        status: parts.status,
+        headers,
+        body: body.clone(),
+        stored_at: now.checked_sub(age).unwrap_or(now),
+        fresh_until: now,
+        revalidate_until: now,
+        stale_if_error_until: now,
+    });
+    match cache.served().settle(key, candidate) {
+        Settled::Candidate => Ok(http::Response::from_parts(parts, crate::body::full(body))),
+        Settled::Longer(longer) => {
+            counters.kept_longer.fetch_add(1, Relaxed);
+            Ok(respond::cached(&longer, "weir; hit; detail=never-shorter"))
+        }
     }
 }

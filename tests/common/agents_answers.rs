@@ -66,7 +66,13 @@ pub(crate) fn answer(
                 return not_found();
             }
             let ans = &a.answers["session_logs"];
-            let mut r = Response::new(Full::new(Bytes::from(ans.text.clone().unwrap_or_default())));
+            let mut log = ans.text.clone().unwrap_or_default();
+            if let Some(lines) = st.log_lines.lock().unwrap().get(seg[2]) {
+                let lag = st.log_lag.swap(false, std::sync::atomic::Ordering::SeqCst);
+                let shown = lines.len() - usize::from(lag && !lines.is_empty());
+                log.extend(lines[..shown].iter().map(String::as_str));
+            }
+            let mut r = Response::new(Full::new(Bytes::from(log)));
             r.headers_mut()
                 .insert("content-type", ans.content_type.parse().unwrap());
             r

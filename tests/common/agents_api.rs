@@ -131,6 +131,14 @@ pub(crate) struct State {
     pub(crate) store: Mutex<Store>,
     /// `https://` + [`PLAN_HOST`]: what token and user answers announce.
     pub(crate) api_origin: String,
+    /// Lines added to a session's log since it started, by session id (a running session's
+    /// log grows; see [`AgentsApi::append_log`]).
+    pub(crate) log_lines: Mutex<std::collections::HashMap<String, Vec<String>>>,
+    /// The next logs answer leaves out the last line added, as a replica one write behind
+    /// would (see [`AgentsApi::lag_once`]).
+    pub(crate) log_lag: std::sync::atomic::AtomicBool,
+    /// `304 Not Modified` answers sent (conditional GETs whose `If-None-Match` matched).
+    not_modified: std::sync::atomic::AtomicUsize,
 }
 
 pub struct AgentsApi {
@@ -176,6 +184,9 @@ impl AgentsApi {
                 next: 1,
             }),
             api_origin: format!("https://{PLAN_HOST}"),
+            log_lines: Mutex::default(),
+            log_lag: Default::default(),
+            not_modified: Default::default(),
         });
         let (stop, stopped) = watch::channel(false);
         let acceptor = tokio_rustls::TlsAcceptor::from(tls);
@@ -235,6 +246,49 @@ impl AgentsApi {
             .iter()
             .filter(|l| l.host == host && l.method == method && l.path_and_query == path_and_query)
             .count()
+    }
+
+    /// The `304 Not Modified` answers sent so far.
+    pub fn not_modified(&self) -> usize {
+        self.state
+            .not_modified
+            .load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Adds `text` to the end of session `id`'s log (what the agent wrote since).
+    pub fn append_log(&self, id: &str, text: &str) {
+        let mut logs = self.state.log_lines.lock().unwrap();
+        logs.entry(id.to_string())
+            .or_default()
+            .push(text.to_string());
+    }
+
+    /// The next logs answer is one write behind (the last [`AgentsApi::append_log`] left
+    /// out): a read from a lagging replica.
+    pub fn lag_once(&self) {
+        self.state
+            .log_lag
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Session `id`'s whole log as the fake would answer it now.
+    pub fn full_log(&self, id: &str) -> String {
+        let mut log = self.state.answers.answers["session_logs"]
+            .text
+            .clone()
+            .unwrap_or_default();
+        if let Some(lines) = self.state.log_lines.lock().unwrap().get(id) {
+            log.extend(lines.iter().map(String::as_str));
+        }
+        log
+    }
+
+    /// The session the fake starts with (the corpus's).
+    pub fn first_session_id(&self) -> String {
+        self.state.store.lock().unwrap().sessions[0]["id"]
+            .as_str()
+            .unwrap()
+            .to_string()
     }
 
     pub fn total(&self) -> usize {
@@ -429,8 +483,41 @@ async fn handle(
     Ok(match fault {
         // The work is done (and kept); the client is told otherwise.
         Some(FaultKind::AnswerLost(s)) => failure(s),
+        _ if method == "GET" => validated(&st, got.headers.get("if-none-match"), done).await,
         _ => done,
     })
+}
+
+/// A GET's `200` with a weak `ETag` of its body, as api.github.com answers; `304 Not Modified`
+/// with that `ETag` and no body when the request's `If-None-Match` names it.
+async fn validated(
+    st: &State,
+    if_none_match: Option<&http::HeaderValue>,
+    resp: Response<Full<Bytes>>,
+) -> Response<Full<Bytes>> {
+    use http_body_util::BodyExt;
+    use std::hash::{Hash, Hasher};
+    if resp.status() != 200 {
+        return resp;
+    }
+    let (mut parts, body) = resp.into_parts();
+    let body = body.collect().await.unwrap().to_bytes();
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    body.hash(&mut hasher);
+    let etag = format!("W/\"{:016x}\"", hasher.finish());
+    parts.headers.insert("etag", etag.parse().unwrap());
+    let matches = if_none_match
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.split(',').any(|t| t.trim() == etag || t.trim() == "*"));
+    if matches {
+        st.not_modified
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        parts.status = http::StatusCode::NOT_MODIFIED;
+        parts.headers.remove("content-type");
+        parts.headers.remove("content-length");
+        return Response::from_parts(parts, Full::new(Bytes::new()));
+    }
+    Response::from_parts(parts, Full::new(body))
 }
 
 /// A failure as the fake answers it: the status with a GitHub-style `{"message"}` body.
