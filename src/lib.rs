@@ -10,7 +10,8 @@
 //! gives the typed [`status::StatusSnapshot`] and [`events::Event`] stream, the [`mode`] and
 //! shutdown.
 //! [`intercept`] manages the local CA, [`client_setup`] points tools at Weir (`weir env`, VS
-//! Code, CA install, doctor checks) and [`secrets`] is the one keychain-backed secret store:
+//! Code, CA install, doctor checks) and [`secrets`] is the one secret store (OS keychain, or
+//! owner-only files where there is none):
 //! the CLI and the tray use the same code.
 //!
 //! # Layout
@@ -30,7 +31,7 @@
 //!
 //! **Layer 1**
 //! - [`policy`]: the fallback policy graph — rules, the org policy file, the decision log;
-//! - `problem`: RFC 9457 problem responses; [`secrets`]: the keychain-backed secret store.
+//! - `problem`: RFC 9457 problem responses; [`secrets`]: the secret store (keychain or files).
 //!
 //! **Layer 2**
 //! - [`config`]: the file, its validation (file, line, key) and the typed `Settings`;

@@ -80,7 +80,7 @@ impl Box_ {
 
     /// Starts `weir serve`; returns it with what it printed up to the line about where the
     /// secrets are (or all it printed in 30 s, when there is no such line).
-    fn serve(&self) -> (Child, String) {
+    fn serve(&self) -> (Serving, String) {
         let mut child = self
             .weir(&["serve"])
             .stdout(Stdio::piped())
@@ -102,7 +102,7 @@ impl Box_ {
                 break;
             }
         }
-        (child, said)
+        (Serving(child), said)
     }
 
     fn proxy(&self) -> String {
@@ -129,11 +129,23 @@ impl Box_ {
     }
 }
 
-fn term(mut child: Child) {
+/// A running `weir serve`, killed if the test fails before it stops it.
+struct Serving(Child);
+
+impl Drop for Serving {
+    fn drop(&mut self) {
+        if let Ok(None) = self.0.try_wait() {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}
+
+fn term(mut s: Serving) {
     let _ = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
+        .args(["-TERM", &s.0.id().to_string()])
         .status();
-    child.wait().unwrap();
+    s.0.wait().unwrap();
 }
 
 fn mode(p: &Path) -> u32 {
@@ -164,7 +176,12 @@ async fn with_no_session_bus_weir_intercepts_caches_and_keeps_its_cache_across_a
     let secrets = b.secrets();
     assert_eq!(mode(&b.data.join("secrets")), 0o700);
     assert_eq!(mode(&secrets), 0o700);
-    for f in ["local-ca-key", "control-secret", "identity-key", "cache-key"] {
+    for f in [
+        "local-ca-key",
+        "control-secret",
+        "identity-key",
+        "cache-key",
+    ] {
         assert_eq!(mode(&secrets.join(f)), 0o600, "{f}");
     }
     let key = std::fs::read_to_string(secrets.join("local-ca-key")).unwrap();
@@ -197,7 +214,11 @@ async fn with_no_session_bus_weir_intercepts_caches_and_keeps_its_cache_across_a
         parse_curl(&output(curl(&b.proxy(), &cert_path, &url, &[])).await);
     assert_eq!((code, again.as_str()), (200, first.as_str()), "{cache}");
     assert!(cache.contains("hit"), "{cache}");
-    assert_eq!(up.count(LIST), 1, "the restart read the answer back from disk");
+    assert_eq!(
+        up.count(LIST),
+        1,
+        "the restart read the answer back from disk"
+    );
 
     // (d) `weir doctor` says where the secrets are and what that means.
     let out = b.weir(&["doctor"]).output().unwrap();
@@ -245,8 +266,8 @@ async fn with_no_session_bus_a_create_queued_in_an_outage_survives_kill_9_and_is
         .collect();
     assert_eq!(creds.len(), 1, "{creds:?}");
     assert_eq!(mode(&secrets.join(&creds[0])), 0o600);
-    weir.kill().unwrap(); // SIGKILL
-    weir.wait().unwrap();
+    weir.0.kill().unwrap(); // SIGKILL
+    weir.0.wait().unwrap();
 
     let up = Upstream::start_on(tokio::net::TcpListener::bind(up_addr).await.unwrap()).await;
     up.set(|b| {
@@ -257,7 +278,11 @@ async fn with_no_session_bus_a_create_queued_in_an_outage_survives_kill_9_and_is
     let sent = eventually(1000, || up.count(JOBS) >= 1).await;
     // Give a double (if any) the chance to show up before counting.
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let posts: Vec<_> = up.seen().into_iter().filter(|s| s.method == "POST").collect();
+    let posts: Vec<_> = up
+        .seen()
+        .into_iter()
+        .filter(|s| s.method == "POST")
+        .collect();
     assert!(sent, "not replayed");
     assert_eq!(posts.len(), 1, "exactly one replay");
     assert_eq!(&posts[0].body[..], body.as_bytes());

@@ -47,12 +47,18 @@ fn show(install: &Install) -> ExitCode {
     println!("{info}");
     let service = store.keychain().service().to_string();
     let place = match store.keychain().file_store() {
-        Some(f) => format!("in the file store ({})", f.dir().join(KEY_ACCOUNT).display()),
+        Some(f) => format!(
+            "in the file store ({})",
+            f.dir().join(KEY_ACCOUNT).display()
+        ),
         None => format!("in the OS keychain (service `{service}`, account `{KEY_ACCOUNT}`)"),
     };
     match store.load() {
         Ok(_) => println!("private key:  {place}, matches the certificate"),
-        Err(e) => println!("private key:  NOT usable: {e}\n              fix: {}", e.fix()),
+        Err(e) => println!(
+            "private key:  NOT usable: {e}\n              fix: {}",
+            e.fix()
+        ),
     }
     ExitCode::SUCCESS
 }
@@ -71,7 +77,9 @@ fn rotate(install: &Install) -> ExitCode {
         Some(_) => "the file store",
         None => "the OS keychain",
     };
-    println!("weir: the old private key was deleted from {from}; restart `weir serve` to use the new CA");
+    println!(
+        "weir: the old private key was deleted from {from}; restart `weir serve` to use the new CA"
+    );
     let had_old = rotation.removal.is_some();
     match rotation.removal {
         Some(Ok(steps)) => {

@@ -9,7 +9,7 @@ use super::args::{MigrateTo, SecretCmd};
 use super::serve::load;
 use super::{ServeArgs, EXIT_CONFIG};
 use std::process::ExitCode;
-use weir::secrets::{Account, Namespace};
+use weir::secrets::Account;
 
 pub fn run(cmd: SecretCmd, args: ServeArgs) -> ExitCode {
     let (data_dir, settings) = match load(&args) {
@@ -22,7 +22,13 @@ pub fn run(cmd: SecretCmd, args: ServeArgs) -> ExitCode {
     match cmd {
         SecretCmd::Migrate { to } => migrate(&data_dir, &settings, to),
         SecretCmd::Rotate => {
-            let keychain = Namespace::for_data_dir(&data_dir).keychain();
+            let keychain = match weir::secrets::store_for(&data_dir, settings.secrets_store) {
+                Ok(k) => k,
+                Err(e) => {
+                    eprintln!("weir: {e}");
+                    return ExitCode::FAILURE;
+                }
+            };
             let new = weir::engine::new_secret();
             match keychain.set(Account::ControlSecret.as_str(), &new) {
                 Ok(()) => {
@@ -53,7 +59,11 @@ pub fn run(cmd: SecretCmd, args: ServeArgs) -> ExitCode {
 
 /// Moves the secrets, refusing while Weir answers on its address (it would keep writing to the
 /// old store) and when the config's `[secrets] store` would send the next start elsewhere.
-fn migrate(data_dir: &std::path::Path, settings: &weir::config::Settings, to: MigrateTo) -> ExitCode {
+fn migrate(
+    data_dir: &std::path::Path,
+    settings: &weir::config::Settings,
+    to: MigrateTo,
+) -> ExitCode {
     use weir::secrets::migrate::{migrate, Target};
     use weir::secrets::StoreChoice;
     let clash = match (settings.secrets_store, to) {
@@ -79,7 +89,11 @@ fn migrate(data_dir: &std::path::Path, settings: &weir::config::Settings, to: Mi
             let n = m.accounts.len();
             match to {
                 MigrateTo::File => {
-                    println!("Moved {n} secret(s) from the OS keychain to owner-only files in {}: {}.", m.dir.display(), m.accounts.join(", "));
+                    println!(
+                        "Moved {n} secret(s) from the OS keychain to owner-only files in {}: {}.",
+                        m.dir.display(),
+                        m.accounts.join(", ")
+                    );
                     println!("{}", weir::secrets::files_meaning(&m.dir));
                 }
                 MigrateTo::Keychain => println!(

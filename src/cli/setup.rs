@@ -45,9 +45,14 @@ pub fn run(target: SetupTarget, global: &GlobalArgs) -> ExitCode {
         match (&remote, &target) {
             (Some(why), Some(t)) => {
                 println!("// {}.", vscode::remote_note(why));
-                println!("// Add to {} (or run `weir setup vscode --apply`):", t.path.display());
+                println!(
+                    "// Add to {} (or run `weir setup vscode --apply`):",
+                    t.path.display()
+                );
             }
-            _ => println!("// Add to VS Code's user settings.json (or run `weir setup vscode --apply`):"),
+            _ => println!(
+                "// Add to VS Code's user settings.json (or run `weir setup vscode --apply`):"
+            ),
         }
         print!("{}", vscode::snippet(&proxy));
         println!(

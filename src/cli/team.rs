@@ -7,18 +7,24 @@ use super::serve::load;
 use super::{ServeArgs, EXIT_CONFIG};
 use std::io::Read;
 use std::process::ExitCode;
-use weir::secrets::{Account, Namespace};
+use weir::secrets::Account;
 use weir::team::{new_key_hex, NatsAuth, TeamKey};
 
 pub fn run(cmd: TeamCmd, args: ServeArgs) -> ExitCode {
-    let data_dir = match load(&args) {
-        Ok(l) => l.data_dir,
+    let (data_dir, settings) = match load(&args) {
+        Ok(l) => (l.data_dir, l.settings),
         Err(e) => {
             eprintln!("weir: {e}");
             return ExitCode::from(EXIT_CONFIG);
         }
     };
-    let keychain = Namespace::for_data_dir(&data_dir).keychain();
+    let keychain = match weir::secrets::store_for(&data_dir, settings.secrets_store) {
+        Ok(k) => k,
+        Err(e) => {
+            eprintln!("weir: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
     let stored =
         |account: Account, value: &str, what: &str| match keychain.set(account.as_str(), value) {
             Ok(()) => {

@@ -14,7 +14,7 @@ use std::io::{IsTerminal, Read};
 use std::process::ExitCode;
 use std::time::Duration;
 use weir::http_client::{Timeouts, UpstreamClient};
-use weir::secrets::{Account, Namespace};
+use weir::secrets::Account;
 
 /// The longest token accepted (GitHub's are well under 300 characters).
 const MAX_TOKEN: usize = 1024;
@@ -31,7 +31,13 @@ pub fn run(cmd: TokenCmd, args: ServeArgs) -> ExitCode {
         "http://{}",
         weir::config::host_for(settings.listen.ip(), settings.listen.port())
     );
-    let keychain = Namespace::for_data_dir(&data_dir).keychain();
+    let keychain = match weir::secrets::store_for(&data_dir, settings.secrets_store) {
+        Ok(k) => k,
+        Err(e) => {
+            eprintln!("weir: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
     let account = Account::GithubToken.as_str();
     let Ok(rt) = tokio::runtime::Runtime::new() else {
         return ExitCode::FAILURE;

@@ -291,12 +291,13 @@ pub fn check_keychain(install: &Install) -> (Check, Option<weir_keychain::Keycha
 
 /// The CA certificate when interception is on and the CA is usable.
 pub fn check_ca(install: &Install, out: &mut Vec<Check>) -> Option<CertInfo> {
+    // Where secrets live matters without interception too (the queue, the cache key).
+    out.push(check_keychain(install).0);
     if !install.settings.intercept {
         out.push(Check::info(CheckKind::Intercept, "TLS interception is off (intercept = false): HTTPS to managed hosts is tunnelled untouched"));
         return None;
     }
     let store = &install.ca;
-    out.push(check_keychain(install).0);
     let rotate = "`weir ca rotate`, then `weir ca install`";
     match store.load() {
         Ok(ca) => {

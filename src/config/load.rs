@@ -1015,7 +1015,10 @@ mod tests {
     #[test]
     fn secrets_store_is_checked_with_its_line() {
         use crate::secrets::StoreChoice;
-        assert_eq!(parse_str("", "w.toml").unwrap().secrets_store, StoreChoice::Auto);
+        assert_eq!(
+            parse_str("", "w.toml").unwrap().secrets_store,
+            StoreChoice::Auto
+        );
         let s = parse_str("[secrets]\nstore = \"file\"\n", "w.toml").unwrap();
         assert_eq!(s.secrets_store, StoreChoice::File);
         let e = parse_str("\n[secrets]\nstore = \"vault\"\n", "w.toml").unwrap_err();

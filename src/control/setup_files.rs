@@ -39,7 +39,13 @@ fn bash_file(home: &Path) -> PathBuf {
         .map(|f| home.join(f))
         .find(|p| p.is_file());
     match login {
-        Some(l) if !std::fs::read_to_string(&l).unwrap_or_default().contains(".bashrc") => l,
+        Some(l)
+            if !std::fs::read_to_string(&l)
+                .unwrap_or_default()
+                .contains(".bashrc") =>
+        {
+            l
+        }
         _ => home.join(".bashrc"),
     }
 }

@@ -371,7 +371,7 @@ fn token_step(env: &Env) -> Step {
             id,
             title,
             StepState::NotPossible,
-            "no OS keychain is available, and Weir never writes tokens to files",
+            "no secret store is open (no OS keychain, and no file store: see the Keychain step)",
         );
     }
     Step {

@@ -10,7 +10,7 @@
 //! - this file: [`Interceptor`] (the CA and the one shared rustls `ServerConfig`) and the
 //!   decision which CONNECTs are intercepted.
 //! - [`ca_store`]: the CA's lifecycle: certificate in `<data_dir>/ca/`, private key in the OS
-//!   keychain, never on disk.
+//!   keychain (or, with no keychain, the owner-only file store), never beside the certificate.
 //! - [`cert_info`]: a readable summary of the CA certificate (`weir ca show`, `weir doctor`).
 
 pub mod ca_store;

@@ -82,7 +82,9 @@ impl ChooseError {
     pub fn fix(&self) -> Option<&'static str> {
         match self {
             ChooseError::Files(e) => Some(e.fix()),
-            ChooseError::NoDataDir => Some("Give one with --data-dir or `data_dir` in the config file."),
+            ChooseError::NoDataDir => {
+                Some("Give one with --data-dir or `data_dir` in the config file.")
+            }
             ChooseError::NoKeychain(_) | ChooseError::FilesInUse { .. } => None,
         }
     }
@@ -151,6 +153,17 @@ pub fn choose(data_dir: &Path, choice: StoreChoice) -> Result<Place, ChooseError
             _ => Ok(Place::Keychain),
         },
     }
+}
+
+/// The handle a command that stores secrets writes through: the store `weir serve` would use
+/// under `choice` (chosen, and for files made, now), so a secret stored before the first start
+/// lands where the engine will look. Blocks like [`choose`].
+pub fn store_for(
+    data_dir: &Path,
+    choice: StoreChoice,
+) -> Result<weir_keychain::Keychain, ChooseError> {
+    choose(data_dir, choice)?;
+    Ok(Namespace::for_data_dir(data_dir).keychain())
 }
 
 /// The OS keychain's probe, given up after [`KEYCHAIN_TIMEOUT`] (a locked keyring may wait for

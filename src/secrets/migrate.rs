@@ -45,11 +45,15 @@ pub enum MigrateError {
         to: &'static str,
         source: KeychainError,
     },
-    #[error("`{account}` read back from the {to} differs from what was written. Nothing was moved.")]
+    #[error(
+        "`{account}` read back from the {to} differs from what was written. Nothing was moved."
+    )]
     Verify { account: String, to: &'static str },
     #[error("the {to} already holds `{account}` with another value. Nothing was moved; remove it there first if it is stale.")]
     Conflict { account: String, to: &'static str },
-    #[error("cannot read the queue's credential references in {path}: {detail}. Nothing was moved.")]
+    #[error(
+        "cannot read the queue's credential references in {path}: {detail}. Nothing was moved."
+    )]
     Queue { path: PathBuf, detail: String },
     #[error("every entry is in the {to} now, but removing them from the {from} failed: {detail}. Remove what is left there by hand.")]
     Cleanup {
@@ -116,7 +120,10 @@ fn candidates(data_dir: &Path, from: &Keychain) -> Result<Vec<String>, MigrateEr
             source,
         });
     }
-    let mut out: Vec<String> = Account::ALL.iter().map(|a| a.as_str().to_string()).collect();
+    let mut out: Vec<String> = Account::ALL
+        .iter()
+        .map(|a| a.as_str().to_string())
+        .collect();
     out.extend(queue_refs(&data_dir.join("queue.sqlite3"))?);
     Ok(out)
 }
@@ -130,8 +137,9 @@ fn queue_refs(path: &Path) -> Result<Vec<String>, MigrateError> {
         path: path.to_path_buf(),
         detail: e.to_string(),
     };
-    let db = rusqlite::Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
-        .map_err(err)?;
+    let db =
+        rusqlite::Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .map_err(err)?;
     let mut st = db
         .prepare("SELECT DISTINCT credential_ref FROM queue_items WHERE credential_ref IS NOT NULL")
         .map_err(err)?;

@@ -16,6 +16,8 @@ pub mod names;
 pub mod persistent;
 pub mod store;
 
-pub use choose::{choose, files_meaning, files_possible, ChooseError, FilesBecause, Place, StoreChoice};
+pub use choose::{
+    choose, files_meaning, files_possible, store_for, ChooseError, FilesBecause, Place, StoreChoice,
+};
 pub use names::{Account, Namespace, DEFAULT_SERVICE, SERVICE_ENV};
 pub use store::{Backend, SecretError, SecretStore, KEYCHAIN_TIMEOUT};

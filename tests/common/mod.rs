@@ -203,12 +203,7 @@ impl Weir {
         Self::start_full("", dir, origins, extra).await
     }
 
-    async fn start_full(
-        top: &str,
-        dir: tempfile::TempDir,
-        origins: &[&str],
-        extra: &str,
-    ) -> Weir {
+    async fn start_full(top: &str, dir: tempfile::TempDir, origins: &[&str], extra: &str) -> Weir {
         let mut toml = format!("default_upstreams = false\nlisten = \"127.0.0.1:0\"\n{top}");
         // Tests never poll the real githubstatus.com; the watcher's own tests set [status].
         if !extra.contains("[status]") && !extra.contains("watch_github_status") {

@@ -42,9 +42,10 @@ impl FileStore {
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_nanos())
             .unwrap_or(0);
-        let tmp = self
-            .dir
-            .join(format!("{TMP_PREFIX}{account}-{}-{nanos}", std::process::id()));
+        let tmp = self.dir.join(format!(
+            "{TMP_PREFIX}{account}-{}-{nanos}",
+            std::process::id()
+        ));
         let written = (|| {
             let mut f = owner_only_file(&tmp)?;
             f.write_all(secret.as_bytes())?;
@@ -64,15 +65,15 @@ impl FileStore {
     pub fn get_secret(&self, account: &str) -> Result<Option<Secret>, KeychainError> {
         let path = self.path(account)?;
         match fs::read(&path) {
-            Ok(bytes) => String::from_utf8(bytes).map(|s| Some(Secret::new(s))).map_err(|e| {
-                KeychainError::File {
+            Ok(bytes) => String::from_utf8(bytes)
+                .map(|s| Some(Secret::new(s)))
+                .map_err(|e| KeychainError::File {
                     detail: format!(
                         "{} is not UTF-8 text ({} bytes)",
                         path.display(),
                         e.as_bytes().len()
                     ),
-                }
-            }),
+                }),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(io_error("read", &path, &e)),
         }
@@ -165,7 +166,10 @@ fn owner_only_file(path: &Path) -> std::io::Result<fs::File> {
 #[cfg(not(unix))]
 fn owner_only_file(path: &Path) -> std::io::Result<fs::File> {
     // Windows: the file inherits the ACL of the user's profile directory it sits in.
-    fs::OpenOptions::new().write(true).create_new(true).open(path)
+    fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(path)
 }
 
 #[cfg(unix)]
@@ -207,7 +211,10 @@ mod tests {
         s.set("control-secret", "one").unwrap();
         s.set("control-secret", "two").unwrap();
         s.set("queue-0123", "tok").unwrap();
-        assert_eq!(s.get_secret("control-secret").unwrap().unwrap().expose(), "two");
+        assert_eq!(
+            s.get_secret("control-secret").unwrap().unwrap().expose(),
+            "two"
+        );
         assert_eq!(s.accounts().unwrap(), ["control-secret", "queue-0123"]);
         s.delete("queue-0123").unwrap();
         s.delete("queue-0123").unwrap();
