@@ -370,7 +370,8 @@ async fn with_github_api_down_nothing_is_shared_and_every_surface_is_answered() 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_401_drops_the_mapping_and_the_shared_answers_with_it() {
     let fake = Fake::start().await;
-    let weir = start(&fake, "").await;
+    // VS Code's and gh's tokens share only across apps (not the default `app`).
+    let weir = start(&fake, "[identity]\nshare = \"account\"\n").await;
     let (a, b) = (
         weir.client(ALICE_VSCODE, VSCODE_UA),
         weir.client(ALICE_GH, GH_UA),
