@@ -40,6 +40,17 @@ pub fn load_file(path: &Path) -> Result<Settings, ConfigError> {
 
 /// Parses and validates config text; `file` is only used in error messages.
 pub fn parse_str(text: &str, file: &str) -> Result<Settings, ConfigError> {
+    if let Some(at) = super::nesting::too_deep(text) {
+        return Err(ConfigError::Invalid {
+            file: file.to_string(),
+            line: line_of(text, at),
+            key: key_on_line(text, at),
+            message: format!(
+                "arrays and inline tables nest deeper than {} levels",
+                super::nesting::MAX_DEPTH
+            ),
+        });
+    }
     let raw: FileConfig = toml::from_str(text).map_err(|e| {
         let (line, key) = match e.span() {
             Some(span) => (line_of(text, span.start), key_on_line(text, span.start)),

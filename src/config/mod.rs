@@ -11,6 +11,7 @@ mod live;
 mod load;
 mod local_agent;
 mod model_fallback;
+mod nesting;
 mod net;
 mod origin;
 mod queue_caps;
