@@ -46,13 +46,13 @@ async fn a_short_developer_hour_adds_up() {
             let r = row(p, v);
             assert_eq!((r.lost, r.doubled), (0, 0), "{r:?}");
             // Mission Control passes through: Weir never loses an acknowledged event, never
-            // sends one more often than the client did, never sends more batches or command
-            // polls than the client sent it.
+            // sends one more often than the client did, never sends more batches than the
+            // client sent it. (A failed commands poll, a read, Weir may try again: that spares
+            // the client the `[]` that empties its processed-command set.)
             let m = &r.mirror;
             assert_eq!((m.lost_by_weir, m.doubled_by_weir), (0, 0), "{r:?}");
             assert!(m.events > 0, "{r:?}");
             assert!(r.upstream["mc events"] <= sent(r, "mc events"), "{r:?}");
-            assert!(r.upstream["mc commands"] <= sent(r, "mc commands"), "{r:?}");
         }
         // Healthy: never more upstream calls than direct, and nothing the person would see.
         let (h, d) = (row(Profile::Healthy, v), row(Profile::Healthy, Via::Direct));
