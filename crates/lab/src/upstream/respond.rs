@@ -451,6 +451,27 @@ mod tests {
             Route::of(&Method::GET, "/agents/swe/v1/jobs/o/r/enabled"),
             Route::Enabled
         );
+        // The Task API under both prefixes, and Mission Control (issue #29).
+        let task = "/cmc_internal/api/agents/tasks/t1";
+        assert_eq!(Route::of(&Method::GET, task), Route::Task);
+        assert_eq!(segment(task, task_at(task)), "t1");
+        assert_eq!(
+            Route::of(&Method::GET, "/agents/tasks/t1/events"),
+            Route::TaskEvents
+        );
+        assert_eq!(
+            Route::of(&Method::POST, "/agents/sessions"),
+            Route::McSession
+        );
+        assert_eq!(
+            Route::of(&Method::POST, "/agents/sessions/m1/events"),
+            Route::McEvents
+        );
+        assert_eq!(
+            Route::of(&Method::GET, "/agents/sessions/m1/commands"),
+            Route::McCommands
+        );
+        assert!(Route::McEvents.is_mission_control() && !Route::Task.is_mission_control());
         assert_eq!(
             page_params("page_number=2&page_size=50&sort=last_updated_at%2Cdesc"),
             (2, 50)
