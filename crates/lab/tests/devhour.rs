@@ -1,8 +1,17 @@
 //! The developer's-hour scenario, shortened (4 simulated minutes at 10×): it runs all four rows
-//! at once and its tallies add up. Counts only, never times.
+//! at once and its tallies add up. Counts only, never times. With the newer traffic (issue #29):
+//! the Task API turns and the Mission Control mirror.
 
 use std::time::Duration;
-use weir_lab::scenarios::devhour::{run_rows, Profile, Via};
+use weir_lab::scenarios::devhour::{run_rows, Profile, Row, Via};
+
+/// Requests the tools sent on `surface` (to Weir or to the upstream).
+fn sent(r: &Row, surface: &str) -> u64 {
+    r.surfaces
+        .iter()
+        .find(|s| s.surface == surface)
+        .map_or(0, |s| s.requests)
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_short_developer_hour_adds_up() {
@@ -12,7 +21,18 @@ async fn a_short_developer_hour_adds_up() {
     for r in &rows {
         assert_eq!(r.intended, 3, "{r:?}");
         // The upstream saw what the tools asked for: sessions, lists, a token, creates.
-        for route in ["list", "session", "token", "create", "logs"] {
+        for route in [
+            "list",
+            "session",
+            "token",
+            "create",
+            "logs",
+            "task",
+            "task events",
+            "mc session",
+            "mc events",
+            "mc commands",
+        ] {
             assert!(
                 r.upstream.get(route).copied().unwrap_or(0) > 0,
                 "{route}: {r:?}"
@@ -25,6 +45,14 @@ async fn a_short_developer_hour_adds_up() {
         for p in [Profile::Healthy, Profile::Oct29] {
             let r = row(p, v);
             assert_eq!((r.lost, r.doubled), (0, 0), "{r:?}");
+            // Mission Control passes through: Weir never loses an acknowledged event, never
+            // sends one more often than the client did, never sends more batches than the
+            // client sent it. (A failed commands poll, a read, Weir may try again: that spares
+            // the client the `[]` that empties its processed-command set.)
+            let m = &r.mirror;
+            assert_eq!((m.lost_by_weir, m.doubled_by_weir), (0, 0), "{r:?}");
+            assert!(m.events > 0, "{r:?}");
+            assert!(r.upstream["mc events"] <= sent(r, "mc events"), "{r:?}");
         }
         // Healthy: never more upstream calls than direct, and nothing the person would see.
         let (h, d) = (row(Profile::Healthy, v), row(Profile::Healthy, Via::Direct));
@@ -35,6 +63,20 @@ async fn a_short_developer_hour_adds_up() {
             d.upstream_total
         );
         assert_eq!(h.failures, 0, "{h:?}");
+        // Healthy: every Mission Control call reaches the upstream once (never cached), and
+        // a cached task poll reaches it at most once per fresh window (the lab's view
+        // `fresh_ttl`, 300 ms on the wall clock) of each live turn (a tenth of the run each),
+        // fewer than VS Code's own polls direct.
+        assert_eq!(h.upstream["mc events"], sent(h, "mc events"), "{h:?}");
+        assert_eq!(h.upstream["mc commands"], sent(h, "mc commands"), "{h:?}");
+        let turn_wall = 24.0 / 10.0;
+        let windows = (turn_wall / 0.3_f64).ceil() as u64 + 1;
+        assert!(h.upstream["task"] <= 2 * windows, "{h:?}");
+        assert!(h.upstream["task"] < d.upstream["task"], "{h:?} vs {d:?}");
+        assert!(
+            h.upstream["task events"] <= d.upstream["task events"],
+            "{h:?} vs {d:?}"
+        );
     }
     // Oct 29: Weir sends fewer calls than the tools send direct, the logs polls included (the
     // lab answers them as a whole document, so Weir caches them like a session).
@@ -54,4 +96,11 @@ async fn a_short_developer_hour_adds_up() {
     let d = row(Profile::Healthy, Via::Direct);
     assert!(d.upstream["session"] >= 90, "{d:?}");
     assert_eq!(d.failures, 0, "{d:?}");
+    // Mission Control direct: one events POST per 500 ms tick (at least three quarters of
+    // the 480 in 240 simulated seconds on a loaded machine), the commands every 3 s; the Task
+    // API turns' task and events pages polled every 2 s (each turn 24 simulated seconds).
+    assert!(d.upstream["mc events"] >= 360, "{d:?}");
+    assert!(d.upstream["mc commands"] >= 60, "{d:?}");
+    assert!(d.upstream["task"] >= 2 * 6, "{d:?}");
+    assert_eq!(d.mirror.events, d.mirror.event_sends, "{d:?}");
 }

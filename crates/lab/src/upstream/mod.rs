@@ -1,13 +1,18 @@
 //! The lab upstream: a real HTTP/1.1 server on `127.0.0.1:0` standing in for
-//! api.githubcopilot.com. It counts what reaches it (see [`UpstreamCounters`]) and can
+//! api.githubcopilot.com (and api.github.com, for the Task API). It counts what reaches it (see
+//! [`UpstreamCounters`]) and can
 //! "fail over": every open connection is dropped at once and the same address keeps serving,
 //! as when a virtual IP moves to a standby.
 
+mod mirror;
 mod respond;
 mod spec;
+pub mod tasks;
 pub mod world;
 
+pub use mirror::Mirror;
 pub use spec::{RateLimitSpec, UpstreamCounters, UpstreamSpec};
+pub use tasks::Tasks;
 pub use world::{SessionTiming, World};
 
 use crate::LabError;

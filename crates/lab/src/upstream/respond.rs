@@ -62,12 +62,13 @@ impl Responder {
             _ => self.spec.latency_ms,
         };
         let by_repo = req.uri().query().is_some_and(|q| q.contains("repo_nwo="));
-        let intent = match route {
+        let (intent, mirrored) = match route {
             Route::Create => {
                 self.counters.create_requests.fetch_add(1, Relaxed);
-                Some(read_intent(req.into_body()).await)
+                (Some(read_intent(req.into_body()).await), None)
             }
-            _ => None,
+            Route::McSession | Route::McEvents => (None, Some(read_json(req.into_body()).await)),
+            _ => (None, None),
         };
         if route == Route::Token {
             self.counters.token_requests.fetch_add(1, Relaxed);
@@ -77,6 +78,13 @@ impl Responder {
             tokio::time::sleep(Duration::from_millis(delay)).await;
         }
         let (fail, after_work) = self.draw_failure();
+        let fail = fail && (self.spec.mission_control_faults || !route.is_mission_control());
+        if route == Route::McEvents && (!fail || after_work) {
+            // A 504 after the work: the batch was applied, and the client will send it again.
+            if let Some(body) = &mirrored {
+                self.counters.mirror.apply(body);
+            }
+        }
         if let Some((intent, statement)) = &intent {
             // A 504 comes after the session was made: the client cannot tell it from a 500,
             // which is how a "create again" doubles a session.
@@ -142,6 +150,24 @@ impl Responder {
                         created_body(&intent, &statement, &sid, &jid),
                     )
                 }
+                Route::Task => found(self.counters.tasks.task(segment(&path, task_at(&path)))),
+                Route::TaskEvents => {
+                    let (page, per) = super::tasks::page_query(&query);
+                    found(
+                        self.counters
+                            .tasks
+                            .events(segment(&path, task_at(&path)), page, per),
+                    )
+                }
+                Route::McSession => json(
+                    StatusCode::CREATED,
+                    Bytes::from(self.counters.mirror.create(&mirrored.unwrap_or_default())),
+                ),
+                // The client reads only `response.ok`.
+                Route::McEvents => json(StatusCode::OK, Bytes::from_static(b"{}")),
+                Route::McCommands => {
+                    json(StatusCode::OK, Bytes::from(self.counters.mirror.commands()))
+                }
                 Route::Other => json(StatusCode::OK, Bytes::from_static(br#"{"ok":true}"#)),
             }
         };
@@ -206,6 +232,14 @@ enum Route {
     Enabled,
     Token,
     Create,
+    /// The Task API: one task, and a page of its events (`/cmc_internal/api/agents/tasks/…`
+    /// or the public `/agents/tasks/…`).
+    Task,
+    TaskEvents,
+    /// Mission Control: the session create, its events batches, its commands poll.
+    McSession,
+    McEvents,
+    McCommands,
     Other,
 }
 
@@ -219,6 +253,18 @@ impl Route {
             ["agents", "swe", "v1", "jobs", _, _, "enabled"] if get => Route::Enabled,
             ["agents", "swe", "v1", "jobs", _, _, "session", _] if get => Route::JobOfSession,
             ["agents", "swe", "v1", "jobs", _, _, _] if get => Route::Job,
+            ["cmc_internal", "api", "agents", "tasks", _] | ["agents", "tasks", _] if get => {
+                Route::Task
+            }
+            ["cmc_internal", "api", "agents", "tasks", _, "events"]
+            | ["agents", "tasks", _, "events"]
+                if get =>
+            {
+                Route::TaskEvents
+            }
+            ["agents", "sessions"] if method == Method::POST => Route::McSession,
+            ["agents", "sessions", _, "events"] if method == Method::POST => Route::McEvents,
+            ["agents", "sessions", _, "commands"] if get => Route::McCommands,
             ["agents", "sessions"] if get => Route::List,
             ["agents", "sessions", "nwo", ..] | ["agents", "sessions", "resource", ..] if get => {
                 Route::List
@@ -240,9 +286,26 @@ impl Route {
             Route::Enabled => "enabled",
             Route::Token => "token",
             Route::Create => "create",
+            Route::Task => "task",
+            Route::TaskEvents => "task events",
+            Route::McSession => "mc session",
+            Route::McEvents => "mc events",
+            Route::McCommands => "mc commands",
             Route::Other => "other",
         }
     }
+
+    fn is_mission_control(self) -> bool {
+        matches!(self, Route::McSession | Route::McEvents | Route::McCommands)
+    }
+}
+
+/// The segment of a Task API path that holds the task's id (after `tasks`).
+fn task_at(path: &str) -> usize {
+    path.trim_matches('/')
+        .split('/')
+        .position(|s| s == "tasks")
+        .map_or(0, |i| i + 1)
 }
 
 /// The `n`-th `/`-separated segment of `path` (from 0, after the leading `/`).
@@ -264,6 +327,14 @@ fn page_params(query: &str) -> (usize, usize) {
         }
     }
     (n.max(1), size)
+}
+
+/// A JSON request body (Mission Control's); `null` if it is not JSON.
+async fn read_json(body: Incoming) -> serde_json::Value {
+    match Limited::new(body, 1024 * 1024).collect().await {
+        Ok(c) => serde_json::from_slice(&c.to_bytes()).unwrap_or_default(),
+        Err(_) => serde_json::Value::Null,
+    }
 }
 
 /// The `intent` and `problem_statement` fields of a create body; empty if missing.
@@ -380,6 +451,27 @@ mod tests {
             Route::of(&Method::GET, "/agents/swe/v1/jobs/o/r/enabled"),
             Route::Enabled
         );
+        // The Task API under both prefixes, and Mission Control (issue #29).
+        let task = "/cmc_internal/api/agents/tasks/t1";
+        assert_eq!(Route::of(&Method::GET, task), Route::Task);
+        assert_eq!(segment(task, task_at(task)), "t1");
+        assert_eq!(
+            Route::of(&Method::GET, "/agents/tasks/t1/events"),
+            Route::TaskEvents
+        );
+        assert_eq!(
+            Route::of(&Method::POST, "/agents/sessions"),
+            Route::McSession
+        );
+        assert_eq!(
+            Route::of(&Method::POST, "/agents/sessions/m1/events"),
+            Route::McEvents
+        );
+        assert_eq!(
+            Route::of(&Method::GET, "/agents/sessions/m1/commands"),
+            Route::McCommands
+        );
+        assert!(Route::McEvents.is_mission_control() && !Route::Task.is_mission_control());
         assert_eq!(
             page_params("page_number=2&page_size=50&sort=last_updated_at%2Cdesc"),
             (2, 50)

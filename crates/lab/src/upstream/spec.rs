@@ -1,6 +1,8 @@
 //! What a lab upstream does (latency, failures, rate limit, token lifetimes) and what it
 //! counts (requests per second, 5xx and 429 answers, creates per intent, answer instants).
 
+use super::mirror::Mirror;
+use super::tasks::Tasks;
 use super::world::{SessionTiming, World};
 use crate::timeline::Timeline;
 use serde::{Deserialize, Serialize};
@@ -34,6 +36,15 @@ pub struct UpstreamSpec {
     /// How a created session moves on (queued → running → completed, its pull request).
     #[serde(default)]
     pub session_timing: SessionTiming,
+    /// Whether `failure_rate` also fails Mission Control's calls (`/agents/sessions` create,
+    /// its events and commands). Its backend is not known from any public source (issue #29);
+    /// a scenario says which it assumes. Latency applies either way.
+    #[serde(default = "yes")]
+    pub mission_control_faults: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 /// One intent's sessions on the upstream.
@@ -63,6 +74,7 @@ impl Default for UpstreamSpec {
             rate_limit: None,
             seed: 7,
             session_timing: SessionTiming::default(),
+            mission_control_faults: true,
         }
     }
 }
@@ -99,6 +111,10 @@ pub struct UpstreamCounters {
     by_route: Mutex<BTreeMap<&'static str, u64>>,
     /// The account's sessions and jobs, in their real shapes.
     pub world: World,
+    /// The account's Task API tasks.
+    pub tasks: Tasks,
+    /// Mission Control: the mirrored local session's events and commands.
+    pub mirror: Mirror,
 }
 
 impl UpstreamCounters {

@@ -63,9 +63,9 @@ pub struct Desk {
 }
 
 /// One answer as a tool reads it.
-struct Got {
-    status: u16,
-    body: Bytes,
+pub(super) struct Got {
+    pub status: u16,
+    pub body: Bytes,
 }
 
 impl Desk {
@@ -74,20 +74,20 @@ impl Desk {
         Duration::from_secs_f64(secs / self.speed)
     }
 
-    fn over(&self) -> bool {
+    pub(super) fn over(&self) -> bool {
         Instant::now() >= self.end
     }
 
     /// Sleeps `secs` simulated seconds, or until the hour ends; `false` if it ended.
-    async fn wait(&self, secs: f64) -> bool {
+    pub(super) async fn wait(&self, secs: f64) -> bool {
         let until = (Instant::now() + self.sim(secs)).min(self.end);
         sleep_until(until).await;
         !self.over()
     }
 
     /// Sends one request as `who` would, records it under `surface`; `ok` decides what the
-    /// tool counts as success.
-    async fn send(
+    /// tool counts as success, and a failure is one the person sees.
+    pub(super) async fn send(
         &self,
         surface: &'static str,
         who: Tool,
@@ -96,11 +96,41 @@ impl Desk {
         body: Option<String>,
         ok: impl Fn(&Got) -> bool,
     ) -> Option<Got> {
+        self.send_as(surface, who, method, path, body, ok, true)
+            .await
+    }
+
+    /// [`Desk::send`] for a call whose failure the tool absorbs without showing it (it sends
+    /// the batch again, reads the poll as empty, or counts towards a later give-up).
+    pub(super) async fn send_quiet(
+        &self,
+        surface: &'static str,
+        who: Tool,
+        method: Method,
+        path: &str,
+        body: Option<String>,
+        ok: impl Fn(&Got) -> bool,
+    ) -> Option<Got> {
+        self.send_as(surface, who, method, path, body, ok, false)
+            .await
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn send_as(
+        &self,
+        surface: &'static str,
+        who: Tool,
+        method: Method,
+        path: &str,
+        body: Option<String>,
+        ok: impl Fn(&Got) -> bool,
+        visible: bool,
+    ) -> Option<Got> {
         let t0 = Instant::now();
         let got = self.raw(who, method, path, body).await;
         let took = t0.elapsed().mul_f64(self.speed);
         let good = got.as_ref().is_some_and(&ok);
-        self.tally.record(surface, took, good);
+        self.tally.record(surface, took, good, visible);
         got.filter(|_| good)
     }
 
@@ -140,6 +170,12 @@ pub enum Tool {
     VsCode,
     /// gh's HTTP client: its own OAuth token, its user agent.
     Gh,
+    /// VS Code's Task API client (`TaskApiHttpClient._authHeaders`): the GitHub OAuth token as
+    /// a bearer and `Accept`, no API version, no editor headers.
+    VsCodeTasks,
+    /// VS Code's Mission Control client (`missionControlApiClient.ts`): the GitHub OAuth token
+    /// and `Copilot-Integration-Id` (its value presumed `vscode-chat`).
+    VsCodeMission,
 }
 
 impl Tool {
@@ -152,6 +188,11 @@ impl Tool {
                 ("editor-plugin-version", "copilot-chat/0.32.0"),
                 ("user-agent", "GitHubCopilotChat/0.32.0"),
             ],
+            Tool::VsCodeTasks => &[("authorization", "Bearer gho_lab_vscode")],
+            Tool::VsCodeMission => &[
+                ("authorization", "Bearer gho_lab_vscode"),
+                ("copilot-integration-id", "vscode-chat"),
+            ],
             Tool::Gh => &[
                 ("authorization", "token gho_lab_gh"),
                 ("user-agent", "GitHub CLI 2.81.0"),
@@ -160,11 +201,11 @@ impl Tool {
     }
 }
 
-fn json(g: &Got) -> Option<serde_json::Value> {
+pub(super) fn json(g: &Got) -> Option<serde_json::Value> {
     serde_json::from_slice(&g.body).ok()
 }
 
-fn ok_json(g: &Got) -> bool {
+pub(super) fn ok_json(g: &Got) -> bool {
     g.status == 200 && json(g).is_some()
 }
 
@@ -417,13 +458,17 @@ impl VsCode {
 }
 
 /// How old a session answer is: now − `last_updated_at`.
-fn age_of(s: &serde_json::Value) -> Option<Duration> {
-    let t = s.get("last_updated_at")?.as_str()?;
+pub(super) fn age_of(s: &serde_json::Value) -> Option<Duration> {
+    let t = s
+        .get("last_updated_at")
+        .or_else(|| s.get("updated_at"))?
+        .as_str()?;
     let at = parse_rfc3339(t)?;
     Some(SystemTime::now().duration_since(at).unwrap_or_default())
 }
 
 /// `YYYY-MM-DDTHH:MM:SS.mmmZ` (what the lab upstream writes) to a wall-clock time.
+/// `updated_at` is the Task API's spelling of it.
 fn parse_rfc3339(t: &str) -> Option<SystemTime> {
     let (date, time) = t.strip_suffix('Z')?.split_once('T')?;
     let mut d = date.split('-').map(|x| x.parse::<i64>().ok());

@@ -6,14 +6,20 @@
 //! The hour (simulated): two tasks already running at the start (done at minutes 20 and 40), a
 //! history of ten finished ones; VS Code open all hour; `gh agent-task list` every minute;
 //! `gh agent-task view --log --follow` on the longer task from minute 2; three tasks delegated
-//! from VS Code at minutes 10, 30 and 50 (each runs 20 minutes).
+//! from VS Code at minutes 10, 30 and 50 (each runs 20 minutes). The newer traffic (issue #29,
+//! item 7): two live turns of VS Code's Task API backend at minutes 15 and 45, 6 minutes each
+//! (an event every 2 s: the events grow from one page to two), followed by [`turn`]; and one
+//! local agent session mirrored to Mission Control all hour ([`mission`]: events every 500 ms,
+//! commands every 3 s, one command typed on github.com every 5 minutes).
 //!
 //! Everything that has a time is divided by the speed: the clients' intervals, the upstream's
 //! latency and token lifetimes, and Weir's class timings and breaker window (its config below),
 //! so each row is the real hour played fast. Durations in the report are simulated.
 
 pub mod clients;
+pub mod mission;
 pub mod tally;
+pub mod turn;
 
 use super::LabConfig;
 use crate::client::LabClient;
@@ -31,6 +37,14 @@ use tokio::time::Instant;
 
 /// Simulated seconds per wall second.
 pub const SPEED: f64 = 10.0;
+
+/// Whether the Oct 29 profile's 2 % 5xx also fails Mission Control. The Task API is served by
+/// the same agents backend as the sessions (issue #29), so it is always affected; Mission
+/// Control's backend is known from no public source. Its calls go to the same host and under
+/// the same `/agents/sessions` path as the agent-sessions service, so the lab assumes it shares
+/// that service's fate (the harder case for Weir, which must then never lose or double an
+/// event). Latency applies to it either way.
+pub const MISSION_CONTROL_IN_OCT29: bool = true;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub enum Profile {
@@ -66,6 +80,35 @@ pub struct Row {
     pub made: u64,
     pub lost: u64,
     pub doubled: u64,
+    /// Age of the Task API task data VS Code got during its live turns (simulated ms).
+    pub task_age_p50_ms: f64,
+    pub task_age_p99_ms: f64,
+    /// Events of the live turns VS Code never got before it stopped following (the upstream's
+    /// final count − the distinct events it saw).
+    pub turn_events_missed: u64,
+    pub mirror: MirrorRow,
+}
+
+/// Mission Control's events and commands in one row (see [`tally::MirrorTally`]).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct MirrorRow {
+    /// Distinct event ids the client sent, and event sends in all (resends included).
+    pub events: u64,
+    pub event_sends: u64,
+    /// Failed batches the client put back and sent again (its own behaviour).
+    pub batches_resent: u64,
+    /// Events the upstream received more than once, each explained by the client's own
+    /// resends (a batch applied, then answered 504, then sent again).
+    pub doubled_by_client: u64,
+    /// Events acknowledged to the client (2xx) that never reached the upstream.
+    pub lost_by_weir: u64,
+    /// Events the upstream received more often than the client sent them.
+    pub doubled_by_weir: u64,
+    /// Events the client sent that never reached the upstream (acknowledged or not: in flight
+    /// when the hour ended, or dropped by the client).
+    pub never_arrived: u64,
+    pub commands_run: u64,
+    pub commands_run_twice: u64,
 }
 
 fn spec(profile: Profile, seed: u64) -> UpstreamSpec {
@@ -85,6 +128,7 @@ fn spec(profile: Profile, seed: u64) -> UpstreamSpec {
         rate_limit: None,
         seed,
         session_timing: task_timing(20 * 60),
+        mission_control_faults: profile == Profile::Healthy || MISSION_CONTROL_IN_OCT29,
     }
 }
 
@@ -113,6 +157,7 @@ pub fn weir_toml(origin: &str) -> String {
          [classes.stream]\nfresh_ttl = \"300ms\"\nstale_while_revalidate = \"3s\"\nrevalidate_wait = \"25ms\"\ndegraded_refresh = \"12s\"\n\
          per_try_timeout = \"3s\"\ndeadline = \"3s\"\nslow_call = \"1s\"\n\
          [classes.create]\nper_try_timeout = \"3s\"\ndeadline = \"3s\"\nslow_call = \"1s\"\n\
+         [classes.other]\nper_try_timeout = \"3s\"\ndeadline = \"6s\"\nslow_call = \"1s\"\n\
          [network]\ndetect_os = false\n",
     );
     // No GitHub Status watcher: the lab never leaves loopback.
@@ -139,6 +184,9 @@ pub async fn run_row(
     let ago = |sim_s: f64| Duration::from_secs_f64(sim_s / SPEED);
     world.add("running task A", ago(5.0 * 60.0), task_timing(25 * 60));
     let (following, _) = world.add("running task B", ago(10.0 * 60.0), task_timing(50 * 60));
+    up.counters()
+        .mirror
+        .issue_commands_every(Duration::from_secs_f64(300.0 / SPEED));
 
     let weir = match via {
         Via::Direct => None,
@@ -146,6 +194,24 @@ pub async fn run_row(
     };
     let tally = Arc::new(Tally::default());
     let start = Instant::now();
+    let hour = wall.as_secs_f64() * SPEED;
+    // Two live Task API turns at a quarter and three quarters of the hour, each a tenth of it
+    // long (6 minutes in the hour), an event every 2 s; one Mission Control command every 5
+    // minutes.
+    let turn_len = hour / 10.0;
+    let turns: Vec<(f64, String)> = [hour / 4.0, hour * 3.0 / 4.0]
+        .iter()
+        .enumerate()
+        .map(|(k, &at)| {
+            let id = up.counters().tasks.add(
+                &format!("devhour turn {k}"),
+                Duration::from_secs_f64(at / SPEED),
+                Duration::from_secs_f64(turn_len / SPEED),
+                Duration::from_secs_f64(2.0 / SPEED),
+            );
+            (at, id)
+        })
+        .collect();
     let desk = Desk {
         client: LabClient::new(weir.as_ref().map(|w| w.addr())),
         api: up.origin(),
@@ -153,13 +219,21 @@ pub async fn run_row(
         tally: tally.clone(),
         end: start + wall,
     };
-    let hour = wall.as_secs_f64() * SPEED;
     let vscode = VsCode::new(desk.clone());
     let mut tasks = tokio::task::JoinSet::new();
     tasks.spawn(vscode.clone().token());
     tasks.spawn(vscode.clone().lists());
     tasks.spawn(vscode.clone().poller());
     tasks.spawn(clients::gh_list(desk.clone()));
+    tasks.spawn(mission::mirror(desk.clone()));
+    for (at, id) in &turns {
+        let (d, at, id) = (desk.clone(), *at, id.clone());
+        tasks.spawn(async move {
+            if clients::at(&d, start, at).await {
+                turn::follow(d, id).await;
+            }
+        });
+    }
     {
         let d = desk.clone();
         tasks.spawn(async move {
@@ -206,13 +280,27 @@ pub async fn run_row(
     let age = tally.staleness();
     let c = tally.creates();
     let made_n = made(&up);
+    let task_age = tally.task_staleness();
+    let seen = tally.turn_events();
+    let turn_events_missed = turns
+        .iter()
+        .map(|(_, id)| {
+            let total = up.counters().tasks.total(id) as u64;
+            total.saturating_sub(seen.get(id).copied().unwrap_or(0) as u64)
+        })
+        .sum();
+    let mirror = mirror_row(&tally.mirror_tally(), &up.counters().mirror.received());
     up.stop();
     Ok(Row {
         profile,
         via,
         upstream_total: upstream.values().sum(),
         upstream,
-        failures: surfaces.iter().map(|s| s.failures).sum::<u64>() + stops,
+        failures: surfaces.iter().map(|s| s.failures).sum::<u64>()
+            + stops
+            + mirror.commands_run_twice
+            + mirror.lost_by_weir
+            + mirror.doubled_by_weir,
         surfaces,
         stopped_following: stops,
         p50_ms: lat.p50_ms,
@@ -227,7 +315,35 @@ pub async fn run_row(
             .iter()
             .filter(|s| creates.get(*s).is_some_and(|n| *n > 1))
             .count() as u64,
+        task_age_p50_ms: task_age.p50_ms,
+        task_age_p99_ms: task_age.p99_ms,
+        turn_events_missed,
+        mirror,
     })
+}
+
+/// What became of the mirrored session's events, from the client's sends and the upstream's
+/// receipts.
+fn mirror_row(m: &tally::MirrorTally, received: &BTreeMap<String, u32>) -> MirrorRow {
+    let got = |id: &str| received.get(id).copied().unwrap_or(0);
+    MirrorRow {
+        events: m.sent.len() as u64,
+        event_sends: m.sent.values().map(|n| u64::from(*n)).sum(),
+        batches_resent: m.batches_resent,
+        doubled_by_client: m
+            .sent
+            .iter()
+            .filter(|(id, n)| got(id) > 1 && got(id) <= **n)
+            .count() as u64,
+        lost_by_weir: m.acked.iter().filter(|id| got(id) == 0).count() as u64,
+        doubled_by_weir: received
+            .iter()
+            .filter(|(id, n)| **n > m.sent.get(*id).copied().unwrap_or(0))
+            .count() as u64,
+        never_arrived: m.sent.keys().filter(|id| got(id) == 0).count() as u64,
+        commands_run: m.runs.len() as u64,
+        commands_run_twice: m.runs.values().filter(|n| **n > 1).count() as u64,
+    }
 }
 
 /// Every row at once: {healthy, Oct 29} × {direct, through Weir}.
@@ -278,7 +394,18 @@ pub fn sections(cfg: &LabConfig, rows: &[Row]) -> Vec<Section> {
             .map(|r| r.upstream_total)
             .unwrap_or(0)
     };
-    let routes = ["list", "session", "logs", "job", "token", "create"];
+    let routes = [
+        "list",
+        "session",
+        "logs",
+        "job",
+        "token",
+        "create",
+        "task",
+        "task events",
+        "mc events",
+        "mc commands",
+    ];
     let mut head = vec!["row", "upstream calls", "fewer than direct"];
     head.extend(routes);
     head.extend([
@@ -320,7 +447,40 @@ pub fn sections(cfg: &LabConfig, rows: &[Row]) -> Vec<Section> {
         ));
         table.push(row);
     }
-    let mut by_surface = Table::new(&["row", "surface", "requests", "failures", "p50", "p99"]);
+    let mut newer = Table::new(&[
+        "row",
+        "task turn events missed",
+        "task data age p50 / p99",
+        "mc events sent / sends",
+        "mc batches resent by the client",
+        "mc events received twice after the client's resend",
+        "mc events lost / doubled by Weir",
+        "mc events never arrived",
+        "mc commands run / run twice",
+    ]);
+    for r in rows {
+        let m = &r.mirror;
+        newer.push(vec![
+            label(r),
+            r.turn_events_missed.to_string(),
+            format!("{} / {}", ms(r.task_age_p50_ms), ms(r.task_age_p99_ms)),
+            format!("{} / {}", m.events, m.event_sends),
+            m.batches_resent.to_string(),
+            m.doubled_by_client.to_string(),
+            format!("{} / {}", m.lost_by_weir, m.doubled_by_weir),
+            m.never_arrived.to_string(),
+            format!("{} / {}", m.commands_run, m.commands_run_twice),
+        ]);
+    }
+    let mut by_surface = Table::new(&[
+        "row",
+        "surface",
+        "requests",
+        "failures",
+        "absorbed failures",
+        "p50",
+        "p99",
+    ]);
     for r in rows {
         for s in &r.surfaces {
             by_surface.push(vec![
@@ -328,6 +488,7 @@ pub fn sections(cfg: &LabConfig, rows: &[Row]) -> Vec<Section> {
                 s.surface.clone(),
                 s.requests.to_string(),
                 s.failures.to_string(),
+                s.absorbed.to_string(),
                 ms(s.latency.p50_ms),
                 ms(s.latency.p99_ms),
             ]);
@@ -345,16 +506,36 @@ pub fn sections(cfg: &LabConfig, rows: &[Row]) -> Vec<Section> {
                     sources). Oct 29 = 2 % 5xx (half before the work, half after), 1.2 s per call. All four rows \
                     run at once. Times are simulated (wall × 10). A failure is what the person would see: an \
                     error printed (gh), an empty view, a create refused, a job never showing its pull request, \
-                    or a running session VS Code silently stopped following after one failed poll."
+                    or a running session VS Code silently stopped following after one failed poll. \
+                    The newer traffic (issue #29): two live turns of VS Code's Task API backend (the task and \
+                    every events page every 2 s, `scenarios/devhour/turn.rs`; a turn ended by 15 failed gets \
+                    is a failure) and one local session mirrored to Mission Control all hour (events every \
+                    500 ms, commands every 3 s, `scenarios/devhour/mission.rs`; a command run twice, or an \
+                    event lost or doubled by Weir, is a failure). Oct 29 fails the Task API like the \
+                    sessions; Mission Control too (`MISSION_CONTROL_IN_OCT29`)."
                 .into(),
             table,
             series: vec![],
             notes: vec![],
         },
         Section {
+            key: "devhour-newer".into(),
+            title: "devhour: the Task API turns and Mission Control".into(),
+            intro: "Events VS Code never got from its live turns; how old the task data was; what became of \
+                    the mirrored session's events (the client's own resends after a failed batch counted apart \
+                    from what Weir did); commands run, and run twice."
+                .into(),
+            table: newer,
+            series: vec![],
+            notes: vec![],
+        },
+        Section {
             key: "devhour-surfaces".into(),
             title: "devhour: by surface".into(),
-            intro: "Requests each tool sent (to Weir or to the upstream) and the failures it showed.".into(),
+            intro: "Requests each tool sent (to Weir or to the upstream), the failures it showed, and the failed \
+                    answers it absorbed without showing them (a batch sent again, a poll read as empty, a \
+                    failed get short of the 15 that end a turn)."
+                .into(),
             table: by_surface,
             series: vec![],
             notes: vec![],

@@ -4,7 +4,7 @@
 
 use crate::stats::{Percentiles, Samples};
 use serde::Serialize;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -12,6 +12,8 @@ use std::time::Duration;
 struct Surface {
     requests: u64,
     failures: u64,
+    /// Failed answers the tool absorbed without showing them (sent again, read as empty).
+    absorbed: u64,
     latency: Samples,
 }
 
@@ -24,6 +26,27 @@ pub struct Tally {
     /// Running sessions VS Code silently stopped following after a failed poll.
     stopped_following: Mutex<u64>,
     creates: Mutex<Creates>,
+    /// Age of each Task API task answer VS Code got during a live turn (now − `updated_at`).
+    task_staleness: Mutex<Samples>,
+    /// Events each followed Task API turn ended with (task id → distinct event ids).
+    turn_events: Mutex<BTreeMap<String, usize>>,
+    mirror: Mutex<MirrorTally>,
+}
+
+/// What the Mission Control client sent and got back (issue #29: an event is lost or doubled
+/// by Weir only if the client's own sends do not explain it).
+#[derive(Debug, Default, Clone)]
+pub struct MirrorTally {
+    /// Event id → times the client put it in a batch (more than once after a failed batch).
+    pub sent: BTreeMap<String, u32>,
+    /// Event ids in a batch the client got a 2xx for.
+    pub acked: BTreeSet<String>,
+    /// Failed batches the client re-queued.
+    pub batches_resent: u64,
+    /// Events the client dropped (a failed batch while 2,000 were already buffered).
+    pub dropped: u64,
+    /// Command id → times the client ran it.
+    pub runs: BTreeMap<String, u32>,
 }
 
 #[derive(Debug, Default, Clone, Serialize)]
@@ -41,17 +64,21 @@ pub struct SurfaceSummary {
     pub surface: String,
     pub requests: u64,
     pub failures: u64,
+    pub absorbed: u64,
     pub latency: Percentiles,
 }
 
 impl Tally {
-    pub fn record(&self, surface: &'static str, took: Duration, ok: bool) {
+    /// One request; a failed one is a failure the person sees if `visible`, else absorbed.
+    pub fn record(&self, surface: &'static str, took: Duration, ok: bool, visible: bool) {
         let mut m = self.surfaces.lock().unwrap_or_else(|e| e.into_inner());
         let s = m.entry(surface).or_default();
         s.requests += 1;
         s.latency.push(took);
-        if !ok {
-            s.failures += 1;
+        match (ok, visible) {
+            (true, _) => {}
+            (false, true) => s.failures += 1,
+            (false, false) => s.absorbed += 1,
         }
     }
 
@@ -86,6 +113,7 @@ impl Tally {
                 surface: k.to_string(),
                 requests: s.requests,
                 failures: s.failures,
+                absorbed: s.absorbed,
                 latency: s.latency.percentiles(),
             })
             .collect()
@@ -105,6 +133,43 @@ impl Tally {
             .lock()
             .map(|s| s.percentiles())
             .unwrap_or_default()
+    }
+
+    pub fn task_stale(&self, age: Duration) {
+        self.task_staleness
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(age);
+    }
+
+    pub fn task_staleness(&self) -> Percentiles {
+        self.task_staleness
+            .lock()
+            .map(|s| s.percentiles())
+            .unwrap_or_default()
+    }
+
+    /// A followed turn ended with `events` distinct events.
+    pub fn turn_ended(&self, task: &str, events: usize) {
+        self.turn_events
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(task.to_string(), events);
+    }
+
+    pub fn turn_events(&self) -> BTreeMap<String, usize> {
+        self.turn_events
+            .lock()
+            .map(|m| m.clone())
+            .unwrap_or_default()
+    }
+
+    pub fn mirror(&self, f: impl FnOnce(&mut MirrorTally)) {
+        f(&mut self.mirror.lock().unwrap_or_else(|e| e.into_inner()));
+    }
+
+    pub fn mirror_tally(&self) -> MirrorTally {
+        self.mirror.lock().map(|m| m.clone()).unwrap_or_default()
     }
 
     pub fn stops(&self) -> u64 {
