@@ -157,7 +157,7 @@ pub fn choose(data_dir: &Path, choice: StoreChoice) -> Result<Place, ChooseError
 
 /// The handle a command that stores secrets writes through: the store `weir serve` would use
 /// under `choice` (chosen, and for files made, now), so a secret stored before the first start
-/// lands where the engine will look. Blocks like [`choose`].
+/// lands where the engine will look. Blocks like [`choose()`].
 pub fn store_for(
     data_dir: &Path,
     choice: StoreChoice,

@@ -3,7 +3,7 @@
 //! read back there before anything is deleted from the source; on any failure what was written
 //! is taken back out and the source is left as it was.
 //!
-//! The file store's directory is what says the secrets are files ([`super::choose`]), so it
+//! The file store's directory is what says the secrets are files ([`mod@super::choose`]), so it
 //! appears with the first entry moved to files and is removed after the last entry moved out.
 //! A keychain cannot be listed: the entries looked for are every fixed [`Account`] and the
 //! replay credentials the queue database names.

@@ -3,7 +3,7 @@
 //! local CA's key all live in the OS keychain under one [`Namespace`] per data dir, or, on a
 //! machine without a keychain, as owner-only files under the same names in the data dir.
 //!
-//! - [`choose`]: `[secrets] store` (auto, keychain, file): which of the two this install uses.
+//! - [`mod@choose`]: `[secrets] store` (auto, keychain, file): which of the two this install uses.
 //! - [`migrate`]: `weir secrets migrate`, every entry moved between the two, or none.
 //! - [`names`]: every service and account name, and the per-data-dir namespace rule.
 //! - [`store`]: [`SecretStore`] (keychain, memory or unavailable), every call bounded by 5 s.

@@ -132,7 +132,7 @@ impl Namespace {
     }
 
     /// A handle on this namespace's entries where they live now: the file store when its
-    /// directory exists (see [`super::choose`], which creates it), else the OS keychain. Every
+    /// directory exists (see [`mod@super::choose`], which creates it), else the OS keychain. Every
     /// reader (the engine, the CLI, the tray, the CA store) finds them the same way.
     pub fn keychain(&self) -> weir_keychain::Keychain {
         match self.files.as_deref().filter(|d| d.is_dir()) {

@@ -37,7 +37,7 @@ pub enum SecretError {
 #[serde(rename_all = "snake_case")]
 pub enum Backend {
     Keychain,
-    /// Owner-only files in the data dir (no OS keychain; see [`super::choose`]).
+    /// Owner-only files in the data dir (no OS keychain; see [`mod@super::choose`]).
     File,
     Memory,
     /// Gateway replicas: sealed (AES-256-GCM) in the shared PostgreSQL queue.
@@ -77,7 +77,7 @@ async fn bounded<T: Send + 'static>(
 
 impl SecretStore {
     /// The store of the install at `data_dir` under `[secrets] store = choice` (see
-    /// [`super::choose`]), probed. Files are announced with what they mean. `keychain` without
+    /// [`mod@super::choose`]), probed. Files are announced with what they mean. `keychain` without
     /// one is an error (Weir does not start); `auto` whose file store cannot be made runs
     /// without a store (creates answer 503 with the reason), as before there was a file store.
     pub async fn open(

@@ -4,7 +4,7 @@
 //! # Layout
 //! - [`keychain`]: [`Keychain`], set/get/delete/probe of one service's entries, in the OS
 //!   keychain or (for machines without one) in a [`FileStore`].
-//! - [`file`]: [`FileStore`], owner-only files written atomically.
+//! - [`mod@file`]: [`FileStore`], owner-only files written atomically.
 //! - [`error`]: [`KeychainError`], what went wrong and what a person can do about it.
 //! - [`secret`]: [`Secret`], a string that is zeroised on drop and never printed.
 //! - `platform`: the only `cfg(target_os)` code: which backend an entry uses and how its
