@@ -105,7 +105,7 @@ export class SetupView {
     try {
       await call('PUT', '/_weir/api/token', { token });
       input.value = '';
-      setText(this.result, 'Token stored in the OS keychain');
+      setText(this.result, 'Token stored in Weir\'s secret store (the OS keychain, or owner-only files where there is none)');
     } catch (e) {
       this.onProblem(e);
     } finally {

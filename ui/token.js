@@ -36,7 +36,8 @@ export class TokenPanel {
   render() {
     let text;
     if (this.stored === true) text = 'A token is stored';
-    else if (this.keychain && this.keychain !== 'keychain') text = 'No token stored: there is no OS keychain here, and Weir never writes tokens to files';
+    else if (this.keychain === 'memory') text = 'No token stored: there is no OS keychain or secret file store here, so a token could not outlive Weir';
+    else if (this.stored === false && this.keychain === 'file') text = 'No token stored (it would be kept in an owner-only file: there is no OS keychain here)';
     else if (this.stored === false) text = 'No token stored';
     else text = 'Checking whether a token is stored…';
     setText(this.state, text);
