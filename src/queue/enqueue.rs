@@ -92,13 +92,12 @@ impl QueueState {
         let account = crate::secrets::names::queue_account(c.key);
         let item = new_item(c, credential.as_ref().map(|_| account.clone()), in_doubt);
         let size = stored_size(&item);
-        let usage = q.store.live_usage(&item.identity).await.map_err(|e| {
-            unavailable(format!(
-                "{reason}, and the create queue cannot be read: {}. {}",
-                e.detail(),
-                e.fix()
-            ))
-        })?;
+        // `Display` names the database and what went wrong with it (unreachable, read-only).
+        let usage = q
+            .store
+            .live_usage(&item.identity)
+            .await
+            .map_err(|e| unavailable(format!("{reason}, and {e}. {}", e.fix())))?;
         if let Err(why) = admit(caps, &usage, size) {
             return Err(refused(upstream, format!("{reason}, and {why}")));
         }
