@@ -92,7 +92,6 @@ const policy = new PolicyPanel({
   refused: byTestId('policy-refused'),
   onProblem: showProblem,
 });
-policy.load();
 const setup = new SetupPanel({ list: byTestId('proxy-setup'), status: byTestId('copy-status') });
 const setupView = new SetupView({
   section: byTestId('setup-section'),
@@ -498,5 +497,7 @@ if (!apiBase()) {
 } else {
   connect();
   settings.load();
+  // After loadSecret: the policy view needs the control secret (#31).
+  policy.load();
   setupView.start();
 }
