@@ -784,6 +784,19 @@ mod vscode_tasks {
     }
 }
 
+/// A Task API GET on [`GITHUB_API`] as VS Code's `TaskApiHttpClient` sends it (no body).
+async fn vscode_get(weir: &TlsWeir, path: &str, token: &str) -> Answer {
+    call_on(
+        weir,
+        GITHUB_API,
+        "GET",
+        path,
+        &vscode_tasks::headers(token)[..2],
+        "",
+    )
+    .await
+}
+
 /// A Task API create during an outage, sent as VS Code's Task API backend sends it, is
 /// accepted by `TaskApiHttpClient`'s rules (a `201` task, never the `202` its `createTask`
 /// fails on); the provisional task and its events are followed while it waits; after healing
@@ -817,25 +830,14 @@ async fn a_task_api_create_during_an_outage_is_a_task_vscode_accepts_and_follows
     );
 
     // The turn streamer's poll while it waits: the task and every events page.
-    let g = call_on(
-        &weir,
-        GITHUB_API,
-        "GET",
-        &format!("{prefix}/tasks/{id}"),
-        &h[..2],
-        "",
-    )
-    .await;
+    let g = vscode_get(&weir, &format!("{prefix}/tasks/{id}"), "vscode-token").await;
     let waiting = vscode_tasks::get_task(g.status, &g.body).unwrap();
     assert_eq!(waiting["id"], id.as_str());
     assert!(vscode_tasks::is_active(&waiting), "{waiting}");
-    let e = call_on(
+    let e = vscode_get(
         &weir,
-        GITHUB_API,
-        "GET",
         &format!("{prefix}/tasks/{id}/events?per_page=100&page=1"),
-        &h[..2],
-        "",
+        "vscode-token",
     )
     .await;
     assert_eq!(
@@ -843,15 +845,7 @@ async fn a_task_api_create_during_an_outage_is_a_task_vscode_accepts_and_follows
         (vec![], Some(0))
     );
     // Another credential of another account is not answered for it: it goes upstream.
-    let other = call_on(
-        &weir,
-        GITHUB_API,
-        "GET",
-        &format!("{prefix}/tasks/{id}"),
-        &vscode_tasks::headers("someone-else")[..2],
-        "",
-    )
-    .await;
+    let other = vscode_get(&weir, &format!("{prefix}/tasks/{id}"), "someone-else").await;
     assert_eq!(other.status, 404, "{:?}", other.body);
 
     // Healed: replayed once; exactly one task upstream, and the provisional id serves it.
@@ -871,28 +865,17 @@ async fn a_task_api_create_during_an_outage_is_a_task_vscode_accepts_and_follows
     );
     let real = made[0]["id"].as_str().unwrap().to_string();
     assert_eq!(item["result"]["job_id"], real.as_str(), "{item}");
-    let g = call_on(
-        &weir,
-        GITHUB_API,
-        "GET",
-        &format!("{prefix}/tasks/{id}"),
-        &h[..2],
-        "",
-    )
-    .await;
+    let g = vscode_get(&weir, &format!("{prefix}/tasks/{id}"), "vscode-token").await;
     let sent = vscode_tasks::get_task(g.status, &g.body).unwrap();
     assert_eq!(
         sent["id"],
         real.as_str(),
         "the real task under the provisional id"
     );
-    let e = call_on(
+    let e = vscode_get(
         &weir,
-        GITHUB_API,
-        "GET",
         &format!("{prefix}/tasks/{id}/events?per_page=100&page=1"),
-        &h[..2],
-        "",
+        "vscode-token",
     )
     .await;
     let (events, total) = vscode_tasks::get_task_events(e.status, &e.body).unwrap();

@@ -437,20 +437,41 @@ fn mirror_routes() -> Vec<RouteRule> {
         .collect()
 }
 
+/// What the route table says of one request: its class, and whose breaker its failures count
+/// against. Found once, when the request is classified, and carried to its attempts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Route {
+    pub class: RouteClass,
+    pub family: Family,
+}
+
+impl Route {
+    /// A call of `class` that Weir makes itself, counted against the upstream's own breaker.
+    pub fn upstream(class: RouteClass) -> Route {
+        Route {
+            class,
+            family: Family::Upstream,
+        }
+    }
+}
+
 /// The class of a request: the first matching rule, else `other`.
 pub fn classify(rules: &[RouteRule], method: &http::Method, path: &str) -> RouteClass {
-    route(rules, method, path).0
+    route(rules, method, path).class
 }
 
 /// The class and breaker family of a request: the first matching rule's, else `other` in the
 /// upstream's family.
-pub fn route(rules: &[RouteRule], method: &http::Method, path: &str) -> (RouteClass, Family) {
+pub fn route(rules: &[RouteRule], method: &http::Method, path: &str) -> Route {
     let parts = path_parts(path);
     rules
         .iter()
         .find(|r| r.matches_parts(method, &parts))
-        .map(|r| (r.class, r.family))
-        .unwrap_or((RouteClass::Other, Family::Upstream))
+        .map(|r| Route {
+            class: r.class,
+            family: r.family,
+        })
+        .unwrap_or(Route::upstream(RouteClass::Other))
 }
 
 #[cfg(test)]

@@ -23,7 +23,8 @@ mod upstream_index;
 /// Shared with policy and the status document (see [`crate::view`]).
 pub use crate::view::ShareMode;
 pub use classes::{
-    classify, default_routes, route, ClassSettings, ClassTable, Family, RouteClass, RouteRule,
+    classify, default_routes, route, ClassSettings, ClassTable, Family, Route, RouteClass,
+    RouteRule,
 };
 pub use file::FileConfig;
 #[cfg(feature = "gateway")]

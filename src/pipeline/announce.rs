@@ -111,12 +111,10 @@ impl GraphqlWatch {
     /// `req` unchanged for the upstream, while its body is compared with gh's query.
     pub(super) fn request(&self, req: Request<Body>) -> Request<Body> {
         let (parts, body) = req.into_parts();
-        let copy = QueryCopy {
-            inner: body,
-            seen: Vec::new(),
-            too_big: false,
-            verdict: self.gh_query.clone(),
-        };
+        let verdict = self.gh_query.clone();
+        let copy = Tap::new(body, QUERY_COPY_MAX, move |seen: Option<&[u8]>| {
+            let _ = verdict.set(seen.is_some_and(is_gh_query));
+        });
         Request::from_parts(parts, crate::body::boxed(copy))
     }
 
@@ -128,34 +126,65 @@ impl GraphqlWatch {
             return resp;
         }
         let (parts, body) = resp.into_parts();
-        let copy = Copy {
-            inner: body,
-            seen: Vec::new(),
-            too_big: false,
-            encoding: encoding_of(&parts.headers),
-            watch: Some(self),
-        };
+        let encoding = encoding_of(&parts.headers);
+        let copy = Tap::new(body, GRAPHQL_COPY_MAX, move |seen: Option<&[u8]>| {
+            // Only the answer to gh's own query, sent whole, says what gh's query asks.
+            let Some(seen) = seen.filter(|_| self.gh_query.get() == Some(&true)) else {
+                return;
+            };
+            if let Some(body) = super::token_age::decoded_body(&encoding, seen) {
+                if let Some(api) = learned::announced_in_graphql(&body) {
+                    self.upstreams.learn_announced(&api, self.credential);
+                }
+            }
+        });
         Response::from_parts(parts, crate::body::boxed(copy))
     }
 }
 
-/// A request body passed on frame by frame, with a bounded copy compared with gh's query once
-/// it has been sent whole.
-struct QueryCopy {
-    inner: Body,
-    seen: Vec<u8>,
-    too_big: bool,
-    verdict: Arc<OnceLock<bool>>,
+/// Only the `Content-Encoding` is needed to read the copy.
+fn encoding_of(headers: &HeaderMap) -> HeaderMap {
+    let mut h = HeaderMap::new();
+    for v in headers.get_all(http::header::CONTENT_ENCODING) {
+        h.append(http::header::CONTENT_ENCODING, v.clone());
+    }
+    h
 }
 
-impl QueryCopy {
+/// A body that passes every frame on and keeps a copy of its first `cap` bytes, handed to
+/// `done` once, when the body has been passed on whole: `Some(copy)`, or `None` when it was
+/// larger than `cap` or cut short (a partial body says nothing reliably).
+struct Tap<F: FnOnce(Option<&[u8]>)> {
+    inner: Body,
+    seen: Vec<u8>,
+    cap: usize,
+    too_big: bool,
+    /// Taken when the copy is handed over.
+    done: Option<F>,
+}
+
+impl<F: FnOnce(Option<&[u8]>)> Tap<F> {
+    fn new(inner: Body, cap: usize, done: F) -> Tap<F> {
+        Tap {
+            inner,
+            seen: Vec::new(),
+            cap,
+            too_big: false,
+            done: Some(done),
+        }
+    }
+
     fn finished(&mut self) {
-        let _ = self.verdict.set(!self.too_big && is_gh_query(&self.seen));
+        if let Some(done) = self.done.take() {
+            done((!self.too_big).then_some(&self.seen[..]));
+        }
     }
 }
 
-impl Drop for QueryCopy {
-    /// hyper may stop polling once the body says it has ended (as for the answer's copy).
+impl<F: FnOnce(Option<&[u8]>)> Drop for Tap<F> {
+    /// hyper stops polling once a body says it has ended (its `Content-Length` is met), so the
+    /// clean end may never be polled (as `model_stream::Recorded` knows): a body dropped whole
+    /// is handed over here. One dropped part-way is not.
     fn drop(&mut self) {
         if http_body::Body::is_end_stream(&self.inner) {
             self.finished();
@@ -163,7 +192,7 @@ impl Drop for QueryCopy {
     }
 }
 
-impl http_body::Body for QueryCopy {
+impl<F: FnOnce(Option<&[u8]>) + Unpin> http_body::Body for Tap<F> {
     type Data = Bytes;
     type Error = BoxError;
 
@@ -176,7 +205,7 @@ impl http_body::Body for QueryCopy {
         match &polled {
             Poll::Ready(Some(Ok(frame))) => {
                 if let Some(data) = frame.data_ref() {
-                    if this.seen.len() + data.len() > QUERY_COPY_MAX {
+                    if this.seen.len() + data.len() > this.cap {
                         this.too_big = true;
                         this.seen = Vec::new();
                     } else if !this.too_big {
@@ -192,91 +221,6 @@ impl http_body::Body for QueryCopy {
                 this.too_big = true;
                 this.finished();
             }
-            Poll::Pending => {}
-        }
-        polled
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
-    }
-}
-
-/// Only the `Content-Encoding` is needed to read the copy.
-fn encoding_of(headers: &HeaderMap) -> HeaderMap {
-    let mut h = HeaderMap::new();
-    for v in headers.get_all(http::header::CONTENT_ENCODING) {
-        h.append(http::header::CONTENT_ENCODING, v.clone());
-    }
-    h
-}
-
-/// A body that passes every frame on and keeps a bounded copy of the data.
-struct Copy {
-    inner: Body,
-    seen: Vec<u8>,
-    too_big: bool,
-    encoding: HeaderMap,
-    /// Taken when the copy is read (once, at the end of the body).
-    watch: Option<GraphqlWatch>,
-}
-
-impl Copy {
-    fn finished(&mut self) {
-        let Some(w) = self.watch.take() else {
-            return;
-        };
-        // Only the answer to gh's own query, sent whole, says what gh's query asks.
-        if self.too_big || w.gh_query.get() != Some(&true) {
-            return;
-        }
-        if let Some(body) = super::token_age::decoded_body(&self.encoding, &self.seen) {
-            if let Some(api) = learned::announced_in_graphql(&body) {
-                w.upstreams.learn_announced(&api, w.credential);
-            }
-        }
-    }
-}
-
-impl Drop for Copy {
-    /// hyper stops polling once a body says it has ended (its `Content-Length` is met), so the
-    /// clean end may never be polled (as `model_stream::Recorded` knows): a body dropped whole
-    /// is read here. One dropped part-way teaches nothing.
-    fn drop(&mut self) {
-        if http_body::Body::is_end_stream(&self.inner) {
-            self.finished();
-        }
-    }
-}
-
-impl http_body::Body for Copy {
-    type Data = Bytes;
-    type Error = BoxError;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
-        let this = &mut *self;
-        let polled = Pin::new(&mut this.inner).poll_frame(cx);
-        match &polled {
-            Poll::Ready(Some(Ok(frame))) => {
-                if let Some(data) = frame.data_ref() {
-                    if this.seen.len() + data.len() > GRAPHQL_COPY_MAX {
-                        this.too_big = true;
-                        this.seen = Vec::new();
-                    } else if !this.too_big {
-                        this.seen.extend_from_slice(data);
-                    }
-                }
-            }
-            Poll::Ready(None) => this.finished(),
-            // A body cut short is not read: a partial answer names nothing reliably.
-            Poll::Ready(Some(Err(_))) => this.too_big = true,
             Poll::Pending => {}
         }
         polled

@@ -23,7 +23,7 @@ use crate::accounts::Accounts;
 use crate::body::Body;
 use crate::cache::{Cache, CacheKey, Durability, Freshness, Paced, Stored};
 use crate::coalesce::{Coalescer, Role};
-use crate::config::{ClassSettings, RouteClass, Settings, UpstreamIndex};
+use crate::config::{ClassSettings, Route, RouteClass, Settings, UpstreamIndex};
 use crate::identity::Identity;
 use crate::problem::{Problem, ProblemKind};
 use crate::upstream::{AttemptPolicy, Replayable, Upstreams};
@@ -119,6 +119,8 @@ struct FetchSpec {
     settings: Arc<Settings>,
     up: UpstreamIndex,
     class: RouteClass,
+    /// Whose breaker the fetch counts against (the request's route family).
+    breaker_family: crate::config::Family,
     key: CacheKey,
     uri: Uri,
     headers: HeaderMap,
@@ -128,6 +130,15 @@ struct FetchSpec {
     /// The stale copy in hand: it may answer if this fetch fails (so the upstream's hint is
     /// never waited out), and its validators make the fetch conditional.
     stale: Option<Arc<Stored>>,
+}
+
+impl FetchSpec {
+    fn route(&self) -> Route {
+        Route {
+            class: self.class,
+            family: self.breaker_family,
+        }
+    }
 }
 
 /// What a cache flight ends with: the entry its waiters get, and whether the upstream
@@ -596,6 +607,7 @@ fn spec(
         settings: ctx.settings.clone(),
         up: ctx.up,
         class: ctx.class,
+        breaker_family: ctx.family,
         key,
         uri: uri.clone(),
         headers,
@@ -671,7 +683,7 @@ async fn exchange(h: CacheHandles<'_>, spec: &FetchSpec) -> Result<Fetched, Prob
         shaped(h, spec, &headers).await
     } else {
         h.upstreams
-            .call_buffered(spec.up, spec.class, req, policy, None)
+            .call_buffered(spec.up, spec.route(), req, policy, None)
             .await
             .map(|a| (Shaped::Document(a.response), a.failed_attempts))
     };
@@ -718,7 +730,7 @@ async fn shaped(
     *req.headers_mut() = headers.clone();
     let a = h
         .upstreams
-        .call_streaming(spec.up, spec.class, req, spec.scope)
+        .call_streaming(spec.up, spec.route(), req, spec.scope)
         .await?;
     let cap = spec.settings.limits.max_body_bytes;
     match shape::read(a.response, cap, shape::DOCUMENT_WINDOW).await {

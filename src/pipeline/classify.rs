@@ -3,15 +3,15 @@
 //! itself are recognised first, by [`is_for_weir`], and never enter the pipeline.
 
 use super::state::{is_own_host_name, Proxy};
-use crate::config::{classify, RouteClass, Settings, UpstreamIndex};
+use crate::config::{route, Route, Settings, UpstreamIndex};
 use crate::upstream::Upstreams;
 use http::{Method, Request};
 
 /// Where a request is going.
 pub(super) enum Target {
     Connect,
-    /// A managed upstream (by index) and the route class of the request there.
-    Managed(UpstreamIndex, RouteClass),
+    /// A managed upstream (by index) and the request's route there (class and family).
+    Managed(UpstreamIndex, Route),
     /// Anything else: passed through untouched; the target's port (the scheme's default when
     /// the URI names none), `None` when the request names no host.
     Unmanaged(Option<u16>),
@@ -48,7 +48,7 @@ pub(super) fn target<B>(upstreams: &Upstreams, settings: &Settings, req: &Reques
     let port = authority.port_u16().unwrap_or(default_port);
     // A configured upstream, or a Copilot API host learned from a token answer.
     match upstreams.find(settings, scheme, authority.host(), port) {
-        Some(up) => Target::Managed(up, classify(&settings.routes, req.method(), uri.path())),
+        Some(up) => Target::Managed(up, route(&settings.routes, req.method(), uri.path())),
         None => Target::Unmanaged(Some(port)),
     }
 }

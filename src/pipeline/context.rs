@@ -17,7 +17,7 @@ use super::identity::Caller;
 use super::policy::CreatePlan;
 use crate::body::Body;
 use crate::cache::Stored;
-use crate::config::{RouteClass, Settings, UpstreamIndex};
+use crate::config::{Family, RouteClass, Settings, UpstreamIndex};
 use crate::mode::Hold;
 use crate::policy::Decision;
 use crate::problem::Problem;
@@ -33,11 +33,23 @@ pub(super) struct Ctx {
     /// The managed upstream's index in `Upstreams`.
     pub up: UpstreamIndex,
     pub class: RouteClass,
+    /// Whose breaker its attempts count against (found with the class).
+    pub family: Family,
     pub who: Caller,
     /// Cache only, offline: nothing goes upstream (see `super::held`).
     pub hold: Option<Hold>,
     /// The fallback policy's decision for `list` and `create` requests.
     pub decision: Option<Decision>,
+}
+
+impl Ctx {
+    /// The request's route (class and breaker family), for its upstream attempts.
+    pub fn route(&self) -> crate::config::Route {
+        crate::config::Route {
+            class: self.class,
+            family: self.family,
+        }
+    }
 }
 
 pub(super) type Answer = Result<Response<Body>, Problem>;

@@ -24,7 +24,7 @@ use super::state::Creates;
 use crate::body::Body;
 use crate::cache::{CacheKey, Stored};
 use crate::coalesce::Role;
-use crate::config::{QueueAnswer, RouteClass, Settings, UpstreamIndex, UpstreamSettings};
+use crate::config::{QueueAnswer, Settings, UpstreamIndex, UpstreamSettings};
 use crate::handoff::HandoffRequest;
 use crate::mode::Hold;
 use crate::policy::Action;
@@ -78,6 +78,7 @@ pub(super) async fn serve(
         h,
         settings: ctx.settings.clone(),
         up,
+        route: ctx.route(),
         key: key.clone(),
         v1_key,
         identity: who.identity.hex(),
@@ -199,6 +200,8 @@ struct CreateTask {
     /// The settings of the request that leads the create.
     settings: Arc<Settings>,
     up: UpstreamIndex,
+    /// The request's route (class `create`, its breaker family).
+    route: crate::config::Route,
     key: String,
     /// The same create's key in a build before v2 ([`v1_dedupe_key`]): looked up, never stored.
     v1_key: String,
@@ -347,7 +350,7 @@ impl CreateTask {
         policy.fallback = self.plan.fallback_origin;
         let attempt = p
             .upstreams
-            .attempt_buffered(self.up, RouteClass::Create, req, policy, None);
+            .attempt_buffered(self.up, self.route, req, policy, None);
         Ok(match attempt.await {
             Ok(a) => {
                 let (mut parts, body) = a.response.into_parts();

@@ -73,7 +73,7 @@ pub(super) async fn managed(
     // Boxed: the attempt's state (~3 KB) would otherwise sit inline in every request's future,
     // which is moved by value at each level of the pipeline (see `pipeline`'s module doc).
     let attempted =
-        Box::pin(upstreams.call_streaming(ctx.up, ctx.class, upstream_req, ctx.who.scope()))
+        Box::pin(upstreams.call_streaming(ctx.up, ctx.route(), upstream_req, ctx.who.scope()))
             .await?;
     let resp = relay(attempted.response);
     Ok(match watch {

@@ -174,7 +174,7 @@ async fn phases(
     let target = classify::target(&proxy.upstreams, &settings, &req);
     let surface = identity::surface_of(req.headers());
     proxy.global.surface(surface);
-    let (up, class) = match target {
+    let (up, route) = match target {
         Target::Connect => return Box::pin(connect(proxy, &settings, req)).await,
         Target::Unmanaged(port) => {
             proxy.global.passthrough_requests.fetch_add(1, Relaxed);
@@ -187,8 +187,9 @@ async fn phases(
             }
             return Box::pin(forward::unmanaged(&proxy.upstreams, req)).await;
         }
-        Target::Managed(up, class) => (up, class),
+        Target::Managed(up, route) => (up, route),
     };
+    let class = route.class;
     proxy
         .upstreams
         .get(up)
@@ -228,6 +229,7 @@ async fn phases(
         settings,
         up,
         class,
+        family: route.family,
         who,
         hold,
         decision,

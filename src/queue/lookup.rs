@@ -237,9 +237,14 @@ impl Replayer {
             identity: scope,
         };
         let policy = AttemptPolicy::for_request(&Method::GET, true);
+        // The class the lookup reads it as, counted against the path's breaker family.
+        let route = crate::config::Route {
+            class,
+            family: self.upstreams.route_of(&Method::GET, uri.path()).family,
+        };
         match self
             .upstreams
-            .call_buffered(up, class, req, policy, None)
+            .call_buffered(up, route, req, policy, None)
             .await
         {
             Ok(a) if a.response.status() == http::StatusCode::NOT_FOUND => Ok(None),

@@ -57,6 +57,16 @@ pub(crate) struct Replayer {
 }
 
 impl Replayer {
+    /// A queued create's route: class `create`, and the breaker family its path has in the
+    /// route table in force (the Task API's creates count against the Task API's breaker).
+    fn create_route(&self, item: &Item) -> crate::config::Route {
+        let path = item.path_and_query.split('?').next().unwrap_or("");
+        crate::config::Route {
+            class: RouteClass::Create,
+            family: self.upstreams.route_of(&item.method, path).family,
+        }
+    }
+
     /// One worker per upstream and the queue's housekeeping (none when the queue is
     /// unavailable). Items that grew too old while Weir was stopped expire before any
     /// worker starts, so none of them is replayed.
@@ -260,7 +270,10 @@ impl Replayer {
             return Err(Fact::Held);
         }
         let scope = scope_of(item);
-        let Ok(admitted) = self.upstreams.get(up).gate.admit(scope.as_ref()).await else {
+        // The same breaker as its attempt: the create's route family (the Task API's own).
+        let family = self.create_route(item).family;
+        let gate = &self.upstreams.get(up).gate;
+        let Ok(admitted) = gate.admit_attempt(scope.as_ref(), false, family).await else {
             return Err(Fact::GateClosed);
         };
         match item.path_and_query.parse() {
@@ -299,7 +312,7 @@ impl Replayer {
             .upstreams
             .call_buffered(
                 up,
-                RouteClass::Create,
+                self.create_route(item),
                 req,
                 AttemptPolicy::replay(),
                 Some(admitted),

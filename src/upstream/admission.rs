@@ -203,13 +203,6 @@ impl Gate {
         }
     }
 
-    /// Cooldown (upstream-wide, then `who`'s own) → breaker → bulkhead. `who` is `None` for a
-    /// request without a credential. Waits for a bulkhead slot (bounded queue); never waits on
-    /// the breaker or a cooldown.
-    pub async fn admit(&self, who: Option<&Identity>) -> Result<Admitted, Closed> {
-        self.admit_attempt(who, false, Family::Upstream).await
-    }
-
     /// The breaker `family`'s calls count against: the upstream's own, or the family's
     /// (made now, at its first call, with the upstream's breaker settings).
     pub fn breaker_of(&self, family: Family) -> Breaker {
@@ -240,8 +233,10 @@ impl Gate {
         b
     }
 
-    /// [`Gate::admit`] for a retry: the breaker may hold it back during a failing run (see
-    /// [`Breaker::try_acquire_retry`]).
+    /// Cooldown (upstream-wide, then `who`'s own) → `family`'s breaker → bulkhead. `who` is
+    /// `None` for a request without a credential. Waits for a bulkhead slot (bounded queue);
+    /// never waits on the breaker or a cooldown. A `retry` may be held back by the breaker
+    /// during a failing run (see [`Breaker::try_acquire_retry`]).
     pub async fn admit_attempt(
         &self,
         who: Option<&Identity>,
@@ -516,7 +511,11 @@ mod tests {
         assert_eq!(g.status().breaker.consecutive_threshold, 3);
         // Three failures in a row now open it, and the reason names the caution.
         for _ in 0..3 {
-            let a = g.admit(None).await.ok().unwrap();
+            let a = g
+                .admit_attempt(None, false, Family::Upstream)
+                .await
+                .ok()
+                .unwrap();
             a.record(
                 true,
                 "list",

@@ -11,7 +11,7 @@ use super::attempt_error::AttemptError;
 use super::client::{FetchError, Timeouts};
 use super::{UpstreamIndex, Upstreams};
 use crate::body::{boxed, full, Body};
-use crate::config::{Family, Origin, RouteClass};
+use crate::config::{Origin, Route};
 use crate::identity::Identity;
 use crate::problem::Problem;
 use bytes::Bytes;
@@ -42,8 +42,7 @@ pub(crate) struct AttemptPolicy {
 /// be retried and whose credential it carries.
 struct Call {
     up: UpstreamIndex,
-    class: RouteClass,
-    family: Family,
+    route: Route,
     policy: AttemptPolicy,
     who: Option<Identity>,
 }
@@ -112,12 +111,12 @@ impl Upstreams {
     pub async fn call_buffered(
         &self,
         up: UpstreamIndex,
-        class: RouteClass,
+        route: Route,
         req: Replayable<'_>,
         policy: AttemptPolicy,
         first: Option<Admitted>,
     ) -> Result<Attempted<Bytes>, Problem> {
-        self.attempt_buffered(up, class, req, policy, first)
+        self.attempt_buffered(up, route, req, policy, first)
             .await
             .map_err(Problem::from)
     }
@@ -128,7 +127,7 @@ impl Upstreams {
     pub async fn attempt_buffered(
         &self,
         up: UpstreamIndex,
-        class: RouteClass,
+        route: Route,
         req: Replayable<'_>,
         policy: AttemptPolicy,
         first: Option<Admitted>,
@@ -141,11 +140,9 @@ impl Upstreams {
         };
         let prefix = |r: &Response<Bytes>| r.body().clone();
         let who = req.identity;
-        let family = self.family_of(req.method, req.uri);
         let call = Call {
             up,
-            class,
-            family,
+            route,
             policy,
             who,
         };
@@ -156,7 +153,7 @@ impl Upstreams {
     pub async fn call_streaming(
         &self,
         up: UpstreamIndex,
-        class: RouteClass,
+        route: Route,
         req: Request<Body>,
         who: Option<Identity>,
     ) -> Result<Attempted<Body>, AttemptError> {
@@ -183,21 +180,20 @@ impl Upstreams {
             let client = &self.client;
             async move { Ok(client.send(r?, t).await?.map(boxed)) }
         };
-        let family = self.family_of(rep.method, rep.uri);
         let call = Call {
             up,
-            class,
-            family,
+            route,
             policy,
             who,
         };
         self.run(call, None, send, |_| Bytes::new()).await
     }
 
-    /// Whose breaker a request's failures count against: its route's family, as the
-    /// settings in force now say ([`crate::config::Family`]).
-    fn family_of(&self, method: &http::Method, uri: &Uri) -> Family {
-        crate::config::route(&self.live.get().routes, method, uri.path()).1
+    /// The route of a request Weir sends for itself from stored data (a queued create's
+    /// replay, its in-doubt lookup), found in the table in force now: a client's request
+    /// brings the route it was classified with.
+    pub(crate) fn route_of(&self, method: &http::Method, path: &str) -> Route {
+        crate::config::route(&self.live.get().routes, method, path)
     }
 
     async fn run<B, F, Fut>(
@@ -213,8 +209,7 @@ impl Upstreams {
     {
         let Call {
             up,
-            class,
-            family,
+            route: Route { class, family },
             policy,
             who,
         } = call;

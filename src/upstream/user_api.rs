@@ -4,7 +4,7 @@
 
 use super::{AttemptPolicy, Replayable, UpstreamIndex, Upstreams};
 use crate::accounts::UserApi;
-use crate::config::RouteClass;
+use crate::config::{Route, RouteClass};
 use crate::identity::Identity;
 use bytes::Bytes;
 use http::{HeaderMap, Method, Response, Uri};
@@ -26,7 +26,7 @@ impl UserApi for Upstreams {
         };
         let policy = AttemptPolicy::for_request(&Method::GET, true);
         match self
-            .attempt_buffered(up, RouteClass::Other, req, policy, None)
+            .attempt_buffered(up, Route::upstream(RouteClass::Other), req, policy, None)
             .await
         {
             Ok(a) => Ok(a.response),

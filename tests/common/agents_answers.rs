@@ -212,28 +212,17 @@ pub(crate) fn create_job(
     body: &[u8],
     now: u64,
 ) -> Response<Full<Bytes>> {
-    let Ok(req) = serde_json::from_slice::<Value>(body) else {
-        return json_response(400, &json!({"message": "Problems parsing JSON"}));
-    };
-    let Some(statement) = req["problem_statement"].as_str().filter(|s| !s.is_empty()) else {
-        return json_response(422, &json!({"message": "problem_statement is required"}));
+    let (req, statement) = match create_body(body, "problem_statement") {
+        Ok(parsed) => parsed,
+        Err(refusal) => return refusal,
     };
     let mut store = st.store.lock().unwrap();
-    let i = store.next;
-    store.next += 1;
-    let (job_id, sid) = (format!("job-{i}"), session_id(i));
-    let mut session = st.answers.body("session");
-    session["id"] = json!(sid);
-    session["name"] = json!(statement);
-    session["state"] = json!("queued");
-    session["created_at"] = json!(rfc3339(now));
-    session["last_updated_at"] = json!(rfc3339(now));
-    session["event_type"] = req["event_type"].clone();
-    session["repo_nwo"] = json!(format!("{owner}/{repo}"));
+    let (i, session) = new_session(st, &mut store, &req, &statement, owner, repo, now);
+    let (job_id, sid) = (format!("job-{i}"), session["id"].clone());
     store.sessions.push(session);
     let mut job = st.answers.body("job_created");
     job["job_id"] = json!(job_id);
-    job["session_id"] = json!(sid);
+    job["session_id"] = sid;
     job["problem_statement"] = json!(statement);
     job["created_at"] = json!(rfc3339(now));
     job["updated_at"] = json!(rfc3339(now));
@@ -254,24 +243,12 @@ pub(crate) fn create_task(
     body: &[u8],
     now: u64,
 ) -> Response<Full<Bytes>> {
-    let Ok(req) = serde_json::from_slice::<Value>(body) else {
-        return json_response(400, &json!({"message": "Problems parsing JSON"}));
-    };
-    let Some(prompt) = req["prompt"].as_str().filter(|s| !s.is_empty()) else {
-        return json_response(422, &json!({"message": "prompt is required"}));
+    let (req, prompt) = match create_body(body, "prompt") {
+        Ok(parsed) => parsed,
+        Err(refusal) => return refusal,
     };
     let mut store = st.store.lock().unwrap();
-    let i = store.next;
-    store.next += 1;
-    let sid = session_id(i);
-    let mut session = st.answers.body("session");
-    session["id"] = json!(sid);
-    session["name"] = json!(prompt);
-    session["state"] = json!("queued");
-    session["created_at"] = json!(rfc3339(now));
-    session["last_updated_at"] = json!(rfc3339(now));
-    session["event_type"] = req["event_type"].clone();
-    session["repo_nwo"] = json!(format!("{owner}/{repo}"));
+    let (_, session) = new_session(st, &mut store, &req, &prompt, owner, repo, now);
     let mut task = st.answers.body("task_created");
     for k in ["id", "name", "state", "created_at"] {
         task[k] = session[k].clone();
@@ -279,6 +256,53 @@ pub(crate) fn create_task(
     task["updated_at"] = session["last_updated_at"].clone();
     store.sessions.push(session);
     json_response(st.answers.answers["task_created"].status, &task)
+}
+
+/// A create's JSON body and its required text field (`problem_statement` for a job, `prompt`
+/// for a task), or the refusal the upstream answers without it.
+// The refusal is built once and returned whole (test code; `Response` is what the fake sends).
+#[allow(clippy::result_large_err)]
+fn create_body(body: &[u8], field: &str) -> Result<(Value, String), Response<Full<Bytes>>> {
+    let Ok(req) = serde_json::from_slice::<Value>(body) else {
+        return Err(json_response(
+            400,
+            &json!({"message": "Problems parsing JSON"}),
+        ));
+    };
+    match req[field].as_str().filter(|s| !s.is_empty()) {
+        Some(text) => {
+            let text = text.to_string();
+            Ok((req, text))
+        }
+        None => Err(json_response(
+            422,
+            &json!({"message": format!("{field} is required")}),
+        )),
+    }
+}
+
+/// The next stored session a create makes (queued, named `name`, of `owner/repo`), and its
+/// number; the caller stores it.
+fn new_session(
+    st: &State,
+    store: &mut crate::agents_api::Store,
+    req: &Value,
+    name: &str,
+    owner: &str,
+    repo: &str,
+    now: u64,
+) -> (u64, Value) {
+    let i = store.next;
+    store.next += 1;
+    let mut session = st.answers.body("session");
+    session["id"] = json!(session_id(i));
+    session["name"] = json!(name);
+    session["state"] = json!("queued");
+    session["created_at"] = json!(rfc3339(now));
+    session["last_updated_at"] = json!(rfc3339(now));
+    session["event_type"] = req["event_type"].clone();
+    session["repo_nwo"] = json!(format!("{owner}/{repo}"));
+    (i, session)
 }
 
 /// An answer with a status and no body (`text: ""`).
