@@ -1017,3 +1017,64 @@ fn a_bad_answer_setting_names_its_key_and_line() {
     assert!(e.contains("queue.answer") && e.contains("w.toml:3"), "{e}");
     assert!(e.contains("\"job\" or \"accepted\""), "{e}");
 }
+
+/// A Task API turn as VS Code's `TaskTurnStreamer` follows it (the task and its events page
+/// asked together, until the task is no longer active) never ends without its last events,
+/// even when the events copy Weir holds is younger than the task copy (#29: the devhour run
+/// lost 62 events on Oct 29 so). Here the events page was fetched after the task, then the
+/// agent writes its last event and completes the task: the next poll finds the task's copy
+/// stale and the events' fresh. Before `task_events`, the task's refresh (waited for) said
+/// `completed` beside the events' older copy, and the streamer stopped without the event.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_turn_never_ends_without_its_last_events() {
+    let api = AgentsApi::start().await;
+    let now = SystemTime::now();
+    let id = api.seed_task(task("octo/app", "Fix it", "Fix it", now, now));
+    api.set_task_state(&id, "in_progress");
+    // Each copy is fresh for 1 s (the Task API's own bound too).
+    let config = format!("{CONFIG}[classes.view]\nfresh_ttl = \"1s\"\n");
+    let weir = weir_for(&api, &config).await;
+    let prefix = "/cmc_internal/api/agents";
+    let task_url = format!("{prefix}/tasks/{id}");
+    let events_url = format!("{prefix}/tasks/{id}/events?per_page=100&page=1");
+    let poll = || async {
+        let (t, e) = tokio::join!(
+            vscode_get(&weir, &task_url, "vscode-token"),
+            vscode_get(&weir, &events_url, "vscode-token")
+        );
+        let task = vscode_tasks::get_task(t.status, &t.body).unwrap();
+        let (events, _) = vscode_tasks::get_task_events(e.status, &e.body).unwrap();
+        (task, events)
+    };
+    let started = tokio::time::Instant::now();
+    let t = vscode_get(&weir, &task_url, "vscode-token").await;
+    assert!(vscode_tasks::is_active(
+        &vscode_tasks::get_task(t.status, &t.body).unwrap()
+    ));
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let e = vscode_get(&weir, &events_url, "vscode-token").await;
+    let (first, _) = vscode_tasks::get_task_events(e.status, &e.body).unwrap();
+    let last = api.add_task_event(&id, "Done: the test is fixed.");
+    api.set_task_state(&id, "completed");
+    // Past the task copy's 1 s, within the events copy's.
+    tokio::time::sleep_until(started + Duration::from_millis(1200)).await;
+    let mut seen: Vec<String> = first
+        .iter()
+        .map(|e| e["id"].as_str().unwrap().to_string())
+        .collect();
+    let mut polls = 0;
+    loop {
+        polls += 1;
+        let (task, events) = poll().await;
+        seen.extend(events.iter().map(|e| e["id"].as_str().unwrap().to_string()));
+        if !vscode_tasks::is_active(&task) {
+            break;
+        }
+        assert!(polls < 30, "the task never completed through Weir");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(
+        seen.contains(&last),
+        "the streamer stopped after {polls} poll(s) without the task's last event {last}: saw {seen:?}"
+    );
+}

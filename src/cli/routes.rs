@@ -35,7 +35,7 @@ pub fn run(classify_stdin: bool, json: bool, global: &GlobalArgs) -> ExitCode {
         "METHOD", "PATH", "CLASS", "FRESH", "SWR", "IF-ERROR"
     );
     for r in &install.settings.routes {
-        let k = install.settings.classes.get(r.class);
+        let k = install.settings.classes.get(r.class).for_family(r.family);
         println!(
             "  {:<7} {:<62} {:<7} {:>7} {:>7} {:>9}",
             r.method.as_str(),
@@ -60,7 +60,7 @@ fn table(s: &Settings) -> serde_json::Value {
         .routes
         .iter()
         .map(|r| {
-            let k = s.classes.get(r.class);
+            let k = s.classes.get(r.class).for_family(r.family);
             serde_json::json!({
                 "method": r.method.as_str(),
                 "path": r.pattern,

@@ -169,6 +169,28 @@ impl ClassSettings {
     }
 }
 
+/// A Task API view is fresh for at most this long: VS Code's `TaskTurnStreamer` asks for the
+/// task and every events page every 2 s (`DEFAULT_POLL_INTERVAL_MS`), and a copy fresh for
+/// less than that is never more than one poll old (#29: with the view's 3 s, every other poll
+/// got the copy of the poll before).
+const TASKS_FRESH_MAX: Duration = Duration::from_secs(1);
+
+impl ClassSettings {
+    /// These knobs as `family`'s routes read them: the Task API's views are fresh for at most
+    /// [`TASKS_FRESH_MAX`]; every other family reads the class's own.
+    pub fn for_family(&self, family: Family) -> std::borrow::Cow<'_, ClassSettings> {
+        match family {
+            Family::Tasks if self.fresh_ttl > TASKS_FRESH_MAX => {
+                std::borrow::Cow::Owned(ClassSettings {
+                    fresh_ttl: TASKS_FRESH_MAX,
+                    ..self.clone()
+                })
+            }
+            _ => std::borrow::Cow::Borrowed(self),
+        }
+    }
+}
+
 /// Which circuit breaker a route's failures count against (issue #29, item 11): a family that
 /// fails must not hold back the families that still work. Mission Control's events POSTs
 /// failing (a probe saw five 503s open the whole Copilot API breaker) must not refuse its

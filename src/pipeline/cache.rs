@@ -18,6 +18,7 @@ use super::context::{Answer, Call, Ctx, Step};
 use super::headers::strip_hop_by_hop;
 use super::page_subset::Family;
 use super::shape::{self, Shaped};
+use super::task_events::{self, Member};
 use super::{page_subset, rescue, respond};
 use crate::accounts::Accounts;
 use crate::body::Body;
@@ -48,6 +49,8 @@ pub(super) struct CacheHandles<'a> {
     pub streamed: &'a super::stream::Streamed,
     pub upstreams: &'a Arc<Upstreams>,
     pub accounts: &'a Arc<Accounts>,
+    /// The Task API's tasks and the events pages their followers ask ([`task_events`]).
+    pub task_groups: &'a task_events::Groups,
 }
 
 impl CacheHandles<'_> {
@@ -60,6 +63,7 @@ impl CacheHandles<'_> {
             streamed: self.streamed.clone(),
             upstreams: self.upstreams.clone(),
             accounts: self.accounts.clone(),
+            task_groups: self.task_groups.clone(),
         }
     }
 }
@@ -73,6 +77,7 @@ struct Flight {
     streamed: super::stream::Streamed,
     upstreams: Arc<Upstreams>,
     accounts: Arc<Accounts>,
+    task_groups: task_events::Groups,
 }
 
 impl Flight {
@@ -84,6 +89,7 @@ impl Flight {
             streamed: &self.streamed,
             upstreams: &self.upstreams,
             accounts: &self.accounts,
+            task_groups: &self.task_groups,
         }
     }
 }
@@ -130,6 +136,9 @@ struct FetchSpec {
     /// The stale copy in hand: it may answer if this fetch fails (so the upstream's hint is
     /// never waited out), and its validators make the fetch conditional.
     stale: Option<Arc<Stored>>,
+    /// A Task API task or events page: a changed task copy is stored only after its events
+    /// pages ([`task_events`]).
+    group: Option<Member>,
 }
 
 impl FetchSpec {
@@ -318,6 +327,19 @@ impl Keyed {
             &settings.key_headers,
         );
         let counters = h.upstreams.get(up).counters.class(class);
+        let group = task_events::member(ctx.family, class, up, &keyed, uri.path());
+        if let Some(Member::Events(g)) = &group {
+            let page = task_events::Page {
+                key,
+                uri: uri.clone(),
+                headers: headers.clone(),
+            };
+            h.task_groups.follow(g, page);
+        }
+        let spec = |ctx: &Ctx, key, uri: &Uri, headers: &HeaderMap, page| FetchSpec {
+            group: group.clone(),
+            ..spec(ctx, key, uri, headers, page)
+        };
 
         let cached = h.cache.get(&key).or_else(|| {
             // Just resolved to a sharing identity: the answer this credential fetched under its
@@ -341,7 +363,9 @@ impl Keyed {
             h.cache.insert(key, e.clone(), durability(class));
             Some(e)
         });
-        let cached = cached.map(|e| retime(e, class, settings.classes.get(class)));
+        // The class's knobs, as this route's family reads them (`ClassSettings::for_family`).
+        let cs = settings.classes.get(class).for_family(ctx.family);
+        let cached = cached.map(|e| retime(e, class, &cs));
         if let Some(entry) = &cached {
             // Degradation-aware freshness first: while the upstream struggles, a stale copy
             // answers and this key is refreshed at most once per `degraded_refresh`.
@@ -356,7 +380,6 @@ impl Keyed {
                 false => Strain::None,
             };
             if stale_but_servable && class != RouteClass::Token {
-                let cs = settings.classes.get(class);
                 let strained = strain != Strain::None;
                 let paced = h.cache.pace().decide(
                     key,
@@ -404,8 +427,16 @@ impl Keyed {
                     let p = h.flight();
                     // A strained upstream is not waited for (the pace above held or let this
                     // key through; a young key under strain lands here too).
+                    // Nor is a task's refresh while its events pages are followed: the
+                    // new copy must not reach a poll whose events were answered before it
+                    // (`task_events`); it is stored after them, for the next poll.
+                    let followed = match &group {
+                        Some(Member::Task(g)) => h.task_groups.follows(g),
+                        _ => false,
+                    };
                     let wait = match strain {
-                        Strain::None => settings.classes.get(class).revalidate_wait,
+                        _ if followed => Duration::ZERO,
+                        Strain::None => cs.revalidate_wait,
                         Strain::Paced | Strain::Breaker => Duration::ZERO,
                     };
                     if wait.is_zero() {
@@ -614,6 +645,7 @@ fn spec(
         scope: ctx.who.scope(),
         page,
         stale: None,
+        group: None,
     }
 }
 
@@ -632,10 +664,21 @@ pub(super) enum Fetched {
 /// them asks on its own ([`super::stream`]).
 async fn fetch(f: Flight, spec: FetchSpec) -> Result<Arc<Refreshed>, Arc<Problem>> {
     match exchange(f.handles(), &spec).await {
-        Ok(Fetched::Kept(entry, not_modified)) => Ok(Arc::new(Refreshed {
-            entry,
-            not_modified,
-        })),
+        Ok(Fetched::Kept(entry, not_modified)) => {
+            if let Some(Member::Task(group)) = &spec.group {
+                // Kept back by `store` until its events pages are as new (`task_events`).
+                let changed = !not_modified
+                    && spec.stale.as_ref().is_none_or(|old| old.body != entry.body);
+                if changed && entry.is_success() {
+                    events_after(&f, &spec, group).await?;
+                }
+                put(f.handles(), &spec, &entry);
+            }
+            Ok(Arc::new(Refreshed {
+                entry,
+                not_modified,
+            }))
+        }
         Ok(Fetched::Stream(_dropped)) => {
             f.streamed.insert(spec.key, ());
             Err(Arc::new(Problem::new(
@@ -646,6 +689,61 @@ async fn fetch(f: Flight, spec: FetchSpec) -> Result<Arc<Refreshed>, Arc<Problem
         }
         Err(p) => Err(Arc::new(p)),
     }
+}
+
+/// Boxed: a task's flight runs its events pages' flights ([`events_after`]).
+fn fetch_boxed(f: Flight, spec: FetchSpec) -> BoxFuture<'static, Result<Arc<Refreshed>, Arc<Problem>>> {
+    Box::pin(fetch(f, spec))
+}
+
+/// Every events page followed for `group`, fetched again by a request sent after the task's
+/// answer came (a flight already running may have been sent before it: it is waited out and
+/// one more is run), and stored. Fails when one of them does (a 5xx, a 429, no answer): the
+/// task's new copy is then not stored, and its waiters get the copy in hand.
+async fn events_after(
+    f: &Flight,
+    task: &FetchSpec,
+    group: &task_events::Group,
+) -> Result<(), Arc<Problem>> {
+    let pages = f.task_groups.pages(group);
+    let runs = pages.into_iter().map(|page| async move {
+        let spec = FetchSpec {
+            settings: task.settings.clone(),
+            up: task.up,
+            class: RouteClass::View,
+            breaker_family: task.breaker_family,
+            key: page.key,
+            uri: page.uri,
+            headers: page.headers,
+            scope: task.scope,
+            page: None,
+            stale: None,
+            group: Some(Member::Events(group.clone())),
+        };
+        let run = |spec: FetchSpec| {
+            let (g, mut spec) = (f.handles().flight(), spec);
+            spec.stale = f.cache.get(&spec.key);
+            f.coalescer.run(spec.key, move || fetch_boxed(g, spec))
+        };
+        let (mut outcome, role) = run(spec.clone()).await;
+        if role == Role::Follower {
+            outcome = run(spec).await.0;
+        }
+        match outcome {
+            Some(Ok(r)) if !r.entry.status.is_server_error()
+                && r.entry.status != StatusCode::TOO_MANY_REQUESTS =>
+            {
+                Ok(())
+            }
+            Some(Err(p)) => Err(p),
+            _ => Err(Arc::new(Problem::new(
+                StatusCode::BAD_GATEWAY,
+                ProblemKind::ServerError,
+                "the task's events could not be fetched again with it: the task's last copy answers",
+            ))),
+        }
+    });
+    futures_util::future::try_join_all(runs).await.map(|_| ())
 }
 
 /// One exchange for a `stream` GET asked with nothing usable in the cache, outside any flight
@@ -773,7 +871,8 @@ fn keep(h: CacheHandles<'_>, spec: &FetchSpec, resp: Response<Bytes>) -> Arc<Sto
 /// A complete answer as an entry of `spec`'s class, stored now.
 fn timed(spec: &FetchSpec, status: StatusCode, headers: HeaderMap, body: Bytes) -> Arc<Stored> {
     let now = Instant::now();
-    let (fresh, swr, sie) = lifetimes(spec.class, spec.settings.classes.get(spec.class), &body);
+    let cs = spec.settings.classes.get(spec.class);
+    let (fresh, swr, sie) = lifetimes(spec.class, &cs.for_family(spec.breaker_family), &body);
     Arc::new(Stored {
         status,
         headers,
@@ -811,8 +910,15 @@ fn revalidated(
     stored
 }
 
-/// Stores `stored` under `spec`'s key when it may be kept.
+/// Stores `stored` under `spec`'s key when it may be kept; a task's copy waits for its
+/// events pages ([`fetch`], [`task_events`]).
 fn store(h: CacheHandles<'_>, spec: &FetchSpec, stored: &Arc<Stored>) {
+    if !matches!(spec.group, Some(Member::Task(_))) {
+        put(h, spec, stored);
+    }
+}
+
+fn put(h: CacheHandles<'_>, spec: &FetchSpec, stored: &Arc<Stored>) {
     if stored.is_success() && storable(&spec.headers, &stored.headers) {
         // A learned host's answers are kept like a configured upstream's: keys hash the
         // upstream's name (`learned:HOST`), so a copy read back after a restart answers for

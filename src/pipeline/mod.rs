@@ -87,6 +87,7 @@ mod respond;
 mod shape;
 mod state;
 mod stream;
+mod task_events;
 mod token_age;
 mod tunnel;
 
@@ -326,6 +327,7 @@ fn step<'a>(proxy: &'a Arc<Proxy>, ctx: &'a Ctx, req: Request<Incoming>) -> Step
         streamed: &proxy.streamed,
         upstreams: &proxy.upstreams,
         accounts: &proxy.accounts,
+        task_groups: &proxy.task_groups,
     };
     let get = req.method() == Method::GET;
     if class.is_cacheable() && get {

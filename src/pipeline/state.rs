@@ -32,6 +32,8 @@ pub(crate) struct Proxy {
     pub coalescer: Coalescer<super::cache::Refreshed, Problem>,
     /// `stream` keys whose last answer was a true stream (see `stream`).
     pub streamed: super::stream::Streamed,
+    /// The Task API's tasks and their followed events pages (see `task_events`).
+    pub(super) task_groups: super::task_events::Groups,
     /// Per (surface, identity) limits on requests that would reach an upstream; rebuilt when
     /// `[rate_limit]` changes.
     pub rate_limiter: arc_swap::ArcSwap<ClientRateLimit>,
@@ -122,6 +124,7 @@ impl Proxy {
             page_families: super::page_subset::families(),
             coalescer: Coalescer::tracked(p.bus.tasks().clone()),
             streamed: super::stream::streamed(),
+            task_groups: Default::default(),
             rate_limiter: arc_swap::ArcSwap::from_pointee(rate_limiter),
             creates: Creates {
                 recent: recent_creates(s.queue.dedupe_window),

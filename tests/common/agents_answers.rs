@@ -178,8 +178,13 @@ pub(crate) fn answer(
                 .and_then(|(_, v)| v.parse::<usize>().ok())
                 .unwrap_or(1);
             let mut ev = a.body("task_events");
-            // One page of the template's events; later pages are empty (a short page ends
-            // VS Code's paging).
+            // The template's events and those the agent wrote since, on one page; later pages
+            // are empty (a short page ends VS Code's paging).
+            if let Some(added) = st.task_events.lock().unwrap().get(seg[2]) {
+                let list = ev["events"].as_array_mut().expect("the corpus's events");
+                list.extend(added.iter().cloned());
+                ev["total"] = json!(list.len());
+            }
             if page > 1 {
                 ev["events"] = json!([]);
             }

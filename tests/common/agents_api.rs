@@ -134,6 +134,9 @@ pub(crate) struct State {
     /// Lines added to a session's log since it started, by session id (a running session's
     /// log grows; see [`AgentsApi::append_log`]).
     pub(crate) log_lines: Mutex<std::collections::HashMap<String, Vec<String>>>,
+    /// Events a task's agent wrote since it started, by task id, after the corpus's own (see
+    /// [`AgentsApi::add_task_event`]).
+    pub(crate) task_events: Mutex<std::collections::HashMap<String, Vec<Value>>>,
     /// The next logs answer leaves out the last line added, as a replica one write behind
     /// would (see [`AgentsApi::lag_once`]).
     pub(crate) log_lag: std::sync::atomic::AtomicBool,
@@ -185,6 +188,7 @@ impl AgentsApi {
             }),
             api_origin: format!("https://{PLAN_HOST}"),
             log_lines: Mutex::default(),
+            task_events: Mutex::default(),
             log_lag: Default::default(),
             not_modified: Default::default(),
         });
@@ -261,6 +265,28 @@ impl AgentsApi {
         logs.entry(id.to_string())
             .or_default()
             .push(text.to_string());
+    }
+
+    /// Adds an event to the end of task `id`'s events, in the corpus's event shape (a new
+    /// `assistant.message` with its own id), and returns that id.
+    pub fn add_task_event(&self, id: &str, content: &str) -> String {
+        let mut events = self.state.task_events.lock().unwrap();
+        let list = events.entry(id.to_string()).or_default();
+        let event_id = format!("8c1d0c5e-9{:03}-4f00-9000-{id:0>12.12}", list.len());
+        let mut ev = self.state.answers.body("task_events")["events"][2].clone();
+        ev["id"] = json!(event_id);
+        ev["data"]["messageId"] = json!(format!("m-{}", list.len() + 2));
+        ev["data"]["content"] = json!(content);
+        list.push(ev);
+        event_id
+    }
+
+    /// Sets task (session) `id`'s state, as the agent moves it (`completed` ends a turn).
+    pub fn set_task_state(&self, id: &str, state: &str) {
+        let mut store = self.state.store.lock().unwrap();
+        if let Some(s) = store.sessions.iter_mut().find(|s| s["id"] == id) {
+            s["state"] = json!(state);
+        }
     }
 
     /// The next logs answer is one write behind (the last [`AgentsApi::append_log`] left
