@@ -1031,8 +1031,8 @@ async fn a_task_turn_never_ends_without_its_last_events() {
     let now = SystemTime::now();
     let id = api.seed_task(task("octo/app", "Fix it", "Fix it", now, now));
     api.set_task_state(&id, "in_progress");
-    // Each copy is fresh for 1 s (the Task API's own bound too).
-    let config = format!("{CONFIG}[classes.view]\nfresh_ttl = \"1s\"\n");
+    // A Task API copy is fresh for a third of the view's TTL: 1 s here.
+    let config = format!("{CONFIG}[classes.view]\nfresh_ttl = \"3s\"\n");
     let weir = weir_for(&api, &config).await;
     let prefix = "/cmc_internal/api/agents";
     let task_url = format!("{prefix}/tasks/{id}");

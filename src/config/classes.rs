@@ -169,23 +169,23 @@ impl ClassSettings {
     }
 }
 
-/// A Task API view is fresh for at most this long: VS Code's `TaskTurnStreamer` asks for the
-/// task and every events page every 2 s (`DEFAULT_POLL_INTERVAL_MS`), and a copy fresh for
-/// less than that is never more than one poll old (#29: with the view's 3 s, every other poll
-/// got the copy of the poll before).
-const TASKS_FRESH_MAX: Duration = Duration::from_secs(1);
+/// A Task API view is fresh for a third of its class's `fresh_ttl` (1 s of the view's
+/// default 3 s): VS Code's `TaskTurnStreamer` asks for the task and every events page every
+/// 2 s (`DEFAULT_POLL_INTERVAL_MS`), where the view's TTL was set for the 5 s session polls,
+/// and a copy fresh for less than one poll is never a poll old (#29: with the view's 3 s,
+/// every other poll got the copy of the poll before). A ratio, not a number, so that a
+/// configured TTL (and the lab's scaled clock) moves both together.
+const TASKS_FRESH_DIVISOR: u32 = 3;
 
 impl ClassSettings {
-    /// These knobs as `family`'s routes read them: the Task API's views are fresh for at most
-    /// [`TASKS_FRESH_MAX`]; every other family reads the class's own.
+    /// These knobs as `family`'s routes read them: the Task API's are fresh for a third as
+    /// long ([`TASKS_FRESH_DIVISOR`]); every other family reads the class's own.
     pub fn for_family(&self, family: Family) -> std::borrow::Cow<'_, ClassSettings> {
         match family {
-            Family::Tasks if self.fresh_ttl > TASKS_FRESH_MAX => {
-                std::borrow::Cow::Owned(ClassSettings {
-                    fresh_ttl: TASKS_FRESH_MAX,
-                    ..self.clone()
-                })
-            }
+            Family::Tasks if !self.fresh_ttl.is_zero() => std::borrow::Cow::Owned(ClassSettings {
+                fresh_ttl: self.fresh_ttl / TASKS_FRESH_DIVISOR,
+                ..self.clone()
+            }),
             _ => std::borrow::Cow::Borrowed(self),
         }
     }

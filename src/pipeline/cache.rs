@@ -427,15 +427,7 @@ impl Keyed {
                     let p = h.flight();
                     // A strained upstream is not waited for (the pace above held or let this
                     // key through; a young key under strain lands here too).
-                    // Nor is a task's refresh while its events pages are followed: the
-                    // new copy must not reach a poll whose events were answered before it
-                    // (`task_events`); it is stored after them, for the next poll.
-                    let followed = match &group {
-                        Some(Member::Task(g)) => h.task_groups.follows(g),
-                        _ => false,
-                    };
                     let wait = match strain {
-                        _ if followed => Duration::ZERO,
                         Strain::None => cs.revalidate_wait,
                         Strain::Paced | Strain::Breaker => Duration::ZERO,
                     };
@@ -665,17 +657,25 @@ pub(super) enum Fetched {
 async fn fetch(f: Flight, spec: FetchSpec) -> Result<Arc<Refreshed>, Arc<Problem>> {
     match exchange(f.handles(), &spec).await {
         Ok(Fetched::Kept(entry, not_modified)) => {
+            // A task whose turn moved (`task_events`): its new copy is stored after its events
+            // pages are fetched again, and the waiters, whose poll's events may already have
+            // been answered, get the copy in hand.
+            let mut answer = entry.clone();
             if let Some(Member::Task(group)) = &spec.group {
-                // Kept back by `store` until its events pages are as new (`task_events`).
-                let changed = !not_modified
-                    && spec.stale.as_ref().is_none_or(|old| old.body != entry.body);
-                if changed && entry.is_success() {
+                let moved = match (&spec.stale, not_modified) {
+                    (Some(old), false) if entry.is_success() => {
+                        task_events::turn_moved(&old.body, &entry.body)
+                    }
+                    _ => false,
+                };
+                if moved && f.task_groups.follows(group) {
                     events_after(&f, &spec, group).await?;
+                    answer = spec.stale.clone().unwrap_or(answer);
                 }
                 put(f.handles(), &spec, &entry);
             }
             Ok(Arc::new(Refreshed {
-                entry,
+                entry: answer,
                 not_modified,
             }))
         }
@@ -692,7 +692,10 @@ async fn fetch(f: Flight, spec: FetchSpec) -> Result<Arc<Refreshed>, Arc<Problem
 }
 
 /// Boxed: a task's flight runs its events pages' flights ([`events_after`]).
-fn fetch_boxed(f: Flight, spec: FetchSpec) -> BoxFuture<'static, Result<Arc<Refreshed>, Arc<Problem>>> {
+fn fetch_boxed(
+    f: Flight,
+    spec: FetchSpec,
+) -> BoxFuture<'static, Result<Arc<Refreshed>, Arc<Problem>>> {
     Box::pin(fetch(f, spec))
 }
 

@@ -8,18 +8,17 @@
 //! developer's-hour run lost 62 of ~362 on Oct 29 that way, each page being its own cache key,
 //! refreshed (and paced) on its own.
 //!
-//! The rule: **a changed task copy is stored only after every events page that the same
-//! identity follows for that task was fetched again, by a request sent after the task's answer
-//! came.** If one of those fetches fails, the new task copy is not stored: its waiters get the
-//! copy in hand (still active), and the streamer polls again. And while its events are
-//! followed, **a task request never waits for its copy's refresh** (the class's
-//! `revalidate_wait`): it is answered the copy in hand and the new one is stored for the next
-//! poll, since the events request beside it may already have been answered. A task copy that
-//! Weir answers is therefore never newer than the events pages in the cache beside it, and the
-//! events a poll gets are at least as new as its task. The cost: a task copy one poll old (the
-//! events are as fresh as the class allows). Left open: a poll whose events request is answered
-//! in the microseconds before the pages are stored, and whose task request just after the task
-//! copy is (both are stored in one flight, back to back).
+//! The rule: **a task copy whose turn moved (its state, its latest turn's state or its number
+//! of turns changed: what the streamer stops or starts on) is stored only after every events
+//! page that the same identity follows for that task was fetched again, by a request sent
+//! after the task's answer came; and the requests waiting for that refresh get the copy in
+//! hand**, since the events request of their poll may already have been answered. If one of
+//! those events fetches fails, the new task copy is not stored: the streamer keeps polling the
+//! copy in hand (still active). So the poll that first sees a turn end was answered the task
+//! copy after its events were stored. Left open: a poll whose events request is answered in
+//! the microseconds before the pages are stored and whose task request just after the task
+//! copy is (both are stored in one flight, back to back). A copy whose turn did not move is
+//! stored and answered at once, as any view.
 //!
 //! Which pages a task has is learned from the events requests themselves ([`Groups::follow`]):
 //! pages a client never asked are not fetched.
@@ -110,6 +109,30 @@ impl Groups {
     }
 }
 
+/// Whether a task copy's turn moved from `old` to `new`: what `TaskTurnStreamer` stops on
+/// (the task's `state`, the latest of its `sessions[]`' `state`) or starts on (the number of
+/// `sessions`). An answer that is not a task (an error) moves nothing.
+pub(super) fn turn_moved(old: &[u8], new: &[u8]) -> bool {
+    #[derive(serde::Deserialize, PartialEq)]
+    struct Session {
+        state: Option<String>,
+    }
+    #[derive(serde::Deserialize, PartialEq)]
+    struct Task {
+        state: Option<String>,
+        #[serde(default)]
+        sessions: Vec<Session>,
+    }
+    let turn = |t: Task| (t.state, t.sessions.len(), t.sessions.into_iter().last());
+    match (
+        serde_json::from_slice::<Task>(old),
+        serde_json::from_slice::<Task>(new),
+    ) {
+        (Ok(a), Ok(b)) => turn(a) != turn(b),
+        _ => false,
+    }
+}
+
 /// What `path` is to its task's group, for a Task API view asked under `keyed`'s identity.
 pub(super) fn member(
     family: Family,
@@ -170,12 +193,37 @@ mod tests {
             "only the Task API's family"
         );
         let other = Identity::from_hex(&"8".repeat(64)).unwrap();
-        let Some(Member::Task(d)) =
-            member(Family::Tasks, RouteClass::View, up, &other, "/agents/tasks/t1")
-        else {
+        let Some(Member::Task(d)) = member(
+            Family::Tasks,
+            RouteClass::View,
+            up,
+            &other,
+            "/agents/tasks/t1",
+        ) else {
             panic!("a task")
         };
         assert_ne!(a, d, "another identity's task is another group");
+    }
+
+    #[test]
+    fn a_turn_moves_on_the_states_and_turns_the_streamer_reads() {
+        let t = |state: &str, turns: &[&str]| {
+            let sessions: Vec<_> = turns
+                .iter()
+                .map(|s| serde_json::json!({"state": s}))
+                .collect();
+            serde_json::json!({"state": state, "updated_at": state.len(), "sessions": sessions})
+                .to_string()
+        };
+        let a = t("in_progress", &["in_progress"]);
+        assert!(!turn_moved(a.as_bytes(), a.as_bytes()));
+        let b = t("completed", &["in_progress"]);
+        assert!(turn_moved(a.as_bytes(), b.as_bytes()), "the task settled");
+        let c = t("in_progress", &["completed"]);
+        assert!(turn_moved(a.as_bytes(), c.as_bytes()), "its turn settled");
+        let d = t("in_progress", &["completed", "queued"]);
+        assert!(turn_moved(c.as_bytes(), d.as_bytes()), "a new turn");
+        assert!(!turn_moved(a.as_bytes(), b"<html>"), "not a task");
     }
 
     #[test]
