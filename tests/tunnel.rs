@@ -102,7 +102,11 @@ async fn client_half_close_passes_on_and_the_answer_still_flows() {
     w.write_all(&sent).await.unwrap();
     w.shutdown().await.unwrap();
     let got = read_to_end(&mut r).await;
-    assert_eq!(server.await.unwrap(), hash(&sent), "the target got every byte");
+    assert_eq!(
+        server.await.unwrap(),
+        hash(&sent),
+        "the target got every byte"
+    );
     assert_eq!(got.len(), answer.len());
     assert_eq!(hash(&got), hash(&answer), "the client got every byte");
     let want = (sent.len() as u64, answer.len() as u64);
@@ -133,7 +137,11 @@ async fn target_half_close_passes_on_and_the_upload_still_flows() {
     assert_eq!(hash(&got), hash(&first), "the client got every byte");
     w.write_all(&upload).await.unwrap();
     w.shutdown().await.unwrap();
-    assert_eq!(server.await.unwrap(), hash(&upload), "the target got every byte");
+    assert_eq!(
+        server.await.unwrap(),
+        hash(&upload),
+        "the target got every byte"
+    );
     let want = (upload.len() as u64, first.len() as u64);
     assert_eq!(bytes_reach(&weir, want.0, want.1).await, want);
 }
@@ -186,7 +194,12 @@ async fn an_idle_tunnel_is_closed_and_an_active_one_is_not() {
         s.write_all(&[i]).await.unwrap();
         let mut b = [0u8; 1];
         s.read_exact(&mut b).await.unwrap();
-        assert_eq!(b[0], i, "still open and echoing after {} ms", u32::from(i) * 250);
+        assert_eq!(
+            b[0],
+            i,
+            "still open and echoing after {} ms",
+            u32::from(i) * 250
+        );
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
     // Now silence: Weir closes it (well before the 30 s the read allows).

@@ -190,8 +190,16 @@ pub(crate) fn render(ctl: &Control, private: bool) -> String {
 fn tunnels(out: &mut String, s: &crate::status::StatusSnapshot) {
     let _ = writeln!(out, "# HELP weir_tunnels_total Blind CONNECT tunnels opened.\n# TYPE weir_tunnels_total counter\nweir_tunnels_total {}", s.tunnels);
     let _ = writeln!(out, "# HELP weir_tunnel_bytes_total Bytes blind tunnels moved (up: client to target; down: target to client).\n# TYPE weir_tunnel_bytes_total counter");
-    let _ = writeln!(out, "weir_tunnel_bytes_total{{direction=\"up\"}} {}", s.tunnel_bytes.up);
-    let _ = writeln!(out, "weir_tunnel_bytes_total{{direction=\"down\"}} {}", s.tunnel_bytes.down);
+    let _ = writeln!(
+        out,
+        "weir_tunnel_bytes_total{{direction=\"up\"}} {}",
+        s.tunnel_bytes.up
+    );
+    let _ = writeln!(
+        out,
+        "weir_tunnel_bytes_total{{direction=\"down\"}} {}",
+        s.tunnel_bytes.down
+    );
     let Some(i) = &s.interception else {
         return;
     };
@@ -199,6 +207,9 @@ fn tunnels(out: &mut String, s: &crate::status::StatusSnapshot) {
     let _ = writeln!(out, "# HELP weir_tls_leaves_issued_total Leaf certificates Weir's CA issued.\n# TYPE weir_tls_leaves_issued_total counter\nweir_tls_leaves_issued_total {}", i.leaves_issued);
     let _ = writeln!(out, "# HELP weir_tls_handshake_failures_total Client TLS handshakes with Weir that failed, by cause (untrusted_ca: the client refused Weir's CA).\n# TYPE weir_tls_handshake_failures_total counter");
     for (cause, n) in &i.handshake_failures {
-        let _ = writeln!(out, "weir_tls_handshake_failures_total{{cause=\"{cause}\"}} {n}");
+        let _ = writeln!(
+            out,
+            "weir_tls_handshake_failures_total{{cause=\"{cause}\"}} {n}"
+        );
     }
 }

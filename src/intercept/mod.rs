@@ -163,7 +163,12 @@ impl Interceptor {
             leaves_issued: self.leaves_issued(),
             handshake_failures: HandshakeFailure::ALL
                 .iter()
-                .map(|c| (c.as_str(), self.failures[*c as usize].load(Ordering::Relaxed)))
+                .map(|c| {
+                    (
+                        c.as_str(),
+                        self.failures[*c as usize].load(Ordering::Relaxed),
+                    )
+                })
                 .collect(),
         }
     }

@@ -64,7 +64,8 @@ impl Meter {
         };
         total.fetch_add(n as u64, Relaxed);
         let ms = self.start.elapsed().as_millis();
-        self.last.store(u64::try_from(ms).unwrap_or(u64::MAX), Relaxed);
+        self.last
+            .store(u64::try_from(ms).unwrap_or(u64::MAX), Relaxed);
     }
 
     /// Resolves once nothing has moved for `limit` (never without one). It sleeps until the
