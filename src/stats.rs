@@ -138,7 +138,19 @@ pub struct GlobalCounters {
     surfaces: [AtomicU64; 4],
     pub passthrough_requests: AtomicU64,
     pub tunnels: AtomicU64,
+    /// Bytes moved through blind tunnels (shared with each tunnel's task, which outlives the
+    /// request that opened it).
+    pub tunnel_bytes: std::sync::Arc<TunnelBytes>,
     pub rejected: AtomicU64,
+}
+
+/// Bytes blind tunnels moved, counted as each chunk is written out.
+#[derive(Debug, Default)]
+pub struct TunnelBytes {
+    /// Client to target.
+    pub up: AtomicU64,
+    /// Target to client.
+    pub down: AtomicU64,
 }
 
 impl GlobalCounters {

@@ -27,6 +27,10 @@ pub struct StatusSnapshot {
     pub surfaces: BTreeMap<&'static str, u64>,
     pub passthrough_requests: u64,
     pub tunnels: u64,
+    /// Bytes blind tunnels moved: `up` client to target, `down` target to client.
+    pub tunnel_bytes: TunnelBytesStatus,
+    /// TLS interception's counts; `null` when interception is off.
+    pub interception: Option<crate::intercept::InterceptionStatus>,
     pub rejected: u64,
     pub cache: CacheStatus,
     pub queue: QueueStatus,
@@ -53,6 +57,13 @@ pub struct StatusSnapshot {
     pub policy: PolicyStatus,
     /// What Weir saved in the last hour (the dashboard's overview).
     pub saved: SavedStatus,
+}
+
+/// `tunnel_bytes` in the status document.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct TunnelBytesStatus {
+    pub up: u64,
+    pub down: u64,
 }
 
 /// `saved` in the status document: what Weir spared the developer over the last

@@ -160,6 +160,7 @@ const KEYS: &[&str] = &[
     "header_read_timeout",
     "max_connections",
     "drain_timeout",
+    "tunnel_idle_timeout",
     "max_bytes",
     "key_headers",
     "window",

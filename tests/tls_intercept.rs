@@ -296,3 +296,99 @@ async fn ca_file_is_needed_to_trust_the_upstream() {
     );
     assert_eq!(up.count(LIST), 0);
 }
+
+/// Issue 32, item 6: failed client handshakes are counted by cause, in the status and the
+/// metrics. A client that does not trust Weir's CA (rustls with other roots: it sends an
+/// `unknown_ca` alert) is `untrusted_ca`; one that closes after its ClientHello is `closed`;
+/// a server name that is not the CONNECT target is `sni_mismatch`. A good handshake is none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failed_handshakes_are_counted_by_cause() {
+    let (_ca, _up, weir) = managed().await;
+    let target = format!("{HOST}:443");
+    let proxy = weir.handle.local_addr();
+    let other = TestCa::new();
+    let refused = tls_client::tls_through_proxy(proxy, &target, HOST, &[other.der()]).await;
+    assert!(refused.is_err(), "the client must refuse Weir's leaf");
+    closes_after_hello(proxy, &target).await;
+    let wrong = tls_client::tls_through_proxy(
+        proxy,
+        &target,
+        "other.githubcopilot.com",
+        &[weir.ca.cert_der().clone()],
+    )
+    .await;
+    assert!(wrong.is_err());
+    tls_client::tls_through_proxy(proxy, &target, HOST, &[weir.ca.cert_der().clone()])
+        .await
+        .unwrap();
+
+    // Weir records a failure when it sees it, a moment after the client gave up.
+    let mut st = serde_json::Value::Null;
+    for _ in 0..100 {
+        st = weir.status().await["interception"].clone();
+        if st["handshake_failures"]["closed"] == 1 && st["handshake_failures"]["untrusted_ca"] == 1
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let f = &st["handshake_failures"];
+    assert_eq!(f["untrusted_ca"], 1, "{st}");
+    assert_eq!(f["closed"], 1, "{st}");
+    assert_eq!(f["sni_mismatch"], 1, "{st}");
+    for cause in ["alert", "timeout", "other"] {
+        assert_eq!(f[cause], 0, "{cause}: {st}");
+    }
+    assert_eq!(st["connections"], 4, "{st}");
+    assert_eq!(st["leaves_issued"], 1, "{st}");
+
+    let metrics = reqwest::get(format!("{}/metrics", weir.proxy_url()))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    for line in [
+        "weir_intercepted_connections_total 4",
+        "weir_tls_leaves_issued_total 1",
+        "weir_tls_handshake_failures_total{cause=\"untrusted_ca\"} 1",
+        "weir_tls_handshake_failures_total{cause=\"closed\"} 1",
+        "weir_tls_handshake_failures_total{cause=\"sni_mismatch\"} 1",
+        "weir_tls_handshake_failures_total{cause=\"other\"} 0",
+    ] {
+        assert!(metrics.lines().any(|l| l == line), "{line} in:\n{metrics}");
+    }
+}
+
+/// CONNECTs through Weir, sends a real ClientHello, reads the start of Weir's answer, and
+/// closes: a client that gave up in the middle of its handshake.
+async fn closes_after_hello(proxy: std::net::SocketAddr, target: &str) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(proxy).await.unwrap();
+    s.write_all(format!("CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        assert_eq!(s.read(&mut byte).await.unwrap(), 1);
+        head.push(byte[0]);
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let cfg = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(rustls::RootCertStore::empty())
+        .with_no_client_auth();
+    let name = rustls::pki_types::ServerName::try_from(HOST.to_string()).unwrap();
+    let mut conn = rustls::ClientConnection::new(Arc::new(cfg), name).unwrap();
+    let mut hello = Vec::new();
+    conn.write_tls(&mut hello).unwrap();
+    s.write_all(&hello).await.unwrap();
+    let mut answer = [0u8; 64];
+    assert!(
+        s.read(&mut answer).await.unwrap() > 0,
+        "Weir answered the hello"
+    );
+    drop(s);
+}

@@ -305,6 +305,27 @@ function renderSetupNeeded(steps) {
 
 const counterEl = byTestId('overview');
 
+/** Blind tunnels, and the bytes they moved both ways. */
+function tunnelsText(st) {
+  const b = st.tunnel_bytes || {};
+  const moved = (b.up || 0) + (b.down || 0);
+  return moved ? `${fmt.int(st.tunnels)} · ${fmt.bytes(moved)}` : fmt.int(st.tunnels);
+}
+
+/** TLS interception: connections and leaves issued, or "off". */
+function interceptedText(i) {
+  if (!i) return 'off';
+  return `${fmt.int(i.connections)} · ${fmt.int(i.leaves_issued)} ${i.leaves_issued === 1 ? 'leaf' : 'leaves'}`;
+}
+
+/** Failed client handshakes; those that refused Weir's CA named, since `weir ca install` fixes them. */
+function handshakesText(i) {
+  if (!i) return '—';
+  const f = i.handshake_failures || {};
+  const total = Object.values(f).reduce((a, n) => a + n, 0);
+  return f.untrusted_ca ? `${fmt.int(total)} · ${fmt.int(f.untrusted_ca)} do not trust Weir's CA` : fmt.int(total);
+}
+
 function renderCounters(st) {
   const sf = st.surfaces || {};
   const c = st.cache || {};
@@ -314,7 +335,9 @@ function renderCounters(st) {
     ['Browser', fmt.int(sf.browser), 'surface-browser'],
     ['Other tools', fmt.int(sf.other), 'surface-other'],
     ['Passed through', fmt.int(st.passthrough_requests), 'passthrough'],
-    ['Tunnels', fmt.int(st.tunnels), 'tunnels'],
+    ['Tunnels', tunnelsText(st), 'tunnels'],
+    ['Intercepted', interceptedText(st.interception), 'intercepted'],
+    ['Failed handshakes', handshakesText(st.interception), 'handshake-failures'],
     ['Rejected', fmt.int(st.rejected), 'rejected'],
     ['Cache entries', fmt.int(c.entries), 'cache-entries'],
     ['Cache size', `${fmt.bytes(c.bytes)} of ${fmt.bytes(c.max_bytes)}`, 'cache-size'],

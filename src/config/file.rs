@@ -194,6 +194,7 @@ pub struct FileLimits {
     pub header_read_timeout: Option<Spanned<String>>,
     pub max_connections: Option<Spanned<i64>>,
     pub drain_timeout: Option<Spanned<String>>,
+    pub tunnel_idle_timeout: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -266,6 +266,13 @@ impl Settings {
             drain_timeout: cx
                 .duration("limits.drain_timeout", &l.drain_timeout)?
                 .unwrap_or(defaults.drain_timeout),
+            tunnel_idle_timeout: match cx
+                .duration("limits.tunnel_idle_timeout", &l.tunnel_idle_timeout)?
+            {
+                Some(d) if d.is_zero() => None,
+                Some(d) => Some(d),
+                None => defaults.tunnel_idle_timeout,
+            },
         };
 
         let cache_max_bytes = cx
@@ -730,6 +737,9 @@ impl Default for Limits {
             header_read_timeout: Duration::from_secs(10),
             max_connections: 2048,
             drain_timeout: Duration::from_secs(10),
+            // tinyproxy's and nginx stream's default: a held slot is freed, and protocols that
+            // stay open idle for long (websockets, SSH) send keep-alives well inside it.
+            tunnel_idle_timeout: Some(Duration::from_secs(600)),
         }
     }
 }

@@ -190,6 +190,8 @@ pub struct Limits {
     pub header_read_timeout: Duration,
     pub max_connections: usize,
     pub drain_timeout: Duration,
+    /// A blind tunnel with no byte either way for this long is closed; `None` (`"0s"`) never.
+    pub tunnel_idle_timeout: Option<Duration>,
 }
 
 impl Default for Settings {

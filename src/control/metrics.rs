@@ -136,6 +136,7 @@ pub(crate) fn render(ctl: &Control, private: bool) -> String {
     let _ = writeln!(out, "# HELP weir_buffered_request_bytes_limit The bound on request body bytes held at once.\n# TYPE weir_buffered_request_bytes_limit gauge\nweir_buffered_request_bytes_limit {}", b.capacity());
     let _ = writeln!(out, "# HELP weir_buffered_request_refused_total Requests answered 503 because the bound was reached.\n# TYPE weir_buffered_request_refused_total counter\nweir_buffered_request_refused_total {}", b.refused());
     let _ = writeln!(out, "# HELP weir_cache_bytes Bytes held by the response cache.\n# TYPE weir_cache_bytes gauge\nweir_cache_bytes {}", s.cache.bytes);
+    tunnels(&mut out, &s);
     let _ = writeln!(out, "# HELP weir_paused Whether Weir is paused (1) or not (0).\n# TYPE weir_paused gauge\nweir_paused {}", u8::from(s.paused));
     let _ = writeln!(
         out,
@@ -182,4 +183,33 @@ pub(crate) fn render(ctl: &Control, private: bool) -> String {
         u8::from(s.network.state.metered)
     );
     out
+}
+
+/// Blind tunnels (count, bytes each way) and TLS interception (connections, leaves, failed
+/// handshakes by cause; no interception series while it is off).
+fn tunnels(out: &mut String, s: &crate::status::StatusSnapshot) {
+    let _ = writeln!(out, "# HELP weir_tunnels_total Blind CONNECT tunnels opened.\n# TYPE weir_tunnels_total counter\nweir_tunnels_total {}", s.tunnels);
+    let _ = writeln!(out, "# HELP weir_tunnel_bytes_total Bytes blind tunnels moved (up: client to target; down: target to client).\n# TYPE weir_tunnel_bytes_total counter");
+    let _ = writeln!(
+        out,
+        "weir_tunnel_bytes_total{{direction=\"up\"}} {}",
+        s.tunnel_bytes.up
+    );
+    let _ = writeln!(
+        out,
+        "weir_tunnel_bytes_total{{direction=\"down\"}} {}",
+        s.tunnel_bytes.down
+    );
+    let Some(i) = &s.interception else {
+        return;
+    };
+    let _ = writeln!(out, "# HELP weir_intercepted_connections_total CONNECTs to managed hosts answered for TLS interception.\n# TYPE weir_intercepted_connections_total counter\nweir_intercepted_connections_total {}", i.connections);
+    let _ = writeln!(out, "# HELP weir_tls_leaves_issued_total Leaf certificates Weir's CA issued.\n# TYPE weir_tls_leaves_issued_total counter\nweir_tls_leaves_issued_total {}", i.leaves_issued);
+    let _ = writeln!(out, "# HELP weir_tls_handshake_failures_total Client TLS handshakes with Weir that failed, by cause (untrusted_ca: the client refused Weir's CA).\n# TYPE weir_tls_handshake_failures_total counter");
+    for (cause, n) in &i.handshake_failures {
+        let _ = writeln!(
+            out,
+            "weir_tls_handshake_failures_total{{cause=\"{cause}\"}} {n}"
+        );
+    }
 }

@@ -63,6 +63,11 @@ pub fn snapshot(ctl: &Control) -> StatusSnapshot {
         surfaces: p.global.surfaces(),
         passthrough_requests: p.global.passthrough_requests.load(Relaxed),
         tunnels: p.global.tunnels.load(Relaxed),
+        tunnel_bytes: crate::status::TunnelBytesStatus {
+            up: p.global.tunnel_bytes.up.load(Relaxed),
+            down: p.global.tunnel_bytes.down.load(Relaxed),
+        },
+        interception: p.intercept.as_ref().map(|i| i.status()),
         rejected: p.global.rejected.load(Relaxed),
         cache: CacheStatus {
             entries: p.cache.entry_count(),

@@ -30,6 +30,81 @@ pub struct Interceptor {
     issuer: LeafIssuer,
     server_config: Arc<ServerConfig>,
     connections: AtomicU64,
+    /// Failed client handshakes, by [`HandshakeFailure`] (its index).
+    failures: [AtomicU64; HandshakeFailure::ALL.len()],
+}
+
+/// Why a client's TLS handshake with Weir failed: only the first says the client does not
+/// trust Weir's CA.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HandshakeFailure {
+    /// The client sent an `unknown_ca` or `bad_certificate` alert: it does not trust the CA.
+    UntrustedCa,
+    /// The client sent another alert (a protocol or version it does not like, say).
+    Alert,
+    /// The client closed (or reset) its connection during the handshake.
+    Closed,
+    /// The ClientHello named another host than the CONNECT target: Weir closed.
+    SniMismatch,
+    /// The handshake did not finish in time.
+    Timeout,
+    /// Anything else (a malformed message, a failure on Weir's side).
+    Other,
+}
+
+impl HandshakeFailure {
+    pub const ALL: [HandshakeFailure; 6] = [
+        HandshakeFailure::UntrustedCa,
+        HandshakeFailure::Alert,
+        HandshakeFailure::Closed,
+        HandshakeFailure::SniMismatch,
+        HandshakeFailure::Timeout,
+        HandshakeFailure::Other,
+    ];
+
+    /// The name in the status and the `cause` label of the metrics.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HandshakeFailure::UntrustedCa => "untrusted_ca",
+            HandshakeFailure::Alert => "alert",
+            HandshakeFailure::Closed => "closed",
+            HandshakeFailure::SniMismatch => "sni_mismatch",
+            HandshakeFailure::Timeout => "timeout",
+            HandshakeFailure::Other => "other",
+        }
+    }
+
+    /// The cause of a failed handshake, from the I/O error tokio-rustls gives (rustls' own
+    /// error inside it, or the socket's).
+    pub fn of(e: &std::io::Error) -> HandshakeFailure {
+        use rustls::AlertDescription as A;
+        use std::io::ErrorKind as K;
+        match e.get_ref().and_then(|i| i.downcast_ref::<rustls::Error>()) {
+            Some(rustls::Error::AlertReceived(A::UnknownCA | A::BadCertificate)) => {
+                HandshakeFailure::UntrustedCa
+            }
+            Some(rustls::Error::AlertReceived(_)) => HandshakeFailure::Alert,
+            Some(_) => HandshakeFailure::Other,
+            None => match e.kind() {
+                K::UnexpectedEof | K::ConnectionReset | K::ConnectionAborted | K::BrokenPipe => {
+                    HandshakeFailure::Closed
+                }
+                _ => HandshakeFailure::Other,
+            },
+        }
+    }
+}
+
+/// What interception did so far (`interception` in the status).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct InterceptionStatus {
+    /// CONNECTs to managed hosts answered for interception.
+    pub connections: u64,
+    /// Leaf certificates issued (one per managed host per day, normally).
+    pub leaves_issued: u64,
+    /// Failed client handshakes by cause (`untrusted_ca`, `alert`, `closed`, `sni_mismatch`,
+    /// `timeout`, `other`); every cause is listed, with 0 when none.
+    pub handshake_failures: std::collections::BTreeMap<&'static str, u64>,
 }
 
 impl std::fmt::Debug for Interceptor {
@@ -51,6 +126,7 @@ impl Interceptor {
             issuer,
             server_config,
             connections: AtomicU64::new(0),
+            failures: Default::default(),
         })
     }
 
@@ -74,6 +150,27 @@ impl Interceptor {
     /// Leaf certificates issued so far (one per managed host per day, normally).
     pub fn leaves_issued(&self) -> u64 {
         self.issuer.issued_count()
+    }
+
+    pub(crate) fn count_failure(&self, cause: HandshakeFailure) {
+        self.failures[cause as usize].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The counts for the status document.
+    pub fn status(&self) -> InterceptionStatus {
+        InterceptionStatus {
+            connections: self.connections(),
+            leaves_issued: self.leaves_issued(),
+            handshake_failures: HandshakeFailure::ALL
+                .iter()
+                .map(|c| {
+                    (
+                        c.as_str(),
+                        self.failures[*c as usize].load(Ordering::Relaxed),
+                    )
+                })
+                .collect(),
+        }
     }
 }
 

@@ -5,7 +5,7 @@
 
 use super::state::Proxy;
 use crate::body::{empty, Body};
-use crate::intercept::Interceptor;
+use crate::intercept::{HandshakeFailure, Interceptor};
 use crate::problem::{Problem, ProblemKind};
 use http::uri::{Authority, PathAndQuery};
 use http::{Method, Request, Response, StatusCode, Uri, Version};
@@ -14,7 +14,6 @@ use hyper::service::service_fn;
 use hyper::upgrade::Upgraded;
 use hyper_util::rt::TokioIo;
 use rustls::server::Acceptor;
-use rustls::ServerConfig;
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
@@ -38,7 +37,7 @@ pub(super) fn accept(
         let _slot = slot;
         let work = async {
             match hyper::upgrade::on(req).await {
-                Ok(upgraded) => serve(proxy.clone(), upgraded, authority, i.server_config()).await,
+                Ok(upgraded) => serve(proxy.clone(), upgraded, authority, &i).await,
                 Err(e) => tracing::debug!(error = %e, "CONNECT upgrade failed"),
             }
         };
@@ -50,47 +49,33 @@ pub(super) fn accept(
     Response::new(empty())
 }
 
-async fn serve(
-    proxy: Arc<Proxy>,
-    upgraded: Upgraded,
-    authority: Authority,
-    config: Arc<ServerConfig>,
-) {
+async fn serve(proxy: Arc<Proxy>, upgraded: Upgraded, authority: Authority, i: &Interceptor) {
     // The ClientHello is read first and its server name matched to the CONNECT target before
     // any leaf is made: a client cannot CONNECT to one managed host and speak to another
     // inside, nor make Weir sign a key for every name it cares to send.
     let deadline = tokio::time::Instant::now() + HANDSHAKE_TIMEOUT;
     let hello = LazyConfigAcceptor::new(Acceptor::default(), TokioIo::new(upgraded));
+    let failed = |cause: HandshakeFailure, error: Option<&std::io::Error>| {
+        i.count_failure(cause);
+        log_failure(&authority, cause, error);
+    };
     let start = match tokio::time::timeout_at(deadline, hello).await {
         Ok(Ok(start)) => start,
-        Ok(Err(e)) => {
-            tracing::debug!(target = %authority, error = %e, "no TLS ClientHello from the client");
-            return;
-        }
-        Err(_) => {
-            tracing::debug!(target = %authority, "TLS handshake timed out");
-            return;
-        }
+        Ok(Err(e)) => return failed(HandshakeFailure::of(&e), Some(&e)),
+        Err(_) => return failed(HandshakeFailure::Timeout, None),
     };
     let sni = start.client_hello().server_name().map(str::to_owned);
     if !sni.as_deref().is_some_and(|s| {
         s.trim_end_matches('.')
             .eq_ignore_ascii_case(authority.host())
     }) {
-        tracing::warn!(target = %authority, sni = ?sni, "TLS server name does not match the CONNECT target; closing");
-        return;
+        tracing::info!(target = %authority, sni = ?sni, "TLS server name does not match the CONNECT target; closing");
+        return i.count_failure(HandshakeFailure::SniMismatch);
     }
-    let tls = match tokio::time::timeout_at(deadline, start.into_stream(config)).await {
+    let tls = match tokio::time::timeout_at(deadline, start.into_stream(i.server_config())).await {
         Ok(Ok(tls)) => tls,
-        Ok(Err(e)) => {
-            // Usually a client that does not trust Weir's CA yet: say so where it can be seen.
-            tracing::warn!(target = %authority, error = %e, "TLS handshake with a client failed (does it trust Weir's CA? see `weir ca install`)");
-            return;
-        }
-        Err(_) => {
-            tracing::debug!(target = %authority, "TLS handshake timed out");
-            return;
-        }
+        Ok(Err(e)) => return failed(HandshakeFailure::of(&e), Some(&e)),
+        Err(_) => return failed(HandshakeFailure::Timeout, None),
     };
     let base = origin_of(&authority);
 
@@ -122,6 +107,17 @@ async fn serve(
     };
     if let Err(e) = result {
         tracing::debug!(target = %authority, error = %e, "intercepted connection ended with error");
+    }
+}
+
+/// Only a client's `unknown_ca`/`bad_certificate` alert says it does not trust Weir's CA: that
+/// one is a warning with the fix. A client that closed, timed out or disliked something else
+/// is no news (probes, cancelled requests, clients retrying): it is logged plainly.
+fn log_failure(authority: &Authority, cause: HandshakeFailure, error: Option<&std::io::Error>) {
+    if cause == HandshakeFailure::UntrustedCa {
+        tracing::warn!(target = %authority, error = ?error.map(ToString::to_string), "a client refused Weir's certificate: it does not trust Weir's CA (see `weir ca install`)");
+    } else {
+        tracing::debug!(target = %authority, cause = cause.as_str(), error = ?error.map(ToString::to_string), "TLS handshake with a client failed");
     }
 }
 

@@ -94,6 +94,21 @@ describe('Weir dashboard', { timeout: 180_000 }, () => {
     assert.ok(points && points.split(' ').length >= 1, 'the chart has client rate points');
     assert.match(await page.getByTestId('snippet-https-proxy').textContent(), new RegExp(`export HTTPS_PROXY=http://127\\.0\\.0\\.1:${weir.port}$`));
     assert.equal(await page.getByTestId('snippet-pac').textContent(), `http://127.0.0.1:${weir.port}/proxy.pac`);
+    // Interception in the overview, as the status has it (#32): "off", or its counts.
+    const st = (await control(weir, 'GET', '/_weir/api/status')).json;
+    await page.getByTestId('nav-overview').click();
+    const i = st.interception;
+    const shown = await page.getByTestId('overview-intercepted').textContent();
+    if (i) {
+      assert.match(shown, new RegExp(`^${i.connections} · ${i.leaves_issued} lea`), shown);
+      const failed = Object.values(i.handshake_failures).reduce((a, n) => a + n, 0);
+      assert.match(await page.getByTestId('overview-handshake-failures').textContent(), new RegExp(`^${failed}`));
+    } else {
+      assert.equal(shown, 'off');
+      assert.equal(await page.getByTestId('overview-handshake-failures').textContent(), '—');
+    }
+    // The later tests read the upstream card, in the Traffic view.
+    await page.getByTestId('nav-traffic').click();
     assert.deepEqual(errors, [], 'no script errors on the page');
     fs.mkdirSync(OUT_DIR, { recursive: true });
     await page.screenshot({ path: path.join(OUT_DIR, 'dashboard.png'), fullPage: true });

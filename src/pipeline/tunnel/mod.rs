@@ -1,6 +1,15 @@
 //! `CONNECT` tunnels: a blind byte pipe to the target. Weir never looks inside a tunnel to a
 //! host it does not manage (managed https upstreams are TLS-terminated by [`super::intercepted`],
 //! which the driver starts: it re-enters the pipeline, so it needs the whole `Proxy`).
+//!
+//! - this file: the CONNECT itself (target, slot, intercept or not, connecting);
+//! - [`pipe`]: moving the bytes (half-close, idle timeout, counts), by
+//! - [`splice`] on Linux when both ends are plain sockets: the kernel moves them, never
+//!   copied through Weir's memory; else with large buffers.
+
+mod pipe;
+#[cfg(target_os = "linux")]
+mod splice;
 
 use crate::body::{empty, Body};
 use crate::config::Settings;
@@ -12,7 +21,6 @@ use crate::upstream::{RoutingConnector, Upstreams};
 use http::uri::Authority;
 use http::{Request, Response, StatusCode};
 use hyper::body::Incoming;
-use hyper_util::rt::TokioIo;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::Duration;
@@ -119,19 +127,22 @@ pub(super) async fn connect(t: Tunnels<'_>, req: Request<Incoming>) -> Result<Op
     };
     let _ = upstream.set_nodelay(true);
     t.global.tunnels.fetch_add(1, Relaxed);
+    let meter = pipe::Meter::new(t.global.tunnel_bytes.clone());
+    let idle = settings.limits.tunnel_idle_timeout;
     let mut stop = t.bus.stopping();
     t.bus.clone().spawn(async move {
         let _slot = slot;
         let pipe = async {
             match hyper::upgrade::on(req).await {
-                Ok(upgraded) => {
-                    let mut client = TokioIo::new(upgraded);
-                    let mut upstream = upstream;
-                    if let Err(e) = tokio::io::copy_bidirectional(&mut client, &mut upstream).await
-                    {
+                Ok(upgraded) => match pipe::run(upgraded, upstream, &meter, idle).await {
+                    Ok(pipe::Ended::Closed) => {}
+                    Ok(pipe::Ended::Idle) => {
+                        tracing::debug!(target = %authority, ?idle, "tunnel idle; closed");
+                    }
+                    Err(e) => {
                         tracing::debug!(target = %authority, error = %e, "tunnel closed with error");
                     }
-                }
+                },
                 Err(e) => tracing::debug!(error = %e, "CONNECT upgrade failed"),
             }
         };

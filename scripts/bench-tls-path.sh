@@ -1,0 +1,197 @@
+#!/usr/bin/env bash
+# The real client path through Weir, against direct and the peers, in one run (issue #32):
+#
+#   1. a blind CONNECT tunnel moving TUNNEL_MIB (1 GiB) target → client: MB/s at the client,
+#      and the proxy's CPU seconds per GiB (utime+stime from /proc/<pid>/stat, children too);
+#      direct, Weir, tinyproxy;
+#   2. new connections: CONNECT + TLS handshake, curl's time_appconnect p50 over RUNS runs;
+#      direct, Weir (intercepted, its own CA), mitmproxy (when installed).
+#
+#   scripts/bench-tls-path.sh                       # WEIR_BIN defaults to the release build
+#   WEIR_BIN=target/release/weir TUNNEL_MIB=1024 RUNS=50 scripts/bench-tls-path.sh
+#
+# Needs: python3, curl, openssl; tinyproxy (apt-get install tinyproxy); mitmproxy is optional
+# (MITMDUMP=/path/to/mitmdump, e.g. from `pip install mitmproxy` in a venv). Loopback only.
+# Build Weir with `cargo build --release -p weir --all-features` first: figures are for it.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+WEIR_BIN="${WEIR_BIN:-${CARGO_TARGET_DIR:-$ROOT/target}/release/weir}"
+TUNNEL_MIB="${TUNNEL_MIB:-1024}"
+RUNS="${RUNS:-50}"
+MITMDUMP="${MITMDUMP:-$(command -v mitmdump || true)}"
+TINYPROXY="${TINYPROXY:-$(command -v tinyproxy || true)}"
+HOST=api.githubcopilot.com
+[ -x "$WEIR_BIN" ] || { echo "no weir at $WEIR_BIN: cargo build --release -p weir --all-features" >&2; exit 1; }
+
+WORK="$(mktemp -d)"
+PIDS=()
+cleanup() {
+  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+wait_port() { for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0; sleep 0.1; done; echo "port $1 never opened" >&2; exit 1; }
+# utime+stime in clock ticks of a process and its children (tinyproxy forks workers).
+cpu_ticks() {
+  local t=0 p
+  for p in $1 $(pgrep -P "$1" || true); do
+    [ -r "/proc/$p/stat" ] && t=$((t + $(awk '{ sub(/^.*\) /, ""); print $12 + $13 }' "/proc/$p/stat")))
+  done
+  echo "$t"
+}
+HZ="$(getconf CLK_TCK)"
+
+# ---- fixtures --------------------------------------------------------------------------------
+# A source: every connection gets TUNNEL_MIB MiB, then EOF.
+SRC_PORT="$(free_port)"
+python3 - "$SRC_PORT" "$TUNNEL_MIB" <<'PY' &
+import socket, sys, threading
+port, mib = int(sys.argv[1]), int(sys.argv[2])
+chunk = memoryview(bytes(1 << 20))
+l = socket.socket(); l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+l.bind(("127.0.0.1", port)); l.listen(16)
+def serve(c):
+    with c:
+        try:
+            for _ in range(mib):
+                c.sendall(chunk)
+        except OSError:
+            pass  # wait_port's probe, or a client that gave up
+while True:
+    c, _ = l.accept()
+    threading.Thread(target=serve, args=(c,), daemon=True).start()
+PY
+PIDS+=($!)
+
+# The client: reads to EOF (directly, or through a CONNECT proxy) and prints seconds taken.
+cat > "$WORK/sink.py" <<'PY'
+import socket, sys, time
+target, proxy = sys.argv[1], (sys.argv[2] if len(sys.argv) > 2 else "")
+host, port = target.rsplit(":", 1)
+start = time.monotonic()
+if proxy:
+    ph, pp = proxy.rsplit(":", 1)
+    s = socket.create_connection((ph, int(pp)))
+    s.sendall(f"CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n".encode())
+    head = b""
+    while b"\r\n\r\n" not in head:
+        b = s.recv(1)
+        if not b: sys.exit("proxy closed during CONNECT")
+        head += b
+    if b" 200" not in head.split(b"\r\n")[0]: sys.exit(head.decode(errors="replace"))
+else:
+    s = socket.create_connection((host, int(port)))
+buf = bytearray(1 << 20); mv = memoryview(buf); n = 0
+while True:
+    k = s.recv_into(mv)
+    if not k: break
+    n += k
+print(f"{time.monotonic() - start:.4f} {n}")
+PY
+
+# A TLS fake for HOST (a throwaway CA), for the handshakes.
+openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=bench CA" -keyout "$WORK/ca.key" -out "$WORK/ca.pem" 2>/dev/null
+openssl req -newkey rsa:2048 -nodes -subj "/CN=$HOST" -keyout "$WORK/leaf.key" -out "$WORK/leaf.csr" 2>/dev/null
+printf 'subjectAltName=DNS:%s\n' "$HOST" > "$WORK/san.ext"
+openssl x509 -req -in "$WORK/leaf.csr" -CA "$WORK/ca.pem" -CAkey "$WORK/ca.key" -CAcreateserial -days 2 -extfile "$WORK/san.ext" -out "$WORK/leaf.pem" 2>/dev/null
+TLS_PORT="$(free_port)"
+python3 - "$TLS_PORT" "$WORK/leaf.pem" "$WORK/leaf.key" <<'PY' &
+import http.server, ssl, sys
+class H(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def do_GET(self):
+        body = b'{"ok":true}'
+        self.send_response(200); self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(body))); self.end_headers(); self.wfile.write(body)
+    def log_message(self, *a): pass
+srv = http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), H)
+ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER); ctx.load_cert_chain(sys.argv[2], sys.argv[3])
+srv.socket = ctx.wrap_socket(srv.socket, server_side=True)
+srv.serve_forever()
+PY
+PIDS+=($!)
+
+# ---- the proxies -----------------------------------------------------------------------------
+WEIR_PORT="$(free_port)"
+cat > "$WORK/weir.toml" <<EOF
+listen = "127.0.0.1:$WEIR_PORT"
+default_upstreams = false
+allow_private_targets = true
+watch_github_status = false
+
+[[upstream]]
+name = "copilot-api"
+origin = "https://$HOST"
+connect_to = "127.0.0.1:$TLS_PORT"
+ca_file = "$WORK/ca.pem"
+
+[network]
+detect_os = false
+EOF
+WEIR_LOG=weir=warn "$WEIR_BIN" serve --config "$WORK/weir.toml" --data-dir "$WORK/weir-data" >"$WORK/weir.log" 2>&1 &
+WEIR_PID=$!; PIDS+=("$WEIR_PID")
+wait_port "$WEIR_PORT"; wait_port "$SRC_PORT"; wait_port "$TLS_PORT"
+WEIR_CA="$("$WEIR_BIN" ca path --config "$WORK/weir.toml" --data-dir "$WORK/weir-data")"
+
+TINY_PID=""
+if [ -n "$TINYPROXY" ]; then
+  TINY_PORT="$(free_port)"
+  printf 'Port %s\nListen 127.0.0.1\nTimeout 600\nMaxClients 100\nConnectPort %s\nLogLevel Error\n' \
+    "$TINY_PORT" "$SRC_PORT" > "$WORK/tinyproxy.conf"
+  "$TINYPROXY" -d -c "$WORK/tinyproxy.conf" >"$WORK/tinyproxy.log" 2>&1 &
+  TINY_PID=$!; PIDS+=("$TINY_PID")
+  wait_port "$TINY_PORT"
+fi
+
+MITM_PID=""
+if [ -n "$MITMDUMP" ]; then
+  MITM_PORT="$(free_port)"
+  "$MITMDUMP" -q --listen-host 127.0.0.1 --listen-port "$MITM_PORT" --set confdir="$WORK/mitm" \
+    --set connection_strategy=lazy --ssl-insecure >"$WORK/mitm.log" 2>&1 &
+  MITM_PID=$!; PIDS+=("$MITM_PID")
+  wait_port "$MITM_PORT"
+  for _ in $(seq 50); do [ -f "$WORK/mitm/mitmproxy-ca-cert.pem" ] && break; sleep 0.1; done
+fi
+
+echo "# bench-tls-path $(date -u +%Y-%m-%dT%H:%MZ) on $(uname -sr), $(nproc) cores; weir $("$WEIR_BIN" --version 2>/dev/null | head -1)"
+echo "# peers in this run: direct, weir${TINY_PID:+, tinyproxy $("$TINYPROXY" -v 2>&1 | awk '{print $2}')}${MITM_PID:+, mitmproxy $("$MITMDUMP" --version 2>/dev/null | awk '/Mitmproxy/ {print $2}')}"
+
+# ---- 1. blind tunnel -------------------------------------------------------------------------
+tunnel() { # name proxy-addr pid
+  local before after out secs bytes
+  before="$( [ -n "$3" ] && cpu_ticks "$3" || echo 0)"
+  out="$(python3 "$WORK/sink.py" "127.0.0.1:$SRC_PORT" "$2")"
+  after="$( [ -n "$3" ] && cpu_ticks "$3" || echo 0)"
+  secs="${out% *}"; bytes="${out#* }"
+  [ "$bytes" -eq $((TUNNEL_MIB << 20)) ] || { echo "$1: got $bytes bytes" >&2; exit 1; }
+  awk -v n="$1" -v s="$secs" -v b="$bytes" -v c=$((after - before)) -v hz="$HZ" -v p="$3" 'BEGIN {
+    mbs = b / 1e6 / s; gib = b / 1073741824
+    if (p == "") printf "tunnel %-10s %8.0f MB/s  %6.2f s wall\n", n, mbs, s
+    else printf "tunnel %-10s %8.0f MB/s  %6.2f s wall  proxy CPU %.2f s/GiB\n", n, mbs, s, c / hz / gib }'
+}
+echo "## blind tunnel, $TUNNEL_MIB MiB target → client"
+tunnel direct "" ""
+tunnel weir "127.0.0.1:$WEIR_PORT" "$WEIR_PID"
+[ -n "$TINY_PID" ] && tunnel tinyproxy "127.0.0.1:$TINY_PORT" "$TINY_PID"
+
+# ---- 2. new connections ----------------------------------------------------------------------
+p50() { sort -n | awk '{ a[NR] = $1 } END { printf "%.2f", a[int((NR + 1) / 2)] * 1000 }'; }
+appconnect() { # name curl-args...
+  local name="$1"; shift
+  local v
+  v="$(for _ in $(seq "$RUNS"); do curl -s -o /dev/null -w '%{time_appconnect}\n' --http1.1 "$@"; done | p50)"
+  printf 'new connection %-10s appconnect p50 %6s ms (%s runs)\n' "$name" "$v" "$RUNS"
+}
+echo "## new connections: CONNECT + TLS handshake (curl time_appconnect)"
+appconnect direct --cacert "$WORK/ca.pem" --resolve "$HOST:$TLS_PORT:127.0.0.1" "https://$HOST:$TLS_PORT/"
+appconnect weir --cacert "$WEIR_CA" -x "http://127.0.0.1:$WEIR_PORT" "https://$HOST/agents/sessions"
+if [ -n "$MITM_PID" ]; then
+  appconnect mitmproxy --cacert "$WORK/mitm/mitmproxy-ca-cert.pem" -x "http://127.0.0.1:$MITM_PORT" "https://$HOST:$TLS_PORT/"
+else
+  echo "new connection mitmproxy  not measured: set MITMDUMP (pip install mitmproxy in a venv)"
+fi
+curl -s "http://127.0.0.1:$WEIR_PORT/_weir/api/status" | python3 -c 'import json,sys; s=json.load(sys.stdin); print("# weir status: tunnels", s["tunnels"], "tunnel_bytes", s["tunnel_bytes"], "interception", s["interception"])'
