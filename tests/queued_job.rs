@@ -755,6 +755,15 @@ mod vscode_tasks {
     }
 
     /// `ACTIVE_STATES`: the streamer keeps polling a task in one of these.
+    /// `listTasks`/`listRepoTasks`: a `200` whose JSON has `tasks`.
+    pub fn list_tasks(status: u16, body: &[u8]) -> Result<Vec<Value>, String> {
+        let v = request(status, body)?.ok_or("an empty response")?;
+        v["tasks"]
+            .as_array()
+            .cloned()
+            .ok_or_else(|| format!("no tasks: {v}"))
+    }
+
     pub fn is_active(task: &Value) -> bool {
         matches!(
             task["state"].as_str(),
@@ -847,6 +856,24 @@ async fn a_task_api_create_during_an_outage_is_a_task_vscode_accepts_and_follows
     // Another credential of another account is not answered for it: it goes upstream.
     let other = vscode_get(&weir, &format!("{prefix}/tasks/{id}"), "someone-else").await;
     assert_eq!(other.status, 404, "{:?}", other.body);
+    // VS Code's task lists (both of `TaskApiHttpClient`'s) hold the waiting task, first, and
+    // its own filter keeps it; another account's list does not.
+    let lists = [
+        format!("{prefix}/repos/octo/app/tasks?per_page=100&creator_id=1001"),
+        format!("{prefix}/tasks?per_page=100"),
+    ];
+    for url in &lists {
+        let l = vscode_get(&weir, url, "vscode-token").await;
+        let tasks = vscode_tasks::list_tasks(l.status, &l.body).unwrap();
+        assert_eq!(tasks[0]["id"], id.as_str(), "{url}: {tasks:?}");
+        assert!(vscode_tasks::is_cloud_coding_agent_task(&tasks[0]));
+        let l = vscode_get(&weir, url, "someone-else").await;
+        let tasks = vscode_tasks::list_tasks(l.status, &l.body).unwrap();
+        assert!(
+            tasks.iter().all(|t| t["id"] != id.as_str()),
+            "{url}: {tasks:?}"
+        );
+    }
 
     // Healed: replayed once; exactly one task upstream, and the provisional id serves it.
     let refused = api.count("tasks.create");
@@ -865,6 +892,10 @@ async fn a_task_api_create_during_an_outage_is_a_task_vscode_accepts_and_follows
     );
     let real = made[0]["id"].as_str().unwrap().to_string();
     assert_eq!(item["result"]["job_id"], real.as_str(), "{item}");
+    // Sent: the list is the upstream's again (the provisional task is not added).
+    let l = vscode_get(&weir, &lists[1], "vscode-token").await;
+    let tasks = vscode_tasks::list_tasks(l.status, &l.body).unwrap();
+    assert!(tasks.iter().all(|t| t["id"] != id.as_str()), "{tasks:?}");
     let g = vscode_get(&weir, &format!("{prefix}/tasks/{id}"), "vscode-token").await;
     let sent = vscode_tasks::get_task(g.status, &g.body).unwrap();
     assert_eq!(

@@ -90,6 +90,7 @@ mod stream;
 mod task_events;
 mod token_age;
 mod tunnel;
+mod waiting_tasks;
 
 pub(crate) use classify::is_for_weir;
 pub(crate) use headers::request_id;
@@ -236,8 +237,26 @@ async fn phases(
         decision,
     };
     let after = After::of(proxy, &ctx, &req);
+    // A Task API list (minutes apart) is told the creates that wait in the queue.
+    let waiting = match (ctx.family, ctx.class) {
+        (crate::config::Family::Tasks, RouteClass::List) => {
+            waiting_tasks::of(
+                &proxy.queue,
+                &proxy.accounts,
+                req.method(),
+                req.uri(),
+                &ctx.who,
+            )
+            .await
+        }
+        _ => Vec::new(),
+    };
     let step = step(proxy, &ctx, req);
     let answer = admit_and_run(proxy, &ctx, step).await;
+    let answer = match waiting.is_empty() {
+        true => answer,
+        false => Box::pin(waiting_tasks::listed(answer, waiting)).await,
+    };
     let answer = after.apply(proxy, &ctx, answer).await;
     match &ctx.decision {
         // A miss under `list = "cache"` names the rule (`explain` touches no other problem).

@@ -194,13 +194,13 @@ pub(super) async fn follow(
 }
 
 /// The item's path without its query.
-fn path_of(item: &Item) -> &str {
+pub(super) fn path_of(item: &Item) -> &str {
     item.path_and_query.split('?').next().unwrap_or("")
 }
 
 /// The credential that queued it, or one of the same GitHub account (as the accounts rule
 /// resolved them); never anyone else's.
-fn same_account(accounts: &Accounts, item: &Item, who: &Caller) -> bool {
+pub(super) fn same_account(accounts: &Accounts, item: &Item, who: &Caller) -> bool {
     if !who.credentialed {
         return false;
     }
@@ -215,7 +215,7 @@ fn same_account(accounts: &Accounts, item: &Item, who: &Caller) -> bool {
     }
 }
 
-fn owner(accounts: &Accounts, item: &Item) -> Option<Owner> {
+pub(super) fn owner(accounts: &Accounts, item: &Item) -> Option<Owner> {
     let id = crate::identity::Identity::from_hex(&item.identity)?;
     accounts.record(&id).map(|r| Owner {
         user_id: r.account_id,
