@@ -183,6 +183,14 @@ create = "local"
 command = ["$(command -v python3)", "$TMP/record.py", "{repo}", "{problem_statement}"]
 checkouts = { "octo/app" = "$TMP/checkout" }
 
+# Once open (step 6), the breaker stays open for the rest of the run: with the default 3 s, a
+# loaded machine reached the create after the breaker went half-open, the create became its
+# probe, the failing upstream's 500 left it in doubt, and an in-doubt create is queued, never
+# offered (the offer check failed in a full CI run, passed alone).
+[breaker]
+open_wait = "10m"
+open_wait_max = "10m"
+
 # The sessions companion polls at the list TTL (5 s at least): keep the smoke test short.
 [classes.list]
 fresh_ttl = "5s"
