@@ -292,13 +292,50 @@ async fn serve(mut s: impl Conn, mode: Arc<Mutex<Mode>>, made: Arc<Mutex<Made>>)
     }
 }
 
-/// What a client got.
-#[derive(Debug)]
+/// What a client got (its Debug shows the body as text, so a failure explains itself).
 struct Answer {
     what: String,
     status: u16,
     content_type: String,
     body: Vec<u8>,
+}
+
+impl std::fmt::Debug for Answer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "\n  {} -> {} {} {}",
+            self.what,
+            self.status,
+            self.content_type,
+            String::from_utf8_lossy(&self.body)
+        )
+    }
+}
+
+/// Everything a failed fault run needs to explain itself: the answers by status, the
+/// upstream's counts, and Weir's status (queue counts, upstream errors by kind, the breaker,
+/// the policy's recent decisions).
+async fn explain(weir: &Weir, up: &Raw, lists: &[Answer], creates: &[Answer]) -> String {
+    let count = |v: &[Answer]| {
+        let mut by: std::collections::BTreeMap<u16, usize> = Default::default();
+        for a in v {
+            *by.entry(a.status).or_default() += 1;
+        }
+        by
+    };
+    let st = weir.status().await;
+    let posts = up.made.lock().unwrap().posts;
+    format!(
+        "lists by status {:?}, creates by status {:?}; upstream: {posts} create POSTs, made {:?}\n\
+         queue: {}\nupstreams: {}\npolicy: {}\ncreates: {creates:?}\nlists: {lists:?}",
+        count(lists),
+        count(creates),
+        up.made(),
+        st["queue"],
+        st["upstreams"],
+        st["policy"],
+    )
 }
 
 /// Sends one absolute-form request to the proxy over plain HTTP/1.1 (so `https://` targets
@@ -462,11 +499,13 @@ async fn run_fault(fault: &str, mode: Mode) -> (Vec<Answer>, Vec<Answer>) {
     for a in lists.iter().chain(&creates) {
         assert_valid(a, upstream_5xx.as_deref());
     }
-    assert_eq!(
-        accepted(&creates),
-        5,
-        "every create made or queued: {creates:?}"
-    );
+    if accepted(&creates) != 5 {
+        panic!(
+            "every create made or queued; {} were: {}",
+            accepted(&creates),
+            explain(&weir, &up, &lists, &creates).await
+        );
+    }
     up.set(Mode::Healthy);
     each_create_made_once_after_healing(&weir, &up, fault).await;
     weir.handle.shutdown().await;
@@ -552,7 +591,7 @@ async fn five_xx_storm() {
     )
     .await;
     assert!(lists.iter().all(|a| a.status >= 500), "{lists:?}");
-    assert!(creates.iter().all(|a| a.status == 201));
+    assert!(creates.iter().all(|a| a.status == 201), "{creates:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

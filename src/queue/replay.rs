@@ -54,6 +54,9 @@ pub(crate) struct Replayer {
     pub upstreams: Arc<Upstreams>,
     pub bus: Bus,
     pub modes: Arc<Modes>,
+    /// The in-doubt lookups' reads per upstream and identity per window, and the reads made
+    /// in the window (see [`super::lookup_budget`]).
+    pub lookups: Arc<super::lookup_budget::LookupBudget>,
 }
 
 impl Replayer {
