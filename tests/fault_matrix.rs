@@ -50,6 +50,9 @@ struct Made {
     sessions: Vec<(String, String)>,
     /// Every create request received, whatever the mode.
     posts: usize,
+    /// The in-doubt lookups' reads (session lists by repository, jobs by session): when, and
+    /// whose `Authorization`.
+    lookups: Vec<(std::time::Instant, String, String)>,
 }
 
 struct Raw {
@@ -138,6 +141,8 @@ impl Raw {
 struct Req {
     method: String,
     path: String,
+    /// The `Authorization` header's value.
+    who: String,
     body: Vec<u8>,
 }
 
@@ -158,11 +163,16 @@ async fn read_request(s: &mut impl Conn, buf: &mut Vec<u8>) -> Option<Req> {
     let mut first = lines.next()?.split(' ');
     let method = first.next()?.to_string();
     let path = first.next()?.to_string();
-    let len = lines
-        .filter_map(|l| l.split_once(':'))
-        .find(|(k, _)| k.trim().eq_ignore_ascii_case("content-length"))
-        .and_then(|(_, v)| v.trim().parse::<usize>().ok())
+    let header = |name: &str| {
+        head.split("\r\n")
+            .filter_map(|l| l.split_once(':'))
+            .find(|(k, _)| k.trim().eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.trim().to_string())
+    };
+    let len = header("content-length")
+        .and_then(|v| v.parse::<usize>().ok())
         .unwrap_or(0);
+    let who = header("authorization").unwrap_or_default();
     while buf.len() < head_end + len {
         let mut chunk = [0u8; 4096];
         let n = s.read(&mut chunk).await.ok()?;
@@ -173,7 +183,12 @@ async fn read_request(s: &mut impl Conn, buf: &mut Vec<u8>) -> Option<Req> {
     }
     let body = buf[head_end..head_end + len].to_vec();
     buf.drain(..head_end + len);
-    Some(Req { method, path, body })
+    Some(Req {
+        method,
+        path,
+        who,
+        body,
+    })
 }
 
 fn statement_of(body: &[u8]) -> String {
@@ -201,6 +216,13 @@ async fn serve(mut s: impl Conn, mode: Arc<Mutex<Mode>>, made: Arc<Mutex<Made>>)
         let create = req.method == "POST";
         if create {
             made.lock().unwrap().posts += 1;
+        }
+        if req.method == "GET" && (req.path.contains("/session/") || req.path.contains("repo_nwo="))
+        {
+            made.lock()
+                .unwrap()
+                .lookups
+                .push((std::time::Instant::now(), req.who.clone(), req.path.clone()));
         }
         let makes = create && !matches!(mode, Mode::Answer { .. });
         if makes {
@@ -811,4 +833,87 @@ async fn shutdown_with_creates_in_flight() {
     );
     again.shutdown().await;
     assert_eq!(up.made.lock().unwrap().posts, 5, "nothing was sent again");
+}
+
+/// Many in-doubt creates during a storm (every answer cut mid-body after the create was made):
+/// the in-doubt lookups' reads stay within `[queue] lookup_reads` per `lookup_window` per
+/// credential, however many items wait, and after healing every create exists exactly once
+/// (each was made by its first attempt and found by a lookup, none sent again).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_doubt_lookups_stay_within_their_budget() {
+    const READS: usize = 2;
+    const WINDOW: Duration = Duration::from_secs(2);
+    const CREATES: usize = 16;
+    let up = Raw::start().await;
+    up.set(Mode::ResetMidBody);
+    let config = FAST.replace(
+        "[queue]\n",
+        &format!("[queue]\nlookup_reads = {READS}\nlookup_window = \"2s\"\n"),
+    );
+    let weir = Weir::start(&[&up.origin()], &config).await;
+    let started = std::time::Instant::now();
+    let proxy = weir.handle.local_addr();
+    let creates = futures::future::join_all((0..CREATES).map(|i| {
+        let url = format!("{}{JOBS}", up.origin());
+        let who = if i % 2 == 0 { "alice" } else { "bob" };
+        let body = create_body("doubt", i);
+        async move { send(proxy, "POST", &url, who, &body).await }
+    }))
+    .await;
+    let creates: Vec<Answer> = creates
+        .into_iter()
+        .map(|r| r.unwrap_or_else(|e| panic!("not a valid answer: {e}")))
+        .collect();
+    assert!(creates.iter().all(|a| a.status == 201), "{creates:?}");
+    // The storm lasts a few windows, with every item in doubt and due.
+    tokio::time::sleep(WINDOW * 2).await;
+    up.set(Mode::Healthy);
+    let all = eventually(750, || up.made().len() == CREATES).await;
+    // Bounded: each credential's 8 items take a list and 8 job reads at 2 a window.
+    let drained = eventually_status(&weir.handle, 3000, |s| {
+        s.queue
+            .counts
+            .as_ref()
+            .is_some_and(|c| c.queued + c.replaying + c.in_doubt == 0)
+    })
+    .await;
+    let lookups = up.made.lock().unwrap().lookups.clone();
+    assert!(
+        drained,
+        "queue drained: {:?}; lookups: {:?}",
+        weir.status().await["queue"],
+        lookups
+            .iter()
+            .map(|(t, w, p)| format!("{:?} {w} {p}", t.duration_since(started)))
+            .collect::<Vec<_>>()
+    );
+    let elapsed = started.elapsed();
+    let made = up.made();
+    assert!(all, "creates lost: made {made:?}");
+    for i in 0..CREATES {
+        assert_eq!(made.get(&statement("doubt", i)), Some(&1), "{made:?}");
+    }
+    let counts = weir.handle.status().await.queue.counts.expect("counts");
+    assert_eq!(counts.failed, 0, "{counts:?}");
+    // Each credential's reads: within the budget of the windows the run spanned (a window
+    // starts at its first read, so the run spans at most elapsed/WINDOW + 1 of them).
+    let windows = (elapsed.as_millis() / WINDOW.as_millis()) as usize + 1;
+    for who in ["token alice", "token bob"] {
+        let reads: Vec<_> = lookups.iter().filter(|(_, w, _)| w == who).collect();
+        assert!(!reads.is_empty(), "{who}'s items were looked up");
+        assert!(
+            reads.len() <= READS * windows,
+            "{who}: {} lookup reads in {elapsed:?} ({windows} windows of {READS})",
+            reads.len()
+        );
+        // No window-long stretch holds more than two windows' budget.
+        for (t, _, _) in &reads {
+            let within = reads
+                .iter()
+                .filter(|(u, _, _)| *u >= *t && u.duration_since(*t) < WINDOW)
+                .count();
+            assert!(within <= 2 * READS, "{who}: {within} reads within {WINDOW:?}");
+        }
+    }
+    weir.handle.shutdown().await;
 }

@@ -254,7 +254,12 @@ impl Replayer {
             body: Bytes::new(),
             identity: scope,
         };
-        let policy = AttemptPolicy::for_request(&Method::GET, true);
+        // One upstream request per read the budget counted: a read that fails is read again
+        // on the item's next try, not retried here.
+        let policy = AttemptPolicy {
+            max_attempts: 1,
+            ..AttemptPolicy::for_request(&Method::GET, true)
+        };
         // The class the lookup reads it as, counted against the path's breaker family.
         let route = crate::config::Route {
             class,
@@ -269,8 +274,9 @@ impl Replayer {
             Ok(a) if a.response.status().is_success() => {
                 let v: serde_json::Value = serde_json::from_slice(a.response.body())
                     .map_err(|e| Lookup::Unknown(format!("{path} answered no JSON: {e}")))?;
+                let now = crate::time_fmt::now_ms();
                 self.lookups
-                    .keep(&key, path, crate::time_fmt::now_ms(), &v, window);
+                    .keep(&key, path, now, &v, reads.immutable, window);
                 Ok(Some(v))
             }
             Ok(a) => Err(Lookup::Unknown(format!(

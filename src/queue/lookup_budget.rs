@@ -12,10 +12,13 @@
 //!   reused only by an item whose last attempt (or, never attempted, whose queueing) came
 //!   before the read was made, so the list could already show that create: the same moment the
 //!   item's own lookup could have read it. A job's `problem_statement` never changes, so a job
-//!   read is reused by any item in the window.
+//!   read is reused by any item of the credential for [`JOB_KEEP`] (across windows: items
+//!   whose statements share a start — gh names a session by its statement's start — try the
+//!   same likeliest candidates first, and without it each window would read the same first
+//!   job again and never reach the next).
 //!
-//! Only 2xx JSON answers are kept, for one window, and never more of them than the budget let
-//! be read: the state is bounded by the budget and pruned as windows end.
+//! Only 2xx JSON answers are kept: a list for its window (no more lists than the budget let be
+//! read), at most [`MAX_JOBS`] jobs in all. The state is bounded and pruned as it ages.
 
 use crate::config::UpstreamIndex;
 use std::collections::HashMap;
@@ -26,9 +29,17 @@ use tokio::time::Instant;
 /// Whose reads one budget counts: the upstream and the item's identity (hex).
 type Key = (UpstreamIndex, String);
 
+/// How long a job read is reused (a found job's `pull_request` may be this old in the item's
+/// result; the statement it is matched by never changes).
+pub(crate) const JOB_KEEP: Duration = Duration::from_secs(600);
+/// At most this many job reads are kept, over all credentials (the oldest goes first).
+pub(crate) const MAX_JOBS: usize = 1024;
+
 #[derive(Default)]
 pub(crate) struct LookupBudget {
     windows: Mutex<HashMap<Key, Window>>,
+    /// Job reads: (key, path) → (when read, the job).
+    jobs: Mutex<HashMap<(Key, String), (Instant, serde_json::Value)>>,
 }
 
 struct Window {
@@ -53,6 +64,11 @@ impl LookupBudget {
         reusable_always: bool,
         window: Duration,
     ) -> Option<serde_json::Value> {
+        if reusable_always {
+            let jobs = self.jobs.lock().ok()?;
+            let (at, v) = jobs.get(&(key.clone(), path.to_string()))?;
+            return (at.elapsed() < JOB_KEEP).then(|| v.clone());
+        }
         let mut all = self.windows.lock().ok()?;
         let w = current(&mut all, key, window)?;
         let (at, v) = w.reads.get(path)?;
@@ -81,8 +97,30 @@ impl LookupBudget {
         Ok(())
     }
 
-    /// Keeps a read's 2xx answer for the rest of its window.
-    pub fn keep(&self, key: &Key, path: &str, at_ms: i64, v: &serde_json::Value, window: Duration) {
+    /// Keeps a read's 2xx answer: a job's for [`JOB_KEEP`], any other for the rest of its
+    /// window.
+    pub fn keep(
+        &self,
+        key: &Key,
+        path: &str,
+        at_ms: i64,
+        v: &serde_json::Value,
+        job: bool,
+        window: Duration,
+    ) {
+        if job {
+            if let Ok(mut jobs) = self.jobs.lock() {
+                jobs.retain(|_, (at, _)| at.elapsed() < JOB_KEEP);
+                if jobs.len() >= MAX_JOBS {
+                    let oldest = jobs.iter().min_by_key(|(_, (at, _))| *at).map(|(k, _)| k.clone());
+                    if let Some(k) = oldest {
+                        jobs.remove(&k);
+                    }
+                }
+                jobs.insert((key.clone(), path.to_string()), (Instant::now(), v.clone()));
+            }
+            return;
+        }
         if let Ok(mut all) = self.windows.lock() {
             if let Some(w) = current(&mut all, key, window) {
                 w.reads.insert(path.to_string(), (at_ms, v.clone()));
@@ -130,12 +168,29 @@ mod tests {
         let k = key("a");
         b.take(&k, 5, w).unwrap();
         let v = serde_json::json!({"sessions": []});
-        b.keep(&k, "/list", 1_000, &v, w);
+        b.keep(&k, "/list", 1_000, &v, false, w);
         assert_eq!(b.cached(&k, "/list", 900, false, w), Some(v.clone()));
         assert_eq!(b.cached(&k, "/list", 1_001, false, w), None, "read before the attempt");
-        assert_eq!(b.cached(&k, "/list", 1_001, true, w), Some(v.clone()), "a job");
-        assert_eq!(b.cached(&key("b"), "/list", 0, true, w), None, "another identity");
+        assert_eq!(b.cached(&key("b"), "/list", 0, false, w), None, "another identity");
         tokio::time::advance(w).await;
-        assert_eq!(b.cached(&k, "/list", 0, true, w), None, "the window ended");
+        assert_eq!(b.cached(&k, "/list", 0, false, w), None, "the window ended");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_job_is_reused_across_windows_for_a_while_and_few_are_kept() {
+        let b = LookupBudget::default();
+        let w = Duration::from_secs(10);
+        let k = key("a");
+        let v = serde_json::json!({"problem_statement": "x"});
+        b.keep(&k, "/job/1", 1_000, &v, true, w);
+        tokio::time::advance(w * 3).await;
+        assert_eq!(b.cached(&k, "/job/1", i64::MAX, true, w), Some(v.clone()));
+        assert_eq!(b.cached(&key("b"), "/job/1", 0, true, w), None, "another identity");
+        tokio::time::advance(JOB_KEEP).await;
+        assert_eq!(b.cached(&k, "/job/1", 0, true, w), None, "too old");
+        for i in 0..MAX_JOBS + 5 {
+            b.keep(&k, &format!("/job/{i}"), 0, &v, true, w);
+        }
+        assert_eq!(b.jobs.lock().unwrap().len(), MAX_JOBS);
     }
 }
