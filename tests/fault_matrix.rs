@@ -219,10 +219,11 @@ async fn serve(mut s: impl Conn, mode: Arc<Mutex<Mode>>, made: Arc<Mutex<Made>>)
         }
         if req.method == "GET" && (req.path.contains("/session/") || req.path.contains("repo_nwo="))
         {
-            made.lock()
-                .unwrap()
-                .lookups
-                .push((std::time::Instant::now(), req.who.clone(), req.path.clone()));
+            made.lock().unwrap().lookups.push((
+                std::time::Instant::now(),
+                req.who.clone(),
+                req.path.clone(),
+            ));
         }
         let makes = create && !matches!(mode, Mode::Answer { .. });
         if makes {
@@ -912,7 +913,10 @@ async fn in_doubt_lookups_stay_within_their_budget() {
                 .iter()
                 .filter(|(u, _, _)| *u >= *t && u.duration_since(*t) < WINDOW)
                 .count();
-            assert!(within <= 2 * READS, "{who}: {within} reads within {WINDOW:?}");
+            assert!(
+                within <= 2 * READS,
+                "{who}: {within} reads within {WINDOW:?}"
+            );
         }
     }
     weir.handle.shutdown().await;

@@ -338,7 +338,8 @@ async fn a_frozen_database_answers_creates_in_time_and_loses_nothing() {
         assert_eq!(p["kind"], "queue_unavailable", "{p}");
         let detail = p["detail"].as_str().unwrap();
         assert!(
-            detail.contains("unreachable") && (detail.contains("timed out") || detail.contains("not answering")),
+            detail.contains("unreachable")
+                && (detail.contains("timed out") || detail.contains("not answering")),
             "{p}"
         );
     }

@@ -369,7 +369,11 @@ impl Settings {
                 &q.lookup_window,
             ) {
                 (Some(d), Some(v)) if d.is_zero() => {
-                    return cx.err("queue.lookup_window", v.span(), "must be more than 0".into())
+                    return cx.err(
+                        "queue.lookup_window",
+                        v.span(),
+                        "must be more than 0".into(),
+                    )
                 }
                 (d, _) => d.unwrap_or(Duration::from_secs(10)),
             },

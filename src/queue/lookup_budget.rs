@@ -112,7 +112,10 @@ impl LookupBudget {
             if let Ok(mut jobs) = self.jobs.lock() {
                 jobs.retain(|_, (at, _)| at.elapsed() < JOB_KEEP);
                 if jobs.len() >= MAX_JOBS {
-                    let oldest = jobs.iter().min_by_key(|(_, (at, _))| *at).map(|(k, _)| k.clone());
+                    let oldest = jobs
+                        .iter()
+                        .min_by_key(|(_, (at, _))| *at)
+                        .map(|(k, _)| k.clone());
                     if let Some(k) = oldest {
                         jobs.remove(&k);
                     }
@@ -135,8 +138,7 @@ fn current<'a>(
     key: &Key,
     window: Duration,
 ) -> Option<&'a mut Window> {
-    all.get_mut(key)
-        .filter(|w| w.started.elapsed() < window)
+    all.get_mut(key).filter(|w| w.started.elapsed() < window)
 }
 
 #[cfg(test)]
@@ -156,7 +158,10 @@ mod tests {
         // Another identity has its own budget.
         assert_eq!(b.take(&key("b"), 2, w), Ok(()));
         tokio::time::advance(Duration::from_secs(4)).await;
-        assert_eq!(b.take(&key("a"), 2, w), Err(Exhausted(Duration::from_secs(6))));
+        assert_eq!(
+            b.take(&key("a"), 2, w),
+            Err(Exhausted(Duration::from_secs(6)))
+        );
         tokio::time::advance(Duration::from_secs(6)).await;
         assert_eq!(b.take(&key("a"), 2, w), Ok(()));
     }
@@ -170,8 +175,16 @@ mod tests {
         let v = serde_json::json!({"sessions": []});
         b.keep(&k, "/list", 1_000, &v, false, w);
         assert_eq!(b.cached(&k, "/list", 900, false, w), Some(v.clone()));
-        assert_eq!(b.cached(&k, "/list", 1_001, false, w), None, "read before the attempt");
-        assert_eq!(b.cached(&key("b"), "/list", 0, false, w), None, "another identity");
+        assert_eq!(
+            b.cached(&k, "/list", 1_001, false, w),
+            None,
+            "read before the attempt"
+        );
+        assert_eq!(
+            b.cached(&key("b"), "/list", 0, false, w),
+            None,
+            "another identity"
+        );
         tokio::time::advance(w).await;
         assert_eq!(b.cached(&k, "/list", 0, false, w), None, "the window ended");
     }
@@ -185,7 +198,11 @@ mod tests {
         b.keep(&k, "/job/1", 1_000, &v, true, w);
         tokio::time::advance(w * 3).await;
         assert_eq!(b.cached(&k, "/job/1", i64::MAX, true, w), Some(v.clone()));
-        assert_eq!(b.cached(&key("b"), "/job/1", 0, true, w), None, "another identity");
+        assert_eq!(
+            b.cached(&key("b"), "/job/1", 0, true, w),
+            None,
+            "another identity"
+        );
         tokio::time::advance(JOB_KEEP).await;
         assert_eq!(b.cached(&k, "/job/1", 0, true, w), None, "too old");
         for i in 0..MAX_JOBS + 5 {

@@ -111,11 +111,13 @@ impl PgConn {
             return Ok(());
         };
         match *s {
-            Some((at, what)) if at.elapsed() < NOT_ANSWERING_HOLD => Err(self.unreachable(&format!(
-                "not answering: {what} {:.1} s ago; Weir asks it again within {} s",
-                at.elapsed().as_secs_f32(),
-                NOT_ANSWERING_HOLD.as_secs()
-            ))),
+            Some((at, what)) if at.elapsed() < NOT_ANSWERING_HOLD => {
+                Err(self.unreachable(&format!(
+                    "not answering: {what} {:.1} s ago; Weir asks it again within {} s",
+                    at.elapsed().as_secs_f32(),
+                    NOT_ANSWERING_HOLD.as_secs()
+                )))
+            }
             _ => Ok(()),
         }
     }
