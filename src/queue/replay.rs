@@ -146,9 +146,11 @@ impl Replayer {
                     Duration::from_secs(5)
                 }
             };
+            let recovered = self.upstreams.get(up).recovery.recovered.notified();
             tokio::select! {
                 _ = woken => {}
                 _ = tokio::time::sleep(wait) => {}
+                _ = recovered => self.bring_forward(q, up, None).await,
                 _ = stop.changed() => return,
             }
         }
@@ -198,7 +200,7 @@ impl Replayer {
             .apply(q, &item, self.decide(&item, Fact::Sent(sent)))
             .await;
         if created {
-            self.bring_forward(q, up, &item).await;
+            self.bring_forward(q, up, Some(item.id)).await;
         }
         wait
     }
@@ -211,10 +213,13 @@ impl Replayer {
     /// 15 s; #31). Items whose upstream or identity is cooling down (a rate limit's wait) keep
     /// their time. Only for the laptop's queue: on a shared queue another replica may claim an
     /// item between this read and the change, and the change does not check the state first.
-    async fn bring_forward(&self, q: &Queue, up: UpstreamIndex, sent: &Item) {
+    /// Also when any exchange with the upstream goes well after one failed (a client's list,
+    /// say): `Upstream::recovery` wakes the worker, which brings its items forward.
+    async fn bring_forward(&self, q: &Queue, up: UpstreamIndex, sent: Option<i64>) {
         if q.store.is_shared() {
             return;
         }
+        let name = UpstreamId::new(self.upstreams.get(up).settings.name.clone());
         let now = now_ms();
         let filter = weir_store::ListFilter {
             states: vec![State::Queued, State::InDoubt],
@@ -225,7 +230,7 @@ impl Replayer {
         };
         let gate = &self.upstreams.get(up).gate;
         for it in items {
-            let waiting = it.upstream == sent.upstream && it.id != sent.id && it.next_attempt_at > now;
+            let waiting = it.upstream == name && Some(it.id) != sent && it.next_attempt_at > now;
             if !waiting || gate.cooling(scope_of(&it).as_ref()) {
                 continue;
             }

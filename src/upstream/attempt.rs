@@ -287,6 +287,11 @@ impl Upstreams {
                 counters.error(class, kind.as_str());
                 failed_attempts += 1;
             }
+            // The upstream's own ill health, or its recovery (a refusal of this request is
+            // neither: it says nothing about the upstream).
+            if kind.is_ok() || kind.counts_as_breaker_failure() {
+                u.recovery.observe(!kind.is_ok());
+            }
             // Only a failure carries a wait worth reading.
             let hint = if kind.is_ok() {
                 None
