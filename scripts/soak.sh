@@ -3,12 +3,14 @@
 #
 #   scripts/soak.sh [MINUTES]              (default 10; not run in CI)
 #   WEIR_BIN=/path/to/weir scripts/soak.sh (soak that build instead)
+#   SOAK_NO_BUILD=1 scripts/soak.sh 30     (use the release binaries already built)
 #
 # Starts (all on 127.0.0.1, all stopped at exit): `weir serve` (release, queue credentials in
 # memory, GitHub Status watcher off, client rate limit off) and scripts/soak_driver.py, which
 # runs a recording upstream on a fixed port (its behaviour rotates every 60 s: healthy, 5xx
-# storm, slow, 429 + Retry-After, unreachable — the listening socket is closed and reopened on
-# the same port), readers (lists and views from 4 identities) and a creator (4 creates/min, each
+# storm, blackhole, slow, 429 + Retry-After, healthy, reset mid-body, trickle, secondary-limit
+# 403, unreachable — the fault deck of tests/fault_matrix.rs; unreachable closes the listening
+# socket and reopens it on the same port), readers (lists and views from 4 identities) and a creator (4 creates/min, each
 # with a unique problem_statement), all through Weir as an HTTP proxy. Every 30 s it prints a
 # row: RSS and open fds of `weir serve`, cache bytes and queue counts from /_weir/api/status,
 # client answers by kind. At the end faults are healed, the queue is waited for (at most
@@ -25,7 +27,7 @@ for tool in python3 curl; do
   command -v "$tool" >/dev/null || { echo "soak: $tool is not installed" >&2; exit 2; }
 done
 
-cargo build --release -q -p weir -p weir-lab
+[ -n "${SOAK_NO_BUILD:-}" ] || cargo build --release -q -p weir -p weir-lab
 WEIR="${WEIR_BIN:-$TARGET_DIR/release/weir}"
 LAB="$TARGET_DIR/release/weir-lab"
 

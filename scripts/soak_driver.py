@@ -28,7 +28,11 @@ import sys
 import threading
 import time
 
-PHASES = ["healthy", "storm_5xx", "slow", "rate_429", "unreachable"]
+# The fault deck of tests/fault_matrix.rs (TLS and DNS failures need a TLS origin or a mount
+# namespace; at the socket they look like `unreachable`), one phase each, healthy in between
+# twice so the queue drains and the breakers close during the run.
+PHASES = ["healthy", "storm_5xx", "blackhole", "slow", "rate_429", "healthy", "reset_mid_body",
+          "trickle", "secondary_403", "unreachable"]
 
 lock = threading.Lock()
 stop = threading.Event()
@@ -109,6 +113,8 @@ class Upstream:
             body = h.rfile.read(n)
         if method == "POST" and path.startswith("/agents/swe/v1/jobs/"):
             route = "create"
+        elif method == "GET" and "/session/" in path and path.startswith("/agents/swe/v1/jobs/"):
+            route = "job"  # the in-doubt lookup reads the job behind a session
         elif method == "GET" and path.startswith("/agents/sessions"):
             route = "list" if path.rstrip("/") == "/agents/sessions" else "view"
         else:
@@ -122,6 +128,8 @@ class Upstream:
         status, work = 200, True
         if phase == "rate_429":
             status, work = 429, False
+        elif phase == "secondary_403":
+            status, work = 403, False
         elif phase == "storm_5xx":
             with lock:
                 r = self.rng.random()
@@ -150,24 +158,66 @@ class Upstream:
                     })
         with lock:
             self.requests[(route, 201 if route == "create" and status == 200 else status)] += 1
-        if status == 429:
-            return h.reply(429, {"message": "You have exceeded a secondary rate limit."},
+        if status in (403, 429):
+            return h.reply(status, {"message": "You have exceeded a secondary rate limit."},
                            {"Retry-After": str(self.retry_after)})
         if status >= 500:
             return h.reply(status, {"message": "Server Error"})
+        if phase == "blackhole":
+            # Read (a create is made), never answer; hold the connection until the phase ends.
+            while self.phase == "blackhole" and not stop.is_set():
+                time.sleep(0.2)
+            h.close_connection = True
+            return
         if route == "create":
-            return h.reply(201, {"job_id": "job-" + sid, "session_id": sid})
+            return self.answer(h, phase, 201, {"job_id": "job-" + sid, "session_id": sid})
+        if route == "job":
+            sid = path.rsplit("/", 1)[-1]
+            with lock:
+                s = next((s for s in self.sessions if s["id"] == sid), None)
+            if s is None:
+                return self.answer(h, phase, 404, {"message": "Not Found"})
+            return self.answer(h, phase, 200, {"job_id": "job-" + sid, "session_id": sid,
+                                               "problem_statement": s["problem_statement"]})
         if route == "list":
             if "repo_nwo=" in query:
+                # Newest first, one page (the in-doubt lookup reads pages of 50).
                 with lock:
-                    return h.reply(200, {"sessions": list(self.sessions)})
-            return h.reply(200, {"sessions": [
+                    page = list(reversed(self.sessions))[:50]
+                return self.answer(h, phase, 200, {"sessions": page})
+            return self.answer(h, phase, 200, {"sessions": [
                 {"id": "s%04d" % i, "state": "in_progress", "repo": "octo/soak", "name": "task %d" % i}
                 for i in range(12)]})
         if route == "view":
-            return h.reply(200, {"id": path.rsplit("/", 1)[-1], "state": "in_progress",
-                                 "repo": "octo/soak", "log": "x" * 600})
-        return h.reply(200, {"ok": True})
+            return self.answer(h, phase, 200, {"id": path.rsplit("/", 1)[-1], "state": "in_progress",
+                                               "repo": "octo/soak", "log": "x" * 600})
+        return self.answer(h, phase, 200, {"ok": True})
+
+    def answer(self, h, phase, status, body):
+        """A 2xx/404 answer as the phase delivers it: whole, cut mid-body by an RST, or trickled."""
+        if phase not in ("reset_mid_body", "trickle"):
+            return h.reply(status, body)
+        data = json.dumps(body).encode()
+        if phase == "trickle":
+            data += b" " * 200
+        h.send_response(status)
+        h.send_header("Content-Type", "application/json")
+        h.send_header("Content-Length", str(len(data) + (1000 if phase == "reset_mid_body" else 0)))
+        h.end_headers()
+        h.close_connection = True
+        try:
+            if phase == "reset_mid_body":
+                h.wfile.write(data[:5])
+                h.wfile.flush()
+                # Linger 0: the close is an RST.
+                h.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+                return
+            for i in range(0, len(data), 8):
+                time.sleep(0.1)
+                h.wfile.write(data[i:i + 8])
+                h.wfile.flush()
+        except OSError:
+            pass
 
 
 # ---------------------------------------------------------------------------------- clients
@@ -412,8 +462,11 @@ def main():
     out.append("# Soak run (%s minutes, phases of %ds, rows every %ds)\n" % (args.minutes, args.phase_secs, args.row_secs))
     out.append("Phases rotate: %s. Readers: %d threads over %d identities, one GET every %.1f s each "
                "(half list, half view); creates: %.0f/min, each with a unique problem_statement. "
-               "Upstream: slow = %d ms per request, 429 with Retry-After: %d, 5xx storm = 85 %% "
-               "500/502/503, unreachable = listening socket closed.\n" % (
+               "Upstream (the fault deck of tests/fault_matrix.rs): slow = %d ms per request, 429 and "
+               "secondary-limit 403 with Retry-After: %d, 5xx storm = 85 %% 500/502/503, blackhole = "
+               "request read (a create is made) and never answered, reset_mid_body = a create is made, "
+               "then headers and 5 bytes and an RST, trickle = the body 8 bytes per 100 ms, "
+               "unreachable = listening socket closed.\n" % (
                    ", ".join(PHASES), args.readers, args.identities, args.read_interval,
                    args.creates_per_min, args.slow_ms, args.retry_after))
     out.append("Each row counts client answers in the window ending at t; phase = the upstream's "
@@ -450,6 +503,9 @@ def main():
     fd_flat = last["fds"] <= warm["fds"] + 8
     out.append("- fds: warm-up row %d, last row %d; range after warm-up %d–%d (%s)" % (
         warm["fds"], last["fds"], fd_min, fd_max, "flat" if fd_flat else "NOT flat: grew"))
+    jobs = sum(v for k, v in up.requests.items() if k[0] == "job")
+    lists = sum(v for k, v in up.requests.items() if k[0] == "list")
+    out.append("- in-doubt lookups: %d job reads (all lists: %d) for %d creates sent" % (jobs, lists, len(log)))
     out.append("- errors_by_kind (Weir status): " + json.dumps(
         [u.get("errors_by_kind") for u in final_status.get("upstreams", [])]))
     text = "\n".join(out) + "\n"

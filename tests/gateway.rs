@@ -299,6 +299,75 @@ async fn shared_queue_migrates_from_empty_and_survives_the_database_going_down()
     );
 }
 
+/// PostgreSQL frozen (every server process `SIGSTOP`ped: TCP is accepted, nothing answers)
+/// during an upstream outage: creates that must be queued are each answered within the
+/// client's bound with the queue's 503 problem saying the database is not answering (before
+/// the fix they waited a statement or connect timeout each, in turn, behind one another: the
+/// fifth about 20 s), nothing already queued is lost, and once the database answers again
+/// creates are queued and every queued one is made upstream exactly once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_frozen_database_answers_creates_in_time_and_loses_nothing() {
+    let Some(pg) = pg::Postgres::start() else {
+        return;
+    };
+    let up = CountingUpstream::start().await;
+    let files = GatewayFiles::new();
+    let a = Replica::start(&files.config(up.addr, &shared_queue(&pg)));
+    up.set(|s| s.outage = true);
+    let r = create(&a, &files, &up, 0).await.unwrap();
+    assert_eq!(r.status, 201, "{:?}", r.body);
+
+    let pids = pg.pids();
+    assert!(pg.signal("STOP", &pids) > 1, "postmaster and backends");
+    // Five at once, each bounded by a client's patience (12 s).
+    let answers = futures::future::join_all((1..=5).map(|i| {
+        let (a, files, up) = (&a, &files, &up);
+        async move {
+            tokio::time::timeout(Duration::from_secs(12), create(a, files, up, i))
+                .await
+                .map_err(|_| format!("create {i}: no answer within 12 s"))
+                .and_then(|r| r)
+        }
+    }))
+    .await;
+    pg.signal("CONT", &pids);
+    for r in &answers {
+        let r = r.as_ref().unwrap_or_else(|e| panic!("{e}\n{}", a.log()));
+        assert_eq!(r.status, 503, "{:?}", r.body);
+        let p = r.json();
+        assert_eq!(p["kind"], "queue_unavailable", "{p}");
+        let detail = p["detail"].as_str().unwrap();
+        assert!(
+            detail.contains("unreachable")
+                && (detail.contains("timed out") || detail.contains("not answering")),
+            "{p}"
+        );
+    }
+
+    // Answering again: a create is queued again (after the hold), nothing was lost, and the
+    // upstream, healed, gets exactly the queued ones.
+    let db = pg.client().await;
+    let mut queued_again = false;
+    for _ in 0..40 {
+        let r = create(&a, &files, &up, 6).await.unwrap();
+        if r.status == 201 {
+            queued_again = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    assert!(queued_again, "{}", a.log());
+    up.set(|s| s.outage = false);
+    let done = eventually(300, || async {
+        counts(&db).await.get("done").copied().unwrap_or(0) == 2
+    })
+    .await;
+    assert!(done, "{:?}\n{}", counts(&db).await, a.log());
+    let mut made: Vec<String> = up.created().into_iter().map(|c| c.statement).collect();
+    made.sort();
+    assert_eq!(made, ["task 0", "task 6"]);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn three_replicas_lose_and_double_nothing_when_one_is_killed_mid_replay() {
     let Some(pg) = pg::Postgres::start() else {

@@ -87,6 +87,9 @@ pub struct FileQueue {
     pub max_bytes: Option<Spanned<i64>>,
     pub max_items_per_identity: Option<Spanned<i64>>,
     pub max_bytes_per_identity: Option<Spanned<i64>>,
+    /// The in-doubt lookups' reads per upstream and credential per `lookup_window`.
+    pub lookup_reads: Option<Spanned<i64>>,
+    pub lookup_window: Option<Spanned<String>>,
 }
 
 /// `[secrets]`.

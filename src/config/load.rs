@@ -366,6 +366,24 @@ impl Settings {
                 .duration("queue.dedupe_window", &q.dedupe_window)?
                 .unwrap_or(Duration::from_secs(60)),
             caps: super::queue_caps::validate(&cx, q)?,
+            // 20 reads a 10 s: a few in-doubt items' lists and likeliest jobs per window, and
+            // a fraction of the client rate limit's 200 a 10 s for one credential.
+            lookup_reads: cx
+                .positive("queue.lookup_reads", &q.lookup_reads, 1)?
+                .map_or(20, |n| n.min(u32::MAX as usize) as u32),
+            lookup_window: match (
+                cx.duration("queue.lookup_window", &q.lookup_window)?,
+                &q.lookup_window,
+            ) {
+                (Some(d), Some(v)) if d.is_zero() => {
+                    return cx.err(
+                        "queue.lookup_window",
+                        v.span(),
+                        "must be more than 0".into(),
+                    )
+                }
+                (d, _) => d.unwrap_or(Duration::from_secs(10)),
+            },
         };
 
         let offline = offline(&cx, &raw.offline)?;

@@ -112,6 +112,10 @@ pub struct QueueSettings {
     pub answer: QueueAnswer,
     /// How much may wait in the queue (`[queue] max_items`, …).
     pub caps: QueueCaps,
+    /// The in-doubt lookups' bound: at most `lookup_reads` upstream reads per upstream and
+    /// credential in each `lookup_window` (`[queue] lookup_reads`, `lookup_window`).
+    pub lookup_reads: u32,
+    pub lookup_window: Duration,
 }
 
 /// `[queue] answer`: what a client is told when Weir queues its create.

@@ -416,6 +416,7 @@ fn start_background(opts: &EngineOptions, parts: &Parts, control: &Arc<Control>,
         upstreams: upstreams.clone(),
         bus: bus.clone(),
         modes: parts.modes.clone(),
+        lookups: Default::default(),
     }
     .spawn_workers();
     // Replay workers and the queue's expiry sleep until something is due or the queue

@@ -195,6 +195,15 @@ fn decide_lookup(found: Lookup, stored_token: bool, now: i64) -> Step {
              not replayed to avoid a double create — retry it by hand if it did not happen",
             "failed: in doubt",
         ),
+        // The lookups' budget for this credential is spent: the item waits, still in doubt,
+        // for the next window (rescheduled, so other items are not held behind it).
+        (Lookup::Deferred(wait), _) => record(
+            Change::Reschedule {
+                at: now + wait.as_millis() as i64,
+                error: "lookup deferred: this credential's in-doubt lookups used the window's reads ([queue] lookup_reads)".into(),
+            },
+            "in doubt: lookup deferred to the next window",
+        ),
         // The gate is closed: nothing was asked.
         (Lookup::NotNow, _) => Step::Wait {
             wait: GATE_AGAIN,

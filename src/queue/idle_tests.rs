@@ -297,6 +297,7 @@ impl Rig {
             upstreams,
             bus: bus.clone(),
             modes: Arc::new(Modes::load(None, bus)),
+            lookups: Default::default(),
         }
         .spawn_workers();
         Rig {

@@ -47,6 +47,7 @@ impl Replayer {
         };
         let since = item.last_attempt_at.unwrap_or(item.created_at) - WINDOW_SLACK_MS;
         let headers = lookup_headers(item, credential);
+        let reads = Reads::of(item);
         // First the window's sessions (pages, bounded), then the jobs of those created in it.
         let mut candidates: Vec<(serde_json::Value, String)> = Vec::new();
         let mut complete = false;
@@ -56,7 +57,7 @@ impl Replayer {
                 query_escape(repo)
             );
             let v = match self
-                .get_json(up, RouteClass::List, &list, &headers, scope)
+                .get_json(up, RouteClass::List, &list, &headers, scope, &reads)
                 .await
             {
                 Ok(Some(v)) => v,
@@ -101,7 +102,7 @@ impl Replayer {
                 path_escape(sid)
             );
             let job = match self
-                .get_json(up, RouteClass::View, &job, &headers, scope)
+                .get_json(up, RouteClass::View, &job, &headers, scope, &reads.job())
                 .await
             {
                 Ok(Some(j)) => j,
@@ -154,13 +155,14 @@ impl Replayer {
         let prefix = super::provisional::task_prefix(&item.path_and_query);
         let since = item.last_attempt_at.unwrap_or(item.created_at) - WINDOW_SLACK_MS;
         let headers = lookup_headers(item, credential);
+        let reads = Reads::of(item);
         let list = format!(
             "{prefix}/repos/{}/{}/tasks?per_page={TASK_PAGE}",
             path_escape(owner),
             path_escape(name)
         );
         let v = match self
-            .get_json(up, RouteClass::List, &list, &headers, scope)
+            .get_json(up, RouteClass::List, &list, &headers, scope, &reads)
             .await
         {
             Ok(Some(v)) => v,
@@ -183,8 +185,9 @@ impl Replayer {
         let mut unmatched = 0;
         for id in candidates.iter().take(MAX_CANDIDATES) {
             let path = format!("{prefix}/tasks/{}", path_escape(id));
+            // A task's sessions grow (a follow-up adds one): read as a list is, not as a job.
             let task = match self
-                .get_json(up, RouteClass::View, &path, &headers, scope)
+                .get_json(up, RouteClass::View, &path, &headers, scope, &reads)
                 .await
             {
                 Ok(Some(t)) => t,
@@ -217,7 +220,9 @@ impl Replayer {
     }
 
     /// One GET with the item's credential: the JSON answer, `None` for a 404, or what the
-    /// lookup comes to when it cannot be read.
+    /// lookup comes to when it cannot be read. A read made in this window that the item may
+    /// use is used again; past the window's budget nothing is read and the lookup is deferred
+    /// (see [`super::lookup_budget`]).
     async fn get_json(
         &self,
         up: UpstreamIndex,
@@ -225,10 +230,23 @@ impl Replayer {
         path: &str,
         headers: &HeaderMap,
         scope: Option<crate::identity::Identity>,
+        reads: &Reads,
     ) -> Result<Option<serde_json::Value>, Lookup> {
         let uri: Uri = path
             .parse()
             .map_err(|e: http::uri::InvalidUri| Lookup::Unknown(e.to_string()))?;
+        let q = &self.upstreams.settings_now().queue;
+        let (limit, window) = (q.lookup_reads, q.lookup_window);
+        let key = (up, reads.identity.clone());
+        if let Some(v) = self
+            .lookups
+            .cached(&key, path, reads.not_before, reads.immutable, window)
+        {
+            return Ok(Some(v));
+        }
+        if let Err(e) = self.lookups.take(&key, limit, window) {
+            return Err(Lookup::Deferred(e.0));
+        }
         let req = Replayable {
             method: &Method::GET,
             uri: &uri,
@@ -236,7 +254,12 @@ impl Replayer {
             body: Bytes::new(),
             identity: scope,
         };
-        let policy = AttemptPolicy::for_request(&Method::GET, true);
+        // One upstream request per read the budget counted: a read that fails is read again
+        // on the item's next try, not retried here.
+        let policy = AttemptPolicy {
+            max_attempts: 1,
+            ..AttemptPolicy::for_request(&Method::GET, true)
+        };
         // The class the lookup reads it as, counted against the path's breaker family.
         let route = crate::config::Route {
             class,
@@ -248,15 +271,50 @@ impl Replayer {
             .await
         {
             Ok(a) if a.response.status() == http::StatusCode::NOT_FOUND => Ok(None),
-            Ok(a) if a.response.status().is_success() => serde_json::from_slice(a.response.body())
-                .map(Some)
-                .map_err(|e| Lookup::Unknown(format!("{path} answered no JSON: {e}"))),
+            Ok(a) if a.response.status().is_success() => {
+                let v: serde_json::Value = serde_json::from_slice(a.response.body())
+                    .map_err(|e| Lookup::Unknown(format!("{path} answered no JSON: {e}")))?;
+                let now = crate::time_fmt::now_ms();
+                self.lookups
+                    .keep(&key, path, now, &v, reads.immutable, window);
+                Ok(Some(v))
+            }
             Ok(a) => Err(Lookup::Unknown(format!(
                 "{path} answered {}",
                 a.response.status()
             ))),
             Err(p) if is_closed(&p) => Err(Lookup::NotNow),
             Err(p) => Err(Lookup::Unknown(p.detail)),
+        }
+    }
+}
+
+/// What one item's lookup may reuse of the reads made in the window (see
+/// [`super::lookup_budget`]): its identity's, made no earlier than `not_before`, or any made in
+/// the window when the answer never changes (`immutable`: a job's statement).
+struct Reads {
+    identity: String,
+    not_before: i64,
+    immutable: bool,
+}
+
+impl Reads {
+    /// The item's last attempt, or its queueing when never attempted (a create queued in doubt
+    /// by the client's path is stored after its attempt ended): a read made since then could
+    /// show the create, as the item's own read at that moment would.
+    fn of(item: &Item) -> Reads {
+        Reads {
+            identity: item.identity.clone(),
+            not_before: item.created_at.max(item.last_attempt_at.unwrap_or(0)),
+            immutable: false,
+        }
+    }
+
+    fn job(&self) -> Reads {
+        Reads {
+            identity: self.identity.clone(),
+            not_before: self.not_before,
+            immutable: true,
         }
     }
 }
@@ -403,6 +461,9 @@ pub(super) enum Lookup {
     Unverifiable,
     /// The upstream's gate is closed; nothing was asked.
     NotNow,
+    /// The window's lookup reads for this upstream and credential are spent; the item waits
+    /// this long, for the next window (nothing is sent, nothing failed).
+    Deferred(std::time::Duration),
     Unknown(String),
 }
 

@@ -36,6 +36,7 @@ mod housekeeping;
 mod idle_tests;
 mod lazy_sqlite;
 mod lookup;
+mod lookup_budget;
 // The PostgreSQL backend and its sealed credentials are the gateway's (feature `gateway`).
 #[cfg(feature = "gateway")]
 pub(crate) mod pg;

@@ -189,6 +189,11 @@ impl Upstreams {
         self.run(call, None, send, |_| Bytes::new()).await
     }
 
+    /// The settings in force now (for Weir's own calls that read a knob per call).
+    pub(crate) fn settings_now(&self) -> std::sync::Arc<crate::config::Settings> {
+        self.live.get()
+    }
+
     /// The route of a request Weir sends for itself from stored data (a queued create's
     /// replay, its in-doubt lookup), found in the table in force now: a client's request
     /// brings the route it was classified with.
@@ -281,6 +286,11 @@ impl Upstreams {
             if !kind.is_ok() {
                 counters.error(class, kind.as_str());
                 failed_attempts += 1;
+            }
+            // The upstream's own ill health, or its recovery (a refusal of this request is
+            // neither: it says nothing about the upstream).
+            if kind.is_ok() || kind.counts_as_breaker_failure() {
+                u.recovery.observe(!kind.is_ok());
             }
             // Only a failure carries a wait worth reading.
             let hint = if kind.is_ok() {

@@ -263,6 +263,7 @@ impl Learned {
             counters: UpstreamCounters::default(),
             gate,
             fallback_attempts: AtomicU64::new(0),
+            recovery: Default::default(),
         });
         let up = UpstreamIndex::at(self.base + slot);
         t.hosts.push(Host {

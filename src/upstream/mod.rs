@@ -72,6 +72,26 @@ pub(crate) struct Upstream {
     pub counters: UpstreamCounters,
     pub gate: Gate,
     pub fallback_attempts: AtomicU64,
+    /// Says when the upstream answers well again after failing (the queue's replay worker
+    /// waits on it, so creates queued through an outage go as soon as it ends).
+    pub recovery: Recovery,
+}
+
+/// Whether an upstream's last exchange failed, and a wake-up for when one goes well again.
+#[derive(Default)]
+pub(crate) struct Recovery {
+    failing: std::sync::atomic::AtomicBool,
+    pub recovered: tokio::sync::Notify,
+}
+
+impl Recovery {
+    /// Records an exchange's outcome: a success after a failure wakes the waiters.
+    pub fn observe(&self, failed: bool) {
+        use std::sync::atomic::Ordering::Relaxed;
+        if self.failing.swap(failed, Relaxed) && !failed {
+            self.recovered.notify_waiters();
+        }
+    }
 }
 
 impl Upstreams {
@@ -90,6 +110,7 @@ impl Upstreams {
                 gate: Gate::new(u, &settings.resilience)
                     .unwrap_or_else(|e| unreachable!("validated breaker config: {e}")),
                 fallback_attempts: AtomicU64::new(0),
+                recovery: Recovery::default(),
             })
             .collect();
         Upstreams {

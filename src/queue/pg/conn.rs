@@ -13,6 +13,14 @@ use weir_store::StoreError;
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
 /// How long one statement may take: a database that hangs must not hold a create's request.
 pub const QUERY_TIMEOUT: Duration = Duration::from_secs(5);
+/// What a connection attempt that ran past [`CONNECT_TIMEOUT`] says.
+const CONNECT_TIMED_OUT: &str = "connecting timed out";
+/// After a statement or a connection attempt timed out, the database counts as not answering
+/// for this long: every call fails at once, saying so, instead of each waiting out its own
+/// timeout in turn (a frozen server accepts TCP and never answers; the creates behind one
+/// another on the shared connection, and on the queue's one-at-a-time admission, would
+/// otherwise wait a timeout each, far past any client's deadline). Then one call tries again.
+pub const NOT_ANSWERING_HOLD: Duration = Duration::from_secs(5);
 
 pub(crate) struct PgConn {
     config: tokio_postgres::Config,
@@ -20,6 +28,8 @@ pub(crate) struct PgConn {
     /// Host, port and database, never the password (for messages).
     pub db: String,
     client: tokio::sync::Mutex<Option<Arc<Client>>>,
+    /// When the database last failed to answer in time, and what timed out.
+    stalled: std::sync::Mutex<Option<(tokio::time::Instant, &'static str)>>,
 }
 
 impl PgConn {
@@ -34,6 +44,7 @@ impl PgConn {
             tls,
             db,
             client: tokio::sync::Mutex::new(None),
+            stalled: std::sync::Mutex::new(None),
         }
     }
 
@@ -43,7 +54,7 @@ impl PgConn {
 
     /// A fresh connection of its own (migrations, `LISTEN`), bounded by [`CONNECT_TIMEOUT`].
     pub async fn connect_new(&self) -> Result<Client, StoreError> {
-        let timed_out = |_| self.unreachable("connecting timed out");
+        let timed_out = |_| self.unreachable(CONNECT_TIMED_OUT);
         // Two arms: the connection's type depends on the TLS connector.
         let client = match &self.tls {
             super::tls::PgTls::Plain => {
@@ -68,16 +79,53 @@ impl PgConn {
         Ok(client)
     }
 
-    /// The shared connection, (re)connecting when there is none or it closed.
+    /// The shared connection, (re)connecting when there is none or it closed. While the
+    /// database is not answering ([`NOT_ANSWERING_HOLD`]) it fails at once, also for a caller
+    /// that waited for the lock behind the connection attempt that found it so.
     async fn client(&self) -> Result<Arc<Client>, StoreError> {
+        self.answering()?;
         let mut slot = self.client.lock().await;
+        self.answering()?;
         if let Some(c) = slot.as_ref().filter(|c| !c.is_closed()) {
             return Ok(c.clone());
         }
         *slot = None;
-        let c = Arc::new(self.connect_new().await?);
+        let c = match self.connect_new().await {
+            Ok(c) => Arc::new(c),
+            Err(e) => {
+                // A server that accepts TCP and never finishes the startup is not answering.
+                if matches!(&e, StoreError::Unreachable { detail, .. } if detail == CONNECT_TIMED_OUT)
+                {
+                    self.stall(CONNECT_TIMED_OUT);
+                }
+                return Err(e);
+            }
+        };
         *slot = Some(c.clone());
         Ok(c)
+    }
+
+    /// `Err` while the database counts as not answering.
+    fn answering(&self) -> Result<(), StoreError> {
+        let Ok(s) = self.stalled.lock() else {
+            return Ok(());
+        };
+        match *s {
+            Some((at, what)) if at.elapsed() < NOT_ANSWERING_HOLD => {
+                Err(self.unreachable(&format!(
+                    "not answering: {what} {:.1} s ago; Weir asks it again within {} s",
+                    at.elapsed().as_secs_f32(),
+                    NOT_ANSWERING_HOLD.as_secs()
+                )))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    fn stall(&self, what: &'static str) {
+        if let Ok(mut s) = self.stalled.lock() {
+            *s = Some((tokio::time::Instant::now(), what));
+        }
     }
 
     /// Drops the shared connection (after a timeout: it may be stuck).
@@ -94,6 +142,7 @@ impl PgConn {
         match tokio::time::timeout(QUERY_TIMEOUT, client.query(sql, params)).await {
             Ok(r) => r.map_err(|e| self.error(e)),
             Err(_) => {
+                self.stall("a statement timed out");
                 self.forget().await;
                 Err(self.unreachable("the statement timed out"))
             }
@@ -117,6 +166,7 @@ impl PgConn {
         match tokio::time::timeout(QUERY_TIMEOUT, client.execute(sql, params)).await {
             Ok(r) => r.map_err(|e| self.error(e)),
             Err(_) => {
+                self.stall("a statement timed out");
                 self.forget().await;
                 Err(self.unreachable("the statement timed out"))
             }

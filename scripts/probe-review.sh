@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# The review's probes (issue #31, "Why"), run from outside against a release `weir serve`:
+# each prints PASS (refused, as #31 asks) or FAIL (it got through), or SKIP with the reason.
+#
+#   scripts/probe-review.sh                 (builds the release binary if missing)
+#   WEIR_BIN=/path/to/weir scripts/probe-review.sh
+#
+# Everything runs on 127.0.0.1 and is stopped at exit: `weir serve` with its own config and
+# data dir, a fake upstream answering 503 to every create (an outage, so creates are queued)
+# and a squatter on a free port. Needs python3 and curl. Exit status: the number of FAILs.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+TARGET_DIR="${CARGO_TARGET_DIR:-target}"
+WEIR="${WEIR_BIN:-$TARGET_DIR/release/weir}"
+[ -x "$WEIR" ] || cargo build --release -q -p weir
+for tool in python3 curl; do
+  command -v "$tool" >/dev/null || { echo "probe: $tool is not installed" >&2; exit 2; }
+done
+
+TMP="$(mktemp -d)"
+PIDS=()
+cleanup() {
+  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+  for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
+  rm -rf "$TMP"
+}
+trap cleanup EXIT
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+UP_PORT="$(free_port)"; WEIR_PORT="$(free_port)"; SQUAT_PORT="$(free_port)"
+FAILS=0
+pass() { echo "PASS  $1"; }
+fail() { echo "FAIL  $1"; FAILS=$((FAILS + 1)); }
+skip() { echo "SKIP  $1"; }
+
+# The upstream: every request answered 503 (creates are queued by Weir).
+cat >"$TMP/up.py" <<'EOF'
+import http.server, sys
+class H(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def log_message(self, *a): pass
+    def answer(self):
+        n = int(self.headers.get("Content-Length") or 0)
+        if n: self.rfile.read(n)
+        b = b'{"message":"unavailable"}'
+        self.send_response(503); self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(b))); self.end_headers(); self.wfile.write(b)
+    do_GET = do_POST = answer
+http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
+EOF
+python3 "$TMP/up.py" "$UP_PORT" & PIDS+=($!)
+
+cat >"$TMP/weir.toml" <<EOF
+listen = "127.0.0.1:$WEIR_PORT"
+watch_github_status = false
+
+[[upstream]]
+name = "copilot"
+origin = "http://127.0.0.1:$UP_PORT"
+
+[queue]
+credentials = "memory"
+
+[breaker]
+minimum_calls = 100000
+consecutive_failures = 0
+EOF
+WEIR_LOG=warn "$WEIR" serve --config "$TMP/weir.toml" --data-dir "$TMP/data" >"$TMP/weir.log" 2>&1 &
+PIDS+=($!)
+for _ in $(seq 100); do
+  curl -s -o /dev/null "http://127.0.0.1:$WEIR_PORT/_weir/api/health" && break
+  sleep 0.1
+done
+BASE="http://127.0.0.1:$WEIR_PORT"
+create() { # $1: Authorization value ("" for none), $2: statement
+  local auth=()
+  [ -n "$1" ] && auth=(-H "Authorization: $1")
+  curl -s -o /dev/null -w '%{http_code}' -x "$BASE" "${auth[@]}" -H 'Content-Type: application/json' \
+    -d "{\"problem_statement\":\"$2\"}" "http://127.0.0.1:$UP_PORT/agents/swe/v1/jobs/octo/probe"
+}
+
+# 1. The policy view without the control secret.
+code=$(curl -s -o "$TMP/policy.json" -w '%{http_code}' "$BASE/_weir/api/policy")
+if [ "$code" = 200 ]; then fail "GET /_weir/api/policy without the secret answered 200"; else pass "GET /_weir/api/policy without the secret: $code"; fi
+
+# 2. A create with no credential (a page's no-cors POST) is never queued.
+code=$(create "" "probe no credential")
+if [ "$code" = 201 ] || [ "$code" = 202 ]; then fail "a create without Authorization was queued ($code)"; else pass "a create without Authorization is not queued: $code"; fi
+
+# 3. Filling the queue: 25 creates of one credential, then 210 with a new credential each.
+one=0; for i in $(seq 25); do c=$(create "token probe-one" "probe one $i"); [ "$c" = 201 ] || [ "$c" = 202 ] && one=$((one + 1)); done
+many=0; for i in $(seq 210); do c=$(create "token probe-rot-$i" "probe rot $i"); [ "$c" = 201 ] || [ "$c" = 202 ] && many=$((many + 1)); done
+total=$((one + many))
+if [ "$one" -le 20 ]; then pass "one credential: $one of 25 queued (cap 20 per credential)"; else fail "one credential: $one of 25 queued"; fi
+if [ "$total" -le 200 ]; then pass "rotating credentials: $total queued in all (cap 200)"; else fail "rotating credentials: $total queued in all"; fi
+
+# 4. A squatter on the port catching the control secret: it answers the health check with this
+#    install's public id; `weir queue ls` pointed at it must send no secret.
+ID=$(curl -s "$BASE/_weir/api/health" | python3 -c 'import json,sys; d=json.load(sys.stdin); print(d.get("install_id") or d.get("install",""))')
+cat >"$TMP/squat.py" <<'EOF'
+import http.server, json, sys
+port, ident, log = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+class H(http.server.BaseHTTPRequestHandler):
+    def log_message(self, *a): pass
+    def do_GET(self):
+        with open(log, "a") as f:
+            f.write("%s %s\n" % (self.path, "SECRET" if self.headers.get("X-Weir-Secret") else "-"))
+        b = json.dumps({"status": "ok", "install_id": ident, "proof": "00" * 32}).encode()
+        self.send_response(200); self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(b))); self.end_headers(); self.wfile.write(b)
+    do_POST = do_PUT = do_DELETE = do_GET
+http.server.ThreadingHTTPServer(("127.0.0.1", port), H).serve_forever()
+EOF
+: >"$TMP/squat.log"
+python3 "$TMP/squat.py" "$SQUAT_PORT" "$ID" "$TMP/squat.log" & PIDS+=($!)
+sleep 0.5
+WEIR_CONTROL_SECRET=probe-secret timeout 20 "$WEIR" queue ls --config "$TMP/weir.toml" --data-dir "$TMP/data" \
+  --listen "127.0.0.1:$SQUAT_PORT" >"$TMP/cli.out" 2>&1 || true
+if grep -q SECRET "$TMP/squat.log"; then fail "the squatter received X-Weir-Secret"; else pass "the squatter got $(wc -l <"$TMP/squat.log") request(s), no secret"; fi
+
+# Not scripted here (each has its integration test; see docs/reliability.md and #31):
+skip "learned hosts from a client's GraphQL answer (needs a github-api fake answering copilotEndpoints; tests: real_hosts.rs, upstream/learned.rs units)"
+skip "settings PUT dropping connect_to/ca_file (needs the control secret from the keychain; tests: control_api.rs settings_*)"
+skip "leaf CPU burn by SNI (needs a TLS client with a chosen SNI through CONNECT; test: tls_intercept::no_leaf_is_made_for_a_server_name_that_is_not_the_connect_target)"
+echo "probes: $FAILS failed"
+exit "$FAILS"
