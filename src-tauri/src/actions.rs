@@ -153,14 +153,22 @@ fn toggle_autostart<R: Runtime>(app: &AppHandle<R>, item: &CheckMenuItem<R>) -> 
 
 /// Flips "Open the dashboard in the browser" (kept in the data dir) and sets the check mark to
 /// what is now recorded.
-fn toggle_in_browser<R: Runtime>(app: &AppHandle<R>, item: &CheckMenuItem<R>) -> Result<(), String> {
+fn toggle_in_browser<R: Runtime>(
+    app: &AppHandle<R>,
+    item: &CheckMenuItem<R>,
+) -> Result<(), String> {
     let engine = app.state::<Engine>();
     let dir = engine.data_dir();
     let result = crate::browser::set_prefers_browser(dir, !crate::browser::prefers_browser(dir));
     if let Err(e) = item.set_checked(crate::browser::prefers_browser(dir)) {
         tracing::warn!("weir-tray: cannot update the browser check mark: {e}");
     }
-    result.map_err(|e| format!("cannot record where the dashboard opens ({}): {e}", dir.display()))
+    result.map_err(|e| {
+        format!(
+            "cannot record where the dashboard opens ({}): {e}",
+            dir.display()
+        )
+    })
 }
 
 /// Shows a notice off the calling thread (a D-Bus round trip must not stall the menu).

@@ -174,6 +174,9 @@ mod tests {
             assert_eq!(parse(Some(t.name())).unwrap(), [t]);
         }
         let e = parse(Some("cache-model,turbo")).unwrap_err();
-        assert!(e.contains("\"turbo\"") && e.contains("no-acceleration"), "{e}");
+        assert!(
+            e.contains("\"turbo\"") && e.contains("no-acceleration"),
+            "{e}"
+        );
     }
 }

@@ -205,7 +205,11 @@ fn create<R: Runtime>(
 
 /// Applies `tweaks` to the new window's WebKit view and loads `url` in it (Linux).
 #[cfg(target_os = "linux")]
-fn load<R: Runtime>(window: &WebviewWindow<R>, url: &Url, tweaks: &[Tweak]) -> Result<(), TrayError> {
+fn load<R: Runtime>(
+    window: &WebviewWindow<R>,
+    url: &Url,
+    tweaks: &[Tweak],
+) -> Result<(), TrayError> {
     let (url, tweaks) = (url.to_string(), tweaks.to_vec());
     window.with_webview(move |w| webkit_memory::apply_to_webview(&w.inner(), &tweaks, &url))?;
     Ok(())
