@@ -24,6 +24,9 @@
 #      WEIR_BENCH_CYCLES=2       open/close cycles
 #      WEIR_BENCH_SETTLE=30      max seconds to wait for the memory to settle in each phase
 #      WEIR_BENCH_KEEP=1         keep the temp dir (logs)
+#      WEIR_DASHBOARD_WEBKIT=…   the dashboard's WebKit settings to measure (src-tauri/src/
+#                                webkit_memory.rs): unset = the tray's default, `none` = WebKit's
+#                                own, or a comma-separated list such as `cache-model,no-gl`
 # Example: scripts/bench-tray-rss.sh
 #          WEIR_TRAY_BIN=/tmp/old/weir-tray scripts/bench-tray-rss.sh
 set -euo pipefail
@@ -234,5 +237,6 @@ for _ in $(seq 100); do kill -0 "$APP_PID" 2>/dev/null || break; sleep 0.2; done
 
 echo
 echo "weir-tray memory, whole process tree ($(nproc) cores, $(. /etc/os-release && echo "$PRETTY_NAME"))"
+echo "dashboard WebKit settings: WEIR_DASHBOARD_WEBKIT=${WEIR_DASHBOARD_WEBKIT-(unset: the default)}"
 printf '%-10s %8s %8s   %s\n' phase "RSS MB" "PSS MB" "processes (RSS)"
 printf '%s\n' "${ROWS[@]}"

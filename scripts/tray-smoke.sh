@@ -17,6 +17,9 @@
 #      "Copy shell proxy settings" (a Notify call is seen),
 #      "Open dashboard" (window appears; screenshot saved to out/tray-dashboard.png), then closes
 #      it (WM_DELETE_WINDOW): the window and every WebKit process under the app must go away;
+#      "Open the dashboard in the browser": on, "Open dashboard" runs the default browser (a
+#      stand-in set as the text/html handler) on a 0600 launcher page, no secret in its argv,
+#      no WebKit process; then off again;
 #   5. stores a GitHub token with `weir token set` (the upstream serves an agent-sessions
 #      list): the menu's sessions line must count it, the "Recent agent sessions" submenu must
 #      list it; the session then finishes upstream: an "Agent session finished" notification;
@@ -279,7 +282,7 @@ wait_notify() {
 echo "----- menu -----"; menu | cut -f2 | sed 's/^/  /'
 menu | cut -f2 | grep -q '^Weir: ' && pass "overall line present" || fail "no 'Weir: …' overall line"
 menu | cut -f2 | grep -q '^copilot-api: ' && pass "upstream line present" || fail "no 'copilot-api: …' line"
-for label in 'Open dashboard' 'Pause' 'Cache only' 'Restart engine' 'Agent sessions: ' 'Copy shell proxy settings' 'Start at login' 'Quit Weir'; do
+for label in 'Open dashboard' 'Open the dashboard in the browser' 'Pause' 'Cache only' 'Restart engine' 'Agent sessions: ' 'Copy shell proxy settings' 'Start at login' 'Quit Weir'; do
     [[ -n "$(item_id "$label")" ]] && pass "item '$label'" || fail "no item '$label'"
 done
 
@@ -407,6 +410,43 @@ if [[ -n "$wid" ]]; then
     fi
     kill -0 "$APP_PID" 2>/dev/null && pass "the tray runs on after its dashboard closed" || die "weir-tray exited when its dashboard closed"
 fi
+
+# --- "Open the dashboard in the browser": the dashboard opens in the default browser (here a
+# stand-in registered for text/html in XDG_CONFIG_HOME's mimeapps.list) through a 0600 launcher
+# page, so the control secret is on no command line; no WebKit process starts under the app.
+mkdir -p "$XDG_DATA_HOME/applications"
+cat >"$TMP/fake-browser.sh" <<SH
+#!/bin/sh
+printf '%s\n' "\$*" >>"$TMP/browser-args.log"
+SH
+chmod +x "$TMP/fake-browser.sh"
+printf '[Desktop Entry]\nType=Application\nName=Fake browser\nExec=%s %%u\nMimeType=text/html;\n' "$TMP/fake-browser.sh" \
+    >"$XDG_DATA_HOME/applications/weir-fake-browser.desktop"
+printf '[Default Applications]\ntext/html=weir-fake-browser.desktop\n' >"$XDG_CONFIG_HOME/mimeapps.list"
+click 'Open the dashboard in the browser' || true
+for _ in $(seq 25); do [[ -f "$TMP/weir-data/dashboard-in-browser" ]] && break; sleep 0.2; done
+[[ -f "$TMP/weir-data/dashboard-in-browser" && "$(toggle_state 'Open the dashboard in the browser')" == 1 ]] &&
+    pass "Open the dashboard in the browser: checked and recorded in the data dir" ||
+    fail "Open the dashboard in the browser: mark $(toggle_state 'Open the dashboard in the browser'), marker $(ls "$TMP/weir-data" | tr '\n' ' ')"
+click 'Open dashboard' || true
+for _ in $(seq 50); do [[ -s "$TMP/browser-args.log" ]] && break; sleep 0.2; done
+launcher=$TMP/weir-data/dashboard-open.html
+secret=$(sed -n "s/.*location.replace('[^#]*#secret=\([^&']*\).*/\1/p" "$launcher" 2>/dev/null || true)
+if [[ -s "$TMP/browser-args.log" && -n "$secret" ]] && grep -q 'dashboard-open.html' "$TMP/browser-args.log" &&
+    ! grep -q "$secret" "$TMP/browser-args.log" && [[ "$(stat -c %a "$launcher")" == 600 ]]; then
+    pass "browser opened with the launcher page ($(cat "$TMP/browser-args.log")), 0600, no secret on its command line"
+else
+    fail "browser: args '$(cat "$TMP/browser-args.log" 2>/dev/null)', launcher $(stat -c %a "$launcher" 2>/dev/null || echo missing)"
+fi
+[[ -n "$secret" ]] && curl -fsS -o /dev/null -H "X-Weir-Secret: $secret" "http://127.0.0.1:$PORT/_weir/api/queue" &&
+    pass "the launcher's URL carries the control secret Weir accepts" || fail "the launcher's secret was refused"
+! descendants | grep -qE '^(WebKit|weir-tray)' && ! xwininfo -root -tree 2>/dev/null | grep -q '"Weir"' &&
+    pass "no dashboard window or WebKit process while the browser shows the dashboard" ||
+    fail "a dashboard process or window started although the browser was chosen: $(descendants | tr '\n' ' ')"
+click 'Open the dashboard in the browser' || true
+for _ in $(seq 25); do [[ -f "$TMP/weir-data/dashboard-in-browser" ]] || break; sleep 0.2; done
+[[ ! -f "$TMP/weir-data/dashboard-in-browser" && "$(toggle_state 'Open the dashboard in the browser')" == 0 ]] &&
+    pass "Open the dashboard in the browser off: back to the window" || fail "the browser choice did not switch off"
 
 # --- a second launch hands over to the running one and exits 0
 app >"$TMP/second.log" 2>&1 &

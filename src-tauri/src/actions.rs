@@ -21,6 +21,7 @@ pub fn on_click<R: Runtime>(
     id: MenuId,
     shown: Option<&TrayView>,
     autostart_item: &CheckMenuItem<R>,
+    in_browser_item: &CheckMenuItem<R>,
 ) {
     let github_url = shown.and_then(|v| v.github_url.clone());
     let result = match id {
@@ -63,6 +64,7 @@ pub fn on_click<R: Runtime>(
         MenuId::Restart => engine_task::restart(app),
         MenuId::CopyProxy => copy_proxy_settings(app),
         MenuId::Autostart => toggle_autostart(app, autostart_item),
+        MenuId::DashboardInBrowser => toggle_in_browser(app, in_browser_item),
         MenuId::Quit => {
             engine_task::quit(app);
             Ok(())
@@ -147,6 +149,26 @@ fn toggle_autostart<R: Runtime>(app: &AppHandle<R>, item: &CheckMenuItem<R>) -> 
         tracing::warn!("weir-tray: cannot update the Start at login check mark: {e}");
     }
     result.map_err(|e| format!("cannot change Start at login: {e}"))
+}
+
+/// Flips "Open the dashboard in the browser" (kept in the data dir) and sets the check mark to
+/// what is now recorded.
+fn toggle_in_browser<R: Runtime>(
+    app: &AppHandle<R>,
+    item: &CheckMenuItem<R>,
+) -> Result<(), String> {
+    let engine = app.state::<Engine>();
+    let dir = engine.data_dir();
+    let result = crate::browser::set_prefers_browser(dir, !crate::browser::prefers_browser(dir));
+    if let Err(e) = item.set_checked(crate::browser::prefers_browser(dir)) {
+        tracing::warn!("weir-tray: cannot update the browser check mark: {e}");
+    }
+    result.map_err(|e| {
+        format!(
+            "cannot record where the dashboard opens ({}): {e}",
+            dir.display()
+        )
+    })
 }
 
 /// Shows a notice off the calling thread (a D-Bus round trip must not stall the menu).

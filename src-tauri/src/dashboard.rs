@@ -121,12 +121,33 @@ impl Dashboard {
     }
 }
 
-/// Shows the dashboard at `view` (starting its process if needed) and focuses it.
+/// Shows the dashboard at `view`: in the user's browser if they chose that
+/// ([`crate::browser`]), else in the dashboard window (starting its process if needed).
 pub fn show<R: Runtime>(app: &AppHandle<R>, view: View) -> Result<(), TrayError> {
     let engine = app.state::<crate::Engine>();
     let url = window::dashboard_url(&engine, view)?;
+    if crate::browser::prefers_browser(engine.data_dir()) {
+        return open_in_browser(app, engine.data_dir(), &url);
+    }
     let dashboard = app.try_state::<Dashboard>().ok_or(TrayError::NoDashboard)?;
     dashboard.show(&Request { view, url })
+}
+
+/// Opens `url` in the default browser through a launcher page only this user can read (the
+/// secret stays off every command line, see [`crate::browser`]).
+fn open_in_browser<R: Runtime>(
+    app: &AppHandle<R>,
+    data_dir: &std::path::Path,
+    url: &tauri::Url,
+) -> Result<(), TrayError> {
+    use tauri_plugin_opener::OpenerExt as _;
+    let launcher = crate::browser::write_launcher(data_dir, url).map_err(TrayError::Launcher)?;
+    app.opener()
+        .open_path(launcher.to_string_lossy(), None::<&str>)
+        .map_err(|e| TrayError::Open {
+            url: launcher.display().to_string(),
+            message: e.to_string(),
+        })
 }
 
 #[cfg(all(test, unix))]

@@ -107,6 +107,11 @@ impl Engine {
             .exists()
     }
 
+    /// This install's data dir (the tray keeps its own small choices there too).
+    pub fn data_dir(&self) -> &std::path::Path {
+        &self.install.data_dir
+    }
+
     pub fn is_quitting(&self) -> bool {
         self.quitting.load(Ordering::Relaxed)
     }

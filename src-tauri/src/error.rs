@@ -21,6 +21,8 @@ pub enum TrayError {
     Open { url: String, message: String },
     #[error("cannot start the dashboard window: {0}")]
     Dashboard(std::io::Error),
+    #[error("cannot write the browser's launcher page into the data dir: {0}; check that the data dir is writable")]
+    Launcher(std::io::Error),
     #[error("no dashboard window in this app (tests run without one)")]
     NoDashboard,
     #[error("config file {0} does not exist")]

@@ -12,9 +12,12 @@
 //! - [`notify`]: which events notify, and the per-upstream rate limiter.
 //! - [`dashboard`]: starts the dashboard window's own process on demand; [`window`]: that
 //!   process (`weir-tray --dashboard`) and its window; [`commands`]: the window's Tauri commands.
+//! - [`browser`]: the dashboard in the user's own browser instead (a menu choice).
+//! - [`webkit_memory`]: the WebKit settings the dashboard process uses to hold less memory.
 //! - [`resident`]: hands back the pages of the WebKit libraries the tray process never runs.
 
 pub mod actions;
+pub mod browser;
 pub mod commands;
 pub mod dashboard;
 pub mod engine_task;
@@ -25,6 +28,7 @@ pub mod notify;
 pub mod resident;
 pub mod tray;
 pub mod tray_state;
+pub mod webkit_memory;
 pub mod window;
 
 pub use engine_task::{Engine, TrayArgs};

@@ -45,6 +45,9 @@ pub enum MenuId {
     Restart,
     CopyProxy,
     Autostart,
+    /// "Open the dashboard in the browser": the dashboard opens in the user's browser instead
+    /// of the tray's window (a check item; see [`crate::browser`]).
+    DashboardInBrowser,
     Quit,
 }
 
@@ -110,6 +113,7 @@ impl MenuId {
             MenuId::Restart => "restart-engine",
             MenuId::CopyProxy => "copy-proxy",
             MenuId::Autostart => "autostart",
+            MenuId::DashboardInBrowser => "dashboard-in-browser",
             MenuId::Quit => "quit",
         }
     }
@@ -125,7 +129,7 @@ fn index(n: &str) -> Option<usize> {
 }
 
 /// The IDs without a payload, for [`MenuId::from_id`].
-const FIXED: [MenuId; 17] = [
+const FIXED: [MenuId; 18] = [
     MenuId::Overall,
     MenuId::Queue,
     MenuId::Github,
@@ -142,8 +146,12 @@ const FIXED: [MenuId; 17] = [
     MenuId::Restart,
     MenuId::CopyProxy,
     MenuId::Autostart,
+    MenuId::DashboardInBrowser,
     MenuId::Quit,
 ];
+
+/// Label of the [`MenuId::DashboardInBrowser`] check item.
+pub const IN_BROWSER_LABEL: &str = "Open the dashboard in the browser";
 
 /// Label of the pause toggle for the current state.
 pub fn pause_label(paused: bool) -> &'static str {
@@ -203,12 +211,18 @@ pub struct TrayMenu<R: Runtime> {
     cache_only: MenuItem<R>,
     restart: MenuItem<R>,
     autostart: CheckMenuItem<R>,
+    in_browser: CheckMenuItem<R>,
 }
 
 impl<R: Runtime> TrayMenu<R> {
     /// Builds the menu for `view`; the number of upstream lines is fixed here (the config does
     /// not change while the app runs).
-    pub fn build(app: &AppHandle<R>, view: &TrayView, autostart_on: bool) -> tauri::Result<Self> {
+    pub fn build(
+        app: &AppHandle<R>,
+        view: &TrayView,
+        autostart_on: bool,
+        in_browser_on: bool,
+    ) -> tauri::Result<Self> {
         let item = |id: MenuId, text: &str, enabled: bool| {
             MenuItem::with_id(app, id.as_id(), text, enabled, None::<&str>)
         };
@@ -265,6 +279,14 @@ impl<R: Runtime> TrayMenu<R> {
             autostart_on,
             None::<&str>,
         )?;
+        let in_browser = CheckMenuItem::with_id(
+            app,
+            MenuId::DashboardInBrowser.as_id(),
+            IN_BROWSER_LABEL,
+            true,
+            in_browser_on,
+            None::<&str>,
+        )?;
         let quit = item(MenuId::Quit, "Quit Weir", true)?;
         let menu = Menu::new(app)?;
         menu.append(&overall)?;
@@ -285,6 +307,7 @@ impl<R: Runtime> TrayMenu<R> {
         menu.append_items(&[
             &open,
             &setup,
+            &in_browser,
             &pause,
             &cache_only,
             &network,
@@ -310,6 +333,7 @@ impl<R: Runtime> TrayMenu<R> {
             cache_only,
             restart,
             autostart,
+            in_browser,
         })
     }
 
@@ -377,6 +401,11 @@ impl<R: Runtime> TrayMenu<R> {
     /// The "Start at login" item, for the click handler to set its check mark.
     pub fn autostart_item(&self) -> CheckMenuItem<R> {
         self.autostart.clone()
+    }
+
+    /// The "Open the dashboard in the browser" item, for the click handler's check mark.
+    pub fn in_browser_item(&self) -> CheckMenuItem<R> {
+        self.in_browser.clone()
     }
 }
 

@@ -40,10 +40,12 @@ pub fn install<R: Runtime>(app: &AppHandle<R>) -> Result<(), TrayError> {
     // Called outside the async runtime (from `build_app` on the main thread).
     let view = tauri::async_runtime::block_on(current_view(&engine, &Recent::default()));
     let autostart_on = app.autolaunch().is_enabled().unwrap_or(false);
-    let menu = TrayMenu::build(app, &view, autostart_on)?;
+    let in_browser_on = crate::browser::prefers_browser(app.state::<Engine>().data_dir());
+    let menu = TrayMenu::build(app, &view, autostart_on, in_browser_on)?;
     let shown = Arc::new(Mutex::new(view.clone()));
     let for_clicks = shown.clone();
     let autostart_item = menu.autostart_item();
+    let in_browser_item = menu.in_browser_item();
     let network_items = menu.network_items();
     let tray = TrayIconBuilder::with_id(TRAY_ID)
         .icon(icons::image(view.overall)?)
@@ -56,7 +58,7 @@ pub fn install<R: Runtime>(app: &AppHandle<R>) -> Result<(), TrayError> {
                 return;
             };
             let shown = for_clicks.lock().ok().map(|v| v.clone());
-            actions::on_click(app, id, shown.as_ref(), &autostart_item);
+            actions::on_click(app, id, shown.as_ref(), &autostart_item, &in_browser_item);
             // The marks follow the engine's answer (clicking the checked choice unchecks it).
             if menu::network_choice(id).is_some() {
                 let now = app.state::<Engine>().handle.network().status().state.forced;

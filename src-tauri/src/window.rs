@@ -9,6 +9,7 @@
 
 use crate::engine_task::Engine;
 use crate::error::TrayError;
+use crate::webkit_memory::{self, Tweak};
 use tauri::{AppHandle, Builder, Context, Runtime, Url, WebviewUrl, WebviewWindow};
 use tauri::{Manager, WebviewWindowBuilder};
 use tauri_plugin_opener::OpenerExt;
@@ -112,7 +113,12 @@ pub fn run_dashboard<R: Runtime>(
     builder: Builder<R>,
     context: Context<R>,
 ) -> Result<(), TrayError> {
+    // Before GTK starts: the environment WebKit's processes inherit.
+    let tweaks = webkit_memory::chosen();
+    webkit_memory::apply_env(&tweaks);
     let app = builder.plugin(tauri_plugin_opener::init()).build(context)?;
+    #[cfg(target_os = "linux")]
+    webkit_memory::apply_process(&tweaks);
     let handle = app.handle().clone();
     std::thread::spawn(move || {
         for line in std::io::stdin().lines() {
@@ -121,7 +127,7 @@ pub fn run_dashboard<R: Runtime>(
                 tracing::warn!("weir-tray dashboard: ignoring a request that does not parse");
                 continue;
             };
-            if let Err(e) = show(&handle, request) {
+            if let Err(e) = show(&handle, request, &tweaks) {
                 tracing::warn!("weir-tray dashboard: cannot show the dashboard: {e}");
             }
         }
@@ -134,7 +140,11 @@ pub fn run_dashboard<R: Runtime>(
 
 /// Shows (creating it if it is not open) the dashboard window and focuses it. An open window
 /// stays where the user is unless another view was asked for.
-fn show<R: Runtime>(app: &AppHandle<R>, request: Request) -> Result<(), TrayError> {
+fn show<R: Runtime>(
+    app: &AppHandle<R>,
+    request: Request,
+    tweaks: &[Tweak],
+) -> Result<(), TrayError> {
     let Request { view, url } = request;
     let window = match app.get_webview_window(LABEL) {
         Some(w) => {
@@ -143,7 +153,7 @@ fn show<R: Runtime>(app: &AppHandle<R>, request: Request) -> Result<(), TrayErro
             }
             w
         }
-        None => create(app, url)?,
+        None => create(app, url, tweaks)?,
     };
     window.show()?;
     window.unminimize()?;
@@ -151,7 +161,11 @@ fn show<R: Runtime>(app: &AppHandle<R>, request: Request) -> Result<(), TrayErro
     Ok(())
 }
 
-fn create<R: Runtime>(app: &AppHandle<R>, url: Url) -> Result<WebviewWindow<R>, TrayError> {
+fn create<R: Runtime>(
+    app: &AppHandle<R>,
+    url: Url,
+    tweaks: &[Tweak],
+) -> Result<WebviewWindow<R>, TrayError> {
     let mut config = app
         .config()
         .app
@@ -160,7 +174,16 @@ fn create<R: Runtime>(app: &AppHandle<R>, url: Url) -> Result<WebviewWindow<R>, 
         .find(|w| w.label == LABEL)
         .cloned()
         .ok_or(TrayError::NoWindowConfig(LABEL))?;
-    config.url = WebviewUrl::External(url.clone());
+    // On Linux the window opens blank, WebKit's settings are changed, and then the page loads
+    // (see `load` below), so the first load already runs with them.
+    config.url = if cfg!(target_os = "linux") {
+        WebviewUrl::External(Url::parse("about:blank").map_err(|e| TrayError::Open {
+            url: "about:blank".into(),
+            message: e.to_string(),
+        })?)
+    } else {
+        WebviewUrl::External(url.clone())
+    };
     let origin = url.origin();
     let opener = app.clone();
     let window = WebviewWindowBuilder::from_config(app, &config)?
@@ -176,7 +199,26 @@ fn create<R: Runtime>(app: &AppHandle<R>, url: Url) -> Result<WebviewWindow<R>, 
             false
         })
         .build()?;
+    load(&window, &url, tweaks)?;
     Ok(window)
+}
+
+/// Applies `tweaks` to the new window's WebKit view and loads `url` in it (Linux).
+#[cfg(target_os = "linux")]
+fn load<R: Runtime>(
+    window: &WebviewWindow<R>,
+    url: &Url,
+    tweaks: &[Tweak],
+) -> Result<(), TrayError> {
+    let (url, tweaks) = (url.to_string(), tweaks.to_vec());
+    window.with_webview(move |w| webkit_memory::apply_to_webview(&w.inner(), &tweaks, &url))?;
+    Ok(())
+}
+
+/// Elsewhere the window was built with its URL and the webview is left as it is.
+#[cfg(not(target_os = "linux"))]
+fn load<R: Runtime>(_: &WebviewWindow<R>, _: &Url, _: &[Tweak]) -> Result<(), TrayError> {
+    Ok(())
 }
 
 #[cfg(test)]
