@@ -5,9 +5,9 @@
 //! Each optional part wires itself in through hooks the engine calls by name: `gateway::…`
 //! (feature `gateway`: the team gateway's doors, admin token and shared queue) and `team::…`
 //! (feature `team`: the NATS link). Built without a feature, the stubs of the same names in
-//! [`without`] stand in, so nothing below names a feature. The parts every build has but starts
-//! only when configured (GitHub Status, the sessions poller, the team link) are in
-//! [`background`].
+//! `without.rs` stand in, so `start` and the steps under it name no feature. The background
+//! parts, each started only when configured or waiting on an event (replays, the offline
+//! detector, GitHub Status, the team link, the sessions poller), are in `background.rs`.
 
 mod background;
 #[cfg(feature = "gateway")]
