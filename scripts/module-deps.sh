@@ -3,7 +3,10 @@
 # `use crate::X`), prints them in layers (a module's layer is one above the highest layer it
 # imports; layer 0 imports nothing of the crate), and fails (exit 1) on any cycle, or when the
 # layout sections of src/lib.rs and README.md do not list every module in the layer printed
-# here. Usage: scripts/module-deps.sh
+# here. Then the same inside the modules named in INNER (src/config): its files' imports of
+# each other (`super::x`, `crate::config::x`, a name resolved through mod.rs's `pub use` to the
+# file that defines it; unit tests left out) must form no cycle either.
+# Usage: scripts/module-deps.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 - <<'PY'
@@ -28,18 +31,21 @@ for m in mods:
 for m in sorted(mods):
     print(f"{m:14} -> {', '.join(sorted(mods[m])) or '-'}")
 # Cycle check (DFS: the graph has a cycle exactly when the search meets a back edge).
-state, stack, cycles = {}, [], []
-def visit(m):
-    state[m] = 1; stack.append(m)
-    for d in sorted(mods.get(m, ())):
-        if state.get(d) == 1:
-            cycles.append(stack[stack.index(d):] + [d])
-        elif d not in state:
-            visit(d)
-    stack.pop(); state[m] = 2
-for m in sorted(mods):
-    if m not in state:
-        visit(m)
+def find_cycles(graph):
+    state, stack, cycles = {}, [], []
+    def visit(m):
+        state[m] = 1; stack.append(m)
+        for d in sorted(graph.get(m, ())):
+            if state.get(d) == 1:
+                cycles.append(stack[stack.index(d):] + [d])
+            elif d not in state:
+                visit(d)
+        stack.pop(); state[m] = 2
+    for m in sorted(graph):
+        if m not in state:
+            visit(m)
+    return cycles
+cycles = find_cycles(mods)
 if cycles:
     print("\ncycles:")
     for c in cycles:
@@ -110,4 +116,63 @@ if bad:
         print("  " + b)
     sys.exit(1)
 print("\nsrc/lib.rs and README.md list every module in its layer")
+
+# Inside a module: which of its files import which (mod.rs counts for the items it defines and
+# the re-exported names its own code uses; its `mod` and `pub use` lines are not imports).
+INNER = ["config"]
+def inner_graph(d):
+    files = {f[:-3]: os.path.join(d, f) for f in os.listdir(d) if f.endswith(".rs")}
+    code = {}
+    for name, path in files.items():
+        text = open(path).read()
+        # The unit tests at the end of a file import what they test (`use super::*`): not the
+        # file's own dependencies.
+        text = re.split(r"\n#\[cfg\((?:all\()?test\b[^\]]*\]\s*\nmod tests", text)[0]
+        code[name] = "\n".join(l.split("//")[0] for l in text.splitlines())
+    item = r"^\s*pub(?:\([^)]*\))?\s+(?:async\s+)?(?:struct|enum|fn|const|static|type|trait)\s+(\w+)"
+    home = {n: "mod" for n in re.findall(item, code["mod"], re.M)}
+    facade = []  # mod.rs's `pub use child::{...}` lines
+    for m in re.finditer(r"pub use (\w+)::(\{[^}]*\}|\w+(?: as \w+)?);", code["mod"], re.S):
+        child, names = m.group(1), m.group(2)
+        facade.append(m.group(0))
+        if child not in files:
+            continue
+        for part in names.strip("{}").split(","):
+            part = part.strip()
+            if part:
+                home[part.split(" as ")[-1].strip()] = child
+    deps = {n: set() for n in files}
+    def target(first):
+        return first if first in files and first != "mod" else home.get(first)
+    for n, c in code.items():
+        if n == "mod":
+            own = c
+            for f in facade:
+                own = own.replace(f, "")
+            own = re.sub(r"^\s*(pub )?mod \w+;", "", own, flags=re.M)
+            for name, h in home.items():
+                if h != "mod" and re.search(rf"\b{name}\b", own):
+                    deps[n].add(h)
+            deps[n].update(f for f in re.findall(r"\b(\w+)::", own) if f in files and f != "mod")
+            continue
+        for m in re.finditer(r"(?:\bsuper|crate::config)::(\{[^}]*\}|\w+)", c):
+            group = m.group(1)
+            firsts = [p.strip().split("::")[0] for p in group.strip("{}").split(",")] if group.startswith("{") else [group]
+            for first in firsts:
+                t = target(first.split(" as ")[0].strip())
+                if t and t != n:
+                    deps[n].add(t)
+    return deps
+for inner in INNER:
+    files = inner_graph(os.path.join("src", inner))
+    print(f"\nfiles of src/{inner}:")
+    for f in sorted(files):
+        print(f"  {f:16} -> {', '.join(sorted(files[f])) or '-'}")
+    cycles = find_cycles(files)
+    if cycles:
+        print(f"\ncycles between the files of src/{inner}:")
+        for c in cycles:
+            print("  " + " -> ".join(c))
+        sys.exit(1)
+    print(f"no cycles between the files of src/{inner}")
 PY

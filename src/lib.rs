@@ -34,7 +34,8 @@
 //! - `problem`: RFC 9457 problem responses; [`secrets`]: the secret store (keychain or files).
 //!
 //! **Layer 2**
-//! - [`config`]: the file, its validation (file, line, key) and the typed `Settings`;
+//! - [`config`]: the file, its validation (file, line, key) and the typed `Settings` (its files
+//!   import no circle: `config::error` is their leaf, `scripts/module-deps.sh` checks it);
 //! - `body_budget`: one bound on request bytes buffered at once.
 //!
 //! **Layer 3**
@@ -79,7 +80,9 @@
 //! - [`gateway`]: team gateway mode (TLS listeners, allow-list, admin door, shared holds).
 //!
 //! **Layer 13**
-//! - [`engine`]: builds the parts and wires them; the front door (`engine::router`).
+//! - [`engine`]: builds the parts and wires them, each optional part through its hooks
+//!   (`engine::gateway`, `engine::team`; without their feature, the stubs in `engine::without`);
+//!   the front door (`engine::router`).
 //!
 //! **Layer 14**
 //! - `fuzz_entry`: Weir's readers of untrusted bytes, for the fuzz targets (`fuzz/`).

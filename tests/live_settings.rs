@@ -1,7 +1,8 @@
 //! Settings apply live: a TTL and a breaker threshold changed through the settings API and
 //! through the config file on disk each take effect on the next request (counted at a real
 //! loopback upstream); a broken file leaves the old settings running and the status names
-//! file:line; a restart-only key is reported, not applied, until `EngineHandle::restart`.
+//! file:line; a restart-only key is reported, not applied, until `EngineHandle::restart`; and a
+//! request already under way keeps the settings it started with to its last attempt.
 
 mod common;
 
@@ -461,4 +462,85 @@ async fn routes_key_headers_and_limits_changed_in_the_file_apply_on_the_next_req
         .unwrap();
     assert_eq!(r.status(), 413);
     assert_eq!(up.count(create), 0);
+}
+
+/// A request runs under the settings it started with, to its last attempt (#32): a create
+/// whose client is still sending its body when `limits.max_body_bytes` is lowered gets the
+/// upstream's answer (larger than the new limit) read under its own snapshot's limit. Before
+/// the attempts took the request's snapshot they read the settings in force when the call
+/// started, and the answer was refused as too large.
+#[tokio::test]
+async fn a_reload_while_a_create_body_is_sent_does_not_change_that_request() {
+    use futures::SinkExt;
+    let up = Upstream::start().await;
+    let create = "/agents/swe/v1/jobs/o/r";
+    let answer = format!("{{\"job_id\":\"j1\",\"pad\":\"{}\"}}", "x".repeat(4096));
+    up.set(|b| {
+        b.status = 201;
+        b.path_bodies = vec![(create.to_string(), answer.clone())];
+    });
+    let mut l = start(&up.origin(), "").await;
+    // The client sends its headers and half its body, then waits.
+    let (mut body_tx, body_rx) =
+        futures::channel::mpsc::unbounded::<Result<bytes::Bytes, std::io::Error>>();
+    body_tx
+        .send(Ok(bytes::Bytes::from_static(b"{\"title\":")))
+        .await
+        .unwrap();
+    let client = l.weir.client("alice");
+    let url = format!("{}{create}", up.origin());
+    let sending = tokio::spawn(async move {
+        client
+            .post(url)
+            .header("content-type", "application/json")
+            .body(reqwest::Body::wrap_stream(body_rx))
+            .send()
+            .await
+    });
+    // Counted once the request has its settings snapshot (the count is bumped after it).
+    let handle = l.weir.handle.clone();
+    let started = common::eventually(500, || {
+        handle.status_now().upstreams[0].classes["create"].client_requests == 1
+    })
+    .await;
+    assert!(started, "the create reached Weir's pipeline");
+    // The reload (the config file changed, as the settings API does not set limits) lands
+    // while the body is still on its way.
+    replace_file(
+        &l.config,
+        &config_text(&up.origin(), "[limits]\nmax_body_bytes = 1024\n"),
+    );
+    assert!(matches!(
+        next_settings_event(&mut l.events).await,
+        Event::SettingsApplied { .. }
+    ));
+    assert_eq!(l.weir.handle.settings().limits.max_body_bytes, 1024);
+    body_tx
+        .send(Ok(bytes::Bytes::from_static(b"\"t\"}")))
+        .await
+        .unwrap();
+    drop(body_tx);
+    let resp = sending.await.unwrap().expect("an answer");
+    assert_eq!(
+        resp.status(),
+        201,
+        "the upstream's answer, read under the request's limit"
+    );
+    assert_eq!(resp.text().await.unwrap(), answer);
+    assert_eq!(
+        up.count(create),
+        1,
+        "one create upstream, nothing queued or resent"
+    );
+    // The next request runs under the new limit: the same answer is now too large for it.
+    let r = l
+        .weir
+        .client("alice")
+        .post(format!("{}{create}", up.origin()))
+        .header("content-type", "application/json")
+        .body("{\"title\":\"u\"}")
+        .send()
+        .await
+        .unwrap();
+    assert_ne!(r.status(), 201, "the next request reads the new limit");
 }

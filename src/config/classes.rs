@@ -179,7 +179,7 @@ const TASKS_FRESH_DIVISOR: u32 = 3;
 
 impl ClassSettings {
     /// These knobs as `family`'s routes read them: the Task API's are fresh for a third as
-    /// long ([`TASKS_FRESH_DIVISOR`]); every other family reads the class's own.
+    /// long (`TASKS_FRESH_DIVISOR`); every other family reads the class's own.
     pub fn for_family(&self, family: Family) -> std::borrow::Cow<'_, ClassSettings> {
         match family {
             Family::Tasks if !self.fresh_ttl.is_zero() => std::borrow::Cow::Owned(ClassSettings {

@@ -3,7 +3,7 @@
 //! status document's [`SettingsError`] (a plain type in the `view` leaf, so the event stream
 //! can carry it without importing `config`'s loader).
 
-use super::ConfigError;
+use super::error::ConfigError;
 use crate::policy::PolicyError;
 use crate::view::SettingsError;
 

@@ -6,7 +6,7 @@
 //! and the replicas' shared key are named by file path (the admin token may also come from
 //! the keychain).
 
-use super::load::{ConfigError, Ctx};
+use super::error::{ConfigError, Ctx};
 use serde::Deserialize;
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};

@@ -2,32 +2,13 @@
 //! is wrong, so a person can fix it without reading Weir's source.
 
 use super::classes::{default_routes, ClassSettings, ClassTable, RouteClass, RouteRule};
+use super::error::{key_on_line, line_of, ConfigError, Ctx};
 use super::file::{FileClass, FileConfig};
 use super::{Limits, Origin, Settings, UpstreamSettings, DEFAULT_PORT};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use toml::Spanned;
-
-#[derive(Debug, thiserror::Error)]
-pub enum ConfigError {
-    #[error("cannot read config file {path}: {source}")]
-    Read {
-        path: PathBuf,
-        source: std::io::Error,
-    },
-    #[error("{file}:{line}: key `{key}`: {message}")]
-    Invalid {
-        file: String,
-        line: usize,
-        key: String,
-        message: String,
-    },
-    #[error("{0} is not a loopback address; Weir only listens on 127.0.0.1 or [::1] so other machines cannot use it")]
-    NotLoopback(std::net::SocketAddr),
-    #[error("no data directory: the OS gives no home directory for the default one; pass --data-dir DIR or set data_dir = \"DIR\" in the config file")]
-    NoDataDir,
-}
 
 /// Reads and validates `path`.
 pub fn load_file(path: &Path) -> Result<Settings, ConfigError> {
@@ -66,38 +47,6 @@ pub fn parse_str(text: &str, file: &str) -> Result<Settings, ConfigError> {
     Settings::from_file(raw, file, text)
 }
 
-// `offset` comes from the TOML parser and may fall inside a multi-byte character: search the
-// bytes (a `\n` is always a character boundary), never slice the `str` at `offset`.
-fn line_of(text: &str, offset: usize) -> usize {
-    let bytes = &text.as_bytes()[..offset.min(text.len())];
-    bytes.iter().filter(|&&b| b == b'\n').count() + 1
-}
-
-/// The key written on the line holding `offset` (`key = value`, or a `[table]` header).
-fn key_on_line(text: &str, offset: usize) -> String {
-    let bytes = text.as_bytes();
-    let offset = offset.min(bytes.len());
-    let start = bytes[..offset]
-        .iter()
-        .rposition(|&b| b == b'\n')
-        .map(|i| i + 1)
-        .unwrap_or(0);
-    let end = bytes[offset..]
-        .iter()
-        .position(|&b| b == b'\n')
-        .map(|i| offset + i)
-        .unwrap_or(bytes.len());
-    let line = text[start..end].trim();
-    match line.split_once('=') {
-        Some((k, _)) => k.trim().to_string(),
-        None => line.trim_matches(['[', ']']).to_string(),
-    }
-}
-
-/// The longest duration a config key may hold: Weir adds durations to the current instant, and
-/// nothing sane waits longer (`Instant + d` cannot overflow below this).
-const MAX_DURATION: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
-
 /// A table (or key) whose part this build left out: the error names the cargo feature to build
 /// it with, rather than calling a documented table unknown.
 #[cfg(not(all(feature = "gateway", feature = "team", feature = "metered")))]
@@ -114,82 +63,10 @@ fn not_built<T>(
     )
 }
 
-/// Collects context for validation errors.
-pub(super) struct Ctx<'a> {
-    file: &'a str,
-    text: &'a str,
-}
-
-impl Ctx<'_> {
-    pub(super) fn err<T>(
-        &self,
-        key: &str,
-        span: std::ops::Range<usize>,
-        message: String,
-    ) -> Result<T, ConfigError> {
-        Err(ConfigError::Invalid {
-            file: self.file.to_string(),
-            line: if self.text.is_empty() {
-                1
-            } else {
-                line_of(self.text, span.start)
-            },
-            key: key.to_string(),
-            message,
-        })
-    }
-
-    pub(super) fn duration(
-        &self,
-        key: &str,
-        v: &Option<Spanned<String>>,
-    ) -> Result<Option<Duration>, ConfigError> {
-        match v {
-            None => Ok(None),
-            Some(s) => match humantime::parse_duration(s.get_ref()) {
-                Ok(d) if d > MAX_DURATION => self.err(
-                    key,
-                    s.span(),
-                    format!(
-                        "`{}` is too long; durations may be at most 10 years",
-                        s.get_ref()
-                    ),
-                ),
-                Ok(d) => Ok(Some(d)),
-                Err(e) => self.err(
-                    key,
-                    s.span(),
-                    format!(
-                        "`{}` is not a duration ({e}); write e.g. \"15s\", \"500ms\", \"24h\"",
-                        s.get_ref()
-                    ),
-                ),
-            },
-        }
-    }
-
-    pub(super) fn positive(
-        &self,
-        key: &str,
-        v: &Option<Spanned<i64>>,
-        min: i64,
-    ) -> Result<Option<usize>, ConfigError> {
-        match v {
-            None => Ok(None),
-            Some(n) if *n.get_ref() >= min => Ok(usize::try_from(*n.get_ref()).ok()),
-            Some(n) => self.err(
-                key,
-                n.span(),
-                format!("must be at least {min}, got {}", n.get_ref()),
-            ),
-        }
-    }
-}
-
 impl Settings {
     /// Validates a parsed file into runtime settings.
     pub fn from_file(raw: FileConfig, file: &str, text: &str) -> Result<Settings, ConfigError> {
-        let cx = Ctx { file, text };
+        let cx = Ctx::new(file, text);
         let listen = match &raw.listen {
             None => SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), DEFAULT_PORT),
             Some(s) => match s.get_ref().parse::<SocketAddr>() {
@@ -484,7 +361,8 @@ impl Settings {
         }
         let team = super::team::validate(&cx, raw.team.as_ref(), file)?;
         let local_agent = super::local_agent::validate(&cx, raw.local_agent.as_ref(), file)?;
-        let model_fallback = super::model_fallback::validate(&cx, &raw.model_fallback, &upstreams)?;
+        let names: Vec<&str> = upstreams.iter().map(|u| u.name.as_str()).collect();
+        let model_fallback = super::model_fallback::validate(&cx, &raw.model_fallback, &names)?;
         let policy = policy(&raw, file, text)?;
         // The org policy file's sharing mode is a floor: a user setting that would loosen it
         // is overruled (and said so).
@@ -590,7 +468,7 @@ fn upstreams(
                 Err(m) => return cx.err("upstream.fallback", f.span(), m),
             },
         };
-        let net = match super::net::upstream_net(u, file) {
+        let net = match super::upstream_net::upstream_net(u, file) {
             Ok(n) => n,
             Err(e) => return cx.err(e.key, e.span, e.message),
         };
@@ -745,6 +623,14 @@ fn apply_class(
         );
     }
     Ok(())
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        // The defaults are a valid file with nothing in it.
+        Settings::from_file(FileConfig::default(), "<defaults>", "")
+            .unwrap_or_else(|e| unreachable!("built-in defaults must validate: {e}"))
+    }
 }
 
 impl Default for Limits {

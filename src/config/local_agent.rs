@@ -2,8 +2,7 @@
 //! policy says `local` (#14, `crate::handoff`). The file's keys, their validation (file:line
 //! errors) and the typed [`LocalAgentSettings`]. Nothing runs without an explicit `command`.
 
-use super::load::Ctx;
-use super::ConfigError;
+use super::error::{ConfigError, Ctx};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -2,6 +2,7 @@
 //! typed runtime settings the engine uses (`Settings`).
 
 mod classes;
+mod error;
 mod error_views;
 mod file;
 #[cfg(feature = "gateway")]
@@ -19,6 +20,7 @@ mod resilience;
 mod restart;
 mod team;
 mod upstream_index;
+mod upstream_net;
 
 /// Shared with policy and the status document (see [`crate::view`]).
 pub use crate::view::ShareMode;
@@ -26,12 +28,13 @@ pub use classes::{
     classify, default_routes, route, ClassSettings, ClassTable, Family, Route, RouteClass,
     RouteRule,
 };
+pub use error::ConfigError;
 pub use file::FileConfig;
 #[cfg(feature = "gateway")]
 pub use gateway::{Cidr, GatewaySettings, PgSslMode, PostgresSettings};
 pub use launch::{resolve, Launch, LaunchArgs};
 pub use live::LiveSettings;
-pub use load::{load_file, parse_str, ConfigError, DEFAULT_UPSTREAMS};
+pub use load::{load_file, parse_str, DEFAULT_UPSTREAMS};
 pub use local_agent::{fill as local_agent_fill, LocalAgentSettings, PLACEHOLDERS};
 pub use model_fallback::{
     is_model_name, rule_for as model_fallback_rule, ModelFallbackRule, MAX_MODEL_NAME,
@@ -198,14 +201,6 @@ pub struct Limits {
     pub tunnel_idle_timeout: Option<Duration>,
 }
 
-impl Default for Settings {
-    fn default() -> Self {
-        // The defaults are a valid file with nothing in it.
-        Settings::from_file(FileConfig::default(), "<defaults>", "")
-            .unwrap_or_else(|e| unreachable!("built-in defaults must validate: {e}"))
-    }
-}
-
 impl Settings {
     /// Whether `host:port` is a managed upstream's origin, in either scheme (a CONNECT names
     /// no scheme).
@@ -237,5 +232,31 @@ pub fn host_for(ip: std::net::IpAddr, port: u16) -> String {
     match ip {
         std::net::IpAddr::V6(v6) => format!("[{v6}]:{port}"),
         std::net::IpAddr::V4(v4) => format!("{v4}:{port}"),
+    }
+}
+
+impl Settings {
+    /// The names Weir's local CA may issue for (its X.509 name constraints, each covering its
+    /// subdomains): `githubcopilot.com` when any managed `https://` upstream is one of its hosts
+    /// (so the per-plan hosts learned at run time are covered too, see `docs/hosts.md`), and the
+    /// host of every other managed `https://` upstream. IP literals are left out (a
+    /// name-constrained CA never covers addresses).
+    pub fn intercept_hosts(&self) -> Vec<String> {
+        let mut hosts: Vec<String> = Vec::new();
+        for u in &self.upstreams {
+            let h = u.origin.host();
+            if u.origin.scheme() != origin::Scheme::Https || h.parse::<std::net::IpAddr>().is_ok() {
+                continue;
+            }
+            let name = if is_copilot_host(h) {
+                COPILOT_DOMAIN.to_string()
+            } else {
+                h.to_string()
+            };
+            if !hosts.contains(&name) {
+                hosts.push(name);
+            }
+        }
+        hosts
     }
 }

@@ -3,8 +3,7 @@
 //! configured; rules are checked in order and the first whose `from` glob (and `upstream`, if
 //! given) matches wins. See docs/model-fallback.md.
 
-use super::load::Ctx;
-use super::{ConfigError, UpstreamSettings};
+use super::error::{ConfigError, Ctx};
 use serde::Deserialize;
 use toml::Spanned;
 
@@ -86,11 +85,11 @@ pub fn is_model_name(s: &str) -> bool {
 }
 
 /// Validates every rule: `from`/`to` are model names (`to` without `*`), `upstream` names a
-/// configured upstream.
+/// configured upstream (`upstreams`: their names).
 pub(super) fn validate(
     cx: &Ctx<'_>,
     raw: &[FileModelFallback],
-    upstreams: &[UpstreamSettings],
+    upstreams: &[&str],
 ) -> Result<Vec<ModelFallbackRule>, ConfigError> {
     let mut out = Vec::new();
     for r in raw {
@@ -121,14 +120,13 @@ pub(super) fn validate(
             None => None,
             Some(u) => {
                 let name = u.get_ref().trim();
-                if !upstreams.iter().any(|x| x.name == name) {
-                    let known: Vec<&str> = upstreams.iter().map(|x| x.name.as_str()).collect();
+                if !upstreams.contains(&name) {
                     return cx.err(
                         "model_fallback.upstream",
                         u.span(),
                         format!(
                             "`{name}` is not a configured upstream ({})",
-                            known.join(", ")
+                            upstreams.join(", ")
                         ),
                     );
                 }

@@ -1,12 +1,10 @@
 //! Network overrides of Weir's own upstream connections: per upstream `connect_to` (like curl's
 //! `--connect-to`) and `ca_file` (extra trusted roots), and the top-level `upstream_proxy`.
-//! Validated here, reported by `load.rs` with the file, line and key.
+//! Parsed here; `upstream_net.rs` validates an `[[upstream]]`'s, `load.rs` reports a failure
+//! with the file, line and key.
 
-use super::file::FileUpstream;
-use super::Settings;
 use rustls::pki_types::CertificateDer;
 use std::fmt;
-use std::ops::Range;
 use std::path::{Path, PathBuf};
 
 /// Per-upstream connection overrides.
@@ -93,42 +91,6 @@ impl UpstreamProxy {
     }
 }
 
-/// A validation failure: which key, where in the file, and what is wrong.
-pub(super) struct NetError {
-    pub key: &'static str,
-    pub span: Range<usize>,
-    pub message: String,
-}
-
-/// Validates `connect_to` and `ca_file` of one `[[upstream]]`; a relative `ca_file` is taken
-/// relative to the directory of the config file.
-pub(super) fn upstream_net(u: &FileUpstream, config_file: &str) -> Result<UpstreamNet, NetError> {
-    let mut net = UpstreamNet::default();
-    if let Some(c) = &u.connect_to {
-        net.connect_to = Some(HostPort::parse(c.get_ref()).map_err(|message| NetError {
-            key: "upstream.connect_to",
-            span: c.span(),
-            message,
-        })?);
-    }
-    if let Some(f) = &u.ca_file {
-        let err = |message| NetError {
-            key: "upstream.ca_file",
-            span: f.span(),
-            message,
-        };
-        let mut path = PathBuf::from(f.get_ref());
-        if path.is_relative() {
-            if let Some(dir) = Path::new(config_file).parent() {
-                path = dir.join(path);
-            }
-        }
-        net.extra_roots = read_roots(&path).map_err(err)?;
-        net.ca_file = Some(path);
-    }
-    Ok(net)
-}
-
 /// Every certificate in a PEM file; an unreadable file or one without certificates is an error.
 pub fn read_roots(path: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
     let bytes = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
@@ -138,34 +100,6 @@ pub fn read_roots(path: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
         return Err(format!("{} holds no PEM certificate", path.display()));
     }
     Ok(certs)
-}
-
-impl Settings {
-    /// The names Weir's local CA may issue for (its X.509 name constraints, each covering its
-    /// subdomains): `githubcopilot.com` when any managed `https://` upstream is one of its hosts
-    /// (so the per-plan hosts learned at run time are covered too, see `docs/hosts.md`), and the
-    /// host of every other managed `https://` upstream. IP literals are left out (a
-    /// name-constrained CA never covers addresses).
-    pub fn intercept_hosts(&self) -> Vec<String> {
-        let mut hosts: Vec<String> = Vec::new();
-        for u in &self.upstreams {
-            let h = u.origin.host();
-            if u.origin.scheme() != super::origin::Scheme::Https
-                || h.parse::<std::net::IpAddr>().is_ok()
-            {
-                continue;
-            }
-            let name = if super::is_copilot_host(h) {
-                super::COPILOT_DOMAIN.to_string()
-            } else {
-                h.to_string()
-            };
-            if !hosts.contains(&name) {
-                hosts.push(name);
-            }
-        }
-        hosts
-    }
 }
 
 #[cfg(test)]

@@ -2,8 +2,8 @@
 //! credential. Each live item holds a keychain entry and its body on disk until it ends; a
 //! create past a cap is answered with a `queue_refused` problem instead of being queued.
 
+use super::error::{ConfigError, Ctx};
 use super::file::FileQueue;
-use super::load::{ConfigError, Ctx};
 
 /// `[queue] max_items`, `max_bytes`, `max_items_per_identity`, `max_bytes_per_identity`: how
 /// much the live items (waiting, offered) may take, in all and per credential. Each holds a

@@ -1,8 +1,7 @@
 //! Resilience knobs in the config file: `[breaker]`, `[retry]`, `[bulkhead]`, `[rate_limit]`,
 //! and per-class timeouts (`[classes.<class>]`). Validated into the crate's typed configs.
 
-use super::load::Ctx;
-use super::ConfigError;
+use super::error::{ConfigError, Ctx};
 use serde::Deserialize;
 use std::time::Duration;
 use toml::Spanned;

@@ -1,8 +1,7 @@
 //! `[team]`: team outage signals over NATS (see `crate::team` and docs/team.md). The file's
 //! keys, their validation (file:line errors) and the typed [`TeamSettings`].
 
-use super::load::Ctx;
-use super::ConfigError;
+use super::error::{ConfigError, Ctx};
 use serde::Deserialize;
 use std::path::PathBuf;
 use std::time::Duration;

@@ -1,11 +1,17 @@
-//! The engine's gateway parts (feature `gateway`): the shared queue in PostgreSQL, the admin
-//! token, the status block, and the two TLS doors served in place of the laptop's loopback one.
+//! The gateway's hooks into the engine (feature `gateway`): the refusal of a local agent, the
+//! doors' addresses, the admin token, the identity key and the shared queue in PostgreSQL, the
+//! public base URL, the status block, and the two TLS doors served in place of the laptop's
+//! loopback one. Each hook answers `None` outside gateway mode; built without the feature, the
+//! stubs of the same names in `without.rs` stand in.
 
-use super::EngineError;
+use super::{EngineError, EngineOptions};
 use crate::config::Settings;
 use crate::control::Control;
 use crate::events::Bus;
+use crate::gateway::Gateway;
+use crate::identity::IdentityKey;
 use crate::pipeline::Proxy;
+use crate::queue::sealed::GatewayKey;
 use crate::queue::QueueState;
 use crate::secrets::{Account, SecretStore};
 use crate::upstream::Upstreams;
@@ -13,11 +19,92 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use tokio::sync::oneshot;
 
+/// A team gateway runs no developer's local agent.
+pub(super) fn check(opts: &EngineOptions) -> Result<(), EngineError> {
+    if opts.gateway.is_some() && opts.settings.local_agent.is_some() {
+        return Err(EngineError::LocalAgentOnGateway);
+    }
+    Ok(())
+}
+
+/// The clients' door and the admin door, in gateway mode (`[gateway] listen`, `admin_listen`).
+pub(super) fn listen(opts: &EngineOptions) -> Option<(SocketAddr, SocketAddr)> {
+    let g = opts.gateway.as_ref()?;
+    Some((g.settings.listen, g.settings.admin_listen))
+}
+
+/// The admin token, in gateway mode: from `gateway.admin_token_file`, else the keychain.
+pub(super) async fn admin_token(
+    opts: &EngineOptions,
+    secrets: &SecretStore,
+) -> Result<Option<String>, EngineError> {
+    Ok(match &opts.gateway {
+        Some(g) => Some(match &g.admin_token {
+            Some(t) => t.clone(),
+            None => stored_admin_token(secrets).await?,
+        }),
+        None => None,
+    })
+}
+
+/// With a shared queue, every replica keys identities alike: one caller, one key, whichever
+/// replica.
+pub(super) fn identity_key(opts: &EngineOptions) -> Option<IdentityKey> {
+    let (_, key) = opts.gateway.as_ref()?.postgres.as_ref()?;
+    Some(IdentityKey::new(key.identity_key()))
+}
+
+/// The shared create queue a gateway's `[gateway]` names, to be opened.
+pub(super) struct SharedQueue<'a> {
+    g: &'a Gateway,
+    pg: &'a tokio_postgres::Config,
+    key: &'a GatewayKey,
+}
+
+pub(super) fn shared_queue(opts: &EngineOptions) -> Option<SharedQueue<'_>> {
+    let g = opts.gateway.as_ref()?;
+    let (pg, key) = g.postgres.as_ref()?;
+    Some(SharedQueue { g, pg, key })
+}
+
+impl SharedQueue<'_> {
+    pub async fn open(
+        self,
+        secrets: SecretStore,
+        settings: &Settings,
+        upstreams: &Arc<Upstreams>,
+        bus: &Bus,
+    ) -> Result<QueueState, EngineError> {
+        let (g, pg, key) = (self.g, self.pg.clone(), self.key);
+        open_shared_queue(g, pg, key, secrets, settings, upstreams, bus).await
+    }
+}
+
+/// Problem `type` URLs name the clients' door as the clients reach it (it serves the problem
+/// pages), not the laptop's loopback.
+pub(super) fn base_url(opts: &EngineOptions, local_addr: SocketAddr) -> Option<String> {
+    let g = opts.gateway.as_ref()?;
+    Some(crate::gateway::public_base_url(&g.settings, local_addr))
+}
+
+/// The gateway's two doors, in gateway mode with its admin door bound and its token read.
+pub(super) fn doors(
+    opts: &EngineOptions,
+    admin_listener: Option<tokio::net::TcpListener>,
+    admin_token: Option<String>,
+) -> Option<Doors> {
+    Some(Doors {
+        gateway: opts.gateway.clone()?,
+        admin_listener: admin_listener?,
+        admin_token: admin_token?,
+    })
+}
+
 /// The shared queue for a gateway whose `[gateway]` names a PostgreSQL database.
-pub(super) async fn open_shared_queue(
-    g: &crate::gateway::Gateway,
+async fn open_shared_queue(
+    g: &Gateway,
     config: tokio_postgres::Config,
-    key: &crate::queue::sealed::GatewayKey,
+    key: &GatewayKey,
     secrets: SecretStore,
     settings: &Settings,
     upstreams: &Arc<Upstreams>,
@@ -46,7 +133,7 @@ async fn migrate_and_listen(
     config: tokio_postgres::Config,
     tls: crate::queue::pg::PgTls,
     lease: std::time::Duration,
-    key: &crate::queue::sealed::GatewayKey,
+    key: &GatewayKey,
     secrets: SecretStore,
     settings: &Settings,
     upstreams: &Arc<Upstreams>,
@@ -85,7 +172,7 @@ async fn migrate_and_listen(
 /// The gateway's admin token, kept in the keychain when no `gateway.admin_token_file` names
 /// one (created on first start under this data directory's keychain service, account
 /// `gateway-admin-token`; operators read it with the keychain's own tools).
-pub(super) async fn admin_token(secrets: &SecretStore) -> Result<String, EngineError> {
+async fn stored_admin_token(secrets: &SecretStore) -> Result<String, EngineError> {
     if !secrets.kind().is_persistent() {
         return Err(crate::gateway::GatewayError::AdminToken(
             "there is no usable secret store on this machine (keychain or file)".into(),
@@ -95,21 +182,22 @@ pub(super) async fn admin_token(secrets: &SecretStore) -> Result<String, EngineE
     Ok(secrets
         .load_or_create(
             Account::GatewayAdminToken,
-            super::new_secret,
+            super::keys::new_secret,
             |s: &String| s.clone(),
             |s: &str| Some(s.trim().to_string()).filter(|s| s.len() >= 16),
         )
         .await)
 }
 
-/// `gateway` in the status document.
+/// `gateway` in the status document, in gateway mode.
 pub(super) fn status(
-    g: &crate::gateway::Gateway,
+    opts: &EngineOptions,
     local_addr: SocketAddr,
     admin_addr: Option<SocketAddr>,
     base_url: &str,
-) -> crate::status::GatewayStatus {
-    crate::status::GatewayStatus {
+) -> Option<crate::status::GatewayStatus> {
+    let g = opts.gateway.as_ref()?;
+    Some(crate::status::GatewayStatus {
         listen: local_addr.to_string(),
         admin_listen: admin_addr.map(|a| a.to_string()).unwrap_or_default(),
         allow: g.settings.allow.iter().map(|n| n.to_string()).collect(),
@@ -125,15 +213,15 @@ pub(super) fn status(
             .collect(),
         postgres_sslmode: g.settings.postgres.as_ref().map(|p| p.sslmode),
         public_url: base_url.to_string(),
-    }
+    })
 }
 
 /// A gateway's two doors: the clients' TLS listener (allow-list, PROXY protocol) and the
 /// admin listener (the admin token instead).
 pub(super) struct Doors {
-    pub gateway: crate::gateway::Gateway,
-    pub admin_listener: tokio::net::TcpListener,
-    pub admin_token: String,
+    gateway: Gateway,
+    admin_listener: tokio::net::TcpListener,
+    admin_token: String,
 }
 
 impl Doors {

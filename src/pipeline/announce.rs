@@ -17,8 +17,8 @@
 
 use crate::body::{Body, BoxError};
 use crate::cache::Stored;
-use crate::config::RouteClass;
 use crate::config::UpstreamIndex;
+use crate::config::{RouteClass, Settings};
 use crate::identity::Identity;
 use crate::upstream::{learned, Upstreams};
 use bytes::Bytes;
@@ -43,6 +43,7 @@ const QUERY_COPY_MAX: usize = 4 * 1024;
 /// credentialed request teaches the host it names.
 pub(super) fn observe(
     upstreams: &Upstreams,
+    settings: &Settings,
     up: UpstreamIndex,
     class: RouteClass,
     credential: Option<Identity>,
@@ -54,7 +55,7 @@ pub(super) fn observe(
     let Some(credential) = credential else { return };
     if let Some(body) = super::token_age::decoded_body(&stored.headers, &stored.body) {
         if let Some(api) = learned::announced_in_token(&body) {
-            upstreams.learn_announced(&api, credential);
+            upstreams.learn_announced(settings, &api, credential);
         }
     }
 }
@@ -84,6 +85,8 @@ pub(super) fn is_gh_query(body: &[u8]) -> bool {
 /// compared with gh's query as it is sent, its answer read once passed on whole.
 pub(super) struct GraphqlWatch {
     upstreams: Arc<Upstreams>,
+    /// The request's settings snapshot (a host learned from its answer is learned under it).
+    settings: Arc<Settings>,
     credential: Identity,
     /// Set once the request body has been sent whole: whether it was gh's query.
     gh_query: Arc<OnceLock<bool>>,
@@ -93,6 +96,7 @@ impl GraphqlWatch {
     /// A watch for a credentialed GraphQL `POST` to the `github-api` upstream; else none.
     pub(super) fn of(
         upstreams: &Arc<Upstreams>,
+        settings: &Arc<Settings>,
         up: UpstreamIndex,
         credential: Option<Identity>,
         method: &Method,
@@ -103,6 +107,7 @@ impl GraphqlWatch {
         }
         Some(GraphqlWatch {
             upstreams: upstreams.clone(),
+            settings: settings.clone(),
             credential: credential?,
             gh_query: Arc::new(OnceLock::new()),
         })
@@ -134,7 +139,8 @@ impl GraphqlWatch {
             };
             if let Some(body) = super::token_age::decoded_body(&encoding, seen) {
                 if let Some(api) = learned::announced_in_graphql(&body) {
-                    self.upstreams.learn_announced(&api, self.credential);
+                    self.upstreams
+                        .learn_announced(&self.settings, &api, self.credential);
                 }
             }
         });

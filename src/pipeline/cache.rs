@@ -784,7 +784,7 @@ async fn exchange(h: CacheHandles<'_>, spec: &FetchSpec) -> Result<Fetched, Prob
         shaped(h, spec, &headers).await
     } else {
         h.upstreams
-            .call_buffered(spec.up, spec.route(), req, policy, None)
+            .call_buffered(&spec.settings, spec.up, spec.route(), req, policy, None)
             .await
             .map(|a| (Shaped::Document(a.response), a.failed_attempts))
     };
@@ -831,7 +831,7 @@ async fn shaped(
     *req.headers_mut() = headers.clone();
     let a = h
         .upstreams
-        .call_streaming(spec.up, spec.route(), req, spec.scope)
+        .call_streaming(&spec.settings, spec.up, spec.route(), req, spec.scope)
         .await?;
     let cap = spec.settings.limits.max_body_bytes;
     match shape::read(a.response, cap, shape::DOCUMENT_WINDOW).await {
@@ -852,7 +852,14 @@ fn keep(h: CacheHandles<'_>, spec: &FetchSpec, resp: Response<Bytes>) -> Arc<Sto
     // Never kept, never shared: the answer goes to every waiter and every later hit.
     parts.headers.remove(header::SET_COOKIE);
     let stored = timed(spec, parts.status, parts.headers, body);
-    super::announce::observe(h.upstreams, spec.up, spec.class, spec.scope, &stored);
+    super::announce::observe(
+        h.upstreams,
+        &spec.settings,
+        spec.up,
+        spec.class,
+        spec.scope,
+        &stored,
+    );
     // A log never goes back in the cache either: a fresh answer shorter than the copy kept
     // (a lagging replica) keeps the longer copy's bytes under the new times, so that a
     // restart (which loads the kept copy) cannot shrink it.

@@ -348,9 +348,9 @@ impl CreateTask {
         let mut policy = AttemptPolicy::for_request(&Method::POST, true);
         // Only the built-in `fallback` action lets the create go to the fallback origin.
         policy.fallback = self.plan.fallback_origin;
-        let attempt = p
-            .upstreams
-            .attempt_buffered(self.up, self.route, req, policy, None);
+        let attempt =
+            p.upstreams
+                .attempt_buffered(&self.settings, self.up, self.route, req, policy, None);
         Ok(match attempt.await {
             Ok(a) => {
                 let (mut parts, body) = a.response.into_parts();

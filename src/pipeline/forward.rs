@@ -61,6 +61,7 @@ pub(super) async fn managed(
     // request is gh's own query to the `github-api` upstream.
     let watch = super::announce::GraphqlWatch::of(
         upstreams,
+        &ctx.settings,
         ctx.up,
         ctx.who.scope(),
         req.method(),
@@ -72,9 +73,14 @@ pub(super) async fn managed(
     }
     // Boxed: the attempt's state (~3 KB) would otherwise sit inline in every request's future,
     // which is moved by value at each level of the pipeline (see `pipeline`'s module doc).
-    let attempted =
-        Box::pin(upstreams.call_streaming(ctx.up, ctx.route(), upstream_req, ctx.who.scope()))
-            .await?;
+    let attempted = Box::pin(upstreams.call_streaming(
+        &ctx.settings,
+        ctx.up,
+        ctx.route(),
+        upstream_req,
+        ctx.who.scope(),
+    ))
+    .await?;
     let resp = relay(attempted.response);
     Ok(match watch {
         Some(w) => w.answer(resp),

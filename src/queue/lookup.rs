@@ -267,7 +267,7 @@ impl Replayer {
         };
         match self
             .upstreams
-            .call_buffered(up, route, req, policy, None)
+            .call_buffered(&self.upstreams.settings_now(), up, route, req, policy, None)
             .await
         {
             Ok(a) if a.response.status() == http::StatusCode::NOT_FOUND => Ok(None),

@@ -359,6 +359,7 @@ impl Replayer {
         let res = self
             .upstreams
             .call_buffered(
+                &self.upstreams.settings_now(),
                 up,
                 self.create_route(item),
                 req,

@@ -11,7 +11,7 @@ use super::attempt_error::AttemptError;
 use super::client::{FetchError, Timeouts};
 use super::{UpstreamIndex, Upstreams};
 use crate::body::{boxed, full, Body};
-use crate::config::{Origin, Route};
+use crate::config::{ClassSettings, Origin, Route, Settings};
 use crate::identity::Identity;
 use crate::problem::Problem;
 use bytes::Bytes;
@@ -39,12 +39,14 @@ pub(crate) struct AttemptPolicy {
 }
 
 /// One call's routing: where it goes, its class, whose breaker it counts against, how it may
-/// be retried and whose credential it carries.
+/// be retried and whose credential it carries, and its class's settings as the caller's
+/// snapshot has them.
 struct Call {
     up: UpstreamIndex,
     route: Route,
     policy: AttemptPolicy,
     who: Option<Identity>,
+    class: ClassSettings,
 }
 
 impl AttemptPolicy {
@@ -110,13 +112,14 @@ impl Upstreams {
     /// lookup).
     pub async fn call_buffered(
         &self,
+        settings: &Settings,
         up: UpstreamIndex,
         route: Route,
         req: Replayable<'_>,
         policy: AttemptPolicy,
         first: Option<Admitted>,
     ) -> Result<Attempted<Bytes>, Problem> {
-        self.attempt_buffered(up, route, req, policy, first)
+        self.attempt_buffered(settings, up, route, req, policy, first)
             .await
             .map_err(Problem::from)
     }
@@ -124,15 +127,21 @@ impl Upstreams {
     /// Sends a request whose body is in memory, reading the whole response. `first` is an
     /// admission already granted (a replay marks its item before sending), else the gate is
     /// asked here.
+    ///
+    /// `settings` is the caller's one snapshot (a client's request: the version it started
+    /// under, `pipeline::context`): the class's timeouts, deadline and the body limit come from
+    /// it, never from the settings in force when the call happens to start, so a reload while
+    /// the client was still sending its body changes nothing of this request.
     pub async fn attempt_buffered(
         &self,
+        settings: &Settings,
         up: UpstreamIndex,
         route: Route,
         req: Replayable<'_>,
         policy: AttemptPolicy,
         first: Option<Admitted>,
     ) -> Result<Attempted<Bytes>, AttemptError> {
-        let limit = self.live.get().limits.max_body_bytes;
+        let limit = settings.limits.max_body_bytes;
         let send = |origin: &Origin, t: Timeouts| {
             let r = build(origin, &req, full(req.body.clone()));
             let client = &self.client;
@@ -145,13 +154,16 @@ impl Upstreams {
             route,
             policy,
             who,
+            class: settings.classes.get(route.class).clone(),
         };
         self.run(call, first, send, prefix).await
     }
 
     /// Sends a request and streams the response. A streamed body is sent at most once.
+    /// `settings`: the caller's snapshot, as for [`Upstreams::attempt_buffered`].
     pub async fn call_streaming(
         &self,
+        settings: &Settings,
         up: UpstreamIndex,
         route: Route,
         req: Request<Body>,
@@ -185,20 +197,16 @@ impl Upstreams {
             route,
             policy,
             who,
+            class: settings.classes.get(route.class).clone(),
         };
         self.run(call, None, send, |_| Bytes::new()).await
-    }
-
-    /// The settings in force now (for Weir's own calls that read a knob per call).
-    pub(crate) fn settings_now(&self) -> std::sync::Arc<crate::config::Settings> {
-        self.live.get()
     }
 
     /// The route of a request Weir sends for itself from stored data (a queued create's
     /// replay, its in-doubt lookup), found in the table in force now: a client's request
     /// brings the route it was classified with.
     pub(crate) fn route_of(&self, method: &http::Method, path: &str) -> Route {
-        crate::config::route(&self.live.get().routes, method, path)
+        crate::config::route(&self.settings_now().routes, method, path)
     }
 
     async fn run<B, F, Fut>(
@@ -217,11 +225,10 @@ impl Upstreams {
             route: Route { class, family },
             policy,
             who,
+            class: cs,
         } = call;
         let u = self.get(up);
         let (g, counters, cfg) = (&u.gate, &u.counters, &u.settings);
-        // This call's class settings, as in force when it started.
-        let cs = self.live.get().classes.get(class).clone();
         let deadline = Instant::now() + cs.deadline;
         // Built on the first retry only: most calls never need it.
         let mut jitter: Option<Box<dyn weir_resilience::Jitter>> = None;

@@ -62,7 +62,8 @@ pub(crate) struct Upstreams {
     pub reach: Reachability,
     /// Per-(upstream, model) breakers of the `model` class, apart from every gate.
     pub models: ModelBreakers,
-    /// Class timeouts and body limits are read from here per call.
+    /// Read only for calls Weir makes for itself ([`Upstreams::settings_now`]): a client's
+    /// request brings its own snapshot to every attempt.
     live: LiveSettings,
 }
 
@@ -125,6 +126,13 @@ impl Upstreams {
         }
     }
 
+    /// The settings in force now, for a call Weir makes for itself from stored data (a queued
+    /// create's replay, its lookup, a `/user` resolution): taken once when it starts, as a
+    /// client's request takes its own.
+    pub(crate) fn settings_now(&self) -> std::sync::Arc<Settings> {
+        self.live.get()
+    }
+
     /// Puts new resilience settings in force on every upstream's gate (state kept).
     pub fn apply(&self, settings: &Settings) {
         for u in self.list.iter().chain(self.learned.iter().map(|(_, u)| u)) {
@@ -176,12 +184,13 @@ impl Upstreams {
 
     /// Learns the Copilot API base URL `api` that a trusted answer to `credential`'s request
     /// announced (see `crate::pipeline`'s `announce` for which answers are trusted).
+    /// `settings`: the snapshot of the request whose answer announced it.
     pub fn learn_announced(
         &self,
+        settings: &Settings,
         api: &str,
         credential: crate::identity::Identity,
     ) -> learned::Announced {
-        let settings = self.live.get();
         let who = learned::Announcer {
             credential,
             account: self.accounts.record(&credential).map(|r| r.account_id),

@@ -26,7 +26,14 @@ impl UserApi for Upstreams {
         };
         let policy = AttemptPolicy::for_request(&Method::GET, true);
         match self
-            .attempt_buffered(up, Route::upstream(RouteClass::Other), req, policy, None)
+            .attempt_buffered(
+                &self.settings_now(),
+                up,
+                Route::upstream(RouteClass::Other),
+                req,
+                policy,
+                None,
+            )
             .await
         {
             Ok(a) => Ok(a.response),
