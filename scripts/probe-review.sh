@@ -57,6 +57,12 @@ watch_github_status = false
 name = "copilot"
 origin = "http://127.0.0.1:$UP_PORT"
 
+# A managed https host, so that CONNECTs to it are intercepted (probe 5); never reached: every
+# handshake the probe starts is refused or abandoned before a request.
+[[upstream]]
+name = "copilot-tls"
+origin = "https://api.individual.githubcopilot.com"
+
 [queue]
 credentials = "memory"
 
@@ -117,9 +123,33 @@ WEIR_CONTROL_SECRET=probe-secret timeout 20 "$WEIR" queue ls --config "$TMP/weir
   --listen "127.0.0.1:$SQUAT_PORT" >"$TMP/cli.out" 2>&1 || true
 if grep -q SECRET "$TMP/squat.log"; then fail "the squatter received X-Weir-Secret"; else pass "the squatter got $(wc -l <"$TMP/squat.log") request(s), no secret"; fi
 
+# 5. Leaf CPU burn by SNI: CONNECT to the managed host, then ClientHellos naming 20 other
+#    `*.githubcopilot.com` names. No leaf may be issued for a name that is not the CONNECT
+#    target (each would cost a key); the one matching handshake after them issues one.
+metric() { curl -s "$BASE/metrics" | awk -v m="$1" '$1 == m {print $2; found=1} END {if (!found) print 0}'; }
+hello() { # $1: SNI
+  timeout 5 openssl s_client -connect api.individual.githubcopilot.com:443 -proxy "127.0.0.1:$WEIR_PORT" \
+    -servername "$1" </dev/null >/dev/null 2>&1 || true
+}
+if command -v openssl >/dev/null; then
+  before=$(metric weir_tls_leaves_issued_total)
+  for i in $(seq 20); do hello "burn-$i.githubcopilot.com"; done
+  after=$(metric weir_tls_leaves_issued_total)
+  mismatched=$(metric 'weir_tls_handshake_failures_total{cause="sni_mismatch"}')
+  if [ "$after" = "$before" ] && [ "${mismatched%.*}" -ge 20 ]; then
+    pass "20 ClientHellos naming other hosts: no leaf issued, $mismatched refused as sni_mismatch"
+  else
+    fail "20 ClientHellos naming other hosts: leaves $before -> $after, sni_mismatch $mismatched"
+  fi
+  hello api.individual.githubcopilot.com
+  matched=$(metric weir_tls_leaves_issued_total)
+  if [ "$matched" = "$((after + 1))" ]; then pass "the CONNECT target's own name: one leaf"; else fail "the CONNECT target's own name: leaves $after -> $matched"; fi
+else
+  skip "leaf CPU burn by SNI: openssl is not installed"
+fi
+
 # Not scripted here (each has its integration test; see docs/reliability.md and #31):
 skip "learned hosts from a client's GraphQL answer (needs a github-api fake answering copilotEndpoints; tests: real_hosts.rs, upstream/learned.rs units)"
 skip "settings PUT dropping connect_to/ca_file (needs the control secret from the keychain; tests: control_api.rs settings_*)"
-skip "leaf CPU burn by SNI (needs a TLS client with a chosen SNI through CONNECT; test: tls_intercept::no_leaf_is_made_for_a_server_name_that_is_not_the_connect_target)"
 echo "probes: $FAILS failed"
 exit "$FAILS"
