@@ -275,7 +275,7 @@ conns32() {
     -H 'Authorization: token gho_bench' "$url" >"$WORK/hey.txt" 2>&1 || true
   after="$( [ -n "$pid" ] && run_ns "$pid" || echo 0)"
   rps="$(awk '/Requests\/sec/ {print $2}' "$WORK/hey.txt")"
-  ok="$(awk '/\[200\]/ {print $2}' "$WORK/hey.txt")"
+  ok="$(awk '/\[200\]/ {print $2; exit}' "$WORK/hey.txt")"
   [ "${ok:-0}" -eq "$HEY_N" ] || { echo "32 connections $name $proto $url: ${ok:-0}/$HEY_N answered 200 ($(grep -A3 -i 'error' "$WORK/hey.txt" | head -3))" >&2; }
   awk -v nm="$name" -v p="$proto" -v u="${url#https://*/}" -v r="${rps:-0}" -v n="$HEY_N" -v c=$((after - before)) -v pid="$pid" 'BEGIN {
     if (pid == "") printf "32 connections %-10s %s /%-17s %8.0f req/s\n", nm, p, u, r
