@@ -96,14 +96,15 @@ async fn serve(proxy: Arc<Proxy>, upgraded: Upgraded, authority: Authority, i: &
             Ok::<_, std::convert::Infallible>(resp)
         }
     });
-    let conn = builder.serve_connection(TokioIo::new(tls), svc);
+    // Polled again in place when an HTTP/2 answer wakes it (see `server::SelfWakeLoop`).
+    let conn = crate::server::SelfWakeLoop::new(builder.serve_connection(TokioIo::new(tls), svc));
     tokio::pin!(conn);
     let mut stopping = proxy.bus.stopping();
     let result = tokio::select! {
         r = conn.as_mut() => r,
         _ = async { stopping.wait_for(|s| *s).await.map(|_| ()) } => {
             // Shutdown: finish the request in flight, then close (bounded by the engine's drain).
-            conn.as_mut().graceful_shutdown();
+            conn.as_mut().inner().graceful_shutdown();
             conn.await
         }
     };
