@@ -5,7 +5,17 @@
 #      and the proxy's CPU seconds per GiB (utime+stime from /proc/<pid>/stat, children too);
 #      direct, Weir, tinyproxy;
 #   2. new connections: CONNECT + TLS handshake, curl's time_appconnect p50 over RUNS runs;
-#      direct, Weir (intercepted, its own CA), mitmproxy (when installed).
+#      direct, Weir (intercepted, its own CA), mitmproxy (when installed);
+#   3. kept-alive intercepted requests, one connection, HTTP/1.1 and HTTP/2, a cache hit
+#      (`GET /agents/sessions`, class `list`) and a pass-through (`other`): curl sends KEPT
+#      requests on one connection; the proxy's CPU per request (all its threads' run time
+#      from /proc/<pid>/task/*/schedstat, in ns) and the requests per second; mitmproxy too;
+#   4. 32 concurrent connections (`hey -c 32`, when installed: apt-get install hey), h1 and
+#      h2, hit and pass: req/s and the proxy's CPU per request; direct to the fake as well.
+#
+# PARTS (default "1 2 3 4") picks the parts to run, e.g. PARTS="3 4" for the kept-alive and
+# 32-connection parts alone. CPU figures are steady on a loaded machine only per request and
+# roughly: wall-clock ones (MB/s, req/s, p50) move with whatever else runs.
 #
 #   scripts/bench-tls-path.sh                       # WEIR_BIN defaults to the release build
 #   WEIR_BIN=target/release/weir TUNNEL_MIB=1024 RUNS=50 scripts/bench-tls-path.sh
@@ -19,6 +29,10 @@ ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 WEIR_BIN="${WEIR_BIN:-${CARGO_TARGET_DIR:-$ROOT/target}/release/weir}"
 TUNNEL_MIB="${TUNNEL_MIB:-1024}"
 RUNS="${RUNS:-50}"
+PARTS="${PARTS:-1 2 3 4}"
+KEPT="${KEPT:-4000}"      # requests per kept-alive measure (part 3)
+HEY_N="${HEY_N:-20000}"   # requests per 32-connection measure (part 4)
+part() { case " $PARTS " in *" $1 "*) return 0 ;; esac; return 1; }
 MITMDUMP="${MITMDUMP:-$(command -v mitmdump || true)}"
 TINYPROXY="${TINYPROXY:-$(command -v tinyproxy || true)}"
 HOST=api.githubcopilot.com
@@ -96,18 +110,22 @@ PY
 # A TLS fake for HOST (a throwaway CA), for the handshakes.
 openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=bench CA" -keyout "$WORK/ca.key" -out "$WORK/ca.pem" 2>/dev/null
 openssl req -newkey rsa:2048 -nodes -subj "/CN=$HOST" -keyout "$WORK/leaf.key" -out "$WORK/leaf.csr" 2>/dev/null
-printf 'subjectAltName=DNS:%s\n' "$HOST" > "$WORK/san.ext"
+printf 'subjectAltName=DNS:%s,IP:127.0.0.1\n' "$HOST" > "$WORK/san.ext"   # the IP for clients without --resolve (hey)
 openssl x509 -req -in "$WORK/leaf.csr" -CA "$WORK/ca.pem" -CAkey "$WORK/ca.key" -CAcreateserial -days 2 -extfile "$WORK/san.ext" -out "$WORK/leaf.pem" 2>/dev/null
 TLS_PORT="$(free_port)"
 python3 - "$TLS_PORT" "$WORK/leaf.pem" "$WORK/leaf.key" <<'PY' &
 import http.server, ssl, sys
 class H(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    # Head and body leave in two writes: without this, Nagle holds the body for the client's
+    # delayed ACK (40 ms per kept-alive request).
+    disable_nagle_algorithm = True
     def do_GET(self):
         body = b'{"ok":true}'
         self.send_response(200); self.send_header("content-type", "application/json")
         self.send_header("content-length", str(len(body))); self.end_headers(); self.wfile.write(body)
     def log_message(self, *a): pass
+http.server.ThreadingHTTPServer.request_queue_size = 256   # 32 connections at once
 srv = http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), H)
 ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER); ctx.load_cert_chain(sys.argv[2], sys.argv[3])
 srv.socket = ctx.wrap_socket(srv.socket, server_side=True)
@@ -131,6 +149,11 @@ ca_file = "$WORK/ca.pem"
 
 [network]
 detect_os = false
+
+# The kept-alive and 32-connection parts send thousands of requests a second from one
+# identity: the per-client rate limit would answer most of them 429.
+[rate_limit]
+enabled = false
 EOF
 WEIR_LOG=weir=warn "$WEIR_BIN" serve --config "$WORK/weir.toml" --data-dir "$WORK/weir-data" >"$WORK/weir.log" 2>&1 &
 WEIR_PID=$!; PIDS+=("$WEIR_PID")
@@ -160,6 +183,7 @@ fi
 echo "# bench-tls-path $(date -u +%Y-%m-%dT%H:%MZ) on $(uname -sr), $(nproc) cores; weir $("$WEIR_BIN" --version 2>/dev/null | head -1)"
 echo "# peers in this run: direct, weir${TINY_PID:+, tinyproxy $("$TINYPROXY" -v 2>&1 | awk '{print $2}')}${MITM_PID:+, mitmproxy $("$MITMDUMP" --version 2>/dev/null | awk '/Mitmproxy/ {print $2}')}"
 
+if part 1; then
 # ---- 1. blind tunnel -------------------------------------------------------------------------
 tunnel() { # name proxy-addr pid
   local before after out secs bytes
@@ -177,6 +201,7 @@ echo "## blind tunnel, $TUNNEL_MIB MiB target → client"
 tunnel direct "" ""
 tunnel weir "127.0.0.1:$WEIR_PORT" "$WEIR_PID"
 [ -n "$TINY_PID" ] && tunnel tinyproxy "127.0.0.1:$TINY_PORT" "$TINY_PID"
+fi
 
 # ---- 2. new connections ----------------------------------------------------------------------
 p50() { sort -n | awk '{ a[NR] = $1 } END { printf "%.2f", a[int((NR + 1) / 2)] * 1000 }'; }
@@ -186,6 +211,7 @@ appconnect() { # name curl-args...
   v="$(for _ in $(seq "$RUNS"); do curl -s -o /dev/null -w '%{time_appconnect}\n' --http1.1 "$@"; done | p50)"
   printf 'new connection %-10s appconnect p50 %6s ms (%s runs)\n' "$name" "$v" "$RUNS"
 }
+if part 2; then
 echo "## new connections: CONNECT + TLS handshake (curl time_appconnect)"
 appconnect direct --cacert "$WORK/ca.pem" --resolve "$HOST:$TLS_PORT:127.0.0.1" "https://$HOST:$TLS_PORT/"
 appconnect weir --cacert "$WEIR_CA" -x "http://127.0.0.1:$WEIR_PORT" "https://$HOST/agents/sessions"
@@ -193,5 +219,78 @@ if [ -n "$MITM_PID" ]; then
   appconnect mitmproxy --cacert "$WORK/mitm/mitmproxy-ca-cert.pem" -x "http://127.0.0.1:$MITM_PORT" "https://$HOST:$TLS_PORT/"
 else
   echo "new connection mitmproxy  not measured: set MITMDUMP (pip install mitmproxy in a venv)"
+fi
+fi
+
+# ---- 3. kept-alive intercepted requests ------------------------------------------------------
+# Run time in ns of every thread of a process (schedstat's first field), finer than stat's ticks.
+run_ns() {
+  local t=0 f v
+  for f in /proc/"$1"/task/*/schedstat; do
+    read -r v _ <"$f" 2>/dev/null || continue
+    t=$((t + v))
+  done
+  echo "$t"
+}
+# name proto(1.1|2) url proxy-addr pid cacert
+kept() {
+  local name="$1" proto="$2" url="$3" proxy="$4" pid="$5" ca="$6" n="${7:-$KEPT}" before after t0 t1
+  : >"$WORK/urls.cfg"
+  for _ in $(seq "$n"); do printf 'url = "%s"\noutput = "/dev/null"\n' "$url"; done >"$WORK/urls.cfg"
+  # Warm-up: the cache entry, the upstream pool, the leaf.
+  curl -s -o /dev/null --cacert "$ca" -x "http://$proxy" -H 'Authorization: token gho_bench' "$url"
+  before="$(run_ns "$pid")"; t0="$(date +%s%N)"
+  curl -s --http"$proto" --cacert "$ca" -x "http://$proxy" -H 'Authorization: token gho_bench' \
+    -K "$WORK/urls.cfg" -w '%{http_code}\n' >"$WORK/codes.txt"
+  t1="$(date +%s%N)"; after="$(run_ns "$pid")"
+  [ "$(grep -c '^200$' "$WORK/codes.txt")" -eq "$n" ] || { echo "kept $name: not all 200: $(sort "$WORK/codes.txt" | uniq -c | head -3)" >&2; return 1; }
+  awk -v nm="$name" -v p="$proto" -v u="/${url#https://*/}" -v n="$n" -v c=$((after - before)) -v w=$((t1 - t0)) 'BEGIN {
+    printf "kept-alive %-10s h%-3s %-18s %7.1f µs proxy CPU/req  %7.0f req/s (%d on one connection)\n", nm, p, u, c / n / 1000, n / (w / 1e9), n }'
+}
+HIT=/agents/sessions
+PASS=/bench/pass
+if part 3; then
+  echo "## kept-alive intercepted requests, one connection (curl -K, $KEPT requests each)"
+  for proto in 1.1 2; do
+    kept weir "$proto" "https://$HOST$HIT" "127.0.0.1:$WEIR_PORT" "$WEIR_PID" "$WEIR_CA"
+    kept weir "$proto" "https://$HOST$PASS" "127.0.0.1:$WEIR_PORT" "$WEIR_PID" "$WEIR_CA"
+  done
+  if [ -n "$MITM_PID" ]; then
+    # mitmproxy caches nothing: its every request passes to the fake (named by IP, which it
+    # reaches without DNS), with a quarter of the requests (it is ~20x slower per request).
+    for proto in 1.1 2; do
+      kept mitmproxy "$proto" "https://127.0.0.1:$TLS_PORT$PASS" "127.0.0.1:$MITM_PORT" "$MITM_PID" \
+        "$WORK/mitm/mitmproxy-ca-cert.pem" $((KEPT / 4)) || true
+    done
+  fi
+fi
+
+# ---- 4. 32 concurrent connections ------------------------------------------------------------
+# name h1|h2 url pid cacert [proxy]
+conns32() {
+  local name="$1" proto="$2" url="$3" pid="$4" ca="$5" proxy="${6:-}" before after rps flag=""
+  [ "$proto" = h2 ] && flag="-h2"
+  before="$( [ -n "$pid" ] && run_ns "$pid" || echo 0)"
+  SSL_CERT_FILE="$ca" hey -n "$HEY_N" -c 32 $flag ${proxy:+-x "$proxy"} \
+    -H 'Authorization: token gho_bench' "$url" >"$WORK/hey.txt" 2>&1 || true
+  after="$( [ -n "$pid" ] && run_ns "$pid" || echo 0)"
+  rps="$(awk '/Requests\/sec/ {print $2}' "$WORK/hey.txt")"
+  ok="$(awk '/\[200\]/ {print $2; exit}' "$WORK/hey.txt")"
+  [ "${ok:-0}" -eq "$HEY_N" ] || { echo "32 connections $name $proto $url: ${ok:-0}/$HEY_N answered 200 ($(grep -A3 -i 'error' "$WORK/hey.txt" | head -3))" >&2; }
+  awk -v nm="$name" -v p="$proto" -v u="${url#https://*/}" -v r="${rps:-0}" -v n="$HEY_N" -v c=$((after - before)) -v pid="$pid" 'BEGIN {
+    if (pid == "") printf "32 connections %-10s %s /%-17s %8.0f req/s\n", nm, p, u, r
+    else printf "32 connections %-10s %s /%-17s %8.0f req/s  %6.1f µs proxy CPU/req\n", nm, p, u, r, c / n / 1000 }'
+}
+if part 4; then
+  if command -v hey >/dev/null; then
+    echo "## 32 concurrent connections (hey -c 32, $HEY_N requests each)"
+    conns32 direct h1 "https://127.0.0.1:$TLS_PORT$PASS" "" "$WORK/ca.pem"
+    for proto in h1 h2; do
+      conns32 weir "$proto" "https://$HOST$HIT" "$WEIR_PID" "$WEIR_CA" "http://127.0.0.1:$WEIR_PORT"
+      conns32 weir "$proto" "https://$HOST$PASS" "$WEIR_PID" "$WEIR_CA" "http://127.0.0.1:$WEIR_PORT"
+    done
+  else
+    echo "## 32 concurrent connections: not measured (apt-get install hey)"
+  fi
 fi
 curl -s "http://127.0.0.1:$WEIR_PORT/_weir/api/status" | python3 -c 'import json,sys; s=json.load(sys.stdin); print("# weir status: tunnels", s["tunnels"], "tunnel_bytes", s["tunnel_bytes"], "interception", s["interception"])'

@@ -55,20 +55,22 @@ impl IdentityKey {
     pub fn identify(&self, headers: &HeaderMap) -> Identity {
         // Length-prefix each part so ("ab","c") and ("a","bc") differ. The parts are laid out
         // in one buffer and hashed once (blake3's cost per `update` on short parts is more than
-        // the hashing: callgrind); the bytes are the same, so identities do not change.
-        let mut buf = Vec::with_capacity(128);
-        for name in [http::header::AUTHORIZATION, http::header::COOKIE] {
-            for v in headers.get_all(&name) {
-                let v = match name == http::header::AUTHORIZATION {
-                    true => canonical_scheme(v.as_bytes()),
-                    false => std::borrow::Cow::Borrowed(v.as_bytes()),
-                };
-                buf.extend_from_slice(name.as_str().as_bytes());
-                buf.extend_from_slice(&(v.len() as u64).to_le_bytes());
-                buf.extend_from_slice(&v);
+        // the hashing: callgrind); the bytes are the same, so identities do not change. The
+        // buffer is the thread's own, reused: no allocation per request.
+        with_scratch(|buf| {
+            for name in [http::header::AUTHORIZATION, http::header::COOKIE] {
+                for v in headers.get_all(&name) {
+                    let v = match name == http::header::AUTHORIZATION {
+                        true => canonical_scheme(v.as_bytes()),
+                        false => std::borrow::Cow::Borrowed(v.as_bytes()),
+                    };
+                    buf.extend_from_slice(name.as_str().as_bytes());
+                    buf.extend_from_slice(&(v.len() as u64).to_le_bytes());
+                    buf.extend_from_slice(&v);
+                }
             }
-        }
-        Identity(*blake3::keyed_hash(&self.0, &buf).as_bytes())
+            Identity(*blake3::keyed_hash(&self.0, &buf[..]).as_bytes())
+        })
     }
 
     /// The identity that the credentials of one GitHub account with the same access share
@@ -94,6 +96,29 @@ impl IdentityKey {
     }
 }
 
+/// Runs `f` with an empty byte buffer: the thread's own, reused from call to call, so laying
+/// out a hash's input allocates nothing per request (the identity here, the cache key in
+/// `crate::cache`). A buffer grown past 4 KiB (a huge cookie) is not kept. Should `f` ever
+/// run inside another `with_scratch` on the same thread, it gets a fresh buffer.
+pub(crate) fn with_scratch<R>(f: impl FnOnce(&mut Vec<u8>) -> R) -> R {
+    use std::cell::RefCell;
+    const KEEP: usize = 4096;
+    thread_local! {
+        static SCRATCH: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+    }
+    SCRATCH.with(|cell| match cell.try_borrow_mut() {
+        Ok(mut buf) => {
+            buf.clear();
+            let r = f(&mut buf);
+            if buf.capacity() > KEEP {
+                *buf = Vec::new();
+            }
+            r
+        }
+        Err(_) => f(&mut Vec::with_capacity(256)),
+    })
+}
+
 /// An `Authorization` value with its scheme in one spelling: the scheme is case-insensitive
 /// (RFC 9110 §11.1), the credential after it is not. The Copilot CLI sends `bearer` on one call
 /// and `Bearer` on the others: one token, so one identity (one account lookup, one cache
@@ -106,11 +131,15 @@ fn canonical_scheme(v: &[u8]) -> std::borrow::Cow<'_, [u8]> {
         return Cow::Borrowed(v);
     };
     let (scheme, rest) = v.split_at(sp);
-    let canonical: Cow<'_, [u8]> = match scheme.to_ascii_lowercase().as_slice() {
-        b"bearer" => Cow::Borrowed(b"Bearer"),
-        b"token" => Cow::Borrowed(b"token"),
-        b"basic" => Cow::Borrowed(b"Basic"),
-        lower => Cow::Owned(lower.to_vec()),
+    // Compared without lower-casing a copy first (this runs for every request).
+    let canonical: Cow<'_, [u8]> = if scheme.eq_ignore_ascii_case(b"bearer") {
+        Cow::Borrowed(b"Bearer")
+    } else if scheme.eq_ignore_ascii_case(b"token") {
+        Cow::Borrowed(b"token")
+    } else if scheme.eq_ignore_ascii_case(b"basic") {
+        Cow::Borrowed(b"Basic")
+    } else {
+        Cow::Owned(scheme.to_ascii_lowercase())
     };
     if canonical.as_ref() == scheme {
         return Cow::Borrowed(v);

@@ -5,6 +5,9 @@ use http::{HeaderMap, StatusCode};
 use std::time::Duration;
 use tokio::time::Instant;
 
+/// Headers added to a stored answer on its way to a client (see [`Stored::to_response`]).
+const ADDED_HEADERS: usize = 6;
+
 /// A complete upstream response held in memory (cached, or shared between coalesced waiters).
 #[derive(Debug)]
 pub struct Stored {
@@ -66,7 +69,14 @@ impl Stored {
     pub fn to_response(&self) -> http::Response<crate::body::Body> {
         let mut resp = http::Response::new(crate::body::full(self.body.clone()));
         *resp.status_mut() = self.status;
-        *resp.headers_mut() = self.headers.clone();
+        // Room for the headers every answer gets on its way out (`Age`, `Cache-Status`,
+        // `X-Request-Id`, `Weir-Policy`, `Keep-Alive`): a clone has no spare room, and the
+        // first of them grew (rehashed) the map on every cache hit.
+        let mut headers = http::HeaderMap::with_capacity(self.headers.len() + ADDED_HEADERS);
+        for (name, value) in &self.headers {
+            headers.append(name.clone(), value.clone());
+        }
+        *resp.headers_mut() = headers;
         resp
     }
 }

@@ -305,7 +305,7 @@ impl RouteRule {
     }
 
     pub fn matches(&self, method: &http::Method, path: &str) -> bool {
-        self.matches_parts(method, &path_parts(path))
+        with_path_parts(path, |parts| self.matches_parts(method, parts))
     }
 
     /// [`RouteRule::matches`] on a path already split by [`path_parts`].
@@ -323,6 +323,22 @@ impl RouteRule {
 /// to ~30 rules; splitting per rule was ~6 % of a pass-through request's instructions).
 fn path_parts(path: &str) -> Vec<&str> {
     path.split('/').filter(|s| !s.is_empty()).collect()
+}
+
+/// [`path_parts`] handed to `f`, on the stack when there are at most 16 (every route is
+/// shorter): classification runs for every request, and the `Vec` was an allocation each.
+fn with_path_parts<R>(path: &str, f: impl FnOnce(&[&str]) -> R) -> R {
+    const MAX: usize = 16;
+    let mut parts = [""; MAX];
+    let mut n = 0;
+    for s in path.split('/').filter(|s| !s.is_empty()) {
+        if n == MAX {
+            return f(&path_parts(path));
+        }
+        parts[n] = s;
+        n += 1;
+    }
+    f(&parts[..n])
 }
 
 /// The routes the real clients call (`tests/corpus/calls.json` lists each call and its class):
@@ -485,15 +501,16 @@ pub fn classify(rules: &[RouteRule], method: &http::Method, path: &str) -> Route
 /// The class and breaker family of a request: the first matching rule's, else `other` in the
 /// upstream's family.
 pub fn route(rules: &[RouteRule], method: &http::Method, path: &str) -> Route {
-    let parts = path_parts(path);
-    rules
-        .iter()
-        .find(|r| r.matches_parts(method, &parts))
-        .map(|r| Route {
-            class: r.class,
-            family: r.family,
-        })
-        .unwrap_or(Route::upstream(RouteClass::Other))
+    with_path_parts(path, |parts| {
+        rules
+            .iter()
+            .find(|r| r.matches_parts(method, parts))
+            .map(|r| Route {
+                class: r.class,
+                family: r.family,
+            })
+            .unwrap_or(Route::upstream(RouteClass::Other))
+    })
 }
 
 #[cfg(test)]
@@ -506,6 +523,13 @@ mod tests {
         let r = default_routes();
         let c = |m: Method, p: &str| classify(&r, &m, p);
         assert_eq!(c(Method::GET, "/agents/sessions"), RouteClass::List);
+        // Past the 16 parts kept on the stack, the same answer from the heap.
+        let long = format!("/agents/sessions{}", "/x".repeat(20));
+        assert_eq!(c(Method::GET, &long), RouteClass::Other);
+        assert_eq!(
+            c(Method::GET, "//agents//sessions//abc//logs/"),
+            RouteClass::Stream
+        );
         assert_eq!(c(Method::GET, "/agents/sessions/nwo/o/r"), RouteClass::List);
         assert_eq!(
             c(Method::GET, "/agents/sessions/resource/pull/7"),

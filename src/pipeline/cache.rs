@@ -419,7 +419,7 @@ impl Keyed {
             match entry.freshness(now) {
                 Freshness::Fresh => {
                     counters.cache_hits_fresh.fetch_add(1, Relaxed);
-                    return Lookup::Answered(Ok(respond::cached(entry, "weir; hit")));
+                    return Lookup::Answered(Ok(respond::cached_static(entry, "weir; hit")));
                 }
                 Freshness::Revalidate => {
                     let mut spec = spec(ctx, key, &uri, &headers, page);

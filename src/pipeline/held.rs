@@ -53,7 +53,7 @@ pub(super) fn cached<'a>(
         (Some(_), Some(Freshness::Expired)) if class == RouteClass::Token => {}
         (Some(e), Some(Freshness::Fresh)) => {
             counters.cache_hits_fresh.fetch_add(1, Relaxed);
-            return Step::Answered(Ok(respond::cached(&e, "weir; hit")));
+            return Step::Answered(Ok(respond::cached_static(&e, "weir; hit")));
         }
         (Some(e), _) => {
             counters.cache_hits_stale.fetch_add(1, Relaxed);

@@ -77,7 +77,7 @@ async fn serve(proxy: Arc<Proxy>, upgraded: Upgraded, authority: Authority, i: &
         Ok(Err(e)) => return failed(HandshakeFailure::of(&e), Some(&e)),
         Err(_) => return failed(HandshakeFailure::Timeout, None),
     };
-    let base = origin_of(&authority);
+    let base = Base::of(&authority);
 
     let limits = proxy.settings().limits.clone();
     let builder = crate::server::http_builder(&limits);
@@ -86,7 +86,9 @@ async fn serve(proxy: Arc<Proxy>, upgraded: Upgraded, authority: Authority, i: &
     let hint = crate::server::keep_alive_value(limits.header_read_timeout);
     let svc = service_fn(move |req: Request<Incoming>| {
         let version = req.version();
-        let answer = handle(p.clone(), base.clone(), req);
+        // Boxed, as `server::connection` boxes the plain listener's: the request's future is
+        // kilobytes, and hyper moves it (into an HTTP/2 stream's task, through its states).
+        let answer = Box::pin(handle(p.clone(), base.clone(), req));
         let hint = hint.clone();
         async move {
             let mut resp = answer.await?;
@@ -94,14 +96,15 @@ async fn serve(proxy: Arc<Proxy>, upgraded: Upgraded, authority: Authority, i: &
             Ok::<_, std::convert::Infallible>(resp)
         }
     });
-    let conn = builder.serve_connection(TokioIo::new(tls), svc);
+    // Polled again in place when an HTTP/2 answer wakes it (see `server::SelfWakeLoop`).
+    let conn = crate::server::SelfWakeLoop::new(builder.serve_connection(TokioIo::new(tls), svc));
     tokio::pin!(conn);
     let mut stopping = proxy.bus.stopping();
     let result = tokio::select! {
         r = conn.as_mut() => r,
         _ = async { stopping.wait_for(|s| *s).await.map(|_| ()) } => {
             // Shutdown: finish the request in flight, then close (bounded by the engine's drain).
-            conn.as_mut().graceful_shutdown();
+            conn.as_mut().inner().graceful_shutdown();
             conn.await
         }
     };
@@ -121,17 +124,33 @@ fn log_failure(authority: &Authority, cause: HandshakeFailure, error: Option<&st
     }
 }
 
-/// `https://host` (or `https://host:port` off 443) of a CONNECT target.
-fn origin_of(authority: &Authority) -> String {
-    match authority.port_u16() {
-        Some(443) | None => format!("https://{}", authority.host()),
-        Some(p) => format!("https://{}:{p}", authority.host()),
+/// The origin a CONNECT target's requests are rewritten to: `https://host` (or
+/// `https://host:port` off 443), parsed once per connection, so a request's absolute URI is
+/// put together from parts instead of formatted and parsed again (each request did both).
+#[derive(Clone)]
+struct Base {
+    authority: Authority,
+}
+
+impl Base {
+    fn of(target: &Authority) -> Base {
+        let authority = match target.port_u16() {
+            Some(443) => Authority::try_from(target.host()).unwrap_or_else(|_| target.clone()),
+            _ => target.clone(),
+        };
+        Base { authority }
+    }
+
+    /// `https://host[:port]` (for the tests).
+    #[cfg(test)]
+    fn origin(&self) -> String {
+        format!("https://{}", self.authority)
     }
 }
 
 async fn handle(
     proxy: Arc<Proxy>,
-    base: String,
+    base: Base,
     req: Request<Incoming>,
 ) -> Result<Response<Body>, Infallible> {
     match rewrite(req, &base) {
@@ -142,7 +161,7 @@ async fn handle(
 
 /// Puts the request in the absolute form `https://host[:port]/path?query` the pipeline routes
 /// by. The host is always the CONNECT target's, whatever the request itself says.
-fn rewrite(mut req: Request<Incoming>, base: &str) -> Result<Request<Incoming>, Box<Problem>> {
+fn rewrite<B>(mut req: Request<B>, base: &Base) -> Result<Request<B>, Box<Problem>> {
     if req.method() == Method::CONNECT {
         return Err(Box::new(Problem::new(
             StatusCode::METHOD_NOT_ALLOWED,
@@ -155,7 +174,11 @@ fn rewrite(mut req: Request<Incoming>, base: &str) -> Result<Request<Incoming>, 
         .path_and_query()
         .cloned()
         .unwrap_or_else(|| PathAndQuery::from_static("/"));
-    let uri: Uri = format!("{base}{pq}").parse().map_err(|_| {
+    let mut parts = http::uri::Parts::default();
+    parts.scheme = Some(http::uri::Scheme::HTTPS);
+    parts.authority = Some(base.authority.clone());
+    parts.path_and_query = Some(pq.clone());
+    let uri = Uri::from_parts(parts).map_err(|_| {
         Box::new(Problem::new(
             StatusCode::BAD_REQUEST,
             ProblemKind::BadRequest,
@@ -176,12 +199,38 @@ mod tests {
     #[test]
     fn origin_drops_the_default_port() {
         assert_eq!(
-            origin_of(&"api.github.com:443".parse().unwrap()),
+            Base::of(&"api.github.com:443".parse().unwrap()).origin(),
             "https://api.github.com"
         );
         assert_eq!(
-            origin_of(&"api.github.com:8443".parse().unwrap()),
+            Base::of(&"api.github.com:8443".parse().unwrap()).origin(),
             "https://api.github.com:8443"
         );
+        assert_eq!(
+            Base::of(&"api.github.com".parse().unwrap()).origin(),
+            "https://api.github.com"
+        );
+    }
+
+    /// The absolute URI put together from parts is the one `https://host[:port]{pq}` parses to.
+    #[test]
+    fn rewritten_target_is_the_formatted_one() {
+        for (target, pq) in [
+            ("api.github.com:443", "/agents/sessions?per_page=5&page=1"),
+            ("api.github.com:8443", "/"),
+            ("[::1]:9443", "/x/y?z"),
+        ] {
+            let base = Base::of(&target.parse().unwrap());
+            let req = Request::builder()
+                .uri(pq)
+                .version(Version::HTTP_2)
+                .body(())
+                .unwrap();
+            let req = rewrite(req, &base).unwrap();
+            let formatted: Uri = format!("{}{pq}", base.origin()).parse().unwrap();
+            assert_eq!(req.uri(), &formatted, "{target}{pq}");
+            assert_eq!(req.uri().to_string(), formatted.to_string());
+            assert_eq!(req.version(), Version::HTTP_11);
+        }
     }
 }

@@ -252,7 +252,7 @@ pub(super) fn fresh_page(
     counters
         .cache_hits_fresh
         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    Some(super::respond::cached(&e, "weir; hit"))
+    Some(super::respond::cached_static(&e, "weir; hit"))
 }
 
 /// The identity a request's list/view answers are keyed by (see `crate::accounts`): shared

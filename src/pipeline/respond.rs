@@ -30,14 +30,44 @@ pub(crate) fn finish(
 
 /// A stored answer with its age and how the cache produced it.
 pub(super) fn cached(entry: &Stored, cache_status: &str) -> Response<Body> {
+    with_status(entry, HeaderValue::from_str(cache_status).ok())
+}
+
+/// [`cached`] with a fixed `Cache-Status` (a fresh hit's): the value is not copied or checked
+/// per request.
+pub(super) fn cached_static(entry: &Stored, cache_status: &'static str) -> Response<Body> {
+    with_status(entry, Some(HeaderValue::from_static(cache_status)))
+}
+
+fn with_status(entry: &Stored, cache_status: Option<HeaderValue>) -> Response<Body> {
     let mut resp = entry.to_response();
     let h = resp.headers_mut();
-    h.insert(
-        header::AGE,
-        HeaderValue::from(entry.age(Instant::now()).as_secs()),
-    );
-    if let Ok(v) = HeaderValue::from_str(cache_status) {
+    h.insert(header::AGE, age_value(entry.age(Instant::now()).as_secs()));
+    if let Some(v) = cache_status {
         h.insert(CACHE_STATUS, v);
     }
     resp
+}
+
+/// `Age` in seconds: under 100 from static text (a hit is usually younger than its list TTL),
+/// so no value is formatted or allocated; larger ages are formatted.
+fn age_value(secs: u64) -> HeaderValue {
+    const PAIRS: &str = "00010203040506070809101112131415161718192021222324252627282930313233343536373839404142434445464748495051525354555657585960616263646566676869707172737475767778798081828384858687888990919293949596979899";
+    match secs {
+        0..=9 => HeaderValue::from_static(&PAIRS[2 * secs as usize + 1..2 * secs as usize + 2]),
+        10..=99 => HeaderValue::from_static(&PAIRS[2 * secs as usize..2 * secs as usize + 2]),
+        _ => HeaderValue::from(secs),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ages_are_spelt_as_numbers() {
+        for secs in [0u64, 1, 9, 10, 42, 99, 100, 3600, u64::MAX] {
+            assert_eq!(age_value(secs), HeaderValue::from(secs), "{secs}");
+        }
+    }
 }
