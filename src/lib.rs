@@ -85,7 +85,8 @@
 //!   the front door (`engine::router`).
 //!
 //! **Layer 14**
-//! - `fuzz_entry`: Weir's readers of untrusted bytes, for the fuzz targets (`fuzz/`).
+//! - `fuzz_entry`: Weir's readers of untrusted bytes, for the fuzz targets (`fuzz/`; feature
+//!   `fuzzing` only).
 
 // `Problem` (about 200 bytes) is the error of every request-path function: it becomes the
 // response body, so it is built once and moved, never propagated through deep stacks.
@@ -102,6 +103,7 @@ pub(crate) mod control;
 pub mod control_proof;
 pub mod engine;
 pub mod events;
+#[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzz_entry;
 #[cfg(feature = "gateway")]

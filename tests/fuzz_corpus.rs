@@ -3,6 +3,7 @@
 //! `fuzz/artifacts/<target>/` (inputs that once crashed, each fixed) goes through the same
 //! `weir::fuzz_entry` function the target calls, on the stable toolchain. A panic fails the
 //! test and names the file.
+#![cfg(feature = "fuzzing")]
 
 use std::path::{Path, PathBuf};
 

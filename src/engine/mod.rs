@@ -25,6 +25,7 @@ use without::team;
 
 pub use handle::EngineHandle;
 pub use keys::new_secret;
+#[cfg(feature = "fuzzing")]
 pub(crate) use router::serve_io;
 
 use crate::config::{LiveSettings, Settings};

@@ -32,6 +32,7 @@ impl Router {
 /// One client connection over `io`, served as the laptop listener serves its connections
 /// (Weir's HTTP settings, the keep-alive hint, the router), except that a client's half close
 /// still gets its answers: the fuzz targets' way in (`crate::fuzz_entry`), with no socket.
+#[cfg(feature = "fuzzing")]
 pub(crate) async fn serve_io<I>(h: &super::EngineHandle, io: I)
 where
     I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'static,

@@ -112,6 +112,7 @@ use std::sync::Arc;
 
 /// The pipeline's readers of upstream answers (a token answer's lifetimes and its aged copy,
 /// an announced API host), run on `body` for the fuzz targets (`crate::fuzz_entry`).
+#[cfg(feature = "fuzzing")]
 pub(crate) fn read_answer_for_fuzz(headers: &http::HeaderMap, body: &[u8]) {
     let class = crate::config::ClassSettings::defaults(RouteClass::Token);
     let _ = cache::lifetimes(RouteClass::Token, &class, body);

@@ -26,6 +26,7 @@ mod decide;
 
 /// The queue's readers of a create's answer (the job it made, or why it was refused), run on
 /// `body` for the fuzz targets (`crate::fuzz_entry`).
+#[cfg(feature = "fuzzing")]
 pub(crate) fn read_answer_for_fuzz(status: u16, body: &[u8]) {
     let _ = decide::summarise(status, body);
     let _ = decide::refusal(status, body, "fuzz");

@@ -233,6 +233,7 @@ impl Upstreams {
 /// The API host a token or GraphQL answer announces, read as the trusted answers are read
 /// (`learned::announced_in_token`, `learned::announced_in_graphql`), for the fuzz targets
 /// (`crate::fuzz_entry`).
+#[cfg(feature = "fuzzing")]
 pub(crate) fn announced_api_for_fuzz(body: &[u8]) -> Option<String> {
     learned::announced_in_token(body).or_else(|| learned::announced_in_graphql(body))
 }
