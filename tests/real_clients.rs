@@ -12,6 +12,8 @@ mod agents_answers;
 mod agents_api;
 #[path = "common/corpus.rs"]
 mod corpus;
+#[path = "common/through_weir.rs"]
+mod through_weir;
 #[path = "common/tls.rs"]
 mod tls;
 
@@ -20,9 +22,8 @@ use bytes::Bytes;
 use corpus::{Answers, Corpus, Request, Vars};
 use http_body_util::{BodyExt, Full};
 use hyper_util::rt::TokioIo;
-use rustls::pki_types::{CertificateDer, ServerName};
+use rustls::pki_types::ServerName;
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use tls::TlsWeir;
 use weir::config::RouteClass;
 
@@ -91,16 +92,7 @@ async fn exchange(
     root: &[u8],
     req: &Request,
 ) -> (u16, http::HeaderMap, Bytes) {
-    let mut roots = rustls::RootCertStore::empty();
-    roots.add(CertificateDer::from(root.to_vec())).unwrap();
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut cfg = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    cfg.alpn_protocols = vec![b"http/1.1".to_vec()];
-    let tls = tokio_rustls::TlsConnector::from(Arc::new(cfg))
+    let tls = tokio_rustls::TlsConnector::from(through_weir::client_config(root))
         .connect(ServerName::try_from(req.host.clone()).unwrap(), tcp)
         .await
         .unwrap_or_else(|e| panic!("{}: TLS: {e}", req.id));

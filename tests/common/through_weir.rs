@@ -10,6 +10,21 @@ use rustls::pki_types::{CertificateDer, ServerName};
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+/// A TLS client that trusts only `root` (Weir's CA) and speaks HTTP/1.1, as the clients behind
+/// Weir are tested.
+pub fn client_config(root: &[u8]) -> Arc<rustls::ClientConfig> {
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(CertificateDer::from(root.to_vec())).unwrap();
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut cfg = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    cfg.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Arc::new(cfg)
+}
+
 /// GET `path` on `host` through the Weir at `weir` whose CA certificate is `ca_der`, with
 /// `headers`; returns the status, the headers and the body.
 pub async fn get(
@@ -32,16 +47,7 @@ pub async fn get(
         head.push(byte[0]);
     }
     assert!(head.starts_with(b"HTTP/1.1 200"), "CONNECT refused");
-    let mut roots = rustls::RootCertStore::empty();
-    roots.add(CertificateDer::from(ca_der.to_vec())).unwrap();
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut cfg = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    cfg.alpn_protocols = vec![b"http/1.1".to_vec()];
-    let tls = tokio_rustls::TlsConnector::from(Arc::new(cfg))
+    let tls = tokio_rustls::TlsConnector::from(client_config(ca_der))
         .connect(ServerName::try_from(host.to_string()).unwrap(), tcp)
         .await
         .unwrap();
