@@ -60,52 +60,11 @@ cpu_ticks() {
 HZ="$(getconf CLK_TCK)"
 
 # ---- fixtures --------------------------------------------------------------------------------
-# A source: every connection gets TUNNEL_MIB MiB, then EOF.
+# A source: every connection gets TUNNEL_MIB MiB, then EOF; the client reads to EOF (directly,
+# or through a CONNECT proxy) and prints seconds taken (shared with bench-tunnel-wire.sh).
 SRC_PORT="$(free_port)"
-python3 - "$SRC_PORT" "$TUNNEL_MIB" <<'PY' &
-import socket, sys, threading
-port, mib = int(sys.argv[1]), int(sys.argv[2])
-chunk = memoryview(bytes(1 << 20))
-l = socket.socket(); l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-l.bind(("127.0.0.1", port)); l.listen(16)
-def serve(c):
-    with c:
-        try:
-            for _ in range(mib):
-                c.sendall(chunk)
-        except OSError:
-            pass  # wait_port's probe, or a client that gave up
-while True:
-    c, _ = l.accept()
-    threading.Thread(target=serve, args=(c,), daemon=True).start()
-PY
+python3 "$ROOT/scripts/tunnel_source.py" 127.0.0.1 "$SRC_PORT" "$TUNNEL_MIB" &
 PIDS+=($!)
-
-# The client: reads to EOF (directly, or through a CONNECT proxy) and prints seconds taken.
-cat > "$WORK/sink.py" <<'PY'
-import socket, sys, time
-target, proxy = sys.argv[1], (sys.argv[2] if len(sys.argv) > 2 else "")
-host, port = target.rsplit(":", 1)
-start = time.monotonic()
-if proxy:
-    ph, pp = proxy.rsplit(":", 1)
-    s = socket.create_connection((ph, int(pp)))
-    s.sendall(f"CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n".encode())
-    head = b""
-    while b"\r\n\r\n" not in head:
-        b = s.recv(1)
-        if not b: sys.exit("proxy closed during CONNECT")
-        head += b
-    if b" 200" not in head.split(b"\r\n")[0]: sys.exit(head.decode(errors="replace"))
-else:
-    s = socket.create_connection((host, int(port)))
-buf = bytearray(1 << 20); mv = memoryview(buf); n = 0
-while True:
-    k = s.recv_into(mv)
-    if not k: break
-    n += k
-print(f"{time.monotonic() - start:.4f} {n}")
-PY
 
 # A TLS fake for HOST (a throwaway CA), for the handshakes.
 openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=bench CA" -keyout "$WORK/ca.key" -out "$WORK/ca.pem" 2>/dev/null
@@ -188,7 +147,7 @@ if part 1; then
 tunnel() { # name proxy-addr pid
   local before after out secs bytes
   before="$( [ -n "$3" ] && cpu_ticks "$3" || echo 0)"
-  out="$(python3 "$WORK/sink.py" "127.0.0.1:$SRC_PORT" "$2")"
+  out="$(python3 "$ROOT/scripts/tunnel_sink.py" "127.0.0.1:$SRC_PORT" "$2")"
   after="$( [ -n "$3" ] && cpu_ticks "$3" || echo 0)"
   secs="${out% *}"; bytes="${out#* }"
   [ "$bytes" -eq $((TUNNEL_MIB << 20)) ] || { echo "$1: got $bytes bytes" >&2; exit 1; }

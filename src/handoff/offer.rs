@@ -4,6 +4,7 @@
 
 use super::mirror::{excerpt, handoff_event, Pending};
 use super::{at, HandoffError, Handoffs, RequestingTool};
+use crate::config::Settings;
 use crate::events::HandoffChange;
 use crate::queue::now_ms;
 use std::path::PathBuf;
@@ -73,10 +74,22 @@ pub(super) fn record_of(rec: &HandOffRecord) -> Option<OfferRecord> {
 
 impl Handoffs {
     /// Offers a create to the local agent; it runs only after [`Handoffs::confirm`].
-    /// `NotConfigured` / `NoCheckout`: the caller queues the create as before.
+    /// `NotConfigured` / `NoCheckout`: the caller queues the create as before. A call of its
+    /// own (the control API's offer by hand): the settings in force at its start.
     pub async fn offer(&self, req: HandoffRequest) -> Result<Offer, HandoffError> {
+        let settings = self.parts()?.live.get();
+        self.offer_with(&settings, req).await
+    }
+
+    /// [`Handoffs::offer`] with the caller's settings snapshot: a create's request's, never
+    /// re-read here, so a reload in between cannot turn the policy's `local` decision (made
+    /// with that snapshot's `[local_agent]`) into `NotConfigured`.
+    pub async fn offer_with(
+        &self,
+        settings: &Settings,
+        req: HandoffRequest,
+    ) -> Result<Offer, HandoffError> {
         let p = self.parts()?;
-        let settings = p.live.get();
         let agent = settings
             .local_agent
             .as_ref()

@@ -420,7 +420,7 @@ impl CreateTask {
                 identity: self.identity.clone(),
             }),
         };
-        let offer = p.handoffs.offer(req).await?;
+        let offer = p.handoffs.offer_with(&self.settings, req).await?;
         let rule = self.plan.decision.header();
         Ok(offered(
             p,
