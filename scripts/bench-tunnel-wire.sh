@@ -26,7 +26,7 @@ WEIR_BIN="${WEIR_BIN:-${CARGO_TARGET_DIR:-$ROOT/target}/release/weir}"
 TUNNEL_MIB="${TUNNEL_MIB:-1024}"
 RUNS="${RUNS:-3}"
 WIRE_RATES="${WIRE_RATES:-1gbit}"
-TINYPROXY="${TINYPROXY:-$(command -v tinyproxy || true)}"
+TINYPROXY="${TINYPROXY:-$(command -v tinyproxy || true)}"; [ "$TINYPROXY" = none ] && TINYPROXY=""  # none: skip it
 [ -x "$WEIR_BIN" ] || { echo "no weir at $WEIR_BIN: cargo build --release -p weir" >&2; exit 1; }
 for tool in python3 ip tc unshare nsenter; do
   command -v "$tool" >/dev/null || { echo "bench-tunnel-wire: $tool is not installed" >&2; exit 2; }
@@ -46,12 +46,15 @@ cleanup() {
 }
 trap cleanup EXIT
 HZ="$(getconf CLK_TCK)"
+# "user system" clock ticks of a process and its children (tinyproxy forks workers).
 cpu_ticks() {
-  local t=0 p
+  local u=0 s=0 p us
   for p in $1 $(pgrep -P "$1" || true); do
-    [ -r "/proc/$p/stat" ] && t=$((t + $(awk '{ sub(/^.*\) /, ""); print $12 + $13 }' "/proc/$p/stat")))
+    [ -r "/proc/$p/stat" ] || continue
+    us="$(awk '{ sub(/^.*\) /, ""); print $12, $13 }' "/proc/$p/stat")"
+    u=$((u + ${us% *})); s=$((s + ${us#* }))
   done
-  echo "$t"
+  echo "$u $s"
 }
 wait_port() { # host port [netns pid]
   for _ in $(seq 100); do
@@ -110,15 +113,16 @@ shape() { # rate, both directions
 
 tunnel() { # name rate proxy-addr pid
   local before after out secs bytes
-  before="$( [ -n "$4" ] && cpu_ticks "$4" || echo 0)"
+  before="$( [ -n "$4" ] && cpu_ticks "$4" || echo "0 0")"
   out="$(python3 "$ROOT/scripts/tunnel_sink.py" "10.77.0.2:$SRC_PORT" "$3")"
-  after="$( [ -n "$4" ] && cpu_ticks "$4" || echo 0)"
+  after="$( [ -n "$4" ] && cpu_ticks "$4" || echo "0 0")"
   secs="${out% *}"; bytes="${out#* }"
   [ "$bytes" -eq $((TUNNEL_MIB << 20)) ] || { echo "$1: got $bytes bytes" >&2; exit 1; }
-  awk -v n="$1" -v r="$2" -v s="$secs" -v b="$bytes" -v c=$((after - before)) -v hz="$HZ" -v p="$4" 'BEGIN {
+  awk -v n="$1" -v r="$2" -v s="$secs" -v b="$bytes" -v u=$((${after% *} - ${before% *})) \
+      -v k=$((${after#* } - ${before#* })) -v hz="$HZ" -v p="$4" 'BEGIN {
     mbs = b / 1e6 / s; gib = b / 1073741824
     if (p == "") printf "wire %-8s tunnel %-10s %8.1f MB/s  %6.2f s wall\n", r, n, mbs, s
-    else printf "wire %-8s tunnel %-10s %8.1f MB/s  %6.2f s wall  proxy CPU %.3f s/GiB\n", r, n, mbs, s, c / hz / gib }'
+    else printf "wire %-8s tunnel %-10s %8.1f MB/s  %6.2f s wall  proxy CPU %.3f s/GiB (user %.3f, system %.3f)\n", r, n, mbs, s, (u + k) / hz / gib, u / hz / gib, k / hz / gib }'
 }
 
 echo "# bench-tunnel-wire $(date -u +%Y-%m-%dT%H:%MZ) on $(uname -sr), $(nproc) cores; weir $("$WEIR_BIN" --version 2>/dev/null | head -1)"

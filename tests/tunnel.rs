@@ -224,3 +224,59 @@ async fn no_idle_limit_keeps_a_silent_tunnel() {
     s.read_exact(&mut b).await.unwrap();
     assert_eq!(&b, b"x");
 }
+
+/// A bulk transfer raises the reading socket's low-water mark (Linux: the kernel gathers
+/// 512 KiB before it wakes Weir): the tail of each burst, under the mark, and the small
+/// exchange that follows on the same kept-open connection must still pass, or this test
+/// hangs past its bounds. Three rounds of a 3 MiB burst and its tail, then a ping-pong.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_bulk_transfer_the_tail_and_small_exchanges_still_pass() {
+    let target = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = target.local_addr().unwrap();
+    let burst = pattern(5, (3 << 20) + 1234);
+    let sent = burst.clone();
+    let server = tokio::spawn(async move {
+        let (mut s, _) = target.accept().await.unwrap();
+        for round in 0..3u8 {
+            s.write_all(&sent).await.unwrap();
+            // The connection stays open: the client answers before anything more is sent.
+            let mut ack = [0u8; 4];
+            s.read_exact(&mut ack).await.unwrap();
+            assert_eq!(&ack, b"next");
+            for i in 0..5u8 {
+                s.write_all(&[round, i]).await.unwrap();
+                let mut b = [0u8; 1];
+                s.read_exact(&mut b).await.unwrap();
+                assert_eq!(b[0], i);
+            }
+        }
+    });
+    let weir = Weir::start(&[], PRIVATE_OK).await;
+    let mut s = open(&weir, addr, b"").await;
+    let bound = Duration::from_secs(10);
+    for round in 0..3u8 {
+        let mut got = vec![0u8; burst.len()];
+        tokio::time::timeout(bound, s.read_exact(&mut got))
+            .await
+            .unwrap_or_else(|_| panic!("round {round}: the burst's tail never came"))
+            .unwrap();
+        assert_eq!(
+            hash(&got),
+            hash(&burst),
+            "round {round}: every byte, in order"
+        );
+        s.write_all(b"next").await.unwrap();
+        for i in 0..5u8 {
+            let mut b = [0u8; 2];
+            tokio::time::timeout(bound, s.read_exact(&mut b))
+                .await
+                .unwrap_or_else(|_| panic!("round {round}: small message {i} never came"))
+                .unwrap();
+            assert_eq!(b, [round, i]);
+            s.write_all(&[i]).await.unwrap();
+        }
+    }
+    server.await.unwrap();
+    let down = 3 * (burst.len() as u64 + 10);
+    assert_eq!(bytes_reach(&weir, 3 * (4 + 5), down).await, (27, down));
+}

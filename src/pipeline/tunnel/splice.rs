@@ -8,6 +8,16 @@
 //! pipe is always emptied before the next read into it, so an `EAGAIN` reading a socket
 //! means that socket has nothing, and one writing a socket means its send buffer is full.
 //!
+//! **Gathering.** Across a real link, bytes arrive a few packets at a time: at 1 Gbit/s each
+//! wake-up found ~72 KiB, so a GiB cost ~15,000 wake-ups and 0.7 CPU seconds, most of it the
+//! kernel's per-wake-up work (BENCHMARKS.md, "a blind tunnel across a wire"). Once a read
+//! shows a bulk transfer (a read of [`BULK`] or more), the reading socket's `SO_RCVLOWAT` is
+//! raised to [`GATHER_BYTES`], so the kernel wakes Weir only when that much has arrived (or
+//! at EOF), and each wait is bounded by [`GATHER_WAIT`]: when it runs out, what has arrived
+//! is moved anyway, and if nothing had, the low-water mark goes back to one byte. A stream
+//! that pauses mid-transfer (the end of one response on a kept-alive connection) is
+//! therefore passed on at most `GATHER_WAIT` later; small exchanges never enter the mode.
+//!
 //! Not `tokio-splice` (crates.io): it counts bytes only when a direction ends (the status
 //! shows them live) and has no hook for the idle limit; the loop below is its whole job.
 
@@ -21,6 +31,17 @@ use tokio::net::TcpStream;
 /// 16 pages; a larger pipe moves more per call (fewer wake-ups per GiB). `F_SETPIPE_SZ` may
 /// refuse (a user over `pipe-user-pages-soft`): the pipe then keeps its size.
 const PIPE_SIZE: libc::c_int = 1 << 20;
+
+/// A read at least this large says a bulk transfer is under way (see the module's
+/// "Gathering"); an interactive exchange rarely has 64 KiB waiting at once.
+const BULK: usize = 64 * 1024;
+
+/// In a bulk transfer, how much the kernel gathers before it wakes Weir (`SO_RCVLOWAT`).
+const GATHER_BYTES: usize = 512 * 1024;
+
+/// In a bulk transfer, the longest a wait for [`GATHER_BYTES`] lasts before what has arrived
+/// is moved anyway: the most a pause mid-transfer is delayed.
+const GATHER_WAIT: std::time::Duration = std::time::Duration::from_millis(5);
 
 /// One pipe: read end, write end, and how much it holds.
 struct Pipe {
@@ -88,8 +109,12 @@ async fn one_way(
     dir: Dir,
     meter: &Meter,
 ) -> io::Result<()> {
+    let mut gather = Gather::new(from);
     loop {
         let n = loop {
+            if let Some(n) = gather.wait(pipe).await? {
+                break n;
+            }
             from.readable().await?;
             let filled = from.try_io(Interest::READABLE, || {
                 splice(from.as_raw_fd(), pipe.write.as_raw_fd(), pipe.size)
@@ -103,6 +128,7 @@ async fn one_way(
         if n == 0 {
             return shutdown_write(to);
         }
+        gather.after_read(n);
         let mut left = n;
         while left > 0 {
             to.writable().await?;
@@ -118,6 +144,72 @@ async fn one_way(
         }
         meter.moved(dir, n);
     }
+}
+
+/// One direction's gathering state (the module's "Gathering"): whether the reading socket's
+/// low-water mark is raised.
+struct Gather<'a> {
+    from: &'a TcpStream,
+    raised: bool,
+}
+
+impl<'a> Gather<'a> {
+    fn new(from: &'a TcpStream) -> Gather<'a> {
+        Gather {
+            from,
+            raised: false,
+        }
+    }
+
+    /// After a read of `n` bytes: a bulk read raises the low-water mark, a small one (the
+    /// transfer turned into an exchange) lowers it again.
+    fn after_read(&mut self, n: usize) {
+        let bulk = n >= BULK;
+        if bulk != self.raised && set_lowat(self.from, if bulk { GATHER_BYTES } else { 1 }) {
+            self.raised = bulk;
+        }
+    }
+
+    /// With the mark raised: waits for it at most [`GATHER_WAIT`]. `Some(n)`: bytes moved
+    /// into the pipe after the wait ran out (0 is EOF); `None`: read the usual way (the mark
+    /// was reached, or nothing arrived in the wait and the mark is back to one byte).
+    async fn wait(&mut self, pipe: &Pipe) -> io::Result<Option<usize>> {
+        if !self.raised {
+            return Ok(None);
+        }
+        if let Ok(ready) = tokio::time::timeout(GATHER_WAIT, self.from.readable()).await {
+            ready?;
+            return Ok(None);
+        }
+        // The wait ran out below the mark: the socket is not "readable" to the reactor, so
+        // splice directly (non-blocking) whatever has arrived.
+        match splice(self.from.as_raw_fd(), pipe.write.as_raw_fd(), pipe.size) {
+            Ok(n) => Ok(Some(n)),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                // The transfer paused: back to waking at the first byte.
+                self.raised = !set_lowat(self.from, 1);
+                Ok(None)
+            }
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// Sets `SO_RCVLOWAT`; false if the kernel refused (the mark stays as it was).
+fn set_lowat(s: &TcpStream, bytes: usize) -> bool {
+    let v = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
+    // SAFETY: setsockopt on a socket descriptor borrowed from its live owner, with a pointer
+    // to an int that outlives the call and its size.
+    let r = unsafe {
+        libc::setsockopt(
+            s.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVLOWAT,
+            (&v as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    r == 0
 }
 
 /// One `splice(2)` of at most `len` bytes; `EAGAIN` comes back as `WouldBlock`.
