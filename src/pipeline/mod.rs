@@ -47,7 +47,8 @@
 //! gets only what it uses, so none can reach the queue, the hand-offs or the network by accident:
 //! - [`classify`] (`target`), [`forward`], [`announce`]: the upstreams;
 //! - [`provisional`]: the queue and the accounts;
-//! - [`policy`]: `PolicyHandles` (upstreams, network, modes, decision log);
+//! - [`policy`]: `PolicyHandles` (upstreams, network, modes);
+//! - [`record`]: the request's outcome, then the counters and the decision log;
 //! - [`cache`], [`stream`], [`page_subset`]: `CacheHandles` (cache, coalescer, page families,
 //!   streamed keys, upstreams, accounts); a detached fetch owns clones of them (`Flight`);
 //! - [`held`]: `CacheHandles` and the modes (its miss: the upstreams and the modes);

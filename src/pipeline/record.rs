@@ -87,7 +87,7 @@ impl Outcome {
     /// A request for managed upstream `up`, in route class `class`.
     pub(super) fn managed(&self, up: UpstreamIndex, class: RouteClass) {
         self.route
-            .store(MANAGED | class as u64 | (up.index() as u64) << 32, Relaxed);
+            .store(MANAGED | class as u64 | ((up.index() as u64) << 32), Relaxed);
     }
 
     pub(super) fn saw(&self, e: Event) {
