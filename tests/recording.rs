@@ -90,7 +90,8 @@ async fn each_kind_of_request_moves_its_counters_once() {
                   [retry]\nbase = \"1ms\"\ncap = \"5ms\"\n\
                   [limits]\nmax_header_bytes = 1024\n\
                   [[policy]]\nrepo = \"octo/*\"\ncreate = \"queue\"\n";
-    let weir = Weir::start_with_top("allow_private_targets = true\n", &[&up.origin()], config).await;
+    let weir =
+        Weir::start_with_top("allow_private_targets = true\n", &[&up.origin()], config).await;
     let c = weir.client("alice");
     let mut p = Probe {
         weir: &weir,

@@ -248,7 +248,15 @@ pub(super) fn serve_head<'a>(
         .lookup(h, ctx, uri, parts.headers.clone()),
         // A straddling range is only cut from a fresh page in hand: never a fetch of its own.
         false => {
-            match page_subset::fresh_page(h, &ctx.settings, up, &keyed, &uri, &parts.headers, ctx.seen) {
+            match page_subset::fresh_page(
+                h,
+                &ctx.settings,
+                up,
+                &keyed,
+                &uri,
+                &parts.headers,
+                ctx.seen,
+            ) {
                 Some(resp) => Lookup::Answered(Ok(resp)),
                 None => return own.lookup(h, ctx, parts.uri, parts.headers).into(),
             }
@@ -561,7 +569,11 @@ fn landed(
 
 /// The cache and coalescing key of a request (upstream, method, path and sorted query, the
 /// caller's identity (or its account's sharing identity), the `key_headers`).
-pub(super) fn key_for(h: CacheHandles<'_>, ctx: &Ctx<'_>, parts: &http::request::Parts) -> CacheKey {
+pub(super) fn key_for(
+    h: CacheHandles<'_>,
+    ctx: &Ctx<'_>,
+    parts: &http::request::Parts,
+) -> CacheKey {
     let keyed = page_subset::keyed_identity(h.accounts, ctx.class, &ctx.who);
     let pq = parts
         .uri

@@ -9,8 +9,8 @@
 
 use super::context::Answer;
 use super::headers::CACHE_STATUS;
-use crate::cache::Stored;
 use super::record::{Event, Outcome};
+use crate::cache::Stored;
 use http::{header, HeaderMap, HeaderName, HeaderValue, Response, StatusCode};
 use std::time::SystemTime;
 use weir_resilience::http_date::parse_http_date;

@@ -110,9 +110,9 @@ use crate::problem::Problem;
 use classify::Target;
 use context::{Answer, Call, Ctx, Step};
 use headers::REQUEST_ID;
-use record::Recording;
 use http::{HeaderValue, Method, Request, Response};
 use hyper::body::Incoming;
+use record::Recording;
 use std::sync::Arc;
 
 /// The pipeline's readers of upstream answers (a token answer's lifetimes and its aged copy,
