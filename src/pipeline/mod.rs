@@ -168,6 +168,7 @@ where
 /// The final response for an answer made outside the [`front`] door (the gateway's own
 /// refusals and problem pages): recorded ([`record`]: a problem counts as refused) and given
 /// its request id.
+#[cfg(feature = "gateway")]
 pub(crate) fn finish(proxy: &Proxy, result: Answer, rid: HeaderValue) -> Response<Body> {
     Recording::start(proxy, &Outcome::default()).end(result.is_err());
     respond::finish(result, rid, &proxy.base_url)
