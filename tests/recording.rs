@@ -1,7 +1,8 @@
 //! Every kind of request moves the status counters it should, each by exactly what it did, and
 //! nothing else: one request of each path (miss, fresh hit, a client's `304`, joined flight,
-//! stale rescue, managed pass-through, create under a rule, unmanaged host, CONNECT, a refusal
-//! at the front door, the control API) through a real engine in front of a loopback upstream.
+//! stale rescue, a log follower, managed pass-through, create under a rule, unmanaged host,
+//! CONNECT, a refusal at the front door, the control API) through a real engine in front of a
+//! loopback upstream.
 //! A guard for the recording phase (`src/pipeline/record.rs`): it passed before the counters
 //! moved there, and must pass after.
 
@@ -85,6 +86,7 @@ async fn each_kind_of_request_moves_its_counters_once() {
     let other = Upstream::start().await;
     up.set(|b| b.extra_headers = vec![("etag".into(), "\"v1\"".into())]);
     let config = "[classes.view]\nfresh_ttl = \"0s\"\nstale_while_revalidate = \"0s\"\nstale_if_error = \"24h\"\n\
+                  [classes.stream]\nfresh_ttl = \"0s\"\nstale_while_revalidate = \"0s\"\n\
                   [queue]\ncredentials = \"memory\"\n\
                   [breaker]\nminimum_calls = 1000\nconsecutive_failures = 0\n\
                   [retry]\nbase = \"1ms\"\ncap = \"5ms\"\n\
@@ -141,6 +143,10 @@ async fn each_kind_of_request_moves_its_counters_once() {
     )
     .await;
 
+    // Answers carry no validator from here on (a log whose body changes under the same ETag
+    // would be taken as unchanged).
+    up.set(|b| b.extra_headers.clear());
+
     // Two requests for one key while the upstream is slow: one leads, one joins.
     up.set(|b| b.delay = Duration::from_millis(300));
     let joined = format!("{}/agents/sessions/nwo/octo/lab", up.origin());
@@ -190,6 +196,39 @@ async fn each_kind_of_request_moves_its_counters_once() {
             ("surfaces.other", 1),
         ],
         "view",
+    )
+    .await;
+
+    // A log follower is never given a shorter log than it had.
+    let log = format!("{}/agents/sessions/s1/logs", up.origin());
+    let path = "/agents/sessions/s1/logs".to_string();
+    up.set(|b| b.path_bodies = vec![(path.clone(), "line 1\nline 2\n".into())]);
+    assert_eq!(
+        c.get(&log).send().await.unwrap().text().await.unwrap(),
+        "line 1\nline 2\n"
+    );
+    p.moved(
+        "log miss",
+        &[
+            ("stream.client_requests", 1),
+            ("stream.upstream_requests", 1),
+            ("surfaces.other", 1),
+        ],
+    )
+    .await;
+    // A shorter log later: the follower still gets the longer one (the cache keeps it; the
+    // recording's `kept_longer` is for a copy under another key, which this run has not).
+    up.set(|b| b.path_bodies = vec![(path, "line 1\n".into())]);
+    let r = c.get(&log).send().await.unwrap();
+    assert_eq!(r.text().await.unwrap(), "line 1\nline 2\n");
+    up.set(|b| b.path_bodies.clear());
+    p.moved(
+        "a shorter log",
+        &[
+            ("stream.client_requests", 1),
+            ("stream.upstream_requests", 1),
+            ("surfaces.other", 1),
+        ],
     )
     .await;
 

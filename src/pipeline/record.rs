@@ -156,20 +156,22 @@ fn request(proxy: &Proxy, seen: &Outcome, refused: bool) {
             let up = UpstreamIndex::at((route >> 32) as usize);
             let c = proxy.upstreams.get(up).counters.class(class);
             c.client_requests.fetch_add(1, Relaxed);
-            let events = seen.events.load(Relaxed);
-            if events != 0 {
-                for (e, counter) in [
-                    (Event::FreshHit, &c.cache_hits_fresh),
-                    (Event::StaleHit, &c.cache_hits_stale),
-                    (Event::Coalesced, &c.coalesced),
-                    (Event::NotModified, &c.not_modified),
-                    (Event::KeptLonger, &c.kept_longer),
-                ] {
-                    let n = (events >> (8 * e as u32)) & 0xff;
-                    if n != 0 {
-                        counter.fetch_add(n, Relaxed);
-                    }
+            // Indexed by `Event`; only the lanes that moved are visited (a hit has one).
+            let counters = [
+                &c.cache_hits_fresh,
+                &c.cache_hits_stale,
+                &c.coalesced,
+                &c.not_modified,
+                &c.kept_longer,
+            ];
+            let mut events = seen.events.load(Relaxed);
+            while events != 0 {
+                let lane = events.trailing_zeros() / 8;
+                let n = (events >> (8 * lane)) & 0xff;
+                if let Some(counter) = counters.get(lane as usize) {
+                    counter.fetch_add(n, Relaxed);
                 }
+                events &= !(0xff << (8 * lane));
             }
         }
         _ => {}
