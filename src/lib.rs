@@ -68,7 +68,8 @@
 //! **Layer 9**
 //! - `pipeline`: the request path as ordered phases behind one front door (request id,
 //!   header cap) → classify → identity → one request context → a class handler's step →
-//!   the driver's admission (client rate) → attempt → rescue → response headers.
+//!   the driver's admission (client rate) → attempt → rescue → response headers → one
+//!   recording of its counters and decision log.
 //!
 //! **Layer 10**
 //! - `reload`: settings changes while running; `sessions`: the agent-sessions companion.

@@ -142,6 +142,9 @@ pub struct GlobalCounters {
     /// request that opened it).
     pub tunnel_bytes: std::sync::Arc<TunnelBytes>,
     pub rejected: AtomicU64,
+    /// Requests recorded (`pipeline::record`), for the test that each is recorded once.
+    #[cfg(test)]
+    pub recorded: AtomicU64,
 }
 
 /// Bytes blind tunnels moved, counted as each chunk is written out.

@@ -26,6 +26,12 @@ pub struct EngineHandle {
 }
 
 impl EngineHandle {
+    /// The request path's state, for the crate's own tests (`pipeline::record`'s).
+    #[cfg(test)]
+    pub(crate) fn proxy(&self) -> &crate::pipeline::Proxy {
+        &self.control.proxy
+    }
+
     pub fn local_addr(&self) -> SocketAddr {
         self.local_addr
     }

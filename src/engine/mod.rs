@@ -14,6 +14,8 @@ mod background;
 mod gateway;
 mod handle;
 mod keys;
+#[cfg(test)]
+mod record_tests;
 mod router;
 #[cfg(feature = "team")]
 mod team;

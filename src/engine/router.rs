@@ -22,7 +22,9 @@ impl Router {
         let control = &self.control;
         // Boxed, as the pipeline's rare paths are: the control API's state is kilobytes, and
         // inline it would size every proxied request's future too.
-        pipeline::front(&self.proxy, req, |req, _, _| {
+        // The control API's requests count only as refused when refused (`pipeline::record`).
+        let seen = pipeline::Outcome::default();
+        pipeline::front(&self.proxy, &seen, req, |req, _, _| {
             Box::pin(crate::control::handle(control, req))
         })
         .await

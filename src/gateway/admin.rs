@@ -57,12 +57,12 @@ impl Doors {
         if let Some(kind) = page {
             let rid = pipeline::request_id(req.headers());
             let page = crate::control::pages::problem_page(kind);
-            return pipeline::finish(page, rid, &self.proxy.base_url, &self.proxy.global);
+            return pipeline::finish(&self.proxy, page, rid);
         }
         match refused {
             Some(p) => {
                 let rid = pipeline::request_id(req.headers());
-                pipeline::finish(Err(p), rid, &self.proxy.base_url, &self.proxy.global)
+                pipeline::finish(&self.proxy, Err(p), rid)
             }
             None => pipeline::handle(self.proxy, req).await,
         }
@@ -71,7 +71,8 @@ impl Doors {
     /// The admin listener.
     pub async fn admin(self, req: Request<Incoming>) -> Response<Body> {
         let (control, token) = (&self.control, &self.admin_token);
-        pipeline::front(&self.proxy, req, |mut req, _, _| async move {
+        let seen = pipeline::Outcome::default();
+        pipeline::front(&self.proxy, &seen, req, |mut req, _, _| async move {
             let given = req
                 .headers()
                 .get(header::AUTHORIZATION)

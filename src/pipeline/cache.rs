@@ -17,6 +17,7 @@
 use super::context::{Answer, Call, Ctx, Step};
 use super::headers::strip_hop_by_hop;
 use super::page_subset::Family;
+use super::record::{Event, Outcome};
 use super::shape::{self, Shaped};
 use super::task_events::{self, Member};
 use super::{page_subset, rescue, respond};
@@ -191,7 +192,7 @@ impl<'a> From<Lookup<'a>> for Step<'a> {
 }
 
 /// The cache/coalesce phase for `list`, `view` and `token` GETs.
-pub(super) fn serve<'a>(h: CacheHandles<'a>, ctx: &'a Ctx, req: Request<Incoming>) -> Step<'a> {
+pub(super) fn serve<'a>(h: CacheHandles<'a>, ctx: &'a Ctx<'_>, req: Request<Incoming>) -> Step<'a> {
     let (parts, _body) = req.into_parts();
     serve_head(h, ctx, parts)
 }
@@ -199,7 +200,7 @@ pub(super) fn serve<'a>(h: CacheHandles<'a>, ctx: &'a Ctx, req: Request<Incoming
 /// The same, for a request already taken apart (its body, if any, is not part of the key).
 pub(super) fn serve_head<'a>(
     h: CacheHandles<'a>,
-    ctx: &'a Ctx,
+    ctx: &'a Ctx<'_>,
     parts: http::request::Parts,
 ) -> Step<'a> {
     let (up, class) = (ctx.up, ctx.class);
@@ -247,7 +248,15 @@ pub(super) fn serve_head<'a>(
         .lookup(h, ctx, uri, parts.headers.clone()),
         // A straddling range is only cut from a fresh page in hand: never a fetch of its own.
         false => {
-            match page_subset::fresh_page(h, &ctx.settings, up, &keyed, &uri, &parts.headers) {
+            match page_subset::fresh_page(
+                h,
+                &ctx.settings,
+                up,
+                &keyed,
+                &uri,
+                &parts.headers,
+                ctx.seen,
+            ) {
                 Some(resp) => Lookup::Answered(Ok(resp)),
                 None => return own.lookup(h, ctx, parts.uri, parts.headers).into(),
             }
@@ -284,7 +293,7 @@ fn cut_or_own<'a>(
     (at, n, m): (page_subset::Within, u32, u32),
     own: Keyed,
     h: CacheHandles<'a>,
-    ctx: &'a Ctx,
+    ctx: &'a Ctx<'_>,
     parts: http::request::Parts,
 ) -> BoxFuture<'a, Answer> {
     Box::pin(async move {
@@ -309,7 +318,7 @@ impl Keyed {
     fn lookup<'a>(
         self,
         h: CacheHandles<'a>,
-        ctx: &'a Ctx,
+        ctx: &'a Ctx<'_>,
         uri: Uri,
         headers: HeaderMap,
     ) -> Lookup<'a> {
@@ -326,7 +335,7 @@ impl Keyed {
             &headers,
             &settings.key_headers,
         );
-        let counters = h.upstreams.get(up).counters.class(class);
+        let seen = ctx.seen;
         let group = task_events::member(ctx.family, class, up, &keyed, uri.path());
         if let Some(Member::Events(g)) = &group {
             let page = task_events::Page {
@@ -336,7 +345,7 @@ impl Keyed {
             };
             h.task_groups.follow(g, page);
         }
-        let spec = |ctx: &Ctx, key, uri: &Uri, headers: &HeaderMap, page| FetchSpec {
+        let spec = |ctx: &Ctx<'_>, key, uri: &Uri, headers: &HeaderMap, page| FetchSpec {
             group: group.clone(),
             ..spec(ctx, key, uri, headers, page)
         };
@@ -396,14 +405,14 @@ impl Keyed {
                 };
                 match paced {
                     Paced::Hold => {
-                        counters.cache_hits_stale.fetch_add(1, Relaxed);
+                        seen.saw(Event::StaleHit);
                         return Lookup::Answered(Ok(respond::cached(
                             entry,
                             "weir; hit; detail=degraded",
                         )));
                     }
                     Paced::Due => {
-                        counters.cache_hits_stale.fetch_add(1, Relaxed);
+                        seen.saw(Event::StaleHit);
                         let mut spec = spec(ctx, key, &uri, &headers, page);
                         spec.stale = Some(entry.clone());
                         let p = h.flight();
@@ -418,7 +427,7 @@ impl Keyed {
             }
             match entry.freshness(now) {
                 Freshness::Fresh => {
-                    counters.cache_hits_fresh.fetch_add(1, Relaxed);
+                    seen.saw(Event::FreshHit);
                     return Lookup::Answered(Ok(respond::cached_static(entry, "weir; hit")));
                 }
                 Freshness::Revalidate => {
@@ -432,7 +441,7 @@ impl Keyed {
                         Strain::Paced | Strain::Breaker => Duration::ZERO,
                     };
                     if wait.is_zero() {
-                        counters.cache_hits_stale.fetch_add(1, Relaxed);
+                        seen.saw(Event::StaleHit);
                         h.coalescer.start_if_idle(key, move || fetch(p, spec));
                         return Lookup::Answered(Ok(respond::cached(
                             entry,
@@ -441,7 +450,7 @@ impl Keyed {
                     }
                     let stale = entry.clone();
                     return Lookup::Revalidates(Box::pin(revalidate(
-                        h, key, stale, headers, wait, counters, spec,
+                        h, key, stale, headers, wait, seen, spec,
                     )));
                 }
                 Freshness::OnlyOnError | Freshness::Expired => {}
@@ -462,14 +471,14 @@ impl Keyed {
             let p = h.flight();
             let (outcome, role) = h.coalescer.run(key, move || fetch(p, spec)).await;
             if role == Role::Follower {
-                counters.coalesced.fetch_add(1, Relaxed);
+                seen.saw(Event::Coalesced);
             }
             let fwd = if role == Role::Leader {
                 "weir; fwd=miss"
             } else {
                 "weir; fwd=miss; collapsed"
             };
-            landed(h, key, class, outcome, stale(), &headers, fwd, counters)
+            landed(h, key, class, outcome, stale(), &headers, fwd, seen)
         });
         match joins {
             true => Lookup::Joins(go),
@@ -491,24 +500,24 @@ async fn revalidate(
     stale: Arc<Stored>,
     headers: HeaderMap,
     wait: Duration,
-    counters: &crate::stats::ClassCounters,
+    seen: &Outcome,
     spec: FetchSpec,
 ) -> Answer {
     let (p, spec_class) = (h.flight(), spec.class);
     let flight = h.coalescer.run(key, move || fetch(p, spec));
     let Ok((outcome, role)) = tokio::time::timeout(wait, flight).await else {
-        counters.cache_hits_stale.fetch_add(1, Relaxed);
+        seen.saw(Event::StaleHit);
         return Ok(respond::cached(&stale, "weir; hit; fwd=stale"));
     };
     let fwd = match role {
         Role::Leader => "weir; fwd=stale",
         Role::Follower => {
-            counters.coalesced.fetch_add(1, Relaxed);
+            seen.saw(Event::Coalesced);
             "weir; fwd=stale; collapsed"
         }
     };
     let class = spec_class;
-    landed(h, key, class, outcome, Some(stale), &headers, fwd, counters)
+    landed(h, key, class, outcome, Some(stale), &headers, fwd, seen)
 }
 
 /// The answer a flight's outcome gives a request that had `stale` (if any) in hand: the fresh
@@ -522,7 +531,7 @@ fn landed(
     stale: Option<Arc<Stored>>,
     headers: &HeaderMap,
     fwd: &str,
-    counters: &crate::stats::ClassCounters,
+    seen: &Outcome,
 ) -> Answer {
     // A copy the upstream revalidated says so (RFC 9211 `fwd-status`).
     let fwd = match &outcome {
@@ -535,19 +544,19 @@ fn landed(
             Ok(respond::cached(&fresh, &format!("{fwd}; stored")))
         }
         Some(Ok(fresh)) if fresh.is_success() => Ok(respond::cached(&fresh, fwd)),
-        Some(Ok(failed)) => Ok(rescue::after_upstream_error(stale, counters, &failed, fwd)),
+        Some(Ok(failed)) => Ok(rescue::after_upstream_error(stale, seen, &failed, fwd)),
         // The answer became a stream: not a failure to cover with an old copy; the caller asks
         // again on its own (`super::stream`).
         Some(Err(problem)) if class == RouteClass::Stream && h.streamed.contains_key(&key) => {
             Err((*problem).clone())
         }
         Some(Err(problem)) => {
-            rescue::stale_or(stale, counters, (*problem).clone(), problem.kind.as_str())
+            rescue::stale_or(stale, seen, (*problem).clone(), problem.kind.as_str())
         }
         // The fetch task died without an outcome.
         None => rescue::stale_or(
             stale,
-            counters,
+            seen,
             Problem::new(
                 StatusCode::INTERNAL_SERVER_ERROR,
                 ProblemKind::Internal,
@@ -560,7 +569,11 @@ fn landed(
 
 /// The cache and coalescing key of a request (upstream, method, path and sorted query, the
 /// caller's identity (or its account's sharing identity), the `key_headers`).
-pub(super) fn key_for(h: CacheHandles<'_>, ctx: &Ctx, parts: &http::request::Parts) -> CacheKey {
+pub(super) fn key_for(
+    h: CacheHandles<'_>,
+    ctx: &Ctx<'_>,
+    parts: &http::request::Parts,
+) -> CacheKey {
     let keyed = page_subset::keyed_identity(h.accounts, ctx.class, &ctx.who);
     let pq = parts
         .uri
@@ -582,7 +595,7 @@ pub(super) fn key_for(h: CacheHandles<'_>, ctx: &Ctx, parts: &http::request::Par
 /// [`serve_head`] adopts).
 pub(super) fn has_copy(
     h: CacheHandles<'_>,
-    ctx: &Ctx,
+    ctx: &Ctx<'_>,
     parts: &http::request::Parts,
     key: &CacheKey,
 ) -> bool {
@@ -606,7 +619,7 @@ pub(super) fn has_copy(
 }
 
 fn spec(
-    ctx: &Ctx,
+    ctx: &Ctx<'_>,
     key: CacheKey,
     uri: &Uri,
     headers: &HeaderMap,
@@ -753,7 +766,7 @@ async fn events_after(
 /// (a stream can go to one caller only): a document is stored like a `view` answer.
 pub(super) async fn exchange_once(
     h: CacheHandles<'_>,
-    ctx: &Ctx,
+    ctx: &Ctx<'_>,
     parts: &http::request::Parts,
     key: CacheKey,
 ) -> Result<Fetched, Problem> {

@@ -9,10 +9,9 @@
 
 use super::context::Answer;
 use super::headers::CACHE_STATUS;
+use super::record::{Event, Outcome};
 use crate::cache::Stored;
-use crate::stats::ClassCounters;
 use http::{header, HeaderMap, HeaderName, HeaderValue, Response, StatusCode};
-use std::sync::atomic::Ordering::Relaxed;
 use std::time::SystemTime;
 use weir_resilience::http_date::parse_http_date;
 
@@ -96,7 +95,7 @@ impl Asked {
 
     /// `answer` as this client gets it: a `304` when it is a `200` from Weir's copy (it has a
     /// `Cache-Status`) whose validator matches, else unchanged.
-    pub fn answer(&self, answer: Answer, counters: &ClassCounters) -> Answer {
+    pub fn answer(&self, answer: Answer, seen: &Outcome) -> Answer {
         let resp = answer?;
         if resp.status() != StatusCode::OK
             || !resp.headers().contains_key(CACHE_STATUS)
@@ -104,7 +103,7 @@ impl Asked {
         {
             return Ok(resp);
         }
-        counters.not_modified.fetch_add(1, Relaxed);
+        seen.saw(Event::NotModified);
         let mut out = Response::new(crate::body::empty());
         *out.status_mut() = StatusCode::NOT_MODIFIED;
         for name in KEPT {

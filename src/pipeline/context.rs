@@ -3,7 +3,9 @@
 //! The driver (`super::phases`) builds a [`Ctx`] once, after the identity phase: the settings
 //! version the request runs under, its upstream and route class, the caller, the mode's hold
 //! and the fallback policy's decision. Class handlers read these from here and never from
-//! `Proxy::settings` again, so a settings change lands on the next request whole.
+//! `Proxy::settings` again, so a settings change lands on the next request whole. What they do
+//! (a cache hit, a joined flight, …) they note on its outcome, which the recording phase
+//! (`super::record`) writes to the counters when the request ends.
 //!
 //! A class handler does not call the upstream itself: it returns a [`Step`], either an answer
 //! it could give on its own (a cache hit, a joined flight, a hold's miss) or the [`Call`] that
@@ -15,6 +17,7 @@
 
 use super::identity::Caller;
 use super::policy::CreatePlan;
+use super::record::Outcome;
 use crate::body::Body;
 use crate::cache::Stored;
 use crate::config::{Family, RouteClass, Settings, UpstreamIndex};
@@ -27,7 +30,7 @@ use hyper::body::Incoming;
 use std::sync::Arc;
 
 /// What the phases after classification know about one managed request.
-pub(super) struct Ctx {
+pub(super) struct Ctx<'o> {
     /// The one settings version for this request (and the fetches it leads).
     pub settings: Arc<Settings>,
     /// The managed upstream's index in `Upstreams`.
@@ -40,9 +43,11 @@ pub(super) struct Ctx {
     pub hold: Option<Hold>,
     /// The fallback policy's decision for `list` and `create` requests.
     pub decision: Option<Decision>,
+    /// What happened to this request so far (`super::record`).
+    pub seen: &'o Outcome,
 }
 
-impl Ctx {
+impl Ctx<'_> {
     /// The request's route (class and breaker family), for its upstream attempts.
     pub fn route(&self) -> crate::config::Route {
         crate::config::Route {

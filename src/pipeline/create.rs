@@ -57,7 +57,7 @@ pub(super) struct CreateHandles {
 
 pub(super) async fn serve(
     h: CreateHandles,
-    ctx: &Ctx,
+    ctx: &Ctx<'_>,
     req: Request<Incoming>,
     plan: CreatePlan,
 ) -> Result<Response<Body>, Problem> {

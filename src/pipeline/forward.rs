@@ -54,7 +54,7 @@ async fn pass(
 /// body), streamed through admission and the attempt phase.
 pub(super) async fn managed(
     upstreams: &Arc<Upstreams>,
-    ctx: &Ctx,
+    ctx: &Ctx<'_>,
     req: Request<Incoming>,
 ) -> Result<Response<Body>, Problem> {
     // gh learns its Copilot API host from GraphQL; so does Weir, from copies, when the

@@ -20,6 +20,7 @@
 
 use super::cache::CacheHandles;
 use super::context::{Ctx, Step};
+use super::record::Event;
 use super::{cache, respond};
 use crate::cache::Freshness;
 use crate::config::RouteClass;
@@ -28,21 +29,19 @@ use crate::problem::{Problem, ProblemKind};
 use crate::upstream::Upstreams;
 use http::{Request, StatusCode};
 use hyper::body::Incoming;
-use std::sync::atomic::Ordering::Relaxed;
 use tokio::time::Instant;
 
 /// A cacheable (or `stream`) GET while upstream calls are held.
 pub(super) fn cached<'a>(
     h: CacheHandles<'a>,
     modes: &Modes,
-    ctx: &'a Ctx,
+    ctx: &'a Ctx<'_>,
     req: Request<Incoming>,
     hold: Hold,
 ) -> Step<'a> {
     let class = ctx.class;
     let (parts, body) = req.into_parts();
     let key = cache::key_for(h, ctx, &parts);
-    let counters = h.upstreams.get(ctx.up).counters.class(class);
     let mut entry = h.cache.get(&key);
     if class == RouteClass::Token {
         entry = entry.map(|e| super::token_age::aged(e, Instant::now()));
@@ -52,11 +51,11 @@ pub(super) fn cached<'a>(
         // A token past its usable life is no use to anyone: resolve it (below).
         (Some(_), Some(Freshness::Expired)) if class == RouteClass::Token => {}
         (Some(e), Some(Freshness::Fresh)) => {
-            counters.cache_hits_fresh.fetch_add(1, Relaxed);
+            ctx.seen.saw(Event::FreshHit);
             return Step::Answered(Ok(respond::cached_static(&e, "weir; hit")));
         }
         (Some(e), _) => {
-            counters.cache_hits_stale.fetch_add(1, Relaxed);
+            ctx.seen.saw(Event::StaleHit);
             let status = format!("weir; hit; fwd=stale; detail={}", hold.detail());
             return Step::Answered(Ok(respond::cached(&e, &status)));
         }
@@ -69,7 +68,7 @@ pub(super) fn cached<'a>(
 }
 
 /// The answer to a request these modes cannot serve without the upstream.
-pub(super) fn miss(upstreams: &Upstreams, modes: &Modes, ctx: &Ctx, hold: Hold) -> Problem {
+pub(super) fn miss(upstreams: &Upstreams, modes: &Modes, ctx: &Ctx<'_>, hold: Hold) -> Problem {
     let class = ctx.class;
     let name = &upstreams.get(ctx.up).settings.name;
     // A `stream` answer is cached when it is a document (see `super::stream`).

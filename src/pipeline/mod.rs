@@ -31,7 +31,10 @@
 //! 8. **response headers** ([`respond`]): `X-Request-Id`, `Cache-Status`, `Age`,
 //!    problem+json; before them, a log never shorter than the caller was given
 //!    ([`stream::never_shorter`]) and a client's conditional GET answered `304` when its copy
-//!    is current ([`conditional`]).
+//!    is current ([`conditional`]);
+//! 9. **recording** ([`record`]): the phases note what happened on the request's outcome; its
+//!    counters and its decision log are written from it in one place, once, when the request
+//!    ends (answered, or dropped when the client went away), at the front door.
 //!
 //! [`model`] is the `model` class's own path (completions naming a model): a per-model
 //! breaker instead of the upstream's gate, and one attempt with the fallback model
@@ -44,7 +47,8 @@
 //! gets only what it uses, so none can reach the queue, the hand-offs or the network by accident:
 //! - [`classify`] (`target`), [`forward`], [`announce`]: the upstreams;
 //! - [`provisional`]: the queue and the accounts;
-//! - [`policy`]: `PolicyHandles` (upstreams, network, modes, decision log);
+//! - [`policy`]: `PolicyHandles` (upstreams, network, modes);
+//! - [`record`]: the request's outcome, then the counters and the decision log;
 //! - [`cache`], [`stream`], [`page_subset`]: `CacheHandles` (cache, coalescer, page families,
 //!   streamed keys, upstreams, accounts); a detached fetch owns clones of them (`Flight`);
 //! - [`held`]: `CacheHandles` and the modes (its miss: the upstreams and the modes);
@@ -82,6 +86,7 @@ mod page_subset;
 pub(crate) mod policy;
 mod private_target;
 mod provisional;
+mod record;
 mod rescue;
 mod respond;
 mod shape;
@@ -94,7 +99,7 @@ mod waiting_tasks;
 
 pub(crate) use classify::is_for_weir;
 pub(crate) use headers::request_id;
-pub(crate) use respond::finish;
+pub(crate) use record::Outcome;
 pub(crate) use state::{host_for, is_own_host_name, Proxy, ProxyParts};
 pub(crate) use token_age::decoded_body;
 
@@ -107,7 +112,7 @@ use context::{Answer, Call, Ctx, Step};
 use headers::REQUEST_ID;
 use http::{HeaderValue, Method, Request, Response};
 use hyper::body::Incoming;
-use std::sync::atomic::Ordering::Relaxed;
+use record::Recording;
 use std::sync::Arc;
 
 /// The pipeline's readers of upstream answers (a token answer's lifetimes and its aged copy,
@@ -123,13 +128,21 @@ pub(crate) fn read_answer_for_fuzz(headers: &http::HeaderMap, body: &[u8]) {
 /// Every request's front door, whichever listener took it (the local proxy, the gateway's,
 /// the admin listener, an intercepted TLS connection) and wherever it goes next (this
 /// pipeline or the control API): the request id, the header-size cap — applied here and
-/// nowhere else — then `next` under one settings version, and the response headers. Never
-/// fails: every error becomes a problem response.
-pub(crate) async fn front<F, Fut>(proxy: &Proxy, req: Request<Incoming>, next: F) -> Response<Body>
+/// nowhere else — then `next` under one settings version, the recording of what `seen`
+/// says it did ([`record`]), and the response headers. Never fails: every error becomes a
+/// problem response.
+pub(crate) async fn front<F, Fut>(
+    proxy: &Proxy,
+    seen: &Outcome,
+    req: Request<Incoming>,
+    next: F,
+) -> Response<Body>
 where
     F: FnOnce(Request<Incoming>, HeaderValue, Arc<Settings>) -> Fut,
     Fut: std::future::Future<Output = Answer>,
 {
+    // Recorded once: when answered (below), or when the client goes away first.
+    let recording = Recording::start(proxy, seen);
     let rid = request_id(req.headers());
     // Whether the client still had body bytes to send when the request arrived.
     let body_pending = !http_body::Body::is_end_stream(req.body());
@@ -140,7 +153,8 @@ where
         Err(p) => Err(p),
     };
     let refused = result.is_err();
-    let mut resp = finish(result, rid, &proxy.base_url, &proxy.global);
+    recording.end(refused);
+    let mut resp = respond::finish(result, rid, &proxy.base_url);
     // Weir's own problem for a request with a body usually leaves the body unread (breaker
     // open, cooldown, client rate): hyper then closes an HTTP/1 connection unless the rest was
     // already in its buffer. The answer says so (`Connection: close`, `server::keep_alive_hint`)
@@ -151,13 +165,23 @@ where
     resp
 }
 
+/// The final response for an answer made outside the [`front`] door (the gateway's own
+/// refusals and problem pages): recorded ([`record`]: a problem counts as refused) and given
+/// its request id.
+#[cfg(feature = "gateway")]
+pub(crate) fn finish(proxy: &Proxy, result: Answer, rid: HeaderValue) -> Response<Body> {
+    Recording::start(proxy, &Outcome::default()).end(result.is_err());
+    respond::finish(result, rid, &proxy.base_url)
+}
+
 /// The pipeline's entry point, through the [`front`] door.
 pub(crate) async fn handle(proxy: Arc<Proxy>, req: Request<Incoming>) -> Response<Body> {
     let mut rule = None;
-    let p = &proxy;
+    let seen = Outcome::default();
+    let (p, s) = (&proxy, &seen);
     let r = &mut rule;
-    let mut res = front(p, req, |req, rid, settings| {
-        phases(p, req, rid, settings, r)
+    let mut res = front(p, s, req, |req, rid, settings| {
+        phases(p, req, rid, settings, s, r)
     })
     .await;
     // The rule that decided (a create's rescue may have said more, e.g. `local->queue`).
@@ -172,15 +196,16 @@ async fn phases(
     mut req: Request<Incoming>,
     rid: HeaderValue,
     settings: Arc<Settings>,
+    seen: &Outcome,
     rule: &mut Option<HeaderValue>,
 ) -> Result<Response<Body>, Problem> {
     let target = classify::target(&proxy.upstreams, &settings, &req);
     let surface = identity::surface_of(req.headers());
-    proxy.global.surface(surface);
+    seen.surface(surface);
     let (up, route) = match target {
         Target::Connect => return Box::pin(connect(proxy, &settings, req)).await,
         Target::Unmanaged(port) => {
-            proxy.global.passthrough_requests.fetch_add(1, Relaxed);
+            seen.unmanaged();
             if let (Some(a), Some(port)) = (req.uri().authority(), port) {
                 let allow = settings.allow_private_targets;
                 private_target::check_literal(allow, a.host(), port)?;
@@ -193,13 +218,7 @@ async fn phases(
         Target::Managed(up, route) => (up, route),
     };
     let class = route.class;
-    proxy
-        .upstreams
-        .get(up)
-        .counters
-        .class(class)
-        .client_requests
-        .fetch_add(1, Relaxed);
+    seen.managed(up, class);
     let hold = match proxy.modes.behaviour() {
         Behaviour::PassThrough => return Box::pin(forward::untouched(&proxy.upstreams, req)).await,
         Behaviour::Hold(h) => Some(h),
@@ -226,6 +245,7 @@ async fn phases(
         class,
         req.uri().path(),
         &who,
+        seen,
     );
     *rule = decision.as_ref().and_then(policy::header);
     let ctx = Ctx {
@@ -236,6 +256,7 @@ async fn phases(
         who,
         hold,
         decision,
+        seen,
     };
     let after = After::of(proxy, &ctx, &req);
     // A Task API list (minutes apart) is told the creates that wait in the queue.
@@ -275,7 +296,7 @@ struct After {
 }
 
 impl After {
-    fn of(proxy: &Proxy, ctx: &Ctx, req: &Request<Incoming>) -> After {
+    fn of(proxy: &Proxy, ctx: &Ctx<'_>, req: &Request<Incoming>) -> After {
         let cached = req.method() == Method::GET
             && (ctx.class.is_cacheable() || ctx.class == RouteClass::Stream);
         After {
@@ -287,15 +308,14 @@ impl After {
         }
     }
 
-    async fn apply(self, proxy: &Proxy, ctx: &Ctx, answer: Answer) -> Answer {
-        let counters = proxy.upstreams.get(ctx.up).counters.class(ctx.class);
+    async fn apply(self, proxy: &Proxy, ctx: &Ctx<'_>, answer: Answer) -> Answer {
         let answer = match self.follower {
             // Boxed: a log's answer is rare, and its future stays out of every request's.
-            Some(key) => Box::pin(stream::never_shorter(&proxy.cache, counters, key, answer)).await,
+            Some(key) => Box::pin(stream::never_shorter(&proxy.cache, ctx.seen, key, answer)).await,
             None => answer,
         };
         match self.asked {
-            Some(asked) => asked.answer(answer, counters),
+            Some(asked) => asked.answer(answer, ctx.seen),
             None => answer,
         }
     }
@@ -333,12 +353,11 @@ fn policy_handles(proxy: &Proxy) -> policy::PolicyHandles<'_> {
         upstreams: &proxy.upstreams,
         network: &proxy.network,
         modes: &proxy.modes,
-        log: &proxy.policy_log,
     }
 }
 
 /// The class handler for a managed request: what it can answer itself, or the call it needs.
-fn step<'a>(proxy: &'a Arc<Proxy>, ctx: &'a Ctx, req: Request<Incoming>) -> Step<'a> {
+fn step<'a>(proxy: &'a Arc<Proxy>, ctx: &'a Ctx<'_>, req: Request<Incoming>) -> Step<'a> {
     let (class, hold) = (ctx.class, ctx.hold);
     let h = cache::CacheHandles {
         cache: &proxy.cache,
@@ -378,19 +397,18 @@ fn step<'a>(proxy: &'a Arc<Proxy>, ctx: &'a Ctx, req: Request<Incoming>) -> Step
 /// Admission for what reaches an upstream — the client rate limit, applied here and nowhere
 /// else (a stale copy answers a limited cache fetch) — then the call. The upstream's own
 /// admission (cooldown, breaker, bulkhead) and the attempts follow inside the call.
-async fn admit_and_run(proxy: &Arc<Proxy>, ctx: &Ctx, step: Step<'_>) -> Answer {
+async fn admit_and_run(proxy: &Arc<Proxy>, ctx: &Ctx<'_>, step: Step<'_>) -> Answer {
     let call = match step {
         Step::Answered(answer) => return answer,
         Step::Joins(go) => return go.await,
         Step::Upstream(call) => call,
     };
     if let Err(p) = limits::client_rate(&proxy.rate_limiter, ctx.who) {
-        let counters = proxy.upstreams.get(ctx.up).counters.class(ctx.class);
         let stale = match call {
             Call::Fetch { stale, .. } => stale,
             _ => None,
         };
-        return rescue::stale_or(stale, counters, p, "client-rate-limited");
+        return rescue::stale_or(stale, ctx.seen, p, "client-rate-limited");
     }
     match call {
         Call::Forward(req) => forward::managed(&proxy.upstreams, ctx, req).await,

@@ -61,7 +61,7 @@ pub(super) struct ModelHandles<'a> {
 
 pub(super) async fn serve(
     h: ModelHandles<'_>,
-    ctx: &Ctx,
+    ctx: &Ctx<'_>,
     req: Request<Incoming>,
 ) -> Result<Response<Body>, Problem> {
     let (up, who, settings) = (ctx.up, ctx.who.scope(), &*ctx.settings);
@@ -108,7 +108,7 @@ pub(super) async fn serve(
     };
     // A `[[policy]]` rule can forbid model fallback (`model = "never"`). Completion requests
     // name no repository, so only `repo = "*"` rules apply; the answer names the rule.
-    let decision = super::policy::model_fallback_allowed(h.policy, settings, up, None);
+    let decision = super::policy::model_fallback_allowed(h.policy, settings, up, None, ctx.seen);
     if !decision.allows_model_fallback() {
         let failed = failure.into_result(&upstream, Some(&named.model));
         return marked(failed, super::policy::HEADER, decision.header());

@@ -229,6 +229,7 @@ pub(super) fn fresh_page(
     keyed: &Identity,
     uri: &Uri,
     headers: &HeaderMap,
+    seen: &super::record::Outcome,
 ) -> Option<Response<Body>> {
     let pq = uri.path_and_query().map(|p| p.as_str()).unwrap_or("/");
     let upstream = &h.upstreams.get(up).settings;
@@ -244,14 +245,7 @@ pub(super) fn fresh_page(
     if e.freshness(tokio::time::Instant::now()) != crate::cache::Freshness::Fresh {
         return None;
     }
-    let counters = h
-        .upstreams
-        .get(up)
-        .counters
-        .class(crate::config::RouteClass::List);
-    counters
-        .cache_hits_fresh
-        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    seen.saw(super::record::Event::FreshHit);
     Some(super::respond::cached_static(&e, "weir; hit"))
 }
 

@@ -16,6 +16,7 @@
 //! a 429 surge). Every list and create response carries `Weir-Policy: <rule> <function>=<action>`.
 
 use super::identity::Caller;
+use super::record::Outcome;
 use crate::config::{RouteClass, Settings, UpstreamIndex};
 use crate::mode::{Behaviour, Hold, Modes};
 use crate::policy::{Action, Context, Decision, DecisionLog, Function, Situation, Situations};
@@ -27,14 +28,13 @@ use weir_resilience::State;
 /// The response header naming the rule that decided.
 pub(super) const HEADER: &str = "weir-policy";
 
-/// What the policy phase reads (the upstreams' situations, the network, the mode) and where
-/// it records its decisions.
+/// What the policy phase reads (the upstreams' situations, the network, the mode). A rule's
+/// decision goes on the request's outcome, for the decision log (`super::record`).
 #[derive(Clone, Copy)]
 pub(crate) struct PolicyHandles<'a> {
     pub upstreams: &'a Upstreams,
     pub network: &'a crate::network::Network,
     pub modes: &'a Modes,
-    pub log: &'a DecisionLog,
 }
 
 /// The situations holding for upstream `up` now, as `who` sees them.
@@ -75,7 +75,7 @@ pub(crate) fn context(
 }
 
 /// The decision for this request's function (`list` or `create`; other classes have none),
-/// under the request's one settings snapshot.
+/// under the request's one settings snapshot; a rule's decision is noted on `seen`.
 pub(super) fn decide(
     h: PolicyHandles<'_>,
     settings: &Settings,
@@ -83,6 +83,7 @@ pub(super) fn decide(
     class: RouteClass,
     path: &str,
     who: &Caller,
+    seen: &Outcome,
 ) -> Option<Decision> {
     let function = match class {
         RouteClass::List => Function::List,
@@ -97,23 +98,25 @@ pub(super) fn decide(
     let scope = who.scope();
     let cx = context(h, up, path, scope.as_ref());
     let d = set.decide(function, &cx);
-    h.log.record(&d, cx.repo.as_deref());
+    seen.decided(DecisionLog::entry(&d, cx.repo.as_deref()));
     Some(d)
 }
 
 /// Whether model fallback may run for a request to upstream `up` about `repo` (`None`:
 /// the request names no repository, so only `repo = "*"` rules apply). The model path calls
-/// this before rewriting a model: `Action::Never` forbids it; the decision names the rule.
+/// this before rewriting a model: `Action::Never` forbids it; the decision names the rule
+/// (and a rule's decision is noted on `seen`).
 pub(crate) fn model_fallback_allowed(
     h: PolicyHandles<'_>,
     settings: &Settings,
     up: UpstreamIndex,
     repo: Option<&str>,
+    seen: &Outcome,
 ) -> Decision {
     let mut cx = context(h, up, "", None);
     cx.repo = repo.map(str::to_string);
     let d = settings.policy.decide(Function::Model, &cx);
-    h.log.record(&d, repo);
+    seen.decided(DecisionLog::entry(&d, repo));
     d
 }
 

@@ -3,26 +3,25 @@
 //! goes to the durable queue (see [`super::create`]). The fallback origin is tried inside the
 //! attempt phase (`upstream::attempt`), where it is known whether the primary took the request.
 
+use super::record::{Event, Outcome};
 use super::respond;
 use crate::body::Body;
 use crate::cache::Stored;
 use crate::problem::Problem;
-use crate::stats::ClassCounters;
 use http::{Response, StatusCode};
-use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
 /// A stale copy when there is one young enough (its `Cache-Status` says `detail=` why), else
 /// the problem.
 pub(super) fn stale_or(
     stale: Option<Arc<Stored>>,
-    counters: &ClassCounters,
+    seen: &Outcome,
     problem: Problem,
     detail: &str,
 ) -> Result<Response<Body>, Problem> {
     match stale {
         Some(s) => {
-            counters.cache_hits_stale.fetch_add(1, Relaxed);
+            seen.saw(Event::StaleHit);
             Ok(respond::cached(
                 &s,
                 &format!("weir; hit; fwd=stale; detail={detail}"),
@@ -37,7 +36,7 @@ pub(super) fn stale_or(
 /// client error like 404, which passes as it came.
 pub(super) fn after_upstream_error(
     stale: Option<Arc<Stored>>,
-    counters: &ClassCounters,
+    seen: &Outcome,
     failed: &Stored,
     fwd: &str,
 ) -> Response<Body> {
@@ -48,7 +47,7 @@ pub(super) fn after_upstream_error(
             == weir_resilience::Kind::RateLimited;
     match stale {
         Some(s) if upstream_fault => {
-            counters.cache_hits_stale.fetch_add(1, Relaxed);
+            seen.saw(Event::StaleHit);
             respond::cached(&s, &format!("weir; hit; fwd=stale; fwd-status={status}"))
         }
         _ => respond::cached(failed, &format!("{fwd}; fwd-status={status}")),

@@ -5,24 +5,18 @@ use super::headers::{CACHE_STATUS, REQUEST_ID};
 use crate::body::Body;
 use crate::cache::Stored;
 use crate::problem::Problem;
-use crate::stats::GlobalCounters;
 use http::{header, HeaderValue, Response};
-use std::sync::atomic::Ordering::Relaxed;
 use tokio::time::Instant;
 
 /// The final response: the phase's answer, or its problem rendered; plus the request id.
-pub(crate) fn finish(
+pub(super) fn finish(
     result: Result<Response<Body>, Problem>,
     rid: HeaderValue,
     base_url: &str,
-    global: &GlobalCounters,
 ) -> Response<Body> {
     let mut resp = match result {
         Ok(r) => r,
-        Err(p) => {
-            global.rejected.fetch_add(1, Relaxed);
-            p.with_base(base_url).into_response(rid.to_str().ok())
-        }
+        Err(p) => p.with_base(base_url).into_response(rid.to_str().ok()),
     };
     resp.headers_mut().insert(REQUEST_ID, rid);
     resp

@@ -19,15 +19,14 @@
 use super::cache::{self, CacheHandles, Fetched};
 use super::context::{Answer, Call, Ctx, Step};
 use super::headers::CACHE_STATUS;
+use super::record::{Event, Outcome};
 use super::{forward, rescue, respond};
 use crate::cache::{Cache, CacheKey, Freshness, Settled, Stored};
 use crate::problem::{Problem, ProblemKind};
-use crate::stats::ClassCounters;
 use crate::upstream::Upstreams;
 use http::{header, Method, Request, StatusCode};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
-use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use tokio::time::Instant;
 
@@ -42,7 +41,7 @@ pub(super) fn streamed() -> Streamed {
 }
 
 /// A `stream` GET on a managed upstream.
-pub(super) fn serve<'a>(h: CacheHandles<'a>, ctx: &'a Ctx, req: Request<Incoming>) -> Step<'a> {
+pub(super) fn serve<'a>(h: CacheHandles<'a>, ctx: &'a Ctx<'_>, req: Request<Incoming>) -> Step<'a> {
     // A GET with a body is not a poll: it passes as it came.
     if !http_body::Body::is_end_stream(req.body()) {
         return Step::Upstream(Call::Forward(req));
@@ -87,11 +86,10 @@ pub(super) fn serve<'a>(h: CacheHandles<'a>, ctx: &'a Ctx, req: Request<Incoming
 /// The one exchange of a `stream` GET with nothing usable in the cache.
 async fn once(
     h: CacheHandles<'_>,
-    ctx: &Ctx,
+    ctx: &Ctx<'_>,
     parts: http::request::Parts,
     key: crate::cache::CacheKey,
 ) -> Answer {
-    let counters = h.upstreams.get(ctx.up).counters.class(ctx.class);
     match cache::exchange_once(h, ctx, &parts, key).await? {
         Fetched::Stream(resp) => {
             h.streamed.insert(key, ());
@@ -108,7 +106,7 @@ async fn once(
         // Nothing cached to beat it with: the upstream's error as it came.
         Fetched::Kept(failed, _) => Ok(rescue::after_upstream_error(
             None,
-            counters,
+            ctx.seen,
             &failed,
             "weir; fwd=miss",
         )),
@@ -118,7 +116,7 @@ async fn once(
 /// The key a log follower's longest answer is remembered under: the request's cache key
 /// under the credential's own identity, never its account's (which other credentials share,
 /// and which a credential's answers move to once its account is known).
-pub(super) fn follower(upstreams: &Upstreams, ctx: &Ctx, req: &Request<Incoming>) -> CacheKey {
+pub(super) fn follower(upstreams: &Upstreams, ctx: &Ctx<'_>, req: &Request<Incoming>) -> CacheKey {
     let pq = req
         .uri()
         .path_and_query()
@@ -140,7 +138,7 @@ pub(super) fn follower(upstreams: &Upstreams, ctx: &Ctx, req: &Request<Incoming>
 /// stream, an error or a problem passes as it is.
 pub(super) async fn never_shorter(
     cache: &Cache,
-    counters: &ClassCounters,
+    seen: &Outcome,
     key: CacheKey,
     answer: Answer,
 ) -> Answer {
@@ -181,7 +179,7 @@ pub(super) async fn never_shorter(
     match cache.served().settle(key, candidate) {
         Settled::Candidate => Ok(http::Response::from_parts(parts, crate::body::full(body))),
         Settled::Longer(longer) => {
-            counters.kept_longer.fetch_add(1, Relaxed);
+            seen.saw(Event::KeptLonger);
             Ok(respond::cached(&longer, "weir; hit; detail=never-shorter"))
         }
     }

@@ -29,25 +29,31 @@ pub struct DecisionLog {
 }
 
 impl DecisionLog {
-    pub fn record(&self, d: &Decision, repo: Option<&str>) {
+    /// The log's entry for decision `d` about `repo`, made when it is decided (`None` for
+    /// the built-in default); the request's recording phase [`push`](Self::push)es it.
+    pub fn entry(d: &Decision, repo: Option<&str>) -> Option<RecentDecision> {
         if d.rule.source == Source::Default {
-            return;
+            return None;
         }
-        self.by_rule.fetch_add(1, Relaxed);
         let at_ms = SystemTime::now()
             .duration_since(SystemTime::UNIX_EPOCH)
             .map(|d| d.as_millis() as u64)
             .unwrap_or(0);
-        let mut q = self.recent.lock().unwrap_or_else(|e| e.into_inner());
-        if q.len() >= KEEP {
-            q.pop_front();
-        }
-        q.push_back(RecentDecision {
+        Some(RecentDecision {
             at_ms,
             repo: repo.map(str::to_string),
             header: d.header(),
             why: d.why.clone(),
-        });
+        })
+    }
+
+    pub fn push(&self, entry: RecentDecision) {
+        self.by_rule.fetch_add(1, Relaxed);
+        let mut q = self.recent.lock().unwrap_or_else(|e| e.into_inner());
+        if q.len() >= KEEP {
+            q.pop_front();
+        }
+        q.push_back(entry);
     }
 
     /// Newest first.
