@@ -5,6 +5,7 @@
 //! - [`record`]: the account record (id, login, token kind, scopes) and the sharing rule;
 //! - [`resolve`]: one coalesced `GET /user` on the `github-api` upstream per credential, off
 //!   the request path, through Weir's own upstream client and policies;
+//! - [`learn`]: the same, read from a client's own `GET /user` answer (no call of Weir's);
 //! - [`store`]: the credential-hash → account table on disk (`accounts.sqlite3`, 0600).
 //!
 //! Only the keyed credential hash ([`Identity`]) is kept, never the credential. Until a
@@ -12,10 +13,12 @@
 //! shares on a guess. A 401 on any request drops the credential's mapping
 //! ([`Accounts::forget`], called by the attempt phase).
 
+mod learn;
 mod record;
 mod resolve;
 mod store;
 
+pub(crate) use learn::UserCall;
 pub(crate) use record::AccountRecord;
 pub use record::TokenKind;
 pub(crate) use resolve::{Resolution, UserApi};
@@ -68,6 +71,8 @@ pub(crate) struct Accounts {
     /// credentials (the status and metrics show them by login).
     requests: Mutex<HashMap<u64, Counts>>,
     resolved: AtomicU64,
+    /// Mappings learned (or renewed) from a client's own `/user` answer.
+    learned: AtomicU64,
     failures: AtomicU64,
     unauthorized: AtomicU64,
 }
@@ -115,6 +120,7 @@ impl Accounts {
             permits: Arc::new(tokio::sync::Semaphore::new(CONCURRENT)),
             requests: Mutex::default(),
             resolved: AtomicU64::new(0),
+            learned: AtomicU64::new(0),
             failures: AtomicU64::new(0),
             unauthorized: AtomicU64::new(0),
         }
@@ -250,6 +256,7 @@ impl Accounts {
             resolver: self.github_api.is_some(),
             accounts: by_account.into_values().collect(),
             resolved: self.resolved.load(Relaxed),
+            learned: self.learned.load(Relaxed),
             failed: self.failures.load(Relaxed),
             unauthorized: self.unauthorized.load(Relaxed),
         }
@@ -267,6 +274,9 @@ pub struct IdentityStatus {
     /// `/user` resolutions that named an account, failed (no answer to go by), or were
     /// refused (401).
     pub resolved: u64,
+    /// Mappings learned (or renewed) from a client's own `GET /user` answer, which spared
+    /// Weir a call of its own.
+    pub learned: u64,
     pub failed: u64,
     pub unauthorized: u64,
 }

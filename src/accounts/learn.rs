@@ -1,0 +1,112 @@
+//! Learning a credential's account from the client's own `GET /user` (issue #29, item 8):
+//! VS Code's Task API backend asks `api.github.com/user` before every repository's task list
+//! (for `creator_id`), so its answer, which Weir forwards anyway, says everything Weir's own
+//! resolution would ask (the id and login, `X-OAuth-Scopes`, `X-OAuth-Client-Id`). Weir reads
+//! it instead of sending a `/user` of its own: every call Weir makes for itself is paid for by
+//! a saving, and this one saves nothing.
+//!
+//! - While a client's `/user` is on its way, the credential counts as pending, so its other
+//!   requests start no resolution of Weir's own (a [`UserCall`] holds it; dropped, it lets go).
+//! - A copy from Weir's cache counts like a fresh answer if it is younger than the age at which
+//!   Weir would ask again itself (`REFRESH_AFTER_MS`): a mapping is trusted that long anyway,
+//!   and it is recorded as of the copy's own time (now − `Age`), so the refresh comes when it
+//!   would have. The copy is the credential's own: `/user` answers are never shared between
+//!   credentials (their scopes are the token's, see [`Accounts::is_user_call`]).
+//! - A 401 forgets, as on any request; an answer Weir cannot read leaves things as they were
+//!   (Weir's own resolution, bounded as before, remains for the credential's other requests).
+
+use super::record::TokenKind;
+use super::resolve::{read_user, resolvable, Resolution};
+use super::{Accounts, MAX_PENDING, REFRESH_AFTER_MS};
+use crate::config::UpstreamIndex;
+use crate::identity::Identity;
+use http::{HeaderMap, Method, StatusCode};
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// An answer that says what the stored mapping already says is written again (its time moved
+/// on) at most this often: the mapping stays fresh without a disk write per `/user`.
+const RELEARN_AFTER_MS: i64 = 3600 * 1000;
+
+/// A client's own `GET /user` on the `github-api` upstream, in flight.
+pub(crate) struct UserCall {
+    accounts: Arc<Accounts>,
+    id: Identity,
+    kind: TokenKind,
+    /// This call marked the credential pending (and unmarks it when dropped).
+    holds_pending: bool,
+}
+
+impl Drop for UserCall {
+    fn drop(&mut self) {
+        if self.holds_pending {
+            if let Ok(mut p) = self.accounts.pending.lock() {
+                p.remove(&self.id);
+            }
+        }
+    }
+}
+
+impl Accounts {
+    /// Whether a request is `GET /user` on the `github-api` upstream: its answer names the
+    /// credential's account, and carries that token's own scopes and OAuth app, so it is
+    /// cached per credential, never under an account's sharing identity.
+    pub fn is_user_call(&self, up: UpstreamIndex, method: &Method, path: &str) -> bool {
+        self.github_api == Some(up) && method == Method::GET && path == "/user"
+    }
+
+    /// A client's own `/user` (see [`Accounts::is_user_call`]) whose credential may be
+    /// resolved: marks it pending while the call runs.
+    pub(super) fn client_asks(self: &Arc<Self>, id: Identity, h: &HeaderMap) -> Option<UserCall> {
+        let auth = resolvable(h, true)?;
+        let kind = TokenKind::of_authorization(auth.to_str().unwrap_or(""));
+        let holds_pending = self
+            .pending
+            .lock()
+            .is_ok_and(|mut p| p.len() < MAX_PENDING && p.insert(id));
+        Some(UserCall {
+            accounts: self.clone(),
+            id,
+            kind,
+            holds_pending,
+        })
+    }
+
+    /// Reads the answer the client got to its `/user` (`age`: how old Weir's copy was, zero
+    /// for a fresh answer).
+    pub fn learn(
+        &self,
+        call: &UserCall,
+        status: StatusCode,
+        headers: &HeaderMap,
+        body: &[u8],
+        age: Duration,
+    ) {
+        let age_ms = i64::try_from(age.as_millis()).unwrap_or(i64::MAX);
+        if age_ms >= REFRESH_AFTER_MS {
+            return;
+        }
+        let at = crate::time_fmt::now_ms() - age_ms;
+        match read_user(call.kind, status, headers, body, at) {
+            Resolution::Account(rec) => {
+                if let Some(old) = self.record(&call.id) {
+                    let same = old.account_id == rec.account_id
+                        && old.login == rec.login
+                        && old.kind == rec.kind
+                        && old.scopes == rec.scopes
+                        && old.client_id == rec.client_id;
+                    if old.resolved_at_ms >= at || (same && at - old.resolved_at_ms < RELEARN_AFTER_MS)
+                    {
+                        return;
+                    }
+                }
+                self.learned.fetch_add(1, Relaxed);
+                tracing::debug!(credential = %call.id.short(), login = %rec.login, kind = rec.kind.as_str(), "credential's account learned from the client's own /user");
+                self.remember(call.id, (*rec).clone());
+            }
+            Resolution::Unauthorized => self.forget(&call.id),
+            Resolution::Failed(_) => {}
+        }
+    }
+}
