@@ -504,8 +504,24 @@ async fn a_clients_own_user_call_resolves_its_credential_without_one_of_weirs() 
     }
     assert_eq!(weir.get(&vscode, &list_url(&fake, 20)).await.0, 200);
     let status = weir.resolved(1).await;
+    assert_eq!(status.identity.accounts[0].requests, 11, "{:?}", status.identity);
+    // The same token as `Bearer` (VS Code's Task API and Mission Control spell it so): a
+    // second identity, learned with the first (one credential, its request counted).
+    let bearer = reqwest::Client::builder()
+        .proxy(reqwest::Proxy::all(format!("http://{}", weir.handle.local_addr())).unwrap())
+        .build()
+        .unwrap();
+    let r = bearer
+        .get(format!("http://{}/agents/sessions/s1", fake.copilot))
+        .header("authorization", format!("Bearer {ALICE_VSCODE}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let status = weir.resolved(1).await;
     let alice = &status.identity.accounts[0];
     assert_eq!((alice.login.as_str(), alice.credentials), ("alice", 1));
+    assert_eq!(alice.requests, 12, "{:?}", status.identity);
     assert_eq!(
         (status.identity.learned, status.identity.resolved),
         (1, 0),

@@ -12,15 +12,17 @@
 //!   and it is recorded as of the copy's own time (now − `Age`), so the refresh comes when it
 //!   would have. The copy is the credential's own: `/user` answers are never shared between
 //!   credentials (their scopes are the token's, see [`Accounts::is_user_call`]).
+//! - The token's other spelling (`token X` ↔ `Bearer X`: VS Code sends both) is learned with
+//!   it, as with Weir's own resolution.
 //! - A 401 forgets, as on any request; an answer Weir cannot read leaves things as they were
 //!   (Weir's own resolution, bounded as before, remains for the credential's other requests).
 
 use super::record::TokenKind;
 use super::resolve::{read_user, resolvable, Resolution};
-use super::{Accounts, MAX_PENDING, REFRESH_AFTER_MS};
+use super::{Accounts, REFRESH_AFTER_MS};
 use crate::config::UpstreamIndex;
 use crate::identity::Identity;
-use http::{HeaderMap, Method, StatusCode};
+use http::{HeaderMap, HeaderValue, Method, StatusCode};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::Duration;
@@ -33,7 +35,11 @@ const RELEARN_AFTER_MS: i64 = 3600 * 1000;
 pub(crate) struct UserCall {
     accounts: Arc<Accounts>,
     id: Identity,
+    /// The credential as sent (a lone `Authorization`): its other spelling is learned too.
+    authorization: HeaderValue,
     kind: TokenKind,
+    /// The token's other spelling, marked pending with it.
+    other: Option<Identity>,
     /// This call marked the credential pending (and unmarks it when dropped).
     holds_pending: bool,
 }
@@ -41,9 +47,7 @@ pub(crate) struct UserCall {
 impl Drop for UserCall {
     fn drop(&mut self) {
         if self.holds_pending {
-            if let Ok(mut p) = self.accounts.pending.lock() {
-                p.remove(&self.id);
-            }
+            self.accounts.unmark_pending(self.id, self.other);
         }
     }
 }
@@ -61,14 +65,14 @@ impl Accounts {
     pub(super) fn client_asks(self: &Arc<Self>, id: Identity, h: &HeaderMap) -> Option<UserCall> {
         let auth = resolvable(h, true)?;
         let kind = TokenKind::of_authorization(auth.to_str().unwrap_or(""));
-        let holds_pending = self
-            .pending
-            .lock()
-            .is_ok_and(|mut p| p.len() < MAX_PENDING && p.insert(id));
+        let other = self.other_spelling(&auth);
+        let holds_pending = self.mark_pending(id, other);
         Some(UserCall {
             accounts: self.clone(),
             id,
+            authorization: auth,
             kind,
+            other,
             holds_pending,
         })
     }
@@ -103,9 +107,9 @@ impl Accounts {
                 }
                 self.learned.fetch_add(1, Relaxed);
                 tracing::debug!(credential = %call.id.short(), login = %rec.login, kind = rec.kind.as_str(), "credential's account learned from the client's own /user");
-                self.remember(call.id, (*rec).clone());
+                self.remember_token(call.id, &call.authorization, (*rec).clone());
             }
-            Resolution::Unauthorized => self.forget(&call.id),
+            Resolution::Unauthorized => self.forget_token(&call.id, &call.authorization),
             Resolution::Failed(_) => {}
         }
     }

@@ -9,7 +9,7 @@
 //! for some other configured upstream is never shown to GitHub.
 
 use super::record::{parse_scopes, valid_login, AccountRecord, TokenKind};
-use super::{Accounts, UserCall, AFTER_FAILURE, MAX_PENDING, REFRESH_AFTER_MS};
+use super::{Accounts, UserCall, AFTER_FAILURE, REFRESH_AFTER_MS};
 use crate::config::UpstreamIndex;
 use crate::identity::Identity;
 use bytes::Bytes;
@@ -88,11 +88,10 @@ impl Accounts {
             return None;
         }
         let auth = resolvable(h, up == gh)?;
-        {
-            let mut p = self.pending.lock().ok()?;
-            if p.len() >= MAX_PENDING || !p.insert(id) {
-                return None;
-            }
+        // The token under its other spelling is pending with it: one call answers both.
+        let other = self.other_spelling(&auth);
+        if !self.mark_pending(id, other) {
+            return None;
         }
         let (me, ups) = (self.clone(), upstreams.clone());
         tokio::spawn(async move {
@@ -101,9 +100,7 @@ impl Accounts {
             if permit.is_ok() {
                 me.resolve_now(&ups, id, auth).await;
             }
-            if let Ok(mut p) = me.pending.lock() {
-                p.remove(&id);
-            }
+            me.unmark_pending(id, other);
         });
         None
     }
@@ -119,7 +116,7 @@ impl Accounts {
         let Some(gh) = self.github_api else {
             return Resolution::Failed("no `github-api` upstream is configured".into());
         };
-        let res = ask_user(upstreams, gh, id, authorization).await;
+        let res = ask_user(upstreams, gh, id, authorization.clone()).await;
         match &res {
             Resolution::Account(r) => {
                 self.resolved.fetch_add(1, Relaxed);
@@ -127,7 +124,7 @@ impl Accounts {
             }
             Resolution::Unauthorized => {
                 self.unauthorized.fetch_add(1, Relaxed);
-                self.forget(&id);
+                self.forget_token(&id, &authorization);
             }
             Resolution::Failed(why) => {
                 self.failures.fetch_add(1, Relaxed);
@@ -136,7 +133,9 @@ impl Accounts {
             }
         }
         match res {
-            Resolution::Account(r) => Resolution::Account(self.remember(id, (*r).clone())),
+            Resolution::Account(r) => {
+                Resolution::Account(self.remember_token(id, &authorization, (*r).clone()))
+            }
             other => other,
         }
     }

@@ -12,6 +12,12 @@
 //! local agent session mirrored to Mission Control all hour ([`mission`]: events every 500 ms,
 //! commands every 3 s, one command typed on github.com every 5 minutes).
 //!
+//! Two lab upstreams: the agent API host (sessions, jobs, Mission Control) and api.github.com
+//! (Weir's `github-api`: the token and `copilot_internal/user`, the Task API, and `GET /user`,
+//! which VS Code's Task API backend asks before each of its task lists and Weir asks to
+//! resolve a credential). Weir's own calls are counted apart (issue #29, item 8: every call
+//! Weir makes for itself must be paid for by a saving).
+//!
 //! Everything that has a time is divided by the speed: the clients' intervals, the upstream's
 //! latency and token lifetimes, and Weir's class timings and breaker window (its config below),
 //! so each row is the real hour played fast. Durations in the report are simulated.
@@ -87,6 +93,16 @@ pub struct Row {
     /// final count − the distinct events it saw).
     pub turn_events_missed: u64,
     pub mirror: MirrorRow,
+    /// Calls Weir sent for itself (`User-Agent: weir/…`; in `upstream_total` too).
+    pub weir_own: u64,
+}
+
+impl Row {
+    /// What Weir saved against `direct`: the calls the tools' traffic cost direct minus what
+    /// it cost through Weir, Weir's own calls left out (they are what the saving pays for).
+    pub fn saved(&self, direct: &Row) -> i64 {
+        direct.upstream_total as i64 - (self.upstream_total - self.weir_own) as i64
+    }
 }
 
 /// Mission Control's events and commands in one row (see [`tally::MirrorTally`]).
@@ -144,7 +160,7 @@ fn task_timing(run_s: u64) -> SessionTiming {
 
 /// Weir's shipped class timings and breaker window, divided by [`SPEED`]. The per-client rate
 /// limit is off: at 10× speed one developer sends what ten would.
-pub fn weir_toml(origin: &str) -> String {
+pub fn weir_toml(origin: &str, github: &str) -> String {
     let mut extra = String::from(crate::weir_ctl::NO_RATE_LIMIT);
     extra.push_str(
         "[breaker]\nwindow = \"3s\"\nslow_floor = \"100ms\"\n\
@@ -160,6 +176,9 @@ pub fn weir_toml(origin: &str) -> String {
          [classes.other]\nper_try_timeout = \"3s\"\ndeadline = \"6s\"\nslow_call = \"1s\"\n\
          [network]\ndetect_os = false\n",
     );
+    extra.push_str(&format!(
+        "\n[[upstream]]\nname = \"github-api\"\norigin = \"{github}\"\n"
+    ));
     // No GitHub Status watcher: the lab never leaves loopback.
     lab_config(origin, Caching::Default, &extra).replacen(
         "listen = \"127.0.0.1:0\"\n",
@@ -176,6 +195,8 @@ pub async fn run_row(
     seed: u64,
 ) -> Result<Row, LabError> {
     let up = Upstream::start(spec(profile, seed)).await?;
+    // api.github.com: as the agents backend, healthy or Oct 29 (the Task API is served by it).
+    let gh = Upstream::start(spec(profile, seed)).await?;
     let world = &up.counters().world;
     let long_ago = Duration::from_secs(3600);
     for i in 0..10 {
@@ -190,7 +211,7 @@ pub async fn run_row(
 
     let weir = match via {
         Via::Direct => None,
-        Via::Weir => Some(LabWeir::start_with(&weir_toml(&up.origin())).await?),
+        Via::Weir => Some(LabWeir::start_with(&weir_toml(&up.origin(), &gh.origin())).await?),
     };
     let tally = Arc::new(Tally::default());
     let start = Instant::now();
@@ -203,7 +224,7 @@ pub async fn run_row(
         .iter()
         .enumerate()
         .map(|(k, &at)| {
-            let id = up.counters().tasks.add(
+            let id = gh.counters().tasks.add(
                 &format!("devhour turn {k}"),
                 Duration::from_secs_f64(at / SPEED),
                 Duration::from_secs_f64(turn_len / SPEED),
@@ -215,6 +236,7 @@ pub async fn run_row(
     let desk = Desk {
         client: LabClient::new(weir.as_ref().map(|w| w.addr())),
         api: up.origin(),
+        github: gh.origin(),
         speed: SPEED,
         tally: tally.clone(),
         end: start + wall,
@@ -222,6 +244,7 @@ pub async fn run_row(
     let vscode = VsCode::new(desk.clone());
     let mut tasks = tokio::task::JoinSet::new();
     tasks.spawn(vscode.clone().token());
+    tasks.spawn(vscode.clone().task_lists());
     tasks.spawn(vscode.clone().lists());
     tasks.spawn(vscode.clone().poller());
     tasks.spawn(clients::gh_list(desk.clone()));
@@ -268,12 +291,16 @@ pub async fn run_row(
         w.stop().await;
     }
     let creates = up.counters().creates();
-    let upstream: BTreeMap<String, u64> = up
+    let mut upstream: BTreeMap<String, u64> = BTreeMap::new();
+    for (k, v) in up
         .counters()
         .by_route()
         .into_iter()
-        .map(|(k, v)| (k.to_string(), v))
-        .collect();
+        .chain(gh.counters().by_route())
+    {
+        *upstream.entry(k.to_string()).or_default() += v;
+    }
+    let weir_own = up.counters().weir_own() + gh.counters().weir_own();
     let surfaces = tally.surfaces();
     let stops = tally.stops();
     let lat = tally.all_latency();
@@ -285,12 +312,13 @@ pub async fn run_row(
     let turn_events_missed = turns
         .iter()
         .map(|(_, id)| {
-            let total = up.counters().tasks.total(id) as u64;
+            let total = gh.counters().tasks.total(id) as u64;
             total.saturating_sub(seen.get(id).copied().unwrap_or(0) as u64)
         })
         .sum();
     let mirror = mirror_row(&tally.mirror_tally(), &up.counters().mirror.received());
     up.stop();
+    gh.stop();
     Ok(Row {
         profile,
         via,
@@ -319,6 +347,7 @@ pub async fn run_row(
         task_age_p99_ms: task_age.p99_ms,
         turn_events_missed,
         mirror,
+        weir_own,
     })
 }
 
@@ -388,12 +417,8 @@ fn label(r: &Row) -> String {
 }
 
 pub fn sections(cfg: &LabConfig, rows: &[Row]) -> Vec<Section> {
-    let direct = |p: Profile| {
-        rows.iter()
-            .find(|r| r.profile == p && r.via == Via::Direct)
-            .map(|r| r.upstream_total)
-            .unwrap_or(0)
-    };
+    let direct_row = |p: Profile| rows.iter().find(|r| r.profile == p && r.via == Via::Direct);
+    let direct = |p: Profile| direct_row(p).map(|r| r.upstream_total).unwrap_or(0);
     let routes = [
         "list",
         "session",
@@ -405,8 +430,17 @@ pub fn sections(cfg: &LabConfig, rows: &[Row]) -> Vec<Section> {
         "task events",
         "mc events",
         "mc commands",
+        "task list",
+        "user",
+        "copilot user",
+        "weir user",
     ];
-    let mut head = vec!["row", "upstream calls", "fewer than direct"];
+    let mut head = vec![
+        "row",
+        "upstream calls",
+        "fewer than direct",
+        "Weir's own calls / saved",
+    ];
     head.extend(routes);
     head.extend([
         "other",
@@ -427,6 +461,10 @@ pub fn sections(cfg: &LabConfig, rows: &[Row]) -> Vec<Section> {
                 "-".into()
             } else {
                 times(d as f64 / r.upstream_total as f64)
+            },
+            match (r.via, direct_row(r.profile)) {
+                (Via::Weir, Some(dr)) => format!("{} / {}", r.weir_own, r.saved(dr)),
+                _ => "-".into(),
             },
         ];
         let mut other = r.upstream_total;
@@ -512,7 +550,12 @@ pub fn sections(cfg: &LabConfig, rows: &[Row]) -> Vec<Section> {
                     is a failure) and one local session mirrored to Mission Control all hour (events every \
                     500 ms, commands every 3 s, `scenarios/devhour/mission.rs`; a command run twice, or an \
                     event lost or doubled by Weir, is a failure). Oct 29 fails the Task API like the \
-                    sessions; Mission Control too (`MISSION_CONTROL_IN_OCT29`)."
+                    sessions; Mission Control too (`MISSION_CONTROL_IN_OCT29`). \
+                    On api.github.com (a second lab upstream, Weir's `github-api`): VS Code's token with \
+                    `copilot_internal/user` beside each fetch, its Task API list at start and every 5 min \
+                    with `GET /user` before it, and the Task API turns. Weir's own calls (its `GET /user`, \
+                    `User-Agent: weir/…`) are counted apart (`weir user`), next to what Weir saved: the \
+                    direct row's calls minus the tools' calls through Weir."
                 .into(),
             table,
             series: vec![],
