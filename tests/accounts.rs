@@ -504,7 +504,11 @@ async fn a_clients_own_user_call_resolves_its_credential_without_one_of_weirs() 
     }
     assert_eq!(weir.get(&vscode, &list_url(&fake, 20)).await.0, 200);
     let status = weir.resolved(1).await;
-    assert_eq!(status.identity.accounts[0].requests, 11, "{:?}", status.identity);
+    assert_eq!(
+        status.identity.accounts[0].requests, 11,
+        "{:?}",
+        status.identity
+    );
     // The same token as `Bearer` (VS Code's Task API and Mission Control spell it so): a
     // second identity, learned with the first (one credential, its request counted).
     let bearer = reqwest::Client::builder()
@@ -545,7 +549,10 @@ async fn a_clients_own_user_call_resolves_its_credential_without_one_of_weirs() 
         r.headers()["x-oauth-client-id"],
         client_id_of(ALICE_GH).unwrap()
     );
-    assert_eq!(r.headers()["x-oauth-scopes"], "gist, read:org, repo, workflow");
+    assert_eq!(
+        r.headers()["x-oauth-scopes"],
+        "gist, read:org, repo, workflow"
+    );
     assert_eq!(fake.user_calls().len(), 3);
     // VS Code's `/user` again within the view's TTL: Weir's copy, its own.
     let r = vscode.get(&user_url).send().await.unwrap();

@@ -100,7 +100,8 @@ impl Accounts {
                         && old.kind == rec.kind
                         && old.scopes == rec.scopes
                         && old.client_id == rec.client_id;
-                    if old.resolved_at_ms >= at || (same && at - old.resolved_at_ms < RELEARN_AFTER_MS)
+                    if old.resolved_at_ms >= at
+                        || (same && at - old.resolved_at_ms < RELEARN_AFTER_MS)
                     {
                         return;
                     }

@@ -475,9 +475,19 @@ mod tests {
             let (a1, a2) = (auth(first), auth(then));
             let (i1, i2) = (a.identify(&a1), a.identify(&a2));
             assert_ne!(i1, i2);
-            a.remember_token(i1, &a1[http::header::AUTHORIZATION], rec(3, TokenKind::Oauth, &["repo"]));
+            a.remember_token(
+                i1,
+                &a1[http::header::AUTHORIZATION],
+                rec(3, TokenKind::Oauth, &["repo"]),
+            );
             assert_eq!(a.record(&i2).map(|r| r.account_id), Some(3));
-            let n = |a: &Accounts| a.status().accounts.iter().find(|s| s.account_id == 3).map(|s| s.credentials);
+            let n = |a: &Accounts| {
+                a.status()
+                    .accounts
+                    .iter()
+                    .find(|s| s.account_id == 3)
+                    .map(|s| s.credentials)
+            };
             assert_eq!(n(&a), Some(1));
             a.forget(&i2);
             assert!(a.record(&i1).is_none() && a.record(&i2).is_none());

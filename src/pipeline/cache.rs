@@ -562,7 +562,9 @@ fn landed(
 /// `GET /user` on `github-api`: it names the token's own scopes and OAuth app, so it is never
 /// an account's shared answer (VS Code's copy would give gh's credential VS Code's scopes).
 fn keyed_identity(h: CacheHandles<'_>, ctx: &Ctx, parts: &http::request::Parts) -> Identity {
-    if h.accounts.is_user_call(ctx.up, &parts.method, parts.uri.path()) {
+    if h.accounts
+        .is_user_call(ctx.up, &parts.method, parts.uri.path())
+    {
         ctx.who.identity
     } else {
         page_subset::keyed_identity(h.accounts, ctx.class, &ctx.who)

@@ -219,7 +219,11 @@ async fn phases(
     // `GET /user` is read instead (`user_answer`).
     let user_call = who
         .credentialed
-        .then(|| proxy.accounts.observe(&proxy.upstreams, up, who.identity, &req))
+        .then(|| {
+            proxy
+                .accounts
+                .observe(&proxy.upstreams, up, who.identity, &req)
+        })
         .flatten();
     let decision = policy::decide(
         policy_handles(proxy),

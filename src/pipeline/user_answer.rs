@@ -31,7 +31,10 @@ pub(super) async fn learn(accounts: &Accounts, call: UserCall, answer: Answer) -
     let (parts, body) = resp.into_parts();
     let Ok(body) = body.collect().await else {
         // An in-memory body does not fail; if one did, the client gets what is left: nothing.
-        return Ok(Response::from_parts(parts, crate::body::full(bytes::Bytes::new())));
+        return Ok(Response::from_parts(
+            parts,
+            crate::body::full(bytes::Bytes::new()),
+        ));
     };
     let body = body.to_bytes();
     // Weir's copy says how old it is; a fresh answer has no `Age` (or `0`).

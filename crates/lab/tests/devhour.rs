@@ -94,8 +94,21 @@ async fn a_short_developer_hour_adds_up() {
         let (w, d) = (row(p, Via::Weir), row(p, Via::Direct));
         assert_eq!(d.weir_own, 0, "{d:?}");
         assert!(w.weir_own <= 2, "{w:?}");
-        assert_eq!(w.weir_own, w.upstream.get("weir user").copied().unwrap_or(0));
-        assert!(w.weir_own as i64 <= w.saved(d), "{} own > {} saved", w.weir_own, w.saved(d));
+        assert_eq!(
+            w.weir_own,
+            w.upstream.get("weir user").copied().unwrap_or(0)
+        );
+        assert!(
+            w.weir_own as i64 <= w.saved(),
+            "{} own > {} saved",
+            w.weir_own,
+            w.saved()
+        );
+        assert_eq!(
+            d.saved(),
+            0,
+            "direct, every request is an upstream call: {d:?}"
+        );
         // The client's own `/user` calls reach the upstream at most as often as it sends them.
         assert!(w.upstream["user"] <= sent(w, "vscode user"), "{w:?}");
     }

@@ -405,7 +405,10 @@ fn user_answer(a: LabAccount) -> Response<Full<Bytes>> {
     let mut resp = json(StatusCode::OK, Bytes::from(v.to_string()));
     let h = resp.headers_mut();
     h.insert("x-oauth-scopes", http::HeaderValue::from_static(a.scopes));
-    h.insert("x-oauth-client-id", http::HeaderValue::from_static(a.client_id));
+    h.insert(
+        "x-oauth-client-id",
+        http::HeaderValue::from_static(a.client_id),
+    );
     h.insert(
         "x-accepted-oauth-scopes",
         http::HeaderValue::from_static(""),

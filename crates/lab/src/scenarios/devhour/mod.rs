@@ -98,10 +98,17 @@ pub struct Row {
 }
 
 impl Row {
-    /// What Weir saved against `direct`: the calls the tools' traffic cost direct minus what
-    /// it cost through Weir, Weir's own calls left out (they are what the saving pays for).
-    pub fn saved(&self, direct: &Row) -> i64 {
-        direct.upstream_total as i64 - (self.upstream_total - self.weir_own) as i64
+    /// Requests the tools sent in this row (to Weir, or direct to the upstream).
+    pub fn tools_sent(&self) -> u64 {
+        self.surfaces.iter().map(|s| s.requests).sum()
+    }
+
+    /// What Weir saved the upstream of the tools' own traffic in this row: the requests they
+    /// sent it minus the calls it sent upstream for them (its own calls left out: they are
+    /// what the saving pays for). Measured on the row itself, not against the direct row,
+    /// whose tools do not send exactly the same requests (a session followed a poll longer).
+    pub fn saved(&self) -> i64 {
+        self.tools_sent() as i64 - (self.upstream_total - self.weir_own) as i64
     }
 }
 
@@ -417,8 +424,12 @@ fn label(r: &Row) -> String {
 }
 
 pub fn sections(cfg: &LabConfig, rows: &[Row]) -> Vec<Section> {
-    let direct_row = |p: Profile| rows.iter().find(|r| r.profile == p && r.via == Via::Direct);
-    let direct = |p: Profile| direct_row(p).map(|r| r.upstream_total).unwrap_or(0);
+    let direct = |p: Profile| {
+        rows.iter()
+            .find(|r| r.profile == p && r.via == Via::Direct)
+            .map(|r| r.upstream_total)
+            .unwrap_or(0)
+    };
     let routes = [
         "list",
         "session",
@@ -439,6 +450,7 @@ pub fn sections(cfg: &LabConfig, rows: &[Row]) -> Vec<Section> {
         "row",
         "upstream calls",
         "fewer than direct",
+        "tools' requests",
         "Weir's own calls / saved",
     ];
     head.extend(routes);
@@ -462,9 +474,10 @@ pub fn sections(cfg: &LabConfig, rows: &[Row]) -> Vec<Section> {
             } else {
                 times(d as f64 / r.upstream_total as f64)
             },
-            match (r.via, direct_row(r.profile)) {
-                (Via::Weir, Some(dr)) => format!("{} / {}", r.weir_own, r.saved(dr)),
-                _ => "-".into(),
+            r.tools_sent().to_string(),
+            match r.via {
+                Via::Weir => format!("{} / {}", r.weir_own, r.saved()),
+                Via::Direct => "-".into(),
             },
         ];
         let mut other = r.upstream_total;
@@ -554,8 +567,8 @@ pub fn sections(cfg: &LabConfig, rows: &[Row]) -> Vec<Section> {
                     On api.github.com (a second lab upstream, Weir's `github-api`): VS Code's token with \
                     `copilot_internal/user` beside each fetch, its Task API list at start and every 5 min \
                     with `GET /user` before it, and the Task API turns. Weir's own calls (its `GET /user`, \
-                    `User-Agent: weir/…`) are counted apart (`weir user`), next to what Weir saved: the \
-                    direct row's calls minus the tools' calls through Weir."
+                    `User-Agent: weir/…`) are counted apart (`weir user`), next to what Weir saved in the \
+                    same row: the tools' requests minus the calls Weir sent upstream for them."
                 .into(),
             table,
             series: vec![],
