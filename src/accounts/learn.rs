@@ -115,3 +115,77 @@ impl Accounts {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Settings;
+    use crate::identity::IdentityKey;
+
+    fn answer(client: &str) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        h.insert("x-oauth-scopes", HeaderValue::from_static("repo, workflow"));
+        h.insert("x-oauth-client-id", client.parse().unwrap());
+        h
+    }
+
+    #[tokio::test]
+    async fn a_copy_counts_by_its_own_age_and_the_newest_answer_wins() {
+        let settings = Settings::default();
+        let a = Arc::new(Accounts::in_memory(&settings, IdentityKey::new([5; 32])));
+        let mut req = HeaderMap::new();
+        req.insert(
+            http::header::AUTHORIZATION,
+            HeaderValue::from_static("token gho_x"),
+        );
+        let id = a.identify(&req);
+        let call = a.client_asks(id, &req).expect("a lone GitHub token");
+        assert!(
+            a.pending.lock().unwrap().contains(&id),
+            "pending while it runs"
+        );
+        let body = br#"{"id": 7, "login": "lab-dev"}"#;
+        let ok = StatusCode::OK;
+        let day = Duration::from_millis(REFRESH_AFTER_MS as u64);
+        // A copy as old as the refresh period says nothing Weir would still trust.
+        a.learn(&call, ok, &answer("01ab8ac9400c4e429b23"), body, day);
+        assert!(a.record(&id).is_none());
+        // A younger copy: recorded as of its own time.
+        let age = Duration::from_secs(600);
+        a.learn(&call, ok, &answer("01ab8ac9400c4e429b23"), body, age);
+        let r = a.record(&id).expect("learned");
+        assert_eq!((r.account_id, r.login.as_str()), (7, "lab-dev"));
+        assert_eq!(r.scopes, vec!["repo".to_string(), "workflow".to_string()]);
+        assert_eq!(r.client_id.as_deref(), Some("01ab8ac9400c4e429b23"));
+        let at = crate::time_fmt::now_ms() - r.resolved_at_ms;
+        assert!((600_000..610_000).contains(&at), "{at}");
+        // An older copy never replaces it; a newer answer that says something else does.
+        a.learn(&call, ok, &answer("178c6fc778ccc68e1d6a"), body, age * 2);
+        assert_eq!(a.record(&id).unwrap().client_id, r.client_id);
+        a.learn(
+            &call,
+            ok,
+            &answer("178c6fc778ccc68e1d6a"),
+            body,
+            Duration::ZERO,
+        );
+        assert_eq!(
+            a.record(&id).unwrap().client_id.as_deref(),
+            Some("178c6fc778ccc68e1d6a")
+        );
+        assert_eq!(a.status().learned, 2);
+        // Not a user: nothing changes. A 401: forgotten.
+        a.learn(&call, ok, &HeaderMap::new(), b"{}", Duration::ZERO);
+        assert!(a.record(&id).is_some());
+        a.learn(
+            &call,
+            StatusCode::UNAUTHORIZED,
+            &HeaderMap::new(),
+            b"",
+            Duration::ZERO,
+        );
+        assert!(a.record(&id).is_none());
+        drop(call);
+        assert!(a.pending.lock().unwrap().is_empty(), "let go when done");
+    }
+}
