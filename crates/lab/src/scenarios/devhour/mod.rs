@@ -165,7 +165,9 @@ fn task_timing(run_s: u64) -> SessionTiming {
     }
 }
 
-/// Weir's shipped class timings and breaker window, divided by [`SPEED`]. The per-client rate
+/// Weir's shipped class timings and breaker window, divided by [`SPEED`] (the token's
+/// `token_margin` is the shipped 5 minutes: with the 60 s it had before, VS Code fetched the
+/// token, and `copilot_internal/user` beside it, twice as often through Weir, issue #29 item 8). The per-client rate
 /// limit is off: at 10× speed one developer sends what ten would.
 pub fn weir_toml(origin: &str, github: &str) -> String {
     let mut extra = String::from(crate::weir_ctl::NO_RATE_LIMIT);
@@ -176,7 +178,7 @@ pub fn weir_toml(origin: &str, github: &str) -> String {
          per_try_timeout = \"1s\"\ndeadline = \"2s\"\nslow_call = \"500ms\"\n\
          [classes.view]\nfresh_ttl = \"300ms\"\nstale_while_revalidate = \"3s\"\nrevalidate_wait = \"25ms\"\ndegraded_refresh = \"12s\"\n\
          per_try_timeout = \"1s\"\ndeadline = \"2s\"\nslow_call = \"500ms\"\n\
-         [classes.token]\ntoken_margin = \"6s\"\nper_try_timeout = \"500ms\"\ndeadline = \"1s\"\nslow_call = \"300ms\"\n\
+         [classes.token]\ntoken_margin = \"30s\"\nper_try_timeout = \"500ms\"\ndeadline = \"1s\"\nslow_call = \"300ms\"\n\
          [classes.stream]\nfresh_ttl = \"300ms\"\nstale_while_revalidate = \"3s\"\nrevalidate_wait = \"25ms\"\ndegraded_refresh = \"12s\"\n\
          per_try_timeout = \"3s\"\ndeadline = \"3s\"\nslow_call = \"1s\"\n\
          [classes.create]\nper_try_timeout = \"3s\"\ndeadline = \"3s\"\nslow_call = \"1s\"\n\
