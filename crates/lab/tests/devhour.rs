@@ -110,12 +110,15 @@ async fn a_short_developer_hour_adds_up() {
             "direct, every request is an upstream call: {d:?}"
         );
         // VS Code comes back for its token (and `copilot_internal/user` beside it) no more
-        // often through Weir than direct (a run longer than a token's life shows it).
+        // often through Weir than direct (a run longer than a token's life shows it). On Oct
+        // 29 Weir may retry a failed one: healthy only, for the upstream's count.
         assert!(sent(w, "vscode token") <= sent(d, "vscode token"), "{w:?}");
-        assert!(
-            w.upstream["copilot user"] <= d.upstream["copilot user"],
-            "{w:?}"
-        );
+        if p == Profile::Healthy {
+            assert!(
+                w.upstream["copilot user"] <= d.upstream["copilot user"],
+                "{w:?}"
+            );
+        }
         // The client's own `/user` calls reach the upstream at most as often as it sends them.
         assert!(w.upstream["user"] <= sent(w, "vscode user"), "{w:?}");
     }
