@@ -97,7 +97,11 @@ impl Accounts {
         tokio::spawn(async move {
             // The permit bounds concurrent `/user` calls; pending entries wait for one.
             let permit = me.permits.clone().acquire_owned().await;
-            if permit.is_ok() {
+            // Learned meanwhile (the client's own `/user` answered first): nothing to ask.
+            let known = me
+                .record(&id)
+                .is_some_and(|r| crate::time_fmt::now_ms() - r.resolved_at_ms < REFRESH_AFTER_MS);
+            if permit.is_ok() && !known {
                 me.resolve_now(&ups, id, auth).await;
             }
             me.unmark_pending(id, other);
