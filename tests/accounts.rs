@@ -482,3 +482,86 @@ async fn thirty_concurrent_first_requests_of_one_credential_make_one_user_call()
     weir.assert_no_token_anywhere().await;
     weir.handle.shutdown().await;
 }
+
+// --- a client's own `/user` (issue #29, item 8) ---------------------------------------------------
+
+/// VS Code's Task API backend asks `GET api.github.com/user` itself (for `creator_id`): Weir
+/// learns the credential's account from that answer and sends no `/user` of its own for it. A
+/// credential that never asks (gh) is still resolved by Weir, once. And a `/user` answer is
+/// never shared between credentials: it carries the token's own scopes and OAuth app.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_clients_own_user_call_resolves_its_credential_without_one_of_weirs() {
+    let fake = Fake::start().await;
+    let weir = start(&fake, "[identity]\nshare = \"account\"\n").await;
+    let user_url = format!("http://{}/user", fake.github);
+    let vscode = weir.client(ALICE_VSCODE, VSCODE_UA);
+    // The client's `/user` first, then its other calls.
+    let (s, me) = weir.get(&vscode, &user_url).await;
+    assert_eq!((s, me["login"].as_str()), (200, Some("alice")));
+    for i in 0..10 {
+        let url = format!("http://{}/agents/sessions/s{i}", fake.copilot);
+        assert_eq!(weir.get(&vscode, &url).await.0, 200);
+    }
+    assert_eq!(weir.get(&vscode, &list_url(&fake, 20)).await.0, 200);
+    let status = weir.resolved(1).await;
+    assert_eq!(
+        status.identity.accounts[0].requests, 11,
+        "{:?}",
+        status.identity
+    );
+    // The same token as `Bearer` (VS Code's Task API and Mission Control spell it so): a
+    // second identity, learned with the first (one credential, its request counted).
+    let bearer = reqwest::Client::builder()
+        .proxy(reqwest::Proxy::all(format!("http://{}", weir.handle.local_addr())).unwrap())
+        .build()
+        .unwrap();
+    let r = bearer
+        .get(format!("http://{}/agents/sessions/s1", fake.copilot))
+        .header("authorization", format!("Bearer {ALICE_VSCODE}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let status = weir.resolved(1).await;
+    let alice = &status.identity.accounts[0];
+    assert_eq!((alice.login.as_str(), alice.credentials), ("alice", 1));
+    assert_eq!(alice.requests, 12, "{:?}", status.identity);
+    assert_eq!(
+        (status.identity.learned, status.identity.resolved),
+        (1, 0),
+        "{:?}",
+        status.identity
+    );
+    // Time for a background call of Weir's own, had one been started.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(fake.user_calls().len(), 1, "only the client's own /user");
+
+    // gh never asks `/user`: Weir resolves its credential itself, as before (one call).
+    let gh = weir.client(ALICE_GH, GH_UA);
+    assert_eq!(weir.get(&gh, &list_url(&fake, 50)).await.0, 200);
+    let status = weir.resolved(2).await;
+    assert_eq!(status.identity.resolved, 1);
+    assert_eq!(fake.user_calls().len(), 2);
+    // Both are alice's and share lists now; gh's own `/user` still gets gh's own answer (its
+    // scopes and OAuth app), never VS Code's copy.
+    let r = gh.get(&user_url).send().await.unwrap();
+    assert_eq!(
+        r.headers()["x-oauth-client-id"],
+        client_id_of(ALICE_GH).unwrap()
+    );
+    assert_eq!(
+        r.headers()["x-oauth-scopes"],
+        "gist, read:org, repo, workflow"
+    );
+    assert_eq!(fake.user_calls().len(), 3);
+    // VS Code's `/user` again within the view's TTL: Weir's copy, its own.
+    let r = vscode.get(&user_url).send().await.unwrap();
+    assert_eq!(r.headers()["cache-status"], "weir; hit");
+    assert_eq!(
+        r.headers()["x-oauth-client-id"],
+        client_id_of(ALICE_VSCODE).unwrap()
+    );
+    assert_eq!(fake.user_calls().len(), 3);
+    weir.assert_no_token_anywhere().await;
+    weir.handle.shutdown().await;
+}

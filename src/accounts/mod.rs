@@ -5,6 +5,7 @@
 //! - [`record`]: the account record (id, login, token kind, scopes) and the sharing rule;
 //! - [`resolve`]: one coalesced `GET /user` on the `github-api` upstream per credential, off
 //!   the request path, through Weir's own upstream client and policies;
+//! - [`learn`]: the same, read from a client's own `GET /user` answer (no call of Weir's);
 //! - [`store`]: the credential-hash → account table on disk (`accounts.sqlite3`, 0600).
 //!
 //! Only the keyed credential hash ([`Identity`]) is kept, never the credential. Until a
@@ -12,10 +13,12 @@
 //! shares on a guess. A 401 on any request drops the credential's mapping
 //! ([`Accounts::forget`], called by the attempt phase).
 
+mod learn;
 mod record;
 mod resolve;
 mod store;
 
+pub(crate) use learn::UserCall;
 pub(crate) use record::AccountRecord;
 pub use record::TokenKind;
 pub(crate) use resolve::{Resolution, UserApi};
@@ -61,6 +64,10 @@ pub(crate) struct Accounts {
     known: RwLock<HashMap<Identity, Arc<AccountRecord>>>,
     store: Option<Arc<AccountStore>>,
     pending: Mutex<HashSet<Identity>>,
+    /// Identities mapped as a token's other spelling ([`Accounts::other_spelling`]), each with
+    /// the identity it was learned through. Kept in memory only and not counted as
+    /// credentials; a 401 to either spelling forgets both.
+    aliases: Mutex<HashMap<Identity, Identity>>,
     /// Credentials whose last resolution failed, with when they may be tried again.
     failed: moka::sync::Cache<Identity, Instant>,
     permits: Arc<tokio::sync::Semaphore>,
@@ -68,6 +75,8 @@ pub(crate) struct Accounts {
     /// credentials (the status and metrics show them by login).
     requests: Mutex<HashMap<u64, Counts>>,
     resolved: AtomicU64,
+    /// Mappings learned (or renewed) from a client's own `/user` answer.
+    learned: AtomicU64,
     failures: AtomicU64,
     unauthorized: AtomicU64,
 }
@@ -108,6 +117,7 @@ impl Accounts {
             known: RwLock::default(),
             store: None,
             pending: Mutex::default(),
+            aliases: Mutex::default(),
             failed: moka::sync::Cache::builder()
                 .max_capacity(10_000)
                 .time_to_live(AFTER_UNAUTHORIZED)
@@ -115,6 +125,7 @@ impl Accounts {
             permits: Arc::new(tokio::sync::Semaphore::new(CONCURRENT)),
             requests: Mutex::default(),
             resolved: AtomicU64::new(0),
+            learned: AtomicU64::new(0),
             failures: AtomicU64::new(0),
             unauthorized: AtomicU64::new(0),
         }
@@ -175,14 +186,125 @@ impl Accounts {
     }
 
     /// Drops a credential's mapping (the upstream answered 401 to it): it is its own identity
-    /// again, and is not resolved again for a while.
+    /// again, and is not resolved again for a while. The token's other spelling, if it was
+    /// mapped with it, is dropped too.
     pub fn forget(&self, id: &Identity) {
+        for other in self.unlink(id) {
+            self.drop_mapping(&other);
+        }
+        self.drop_mapping(id);
+    }
+
+    fn drop_mapping(&self, id: &Identity) {
         self.failed.insert(*id, Instant::now() + AFTER_UNAUTHORIZED);
         let removed = self.known.write().ok().and_then(|mut m| m.remove(id));
         if removed.is_some() {
             tracing::info!(credential = %id.short(), "401: the credential's account mapping is dropped");
             self.persist(*id, None);
         }
+    }
+
+    /// The identity of the same token under its other usual scheme (`token X` ↔ `Bearer X`).
+    /// VS Code sends its GitHub session as `token` to the token and user calls and as
+    /// `Bearer` to the Task API and Mission Control: one token, two identities (the scheme is
+    /// part of the hash, so existing identities never change), and one account. Only for a
+    /// lone `Authorization` (the caller checked: no `Cookie`).
+    fn other_spelling(&self, authorization: &http::HeaderValue) -> Option<Identity> {
+        let v = authorization.as_bytes();
+        let sp = v.iter().position(|b| *b == b' ')?;
+        let (scheme, rest) = v.split_at(sp);
+        let other: &[u8] = if scheme.eq_ignore_ascii_case(b"token") {
+            b"Bearer"
+        } else if scheme.eq_ignore_ascii_case(b"bearer") {
+            b"token"
+        } else {
+            return None;
+        };
+        let value = http::HeaderValue::from_bytes(&[other, rest].concat()).ok()?;
+        let mut h = http::HeaderMap::new();
+        h.insert(http::header::AUTHORIZATION, value);
+        Some(self.key.identify(&h))
+    }
+
+    /// Marks a credential (and its other spelling) as being resolved; `false` if either
+    /// already is, or too many are.
+    fn mark_pending(&self, id: Identity, other: Option<Identity>) -> bool {
+        let Ok(mut p) = self.pending.lock() else {
+            return false;
+        };
+        if p.len() + 2 > MAX_PENDING || p.contains(&id) || other.is_some_and(|o| p.contains(&o)) {
+            return false;
+        }
+        p.insert(id);
+        p.extend(other);
+        true
+    }
+
+    fn unmark_pending(&self, id: Identity, other: Option<Identity>) {
+        if let Ok(mut p) = self.pending.lock() {
+            p.remove(&id);
+            if let Some(o) = other {
+                p.remove(&o);
+            }
+        }
+    }
+
+    /// Records `rec` for a credential, and in memory for its other spelling
+    /// ([`Accounts::other_spelling`]) unless that one has a mapping of its own.
+    fn remember_token(
+        &self,
+        id: Identity,
+        authorization: &http::HeaderValue,
+        rec: AccountRecord,
+    ) -> Arc<AccountRecord> {
+        let Ok(mut aliases) = self.aliases.lock() else {
+            return self.remember(id, rec);
+        };
+        // Mapped through its own `/user` now: a credential of its own.
+        aliases.remove(&id);
+        if let Some(other) = self.other_spelling(authorization) {
+            let own = !aliases.contains_key(&other) && self.record(&other).is_some();
+            if !own {
+                if let Ok(mut m) = self.known.write() {
+                    m.insert(other, Arc::new(rec.clone()));
+                    aliases.insert(other, id);
+                    self.failed.invalidate(&other);
+                }
+            }
+        }
+        drop(aliases);
+        self.remember(id, rec)
+    }
+
+    /// [`Accounts::forget`], for the token under both spellings.
+    fn forget_token(&self, id: &Identity, authorization: &http::HeaderValue) {
+        if let Some(other) = self.other_spelling(authorization) {
+            self.forget(&other);
+        }
+        self.forget(id);
+    }
+
+    /// Unlinks `id` from its other spelling (either way round); returns that spelling.
+    fn unlink(&self, id: &Identity) -> Vec<Identity> {
+        let Ok(mut a) = self.aliases.lock() else {
+            return Vec::new();
+        };
+        let linked: Vec<(Identity, Identity)> = a
+            .iter()
+            .filter(|(alias, through)| *alias == id || *through == id)
+            .map(|(alias, through)| (*alias, *through))
+            .collect();
+        linked
+            .into_iter()
+            .map(|(alias, through)| {
+                a.remove(&alias);
+                if alias == *id {
+                    through
+                } else {
+                    alias
+                }
+            })
+            .collect()
     }
 
     fn remember(&self, id: Identity, rec: AccountRecord) -> Arc<AccountRecord> {
@@ -218,8 +340,14 @@ impl Accounts {
     /// The per-account view for the status document: logins, never tokens.
     pub fn status(&self) -> IdentityStatus {
         let mut by_account: BTreeMap<u64, AccountStatus> = BTreeMap::new();
+        let aliases: HashSet<Identity> = self
+            .aliases
+            .lock()
+            .map(|a| a.keys().copied().collect())
+            .unwrap_or_default();
         if let Ok(m) = self.known.read() {
-            for r in m.values() {
+            // A token's other spelling is the same credential: counted once.
+            for (_, r) in m.iter().filter(|(id, _)| !aliases.contains(*id)) {
                 let a = by_account
                     .entry(r.account_id)
                     .or_insert_with(|| AccountStatus {
@@ -250,6 +378,7 @@ impl Accounts {
             resolver: self.github_api.is_some(),
             accounts: by_account.into_values().collect(),
             resolved: self.resolved.load(Relaxed),
+            learned: self.learned.load(Relaxed),
             failed: self.failures.load(Relaxed),
             unauthorized: self.unauthorized.load(Relaxed),
         }
@@ -267,6 +396,9 @@ pub struct IdentityStatus {
     /// `/user` resolutions that named an account, failed (no answer to go by), or were
     /// refused (401).
     pub resolved: u64,
+    /// Mappings learned (or renewed) from a client's own `GET /user` answer, which spared
+    /// Weir a call of its own.
+    pub learned: u64,
     pub failed: u64,
     pub unauthorized: u64,
 }
@@ -329,6 +461,38 @@ mod tests {
         assert_eq!(st.accounts.len(), 2);
         assert_eq!(st.accounts[0].login, "user1");
         assert_eq!(st.accounts[0].credentials, 3);
+
+        // One token under both spellings: one credential; a 401 to either forgets both.
+        for (first, then) in [("token", "Bearer"), ("Bearer", "token")] {
+            let auth = |scheme: &str| {
+                let mut h = http::HeaderMap::new();
+                h.insert(
+                    http::header::AUTHORIZATION,
+                    format!("{scheme} gho_same").parse().unwrap(),
+                );
+                h
+            };
+            let (a1, a2) = (auth(first), auth(then));
+            let (i1, i2) = (a.identify(&a1), a.identify(&a2));
+            assert_ne!(i1, i2);
+            a.remember_token(
+                i1,
+                &a1[http::header::AUTHORIZATION],
+                rec(3, TokenKind::Oauth, &["repo"]),
+            );
+            assert_eq!(a.record(&i2).map(|r| r.account_id), Some(3));
+            let n = |a: &Accounts| {
+                a.status()
+                    .accounts
+                    .iter()
+                    .find(|s| s.account_id == 3)
+                    .map(|s| s.credentials)
+            };
+            assert_eq!(n(&a), Some(1));
+            a.forget(&i2);
+            assert!(a.record(&i1).is_none() && a.record(&i2).is_none());
+            assert_eq!(n(&a), None);
+        }
 
         let cred = Settings {
             share: ShareMode::Credential,

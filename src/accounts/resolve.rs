@@ -9,7 +9,7 @@
 //! for some other configured upstream is never shown to GitHub.
 
 use super::record::{parse_scopes, valid_login, AccountRecord, TokenKind};
-use super::{Accounts, AFTER_FAILURE, MAX_PENDING, REFRESH_AFTER_MS};
+use super::{Accounts, UserCall, AFTER_FAILURE, REFRESH_AFTER_MS};
 use crate::config::UpstreamIndex;
 use crate::identity::Identity;
 use bytes::Bytes;
@@ -60,19 +60,24 @@ pub(crate) enum Resolution {
 impl Accounts {
     /// Called for every credentialed request to a managed upstream (`up`): counts it for its
     /// account and, when the credential is not mapped yet (or its mapping is old), starts a
-    /// resolution in the background. Returns at once.
-    pub fn observe<U: UserApi + 'static>(
+    /// resolution in the background. Returns at once. A client's own `GET /user` starts none:
+    /// its answer is read instead ([`super::learn`]), through the [`UserCall`] returned.
+    pub fn observe<U: UserApi + 'static, B>(
         self: &Arc<Self>,
         upstreams: &Arc<U>,
         up: UpstreamIndex,
         id: Identity,
-        h: &HeaderMap,
-    ) {
+        req: &http::Request<B>,
+    ) -> Option<UserCall> {
         self.count(&id);
-        let Some(gh) = self.github_api else { return };
+        let gh = self.github_api?;
+        let h = req.headers();
+        if self.is_user_call(up, req.method(), req.uri().path()) {
+            return self.client_asks(id, h);
+        }
         if let Some(r) = self.record(&id) {
             if crate::time_fmt::now_ms() - r.resolved_at_ms < REFRESH_AFTER_MS {
-                return;
+                return None;
             }
         }
         if self
@@ -80,30 +85,28 @@ impl Accounts {
             .get(&id)
             .is_some_and(|until| until > Instant::now())
         {
-            return;
+            return None;
         }
-        let Some(auth) = resolvable(h, up == gh) else {
-            return;
-        };
-        {
-            let Ok(mut p) = self.pending.lock() else {
-                return;
-            };
-            if p.len() >= MAX_PENDING || !p.insert(id) {
-                return;
-            }
+        let auth = resolvable(h, up == gh)?;
+        // The token under its other spelling is pending with it: one call answers both.
+        let other = self.other_spelling(&auth);
+        if !self.mark_pending(id, other) {
+            return None;
         }
         let (me, ups) = (self.clone(), upstreams.clone());
         tokio::spawn(async move {
             // The permit bounds concurrent `/user` calls; pending entries wait for one.
             let permit = me.permits.clone().acquire_owned().await;
-            if permit.is_ok() {
+            // Learned meanwhile (the client's own `/user` answered first): nothing to ask.
+            let known = me
+                .record(&id)
+                .is_some_and(|r| crate::time_fmt::now_ms() - r.resolved_at_ms < REFRESH_AFTER_MS);
+            if permit.is_ok() && !known {
                 me.resolve_now(&ups, id, auth).await;
             }
-            if let Ok(mut p) = me.pending.lock() {
-                p.remove(&id);
-            }
+            me.unmark_pending(id, other);
         });
+        None
     }
 
     /// Resolves a credential now (the caller awaits it: the background task above, or the
@@ -117,7 +120,7 @@ impl Accounts {
         let Some(gh) = self.github_api else {
             return Resolution::Failed("no `github-api` upstream is configured".into());
         };
-        let res = ask_user(upstreams, gh, id, authorization).await;
+        let res = ask_user(upstreams, gh, id, authorization.clone()).await;
         match &res {
             Resolution::Account(r) => {
                 self.resolved.fetch_add(1, Relaxed);
@@ -125,7 +128,7 @@ impl Accounts {
             }
             Resolution::Unauthorized => {
                 self.unauthorized.fetch_add(1, Relaxed);
-                self.forget(&id);
+                self.forget_token(&id, &authorization);
             }
             Resolution::Failed(why) => {
                 self.failures.fetch_add(1, Relaxed);
@@ -134,14 +137,16 @@ impl Accounts {
             }
         }
         match res {
-            Resolution::Account(r) => Resolution::Account(self.remember(id, (*r).clone())),
+            Resolution::Account(r) => {
+                Resolution::Account(self.remember_token(id, &authorization, (*r).clone()))
+            }
             other => other,
         }
     }
 }
 
 /// The `Authorization` value to send to `/user`, when this request's credential may be sent.
-fn resolvable(h: &HeaderMap, to_github_api: bool) -> Option<HeaderValue> {
+pub(super) fn resolvable(h: &HeaderMap, to_github_api: bool) -> Option<HeaderValue> {
     if h.contains_key(header::COOKIE) {
         return None;
     }
@@ -174,12 +179,32 @@ async fn ask_user<U: UserApi + ?Sized>(
         Ok(r) => r,
         Err(why) => return Resolution::Failed(why),
     };
-    match resp.status() {
+    read_user(
+        kind,
+        resp.status(),
+        resp.headers(),
+        resp.body(),
+        crate::time_fmt::now_ms(),
+    )
+}
+
+/// What a `GET /user` answer says about the credential that asked it (`kind`), as of
+/// `at_ms`: Weir's own call's answer, or a client's own (`super::learn`). The account id and
+/// login from the body, the scopes from `X-OAuth-Scopes` and the OAuth app from
+/// `X-OAuth-Client-Id`.
+pub(super) fn read_user(
+    kind: TokenKind,
+    status: StatusCode,
+    headers: &HeaderMap,
+    body: &[u8],
+    at_ms: i64,
+) -> Resolution {
+    match status {
         StatusCode::OK => {}
         StatusCode::UNAUTHORIZED => return Resolution::Unauthorized,
         s => return Resolution::Failed(format!("/user answered {s}")),
     }
-    let v: serde_json::Value = serde_json::from_slice(resp.body()).unwrap_or_default();
+    let v: serde_json::Value = serde_json::from_slice(body).unwrap_or_default();
     let (Some(account_id), Some(login)) = (
         v.get("id").and_then(|i| i.as_u64()),
         v.get("login")
@@ -188,13 +213,9 @@ async fn ask_user<U: UserApi + ?Sized>(
     ) else {
         return Resolution::Failed("/user answered without a valid id and login".into());
     };
-    let scopes = resp
-        .headers()
-        .get("x-oauth-scopes")
-        .and_then(|s| s.to_str().ok());
+    let scopes = headers.get("x-oauth-scopes").and_then(|s| s.to_str().ok());
     // The OAuth app the token belongs to (`share = "app"`): an org approves apps one by one.
-    let client_id = resp
-        .headers()
+    let client_id = headers
         .get("x-oauth-client-id")
         .and_then(|s| s.to_str().ok())
         .map(str::trim)
@@ -206,7 +227,7 @@ async fn ask_user<U: UserApi + ?Sized>(
         kind,
         scopes: parse_scopes(scopes),
         client_id,
-        resolved_at_ms: crate::time_fmt::now_ms(),
+        resolved_at_ms: at_ms,
     }))
 }
 

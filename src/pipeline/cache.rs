@@ -204,7 +204,7 @@ pub(super) fn serve_head<'a>(
     parts: http::request::Parts,
 ) -> Step<'a> {
     let (up, class) = (ctx.up, ctx.class);
-    let keyed = page_subset::keyed_identity(h.accounts, class, &ctx.who);
+    let keyed = keyed_identity(h, ctx, &parts);
     let page = (class == RouteClass::List)
         .then(|| page_subset::Page::of(&parts.uri))
         .flatten();
@@ -567,6 +567,19 @@ fn landed(
     }
 }
 
+/// The identity a request's answer is kept under ([`page_subset::keyed_identity`]), except
+/// `GET /user` on `github-api`: it names the token's own scopes and OAuth app, so it is never
+/// an account's shared answer (VS Code's copy would give gh's credential VS Code's scopes).
+fn keyed_identity(h: CacheHandles<'_>, ctx: &Ctx<'_>, parts: &http::request::Parts) -> Identity {
+    if h.accounts
+        .is_user_call(ctx.up, &parts.method, parts.uri.path())
+    {
+        ctx.who.identity
+    } else {
+        page_subset::keyed_identity(h.accounts, ctx.class, &ctx.who)
+    }
+}
+
 /// The cache and coalescing key of a request (upstream, method, path and sorted query, the
 /// caller's identity (or its account's sharing identity), the `key_headers`).
 pub(super) fn key_for(
@@ -574,7 +587,7 @@ pub(super) fn key_for(
     ctx: &Ctx<'_>,
     parts: &http::request::Parts,
 ) -> CacheKey {
-    let keyed = page_subset::keyed_identity(h.accounts, ctx.class, &ctx.who);
+    let keyed = keyed_identity(h, ctx, parts);
     let pq = parts
         .uri
         .path_and_query()

@@ -30,8 +30,9 @@
 //!    durable queue;
 //! 8. **response headers** ([`respond`]): `X-Request-Id`, `Cache-Status`, `Age`,
 //!    problem+json; before them, a log never shorter than the caller was given
-//!    ([`stream::never_shorter`]) and a client's conditional GET answered `304` when its copy
-//!    is current ([`conditional`]);
+//!    ([`stream::never_shorter`]), a client's own `GET /user` read for its account
+//!    ([`user_answer`]), and a client's conditional GET answered `304` when its copy is current
+//!    ([`conditional`]);
 //! 9. **recording** ([`record`]): the phases note what happened on the request's outcome; its
 //!    counters and its decision log are written from it in one place, once, when the request
 //!    ends (answered, or dropped when the client went away), at the front door.
@@ -95,6 +96,7 @@ mod stream;
 mod task_events;
 mod token_age;
 mod tunnel;
+mod user_answer;
 mod waiting_tasks;
 
 pub(crate) use classify::is_for_weir;
@@ -232,12 +234,16 @@ async fn phases(
         provisional::Follow::Answer(r) => return Ok(r),
         provisional::Follow::Pass(req) => req,
     };
-    if who.credentialed {
-        // Off the request path: resolution (if needed) runs in the background.
-        proxy
-            .accounts
-            .observe(&proxy.upstreams, up, who.identity, req.headers());
-    }
+    // Off the request path: resolution (if needed) runs in the background; a client's own
+    // `GET /user` is read instead (`user_answer`).
+    let user_call = who
+        .credentialed
+        .then(|| {
+            proxy
+                .accounts
+                .observe(&proxy.upstreams, up, who.identity, &req)
+        })
+        .flatten();
     let decision = policy::decide(
         policy_handles(proxy),
         &settings,
@@ -258,7 +264,8 @@ async fn phases(
         decision,
         seen,
     };
-    let after = After::of(proxy, &ctx, &req);
+    let mut after = After::of(proxy, &ctx, &req);
+    after.user = user_call;
     // A Task API list (minutes apart) is told the creates that wait in the queue.
     let waiting = match (ctx.family, ctx.class) {
         (crate::config::Family::Tasks, RouteClass::List) => {
@@ -293,6 +300,8 @@ async fn phases(
 struct After {
     follower: Option<crate::cache::CacheKey>,
     asked: Option<conditional::Asked>,
+    /// A client's own `GET /user`: its answer names the credential's account.
+    user: Option<crate::accounts::UserCall>,
 }
 
 impl After {
@@ -305,6 +314,7 @@ impl After {
             asked: cached
                 .then(|| conditional::Asked::of(req.headers()))
                 .flatten(),
+            user: None,
         }
     }
 
@@ -312,6 +322,10 @@ impl After {
         let answer = match self.follower {
             // Boxed: a log's answer is rare, and its future stays out of every request's.
             Some(key) => Box::pin(stream::never_shorter(&proxy.cache, ctx.seen, key, answer)).await,
+            None => answer,
+        };
+        let answer = match self.user {
+            Some(call) => Box::pin(user_answer::learn(&proxy.accounts, call, answer)).await,
             None => answer,
         };
         match self.asked {

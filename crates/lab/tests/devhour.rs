@@ -32,6 +32,9 @@ async fn a_short_developer_hour_adds_up() {
             "mc session",
             "mc events",
             "mc commands",
+            "user",
+            "copilot user",
+            "task list",
         ] {
             assert!(
                 r.upstream.get(route).copied().unwrap_or(0) > 0,
@@ -82,6 +85,42 @@ async fn a_short_developer_hour_adds_up() {
             h.upstream["task events"] <= sent(h, "vscode task events") + 2 * 2,
             "{h:?}"
         );
+    }
+    // Weir's own calls (its `GET /user`, issue #29 item 8) are paid for by what it saved, in
+    // both profiles. VS Code asks `/user` itself: Weir reads that answer, so at most gh's
+    // credential (which never asks) and VS Code's (if another of its calls came first) are
+    // resolved by a call of Weir's; never more than one each. Direct, Weir sends nothing.
+    for p in [Profile::Healthy, Profile::Oct29] {
+        let (w, d) = (row(p, Via::Weir), row(p, Via::Direct));
+        assert_eq!(d.weir_own, 0, "{d:?}");
+        assert!(w.weir_own <= 2, "{w:?}");
+        assert_eq!(
+            w.weir_own,
+            w.upstream.get("weir user").copied().unwrap_or(0)
+        );
+        assert!(
+            w.weir_own as i64 <= w.saved(),
+            "{} own > {} saved",
+            w.weir_own,
+            w.saved()
+        );
+        assert_eq!(
+            d.saved(),
+            0,
+            "direct, every request is an upstream call: {d:?}"
+        );
+        // VS Code comes back for its token (and `copilot_internal/user` beside it) no more
+        // often through Weir than direct (a run longer than a token's life shows it). On Oct
+        // 29 Weir may retry a failed one: healthy only, for the upstream's count.
+        assert!(sent(w, "vscode token") <= sent(d, "vscode token"), "{w:?}");
+        if p == Profile::Healthy {
+            assert!(
+                w.upstream["copilot user"] <= d.upstream["copilot user"],
+                "{w:?}"
+            );
+        }
+        // The client's own `/user` calls reach the upstream at most as often as it sends them.
+        assert!(w.upstream["user"] <= sent(w, "vscode user"), "{w:?}");
     }
     // Oct 29: Weir sends fewer calls than the tools send direct, the logs polls included (the
     // lab answers them as a whole document, so Weir caches them like a session).

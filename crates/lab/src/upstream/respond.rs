@@ -56,7 +56,22 @@ impl Responder {
         let path = req.uri().path().to_string();
         let query = req.uri().query().unwrap_or("").to_string();
         let route = Route::of(req.method(), &path);
-        self.counters.count_route(route.name());
+        // Weir's own calls (its `/user`) say so in their `User-Agent`: counted apart.
+        let own = req
+            .headers()
+            .get(header::USER_AGENT)
+            .is_some_and(|v| v.as_bytes().starts_with(b"weir/"));
+        if own {
+            self.counters.weir_own.fetch_add(1, Relaxed);
+        }
+        self.counters.count_route(match (route, own) {
+            (Route::User, true) => "weir user",
+            _ => route.name(),
+        });
+        let account = match route {
+            Route::User => lab_account(req.headers()),
+            _ => None,
+        };
         let delay = match route {
             Route::Token => self.spec.token_latency_ms,
             _ => self.spec.latency_ms,
@@ -141,6 +156,15 @@ impl Responder {
                 Route::JobOfSession => found(world.job(None, Some(segment(&path, 7)))),
                 Route::Enabled => json(StatusCode::OK, Bytes::from_static(br#"{"enabled":true}"#)),
                 Route::Token => json(StatusCode::OK, self.token_body()),
+                Route::User => match account {
+                    Some(a) => user_answer(a),
+                    None => json(
+                        StatusCode::UNAUTHORIZED,
+                        Bytes::from_static(br#"{"message":"Bad credentials","documentation_url":"https://docs.github.com/rest","status":"401"}"#),
+                    ),
+                },
+                Route::CopilotUser => json(StatusCode::OK, self.copilot_user_body()),
+                Route::TaskList => json(StatusCode::OK, Bytes::from(self.counters.tasks.list())),
                 Route::Create => {
                     let (intent, statement) = intent.clone().unwrap_or_default();
                     let (sid, jid) =
@@ -206,6 +230,28 @@ impl Responder {
         )
     }
 
+    /// `GET /copilot_internal/user`: the account's Copilot plan and quotas, in the fields VS
+    /// Code's `CopilotUserInfo` reads (`copilotTokenManager.ts`); the values are the lab's.
+    fn copilot_user_body(&self) -> Bytes {
+        let v = serde_json::json!({
+            "login": "lab-dev",
+            "access_type_sku": "copilot_for_business_seat",
+            "analytics_tracking_id": "0123456789abcdef0123456789abcdef",
+            "assigned_date": "2025-01-01T00:00:00Z",
+            "can_signup_for_limited": false,
+            "chat_enabled": true,
+            "copilot_plan": "business",
+            "organization_login_list": ["octo"],
+            "endpoints": { "api": self.origin },
+            "quota_reset_date": "2025-12-01",
+            "quota_snapshots": {
+                "chat": { "entitlement": 0, "remaining": 0, "percent_remaining": 100.0, "unlimited": true, "overage_permitted": false },
+                "premium_interactions": { "entitlement": 300, "remaining": 280, "percent_remaining": 93.3, "unlimited": false, "overage_permitted": false }
+            }
+        });
+        Bytes::from(v.to_string())
+    }
+
     fn token_body(&self) -> Bytes {
         let now = SystemTime::now()
             .duration_since(UNIX_EPOCH)
@@ -240,6 +286,13 @@ enum Route {
     McSession,
     McEvents,
     McCommands,
+    /// api.github.com: the signed-in user (VS Code's Task API asks it before every repository's
+    /// task list, Weir to resolve a credential), and the account's Copilot plan (VS Code asks it
+    /// beside every token fetch).
+    User,
+    CopilotUser,
+    /// The Task API's lists (a repository's, or all).
+    TaskList,
     Other,
 }
 
@@ -261,6 +314,16 @@ impl Route {
                 if get =>
             {
                 Route::TaskEvents
+            }
+            ["user"] if get => Route::User,
+            ["copilot_internal", "user"] if get => Route::CopilotUser,
+            ["cmc_internal", "api", "agents", "tasks"]
+            | ["cmc_internal", "api", "agents", "repos", _, _, "tasks"]
+            | ["agents", "tasks"]
+            | ["agents", "repos", _, _, "tasks"]
+                if get =>
+            {
+                Route::TaskList
             }
             ["agents", "sessions"] if method == Method::POST => Route::McSession,
             ["agents", "sessions", _, "events"] if method == Method::POST => Route::McEvents,
@@ -291,6 +354,9 @@ impl Route {
             Route::McSession => "mc session",
             Route::McEvents => "mc events",
             Route::McCommands => "mc commands",
+            Route::User => "user",
+            Route::CopilotUser => "copilot user",
+            Route::TaskList => "task list",
             Route::Other => "other",
         }
     }
@@ -298,6 +364,56 @@ impl Route {
     fn is_mission_control(self) -> bool {
         matches!(self, Route::McSession | Route::McEvents | Route::McCommands)
     }
+}
+
+/// The lab's one account (`lab-dev`, id 7, the tasks' `creator`) and the OAuth token a
+/// request carries: VS Code's GitHub session or gh's, each its own app and scopes.
+struct LabAccount {
+    scopes: &'static str,
+    client_id: &'static str,
+}
+
+fn lab_account(h: &http::HeaderMap) -> Option<LabAccount> {
+    let auth = h.get(header::AUTHORIZATION)?.to_str().ok()?;
+    let token = auth.split_once(' ').map_or(auth, |(_, t)| t).trim();
+    match token {
+        "gho_lab_vscode" => Some(LabAccount {
+            scopes: "read:user, repo, user:email, workflow",
+            client_id: "01ab8ac9400c4e429b23",
+        }),
+        "gho_lab_gh" => Some(LabAccount {
+            scopes: "gist, read:org, repo, workflow",
+            client_id: "178c6fc778ccc68e1d6a",
+        }),
+        _ => None,
+    }
+}
+
+/// `GET /user` as api.github.com answers an OAuth token: the user, and the token's scopes and
+/// OAuth app in `X-OAuth-Scopes` / `X-OAuth-Client-Id`.
+fn user_answer(a: LabAccount) -> Response<Full<Bytes>> {
+    let v = serde_json::json!({
+        "login": "lab-dev", "id": 7, "node_id": "U_lab7",
+        "avatar_url": "https://avatars.githubusercontent.com/u/7?v=4", "gravatar_id": "",
+        "url": "https://api.github.com/users/lab-dev", "html_url": "https://github.com/lab-dev",
+        "type": "User", "user_view_type": "public", "site_admin": false, "name": "Lab Dev",
+        "company": null, "blog": "", "location": null, "email": null, "hireable": null,
+        "bio": null, "twitter_username": null, "public_repos": 3, "public_gists": 0,
+        "followers": 0, "following": 0,
+        "created_at": "2020-01-01T00:00:00Z", "updated_at": "2025-10-29T00:00:00Z",
+    });
+    let mut resp = json(StatusCode::OK, Bytes::from(v.to_string()));
+    let h = resp.headers_mut();
+    h.insert("x-oauth-scopes", http::HeaderValue::from_static(a.scopes));
+    h.insert(
+        "x-oauth-client-id",
+        http::HeaderValue::from_static(a.client_id),
+    );
+    h.insert(
+        "x-accepted-oauth-scopes",
+        http::HeaderValue::from_static(""),
+    );
+    resp
 }
 
 /// The segment of a Task API path that holds the task's id (after `tasks`).
@@ -472,6 +588,15 @@ mod tests {
             Route::McCommands
         );
         assert!(Route::McEvents.is_mission_control() && !Route::Task.is_mission_control());
+        assert_eq!(Route::of(&Method::GET, "/user"), Route::User);
+        assert_eq!(
+            Route::of(&Method::GET, "/copilot_internal/user"),
+            Route::CopilotUser
+        );
+        assert_eq!(
+            Route::of(&Method::GET, "/cmc_internal/api/agents/repos/o/r/tasks"),
+            Route::TaskList
+        );
         assert_eq!(
             page_params("page_number=2&page_size=50&sort=last_updated_at%2Cdesc"),
             (2, 50)

@@ -103,6 +103,9 @@ pub struct UpstreamCounters {
     pub token_requests: AtomicU64,
     /// Create requests received.
     pub create_requests: AtomicU64,
+    /// Requests Weir sent for itself (`User-Agent: weir/…`: its own `GET /user`), not for a
+    /// client; they are also counted by route (`/user` as `weir user`).
+    pub weir_own: AtomicU64,
     /// While set, every request fails with `500` (the team scenario's outage).
     pub outage: std::sync::atomic::AtomicBool,
     creates: Mutex<BTreeMap<String, Created>>,
@@ -183,6 +186,10 @@ impl UpstreamCounters {
 
     pub fn failed(&self) -> u64 {
         self.failed.load(Relaxed)
+    }
+
+    pub fn weir_own(&self) -> u64 {
+        self.weir_own.load(Relaxed)
     }
 
     pub fn rate_limited(&self) -> u64 {

@@ -141,6 +141,17 @@ impl Tasks {
         Some(serde_json::json!({ "events": events, "total": total }).to_string())
     }
 
+    /// `GET …/tasks` or `…/repos/{o}/{r}/tasks`: `{tasks, total_active_count,
+    /// total_archived_count}` (every task is the lab account's, in its one repository).
+    pub fn list(&self) -> String {
+        let now = Instant::now();
+        let v = self.tasks.lock().unwrap_or_else(|e| e.into_inner());
+        let tasks: Vec<serde_json::Value> = v.iter().map(|t| t.json(now)).collect();
+        let active = v.iter().filter(|t| t.state(now) != "completed").count();
+        serde_json::json!({ "tasks": tasks, "total_active_count": active, "total_archived_count": 0 })
+            .to_string()
+    }
+
     /// Events written so far (what a client following the turn should end up with).
     pub fn total(&self, id: &str) -> usize {
         let v = self.tasks.lock().unwrap_or_else(|e| e.into_inner());

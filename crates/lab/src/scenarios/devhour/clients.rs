@@ -25,7 +25,12 @@
 //!     retrieve pull request information from job"; success `refresh()`es the list;
 //!   - `src/platform/authentication/node/copilotTokenManager.ts`: the token's expiry is taken
 //!     as `now + refresh_in + 60`, and a new one is fetched when that is less than 5 min away:
-//!     `GET /copilot_internal/v2/token` every `refresh_in + 60 − 300` s.
+//!     `GET /copilot_internal/v2/token` every `refresh_in + 60 − 300` s, each time with `GET
+//!     /copilot_internal/user` beside it (`Promise.all`; microsoft/vscode
+//!     `extensions/copilot/…/copilotTokenManager.ts` @ 0facf51e).
+//! - VS Code's Task API backend (v2, microsoft/vscode `extensions/copilot/…/taskApiBackend.ts`,
+//!   /work/research/clients.md §1): its session list at start-up and every 5 min, each with
+//!   `GET api.github.com/user` (for `creator_id`) before the repository's task list.
 //! - gh, cli/cli `pkg/cmd/agent-task/` @ 10db389 / 48d6cbb:
 //!   - `capi/sessions.go` `ListLatestSessionsForViewer`: `GET /agents/sessions?page_number=N&
 //!     page_size=50&sort=last_updated_at%2Cdesc` (`url.Values.Encode`: sorted, `,` → `%2C`),
@@ -57,6 +62,9 @@ pub struct Desk {
     pub client: LabClient,
     /// The agent API origin (the token's `endpoints.api`; the lab upstream).
     pub api: String,
+    /// The api.github.com origin (a second lab upstream, Weir's `github-api`): the token and
+    /// the user calls, and the Task API.
+    pub github: String,
     pub speed: f64,
     pub tally: Arc<Tally>,
     pub end: Instant,
@@ -141,9 +149,13 @@ impl Desk {
         path: &str,
         body: Option<String>,
     ) -> Option<Got> {
+        let origin = match who.on_github() {
+            true => &self.github,
+            false => &self.api,
+        };
         let mut b = Request::builder()
             .method(method)
-            .uri(format!("{}{path}", self.api))
+            .uri(format!("{origin}{path}"))
             .header(http::header::ACCEPT, "application/json");
         for (k, v) in who.headers() {
             b = b.header(*k, *v);
@@ -176,6 +188,10 @@ pub enum Tool {
     /// VS Code's Mission Control client (`missionControlApiClient.ts`): the GitHub OAuth token
     /// and `Copilot-Integration-Id` (its value presumed `vscode-chat`).
     VsCodeMission,
+    /// VS Code on api.github.com with its GitHub session (`copilotTokenManager.ts`: the token
+    /// and `copilot_internal/user`, `Authorization: token`, `X-GitHub-Api-Version:
+    /// 2025-04-01`; the octokit service's `GET /user` the same way).
+    VsCodeGitHub,
 }
 
 impl Tool {
@@ -193,11 +209,24 @@ impl Tool {
                 ("authorization", "Bearer gho_lab_vscode"),
                 ("copilot-integration-id", "vscode-chat"),
             ],
+            Tool::VsCodeGitHub => &[
+                ("authorization", "token gho_lab_vscode"),
+                ("x-github-api-version", "2025-04-01"),
+                ("editor-version", "vscode/1.105.0"),
+                ("editor-plugin-version", "copilot-chat/0.32.0"),
+                ("user-agent", "GitHubCopilotChat/0.32.0"),
+            ],
             Tool::Gh => &[
                 ("authorization", "token gho_lab_gh"),
                 ("user-agent", "GitHub CLI 2.81.0"),
             ],
         }
+    }
+
+    /// Sent to api.github.com (the Task API and the token and user calls), else to the agent
+    /// API host.
+    fn on_github(self) -> bool {
+        matches!(self, Tool::VsCodeTasks | Tool::VsCodeGitHub)
     }
 }
 
@@ -351,20 +380,29 @@ impl VsCode {
         }
     }
 
-    /// The Copilot token, fetched again when `now + refresh_in + 60` is < 5 min away.
+    /// The Copilot token, fetched again when `now + refresh_in + 60` is < 5 min away, with
+    /// `GET /copilot_internal/user` beside it (`Promise.all`, the plan and quotas).
     pub async fn token(self: Arc<Self>) {
         let d = &self.desk;
         loop {
-            let got = d
-                .send(
+            let (got, _) = tokio::join!(
+                d.send(
                     "vscode token",
-                    Tool::VsCode,
+                    Tool::VsCodeGitHub,
                     Method::GET,
                     "/copilot_internal/v2/token",
                     None,
                     |g| ok_json(g) && json(g).is_some_and(|v| v.get("token").is_some()),
+                ),
+                d.send_quiet(
+                    "vscode copilot user",
+                    Tool::VsCodeGitHub,
+                    Method::GET,
+                    "/copilot_internal/user",
+                    None,
+                    ok_json,
                 )
-                .await;
+            );
             let refresh_in = got
                 .as_ref()
                 .and_then(json)
@@ -373,6 +411,48 @@ impl VsCode {
             // failed fetch is tried again on the next use, a minute on.
             let next = refresh_in.map_or(60.0, |r| (r * d.speed + 60.0 - 300.0).max(60.0));
             if !d.wait(next).await {
+                return;
+            }
+        }
+    }
+
+    /// VS Code's Task API backend lists its sessions (`fetchSessionList`): at start-up, then
+    /// every 5 min (sessions exist). For the workspace's repository it asks `GET /user` first
+    /// (`getCurrentAuthedUser`, for `creator_id`), then the repository's tasks; a failed
+    /// `/user` makes the list `[]` (an empty view: a failure).
+    pub async fn task_lists(self: Arc<Self>) {
+        let d = &self.desk;
+        loop {
+            let me = d
+                .send(
+                    "vscode user",
+                    Tool::VsCodeGitHub,
+                    Method::GET,
+                    "/user",
+                    None,
+                    ok_json,
+                )
+                .await;
+            let id = me
+                .as_ref()
+                .and_then(json)
+                .and_then(|v| v.get("id").and_then(|i| i.as_u64()));
+            if let Some(id) = id {
+                let path = format!(
+                    "/cmc_internal/api/agents/repos/{REPO}/tasks?per_page=100&creator_id={id}"
+                );
+                let _ = d
+                    .send(
+                        "vscode task list",
+                        Tool::VsCodeTasks,
+                        Method::GET,
+                        &path,
+                        None,
+                        ok_json,
+                    )
+                    .await;
+            }
+            if !d.wait(300.0).await {
                 return;
             }
         }

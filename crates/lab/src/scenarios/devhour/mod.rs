@@ -12,6 +12,12 @@
 //! local agent session mirrored to Mission Control all hour ([`mission`]: events every 500 ms,
 //! commands every 3 s, one command typed on github.com every 5 minutes).
 //!
+//! Two lab upstreams: the agent API host (sessions, jobs, Mission Control) and api.github.com
+//! (Weir's `github-api`: the token and `copilot_internal/user`, the Task API, and `GET /user`,
+//! which VS Code's Task API backend asks before each of its task lists and Weir asks to
+//! resolve a credential). Weir's own calls are counted apart (issue #29, item 8: every call
+//! Weir makes for itself must be paid for by a saving).
+//!
 //! Everything that has a time is divided by the speed: the clients' intervals, the upstream's
 //! latency and token lifetimes, and Weir's class timings and breaker window (its config below),
 //! so each row is the real hour played fast. Durations in the report are simulated.
@@ -87,6 +93,23 @@ pub struct Row {
     /// final count − the distinct events it saw).
     pub turn_events_missed: u64,
     pub mirror: MirrorRow,
+    /// Calls Weir sent for itself (`User-Agent: weir/…`; in `upstream_total` too).
+    pub weir_own: u64,
+}
+
+impl Row {
+    /// Requests the tools sent in this row (to Weir, or direct to the upstream).
+    pub fn tools_sent(&self) -> u64 {
+        self.surfaces.iter().map(|s| s.requests).sum()
+    }
+
+    /// What Weir saved the upstream of the tools' own traffic in this row: the requests they
+    /// sent it minus the calls it sent upstream for them (its own calls left out: they are
+    /// what the saving pays for). Measured on the row itself, not against the direct row,
+    /// whose tools do not send exactly the same requests (a session followed a poll longer).
+    pub fn saved(&self) -> i64 {
+        self.tools_sent() as i64 - (self.upstream_total - self.weir_own) as i64
+    }
 }
 
 /// Mission Control's events and commands in one row (see [`tally::MirrorTally`]).
@@ -142,9 +165,11 @@ fn task_timing(run_s: u64) -> SessionTiming {
     }
 }
 
-/// Weir's shipped class timings and breaker window, divided by [`SPEED`]. The per-client rate
+/// Weir's shipped class timings and breaker window, divided by [`SPEED`] (the token's
+/// `token_margin` is the shipped 5 minutes: with the 60 s it had before, VS Code fetched the
+/// token, and `copilot_internal/user` beside it, twice as often through Weir, issue #29 item 8). The per-client rate
 /// limit is off: at 10× speed one developer sends what ten would.
-pub fn weir_toml(origin: &str) -> String {
+pub fn weir_toml(origin: &str, github: &str) -> String {
     let mut extra = String::from(crate::weir_ctl::NO_RATE_LIMIT);
     extra.push_str(
         "[breaker]\nwindow = \"3s\"\nslow_floor = \"100ms\"\n\
@@ -153,13 +178,16 @@ pub fn weir_toml(origin: &str) -> String {
          per_try_timeout = \"1s\"\ndeadline = \"2s\"\nslow_call = \"500ms\"\n\
          [classes.view]\nfresh_ttl = \"300ms\"\nstale_while_revalidate = \"3s\"\nrevalidate_wait = \"25ms\"\ndegraded_refresh = \"12s\"\n\
          per_try_timeout = \"1s\"\ndeadline = \"2s\"\nslow_call = \"500ms\"\n\
-         [classes.token]\ntoken_margin = \"6s\"\nper_try_timeout = \"500ms\"\ndeadline = \"1s\"\nslow_call = \"300ms\"\n\
+         [classes.token]\ntoken_margin = \"30s\"\nper_try_timeout = \"500ms\"\ndeadline = \"1s\"\nslow_call = \"300ms\"\n\
          [classes.stream]\nfresh_ttl = \"300ms\"\nstale_while_revalidate = \"3s\"\nrevalidate_wait = \"25ms\"\ndegraded_refresh = \"12s\"\n\
          per_try_timeout = \"3s\"\ndeadline = \"3s\"\nslow_call = \"1s\"\n\
          [classes.create]\nper_try_timeout = \"3s\"\ndeadline = \"3s\"\nslow_call = \"1s\"\n\
          [classes.other]\nper_try_timeout = \"3s\"\ndeadline = \"6s\"\nslow_call = \"1s\"\n\
          [network]\ndetect_os = false\n",
     );
+    extra.push_str(&format!(
+        "\n[[upstream]]\nname = \"github-api\"\norigin = \"{github}\"\n"
+    ));
     // No GitHub Status watcher: the lab never leaves loopback.
     lab_config(origin, Caching::Default, &extra).replacen(
         "listen = \"127.0.0.1:0\"\n",
@@ -176,6 +204,8 @@ pub async fn run_row(
     seed: u64,
 ) -> Result<Row, LabError> {
     let up = Upstream::start(spec(profile, seed)).await?;
+    // api.github.com: as the agents backend, healthy or Oct 29 (the Task API is served by it).
+    let gh = Upstream::start(spec(profile, seed)).await?;
     let world = &up.counters().world;
     let long_ago = Duration::from_secs(3600);
     for i in 0..10 {
@@ -190,7 +220,7 @@ pub async fn run_row(
 
     let weir = match via {
         Via::Direct => None,
-        Via::Weir => Some(LabWeir::start_with(&weir_toml(&up.origin())).await?),
+        Via::Weir => Some(LabWeir::start_with(&weir_toml(&up.origin(), &gh.origin())).await?),
     };
     let tally = Arc::new(Tally::default());
     let start = Instant::now();
@@ -203,7 +233,7 @@ pub async fn run_row(
         .iter()
         .enumerate()
         .map(|(k, &at)| {
-            let id = up.counters().tasks.add(
+            let id = gh.counters().tasks.add(
                 &format!("devhour turn {k}"),
                 Duration::from_secs_f64(at / SPEED),
                 Duration::from_secs_f64(turn_len / SPEED),
@@ -215,6 +245,7 @@ pub async fn run_row(
     let desk = Desk {
         client: LabClient::new(weir.as_ref().map(|w| w.addr())),
         api: up.origin(),
+        github: gh.origin(),
         speed: SPEED,
         tally: tally.clone(),
         end: start + wall,
@@ -222,6 +253,7 @@ pub async fn run_row(
     let vscode = VsCode::new(desk.clone());
     let mut tasks = tokio::task::JoinSet::new();
     tasks.spawn(vscode.clone().token());
+    tasks.spawn(vscode.clone().task_lists());
     tasks.spawn(vscode.clone().lists());
     tasks.spawn(vscode.clone().poller());
     tasks.spawn(clients::gh_list(desk.clone()));
@@ -268,12 +300,16 @@ pub async fn run_row(
         w.stop().await;
     }
     let creates = up.counters().creates();
-    let upstream: BTreeMap<String, u64> = up
+    let mut upstream: BTreeMap<String, u64> = BTreeMap::new();
+    for (k, v) in up
         .counters()
         .by_route()
         .into_iter()
-        .map(|(k, v)| (k.to_string(), v))
-        .collect();
+        .chain(gh.counters().by_route())
+    {
+        *upstream.entry(k.to_string()).or_default() += v;
+    }
+    let weir_own = up.counters().weir_own() + gh.counters().weir_own();
     let surfaces = tally.surfaces();
     let stops = tally.stops();
     let lat = tally.all_latency();
@@ -285,12 +321,13 @@ pub async fn run_row(
     let turn_events_missed = turns
         .iter()
         .map(|(_, id)| {
-            let total = up.counters().tasks.total(id) as u64;
+            let total = gh.counters().tasks.total(id) as u64;
             total.saturating_sub(seen.get(id).copied().unwrap_or(0) as u64)
         })
         .sum();
     let mirror = mirror_row(&tally.mirror_tally(), &up.counters().mirror.received());
     up.stop();
+    gh.stop();
     Ok(Row {
         profile,
         via,
@@ -319,6 +356,7 @@ pub async fn run_row(
         task_age_p99_ms: task_age.p99_ms,
         turn_events_missed,
         mirror,
+        weir_own,
     })
 }
 
@@ -405,8 +443,18 @@ pub fn sections(cfg: &LabConfig, rows: &[Row]) -> Vec<Section> {
         "task events",
         "mc events",
         "mc commands",
+        "task list",
+        "user",
+        "copilot user",
+        "weir user",
     ];
-    let mut head = vec!["row", "upstream calls", "fewer than direct"];
+    let mut head = vec![
+        "row",
+        "upstream calls",
+        "fewer than direct",
+        "tools' requests",
+        "Weir's own calls / saved",
+    ];
     head.extend(routes);
     head.extend([
         "other",
@@ -427,6 +475,11 @@ pub fn sections(cfg: &LabConfig, rows: &[Row]) -> Vec<Section> {
                 "-".into()
             } else {
                 times(d as f64 / r.upstream_total as f64)
+            },
+            r.tools_sent().to_string(),
+            match r.via {
+                Via::Weir => format!("{} / {}", r.weir_own, r.saved()),
+                Via::Direct => "-".into(),
             },
         ];
         let mut other = r.upstream_total;
@@ -512,7 +565,12 @@ pub fn sections(cfg: &LabConfig, rows: &[Row]) -> Vec<Section> {
                     is a failure) and one local session mirrored to Mission Control all hour (events every \
                     500 ms, commands every 3 s, `scenarios/devhour/mission.rs`; a command run twice, or an \
                     event lost or doubled by Weir, is a failure). Oct 29 fails the Task API like the \
-                    sessions; Mission Control too (`MISSION_CONTROL_IN_OCT29`)."
+                    sessions; Mission Control too (`MISSION_CONTROL_IN_OCT29`). \
+                    On api.github.com (a second lab upstream, Weir's `github-api`): VS Code's token with \
+                    `copilot_internal/user` beside each fetch, its Task API list at start and every 5 min \
+                    with `GET /user` before it, and the Task API turns. Weir's own calls (its `GET /user`, \
+                    `User-Agent: weir/…`) are counted apart (`weir user`), next to what Weir saved in the \
+                    same row: the tools' requests minus the calls Weir sent upstream for them."
                 .into(),
             table,
             series: vec![],

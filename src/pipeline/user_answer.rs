@@ -1,0 +1,50 @@
+//! Phase 8, for a client's own `GET /user` on the `github-api` upstream: its answer names the
+//! credential's account, so the account directory reads it ([`crate::accounts`]'s `learn`)
+//! instead of sending a `/user` of its own. The answer reaches the client unchanged.
+
+use super::context::Answer;
+use crate::accounts::{Accounts, UserCall};
+use http::{header, Response, StatusCode};
+use http_body::Body as _;
+use http_body_util::BodyExt;
+use std::time::Duration;
+
+/// A `/user` body is about 1.5 KB; one larger than this is passed on unread.
+const MAX_READ: u64 = 64 * 1024;
+
+/// Reads `answer` for `call`'s credential; returns it as it came.
+pub(super) async fn learn(accounts: &Accounts, call: UserCall, answer: Answer) -> Answer {
+    let resp = answer?;
+    match resp.status() {
+        StatusCode::UNAUTHORIZED => {
+            accounts.learn(&call, resp.status(), resp.headers(), b"", Duration::ZERO);
+            return Ok(resp);
+        }
+        StatusCode::OK => {}
+        _ => return Ok(resp),
+    }
+    // Only a body whose whole length is known and small (a cached or buffered answer: Weir
+    // caches `/user` like a view, so it always is) is read; a stream is left alone.
+    if resp.body().size_hint().exact().is_none_or(|n| n > MAX_READ) {
+        return Ok(resp);
+    }
+    let (parts, body) = resp.into_parts();
+    let Ok(body) = body.collect().await else {
+        // An in-memory body does not fail; if one did, the client gets what is left: nothing.
+        return Ok(Response::from_parts(
+            parts,
+            crate::body::full(bytes::Bytes::new()),
+        ));
+    };
+    let body = body.to_bytes();
+    // Weir's copy says how old it is; a fresh answer has no `Age` (or `0`).
+    let age = parts
+        .headers
+        .get(header::AGE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse().ok())
+        .map(Duration::from_secs)
+        .unwrap_or_default();
+    accounts.learn(&call, parts.status, &parts.headers, &body, age);
+    Ok(Response::from_parts(parts, crate::body::full(body)))
+}
