@@ -497,13 +497,28 @@ async fn a_reload_while_a_create_body_is_sent_does_not_change_that_request() {
             .send()
             .await
     });
-    // Counted once the request has its settings snapshot (the count is bumped after it).
-    let handle = l.weir.handle.clone();
-    let started = common::eventually(500, || {
-        handle.status_now().upstreams[0].classes["create"].client_requests == 1
-    })
-    .await;
-    assert!(started, "the create reached Weir's pipeline");
+    // The request has its settings snapshot once its first body bytes are held (the body
+    // is read after the snapshot is taken; counters move only when a request ends).
+    let metrics = format!("{}/metrics", l.weir.handle.base_url());
+    let secret = l.weir.handle.control_secret().to_string();
+    let mut started = false;
+    for _ in 0..500 {
+        let text = with_secret(reqwest::Client::new().get(&metrics), &secret)
+            .await
+            .text()
+            .await
+            .unwrap();
+        if text.lines().any(|l| {
+            l.strip_prefix("weir_buffered_request_bytes ")
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .is_some_and(|v| v > 0)
+        }) {
+            started = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(started, "the create's body reached Weir's pipeline");
     // The reload (the config file changed, as the settings API does not set limits) lands
     // while the body is still on its way.
     replace_file(
