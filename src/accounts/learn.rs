@@ -57,7 +57,10 @@ impl Accounts {
     /// credential's account, and carries that token's own scopes and OAuth app, so it is
     /// cached per credential, never under an account's sharing identity.
     pub fn is_user_call(&self, up: UpstreamIndex, method: &Method, path: &str) -> bool {
-        self.github_api == Some(up) && method == Method::GET && path == "/user"
+        // By segments, as the router matches routes: `/user/` and `//user` are `/user` too.
+        self.github_api == Some(up)
+            && method == Method::GET
+            && path.split('/').filter(|s| !s.is_empty()).eq(["user"])
     }
 
     /// A client's own `/user` (see [`Accounts::is_user_call`]) whose credential may be
@@ -93,6 +96,9 @@ impl Accounts {
         }
         let at = crate::time_fmt::now_ms() - age_ms;
         match read_user(call.kind, status, headers, body, at) {
+            // A copy made before a 401 dropped the mapping says nothing about the credential
+            // now: only an answer GitHub gave after it maps it again.
+            Resolution::Account(_) if self.forgotten_since(&call.id, call.other, at) => {}
             Resolution::Account(rec) => {
                 if let Some(old) = self.record(&call.id) {
                     let same = old.account_id == rec.account_id
@@ -185,7 +191,61 @@ mod tests {
             Duration::ZERO,
         );
         assert!(a.record(&id).is_none());
+        // After the 401, a copy made before it (even a second old) maps nothing again, under
+        // either spelling; only an answer GitHub gave after it does.
+        a.learn(
+            &call,
+            ok,
+            &answer("01ab8ac9400c4e429b23"),
+            body,
+            Duration::from_secs(1),
+        );
+        assert!(a.record(&id).is_none(), "a copy older than the 401");
+        let mut bearer = HeaderMap::new();
+        bearer.insert(
+            http::header::AUTHORIZATION,
+            HeaderValue::from_static("Bearer gho_x"),
+        );
+        let other = a.identify(&bearer);
+        drop(call);
+        let call = a.client_asks(other, &bearer).expect("the other spelling");
+        a.learn(
+            &call,
+            ok,
+            &answer("01ab8ac9400c4e429b23"),
+            body,
+            Duration::from_secs(1),
+        );
+        assert!(
+            a.record(&other).is_none() && a.record(&id).is_none(),
+            "nor under the token's other spelling"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+        a.learn(
+            &call,
+            ok,
+            &answer("01ab8ac9400c4e429b23"),
+            body,
+            Duration::ZERO,
+        );
+        assert!(a.record(&other).is_some(), "a fresh answer after the 401");
         drop(call);
         assert!(a.pending.lock().unwrap().is_empty(), "let go when done");
+    }
+
+    #[tokio::test]
+    async fn only_get_user_on_github_api_is_a_user_call_however_it_is_spelled() {
+        let settings = Settings::default();
+        let a = Accounts::in_memory(&settings, IdentityKey::new([5; 32]));
+        let gh = a
+            .github_api()
+            .expect("the default upstreams have github-api");
+        for path in ["/user", "/user/", "//user", "/user//"] {
+            assert!(a.is_user_call(gh, &Method::GET, path), "{path}");
+        }
+        for path in ["/users", "/user/repos", "/", "/userx"] {
+            assert!(!a.is_user_call(gh, &Method::GET, path), "{path}");
+        }
+        assert!(!a.is_user_call(gh, &Method::POST, "/user"));
     }
 }

@@ -70,6 +70,9 @@ pub(crate) struct Accounts {
     aliases: Mutex<HashMap<Identity, Identity>>,
     /// Credentials whose last resolution failed, with when they may be tried again.
     failed: moka::sync::Cache<Identity, Instant>,
+    /// When a 401 last dropped a credential's mapping (Unix ms): a client's `/user` copy older
+    /// than that teaches nothing ([`Accounts::learn`]). Kept as long as such a copy counts.
+    forgotten: moka::sync::Cache<Identity, i64>,
     permits: Arc<tokio::sync::Semaphore>,
     /// Per account id: client requests, and requests Weir sent upstream with the account's
     /// credentials (the status and metrics show them by login).
@@ -121,6 +124,10 @@ impl Accounts {
             failed: moka::sync::Cache::builder()
                 .max_capacity(10_000)
                 .time_to_live(AFTER_UNAUTHORIZED)
+                .build(),
+            forgotten: moka::sync::Cache::builder()
+                .max_capacity(10_000)
+                .time_to_live(Duration::from_millis(REFRESH_AFTER_MS as u64))
                 .build(),
             permits: Arc::new(tokio::sync::Semaphore::new(CONCURRENT)),
             requests: Mutex::default(),
@@ -197,6 +204,7 @@ impl Accounts {
 
     fn drop_mapping(&self, id: &Identity) {
         self.failed.insert(*id, Instant::now() + AFTER_UNAUTHORIZED);
+        self.forgotten.insert(*id, crate::time_fmt::now_ms());
         let removed = self.known.write().ok().and_then(|mut m| m.remove(id));
         if removed.is_some() {
             tracing::info!(credential = %id.short(), "401: the credential's account mapping is dropped");
@@ -274,6 +282,13 @@ impl Accounts {
         }
         drop(aliases);
         self.remember(id, rec)
+    }
+
+    /// Whether a 401 dropped `id`'s (or its other spelling's) mapping at or after `at_ms`.
+    fn forgotten_since(&self, id: &Identity, other: Option<Identity>, at_ms: i64) -> bool {
+        std::iter::once(*id)
+            .chain(other)
+            .any(|i| self.forgotten.get(&i).is_some_and(|t| t >= at_ms))
     }
 
     /// [`Accounts::forget`], for the token under both spellings.

@@ -4,6 +4,7 @@
 
 use super::context::Answer;
 use crate::accounts::{Accounts, UserCall};
+use crate::problem::{Problem, ProblemKind};
 use http::{header, Response, StatusCode};
 use http_body::Body as _;
 use http_body_util::BodyExt;
@@ -30,20 +31,24 @@ pub(super) async fn learn(accounts: &Accounts, call: UserCall, answer: Answer) -
     }
     let (parts, body) = resp.into_parts();
     let Ok(body) = body.collect().await else {
-        // An in-memory body does not fail; if one did, the client gets what is left: nothing.
-        return Ok(Response::from_parts(
-            parts,
-            crate::body::full(bytes::Bytes::new()),
+        // An in-memory body does not fail; if one did, a problem, never a body shorter than
+        // its `Content-Length`.
+        return Err(Problem::new(
+            StatusCode::BAD_GATEWAY,
+            ProblemKind::Connection,
+            "the upstream's answer to GET /user broke off",
         ));
     };
     let body = body.to_bytes();
-    // Weir's copy says how old it is; a fresh answer has no `Age` (or `0`).
+    // Weir's copy says how old it is, in whole seconds (rounded down: a copy is taken as a
+    // second older than it says, so one made just before a 401 is never dated after it); a
+    // fresh answer has no `Age`.
     let age = parts
         .headers
         .get(header::AGE)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse().ok())
-        .map(Duration::from_secs)
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .map(|s| Duration::from_secs(s.saturating_add(1)))
         .unwrap_or_default();
     accounts.learn(&call, parts.status, &parts.headers, &body, age);
     Ok(Response::from_parts(parts, crate::body::full(body)))

@@ -17,6 +17,10 @@
 //! is moved anyway, and if nothing had, the low-water mark goes back to one byte. A stream
 //! that pauses mid-transfer (the end of one response on a kept-alive connection) is
 //! therefore passed on at most `GATHER_WAIT` later; small exchanges never enter the mode.
+//! Raising the mark may grow the socket's receive buffer (the kernel makes room for the mark,
+//! and clamps the window to it while the buffer is that small); receive autotuning grows both
+//! as before, so a long-RTT download keeps its window. That was not measured here: this
+//! machine's kernel has no `netem` to add the delay.
 //!
 //! Not `tokio-splice` (crates.io): it counts bytes only when a direction ends (the status
 //! shows them live) and has no hook for the idle limit; the loop below is its whole job.
@@ -186,9 +190,16 @@ impl<'a> Gather<'a> {
         match splice(self.from.as_raw_fd(), pipe.write.as_raw_fd(), pipe.size) {
             Ok(n) => Ok(Some(n)),
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                // The transfer paused: back to waking at the first byte.
+                // The transfer paused: back to waking at the first byte. Linux (4.18 on)
+                // signals readiness when the mark is lowered under bytes already queued; one
+                // more look covers bytes that came between the splice and the lowering on a
+                // kernel that does not.
                 self.raised = !set_lowat(self.from, 1);
-                Ok(None)
+                match splice(self.from.as_raw_fd(), pipe.write.as_raw_fd(), pipe.size) {
+                    Ok(n) => Ok(Some(n)),
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(None),
+                    Err(e) => Err(e),
+                }
             }
             Err(e) => Err(e),
         }
