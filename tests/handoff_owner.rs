@@ -202,3 +202,105 @@ async fn only_the_developers_own_creates_are_offered_and_the_offer_names_the_too
     assert_eq!(runs[0]["task"], statement.as_str());
     weir.assert_no_token_anywhere().await;
 }
+
+/// A reload that lands while a create is at the upstream does not undo the policy's `local`
+/// for that create (#32, one settings snapshot): the create was decided with `[local_agent]`,
+/// so it is offered under the request's settings even though the file no longer has the
+/// table when the upstream's 503 comes back. The next create, under the new settings, is
+/// queued. (Before, the offer read the live settings: "not configured", queued.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_during_the_attempt_does_not_undo_the_requests_local_agent() {
+    let data = tempfile::tempdir().unwrap();
+    if !has_keychain(data.path()) {
+        eprintln!(
+            "skipped: the test stores the developer's GitHub token, and there is no keychain"
+        );
+        return;
+    }
+    let fake = Fake::start().await;
+    {
+        let mut s = fake.state.lock().unwrap();
+        s.post_status = Some(503);
+        s.post_delay = std::time::Duration::from_millis(1500);
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let checkout = tmp.path().join("app");
+    std::fs::create_dir_all(&checkout).unwrap();
+    let base = format!(
+        "default_upstreams = false\nlisten = \"127.0.0.1:0\"\nwatch_github_status = false\n{}",
+        fake.config(
+            "[queue]\ndedupe_window = \"1s\"\n[breaker]\nconsecutive_failures = 0\nminimum_calls = 1000\n\
+             [[policy]]\nrepo = \"octo/*\"\ncreate = \"local\"\n"
+        )
+    );
+    let agent = format!(
+        "[local_agent]\ncommand = [\"{PYTHON}\", \"-c\", \"pass\"]\ncheckouts = {{ \"octo/app\" = \"{}\" }}\n",
+        checkout.display()
+    );
+    let config = tmp.path().join("weir.toml");
+    std::fs::write(&config, format!("{base}{agent}")).unwrap();
+    let settings = weir::config::load_file(&config).unwrap();
+    let mut opts = weir::EngineOptions::new(settings, data.path().to_path_buf());
+    opts.config_file = Some(config.clone());
+    let handle = weir::start(opts).await.expect("weir starts");
+    let weir = Weir {
+        handle,
+        dir: data,
+        answers: std::sync::Mutex::new(Vec::new()),
+    };
+    let mut events = weir.handle.subscribe();
+    let put = control(
+        &weir,
+        reqwest::Method::PUT,
+        "/_weir/api/token",
+        Some(serde_json::json!({"token": ALICE_VSCODE})),
+    )
+    .await;
+    assert_eq!(put.status(), 200);
+
+    let sending = {
+        let c = weir.client(ALICE_GH, GH_UA);
+        let url = format!("http://{}{JOBS}", fake.copilot);
+        tokio::spawn(async move {
+            c.post(url)
+                .header("content-type", "application/json")
+                .body(r#"{"problem_statement":"first","event_type":"gh_cli","pull_request":{}}"#)
+                .send()
+                .await
+                .unwrap()
+        })
+    };
+    // The create is at the upstream (held there 1.5 s) when the file loses `[local_agent]`.
+    let at_upstream = common::eventually(500, || {
+        fake.state
+            .lock()
+            .unwrap()
+            .seen
+            .iter()
+            .any(|h| h.method == "POST")
+    })
+    .await;
+    assert!(at_upstream, "the create reached the upstream");
+    let tmp_file = config.with_extension("toml.swp");
+    std::fs::write(&tmp_file, &base).unwrap();
+    std::fs::rename(&tmp_file, &config).unwrap();
+    let applied = tokio::time::timeout(std::time::Duration::from_secs(20), async {
+        loop {
+            if let weir::events::Event::SettingsApplied { .. } = events.recv().await.unwrap() {
+                return;
+            }
+        }
+    })
+    .await;
+    assert!(applied.is_ok(), "the reload was applied");
+    assert!(weir.handle.settings().local_agent.is_none());
+
+    let r = sending.await.unwrap();
+    assert_eq!(r.status(), 202, "offered under the request's own settings");
+    let body: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(body["status"], "offered", "{body}");
+
+    // The next create runs under the new settings: no local agent, so it is queued.
+    let r = create(&weir, &fake, ALICE_GH, GH_UA, "second").await;
+    assert_eq!(r.status(), 201, "queued under the new settings");
+}

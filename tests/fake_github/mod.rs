@@ -281,6 +281,8 @@ pub async fn answer(
         return Ok(r);
     }
     if let (true, Some(status)) = (got.method == http::Method::POST, post_status) {
+        // Refused as slowly as it would have been made (`post_delay`).
+        tokio::time::sleep(delay).await;
         return Ok(reply(status, serde_json::json!({"message": "unavailable"})));
     }
     if got.method == http::Method::POST {
