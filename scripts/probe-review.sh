@@ -58,8 +58,8 @@ name = "copilot"
 origin = "http://127.0.0.1:$UP_PORT"
 
 # A managed https host, so that CONNECTs to it are intercepted (probe 5); never reached: every
-# handshake the probe starts is refused or abandoned before a request. Its `connect_to` and
-# `ca_file` are what a settings PUT must keep (probe 6).
+# handshake the probe starts is refused or abandoned before a request. Its connect_to and
+# ca_file are what a settings PUT must keep (probe 6).
 [[upstream]]
 name = "copilot-tls"
 origin = "https://api.individual.githubcopilot.com"
@@ -179,7 +179,163 @@ else
   skip "settings PUT: the control secret is in a keychain here, not in files"
 fi
 
-# Not scripted here (each has its integration test; see docs/reliability.md and #31):
-skip "learned hosts from a client's GraphQL answer (needs a github-api fake answering copilotEndpoints; tests: real_hosts.rs, upstream/learned.rs units)"
+# 8. Learned hosts from a client's GraphQL answer. A second `weir serve` (its own data dir, a
+#    file secret store, so a GitHub token can be stored for its new-task path) whose upstreams
+#    are all loopback fakes behind `connect_to` and the probe CA (`ca_file`): `github-api`
+#    (TLS, answers every `POST /graphql` with `copilotEndpoints.api` = what the probe wrote to
+#    a file, and `GET /user` with an account per token), `copilot-api` (TLS, where a new task
+#    goes with no announcement), `copilot-individual` (TLS, a per-plan host) and `attacker`
+#    (plain http, a configured upstream no announcement may ever name). A client that holds
+#    the developer's own token posts, through Weir's interception of api.github.com, queries
+#    whose answers name those hosts; then the dashboard's new task (a Weir-own request with the
+#    stored token) shows where Weir sends the account's agent calls. Refused: nothing learned,
+#    the task goes to `copilot-api`, the attacker listener sees no request. The control (gh's
+#    exact query) must move the next task and learn a host, so the probe can fail.
+if command -v openssl >/dev/null; then
+  openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=probe-upstreams \
+    -keyout "$TMP/up.key" -out "$TMP/up.csr" >/dev/null 2>&1
+  printf 'subjectAltName=DNS:api.github.com,DNS:api.githubcopilot.com,DNS:api.individual.githubcopilot.com\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n' >"$TMP/up.ext"
+  openssl x509 -req -in "$TMP/up.csr" -CA "$TMP/corp-ca.pem" -CAkey "$TMP/corp-ca.key" -CAcreateserial \
+    -days 1 -extfile "$TMP/up.ext" -out "$TMP/up.pem" >/dev/null 2>&1
+  cat >"$TMP/fake.py" <<'PY'
+import http.server, json, ssl, sys
+role, port, log, announce = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+tls = sys.argv[5:]  # cert, key: TLS; none: plain http
+class H(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def log_message(self, *a): pass
+    def answer(self):
+        n = int(self.headers.get("Content-Length") or 0)
+        if n: self.rfile.read(n)
+        with open(log, "a") as f: f.write("%s %s\n" % (self.command, self.path))
+        status, doc = 200, {}
+        if role == "github" and self.path == "/graphql":
+            api = open(announce).read().strip()
+            doc = {"data": {"viewer": {"copilotEndpoints": {"api": api}}}}
+        elif role == "github" and self.path == "/user":
+            owner = "owner" in (self.headers.get("Authorization") or "")
+            doc = {"login": "probe-owner" if owner else "probe-other", "id": 4201 if owner else 4202}
+        elif self.command == "POST" and self.path.startswith("/agents/swe/v1/jobs/"):
+            status, doc = 201, {"job_id": "job-probe", "session_id": "s-probe"}
+        elif self.path.startswith("/agents/sessions"):
+            doc = {"sessions": []}
+        b = json.dumps(doc).encode()
+        self.send_response(status); self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(b))); self.end_headers(); self.wfile.write(b)
+    do_GET = do_POST = do_PUT = do_DELETE = answer
+srv = http.server.ThreadingHTTPServer(("127.0.0.1", port), H)
+if tls:
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER); ctx.load_cert_chain(tls[0], tls[1])
+    srv.socket = ctx.wrap_socket(srv.socket, server_side=True, do_handshake_on_connect=False)
+srv.serve_forever()
+PY
+  GH_PORT="$(free_port)"; DEF_PORT="$(free_port)"; PLAN_PORT="$(free_port)"; ATT_PORT="$(free_port)"; W8_PORT="$(free_port)"
+  for f in gh def plan att; do : >"$TMP/$f.log"; done
+  echo '{}' >"$TMP/announce"
+  python3 "$TMP/fake.py" github "$GH_PORT" "$TMP/gh.log" "$TMP/announce" "$TMP/up.pem" "$TMP/up.key" & PIDS+=($!)
+  python3 "$TMP/fake.py" copilot "$DEF_PORT" "$TMP/def.log" - "$TMP/up.pem" "$TMP/up.key" & PIDS+=($!)
+  python3 "$TMP/fake.py" copilot "$PLAN_PORT" "$TMP/plan.log" - "$TMP/up.pem" "$TMP/up.key" & PIDS+=($!)
+  python3 "$TMP/fake.py" attacker "$ATT_PORT" "$TMP/att.log" - & PIDS+=($!)
+  # Weir goes offline by itself when no managed upstream answers at start: the fakes listen first.
+  for port in "$GH_PORT" "$DEF_PORT" "$PLAN_PORT" "$ATT_PORT"; do
+    for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break; sleep 0.1; done
+  done
+  cat >"$TMP/weir8.toml" <<EOT
+listen = "127.0.0.1:$W8_PORT"
+watch_github_status = false
+
+[[upstream]]
+name = "github-api"
+connect_to = "127.0.0.1:$GH_PORT"
+ca_file = "$TMP/corp-ca.pem"
+
+[[upstream]]
+name = "copilot-api"
+connect_to = "127.0.0.1:$DEF_PORT"
+ca_file = "$TMP/corp-ca.pem"
+
+[[upstream]]
+name = "copilot-individual"
+connect_to = "127.0.0.1:$PLAN_PORT"
+ca_file = "$TMP/corp-ca.pem"
+
+[[upstream]]
+name = "attacker"
+origin = "http://127.0.0.1:$ATT_PORT"
+
+[[upstream]]
+name = "copilot-business"
+enabled = false
+
+[[upstream]]
+name = "copilot-enterprise"
+enabled = false
+EOT
+  env -u DBUS_SESSION_BUS_ADDRESS WEIR_LOG=warn "$WEIR" serve --config "$TMP/weir8.toml" --data-dir "$TMP/data8" >"$TMP/weir8.log" 2>&1 &
+  PIDS+=($!)
+  B8="http://127.0.0.1:$W8_PORT"
+  for _ in $(seq 100); do
+    curl -s -o /dev/null "$B8/_weir/api/health" && [ -s "$TMP/data8/ca/weir-ca.pem" ] && break
+    sleep 0.1
+  done
+  for _ in $(seq 100); do
+    curl -s "$B8/_weir/api/status" | python3 -c 'import json,sys; sys.exit(json.load(sys.stdin)["mode"]["offline"] is not None)' 2>/dev/null && break
+    sleep 0.1
+  done
+  S8=$(cat "$(find "$TMP/data8/secrets" -name control-secret -type f 2>/dev/null | head -1)" 2>/dev/null || true)
+  stored=$(curl -s -o "$TMP/token.out" -w '%{http_code}' -X PUT -H "X-Weir-Secret: $S8" \
+    -H 'Content-Type: application/json' -d '{"token":"gho_probeowner"}' "$B8/_weir/api/token")
+  graphql() { # $1: token, $2: the request body, $3: what the answer names
+    printf '%s' "$3" >"$TMP/announce"
+    curl -s -o "$TMP/graphql.out" -w '%{http_code} ' --cacert "$TMP/data8/ca/weir-ca.pem" -x "$B8" \
+      -H "Authorization: token $1" -H 'Content-Type: application/json' --data "$2" https://api.github.com/graphql
+    [ "$(head -c 1 "$TMP/graphql.out")" = "{" ] && grep -q '"kind"' "$TMP/graphql.out" && cp "$TMP/graphql.out" "$TMP/graphql.problem"
+    sleep 0.3 # the answer is read once passed on whole
+  }
+  new_task() { # the dashboard's new task: a Weir-own create with the stored token
+    curl -s -o "$TMP/task.out" -w '%{http_code}' -X POST -H "X-Weir-Secret: $S8" -H 'Content-Type: application/json' \
+      -d "{\"repository\":\"octo/probe\",\"problem_statement\":\"probe 8 $1\"}" "$B8/_weir/api/sessions"
+  }
+  creates() { grep -c '^POST /agents/swe/v1/jobs/' "$TMP/$1.log" || true; }
+  learned() {
+    curl -s "$B8/_weir/api/status" | python3 -c 'import json,sys; print(" ".join(u["name"] for u in json.load(sys.stdin)["upstreams"] if u["name"].startswith("learned:")) or "none")'
+  }
+  ALIAS='{"query":"query{viewer{copilotEndpoints:status{api:message}}}"}'
+  GH='{"query":"query CopilotEndpoints{viewer{copilotEndpoints{api}}}"}'
+  codes=""
+  # Aliased queries with the developer's own token: a configured plain-http upstream, a
+  # configured per-plan host, a new githubcopilot.com host.
+  codes+=$(graphql gho_probeowner "$ALIAS" "http://127.0.0.1:$ATT_PORT")
+  codes+=$(graphql gho_probeowner "$ALIAS" "https://api.individual.githubcopilot.com")
+  codes+=$(graphql gho_probeowner "$ALIAS" "https://api.evil.githubcopilot.com")
+  # gh's exact query naming the plain-http upstream (the domain check comes first).
+  codes+=$(graphql gho_probeowner "$GH" "http://127.0.0.1:$ATT_PORT")
+  # gh's exact query by another account naming the per-plan host (kept for that account only).
+  codes+=$(graphql gho_probeother "$GH" "https://api.individual.githubcopilot.com")
+  after_attacks=$(learned)
+  task1=$(new_task attacked)
+  def1=$(creates def); plan1=$(creates plan)
+  # The control: gh's exact query with the developer's token moves the next task to the host
+  # it names, and another account's names a new host that is learned (no request goes there).
+  codes+=$(graphql gho_probeowner "$GH" "https://api.individual.githubcopilot.com")
+  codes+=$(graphql gho_probeother "$GH" "https://api.learned-probe.githubcopilot.com")
+  task2=$(new_task control)
+  plan2=$(creates plan)
+  after_control=$(learned)
+  att=$(wc -l <"$TMP/att.log")
+  gql=$(grep -c '^POST /graphql' "$TMP/gh.log" || true)
+  seen="token PUT $stored, graphql answers ${codes% } ($gql reached github-api); after the attacks: learned $after_attacks, new task $task1 -> copilot-api $def1 / copilot-individual $plan1 creates; attacker listener $att request(s); control: task $task2 -> copilot-individual $plan2, learned $after_control"
+  if [ "$gql" != 7 ] || [ "$stored" != 200 ]; then
+    fail "learned hosts via GraphQL: the probe could not run as planned ($seen; $(head -c 300 "$TMP/graphql.problem" 2>/dev/null); $(grep -v 'secrets' "$TMP/weir8.log" | tail -3))"
+  elif [ "$after_attacks" != none ] || [ "$att" != 0 ] || [ "$def1" != 1 ] || [ "$plan1" != 0 ]; then
+    fail "learned hosts via GraphQL: an attack took ($seen)"
+  elif [ "$plan2" != 1 ] || [ "$after_control" != learned:api.learned-probe.githubcopilot.com ]; then
+    fail "learned hosts via GraphQL: the control did not take, so the probe sees nothing ($seen)"
+  else
+    pass "learned hosts via a client's GraphQL: 5 attacks learned nothing, moved nothing ($seen)"
+  fi
+else
+  skip "learned hosts from a client's GraphQL answer: openssl is not installed"
+fi
 echo "probes: $FAILS failed"
 exit "$FAILS"

@@ -4,6 +4,7 @@
 #   scripts/soak.sh [MINUTES]              (default 10; not run in CI)
 #   WEIR_BIN=/path/to/weir scripts/soak.sh (soak that build instead)
 #   SOAK_NO_BUILD=1 scripts/soak.sh 30     (use the release binaries already built)
+#   SOAK_ARGS="--phases healthy,trickle" scripts/soak.sh 20   (rotate through some phases only)
 #
 # Starts (all on 127.0.0.1, all stopped at exit): `weir serve` (release, queue credentials in
 # memory, GitHub Status watcher off, client rate limit off) and scripts/soak_driver.py, which
@@ -21,7 +22,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 MINUTES="${1:-10}"
 TARGET_DIR="${CARGO_TARGET_DIR:-target}"
-OUT=out/soak
+OUT="${SOAK_OUT:-out/soak}"
 mkdir -p "$OUT"
 for tool in python3 curl; do
   command -v "$tool" >/dev/null || { echo "soak: $tool is not installed" >&2; exit 2; }
@@ -41,15 +42,47 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-UP_PORT="$("$LAB" free-port)"
-WEIR_PORT="$("$LAB" free-port)"
-while [ "$WEIR_PORT" = "$UP_PORT" ]; do WEIR_PORT="$("$LAB" free-port)"; done
+# With SOAK_NO_BUILD and no release weir-lab (building it rebuilds weir with other features),
+# the ports come from python and the config is `weir-lab weir-config`'s, written out here.
+free_port() {
+  if [ -x "$LAB" ]; then "$LAB" free-port
+  else python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; fi
+}
+lab_config() { # $1: upstream origin, $2: listen address
+  if [ -x "$LAB" ]; then "$LAB" weir-config --upstream "$1" --listen "$2"; return; fi
+  cat <<EOF
+default_upstreams = false
+listen = "$2"
+
+[[upstream]]
+name = "lab"
+origin = "$1"
+
+[limits]
+max_connections = 30000
+header_read_timeout = "30s"
+drain_timeout = "1s"
+
+[bulkhead]
+max_in_flight = 4096
+max_queue = 4096
+
+[queue]
+credentials = "memory"
+
+[rate_limit]
+enabled = false
+EOF
+}
+UP_PORT="$(free_port)"
+WEIR_PORT="$(free_port)"
+while [ "$WEIR_PORT" = "$UP_PORT" ]; do WEIR_PORT="$(free_port)"; done
 
 # The lab config already has `[queue] credentials = "memory"` and the rate limit off; the
 # GitHub Status watcher (a top-level key) would poll the internet, so it is turned off.
 {
   echo 'watch_github_status = false'
-  "$LAB" weir-config --upstream "http://127.0.0.1:$UP_PORT" --listen "127.0.0.1:$WEIR_PORT"
+  lab_config "http://127.0.0.1:$UP_PORT" "127.0.0.1:$WEIR_PORT"
 } >"$TMP/weir.toml"
 grep -q 'credentials = "memory"' "$TMP/weir.toml" || printf '\n[queue]\ncredentials = "memory"\n' >>"$TMP/weir.toml"
 

@@ -366,8 +366,15 @@ def main():
     ap.add_argument("--retry-after", type=int, default=20)
     ap.add_argument("--drain-secs", type=float, default=240)
     ap.add_argument("--warmup-secs", type=float, default=120)
+    ap.add_argument("--phases", default=",".join(PHASES),
+                    help="comma-separated phases to rotate through (default: the whole deck), e.g. "
+                         "healthy,trickle to find what one fault leaves behind")
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
+    phases = [p.strip() for p in args.phases.split(",") if p.strip()]
+    unknown_phases = [p for p in phases if p not in PHASES]
+    if not phases or unknown_phases:
+        ap.error("--phases: unknown %s (known: %s)" % (", ".join(unknown_phases) or "(empty)", ", ".join(sorted(set(PHASES)))))
 
     up = Upstream(args.up_port, args.slow_ms, args.retry_after)
     up.start()
@@ -412,13 +419,13 @@ def main():
             break
         # Sample before switching, so a row is labelled with the phase of the window it counts.
         if now >= next_row:
-            sample(PHASES[phase_idx])
+            sample(phases[phase_idx])
             next_row += args.row_secs
-        want = int(el // args.phase_secs) % len(PHASES)
+        want = int(el // args.phase_secs) % len(phases)
         if want != phase_idx:
             phase_idx = want
-            up.set_phase(PHASES[want])
-            print("%5ds phase -> %s" % (int(el), PHASES[want]), flush=True)
+            up.set_phase(phases[want])
+            print("%5ds phase -> %s" % (int(el), phases[want]), flush=True)
         time.sleep(min(0.5, max(0.05, min(next_row, t0 + (phase_idx + 1) * args.phase_secs) - time.time())))
 
     # Heal, stop the clients, wait (bounded) for the queue to drain.
@@ -467,7 +474,7 @@ def main():
                "request read (a create is made) and never answered, reset_mid_body = a create is made, "
                "then headers and 5 bytes and an RST, trickle = the body 8 bytes per 100 ms, "
                "unreachable = listening socket closed.\n" % (
-                   ", ".join(PHASES), args.readers, args.identities, args.read_interval,
+                   ", ".join(phases), args.readers, args.identities, args.read_interval,
                    args.creates_per_min, args.slow_ms, args.retry_after))
     out.append("Each row counts client answers in the window ending at t; phase = the upstream's "
                "behaviour in that window. Queue column: queued/replaying/in_doubt/done at t "
@@ -498,6 +505,19 @@ def main():
         json.dumps(final_status.get("queue", {}))))
     out.append("- RSS after warm-up (t=%ds) %d KiB → last %d KiB: **%+.1f %%**" % (
         warm["t"], warm["rss_kb"], last["rss_kb"], growth))
+    # RSS at the end of each pass through the phases: a one-time warm-up (allocator high-water
+    # marks, pools filled once) shows as growth in the first pass and none after; a leak grows
+    # in every pass.
+    cycle_secs = len(phases) * args.phase_secs
+    per_cycle = collections.OrderedDict()
+    for r in rows[:-1]:  # the last row is the drain, after the load stopped
+        per_cycle[int(max(0, r["t"] - 1) // cycle_secs) + 1] = r["rss_kb"]
+    if per_cycle:
+        ends = list(per_cycle.items())
+        steps = ["%+d" % (b[1] - a[1]) for a, b in zip(ends, ends[1:])]
+        out.append("- RSS at the end of each pass through the phases (%ds each): %s%s" % (
+            cycle_secs, ", ".join("pass %d %d KiB" % kv for kv in ends),
+            ("; change per pass after the first: " + ", ".join(steps) + " KiB") if steps else ""))
     # Open fds move with the connections in use (client and upstream keep-alive); "flat" means
     # no growth: the last row (load stopped, queue drained) is not above the warm-up row + 8.
     fd_flat = last["fds"] <= warm["fds"] + 8

@@ -246,10 +246,9 @@ pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 
 /// Reads a small JSON request body (control calls only).
 pub(crate) async fn read_json(req: Request<Incoming>) -> Result<serde_json::Value, Problem> {
-    use http_body_util::BodyExt;
     let limit = 64 * 1024;
-    let bytes = http_body_util::Limited::new(req.into_body(), limit)
-        .collect()
+    // Copied frame by frame: a body sent a byte per packet pins no read buffer per byte.
+    let bytes = crate::body::read_whole(req.into_body(), limit)
         .await
         .map_err(|_| {
             Problem::new(
@@ -257,8 +256,7 @@ pub(crate) async fn read_json(req: Request<Incoming>) -> Result<serde_json::Valu
                 ProblemKind::BodyTooLarge,
                 format!("control calls take at most {limit} bytes"),
             )
-        })?
-        .to_bytes();
+        })?;
     serde_json::from_slice(&bytes).map_err(|e| {
         Problem::new(
             StatusCode::BAD_REQUEST,

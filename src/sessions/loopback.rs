@@ -6,7 +6,7 @@
 
 use bytes::Bytes;
 use http::{header, HeaderValue, Method, Request, Response};
-use http_body_util::{BodyExt, Full, Limited};
+use http_body_util::Full;
 use hyper_util::rt::TokioIo;
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -102,11 +102,9 @@ impl Loopback {
         };
         let (parts, body) = resp.into_parts();
         let limit = self.max_body_bytes;
-        let bytes = Limited::new(body, limit)
-            .collect()
+        let bytes = crate::body::read_whole(body, limit)
             .await
-            .map_err(|_| LoopbackError::TooLarge(limit))?
-            .to_bytes();
+            .map_err(|_| LoopbackError::TooLarge(limit))?;
         drop(send);
         driver.abort();
         Ok(Response::from_parts(parts, bytes))

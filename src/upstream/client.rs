@@ -1,10 +1,9 @@
 //! The upstream HTTP client: hyper-util's pooled client over rustls (with the platform's
 //! roots), plus the buffered fetch used by coalesced/cached classes and its typed failures.
 
-use crate::body::Body;
+use crate::body::{read_whole, Body, ReadWholeError};
 use bytes::Bytes;
 use http::{Request, Response};
-use http_body_util::{BodyExt, Limited};
 use hyper_util::client::legacy::Client;
 use std::time::Duration;
 
@@ -163,26 +162,21 @@ impl UpstreamClient {
         let target = target_of(&req);
         let resp = self.send(req, t).await?;
         let (parts, body) = resp.into_parts();
-        let collected = tokio::time::timeout(t.body, Limited::new(body, limit).collect()).await;
+        // Copied frame by frame: a body trickled a few bytes per packet must not pin a read
+        // buffer per frame (`crate::body::read_whole`).
+        let collected = tokio::time::timeout(t.body, read_whole(body, limit)).await;
         match collected {
             Err(_) => Err(FetchError::Timeout {
                 target,
                 phase: TimeoutPhase::Body,
                 after: t.body,
             }),
-            Ok(Err(e)) => {
-                if e.downcast_ref::<http_body_util::LengthLimitError>()
-                    .is_some()
-                {
-                    Err(FetchError::TooLarge { target, limit })
-                } else {
-                    Err(FetchError::Protocol {
-                        target,
-                        message: error_chain(e.as_ref()),
-                    })
-                }
-            }
-            Ok(Ok(c)) => Ok(Response::from_parts(parts, c.to_bytes())),
+            Ok(Err(ReadWholeError::TooLarge)) => Err(FetchError::TooLarge { target, limit }),
+            Ok(Err(ReadWholeError::Body(e))) => Err(FetchError::Protocol {
+                target,
+                message: error_chain(&e),
+            }),
+            Ok(Ok(bytes)) => Ok(Response::from_parts(parts, bytes)),
         }
     }
 }
