@@ -39,7 +39,6 @@ use crate::upstream::{fetch_problem, kind_of, EpisodeChange, FetchError, Timeout
 use bytes::Bytes;
 use http::request::Parts;
 use http::{header, HeaderValue, Request, Response, StatusCode};
-use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
@@ -280,8 +279,9 @@ async fn attempt(
         // Error answers are small: read whole, so the kind (a 403's wording) is judged right
         // and the answer can be passed on if the fallback does not help.
         let (p, b) = resp.into_parts();
-        let bytes = match tokio::time::timeout(per_try, Limited::new(b, limit).collect()).await {
-            Ok(Ok(c)) => c.to_bytes(),
+        // Copied frame by frame (`read_whole`): a trickled error body pins no read buffers.
+        let bytes = match tokio::time::timeout(per_try, crate::body::read_whole(b, limit)).await {
+            Ok(Ok(c)) => c,
             _ => Bytes::new(),
         };
         let kind = classify_response(p.status, &p.headers, &bytes);
