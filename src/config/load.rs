@@ -468,10 +468,7 @@ fn upstreams(
                 Err(m) => return cx.err("upstream.fallback", f.span(), m),
             },
         };
-        let net = match super::upstream_net::upstream_net(u, file) {
-            Ok(n) => n,
-            Err(e) => return cx.err(e.key, e.span, e.message),
-        };
+        let net = super::upstream_net::upstream_net(cx, u, file)?;
         let status_components = match &u.status_components {
             None => super::default_status_components(&origin),
             Some(list) => {

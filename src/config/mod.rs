@@ -224,18 +224,7 @@ impl Settings {
             .position(|u| u.name == name)
             .map(UpstreamIndex::at)
     }
-}
 
-/// `host:port` for a listen address (brackets around IPv6): Weir's own address as clients and
-/// URLs spell it.
-pub fn host_for(ip: std::net::IpAddr, port: u16) -> String {
-    match ip {
-        std::net::IpAddr::V6(v6) => format!("[{v6}]:{port}"),
-        std::net::IpAddr::V4(v4) => format!("{v4}:{port}"),
-    }
-}
-
-impl Settings {
     /// The names Weir's local CA may issue for (its X.509 name constraints, each covering its
     /// subdomains): `githubcopilot.com` when any managed `https://` upstream is one of its hosts
     /// (so the per-plan hosts learned at run time are covered too, see `docs/hosts.md`), and the
@@ -258,5 +247,14 @@ impl Settings {
             }
         }
         hosts
+    }
+}
+
+/// `host:port` for a listen address (brackets around IPv6): Weir's own address as clients and
+/// URLs spell it.
+pub fn host_for(ip: std::net::IpAddr, port: u16) -> String {
+    match ip {
+        std::net::IpAddr::V6(v6) => format!("[{v6}]:{port}"),
+        std::net::IpAddr::V4(v4) => format!("{v4}:{port}"),
     }
 }

@@ -65,6 +65,16 @@ pub(crate) struct Control {
     pub gateway: Option<crate::status::GatewayStatus>,
 }
 
+impl Control {
+    /// The GitHub Status watcher's current view, when it runs.
+    pub fn github_snapshot(&self) -> Option<weir_status::GithubStatus> {
+        self.github
+            .lock()
+            .ok()
+            .and_then(|g| g.as_ref().map(|h| h.snapshot()))
+    }
+}
+
 /// Marks a request the team gateway's admin listener let in (it showed the admin token): the
 /// loopback `Host`/`Origin` checks and the control secret do not apply to it.
 #[derive(Debug, Clone, Copy)]

@@ -76,11 +76,7 @@ pub fn snapshot(ctl: &Control) -> StatusSnapshot {
             in_flight: p.coalescer.in_flight(),
             persistence: p.cache.persistence(),
         },
-        github: ctl
-            .github
-            .lock()
-            .ok()
-            .and_then(|g| g.as_ref().map(|h| h.snapshot())),
+        github: ctl.github_snapshot(),
         github_token_stored: false,
         settings: ctl.reload.status(),
         identity: p.accounts.status(),

@@ -88,13 +88,7 @@ fn sessions_poller(parts: &Parts, control: &Arc<Control>) {
     crate::sessions::poller::Poller {
         sessions: control.sessions.clone(),
         proxy: parts.proxy.clone(),
-        github: Arc::new(move || {
-            watcher_view
-                .github
-                .lock()
-                .ok()
-                .and_then(|g| g.as_ref().map(|h| h.snapshot()))
-        }),
+        github: Arc::new(move || watcher_view.github_snapshot()),
     }
     .spawn();
 }

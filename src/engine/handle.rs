@@ -142,11 +142,7 @@ impl EngineHandle {
 
     /// The GitHub Status watcher's current view, when it runs.
     pub fn github_status(&self) -> Option<weir_status::GithubStatus> {
-        self.control
-            .github
-            .lock()
-            .ok()
-            .and_then(|g| g.as_ref().map(|h| h.snapshot()))
+        self.control.github_snapshot()
     }
 
     /// Asks the GitHub Status watcher to check now (the tray's refresh).

@@ -37,8 +37,7 @@ pub(super) fn start(
         bus: parts.bus.clone(),
         indicator: Box::new(move || {
             let ctl = weak.upgrade()?;
-            let g = ctl.github.lock().ok()?;
-            let snap = g.as_ref()?.snapshot();
+            let snap = ctl.github_snapshot()?;
             crate::team::fact::Indicator::parse(snap.indicator.as_deref()?)
         }),
     });

@@ -264,8 +264,7 @@ async fn phases(
         decision,
         seen,
     };
-    let mut after = After::of(proxy, &ctx, &req);
-    after.user = user_call;
+    let after = After::of(proxy, &ctx, &req, user_call);
     // A Task API list (minutes apart) is told the creates that wait in the queue.
     let waiting = match (ctx.family, ctx.class) {
         (crate::config::Family::Tasks, RouteClass::List) => {
@@ -305,7 +304,12 @@ struct After {
 }
 
 impl After {
-    fn of(proxy: &Proxy, ctx: &Ctx<'_>, req: &Request<Incoming>) -> After {
+    fn of(
+        proxy: &Proxy,
+        ctx: &Ctx<'_>,
+        req: &Request<Incoming>,
+        user: Option<crate::accounts::UserCall>,
+    ) -> After {
         let cached = req.method() == Method::GET
             && (ctx.class.is_cacheable() || ctx.class == RouteClass::Stream);
         After {
@@ -314,7 +318,7 @@ impl After {
             asked: cached
                 .then(|| conditional::Asked::of(req.headers()))
                 .flatten(),
-            user: None,
+            user,
         }
     }
 

@@ -33,8 +33,8 @@ use super::state::Proxy;
 use crate::config::{RouteClass, UpstreamIndex};
 use crate::policy::RecentDecision;
 use crate::surface::Surface;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering::Relaxed};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering::Relaxed};
+use std::sync::OnceLock;
 
 /// What one request did, noted by the phases as it happens and written by [`request`].
 #[derive(Default)]
@@ -47,11 +47,9 @@ pub(crate) struct Outcome {
     route: AtomicU64,
     /// How many times each [`Event`] happened, one byte each.
     events: AtomicU64,
-    /// Whether `decisions` has entries (so a request without a rule's decision, nearly every
-    /// one, never takes its lock).
-    decided: AtomicBool,
-    /// Decisions made by a rule, for the decision log (`crate::policy::DecisionLog`).
-    decisions: Mutex<Vec<RecentDecision>>,
+    /// The decision a rule made, for the decision log (`crate::policy::DecisionLog`). At most
+    /// one per request: `create`/`list` decide their policy, `model` its fallback.
+    decision: OnceLock<RecentDecision>,
 }
 
 const UNMANAGED: u64 = 1 << 8;
@@ -99,10 +97,9 @@ impl Outcome {
 
     /// A rule's decision for this request (`None`: the built-in default, never logged).
     pub(super) fn decided(&self, entry: Option<RecentDecision>) {
-        let Some(entry) = entry else { return };
-        let mut d = self.decisions.lock().unwrap_or_else(|e| e.into_inner());
-        d.push(entry);
-        self.decided.store(true, Relaxed);
+        if let Some(entry) = entry {
+            let _ = self.decision.set(entry);
+        }
     }
 }
 
@@ -179,10 +176,7 @@ fn request(proxy: &Proxy, seen: &Outcome, refused: bool) {
     if refused {
         g.rejected.fetch_add(1, Relaxed);
     }
-    if seen.decided.load(Relaxed) {
-        let mut d = seen.decisions.lock().unwrap_or_else(|e| e.into_inner());
-        for entry in d.drain(..) {
-            proxy.policy_log.push(entry);
-        }
+    if let Some(entry) = seen.decision.get() {
+        proxy.policy_log.push(entry.clone());
     }
 }

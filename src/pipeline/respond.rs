@@ -43,6 +43,16 @@ fn with_status(entry: &Stored, cache_status: Option<HeaderValue>) -> Response<Bo
     resp
 }
 
+/// The `Age` Weir wrote on one of its copies, read back (whole seconds; `None`: none, as on a
+/// fresh answer).
+pub(super) fn age_of(headers: &http::HeaderMap) -> Option<std::time::Duration> {
+    headers
+        .get(http::header::AGE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse().ok())
+        .map(std::time::Duration::from_secs)
+}
+
 /// `Age` in seconds: under 100 from static text (a hit is usually younger than its list TTL),
 /// so no value is formatted or allocated; larger ages are formatted.
 fn age_value(secs: u64) -> HeaderValue {

@@ -156,13 +156,7 @@ pub(super) async fn never_shorter(
         )
     })?;
     let body = body.to_bytes();
-    let age = parts
-        .headers
-        .get(header::AGE)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse().ok())
-        .map(std::time::Duration::from_secs)
-        .unwrap_or_default();
+    let age = super::respond::age_of(&parts.headers).unwrap_or_default();
     let now = Instant::now();
     let mut headers = parts.headers.clone();
     headers.remove(header::AGE);

@@ -5,7 +5,7 @@
 use super::context::Answer;
 use crate::accounts::{Accounts, UserCall};
 use crate::problem::{Problem, ProblemKind};
-use http::{header, Response, StatusCode};
+use http::{Response, StatusCode};
 use http_body::Body as _;
 use http_body_util::BodyExt;
 use std::time::Duration;
@@ -43,12 +43,8 @@ pub(super) async fn learn(accounts: &Accounts, call: UserCall, answer: Answer) -
     // Weir's copy says how old it is, in whole seconds (rounded down: a copy is taken as a
     // second older than it says, so one made just before a 401 is never dated after it); a
     // fresh answer has no `Age`.
-    let age = parts
-        .headers
-        .get(header::AGE)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse::<u64>().ok())
-        .map(|s| Duration::from_secs(s.saturating_add(1)))
+    let age = super::respond::age_of(&parts.headers)
+        .map(|a| a + Duration::from_secs(1))
         .unwrap_or_default();
     accounts.learn(&call, parts.status, &parts.headers, &body, age);
     Ok(Response::from_parts(parts, crate::body::full(body)))

@@ -235,8 +235,9 @@ impl Replayer {
         let uri: Uri = path
             .parse()
             .map_err(|e: http::uri::InvalidUri| Lookup::Unknown(e.to_string()))?;
-        let q = &self.upstreams.settings_now().queue;
-        let (limit, window) = (q.lookup_reads, q.lookup_window);
+        // One snapshot for the read: its budget and its attempt.
+        let settings = self.upstreams.settings_now();
+        let (limit, window) = (settings.queue.lookup_reads, settings.queue.lookup_window);
         let key = (up, reads.identity.clone());
         if let Some(v) = self
             .lookups
@@ -267,7 +268,7 @@ impl Replayer {
         };
         match self
             .upstreams
-            .call_buffered(&self.upstreams.settings_now(), up, route, req, policy, None)
+            .call_buffered(&settings, up, route, req, policy, None)
             .await
         {
             Ok(a) if a.response.status() == http::StatusCode::NOT_FOUND => Ok(None),

@@ -72,7 +72,7 @@ impl LookupBudget {
         let mut all = self.windows.lock().ok()?;
         let w = current(&mut all, key, window)?;
         let (at, v) = w.reads.get(path)?;
-        (reusable_always || *at >= not_before).then(|| v.clone())
+        (*at >= not_before).then(|| v.clone())
     }
 
     /// Takes one read from the key's budget, or says how long until the next window.

@@ -89,7 +89,9 @@ impl Recovery {
     /// Records an exchange's outcome: a success after a failure wakes the waiters.
     pub fn observe(&self, failed: bool) {
         use std::sync::atomic::Ordering::Relaxed;
-        if self.failing.swap(failed, Relaxed) && !failed {
+        // Read first: every attempt reports, and a healthy upstream's flag never changes, so
+        // the shared line is written only on a change.
+        if self.failing.load(Relaxed) != failed && self.failing.swap(failed, Relaxed) && !failed {
             self.recovered.notify_waiters();
         }
     }
