@@ -38,25 +38,15 @@ TINYPROXY="${TINYPROXY:-$(command -v tinyproxy || true)}"
 HOST=api.githubcopilot.com
 [ -x "$WEIR_BIN" ] || { echo "no weir at $WEIR_BIN: cargo build --release -p weir --all-features" >&2; exit 1; }
 
-WORK="$(mktemp -d)"
-PIDS=()
-cleanup() {
-  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
+# shellcheck source=scripts/lib-bench.sh
+. "$ROOT/scripts/lib-bench.sh"
+bench_tmp
+WORK="$TMP"
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 wait_port() { for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0; sleep 0.1; done; echo "port $1 never opened" >&2; exit 1; }
-# utime+stime in clock ticks of a process and its children (tinyproxy forks workers).
-cpu_ticks() {
-  local t=0 p
-  for p in $1 $(pgrep -P "$1" || true); do
-    [ -r "/proc/$p/stat" ] && t=$((t + $(awk '{ sub(/^.*\) /, ""); print $12 + $13 }' "/proc/$p/stat")))
-  done
-  echo "$t"
-}
+# utime+stime in clock ticks of a process and its children.
+cpu_ticks() { local t; t="$(bench_cpu_ticks "$1")"; echo $((${t% *} + ${t#* })); }
 HZ="$(getconf CLK_TCK)"
 
 # ---- fixtures --------------------------------------------------------------------------------

@@ -37,25 +37,11 @@ if [ -z "${WEIR_WIRE_INNER:-}" ]; then
   exec unshare -rn env WEIR_WIRE_INNER=1 WEIR_BIN="$WEIR_BIN" TINYPROXY="$TINYPROXY" "$0" "$@"
 fi
 
-WORK="$(mktemp -d)"
-PIDS=()
-cleanup() {
-  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
+# shellcheck source=scripts/lib-bench.sh
+. "$ROOT/scripts/lib-bench.sh"
+bench_tmp
+WORK="$TMP"
 HZ="$(getconf CLK_TCK)"
-# "user system" clock ticks of a process and its children (tinyproxy forks workers).
-cpu_ticks() {
-  local u=0 s=0 p us
-  for p in $1 $(pgrep -P "$1" || true); do
-    [ -r "/proc/$p/stat" ] || continue
-    us="$(awk '{ sub(/^.*\) /, ""); print $12, $13 }' "/proc/$p/stat")"
-    u=$((u + ${us% *})); s=$((s + ${us#* }))
-  done
-  echo "$u $s"
-}
 wait_port() { # host port [netns pid]
   for _ in $(seq 100); do
     if [ -n "${3:-}" ]; then
@@ -113,9 +99,9 @@ shape() { # rate, both directions
 
 tunnel() { # name rate proxy-addr pid
   local before after out secs bytes
-  before="$( [ -n "$4" ] && cpu_ticks "$4" || echo "0 0")"
+  before="$( [ -n "$4" ] && bench_cpu_ticks "$4" || echo "0 0")"
   out="$(python3 "$ROOT/scripts/tunnel_sink.py" "10.77.0.2:$SRC_PORT" "$3")"
-  after="$( [ -n "$4" ] && cpu_ticks "$4" || echo "0 0")"
+  after="$( [ -n "$4" ] && bench_cpu_ticks "$4" || echo "0 0")"
   secs="${out% *}"; bytes="${out#* }"
   [ "$bytes" -eq $((TUNNEL_MIB << 20)) ] || { echo "$1: got $bytes bytes" >&2; exit 1; }
   awk -v n="$1" -v r="$2" -v s="$secs" -v b="$bytes" -v u=$((${after% *} - ${before% *})) \

@@ -1,6 +1,6 @@
 # shellcheck shell=bash
-# The lines scripts/bench-overhead.sh, scripts/profile-instructions.sh and
-# scripts/profile-passthrough.sh share: sourced by them (after `set -euo pipefail`), not run.
+# The lines scripts/bench-overhead.sh, scripts/profile-instructions.sh,
+# scripts/profile-passthrough.sh, scripts/bench-tls-path.sh and scripts/bench-tunnel-wire.sh share: sourced by them (after `set -euo pipefail`), not run.
 #
 # Sourcing it moves to the repository root and sets TARGET_DIR (CARGO_TARGET_DIR or target) and
 # OUT (out/bench, created). Then, in the order the scripts call them:
@@ -13,6 +13,7 @@
 #                             release build of weir and weir-lab in TARGET_DIR
 #   bench_tmp                 TMP (a temporary dir) and PIDS; at exit every pid in PIDS is
 #                             stopped and waited for and TMP removed
+#   bench_cpu_ticks PID       "user system" clock ticks of PID and its children
 #   bench_upstream [CMD...]   the lab upstream (`weir-lab upstream`, answers at once), under CMD
 #                             when given (valgrind; its stderr to $TMP/valgrind.err): UP
 #                             (http://127.0.0.1:PORT), UP_HOSTPORT, UP_PID (also in PIDS)
@@ -65,6 +66,18 @@ bench_cleanup() {
   for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
   for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
   rm -rf "$TMP"
+}
+
+bench_cpu_ticks() {
+  # "user system": clock ticks of process $1 and its children (tinyproxy forks workers); the
+  # fields after the `comm` field, so a name with spaces is read right.
+  local u=0 s=0 p us
+  for p in $1 $(pgrep -P "$1" || true); do
+    [ -r "/proc/$p/stat" ] || continue
+    us="$(awk '{ sub(/^.*\) /, ""); print $12, $13 }' "/proc/$p/stat")"
+    u=$((u + ${us% *})); s=$((s + ${us#* }))
+  done
+  echo "$u $s"
 }
 
 bench_upstream() {

@@ -17,14 +17,10 @@ for tool in python3 curl; do
   command -v "$tool" >/dev/null || { echo "probe: $tool is not installed" >&2; exit 2; }
 done
 
-TMP="$(mktemp -d)"
-PIDS=()
-cleanup() {
-  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
-  for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
-  rm -rf "$TMP"
-}
-trap cleanup EXIT
+# TMP and PIDS, stopped and removed at exit.
+# shellcheck source=scripts/lib-bench.sh
+. scripts/lib-bench.sh
+bench_tmp
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 UP_PORT="$(free_port)"; WEIR_PORT="$(free_port)"; SQUAT_PORT="$(free_port)"
 FAILS=0
@@ -79,10 +75,13 @@ openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 -su
 # developer's own tools would).
 env -u DBUS_SESSION_BUS_ADDRESS WEIR_LOG=warn "$WEIR" serve --config "$TMP/weir.toml" --data-dir "$TMP/data" >"$TMP/weir.log" 2>&1 &
 PIDS+=($!)
+up=0
 for _ in $(seq 100); do
-  curl -s -o /dev/null "http://127.0.0.1:$WEIR_PORT/_weir/api/health" && break
+  curl -s -o /dev/null "http://127.0.0.1:$WEIR_PORT/_weir/api/health" && { up=1; break; }
   sleep 0.1
 done
+# A probe against no Weir would "pass" (nothing answered 200): stop instead.
+[ "$up" = 1 ] || { echo "probe: weir serve did not answer on 127.0.0.1:$WEIR_PORT:" >&2; cat "$TMP/weir.log" >&2; exit 2; }
 BASE="http://127.0.0.1:$WEIR_PORT"
 create() { # $1: Authorization value ("" for none), $2: statement
   local auth=()
@@ -93,17 +92,20 @@ create() { # $1: Authorization value ("" for none), $2: statement
 
 # 1. The policy view without the control secret.
 code=$(curl -s -o "$TMP/policy.json" -w '%{http_code}' "$BASE/_weir/api/policy")
-if [ "$code" = 200 ]; then fail "GET /_weir/api/policy without the secret answered 200"; else pass "GET /_weir/api/policy without the secret: $code"; fi
+if [ "$code" = 000 ]; then fail "GET /_weir/api/policy: no answer (could not probe)"
+elif [ "$code" = 200 ]; then fail "GET /_weir/api/policy without the secret answered 200"; else pass "GET /_weir/api/policy without the secret: $code"; fi
 
 # 2. A create with no credential (a page's no-cors POST) is never queued.
 code=$(create "" "probe no credential")
-if [ "$code" = 201 ] || [ "$code" = 202 ]; then fail "a create without Authorization was queued ($code)"; else pass "a create without Authorization is not queued: $code"; fi
+if [ "$code" = 000 ]; then fail "a create without Authorization: no answer (could not probe)"
+elif [ "$code" = 201 ] || [ "$code" = 202 ]; then fail "a create without Authorization was queued ($code)"; else pass "a create without Authorization is not queued: $code"; fi
 
 # 3. Filling the queue: 25 creates of one credential, then 210 with a new credential each.
 one=0; for i in $(seq 25); do c=$(create "token probe-one" "probe one $i"); [ "$c" = 201 ] || [ "$c" = 202 ] && one=$((one + 1)); done
 many=0; for i in $(seq 210); do c=$(create "token probe-rot-$i" "probe rot $i"); [ "$c" = 201 ] || [ "$c" = 202 ] && many=$((many + 1)); done
 total=$((one + many))
-if [ "$one" -le 20 ]; then pass "one credential: $one of 25 queued (cap 20 per credential)"; else fail "one credential: $one of 25 queued"; fi
+if [ "$one" = 0 ]; then fail "one credential: none of 25 queued (the upstream's 503 should queue up to the cap; could not probe)"
+elif [ "$one" -le 20 ]; then pass "one credential: $one of 25 queued (cap 20 per credential)"; else fail "one credential: $one of 25 queued"; fi
 if [ "$total" -le 200 ]; then pass "rotating credentials: $total queued in all (cap 200)"; else fail "rotating credentials: $total queued in all"; fi
 
 # 4. A squatter on the port catching the control secret: it answers the health check with this
@@ -128,7 +130,8 @@ python3 "$TMP/squat.py" "$SQUAT_PORT" "$ID" "$TMP/squat.log" & PIDS+=($!)
 sleep 0.5
 WEIR_CONTROL_SECRET=probe-secret timeout 20 "$WEIR" queue ls --config "$TMP/weir.toml" --data-dir "$TMP/data" \
   --listen "127.0.0.1:$SQUAT_PORT" >"$TMP/cli.out" 2>&1 || true
-if grep -q SECRET "$TMP/squat.log"; then fail "the squatter received X-Weir-Secret"; else pass "the squatter got $(wc -l <"$TMP/squat.log") request(s), no secret"; fi
+if [ ! -s "$TMP/squat.log" ]; then fail "the CLI never reached the squatter (could not probe)"
+elif grep -q SECRET "$TMP/squat.log"; then fail "the squatter received X-Weir-Secret"; else pass "the squatter got $(wc -l <"$TMP/squat.log") request(s), no secret"; fi
 
 # 5. Leaf CPU burn by SNI: CONNECT to the managed host, then ClientHellos naming 20 other
 #    `*.githubcopilot.com` names. No leaf may be issued for a name that is not the CONNECT

@@ -20,6 +20,9 @@
 # Needs: python3, curl. Output: out/soak/soak.md (table + totals), out/soak/soak.log.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# bench_tmp (sourced before OUT is set: the library sets its own).
+# shellcheck source=scripts/lib-bench.sh
+. scripts/lib-bench.sh
 MINUTES="${1:-10}"
 TARGET_DIR="${CARGO_TARGET_DIR:-target}"
 OUT="${SOAK_OUT:-out/soak}"
@@ -32,14 +35,8 @@ done
 WEIR="${WEIR_BIN:-$TARGET_DIR/release/weir}"
 LAB="$TARGET_DIR/release/weir-lab"
 
-TMP="$(mktemp -d)"
-PIDS=()
-cleanup() {
-  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
-  for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
-  rm -rf "$TMP"
-}
-trap cleanup EXIT
+# TMP and PIDS, stopped and removed at exit.
+bench_tmp
 trap 'exit 130' INT TERM
 
 # With SOAK_NO_BUILD and no release weir-lab (building it rebuilds weir with other features),

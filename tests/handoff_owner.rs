@@ -51,6 +51,29 @@ async fn control(
     r.send().await.unwrap()
 }
 
+/// The engine's data dir, probed first (its keychain namespace is the one the developer's
+/// token goes in); `None`, saying so, where there is no keychain.
+fn keychain_data() -> Option<tempfile::TempDir> {
+    let data = tempfile::tempdir().unwrap();
+    if has_keychain(data.path()) {
+        return Some(data);
+    }
+    eprintln!("skipped: the test stores the developer's GitHub token, and there is no keychain");
+    None
+}
+
+/// The developer stores their own GitHub token in Weir (the token API).
+async fn store_token(weir: &Weir, token: &str) {
+    let put = control(
+        weir,
+        reqwest::Method::PUT,
+        "/_weir/api/token",
+        Some(serde_json::json!({"token": token})),
+    )
+    .await;
+    assert_eq!(put.status(), 200);
+}
+
 /// A queued create's answer: the reason it was not offered.
 async fn queued_reason(r: reqwest::Response) -> String {
     assert_eq!(r.status(), 201, "queued (the job shape)");
@@ -64,14 +87,7 @@ async fn queued_reason(r: reqwest::Response) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn only_the_developers_own_creates_are_offered_and_the_offer_names_the_tool() {
-    // The engine's data dir, probed first: its keychain namespace is the one the token goes in.
-    let data = tempfile::tempdir().unwrap();
-    if !has_keychain(data.path()) {
-        eprintln!(
-            "skipped: the test stores the developer's GitHub token, and there is no keychain"
-        );
-        return;
-    }
+    let Some(data) = keychain_data() else { return };
     let fake = Fake::start().await;
     fake.state.lock().unwrap().post_status = Some(503);
     let tmp = tempfile::tempdir().unwrap();
@@ -97,14 +113,7 @@ async fn only_the_developers_own_creates_are_offered_and_the_offer_names_the_too
     assert!(reason.contains("no GitHub token is stored"), "{reason}");
 
     // The developer stores their own token (VS Code's); bob's create is still queued.
-    let put = control(
-        &weir,
-        reqwest::Method::PUT,
-        "/_weir/api/token",
-        Some(serde_json::json!({"token": ALICE_VSCODE})),
-    )
-    .await;
-    assert_eq!(put.status(), 200);
+    store_token(&weir, ALICE_VSCODE).await;
     let r = create(&weir, &fake, BOB, VSCODE_UA, "bob's task").await;
     let reason = queued_reason(r).await;
     assert!(reason.contains("another GitHub account"), "{reason}");
@@ -210,18 +219,13 @@ async fn only_the_developers_own_creates_are_offered_and_the_offer_names_the_too
 /// queued. (Before, the offer read the live settings: "not configured", queued.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reload_during_the_attempt_does_not_undo_the_requests_local_agent() {
-    let data = tempfile::tempdir().unwrap();
-    if !has_keychain(data.path()) {
-        eprintln!(
-            "skipped: the test stores the developer's GitHub token, and there is no keychain"
-        );
-        return;
-    }
+    let Some(data) = keychain_data() else { return };
     let fake = Fake::start().await;
     {
         let mut s = fake.state.lock().unwrap();
         s.post_status = Some(503);
-        s.post_delay = std::time::Duration::from_millis(1500);
+        // Held long enough for the reload to land first (the create's per-try is 30 s).
+        s.post_delay = std::time::Duration::from_secs(5);
     }
     let tmp = tempfile::tempdir().unwrap();
     let checkout = tmp.path().join("app");
@@ -249,14 +253,7 @@ async fn a_reload_during_the_attempt_does_not_undo_the_requests_local_agent() {
         answers: std::sync::Mutex::new(Vec::new()),
     };
     let mut events = weir.handle.subscribe();
-    let put = control(
-        &weir,
-        reqwest::Method::PUT,
-        "/_weir/api/token",
-        Some(serde_json::json!({"token": ALICE_VSCODE})),
-    )
-    .await;
-    assert_eq!(put.status(), 200);
+    store_token(&weir, ALICE_VSCODE).await;
 
     let sending = {
         let c = weir.client(ALICE_GH, GH_UA);
@@ -293,6 +290,10 @@ async fn a_reload_during_the_attempt_does_not_undo_the_requests_local_agent() {
     })
     .await;
     assert!(applied.is_ok(), "the reload was applied");
+    assert!(
+        !sending.is_finished(),
+        "the reload landed while the create was still at the upstream"
+    );
     assert!(weir.handle.settings().local_agent.is_none());
 
     let r = sending.await.unwrap();

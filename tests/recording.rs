@@ -148,10 +148,16 @@ async fn each_kind_of_request_moves_its_counters_once() {
     up.set(|b| b.extra_headers.clear());
 
     // Two requests for one key while the upstream is slow: one leads, one joins.
-    up.set(|b| b.delay = Duration::from_millis(300));
-    let joined = format!("{}/agents/sessions/nwo/octo/lab", up.origin());
+    // The second is sent once the first is at the upstream (held there 2 s), so it joins.
+    up.set(|b| b.delay = Duration::from_secs(2));
+    let path = "/agents/sessions/nwo/octo/lab";
+    let joined = format!("{}{path}", up.origin());
+    let before = up.count(path);
     let (a, b) = tokio::join!(c.get(&joined).send(), async {
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(
+            common::eventually(500, || up.count(path) > before).await,
+            "the leader reached the upstream"
+        );
         c.get(&joined).send().await
     });
     assert_eq!(a.unwrap().status().as_u16(), 200);

@@ -50,11 +50,11 @@ impl Upstream {
         let listener = TcpListener::bind(addr).await.map_err(LabError::Bind)?;
         let addr = listener.local_addr().map_err(LabError::Bind)?;
         let counters = Arc::new(UpstreamCounters::default());
-        let responder = Arc::new(Responder::new(
-            spec,
-            counters.clone(),
-            format!("http://{addr}"),
-        ));
+        let api = spec
+            .api_origin
+            .clone()
+            .unwrap_or_else(|| format!("http://{addr}"));
+        let responder = Arc::new(Responder::new(spec, counters.clone(), api));
         let (generation, _) = watch::channel(0u64);
         let accept = tokio::spawn(accept_loop(listener, responder, generation.clone()));
         Ok(Upstream {

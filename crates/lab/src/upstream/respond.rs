@@ -18,7 +18,7 @@ use tokio::time::Instant;
 pub(crate) struct Responder {
     pub spec: UpstreamSpec,
     pub counters: Arc<UpstreamCounters>,
-    /// This upstream's own origin: the token answer's `endpoints.api`.
+    /// The token answer's `endpoints.api`: the spec's `api_origin`, else this upstream's own.
     origin: String,
     list_body: Bytes,
     rng: Mutex<StdRng>,

@@ -41,6 +41,12 @@ pub struct UpstreamSpec {
     /// a scenario says which it assumes. Latency applies either way.
     #[serde(default = "yes")]
     pub mission_control_faults: bool,
+    /// The Copilot API origin a token answer names in `endpoints.api` (`None`: this upstream's
+    /// own). A real answer from api.github.com names the Copilot API host, never itself: the
+    /// developer's hour serves the token from its api.github.com upstream and names the agents
+    /// upstream here.
+    #[serde(default)]
+    pub api_origin: Option<String>,
 }
 
 fn yes() -> bool {
@@ -75,6 +81,7 @@ impl Default for UpstreamSpec {
             seed: 7,
             session_timing: SessionTiming::default(),
             mission_control_faults: true,
+            api_origin: None,
         }
     }
 }

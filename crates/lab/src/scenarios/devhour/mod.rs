@@ -152,6 +152,7 @@ fn spec(profile: Profile, seed: u64) -> UpstreamSpec {
         seed,
         session_timing: task_timing(20 * 60),
         mission_control_faults: profile == Profile::Healthy || MISSION_CONTROL_IN_OCT29,
+        api_origin: None,
     }
 }
 
@@ -205,7 +206,11 @@ pub async fn run_row(
 ) -> Result<Row, LabError> {
     let up = Upstream::start(spec(profile, seed)).await?;
     // api.github.com: as the agents backend, healthy or Oct 29 (the Task API is served by it).
-    let gh = Upstream::start(spec(profile, seed)).await?;
+    let gh = Upstream::start(UpstreamSpec {
+        api_origin: Some(up.origin()),
+        ..spec(profile, seed)
+    })
+    .await?;
     let world = &up.counters().world;
     let long_ago = Duration::from_secs(3600);
     for i in 0..10 {
