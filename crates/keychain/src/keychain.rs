@@ -57,10 +57,7 @@ impl Keychain {
         if let Place::Files(f) = &self.place {
             return f.set(account, secret);
         }
-        once_more_if_gone(|| {
-            let entry = platform::entry(&self.service, account)?;
-            entry.set_password(secret).map_err(platform::classify)
-        })?;
+        once_more_if_gone(|| platform::entry(&self.service, account)?.set_password(secret))?;
         tracing::debug!(service = %self.service, account, "keychain entry stored");
         Ok(())
     }
@@ -75,14 +72,13 @@ impl Keychain {
         if let Place::Files(f) = &self.place {
             return f.get_secret(account);
         }
-        once_more_if_gone(|| {
-            let entry = platform::entry(&self.service, account)?;
-            match entry.get_password() {
+        once_more_if_gone(
+            || match platform::entry(&self.service, account)?.get_password() {
                 Ok(value) => Ok(Some(Secret::new(value))),
                 Err(keyring::Error::NoEntry) => Ok(None),
-                Err(e) => Err(platform::classify(e)),
-            }
-        })
+                Err(e) => Err(e),
+            },
+        )
     }
 
     /// Removes the entry for `account`. Removing an entry that does not exist succeeds, so a
@@ -91,13 +87,12 @@ impl Keychain {
         if let Place::Files(f) = &self.place {
             return f.delete(account);
         }
-        once_more_if_gone(|| {
-            let entry = platform::entry(&self.service, account)?;
-            match entry.delete_credential() {
+        once_more_if_gone(
+            || match platform::entry(&self.service, account)?.delete_credential() {
                 Ok(()) | Err(keyring::Error::NoEntry) => Ok(()),
-                Err(e) => Err(platform::classify(e)),
-            }
-        })?;
+                Err(e) => Err(e),
+            },
+        )?;
         tracing::debug!(service = %self.service, account, "keychain entry deleted");
         Ok(())
     }
@@ -133,16 +128,23 @@ impl Keychain {
 /// How long to wait before asking a keychain that was not there a second time.
 const RETRY_AFTER: Duration = Duration::from_millis(100);
 
-/// Runs `op` again, once, when the keychain service was not reachable. gnome-keyring 42 aborts
-/// on an upstream race when clients connect and disconnect quickly (GNOME/gnome-keyring#196), and
-/// the desktop's systemd unit or D-Bus activation starts it again within milliseconds: the call
-/// that met the crash should not turn into "no keychain" for the user. Every operation here is
-/// idempotent (set replaces, delete of a missing entry succeeds), so a second try is safe; a
-/// keychain that is really absent costs one more quick failure.
-fn once_more_if_gone<T>(op: impl Fn() -> Result<T, KeychainError>) -> Result<T, KeychainError> {
+/// Runs `op` again, once, when the keychain service was not reachable or dropped the call's
+/// session ([`platform::worth_asking_again`]). gnome-keyring 42 aborts on an upstream race when
+/// clients connect and disconnect quickly (GNOME/gnome-keyring#196), and the desktop's systemd
+/// unit or D-Bus activation starts it again within milliseconds; under many parallel callers it
+/// also answers "The session wrapping the secret does not exist" for a session the same call
+/// opened a moment before. Neither should turn into "no keychain" or a refused create for the
+/// user. Every operation here is idempotent (set replaces, delete of a missing entry succeeds)
+/// and each try opens its own connection and session, so a second try is safe; a keychain that
+/// is really absent costs one more quick failure.
+fn once_more_if_gone<T>(op: impl Fn() -> Result<T, keyring::Error>) -> Result<T, KeychainError> {
+    once_more_if(op, platform::worth_asking_again).map_err(platform::classify)
+}
+
+fn once_more_if<T, E>(op: impl Fn() -> Result<T, E>, again: impl Fn(&E) -> bool) -> Result<T, E> {
     match op() {
-        Err(KeychainError::NoService { detail }) => {
-            tracing::debug!(%detail, "keychain not reachable; asking once more");
+        Err(e) if again(&e) => {
+            tracing::debug!("keychain not reachable or its session was dropped; asking once more");
             std::thread::sleep(RETRY_AFTER);
             op()
         }
@@ -157,11 +159,14 @@ mod tests {
 
     fn run(results: &[Result<u8, KeychainError>]) -> (Result<u8, KeychainError>, usize) {
         let calls = Cell::new(0);
-        let out = once_more_if_gone(|| {
-            let i = calls.get();
-            calls.set(i + 1);
-            results[i].clone()
-        });
+        let out = once_more_if(
+            || {
+                let i = calls.get();
+                calls.set(i + 1);
+                results[i].clone()
+            },
+            |e| matches!(e, KeychainError::NoService { .. }),
+        );
         (out, calls.get())
     }
 

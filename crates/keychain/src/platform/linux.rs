@@ -25,9 +25,21 @@ unattended replay).";
 
 /// The entry is built on the Secret Service backend explicitly, not through keyring's global
 /// default builder, so nothing (another crate, a test) can swap in the mock store.
-pub(crate) fn entry(service: &str, account: &str) -> Result<keyring::Entry, KeychainError> {
-    let cred = SsCredential::new_with_target(None, service, account).map_err(super::classify)?;
+pub(crate) fn entry(service: &str, account: &str) -> keyring::Result<keyring::Entry> {
+    let cred = SsCredential::new_with_target(None, service, account)?;
     Ok(keyring::Entry::new_with_credential(Box::new(cred)))
+}
+
+/// gnome-keyring's answer when it cannot find the session a secret was wrapped in. Each call
+/// opens its own connection and session, so the next call has a new one.
+const NO_SESSION: &str = "org.freedesktop.Secret.Error.NoSession";
+
+/// Not reachable (a restarting daemon), or the session was lost: see `platform::worth_asking_again`.
+pub(crate) fn worth_asking_again_inner(inner: &(dyn std::error::Error + 'static)) -> bool {
+    match inner.downcast_ref::<SsError>() {
+        Some(SsError::Dbus(e)) if e.name() == Some(NO_SESSION) => true,
+        _ => matches!(classify_platform(inner), KeychainError::NoService { .. }),
+    }
 }
 
 pub(crate) fn classify_no_access(inner: &(dyn std::error::Error + 'static)) -> KeychainError {
@@ -88,6 +100,25 @@ fn classify_dbus_name(name: &str, detail: String) -> KeychainError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_lost_session_or_a_missing_service_is_asked_again_and_a_locked_keyring_is_not() {
+        let dbus = |name: &str| SsError::Dbus(dbus::Error::new_custom(name, "message"));
+        assert!(worth_asking_again_inner(&dbus(NO_SESSION)));
+        assert!(worth_asking_again_inner(&dbus(
+            "org.freedesktop.DBus.Error.NoReply"
+        )));
+        assert!(worth_asking_again_inner(&SsError::Unavailable));
+        assert!(!worth_asking_again_inner(&dbus(
+            "org.freedesktop.Secret.Error.IsLocked"
+        )));
+        assert!(!worth_asking_again_inner(&SsError::Locked));
+        // What the person sees if the second try fails too: a plain error, not "no keychain".
+        assert_eq!(
+            classify_platform(&dbus(NO_SESSION)).code(),
+            "keychain_error"
+        );
+    }
 
     #[test]
     fn dbus_names_map_to_kinds() {

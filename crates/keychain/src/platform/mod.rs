@@ -17,7 +17,7 @@ mod native;
 #[cfg(any(target_os = "macos", target_os = "windows"))]
 use native as imp;
 
-pub(crate) use imp::{entry, FIX_DENIED, FIX_LOCKED, FIX_NO_SERVICE};
+pub(crate) use imp::{entry, worth_asking_again_inner, FIX_DENIED, FIX_LOCKED, FIX_NO_SERVICE};
 
 use crate::KeychainError;
 
@@ -44,5 +44,17 @@ pub(crate) fn classify(err: keyring::Error) -> KeychainError {
         keyring::Error::NoEntry => KeychainError::other("no such keychain entry"),
         // keyring's error is non_exhaustive. Its Display carries no secret.
         other => KeychainError::other(other.to_string()),
+    }
+}
+
+/// Whether a failed call may succeed on a fresh connection, so that it is worth one more try:
+/// the service was not reachable (a daemon restarting), or it lost the session the call had
+/// just opened. Anything else (locked, denied, bad data) would fail the same way again.
+pub(crate) fn worth_asking_again(err: &keyring::Error) -> bool {
+    match err {
+        keyring::Error::NoStorageAccess(inner) | keyring::Error::PlatformFailure(inner) => {
+            worth_asking_again_inner(inner.as_ref())
+        }
+        _ => false,
     }
 }

@@ -29,8 +29,13 @@ user who stored it.";
 /// keyring's default builder on these targets is the native store (the features in Cargo.toml
 /// select it; without them the mock would be used, which the compile-time check in
 /// `platform/mod.rs` cannot see, so keep those features).
-pub(crate) fn entry(service: &str, account: &str) -> Result<keyring::Entry, KeychainError> {
-    keyring::Entry::new(service, account).map_err(super::classify)
+pub(crate) fn entry(service: &str, account: &str) -> keyring::Result<keyring::Entry> {
+    keyring::Entry::new(service, account)
+}
+
+/// The native stores are in-process APIs with no connection to lose: nothing is asked twice.
+pub(crate) fn worth_asking_again_inner(_inner: &(dyn std::error::Error + 'static)) -> bool {
+    false
 }
 
 /// keyring reports locked keychains and refused prompts as `NoStorageAccess`; it does not
