@@ -52,9 +52,14 @@ impl PgConn {
         &self.config
     }
 
-    /// A fresh connection of its own (migrations, `LISTEN`), bounded by [`CONNECT_TIMEOUT`].
+    /// A fresh connection of its own (migrations, `LISTEN`), bounded by [`CONNECT_TIMEOUT`]. A
+    /// server that accepts TCP and never finishes the startup is not answering: the shared
+    /// connection's callers then fail at once for [`NOT_ANSWERING_HOLD`].
     pub async fn connect_new(&self) -> Result<Client, StoreError> {
-        let timed_out = |_| self.unreachable(CONNECT_TIMED_OUT);
+        let timed_out = |_| {
+            self.stall(CONNECT_TIMED_OUT);
+            self.unreachable(CONNECT_TIMED_OUT)
+        };
         // Two arms: the connection's type depends on the TLS connector.
         let client = match &self.tls {
             super::tls::PgTls::Plain => {
@@ -90,17 +95,7 @@ impl PgConn {
             return Ok(c.clone());
         }
         *slot = None;
-        let c = match self.connect_new().await {
-            Ok(c) => Arc::new(c),
-            Err(e) => {
-                // A server that accepts TCP and never finishes the startup is not answering.
-                if matches!(&e, StoreError::Unreachable { detail, .. } if detail == CONNECT_TIMED_OUT)
-                {
-                    self.stall(CONNECT_TIMED_OUT);
-                }
-                return Err(e);
-            }
-        };
+        let c = Arc::new(self.connect_new().await?);
         *slot = Some(c.clone());
         Ok(c)
     }
