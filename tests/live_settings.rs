@@ -557,5 +557,18 @@ async fn a_reload_while_a_create_body_is_sent_does_not_change_that_request() {
         .send()
         .await
         .unwrap();
-    assert_ne!(r.status(), 201, "the next request reads the new limit");
+    assert_eq!(r.status(), 502, "the next request reads the new limit");
+    let problem: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(problem["kind"], "upstream_protocol", "{problem}");
+    assert!(
+        problem["detail"]
+            .as_str()
+            .is_some_and(|d| d.contains("larger than 1024 bytes")),
+        "{problem}"
+    );
+    assert_eq!(
+        up.count(create),
+        2,
+        "the refused answer's create was sent once"
+    );
 }
