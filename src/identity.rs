@@ -301,11 +301,20 @@ mod tests {
     async fn a_connection_remembers_only_the_same_credential() {
         let (k, k2) = (IdentityKey::new([7; 32]), IdentityKey::new([8; 32]));
         let want = |key: &IdentityKey, auth: &str| key.identify(&hdrs(auth));
-        let (a, b, a2) = (want(&k, "token a"), want(&k, "token b"), want(&k2, "token a"));
+        let (a, b, a2) = (
+            want(&k, "token a"),
+            want(&k, "token b"),
+            want(&k2, "token a"),
+        );
         let none = k.identify(&HeaderMap::new());
         per_connection(async {
             for _ in 0..2 {
-                for (auth, id) in [("token a", a), ("token a", a), ("token b", b), ("Token b", b)] {
+                for (auth, id) in [
+                    ("token a", a),
+                    ("token a", a),
+                    ("token b", b),
+                    ("Token b", b),
+                ] {
                     assert_eq!(k.identify(&hdrs(auth)), id, "{auth}");
                     assert_eq!(k2.identify(&hdrs(auth)) == a2, auth.ends_with('a'));
                 }
@@ -325,7 +334,8 @@ mod tests {
         })
         .await;
         per_connection(async {
-            LAST_CREDENTIAL.with(|c| assert!(!c.borrow().filled, "a new connection remembers nothing"));
+            LAST_CREDENTIAL
+                .with(|c| assert!(!c.borrow().filled, "a new connection remembers nothing"));
             assert_eq!(k.identify(&hdrs("token b")), b);
         })
         .await;

@@ -173,7 +173,14 @@ mod tests {
         assert_eq!(o.to_string(), "http://127.0.0.1:8080");
         assert_eq!(o.host_header(), "127.0.0.1:8080");
         let o = Origin::parse("https://[::1]:443").unwrap();
-        assert_eq!(o.host_header(), o.uri(http::uri::PathAndQuery::from_static("/")).unwrap().authority().unwrap().as_str());
+        assert_eq!(
+            o.host_header(),
+            o.uri(http::uri::PathAndQuery::from_static("/"))
+                .unwrap()
+                .authority()
+                .unwrap()
+                .as_str()
+        );
     }
 
     /// Issue 31, item 1: a name is canonical when kept (no trailing dot, lower case) and

@@ -113,10 +113,7 @@ fn host_and_port(authority: &http::uri::Authority, default: u16) -> (&str, u16) 
             _ => {}
         }
     }
-    (
-        authority.host(),
-        authority.port_u16().unwrap_or(default),
-    )
+    (authority.host(), authority.port_u16().unwrap_or(default))
 }
 
 /// `settings` is the request's one snapshot: the upstream and its route class are found in the
@@ -161,12 +158,21 @@ mod tests {
         let mut other = Settings::default();
         other.routes.clear();
         let b = Arc::new(other);
-        let paths = ["/agents/sessions", "/agents/sessions/abc", "/repos/o/r", "/agents/sessions"];
+        let paths = [
+            "/agents/sessions",
+            "/agents/sessions/abc",
+            "/repos/o/r",
+            "/agents/sessions",
+        ];
         for _ in 0..2 {
             for s in [&a, &a, &b, &a] {
                 for m in [Method::GET, Method::POST] {
                     for p in paths {
-                        assert_eq!(remembered_route(s, &m, p), route(&s.routes, &m, p), "{m} {p}");
+                        assert_eq!(
+                            remembered_route(s, &m, p),
+                            route(&s.routes, &m, p),
+                            "{m} {p}"
+                        );
                     }
                 }
             }

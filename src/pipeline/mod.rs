@@ -233,7 +233,13 @@ async fn phases(
     // name one gets that far: the future is neither made nor moved for the others.
     let req = match provisional::may_follow(&proxy.queue, &req) {
         false => req,
-        true => match Box::pin(provisional::follow(&proxy.queue, &proxy.accounts, req, &who)).await
+        true => match Box::pin(provisional::follow(
+            &proxy.queue,
+            &proxy.accounts,
+            req,
+            &who,
+        ))
+        .await
         {
             provisional::Follow::Answer(r) => return Ok(r),
             provisional::Follow::Pass(req) => req,
