@@ -53,6 +53,12 @@ impl IdentityKey {
     }
 
     pub fn identify(&self, headers: &HeaderMap) -> Identity {
+        self.caller(headers).0
+    }
+
+    /// [`IdentityKey::identify`], and whether the request carries a credential at all (as
+    /// [`has_credential`] says), found in the same look at the headers.
+    pub fn caller(&self, headers: &HeaderMap) -> (Identity, bool) {
         // Length-prefix each part so ("ab","c") and ("a","bc") differ. The parts are laid out
         // in one buffer and hashed once (blake3's cost per `update` on short parts is more than
         // the hashing: callgrind); the bytes are the same, so identities do not change. The
@@ -69,8 +75,32 @@ impl IdentityKey {
                     buf.extend_from_slice(&v);
                 }
             }
-            Identity(*blake3::keyed_hash(&self.0, &buf[..]).as_bytes())
+            // Every `Authorization` or `Cookie` value put its name in: empty means neither.
+            (self.remembered(buf), !buf.is_empty())
         })
+    }
+
+    /// The identity of a laid-out input `input`: the one this connection's last credential
+    /// gave when `input` is the same bytes under the same key ([`per_connection`]), else the
+    /// keyed hash. A client polling on a kept-alive connection sends one credential again and
+    /// again; its keyed blake3 was ~1k of a cache hit's instructions (callgrind). The bytes are
+    /// compared, never a hash of them, so one credential's identity is never another's.
+    fn remembered(&self, input: &[u8]) -> Identity {
+        let hash = || Identity(*blake3::keyed_hash(&self.0, input).as_bytes());
+        LAST_CREDENTIAL
+            .try_with(|cell| {
+                let Ok(mut last) = cell.try_borrow_mut() else {
+                    return hash();
+                };
+                if last.filled && last.key == self.0 && last.input == input {
+                    return last.identity;
+                }
+                let identity = hash();
+                last.remember(&self.0, input, identity);
+                identity
+            })
+            // Outside a connection (a replay, a lookup, a test): hashed every time.
+            .unwrap_or_else(|_| hash())
     }
 
     /// The identity that the credentials of one GitHub account with the same access share
@@ -94,6 +124,73 @@ impl IdentityKey {
         h.update(client_id.as_bytes());
         Identity(*h.finalize().as_bytes())
     }
+}
+
+/// The last credential one client connection's requests carried (its laid-out bytes, as
+/// [`IdentityKey::identify`] hashes them), the key it was hashed with, and the identity it
+/// gave. Lives in the connection's task ([`per_connection`]): never shared with another
+/// connection, never logged (no `Debug`), and zeroed when replaced and when the connection
+/// ends.
+struct LastCredential {
+    filled: bool,
+    key: [u8; 32],
+    input: Vec<u8>,
+    identity: Identity,
+}
+
+impl LastCredential {
+    /// Inputs longer than this (a huge cookie) are not kept: the copy would cost more than
+    /// the hash it saves.
+    const KEEP: usize = 1024;
+
+    fn new() -> LastCredential {
+        LastCredential {
+            filled: false,
+            key: [0; 32],
+            input: Vec::new(),
+            identity: Identity([0; 32]),
+        }
+    }
+
+    fn remember(&mut self, key: &[u8; 32], input: &[u8], identity: Identity) {
+        self.forget();
+        if input.len() > Self::KEEP {
+            return;
+        }
+        self.input.extend_from_slice(input);
+        self.key = *key;
+        self.identity = identity;
+        self.filled = true;
+    }
+
+    /// Zeroes what is kept (the whole buffer, spare capacity included).
+    fn forget(&mut self) {
+        use zeroize::Zeroize;
+        self.filled = false;
+        self.input.zeroize();
+        self.key.zeroize();
+    }
+}
+
+impl Drop for LastCredential {
+    fn drop(&mut self) {
+        self.forget();
+    }
+}
+
+tokio::task_local! {
+    static LAST_CREDENTIAL: std::cell::RefCell<LastCredential>;
+}
+
+/// Runs one client connection's future (`conn`: hyper's connection, which polls the requests
+/// it serves in place) with a memo of its last credential, so a client that sends the same
+/// credential on every request of a kept-alive connection has it hashed once
+/// ([`IdentityKey::identify`]). A request polled outside the connection's task (an HTTP/2
+/// stream that had to wait, then ran as a task of its own) hashes as before.
+pub(crate) fn per_connection<F: std::future::Future>(
+    conn: F,
+) -> impl std::future::Future<Output = F::Output> {
+    LAST_CREDENTIAL.scope(std::cell::RefCell::new(LastCredential::new()), conn)
 }
 
 /// Runs `f` with an empty byte buffer: the thread's own, reused from call to call, so laying
@@ -194,6 +291,71 @@ mod tests {
         assert_eq!(Identity::from_hex(&a.hex()), Some(a));
         assert_eq!(Identity::from_hex("zz"), None);
         assert_eq!(k.identify(&hdrs("token a")), k.identify(&hdrs("token a")));
+    }
+
+    /// Within one connection the remembered identity is only ever that of the same bytes
+    /// under the same key: credentials in turn each get the identity they get outside any
+    /// connection; the memo is consulted (a planted identity comes back for the same bytes
+    /// only); and another connection starts with nothing remembered.
+    #[tokio::test]
+    async fn a_connection_remembers_only_the_same_credential() {
+        let (k, k2) = (IdentityKey::new([7; 32]), IdentityKey::new([8; 32]));
+        let want = |key: &IdentityKey, auth: &str| key.identify(&hdrs(auth));
+        let (a, b, a2) = (
+            want(&k, "token a"),
+            want(&k, "token b"),
+            want(&k2, "token a"),
+        );
+        let none = k.identify(&HeaderMap::new());
+        per_connection(async {
+            for _ in 0..2 {
+                for (auth, id) in [
+                    ("token a", a),
+                    ("token a", a),
+                    ("token b", b),
+                    ("Token b", b),
+                ] {
+                    assert_eq!(k.identify(&hdrs(auth)), id, "{auth}");
+                    assert_eq!(k2.identify(&hdrs(auth)) == a2, auth.ends_with('a'));
+                }
+                assert_eq!(k.identify(&HeaderMap::new()), none);
+                let mut cookie = hdrs("token a");
+                cookie.insert(http::header::COOKIE, "s=1".parse().unwrap());
+                assert_ne!(k.identify(&cookie), a);
+            }
+            // The memo is what answers the same bytes: a planted identity comes back for them,
+            // and never for another credential.
+            assert_eq!(k.identify(&hdrs("token a")), a);
+            let planted = Identity([9; 32]);
+            LAST_CREDENTIAL.with(|c| c.borrow_mut().identity = planted);
+            assert_eq!(k.identify(&hdrs("token a")), planted);
+            assert_eq!(k.identify(&hdrs("token b")), b);
+            assert_eq!(k.identify(&hdrs("token a")), a);
+        })
+        .await;
+        per_connection(async {
+            LAST_CREDENTIAL
+                .with(|c| assert!(!c.borrow().filled, "a new connection remembers nothing"));
+            assert_eq!(k.identify(&hdrs("token b")), b);
+        })
+        .await;
+    }
+
+    /// Whether a request is credentialed is read in the identity's own look at the headers:
+    /// the same answer as `has_credential`.
+    #[test]
+    fn credentialed_as_has_credential_says() {
+        let k = IdentityKey::new([7; 32]);
+        let mut cookie = HeaderMap::new();
+        cookie.insert(http::header::COOKIE, "s=1".parse().unwrap());
+        let mut empty_auth = HeaderMap::new();
+        empty_auth.insert(http::header::AUTHORIZATION, "".parse().unwrap());
+        let mut other = HeaderMap::new();
+        other.insert(http::header::ACCEPT, "*/*".parse().unwrap());
+        for h in [hdrs("token a"), cookie, empty_auth, other, HeaderMap::new()] {
+            assert_eq!(k.caller(&h).1, has_credential(&h), "{h:?}");
+            assert_eq!(k.caller(&h).0, k.identify(&h));
+        }
     }
 
     #[test]

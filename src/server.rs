@@ -330,7 +330,8 @@ where
         }
     });
     let conn = builder.serve_connection_with_upgrades(io, svc).into_owned();
-    SelfWakeLoop::new(watcher.watch(conn))
+    // The connection's last credential is remembered in its task (`identity::per_connection`).
+    crate::identity::per_connection(SelfWakeLoop::new(watcher.watch(conn)))
 }
 
 /// Waits for the connections still open to finish their requests, at most `timeout`.

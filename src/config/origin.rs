@@ -12,6 +12,8 @@ pub struct Origin {
     /// `host[:port]` as a URI authority, made once at parse: every upstream attempt's URI
     /// takes a cheap clone of it instead of formatting and parsing the text again.
     uri_authority: http::uri::Authority,
+    /// The same text as the `Host` header of a request to this origin, made once at parse.
+    host_header: http::HeaderValue,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -66,14 +68,17 @@ impl Origin {
             return Err(format!("`{text}` has no host"));
         }
         let port = authority.port_u16().unwrap_or(scheme.default_port());
-        let uri_authority = authority_of(&host, port, scheme)
+        let uri_authority: http::uri::Authority = authority_of(&host, port, scheme)
             .parse()
+            .map_err(|_| format!("`{rest}` is not a valid host[:port]"))?;
+        let host_header = http::HeaderValue::from_str(uri_authority.as_str())
             .map_err(|_| format!("`{rest}` is not a valid host[:port]"))?;
         Ok(Origin {
             scheme,
             host,
             port,
             uri_authority,
+            host_header,
         })
     }
 
@@ -92,11 +97,21 @@ impl Origin {
     }
 
     pub fn matches(&self, scheme: &str, host: &str, port: u16) -> bool {
-        self.scheme.as_str().eq_ignore_ascii_case(scheme)
-            && self
-                .host
-                .eq_ignore_ascii_case(host.trim_matches(['[', ']']).trim_end_matches('.'))
-            && self.port == port
+        // The port first (one compare), and the host's brackets and trailing dots trimmed as
+        // bytes: `trim_matches` with a char set walks chars (every request asks each upstream).
+        let mut h = host.as_bytes();
+        while let [b'[' | b']', rest @ ..] = h {
+            h = rest;
+        }
+        while let [rest @ .., b'[' | b']'] = h {
+            h = rest;
+        }
+        while let [rest @ .., b'.'] = h {
+            h = rest;
+        }
+        self.port == port
+            && self.host.as_bytes().eq_ignore_ascii_case(h)
+            && self.scheme.as_str().eq_ignore_ascii_case(scheme)
     }
 
     /// `scheme://authority` + `pq`: the URI of a request to this origin. Built from parts, not
@@ -111,6 +126,12 @@ impl Origin {
             .authority(self.uri_authority.clone())
             .path_and_query(pq)
             .build()
+    }
+
+    /// The `Host` header of a request to this origin: [`Origin::uri`]'s authority (a cheap
+    /// clone; every upstream attempt sets it).
+    pub fn host_header(&self) -> &http::HeaderValue {
+        &self.host_header
     }
 
     /// `host:port` (brackets around IPv6), as used in a URI authority.
@@ -150,6 +171,16 @@ mod tests {
         assert_eq!(o.port, 8080);
         assert!(o.matches("http", "127.0.0.1", 8080));
         assert_eq!(o.to_string(), "http://127.0.0.1:8080");
+        assert_eq!(o.host_header(), "127.0.0.1:8080");
+        let o = Origin::parse("https://[::1]:443").unwrap();
+        assert_eq!(
+            o.host_header(),
+            o.uri(http::uri::PathAndQuery::from_static("/"))
+                .unwrap()
+                .authority()
+                .unwrap()
+                .as_str()
+        );
     }
 
     /// Issue 31, item 1: a name is canonical when kept (no trailing dot, lower case) and
@@ -162,6 +193,19 @@ mod tests {
         assert!(o.matches("https", "api.x.githubcopilot.com.", 443));
         assert!(o.matches("https", "API.X.githubcopilot.com", 443));
         assert!(Origin::parse("https://./").is_err());
+    }
+
+    /// An IPv6 literal matches with its brackets (as a URI's host has them) or without; the
+    /// port and the scheme still decide.
+    #[test]
+    fn an_ipv6_host_matches_with_or_without_brackets() {
+        let o = Origin::parse("http://[::1]:8080").unwrap();
+        assert!(o.matches("http", "[::1]", 8080));
+        assert!(o.matches("HTTP", "::1", 8080));
+        assert!(!o.matches("http", "[::1]", 8081));
+        assert!(!o.matches("https", "[::1]", 8080));
+        assert!(!o.matches("http", "[::2]", 8080));
+        assert!(!o.matches("http", "", 8080));
     }
 
     #[test]

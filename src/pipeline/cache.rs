@@ -428,7 +428,7 @@ impl Keyed {
             match entry.freshness(now) {
                 Freshness::Fresh => {
                     seen.saw(Event::FreshHit);
-                    return Lookup::Answered(Ok(respond::cached_static(entry, "weir; hit")));
+                    return Lookup::Answered(Ok(respond::cached_static(entry, respond::FRESH_HIT)));
                 }
                 Freshness::Revalidate => {
                     let mut spec = spec(ctx, key, &uri, &headers, page);

@@ -67,7 +67,11 @@ pub(super) async fn managed(
         req.method(),
         req.uri().path(),
     );
-    let mut upstream_req = prepare(req)?;
+    // Only the hop-by-hop headers go here: the attempt sends it to the origin's own URI with
+    // the origin's `Host` (`upstream::attempt`), so the client's are not rewritten first.
+    let (mut parts, body) = req.into_parts();
+    strip_hop_by_hop(&mut parts.headers);
+    let mut upstream_req = Request::from_parts(parts, boxed(body));
     if let Some(w) = &watch {
         upstream_req = w.request(upstream_req);
     }

@@ -51,14 +51,19 @@ pub fn request_id(h: &HeaderMap) -> HeaderValue {
             return v.clone();
         }
     }
-    // 32 hex digits written in place: this runs for every request.
+    // 32 hex digits written in place, two per byte: this runs for every request.
     const HEX: &[u8; 16] = b"0123456789abcdef";
-    let id: u128 = rand::random();
+    // One u128 (four words of the thread's generator), not sixteen u8s (a word each).
+    let id = rand::random::<u128>().to_be_bytes();
     let mut buf = [0u8; 32];
-    for (i, b) in buf.iter_mut().enumerate() {
-        *b = HEX[((id >> (124 - 4 * i)) & 0xf) as usize];
+    for (pair, b) in buf.chunks_exact_mut(2).zip(id) {
+        pair[0] = HEX[usize::from(b >> 4)];
+        pair[1] = HEX[usize::from(b & 0xf)];
     }
-    HeaderValue::from_bytes(&buf).unwrap_or_else(|_| HeaderValue::from_static("0"))
+    // Owned in place: the id is cloned (the request's copy and the answer's), and a value
+    // copied from a slice allocated a second time on its first clone.
+    HeaderValue::from_maybe_shared(bytes::Bytes::from_owner(buf))
+        .unwrap_or_else(|_| HeaderValue::from_static("0"))
 }
 
 /// Bytes of the header section as received (names, values and separators).
@@ -106,6 +111,9 @@ mod tests {
         let mut h = HeaderMap::new();
         h.insert("x-request-id", "abc".parse().unwrap());
         assert_eq!(request_id(&h), "abc");
-        assert_eq!(request_id(&HeaderMap::new()).len(), 32);
+        let id = request_id(&HeaderMap::new());
+        assert_eq!(id.len(), 32);
+        assert!(id.as_bytes().iter().all(u8::is_ascii_hexdigit), "{id:?}");
+        assert_ne!(request_id(&HeaderMap::new()), id);
     }
 }

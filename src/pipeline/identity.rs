@@ -28,9 +28,10 @@ pub(super) fn surface_of(h: &HeaderMap) -> Surface {
 }
 
 pub(super) fn caller(key: &IdentityKey, surface: Surface, h: &HeaderMap) -> Caller {
+    let (identity, credentialed) = key.caller(h);
     Caller {
         surface,
-        identity: key.identify(h),
-        credentialed: crate::identity::has_credential(h),
+        identity,
+        credentialed,
     }
 }

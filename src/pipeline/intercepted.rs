@@ -98,16 +98,22 @@ async fn serve(proxy: Arc<Proxy>, upgraded: Upgraded, authority: Authority, i: &
     });
     // Polled again in place when an HTTP/2 answer wakes it (see `server::SelfWakeLoop`).
     let conn = crate::server::SelfWakeLoop::new(builder.serve_connection(TokioIo::new(tls), svc));
-    tokio::pin!(conn);
     let mut stopping = proxy.bus.stopping();
-    let result = tokio::select! {
-        r = conn.as_mut() => r,
-        _ = async { stopping.wait_for(|s| *s).await.map(|_| ()) } => {
-            // Shutdown: finish the request in flight, then close (bounded by the engine's drain).
-            conn.as_mut().inner().graceful_shutdown();
-            conn.await
+    // The connection's last credential is remembered in its task, as on the plain listener
+    // (`identity::per_connection`).
+    let result = crate::identity::per_connection(async move {
+        tokio::pin!(conn);
+        tokio::select! {
+            r = conn.as_mut() => r,
+            _ = async { stopping.wait_for(|s| *s).await.map(|_| ()) } => {
+                // Shutdown: finish the request in flight, then close (bounded by the engine's
+                // drain).
+                conn.as_mut().inner().graceful_shutdown();
+                conn.await
+            }
         }
-    };
+    })
+    .await;
     if let Err(e) = result {
         tracing::debug!(target = %authority, error = %e, "intercepted connection ended with error");
     }

@@ -246,7 +246,7 @@ pub(super) fn fresh_page(
         return None;
     }
     seen.saw(super::record::Event::FreshHit);
-    Some(super::respond::cached_static(&e, "weir; hit"))
+    Some(super::respond::cached_static(&e, super::respond::FRESH_HIT))
 }
 
 /// The identity a request's list/view answers are keyed by (see `crate::accounts`): shared

@@ -130,6 +130,18 @@ pub(super) enum Follow {
 
 /// Answers (or rewrites) a follow-up call for a provisional id; anything else passes as it
 /// came. Runs after the identity phase and before the cache phase.
+/// Whether `req` could be a follow-up call [`follow`] answers or rewrites: a GET, with a path
+/// long enough to hold a provisional id, while the queue is open. The phases ask this first,
+/// so nearly every request skips `follow` (and the making of its future) altogether.
+pub(super) fn may_follow(queue: &QueueState, req: &Request<Incoming>) -> bool {
+    req.method() == Method::GET
+        && req.uri().path().len() > PROVISIONAL_ID_LEN
+        && queue.open().is_some()
+}
+
+/// A provisional id's length (a UUID's), behind at least one `/` in a path that names one.
+const PROVISIONAL_ID_LEN: usize = 36;
+
 pub(super) async fn follow(
     queue: &QueueState,
     accounts: &Accounts,

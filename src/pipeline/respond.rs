@@ -27,10 +27,12 @@ pub(super) fn cached(entry: &Stored, cache_status: &str) -> Response<Body> {
     with_status(entry, HeaderValue::from_str(cache_status).ok())
 }
 
-/// [`cached`] with a fixed `Cache-Status` (a fresh hit's): the value is not copied or checked
-/// per request.
-pub(super) fn cached_static(entry: &Stored, cache_status: &'static str) -> Response<Body> {
-    with_status(entry, Some(HeaderValue::from_static(cache_status)))
+/// A fresh hit's `Cache-Status`, checked at compile time (not copied or checked per request).
+pub(super) const FRESH_HIT: HeaderValue = HeaderValue::from_static("weir; hit");
+
+/// [`cached`] with a fixed `Cache-Status` (a fresh hit's, [`FRESH_HIT`]).
+pub(super) fn cached_static(entry: &Stored, cache_status: HeaderValue) -> Response<Body> {
+    with_status(entry, Some(cache_status))
 }
 
 fn with_status(entry: &Stored, cache_status: Option<HeaderValue>) -> Response<Body> {

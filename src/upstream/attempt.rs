@@ -421,11 +421,8 @@ fn build(origin: &Origin, req: &Replayable<'_>, body: Body) -> Result<Request<Bo
     let mut r = Request::new(body);
     *r.method_mut() = req.method.clone();
     let mut headers = req.headers.clone();
-    if let Some(a) = uri.authority() {
-        if let Ok(v) = HeaderValue::from_str(a.as_str()) {
-            headers.insert(header::HOST, v);
-        }
-    }
+    // The origin's authority, as `uri` has it (made once, not checked and copied per attempt).
+    headers.insert(header::HOST, origin.host_header().clone());
     *r.uri_mut() = uri;
     *r.headers_mut() = headers;
     Ok(r)
