@@ -76,7 +76,10 @@ impl IdentityKey {
                 }
             }
             // Every `Authorization` or `Cookie` value put its name in: empty means neither.
-            (self.remembered(buf), !buf.is_empty())
+            let found = (self.remembered(buf), !buf.is_empty());
+            // The credential's bytes do not stay in the thread's buffer after the request.
+            zeroize::Zeroize::zeroize(buf.as_mut_slice());
+            found
         })
     }
 
