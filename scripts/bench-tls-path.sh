@@ -198,14 +198,14 @@ kept() {
   curl -s -o /dev/null --cacert "$ca" -x "http://$proxy" -H 'Authorization: token gho_bench' "$url"
   local cg=""; [ -n "$CALLGRIND" ] && [ "$pid" = "$WEIR_PID" ] && cg=1
   # Callgrind counts from here to the dump only (instrumentation is off elsewhere).
-  [ -n "$cg" ] && callgrind_control -i on "$pid" >/dev/null
+  [ -n "$cg" ] && callgrind_control -i on "$pid" >/dev/null 2>&1
   before="$(run_ns "$pid")"; t0="$(date +%s%N)"
   curl -s --http"$proto" --cacert "$ca" -x "http://$proxy" -H 'Authorization: token gho_bench' \
     -K "$WORK/urls.cfg" -w '%{http_code}\n' >"$WORK/codes.txt"
   t1="$(date +%s%N)"; after="$(run_ns "$pid")"
   local instr=""
   if [ -n "$cg" ]; then
-    callgrind_control -i off "$pid" >/dev/null; callgrind_control -d "$pid" >/dev/null; sleep 1
+    callgrind_control -i off "$pid" >/dev/null 2>&1; callgrind_control -d "$pid" >/dev/null 2>&1; sleep 1
     local f t total=0
     for f in "$WORK"/callgrind.out.[0-9]*; do
       t="$(callgrind_annotate "$f" 2>/dev/null | awk '/PROGRAM TOTALS/ {gsub(",", "", $1); print $1}')"
