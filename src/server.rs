@@ -486,6 +486,26 @@ mod tests {
         assert_eq!(left.load(SeqCst), 0);
     }
 
+    /// A connection known to speak HTTP/1 is polled with the task's own waker (no loop); an
+    /// HTTP/2 one with the loop's.
+    #[test]
+    fn only_http2_connections_get_the_loop() {
+        use std::task::{Context, Poll, Waker};
+        let task = Waker::noop();
+        let mut cx = Context::from_waker(task);
+        for (h2, own_waker) in [(false, true), (true, false)] {
+            let seen = Arc::new(std::sync::atomic::AtomicBool::new(false));
+            let s = seen.clone();
+            let f = std::future::poll_fn(move |cx: &mut Context<'_>| {
+                s.store(cx.waker().will_wake(Waker::noop()), SeqCst);
+                Poll::Ready(())
+            });
+            let mut conn = std::pin::pin!(SelfWakeLoop::for_protocol(h2, f));
+            assert!(conn.as_mut().poll(&mut cx).is_ready());
+            assert_eq!(seen.load(SeqCst), own_waker, "h2: {h2}");
+        }
+    }
+
     /// A panic in the first poll is caught there: it does not unwind into hyper's connection.
     #[tokio::test]
     async fn a_panic_in_place_stays_in_its_stream() {
