@@ -256,7 +256,8 @@ pub(crate) fn fit_to_connection<B>(
 /// (4 KiB) chains the values of one name, so every answer compared its id with the ~50 ids
 /// before it, then evicted the oldest entry, and every ~50 answers the stable headers
 /// (`content-type`, `cache-status`, `server`, ...) fell out and were sent as literals again.
-/// That was ~6k of the ~64k instructions of an intercepted h2 cache hit (callgrind, #32).
+/// HPACK encoding was 9.7k of the 64k instructions of an intercepted h2 cache hit, 6.6k now
+/// (callgrind, BENCHMARKS.md session 16, #32).
 ///
 /// h2's only per-value hook is `HeaderValue::set_sensitive`: the field is encoded as a "never
 /// indexed" literal (RFC 7541 6.2.3), not inserted, Huffman-coded as before (its name, never
