@@ -14,7 +14,12 @@
 #      h2, hit and pass: req/s and the proxy's CPU per request; direct to the fake as well.
 #
 # PARTS (default "1 2 3 4") picks the parts to run, e.g. PARTS="3 4" for the kept-alive and
-# 32-connection parts alone. CPU figures are steady on a loaded machine only per request and
+# 32-connection parts alone. CALLGRIND=1 runs Weir under valgrind's callgrind and adds, to each
+# kept-alive Weir row of part 3, its user-space instructions per request (all threads; the
+# steady measure on a loaded machine): `CALLGRIND=1 PARTS=3 KEPT=2000 scripts/bench-tls-path.sh`
+# (needs valgrind; the CPU and req/s figures of such a run are valgrind's, not Weir's). The
+# profiles are kept as out/bench/callgrind-tls-h{1.1,2}-{sessions,pass}.out (read them with
+# `callgrind_annotate --inclusive=yes`). CPU figures are steady on a loaded machine only per request and
 # roughly: wall-clock ones (MB/s, req/s, p50) move with whatever else runs.
 #
 #   scripts/bench-tls-path.sh                       # WEIR_BIN defaults to the release build
@@ -35,6 +40,7 @@ HEY_N="${HEY_N:-20000}"   # requests per 32-connection measure (part 4)
 part() { case " $PARTS " in *" $1 "*) return 0 ;; esac; return 1; }
 MITMDUMP="${MITMDUMP:-$(command -v mitmdump || true)}"
 TINYPROXY="${TINYPROXY:-$(command -v tinyproxy || true)}"
+CALLGRIND="${CALLGRIND:-}"
 HOST=api.githubcopilot.com
 [ -x "$WEIR_BIN" ] || { echo "no weir at $WEIR_BIN: cargo build --release -p weir --all-features" >&2; exit 1; }
 
@@ -44,7 +50,7 @@ bench_tmp
 WORK="$TMP"
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-wait_port() { for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0; sleep 0.1; done; echo "port $1 never opened" >&2; exit 1; }
+wait_port() { for _ in $(seq 600); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0; sleep 0.1; done; echo "port $1 never opened" >&2; exit 1; }
 # utime+stime in clock ticks of a process and its children.
 cpu_ticks() { local t; t="$(bench_cpu_ticks "$1")"; echo $((${t% *} + ${t#* })); }
 HZ="$(getconf CLK_TCK)"
@@ -104,7 +110,9 @@ detect_os = false
 [rate_limit]
 enabled = false
 EOF
-WEIR_LOG=weir=warn "$WEIR_BIN" serve --config "$WORK/weir.toml" --data-dir "$WORK/weir-data" >"$WORK/weir.log" 2>&1 &
+VG=()
+[ -n "$CALLGRIND" ] && VG=(valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$WORK/callgrind.out")
+WEIR_LOG=weir=warn "${VG[@]}" "$WEIR_BIN" serve --config "$WORK/weir.toml" --data-dir "$WORK/weir-data" >"$WORK/weir.log" 2>&1 &
 WEIR_PID=$!; PIDS+=("$WEIR_PID")
 wait_port "$WEIR_PORT"; wait_port "$SRC_PORT"; wait_port "$TLS_PORT"
 WEIR_CA="$("$WEIR_BIN" ca path --config "$WORK/weir.toml" --data-dir "$WORK/weir-data")"
@@ -188,13 +196,27 @@ kept() {
   for _ in $(seq "$n"); do printf 'url = "%s"\noutput = "/dev/null"\n' "$url"; done >"$WORK/urls.cfg"
   # Warm-up: the cache entry, the upstream pool, the leaf.
   curl -s -o /dev/null --cacert "$ca" -x "http://$proxy" -H 'Authorization: token gho_bench' "$url"
+  local cg=""; [ -n "$CALLGRIND" ] && [ "$pid" = "$WEIR_PID" ] && cg=1
+  # Callgrind counts from here to the dump only (instrumentation is off elsewhere).
+  [ -n "$cg" ] && callgrind_control -i on "$pid" >/dev/null 2>&1
   before="$(run_ns "$pid")"; t0="$(date +%s%N)"
   curl -s --http"$proto" --cacert "$ca" -x "http://$proxy" -H 'Authorization: token gho_bench' \
     -K "$WORK/urls.cfg" -w '%{http_code}\n' >"$WORK/codes.txt"
   t1="$(date +%s%N)"; after="$(run_ns "$pid")"
+  local instr=""
+  if [ -n "$cg" ]; then
+    callgrind_control -i off "$pid" >/dev/null 2>&1; callgrind_control -d "$pid" >/dev/null 2>&1; sleep 1
+    local f t total=0
+    for f in "$WORK"/callgrind.out.[0-9]*; do
+      t="$(callgrind_annotate "$f" 2>/dev/null | awk '/PROGRAM TOTALS/ {gsub(",", "", $1); print $1}')"
+      total=$((total + ${t:-0}))
+      mv "$f" "$OUT/callgrind-tls-h$proto-${url##*/}.out"
+    done
+    instr="  $((total / n)) instructions/req (callgrind)"
+  fi
   [ "$(grep -c '^200$' "$WORK/codes.txt")" -eq "$n" ] || { echo "kept $name: not all 200: $(sort "$WORK/codes.txt" | uniq -c | head -3)" >&2; return 1; }
-  awk -v nm="$name" -v p="$proto" -v u="/${url#https://*/}" -v n="$n" -v c=$((after - before)) -v w=$((t1 - t0)) 'BEGIN {
-    printf "kept-alive %-10s h%-3s %-18s %7.1f µs proxy CPU/req  %7.0f req/s (%d on one connection)\n", nm, p, u, c / n / 1000, n / (w / 1e9), n }'
+  awk -v nm="$name" -v p="$proto" -v u="/${url#https://*/}" -v n="$n" -v c=$((after - before)) -v w=$((t1 - t0)) -v i="$instr" 'BEGIN {
+    printf "kept-alive %-10s h%-3s %-18s %7.1f µs proxy CPU/req  %7.0f req/s (%d on one connection)%s\n", nm, p, u, c / n / 1000, n / (w / 1e9), n, i }'
 }
 HIT=/agents/sessions
 PASS=/bench/pass

@@ -63,8 +63,17 @@ where
 /// 8,921 against 4,007 for 4,000 kept-alive intercepted hits). A wake-up during the poll now
 /// only marks it for one more turn here (up to [`SELF_WAKE_TURNS`]); one from anywhere else
 /// wakes the task as before.
+///
+/// HTTP/1 runs its service inside the connection's poll and does not wake itself: a connection
+/// known to speak HTTP/1 ([`SelfWakeLoop::for_protocol`]) is polled straight through, with
+/// the task's own waker.
 pub(crate) struct SelfWakeLoop<F> {
     inner: std::pin::Pin<Box<F>>,
+    /// `None`: polled straight through.
+    turns: Option<Turns>,
+}
+
+struct Turns {
     state: Arc<TurnState>,
     waker: std::task::Waker,
 }
@@ -102,6 +111,7 @@ impl std::task::Wake for TurnState {
 }
 
 impl<F: Future> SelfWakeLoop<F> {
+    /// Polls `inner` again in place when it wakes itself (any protocol, or one not known yet).
     pub(crate) fn new(inner: F) -> SelfWakeLoop<F> {
         let state = Arc::new(TurnState {
             state: std::sync::atomic::AtomicU8::new(IDLE),
@@ -110,8 +120,20 @@ impl<F: Future> SelfWakeLoop<F> {
         let waker = std::task::Waker::from(state.clone());
         SelfWakeLoop {
             inner: Box::pin(inner),
-            state,
-            waker,
+            turns: Some(Turns { state, waker }),
+        }
+    }
+
+    /// As [`new`](Self::new) for a connection that negotiated HTTP/2 (`h2`: its TLS ALPN said
+    /// so); an HTTP/1 one is polled straight through (the loop cost it ~0.3 % of an
+    /// intercepted HTTP/1.1 hit's instructions, for nothing).
+    pub(crate) fn for_protocol(h2: bool, inner: F) -> SelfWakeLoop<F> {
+        if h2 {
+            return SelfWakeLoop::new(inner);
+        }
+        SelfWakeLoop {
+            inner: Box::pin(inner),
+            turns: None,
         }
     }
 }
@@ -130,23 +152,22 @@ impl<F: Future> Future for SelfWakeLoop<F> {
         self: std::pin::Pin<&mut Self>,
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<F::Output> {
-        use std::sync::atomic::Ordering::{AcqRel, Acquire};
+        use std::sync::atomic::Ordering::{AcqRel, Acquire, Release};
         use std::task::Poll;
         let me = self.get_mut();
-        me.state.task.register(cx.waker());
+        let Some(turns) = &me.turns else {
+            return me.inner.as_mut().poll(cx);
+        };
+        turns.state.task.register(cx.waker());
         for _ in 0..SELF_WAKE_TURNS {
-            me.state
-                .state
-                .store(POLLING, std::sync::atomic::Ordering::Release);
-            let mut inner_cx = std::task::Context::from_waker(&me.waker);
+            turns.state.state.store(POLLING, Release);
+            let mut inner_cx = std::task::Context::from_waker(&turns.waker);
             if let Poll::Ready(out) = me.inner.as_mut().poll(&mut inner_cx) {
-                me.state
-                    .state
-                    .store(IDLE, std::sync::atomic::Ordering::Release);
+                turns.state.state.store(IDLE, Release);
                 return Poll::Ready(out);
             }
             // Not woken meanwhile: idle until a wake-up from elsewhere.
-            if me
+            if turns
                 .state
                 .state
                 .compare_exchange(POLLING, IDLE, AcqRel, Acquire)
@@ -156,9 +177,7 @@ impl<F: Future> Future for SelfWakeLoop<F> {
             }
         }
         // Still waking itself: yield to the other tasks, and come back.
-        me.state
-            .state
-            .store(IDLE, std::sync::atomic::Ordering::Release);
+        turns.state.state.store(IDLE, Release);
         cx.waker().wake_by_ref();
         Poll::Pending
     }
@@ -185,23 +204,33 @@ pub(crate) fn http_builder(limits: &crate::config::Limits) -> auto::Builder<Inli
 }
 
 /// Marks an answer after which Weir closes the client's HTTP/1 connection (the request's body
-/// was left unread): [`keep_alive_hint`] turns it into `Connection: close`, which hyper honours
+/// was left unread): [`fit_to_connection`] turns it into `Connection: close`, which hyper honours
 /// (it closes after the answer, with TLS close_notify on an intercepted connection). HTTP/2
 /// needs no word: hyper resets that one stream and the connection stays.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct CloseAfter;
 
-/// Tells an HTTP/1.1 client how long Weir keeps its idle connection open (`Keep-Alive:
+/// Fits an answer's headers to the client's connection, the last step before hyper writes it.
+///
+/// HTTP/1.1: tells the client how long Weir keeps its idle connection open (`Keep-Alive:
 /// timeout=N`, a second under `header_read_timeout`, after which hyper closes it): a client
 /// that honours the hint (undici, Node's agents, many pools) opens a new connection instead of
-/// reusing one Weir is about to close, and never sees that race as a reset. HTTP/2 has its own
-/// GOAWAY; answers that close anyway and upgrades get no hint.
-/// `hint` is [`keep_alive_value`], made once per connection (not formatted per answer).
-pub(crate) fn keep_alive_hint<B>(
+/// reusing one Weir is about to close, and never sees that race as a reset. Answers that close
+/// anyway ([`CloseAfter`]: `Connection: close`) and upgrades get no hint. `hint` is
+/// [`keep_alive_value`], made once per connection (not formatted per answer).
+///
+/// HTTP/2 has its own GOAWAY and forbids connection-specific headers (hyper would strip them):
+/// it gets none. There, `X-Request-Id` (unique to each answer) is sent as a never-indexed
+/// literal ([`never_index_request_id`]).
+pub(crate) fn fit_to_connection<B>(
     version: http::Version,
     resp: &mut Response<B>,
     hint: &http::HeaderValue,
 ) {
+    if version == http::Version::HTTP_2 {
+        never_index_request_id(resp.headers_mut());
+        return;
+    }
     let h1 = matches!(version, http::Version::HTTP_10 | http::Version::HTTP_11);
     if h1 && resp.extensions().get::<CloseAfter>().is_some() {
         resp.headers_mut().insert(
@@ -221,9 +250,33 @@ pub(crate) fn keep_alive_hint<B>(
         .or_insert_with(|| hint.clone());
 }
 
+/// Keeps an HTTP/2 answer's `X-Request-Id` out of the connection's HPACK table. h2 indexes
+/// every value it is not told otherwise about (only `Age`, `Content-Length`, `ETag` and a few
+/// others are left out by name): each answer's new request id was inserted, and the table
+/// (4 KiB) chains the values of one name, so every answer compared its id with the ~50 ids
+/// before it, then evicted the oldest entry, and every ~50 answers the stable headers
+/// (`content-type`, `cache-status`, `server`, ...) fell out and were sent as literals again.
+/// HPACK encoding was 9.7k of the 64k instructions of an intercepted h2 cache hit, 6.6k now
+/// (callgrind, BENCHMARKS.md session 16, #32).
+///
+/// h2's only per-value hook is `HeaderValue::set_sensitive`: the field is encoded as a "never
+/// indexed" literal (RFC 7541 6.2.3), not inserted, Huffman-coded as before (its name, never
+/// inserted either, is a literal too: ~0.25k, against ~3k saved). "Never indexed" asks
+/// intermediaries to keep it so; for a value that never repeats that costs nothing, and the
+/// bytes the client reads are the same. The flag is set as the answer's last step, after
+/// everything in Weir that reads the id, and only on HTTP/2 answers.
+fn never_index_request_id(headers: &mut http::HeaderMap) {
+    if let Some(v) = headers.get_mut(REQUEST_ID) {
+        v.set_sensitive(true);
+    }
+}
+
+/// `pipeline::headers::REQUEST_ID` (the pipeline uses this module, not the other way round).
+const REQUEST_ID: http::HeaderName = http::HeaderName::from_static("x-request-id");
+
 const KEEP_ALIVE: http::HeaderName = http::HeaderName::from_static("keep-alive");
 
-/// `timeout=N` for [`keep_alive_hint`]: a second under the idle limit `idle`, at least 1.
+/// `timeout=N` for [`fit_to_connection`]: a second under the idle limit `idle`, at least 1.
 pub(crate) fn keep_alive_value(idle: Duration) -> http::HeaderValue {
     let secs = idle.as_secs().saturating_sub(1).max(1);
     // Digits and "timeout=" are always a valid value; the fallback is never used.
@@ -325,7 +378,7 @@ where
         let hint = hint.clone();
         async move {
             let mut resp = fut.await;
-            keep_alive_hint(version, &mut resp, &hint);
+            fit_to_connection(version, &mut resp, &hint);
             Ok::<_, std::convert::Infallible>(resp)
         }
     });
@@ -434,6 +487,26 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(left.load(SeqCst), 0);
+    }
+
+    /// A connection known to speak HTTP/1 is polled with the task's own waker (no loop); an
+    /// HTTP/2 one with the loop's.
+    #[test]
+    fn only_http2_connections_get_the_loop() {
+        use std::task::{Context, Poll, Waker};
+        let task = Waker::noop();
+        let mut cx = Context::from_waker(task);
+        for (h2, own_waker) in [(false, true), (true, false)] {
+            let seen = Arc::new(std::sync::atomic::AtomicBool::new(false));
+            let s = seen.clone();
+            let f = std::future::poll_fn(move |cx: &mut Context<'_>| {
+                s.store(cx.waker().will_wake(Waker::noop()), SeqCst);
+                Poll::Ready(())
+            });
+            let mut conn = std::pin::pin!(SelfWakeLoop::for_protocol(h2, f));
+            assert!(conn.as_mut().poll(&mut cx).is_ready());
+            assert_eq!(seen.load(SeqCst), own_waker, "h2: {h2}");
+        }
     }
 
     /// A panic in the first poll is caught there: it does not unwind into hyper's connection.

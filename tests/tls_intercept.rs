@@ -86,6 +86,218 @@ async fn curl_http2_is_intercepted_coalesced_and_cached() {
     coalesced_and_cached("--http2", "2").await;
 }
 
+/// An intercepted HTTP/2 answer (a real h2 client, ALPN h2, several requests on one
+/// connection) carries each request's own `X-Request-Id` intact and no `Keep-Alive` (a
+/// connection-specific header HTTP/2 forbids), while the same answer over HTTP/1.1 (curl) keeps
+/// its `Keep-Alive` hint. On the wire, once the stable headers are in the connection's HPACK
+/// table, an answer inserts nothing more: the request id, unique to each answer, is a
+/// never-indexed literal (before, every answer inserted its id and pushed the stable headers
+/// out of the table, a cost on every answer; #32).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http2_answers_index_no_request_id_and_carry_no_keep_alive() {
+    let (_ca, _up, weir) = managed().await;
+    let roots = vec![weir.ca.cert_der().clone()];
+    let tls = tls_client::tls_stream_through_proxy(
+        weir.handle.local_addr(),
+        &format!("{HOST}:443"),
+        HOST,
+        &roots,
+        &[b"h2"],
+    )
+    .await
+    .unwrap();
+    assert_eq!(tls.get_ref().1.alpn_protocol(), Some(&b"h2"[..]));
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let io = Tee {
+        inner: tls,
+        seen: seen.clone(),
+    };
+    let (mut client, conn) = h2::client::handshake(io).await.unwrap();
+    tokio::spawn(conn);
+    const ANSWERS: usize = 5;
+    for i in 0..ANSWERS {
+        let rid = format!("h2-request-{i}-{}", "x".repeat(i * 7));
+        let req = http::Request::get(format!("https://{HOST}{LIST}"))
+            .header("x-request-id", &rid)
+            .body(())
+            .unwrap();
+        let (resp, _) = client.send_request(req, true).unwrap();
+        let resp = resp.await.unwrap();
+        assert_eq!(resp.status(), 200);
+        assert_eq!(
+            resp.headers()["x-request-id"],
+            rid.as_str(),
+            "the client's request id comes back intact"
+        );
+        assert!(
+            !resp.headers().contains_key("keep-alive")
+                && !resp.headers().contains_key("connection"),
+            "no connection-specific header over HTTP/2: {:?}",
+            resp.headers()
+        );
+        if i >= 1 {
+            assert_eq!(resp.headers()["cache-status"], "weir; hit");
+        }
+        let mut body = resp.into_body();
+        while let Some(chunk) = body.data().await {
+            let chunk = chunk.unwrap();
+            body.flow_control().release_capacity(chunk.len()).unwrap();
+        }
+    }
+    let blocks = header_blocks(&seen.lock().unwrap());
+    assert_eq!(blocks.len(), ANSWERS, "one HEADERS frame per answer");
+    // The 1st answer fills the table, the 2nd adds its `Cache-Status: weir; hit`; from then on
+    // every field is indexed or a literal that is not inserted.
+    for (n, block) in blocks.iter().enumerate().skip(2) {
+        let kinds = hpack_kinds(block);
+        assert_eq!(
+            kinds.iter().filter(|k| **k == Field::Inserted).count(),
+            0,
+            "answer {n} inserted into the HPACK table: {kinds:?}"
+        );
+        assert_eq!(
+            kinds.iter().filter(|k| **k == Field::NeverIndexed).count(),
+            1,
+            "answer {n}: the request id is the one never-indexed literal: {kinds:?}"
+        );
+    }
+    // The same answer over HTTP/1.1 still tells the client how long its connection is kept.
+    let out = output(curl(
+        &weir.proxy_url(),
+        &weir.ca_pem,
+        &format!("https://{HOST}{LIST}"),
+        &["--http1.1", "-D", "-"],
+    ))
+    .await;
+    let text = String::from_utf8_lossy(&out.stdout).to_ascii_lowercase();
+    assert!(text.contains("\r\nkeep-alive: timeout="), "{text}");
+}
+
+/// Records every byte read from the stream (the server's HTTP/2 frames, decrypted).
+struct Tee<S> {
+    inner: S,
+    seen: Arc<std::sync::Mutex<Vec<u8>>>,
+}
+
+impl<S: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for Tee<S> {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let r = std::pin::Pin::new(&mut self.inner).poll_read(cx, buf);
+        let got = buf.filled()[before..].to_vec();
+        self.seen.lock().unwrap().extend_from_slice(&got);
+        r
+    }
+}
+
+impl<S: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for Tee<S> {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        std::pin::Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_flush(cx)
+    }
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+/// The header block of every HEADERS frame in a server's byte stream (RFC 9113 4.1, 6.2).
+fn header_blocks(bytes: &[u8]) -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i + 9 <= bytes.len() {
+        let len = (bytes[i] as usize) << 16 | (bytes[i + 1] as usize) << 8 | bytes[i + 2] as usize;
+        let (kind, flags) = (bytes[i + 3], bytes[i + 4]);
+        let payload = &bytes[i + 9..(i + 9 + len).min(bytes.len())];
+        if kind == 0x1 {
+            assert_eq!(flags & 0x4, 0x4, "one HEADERS frame per head (END_HEADERS)");
+            let pad = if flags & 0x8 != 0 {
+                payload[0] as usize
+            } else {
+                0
+            };
+            let start = usize::from(flags & 0x8 != 0) + if flags & 0x20 != 0 { 5 } else { 0 };
+            out.push(payload[start..payload.len() - pad].to_vec());
+        }
+        i += 9 + len;
+    }
+    out
+}
+
+/// How a header field is represented in an HPACK block (RFC 7541 6).
+#[derive(Debug, PartialEq)]
+enum Field {
+    Indexed,
+    Inserted,
+    NotIndexed,
+    NeverIndexed,
+    SizeUpdate,
+}
+
+/// The representation of each field of an HPACK block, strings skipped (not decoded).
+fn hpack_kinds(block: &[u8]) -> Vec<Field> {
+    fn int(b: &[u8], i: &mut usize, prefix: u32) -> usize {
+        let mask = (1usize << prefix) - 1;
+        let mut v = b[*i] as usize & mask;
+        *i += 1;
+        if v == mask {
+            let mut shift = 0;
+            loop {
+                let c = b[*i];
+                *i += 1;
+                v += ((c & 0x7f) as usize) << shift;
+                shift += 7;
+                if c & 0x80 == 0 {
+                    break;
+                }
+            }
+        }
+        v
+    }
+    fn skip_string(b: &[u8], i: &mut usize) {
+        let len = int(b, i, 7);
+        *i += len;
+    }
+    let mut kinds = Vec::new();
+    let mut i = 0;
+    while i < block.len() {
+        let b = block[i];
+        let (kind, prefix) = match b {
+            _ if b & 0x80 != 0 => (Field::Indexed, 7),
+            _ if b & 0xc0 == 0x40 => (Field::Inserted, 6),
+            _ if b & 0xe0 == 0x20 => (Field::SizeUpdate, 5),
+            _ if b & 0x10 != 0 => (Field::NeverIndexed, 4),
+            _ => (Field::NotIndexed, 4),
+        };
+        let name = int(block, &mut i, prefix);
+        if matches!(
+            kind,
+            Field::Inserted | Field::NotIndexed | Field::NeverIndexed
+        ) {
+            if name == 0 {
+                skip_string(block, &mut i);
+            }
+            skip_string(block, &mut i);
+        }
+        kinds.push(kind);
+    }
+    kinds
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_leaf_chains_to_weirs_ca_and_is_for_the_host() {
     let (_ca, _up, weir) = managed().await;

@@ -92,12 +92,16 @@ async fn serve(proxy: Arc<Proxy>, upgraded: Upgraded, authority: Authority, i: &
         let hint = hint.clone();
         async move {
             let mut resp = answer.await?;
-            crate::server::keep_alive_hint(version, &mut resp, &hint);
+            crate::server::fit_to_connection(version, &mut resp, &hint);
             Ok::<_, std::convert::Infallible>(resp)
         }
     });
     // Polled again in place when an HTTP/2 answer wakes it (see `server::SelfWakeLoop`).
-    let conn = crate::server::SelfWakeLoop::new(builder.serve_connection(TokioIo::new(tls), svc));
+    let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
+    let conn = crate::server::SelfWakeLoop::for_protocol(
+        h2,
+        builder.serve_connection(TokioIo::new(tls), svc),
+    );
     let mut stopping = proxy.bus.stopping();
     // The connection's last credential is remembered in its task, as on the plain listener
     // (`identity::per_connection`).

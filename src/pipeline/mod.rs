@@ -159,7 +159,7 @@ where
     let mut resp = respond::finish(result, rid, &proxy.base_url);
     // Weir's own problem for a request with a body usually leaves the body unread (breaker
     // open, cooldown, client rate): hyper then closes an HTTP/1 connection unless the rest was
-    // already in its buffer. The answer says so (`Connection: close`, `server::keep_alive_hint`)
+    // already in its buffer. The answer says so (`Connection: close`, `server::fit_to_connection`)
     // so a client never sends its next request on a socket about to close.
     if refused && body_pending {
         resp.extensions_mut().insert(crate::server::CloseAfter);

@@ -66,6 +66,23 @@ pub async fn tls_through_proxy(
     sni: &str,
     roots: &[CertificateDer<'static>],
 ) -> Result<Vec<CertificateDer<'static>>, String> {
+    let tls = tls_stream_through_proxy(proxy, target, sni, roots, &[]).await?;
+    Ok(tls
+        .get_ref()
+        .1
+        .peer_certificates()
+        .map(|c| c.to_vec())
+        .unwrap_or_default())
+}
+
+/// [`tls_through_proxy`]'s TLS session itself, offering `alpn` (e.g. `h2`), to speak through.
+pub async fn tls_stream_through_proxy(
+    proxy: SocketAddr,
+    target: &str,
+    sni: &str,
+    roots: &[CertificateDer<'static>],
+    alpn: &[&[u8]],
+) -> Result<tokio_rustls::client::TlsStream<tokio::net::TcpStream>, String> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut s = tokio::net::TcpStream::connect(proxy)
         .await
@@ -95,23 +112,18 @@ pub async fn tls_through_proxy(
         store.add(r.clone()).map_err(|e| e.to_string())?;
     }
     let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let cfg = rustls::ClientConfig::builder_with_provider(provider)
+    let mut cfg = rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .unwrap()
         .with_root_certificates(store)
         .with_no_client_auth();
+    cfg.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
     let name =
         rustls::pki_types::ServerName::try_from(sni.to_string()).map_err(|e| e.to_string())?;
-    let tls = tokio_rustls::TlsConnector::from(Arc::new(cfg))
+    tokio_rustls::TlsConnector::from(Arc::new(cfg))
         .connect(name, s)
         .await
-        .map_err(|e| e.to_string())?;
-    Ok(tls
-        .get_ref()
-        .1
-        .peer_certificates()
-        .map(|c| c.to_vec())
-        .unwrap_or_default())
+        .map_err(|e| e.to_string())
 }
 
 /// `curl` through `proxy` trusting `cacert`, printing the body then one line
