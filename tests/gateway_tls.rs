@@ -87,6 +87,26 @@ async fn the_shared_queue_over_tls_verify_full_queues_and_replays_and_a_wrong_ca
         "the replica's connections: {tls_conns}/{tcp_conns}"
     );
     assert_eq!(tls_conns, tcp_conns);
+    // Among them the replica's LISTEN connection (its wake-ups and shared signals), over TLS
+    // too: it used to connect in the clear, which this database refuses, so it never existed
+    // and a warning was logged every 5 s.
+    let listening = || async {
+        let n: i64 = db
+            .query_one(
+                "SELECT COUNT(*) FROM pg_stat_activity a JOIN pg_stat_ssl s USING (pid)
+                 WHERE a.client_addr IS NOT NULL AND s.ssl AND a.query LIKE 'LISTEN %'",
+                &[],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        n >= 1
+    };
+    assert!(
+        eventually(50, listening).await,
+        "no LISTEN connection over TLS\n{}",
+        r.log()
+    );
 
     // The upstream heals: each queued create is replayed exactly once.
     up.set(|s| s.outage = false);

@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 use std::time::Duration;
+use tokio::sync::mpsc;
 use tokio_postgres::error::SqlState;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{Client, NoTls, Row};
@@ -48,14 +49,28 @@ impl PgConn {
         }
     }
 
-    pub fn config(&self) -> &tokio_postgres::Config {
-        &self.config
-    }
-
-    /// A fresh connection of its own (migrations, `LISTEN`), bounded by [`CONNECT_TIMEOUT`]. A
-    /// server that accepts TCP and never finishes the startup is not answering: the shared
+    /// A fresh connection of its own (migrations), bounded by [`CONNECT_TIMEOUT`]. A server
+    /// that accepts TCP and never finishes the startup is not answering: the shared
     /// connection's callers then fail at once for [`NOT_ANSWERING_HOLD`].
     pub async fn connect_new(&self) -> Result<Client, StoreError> {
+        self.connect_with(None).await
+    }
+
+    /// A fresh connection for `LISTEN`, over the same TLS as every other (a TLS database
+    /// refuses a plain one), whose notifications and end arrive on the returned receiver.
+    pub async fn connect_listening(
+        &self,
+    ) -> Result<(Client, mpsc::UnboundedReceiver<Heard>), StoreError> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        Ok((self.connect_with(Some(tx)).await?, rx))
+    }
+
+    /// Connects, and runs the connection in a task of its own: driven until it ends, or with
+    /// `heard`, pumped for its notifications.
+    async fn connect_with(
+        &self,
+        heard: Option<mpsc::UnboundedSender<Heard>>,
+    ) -> Result<Client, StoreError> {
         let timed_out = |_| {
             self.stall(CONNECT_TIMED_OUT);
             self.unreachable(CONNECT_TIMED_OUT)
@@ -68,7 +83,7 @@ impl PgConn {
                         .await
                         .map_err(timed_out)?
                         .map_err(|e| self.error(e))?;
-                tokio::spawn(drive(conn));
+                run(conn, heard);
                 client
             }
             super::tls::PgTls::Rustls(connect) => {
@@ -77,7 +92,7 @@ impl PgConn {
                         .await
                         .map_err(timed_out)?
                         .map_err(|e| self.error(e))?;
-                tokio::spawn(drive(conn));
+                run(conn, heard);
                 client
             }
         };
@@ -199,11 +214,52 @@ fn with_causes(e: &tokio_postgres::Error) -> String {
     text
 }
 
-/// Runs a connection until it ends (its client is dropped or the server goes away).
-async fn drive<F: std::future::Future<Output = Result<(), tokio_postgres::Error>>>(conn: F) {
-    if let Err(e) = conn.await {
-        tracing::debug!(error = %e, "PostgreSQL connection ended");
-    }
+/// What a `LISTEN` connection hears ([`PgConn::connect_listening`]).
+#[derive(Debug)]
+pub(crate) enum Heard {
+    Notification {
+        channel: String,
+        payload: String,
+    },
+    /// The connection ended, and why. Nothing follows.
+    Ended(String),
+}
+
+/// Runs a connection in a task of its own until it ends (its client is dropped or the server
+/// goes away), passing its notifications to `heard` when there is one.
+fn run<S, T>(
+    mut conn: tokio_postgres::Connection<S, T>,
+    heard: Option<mpsc::UnboundedSender<Heard>>,
+) where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let Some(heard) = heard else {
+        tokio::spawn(async move {
+            if let Err(e) = conn.await {
+                tracing::debug!(error = %e, "PostgreSQL connection ended");
+            }
+        });
+        return;
+    };
+    tokio::spawn(async move {
+        use futures_util::StreamExt;
+        let mut messages = futures_util::stream::poll_fn(move |cx| conn.poll_message(cx));
+        let why = loop {
+            match messages.next().await {
+                Some(Ok(tokio_postgres::AsyncMessage::Notification(n))) => {
+                    let _ = heard.send(Heard::Notification {
+                        channel: n.channel().to_string(),
+                        payload: n.payload().to_string(),
+                    });
+                }
+                Some(Ok(_)) => {}
+                Some(Err(e)) => break e.to_string(),
+                None => break "the server closed the connection".to_string(),
+            }
+        };
+        let _ = heard.send(Heard::Ended(why));
+    });
 }
 
 fn classify(db: &str, e: &tokio_postgres::Error) -> StoreError {

@@ -3,11 +3,10 @@
 //! capped backoff; after a reconnect every handler runs once, since notifications sent while
 //! the connection was down are lost.
 
+use super::conn::Heard;
 use super::PgConn;
-use futures_util::StreamExt;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio_postgres::AsyncMessage;
 
 /// A channel's handler; gets the notification's payload (empty after a reconnect).
 pub(crate) type Handler = Arc<dyn Fn(&str) + Send + Sync>;
@@ -41,28 +40,9 @@ pub(crate) fn spawn(
 }
 
 async fn listen_once(conn: &PgConn, channels: &[(&'static str, Handler)]) -> Result<(), String> {
-    let (client, mut connection) = tokio::time::timeout(
-        super::conn::CONNECT_TIMEOUT,
-        conn.config().connect(tokio_postgres::NoTls),
-    )
-    .await
-    .map_err(|_| "connecting timed out".to_string())?
-    .map_err(|e| e.to_string())?;
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-    // The connection must be polled for the LISTEN statements to complete, so it runs first.
-    let pump = tokio::spawn(async move {
-        let mut messages = futures_util::stream::poll_fn(move |cx| connection.poll_message(cx));
-        while let Some(m) = messages.next().await {
-            match m {
-                Ok(AsyncMessage::Notification(n)) => {
-                    let _ = tx.send((n.channel().to_string(), n.payload().to_string()));
-                }
-                Ok(_) => {}
-                Err(e) => return e.to_string(),
-            }
-        }
-        "the server closed the connection".to_string()
-    });
+    // Over the database's TLS like every other connection (it used to connect in the clear,
+    // which a database that requires TLS refuses: no notification ever arrived there).
+    let (client, mut heard) = conn.connect_listening().await.map_err(|e| e.to_string())?;
     for (channel, _) in channels {
         client
             .batch_execute(&format!("LISTEN {channel}"))
@@ -73,11 +53,15 @@ async fn listen_once(conn: &PgConn, channels: &[(&'static str, Handler)]) -> Res
     for (_, handler) in channels {
         handler("");
     }
-    while let Some((channel, payload)) = rx.recv().await {
-        if let Some((_, handler)) = channels.iter().find(|(c, _)| *c == channel) {
-            handler(&payload);
+    while let Some(h) = heard.recv().await {
+        match h {
+            Heard::Notification { channel, payload } => {
+                if let Some((_, handler)) = channels.iter().find(|(c, _)| *c == channel) {
+                    handler(&payload);
+                }
+            }
+            Heard::Ended(why) => return Err(why),
         }
     }
-    drop(client);
-    Err(pump.await.unwrap_or_else(|e| e.to_string()))
+    Err("the connection's task ended".to_string())
 }
