@@ -1,6 +1,7 @@
 //! Caller identity: a keyed hash of the credentials a request carries. The cache and the
 //! coalescing map are keyed by it, so one identity's answer is never served to another, and the
-//! raw credential is never stored, logged or printed.
+//! raw credential is never persisted, logged or printed (a connection keeps its last one in
+//! memory, zeroed when replaced or closed: [`per_connection`]).
 
 use http::HeaderMap;
 use std::fmt;
@@ -63,16 +64,31 @@ impl IdentityKey {
         // in one buffer and hashed once (blake3's cost per `update` on short parts is more than
         // the hashing: callgrind); the bytes are the same, so identities do not change. The
         // buffer is the thread's own, reused: no allocation per request.
+        const NAMES: [http::header::HeaderName; 2] =
+            [http::header::AUTHORIZATION, http::header::COOKIE];
         with_scratch(|buf| {
-            for name in [http::header::AUTHORIZATION, http::header::COOKIE] {
+            // Room for all of it first: a buffer that grew while holding credential bytes
+            // would free the old allocation with them still in it.
+            let need: usize = NAMES
+                .iter()
+                .flat_map(|n| {
+                    headers
+                        .get_all(n)
+                        .iter()
+                        .map(|v| n.as_str().len() + 8 + v.len())
+                })
+                .sum();
+            buf.reserve(need);
+            for name in NAMES {
                 for v in headers.get_all(&name) {
-                    let v = match name == http::header::AUTHORIZATION {
-                        true => canonical_scheme(v.as_bytes()),
-                        false => std::borrow::Cow::Borrowed(v.as_bytes()),
-                    };
+                    let v = v.as_bytes();
                     buf.extend_from_slice(name.as_str().as_bytes());
+                    // A canonical scheme is as long as the one it replaces.
                     buf.extend_from_slice(&(v.len() as u64).to_le_bytes());
-                    buf.extend_from_slice(&v);
+                    match name == http::header::AUTHORIZATION {
+                        true => put_canonical_scheme(buf, v),
+                        false => buf.extend_from_slice(v),
+                    }
                 }
             }
             // Every `Authorization` or `Cookie` value put its name in: empty means neither.
@@ -95,7 +111,12 @@ impl IdentityKey {
                 let Ok(mut last) = cell.try_borrow_mut() else {
                     return hash();
                 };
-                if last.filled && last.key == self.0 && last.input == input {
+                // Compared in constant time: one caller's secret against another's bytes (a
+                // gateway's connections can come from a load balancer that pools callers).
+                if last.filled
+                    && last.key == self.0
+                    && crate::control::constant_time_eq(&last.input, input)
+                {
                     return last.identity;
                 }
                 let identity = hash();
@@ -225,28 +246,25 @@ pub(crate) fn with_scratch<R>(f: impl FnOnce(&mut Vec<u8>) -> R) -> R {
 /// entry). The usual spellings (`Bearer`, `token`, `Basic`) are kept as they are, so the
 /// identities of existing cache entries and queued items do not change; any other scheme is
 /// lower-cased. A value without a scheme (a bare token) is used as it is.
-fn canonical_scheme(v: &[u8]) -> std::borrow::Cow<'_, [u8]> {
-    use std::borrow::Cow;
+/// Written straight into the layout, never into a copy of its own (a copy of the credential
+/// would be freed with the credential still in it).
+fn put_canonical_scheme(buf: &mut Vec<u8>, v: &[u8]) {
     let Some(sp) = v.iter().position(|b| *b == b' ') else {
-        return Cow::Borrowed(v);
+        buf.extend_from_slice(v);
+        return;
     };
     let (scheme, rest) = v.split_at(sp);
     // Compared without lower-casing a copy first (this runs for every request).
-    let canonical: Cow<'_, [u8]> = if scheme.eq_ignore_ascii_case(b"bearer") {
-        Cow::Borrowed(b"Bearer")
+    if scheme.eq_ignore_ascii_case(b"bearer") {
+        buf.extend_from_slice(b"Bearer");
     } else if scheme.eq_ignore_ascii_case(b"token") {
-        Cow::Borrowed(b"token")
+        buf.extend_from_slice(b"token");
     } else if scheme.eq_ignore_ascii_case(b"basic") {
-        Cow::Borrowed(b"Basic")
+        buf.extend_from_slice(b"Basic");
     } else {
-        Cow::Owned(scheme.to_ascii_lowercase())
-    };
-    if canonical.as_ref() == scheme {
-        return Cow::Borrowed(v);
+        buf.extend(scheme.iter().map(u8::to_ascii_lowercase));
     }
-    let mut out = canonical.into_owned();
-    out.extend_from_slice(rest);
-    Cow::Owned(out)
+    buf.extend_from_slice(rest);
 }
 
 impl fmt::Debug for IdentityKey {

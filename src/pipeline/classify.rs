@@ -35,17 +35,22 @@ pub(crate) fn is_for_weir<B>(proxy: &Proxy, req: &Request<B>) -> bool {
 /// request is the same method and path under the same settings version, else the table's. A
 /// client polling one list asks it again and again, and a path no rule names (pass-through's
 /// `other`) tried every rule (~2.3k instructions, callgrind). The memo holds its settings
-/// version, so that version's address is never reused while it is remembered.
+/// version weakly: the allocation stays, so its address is never reused while it is
+/// remembered, but a superseded version's contents (an upstream proxy's password, say) are
+/// dropped with its last strong holder, not kept by every worker thread.
 fn remembered_route(settings: &Arc<Settings>, method: &Method, path: &str) -> Route {
     use std::cell::RefCell;
     struct Last {
-        settings: Arc<Settings>,
+        settings: std::sync::Weak<Settings>,
         method: Method,
         path: String,
         route: Route,
     }
     thread_local! {
         static LAST: RefCell<Option<Last>> = const { RefCell::new(None) };
+    }
+    fn same(remembered: &std::sync::Weak<Settings>, now: &Arc<Settings>) -> bool {
+        std::ptr::eq(remembered.as_ptr(), Arc::as_ptr(now))
     }
     // Paths past this are not kept (the copy would cost more than the match).
     const KEEP: usize = 512;
@@ -54,7 +59,7 @@ fn remembered_route(settings: &Arc<Settings>, method: &Method, path: &str) -> Ro
             return route(&settings.routes, method, path);
         };
         if let Some(l) = last.as_ref() {
-            if Arc::ptr_eq(&l.settings, settings) && l.method == *method && l.path == path {
+            if same(&l.settings, settings) && l.method == *method && l.path == path {
                 return l.route;
             }
         }
@@ -63,8 +68,8 @@ fn remembered_route(settings: &Arc<Settings>, method: &Method, path: &str) -> Ro
             match last.as_mut() {
                 // The path's buffer is reused; the settings are cloned only when they changed.
                 Some(l) => {
-                    if !Arc::ptr_eq(&l.settings, settings) {
-                        l.settings = settings.clone();
+                    if !same(&l.settings, settings) {
+                        l.settings = Arc::downgrade(settings);
                     }
                     l.method = method.clone();
                     l.path.clear();
@@ -73,7 +78,7 @@ fn remembered_route(settings: &Arc<Settings>, method: &Method, path: &str) -> Ro
                 }
                 None => {
                     *last = Some(Last {
-                        settings: settings.clone(),
+                        settings: Arc::downgrade(settings),
                         method: method.clone(),
                         path: path.to_owned(),
                         route: found,

@@ -128,8 +128,6 @@ pub(super) enum Follow {
     Answer(Response<Body>),
 }
 
-/// Answers (or rewrites) a follow-up call for a provisional id; anything else passes as it
-/// came. Runs after the identity phase and before the cache phase.
 /// Whether `req` could be a follow-up call [`follow`] answers or rewrites: a GET, with a path
 /// long enough to hold a provisional id, while the queue is open. The phases ask this first,
 /// so nearly every request skips `follow` (and the making of its future) altogether.
@@ -142,6 +140,8 @@ pub(super) fn may_follow(queue: &QueueState, req: &Request<Incoming>) -> bool {
 /// A provisional id's length (a UUID's), behind at least one `/` in a path that names one.
 const PROVISIONAL_ID_LEN: usize = 36;
 
+/// Answers (or rewrites) a follow-up call for a provisional id; anything else passes as it
+/// came. Runs after the identity phase and before the cache phase.
 pub(super) async fn follow(
     queue: &QueueState,
     accounts: &Accounts,
