@@ -113,10 +113,7 @@ impl IdentityKey {
                 };
                 // Compared in constant time: one caller's secret against another's bytes (a
                 // gateway's connections can come from a load balancer that pools callers).
-                if last.filled
-                    && last.key == self.0
-                    && crate::control::constant_time_eq(&last.input, input)
-                {
+                if last.filled && last.key == self.0 && constant_time_eq(&last.input, input) {
                     return last.identity;
                 }
                 let identity = hash();
@@ -215,6 +212,12 @@ pub(crate) fn per_connection<F: std::future::Future>(
     conn: F,
 ) -> impl std::future::Future<Output = F::Output> {
     LAST_CREDENTIAL.scope(std::cell::RefCell::new(LastCredential::new()), conn)
+}
+
+/// Whether two secrets are equal, in time that depends on their lengths only (the control
+/// secret, the gateway's admin token, a connection's remembered credential).
+pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 /// Runs `f` with an empty byte buffer: the thread's own, reused from call to call, so laying

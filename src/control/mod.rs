@@ -250,9 +250,7 @@ pub(crate) fn has_secret(ctl: &Control, req: &Request<Incoming>) -> bool {
     constant_time_eq(given, ctl.secret.as_bytes())
 }
 
-pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
+pub(crate) use crate::identity::constant_time_eq;
 
 /// Reads a small JSON request body (control calls only).
 pub(crate) async fn read_json(req: Request<Incoming>) -> Result<serde_json::Value, Problem> {
