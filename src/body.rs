@@ -26,13 +26,15 @@ where
     body.map_err(Into::into).boxed()
 }
 
-/// Why [`read_whole`] stopped before the end of the body.
+/// Why [`read_whole`] (or [`read_whole_with`]) stopped before the end of the body.
 #[derive(Debug)]
-pub enum ReadWholeError<E> {
+pub enum ReadWholeError<E, R = std::convert::Infallible> {
     /// The body is longer than the limit.
     TooLarge,
     /// The body broke off (the peer's error).
     Body(E),
+    /// [`read_whole_with`]'s `take` refused a frame's bytes.
+    Refused(R),
 }
 
 /// The most [`read_whole`] reserves up front from a body's own length claim (a `Content-Length`
@@ -53,9 +55,34 @@ pub async fn read_whole<B>(body: B, limit: usize) -> Result<Bytes, ReadWholeErro
 where
     B: http_body::Body<Data = Bytes> + Unpin,
 {
-    let mut body = body;
     let claimed = usize::try_from(body.size_hint().lower()).unwrap_or(usize::MAX);
-    let mut buf = BytesMut::with_capacity(claimed.min(limit).min(RESERVE_AHEAD_MAX));
+    let buf = BytesMut::with_capacity(claimed.min(limit).min(RESERVE_AHEAD_MAX));
+    read_frames(body, limit, buf, |_| Ok(())).await
+}
+
+/// [`read_whole`] with `take` asked for each frame's bytes before they are kept (a budget of
+/// bytes held, `crate::body_budget`): its `Err` stops the read. Nothing is reserved ahead of
+/// the bytes `take` allowed.
+pub async fn read_whole_with<B, R>(
+    body: B,
+    limit: usize,
+    take: impl FnMut(usize) -> Result<(), R>,
+) -> Result<Bytes, ReadWholeError<B::Error, R>>
+where
+    B: http_body::Body<Data = Bytes> + Unpin,
+{
+    read_frames(body, limit, BytesMut::new(), take).await
+}
+
+async fn read_frames<B, R>(
+    mut body: B,
+    limit: usize,
+    mut buf: BytesMut,
+    mut take: impl FnMut(usize) -> Result<(), R>,
+) -> Result<Bytes, ReadWholeError<B::Error, R>>
+where
+    B: http_body::Body<Data = Bytes> + Unpin,
+{
     while let Some(frame) = body.frame().await {
         let frame = frame.map_err(ReadWholeError::Body)?;
         let Ok(data) = frame.into_data() else {
@@ -63,6 +90,9 @@ where
         };
         if buf.len() + data.len() > limit {
             return Err(ReadWholeError::TooLarge);
+        }
+        if !data.is_empty() {
+            take(data.len()).map_err(ReadWholeError::Refused)?;
         }
         buf.extend_from_slice(&data);
     }

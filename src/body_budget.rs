@@ -6,10 +6,10 @@
 //! whose next frame finds no room gets a 503 `overloaded` problem with `Retry-After`, at once
 //! (waiting would hold what it has already read).
 
+use crate::body::ReadWholeError;
 use crate::problem::{Problem, ProblemKind};
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use http::StatusCode;
-use http_body_util::BodyExt;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::Duration;
@@ -107,46 +107,39 @@ where
     B: http_body::Body<Data = Bytes> + Unpin,
     B::Error: std::fmt::Display,
 {
-    let mut body = body;
     let mut held = Held {
         budget: budget.clone(),
         permit: None,
         bytes: 0,
     };
-    let mut buf = BytesMut::new();
-    while let Some(frame) = body.frame().await {
-        let frame = frame.map_err(|e| {
-            Problem::new(
+    let take = |n| budget.take(&mut held, n).then_some(()).ok_or(());
+    let bytes = crate::body::read_whole_with(body, limit, take)
+        .await
+        .map_err(|e| match e {
+            ReadWholeError::Body(e) => Problem::new(
                 StatusCode::BAD_REQUEST,
                 ProblemKind::BadRequest,
                 format!("the request body broke off: {e}"),
-            )
-        })?;
-        let Ok(data) = frame.into_data() else {
-            continue;
-        };
-        if buf.len() + data.len() > limit {
-            return Err(Problem::new(
+            ),
+            ReadWholeError::TooLarge => Problem::new(
                 StatusCode::PAYLOAD_TOO_LARGE,
                 ProblemKind::BodyTooLarge,
                 format!("{what} may be at most {limit} bytes (limits.max_body_bytes)"),
-            ));
-        }
-        if !data.is_empty() && !budget.take(&mut held, data.len()) {
-            budget.refused.fetch_add(1, Relaxed);
-            return Err(Problem::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                ProblemKind::Overloaded,
-                format!(
-                    "Weir is holding {} bytes of request bodies, its bound ({} × limits.max_body_bytes); try again shortly",
-                    budget.capacity, BODIES
-                ),
-            )
-            .retry_after(Duration::from_secs(1)));
-        }
-        buf.extend_from_slice(&data);
-    }
-    Ok((buf.freeze(), held))
+            ),
+            ReadWholeError::Refused(()) => {
+                budget.refused.fetch_add(1, Relaxed);
+                Problem::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    ProblemKind::Overloaded,
+                    format!(
+                        "Weir is holding {} bytes of request bodies, its bound ({} × limits.max_body_bytes); try again shortly",
+                        budget.capacity, BODIES
+                    ),
+                )
+                .retry_after(Duration::from_secs(1))
+            }
+        })?;
+    Ok((bytes, held))
 }
 
 #[cfg(test)]

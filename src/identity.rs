@@ -67,25 +67,16 @@ impl IdentityKey {
         const NAMES: [http::header::HeaderName; 2] =
             [http::header::AUTHORIZATION, http::header::COOKIE];
         with_scratch(|buf| {
-            // Room for all of it first: a buffer that grew while holding credential bytes
-            // would free the old allocation with them still in it.
-            let need: usize = NAMES
-                .iter()
-                .flat_map(|n| {
-                    headers
-                        .get_all(n)
-                        .iter()
-                        .map(|v| n.as_str().len() + 8 + v.len())
-                })
-                .sum();
-            buf.reserve(need);
             for name in NAMES {
+                let authorization = name == http::header::AUTHORIZATION;
+                let spelled = name.as_str().as_bytes();
                 for v in headers.get_all(&name) {
                     let v = v.as_bytes();
-                    buf.extend_from_slice(name.as_str().as_bytes());
+                    room_for(buf, spelled.len() + 8 + v.len());
+                    buf.extend_from_slice(spelled);
                     // A canonical scheme is as long as the one it replaces.
                     buf.extend_from_slice(&(v.len() as u64).to_le_bytes());
-                    match name == http::header::AUTHORIZATION {
+                    match authorization {
                         true => put_canonical_scheme(buf, v),
                         false => buf.extend_from_slice(v),
                     }
@@ -249,6 +240,19 @@ pub(crate) fn with_scratch<R>(f: impl FnOnce(&mut Vec<u8>) -> R) -> R {
 /// entry). The usual spellings (`Bearer`, `token`, `Basic`) are kept as they are, so the
 /// identities of existing cache entries and queued items do not change; any other scheme is
 /// lower-cased. A value without a scheme (a bare token) is used as it is.
+/// Makes room for `more` bytes in a buffer that holds credential bytes: when it must grow,
+/// they are copied into the larger buffer and the old one is zeroed before it is freed (a
+/// `Vec` that grows by itself frees the old allocation as it was).
+fn room_for(buf: &mut Vec<u8>, more: usize) {
+    if buf.capacity() - buf.len() >= more {
+        return;
+    }
+    let mut grown = Vec::with_capacity((buf.len() + more).max(2 * buf.capacity()));
+    grown.extend_from_slice(buf);
+    zeroize::Zeroize::zeroize(buf);
+    *buf = grown;
+}
+
 /// Written straight into the layout, never into a copy of its own (a copy of the credential
 /// would be freed with the credential still in it).
 fn put_canonical_scheme(buf: &mut Vec<u8>, v: &[u8]) {
@@ -380,6 +384,19 @@ mod tests {
             assert_eq!(k.caller(&h).1, has_credential(&h), "{h:?}");
             assert_eq!(k.caller(&h).0, k.identify(&h));
         }
+    }
+
+    /// A buffer grown for a longer credential keeps what it held, and has the room asked for.
+    #[test]
+    fn room_for_keeps_the_bytes_it_moves() {
+        let mut buf = b"authorization".to_vec();
+        buf.shrink_to_fit();
+        room_for(&mut buf, 5000);
+        assert_eq!(buf, b"authorization");
+        assert!(buf.capacity() - buf.len() >= 5000);
+        let cap = buf.capacity();
+        room_for(&mut buf, 10);
+        assert_eq!(buf.capacity(), cap, "no growth when the room is there");
     }
 
     #[test]

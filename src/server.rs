@@ -271,8 +271,9 @@ fn never_index_request_id(headers: &mut http::HeaderMap) {
     }
 }
 
-/// `pipeline::headers::REQUEST_ID` (the pipeline uses this module, not the other way round).
-const REQUEST_ID: http::HeaderName = http::HeaderName::from_static("x-request-id");
+/// The request id's header, `X-Request-Id`: defined here, where answers are fitted to their
+/// connection, and used by the pipeline (`pipeline::headers`), which depends on this module.
+pub(crate) const REQUEST_ID: http::HeaderName = http::HeaderName::from_static("x-request-id");
 
 const KEEP_ALIVE: http::HeaderName = http::HeaderName::from_static("keep-alive");
 

@@ -3,7 +3,7 @@
 
 use http::{header, HeaderMap, HeaderName, HeaderValue};
 
-pub const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+pub(crate) use crate::server::REQUEST_ID;
 pub const CACHE_STATUS: HeaderName = HeaderName::from_static("cache-status");
 
 /// Headers that describe one connection, never the message; a proxy must not forward them.
