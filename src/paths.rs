@@ -92,7 +92,11 @@ mod tests {
     fn a_private_file_is_the_users_alone_and_replaced_whole() {
         let t = tempfile::tempdir().unwrap();
         let f = t.path().join("page.html");
-        std::fs::write(t.path().join("page.html.tmp"), b"left over, longer than the rest").unwrap();
+        std::fs::write(
+            t.path().join("page.html.tmp"),
+            b"left over, longer than the rest",
+        )
+        .unwrap();
         std::fs::set_permissions(
             t.path().join("page.html.tmp"),
             std::fs::Permissions::from_mode(0o644),
