@@ -23,7 +23,7 @@
 //! **Layer 0** — leaves
 //! - `body`: the one boxed body type; `identity`: the keyed hash of a request's credentials;
 //! - [`control_proof`]: the challenge a Weir answers to prove it holds the control secret;
-//! - `paths`: where config and data live, private files;
+//! - [`paths`]: where config and data live, private files (the tray's launcher page too);
 //! - `problem_kind`: the kinds of problem Weir answers with, and their pages;
 //! - `surface`: which tool sent a request (`User-Agent`); [`time_fmt`]: RFC 3339 and `now_ms`;
 //! - [`view`]: plain data the event stream and the status document share (mode, metered
@@ -115,7 +115,7 @@ pub(crate) mod identity;
 pub mod intercept;
 pub mod mode;
 pub mod network;
-pub(crate) mod paths;
+pub mod paths;
 pub(crate) mod pipeline;
 pub mod policy;
 pub(crate) mod problem;

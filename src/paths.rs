@@ -85,4 +85,29 @@ mod tests {
         let mode = std::fs::metadata(&d).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o700);
     }
+
+    /// The tray's launcher page holds the control secret: it is the user's alone even where a
+    /// loose `.tmp` was left behind, and a second write replaces it (one file, no `.tmp`).
+    #[test]
+    fn a_private_file_is_the_users_alone_and_replaced_whole() {
+        let t = tempfile::tempdir().unwrap();
+        let f = t.path().join("page.html");
+        std::fs::write(
+            t.path().join("page.html.tmp"),
+            b"left over, longer than the rest",
+        )
+        .unwrap();
+        std::fs::set_permissions(
+            t.path().join("page.html.tmp"),
+            std::fs::Permissions::from_mode(0o644),
+        )
+        .unwrap();
+        write_private(&f, b"secret").unwrap();
+        write_private(&f, b"again").unwrap();
+        assert_eq!(std::fs::read(&f).unwrap(), b"again");
+        let mode = std::fs::metadata(&f).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        let names: Vec<_> = std::fs::read_dir(t.path()).unwrap().collect();
+        assert_eq!(names.len(), 1);
+    }
 }

@@ -517,11 +517,61 @@ async fn drained(weir: &Weir) -> bool {
 /// The full check for a fault the upstream produces: workload under the fault, heal, drain,
 /// then every create made exactly once.
 async fn run_fault(fault: &str, mode: Mode) -> (Vec<Answer>, Vec<Answer>) {
-    run_fault_for(fault, mode, Duration::ZERO).await
+    run_fault_for(fault, mode, None).await
 }
 
-/// [`run_fault`] with the fault held `hold` longer before it heals.
-async fn run_fault_for(fault: &str, mode: Mode, hold: Duration) -> (Vec<Answer>, Vec<Answer>) {
+/// The queued items, as the control API lists them.
+async fn queue_items(weir: &Weir) -> Vec<serde_json::Value> {
+    let url = format!("{}/_weir/api/queue", weir.handle.base_url());
+    let v: serde_json::Value = reqwest::Client::new()
+        .get(&url)
+        .header("x-weir-secret", weir.handle.control_secret())
+        .send()
+        .await
+        .expect("the queue API answers")
+        .json()
+        .await
+        .expect("the queue as JSON");
+    v["items"].as_array().cloned().unwrap_or_default()
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+/// Holds the fault until each of the five creates is queued with its next try at least `wait`
+/// away (the backoff its failed replays earned); returns when the earliest is due (unix ms).
+async fn hold_until_every_item_waits(weir: &Weir, wait: Duration) -> i64 {
+    let wait = wait.as_millis() as i64;
+    let mut last = Vec::new();
+    // Backoffs of 1, 2, 4 and 8 s (plus up to 1 s of jitter): about 9 s of storm for 6 s.
+    for _ in 0..600 {
+        last = queue_items(weir).await;
+        let now = now_ms();
+        let due: Vec<i64> = last
+            .iter()
+            .filter(|i| i["state"] == "queued")
+            .filter_map(|i| i["next_attempt_at"].as_i64())
+            .collect();
+        if let Some(&earliest) = due.iter().min() {
+            if due.len() == 5 && earliest - now >= wait {
+                return earliest;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("the storm never left every item waiting {wait} ms: {last:?}");
+}
+
+/// [`run_fault`], with the fault held until every queued create waits at least `backoff` for
+/// its next try; then the queue must drain before the earliest of those tries is due.
+async fn run_fault_for(
+    fault: &str,
+    mode: Mode,
+    backoff: Option<Duration>,
+) -> (Vec<Answer>, Vec<Answer>) {
     let up = Raw::start().await;
     let upstream_5xx = match &mode {
         Mode::Answer { status, body, .. } if *status >= 500 => Some(body.clone()),
@@ -548,16 +598,30 @@ async fn run_fault_for(fault: &str, mode: Mode, hold: Duration) -> (Vec<Answer>,
             explain(&weir, &up, &lists, &creates).await
         );
     }
-    // The fault lasts `hold` longer (a loaded machine stretches the workload the same way).
-    tokio::time::sleep(hold).await;
+    // The fault lasts until the items' backoff is long (a loaded machine stretches the
+    // workload the same way).
+    let earliest_due = match backoff {
+        Some(wait) => Some(hold_until_every_item_waits(&weir, wait).await),
+        None => None,
+    };
     up.set(Mode::Healthy);
-    if !hold.is_zero() {
+    if earliest_due.is_some() {
         // As a client keeps polling: one list after healing.
         let url = format!("{}/agents/sessions?page=after", up.origin());
         let a = send(weir.handle.local_addr(), "GET", &url, "alice", "").await;
         assert_eq!(a.map(|a| a.status).ok(), Some(200));
     }
     each_create_made_once_after_healing(&weir, &up, fault).await;
+    if let Some(due) = earliest_due {
+        // Drained (checked every 20 ms) before any item's own backoff ran out: the recovery
+        // brought them forward, not their time.
+        let now = now_ms();
+        assert!(
+            now < due,
+            "drained {} ms after the earliest item was due on its own",
+            now - due
+        );
+    }
     weir.handle.shutdown().await;
     (lists, creates)
 }
@@ -652,8 +716,9 @@ async fn five_xx_storm() {
 /// the check waits (a 16 s storm: not drained in 15 s; an 8 s one: 8.5 s). Now the first
 /// exchange that goes well after the outage (here a client's list after healing, as clients
 /// keep polling; or the first replay that goes through) makes the waiting items due at once.
-/// A 35 s storm here: long enough that every item's backoff has passed 15 s (before the change
-/// this failed each run; a 16-20 s storm failed only sometimes, as the flake did).
+/// The storm lasts until every item waits at least 6 s for its next try (about 9 s: backoffs
+/// of 1, 2, 4, then 8 s), and the queue must drain before the first of those tries is due.
+/// (It held a 35 s storm before, to push every backoff past a 15 s drain check.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_long_five_xx_storm_drains_soon_after_healing() {
     let (_, creates) = run_fault_for(
@@ -663,7 +728,7 @@ async fn a_long_five_xx_storm_drains_soon_after_healing() {
             headers: vec![],
             body: r#"{"message":"unavailable"}"#.into(),
         },
-        Duration::from_secs(35),
+        Some(Duration::from_secs(6)),
     )
     .await;
     assert!(creates.iter().all(|a| a.status == 201), "{creates:?}");

@@ -10,7 +10,6 @@
 //! dashboard takes the secret out of the address bar at once (`ui/api.js`), so it is not kept
 //! in the browser's history either.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use tauri::Url;
 
@@ -60,23 +59,11 @@ pub fn launcher_page(url: &Url) -> String {
 }
 
 /// Writes the launcher page for `url` into `dir` (the data dir), readable by this user alone,
-/// and returns its path. Replaces the previous one atomically.
+/// and returns its path. Replaces the previous one atomically (the engine's private-file
+/// writer: the page is opened by the browser, never run, so 0600 is all it needs).
 pub fn write_launcher(dir: &Path, url: &Url) -> std::io::Result<PathBuf> {
     let path = dir.join(LAUNCHER_FILE);
-    let tmp = dir.join(format!(".{LAUNCHER_FILE}.{}", std::process::id()));
-    let _ = std::fs::remove_file(&tmp);
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create_new(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        options.mode(0o600);
-    }
-    let mut file = options.open(&tmp)?;
-    file.write_all(launcher_page(url).as_bytes())?;
-    file.sync_all()?;
-    drop(file);
-    std::fs::rename(&tmp, &path)?;
+    weir::paths::write_private(&path, launcher_page(url).as_bytes())?;
     Ok(path)
 }
 

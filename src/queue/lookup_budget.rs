@@ -18,9 +18,12 @@
 //!   job again and never reach the next).
 //!
 //! Only 2xx JSON answers are kept: a list for its window (no more lists than the budget let be
-//! read), at most [`MAX_JOBS`] jobs in all. The state is bounded and pruned as it ages.
+//! read), at most [`MAX_JOBS`] jobs in all (a moka cache: the least recently used goes first,
+//! and a job leaves it [`JOB_KEEP`] after it was read). The state is bounded and pruned as it
+//! ages.
 
 use crate::config::UpstreamIndex;
+use moka::policy::EvictionPolicy;
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
@@ -32,14 +35,29 @@ type Key = (UpstreamIndex, String);
 /// How long a job read is reused (a found job's `pull_request` may be this old in the item's
 /// result; the statement it is matched by never changes).
 pub(crate) const JOB_KEEP: Duration = Duration::from_secs(600);
-/// At most this many job reads are kept, over all credentials (the oldest goes first).
-pub(crate) const MAX_JOBS: usize = 1024;
+/// At most this many job reads are kept, over all credentials (the least recently used goes
+/// first).
+pub(crate) const MAX_JOBS: u64 = 1024;
 
-#[derive(Default)]
 pub(crate) struct LookupBudget {
     windows: Mutex<HashMap<Key, Window>>,
-    /// Job reads: (key, path) → (when read, the job).
-    jobs: Mutex<HashMap<(Key, String), (Instant, serde_json::Value)>>,
+    /// Job reads: (key, path) → (when read, the job). moka's time-to-live frees the memory;
+    /// whether a read may still be used is its own time on tokio's clock, as for the windows
+    /// (moka's clock is not tokio's, which tests pause).
+    jobs: moka::sync::Cache<(Key, String), (Instant, serde_json::Value)>,
+}
+
+impl Default for LookupBudget {
+    fn default() -> Self {
+        LookupBudget {
+            windows: Mutex::default(),
+            jobs: moka::sync::Cache::builder()
+                .max_capacity(MAX_JOBS)
+                .eviction_policy(EvictionPolicy::lru())
+                .time_to_live(JOB_KEEP)
+                .build(),
+        }
+    }
 }
 
 struct Window {
@@ -65,9 +83,8 @@ impl LookupBudget {
         window: Duration,
     ) -> Option<serde_json::Value> {
         if reusable_always {
-            let jobs = self.jobs.lock().ok()?;
-            let (at, v) = jobs.get(&(key.clone(), path.to_string()))?;
-            return (at.elapsed() < JOB_KEEP).then(|| v.clone());
+            let (at, v) = self.jobs.get(&(key.clone(), path.to_string()))?;
+            return (at.elapsed() < JOB_KEEP).then_some(v);
         }
         let mut all = self.windows.lock().ok()?;
         let w = current(&mut all, key, window)?;
@@ -109,19 +126,8 @@ impl LookupBudget {
         window: Duration,
     ) {
         if job {
-            if let Ok(mut jobs) = self.jobs.lock() {
-                jobs.retain(|_, (at, _)| at.elapsed() < JOB_KEEP);
-                if jobs.len() >= MAX_JOBS {
-                    let oldest = jobs
-                        .iter()
-                        .min_by_key(|(_, (at, _))| *at)
-                        .map(|(k, _)| k.clone());
-                    if let Some(k) = oldest {
-                        jobs.remove(&k);
-                    }
-                }
-                jobs.insert((key.clone(), path.to_string()), (Instant::now(), v.clone()));
-            }
+            self.jobs
+                .insert((key.clone(), path.to_string()), (Instant::now(), v.clone()));
             return;
         }
         if let Ok(mut all) = self.windows.lock() {
@@ -208,6 +214,10 @@ mod tests {
         for i in 0..MAX_JOBS + 5 {
             b.keep(&k, &format!("/job/{i}"), 0, &v, true, w);
         }
-        assert_eq!(b.jobs.lock().unwrap().len(), MAX_JOBS);
+        b.jobs.run_pending_tasks();
+        assert_eq!(b.jobs.entry_count(), MAX_JOBS);
+        // The least recently used went first: the last one kept is there.
+        let last = format!("/job/{}", MAX_JOBS + 4);
+        assert_eq!(b.cached(&k, &last, 0, true, w), Some(v.clone()));
     }
 }

@@ -112,6 +112,12 @@ impl Replayer {
         let Some(q) = self.queue.open() else { return };
         let name = UpstreamId::new(self.upstreams.get(up).settings.name.clone());
         let mut stop = self.bus.stopping();
+        // Made before the first claim and again each time it fires, never dropped in between:
+        // a recovery while the worker claims, replays (its own replay going through after
+        // failures) or sleeps is seen at the next wait, and brings the waiting items forward.
+        let recovery = &self.upstreams.get(up).recovery;
+        let recovered = recovery.recovered.notified();
+        tokio::pin!(recovered);
         loop {
             if *stop.borrow() {
                 return;
@@ -146,11 +152,19 @@ impl Replayer {
                     Duration::from_secs(5)
                 }
             };
-            let recovered = self.upstreams.get(up).recovery.recovered.notified();
+            let waited_from = tokio::time::Instant::now();
             tokio::select! {
                 _ = woken => {}
                 _ = tokio::time::sleep(wait) => {}
-                _ = recovered => self.bring_forward(q, up, None).await,
+                _ = recovered.as_mut() => {
+                    recovered.set(recovery.recovered.notified());
+                    self.bring_forward(q, up).await;
+                    // Its items are due now; the pace between two replays still holds.
+                    tokio::select! {
+                        _ = tokio::time::sleep_until(waited_from + wait.min(PACE)) => {}
+                        _ = stop.changed() => return,
+                    }
+                }
                 _ = stop.changed() => return,
             }
         }
@@ -193,29 +207,25 @@ impl Replayer {
         let Some(item) = marked else {
             return STORE_TROUBLE;
         };
-        // 4. The send, and what its answer comes to.
+        // 4. The send, and what its answer comes to (one that goes through after failures is
+        //    the upstream's recovery: the worker then brings the waiting items forward).
         let sent = self.send(up, &item, &credential, admitted, &uri).await;
-        let created = matches!(sent, super::decide::Outcome::Created { .. });
-        let wait = self
-            .apply(q, &item, self.decide(&item, Fact::Sent(sent)))
-            .await;
-        if created {
-            self.bring_forward(q, up, Some(item.id)).await;
-        }
-        wait
+        self.apply(q, &item, self.decide(&item, Fact::Sent(sent)))
+            .await
     }
 
-    /// A replay just went through, so the upstream takes creates again: this upstream's other
-    /// waiting items are due now instead of at the end of a backoff they earned while it
-    /// failed. That backoff doubles with each failed replay (up to a minute), so without this
-    /// the queue sat idle after a long outage for about as long again (a storm stretched by a
-    /// loaded machine left `fault_matrix::five_xx_storm`'s last create unsent past the test's
-    /// 15 s; #31). Items whose upstream or identity is cooling down (a rate limit's wait) keep
-    /// their time. Only for the laptop's queue: on a shared queue another replica may claim an
-    /// item between this read and the change, and the change does not check the state first.
-    /// Also when any exchange with the upstream goes well after one failed (a client's list,
-    /// say): `Upstream::recovery` wakes the worker, which brings its items forward.
-    async fn bring_forward(&self, q: &Queue, up: UpstreamIndex, sent: Option<i64>) {
+    /// The upstream answers well again after failing (`Upstream::recovery`: the first exchange
+    /// that goes well after one failed, a client's list or this worker's own replay), so it
+    /// takes creates again: this upstream's waiting items are due now instead of at the end of
+    /// a backoff they earned while it failed. That backoff doubles with each failed replay (up
+    /// to a minute), so without this the queue sat idle after a long outage for about as long
+    /// again (a storm stretched by a loaded machine left `fault_matrix::five_xx_storm`'s last
+    /// create unsent past the test's 15 s; #31). Items whose upstream or identity is cooling
+    /// down (a rate limit's wait) keep their time. Only for the laptop's queue: on a shared
+    /// queue another replica may claim an item between this read and the change, and the
+    /// change does not check the state first. The one place that moves due times forward;
+    /// `Upstream::recovery` alone says when.
+    async fn bring_forward(&self, q: &Queue, up: UpstreamIndex) {
         if q.store.is_shared() {
             return;
         }
@@ -230,7 +240,7 @@ impl Replayer {
         };
         let gate = &self.upstreams.get(up).gate;
         for it in items {
-            let waiting = it.upstream == name && Some(it.id) != sent && it.next_attempt_at > now;
+            let waiting = it.upstream == name && it.next_attempt_at > now;
             if !waiting || gate.cooling(scope_of(&it).as_ref()) {
                 continue;
             }
