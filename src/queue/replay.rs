@@ -92,13 +92,15 @@ impl Replayer {
         }
         // A Copilot API host learned at run time gets its worker when it is learned (its
         // queued creates, kept under its name, are replayed from then on, also after a restart
-        // once the host is announced again).
+        // once the host is announced again). One waiting task per slot (`learned::ARENA`), most
+        // of which never start a worker: the worker's future is boxed when the host is learned,
+        // so a waiting task holds a few hundred bytes, not a whole worker's state.
         for up in self.upstreams.learned.indices() {
             let me = self.clone();
             let mut stop = me.bus.stopping();
             self.bus.spawn(async move {
                 tokio::select! {
-                    _ = me.upstreams.learned.wait_for(up) => me.worker(up).await,
+                    _ = me.upstreams.learned.wait_for(up) => Box::pin(me.worker(up)).await,
                     _ = stop.changed() => {}
                 }
             });
