@@ -46,28 +46,46 @@ pub fn restrict(path: &Path, mode: u32) -> std::io::Result<()> {
     }
 }
 
-/// Replaces `file` with `bytes` atomically (written beside as `<file>.tmp`, synced, renamed),
-/// readable by the user only (0600 on Unix): the small state files of the data dir
-/// (`mode.json`, `network.json`).
+/// Replaces `file` with `bytes` atomically (written beside it to a new file of this write's
+/// own, synced, renamed), readable by the user only (0600 on Unix): the small state files of
+/// the data dir (`mode.json`, `network.json`) and the tray's launcher page.
+///
+/// The file beside is made with `create_new` (`O_EXCL`): never an existing file, so never one
+/// a link planted at its name points to, never an inode someone opened before its bits were
+/// tightened, and never another writer's half-written one (each write has its own name).
 pub fn write_private(file: &Path, bytes: &[u8]) -> std::io::Result<()> {
     use std::io::Write;
-    let mut tmp = file.as_os_str().to_owned();
-    tmp.push(".tmp");
-    let tmp = PathBuf::from(tmp);
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static WRITES: AtomicU64 = AtomicU64::new(0);
+    let beside = |suffix: &str| {
+        let mut name = file.as_os_str().to_owned();
+        name.push(suffix);
+        PathBuf::from(name)
+    };
+    // The fixed name older versions wrote through: gone, whatever it is (a link included).
+    let _ = std::fs::remove_file(beside(".tmp"));
+    let n = WRITES.fetch_add(1, Ordering::Relaxed);
+    let tmp = beside(&format!(".{}-{n}.tmp", std::process::id()));
     let mut opts = std::fs::OpenOptions::new();
-    opts.write(true).create(true).truncate(true);
+    opts.write(true).create_new(true);
     #[cfg(unix)]
     {
         use std::os::unix::fs::OpenOptionsExt;
         opts.mode(0o600);
     }
-    let mut f = opts.open(&tmp)?;
-    // A file left by an older run with looser bits keeps them through `mode()`.
-    restrict(&tmp, 0o600)?;
-    f.write_all(bytes)?;
-    f.sync_all()?;
-    drop(f);
-    std::fs::rename(&tmp, file)
+    let written = (|| {
+        let mut f = opts.open(&tmp)?;
+        // The process's umask can only take bits away; this makes sure of the 0600.
+        restrict(&tmp, 0o600)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        drop(f);
+        std::fs::rename(&tmp, file)
+    })();
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written
 }
 
 #[cfg(all(test, unix))]
@@ -109,5 +127,23 @@ mod tests {
         assert_eq!(mode, 0o600);
         let names: Vec<_> = std::fs::read_dir(t.path()).unwrap().collect();
         assert_eq!(names.len(), 1);
+    }
+
+    /// A link planted where the file beside used to be written is never followed: the file it
+    /// points to keeps its bytes and bits, and the secret lands only in the file asked for.
+    #[test]
+    fn a_planted_link_beside_the_file_is_not_followed() {
+        let t = tempfile::tempdir().unwrap();
+        let victim = t.path().join("victim");
+        std::fs::write(&victim, b"the victim's").unwrap();
+        std::fs::set_permissions(&victim, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let f = t.path().join("page.html");
+        std::os::unix::fs::symlink(&victim, t.path().join("page.html.tmp")).unwrap();
+        write_private(&f, b"secret").unwrap();
+        assert_eq!(std::fs::read(&victim).unwrap(), b"the victim's");
+        let mode = std::fs::metadata(&victim).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o644);
+        assert_eq!(std::fs::read(&f).unwrap(), b"secret");
+        assert!(std::fs::symlink_metadata(&f).unwrap().file_type().is_file());
     }
 }

@@ -203,21 +203,31 @@ impl Replayer {
             Ok(ready) => ready,
             Err(fact) => return self.apply(q, &item, self.decide(&item, fact)).await,
         };
+        let tried_before = item.attempts;
         let marked = self
             .record(q, &item, Change::Replay, "replaying".into())
             .await;
         let Some(item) = marked else {
             return STORE_TROUBLE;
         };
-        // 4. The send, and what its answer comes to (one that goes through after failures is
-        //    the upstream's recovery: the worker then brings the waiting items forward).
+        // 4. The send, and what its answer comes to. One that goes through after failures the
+        //    breaker counts is the upstream's recovery (`Upstream::recovery` wakes the worker);
+        //    after failures it does not count (a rate limit, a secondary limit's 403) only this
+        //    item's own success says the upstream takes creates again.
         let sent = self.send(up, &item, &credential, admitted, &uri).await;
-        self.apply(q, &item, self.decide(&item, Fact::Sent(sent)))
-            .await
+        let through_after_failing = went_through_after_failing(tried_before, &sent);
+        let wait = self
+            .apply(q, &item, self.decide(&item, Fact::Sent(sent)))
+            .await;
+        if through_after_failing {
+            self.bring_forward(q, up).await;
+        }
+        wait
     }
 
     /// The upstream answers well again after failing (`Upstream::recovery`: the first exchange
-    /// that goes well after one failed, a client's list or this worker's own replay), so it
+    /// that goes well after one the breaker counts as failed, a client's list or this worker's
+    /// own replay; or a replayed create that had failed before goes through), so it
     /// takes creates again: this upstream's waiting items are due now instead of at the end of
     /// a backoff they earned while it failed. That backoff doubles with each failed replay (up
     /// to a minute), so without this the queue sat idle after a long outage for about as long
@@ -225,8 +235,7 @@ impl Replayer {
     /// create unsent past the test's 15 s; #31). Items whose upstream or identity is cooling
     /// down (a rate limit's wait) keep their time. Only for the laptop's queue: on a shared
     /// queue another replica may claim an item between this read and the change, and the
-    /// change does not check the state first. The one place that moves due times forward;
-    /// `Upstream::recovery` alone says when.
+    /// change does not check the state first. The one place that moves due times forward.
     async fn bring_forward(&self, q: &Queue, up: UpstreamIndex) {
         if q.store.is_shared() {
             return;
@@ -456,9 +465,38 @@ pub(super) async fn end(bus: &Bus, q: &Queue, item: &Item, detail: &str) {
     bus.emit(event(item, detail));
 }
 
+/// Whether a replay that had been tried before (`attempts_before`, counted by each send) went
+/// through now. A rate limit's 429, a secondary limit's 403 or an answer the breaker does not
+/// count never make `Upstream::recovery` fire, yet the other items' backoff grew under them:
+/// this success is what says they may go now. A first try that goes through says nothing new,
+/// so a healthy upstream never has the queue listed.
+fn went_through_after_failing(attempts_before: u32, sent: &Outcome) -> bool {
+    attempts_before > 0 && matches!(sent, Outcome::Created { .. })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_a_create_that_failed_before_and_goes_through_brings_the_rest_forward() {
+        let created = || Outcome::Created {
+            status: http::StatusCode::CREATED,
+            body: Bytes::new(),
+        };
+        assert!(went_through_after_failing(1, &created()));
+        assert!(went_through_after_failing(6, &created()));
+        assert!(!went_through_after_failing(0, &created()));
+        let limited = Outcome::Retryable {
+            status: http::StatusCode::TOO_MANY_REQUESTS,
+            hint: Some(Duration::from_secs(1)),
+        };
+        assert!(!went_through_after_failing(3, &limited));
+        assert!(!went_through_after_failing(
+            3,
+            &Outcome::NotSent("refused".into())
+        ));
+    }
 
     #[test]
     fn a_locked_or_slow_keychain_waits_and_only_a_missing_entry_fails() {
