@@ -73,5 +73,8 @@ fn serve_prints_addresses_and_stops_on_sigterm() {
     let mut log = String::new();
     std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut log).unwrap();
     assert!(log.contains("created a new local CA"), "{log}");
-    assert!(!log.contains('\x1b'), "escape codes in a piped log: {log:?}");
+    assert!(
+        !log.contains('\x1b'),
+        "escape codes in a piped log: {log:?}"
+    );
 }

@@ -166,6 +166,19 @@ pub fn store_for(
     Ok(Namespace::for_data_dir(data_dir).keychain())
 }
 
+/// Where `store` keeps what is written to it, in words for a command's output: the OS
+/// keychain and its service, or the file store's directory (a person who reads "keychain" on
+/// a box without one would think the secret is encrypted at rest).
+pub fn stored_where(store: &weir_keychain::Keychain) -> String {
+    match store.file_store() {
+        Some(f) => format!(
+            "an owner-only file in {} (no OS keychain here)",
+            f.dir().display()
+        ),
+        None => format!("the OS keychain (service `{}`)", store.service()),
+    }
+}
+
 /// The OS keychain's probe, given up after [`KEYCHAIN_TIMEOUT`] (a locked keyring may wait for
 /// a person to unlock it).
 fn probe(ns: &Namespace) -> Result<(), KeychainError> {
