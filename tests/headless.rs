@@ -333,3 +333,34 @@ async fn with_no_session_bus_weir_env_before_the_first_start_makes_the_ca_serve_
     assert!(said.contains(&made.fingerprint_sha256()), "{said}");
     term(child);
 }
+
+/// `weir token set` on a box where Weir never started: the token is a file, and the command
+/// does not speak of a running Weir to restart (it said "The running Weir at … was not told
+/// (connection refused); restart it").
+#[test]
+fn with_no_session_bus_a_token_set_before_the_first_start_says_so() {
+    let b = Box_::new("");
+    let mut cmd = b.weir(&["token", "set"]);
+    let out = {
+        use std::io::Write;
+        let mut child = cmd
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(b"gho_headlessBeforeStart0123\n")
+            .unwrap();
+        child.wait_with_output().unwrap()
+    };
+    let said = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(out.status.success(), "{said}");
+    assert!(said.contains("an owner-only file in"), "{said}");
+    assert!(!said.contains("The running Weir"), "{said}");
+    assert!(said.contains("reads the token when it starts"), "{said}");
+    assert_eq!(mode(&b.secrets().join("github-token")), 0o600);
+}

@@ -131,6 +131,14 @@ fn kind(token: &str) -> &'static str {
 /// token when it starts.
 async fn tell_running(base: &str, data_dir: &std::path::Path) {
     let secret = match super::install_check::verify(base, data_dir).await {
+        // No control secret and no install id: this install has never started, so nothing
+        // runs to tell (asked anyway, a refused connection read as a Weir to restart).
+        Ok(None) => {
+            println!(
+                "Weir has not started for this install yet; it reads the token when it starts."
+            );
+            return;
+        }
         Ok(s) => s,
         Err(e) => {
             println!("No running Weir was told ({e}); Weir reads the token when it starts.");
