@@ -202,7 +202,12 @@ impl QueueBackend for LazySqlite {
         upstream: &UpstreamId,
         now_ms: i64,
     ) -> Result<Option<Item>, StoreError> {
-        let r = or_empty!(self, None, |s| s.claim_next(upstream, now_ms));
+        // Only the file's own answers are noted: with no file (it could not be made), the
+        // empty answer must not clear that report.
+        let Some(s) = self.existing() else {
+            return Ok(None);
+        };
+        let r = s.claim_next(upstream, now_ms).await;
         self.note(&r);
         r
     }
@@ -309,6 +314,9 @@ mod tests {
         assert!(q.insert(new_item(&up), 1).await.is_err());
         let why = q.unusable().expect("reported");
         assert!(why.contains("queue.sqlite3"), "{why}");
+        // The replay worker's polls (no file: nothing to claim) leave the report in place.
+        assert!(q.claim_next(&up, 2).await.unwrap().is_none());
+        assert!(q.unusable().is_some(), "still reported");
         // Mended: the next insert makes it, and the report is gone.
         std::fs::remove_file(&data).unwrap();
         std::fs::create_dir(&data).unwrap();
