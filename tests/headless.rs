@@ -364,3 +364,30 @@ fn with_no_session_bus_a_token_set_before_the_first_start_says_so() {
     assert!(said.contains("reads the token when it starts"), "{said}");
     assert_eq!(mode(&b.secrets().join("github-token")), 0o600);
 }
+
+/// A file-store control secret saved with a trailing newline (an editor, `echo … >`, a
+/// provisioning script) is read trimmed by `weir serve` and by the CLI: with the newline kept
+/// no `X-Weir-Secret` header could carry it, and every control call, the CLI's included, was
+/// refused with 401.
+#[test]
+fn with_no_session_bus_a_control_secret_file_ending_in_a_newline_still_works() {
+    let b = Box_::new("");
+    let (child, _) = b.serve();
+    term(child);
+    let file = b.secrets().join("control-secret");
+    let secret = std::fs::read_to_string(&file).unwrap();
+    std::fs::write(&file, format!("{}\n", secret.trim())).unwrap();
+    let (child, _) = b.serve();
+    let out = b.weir(&["mode", "cache-only"]).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = b.weir(&["env", "--if-running"]).output().unwrap();
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("HTTPS_PROXY"),
+        "--if-running finds this Weir"
+    );
+    term(child);
+}
