@@ -18,6 +18,14 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 /// The budget is this many request bodies of the largest allowed size.
 pub const BODIES: usize = 8;
 
+/// The longest a body being read whole may send nothing: past it the request gets a 408
+/// problem and gives its bytes back. Without it a client that stopped mid-body (or claimed a
+/// large `Content-Length` and sent less) kept its share of the budget for as long as its
+/// connection lived: nine such requests from one client left no room, and every create and
+/// completion request got 503 "try again shortly" until they went away. A slow sender that
+/// keeps sending is never cut off.
+pub const BODY_IDLE: Duration = Duration::from_secs(30);
+
 /// The shared budget and what it has seen (for `/metrics`).
 #[derive(Debug)]
 pub struct BodyBudget {
@@ -113,10 +121,18 @@ where
         bytes: 0,
     };
     let take = |n| budget.take(&mut held, n).then_some(()).ok_or(());
-    let bytes = crate::body::read_whole_with(body, limit, take)
+    let bytes = crate::body::read_whole_with(Idle::new(body, BODY_IDLE), limit, take)
         .await
         .map_err(|e| match e {
-            ReadWholeError::Body(e) => Problem::new(
+            ReadWholeError::Body(Stalled::Idle(idle)) => Problem::new(
+                StatusCode::REQUEST_TIMEOUT,
+                ProblemKind::BadRequest,
+                format!(
+                    "the request body stalled: no bytes for {} s, so Weir stopped waiting for it",
+                    idle.as_secs()
+                ),
+            ),
+            ReadWholeError::Body(Stalled::Body(e)) => Problem::new(
                 StatusCode::BAD_REQUEST,
                 ProblemKind::BadRequest,
                 format!("the request body broke off: {e}"),
@@ -142,10 +158,117 @@ where
     Ok((bytes, held))
 }
 
+/// A body that fails once it has sent nothing for `idle` (see [`BODY_IDLE`]).
+struct Idle<B> {
+    body: B,
+    idle: Duration,
+    quiet: std::pin::Pin<Box<tokio::time::Sleep>>,
+}
+
+impl<B> Idle<B> {
+    fn new(body: B, idle: Duration) -> Idle<B> {
+        Idle {
+            body,
+            idle,
+            quiet: Box::pin(tokio::time::sleep(idle)),
+        }
+    }
+}
+
+/// Why an [`Idle`] body stopped.
+enum Stalled<E> {
+    Body(E),
+    Idle(Duration),
+}
+
+impl<E: std::fmt::Display> std::fmt::Display for Stalled<E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Stalled::Body(e) => e.fmt(f),
+            Stalled::Idle(d) => write!(f, "no bytes for {} s", d.as_secs()),
+        }
+    }
+}
+
+impl<B> http_body::Body for Idle<B>
+where
+    B: http_body::Body + Unpin,
+{
+    type Data = B::Data;
+    type Error = Stalled<B::Error>;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
+        use std::future::Future;
+        use std::task::Poll;
+        let this = &mut *self;
+        match std::pin::Pin::new(&mut this.body).poll_frame(cx) {
+            Poll::Ready(frame) => {
+                let next = tokio::time::Instant::now() + this.idle;
+                this.quiet.as_mut().reset(next);
+                Poll::Ready(frame.map(|f| f.map_err(Stalled::Body)))
+            }
+            Poll::Pending => match this.quiet.as_mut().poll(cx) {
+                Poll::Ready(()) => Poll::Ready(Some(Err(Stalled::Idle(this.idle)))),
+                Poll::Pending => Poll::Pending,
+            },
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.body.size_hint()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use http_body_util::Full;
+
+    /// A body that sends `first` and then nothing, ever (a client stopped mid-body).
+    struct Stops(Option<Bytes>);
+
+    impl http_body::Body for Stops {
+        type Data = Bytes;
+        type Error = std::convert::Infallible;
+        fn poll_frame(
+            mut self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, Self::Error>>> {
+            match self.0.take() {
+                Some(b) => std::task::Poll::Ready(Some(Ok(http_body::Frame::data(b)))),
+                None => std::task::Poll::Pending,
+            }
+        }
+    }
+
+    /// A stalled body is given up after `BODY_IDLE` with a 408, and its bytes go back to the
+    /// budget (it held them for as long as the connection lived, and nine such requests
+    /// refused every create).
+    #[tokio::test(start_paused = true)]
+    async fn a_stalled_body_gives_its_bytes_back() {
+        let budget = BodyBudget::for_limit(100);
+        let read = collect(
+            &budget,
+            Stops(Some(Bytes::from(vec![b'x'; 90]))),
+            100,
+            "a body",
+        );
+        let p = tokio::time::timeout(BODY_IDLE * 2, read)
+            .await
+            .expect("given up, not held forever")
+            .unwrap_err();
+        assert_eq!(p.status, 408, "{}", p.detail);
+        assert!(p.detail.contains("stalled"), "{}", p.detail);
+        assert_eq!(budget.held(), 0);
+        assert_eq!(budget.peak(), 90);
+    }
 
     #[tokio::test]
     async fn bytes_are_held_until_dropped_and_a_full_budget_refuses() {

@@ -43,8 +43,9 @@ fn serve_prints_addresses_and_stops_on_sigterm() {
     let mut child = weir()
         .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
         .arg(dir.path())
+        .env_remove("WEIR_LOG")
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
@@ -68,4 +69,12 @@ fn serve_prints_addresses_and_stops_on_sigterm() {
     assert!(code.success(), "{code:?}");
     let rest: Vec<String> = lines.map_while(Result::ok).collect();
     assert!(rest.iter().any(|l| l == "weir: stopped"), "{rest:?}");
+    // Standard error is a pipe too (a journal, `2> weir.log`): the log has no colour codes.
+    let mut log = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut log).unwrap();
+    assert!(log.contains("created a new local CA"), "{log}");
+    assert!(
+        !log.contains('\x1b'),
+        "escape codes in a piped log: {log:?}"
+    );
 }

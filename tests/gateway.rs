@@ -248,6 +248,27 @@ async fn shared_queue_migrates_from_empty_and_survives_the_database_going_down()
     let p = r.json();
     assert_eq!(p["kind"], "queue_unavailable", "{p}");
     assert!(p["detail"].as_str().unwrap().contains("unreachable"), "{p}");
+    // The status says so too (it said `available: true`, `error: null`, with no counts).
+    let bearer = format!("Bearer {}", files.admin_token);
+    let s = send(
+        a.admin,
+        &files.cert_der,
+        "GET",
+        "/_weir/api/status",
+        &[("authorization", bearer.as_str())],
+        "",
+    )
+    .await
+    .unwrap()
+    .json();
+    assert_eq!(s["queue"]["available"], false, "{}", s["queue"]);
+    assert!(
+        s["queue"]["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("unreachable")),
+        "{}",
+        s["queue"]
+    );
 
     // Back up: nothing already queued was lost; the upstream heals and gets exactly those.
     pg.start_server();

@@ -296,3 +296,98 @@ async fn with_no_session_bus_a_create_queued_in_an_outage_survives_kill_9_and_is
     assert!(gone, "the credential file is removed after the replay");
     term(weir);
 }
+
+/// The CI runner's steps in the documented order (docs/install.md): `weir env` and `weir ca
+/// install` right after `weir serve &`, which may not have made anything yet. Run before any
+/// start, they make the CA with its key in the file store `weir serve` then uses; they asked
+/// the OS keychain and failed with its fix (start gnome-keyring) on a box that needs none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_no_session_bus_weir_env_before_the_first_start_makes_the_ca_serve_uses() {
+    let ca = TestCa::new();
+    let up = TlsUpstream::start(&ca, HOST).await;
+    let b = Box_::new(&tls::upstream_toml(&up, &ca));
+    let out = b.weir(&["env"]).output().unwrap();
+    let (env, err) = (
+        String::from_utf8_lossy(&out.stdout).to_string(),
+        String::from_utf8_lossy(&out.stderr).to_string(),
+    );
+    assert!(out.status.success(), "{err}");
+    assert!(!err.contains("keychain"), "{err}");
+    let cert_path = b.data.join("ca/weir-ca.pem");
+    assert!(
+        env.contains("NODE_EXTRA_CA_CERTS") && env.contains(&cert_path.display().to_string()),
+        "{env}\n{err}"
+    );
+    let secrets = b.secrets();
+    assert_eq!(mode(&secrets.join("local-ca-key")), 0o600);
+    let out = b.weir(&["ca", "install"]).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let key = std::fs::read_to_string(secrets.join("local-ca-key")).unwrap();
+    let cert = std::fs::read_to_string(&cert_path).unwrap();
+    let made = weir_tls::LocalCa::from_pem(&cert, &key).expect("the key file matches the cert");
+    let (child, said) = b.serve();
+    assert!(said.contains(&made.fingerprint_sha256()), "{said}");
+    term(child);
+}
+
+/// `weir token set` on a box where Weir never started: the token is a file, and the command
+/// does not speak of a running Weir to restart (it said "The running Weir at … was not told
+/// (connection refused); restart it").
+#[test]
+fn with_no_session_bus_a_token_set_before_the_first_start_says_so() {
+    let b = Box_::new("");
+    let mut cmd = b.weir(&["token", "set"]);
+    let out = {
+        use std::io::Write;
+        let mut child = cmd
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(b"gho_headlessBeforeStart0123\n")
+            .unwrap();
+        child.wait_with_output().unwrap()
+    };
+    let said = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(out.status.success(), "{said}");
+    assert!(said.contains("an owner-only file in"), "{said}");
+    assert!(!said.contains("The running Weir"), "{said}");
+    assert!(said.contains("reads the token when it starts"), "{said}");
+    assert_eq!(mode(&b.secrets().join("github-token")), 0o600);
+}
+
+/// A file-store control secret saved with a trailing newline (an editor, `echo … >`, a
+/// provisioning script) is read trimmed by `weir serve` and by the CLI: with the newline kept
+/// no `X-Weir-Secret` header could carry it, and every control call, the CLI's included, was
+/// refused with 401.
+#[test]
+fn with_no_session_bus_a_control_secret_file_ending_in_a_newline_still_works() {
+    let b = Box_::new("");
+    let (child, _) = b.serve();
+    term(child);
+    let file = b.secrets().join("control-secret");
+    let secret = std::fs::read_to_string(&file).unwrap();
+    std::fs::write(&file, format!("{}\n", secret.trim())).unwrap();
+    let (child, _) = b.serve();
+    let out = b.weir(&["mode", "cache-only"]).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = b.weir(&["env", "--if-running"]).output().unwrap();
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("HTTPS_PROXY"),
+        "--if-running finds this Weir"
+    );
+    term(child);
+}

@@ -334,7 +334,11 @@ fn bad_model_fallback_config_names_the_line() {
         "w.toml",
     )
     .unwrap_err();
-    assert!(e.to_string().starts_with("w.toml:4: key `upsteam`"), "{e}");
+    assert!(
+        e.to_string()
+            .starts_with("w.toml:4: key `model_fallback.upsteam`"),
+        "{e}"
+    );
 }
 
 #[tokio::test]

@@ -11,10 +11,23 @@ use weir::intercept::CertInfo;
 use weir_tls::InstallStep;
 
 pub fn run(action: CaAction, global: &GlobalArgs) -> ExitCode {
-    let install = match load(global) {
+    let mut install = match load(global) {
         Ok(i) => i,
         Err(code) => return code,
     };
+    // These two may create the CA: its key goes where `weir serve` will look (the file store
+    // on a box with no keychain, made now if it is the first command run).
+    if matches!(action, CaAction::Rotate | CaAction::Install { .. }) {
+        match install.settled_ca() {
+            Ok(ca) => install.ca = ca,
+            Err(e) => {
+                return fail(match e.fix() {
+                    Some(fix) => format!("{e}\nfix: {fix}"),
+                    None => e.to_string(),
+                })
+            }
+        }
+    }
     match action {
         CaAction::Path => {
             println!("{}", install.ca.cert_path().display());

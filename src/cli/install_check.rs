@@ -88,13 +88,14 @@ pub async fn verify(
 /// The control secret: `WEIR_CONTROL_SECRET`, else the keychain entry of this data dir's install.
 async fn secret(data_dir: &std::path::Path) -> Option<String> {
     if let Ok(s) = std::env::var("WEIR_CONTROL_SECRET") {
-        return Some(s);
+        return Some(s.trim().to_string());
     }
     let keychain = Namespace::for_data_dir(data_dir).keychain();
     let got =
         tokio::task::spawn_blocking(move || keychain.get(Account::ControlSecret.as_str())).await;
     match got {
-        Ok(Ok(s)) => s,
+        // Trimmed as `weir serve` reads it (a file store's secret may end in a newline).
+        Ok(Ok(s)) => s.map(|s| s.trim().to_string()),
         Ok(Err(e)) => {
             eprintln!(
                 "weir: cannot read the control secret from the keychain: {e}. {}",

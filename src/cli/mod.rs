@@ -62,6 +62,9 @@ pub fn main() -> ExitCode {
                 .unwrap_or_else(|_| "weir=info".into()),
         )
         .with_writer(std::io::stderr)
+        // Colour only for a person at a terminal: a journal (the systemd user unit) or a
+        // `2> weir.log` would keep the escape codes as text.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let g = cli.global;
     if g.json && !cli.command.has_json() {

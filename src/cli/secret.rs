@@ -47,7 +47,8 @@ pub fn run(cmd: SecretCmd, args: ServeArgs) -> ExitCode {
                 }
                 Err(e) => {
                     eprintln!(
-                        "weir: cannot store a new control secret in the keychain: {e}. {}",
+                        "weir: cannot store a new control secret in {}: {e}. {}",
+                        weir::secrets::stored_where(&keychain),
                         e.fix()
                     );
                     ExitCode::FAILURE

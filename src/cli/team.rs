@@ -29,14 +29,15 @@ pub fn run(cmd: TeamCmd, args: ServeArgs) -> ExitCode {
         |account: Account, value: &str, what: &str| match keychain.set(account.as_str(), value) {
             Ok(()) => {
                 println!(
-                    "The {what} is stored in the keychain ({}). Restart Weir to use it.",
-                    keychain.service()
+                    "The {what} is stored in {}. Restart Weir to use it.",
+                    weir::secrets::stored_where(&keychain)
                 );
                 ExitCode::SUCCESS
             }
             Err(e) => {
                 eprintln!(
-                    "weir: cannot store the {what} in the keychain: {e}. {}",
+                    "weir: cannot store the {what} in {}: {e}. {}",
+                    weir::secrets::stored_where(&keychain),
                     e.fix()
                 );
                 ExitCode::FAILURE

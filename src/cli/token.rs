@@ -39,6 +39,7 @@ pub fn run(cmd: TokenCmd, args: ServeArgs) -> ExitCode {
         }
     };
     let account = Account::GithubToken.as_str();
+    let place = weir::secrets::stored_where(&keychain);
     let Ok(rt) = tokio::runtime::Runtime::new() else {
         return ExitCode::FAILURE;
     };
@@ -52,45 +53,35 @@ pub fn run(cmd: TokenCmd, args: ServeArgs) -> ExitCode {
                 }
             };
             if let Err(e) = keychain.set(account, &token) {
-                eprintln!(
-                    "weir: cannot store the token in the keychain: {e}. {}",
-                    e.fix()
-                );
+                eprintln!("weir: cannot store the token in {place}: {e}. {}", e.fix());
                 return ExitCode::FAILURE;
             }
-            println!(
-                "A GitHub token ({}) is stored in the keychain ({}).",
-                kind(&token),
-                keychain.service()
-            );
+            println!("A GitHub token ({}) is stored in {place}.", kind(&token));
             rt.block_on(tell_running(&base, &data_dir));
             ExitCode::SUCCESS
         }
         TokenCmd::Forget => {
             if let Err(e) = keychain.delete(account) {
                 eprintln!(
-                    "weir: cannot delete the token from the keychain: {e}. {}",
+                    "weir: cannot delete the token from {place}: {e}. {}",
                     e.fix()
                 );
                 return ExitCode::FAILURE;
             }
-            println!("No GitHub token is stored now ({}).", keychain.service());
+            println!("No GitHub token is stored now (in {place}).");
             rt.block_on(tell_running(&base, &data_dir));
             ExitCode::SUCCESS
         }
         TokenCmd::Status => {
             match keychain.get(account) {
-                Ok(Some(t)) => println!(
-                    "A GitHub token ({}) is stored in the keychain ({}).",
-                    kind(t.trim()),
-                    keychain.service()
-                ),
+                Ok(Some(t)) => {
+                    println!("A GitHub token ({}) is stored in {place}.", kind(t.trim()))
+                }
                 Ok(None) => println!(
-                    "No GitHub token is stored ({}). Store one with `weir token set`.",
-                    keychain.service()
+                    "No GitHub token is stored (in {place}). Store one with `weir token set`."
                 ),
                 Err(e) => {
-                    eprintln!("weir: cannot read the keychain: {e}. {}", e.fix());
+                    eprintln!("weir: cannot read {place}: {e}. {}", e.fix());
                     return ExitCode::FAILURE;
                 }
             }
@@ -140,6 +131,14 @@ fn kind(token: &str) -> &'static str {
 /// token when it starts.
 async fn tell_running(base: &str, data_dir: &std::path::Path) {
     let secret = match super::install_check::verify(base, data_dir).await {
+        // No control secret and no install id: this install has never started, so nothing
+        // runs to tell (asked anyway, a refused connection read as a Weir to restart).
+        Ok(None) => {
+            println!(
+                "Weir has not started for this install yet; it reads the token when it starts."
+            );
+            return;
+        }
         Ok(s) => s,
         Err(e) => {
             println!("No running Weir was told ({e}); Weir reads the token when it starts.");

@@ -212,14 +212,16 @@ pub fn install_id(data_dir: &Path) -> Option<String> {
 
 /// This install's control secret: `WEIR_CONTROL_SECRET`, else its keychain entry (a Weir
 /// started from this data dir stores it there), for [`weir_is_running`]'s proof.
+/// Trimmed, as `weir serve` reads it (a file store's secret may end in a newline).
 pub fn control_secret(data_dir: &Path) -> Option<String> {
-    std::env::var("WEIR_CONTROL_SECRET").ok().or_else(|| {
+    let secret = std::env::var("WEIR_CONTROL_SECRET").ok().or_else(|| {
         crate::secrets::Namespace::for_data_dir(data_dir)
             .keychain()
             .get(crate::secrets::Account::ControlSecret.as_str())
             .ok()
             .flatten()
-    })
+    })?;
+    Some(secret.trim().to_string())
 }
 
 #[cfg(test)]

@@ -144,6 +144,8 @@ pub enum EnvNote {
     InterceptOff,
     #[error("no local CA, so no CA variables: {0} (fix: {fix})", fix = .0.fix())]
     NoCa(CaError),
+    #[error("no local CA, so no CA variables: {0}{fix}", fix = .0.fix().map(|f| format!(" (fix: {f})")).unwrap_or_default())]
+    NoStore(crate::secrets::ChooseError),
     #[error("cannot write the CA bundle {}: {source}", path.display())]
     Bundle {
         path: PathBuf,
@@ -170,12 +172,19 @@ pub fn prepare_ca_files(install: &Install) -> CaFiles {
     let store = &install.ca;
     let pem = match store.read_cert() {
         Ok(Some(pem)) => pem,
-        _ => match store.load_or_create(&install.settings.intercept_hosts()) {
-            Ok(loaded) => loaded.ca.cert_pem().to_string(),
+        // A fresh install: the CA is made here, its key where `weir serve` will look.
+        _ => match install.settled_ca() {
             Err(e) => {
-                out.notes.push(EnvNote::NoCa(e));
+                out.notes.push(EnvNote::NoStore(e));
                 return out;
             }
+            Ok(ca) => match ca.load_or_create(&install.settings.intercept_hosts()) {
+                Ok(loaded) => loaded.ca.cert_pem().to_string(),
+                Err(e) => {
+                    out.notes.push(EnvNote::NoCa(e));
+                    return out;
+                }
+            },
         },
     };
     out.ca_file = Some(store.cert_path());

@@ -128,9 +128,26 @@ pub(super) fn key_on_line(text: &str, offset: usize) -> String {
         .unwrap_or(bytes.len());
     let line = text[start..end].trim();
     match line.split_once('=') {
-        Some((k, _)) => k.trim().to_string(),
+        // Under a `[table]` the line names only the leaf: the whole path is what the docs and
+        // Weir's own checks say (`cache.persist`, not `persist`).
+        Some((k, _)) => match table_above(&text[..start]) {
+            Some(table) => format!("{table}.{}", k.trim()),
+            None => k.trim().to_string(),
+        },
         None => line.trim_matches(['[', ']']).to_string(),
     }
+}
+
+/// The `[table]` or `[[array]]` header the text before a line leaves open, if any.
+fn table_above(before: &str) -> Option<String> {
+    let header = before
+        .lines()
+        .rev()
+        .map(str::trim)
+        .find(|l| l.starts_with('['))?;
+    let header = header.split('#').next().unwrap_or(header).trim();
+    let name = header.trim_start_matches('[').trim_end_matches(']').trim();
+    (!name.is_empty()).then(|| name.to_string())
 }
 
 /// The longest duration a config key may hold: Weir adds durations to the current instant, and

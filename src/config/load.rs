@@ -980,5 +980,25 @@ mod tests {
         );
         let e = parse_str("listen = \"0.0.0.0:80\"\n", "w.toml").unwrap_err();
         assert!(e.to_string().contains("not a loopback"), "{e}");
+        // The parser's own errors (a wrong type, an unknown key) name the key's whole path
+        // under its table, as Weir's checks do (they said `persist`).
+        let e = parse_str(
+            "listen = \"127.0.0.1:1\"\n[cache]  # mine\npersist = \"yes\"\n",
+            "w.toml",
+        )
+        .unwrap_err();
+        assert!(
+            e.to_string().starts_with("w.toml:3: key `cache.persist`:"),
+            "{e}"
+        );
+        let e = parse_str(
+            "[[upstream]]\nname = \"a\"\norign = \"https://x\"\n",
+            "w.toml",
+        )
+        .unwrap_err();
+        assert!(
+            e.to_string().starts_with("w.toml:3: key `upstream.orign`:"),
+            "{e}"
+        );
     }
 }

@@ -165,8 +165,26 @@ fn apply(text: &str, patch: &Value) -> Result<String, Problem> {
     apply_rest(doc, patch)
 }
 
+/// What a patch may hold: the editable knobs, and the running upstreams repeated (checked by
+/// `guard_routing`). Anything else is refused, never ignored: an answer of "saved, applied"
+/// for a key that changed nothing reads as done.
+const PATCH_KEYS: [&str; 3] = ["classes", "breaker", "upstreams"];
+
 /// Classes and breaker knobs.
 fn apply_rest(mut doc: DocumentMut, patch: &Value) -> Result<String, Problem> {
+    let fields = patch.as_object().ok_or_else(|| {
+        bad("the body must be a JSON object such as {\"classes\": {\"list\": {\"fresh_ttl\": \"30s\"}}}")
+    })?;
+    if let Some(k) = fields.keys().find(|k| !PATCH_KEYS.contains(&k.as_str())) {
+        return Err(bad(format!(
+            "`{k}` cannot be changed here: this API changes `classes` (list, view, token) and `breaker`; edit the config file for the rest"
+        )));
+    }
+    for k in ["classes", "breaker"] {
+        if fields.get(k).is_some_and(|v| !v.is_object()) {
+            return Err(bad(format!("`{k}` must be an object")));
+        }
+    }
     if let Some(classes) = patch.get("classes").and_then(Value::as_object) {
         for (class, knobs) in classes {
             if !["list", "view", "token"].contains(&class.as_str()) {
@@ -306,6 +324,41 @@ mod tests {
         let running = crate::config::Settings::default().upstreams;
         assert!(
             guard_routing(&serde_json::json!({"upstreams": [{"name": ""}]}), &running).is_err()
+        );
+    }
+
+    /// A body that is not an object, a key this API does not change, or a knob table that is
+    /// not a table is refused (each was answered "saved, applied" with nothing changed).
+    #[test]
+    fn a_patch_it_would_ignore_is_refused() {
+        let text = "listen = \"127.0.0.1:9347\"\n";
+        for (patch, says) in [
+            (serde_json::json!([1, 2]), "must be a JSON object"),
+            (serde_json::json!(null), "must be a JSON object"),
+            (
+                serde_json::json!({"bogus_key": 5}),
+                "`bogus_key` cannot be changed here",
+            ),
+            (
+                serde_json::json!({"limits": {"max_body_bytes": 1}}),
+                "`limits` cannot",
+            ),
+            (
+                serde_json::json!({"breaker": 5}),
+                "`breaker` must be an object",
+            ),
+            (
+                serde_json::json!({"classes": "fast"}),
+                "`classes` must be an object",
+            ),
+        ] {
+            let e = apply(text, &patch).expect_err(&patch.to_string());
+            assert_eq!(e.status, 422, "{patch}");
+            assert!(e.detail.contains(says), "{patch}: {}", e.detail);
+        }
+        assert!(
+            apply(text, &serde_json::json!({})).is_ok(),
+            "an empty patch is no change"
         );
     }
 

@@ -48,12 +48,12 @@ pub(crate) async fn handle(
             )
         })?;
     let install = Install::new((*ctl.proxy.settings()).clone(), data_dir.clone());
-    let token_keychain = ctl
-        .proxy
-        .queue
-        .open()
-        .is_some_and(|q| q.secrets.kind().is_persistent());
-    let env = Env::for_this_process(ctl.token_stored.load(Ordering::Relaxed), token_keychain);
+    let store = ctl.proxy.queue.open().map(|q| q.secrets.kind());
+    let env = Env::for_this_process(
+        ctl.token_stored.load(Ordering::Relaxed),
+        store.is_some_and(|k| k.is_persistent()),
+        store == Some(crate::secrets::Backend::File),
+    );
     let seen = data_dir.join(crate::client_setup::doctor_checks::SETUP_SEEN_FILE);
     match (req.method(), rest) {
         (&Method::GET, "") => answer(install, env, seen, None).await,

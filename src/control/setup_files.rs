@@ -365,6 +365,7 @@ mod tests {
             shell: "bash".into(),
             token_stored: false,
             token_keychain: true,
+            token_files: false,
         };
         let rc = dir.path().join(".bashrc");
         std::fs::write(&rc, "alias ll='ls -l'").unwrap();
@@ -398,6 +399,7 @@ mod tests {
             shell: "bash".into(),
             token_stored: false,
             token_keychain: true,
+            token_files: false,
         };
         let file = |env: &Env| profile(env).unwrap().0;
         assert_eq!(file(&env), home.join(".bashrc"));

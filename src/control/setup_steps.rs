@@ -145,10 +145,12 @@ pub struct Env {
     /// Whether a GitHub token is stored, and whether the OS keychain could take one.
     pub token_stored: bool,
     pub token_keychain: bool,
+    /// Whether that store is the file store (no OS keychain), so the step says where it is.
+    pub token_files: bool,
 }
 
 impl Env {
-    pub fn for_this_process(token_stored: bool, token_keychain: bool) -> Env {
+    pub fn for_this_process(token_stored: bool, token_keychain: bool, token_files: bool) -> Env {
         Env {
             home: std::env::var_os("HOME").map(PathBuf::from),
             shell: std::env::var("SHELL")
@@ -157,6 +159,7 @@ impl Env {
                 .unwrap_or_else(|| "bash".into()),
             token_stored,
             token_keychain,
+            token_files,
         }
     }
 }
@@ -362,7 +365,11 @@ fn token_step(env: &Env) -> Step {
                 id,
                 title,
                 StepState::Done,
-                "a GitHub token is stored in the OS keychain",
+                if env.token_files {
+                    "a GitHub token is stored in an owner-only file (no OS keychain: see the Keychain step)"
+                } else {
+                    "a GitHub token is stored in the OS keychain"
+                },
             )
         };
     }
@@ -389,4 +396,34 @@ fn token_step(env: &Env) -> Step {
 pub fn on_path(program: &str) -> bool {
     std::env::var_os("PATH")
         .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(program).is_file()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// On a box without a keychain the token is a file: the step says so, not "OS keychain".
+    #[test]
+    fn the_token_step_names_the_store_it_is_in() {
+        let env = |token_files| Env {
+            home: None,
+            shell: "bash".into(),
+            token_stored: true,
+            token_keychain: true,
+            token_files,
+        };
+        let files = token_step(&env(true));
+        assert!(files.detail.contains("owner-only file"), "{}", files.detail);
+        assert!(
+            !files.detail.contains("stored in the OS keychain"),
+            "{}",
+            files.detail
+        );
+        let keychain = token_step(&env(false));
+        assert!(
+            keychain.detail.ends_with("in the OS keychain"),
+            "{}",
+            keychain.detail
+        );
+    }
 }

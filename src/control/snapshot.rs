@@ -8,7 +8,17 @@ use crate::status::{CacheStatus, QueueStatus, StatusSnapshot, UpstreamStatus};
 pub async fn snapshot_full(ctl: &Control) -> StatusSnapshot {
     let mut s = snapshot(ctl);
     if let Some(q) = ctl.proxy.queue.open() {
-        s.queue.counts = q.store.counts().await.ok();
+        match q.store.counts().await {
+            Ok(c) => s.queue.counts = Some(c),
+            // The store does not answer (a gateway's PostgreSQL down, a damaged file): the
+            // status says so, as a create's 503 does, rather than "available" with no counts.
+            Err(e) => {
+                s.queue.available = false;
+                s.queue
+                    .error
+                    .get_or_insert_with(|| format!("{e}. {}", e.fix()));
+            }
+        }
     }
     s.github_token_stored = ctl.token_stored.load(std::sync::atomic::Ordering::Relaxed);
     s

@@ -48,14 +48,17 @@ pub fn new_secret() -> String {
 }
 
 /// The per-install control secret: kept in the keychain so the CLI and tray can read it; a
-/// random per-run secret when there is no keychain or it cannot be read right now.
+/// random per-run secret when there is no keychain or it cannot be read right now. Read
+/// trimmed, as the other keys are: a file-store secret saved by an editor or `echo` ends in a
+/// newline, which no `X-Weir-Secret` header can carry (every control call was refused, the
+/// CLI's too).
 async fn control_secret(secrets: &SecretStore) -> String {
     secrets
         .load_or_create(
             Account::ControlSecret,
             new_secret,
             |s: &String| s.clone(),
-            |s: &str| Some(s.to_string()),
+            |s: &str| Some(s.trim().to_string()).filter(|s| !s.is_empty()),
         )
         .await
 }

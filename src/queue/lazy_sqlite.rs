@@ -56,6 +56,30 @@ impl LazySqlite {
     fn existing(&self) -> Option<&AsyncStore> {
         self.store.get()
     }
+
+    /// Reports a write to the existing file that failed for the file's sake (full disk,
+    /// read-only, locked by another process, damaged) in the status until a write succeeds:
+    /// the replay worker only logged it, so a queue stuck on a full disk showed as available
+    /// with nothing wrong while no item could move.
+    fn note<T>(&self, r: &Result<T, StoreError>) {
+        let now = match r {
+            Ok(_) => None,
+            Err(
+                e @ (StoreError::Full { .. }
+                | StoreError::ReadOnly { .. }
+                | StoreError::Locked { .. }
+                | StoreError::Io { .. }
+                | StoreError::Corrupt { .. }
+                | StoreError::Other { .. }
+                | StoreError::Closed),
+            ) => Some(format!("{e}. {}", e.fix())),
+            // About the item (gone, already ended, a duplicate): the file is fine.
+            Err(_) => return,
+        };
+        if let Ok(mut f) = self.failed.lock() {
+            *f = now;
+        }
+    }
 }
 
 /// A data dir the queue could not be made in is said at start, as when the file was opened
@@ -113,7 +137,11 @@ impl QueueBackend for LazySqlite {
 
     async fn apply(&self, id: i64, change: Change, now_ms: i64) -> Result<Item, StoreError> {
         match self.existing() {
-            Some(s) => s.apply(id, change, now_ms).await,
+            Some(s) => {
+                let r = s.apply(id, change, now_ms).await;
+                self.note(&r);
+                r
+            }
             None => Err(StoreError::NotFound { id }),
         }
     }
@@ -174,7 +202,14 @@ impl QueueBackend for LazySqlite {
         upstream: &UpstreamId,
         now_ms: i64,
     ) -> Result<Option<Item>, StoreError> {
-        or_empty!(self, None, |s| s.claim_next(upstream, now_ms))
+        // Only the file's own answers are noted: with no file (it could not be made), the
+        // empty answer must not clear that report.
+        let Some(s) = self.existing() else {
+            return Ok(None);
+        };
+        let r = s.claim_next(upstream, now_ms).await;
+        self.note(&r);
+        r
     }
 
     fn keep_claim(&self, id: i64) -> Option<ClaimKeeper> {
@@ -279,10 +314,37 @@ mod tests {
         assert!(q.insert(new_item(&up), 1).await.is_err());
         let why = q.unusable().expect("reported");
         assert!(why.contains("queue.sqlite3"), "{why}");
+        // The replay worker's polls (no file: nothing to claim) leave the report in place.
+        assert!(q.claim_next(&up, 2).await.unwrap().is_none());
+        assert!(q.unusable().is_some(), "still reported");
         // Mended: the next insert makes it, and the report is gone.
         std::fs::remove_file(&data).unwrap();
         std::fs::create_dir(&data).unwrap();
         q.insert(new_item(&up), 2).await.unwrap();
+        assert_eq!(q.unusable(), None);
+    }
+
+    /// A write the file refuses (here: another process holds its write lock, as a second
+    /// Weir on the same data dir would) is in the status until a write goes through.
+    #[tokio::test]
+    async fn a_write_the_file_refuses_is_reported_until_one_goes_through() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("queue.sqlite3");
+        let q = LazySqlite::open(path.clone()).await.unwrap();
+        let up = UpstreamId::new("copilot-api");
+        let item = q.insert(new_item(&up), 1).await.unwrap();
+        assert_eq!(q.unusable(), None);
+        let other = rusqlite::Connection::open(&path).unwrap();
+        other.execute_batch("BEGIN IMMEDIATE").unwrap();
+        let change = || Change::Reschedule {
+            at: 5,
+            error: "upstream answered 503".into(),
+        };
+        assert!(q.apply(item.id, change(), 2).await.is_err());
+        let why = q.unusable().expect("reported");
+        assert!(why.contains("locked"), "{why}");
+        other.execute_batch("ROLLBACK").unwrap();
+        q.apply(item.id, change(), 3).await.unwrap();
         assert_eq!(q.unusable(), None);
     }
 

@@ -118,6 +118,14 @@ pub fn choose(data_dir: &Path, choice: StoreChoice) -> Result<Place, ChooseError
         .ok_or(ChooseError::NoDataDir)?;
     let in_use = files.dir().is_dir();
     let use_files = |why| {
+        // The data dir first, owner-only as `weir serve` makes it: the file store only makes
+        // its own two levels private, and a command run before the first start (`weir token
+        // set`, `weir env`) left the data dir at the umask's 0755.
+        crate::paths::create_private_dir(data_dir).map_err(|e| {
+            ChooseError::Files(weir_keychain::KeychainError::File {
+                detail: format!("cannot create {}: {e}", data_dir.display()),
+            })
+        })?;
         files.ensure_dir().map_err(ChooseError::Files)?;
         Ok(Place::Files {
             dir: files.dir().to_path_buf(),
@@ -164,6 +172,19 @@ pub fn store_for(
 ) -> Result<weir_keychain::Keychain, ChooseError> {
     choose(data_dir, choice)?;
     Ok(Namespace::for_data_dir(data_dir).keychain())
+}
+
+/// Where `store` keeps what is written to it, in words for a command's output: the OS
+/// keychain and its service, or the file store's directory (a person who reads "keychain" on
+/// a box without one would think the secret is encrypted at rest).
+pub fn stored_where(store: &weir_keychain::Keychain) -> String {
+    match store.file_store() {
+        Some(f) => format!(
+            "an owner-only file in {} (no OS keychain here)",
+            f.dir().display()
+        ),
+        None => format!("the OS keychain (service `{}`)", store.service()),
+    }
 }
 
 /// The OS keychain's probe, given up after [`KEYCHAIN_TIMEOUT`] (a locked keyring may wait for
@@ -215,6 +236,13 @@ mod tests {
         };
         assert_eq!(why, FilesBecause::Configured);
         assert!(dir.is_dir() && dir.starts_with(data.join("secrets")));
+        // The data dir it made is owner-only, as `weir serve` makes it (it was the umask's).
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(&data).unwrap().permissions().mode() & 0o777;
+            assert_eq!(mode, 0o700);
+        }
         let k = Namespace::for_data_dir(&data).keychain();
         assert_eq!(k.file_store().map(|f| f.dir()), Some(dir.as_path()));
         // Once there, `auto` keeps using the files.

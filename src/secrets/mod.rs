@@ -17,7 +17,8 @@ pub mod persistent;
 pub mod store;
 
 pub use choose::{
-    choose, files_meaning, files_possible, store_for, ChooseError, FilesBecause, Place, StoreChoice,
+    choose, files_meaning, files_possible, store_for, stored_where, ChooseError, FilesBecause,
+    Place, StoreChoice,
 };
 pub use names::{Account, Namespace, DEFAULT_SERVICE, SERVICE_ENV};
 pub use store::{Backend, SecretError, SecretStore, KEYCHAIN_TIMEOUT};

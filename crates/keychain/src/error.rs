@@ -26,6 +26,10 @@ pub enum KeychainError {
     /// The file store (no OS keychain) could not read or write its files.
     #[error("secret file store error: {detail}")]
     File { detail: String },
+    /// The file store could not write because its disk is full (or the user is over quota):
+    /// a fix about ownership and modes would send a person the wrong way.
+    #[error("secret file store error: {detail}")]
+    FileNoSpace { detail: String },
 }
 
 impl KeychainError {
@@ -37,6 +41,7 @@ impl KeychainError {
             KeychainError::AccessDenied { .. } => "keychain_access_denied",
             KeychainError::Other { .. } => "keychain_error",
             KeychainError::File { .. } => "secret_file_error",
+            KeychainError::FileNoSpace { .. } => "secret_file_no_space",
         }
     }
 
@@ -47,7 +52,8 @@ impl KeychainError {
             | KeychainError::Locked { detail }
             | KeychainError::AccessDenied { detail }
             | KeychainError::Other { detail }
-            | KeychainError::File { detail } => detail,
+            | KeychainError::File { detail }
+            | KeychainError::FileNoSpace { detail } => detail,
         }
     }
 
@@ -64,6 +70,10 @@ impl KeychainError {
             KeychainError::File { .. } => {
                 "Check that Weir's data directory belongs to you and is writable: its `secrets` \
                  folder must be yours (0700) and the files in it 0600."
+            }
+            KeychainError::FileNoSpace { .. } => {
+                "The disk holding Weir's data directory is full (or you are over your quota): \
+                 free space there, or run Weir with `--data-dir` on a disk with room; then retry."
             }
         }
     }
@@ -87,6 +97,7 @@ mod tests {
             KeychainError::AccessDenied { detail: "d".into() },
             KeychainError::Other { detail: "d".into() },
             KeychainError::File { detail: "d".into() },
+            KeychainError::FileNoSpace { detail: "d".into() },
         ];
         let codes: std::collections::HashSet<_> = all.iter().map(|e| e.code()).collect();
         assert_eq!(codes.len(), all.len(), "codes must be distinct");

@@ -148,8 +148,12 @@ fn valid_account(name: &str) -> bool {
 }
 
 fn io_error(action: &str, path: &Path, e: &std::io::Error) -> KeychainError {
-    KeychainError::File {
-        detail: format!("cannot {action} {}: {e}", path.display()),
+    let detail = format!("cannot {action} {}: {e}", path.display());
+    match e.kind() {
+        std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded => {
+            KeychainError::FileNoSpace { detail }
+        }
+        _ => KeychainError::File { detail },
     }
 }
 
@@ -201,6 +205,21 @@ fn sync_dir(_dir: &Path) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A full disk (ENOSPC, what a write to a full tmpfs gave) gets the fix that frees space,
+    /// not the one about the folder's owner and modes.
+    #[cfg(unix)]
+    #[test]
+    fn a_full_disk_is_told_to_free_space() {
+        let full = std::io::Error::from_raw_os_error(28);
+        let e = io_error("write", Path::new("/d/secrets/weir/queue-1"), &full);
+        assert_eq!(e.code(), "secret_file_no_space");
+        assert!(e.fix().contains("is full"), "{}", e.fix());
+        assert!(e.to_string().contains("No space left on device"), "{e}");
+        let denied = std::io::Error::from_raw_os_error(13);
+        let e = io_error("write", Path::new("/d/secrets/weir/queue-1"), &denied);
+        assert_eq!(e.code(), "secret_file_error");
+    }
 
     #[test]
     fn round_trip_lists_and_deletes() {
