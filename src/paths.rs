@@ -88,6 +88,74 @@ pub fn write_private(file: &Path, bytes: &[u8]) -> std::io::Result<()> {
     written
 }
 
+/// The data dir's lock file (`weir.lock`): held by the one engine that uses the dir.
+pub const LOCK_FILE: &str = "weir.lock";
+
+/// An exclusive lock on a data dir, released when dropped (or when the process ends, however
+/// it ends: the OS drops it with the file handle, so a killed Weir leaves no stale lock).
+#[derive(Debug)]
+pub struct DirLock(#[allow(dead_code)] std::fs::File);
+
+/// Why a data dir could not be locked.
+#[derive(Debug)]
+pub enum DirLockError {
+    /// Another process holds it: its process id, when it wrote one.
+    Held(Option<u32>),
+    /// The dir cannot hold a lock file (read-only, not the user's): the caller goes on without
+    /// the lock, as it goes on without the queue file there.
+    Unlockable(std::io::Error),
+    Io(std::io::Error),
+}
+
+/// Takes `dir`'s lock without waiting, and writes this process's id into the lock file (read
+/// back for the message another Weir gives). Two engines on one data dir would each recover
+/// the other's creates in flight as "in doubt" and replay the same queue.
+pub fn lock_dir(dir: &Path) -> Result<DirLock, DirLockError> {
+    use std::io::{ErrorKind, Read, Seek, Write};
+    let path = dir.join(LOCK_FILE);
+    let mut opts = std::fs::OpenOptions::new();
+    opts.read(true).write(true).create(true).truncate(false);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        opts.mode(0o600);
+    }
+    let (mut f, writable) = match opts.open(&path) {
+        Ok(f) => (f, true),
+        // A read-only dir may still hold the lock file of an earlier run: a read-only handle
+        // locks it as well.
+        Err(e)
+            if matches!(
+                e.kind(),
+                ErrorKind::PermissionDenied | ErrorKind::ReadOnlyFilesystem
+            ) =>
+        {
+            match std::fs::File::open(&path) {
+                Ok(f) => (f, false),
+                Err(_) => return Err(DirLockError::Unlockable(e)),
+            }
+        }
+        Err(e) => return Err(DirLockError::Io(e)),
+    };
+    match f.try_lock() {
+        Ok(()) => {}
+        Err(std::fs::TryLockError::WouldBlock) => {
+            let mut held_by = String::new();
+            let _ = f.read_to_string(&mut held_by);
+            return Err(DirLockError::Held(held_by.trim().parse().ok()));
+        }
+        Err(std::fs::TryLockError::Error(e)) => return Err(DirLockError::Io(e)),
+    }
+    if writable {
+        let written = f
+            .set_len(0)
+            .and_then(|()| f.rewind())
+            .and_then(|()| write!(f, "{}", std::process::id()));
+        written.map_err(DirLockError::Io)?;
+    }
+    Ok(DirLock(f))
+}
+
 #[cfg(all(test, unix))]
 mod tests {
     use super::*;
@@ -127,6 +195,26 @@ mod tests {
         assert_eq!(mode, 0o600);
         let names: Vec<_> = std::fs::read_dir(t.path()).unwrap().collect();
         assert_eq!(names.len(), 1);
+    }
+
+    /// One holder at a time; the second is told who holds it; dropping the lock frees it.
+    #[test]
+    fn a_data_dir_is_locked_by_one_holder_at_a_time() {
+        let t = tempfile::tempdir().unwrap();
+        let first = lock_dir(t.path()).unwrap();
+        match lock_dir(t.path()) {
+            Err(DirLockError::Held(pid)) => assert_eq!(pid, Some(std::process::id())),
+            other => panic!("a second lock while the first is held: {other:?}"),
+        }
+        drop(first);
+        let again = lock_dir(t.path()).unwrap();
+        let mode = std::fs::metadata(t.path().join(LOCK_FILE))
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o777;
+        assert_eq!(mode, 0o600);
+        drop(again);
     }
 
     /// A link planted where the file beside used to be written is never followed: the file it

@@ -78,3 +78,53 @@ fn serve_prints_addresses_and_stops_on_sigterm() {
         "escape codes in a piped log: {log:?}"
     );
 }
+
+/// One `weir serve` per data dir: a second one (on another port) is refused at once, naming
+/// the first one's process and the fix; once the first stops, the dir is free again.
+#[cfg(unix)]
+#[test]
+fn a_second_serve_on_the_same_data_dir_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let serve = || {
+        let mut child = weir()
+            .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+            .arg(dir.path())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let first = lines.next().and_then(Result::ok);
+        (child, first)
+    };
+    let (mut running, first) = serve();
+    assert!(
+        first.is_some_and(|l| l.starts_with("weir: proxy listening on")),
+        "the first serve starts"
+    );
+    let out = weir()
+        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!(
+            "another Weir (process {}) is already using the data directory",
+            running.id()
+        )) && err.contains("--data-dir"),
+        "{err}"
+    );
+    let _ = Command::new("kill")
+        .args(["-TERM", &running.id().to_string()])
+        .status();
+    assert!(running.wait().unwrap().success());
+    let (mut again, first) = serve();
+    assert!(
+        first.is_some_and(|l| l.starts_with("weir: proxy listening on")),
+        "the dir is free once the first one stopped"
+    );
+    let _ = again.kill();
+    let _ = again.wait();
+}

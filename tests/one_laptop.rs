@@ -103,14 +103,14 @@ impl Laptop {
     /// Runs the schedule for one step, then lets the step's time pass.
     async fn step(&mut self) {
         let t = self.now_ms;
-        if t % 5_000 == 0 {
+        if t.is_multiple_of(5_000) {
             self.get(&self.ide, "/agents/sessions/s1").await;
             self.get(&self.ide, "/agents/sessions/s2").await;
         }
-        if t % 60_000 == 0 {
+        if t.is_multiple_of(60_000) {
             self.get(&self.cli, "/agents/sessions?limit=10").await;
         }
-        if t % 300_000 == 0 {
+        if t.is_multiple_of(300_000) {
             self.get(&self.ide, "/agents/sessions").await;
         }
         // A request that waited on the upstream took part of the step: the schedule keeps to

@@ -23,6 +23,9 @@ pub struct EngineHandle {
     pub(super) admin_addr: Option<SocketAddr>,
     pub(super) stop: Arc<std::sync::Mutex<Option<oneshot::Sender<()>>>>,
     pub(super) task: Arc<tokio::sync::Mutex<Option<JoinHandle<()>>>>,
+    /// The data dir's lock ([`crate::paths::lock_dir`]): let go at the end of
+    /// [`EngineHandle::shutdown`], once nothing of this engine writes the dir any more.
+    pub(super) data_dir_lock: Arc<std::sync::Mutex<Option<crate::paths::DirLock>>>,
 }
 
 impl EngineHandle {
@@ -269,6 +272,10 @@ impl EngineHandle {
                 left = tasks.len(),
                 "some background tasks did not stop within the drain timeout"
             );
+        }
+        // The dir is free for the next engine (a restart in this process, or another Weir).
+        if let Ok(mut lock) = self.data_dir_lock.lock() {
+            lock.take();
         }
     }
 

@@ -59,6 +59,8 @@ pub enum EngineError {
         path: PathBuf,
         source: std::io::Error,
     },
+    #[error("another Weir{by} is already using the data directory {path}: stop it, or give this one a data directory of its own with --data-dir", by = .held_by.map(|p| format!(" (process {p})")).unwrap_or_default())]
+    DataDirInUse { path: PathBuf, held_by: Option<u32> },
     #[cfg(feature = "gateway")]
     #[error("{0}")]
     Gateway(#[from] crate::gateway::GatewayError),
@@ -116,7 +118,7 @@ impl EngineOptions {
 
 pub async fn start(opts: EngineOptions) -> Result<EngineHandle, EngineError> {
     // 1. The data directory and the doors, bound before anything else opens.
-    let doors = open_doors(&opts).await?;
+    let mut doors = open_doors(&opts).await?;
     // 2. What the keychain holds: the control secret, the install id, the optional parts'.
     let keys = Keys::load(&opts).await?;
     // 3. The engine's parts, from settings to the request path (the identity key and the
@@ -129,6 +131,7 @@ pub async fn start(opts: EngineOptions) -> Result<EngineHandle, EngineError> {
     // 6. Serve, until stopped.
     let (tx, rx) = oneshot::channel::<()>();
     let (local_addr, admin_addr) = (doors.local_addr, doors.admin_addr);
+    let lock = doors.lock.take();
     let task = serve_doors(&opts, doors, keys.admin_token, &parts, &control, rx);
     Ok(EngineHandle {
         control,
@@ -137,6 +140,7 @@ pub async fn start(opts: EngineOptions) -> Result<EngineHandle, EngineError> {
         admin_addr,
         stop: Arc::new(std::sync::Mutex::new(Some(tx))),
         task: Arc::new(tokio::sync::Mutex::new(Some(task))),
+        data_dir_lock: Arc::new(std::sync::Mutex::new(lock)),
     })
 }
 
@@ -147,6 +151,8 @@ struct Doors {
     local_addr: SocketAddr,
     admin_listener: Option<tokio::net::TcpListener>,
     admin_addr: Option<SocketAddr>,
+    /// The data dir's lock, handed to the engine's handle, which holds it until shut down.
+    lock: Option<crate::paths::DirLock>,
 }
 
 async fn open_doors(opts: &EngineOptions) -> Result<Doors, EngineError> {
@@ -154,6 +160,29 @@ async fn open_doors(opts: &EngineOptions) -> Result<Doors, EngineError> {
         path: opts.data_dir.clone(),
         source,
     })?;
+    // One engine per data dir: a second one's start-up recovery would take the first one's
+    // creates in flight for a crash's and look them up, and both would replay one queue.
+    let lock = match crate::paths::lock_dir(&opts.data_dir) {
+        Ok(lock) => Some(lock),
+        Err(crate::paths::DirLockError::Held(held_by)) => {
+            return Err(EngineError::DataDirInUse {
+                path: opts.data_dir.clone(),
+                held_by,
+            })
+        }
+        // A read-only data dir: Weir runs (creates are then refused, the queue says why),
+        // but cannot tell whether another Weir uses the dir.
+        Err(crate::paths::DirLockError::Unlockable(e)) => {
+            tracing::warn!(dir = %opts.data_dir.display(), error = %e, "the data directory cannot hold a lock file; make sure no other Weir uses it");
+            None
+        }
+        Err(crate::paths::DirLockError::Io(source)) => {
+            return Err(EngineError::DataDir {
+                path: opts.data_dir.clone(),
+                source,
+            })
+        }
+    };
     gateway::check(opts)?;
     let gateway = gateway::listen(opts);
     let addr = gateway.map_or(opts.settings.listen, |(clients, _)| clients);
@@ -171,6 +200,7 @@ async fn open_doors(opts: &EngineOptions) -> Result<Doors, EngineError> {
         local_addr,
         admin_listener,
         admin_addr,
+        lock,
     })
 }
 
