@@ -131,13 +131,18 @@ fn kind(token: &str) -> &'static str {
 /// token when it starts.
 async fn tell_running(base: &str, data_dir: &std::path::Path) {
     let secret = match super::install_check::verify(base, data_dir).await {
-        // No control secret and no install id: this install has never started, so nothing
-        // runs to tell (asked anyway, a refused connection read as a Weir to restart).
+        // No control secret to send (never started, or a keychain that did not answer): if
+        // nothing answers at the address, nothing runs to tell (a refused connection is not a
+        // Weir to restart); if something does, it is asked without a secret, and says so.
         Ok(None) => {
-            println!(
-                "Weir has not started for this install yet; it reads the token when it starts."
-            );
-            return;
+            if call(base, Method::GET, "/_weir/api/health", None)
+                .await
+                .is_err()
+            {
+                println!("Weir is not running at {base}; it reads the token when it starts.");
+                return;
+            }
+            None
         }
         Ok(s) => s,
         Err(e) => {

@@ -139,17 +139,40 @@ pub(super) fn key_on_line(text: &str, offset: usize) -> String {
 }
 
 /// The `[table]` or `[[array]]` header the text before a line leaves open, if any.
+/// Only a line that is a header (bare names: Weir's tables have no quoted ones) counts: a row
+/// of a multi-line array (`  ["a", "b"],`) or a line inside a `"""` string starting with `[` does not.
 fn table_above(before: &str) -> Option<String> {
-    let header = before
-        .lines()
-        .rev()
-        .map(str::trim)
-        .find(|l| l.starts_with('['))?;
-    let header = header.split('#').next().unwrap_or(header).trim();
-    let name = header.trim_start_matches('[').trim_end_matches(']').trim();
-    (!name.is_empty()).then(|| name.to_string())
+    before.lines().rev().find_map(|l| {
+        let l = l.split('#').next().unwrap_or(l).trim();
+        if !(l.starts_with('[') && l.ends_with(']')) {
+            return None;
+        }
+        let name = l.trim_start_matches('[').trim_end_matches(']').trim();
+        let bare = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | ' ');
+        (!name.is_empty() && name.chars().all(bare)).then(|| name.to_string())
+    })
 }
 
 /// The longest duration a config key may hold: Weir adds durations to the current instant, and
 /// nothing sane waits longer (`Instant + d` cannot overflow below this).
 const MAX_DURATION: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
+
+#[cfg(test)]
+mod tests {
+    use super::key_on_line;
+
+    /// The table a key sits under is its header's, not a row of a multi-line array's that
+    /// starts with `[`.
+    #[test]
+    fn a_key_is_named_under_its_header_not_an_array_row() {
+        let text = "[team]\nsubjects = [\n  [\"a\", \"b\"],\n]\nnats = 5 # x\n";
+        let at = text.find("nats").unwrap();
+        assert_eq!(key_on_line(text, at), "team.nats");
+        let text = "[[upstream]] # the first\nname = 3\n";
+        assert_eq!(
+            key_on_line(text, text.find("name").unwrap()),
+            "upstream.name"
+        );
+        assert_eq!(key_on_line("listen = 1\n", 0), "listen");
+    }
+}

@@ -49,10 +49,16 @@ pub(crate) async fn handle(
         })?;
     let install = Install::new((*ctl.proxy.settings()).clone(), data_dir.clone());
     let store = ctl.proxy.queue.open().map(|q| q.secrets.kind());
+    // Where a token is kept is the namespace's to say (the file store when its directory is
+    // there), not the queue's: with the queue off, a token in a file is still in a file.
+    let in_files = crate::secrets::Namespace::for_data_dir(&data_dir)
+        .keychain()
+        .file_store()
+        .is_some();
     let env = Env::for_this_process(
         ctl.token_stored.load(Ordering::Relaxed),
-        store.is_some_and(|k| k.is_persistent()),
-        store == Some(crate::secrets::Backend::File),
+        in_files || store.is_some_and(|k| k.is_persistent()),
+        in_files || store == Some(crate::secrets::Backend::File),
     );
     let seen = data_dir.join(crate::client_setup::doctor_checks::SETUP_SEEN_FILE);
     match (req.method(), rest) {

@@ -122,9 +122,9 @@ pub fn choose(data_dir: &Path, choice: StoreChoice) -> Result<Place, ChooseError
         // its own two levels private, and a command run before the first start (`weir token
         // set`, `weir env`) left the data dir at the umask's 0755.
         crate::paths::create_private_dir(data_dir).map_err(|e| {
-            ChooseError::Files(weir_keychain::KeychainError::File {
-                detail: format!("cannot create {}: {e}", data_dir.display()),
-            })
+            ChooseError::Files(weir_keychain::KeychainError::file_io(
+                "create", data_dir, &e,
+            ))
         })?;
         files.ensure_dir().map_err(ChooseError::Files)?;
         Ok(Place::Files {

@@ -33,6 +33,19 @@ pub enum KeychainError {
 }
 
 impl KeychainError {
+    /// A file store's I/O failure, as `cannot {action} {path}: {e}`: a full disk or quota is
+    /// [`KeychainError::FileNoSpace`] (its fix is to free space), anything else
+    /// [`KeychainError::File`] (its fix is the folder's owner and modes).
+    pub fn file_io(action: &str, path: &std::path::Path, e: &std::io::Error) -> KeychainError {
+        let detail = format!("cannot {action} {}: {e}", path.display());
+        match e.kind() {
+            std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded => {
+                KeychainError::FileNoSpace { detail }
+            }
+            _ => KeychainError::File { detail },
+        }
+    }
+
     /// A stable machine-readable code, e.g. for an RFC 9457 problem `type` or a UI string key.
     pub fn code(&self) -> &'static str {
         match self {

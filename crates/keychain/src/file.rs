@@ -148,13 +148,7 @@ fn valid_account(name: &str) -> bool {
 }
 
 fn io_error(action: &str, path: &Path, e: &std::io::Error) -> KeychainError {
-    let detail = format!("cannot {action} {}: {e}", path.display());
-    match e.kind() {
-        std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded => {
-            KeychainError::FileNoSpace { detail }
-        }
-        _ => KeychainError::File { detail },
-    }
+    KeychainError::file_io(action, path, e)
 }
 
 #[cfg(unix)]
