@@ -65,6 +65,10 @@ pub enum Command {
         #[arg(long)]
         print_secret: bool,
     },
+    /// Print the running Weir's state at a glance: mode, each upstream's breaker, the queue,
+    /// the cache, what it saved in the last hour, interception and tunnels (`--json`: the
+    /// whole status document).
+    Status,
     /// Inspect and manage queued creates of the running instance.
     Queue {
         #[command(subcommand)]
@@ -143,7 +147,8 @@ impl Command {
     pub fn has_json(&self) -> bool {
         matches!(
             self,
-            Command::Queue { .. }
+            Command::Status
+                | Command::Queue { .. }
                 | Command::Handoff { .. }
                 | Command::Mode { .. }
                 | Command::Network { .. }
@@ -156,6 +161,7 @@ impl Command {
     pub fn name(&self) -> &'static str {
         match self {
             Command::Serve { .. } => "serve",
+            Command::Status => "status",
             Command::Queue { .. } => "queue",
             Command::Handoff { .. } => "handoff",
             Command::Mode { .. } => "mode",

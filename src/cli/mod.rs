@@ -29,6 +29,7 @@ mod secret;
 mod serve;
 mod serve_tls;
 mod setup;
+mod status;
 mod team;
 mod token;
 
@@ -69,7 +70,7 @@ pub fn main() -> ExitCode {
     let g = cli.global;
     if g.json && !cli.command.has_json() {
         eprintln!(
-            "weir: `weir {}` has no JSON output (--json works with queue, handoff, mode, network, doctor and routes)",
+            "weir: `weir {}` has no JSON output (--json works with status, queue, handoff, mode, network, doctor and routes)",
             cli.command.name()
         );
         return ExitCode::from(EXIT_CONFIG);
@@ -79,6 +80,7 @@ pub fn main() -> ExitCode {
             gateway,
             print_secret,
         } => serve::run(g.launch(), gateway, print_secret),
+        Command::Status => status::run(g.json, g.launch()),
         Command::Queue { cmd } => queue::run(cmd, g.json, g.launch()),
         Command::Handoff { cmd } => handoff::run(cmd, g.json, g.launch()),
         Command::Cache { cmd } => cache::run(cmd, g.launch()),

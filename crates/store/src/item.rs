@@ -437,7 +437,7 @@ pub struct Usage {
 }
 
 /// Items per state, e.g. for the dashboard.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StateCounts {
     pub queued: u64,
     pub replaying: u64,
