@@ -1038,3 +1038,44 @@ async fn in_doubt_lookups_stay_within_their_budget() {
     }
     weir.handle.shutdown().await;
 }
+
+/// A create whose body is not JSON is never kept: during an outage it is refused at once (400
+/// `bad_request`, saying why), since the upstream would refuse it on replay long after the
+/// client was told it was kept; a JSON create beside it is queued as usual.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_create_whose_body_is_not_json_is_refused_not_queued() {
+    let up = Raw::start().await;
+    up.set(Mode::Answer {
+        status: 503,
+        headers: vec![],
+        body: r#"{"message":"unavailable"}"#.into(),
+    });
+    let weir = Weir::start(&[&up.origin()], ANSWERED).await;
+    let url = format!("{}{JOBS}", up.origin());
+    let bad = send(
+        weir.handle.local_addr(),
+        "POST",
+        &url,
+        "alice",
+        "problem_statement=fix it",
+    )
+    .await
+    .unwrap();
+    assert_eq!(bad.status, 400, "{}", String::from_utf8_lossy(&bad.body));
+    let p: serde_json::Value = serde_json::from_slice(&bad.body).unwrap();
+    assert_eq!(p["kind"], "bad_request", "{p}");
+    assert!(p["detail"].as_str().unwrap().contains("not JSON"), "{p}");
+    let good = send(
+        weir.handle.local_addr(),
+        "POST",
+        &url,
+        "alice",
+        &create_body("json", 0),
+    )
+    .await
+    .unwrap();
+    assert_eq!(good.status, 201, "{}", String::from_utf8_lossy(&good.body));
+    let items = queue_items(&weir).await;
+    assert_eq!(items.len(), 1, "only the JSON create is kept: {items:?}");
+    weir.handle.shutdown().await;
+}

@@ -259,6 +259,18 @@ impl CreateTask {
                 Attempt::Queue { reason, in_doubt } => (reason, in_doubt),
             },
         };
+        // Every agent create's body is JSON. One that is not would be refused by the upstream
+        // when replayed, long after the client was told it was kept: refused now instead.
+        // (In doubt it may have reached the upstream already, which answers for it.)
+        if !in_doubt {
+            if let Err(e) = serde_json::from_slice::<serde::de::IgnoredAny>(&self.body) {
+                return Err(Arc::new(Problem::new(
+                    StatusCode::BAD_REQUEST,
+                    ProblemKind::BadRequest,
+                    format!("this create could not reach the upstream ({reason}), and Weir keeps only creates whose body is JSON, as every agents API takes: the body is not JSON ({e}). Send it again with a JSON body"),
+                )));
+            }
+        }
         // Rescue, as the policy says: fail, offer to the local agent, or the durable queue.
         let name = &p.upstreams.get(self.up).settings.name;
         let mut reason = reason;
