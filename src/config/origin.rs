@@ -117,15 +117,38 @@ impl Origin {
     /// `scheme://authority` + `pq`: the URI of a request to this origin. Built from parts, not
     /// by formatting and re-parsing a string (it runs once per upstream attempt).
     pub fn uri(&self, pq: http::uri::PathAndQuery) -> Result<http::Uri, http::Error> {
-        let scheme = match self.scheme {
+        let mut parts = http::uri::Parts::default();
+        parts.scheme = Some(self.uri_scheme());
+        parts.authority = Some(self.uri_authority.clone());
+        parts.path_and_query = Some(pq);
+        Ok(http::Uri::from_parts(parts)?)
+    }
+
+    /// [`Origin::uri`] for a request whose target is `target`: the target itself (a cheap
+    /// clone) when it already names this origin byte for byte — a proxy client's absolute
+    /// URI for the upstream it is configured with —, else the origin's scheme and authority
+    /// with the target's path and query.
+    pub fn uri_for(&self, target: &http::Uri) -> Result<http::Uri, http::Error> {
+        let same = target.scheme_str() == Some(self.scheme.as_str())
+            && target.path_and_query().is_some()
+            && target
+                .authority()
+                .is_some_and(|a| a.as_str() == self.uri_authority.as_str());
+        if same {
+            return Ok(target.clone());
+        }
+        let pq = target
+            .path_and_query()
+            .cloned()
+            .unwrap_or_else(|| http::uri::PathAndQuery::from_static("/"));
+        self.uri(pq)
+    }
+
+    fn uri_scheme(&self) -> http::uri::Scheme {
+        match self.scheme {
             Scheme::Http => http::uri::Scheme::HTTP,
             Scheme::Https => http::uri::Scheme::HTTPS,
-        };
-        http::Uri::builder()
-            .scheme(scheme)
-            .authority(self.uri_authority.clone())
-            .path_and_query(pq)
-            .build()
+        }
     }
 
     /// The `Host` header of a request to this origin: [`Origin::uri`]'s authority (a cheap

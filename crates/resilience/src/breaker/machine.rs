@@ -39,12 +39,20 @@ impl Shared {
         }
     }
 
-    pub(super) fn record(&self, generation: u64, probe: bool, failure: bool, judged: Slowness) {
+    /// Records one call's outcome; `judge` says how slow it was, under the same lock.
+    pub(super) fn record(
+        &self,
+        generation: u64,
+        probe: bool,
+        failure: bool,
+        judge: impl FnOnce(&mut Inner) -> Slowness,
+    ) -> Slowness {
         let now = Instant::now();
         let mut guard = self.lock();
         let inner = &mut *guard;
+        let judged = judge(inner);
         if inner.generation != generation {
-            return; // issued before the last transition: stale
+            return judged; // issued before the last transition: stale
         }
         self.refresh(inner, now);
         match &mut inner.phase {
@@ -72,7 +80,7 @@ impl Shared {
                         None => cause,
                     };
                     self.open(inner, cause, now);
-                    return;
+                    return judged;
                 }
                 match (inner.phase, verdict::degraded(&inner.config, sum)) {
                     (Phase::Closed, Some(h)) if h.is_degraded() => {
@@ -98,6 +106,7 @@ impl Shared {
             }
             _ => {}
         }
+        judged
     }
 
     fn half_open_verdict(&self, inner: &mut Inner, probes: Probes, now: Instant) {
