@@ -206,6 +206,36 @@ mod tests {
         );
     }
 
+    /// A target that names the origin byte for byte is sent as it is; any other (origin form,
+    /// another spelling of the host, another port or scheme) gets the origin's scheme and
+    /// authority with its own path and query.
+    #[test]
+    fn a_target_naming_the_origin_is_kept_and_any_other_is_aimed() {
+        let o = Origin::parse("http://127.0.0.1:8080").unwrap();
+        let same: http::Uri = "http://127.0.0.1:8080/repos/o/r?page=2".parse().unwrap();
+        assert_eq!(o.uri_for(&same).unwrap(), same);
+        for (target, want) in [
+            (
+                "/repos/o/r?page=2",
+                "http://127.0.0.1:8080/repos/o/r?page=2",
+            ),
+            ("http://LOCALHOST:8080/x", "http://127.0.0.1:8080/x"),
+            ("http://127.0.0.1:9090/x", "http://127.0.0.1:8080/x"),
+            ("https://127.0.0.1:8080/x", "http://127.0.0.1:8080/x"),
+            ("http://u@127.0.0.1:8080/x", "http://127.0.0.1:8080/x"),
+        ] {
+            let t: http::Uri = target.parse().unwrap();
+            assert_eq!(o.uri_for(&t).unwrap().to_string(), want, "{target}");
+        }
+        let tls = Origin::parse("https://api.github.com").unwrap();
+        let t: http::Uri = "https://api.github.com/user".parse().unwrap();
+        assert_eq!(tls.uri_for(&t).unwrap(), t);
+        assert_eq!(
+            tls.uri_for(&"/user".parse().unwrap()).unwrap().to_string(),
+            "https://api.github.com/user"
+        );
+    }
+
     /// Issue 31, item 1: a name is canonical when kept (no trailing dot, lower case) and
     /// matched the same way.
     #[test]

@@ -308,6 +308,23 @@ mod tests {
         assert_eq!(b.samples(), vec![MS(3), MS(4), MS(5), MS(7)]);
     }
 
+    /// Replacing one value moves only the values between its old place and the new one, and
+    /// leaves the order ascending, whichever way the new value lies (a sort says what is right).
+    #[test]
+    fn a_replaced_value_keeps_the_order() {
+        let base: Vec<Duration> = [1, 3, 3, 5, 8, 13].map(MS).to_vec();
+        for i in 0..base.len() {
+            for new in 0..15 {
+                let mut got = base.clone();
+                replace_sorted(&mut got, i, MS(new));
+                let mut want = base.clone();
+                want[i] = MS(new);
+                want.sort();
+                assert_eq!(got, want, "replacing #{i} with {new}");
+            }
+        }
+    }
+
     /// The kept order gives the median a selection over the ring gives, through evictions,
     /// repeated values and a restore (a fixed pseudo-random sequence).
     #[test]
