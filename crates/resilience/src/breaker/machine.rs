@@ -58,7 +58,8 @@ impl Shared {
         match &mut inner.phase {
             Phase::Closed | Phase::Degraded => {
                 inner.outstanding = inner.outstanding.saturating_sub(1);
-                let slot = inner.window.current(now);
+                let epoch = inner.window.epoch(now);
+                let slot = inner.window.current_at(epoch);
                 slot.calls += 1;
                 slot.failures += u64::from(failure);
                 slot.slow += u64::from(judged.slow);
@@ -68,7 +69,7 @@ impl Shared {
                 } else {
                     0
                 };
-                let sum = inner.window.sum(now);
+                let sum = inner.window.sum_at(epoch);
                 let counts = verdict::Closed {
                     sum,
                     consecutive: inner.consecutive,
