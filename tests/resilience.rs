@@ -2,7 +2,7 @@
 //! waits are bounded polls for a state, jitter is off.
 
 mod common;
-use common::{Upstream, Weir};
+use common::{Seen, Upstream, Weir};
 use std::time::Duration;
 use weir::events::BreakerState;
 
@@ -657,4 +657,80 @@ async fn latency_baselines_survive_a_restart() {
     let (was, is) = (l.p50_ms.unwrap(), r.p50_ms.unwrap());
     assert!((was - is).abs() < 0.001, "{was} ms before, {is} ms after");
     second.shutdown().await;
+}
+
+/// Every attempt carries the client's own head (#32): the first attempt sends it (moved), a
+/// retry and the fallback a copy kept for them; a request that cannot be sent again keeps no
+/// copy and is sent once. Each origin gets its own `Host`, and every attempt the same request id.
+#[tokio::test]
+async fn every_attempt_carries_the_clients_head() {
+    let primary = Upstream::start().await;
+    let fallback = Upstream::start().await;
+    primary.set(|b| b.status = 500);
+    let extra = format!(
+        "fallback = \"{}\"\n{QUIET}[classes.other]\ndeadline = \"300ms\"\n",
+        fallback.origin()
+    );
+    let weir = Weir::start(&[&primary.origin()], &extra).await;
+    let c = weir.client("a");
+    let get = format!("{}/repos/o/r/branches?x=1", primary.origin());
+    let r = c.get(&get).header("x-probe", "get").send().await.unwrap();
+    assert_eq!(r.status(), 200, "the fallback answered");
+    let primary_saw = primary.seen();
+    assert!(primary_saw.len() >= 2, "retried: {}", primary_saw.len());
+    let fallback_saw = fallback.seen();
+    assert_eq!(fallback_saw.len(), 1);
+    let id = &primary_saw[0].headers["x-request-id"];
+    for (s, up) in primary_saw
+        .iter()
+        .map(|s| (s, &primary))
+        .chain(fallback_saw.iter().map(|s| (s, &fallback)))
+    {
+        assert_eq!(s.method, "GET");
+        assert_eq!(s.path_and_query, "/repos/o/r/branches?x=1");
+        assert_eq!(s.headers["x-probe"], "get");
+        assert_eq!(s.headers["authorization"], "token a");
+        assert_eq!(s.headers["host"], up.addr.to_string().as_str());
+        assert_eq!(&s.headers["x-request-id"], id, "one request, one id");
+    }
+
+    // Not idempotent, empty body, refused outright: the primary once, then the fallback.
+    primary.set(|b| b.status = 503);
+    let patch = format!("{}/repos/o/r/branches/b", primary.origin());
+    let r = c
+        .patch(&patch)
+        .header("x-probe", "patch")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let patched = |up: &Upstream| -> Vec<Seen> {
+        up.seen()
+            .into_iter()
+            .filter(|s| s.method == "PATCH")
+            .collect()
+    };
+    assert_eq!(patched(&primary).len(), 1);
+    let f = patched(&fallback);
+    assert_eq!(f.len(), 1);
+    assert_eq!(f[0].headers["x-probe"], "patch");
+    assert_eq!(f[0].path_and_query, "/repos/o/r/branches/b");
+
+    // No fallback: a failed PATCH is sent once, with its head, and answered.
+    let lone = Upstream::start().await;
+    lone.set(|b| b.status = 500);
+    let weir = Weir::start(&[&lone.origin()], QUIET).await;
+    let r = weir
+        .client("b")
+        .patch(format!("{}/repos/o/r/branches/b", lone.origin()))
+        .header("x-probe", "lone")
+        .body("{}")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 500);
+    let s = lone.seen();
+    assert_eq!(s.len(), 1);
+    assert_eq!(s[0].headers["x-probe"], "lone");
+    assert_eq!(&s[0].body[..], b"{}");
 }

@@ -67,16 +67,24 @@ impl Stored {
     /// A response carrying this entry's status, headers and body (shared between waiters,
     /// cache hits and repeated creates); callers add their own headers.
     pub fn to_response(&self) -> http::Response<crate::body::Body> {
+        self.to_response_in(http::HeaderMap::new())
+    }
+
+    /// [`Stored::to_response`] written into `room`, a header map this request no longer needs
+    /// (the request's own): it is emptied first, and its memory is reused instead of freed
+    /// while a new map is allocated. Nothing of what it held is kept.
+    pub fn to_response_in(&self, mut room: http::HeaderMap) -> http::Response<crate::body::Body> {
         let mut resp = http::Response::new(crate::body::full(self.body.clone()));
         *resp.status_mut() = self.status;
+        room.clear();
         // Room for the headers every answer gets on its way out (`Age`, `Cache-Status`,
         // `X-Request-Id`, `Weir-Policy`, `Keep-Alive`): a clone has no spare room, and the
         // first of them grew (rehashed) the map on every cache hit.
-        let mut headers = http::HeaderMap::with_capacity(self.headers.len() + ADDED_HEADERS);
+        room.reserve(self.headers.len() + ADDED_HEADERS);
         for (name, value) in &self.headers {
-            headers.append(name.clone(), value.clone());
+            room.append(name.clone(), value.clone());
         }
-        *resp.headers_mut() = headers;
+        *resp.headers_mut() = room;
         resp
     }
 }

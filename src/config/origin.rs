@@ -117,15 +117,38 @@ impl Origin {
     /// `scheme://authority` + `pq`: the URI of a request to this origin. Built from parts, not
     /// by formatting and re-parsing a string (it runs once per upstream attempt).
     pub fn uri(&self, pq: http::uri::PathAndQuery) -> Result<http::Uri, http::Error> {
-        let scheme = match self.scheme {
+        let mut parts = http::uri::Parts::default();
+        parts.scheme = Some(self.uri_scheme());
+        parts.authority = Some(self.uri_authority.clone());
+        parts.path_and_query = Some(pq);
+        Ok(http::Uri::from_parts(parts)?)
+    }
+
+    /// [`Origin::uri`] for a request whose target is `target`: the target itself (a cheap
+    /// clone) when it already names this origin byte for byte — a proxy client's absolute
+    /// URI for the upstream it is configured with —, else the origin's scheme and authority
+    /// with the target's path and query.
+    pub fn uri_for(&self, target: &http::Uri) -> Result<http::Uri, http::Error> {
+        let same = target.scheme_str() == Some(self.scheme.as_str())
+            && target.path_and_query().is_some()
+            && target
+                .authority()
+                .is_some_and(|a| a.as_str() == self.uri_authority.as_str());
+        if same {
+            return Ok(target.clone());
+        }
+        let pq = target
+            .path_and_query()
+            .cloned()
+            .unwrap_or_else(|| http::uri::PathAndQuery::from_static("/"));
+        self.uri(pq)
+    }
+
+    fn uri_scheme(&self) -> http::uri::Scheme {
+        match self.scheme {
             Scheme::Http => http::uri::Scheme::HTTP,
             Scheme::Https => http::uri::Scheme::HTTPS,
-        };
-        http::Uri::builder()
-            .scheme(scheme)
-            .authority(self.uri_authority.clone())
-            .path_and_query(pq)
-            .build()
+        }
     }
 
     /// The `Host` header of a request to this origin: [`Origin::uri`]'s authority (a cheap
@@ -180,6 +203,36 @@ mod tests {
                 .authority()
                 .unwrap()
                 .as_str()
+        );
+    }
+
+    /// A target that names the origin byte for byte is sent as it is; any other (origin form,
+    /// another spelling of the host, another port or scheme) gets the origin's scheme and
+    /// authority with its own path and query.
+    #[test]
+    fn a_target_naming_the_origin_is_kept_and_any_other_is_aimed() {
+        let o = Origin::parse("http://127.0.0.1:8080").unwrap();
+        let same: http::Uri = "http://127.0.0.1:8080/repos/o/r?page=2".parse().unwrap();
+        assert_eq!(o.uri_for(&same).unwrap(), same);
+        for (target, want) in [
+            (
+                "/repos/o/r?page=2",
+                "http://127.0.0.1:8080/repos/o/r?page=2",
+            ),
+            ("http://LOCALHOST:8080/x", "http://127.0.0.1:8080/x"),
+            ("http://127.0.0.1:9090/x", "http://127.0.0.1:8080/x"),
+            ("https://127.0.0.1:8080/x", "http://127.0.0.1:8080/x"),
+            ("http://u@127.0.0.1:8080/x", "http://127.0.0.1:8080/x"),
+        ] {
+            let t: http::Uri = target.parse().unwrap();
+            assert_eq!(o.uri_for(&t).unwrap().to_string(), want, "{target}");
+        }
+        let tls = Origin::parse("https://api.github.com").unwrap();
+        let t: http::Uri = "https://api.github.com/user".parse().unwrap();
+        assert_eq!(tls.uri_for(&t).unwrap(), t);
+        assert_eq!(
+            tls.uri_for(&"/user".parse().unwrap()).unwrap().to_string(),
+            "https://api.github.com/user"
         );
     }
 

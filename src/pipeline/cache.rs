@@ -428,7 +428,13 @@ impl Keyed {
             match entry.freshness(now) {
                 Freshness::Fresh => {
                     seen.saw(Event::FreshHit);
-                    return Lookup::Answered(Ok(respond::cached_static(entry, respond::FRESH_HIT)));
+                    // The request's header map is not needed any more: the answer is written
+                    // into it (emptied), its memory reused rather than freed and allocated.
+                    return Lookup::Answered(Ok(respond::cached_static(
+                        entry,
+                        respond::FRESH_HIT,
+                        headers,
+                    )));
                 }
                 Freshness::Revalidate => {
                     let mut spec = spec(ctx, key, &uri, &headers, page);

@@ -7,8 +7,9 @@ pub(crate) use crate::server::REQUEST_ID;
 pub const CACHE_STATUS: HeaderName = HeaderName::from_static("cache-status");
 
 /// Headers that describe one connection, never the message; a proxy must not forward them.
-/// Typed names, so removing them never parses a string (this runs twice per request).
-const HOP_BY_HOP: [HeaderName; 9] = [
+/// Typed names, so removing them never parses a string. A `static`, not a `const`: each use of
+/// a `const` array made and dropped a fresh copy of the nine names.
+static HOP_BY_HOP: [HeaderName; 9] = [
     header::CONNECTION,
     HeaderName::from_static("keep-alive"),
     HeaderName::from_static("proxy-connection"),
@@ -23,8 +24,10 @@ const HOP_BY_HOP: [HeaderName; 9] = [
 /// Removes hop-by-hop headers, including every header the `Connection` header names.
 pub fn strip_hop_by_hop(h: &mut HeaderMap) {
     // Most messages carry none: one look at the few names present is cheaper than nine
-    // hashed removals of absent ones (those were ~2 % of a pass-through request).
-    if !h.keys().any(|k| HOP_BY_HOP.contains(k)) {
+    // hashed removals of absent ones (those were ~2 % of a pass-through request), and one
+    // match on each name's text cheaper than comparing it with nine names in turn (0.8k
+    // instructions per pass-through request, its two messages).
+    if !h.keys().any(is_hop_by_hop) {
         return;
     }
     if h.contains_key(header::CONNECTION) {
@@ -42,6 +45,22 @@ pub fn strip_hop_by_hop(h: &mut HeaderMap) {
     for n in &HOP_BY_HOP {
         h.remove(n);
     }
+}
+
+/// Whether `name` is one of [`HOP_BY_HOP`] (names are lower case).
+fn is_hop_by_hop(name: &HeaderName) -> bool {
+    matches!(
+        name.as_str(),
+        "connection"
+            | "keep-alive"
+            | "proxy-connection"
+            | "proxy-authenticate"
+            | "proxy-authorization"
+            | "te"
+            | "trailer"
+            | "transfer-encoding"
+            | "upgrade"
+    )
 }
 
 /// The client's `X-Request-Id` if it sent a sane one, else a new random id.
@@ -104,6 +123,25 @@ mod tests {
         h.append("x-a", "2".parse().unwrap());
         strip_hop_by_hop(&mut h);
         assert_eq!(h.len(), 3);
+    }
+
+    /// The quick look names the same nine headers as the list the removals use, and no other.
+    #[test]
+    fn the_quick_look_knows_the_same_names() {
+        for name in &HOP_BY_HOP {
+            assert!(is_hop_by_hop(name), "{name}");
+        }
+        for other in [
+            "accept",
+            "authorization",
+            "host",
+            "x-request-id",
+            "tee",
+            "upgrade-insecure-requests",
+            "keep-alive-x",
+        ] {
+            assert!(!is_hop_by_hop(&HeaderName::from_static(other)), "{other}");
+        }
     }
 
     #[test]

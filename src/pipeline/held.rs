@@ -52,7 +52,11 @@ pub(super) fn cached<'a>(
         (Some(_), Some(Freshness::Expired)) if class == RouteClass::Token => {}
         (Some(e), Some(Freshness::Fresh)) => {
             ctx.seen.saw(Event::FreshHit);
-            return Step::Answered(Ok(respond::cached_static(&e, respond::FRESH_HIT)));
+            return Step::Answered(Ok(respond::cached_static(
+                &e,
+                respond::FRESH_HIT,
+                http::HeaderMap::new(),
+            )));
         }
         (Some(e), _) => {
             ctx.seen.saw(Event::StaleHit);

@@ -246,7 +246,11 @@ pub(super) fn fresh_page(
         return None;
     }
     seen.saw(super::record::Event::FreshHit);
-    Some(super::respond::cached_static(&e, super::respond::FRESH_HIT))
+    Some(super::respond::cached_static(
+        &e,
+        super::respond::FRESH_HIT,
+        http::HeaderMap::new(),
+    ))
 }
 
 /// The identity a request's list/view answers are keyed by (see `crate::accounts`): shared

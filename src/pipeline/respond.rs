@@ -30,19 +30,31 @@ pub(super) fn cached(entry: &Stored, cache_status: &str) -> Response<Body> {
 /// A fresh hit's `Cache-Status`, checked at compile time (not copied or checked per request).
 pub(super) const FRESH_HIT: HeaderValue = HeaderValue::from_static("weir; hit");
 
-/// [`cached`] with a fixed `Cache-Status` (a fresh hit's, [`FRESH_HIT`]).
-pub(super) fn cached_static(entry: &Stored, cache_status: HeaderValue) -> Response<Body> {
-    with_status(entry, Some(cache_status))
+/// [`cached`] with a fixed `Cache-Status` (a fresh hit's, [`FRESH_HIT`]), written into the
+/// request's own header map `room` (emptied first: [`Stored::to_response_in`]).
+pub(super) fn cached_static(
+    entry: &Stored,
+    cache_status: HeaderValue,
+    room: http::HeaderMap,
+) -> Response<Body> {
+    let mut resp = entry.to_response_in(room);
+    stamp(&mut resp, entry, Some(cache_status));
+    resp
 }
 
 fn with_status(entry: &Stored, cache_status: Option<HeaderValue>) -> Response<Body> {
     let mut resp = entry.to_response();
+    stamp(&mut resp, entry, cache_status);
+    resp
+}
+
+/// `Age` and `Cache-Status` on a stored answer's copy.
+fn stamp(resp: &mut Response<Body>, entry: &Stored, cache_status: Option<HeaderValue>) {
     let h = resp.headers_mut();
     h.insert(header::AGE, age_value(entry.age(Instant::now()).as_secs()));
     if let Some(v) = cache_status {
         h.insert(CACHE_STATUS, v);
     }
-    resp
 }
 
 /// The `Age` Weir wrote on one of its copies, read back (whole seconds; `None`: none, as on a

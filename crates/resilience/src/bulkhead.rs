@@ -167,12 +167,13 @@ impl Bulkhead {
 
     /// Takes a slot, queueing if needed; sheds at once when the queue is full.
     pub async fn acquire(&self) -> Result<BulkheadPermit, Shed> {
-        let config = self.config();
         match Arc::clone(&self.slots).try_acquire_owned() {
             Ok(permit) => return Ok(self.permit(permit)),
             Err(tokio::sync::TryAcquireError::Closed) => return Err(self.count(Shed::Closed)),
             Err(tokio::sync::TryAcquireError::NoPermits) => {}
         }
+        // Read only when the call has to queue (its lock is not worth taking for a free slot).
+        let config = self.config();
         let max_queue = config.max_queue;
         let entered = self
             .queued

@@ -2,6 +2,7 @@
 //! `x-ratelimit-reset` so one throttled response stops every caller, not just the one that
 //! saw it.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -11,6 +12,10 @@ use tokio::time::Instant;
 #[derive(Debug, Default)]
 pub struct Cooldown {
     until: Mutex<Option<Instant>>,
+    /// Whether `until` holds a deadline, set under its lock: every call asks
+    /// [`Cooldown::remaining`], almost always with no hold, and is answered without the clock
+    /// or the lock.
+    held: AtomicBool,
 }
 
 impl Cooldown {
@@ -23,6 +28,7 @@ impl Cooldown {
     pub fn hold_until(&self, at: Instant) {
         let mut until = self.lock();
         *until = Some(until.map_or(at, |u| u.max(at)));
+        self.held.store(true, Ordering::Release);
     }
 
     /// Holds calls for `wait` from now (see [`Cooldown::hold_until`]).
@@ -32,12 +38,16 @@ impl Cooldown {
 
     /// How long calls must still wait; `None` when not holding.
     pub fn remaining(&self) -> Option<Duration> {
+        if !self.held.load(Ordering::Acquire) {
+            return None;
+        }
         let now = Instant::now();
         let mut until = self.lock();
         match *until {
             Some(u) if u > now => Some(u - now),
             Some(_) => {
                 *until = None; // expired: forget it so later reads are cheap
+                self.held.store(false, Ordering::Release);
                 None
             }
             None => None,
@@ -46,7 +56,9 @@ impl Cooldown {
 
     /// Ends any hold at once (e.g. the user pressed "retry now").
     pub fn clear(&self) {
-        *self.lock() = None;
+        let mut until = self.lock();
+        *until = None;
+        self.held.store(false, Ordering::Release);
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Option<Instant>> {
@@ -81,5 +93,20 @@ mod tests {
         c.hold_for(Duration::from_secs(60));
         c.clear();
         assert_eq!(c.remaining(), None);
+    }
+
+    /// The quick "no hold" answer never hides a hold set after an expiry or a clear.
+    #[tokio::test(start_paused = true)]
+    async fn a_hold_after_an_expiry_or_a_clear_is_seen() {
+        let c = Cooldown::new();
+        c.hold_for(Duration::from_secs(1));
+        advance(Duration::from_secs(2)).await;
+        assert_eq!(c.remaining(), None);
+        c.hold_for(Duration::from_secs(5));
+        assert_eq!(c.remaining(), Some(Duration::from_secs(5)));
+        c.clear();
+        assert_eq!(c.remaining(), None);
+        c.hold_for(Duration::from_secs(7));
+        assert_eq!(c.remaining(), Some(Duration::from_secs(7)));
     }
 }

@@ -21,7 +21,9 @@ const EMPTY: u64 = u64::MAX;
 #[derive(Debug)]
 pub(crate) struct TimeWindow<T> {
     origin: Instant,
-    bucket_nanos: u128,
+    /// At least 1. Nanoseconds as a `u64` (584 years): a `u128` division on every recorded
+    /// call cost more than the rest of the bucket arithmetic.
+    bucket_nanos: u64,
     /// `(epoch, tally)` per ring slot; `epoch` is the bucket index since `origin`.
     slots: Vec<(u64, T)>,
 }
@@ -31,7 +33,9 @@ impl<T: Tally> TimeWindow<T> {
     /// zero never divides anything).
     pub(crate) fn new(window: Duration, buckets: u32, now: Instant) -> Self {
         let buckets = buckets.max(1);
-        let bucket_nanos = (window.as_nanos() / u128::from(buckets)).max(1);
+        let bucket_nanos = u64::try_from(window.as_nanos() / u128::from(buckets))
+            .unwrap_or(u64::MAX)
+            .max(1);
         TimeWindow {
             origin: now,
             bucket_nanos,
@@ -39,14 +43,25 @@ impl<T: Tally> TimeWindow<T> {
         }
     }
 
-    fn epoch(&self, now: Instant) -> u64 {
-        let since = now.saturating_duration_since(self.origin).as_nanos();
-        u64::try_from(since / self.bucket_nanos).unwrap_or(u64::MAX)
+    /// The bucket index of `now` since the origin (for [`TimeWindow::current_at`] and
+    /// [`TimeWindow::sum_at`], so a record and the sum after it work it out once).
+    pub(crate) fn epoch(&self, now: Instant) -> u64 {
+        let since = now.saturating_duration_since(self.origin);
+        let nanos = since
+            .as_secs()
+            .saturating_mul(1_000_000_000)
+            .saturating_add(u64::from(since.subsec_nanos()));
+        nanos / self.bucket_nanos
     }
 
     /// The tally of the current bucket, for recording into.
     pub(crate) fn current(&mut self, now: Instant) -> &mut T {
         let epoch = self.epoch(now);
+        self.current_at(epoch)
+    }
+
+    /// [`TimeWindow::current`] for an `epoch` already worked out.
+    pub(crate) fn current_at(&mut self, epoch: u64) -> &mut T {
         let len = self.slots.len() as u64;
         let slot = &mut self.slots[(epoch % len) as usize];
         if slot.0 != epoch {
@@ -57,7 +72,11 @@ impl<T: Tally> TimeWindow<T> {
 
     /// The sum of all buckets still inside the window at `now`.
     pub(crate) fn sum(&self, now: Instant) -> T {
-        let epoch = self.epoch(now);
+        self.sum_at(self.epoch(now))
+    }
+
+    /// [`TimeWindow::sum`] for an `epoch` already worked out.
+    pub(crate) fn sum_at(&self, epoch: u64) -> T {
         let oldest = epoch.saturating_sub(self.slots.len() as u64 - 1);
         let mut total = T::default();
         for (e, t) in &self.slots {
@@ -107,6 +126,18 @@ mod tests {
         assert_eq!(w.sum(Instant::now()), Count(0));
         w.current(Instant::now()).0 += 2;
         assert_eq!(w.sum(Instant::now()), Count(2));
+    }
+
+    /// Buckets shorter than a second are counted from whole seconds and nanoseconds alike.
+    #[tokio::test(start_paused = true)]
+    async fn sub_second_buckets_are_counted_exactly() {
+        let start = Instant::now();
+        let w = TimeWindow::<Count>::new(Duration::from_secs(1), 4, start);
+        assert_eq!(w.epoch(start), 0);
+        assert_eq!(w.epoch(start + Duration::from_millis(249)), 0);
+        assert_eq!(w.epoch(start + Duration::from_millis(250)), 1);
+        assert_eq!(w.epoch(start + Duration::from_millis(1_300)), 5);
+        assert_eq!(w.epoch(start + Duration::from_secs(3_600)), 14_400);
     }
 
     #[tokio::test(start_paused = true)]

@@ -110,16 +110,31 @@ impl Baseline {
     }
 
     fn learn(&mut self, c: &BreakerConfig, elapsed: Duration) {
-        while self.samples.len() >= c.baseline_samples.max(1) as usize {
+        let bound = c.baseline_samples.max(1) as usize;
+        // Over the bound (it was lowered): the oldest go until there is room for one.
+        while self.samples.len() > bound {
             if let Some(old) = self.samples.pop_front() {
                 if let Ok(i) = self.sorted.binary_search(&old) {
                     self.sorted.remove(i);
                 }
             }
         }
+        if self.samples.len() == bound {
+            // Full (every call once learned): the oldest leaves as the new one comes in, by one
+            // shift of the sorted samples between their two places, not a removal and an
+            // insertion that each shift everything after them.
+            if let Some(old) = self.samples.pop_front() {
+                self.samples.push_back(elapsed);
+                match self.sorted.binary_search(&old) {
+                    Ok(i) => replace_sorted(&mut self.sorted, i, elapsed),
+                    // Never: the two are kept in step.
+                    Err(_) => insert_sorted(&mut self.sorted, elapsed),
+                }
+                return;
+            }
+        }
         self.samples.push_back(elapsed);
-        let at = self.sorted.partition_point(|d| *d < elapsed);
-        self.sorted.insert(at, elapsed);
+        insert_sorted(&mut self.sorted, elapsed);
     }
 
     /// The remembered good latencies, oldest first (to persist them).
@@ -145,6 +160,24 @@ impl Baseline {
             prior: !self.learned(c) && self.prior.is_some(),
             slow_after: self.slow_after(c),
         }
+    }
+}
+
+fn insert_sorted(sorted: &mut Vec<Duration>, d: Duration) {
+    let at = sorted.partition_point(|x| *x < d);
+    sorted.insert(at, d);
+}
+
+/// Replaces `sorted[i]` with `d`, keeping `sorted` ascending: the values between the old
+/// place and the new one move by one.
+fn replace_sorted(sorted: &mut [Duration], i: usize, d: Duration) {
+    let at = sorted.partition_point(|x| *x < d);
+    if at <= i {
+        sorted[at..=i].rotate_right(1);
+        sorted[at] = d;
+    } else {
+        sorted[i..at].rotate_left(1);
+        sorted[at - 1] = d;
     }
 }
 
@@ -273,6 +306,23 @@ mod tests {
         b.judge(&c, false, MS(7), cut(Duration::from_secs(5)));
         b.restore(&c, &[MS(1), MS(2), MS(3), MS(4), MS(5)]);
         assert_eq!(b.samples(), vec![MS(3), MS(4), MS(5), MS(7)]);
+    }
+
+    /// Replacing one value moves only the values between its old place and the new one, and
+    /// leaves the order ascending, whichever way the new value lies (a sort says what is right).
+    #[test]
+    fn a_replaced_value_keeps_the_order() {
+        let base: Vec<Duration> = [1, 3, 3, 5, 8, 13].map(MS).to_vec();
+        for i in 0..base.len() {
+            for new in 0..15 {
+                let mut got = base.clone();
+                replace_sorted(&mut got, i, MS(new));
+                let mut want = base.clone();
+                want[i] = MS(new);
+                want.sort();
+                assert_eq!(got, want, "replacing #{i} with {new}");
+            }
+        }
     }
 
     /// The kept order gives the median a selection over the ring gives, through evictions,

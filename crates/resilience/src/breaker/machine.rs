@@ -39,18 +39,27 @@ impl Shared {
         }
     }
 
-    pub(super) fn record(&self, generation: u64, probe: bool, failure: bool, judged: Slowness) {
+    /// Records one call's outcome; `judge` says how slow it was, under the same lock.
+    pub(super) fn record(
+        &self,
+        generation: u64,
+        probe: bool,
+        failure: bool,
+        judge: impl FnOnce(&mut Inner) -> Slowness,
+    ) -> Slowness {
         let now = Instant::now();
         let mut guard = self.lock();
         let inner = &mut *guard;
+        let judged = judge(inner);
         if inner.generation != generation {
-            return; // issued before the last transition: stale
+            return judged; // issued before the last transition: stale
         }
         self.refresh(inner, now);
         match &mut inner.phase {
             Phase::Closed | Phase::Degraded => {
                 inner.outstanding = inner.outstanding.saturating_sub(1);
-                let slot = inner.window.current(now);
+                let epoch = inner.window.epoch(now);
+                let slot = inner.window.current_at(epoch);
                 slot.calls += 1;
                 slot.failures += u64::from(failure);
                 slot.slow += u64::from(judged.slow);
@@ -60,7 +69,7 @@ impl Shared {
                 } else {
                     0
                 };
-                let sum = inner.window.sum(now);
+                let sum = inner.window.sum_at(epoch);
                 let counts = verdict::Closed {
                     sum,
                     consecutive: inner.consecutive,
@@ -72,7 +81,7 @@ impl Shared {
                         None => cause,
                     };
                     self.open(inner, cause, now);
-                    return;
+                    return judged;
                 }
                 match (inner.phase, verdict::degraded(&inner.config, sum)) {
                     (Phase::Closed, Some(h)) if h.is_degraded() => {
@@ -98,6 +107,7 @@ impl Shared {
             }
             _ => {}
         }
+        judged
     }
 
     fn half_open_verdict(&self, inner: &mut Inner, probes: Probes, now: Instant) {

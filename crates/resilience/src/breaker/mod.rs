@@ -378,7 +378,7 @@ impl Permit {
             too_slow: slow,
         };
         self.shared
-            .record(self.generation, self.probe, failure, judged);
+            .record(self.generation, self.probe, failure, |_| judged);
     }
 
     /// Reports the call's outcome with its latency: `class` names the request class whose
@@ -393,18 +393,17 @@ impl Permit {
         timing: Timing,
     ) -> Slowness {
         self.recorded = true;
-        let judged = {
-            let mut guard = self.shared.lock();
-            let inner = &mut *guard;
-            inner
-                .baselines
-                .entry(class)
-                .or_default()
-                .judge(&inner.config, failure, elapsed, timing)
-        };
+        // Judged and counted under one lock (the baseline learns from a stale permit's call
+        // too: its latency is as real as any other's).
         self.shared
-            .record(self.generation, self.probe, failure, judged);
-        judged
+            .record(self.generation, self.probe, failure, |inner| {
+                inner.baselines.entry(class).or_default().judge(
+                    &inner.config,
+                    failure,
+                    elapsed,
+                    timing,
+                )
+            })
     }
 
     /// [`Permit::record`] from a classified outcome: kinds that do not count as breaker
