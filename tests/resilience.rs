@@ -734,3 +734,44 @@ async fn every_attempt_carries_the_clients_head() {
     assert_eq!(s[0].headers["x-probe"], "lone");
     assert_eq!(&s[0].body[..], b"{}");
 }
+
+/// A request whose streamed body went with a first attempt that never reached the primary (a
+/// refused connection) is not sent to the fallback: its body is gone, and the head alone (with
+/// the client's `Content-Length`) would be a different request. The client gets the primary's
+/// failure; the fallback sees nothing.
+#[tokio::test]
+async fn a_body_sent_with_a_failed_first_attempt_is_never_sent_empty_to_the_fallback() {
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let primary = format!("http://{}", closed.local_addr().unwrap());
+    drop(closed);
+    let fallback = Upstream::start().await;
+    let extra = format!(
+        "fallback = \"{}\"\n{QUIET}[classes.other]\ndeadline = \"2s\"\n",
+        fallback.origin()
+    );
+    let weir = Weir::start(&[&primary], &extra).await;
+    let r = weir
+        .client("a")
+        .patch(format!("{primary}/repos/o/r/branches/b"))
+        .body(reqwest::Body::wrap_stream(futures::stream::iter(vec![
+            Ok::<_, std::io::Error>(bytes::Bytes::from_static(b"{\"name\":")),
+            Ok(bytes::Bytes::from_static(b"\"b\"}")),
+        ])))
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_server_error(), "{}", r.status());
+    let seen: Vec<Seen> = fallback
+        .seen()
+        .into_iter()
+        .filter(|s| s.method == "PATCH")
+        .collect();
+    assert!(
+        seen.is_empty(),
+        "the fallback got the head without its body: {:?}",
+        seen.iter()
+            .map(|s| (&s.headers, &s.body))
+            .collect::<Vec<_>>()
+    );
+    assert_eq!(weir.status().await["upstreams"][0]["fallback_attempts"], 0);
+}

@@ -179,8 +179,11 @@ impl Upstreams {
         // was ~1.4k instructions per pass-through request, and the copy's exact-size header
         // map was grown again when the answer came back in it: hyper reuses a sent request's
         // map for its response.)
-        let again =
-            policy.retries() || (policy.fallback && self.get(up).settings.fallback.is_some());
+        // Only a request with no body can be sent again: a streamed body goes with the first
+        // attempt, even one that never reached the upstream, and the head alone would be
+        // another request (a PATCH applied empty, under the client's `Content-Length`).
+        let again = empty
+            && (policy.retries() || (policy.fallback && self.get(up).settings.fallback.is_some()));
         let spare = again.then(|| {
             (
                 parts.method.clone(),
@@ -405,7 +408,8 @@ impl Upstreams {
 
 /// Whether the primary failed in a way the fallback may rescue. A non-idempotent request (a
 /// create) goes to the fallback only if the primary certainly did not take it: never sent, or
-/// refused outright (429/503/529); a streamed body only if it was never sent at all.
+/// refused outright (429/503/529). A streamed body never: it went with the first attempt,
+/// even one that never reached the primary.
 fn may_fallback<B>(
     policy: &AttemptPolicy,
     last: &Option<(Result<Response<B>, FetchError>, Kind)>,
@@ -422,10 +426,12 @@ fn may_fallback<B>(
     };
     let refused =
         matches!(last, Some((Ok(r), _)) if matches!(r.status().as_u16(), 429 | 503 | 529));
-    if policy.idempotent && policy.body_resendable {
+    if !policy.body_resendable {
+        false
+    } else if policy.idempotent {
         primary_failed
     } else {
-        primary_failed && (never_sent || (refused && policy.body_resendable))
+        primary_failed && (never_sent || refused)
     }
 }
 
