@@ -65,10 +65,12 @@ async fn serve(proxy: Arc<Proxy>, upgraded: Upgraded, authority: Authority, i: &
         Err(_) => return failed(HandshakeFailure::Timeout, None),
     };
     let sni = start.client_hello().server_name().map(str::to_owned);
-    if !sni.as_deref().is_some_and(|s| {
-        s.trim_end_matches('.')
-            .eq_ignore_ascii_case(authority.host())
-    }) {
+    // A fully qualified `host.` target is the same host; clients send SNI without the dot.
+    let host = authority.host().trim_end_matches('.');
+    if !sni
+        .as_deref()
+        .is_some_and(|s| s.trim_end_matches('.').eq_ignore_ascii_case(host))
+    {
         tracing::info!(target = %authority, sni = ?sni, "TLS server name does not match the CONNECT target; closing");
         return i.count_failure(HandshakeFailure::SniMismatch);
     }
@@ -144,10 +146,13 @@ struct Base {
 
 impl Base {
     fn of(target: &Authority) -> Base {
+        // Without a fully qualified name's final dot: the upstream is named without it.
+        let host = target.host().trim_end_matches('.');
         let authority = match target.port_u16() {
-            Some(443) => Authority::try_from(target.host()).unwrap_or_else(|_| target.clone()),
-            _ => target.clone(),
-        };
+            Some(443) | None => Authority::try_from(host),
+            Some(port) => Authority::try_from(format!("{host}:{port}")),
+        }
+        .unwrap_or_else(|_| target.clone());
         Base { authority }
     }
 
@@ -219,6 +224,11 @@ mod tests {
         assert_eq!(
             Base::of(&"api.github.com".parse().unwrap()).origin(),
             "https://api.github.com"
+        );
+        assert_eq!(
+            Base::of(&"api.github.com.:8443".parse().unwrap()).origin(),
+            "https://api.github.com:8443",
+            "a fully qualified name's final dot is dropped"
         );
     }
 
