@@ -86,7 +86,12 @@ async fn serve(proxy: Arc<Proxy>, upgraded: Upgraded, authority: Authority, i: &
 
     let p = proxy.clone();
     let hint = crate::server::keep_alive_value(limits.header_read_timeout);
+    // As on the plain listener (`server::serve`): the first request head must come within
+    // header_read_timeout, or an idle connection would hold its CONNECT slot forever.
+    let first = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let seen = first.clone();
     let svc = service_fn(move |req: Request<Incoming>| {
+        seen.store(true, std::sync::atomic::Ordering::Relaxed);
         let version = req.version();
         // Boxed, as `server::connection` boxes the plain listener's: the request's future is
         // kilobytes, and hyper moves it (into an HTTP/2 stream's task, through its states).
@@ -107,8 +112,18 @@ async fn serve(proxy: Arc<Proxy>, upgraded: Upgraded, authority: Authority, i: &
     let mut stopping = proxy.bus.stopping();
     // The connection's last credential is remembered in its task, as on the plain listener
     // (`identity::per_connection`).
+    let first_head = limits.header_read_timeout;
+    let target = authority.clone();
     let result = crate::identity::per_connection(async move {
         tokio::pin!(conn);
+        tokio::select! {
+            r = conn.as_mut() => return r,
+            () = tokio::time::sleep(first_head) => {}
+        }
+        if !first.load(std::sync::atomic::Ordering::Relaxed) {
+            tracing::debug!(target = %target, "no request within header_read_timeout; closed");
+            return Ok(());
+        }
         tokio::select! {
             r = conn.as_mut() => r,
             _ = async { stopping.wait_for(|s| *s).await.map(|_| ()) } => {
