@@ -308,16 +308,40 @@ pub(crate) async fn serve<H, Fut>(
             continue;
         };
         let limits = live.get().limits.clone();
+        // hyper's header_read_timeout starts only once hyper-util has seen which protocol the
+        // client speaks, and that first read has no limit: a client that connects and sends
+        // nothing (or one byte of `PRI`) held its connection slot forever. Its first request
+        // head must now come within header_read_timeout, as every later one must.
+        let first = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let seen = first.clone();
+        let inner = handler.clone();
         let conn = connection(
             &http_builder(&limits),
             TokioIo::new(stream),
             graceful.watcher(),
             keep_alive_value(limits.header_read_timeout),
-            handler.clone(),
+            move |req| {
+                seen.store(true, std::sync::atomic::Ordering::Relaxed);
+                inner(req)
+            },
             None::<()>,
         );
+        let first_head = limits.header_read_timeout;
         tokio::spawn(async move {
-            if let Err(e) = conn.await {
+            tokio::pin!(conn);
+            let ended = tokio::select! {
+                r = conn.as_mut() => Some(r),
+                () = tokio::time::sleep(first_head) => None,
+            };
+            let result = match ended {
+                Some(r) => r,
+                None if first.load(std::sync::atomic::Ordering::Relaxed) => conn.await,
+                None => {
+                    tracing::debug!(%peer, "no request head within header_read_timeout; closed");
+                    Ok(())
+                }
+            };
+            if let Err(e) = result {
                 tracing::debug!(%peer, error = %e, "connection ended with error");
             }
             drop(permit);

@@ -22,6 +22,42 @@ async fn a_slow_header_sender_is_cut_off() {
     assert!(n == 0 || text.starts_with("HTTP/1.1 408"), "{text}");
 }
 
+/// A client that connects and sends nothing, or stops inside the HTTP/2 preface (`P`), is cut
+/// off after header_read_timeout too, and its slot comes back: before, hyper-util's wait for
+/// the first bytes had no limit, so `max_connections` silent sockets shut Weir out for good.
+#[tokio::test]
+async fn a_client_that_sends_nothing_is_cut_off_and_its_slot_freed() {
+    let weir = Weir::start(
+        &[],
+        "[limits]\nheader_read_timeout = \"300ms\"\nmax_connections = 2\n",
+    )
+    .await;
+    let mut silent = TcpStream::connect(weir.handle.local_addr()).await.unwrap();
+    let mut preface = TcpStream::connect(weir.handle.local_addr()).await.unwrap();
+    preface.write_all(b"P").await.unwrap();
+    for s in [&mut silent, &mut preface] {
+        let mut buf = vec![0; 1024];
+        let n = tokio::time::timeout(std::time::Duration::from_secs(20), s.read(&mut buf))
+            .await
+            .expect("closed by Weir, not by the test's bound")
+            .unwrap_or(0);
+        assert_eq!(n, 0, "{}", String::from_utf8_lossy(&buf[..n]));
+    }
+    // Both slots are free again: a real request is answered, not refused with a 503.
+    let mut c = TcpStream::connect(weir.handle.local_addr()).await.unwrap();
+    let addr = weir.handle.local_addr();
+    c.write_all(
+        format!("GET /_weir/api/health HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n")
+            .as_bytes(),
+    )
+    .await
+    .unwrap();
+    let mut out = Vec::new();
+    c.read_to_end(&mut out).await.unwrap();
+    let text = String::from_utf8_lossy(&out);
+    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+}
+
 #[tokio::test]
 async fn connections_beyond_the_limit_get_a_503_problem() {
     let weir = Weir::start(&[], "[limits]\nmax_connections = 2\n").await;

@@ -509,6 +509,67 @@ async fn ca_file_is_needed_to_trust_the_upstream() {
     assert_eq!(up.count(LIST), 0);
 }
 
+/// A fully qualified target (`api.githubcopilot.com.`, final dot) is the same managed host:
+/// curl sends the server name without the dot, and Weir must not take that for another name
+/// (it closed the connection as `sni_mismatch` before). The upstream is asked for its own name.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fully_qualified_target_with_a_final_dot_is_intercepted() {
+    let (_ca, up, weir) = managed().await;
+    let url = format!("https://{HOST}.{LIST}");
+    let (body, code, _, cache) =
+        parse_curl(&output(curl(&weir.proxy_url(), &weir.ca_pem, &url, &[])).await);
+    assert_eq!(code, 200, "{body}");
+    assert!(cache.starts_with("weir;"), "{cache}");
+    assert_eq!(up.count(LIST), 1);
+    assert_eq!(up.seen()[0].host, HOST, "the upstream sees its own name");
+    let st = weir.status().await["interception"].clone();
+    assert_eq!(st["connections"], 1, "{st}");
+    assert_eq!(st["handshake_failures"]["sni_mismatch"], 0, "{st}");
+    assert_eq!(
+        weir.status().await["tunnels"],
+        0,
+        "nothing was tunnelled blindly"
+    );
+}
+
+/// An intercepted connection whose client finishes the handshake and then sends no request is
+/// closed after header_read_timeout, and its CONNECT slot comes back: before, it was held for
+/// good, so `max_connections` idle clients refused every later CONNECT with 503.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_intercepted_connection_with_no_request_is_closed_and_its_slot_freed() {
+    use tokio::io::AsyncReadExt;
+    let ca = TestCa::new();
+    let up = TlsUpstream::start(&ca, HOST).await;
+    let toml = format!(
+        "{}[limits]\nheader_read_timeout = \"300ms\"\nmax_connections = 2\n",
+        tls::upstream_toml(&up, &ca)
+    );
+    let weir = TlsWeir::start(&toml).await;
+    let target = format!("{HOST}:443");
+    let roots = [weir.ca.cert_der().clone()];
+    for _ in 0..2 {
+        let mut idle = tls_client::tls_stream_through_proxy(
+            weir.handle.local_addr(),
+            &target,
+            HOST,
+            &roots,
+            &[],
+        )
+        .await
+        .unwrap();
+        let mut buf = [0u8; 64];
+        let n = tokio::time::timeout(Duration::from_secs(20), idle.read(&mut buf))
+            .await
+            .expect("closed by Weir, not by the test's bound")
+            .unwrap_or(0);
+        assert_eq!(n, 0);
+    }
+    let url = format!("https://{HOST}{LIST}");
+    let (body, code, _, _) =
+        parse_curl(&output(curl(&weir.proxy_url(), &weir.ca_pem, &url, &[])).await);
+    assert_eq!(code, 200, "{body}");
+}
+
 /// Issue 32, item 6: failed client handshakes are counted by cause, in the status and the
 /// metrics. A client that does not trust Weir's CA (rustls with other roots: it sends an
 /// `unknown_ca` alert) is `untrusted_ca`; one that closes after its ClientHello is `closed`;

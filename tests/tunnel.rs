@@ -280,3 +280,28 @@ async fn after_a_bulk_transfer_the_tail_and_small_exchanges_still_pass() {
     let down = 3 * (burst.len() as u64 + 10);
     assert_eq!(bytes_reach(&weir, 3 * (4 + 5), down).await, (27, down));
 }
+
+/// A CONNECT target with an empty host or port 0 is the client's mistake: a 400 problem that
+/// says so, not a 502 from trying to resolve or connect to it. No tunnel is counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_target_without_a_host_or_with_port_0_is_a_bad_request() {
+    let weir = Weir::start(&[], PRIVATE_OK).await;
+    for target in [":443", "127.0.0.1:0", "localhost:0"] {
+        let mut s = TcpStream::connect(weir.handle.local_addr()).await.unwrap();
+        s.write_all(format!("CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n").as_bytes())
+            .await
+            .unwrap();
+        let mut answer = vec![0u8; 4096];
+        let n = tokio::time::timeout(Duration::from_secs(10), s.read(&mut answer))
+            .await
+            .expect("an answer")
+            .unwrap();
+        let answer = String::from_utf8_lossy(&answer[..n]);
+        assert!(answer.starts_with("HTTP/1.1 400"), "{target}: {answer}");
+        assert!(
+            answer.contains("port from 1 to 65535"),
+            "{target}: {answer}"
+        );
+    }
+    assert_eq!(weir.status().await["tunnels"], 0);
+}

@@ -65,10 +65,12 @@ async fn serve(proxy: Arc<Proxy>, upgraded: Upgraded, authority: Authority, i: &
         Err(_) => return failed(HandshakeFailure::Timeout, None),
     };
     let sni = start.client_hello().server_name().map(str::to_owned);
-    if !sni.as_deref().is_some_and(|s| {
-        s.trim_end_matches('.')
-            .eq_ignore_ascii_case(authority.host())
-    }) {
+    // A fully qualified `host.` target is the same host; clients send SNI without the dot.
+    let host = authority.host().trim_end_matches('.');
+    if !sni
+        .as_deref()
+        .is_some_and(|s| s.trim_end_matches('.').eq_ignore_ascii_case(host))
+    {
         tracing::info!(target = %authority, sni = ?sni, "TLS server name does not match the CONNECT target; closing");
         return i.count_failure(HandshakeFailure::SniMismatch);
     }
@@ -84,7 +86,12 @@ async fn serve(proxy: Arc<Proxy>, upgraded: Upgraded, authority: Authority, i: &
 
     let p = proxy.clone();
     let hint = crate::server::keep_alive_value(limits.header_read_timeout);
+    // As on the plain listener (`server::serve`): the first request head must come within
+    // header_read_timeout, or an idle connection would hold its CONNECT slot forever.
+    let first = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let seen = first.clone();
     let svc = service_fn(move |req: Request<Incoming>| {
+        seen.store(true, std::sync::atomic::Ordering::Relaxed);
         let version = req.version();
         // Boxed, as `server::connection` boxes the plain listener's: the request's future is
         // kilobytes, and hyper moves it (into an HTTP/2 stream's task, through its states).
@@ -105,8 +112,18 @@ async fn serve(proxy: Arc<Proxy>, upgraded: Upgraded, authority: Authority, i: &
     let mut stopping = proxy.bus.stopping();
     // The connection's last credential is remembered in its task, as on the plain listener
     // (`identity::per_connection`).
+    let first_head = limits.header_read_timeout;
+    let target = authority.clone();
     let result = crate::identity::per_connection(async move {
         tokio::pin!(conn);
+        tokio::select! {
+            r = conn.as_mut() => return r,
+            () = tokio::time::sleep(first_head) => {}
+        }
+        if !first.load(std::sync::atomic::Ordering::Relaxed) {
+            tracing::debug!(target = %target, "no request within header_read_timeout; closed");
+            return Ok(());
+        }
         tokio::select! {
             r = conn.as_mut() => r,
             _ = async { stopping.wait_for(|s| *s).await.map(|_| ()) } => {
@@ -144,10 +161,13 @@ struct Base {
 
 impl Base {
     fn of(target: &Authority) -> Base {
+        // Without a fully qualified name's final dot: the upstream is named without it.
+        let host = target.host().trim_end_matches('.');
         let authority = match target.port_u16() {
-            Some(443) => Authority::try_from(target.host()).unwrap_or_else(|_| target.clone()),
-            _ => target.clone(),
-        };
+            Some(443) | None => Authority::try_from(host),
+            Some(port) => Authority::try_from(format!("{host}:{port}")),
+        }
+        .unwrap_or_else(|_| target.clone());
         Base { authority }
     }
 
@@ -219,6 +239,11 @@ mod tests {
         assert_eq!(
             Base::of(&"api.github.com".parse().unwrap()).origin(),
             "https://api.github.com"
+        );
+        assert_eq!(
+            Base::of(&"api.github.com.:8443".parse().unwrap()).origin(),
+            "https://api.github.com:8443",
+            "a fully qualified name's final dot is dropped"
         );
     }
 

@@ -66,6 +66,15 @@ pub(super) async fn connect(t: Tunnels<'_>, req: Request<Incoming>) -> Result<Op
             format!("CONNECT target `{authority}` has no port"),
         ));
     };
+    // Nothing listens on port 0 and an empty host names nothing: the client's mistake (400),
+    // not an upstream that cannot be reached (502).
+    if port == 0 || authority.host().is_empty() {
+        return Err(Problem::new(
+            StatusCode::BAD_REQUEST,
+            ProblemKind::BadRequest,
+            format!("CONNECT target `{authority}` needs a host and a port from 1 to 65535"),
+        ));
+    }
     // A tunnel outlives its HTTP connection (which ends at the upgrade), so tunnels hold a
     // slot of their own against limits.max_connections.
     let Ok(slot) = t.slots.clone().try_acquire_owned() else {
