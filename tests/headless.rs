@@ -16,6 +16,8 @@ mod common;
 mod tls;
 #[path = "common/tls_client.rs"]
 mod tls_client;
+#[path = "common/weir_cli.rs"]
+mod weir_cli;
 
 use common::{eventually, Upstream};
 use std::io::{BufRead, BufReader};
@@ -340,23 +342,10 @@ async fn with_no_session_bus_weir_env_before_the_first_start_makes_the_ca_serve_
 #[test]
 fn with_no_session_bus_a_token_set_before_the_first_start_says_so() {
     let b = Box_::new("");
-    let mut cmd = b.weir(&["token", "set"]);
-    let out = {
-        use std::io::Write;
-        let mut child = cmd
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(b"gho_headlessBeforeStart0123\n")
-            .unwrap();
-        child.wait_with_output().unwrap()
-    };
+    let out = weir_cli::feed(
+        &mut b.weir(&["token", "set"]),
+        "gho_headlessBeforeStart0123\n",
+    );
     let said = String::from_utf8_lossy(&out.stdout).to_string();
     assert!(out.status.success(), "{said}");
     assert!(said.contains("an owner-only file in"), "{said}");

@@ -32,17 +32,8 @@ pub fn run(
     path: &str,
     body: Option<serde_json::Value>,
 ) -> Result<serde_json::Value, std::process::ExitCode> {
-    let (settings, data_dir) = match super::serve::load(args) {
-        Ok(l) => (l.settings, l.data_dir),
-        Err(e) => {
-            eprintln!("weir: {e}");
-            return Err(std::process::ExitCode::from(super::EXIT_CONFIG));
-        }
-    };
-    let base = format!(
-        "http://{}",
-        weir::config::host_for(settings.listen.ip(), settings.listen.port())
-    );
+    let (launch, base) = super::serve::load_with_base(args)?;
+    let data_dir = launch.data_dir;
     let Ok(rt) = tokio::runtime::Runtime::new() else {
         eprintln!("weir: cannot start the async runtime");
         return Err(std::process::ExitCode::FAILURE);

@@ -3,7 +3,7 @@
 //! of [`super::install_check`]). `--json` prints the status object instead.
 
 use super::args::ModeChoice;
-use super::serve::load;
+use super::serve::load_with_base;
 use super::{ServeArgs, EXIT_CONFIG};
 use http::{header, Method, Request};
 use std::process::ExitCode;
@@ -21,17 +21,10 @@ fn chosen(c: ModeChoice) -> Mode {
 }
 
 pub fn run(mode: Option<ModeChoice>, json: bool, args: ServeArgs) -> ExitCode {
-    let (settings, data_dir) = match load(&args) {
-        Ok(l) => (l.settings, l.data_dir),
-        Err(e) => {
-            eprintln!("weir: {e}");
-            return ExitCode::from(EXIT_CONFIG);
-        }
+    let (data_dir, base) = match load_with_base(&args) {
+        Ok((l, base)) => (l.data_dir, base),
+        Err(code) => return code,
     };
-    let base = format!(
-        "http://{}",
-        weir::config::host_for(settings.listen.ip(), settings.listen.port())
-    );
     let Ok(rt) = tokio::runtime::Runtime::new() else {
         return ExitCode::FAILURE;
     };

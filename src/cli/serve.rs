@@ -10,6 +10,25 @@ pub fn load(args: &ServeArgs) -> Result<Launch, config::ConfigError> {
     args.resolve()
 }
 
+/// For a command that talks to the running Weir: the config as loaded and Weir's base URL
+/// (`http://host:port`, from `listen`); a config that does not load is said, and exits 2.
+pub fn load_with_base(args: &ServeArgs) -> Result<(Launch, String), std::process::ExitCode> {
+    match load(args) {
+        Ok(l) => {
+            let listen = l.settings.listen;
+            let base = format!(
+                "http://{}",
+                weir::config::host_for(listen.ip(), listen.port())
+            );
+            Ok((l, base))
+        }
+        Err(e) => {
+            eprintln!("weir: {e}");
+            Err(std::process::ExitCode::from(super::EXIT_CONFIG))
+        }
+    }
+}
+
 /// `print_secret`: print the dashboard link with the control secret even when standard
 /// output is not a terminal (a pipe, a file, a service manager's journal, which keeps it).
 pub fn run(args: ServeArgs, gateway: bool, print_secret: bool) -> ExitCode {

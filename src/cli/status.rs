@@ -5,8 +5,8 @@
 //! the document `weir::status::StatusSnapshot` writes (`tests/cli_status.rs` reads a running
 //! engine's real answer). `--json` prints the whole document as Weir sent it.
 
-use super::serve::load;
-use super::{ServeArgs, EXIT_CONFIG};
+use super::serve::load_with_base;
+use super::ServeArgs;
 use http::Request;
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -97,17 +97,10 @@ pub struct TunnelBytesGlance {
 }
 
 pub fn run(json: bool, args: ServeArgs) -> ExitCode {
-    let settings = match load(&args) {
-        Ok(l) => l.settings,
-        Err(e) => {
-            eprintln!("weir: {e}");
-            return ExitCode::from(EXIT_CONFIG);
-        }
+    let base = match load_with_base(&args) {
+        Ok((_, base)) => base,
+        Err(code) => return code,
     };
-    let base = format!(
-        "http://{}",
-        weir::config::host_for(settings.listen.ip(), settings.listen.port())
-    );
     let Ok(rt) = tokio::runtime::Runtime::new() else {
         eprintln!("weir: cannot start the async runtime");
         return ExitCode::FAILURE;

@@ -7,7 +7,7 @@
 //! (`POST /_weir/api/token/reload`, with the control secret, after the install check).
 
 use super::args::TokenCmd;
-use super::serve::load;
+use super::serve::load_with_base;
 use super::{ServeArgs, EXIT_CONFIG};
 use http::{Method, Request};
 use std::io::{IsTerminal, Read};
@@ -20,17 +20,10 @@ use weir::secrets::Account;
 const MAX_TOKEN: usize = 1024;
 
 pub fn run(cmd: TokenCmd, args: ServeArgs) -> ExitCode {
-    let (settings, data_dir) = match load(&args) {
-        Ok(l) => (l.settings, l.data_dir),
-        Err(e) => {
-            eprintln!("weir: {e}");
-            return ExitCode::from(EXIT_CONFIG);
-        }
+    let (settings, data_dir, base) = match load_with_base(&args) {
+        Ok((l, base)) => (l.settings, l.data_dir, base),
+        Err(code) => return code,
     };
-    let base = format!(
-        "http://{}",
-        weir::config::host_for(settings.listen.ip(), settings.listen.port())
-    );
     let keychain = match weir::secrets::store_for(&data_dir, settings.secrets_store) {
         Ok(k) => k,
         Err(e) => {
