@@ -55,7 +55,7 @@ impl Install {
     }
 
     /// The CA store after settling where this install's secrets live, as `weir serve` does at
-    /// start ([`crate::secrets::choose`]): with no keychain under `auto` that makes the file
+    /// start ([`crate::secrets::choose()`]): with no keychain under `auto` that makes the file
     /// store, so a CA a command creates before the first start (`weir env`, `weir ca
     /// install|rotate`: the CI runner's steps) has its key where `weir serve` will look. Without
     /// it they asked the OS keychain and failed with its fix (install gnome-keyring) on a box
