@@ -145,29 +145,35 @@ fn ca_path_and_install_steps_name_the_certificate() {
     let path = stdout(&out).trim().to_string();
     assert_eq!(Path::new(&path), data.join("ca/weir-ca.pem"));
 
-    // No keychain: `install` cannot create a CA and says why, with the fix.
+    // No keychain: `install` settles the secret store as `weir serve` would (the file store
+    // in the data dir), makes the CA there and names the certificate in its steps.
     let out = weir(dir.path(), &["ca", "install", "--data-dir", data_s]);
-    assert_eq!(out.status.code(), Some(1));
-    let err = String::from_utf8_lossy(&out.stderr);
+    let said = stdout(&out);
+    assert_eq!(out.status.code(), Some(0), "{said}");
+    assert!(said.contains(&path), "{said}");
     assert!(
-        err.contains("no OS keychain is available") && err.contains("fix:"),
-        "{err}"
+        data.join("secrets").is_dir(),
+        "the CA's key is in the file store"
     );
+    assert!(Path::new(&path).is_file());
 
-    // A certificate on disk is not enough: without its key in the keychain Weir cannot vouch
-    // for it, so nothing is installed and the error says why (with the keychain, install
-    // rewrites the file from the CA in memory: `tls_ca::ca_install_refuses_a_replaced_unconstrained_ca`).
+    // A certificate on disk is not enough: without its key in the secret store Weir cannot
+    // vouch for it, so nothing is installed and the error says why, with the fix (with the
+    // keychain, install rewrites the file from the CA in memory:
+    // `tls_ca::ca_install_refuses_a_replaced_unconstrained_ca`).
+    let other = dir.path().join("other-data");
+    let other_s = other.to_str().unwrap();
     let hosts = vec!["api.githubcopilot.com".to_string()];
     let ca =
         weir_tls::LocalCa::generate_for_owner(&hosts, weir_tls::OffsetDateTime::now_utc(), "t")
             .unwrap();
-    std::fs::create_dir_all(data.join("ca")).unwrap();
-    std::fs::write(&path, ca.cert_pem()).unwrap();
-    let out = weir(dir.path(), &["ca", "install", "--data-dir", data_s]);
+    std::fs::create_dir_all(other.join("ca")).unwrap();
+    std::fs::write(other.join("ca/weir-ca.pem"), ca.cert_pem()).unwrap();
+    let out = weir(dir.path(), &["ca", "install", "--data-dir", other_s]);
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains("no OS keychain is available") && err.contains("fix:"),
+        err.contains("its private key is not in the secret store") && err.contains("fix:"),
         "{err}"
     );
     assert!(!stdout(&out).contains("weir-ca.pem"), "no install step");
