@@ -123,6 +123,27 @@ fn global_options_are_accepted_before_and_after_the_subcommand() {
     assert!(serve.wait().unwrap().success());
 }
 
+/// A reader that stops early (`weir completions bash | grep -q complete`) closes the pipe:
+/// `weir` ends quietly with success, never a panic (clap_complete's writer panicked on it).
+#[test]
+fn completions_to_a_reader_that_stops_early_end_quietly() {
+    use std::io::Read;
+    let home = tempfile::tempdir().unwrap();
+    let mut child = weir(home.path())
+        .args(["completions", "bash"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = [0u8; 16];
+    child.stdout.take().unwrap().read_exact(&mut first).unwrap();
+    // The read end is closed here, long before a script of tens of KiB is written.
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("panicked"), "{err}");
+    assert_eq!(out.status.code(), Some(0), "{err}");
+}
+
 #[test]
 fn completions_for_each_shell_name_the_subcommands_and_options() {
     let home = tempfile::tempdir().unwrap();

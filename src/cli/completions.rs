@@ -14,6 +14,22 @@ pub fn run(shell: CompletionShell) -> ExitCode {
         CompletionShell::Powershell => Shell::PowerShell,
     };
     let mut cmd = Cli::command();
-    clap_complete::generate(shell, &mut cmd, "weir", &mut std::io::stdout());
-    ExitCode::SUCCESS
+    // Rendered first, then written: clap_complete panics when its writer fails, and a reader
+    // that stops early (`weir completions bash | grep -q complete`, `| head`) closes the pipe.
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut cmd, "weir", &mut script);
+    write_out(&mut std::io::stdout().lock(), &script)
+}
+
+/// Writes `bytes`; a reader that closed the pipe had what it wanted (success, as `cat` would
+/// end quietly), any other failure is said.
+fn write_out(out: &mut impl std::io::Write, bytes: &[u8]) -> ExitCode {
+    match out.write_all(bytes).and_then(|()| out.flush()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("weir: cannot write the completion script: {e}");
+            ExitCode::FAILURE
+        }
+    }
 }
