@@ -4,6 +4,9 @@
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 
+#[path = "common/weir_cli.rs"]
+mod weir_cli;
+
 fn weir() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_weir"));
     // Keep the user's own config and data out of the test.
@@ -86,16 +89,12 @@ fn serve_prints_addresses_and_stops_on_sigterm() {
 fn a_second_serve_on_the_same_data_dir_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let serve = || {
-        let mut child = weir()
-            .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
-            .arg(dir.path())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        let first = lines.next().and_then(Result::ok);
-        (child, first)
+        weir_cli::spawn_serve(
+            weir()
+                .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+                .arg(dir.path())
+                .stderr(Stdio::null()),
+        )
     };
     let (mut running, first) = serve();
     assert!(

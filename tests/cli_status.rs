@@ -7,6 +7,9 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
 
+#[path = "common/weir_cli.rs"]
+mod weir_cli;
+
 fn weir(home: &std::path::Path) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_weir"));
     c.env("HOME", home)
@@ -61,18 +64,15 @@ impl Drop for Serving {
 }
 
 fn serve(home: &std::path::Path, config: &std::path::Path) -> Serving {
-    let mut child = weir(home)
-        .args(["serve", "--config"])
-        .arg(config)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let first = lines.next().unwrap().unwrap();
+    let (child, first) = weir_cli::spawn_serve(
+        weir(home)
+            .args(["serve", "--config"])
+            .arg(config)
+            .stderr(Stdio::null()),
+    );
     let addr = first
-        .rsplit("http://")
-        .next()
+        .as_deref()
+        .and_then(|l| l.rsplit("http://").next())
         .expect("weir serve prints where it listens")
         .to_string();
     Serving { child, addr }

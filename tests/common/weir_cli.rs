@@ -39,3 +39,16 @@ pub fn feed(cmd: &mut Command, stdin: &str) -> Output {
         .unwrap();
     child.wait_with_output().unwrap()
 }
+
+/// Starts `cmd` (a `weir serve` the caller set up) and returns it with the first line it
+/// printed (`weir: proxy listening on http://…`). The rest of its standard output is read to
+/// the end in a thread: a closed pipe would fail its later lines (the dashboard link, `weir:
+/// stopped`).
+pub fn spawn_serve(cmd: &mut Command) -> (std::process::Child, Option<String>) {
+    use std::io::{BufRead, BufReader};
+    let mut child = cmd.stdout(Stdio::piped()).spawn().unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let first = lines.next().and_then(Result::ok);
+    std::thread::spawn(move || for _ in lines {});
+    (child, first)
+}
