@@ -139,7 +139,12 @@ async fn node_that_does_not_trust_weirs_ca_is_counted_and_told_the_fix() {
     // Node closes its kept-alive connection as it exits; Weir sees that a moment later.
     tokio::time::sleep(Duration::from_millis(300)).await;
     let f = failures(&weir.status().await);
-    let total: u64 = f.as_object().unwrap().values().map(|n| n.as_u64().unwrap()).sum();
+    let total: u64 = f
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|n| n.as_u64().unwrap())
+        .sum();
     assert_eq!(total, 0, "a trusting client is no failure: {f}");
 
     assert!(

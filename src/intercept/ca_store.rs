@@ -354,7 +354,9 @@ mod tests {
                 1,
                 "round {round}"
             );
-            let on_disk = store.load().expect("the certificate and key on disk are a pair");
+            let on_disk = store
+                .load()
+                .expect("the certificate and key on disk are a pair");
             assert_eq!(on_disk.fingerprint_sha256(), prints[0], "round {round}");
         }
     }
