@@ -17,6 +17,8 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 
+pub(crate) mod idle;
+
 /// Concurrent HTTP/2 streams per client connection.
 pub(crate) const H2_MAX_STREAMS: u32 = 32;
 
@@ -210,13 +212,19 @@ pub(crate) fn http_builder(limits: &crate::config::Limits) -> auto::Builder<Inli
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct CloseAfter;
 
+/// Marks the `200` that opens a CONNECT tunnel: the connection becomes the tunnel's bytes, so
+/// [`fit_to_connection`] gives it no keep-alive hint (it would be meaningless).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct TunnelOpened;
+
 /// Fits an answer's headers to the client's connection, the last step before hyper writes it.
 ///
 /// HTTP/1.1: tells the client how long Weir keeps its idle connection open (`Keep-Alive:
 /// timeout=N`, a second under `header_read_timeout`, after which hyper closes it): a client
 /// that honours the hint (undici, Node's agents, many pools) opens a new connection instead of
 /// reusing one Weir is about to close, and never sees that race as a reset. Answers that close
-/// anyway ([`CloseAfter`]: `Connection: close`) and upgrades get no hint. `hint` is
+/// anyway ([`CloseAfter`]: `Connection: close`), upgrades and a CONNECT's `200`
+/// ([`TunnelOpened`]) get no hint. `hint` is
 /// [`keep_alive_value`], made once per connection (not formatted per answer).
 ///
 /// HTTP/2 has its own GOAWAY and forbids connection-specific headers (hyper would strip them):
@@ -242,6 +250,7 @@ pub(crate) fn fit_to_connection<B>(
     if version != http::Version::HTTP_11
         || resp.status() == StatusCode::SWITCHING_PROTOCOLS
         || resp.headers().contains_key(http::header::CONNECTION)
+        || resp.extensions().get::<TunnelOpened>().is_some()
     {
         return;
     }
@@ -315,6 +324,9 @@ pub(crate) async fn serve<H, Fut>(
         let first = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let seen = first.clone();
         let inner = handler.clone();
+        // HTTP/2's streams, for its idle limit (`idle`); HTTP/1's is hyper's.
+        let activity = idle::Activity::new();
+        let streams = activity.clone();
         let conn = connection(
             &http_builder(&limits),
             TokioIo::new(stream),
@@ -322,7 +334,9 @@ pub(crate) async fn serve<H, Fut>(
             keep_alive_value(limits.header_read_timeout),
             move |req| {
                 seen.store(true, std::sync::atomic::Ordering::Relaxed);
-                inner(req)
+                let open = (req.version() == http::Version::HTTP_2).then(|| streams.open());
+                let answer = inner(req);
+                async move { idle::track(answer.await, open) }
             },
             None::<()>,
         );
@@ -335,6 +349,13 @@ pub(crate) async fn serve<H, Fut>(
             };
             let result = match ended {
                 Some(r) => r,
+                None if activity.is_h2() => tokio::select! {
+                    r = conn.as_mut() => r,
+                    () = activity.idle(first_head) => {
+                        tracing::debug!(%peer, "HTTP/2 connection idle for header_read_timeout; closed");
+                        Ok(())
+                    }
+                },
                 None if first.load(std::sync::atomic::Ordering::Relaxed) => conn.await,
                 None => {
                     tracing::debug!(%peer, "no request head within header_read_timeout; closed");

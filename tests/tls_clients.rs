@@ -89,6 +89,135 @@ async fn node_fetch_through_proxy_agent_is_coalesced() {
     );
 }
 
+/// Runs tests/node/fetch.mjs once for `url` through `weir`, trusting `extra_ca` too (or only
+/// Node's own roots with `None`); true when it succeeded.
+async fn node_fetch_once(weir: &TlsWeir, url: &str, extra_ca: Option<&std::path::Path>) -> bool {
+    let node = require_tool("node", "apt-get install -y nodejs npm");
+    assert!(
+        tls::repo_root()
+            .join("tests/node/node_modules/undici")
+            .is_dir(),
+        "tests/node/node_modules is missing; run: npm ci --prefix tests/node"
+    );
+    let mut cmd = Command::new(node);
+    cmd.arg(tls::repo_root().join("tests/node/fetch.mjs"))
+        .arg(weir.proxy_url())
+        .arg(url)
+        .arg("1");
+    for v in [
+        "NODE_EXTRA_CA_CERTS",
+        "HTTPS_PROXY",
+        "https_proxy",
+        "HTTP_PROXY",
+        "http_proxy",
+        "NODE_TLS_REJECT_UNAUTHORIZED",
+        "NODE_OPTIONS",
+    ] {
+        cmd.env_remove(v);
+    }
+    if let Some(ca) = extra_ca {
+        cmd.env("NODE_EXTRA_CA_CERTS", ca);
+    }
+    output(cmd).await.status.success()
+}
+
+/// Issue 32, item 6: Node (so VS Code) checks Weir's certificate itself and, when it does not
+/// trust the CA, drops the connection with no alert and no request. That is counted as
+/// `closed_after_certificate` (not `closed`, a close before the certificate, nor
+/// `untrusted_ca`, an alert) and logged at info with the fix, naming the CA's path for
+/// NODE_EXTRA_CA_CERTS. A Node that trusts the CA is counted nowhere.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn node_that_does_not_trust_weirs_ca_is_counted_and_told_the_fix() {
+    let logs = captured_logs();
+    let ca = TestCa::new();
+    let up = TlsUpstream::start(&ca, HOST).await;
+    let weir = TlsWeir::start(&tls::upstream_toml(&up, &ca)).await;
+    let url = format!("https://{HOST}{LIST}");
+    let failures = |st: &serde_json::Value| st["interception"]["handshake_failures"].clone();
+
+    assert!(node_fetch_once(&weir, &url, Some(&weir.ca_pem)).await);
+    // Node closes its kept-alive connection as it exits; Weir sees that a moment later.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let f = failures(&weir.status().await);
+    let total: u64 = f
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|n| n.as_u64().unwrap())
+        .sum();
+    assert_eq!(total, 0, "a trusting client is no failure: {f}");
+
+    assert!(
+        !node_fetch_once(&weir, &url, None).await,
+        "Node must not trust Weir's CA by itself"
+    );
+    let mut f = serde_json::Value::Null;
+    for _ in 0..100 {
+        f = failures(&weir.status().await);
+        if f["closed_after_certificate"].as_u64() > Some(0) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(f["closed_after_certificate"].as_u64() >= Some(1), "{f}");
+    for cause in ["untrusted_ca", "closed", "alert", "timeout", "other"] {
+        assert_eq!(f[cause], 0, "{cause}: {f}");
+    }
+    let metrics = reqwest::get(format!("{}/metrics", weir.proxy_url()))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.lines().any(|l| l
+            .starts_with("weir_tls_handshake_failures_total{cause=\"closed_after_certificate\"} ")
+            && !l.ends_with(" 0")),
+        "{metrics}"
+    );
+    // The logs are the whole binary's (the other Node test runs a Weir too): this Weir's line
+    // is the one naming its own CA path.
+    let logged = String::from_utf8_lossy(&logs.lock().unwrap()).to_string();
+    let fix = format!(
+        "NODE_EXTRA_CA_CERTS={}",
+        weir.dir.path().join("data/ca/weir-ca.pem").display()
+    );
+    let hint = logged
+        .lines()
+        .find(|l| l.contains("after Weir's certificate") && l.contains(&fix))
+        .unwrap_or_else(|| panic!("no hint with {fix} in:\n{logged}"));
+    assert!(hint.contains(" INFO "), "{hint}");
+    assert!(hint.contains("weir ca install"), "{hint}");
+}
+
+/// Everything Weir logs (at info) in this test binary.
+fn captured_logs() -> std::sync::Arc<std::sync::Mutex<Vec<u8>>> {
+    use std::sync::{Arc, Mutex, OnceLock};
+    static LOGS: OnceLock<Arc<Mutex<Vec<u8>>>> = OnceLock::new();
+    LOGS.get_or_init(|| {
+        let buf = Arc::new(Mutex::new(Vec::new()));
+        let w = buf.clone();
+        let _ = tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::INFO)
+            .with_ansi(false)
+            .with_writer(move || Capture(w.clone()))
+            .try_init();
+        buf
+    })
+    .clone()
+}
+
+struct Capture(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+impl std::io::Write for Capture {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(b);
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chromium_with_the_pac_file_and_nss_trust_loads_the_managed_host() {
     let chromium = require_tool(

@@ -572,8 +572,11 @@ async fn an_intercepted_connection_with_no_request_is_closed_and_its_slot_freed(
 
 /// Issue 32, item 6: failed client handshakes are counted by cause, in the status and the
 /// metrics. A client that does not trust Weir's CA (rustls with other roots: it sends an
-/// `unknown_ca` alert) is `untrusted_ca`; one that closes after its ClientHello is `closed`;
-/// a server name that is not the CONNECT target is `sni_mismatch`. A good handshake is none.
+/// `unknown_ca` alert) is `untrusted_ca`; one that closes in the middle of its ClientHello is
+/// `closed`; one that reads Weir's answer to its ClientHello (the certificate) and closes with
+/// no alert is `closed_after_certificate` (what Node does when it does not trust the CA,
+/// `tls_clients.rs`), and so is a good handshake whose client then closes without a request;
+/// a server name that is not the CONNECT target is `sni_mismatch`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn failed_handshakes_are_counted_by_cause() {
     let (_ca, _up, weir) = managed().await;
@@ -583,6 +586,7 @@ async fn failed_handshakes_are_counted_by_cause() {
     let refused = tls_client::tls_through_proxy(proxy, &target, HOST, &[other.der()]).await;
     assert!(refused.is_err(), "the client must refuse Weir's leaf");
     closes_after_hello(proxy, &target).await;
+    closes_during_hello(proxy, &target).await;
     let wrong = tls_client::tls_through_proxy(
         proxy,
         &target,
@@ -599,8 +603,8 @@ async fn failed_handshakes_are_counted_by_cause() {
     let mut st = serde_json::Value::Null;
     for _ in 0..100 {
         st = weir.status().await["interception"].clone();
-        if st["handshake_failures"]["closed"] == 1 && st["handshake_failures"]["untrusted_ca"] == 1
-        {
+        let f = &st["handshake_failures"];
+        if f["closed"] == 1 && f["untrusted_ca"] == 1 && f["closed_after_certificate"] == 2 {
             break;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -609,10 +613,11 @@ async fn failed_handshakes_are_counted_by_cause() {
     assert_eq!(f["untrusted_ca"], 1, "{st}");
     assert_eq!(f["closed"], 1, "{st}");
     assert_eq!(f["sni_mismatch"], 1, "{st}");
+    assert_eq!(f["closed_after_certificate"], 2, "{st}");
     for cause in ["alert", "timeout", "other"] {
         assert_eq!(f[cause], 0, "{cause}: {st}");
     }
-    assert_eq!(st["connections"], 4, "{st}");
+    assert_eq!(st["connections"], 5, "{st}");
     assert_eq!(st["leaves_issued"], 1, "{st}");
 
     let metrics = reqwest::get(format!("{}/metrics", weir.proxy_url()))
@@ -622,15 +627,34 @@ async fn failed_handshakes_are_counted_by_cause() {
         .await
         .unwrap();
     for line in [
-        "weir_intercepted_connections_total 4",
+        "weir_intercepted_connections_total 5",
         "weir_tls_leaves_issued_total 1",
         "weir_tls_handshake_failures_total{cause=\"untrusted_ca\"} 1",
         "weir_tls_handshake_failures_total{cause=\"closed\"} 1",
+        "weir_tls_handshake_failures_total{cause=\"closed_after_certificate\"} 2",
         "weir_tls_handshake_failures_total{cause=\"sni_mismatch\"} 1",
         "weir_tls_handshake_failures_total{cause=\"other\"} 0",
     ] {
         assert!(metrics.lines().any(|l| l == line), "{line} in:\n{metrics}");
     }
+}
+
+/// CONNECTs through Weir, sends the first bytes of a TLS record (a ClientHello's header), and
+/// closes: a client that gave up before Weir could answer with its certificate.
+async fn closes_during_hello(proxy: std::net::SocketAddr, target: &str) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(proxy).await.unwrap();
+    s.write_all(format!("CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        assert_eq!(s.read(&mut byte).await.unwrap(), 1);
+        head.push(byte[0]);
+    }
+    s.write_all(&[0x16, 0x03, 0x01, 0x02, 0x00]).await.unwrap();
+    drop(s);
 }
 
 /// CONNECTs through Weir, sends a real ClientHello, reads the start of Weir's answer, and
@@ -664,4 +688,270 @@ async fn closes_after_hello(proxy: std::net::SocketAddr, target: &str) {
         "Weir answered the hello"
     );
     drop(s);
+}
+
+/// Everything Weir logs (at debug) in this test binary, to check what a log line names.
+fn captured_logs() -> Arc<std::sync::Mutex<Vec<u8>>> {
+    static LOGS: std::sync::OnceLock<Arc<std::sync::Mutex<Vec<u8>>>> = std::sync::OnceLock::new();
+    LOGS.get_or_init(|| {
+        let buf = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let w = buf.clone();
+        let _ = tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::DEBUG)
+            .with_ansi(false)
+            .with_writer(move || Capture(w.clone()))
+            .try_init();
+        buf
+    })
+    .clone()
+}
+
+struct Capture(Arc<std::sync::Mutex<Vec<u8>>>);
+impl std::io::Write for Capture {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(b);
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Sends `request` to `addr` over a new TCP connection and returns the answer's head and, if
+/// it has a `content-length`, its body (read with a bound: a hang fails the test).
+async fn raw_exchange(addr: std::net::SocketAddr, request: &str) -> (String, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    s.write_all(request.as_bytes()).await.unwrap();
+    let read = async {
+        let mut head = Vec::new();
+        let mut byte = [0u8; 1];
+        while !head.ends_with(b"\r\n\r\n") {
+            if s.read(&mut byte).await.unwrap() == 0 {
+                break;
+            }
+            head.push(byte[0]);
+        }
+        let head = String::from_utf8_lossy(&head).to_string();
+        let len = head
+            .lines()
+            .find_map(|l| {
+                let (k, v) = l.split_once(':')?;
+                k.eq_ignore_ascii_case("content-length")
+                    .then(|| v.trim().parse::<usize>().ok())
+                    .flatten()
+            })
+            .unwrap_or(0);
+        let mut body = vec![0u8; len];
+        s.read_exact(&mut body).await.unwrap();
+        (head, String::from_utf8_lossy(&body).to_string())
+    };
+    tokio::time::timeout(Duration::from_secs(20), read)
+        .await
+        .expect("Weir answered")
+}
+
+/// A CONNECT target with user info (`user:password@host:port`) is refused with a 400 problem
+/// saying a target is `host:port`, and the user info is in neither the answer nor the log:
+/// a managed host (it was intercepted, user info and all) and an unmanaged one (its connect
+/// error repeated the whole target).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connect_target_with_user_info_is_refused_without_echoing_it() {
+    let logs = captured_logs();
+    let ca = TestCa::new();
+    let up = TlsUpstream::start(&ca, HOST).await;
+    let toml = format!(
+        "allow_private_targets = true\n{}",
+        tls::upstream_toml(&up, &ca)
+    );
+    let weir = TlsWeir::start(&toml).await;
+    // A port nothing listens on (bound, then closed).
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    for target in [
+        format!("alice:hunter2secret@{HOST}:443"),
+        format!("alice:hunter2secret@127.0.0.1:{closed}"),
+        format!("alice@127.0.0.1:{closed}"),
+    ] {
+        let (head, body) = raw_exchange(
+            weir.handle.local_addr(),
+            &format!("CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n"),
+        )
+        .await;
+        assert!(head.starts_with("HTTP/1.1 400"), "{target}: {head}{body}");
+        assert!(
+            head.to_ascii_lowercase()
+                .contains("content-type: application/problem+json"),
+            "{head}"
+        );
+        assert!(body.contains("host:port"), "{body}");
+        for secret in ["hunter2secret", "alice"] {
+            assert!(!body.contains(secret), "{target}: {body}");
+            assert!(!head.contains(secret), "{target}: {head}");
+        }
+    }
+    // Whatever Weir logged meanwhile (at debug) never names the user info.
+    let logged = String::from_utf8_lossy(&logs.lock().unwrap()).to_string();
+    assert!(!logged.contains("hunter2secret"), "{logged}");
+    assert!(!logged.contains("alice"), "{logged}");
+    assert_eq!(up.count(LIST), 0);
+}
+
+/// The `200` that opens a CONNECT tunnel (blind or intercepted) is the whole answer: no
+/// `Keep-Alive` hint, which is meaningless on a connection that becomes a tunnel. Plain
+/// HTTP/1.1 answers still carry it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connects_200_carries_no_keep_alive() {
+    let ca = TestCa::new();
+    let up = TlsUpstream::start(&ca, HOST).await;
+    let toml = format!(
+        "allow_private_targets = true\n{}",
+        tls::upstream_toml(&up, &ca)
+    );
+    let weir = TlsWeir::start(&toml).await;
+    let blind = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let blind_addr = blind.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((s, _)) = blind.accept().await {
+            tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_secs(5)).await;
+                drop(s);
+            });
+        }
+    });
+    for target in [format!("{HOST}:443"), blind_addr.to_string()] {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut s = tokio::net::TcpStream::connect(weir.handle.local_addr())
+            .await
+            .unwrap();
+        s.write_all(format!("CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n").as_bytes())
+            .await
+            .unwrap();
+        let mut head = Vec::new();
+        let mut byte = [0u8; 1];
+        while !head.ends_with(b"\r\n\r\n") {
+            assert_eq!(s.read(&mut byte).await.unwrap(), 1, "closed during CONNECT");
+            head.push(byte[0]);
+        }
+        let head = String::from_utf8_lossy(&head).to_ascii_lowercase();
+        assert!(head.starts_with("http/1.1 200"), "{target}: {head}");
+        assert!(!head.contains("keep-alive"), "{target}: {head}");
+    }
+    // An ordinary answer on a kept-alive HTTP/1.1 connection still says how long it stays.
+    let (head, _) = raw_exchange(
+        weir.handle.local_addr(),
+        "GET /_weir/api/health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",
+    )
+    .await;
+    assert!(
+        head.to_ascii_lowercase().contains("keep-alive: timeout="),
+        "{head}"
+    );
+}
+
+/// An HTTP/2 connection, with `header_read_timeout` as its idle limit (`limit`): the `[limits]`.
+fn short_idle(limit: &str) -> String {
+    format!("[limits]\nheader_read_timeout = \"{limit}\"\n")
+}
+
+/// Sends `GET url` on `client` and reads the whole answer; returns its status.
+async fn h2_get(client: &mut h2::client::SendRequest<bytes::Bytes>, url: &str) -> u16 {
+    let req = http::Request::get(url).body(()).unwrap();
+    let (answer, _) = client
+        .clone()
+        .ready()
+        .await
+        .unwrap()
+        .send_request(req, true)
+        .unwrap();
+    let answer = answer.await.unwrap();
+    let status = answer.status().as_u16();
+    let mut body = answer.into_body();
+    while let Some(chunk) = body.data().await {
+        let chunk = chunk.unwrap();
+        let _ = body.flow_control().release_capacity(chunk.len());
+    }
+    status
+}
+
+/// Issue 32: an intercepted HTTP/2 connection idle after its requests is closed (GOAWAY) once
+/// no stream was open for `header_read_timeout`, HTTP/1's idle limit; it held its CONNECT slot
+/// forever. One with a request every 200 ms (for 4 limits) stays open and answers each.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_intercepted_http2_connection_is_closed_and_an_active_one_is_not() {
+    let ca = TestCa::new();
+    let up = TlsUpstream::start(&ca, HOST).await;
+    let toml = format!("{}{}", tls::upstream_toml(&up, &ca), short_idle("500ms"));
+    let weir = TlsWeir::start(&toml).await;
+    let roots = [weir.ca.cert_der().clone()];
+    let url = format!("https://{HOST}{LIST}");
+    let open = || async {
+        let tls = tls_client::tls_stream_through_proxy(
+            weir.handle.local_addr(),
+            &format!("{HOST}:443"),
+            HOST,
+            &roots,
+            &[b"h2"],
+        )
+        .await
+        .unwrap();
+        assert_eq!(tls.get_ref().1.alpn_protocol(), Some(&b"h2"[..]));
+        let (client, conn) = h2::client::handshake(tls).await.unwrap();
+        let ended = tokio::spawn(async move {
+            let _ = conn.await;
+            std::time::Instant::now()
+        });
+        (client, ended)
+    };
+
+    // Idle after one request: closed by Weir.
+    let (mut client, ended) = open().await;
+    assert_eq!(h2_get(&mut client, &url).await, 200);
+    let last = std::time::Instant::now();
+    let closed_at = tokio::time::timeout(Duration::from_secs(15), ended)
+        .await
+        .expect("Weir closes an idle HTTP/2 connection")
+        .unwrap();
+    assert!(
+        closed_at.duration_since(last) >= Duration::from_millis(400),
+        "closed {:?} after its last answer, not idle for the limit",
+        closed_at.duration_since(last)
+    );
+
+    // Active: a request every 200 ms for 2 s, all on the one connection.
+    let (mut client, ended) = open().await;
+    for _ in 0..10 {
+        assert_eq!(h2_get(&mut client, &url).await, 200);
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert!(!ended.is_finished(), "an active connection was closed");
+    }
+    drop(client);
+}
+
+/// The plain listener's HTTP/2 (prior knowledge) has the same idle limit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_plain_http2_connection_is_closed() {
+    let ca = TestCa::new();
+    let up = TlsUpstream::start(&ca, HOST).await;
+    let toml = format!("{}{}", tls::upstream_toml(&up, &ca), short_idle("500ms"));
+    let weir = TlsWeir::start(&toml).await;
+    let addr = weir.handle.local_addr();
+    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let (mut client, conn) = h2::client::handshake(tcp).await.unwrap();
+    let ended = tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    let url = format!("http://{addr}/_weir/api/health");
+    for _ in 0..6 {
+        assert_eq!(h2_get(&mut client, &url).await, 200);
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert!(!ended.is_finished(), "an active connection was closed");
+    }
+    tokio::time::timeout(Duration::from_secs(15), ended)
+        .await
+        .expect("Weir closes an idle HTTP/2 connection")
+        .unwrap();
 }

@@ -318,12 +318,19 @@ function interceptedText(i) {
   return `${fmt.int(i.connections)} · ${fmt.int(i.leaves_issued)} ${i.leaves_issued === 1 ? 'leaf' : 'leaves'}`;
 }
 
-/** Failed client handshakes; those that refused Weir's CA named, since `weir ca install` fixes them. */
+/**
+ * Failed client handshakes; those that refused Weir's CA named, since `weir ca install` fixes
+ * them, and those that closed after Weir's certificate with no alert (what Node and VS Code do when they
+ * do not trust it; NODE_EXTRA_CA_CERTS fixes that), named as what they are.
+ */
 function handshakesText(i) {
   if (!i) return '—';
   const f = i.handshake_failures || {};
   const total = Object.values(f).reduce((a, n) => a + n, 0);
-  return f.untrusted_ca ? `${fmt.int(total)} · ${fmt.int(f.untrusted_ca)} do not trust Weir's CA` : fmt.int(total);
+  const named = [];
+  if (f.untrusted_ca) named.push(`${fmt.int(f.untrusted_ca)} do not trust Weir's CA`);
+  if (f.closed_after_certificate) named.push(`${fmt.int(f.closed_after_certificate)} closed after Weir's certificate`);
+  return [fmt.int(total), ...named].join(' · ');
 }
 
 function renderCounters(st) {

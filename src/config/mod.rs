@@ -194,6 +194,9 @@ pub fn is_copilot_host(host: &str) -> bool {
 pub struct Limits {
     pub max_header_bytes: usize,
     pub max_body_bytes: usize,
+    /// A request head must come within this long: the first on a new connection, and the next
+    /// on an idle one (HTTP/1.1 by hyper; HTTP/2 counted from its last stream's end,
+    /// `server::idle`).
     pub header_read_timeout: Duration,
     pub max_connections: usize,
     pub drain_timeout: Duration,

@@ -205,7 +205,7 @@ fn tunnels(out: &mut String, s: &crate::status::StatusSnapshot) {
     };
     let _ = writeln!(out, "# HELP weir_intercepted_connections_total CONNECTs to managed hosts answered for TLS interception.\n# TYPE weir_intercepted_connections_total counter\nweir_intercepted_connections_total {}", i.connections);
     let _ = writeln!(out, "# HELP weir_tls_leaves_issued_total Leaf certificates Weir's CA issued.\n# TYPE weir_tls_leaves_issued_total counter\nweir_tls_leaves_issued_total {}", i.leaves_issued);
-    let _ = writeln!(out, "# HELP weir_tls_handshake_failures_total Client TLS handshakes with Weir that failed, by cause (untrusted_ca: the client refused Weir's CA).\n# TYPE weir_tls_handshake_failures_total counter");
+    let _ = writeln!(out, "# HELP weir_tls_handshake_failures_total Client TLS handshakes with Weir that failed, by cause (untrusted_ca: the client refused Weir's CA; closed_after_certificate: it closed with no alert and no request after Weir's certificate, as Node does when it does not trust the CA; closed: before the certificate).\n# TYPE weir_tls_handshake_failures_total counter");
     for (cause, n) in &i.handshake_failures {
         let _ = writeln!(
             out,

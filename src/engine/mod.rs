@@ -272,7 +272,11 @@ async fn open_parts(
     handoffs.start();
     let mut proxy = Proxy::new(ProxyParts {
         modes: modes.clone(),
-        intercept: crate::intercept::interceptor_for(&settings, opts.local_ca.clone()),
+        intercept: crate::intercept::interceptor_for(
+            &settings,
+            opts.local_ca.clone(),
+            &opts.data_dir,
+        ),
         live: live.clone(),
         port: doors.local_addr.port(),
         identity_key,

@@ -18,6 +18,8 @@ use weir_tls::{LocalCa, OffsetDateTime, TlsError};
 /// The keychain account holding the CA private key (PKCS#8 PEM).
 pub const KEY_ACCOUNT: &str = Account::LocalCaKey.as_str();
 
+const CERT_FILE: &str = "weir-ca.pem";
+
 /// Why the CA could not be loaded, created or rotated.
 #[derive(Debug, thiserror::Error)]
 pub enum CaError {
@@ -90,7 +92,12 @@ impl CaStore {
 
     /// `<data_dir>/ca/weir-ca.pem`, the public CA certificate.
     pub fn cert_path(&self) -> PathBuf {
-        self.dir.join("weir-ca.pem")
+        self.dir.join(CERT_FILE)
+    }
+
+    /// [`CaStore::cert_path`] of the install at `data_dir`, without looking for its keychain.
+    pub fn cert_path_in(data_dir: &Path) -> PathBuf {
+        data_dir.join("ca").join(CERT_FILE)
     }
 
     /// `<data_dir>/ca/weir-bundle.pem`: system roots plus Weir's CA, for `SSL_CERT_FILE`.
@@ -171,12 +178,17 @@ impl CaStore {
             return Err(CaError::NoHosts);
         }
         if self.read_cert()?.is_none() {
-            let ca = self.create(hosts)?;
-            return Ok(LoadOutcome {
-                ca: Arc::new(ca),
-                created: true,
-                missing_hosts: Vec::new(),
-            });
+            let _creating = self.creation_lock()?;
+            // Another process (`weir env` beside a first `weir serve`, say) may have made it
+            // while this one waited for the lock: then that one is loaded, not replaced.
+            if self.read_cert()?.is_none() {
+                let ca = self.create(hosts)?;
+                return Ok(LoadOutcome {
+                    ca: Arc::new(ca),
+                    created: true,
+                    missing_hosts: Vec::new(),
+                });
+            }
         }
         let ca = self.load()?;
         let missing = hosts
@@ -198,6 +210,7 @@ impl CaStore {
         if hosts.is_empty() {
             return Err(CaError::NoHosts);
         }
+        let _replacing = self.creation_lock()?;
         if let Some(old) = self.read_cert()? {
             write_atomically(&self.old_cert_path(), old.as_bytes())?;
         }
@@ -207,8 +220,32 @@ impl CaStore {
         self.create(hosts)
     }
 
+    /// Held (an exclusive lock on `<data_dir>/ca/create.lock`, released when dropped) while the
+    /// CA is made or replaced. Two processes that both found no CA (`weir env` or
+    /// `weir ca install` starting with a first `weir serve`) each generated one: the keychain
+    /// kept the last key stored and the disk the last certificate written, which could be the
+    /// other's, or the pair the running Weir serves with was not the one on disk, and clients
+    /// told to trust that file refused its leaves. Blocks until the other one is done.
+    fn creation_lock(&self) -> Result<std::fs::File, CaError> {
+        let io = |action, path: &Path, source| CaError::Io {
+            action,
+            path: path.to_path_buf(),
+            source,
+        };
+        crate::paths::create_private_dir(&self.dir).map_err(|e| io("create", &self.dir, e))?;
+        let path = self.dir.join("create.lock");
+        let mut o = std::fs::OpenOptions::new();
+        o.read(true).write(true).create(true).truncate(false);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut o, 0o600);
+        let f = o.open(&path).map_err(|e| io("create", &path, e))?;
+        f.lock().map_err(|e| io("lock", &path, e))?;
+        Ok(f)
+    }
+
     /// Generates a CA, stores its key in the keychain and only then writes the certificate, so
-    /// a keychain failure leaves nothing half-made on disk.
+    /// a keychain failure leaves nothing half-made on disk. Called with [`Self::creation_lock`]
+    /// held.
     fn create(&self, hosts: &[String]) -> Result<LocalCa, CaError> {
         let ca = LocalCa::generate(hosts, OffsetDateTime::now_utc())?;
         let key = ca.key_pem();
@@ -276,4 +313,51 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), CaError> {
     f.sync_all().map_err(|e| io("sync", e))?;
     drop(f);
     std::fs::rename(&tmp, path).map_err(|e| io("replace", e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Two creations of the CA at the same moment (as `weir env` and a first `weir serve`) end
+    /// with one CA: both callers hold the same one, one of them made it, and the certificate on
+    /// disk and the key in the store are that pair. Without the lock each generated its own.
+    #[test]
+    fn concurrent_creations_agree_on_one_ca() {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("data");
+        let store = CaStore {
+            dir: data.join("ca"),
+            keychain: Keychain::in_files("weir-test", &dir.path().join("secrets")),
+        };
+        let hosts = vec!["api.githubcopilot.com".to_string()];
+        for round in 0..4 {
+            let _ = std::fs::remove_dir_all(&data);
+            let _ = store.keychain.delete(KEY_ACCOUNT);
+            let start = Arc::new(std::sync::Barrier::new(2));
+            let made: Vec<LoadOutcome> = std::thread::scope(|s| {
+                let runs: Vec<_> = (0..2)
+                    .map(|_| {
+                        let (store, hosts, start) = (store.clone(), &hosts, start.clone());
+                        s.spawn(move || {
+                            start.wait();
+                            store.load_or_create(hosts).unwrap()
+                        })
+                    })
+                    .collect();
+                runs.into_iter().map(|r| r.join().unwrap()).collect()
+            });
+            let prints: Vec<String> = made.iter().map(|o| o.ca.fingerprint_sha256()).collect();
+            assert_eq!(prints[0], prints[1], "round {round}: two CAs made");
+            assert_eq!(
+                made.iter().filter(|o| o.created).count(),
+                1,
+                "round {round}"
+            );
+            let on_disk = store
+                .load()
+                .expect("the certificate and key on disk are a pair");
+            assert_eq!(on_disk.fingerprint_sha256(), prints[0], "round {round}");
+        }
+    }
 }

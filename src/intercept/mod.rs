@@ -30,20 +30,33 @@ pub struct Interceptor {
     issuer: LeafIssuer,
     server_config: Arc<ServerConfig>,
     connections: AtomicU64,
+    /// Where this install keeps the CA certificate (`<data_dir>/ca/weir-ca.pem`), named in the
+    /// hints of the log.
+    ca_path: std::path::PathBuf,
     /// Failed client handshakes, by [`HandshakeFailure`] (its index).
     failures: [AtomicU64; HandshakeFailure::ALL.len()],
 }
 
 /// Why a client's TLS handshake with Weir failed: only the first says the client does not
-/// trust Weir's CA.
+/// trust Weir's CA. [`HandshakeFailure::ClosedAfterCertificate`] may also be a handshake that
+/// finished: it is counted with these because it is what a Node client that does not trust
+/// the CA does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum HandshakeFailure {
     /// The client sent an `unknown_ca` or `bad_certificate` alert: it does not trust the CA.
     UntrustedCa,
     /// The client sent another alert (a protocol or version it does not like, say).
     Alert,
-    /// The client closed (or reset) its connection during the handshake.
+    /// The client closed (or reset) its connection before Weir sent its certificate (during
+    /// its ClientHello).
     Closed,
+    /// The client closed (or reset) its connection, with no TLS alert and no request, after
+    /// Weir sent its certificate: during the rest of the handshake, or right after it. Node
+    /// (so VS Code) does this when it does not trust Weir's CA: it checks the certificate
+    /// itself and drops the socket, with no alert (Node 20 before its `Finished` reaches
+    /// Weir). A client that gave up or did not need its connection after all does the same:
+    /// a hint, not proof.
+    ClosedAfterCertificate,
     /// The ClientHello named another host than the CONNECT target: Weir closed.
     SniMismatch,
     /// The handshake did not finish in time.
@@ -53,10 +66,11 @@ pub enum HandshakeFailure {
 }
 
 impl HandshakeFailure {
-    pub const ALL: [HandshakeFailure; 6] = [
+    pub const ALL: [HandshakeFailure; 7] = [
         HandshakeFailure::UntrustedCa,
         HandshakeFailure::Alert,
         HandshakeFailure::Closed,
+        HandshakeFailure::ClosedAfterCertificate,
         HandshakeFailure::SniMismatch,
         HandshakeFailure::Timeout,
         HandshakeFailure::Other,
@@ -68,6 +82,7 @@ impl HandshakeFailure {
             HandshakeFailure::UntrustedCa => "untrusted_ca",
             HandshakeFailure::Alert => "alert",
             HandshakeFailure::Closed => "closed",
+            HandshakeFailure::ClosedAfterCertificate => "closed_after_certificate",
             HandshakeFailure::SniMismatch => "sni_mismatch",
             HandshakeFailure::Timeout => "timeout",
             HandshakeFailure::Other => "other",
@@ -102,8 +117,9 @@ pub struct InterceptionStatus {
     pub connections: u64,
     /// Leaf certificates issued (one per managed host per day, normally).
     pub leaves_issued: u64,
-    /// Failed client handshakes by cause (`untrusted_ca`, `alert`, `closed`, `sni_mismatch`,
-    /// `timeout`, `other`); every cause is listed, with 0 when none.
+    /// Failed client handshakes by cause (`untrusted_ca`, `alert`, `closed`,
+    /// `closed_after_certificate`, `sni_mismatch`, `timeout`, `other`); every cause is listed,
+    /// with 0 when none.
     pub handshake_failures: std::collections::BTreeMap<&'static str, u64>,
 }
 
@@ -116,8 +132,9 @@ impl std::fmt::Debug for Interceptor {
 }
 
 impl Interceptor {
-    /// Builds the leaf issuer and its rustls `ServerConfig` (ALPN h2, http/1.1) for `ca`.
-    pub fn new(ca: Arc<LocalCa>) -> Result<Interceptor, TlsError> {
+    /// Builds the leaf issuer and its rustls `ServerConfig` (ALPN h2, http/1.1) for `ca`, whose
+    /// certificate is kept at `ca_path` (for the hints of the log).
+    pub fn new(ca: Arc<LocalCa>, ca_path: std::path::PathBuf) -> Result<Interceptor, TlsError> {
         // Exactly the managed hosts, plus the Copilot API hosts learned at run time (the CA's
         // `githubcopilot.com` constraint covers them; `should_intercept` decides which).
         let issuer = LeafIssuer::with_subdomains_of(ca, &[crate::config::COPILOT_DOMAIN]);
@@ -126,12 +143,18 @@ impl Interceptor {
             issuer,
             server_config,
             connections: AtomicU64::new(0),
+            ca_path,
             failures: Default::default(),
         })
     }
 
     pub fn ca(&self) -> &LocalCa {
         self.issuer.ca()
+    }
+
+    /// Where the CA certificate is kept (`NODE_EXTRA_CA_CERTS` names this file).
+    pub fn ca_path(&self) -> &std::path::Path {
+        &self.ca_path
     }
 
     pub(crate) fn count_connection(&self) {
@@ -190,14 +213,16 @@ pub(crate) fn should_intercept(
     settings.intercept && managed(host, port) && i.issuer.covers(host)
 }
 
-/// The interceptor the engine runs with: only when `intercept` is on and a CA was loaded. A CA
-/// that cannot serve (rustls refuses its config) is logged and leaves interception off.
+/// The interceptor the engine runs with: only when `intercept` is on and a CA was loaded (the
+/// CA of the install at `data_dir`). A CA that cannot serve (rustls refuses its config) is
+/// logged and leaves interception off.
 pub fn interceptor_for(
     settings: &crate::config::Settings,
     ca: Option<Arc<LocalCa>>,
+    data_dir: &std::path::Path,
 ) -> Option<Arc<Interceptor>> {
     let ca = ca.filter(|_| settings.intercept)?;
-    match Interceptor::new(ca) {
+    match Interceptor::new(ca, CaStore::cert_path_in(data_dir)) {
         Ok(i) => Some(Arc::new(i)),
         Err(e) => {
             tracing::warn!(error = %e, "TLS interception is off: the local CA cannot be used");

@@ -46,7 +46,9 @@ pub(super) fn accept(
             _ = stop.wait_for(|s| *s) => {}
         }
     });
-    Response::new(empty())
+    let mut resp = Response::new(empty());
+    resp.extensions_mut().insert(crate::server::TunnelOpened);
+    resp
 }
 
 async fn serve(proxy: Arc<Proxy>, upgraded: Upgraded, authority: Authority, i: &Interceptor) {
@@ -57,7 +59,7 @@ async fn serve(proxy: Arc<Proxy>, upgraded: Upgraded, authority: Authority, i: &
     let hello = LazyConfigAcceptor::new(Acceptor::default(), TokioIo::new(upgraded));
     let failed = |cause: HandshakeFailure, error: Option<&std::io::Error>| {
         i.count_failure(cause);
-        log_failure(&authority, cause, error);
+        log_failure(i, &authority, cause, error);
     };
     let start = match tokio::time::timeout_at(deadline, hello).await {
         Ok(Ok(start)) => start,
@@ -76,7 +78,9 @@ async fn serve(proxy: Arc<Proxy>, upgraded: Upgraded, authority: Authority, i: &
     }
     let tls = match tokio::time::timeout_at(deadline, start.into_stream(i.server_config())).await {
         Ok(Ok(tls)) => tls,
-        Ok(Err(e)) => return failed(HandshakeFailure::of(&e), Some(&e)),
+        // Weir's first flight, its certificate with it, went out before anything more was
+        // read: a close from here on is one after the certificate.
+        Ok(Err(e)) => return failed(after_certificate(HandshakeFailure::of(&e)), Some(&e)),
         Err(_) => return failed(HandshakeFailure::Timeout, None),
     };
     let base = Base::of(&authority);
@@ -90,9 +94,15 @@ async fn serve(proxy: Arc<Proxy>, upgraded: Upgraded, authority: Authority, i: &
     // header_read_timeout, or an idle connection would hold its CONNECT slot forever.
     let first = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let seen = first.clone();
+    // Negotiated in the handshake: HTTP/2's streams are counted for its idle limit
+    // (`server::idle`), HTTP/1's is hyper's own.
+    let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
+    let activity = h2.then(crate::server::idle::Activity::new);
+    let streams = activity.clone();
     let svc = service_fn(move |req: Request<Incoming>| {
         seen.store(true, std::sync::atomic::Ordering::Relaxed);
         let version = req.version();
+        let open = streams.as_ref().map(|a| a.open());
         // Boxed, as `server::connection` boxes the plain listener's: the request's future is
         // kilobytes, and hyper moves it (into an HTTP/2 stream's task, through its states).
         let answer = Box::pin(handle(p.clone(), base.clone(), req));
@@ -100,11 +110,10 @@ async fn serve(proxy: Arc<Proxy>, upgraded: Upgraded, authority: Authority, i: &
         async move {
             let mut resp = answer.await?;
             crate::server::fit_to_connection(version, &mut resp, &hint);
-            Ok::<_, std::convert::Infallible>(resp)
+            Ok::<_, std::convert::Infallible>(crate::server::idle::track(resp, open))
         }
     });
     // Polled again in place when an HTTP/2 answer wakes it (see `server::SelfWakeLoop`).
-    let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
     let conn = crate::server::SelfWakeLoop::for_protocol(
         h2,
         builder.serve_connection(TokioIo::new(tls), svc),
@@ -112,42 +121,123 @@ async fn serve(proxy: Arc<Proxy>, upgraded: Upgraded, authority: Authority, i: &
     let mut stopping = proxy.bus.stopping();
     // The connection's last credential is remembered in its task, as on the plain listener
     // (`identity::per_connection`).
-    let first_head = limits.header_read_timeout;
+    let limit = limits.header_read_timeout;
     let target = authority.clone();
-    let result = crate::identity::per_connection(async move {
+    let any_request = first.clone();
+    let ended = crate::identity::per_connection(async move {
         tokio::pin!(conn);
         tokio::select! {
-            r = conn.as_mut() => return r,
-            () = tokio::time::sleep(first_head) => {}
+            r = conn.as_mut() => return Ended::Closed(r),
+            () = tokio::time::sleep(limit) => {}
         }
         if !first.load(std::sync::atomic::Ordering::Relaxed) {
             tracing::debug!(target = %target, "no request within header_read_timeout; closed");
-            return Ok(());
+            return Ended::NoRequestInTime;
         }
-        tokio::select! {
+        let idle = async {
+            match &activity {
+                Some(a) => a.idle(limit).await,
+                None => std::future::pending().await,
+            }
+        };
+        Ended::Closed(tokio::select! {
             r = conn.as_mut() => r,
+            () = idle => {
+                // HTTP/2 with no stream open for header_read_timeout, HTTP/1's idle limit:
+                // GOAWAY, then close.
+                tracing::debug!(target = %target, "HTTP/2 connection idle for header_read_timeout; closing");
+                conn.as_mut().inner().graceful_shutdown();
+                conn.await
+            }
             _ = async { stopping.wait_for(|s| *s).await.map(|_| ()) } => {
                 // Shutdown: finish the request in flight, then close (bounded by the engine's
                 // drain).
                 conn.as_mut().inner().graceful_shutdown();
                 conn.await
             }
-        }
+        })
     })
     .await;
+    let Ended::Closed(result) = ended else {
+        return;
+    };
+    if !any_request.load(std::sync::atomic::Ordering::Relaxed) {
+        if let Some(cause) = closed_before_request(&result) {
+            return failed(cause, None);
+        }
+    }
     if let Err(e) = result {
         tracing::debug!(target = %authority, error = %e, "intercepted connection ended with error");
     }
 }
 
+/// A close (no alert) once Weir sent its certificate is [`HandshakeFailure::ClosedAfterCertificate`].
+fn after_certificate(cause: HandshakeFailure) -> HandshakeFailure {
+    match cause {
+        HandshakeFailure::Closed => HandshakeFailure::ClosedAfterCertificate,
+        other => other,
+    }
+}
+
+/// How an intercepted connection's task ended.
+enum Ended {
+    /// The connection ended (the client closed, or Weir after an answer, an idle limit or at
+    /// shutdown).
+    Closed(Result<(), Box<dyn std::error::Error + Send + Sync>>),
+    /// Weir closed it: no request head within `header_read_timeout`.
+    NoRequestInTime,
+}
+
+/// Why a connection whose handshake finished ended before its first request, when that is the
+/// client's doing: it closed (or reset) with no alert
+/// ([`HandshakeFailure::ClosedAfterCertificate`]), or it sent an alert after all (counted by
+/// the alert, as during the handshake). `None` for a connection that ended otherwise (a
+/// malformed request head, say): not a handshake matter.
+fn closed_before_request(
+    result: &Result<(), Box<dyn std::error::Error + Send + Sync>>,
+) -> Option<HandshakeFailure> {
+    let e = match result {
+        Ok(()) => return Some(HandshakeFailure::ClosedAfterCertificate),
+        Err(e) => e,
+    };
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e.as_ref());
+    while let Some(err) = source {
+        if let Some(io) = err.downcast_ref::<std::io::Error>() {
+            return match after_certificate(HandshakeFailure::of(io)) {
+                HandshakeFailure::Other => None,
+                cause => Some(cause),
+            };
+        }
+        source = err.source();
+    }
+    None
+}
+
 /// Only a client's `unknown_ca`/`bad_certificate` alert says it does not trust Weir's CA: that
-/// one is a warning with the fix. A client that closed, timed out or disliked something else
-/// is no news (probes, cancelled requests, clients retrying): it is logged plainly.
-fn log_failure(authority: &Authority, cause: HandshakeFailure, error: Option<&std::io::Error>) {
-    if cause == HandshakeFailure::UntrustedCa {
-        tracing::warn!(target = %authority, error = ?error.map(ToString::to_string), "a client refused Weir's certificate: it does not trust Weir's CA (see `weir ca install`)");
-    } else {
-        tracing::debug!(target = %authority, cause = cause.as_str(), error = ?error.map(ToString::to_string), "TLS handshake with a client failed");
+/// one is a warning with the fix. A client that closed after Weir's certificate, with no alert
+/// and no request, is what Node (VS Code) does when it does not trust the CA, but also what a
+/// client that gave up or did not need its connection does: an info line that says both, with
+/// the fix. A client that closed, timed out or disliked something else is no news (probes,
+/// cancelled requests, clients retrying): it is logged plainly.
+fn log_failure(
+    i: &Interceptor,
+    authority: &Authority,
+    cause: HandshakeFailure,
+    error: Option<&std::io::Error>,
+) {
+    let error = error.map(ToString::to_string);
+    match cause {
+        HandshakeFailure::UntrustedCa => {
+            tracing::warn!(target = %authority, ?error, "a client refused Weir's certificate: it does not trust Weir's CA (see `weir ca install`)");
+        }
+        HandshakeFailure::ClosedAfterCertificate => tracing::info!(
+            target = %authority,
+            "a client closed its connection after Weir's certificate, before any request and without a TLS alert. Node (VS Code) does this when it does not trust Weir's CA; if that is the client, trust the CA: NODE_EXTRA_CA_CERTS={} for Node and VS Code, or `weir ca install`",
+            i.ca_path().display()
+        ),
+        _ => {
+            tracing::debug!(target = %authority, cause = cause.as_str(), ?error, "TLS handshake with a client failed");
+        }
     }
 }
 

@@ -59,6 +59,16 @@ pub(super) async fn connect(t: Tunnels<'_>, req: Request<Incoming>) -> Result<Op
             "CONNECT needs a host:port target",
         ));
     };
+    // `user:pass@host:port` parses as an authority, but a CONNECT target has no user info
+    // (RFC 9110 9.3.6). Refused, and never repeated: it may be a password, and this
+    // problem's text and the log would otherwise carry it.
+    if authority.as_str().contains('@') {
+        return Err(Problem::new(
+            StatusCode::BAD_REQUEST,
+            ProblemKind::BadRequest,
+            "a CONNECT target is `host:port`, with no user info (`user:password@`): credentials for a proxy go in Proxy-Authorization",
+        ));
+    }
     let Some(port) = authority.port_u16() else {
         return Err(Problem::new(
             StatusCode::BAD_REQUEST,
@@ -161,5 +171,7 @@ pub(super) async fn connect(t: Tunnels<'_>, req: Request<Incoming>) -> Result<Op
             _ = stop.wait_for(|s| *s) => {}
         }
     });
-    Ok(Opened::Answered(Response::new(empty())))
+    let mut resp = Response::new(empty());
+    resp.extensions_mut().insert(crate::server::TunnelOpened);
+    Ok(Opened::Answered(resp))
 }

@@ -1,0 +1,147 @@
+//! An HTTP/2 client connection's idle limit. HTTP/1 has one from hyper: between two requests
+//! the next head must come within `header_read_timeout`, else hyper closes the connection.
+//! hyper's HTTP/2 server has none (its keep-alive pings find dead peers only: a live client
+//! answers them), so an HTTP/2 connection left idle after its first request held its
+//! connection (or CONNECT) slot for as long as the client kept it open.
+//!
+//! [`Activity`] counts a connection's open streams: one opens with a request and closes when
+//! its answer's body is done or dropped (a long streamed answer is activity, not idleness).
+//! [`Activity::idle`] resolves once no stream has been open for the limit; the connection's
+//! task then closes it (GOAWAY, then close, where it can reach hyper's connection).
+
+use crate::body::{Body, BoxError};
+use bytes::Bytes;
+use http::Response;
+use http_body_util::BodyExt;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// A connection's streams: how many are open, and when the last one closed.
+#[derive(Debug)]
+pub(crate) struct Activity {
+    start: Instant,
+    open: AtomicUsize,
+    /// Milliseconds from `start` to the last time a stream closed.
+    last_ms: AtomicU64,
+    /// An HTTP/2 stream was seen: only then is the connection HTTP/2 (hyper-util's auto
+    /// builder decides on the first bytes).
+    h2: AtomicBool,
+}
+
+impl Activity {
+    pub(crate) fn new() -> Arc<Activity> {
+        Arc::new(Activity {
+            start: Instant::now(),
+            open: AtomicUsize::new(0),
+            last_ms: AtomicU64::new(0),
+            h2: AtomicBool::new(false),
+        })
+    }
+
+    /// A stream opens; it closes when the returned guard is dropped ([`track`] keeps it with
+    /// the answer's body).
+    pub(crate) fn open(self: &Arc<Self>) -> Open {
+        self.h2.store(true, Relaxed);
+        self.open.fetch_add(1, Relaxed);
+        Open(self.clone())
+    }
+
+    /// Whether the connection carried an HTTP/2 stream.
+    pub(crate) fn is_h2(&self) -> bool {
+        self.h2.load(Relaxed)
+    }
+
+    /// Resolves once no stream has been open for `limit`. Wakes once per `limit` at most
+    /// while streams come and go.
+    pub(crate) async fn idle(&self, limit: Duration) {
+        loop {
+            let deadline = if self.open.load(Relaxed) > 0 {
+                Instant::now() + limit
+            } else {
+                self.start + Duration::from_millis(self.last_ms.load(Relaxed)) + limit
+            };
+            tokio::time::sleep_until(deadline).await;
+            let last = self.start + Duration::from_millis(self.last_ms.load(Relaxed));
+            if self.open.load(Relaxed) == 0 && Instant::now() >= last + limit {
+                return;
+            }
+        }
+    }
+}
+
+/// One open stream (see [`Activity::open`]).
+#[derive(Debug)]
+pub(crate) struct Open(Arc<Activity>);
+
+impl Drop for Open {
+    fn drop(&mut self) {
+        let a = &self.0;
+        let ms = u64::try_from(a.start.elapsed().as_millis()).unwrap_or(u64::MAX);
+        a.last_ms.fetch_max(ms, Relaxed);
+        a.open.fetch_sub(1, Relaxed);
+    }
+}
+
+/// `resp` whose stream stays open until its body is done or dropped. `None`: as it is (an
+/// HTTP/1 answer).
+pub(crate) fn track(resp: Response<Body>, open: Option<Open>) -> Response<Body> {
+    match open {
+        None => resp,
+        Some(open) => resp.map(|inner| Tracked { inner, _open: open }.boxed()),
+    }
+}
+
+struct Tracked {
+    inner: Body,
+    _open: Open,
+}
+
+impl http_body::Body for Tracked {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Bytes>, BoxError>>> {
+        Pin::new(&mut self.get_mut().inner).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Idle only once no stream is open for the limit: an open one (a body still being sent)
+    /// keeps the connection, its close starts the count.
+    #[tokio::test(start_paused = true)]
+    async fn idle_counts_from_the_last_closed_stream() {
+        let a = Activity::new();
+        let limit = Duration::from_secs(10);
+        let resp = track(Response::new(crate::body::full("x")), Some(a.open()));
+        assert!(a.is_h2());
+        let idle = a.idle(limit);
+        tokio::pin!(idle);
+        // 30 s with the answer's body held: not idle.
+        assert!(tokio::time::timeout(Duration::from_secs(30), idle.as_mut())
+            .await
+            .is_err());
+        let closed_at = Instant::now();
+        drop(resp);
+        idle.await;
+        assert!(Instant::now() >= closed_at + limit);
+        assert!(Instant::now() < closed_at + limit + Duration::from_secs(1));
+    }
+}
