@@ -1055,7 +1055,12 @@ async fn a_long_streamed_http2_answer_is_not_idle() {
     let req = http::Request::get(format!("https://{HOST}/stream"))
         .body(())
         .unwrap();
-    let (answer, _) = client.ready().await.unwrap().send_request(req, true).unwrap();
+    let (answer, _) = client
+        .ready()
+        .await
+        .unwrap()
+        .send_request(req, true)
+        .unwrap();
     let answer = answer.await.unwrap();
     assert_eq!(answer.status(), 200);
     let mut body = answer.into_body();
@@ -1202,7 +1207,10 @@ async fn the_closed_after_certificate_hint_is_said_once_for_many_closes() {
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    assert_eq!(st["handshake_failures"]["closed_after_certificate"], 3, "{st}");
+    assert_eq!(
+        st["handshake_failures"]["closed_after_certificate"], 3,
+        "{st}"
+    );
     // This Weir's lines name its own CA file.
     let ca_file = weir
         .dir

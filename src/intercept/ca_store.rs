@@ -415,8 +415,14 @@ mod tests {
         assert!(started.elapsed() >= Duration::from_millis(300));
         assert!(started.elapsed() < Duration::from_secs(10));
         let lock = store.dir.join("create.lock");
-        assert!(matches!(&err, CaError::LockHeld { path, .. } if *path == lock), "{err:?}");
-        assert!(err.to_string().contains(&lock.display().to_string()), "{err}");
+        assert!(
+            matches!(&err, CaError::LockHeld { path, .. } if *path == lock),
+            "{err:?}"
+        );
+        assert!(
+            err.to_string().contains(&lock.display().to_string()),
+            "{err}"
+        );
         assert!(err.fix().contains("keychain prompt"), "{}", err.fix());
         assert_eq!(
             *said.borrow(),

@@ -281,8 +281,14 @@ mod tests {
         assert!(i.hint_due_at(a, t));
         assert!(!i.hint_due_at(a, t), "a second close at once");
         assert!(!i.hint_due_at(a, t + Duration::from_secs(59)));
-        assert!(i.hint_due_at(b, t + Duration::from_secs(59)), "another host");
-        assert!(i.hint_due_at(a, t + Duration::from_secs(60)), "a minute later");
+        assert!(
+            i.hint_due_at(b, t + Duration::from_secs(59)),
+            "another host"
+        );
+        assert!(
+            i.hint_due_at(a, t + Duration::from_secs(60)),
+            "a minute later"
+        );
         assert!(!i.hint_due_at(a, t + Duration::from_secs(61)));
     }
 }

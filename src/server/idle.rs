@@ -1,8 +1,8 @@
 //! An HTTP/2 client connection's idle limit. HTTP/1 has one from hyper: between two requests
 //! the next head must come within `header_read_timeout`, else hyper closes the connection.
-//! hyper's HTTP/2 server has none (its keep-alive pings find dead peers only: a live client
-//! answers them), so an HTTP/2 connection left idle after its first request held its
-//! connection (or CONNECT) slot for as long as the client kept it open.
+//! hyper's HTTP/2 server has none (its keep-alive pings, which `server::http_builder` does not
+//! turn on, would find dead peers only), so an HTTP/2 connection left idle after its first
+//! request held its connection (or CONNECT) slot for as long as the client kept it open.
 //!
 //! [`Activity`] counts a connection's open streams: one opens with a request and closes when
 //! its answer's body is done or dropped (a long streamed answer is activity, not idleness).
@@ -191,7 +191,9 @@ mod tests {
         drop(track(opened, Some(a.open())));
         assert!(a.has_tunnel());
         assert!(
-            tokio::time::timeout(limit * 10, a.idle(limit)).await.is_err(),
+            tokio::time::timeout(limit * 10, a.idle(limit))
+                .await
+                .is_err(),
             "a connection carrying a tunnel was found idle"
         );
         // Another connection, whose stream got an ordinary answer, is.
