@@ -145,13 +145,22 @@ async fn serve(proxy: Arc<Proxy>, upgraded: Upgraded, authority: Authority, i: &
             () = idle => {
                 // HTTP/2 with no stream open for header_read_timeout, HTTP/1's idle limit:
                 // GOAWAY, then close. h2's graceful close waits for the client to answer a
-                // PING (and for any stream it opens meanwhile); a client that reads nothing
-                // more would hold the connection and its CONNECT slot: it gets one more limit.
+                // PING (and for the streams it opens meanwhile): a client that reads nothing
+                // more would hold the connection and its CONNECT slot. It gets one more limit
+                // with no stream open (a stream opened meanwhile is served whole), then the
+                // connection is dropped.
                 tracing::debug!(target = %target, "HTTP/2 connection idle for header_read_timeout; closing");
                 conn.as_mut().inner().graceful_shutdown();
-                match tokio::time::timeout(limit, conn).await {
-                    Ok(r) => r,
-                    Err(_) => {
+                let goaway = tokio::time::Instant::now();
+                let unanswered = async {
+                    match &activity {
+                        Some(a) => a.idle_after(goaway, limit).await,
+                        None => std::future::pending().await,
+                    }
+                };
+                tokio::select! {
+                    r = conn.as_mut() => r,
+                    () = unanswered => {
                         tracing::debug!(target = %target, "HTTP/2 client did not finish its close within header_read_timeout of the GOAWAY; dropped");
                         Ok(())
                     }

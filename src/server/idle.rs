@@ -72,11 +72,18 @@ impl Activity {
     /// Resolves once no stream has been open for `limit`; never on a connection that opened a
     /// CONNECT tunnel. Wakes once per `limit` at most while streams come and go.
     pub(crate) async fn idle(&self, limit: Duration) {
+        self.idle_after(self.start, limit).await;
+    }
+
+    /// [`Activity::idle`], counting from `from` at the earliest (a GOAWAY sent to a connection
+    /// idle already: the time it gets to close).
+    pub(crate) async fn idle_after(&self, from: Instant, limit: Duration) {
         loop {
             if self.has_tunnel() {
                 return std::future::pending().await;
             }
             let (open, last) = self.open_and_last();
+            let last = last.max(from);
             let deadline = if open > 0 {
                 Instant::now() + limit
             } else {
@@ -84,6 +91,7 @@ impl Activity {
             };
             tokio::time::sleep_until(deadline).await;
             let (open, last) = self.open_and_last();
+            let last = last.max(from);
             if open == 0 && !self.has_tunnel() && Instant::now() >= last + limit {
                 return;
             }
@@ -178,6 +186,32 @@ mod tests {
         idle.await;
         assert!(Instant::now() >= closed_at + limit);
         assert!(Instant::now() < closed_at + limit + Duration::from_secs(1));
+    }
+
+    /// After a GOAWAY to a connection idle already, the wait counts from the GOAWAY, and a
+    /// stream opened meanwhile (before the client saw the GOAWAY) defers it to its end.
+    #[tokio::test(start_paused = true)]
+    async fn idle_after_counts_from_its_start_and_waits_for_streams() {
+        let a = Activity::new();
+        let limit = Duration::from_secs(10);
+        drop(track(Response::new(crate::body::empty()), Some(a.open())));
+        tokio::time::sleep(limit * 3).await;
+        let goaway = Instant::now();
+        let late = a.open();
+        let wait = a.idle_after(goaway, limit);
+        tokio::pin!(wait);
+        assert!(tokio::time::timeout(limit * 2, wait.as_mut())
+            .await
+            .is_err());
+        let closed_at = Instant::now();
+        drop(late);
+        wait.await;
+        assert!(Instant::now() >= closed_at + limit);
+        // No stream: one limit after the GOAWAY.
+        let goaway = Instant::now();
+        a.idle_after(goaway, limit).await;
+        assert!(Instant::now() >= goaway + limit);
+        assert!(Instant::now() < goaway + limit + Duration::from_secs(1));
     }
 
     /// A connection whose stream opened a CONNECT tunnel is never idle here, though hyper drops
