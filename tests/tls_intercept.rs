@@ -955,3 +955,275 @@ async fn an_idle_plain_http2_connection_is_closed() {
         .expect("Weir closes an idle HTTP/2 connection")
         .unwrap();
 }
+
+/// An echo target on loopback; returns its address.
+async fn echo() -> std::net::SocketAddr {
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = l.accept().await {
+            tokio::spawn(async move {
+                let (mut r, mut w) = s.split();
+                let _ = tokio::io::copy(&mut r, &mut w).await;
+            });
+        }
+    });
+    addr
+}
+
+/// An HTTP/2 CONNECT's stream ends for hyper once its `200` is sent (the tunnel runs in its own
+/// task), so the idle limit counted no stream open and closed the connection, and the tunnel
+/// on it, after `header_read_timeout` mid-transfer. A connection carrying a tunnel is exempt
+/// (the tunnel's own `tunnel_idle_timeout` governs it): bytes still flow after 3 limits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http2_connect_tunnel_outlives_the_http2_idle_limit() {
+    let target = echo().await;
+    let ca = TestCa::new();
+    let up = TlsUpstream::start(&ca, HOST).await;
+    // The echo target is on loopback, which Weir refuses by default.
+    let toml = format!(
+        "allow_private_targets = true\n{}{}",
+        tls::upstream_toml(&up, &ca),
+        short_idle("500ms")
+    );
+    let weir = TlsWeir::start(&toml).await;
+    let tcp = tokio::net::TcpStream::connect(weir.handle.local_addr())
+        .await
+        .unwrap();
+    let (client, conn) = h2::client::handshake(tcp).await.unwrap();
+    let ended = tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    let req = http::Request::builder()
+        .method(http::Method::CONNECT)
+        .uri(target.to_string())
+        .body(())
+        .unwrap();
+    let (answer, mut up) = client
+        .ready()
+        .await
+        .unwrap()
+        .send_request(req, false)
+        .unwrap();
+    let answer = answer.await.unwrap();
+    assert_eq!(answer.status(), 200);
+    let mut down = answer.into_body();
+    // Echoes at 0, 0.75, 1.5 and 2.25 s: the last two after 3 and 4.5 limits without a
+    // stream open for hyper.
+    for i in 0..4u8 {
+        let ping = bytes::Bytes::from(vec![b'a' + i; 3]);
+        up.send_data(ping.clone(), false).unwrap();
+        let got = tokio::time::timeout(Duration::from_secs(10), down.data())
+            .await
+            .unwrap_or_else(|_| panic!("echo {i} did not come back"))
+            .unwrap_or_else(|| panic!("the tunnel was closed before echo {i}"))
+            .unwrap_or_else(|e| panic!("the tunnel failed before echo {i}: {e}"));
+        let _ = down.flow_control().release_capacity(got.len());
+        assert_eq!(got, ping, "echo {i}");
+        assert!(!ended.is_finished(), "the connection was closed");
+        tokio::time::sleep(Duration::from_millis(750)).await;
+    }
+}
+
+/// A stream whose answer is still being sent is not idle: an intercepted HTTP/2 request whose
+/// upstream answer streams a chunk every 200 ms for 3 limits comes whole, and the connection
+/// then closes when idle.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_streamed_http2_answer_is_not_idle() {
+    const CHUNKS: usize = 8;
+    let ca = TestCa::new();
+    let up = slow_stream_upstream(&ca, CHUNKS, Duration::from_millis(200)).await;
+    let toml = format!(
+        "[[upstream]]\nname = \"copilot-api\"\norigin = \"https://{HOST}\"\nconnect_to = \"{up}\"\nca_file = \"{}\"\n{}",
+        ca.pem_path.display(),
+        short_idle("500ms")
+    );
+    let weir = TlsWeir::start(&toml).await;
+    let tls = tls_client::tls_stream_through_proxy(
+        weir.handle.local_addr(),
+        &format!("{HOST}:443"),
+        HOST,
+        &[weir.ca.cert_der().clone()],
+        &[b"h2"],
+    )
+    .await
+    .unwrap();
+    let (client, conn) = h2::client::handshake(tls).await.unwrap();
+    let ended = tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    let req = http::Request::get(format!("https://{HOST}/stream"))
+        .body(())
+        .unwrap();
+    let (answer, _) = client
+        .ready()
+        .await
+        .unwrap()
+        .send_request(req, true)
+        .unwrap();
+    let answer = answer.await.unwrap();
+    assert_eq!(answer.status(), 200);
+    let mut body = answer.into_body();
+    let mut got = Vec::new();
+    while let Some(chunk) = body.data().await {
+        let chunk = chunk.expect("the answer was cut");
+        let _ = body.flow_control().release_capacity(chunk.len());
+        got.extend_from_slice(&chunk);
+    }
+    assert_eq!(String::from_utf8_lossy(&got), stream_chunks(CHUNKS));
+    tokio::time::timeout(Duration::from_secs(15), ended)
+        .await
+        .expect("Weir closes the connection once idle")
+        .unwrap();
+}
+
+/// The body [`slow_stream_upstream`] sends: `chunk 0\n` to `chunk {n-1}\n`.
+fn stream_chunks(n: usize) -> String {
+    (0..n).map(|i| format!("chunk {i}\n")).collect()
+}
+
+/// An HTTPS upstream for [`HOST`] whose every answer is [`stream_chunks`], one chunk per
+/// `every`; returns its address.
+async fn slow_stream_upstream(ca: &TestCa, n: usize, every: Duration) -> std::net::SocketAddr {
+    use http_body_util::StreamBody;
+    use hyper::body::Frame;
+    let (cfg, _) = ca.server_config(HOST);
+    let acceptor = tokio_rustls::TlsAcceptor::from(cfg);
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((tcp, _)) = l.accept().await {
+            let acceptor = acceptor.clone();
+            tokio::spawn(async move {
+                let Ok(tls) = acceptor.accept(tcp).await else {
+                    return;
+                };
+                let svc = hyper::service::service_fn(move |_req| async move {
+                    let chunks = futures::stream::unfold(0, move |i| async move {
+                        if i == n {
+                            return None;
+                        }
+                        tokio::time::sleep(every).await;
+                        let frame = Frame::data(bytes::Bytes::from(format!("chunk {i}\n")));
+                        Some((Ok::<_, std::convert::Infallible>(frame), i + 1))
+                    });
+                    let mut resp = http::Response::new(StreamBody::new(chunks));
+                    resp.headers_mut()
+                        .insert("content-type", "text/event-stream".parse().unwrap());
+                    Ok::<_, std::convert::Infallible>(resp)
+                });
+                let _ = hyper_util::server::conn::auto::Builder::new(
+                    hyper_util::rt::TokioExecutor::new(),
+                )
+                .serve_connection(hyper_util::rt::TokioIo::new(tls), svc)
+                .await;
+            });
+        }
+    });
+    addr
+}
+
+/// The client preface, an empty SETTINGS and a `GET {path}` HEADERS frame (stream 1, the
+/// request's end) for `authority`, written by hand: a client that then reads but never answers
+/// a frame (no SETTINGS ack, no PING ack).
+fn h2_get_frames(authority: &str, path: &str) -> Vec<u8> {
+    let mut out = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
+    out.extend_from_slice(&[0, 0, 0, 0x4, 0, 0, 0, 0, 0]);
+    // HPACK: :method GET, :scheme https (static indexes 2, 7), then :path and :authority as
+    // literals without indexing on their static names (4, 1), no Huffman.
+    let mut block = vec![0x82, 0x87];
+    for (index, value) in [(0x04u8, path), (0x01, authority)] {
+        block.push(index);
+        block.push(u8::try_from(value.len()).unwrap());
+        block.extend_from_slice(value.as_bytes());
+    }
+    let len = u32::try_from(block.len()).unwrap().to_be_bytes();
+    out.extend_from_slice(&len[1..]);
+    out.extend_from_slice(&[0x1, 0x5, 0, 0, 0, 1]);
+    out.extend_from_slice(&block);
+    out
+}
+
+/// An idle intercepted HTTP/2 connection gets a GOAWAY, and h2's graceful close then waits for
+/// the client to answer a PING: a client that never answers held the connection (and its
+/// CONNECT slot) for as long as it kept it. It now gets one more `header_read_timeout`, then
+/// Weir drops the connection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_http2_client_that_never_answers_the_goaway_is_dropped() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let ca = TestCa::new();
+    let up = TlsUpstream::start(&ca, HOST).await;
+    let toml = format!("{}{}", tls::upstream_toml(&up, &ca), short_idle("500ms"));
+    let weir = TlsWeir::start(&toml).await;
+    let mut tls = tls_client::tls_stream_through_proxy(
+        weir.handle.local_addr(),
+        &format!("{HOST}:443"),
+        HOST,
+        &[weir.ca.cert_der().clone()],
+        &[b"h2"],
+    )
+    .await
+    .unwrap();
+    assert_eq!(tls.get_ref().1.alpn_protocol(), Some(&b"h2"[..]));
+    tls.write_all(&h2_get_frames(HOST, LIST)).await.unwrap();
+    tls.flush().await.unwrap();
+    // Reads everything Weir sends (its SETTINGS, the answer, the GOAWAY and PING) and answers
+    // nothing, until Weir closes.
+    let mut got = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(20), async {
+        let mut buf = [0u8; 4096];
+        loop {
+            match tls.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => got.extend_from_slice(&buf[..n]),
+            }
+        }
+    })
+    .await;
+    assert!(
+        read.is_ok(),
+        "Weir still holds the connection of a client that did not answer its GOAWAY's PING"
+    );
+    assert_eq!(up.count(LIST), 1, "the request was answered");
+    assert!(got.len() > 9, "Weir sent its frames: {got:?}");
+}
+
+/// The `closed_after_certificate` hint is said once a minute per host, however many clients
+/// close like Node (a client retrying in a loop, Chromium's pre-connects): each is counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_closed_after_certificate_hint_is_said_once_for_many_closes() {
+    let logs = captured_logs();
+    let (_ca, _up, weir) = managed().await;
+    let target = format!("{HOST}:443");
+    let proxy = weir.handle.local_addr();
+    for _ in 0..3 {
+        closes_after_hello(proxy, &target).await;
+    }
+    let mut st = serde_json::Value::Null;
+    for _ in 0..200 {
+        st = weir.status().await["interception"].clone();
+        if st["handshake_failures"]["closed_after_certificate"] == 3 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        st["handshake_failures"]["closed_after_certificate"], 3,
+        "{st}"
+    );
+    // This Weir's lines name its own CA file.
+    let ca_file = weir
+        .dir
+        .path()
+        .join("data")
+        .join("ca")
+        .join("weir-ca.pem")
+        .display()
+        .to_string();
+    let logs = String::from_utf8_lossy(&logs.lock().unwrap()).to_string();
+    let hints = logs
+        .lines()
+        .filter(|l| l.contains(" INFO ") && l.contains(&ca_file))
+        .count();
+    assert_eq!(hints, 1, "one hint for three closes:\n{logs}");
+}

@@ -12,6 +12,7 @@ use crate::secrets::{Account, Namespace};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 use weir_keychain::{Keychain, KeychainError};
 use weir_tls::{LocalCa, OffsetDateTime, TlsError};
 
@@ -19,6 +20,14 @@ use weir_tls::{LocalCa, OffsetDateTime, TlsError};
 pub const KEY_ACCOUNT: &str = Account::LocalCaKey.as_str();
 
 const CERT_FILE: &str = "weir-ca.pem";
+
+/// How long making the CA waits for another Weir making it ([`CaStore::creation_lock`]): far
+/// longer than a creation takes (well under a second), short enough that a Weir stuck on a
+/// keychain prompt while holding the lock does not hang every `weir env` with no word.
+const LOCK_WAIT: Duration = Duration::from_secs(30);
+
+/// How often the lock is tried again while another Weir holds it.
+const LOCK_RETRY: Duration = Duration::from_millis(50);
 
 /// Why the CA could not be loaded, created or rotated.
 #[derive(Debug, thiserror::Error)]
@@ -33,6 +42,8 @@ pub enum CaError {
     NoKey { path: PathBuf, service: String },
     #[error("the local CA is not usable: {0}")]
     Tls(#[from] TlsError),
+    #[error("another Weir has been making the local CA for {}s and still holds its lock, {path} (is it waiting on a keychain prompt?)", waited.as_secs())]
+    LockHeld { path: PathBuf, waited: Duration },
     #[error("cannot {action} {path}: {source}")]
     Io {
         action: &'static str,
@@ -53,6 +64,7 @@ impl CaError {
                 "Run `weir ca rotate` to make a new CA, then install it again with `weir ca install`.".to_string()
             }
             CaError::Tls(_) => "Run `weir ca rotate` to replace the CA.".to_string(),
+            CaError::LockHeld { .. } => "Answer (or cancel) that Weir's keychain prompt, or stop it (`weir serve`, `weir env`, `weir ca install`), then try again. The lock goes with the process holding it: the file itself may stay.".to_string(),
             CaError::Io { .. } => "Check the permissions of Weir's data directory.".to_string(),
         }
     }
@@ -225,8 +237,21 @@ impl CaStore {
     /// `weir ca install` starting with a first `weir serve`) each generated one: the keychain
     /// kept the last key stored and the disk the last certificate written, which could be the
     /// other's, or the pair the running Weir serves with was not the one on disk, and clients
-    /// told to trust that file refused its leaves. Blocks until the other one is done.
-    fn creation_lock(&self) -> Result<std::fs::File, CaError> {
+    /// told to trust that file refused its leaves. Waits for the other one (saying so, once) up
+    /// to [`LOCK_WAIT`]. `None`: the filesystem has no file locks, and the CA is made without.
+    fn creation_lock(&self) -> Result<Option<std::fs::File>, CaError> {
+        self.creation_lock_within(LOCK_WAIT, |path| {
+            tracing::info!("{}", waiting_message(path));
+        })
+    }
+
+    /// [`Self::creation_lock`], waiting at most `bound`; `waiting` is called once if the lock is
+    /// held by another.
+    fn creation_lock_within(
+        &self,
+        bound: Duration,
+        waiting: impl FnOnce(&Path),
+    ) -> Result<Option<std::fs::File>, CaError> {
         let io = |action, path: &Path, source| CaError::Io {
             action,
             path: path.to_path_buf(),
@@ -239,8 +264,32 @@ impl CaStore {
         #[cfg(unix)]
         std::os::unix::fs::OpenOptionsExt::mode(&mut o, 0o600);
         let f = o.open(&path).map_err(|e| io("create", &path, e))?;
-        f.lock().map_err(|e| io("lock", &path, e))?;
-        Ok(f)
+        let start = Instant::now();
+        let mut waiting = Some(waiting);
+        loop {
+            match f.try_lock() {
+                Ok(()) => return Ok(Some(f)),
+                Err(std::fs::TryLockError::WouldBlock) => {
+                    if let Some(say) = waiting.take() {
+                        say(&path);
+                    }
+                    if start.elapsed() >= bound {
+                        return Err(CaError::LockHeld {
+                            path,
+                            waited: bound,
+                        });
+                    }
+                    std::thread::sleep(LOCK_RETRY);
+                }
+                // No file locks here (`Unsupported`: some network or FUSE filesystems; or
+                // `ENOLCK`): the lock only guards against a rare race, so the CA is made
+                // without it rather than not at all (interception would be off).
+                Err(std::fs::TryLockError::Error(e)) => {
+                    tracing::warn!(path = %path.display(), error = %e, "cannot lock the CA's creation lock file (this filesystem may have no file locks): making the CA without it; two Weirs starting at the same moment could each make one (`weir ca rotate` then makes one for both)");
+                    return Ok(None);
+                }
+            }
+        }
     }
 
     /// Generates a CA, stores its key in the keychain and only then writes the certificate, so
@@ -315,9 +364,94 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), CaError> {
     std::fs::rename(&tmp, path).map_err(|e| io("replace", e))
 }
 
+/// What a Weir says when another one holds the CA's creation lock.
+fn waiting_message(path: &Path) -> String {
+    format!(
+        "waiting for another Weir creating the CA ({})",
+        path.display()
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn test_store(dir: &Path) -> CaStore {
+        CaStore {
+            dir: dir.join("data").join("ca"),
+            keychain: Keychain::in_files("weir-test", &dir.join("secrets")),
+        }
+    }
+
+    /// The lock as another process would hold it (its own open file: `flock` locks conflict
+    /// between open files, in one process too).
+    fn hold_lock(store: &CaStore) -> std::fs::File {
+        crate::paths::create_private_dir(&store.dir).unwrap();
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(store.dir.join("create.lock"))
+            .unwrap();
+        f.lock().unwrap();
+        f
+    }
+
+    /// A lock held past the bound: a clear error naming the lock file (and a fix), after the
+    /// waiting message was said once; it blocked forever with no word.
+    #[test]
+    fn a_held_lock_is_waited_for_within_a_bound_and_said_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = test_store(dir.path());
+        let held = hold_lock(&store);
+        let said = std::cell::RefCell::new(Vec::new());
+        let started = Instant::now();
+        let err = store
+            .creation_lock_within(Duration::from_millis(300), |p| {
+                said.borrow_mut().push(waiting_message(p));
+            })
+            .expect_err("the lock is held by another");
+        assert!(started.elapsed() >= Duration::from_millis(300));
+        assert!(started.elapsed() < Duration::from_secs(10));
+        let lock = store.dir.join("create.lock");
+        assert!(
+            matches!(&err, CaError::LockHeld { path, .. } if *path == lock),
+            "{err:?}"
+        );
+        assert!(
+            err.to_string().contains(&lock.display().to_string()),
+            "{err}"
+        );
+        assert!(err.fix().contains("keychain prompt"), "{}", err.fix());
+        assert_eq!(
+            *said.borrow(),
+            vec![format!(
+                "waiting for another Weir creating the CA ({})",
+                lock.display()
+            )]
+        );
+
+        // Released while waiting: taken, the message said once.
+        let releaser = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(200));
+            drop(held);
+        });
+        let said = std::cell::Cell::new(0);
+        let got = store
+            .creation_lock_within(Duration::from_secs(20), |_| said.set(said.get() + 1))
+            .unwrap();
+        assert!(got.is_some());
+        assert_eq!(said.get(), 1);
+        releaser.join().unwrap();
+
+        // Free: taken at once, nothing said.
+        drop(got);
+        let got = store
+            .creation_lock_within(Duration::from_secs(20), |_| panic!("nothing to wait for"))
+            .unwrap();
+        assert!(got.is_some());
+    }
 
     /// Two creations of the CA at the same moment (as `weir env` and a first `weir serve`) end
     /// with one CA: both callers hold the same one, one of them made it, and the certificate on

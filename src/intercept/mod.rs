@@ -23,6 +23,7 @@ use http::uri::Authority;
 use rustls::ServerConfig;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 use weir_tls::{LeafIssuer, LocalCa, TlsError};
 
 /// What interception needs at run time: the CA and the server configuration built from it once.
@@ -35,7 +36,13 @@ pub struct Interceptor {
     ca_path: std::path::PathBuf,
     /// Failed client handshakes, by [`HandshakeFailure`] (its index).
     failures: [AtomicU64; HandshakeFailure::ALL.len()],
+    /// When the `closed_after_certificate` hint was last logged, per target host
+    /// ([`Interceptor::hint_due`]). Only intercepted (managed) hosts: a few entries.
+    hinted: std::sync::Mutex<std::collections::HashMap<String, Instant>>,
 }
+
+/// The `closed_after_certificate` hint is logged once per this long per host.
+const HINT_EVERY: Duration = Duration::from_secs(60);
 
 /// Why a client's TLS handshake with Weir failed: only the first says the client does not
 /// trust Weir's CA. [`HandshakeFailure::ClosedAfterCertificate`] may also be a handshake that
@@ -145,6 +152,7 @@ impl Interceptor {
             connections: AtomicU64::new(0),
             ca_path,
             failures: Default::default(),
+            hinted: Default::default(),
         })
     }
 
@@ -177,6 +185,32 @@ impl Interceptor {
 
     pub(crate) fn count_failure(&self, cause: HandshakeFailure) {
         self.failures[cause as usize].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Whether the `closed_after_certificate` hint for `host` is to be logged now: once per
+    /// [`HINT_EVERY`] per host. A client retrying in a loop, or Chromium's (Electron's)
+    /// pre-connects it never uses, close like this once per connection: a line each would
+    /// bury the log. The count still counts every one.
+    pub(crate) fn hint_due(&self, host: &str) -> bool {
+        self.hint_due_at(host, Instant::now())
+    }
+
+    fn hint_due_at(&self, host: &str, now: Instant) -> bool {
+        let mut hinted = self
+            .hinted
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        match hinted.get_mut(host) {
+            Some(last) if now.saturating_duration_since(*last) < HINT_EVERY => false,
+            Some(last) => {
+                *last = now;
+                true
+            }
+            None => {
+                hinted.insert(host.to_string(), now);
+                true
+            }
+        }
     }
 
     /// The counts for the status document.
@@ -228,5 +262,33 @@ pub fn interceptor_for(
             tracing::warn!(error = %e, "TLS interception is off: the local CA cannot be used");
             None
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The `closed_after_certificate` hint: once a minute per host, each host on its own.
+    #[test]
+    fn the_hint_is_due_once_a_minute_per_host() {
+        let hosts = vec!["api.githubcopilot.com".to_string()];
+        let ca = LocalCa::generate(&hosts, weir_tls::OffsetDateTime::now_utc()).unwrap();
+        let i = Interceptor::new(Arc::new(ca), "weir-ca.pem".into()).unwrap();
+        let t = Instant::now();
+        let a = "api.githubcopilot.com";
+        let b = "api.github.com";
+        assert!(i.hint_due_at(a, t));
+        assert!(!i.hint_due_at(a, t), "a second close at once");
+        assert!(!i.hint_due_at(a, t + Duration::from_secs(59)));
+        assert!(
+            i.hint_due_at(b, t + Duration::from_secs(59)),
+            "another host"
+        );
+        assert!(
+            i.hint_due_at(a, t + Duration::from_secs(60)),
+            "a minute later"
+        );
+        assert!(!i.hint_due_at(a, t + Duration::from_secs(61)));
     }
 }

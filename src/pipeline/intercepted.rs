@@ -144,10 +144,27 @@ async fn serve(proxy: Arc<Proxy>, upgraded: Upgraded, authority: Authority, i: &
             r = conn.as_mut() => r,
             () = idle => {
                 // HTTP/2 with no stream open for header_read_timeout, HTTP/1's idle limit:
-                // GOAWAY, then close.
+                // GOAWAY, then close. h2's graceful close waits for the client to answer a
+                // PING (and for the streams it opens meanwhile): a client that reads nothing
+                // more would hold the connection and its CONNECT slot. It gets one more limit
+                // with no stream open (a stream opened meanwhile is served whole), then the
+                // connection is dropped.
                 tracing::debug!(target = %target, "HTTP/2 connection idle for header_read_timeout; closing");
                 conn.as_mut().inner().graceful_shutdown();
-                conn.await
+                let goaway = tokio::time::Instant::now();
+                let unanswered = async {
+                    match &activity {
+                        Some(a) => a.idle_after(goaway, limit).await,
+                        None => std::future::pending().await,
+                    }
+                };
+                tokio::select! {
+                    r = conn.as_mut() => r,
+                    () = unanswered => {
+                        tracing::debug!(target = %target, "HTTP/2 client did not finish its close within header_read_timeout of the GOAWAY; dropped");
+                        Ok(())
+                    }
+                }
             }
             _ = async { stopping.wait_for(|s| *s).await.map(|_| ()) } => {
                 // Shutdown: finish the request in flight, then close (bounded by the engine's
@@ -217,8 +234,8 @@ fn closed_before_request(
 /// one is a warning with the fix. A client that closed after Weir's certificate, with no alert
 /// and no request, is what Node (VS Code) does when it does not trust the CA, but also what a
 /// client that gave up or did not need its connection does: an info line that says both, with
-/// the fix. A client that closed, timed out or disliked something else is no news (probes,
-/// cancelled requests, clients retrying): it is logged plainly.
+/// the fix, once a minute per host. A client that closed, timed out or disliked something else
+/// is no news (probes, cancelled requests, clients retrying): it is logged plainly.
 fn log_failure(
     i: &Interceptor,
     authority: &Authority,
@@ -230,9 +247,11 @@ fn log_failure(
         HandshakeFailure::UntrustedCa => {
             tracing::warn!(target = %authority, ?error, "a client refused Weir's certificate: it does not trust Weir's CA (see `weir ca install`)");
         }
-        HandshakeFailure::ClosedAfterCertificate => tracing::info!(
+        // Once a minute per host at most: a client retrying in a loop, or Chromium's
+        // pre-connects, would log a line per connection (the count counts each).
+        HandshakeFailure::ClosedAfterCertificate if i.hint_due(authority.host()) => tracing::info!(
             target = %authority,
-            "a client closed its connection after Weir's certificate, before any request and without a TLS alert. Node (VS Code) does this when it does not trust Weir's CA; if that is the client, trust the CA: NODE_EXTRA_CA_CERTS={} for Node and VS Code, or `weir ca install`",
+            "a client closed its connection after Weir's certificate, before any request and without a TLS alert. Node (VS Code) does this when it does not trust Weir's CA; if that is the client, trust the CA: NODE_EXTRA_CA_CERTS={} for Node and VS Code, or `weir ca install` (said once a minute per host; `interception.handshake_failures.closed_after_certificate` in the status counts each)",
             i.ca_path().display()
         ),
         _ => {

@@ -1,20 +1,26 @@
 //! An HTTP/2 client connection's idle limit. HTTP/1 has one from hyper: between two requests
 //! the next head must come within `header_read_timeout`, else hyper closes the connection.
-//! hyper's HTTP/2 server has none (its keep-alive pings find dead peers only: a live client
-//! answers them), so an HTTP/2 connection left idle after its first request held its
-//! connection (or CONNECT) slot for as long as the client kept it open.
+//! hyper's HTTP/2 server has none (its keep-alive pings, which `server::http_builder` does not
+//! turn on, would find dead peers only), so an HTTP/2 connection left idle after its first
+//! request held its connection (or CONNECT) slot for as long as the client kept it open.
 //!
 //! [`Activity`] counts a connection's open streams: one opens with a request and closes when
 //! its answer's body is done or dropped (a long streamed answer is activity, not idleness).
 //! [`Activity::idle`] resolves once no stream has been open for the limit; the connection's
 //! task then closes it (GOAWAY, then close, where it can reach hyper's connection).
+//!
+//! A connection that opened a CONNECT tunnel (its answer carries [`super::TunnelOpened`]) has
+//! no idle limit from here: hyper drops that stream's answer once the `200` is sent and the
+//! tunnel runs in its own task, so the stream looks closed while the tunnel moves bytes, and
+//! closing the connection would cut the tunnel (and every other on it) mid-transfer. The
+//! tunnel's own `tunnel_idle_timeout` governs it.
 
 use crate::body::{Body, BoxError};
 use bytes::Bytes;
 use http::Response;
 use http_body_util::BodyExt;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -30,6 +36,8 @@ pub(crate) struct Activity {
     /// An HTTP/2 stream was seen: only then is the connection HTTP/2 (hyper-util's auto
     /// builder decides on the first bytes).
     h2: AtomicBool,
+    /// A CONNECT tunnel was opened on the connection: [`Activity::idle`] never resolves.
+    tunnel: AtomicBool,
 }
 
 impl Activity {
@@ -39,37 +47,65 @@ impl Activity {
             open: AtomicUsize::new(0),
             last_ms: AtomicU64::new(0),
             h2: AtomicBool::new(false),
+            tunnel: AtomicBool::new(false),
         })
     }
 
     /// A stream opens; it closes when the returned guard is dropped ([`track`] keeps it with
     /// the answer's body).
     pub(crate) fn open(self: &Arc<Self>) -> Open {
-        self.h2.store(true, Relaxed);
-        self.open.fetch_add(1, Relaxed);
+        self.h2.store(true, Ordering::Relaxed);
+        self.open.fetch_add(1, Ordering::Relaxed);
         Open(self.clone())
     }
 
     /// Whether the connection carried an HTTP/2 stream.
     pub(crate) fn is_h2(&self) -> bool {
-        self.h2.load(Relaxed)
+        self.h2.load(Ordering::Relaxed)
     }
 
-    /// Resolves once no stream has been open for `limit`. Wakes once per `limit` at most
-    /// while streams come and go.
+    /// Whether a CONNECT tunnel was opened on the connection (then it is never idle here).
+    pub(crate) fn has_tunnel(&self) -> bool {
+        self.tunnel.load(Ordering::Relaxed)
+    }
+
+    /// Resolves once no stream has been open for `limit`; never on a connection that opened a
+    /// CONNECT tunnel. Wakes once per `limit` at most while streams come and go.
     pub(crate) async fn idle(&self, limit: Duration) {
+        self.idle_after(self.start, limit).await;
+    }
+
+    /// [`Activity::idle`], counting from `from` at the earliest (a GOAWAY sent to a connection
+    /// idle already: the time it gets to close).
+    pub(crate) async fn idle_after(&self, from: Instant, limit: Duration) {
         loop {
-            let deadline = if self.open.load(Relaxed) > 0 {
+            if self.has_tunnel() {
+                return std::future::pending().await;
+            }
+            let (open, last) = self.open_and_last();
+            let last = last.max(from);
+            let deadline = if open > 0 {
                 Instant::now() + limit
             } else {
-                self.start + Duration::from_millis(self.last_ms.load(Relaxed)) + limit
+                last + limit
             };
             tokio::time::sleep_until(deadline).await;
-            let last = self.start + Duration::from_millis(self.last_ms.load(Relaxed));
-            if self.open.load(Relaxed) == 0 && Instant::now() >= last + limit {
+            let (open, last) = self.open_and_last();
+            let last = last.max(from);
+            if open == 0 && !self.has_tunnel() && Instant::now() >= last + limit {
                 return;
             }
         }
+    }
+
+    /// The open streams, and when the last one closed. `open` first (Acquire, paired with the
+    /// Release in [`Open`]'s drop, which updates `last_ms` before): a count that saw a stream
+    /// close also sees its `last_ms`, never an older one (which would make a connection whose
+    /// long stream just ended look idle for long already, and close it at once).
+    fn open_and_last(&self) -> (usize, Instant) {
+        let open = self.open.load(Ordering::Acquire);
+        let last = self.start + Duration::from_millis(self.last_ms.load(Ordering::Relaxed));
+        (open, last)
     }
 }
 
@@ -81,17 +117,24 @@ impl Drop for Open {
     fn drop(&mut self) {
         let a = &self.0;
         let ms = u64::try_from(a.start.elapsed().as_millis()).unwrap_or(u64::MAX);
-        a.last_ms.fetch_max(ms, Relaxed);
-        a.open.fetch_sub(1, Relaxed);
+        a.last_ms.fetch_max(ms, Ordering::Relaxed);
+        // Release: `last_ms` above is seen by whoever sees this count (`open_and_last`).
+        a.open.fetch_sub(1, Ordering::Release);
     }
 }
 
 /// `resp` whose stream stays open until its body is done or dropped. `None`: as it is (an
-/// HTTP/1 answer).
+/// HTTP/1 answer). An answer that opened a CONNECT tunnel ([`super::TunnelOpened`]) exempts
+/// its connection from the idle limit (see the module's doc).
 pub(crate) fn track(resp: Response<Body>, open: Option<Open>) -> Response<Body> {
     match open {
         None => resp,
-        Some(open) => resp.map(|inner| Tracked { inner, _open: open }.boxed()),
+        Some(open) => {
+            if resp.extensions().get::<super::TunnelOpened>().is_some() {
+                open.0.tunnel.store(true, Ordering::Relaxed);
+            }
+            resp.map(|inner| Tracked { inner, _open: open }.boxed())
+        }
     }
 }
 
@@ -143,5 +186,56 @@ mod tests {
         idle.await;
         assert!(Instant::now() >= closed_at + limit);
         assert!(Instant::now() < closed_at + limit + Duration::from_secs(1));
+    }
+
+    /// After a GOAWAY to a connection idle already, the wait counts from the GOAWAY, and a
+    /// stream opened meanwhile (before the client saw the GOAWAY) defers it to its end.
+    #[tokio::test(start_paused = true)]
+    async fn idle_after_counts_from_its_start_and_waits_for_streams() {
+        let a = Activity::new();
+        let limit = Duration::from_secs(10);
+        drop(track(Response::new(crate::body::empty()), Some(a.open())));
+        tokio::time::sleep(limit * 3).await;
+        let goaway = Instant::now();
+        let late = a.open();
+        let wait = a.idle_after(goaway, limit);
+        tokio::pin!(wait);
+        assert!(tokio::time::timeout(limit * 2, wait.as_mut())
+            .await
+            .is_err());
+        let closed_at = Instant::now();
+        drop(late);
+        wait.await;
+        assert!(Instant::now() >= closed_at + limit);
+        // No stream: one limit after the GOAWAY.
+        let goaway = Instant::now();
+        a.idle_after(goaway, limit).await;
+        assert!(Instant::now() >= goaway + limit);
+        assert!(Instant::now() < goaway + limit + Duration::from_secs(1));
+    }
+
+    /// A connection whose stream opened a CONNECT tunnel is never idle here, though hyper drops
+    /// that stream's answer at once: the tunnel lives on in its own task.
+    #[tokio::test(start_paused = true)]
+    async fn a_connection_with_a_tunnel_is_never_idle() {
+        let a = Activity::new();
+        let limit = Duration::from_secs(10);
+        let mut opened = Response::new(crate::body::empty());
+        opened.extensions_mut().insert(super::super::TunnelOpened);
+        drop(track(opened, Some(a.open())));
+        assert!(a.has_tunnel());
+        assert!(
+            tokio::time::timeout(limit * 10, a.idle(limit))
+                .await
+                .is_err(),
+            "a connection carrying a tunnel was found idle"
+        );
+        // Another connection, whose stream got an ordinary answer, is.
+        let b = Activity::new();
+        drop(track(Response::new(crate::body::empty()), Some(b.open())));
+        assert!(!b.has_tunnel());
+        tokio::time::timeout(limit * 2, b.idle(limit))
+            .await
+            .expect("idle after the limit");
     }
 }
