@@ -7,7 +7,7 @@ use http::StatusCode;
 use http::{Request, Response};
 use hyper::body::Incoming;
 use hyper::service::service_fn;
-use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::rt::TokioIo;
 use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
 use std::future::Future;
@@ -16,6 +16,8 @@ use std::time::Duration;
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
+
+pub(crate) mod timers;
 
 /// Concurrent HTTP/2 streams per client connection.
 pub(crate) const H2_MAX_STREAMS: u32 = 32;
@@ -188,14 +190,15 @@ pub(crate) fn http_builder(limits: &crate::config::Limits) -> auto::Builder<Inli
     let mut builder = auto::Builder::new(InlineFirst);
     builder
         .http1()
-        .timer(TokioTimer::new())
+        // Its header-read timer is reused from request to request (`timers`).
+        .timer(timers::ConnectionTimer)
         // Slowloris: a client gets this long to send its whole header section.
         .header_read_timeout(limits.header_read_timeout)
         // Room for our own, friendlier 431 check; beyond this hyper refuses by itself.
         .max_buf_size((limits.max_header_bytes * 2).max(16 * 1024));
     builder
         .http2()
-        .timer(TokioTimer::new())
+        .timer(timers::ConnectionTimer)
         .max_header_list_size((limits.max_header_bytes * 2) as u32)
         // hyper's default is 200 streams per connection, each of which may buffer a body:
         // a tool needs a handful; the buffered-bytes bound (`body_budget`) covers the rest.
@@ -329,18 +332,24 @@ pub(crate) async fn serve<H, Fut>(
         let first_head = limits.header_read_timeout;
         tokio::spawn(async move {
             tokio::pin!(conn);
-            let ended = tokio::select! {
-                r = conn.as_mut() => Some(r),
-                () = tokio::time::sleep(first_head) => None,
-            };
-            let result = match ended {
-                Some(r) => r,
-                None if first.load(std::sync::atomic::Ordering::Relaxed) => conn.await,
-                None => {
-                    tracing::debug!(%peer, "no request head within header_read_timeout; closed");
-                    Ok(())
+            // Watched until the first request arrives, then dropped: polled beside every later
+            // request, it cost each of them a poll for a limit that no longer applies.
+            let mut first_head = Some(Box::pin(tokio::time::sleep(first_head)));
+            let result = std::future::poll_fn(|cx| {
+                if let std::task::Poll::Ready(r) = conn.as_mut().poll(cx) {
+                    return std::task::Poll::Ready(r);
                 }
-            };
+                if let Some(limit) = &mut first_head {
+                    if first.load(std::sync::atomic::Ordering::Relaxed) {
+                        first_head = None;
+                    } else if limit.as_mut().poll(cx).is_ready() {
+                        tracing::debug!(%peer, "no request head within header_read_timeout; closed");
+                        return std::task::Poll::Ready(Ok(()));
+                    }
+                }
+                std::task::Poll::Pending
+            })
+            .await;
             if let Err(e) = result {
                 tracing::debug!(%peer, error = %e, "connection ended with error");
             }
@@ -408,8 +417,11 @@ where
         }
     });
     let conn = builder.serve_connection_with_upgrades(io, svc).into_owned();
-    // The connection's last credential is remembered in its task (`identity::per_connection`).
-    crate::identity::per_connection(SelfWakeLoop::new(watcher.watch(conn)))
+    // The connection's last credential is remembered in its task (`identity::per_connection`),
+    // and its timers are reused there (`timers::per_connection`).
+    crate::identity::per_connection(timers::per_connection(SelfWakeLoop::new(
+        watcher.watch(conn),
+    )))
 }
 
 /// Waits for the connections still open to finish their requests, at most `timeout`.
