@@ -17,6 +17,7 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 
+mod drain;
 pub(crate) mod timers;
 
 /// Concurrent HTTP/2 streams per client connection.
@@ -302,7 +303,7 @@ pub(crate) async fn serve<H, Fut>(
     Fut: Future<Output = Response<Body>> + Send + 'static,
 {
     let max_connections = live.get().limits.max_connections;
-    let graceful = GracefulShutdown::new();
+    let graceful = drain::Drain::new();
     let connections = Arc::new(Semaphore::new(max_connections));
     tokio::pin!(shutdown);
     while let Some((stream, peer)) = next_connection(&listener, &mut shutdown).await {
@@ -357,7 +358,12 @@ pub(crate) async fn serve<H, Fut>(
         });
     }
     drop(listener);
-    drain(graceful, live.get().limits.drain_timeout, "").await;
+    let timeout = live.get().limits.drain_timeout;
+    tracing::info!("draining in-flight requests (at most {timeout:?})");
+    tokio::select! {
+        _ = graceful.shutdown() => tracing::info!("all connections closed"),
+        _ = tokio::time::sleep(timeout) => tracing::warn!("drain timeout reached; closing the remaining connections"),
+    }
 }
 
 /// The next connection (`TCP_NODELAY` set), or `None` once `shutdown` resolves. An accept
@@ -389,7 +395,7 @@ pub(crate) async fn next_connection(
 pub(crate) fn connection<I, H, Fut, X>(
     builder: &auto::Builder<InlineFirst>,
     io: I,
-    watcher: hyper_util::server::graceful::Watcher,
+    watcher: impl drain::Watch,
     hint: http::HeaderValue,
     handler: H,
     tag: Option<X>,
