@@ -161,14 +161,17 @@ impl Upstreams {
 
     /// Sends a request and streams the response. A streamed body is sent at most once.
     /// `settings`: the caller's snapshot, as for [`Upstreams::attempt_buffered`].
-    pub async fn call_streaming(
-        &self,
+    ///
+    /// Not an `async fn`: it returns the attempt loop's own future, so the caller's box holds
+    /// that future and nothing around it (one level fewer to build and copy per request).
+    pub fn call_streaming<'a>(
+        &'a self,
         settings: &Settings,
         up: UpstreamIndex,
         route: Route,
         req: Request<Body>,
         who: Option<Identity>,
-    ) -> Result<Attempted<Body>, AttemptError> {
+    ) -> impl std::future::Future<Output = Result<Attempted<Body>, AttemptError>> + Send + 'a {
         // Decided from the body itself: headers may already have lost `Transfer-Encoding`.
         let empty = http_body::Body::is_end_stream(req.body());
         let policy = AttemptPolicy::for_request(req.method(), empty);
@@ -192,7 +195,7 @@ impl Upstreams {
             )
         });
         let first = std::sync::Mutex::new(Some(req));
-        let send = |origin: &Origin, t: Timeouts| {
+        let send = move |origin: &Origin, t: Timeouts| {
             let first = first.lock().ok().and_then(|mut f| f.take());
             // Any later attempt (a streamed body is sent at most once: only an empty one is
             // retried) sends the kept head with no body.
@@ -221,7 +224,7 @@ impl Upstreams {
             who,
             class: settings.classes.get(route.class).clone(),
         };
-        self.run(call, None, send, |_| Bytes::new()).await
+        self.run(call, None, send, |_| Bytes::new())
     }
 
     /// The route of a request Weir sends for itself from stored data (a queued create's
