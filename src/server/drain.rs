@@ -97,6 +97,17 @@ impl Drain {
     }
 }
 
+/// A server gone without a shutdown (its future dropped) still closes its connections
+/// gracefully, as hyper-util's watchers see their channel closed.
+impl Drop for Drain {
+    fn drop(&mut self) {
+        self.shared.closing.store(true, Ordering::SeqCst);
+        for waker in lock(&self.shared.open).values() {
+            waker.wake_by_ref();
+        }
+    }
+}
+
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     // A panic elsewhere mid-insert leaves a valid map.
     m.lock().unwrap_or_else(|e| e.into_inner())
@@ -173,18 +184,18 @@ mod tests {
     use super::*;
     use std::time::Duration;
 
-    /// A shutdown wakes an idle connection, starts its graceful close, and returns once the
-    /// connection has ended; a server with no connection left returns at once.
-    #[tokio::test]
-    async fn shutdown_closes_idle_connections_and_waits_for_them() {
-        let drain = Drain::new();
-        let (listener, addr) = {
-            let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-            let a = l.local_addr().unwrap();
-            (l, a)
-        };
-        let client = tokio::net::TcpStream::connect(addr).await.unwrap();
-        let (stream, _) = listener.accept().await.unwrap();
+    /// An idle client connection served as the listener serves one, and its client side.
+    async fn idle_connection() -> (
+        impl GracefulConnection<Output = Result<(), Box<dyn std::error::Error + Send + Sync>>>
+            + Send
+            + 'static,
+        tokio::net::TcpStream,
+    ) {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let client = tokio::net::TcpStream::connect(l.local_addr().unwrap())
+            .await
+            .unwrap();
+        let (stream, _) = l.accept().await.unwrap();
         let conn = hyper_util::server::conn::auto::Builder::new(
             hyper_util::rt::TokioExecutor::new(),
         )
@@ -195,6 +206,15 @@ mod tests {
             }),
         )
         .into_owned();
+        (conn, client)
+    }
+
+    /// A shutdown wakes an idle connection, starts its graceful close, and returns once the
+    /// connection has ended; a server with no connection left returns at once.
+    #[tokio::test]
+    async fn shutdown_closes_idle_connections_and_waits_for_them() {
+        let drain = Drain::new();
+        let (conn, _client) = idle_connection().await;
         let done = tokio::spawn(drain.watcher().watch(conn));
         tokio::time::sleep(Duration::from_millis(50)).await;
         assert!(!done.is_finished(), "an idle connection stays open");
@@ -202,7 +222,20 @@ mod tests {
             .await
             .expect("the shutdown waits only for the connection to close");
         assert!(done.is_finished());
-        drop(client);
         Drain::new().shutdown().await;
+    }
+
+    /// A server dropped without a shutdown still closes its connections.
+    #[tokio::test]
+    async fn a_dropped_drain_closes_its_connections() {
+        let drain = Drain::new();
+        let (conn, _client) = idle_connection().await;
+        let done = tokio::spawn(drain.watcher().watch(conn));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(!done.is_finished());
+        drop(drain);
+        // (An idle connection shut down before its first byte ends "cancelled".)
+        let ended = tokio::time::timeout(Duration::from_secs(5), done).await;
+        assert!(ended.is_ok(), "closed once its server is gone");
     }
 }

@@ -254,10 +254,12 @@ impl Upstreams {
         } = call;
         let u = self.get(up);
         let (g, counters, cfg) = (&u.gate, &u.counters, &u.settings);
-        let deadline = Instant::now() + cs.deadline;
+        // One clock read for the deadline and the budget's count.
+        let now = Instant::now();
+        let deadline = now + cs.deadline;
         // Built on the first retry only: most calls never need it.
         let mut jitter: Option<Box<dyn weir_resilience::Jitter>> = None;
-        g.budget.record_request();
+        g.budget.record_request_at(now);
         let mut last: Option<(Result<Response<B>, FetchError>, Kind)> = None;
         let mut closed: Option<Closed> = None;
         let mut failed_attempts = 0u32;
@@ -300,7 +302,9 @@ impl Upstreams {
                     self.accounts.forget(id);
                 }
             }
-            let elapsed = started.elapsed();
+            // One clock read for the latency and the breaker's record.
+            let ended = Instant::now();
+            let elapsed = ended.saturating_duration_since(started);
             let pre = res.as_ref().map(&prefix).unwrap_or_default();
             let kind = kind_of(&res, &pre);
             // Slow is judged against this class's own recent latency (see the breaker's
@@ -314,6 +318,7 @@ impl Upstreams {
                     normal: Some(cs.normal_latency).filter(|d| !d.is_zero()),
                     ceiling: cs.slow_call,
                 },
+                ended,
             );
             if !kind.is_ok() {
                 counters.error(class, kind.as_str());
