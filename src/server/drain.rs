@@ -196,16 +196,15 @@ mod tests {
             .await
             .unwrap();
         let (stream, _) = l.accept().await.unwrap();
-        let conn = hyper_util::server::conn::auto::Builder::new(
-            hyper_util::rt::TokioExecutor::new(),
-        )
-        .serve_connection_with_upgrades(
-            hyper_util::rt::TokioIo::new(stream),
-            hyper::service::service_fn(|_req| async {
-                Ok::<_, std::convert::Infallible>(http::Response::new(crate::body::empty()))
-            }),
-        )
-        .into_owned();
+        let conn =
+            hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new())
+                .serve_connection_with_upgrades(
+                    hyper_util::rt::TokioIo::new(stream),
+                    hyper::service::service_fn(|_req| async {
+                        Ok::<_, std::convert::Infallible>(http::Response::new(crate::body::empty()))
+                    }),
+                )
+                .into_owned();
         (conn, client)
     }
 

@@ -173,7 +173,10 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn until_is_a_timeout() {
         let now = Instant::now();
-        assert_eq!(until(now + Duration::from_secs(1), async { 7 }).await, Some(7));
+        assert_eq!(
+            until(now + Duration::from_secs(1), async { 7 }).await,
+            Some(7)
+        );
         let slow = tokio::time::sleep(Duration::from_secs(5));
         assert_eq!(until(now + Duration::from_secs(1), slow).await, None);
         assert_eq!(Instant::now(), now + Duration::from_secs(1));

@@ -478,10 +478,12 @@ fn aim(
 /// URI and `Host`, HTTP/1.1 and no extensions (nothing of the client's connection goes
 /// upstream).
 fn aim_whole(origin: &Origin, mut req: Request<Body>) -> Result<Request<Body>, FetchError> {
-    let uri = origin.uri_for(req.uri()).map_err(|e| FetchError::Protocol {
-        target: origin.to_string(),
-        message: format!("bad URI: {e}"),
-    })?;
+    let uri = origin
+        .uri_for(req.uri())
+        .map_err(|e| FetchError::Protocol {
+            target: origin.to_string(),
+            message: format!("bad URI: {e}"),
+        })?;
     *req.uri_mut() = uri;
     req.headers_mut()
         .insert(header::HOST, origin.host_header().clone());

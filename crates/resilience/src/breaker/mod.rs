@@ -397,13 +397,7 @@ impl Permit {
         elapsed: Duration,
         timing: Timing,
     ) -> Slowness {
-        self.record_latency_at(
-            failure,
-            class,
-            elapsed,
-            timing,
-            tokio::time::Instant::now(),
-        )
+        self.record_latency_at(failure, class, elapsed, timing, tokio::time::Instant::now())
     }
 
     /// [`Permit::record_latency`] for a call that ended at `now` (the caller read the clock
