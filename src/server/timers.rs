@@ -118,25 +118,35 @@ pub(crate) async fn until<F: Future>(deadline: Instant, fut: F) -> Option<F::Out
 }
 
 /// hyper's timer for a client connection (its header-read timeout, HTTP/2's timers): sleeps
-/// from the connection's spares ([`sleep_until`]).
+/// from the connection's spares ([`sleep_until`]) inside [`per_connection`]; elsewhere (a
+/// connection served without it, e.g. an intercepted one) hyper-util's own `TokioTimer`, whose
+/// sleep is one allocation where a [`Reused`] without spares would be two.
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct ConnectionTimer;
 
 impl hyper::rt::Sleep for Reused {}
 
+fn in_connection() -> bool {
+    SPARE.try_with(|_| ()).is_ok()
+}
+
 impl hyper::rt::Timer for ConnectionTimer {
     fn sleep(&self, duration: std::time::Duration) -> Pin<Box<dyn hyper::rt::Sleep>> {
-        Box::pin(sleep_until(Instant::now() + duration))
+        self.sleep_until(std::time::Instant::now() + duration)
     }
 
     fn sleep_until(&self, deadline: std::time::Instant) -> Pin<Box<dyn hyper::rt::Sleep>> {
-        Box::pin(sleep_until(deadline.into()))
+        if in_connection() {
+            Box::pin(sleep_until(deadline.into()))
+        } else {
+            hyper_util::rt::TokioTimer::new().sleep_until(deadline)
+        }
     }
 
     fn reset(&self, sleep: &mut Pin<Box<dyn hyper::rt::Sleep>>, new_deadline: std::time::Instant) {
         match sleep.as_mut().downcast_mut_pin::<Reused>() {
             Some(s) => s.get_mut().reset(new_deadline.into()),
-            None => *sleep = self.sleep_until(new_deadline),
+            None => hyper_util::rt::TokioTimer::new().reset(sleep, new_deadline),
         }
     }
 }
@@ -164,6 +174,32 @@ mod tests {
             let second = sleep_until(start + Duration::from_secs(30));
             second.await;
             assert_eq!(Instant::now(), start + Duration::from_secs(30));
+        })
+        .await;
+    }
+
+    /// hyper's timer hands out reused sleeps inside a connection, and hyper-util's own outside
+    /// one; both are reset in place and fire at their new deadline.
+    #[tokio::test(start_paused = true)]
+    async fn hypers_timer_reuses_inside_a_connection_only() {
+        use hyper::rt::Timer;
+        let t = ConnectionTimer;
+        let at = |s: u64| (Instant::now() + Duration::from_secs(s)).into_std();
+        let mut outside = t.sleep_until(at(5));
+        assert!(!outside.is::<Reused>());
+        let start = Instant::now();
+        t.reset(&mut outside, at(2));
+        outside.await;
+        assert_eq!(Instant::now(), start + Duration::from_secs(2));
+        per_connection(async {
+            let mut inside = t.sleep_until(at(5));
+            assert!(inside.is::<Reused>());
+            let start = Instant::now();
+            t.reset(&mut inside, at(3));
+            inside.await;
+            assert_eq!(Instant::now(), start + Duration::from_secs(3));
+            // Given back when dropped, and handed out again.
+            assert_eq!(SPARE.with(|s| s.borrow().len()), 1);
         })
         .await;
     }
