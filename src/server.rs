@@ -7,7 +7,7 @@ use http::StatusCode;
 use http::{Request, Response};
 use hyper::body::Incoming;
 use hyper::service::service_fn;
-use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::rt::TokioIo;
 use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
 use std::future::Future;
@@ -17,7 +17,9 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 
+mod drain;
 pub(crate) mod idle;
+pub(crate) mod timers;
 
 /// Concurrent HTTP/2 streams per client connection.
 pub(crate) const H2_MAX_STREAMS: u32 = 32;
@@ -190,14 +192,15 @@ pub(crate) fn http_builder(limits: &crate::config::Limits) -> auto::Builder<Inli
     let mut builder = auto::Builder::new(InlineFirst);
     builder
         .http1()
-        .timer(TokioTimer::new())
+        // Its header-read timer is reused from request to request (`timers`).
+        .timer(timers::ConnectionTimer)
         // Slowloris: a client gets this long to send its whole header section.
         .header_read_timeout(limits.header_read_timeout)
         // Room for our own, friendlier 431 check; beyond this hyper refuses by itself.
         .max_buf_size((limits.max_header_bytes * 2).max(16 * 1024));
     builder
         .http2()
-        .timer(TokioTimer::new())
+        .timer(timers::ConnectionTimer)
         .max_header_list_size((limits.max_header_bytes * 2) as u32)
         // hyper's default is 200 streams per connection, each of which may buffer a body:
         // a tool needs a handful; the buffered-bytes bound (`body_budget`) covers the rest.
@@ -308,7 +311,7 @@ pub(crate) async fn serve<H, Fut>(
     Fut: Future<Output = Response<Body>> + Send + 'static,
 {
     let max_connections = live.get().limits.max_connections;
-    let graceful = GracefulShutdown::new();
+    let graceful = drain::Drain::new();
     let connections = Arc::new(Semaphore::new(max_connections));
     tokio::pin!(shutdown);
     while let Some((stream, peer)) = next_connection(&listener, &mut shutdown).await {
@@ -333,35 +336,57 @@ pub(crate) async fn serve<H, Fut>(
             graceful.watcher(),
             keep_alive_value(limits.header_read_timeout),
             move |req| {
+                use futures_util::future::Either;
                 seen.store(true, std::sync::atomic::Ordering::Relaxed);
-                let open = (req.version() == http::Version::HTTP_2).then(|| streams.open());
+                // HTTP/1 pays a version check here, nothing more: only an HTTP/2 stream is
+                // counted, its answer wrapped (boxed: h2 streams are rare on this listener).
+                if req.version() != http::Version::HTTP_2 {
+                    return Either::Left(inner(req));
+                }
+                let open = streams.open();
                 let answer = inner(req);
-                async move { idle::track(answer.await, open) }
+                Either::Right(Box::pin(
+                    async move { idle::track(answer.await, Some(open)) },
+                ))
             },
             None::<()>,
         );
-        let first_head = limits.header_read_timeout;
+        let limit = limits.header_read_timeout;
         tokio::spawn(async move {
             tokio::pin!(conn);
-            let ended = tokio::select! {
-                r = conn.as_mut() => Some(r),
-                () = tokio::time::sleep(first_head) => None,
-            };
-            let result = match ended {
-                Some(r) => r,
-                None if activity.is_h2() => tokio::select! {
-                    r = conn.as_mut() => r,
-                    () = activity.idle(first_head) => {
-                        tracing::debug!(%peer, "HTTP/2 connection idle for header_read_timeout; closed");
-                        Ok(())
-                    }
-                },
-                None if first.load(std::sync::atomic::Ordering::Relaxed) => conn.await,
-                None => {
-                    tracing::debug!(%peer, "no request head within header_read_timeout; closed");
-                    Ok(())
+            // Watched until the first request arrives, then dropped: polled beside every later
+            // request, it cost each of them a poll for a limit that no longer applies.
+            let mut first_head = Some(Box::pin(tokio::time::sleep(limit)));
+            // HTTP/2's idle limit (`idle`), made once the connection is known to speak it.
+            let mut idle_h2: Option<std::pin::Pin<Box<dyn Future<Output = ()> + Send>>> = None;
+            let result = std::future::poll_fn(|cx| {
+                use std::task::Poll;
+                // The connection first: a request already in its buffer opens its stream
+                // before the idle limit is looked at.
+                if let Poll::Ready(r) = conn.as_mut().poll(cx) {
+                    return Poll::Ready(r);
                 }
-            };
+                if let Some(wait) = &mut first_head {
+                    if first.load(std::sync::atomic::Ordering::Relaxed) {
+                        first_head = None;
+                    } else if wait.as_mut().poll(cx).is_ready() {
+                        tracing::debug!(%peer, "no request head within header_read_timeout; closed");
+                        return Poll::Ready(Ok(()));
+                    }
+                }
+                if idle_h2.is_none() && activity.is_h2() {
+                    let a = activity.clone();
+                    idle_h2 = Some(Box::pin(async move { a.idle(limit).await }));
+                }
+                if let Some(idle) = &mut idle_h2 {
+                    if idle.as_mut().poll(cx).is_ready() {
+                        tracing::debug!(%peer, "HTTP/2 connection idle for header_read_timeout; closed");
+                        return Poll::Ready(Ok(()));
+                    }
+                }
+                Poll::Pending
+            })
+            .await;
             if let Err(e) = result {
                 tracing::debug!(%peer, error = %e, "connection ended with error");
             }
@@ -369,7 +394,12 @@ pub(crate) async fn serve<H, Fut>(
         });
     }
     drop(listener);
-    drain(graceful, live.get().limits.drain_timeout, "").await;
+    let timeout = live.get().limits.drain_timeout;
+    tracing::info!("draining in-flight requests (at most {timeout:?})");
+    tokio::select! {
+        _ = graceful.shutdown() => tracing::info!("all connections closed"),
+        _ = tokio::time::sleep(timeout) => tracing::warn!("drain timeout reached; closing the remaining connections"),
+    }
 }
 
 /// The next connection (`TCP_NODELAY` set), or `None` once `shutdown` resolves. An accept
@@ -401,7 +431,7 @@ pub(crate) async fn next_connection(
 pub(crate) fn connection<I, H, Fut, X>(
     builder: &auto::Builder<InlineFirst>,
     io: I,
-    watcher: hyper_util::server::graceful::Watcher,
+    watcher: impl drain::Watch,
     hint: http::HeaderValue,
     handler: H,
     tag: Option<X>,
@@ -429,8 +459,11 @@ where
         }
     });
     let conn = builder.serve_connection_with_upgrades(io, svc).into_owned();
-    // The connection's last credential is remembered in its task (`identity::per_connection`).
-    crate::identity::per_connection(SelfWakeLoop::new(watcher.watch(conn)))
+    // The connection's last credential is remembered in its task (`identity::per_connection`),
+    // and its timers are reused there (`timers::per_connection`).
+    crate::identity::per_connection(timers::per_connection(SelfWakeLoop::new(
+        watcher.watch(conn),
+    )))
 }
 
 /// Waits for the connections still open to finish their requests, at most `timeout`.

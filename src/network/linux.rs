@@ -233,7 +233,10 @@ mod tests {
 
     #[test]
     fn only_a_plain_unix_path_is_read_here() {
-        assert_eq!(unix_socket_path("unix:path=/run/dbus/s"), Some("/run/dbus/s"));
+        assert_eq!(
+            unix_socket_path("unix:path=/run/dbus/s"),
+            Some("/run/dbus/s")
+        );
         assert_eq!(unix_socket_path("unix:path=/a,guid=1"), None);
         assert_eq!(unix_socket_path("unix:path=/a;tcp:host=x"), None);
         assert_eq!(unix_socket_path("unix:path=/a%20b"), None);
@@ -247,7 +250,10 @@ mod tests {
         let path = dir.path().join("no-bus");
         let address = BusAddress::Given(format!("unix:path={}", path.display()));
         let e = address.connect().await.unwrap_err().to_string();
-        assert!(e.contains("no bus socket at") && e.contains("no-bus"), "{e}");
+        assert!(
+            e.contains("no bus socket at") && e.contains("no-bus"),
+            "{e}"
+        );
     }
 
     #[test]

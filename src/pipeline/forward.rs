@@ -69,9 +69,9 @@ pub(super) async fn managed(
     );
     // Only the hop-by-hop headers go here: the attempt sends it to the origin's own URI with
     // the origin's `Host` (`upstream::attempt`), so the client's are not rewritten first.
-    let (mut parts, body) = req.into_parts();
-    strip_hop_by_hop(&mut parts.headers);
-    let mut upstream_req = Request::from_parts(parts, boxed(body));
+    let mut req = req;
+    strip_hop_by_hop(req.headers_mut());
+    let mut upstream_req = req.map(boxed);
     if let Some(w) = &watch {
         upstream_req = w.request(upstream_req);
     }
@@ -110,10 +110,10 @@ pub(super) fn prepare_parts(parts: &mut http::request::Parts) -> Result<(), Prob
     Ok(())
 }
 
-pub(super) fn relay(resp: Response<Body>) -> Response<Body> {
-    let (mut parts, body) = resp.into_parts();
-    strip_hop_by_hop(&mut parts.headers);
-    Response::from_parts(parts, body)
+pub(super) fn relay(mut resp: Response<Body>) -> Response<Body> {
+    // In place: taking a response apart and putting it back together copies it twice.
+    strip_hop_by_hop(resp.headers_mut());
+    resp
 }
 
 fn absolute_uri(uri: &Uri) -> Result<Uri, Problem> {

@@ -73,17 +73,20 @@ pub(crate) struct Admitted {
 impl Admitted {
     /// Records the attempt's outcome and latency with the breaker (judged against `class`'s
     /// baseline or its prior, with the class's absolute `slow_call`) and frees the bulkhead slot.
+    /// `ended`: when the attempt ended (the clock read that gave `elapsed`).
     pub fn record(
         self,
         failure: bool,
         class: &'static str,
         elapsed: Duration,
         timing: weir_resilience::Timing,
+        ended: tokio::time::Instant,
     ) -> weir_resilience::Slowness {
         if !failure {
             self.successes.fetch_add(1, Ordering::Relaxed);
         }
-        self.permit.record_latency(failure, class, elapsed, timing)
+        self.permit
+            .record_latency_at(failure, class, elapsed, timing, ended)
     }
 }
 
@@ -524,6 +527,7 @@ mod tests {
                     normal: None,
                     ceiling: Duration::from_secs(5),
                 },
+                tokio::time::Instant::now(),
             );
         }
         let st = g.status().breaker;

@@ -118,7 +118,11 @@ impl RetryBudget {
 
     /// Records one original request (deposits `ratio` of a retry).
     pub fn record_request(&self) {
-        let now = Instant::now();
+        self.record_request_at(Instant::now());
+    }
+
+    /// [`RetryBudget::record_request`] at `now`, for a caller that has just read the clock.
+    pub fn record_request_at(&self, now: Instant) {
         let mut inner = self.lock();
         inner.window.current(now).requests += 1;
     }

@@ -45,9 +45,9 @@ impl Shared {
         generation: u64,
         probe: bool,
         failure: bool,
+        now: Instant,
         judge: impl FnOnce(&mut Inner) -> Slowness,
     ) -> Slowness {
-        let now = Instant::now();
         let mut guard = self.lock();
         let inner = &mut *guard;
         let judged = judge(inner);

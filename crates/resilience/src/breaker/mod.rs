@@ -377,8 +377,13 @@ impl Permit {
             slow,
             too_slow: slow,
         };
-        self.shared
-            .record(self.generation, self.probe, failure, |_| judged);
+        self.shared.record(
+            self.generation,
+            self.probe,
+            failure,
+            tokio::time::Instant::now(),
+            |_| judged,
+        );
     }
 
     /// Reports the call's outcome with its latency: `class` names the request class whose
@@ -386,17 +391,30 @@ impl Permit {
     /// latency (the baseline until enough good calls are seen) and absolute slow-call cut-off.
     /// Returns how the call was judged.
     pub fn record_latency(
-        mut self,
+        self,
         failure: bool,
         class: &'static str,
         elapsed: Duration,
         timing: Timing,
     ) -> Slowness {
+        self.record_latency_at(failure, class, elapsed, timing, tokio::time::Instant::now())
+    }
+
+    /// [`Permit::record_latency`] for a call that ended at `now` (the caller read the clock
+    /// for `elapsed`: one read, not two).
+    pub fn record_latency_at(
+        mut self,
+        failure: bool,
+        class: &'static str,
+        elapsed: Duration,
+        timing: Timing,
+        now: tokio::time::Instant,
+    ) -> Slowness {
         self.recorded = true;
         // Judged and counted under one lock (the baseline learns from a stale permit's call
         // too: its latency is as real as any other's).
         self.shared
-            .record(self.generation, self.probe, failure, |inner| {
+            .record(self.generation, self.probe, failure, now, |inner| {
                 inner.baselines.entry(class).or_default().judge(
                     &inner.config,
                     failure,

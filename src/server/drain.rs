@@ -1,0 +1,240 @@
+//! Graceful shutdown of the plain listener's connections, checked by a flag on each poll.
+//!
+//! hyper-util's `GracefulShutdown` does the same with a `watch` channel: each connection's
+//! future polls a pending `Receiver::changed()` before the connection on every poll, ~0.5k
+//! instructions per kept-alive pass-through request (its future, tokio's `Notified`, the
+//! version check) to learn, once in the process's life, that it is time to close. Here a
+//! connection reads one flag, and gives the server its task's waker once (again only if the
+//! waker changes), so that a shutdown can wake every connection to close, as `watch` did.
+//!
+//! [`Drain::watcher`] hands out a [`Watcher`] per connection; [`Drain::shutdown`] sets the flag,
+//! wakes every connection (each starts hyper's graceful shutdown: an idle connection closes, a
+//! busy one after its answer) and waits until every watched connection is done.
+
+use hyper_util::server::graceful::GracefulConnection;
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Waker};
+
+/// How a connection learns that the server drains: hyper-util's `Watcher` (the gateway's
+/// listener, the fuzz entry) or this module's.
+pub(crate) trait Watch: Send + 'static {
+    /// `conn`, shut down gracefully once the server drains.
+    fn watch<C>(self, conn: C) -> impl Future<Output = C::Output> + Send + 'static
+    where
+        C: GracefulConnection + Send + 'static;
+}
+
+impl Watch for hyper_util::server::graceful::Watcher {
+    fn watch<C>(self, conn: C) -> impl Future<Output = C::Output> + Send + 'static
+    where
+        C: GracefulConnection + Send + 'static,
+    {
+        hyper_util::server::graceful::Watcher::watch(self, conn)
+    }
+}
+
+/// The server's side: hands out watchers, and closes their connections when it stops.
+pub(crate) struct Drain {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    closing: AtomicBool,
+    next_id: AtomicU64,
+    /// Each watched connection's task waker, by connection; a connection leaves when it ends.
+    open: Mutex<HashMap<u64, Waker>>,
+    /// Told when the last connection left after `closing` was set.
+    all_closed: tokio::sync::Notify,
+}
+
+impl Drain {
+    pub(crate) fn new() -> Drain {
+        Drain {
+            shared: Arc::new(Shared {
+                closing: AtomicBool::new(false),
+                next_id: AtomicU64::new(0),
+                open: Mutex::new(HashMap::new()),
+                all_closed: tokio::sync::Notify::new(),
+            }),
+        }
+    }
+
+    /// A watcher for one new connection.
+    pub(crate) fn watcher(&self) -> Watcher {
+        let id = self.shared.next_id.fetch_add(1, Ordering::Relaxed);
+        // Counted from now: a connection is open until its watcher (or watched future) drops.
+        lock(&self.shared.open).insert(id, Waker::noop().clone());
+        Watcher {
+            shared: self.shared.clone(),
+            id,
+        }
+    }
+
+    /// Starts every connection's graceful shutdown and waits until all have ended (connections
+    /// accepted after this are shut down at their first poll).
+    pub(crate) async fn shutdown(self) {
+        let shared = &self.shared;
+        shared.closing.store(true, Ordering::SeqCst);
+        loop {
+            let notified = shared.all_closed.notified();
+            let mut notified = std::pin::pin!(notified);
+            notified.as_mut().enable();
+            {
+                let open = lock(&shared.open);
+                if open.is_empty() {
+                    return;
+                }
+                for waker in open.values() {
+                    waker.wake_by_ref();
+                }
+            }
+            notified.await;
+        }
+    }
+}
+
+/// A server gone without a shutdown (its future dropped) still closes its connections
+/// gracefully, as hyper-util's watchers see their channel closed.
+impl Drop for Drain {
+    fn drop(&mut self) {
+        self.shared.closing.store(true, Ordering::SeqCst);
+        for waker in lock(&self.shared.open).values() {
+            waker.wake_by_ref();
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // A panic elsewhere mid-insert leaves a valid map.
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// One connection's view of the [`Drain`]: counted as open until dropped.
+pub(crate) struct Watcher {
+    shared: Arc<Shared>,
+    id: u64,
+}
+
+impl Drop for Watcher {
+    fn drop(&mut self) {
+        let empty = {
+            let mut open = lock(&self.shared.open);
+            open.remove(&self.id);
+            open.is_empty()
+        };
+        if empty && self.shared.closing.load(Ordering::SeqCst) {
+            self.shared.all_closed.notify_waiters();
+        }
+    }
+}
+
+impl Watch for Watcher {
+    fn watch<C>(self, conn: C) -> impl Future<Output = C::Output> + Send + 'static
+    where
+        C: GracefulConnection + Send + 'static,
+    {
+        Watched {
+            conn: Box::pin(conn),
+            watcher: self,
+            known: None,
+            shut: false,
+        }
+    }
+}
+
+/// A connection that starts hyper's graceful shutdown once its server drains.
+struct Watched<C> {
+    /// Boxed (once per connection) so that this wrapper is `Unpin`.
+    conn: Pin<Box<C>>,
+    watcher: Watcher,
+    /// The waker the server holds for this connection (`will_wake` is a compare).
+    known: Option<Waker>,
+    shut: bool,
+}
+
+impl<C: GracefulConnection> Future for Watched<C> {
+    type Output = C::Output;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<C::Output> {
+        let this = self.get_mut();
+        if !this.shut {
+            let shared = &this.watcher.shared;
+            if !this.known.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+                // Given under the lock, then the flag read again: a shutdown that set it
+                // before took the lock (and woke the wakers it found), so it is seen here.
+                let waker = cx.waker().clone();
+                lock(&shared.open).insert(this.watcher.id, waker.clone());
+                this.known = Some(waker);
+            }
+            if shared.closing.load(Ordering::SeqCst) {
+                this.shut = true;
+                this.conn.as_mut().graceful_shutdown();
+            }
+        }
+        this.conn.as_mut().poll(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    /// An idle client connection served as the listener serves one, and its client side.
+    async fn idle_connection() -> (
+        impl GracefulConnection<Output = Result<(), Box<dyn std::error::Error + Send + Sync>>>
+            + Send
+            + 'static,
+        tokio::net::TcpStream,
+    ) {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let client = tokio::net::TcpStream::connect(l.local_addr().unwrap())
+            .await
+            .unwrap();
+        let (stream, _) = l.accept().await.unwrap();
+        let conn =
+            hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new())
+                .serve_connection_with_upgrades(
+                    hyper_util::rt::TokioIo::new(stream),
+                    hyper::service::service_fn(|_req| async {
+                        Ok::<_, std::convert::Infallible>(http::Response::new(crate::body::empty()))
+                    }),
+                )
+                .into_owned();
+        (conn, client)
+    }
+
+    /// A shutdown wakes an idle connection, starts its graceful close, and returns once the
+    /// connection has ended; a server with no connection left returns at once.
+    #[tokio::test]
+    async fn shutdown_closes_idle_connections_and_waits_for_them() {
+        let drain = Drain::new();
+        let (conn, _client) = idle_connection().await;
+        let done = tokio::spawn(drain.watcher().watch(conn));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(!done.is_finished(), "an idle connection stays open");
+        tokio::time::timeout(Duration::from_secs(5), drain.shutdown())
+            .await
+            .expect("the shutdown waits only for the connection to close");
+        assert!(done.is_finished());
+        Drain::new().shutdown().await;
+    }
+
+    /// A server dropped without a shutdown still closes its connections.
+    #[tokio::test]
+    async fn a_dropped_drain_closes_its_connections() {
+        let drain = Drain::new();
+        let (conn, _client) = idle_connection().await;
+        let done = tokio::spawn(drain.watcher().watch(conn));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(!done.is_finished());
+        drop(drain);
+        // (An idle connection shut down before its first byte ends "cancelled".)
+        let ended = tokio::time::timeout(Duration::from_secs(5), done).await;
+        assert!(ended.is_ok(), "closed once its server is gone");
+    }
+}

@@ -1,0 +1,232 @@
+//! Timers reused within a client connection, instead of one registered with tokio's timer wheel
+//! and removed again for every request.
+//!
+//! Two timers ran per pass-through request: hyper's header-read timeout (a new boxed `Sleep`
+//! each time a request head is awaited, dropped once it came) and the attempt's per-try timeout
+//! (`tokio::time::timeout` around the upstream call). Each one made a timer entry, inserted it in
+//! the wheel under the driver's lock at its first poll, and took it out under the lock again
+//! when dropped, for a timeout that almost never fires.
+//!
+//! Here a connection keeps its spare `Sleep`s ([`per_connection`], a task-local scoped to the
+//! connection's future, as `identity::per_connection` keeps its last credential). A timer taken
+//! from the spares is moved to its new deadline with `Sleep::reset`: a deadline later than the
+//! one the wheel holds only raises the entry's expiry (one atomic store, no lock, the entry
+//! stays where it is); when the old slot comes round, tokio sees the later expiry and files it
+//! again. A timer dropped while the connection runs goes back to the spares, still registered.
+//! So a kept-alive connection registers its timers once and moves them on, and a deadline is
+//! still exact: a timer fires at the deadline it was last given, never before.
+//!
+//! A spare that waits in the list may still fire at its last deadline, and wakes the task that
+//! polled it last: one spurious wake-up of the connection at most per timeout period (hyper
+//! polls and finds nothing to do). Outside a connection's task (a waiting HTTP/2 stream that
+//! became a task of its own, a queue replay) a timer is made and dropped as before.
+
+use std::cell::RefCell;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use tokio::time::{Instant, Sleep};
+
+/// Spare timers a connection keeps: hyper's header-read timer and an attempt's, with room for
+/// one more (an HTTP/2 connection's streams run side by side).
+const KEEP: usize = 3;
+
+tokio::task_local! {
+    static SPARE: RefCell<Vec<Pin<Box<Sleep>>>>;
+}
+
+/// Runs one client connection's future with its own spare timers (see the module's doc).
+pub(crate) fn per_connection<F: Future>(conn: F) -> impl Future<Output = F::Output> {
+    SPARE.scope(RefCell::new(Vec::new()), conn)
+}
+
+/// A sleep until `deadline`: a spare of the connection's, moved to `deadline`, or a new one.
+pub(crate) fn sleep_until(deadline: Instant) -> Reused {
+    let spare = SPARE
+        .try_with(|s| s.try_borrow_mut().ok().and_then(|mut s| s.pop()))
+        .ok()
+        .flatten();
+    let sleep = match spare {
+        Some(mut s) => {
+            s.as_mut().reset(deadline);
+            s
+        }
+        None => Box::pin(tokio::time::sleep_until(deadline)),
+    };
+    Reused { sleep: Some(sleep) }
+}
+
+/// A timer that goes back to its connection's spares when dropped (see [`sleep_until`]).
+pub(crate) struct Reused {
+    /// Always `Some` until dropped.
+    sleep: Option<Pin<Box<Sleep>>>,
+}
+
+impl Reused {
+    /// Moves the deadline (later: no lock, see the module's doc).
+    pub(crate) fn reset(&mut self, deadline: Instant) {
+        if let Some(s) = &mut self.sleep {
+            s.as_mut().reset(deadline);
+        }
+    }
+}
+
+impl Future for Reused {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        // `Reused` is `Unpin`: the timer itself is boxed.
+        match &mut self.get_mut().sleep {
+            Some(s) => s.as_mut().poll(cx),
+            None => Poll::Ready(()),
+        }
+    }
+}
+
+impl Drop for Reused {
+    fn drop(&mut self) {
+        let Some(sleep) = self.sleep.take() else {
+            return;
+        };
+        // Outside the connection's task (or the list full), the timer is dropped: removed from
+        // the wheel as any other.
+        let _ = SPARE.try_with(|s| {
+            if let Ok(mut s) = s.try_borrow_mut() {
+                if s.len() < KEEP {
+                    s.push(sleep);
+                }
+            }
+        });
+    }
+}
+
+/// Waits for `fut` at most until `deadline`, on a reused timer: `None` when the deadline came
+/// first (`tokio::time::timeout`'s meaning, without a timer registered and removed per call).
+pub(crate) async fn until<F: Future>(deadline: Instant, fut: F) -> Option<F::Output> {
+    let mut timer = sleep_until(deadline);
+    let mut fut = std::pin::pin!(fut);
+    std::future::poll_fn(move |cx| {
+        if let Poll::Ready(out) = fut.as_mut().poll(cx) {
+            return Poll::Ready(Some(out));
+        }
+        match Pin::new(&mut timer).poll(cx) {
+            Poll::Ready(()) => Poll::Ready(None),
+            Poll::Pending => Poll::Pending,
+        }
+    })
+    .await
+}
+
+/// hyper's timer for a client connection (its header-read timeout, HTTP/2's timers): sleeps
+/// from the connection's spares ([`sleep_until`]) inside [`per_connection`]; elsewhere (a
+/// connection served without it, e.g. an intercepted one) hyper-util's own `TokioTimer`, whose
+/// sleep is one allocation where a [`Reused`] without spares would be two.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct ConnectionTimer;
+
+impl hyper::rt::Sleep for Reused {}
+
+fn in_connection() -> bool {
+    SPARE.try_with(|_| ()).is_ok()
+}
+
+impl hyper::rt::Timer for ConnectionTimer {
+    fn sleep(&self, duration: std::time::Duration) -> Pin<Box<dyn hyper::rt::Sleep>> {
+        self.sleep_until(std::time::Instant::now() + duration)
+    }
+
+    fn sleep_until(&self, deadline: std::time::Instant) -> Pin<Box<dyn hyper::rt::Sleep>> {
+        if in_connection() {
+            Box::pin(sleep_until(deadline.into()))
+        } else {
+            hyper_util::rt::TokioTimer::new().sleep_until(deadline)
+        }
+    }
+
+    fn reset(&self, sleep: &mut Pin<Box<dyn hyper::rt::Sleep>>, new_deadline: std::time::Instant) {
+        match sleep.as_mut().downcast_mut_pin::<Reused>() {
+            Some(s) => s.get_mut().reset(new_deadline.into()),
+            None => hyper_util::rt::TokioTimer::new().reset(sleep, new_deadline),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    /// A timer given back in a connection is the one the next request gets, moved to its own
+    /// deadline, and it fires at that deadline, not at the first one.
+    #[tokio::test(start_paused = true)]
+    async fn a_spare_is_reused_and_fires_at_its_new_deadline() {
+        per_connection(async {
+            let start = Instant::now();
+            let first = sleep_until(start + Duration::from_secs(10));
+            let addr = first.sleep.as_ref().map(|s| &**s as *const Sleep);
+            drop(first);
+            assert_eq!(SPARE.with(|s| s.borrow().len()), 1);
+            let second = sleep_until(start + Duration::from_secs(30));
+            assert_eq!(second.sleep.as_ref().map(|s| &**s as *const Sleep), addr);
+            // The first deadline passes without it firing; the second fires it.
+            let early = until(start + Duration::from_secs(20), second).await;
+            assert_eq!(early, None, "not fired at the first deadline");
+            let second = sleep_until(start + Duration::from_secs(30));
+            second.await;
+            assert_eq!(Instant::now(), start + Duration::from_secs(30));
+        })
+        .await;
+    }
+
+    /// hyper's timer hands out reused sleeps inside a connection, and hyper-util's own outside
+    /// one; both are reset in place and fire at their new deadline.
+    #[tokio::test(start_paused = true)]
+    async fn hypers_timer_reuses_inside_a_connection_only() {
+        use hyper::rt::Timer;
+        let t = ConnectionTimer;
+        let at = |s: u64| (Instant::now() + Duration::from_secs(s)).into_std();
+        let mut outside = t.sleep_until(at(5));
+        assert!(!outside.is::<Reused>());
+        let start = Instant::now();
+        t.reset(&mut outside, at(2));
+        outside.await;
+        assert_eq!(Instant::now(), start + Duration::from_secs(2));
+        per_connection(async {
+            let mut inside = t.sleep_until(at(5));
+            assert!(inside.is::<Reused>());
+            let start = Instant::now();
+            t.reset(&mut inside, at(3));
+            inside.await;
+            assert_eq!(Instant::now(), start + Duration::from_secs(3));
+            // Given back when dropped, and handed out again.
+            assert_eq!(SPARE.with(|s| s.borrow().len()), 1);
+        })
+        .await;
+    }
+
+    /// `until` gives the output when it comes first, `None` when the deadline does; outside a
+    /// connection it works as `tokio::time::timeout`.
+    #[tokio::test(start_paused = true)]
+    async fn until_is_a_timeout() {
+        let now = Instant::now();
+        assert_eq!(
+            until(now + Duration::from_secs(1), async { 7 }).await,
+            Some(7)
+        );
+        let slow = tokio::time::sleep(Duration::from_secs(5));
+        assert_eq!(until(now + Duration::from_secs(1), slow).await, None);
+        assert_eq!(Instant::now(), now + Duration::from_secs(1));
+        per_connection(async {
+            let now = Instant::now();
+            let slow = tokio::time::sleep(Duration::from_secs(5));
+            assert_eq!(until(now + Duration::from_secs(2), slow).await, None);
+            assert_eq!(Instant::now(), now + Duration::from_secs(2));
+            // The reused timer, moved earlier than where it last was, still fires on time.
+            let slow = tokio::time::sleep(Duration::from_secs(5));
+            let t = Instant::now();
+            assert_eq!(until(t + Duration::from_millis(500), slow).await, None);
+            assert_eq!(Instant::now(), t + Duration::from_millis(500));
+        })
+        .await;
+    }
+}
