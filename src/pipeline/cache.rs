@@ -218,10 +218,22 @@ pub(super) fn fresh_hit(
     if task_events::member(ctx.family, class, up, &keyed, uri.path()).is_some() {
         return None;
     }
-    let key = CacheKey::new(
+    // The target as `Keyed::lookup` spells it (`path_and_query`, or `/`), split where the
+    // `Uri` already knows its query starts.
+    let target = match uri.path_and_query() {
+        Some(pq) => {
+            let s = pq.as_str();
+            match pq.query() {
+                Some(q) => (&s[..s.len() - q.len() - 1], Some(q)),
+                None => (s, None),
+            }
+        }
+        None => ("/", None),
+    };
+    let key = CacheKey::of_target(
         &h.upstreams.get(up).settings,
         &Method::GET,
-        uri.path_and_query().map(|p| p.as_str()).unwrap_or("/"),
+        target,
         &keyed,
         req.headers(),
         &ctx.settings.key_headers,
@@ -229,12 +241,13 @@ pub(super) fn fresh_hit(
     let entry = h.cache.get(&key)?;
     let cs = ctx.settings.classes.get(class).for_family(ctx.family);
     let entry = retime(entry, class, &cs);
-    if entry.freshness(Instant::now()) != Freshness::Fresh {
+    let now = Instant::now();
+    if entry.freshness(now) != Freshness::Fresh {
         return None;
     }
     ctx.seen.saw(Event::FreshHit);
     let room = std::mem::take(req.headers_mut());
-    Some(respond::cached_static(&entry, respond::FRESH_HIT, room))
+    Some(respond::cached_static(&entry, respond::FRESH_HIT, room, now))
 }
 
 /// The same, for a request already taken apart (its body, if any, is not part of the key).
@@ -474,6 +487,7 @@ impl Keyed {
                         entry,
                         respond::FRESH_HIT,
                         headers,
+                        now,
                     )));
                 }
                 Freshness::Revalidate => {

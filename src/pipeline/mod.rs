@@ -195,7 +195,7 @@ impl Door {
             resp.extensions_mut().insert(crate::server::CloseAfter);
         }
         if let Some(v) = rule {
-            resp.headers_mut().entry(policy::HEADER).or_insert(v);
+            resp.headers_mut().entry(policy::HEADER_NAME).or_insert(v);
         }
         resp
     }
