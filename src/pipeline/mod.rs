@@ -356,11 +356,7 @@ fn phases(
         return Phased::Waits(Waits::Follow(req, classified));
     }
     // 2b–3. policy, context
-    let Managed {
-        mut req,
-        ctx,
-        after,
-    } = managed(proxy, req, classified, seen, rule);
+    let (ctx, after) = managed(proxy, &req, classified, seen, rule);
     // 4. the class handler, when it can answer at once: a fresh cache hit.
     let ctx = ctx.attach(seen);
     if let Some(resp) = fresh_hit(proxy, &ctx, &after, &mut req) {
@@ -376,14 +372,15 @@ fn phases(
 }
 
 /// Phases 2b and 3 for a managed request: the account it may resolve, the policy's decision,
-/// the context, and what its answer will go through.
+/// the context, and what its answer will go through. (The request is lent, not moved in and
+/// out: each move copied it.)
 fn managed(
     proxy: &Arc<Proxy>,
-    req: Request<Incoming>,
+    req: &Request<Incoming>,
     c: Classified,
     seen: &Outcome,
     rule: &mut Option<HeaderValue>,
-) -> Managed {
+) -> (context::Detached, After) {
     let Classified {
         settings,
         up,
@@ -399,7 +396,7 @@ fn managed(
         .then(|| {
             proxy
                 .accounts
-                .observe(&proxy.upstreams, up, who.identity, &req)
+                .observe(&proxy.upstreams, up, who.identity, req)
         })
         .flatten();
     let decision = policy::decide(
@@ -422,12 +419,8 @@ fn managed(
         decision,
         seen,
     };
-    let after = After::of(proxy, &ctx, &req, user_call);
-    Managed {
-        req,
-        ctx: ctx.detach(),
-        after,
-    }
+    let after = After::of(proxy, &ctx, req, user_call);
+    (ctx.detach(), after)
 }
 
 /// A fresh copy of a cacheable GET's answer, when the class handler would answer with it
@@ -494,9 +487,8 @@ impl Waits {
             provisional::Follow::Answer(r) => return Ok(r),
             provisional::Follow::Pass(req) => req,
         };
-        managed(proxy, req, classified, seen, rule)
-            .run(proxy, seen)
-            .await
+        let (ctx, after) = managed(proxy, &req, classified, seen, rule);
+        Managed { req, ctx, after }.run(proxy, seen).await
     }
 }
 

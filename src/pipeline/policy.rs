@@ -219,7 +219,7 @@ mod tests {
                 function,
                 action: Action::default_for(function),
                 rule: RuleRef::default_rule(),
-                why: String::new(),
+                why: std::borrow::Cow::Borrowed(""),
                 situational: false,
             };
             assert_eq!(default_header(function), d.header());
