@@ -223,12 +223,6 @@ pub(crate) enum Handled {
     Waiting(Pin<Box<dyn Future<Output = Response<Body>> + Send>>),
 }
 
-impl Handled {
-    fn waiting(f: impl Future<Output = Response<Body>> + Send + 'static) -> Handled {
-        Handled::Waiting(Box::pin(f))
-    }
-}
-
 impl Future for Handled {
     type Output = Response<Body>;
 
@@ -268,11 +262,13 @@ pub(crate) fn handle(proxy: Arc<Proxy>, req: Request<Incoming>) -> Handled {
     };
     recording.hand_over();
     let pending = record::Pending::new(proxy.clone(), seen);
-    Handled::waiting(async move {
+    // Boxed where it is made: passed to a function first, the future (kilobytes in any state)
+    // was copied once more (pass-through +0.26k instructions, callgrind).
+    Handled::Waiting(Box::pin(async move {
         let result = waits.run(&proxy, pending.seen(), &mut rule).await;
         pending.end(result.is_err());
         door.answer(&proxy, result, rule)
-    })
+    }))
 }
 
 /// How far the phases got without waiting.
