@@ -57,7 +57,14 @@ impl CacheKey {
             Some((p, q)) => (p, Some(q)),
             None => (path_and_query, None),
         };
-        CacheKey::of_target(upstream, method, (path, query), identity, headers, key_headers)
+        CacheKey::of_target(
+            upstream,
+            method,
+            (path, query),
+            identity,
+            headers,
+            key_headers,
+        )
     }
 
     /// [`CacheKey::new`] for a target already split into its path and query (a `Uri` holds

@@ -210,8 +210,7 @@ pub(super) fn fresh_hit(
 ) -> Option<Response<Body>> {
     let (up, class) = (ctx.up, ctx.class);
     let uri = req.uri();
-    if class == RouteClass::List && uri.query().is_some() && page_subset::Page::of(uri).is_some()
-    {
+    if class == RouteClass::List && uri.query().is_some() && page_subset::Page::of(uri).is_some() {
         return None;
     }
     let keyed = keyed_identity_of(h, ctx, req.method(), uri.path());
@@ -247,7 +246,12 @@ pub(super) fn fresh_hit(
     }
     ctx.seen.saw(Event::FreshHit);
     let room = std::mem::take(req.headers_mut());
-    Some(respond::cached_static(&entry, respond::FRESH_HIT, room, now))
+    Some(respond::cached_static(
+        &entry,
+        respond::FRESH_HIT,
+        room,
+        now,
+    ))
 }
 
 /// The same, for a request already taken apart (its body, if any, is not part of the key).

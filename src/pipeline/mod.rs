@@ -61,12 +61,18 @@
 //! - [`create`]: `CreateHandles`, owned by its detached task (dedupe state, upstreams, queue,
 //!   hand-offs, accounts, bus, body budget, base URL).
 //!
-//! **Future size.** A request's future is moved by value at each level it is awaited through
-//! (the server's box, the router, the front door, the phases, the call), and each move copies
-//! the whole state machine, whose size is that of its largest branch. So the paths that are
-//! rare or carry kilobytes of state — CONNECT, unmanaged hosts, pass-through mode, `model`,
-//! `create`, the upstream attempt and the control API — are boxed where they are awaited, and a
-//! cache hit's future holds none of them (BENCHMARKS.md §2 has the sizes and the counts).
+//! **No future for what need not wait.** [`handle`] runs the front door and the phases above
+//! in order, synchronously, until one must wait: a fresh cache hit never does, so it is
+//! answered before any future is made ([`Handled::Ready`]: nothing allocated, moved or
+//! polled). What must wait ([`Waits`]: a miss, a call, a provisional follow-up, CONNECT,
+//! unmanaged hosts, pass-through mode) continues from where the phases stopped, in one boxed
+//! future that owns the request's outcome ([`record::Pending`]).
+//!
+//! **Future size.** That future is moved by value at each level it is awaited through, and
+//! each move copies the whole state machine, whose size is that of its largest branch. So the
+//! paths that are rare or carry kilobytes of state — CONNECT, unmanaged hosts, pass-through
+//! mode, `model`, `create`, the upstream attempt and the control API — are boxed where they are
+//! awaited (BENCHMARKS.md §2 has the sizes and the counts).
 
 mod announce;
 mod cache;
@@ -263,12 +269,20 @@ pub(crate) fn handle(proxy: Arc<Proxy>, req: Request<Incoming>) -> Handled {
     recording.hand_over();
     let pending = record::Pending::new(proxy.clone(), seen);
     // Boxed where it is made: passed to a function first, the future (kilobytes in any state)
-    // was copied once more (pass-through +0.26k instructions, callgrind).
-    Handled::Waiting(Box::pin(async move {
-        let result = waits.run(&proxy, pending.seen(), &mut rule).await;
-        pending.end(result.is_err());
-        door.answer(&proxy, result, rule)
-    }))
+    // was copied once more (pass-through +0.26k instructions, callgrind). A managed request,
+    // the common one, runs its phases without the level that matches the others.
+    match waits {
+        Waits::Managed(m) => Handled::Waiting(Box::pin(async move {
+            let result = m.run(&proxy, pending.seen()).await;
+            pending.end(result.is_err());
+            door.answer(&proxy, result, rule)
+        })),
+        waits => Handled::Waiting(Box::pin(async move {
+            let result = waits.run(&proxy, pending.seen(), &mut rule).await;
+            pending.end(result.is_err());
+            door.answer(&proxy, result, rule)
+        })),
+    }
 }
 
 /// How far the phases got without waiting.
@@ -459,8 +473,7 @@ impl Waits {
                     let allow = settings.allow_private_targets;
                     private_target::check_literal(allow, a.host(), port)?;
                     if settings.upstream_proxy.is_some() {
-                        Box::pin(private_target::check_before_proxy(allow, a.host(), port))
-                            .await?;
+                        Box::pin(private_target::check_before_proxy(allow, a.host(), port)).await?;
                     }
                 }
                 return Box::pin(forward::unmanaged(&proxy.upstreams, req)).await;
