@@ -286,6 +286,8 @@ pub(crate) fn handle(proxy: Arc<Proxy>, req: Request<Incoming>) -> Handled {
 }
 
 /// How far the phases got without waiting.
+// Made once per request and taken apart at once; a box would be an allocation per request.
+#[allow(clippy::large_enum_variant)]
 enum Phased {
     Answered(Answer),
     Waits(Waits),
@@ -293,6 +295,9 @@ enum Phased {
 
 /// The phases a request still has to go through, each of which may wait; owned, so the
 /// request's future can carry them.
+// Moved once, into the request's boxed future; a box of its own would be one more allocation
+// per request that waits.
+#[allow(clippy::large_enum_variant)]
 enum Waits {
     Connect(Arc<Settings>, Request<Incoming>),
     Unmanaged(Arc<Settings>, Request<Incoming>, Option<u16>),
