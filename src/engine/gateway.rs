@@ -254,7 +254,7 @@ impl Doors {
                 trusted_proxies: g.settings.trusted_proxies.clone().map(Arc::new),
             },
             settings.limits.clone(),
-            move |req| clients.clone().client(req),
+            move |req| Box::pin(clients.clone().client(req)),
             stop.clone(),
         );
         let admin = crate::gateway::listener::serve_tls(
@@ -263,7 +263,7 @@ impl Doors {
             // The admin listener has the token instead, and no load balancer in front.
             crate::gateway::listener::Admission::default(),
             settings.limits.clone(),
-            move |req| admins.clone().admin(req),
+            move |req| Box::pin(admins.clone().admin(req)),
             stop,
         );
         async move {

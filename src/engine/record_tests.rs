@@ -65,16 +65,36 @@ async fn every_request_is_recorded_exactly_once() {
     let recorded = || h.proxy().global.recorded.load(Relaxed);
     assert_eq!(recorded(), 0);
     let mut sent = 0;
-    for path in [
+    for (i, path) in [
         "/agents/sessions",
         "/agents/sessions",
         "/agents/sessions",
         "/repos/o/r",
-    ] {
+    ]
+    .into_iter()
+    .enumerate()
+    {
         let r = c.get(format!("http://{up}{path}")).send().await.unwrap();
         assert_eq!(r.status(), 200, "{path}");
+        // The fresh hits (answered before any future is made, `pipeline::handle`) carry the
+        // same head as every cached answer.
+        if i == 1 || i == 2 {
+            let h = r.headers();
+            assert_eq!(h["cache-status"], "weir; hit", "{path}");
+            assert!(h.contains_key("age") && h.contains_key("weir-policy"));
+            assert_eq!(h["x-request-id"].len(), 32);
+        }
         sent += 1;
     }
+    // Each fresh hit counted once, as a fresh hit of its class.
+    let list = h
+        .proxy()
+        .upstreams
+        .get(crate::config::UpstreamIndex::at(0))
+        .counters
+        .class(crate::config::RouteClass::List);
+    assert_eq!(list.cache_hits_fresh.load(Relaxed), 2);
+    assert_eq!(list.client_requests.load(Relaxed), 3);
     let r = c.get(format!("http://{other}/x")).send().await.unwrap();
     assert_eq!(r.status(), 200);
     sent += 1;

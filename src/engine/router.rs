@@ -1,10 +1,9 @@
 //! The front door: a request for Weir itself (dashboard, control API, PAC) goes to the control
 //! API; everything else enters the request pipeline.
 
-use crate::body::Body;
 use crate::control::Control;
 use crate::pipeline::{self, Proxy};
-use http::{Request, Response};
+use http::Request;
 use hyper::body::Incoming;
 use std::sync::Arc;
 
@@ -15,19 +14,22 @@ pub(super) struct Router {
 }
 
 impl Router {
-    pub async fn route(self, req: Request<Incoming>) -> Response<Body> {
+    /// A proxied request's answer, made at once when it can be (a fresh cache hit), else its
+    /// phases boxed ([`pipeline::Handled`]); the control API's is always boxed.
+    pub fn route(self, req: Request<Incoming>) -> pipeline::Handled {
         if !pipeline::is_for_weir(&self.proxy, &req) {
-            return pipeline::handle(self.proxy, req).await;
+            return pipeline::handle(self.proxy, req);
         }
-        let control = &self.control;
-        // Boxed, as the pipeline's rare paths are: the control API's state is kilobytes, and
-        // inline it would size every proxied request's future too.
-        // The control API's requests count only as refused when refused (`pipeline::record`).
-        let seen = pipeline::Outcome::default();
-        pipeline::front(&self.proxy, &seen, req, |req, _, _| {
-            Box::pin(crate::control::handle(control, req))
-        })
-        .await
+        pipeline::Handled::Waiting(Box::pin(async move {
+            // The control API's requests count only as refused when refused
+            // (`pipeline::record`).
+            let seen = pipeline::Outcome::default();
+            let control = &self.control;
+            pipeline::front(&self.proxy, &seen, req, |req, _, _| {
+                crate::control::handle(control, req)
+            })
+            .await
+        }))
     }
 }
 

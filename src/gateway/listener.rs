@@ -59,7 +59,7 @@ pub(crate) async fn serve_tls<H, Fut>(
     shutdown: impl Future<Output = ()>,
 ) where
     H: Fn(Request<Incoming>) -> Fut + Clone + Send + Sync + 'static,
-    Fut: Future<Output = Response<Body>> + Send + 'static,
+    Fut: Future<Output = Response<Body>> + Send + Unpin + 'static,
 {
     let acceptor = tokio_rustls::TlsAcceptor::from(tls);
     let builder = Arc::new(crate::server::http_builder(&limits));

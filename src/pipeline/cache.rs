@@ -197,6 +197,63 @@ pub(super) fn serve<'a>(h: CacheHandles<'a>, ctx: &'a Ctx<'_>, req: Request<Inco
     serve_head(h, ctx, parts)
 }
 
+/// A fresh hit for a `list`, `view` or `token` GET, answered before any future is made
+/// (`super::handle`): what [`serve`] answers when the request's own key holds a fresh copy,
+/// the answer written into the request's header map (taken). `None`, with nothing done, for
+/// everything else, which [`serve`] then handles: a list page (its page family may answer), a
+/// Task API task or events page (followed), a copy kept under the credential's own key only
+/// (adopted), a stale or missing copy.
+pub(super) fn fresh_hit(
+    h: CacheHandles<'_>,
+    ctx: &Ctx<'_>,
+    req: &mut Request<Incoming>,
+) -> Option<Response<Body>> {
+    let (up, class) = (ctx.up, ctx.class);
+    let uri = req.uri();
+    if class == RouteClass::List && uri.query().is_some() && page_subset::Page::of(uri).is_some() {
+        return None;
+    }
+    let keyed = keyed_identity_of(h, ctx, req.method(), uri.path());
+    if task_events::member(ctx.family, class, up, &keyed, uri.path()).is_some() {
+        return None;
+    }
+    // The target as `Keyed::lookup` spells it (`path_and_query`, or `/`), split where the
+    // `Uri` already knows its query starts.
+    let target = match uri.path_and_query() {
+        Some(pq) => {
+            let s = pq.as_str();
+            match pq.query() {
+                Some(q) => (&s[..s.len() - q.len() - 1], Some(q)),
+                None => (s, None),
+            }
+        }
+        None => ("/", None),
+    };
+    let key = CacheKey::of_target(
+        &h.upstreams.get(up).settings,
+        &Method::GET,
+        target,
+        &keyed,
+        req.headers(),
+        &ctx.settings.key_headers,
+    );
+    let entry = h.cache.get(&key)?;
+    let cs = ctx.settings.classes.get(class).for_family(ctx.family);
+    let entry = retime(entry, class, &cs);
+    let now = Instant::now();
+    if entry.freshness(now) != Freshness::Fresh {
+        return None;
+    }
+    ctx.seen.saw(Event::FreshHit);
+    let room = std::mem::take(req.headers_mut());
+    Some(respond::cached_static(
+        &entry,
+        respond::FRESH_HIT,
+        room,
+        now,
+    ))
+}
+
 /// The same, for a request already taken apart (its body, if any, is not part of the key).
 pub(super) fn serve_head<'a>(
     h: CacheHandles<'a>,
@@ -434,6 +491,7 @@ impl Keyed {
                         entry,
                         respond::FRESH_HIT,
                         headers,
+                        now,
                     )));
                 }
                 Freshness::Revalidate => {
@@ -577,9 +635,11 @@ fn landed(
 /// `GET /user` on `github-api`: it names the token's own scopes and OAuth app, so it is never
 /// an account's shared answer (VS Code's copy would give gh's credential VS Code's scopes).
 fn keyed_identity(h: CacheHandles<'_>, ctx: &Ctx<'_>, parts: &http::request::Parts) -> Identity {
-    if h.accounts
-        .is_user_call(ctx.up, &parts.method, parts.uri.path())
-    {
+    keyed_identity_of(h, ctx, &parts.method, parts.uri.path())
+}
+
+fn keyed_identity_of(h: CacheHandles<'_>, ctx: &Ctx<'_>, method: &Method, path: &str) -> Identity {
+    if h.accounts.is_user_call(ctx.up, method, path) {
         ctx.who.identity
     } else {
         page_subset::keyed_identity(h.accounts, ctx.class, &ctx.who)

@@ -27,8 +27,34 @@ pub(crate) fn is_for_weir<B>(proxy: &Proxy, req: &Request<B>) -> bool {
     let Some(authority) = req.uri().authority() else {
         return true;
     };
+    // A proxied request names another port (its upstream's): read from the end alone, it is
+    // not Weir's, without splitting the host out (~0.2k instructions of every request).
+    if trailing_port(authority.as_str()).is_some_and(|p| p != proxy.port) {
+        return false;
+    }
     let (host, port) = host_and_port(authority, 80);
     port == proxy.port && is_own_host_name(host)
+}
+
+/// The port of an authority that ends in `:digits` (at most five, a `u16`), as `http` reads
+/// it: whatever comes before (a host, user info, an IPv6 literal in brackets), the port is
+/// what follows the last `:`. `None` for anything else (no port, or not a `u16`).
+fn trailing_port(s: &str) -> Option<u16> {
+    let b = s.as_bytes();
+    let mut at = b.len();
+    let mut port: u32 = 0;
+    let mut scale = 1;
+    while at > 0 && b.len() - at < 5 && b[at - 1].is_ascii_digit() {
+        port += u32::from(b[at - 1] - b'0') * scale;
+        scale *= 10;
+        at -= 1;
+    }
+    let digits = at < b.len();
+    let colon = at > 0 && b[at - 1] == b':';
+    match digits && colon {
+        true => u16::try_from(port).ok(),
+        false => None,
+    }
 }
 
 /// The route table's answer for `method` and `path`: the one this thread found last when the
@@ -186,6 +212,40 @@ mod tests {
             remembered_route(&a, &Method::GET, "/agents/sessions"),
             remembered_route(&b, &Method::GET, "/agents/sessions"),
         );
+    }
+
+    /// The port read from the end is `http`'s port whenever it is given (and then decides
+    /// alone that a request is not Weir's).
+    #[test]
+    fn a_trailing_port_is_https_port() {
+        for a in [
+            "api.github.com",
+            "api.github.com:443",
+            "127.0.0.1:8080",
+            "localhost:",
+            "h:0",
+            "h:65535",
+            "h:0080",
+            "12345",
+            "h:8a",
+            "user@h:81",
+            "user:pw@h",
+            "[::1]",
+            "[::1]:8443",
+            "Example.COM.:80",
+        ] {
+            let Ok(auth) = a.parse::<Authority>() else {
+                continue;
+            };
+            if let Some(p) = trailing_port(a) {
+                assert_eq!(Some(p), auth.port_u16(), "{a}");
+            }
+        }
+        assert_eq!(trailing_port("h:8080"), Some(8080));
+        assert_eq!(trailing_port("[::1]:8443"), Some(8443));
+        assert_eq!(trailing_port("h:123456"), None);
+        assert_eq!(trailing_port("12345"), None);
+        assert_eq!(trailing_port("user:pw@h"), None);
     }
 
     /// The quick split gives what `http`'s own parse gives, for every shape of authority.

@@ -56,6 +56,17 @@ impl Asked {
     /// The request's conditions, or `None` for an unconditional request (the common case:
     /// two header lookups).
     pub fn of(h: &HeaderMap) -> Option<Asked> {
+        // The common case: no `If-None-Match`, so no list is gathered.
+        if !h.contains_key(header::IF_NONE_MATCH) {
+            let modified_since = h
+                .get(header::IF_MODIFIED_SINCE)
+                .and_then(|v| v.to_str().ok())
+                .and_then(parse_http_date)?;
+            return Some(Asked {
+                none_match: Vec::new(),
+                modified_since: Some(modified_since),
+            });
+        }
         let none_match: Vec<HeaderValue> =
             h.get_all(header::IF_NONE_MATCH).iter().cloned().collect();
         let modified_since = match none_match.is_empty() {

@@ -47,7 +47,67 @@ pub(super) struct Ctx<'o> {
     pub seen: &'o Outcome,
 }
 
+/// A [`Ctx`] without the request's outcome: what a request that must wait carries into its
+/// future, which owns the outcome ([`super::record::Pending`]).
+pub(super) struct Detached {
+    settings: Arc<Settings>,
+    up: UpstreamIndex,
+    class: RouteClass,
+    family: Family,
+    who: Caller,
+    hold: Option<Hold>,
+    decision: Option<Decision>,
+}
+
+impl Detached {
+    /// The context again, noting on `seen`.
+    pub fn attach(self, seen: &Outcome) -> Ctx<'_> {
+        let Detached {
+            settings,
+            up,
+            class,
+            family,
+            who,
+            hold,
+            decision,
+        } = self;
+        Ctx {
+            settings,
+            up,
+            class,
+            family,
+            who,
+            hold,
+            decision,
+            seen,
+        }
+    }
+}
+
 impl Ctx<'_> {
+    /// The context without its outcome ([`Detached::attach`] gives it back).
+    pub fn detach(self) -> Detached {
+        let Ctx {
+            settings,
+            up,
+            class,
+            family,
+            who,
+            hold,
+            decision,
+            seen: _,
+        } = self;
+        Detached {
+            settings,
+            up,
+            class,
+            family,
+            who,
+            hold,
+            decision,
+        }
+    }
+
     /// The request's route (class and breaker family), for its upstream attempts.
     pub fn route(&self) -> crate::config::Route {
         crate::config::Route {

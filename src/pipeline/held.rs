@@ -56,6 +56,7 @@ pub(super) fn cached<'a>(
                 &e,
                 respond::FRESH_HIT,
                 http::HeaderMap::new(),
+                Instant::now(),
             )));
         }
         (Some(e), _) => {

@@ -61,12 +61,18 @@
 //! - [`create`]: `CreateHandles`, owned by its detached task (dedupe state, upstreams, queue,
 //!   hand-offs, accounts, bus, body budget, base URL).
 //!
-//! **Future size.** A request's future is moved by value at each level it is awaited through
-//! (the server's box, the router, the front door, the phases, the call), and each move copies
-//! the whole state machine, whose size is that of its largest branch. So the paths that are
-//! rare or carry kilobytes of state — CONNECT, unmanaged hosts, pass-through mode, `model`,
-//! `create`, the upstream attempt and the control API — are boxed where they are awaited, and a
-//! cache hit's future holds none of them (BENCHMARKS.md §2 has the sizes and the counts).
+//! **No future for what need not wait.** [`handle`] runs the front door and the phases above
+//! in order, synchronously, until one must wait: a fresh cache hit never does, so it is
+//! answered before any future is made ([`Handled::Ready`]: nothing allocated, moved or
+//! polled). What must wait ([`Waits`]: a miss, a call, a provisional follow-up, CONNECT,
+//! unmanaged hosts, pass-through mode) continues from where the phases stopped, in one boxed
+//! future that owns the request's outcome ([`record::Pending`]).
+//!
+//! **Future size.** That future is moved by value at each level it is awaited through, and
+//! each move copies the whole state machine, whose size is that of its largest branch. So the
+//! paths that are rare or carry kilobytes of state — CONNECT, unmanaged hosts, pass-through
+//! mode, `model`, `create`, the upstream attempt and the control API — are boxed where they are
+//! awaited (BENCHMARKS.md §2 has the sizes and the counts).
 
 mod announce;
 mod cache;
@@ -115,7 +121,10 @@ use headers::REQUEST_ID;
 use http::{HeaderValue, Method, Request, Response};
 use hyper::body::Incoming;
 use record::Recording;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 
 /// The pipeline's readers of upstream answers (a token answer's lifetimes and its aged copy,
 /// an announced API host), run on `body` for the fuzz targets (`crate::fuzz_entry`).
@@ -132,7 +141,8 @@ pub(crate) fn read_answer_for_fuzz(headers: &http::HeaderMap, body: &[u8]) {
 /// pipeline or the control API): the request id, the header-size cap — applied here and
 /// nowhere else — then `next` under one settings version, the recording of what `seen`
 /// says it did ([`record`]), and the response headers. Never fails: every error becomes a
-/// problem response.
+/// problem response. The pipeline's own requests pass the same door without a future
+/// ([`handle`], [`Door`]).
 pub(crate) async fn front<F, Fut>(
     proxy: &Proxy,
     seen: &Outcome,
@@ -145,26 +155,56 @@ where
 {
     // Recorded once: when answered (below), or when the client goes away first.
     let recording = Recording::start(proxy, seen);
-    let rid = request_id(req.headers());
-    // Whether the client still had body bytes to send when the request arrived.
-    let body_pending = !http_body::Body::is_end_stream(req.body());
-    // One version of the settings for this request's own checks (a change lands on the next).
-    let settings = proxy.settings();
-    let result = match limits::header_size(&settings.limits, req.headers()) {
-        Ok(()) => next(req, rid.clone(), settings).await,
+    let (door, settings) = Door::open(proxy, &req);
+    let result = match door.admits(&settings, &req) {
+        Ok(()) => next(req, door.rid.clone(), settings).await,
         Err(p) => Err(p),
     };
-    let refused = result.is_err();
-    recording.end(refused);
-    let mut resp = respond::finish(result, rid, &proxy.base_url);
-    // Weir's own problem for a request with a body usually leaves the body unread (breaker
-    // open, cooldown, client rate): hyper then closes an HTTP/1 connection unless the rest was
-    // already in its buffer. The answer says so (`Connection: close`, `server::fit_to_connection`)
-    // so a client never sends its next request on a socket about to close.
-    if refused && body_pending {
-        resp.extensions_mut().insert(crate::server::CloseAfter);
+    recording.end(result.is_err());
+    door.answer(proxy, result, None)
+}
+
+/// What the front door keeps of a request for its answer: the request id, and whether the
+/// client still had body bytes to send when the request arrived.
+struct Door {
+    rid: HeaderValue,
+    body_pending: bool,
+}
+
+impl Door {
+    /// The request's id, and one version of the settings for this request's own checks (a
+    /// change lands on the next).
+    fn open(proxy: &Proxy, req: &Request<Incoming>) -> (Door, Arc<Settings>) {
+        let door = Door {
+            rid: request_id(req.headers()),
+            body_pending: !http_body::Body::is_end_stream(req.body()),
+        };
+        (door, proxy.settings())
     }
-    resp
+
+    /// The header-size cap.
+    fn admits(&self, settings: &Settings, req: &Request<Incoming>) -> Result<(), Problem> {
+        limits::header_size(&settings.limits, req.headers())
+    }
+
+    /// The final response: the answer or its problem, the request id, and the rule that
+    /// decided (`Weir-Policy`; a create's rescue may have said more, e.g. `local->queue`).
+    fn answer(self, proxy: &Proxy, result: Answer, rule: Option<HeaderValue>) -> Response<Body> {
+        let refused = result.is_err();
+        let mut resp = respond::finish(result, self.rid, &proxy.base_url);
+        // Weir's own problem for a request with a body usually leaves the body unread (breaker
+        // open, cooldown, client rate): hyper then closes an HTTP/1 connection unless the rest
+        // was already in its buffer. The answer says so (`Connection: close`,
+        // `server::fit_to_connection`) so a client never sends its next request on a socket
+        // about to close.
+        if refused && self.body_pending {
+            resp.extensions_mut().insert(crate::server::CloseAfter);
+        }
+        if let Some(v) = rule {
+            resp.headers_mut().entry(policy::HEADER_NAME).or_insert(v);
+        }
+        resp
+    }
 }
 
 /// The final response for an answer made outside the [`front`] door (the gateway's own
@@ -176,75 +216,194 @@ pub(crate) fn finish(proxy: &Proxy, result: Answer, rid: HeaderValue) -> Respons
     respond::finish(result, rid, &proxy.base_url)
 }
 
-/// The pipeline's entry point, through the [`front`] door.
-pub(crate) async fn handle(proxy: Arc<Proxy>, req: Request<Incoming>) -> Response<Body> {
-    let mut rule = None;
-    let seen = Outcome::default();
-    let (p, s) = (&proxy, &seen);
-    let r = &mut rule;
-    let mut res = front(p, s, req, |req, rid, settings| {
-        phases(p, req, rid, settings, s, r)
-    })
-    .await;
-    // The rule that decided (a create's rescue may have said more, e.g. `local->queue`).
-    if let Some(v) = rule {
-        res.headers_mut().entry(policy::HEADER).or_insert(v);
-    }
-    res
+/// A request's answer, as [`handle`] gives it: made at once, or the phases that must wait.
+///
+/// A fresh cache hit (and a refusal at the door) is decided without waiting for anything, so
+/// it is answered before any future is made: no request future is allocated, moved through
+/// the levels it is awaited at, or polled. Only a request that must wait (a miss, a call, a
+/// CONNECT, the control API) has its remaining phases boxed, once (the box is what the server
+/// used to make for every request: the phases' state is kilobytes, and hyper moves the
+/// service's future, BENCHMARKS.md §2).
+pub(crate) enum Handled {
+    Ready(Option<Response<Body>>),
+    Waiting(Pin<Box<dyn Future<Output = Response<Body>> + Send>>),
 }
 
-async fn phases(
+impl Future for Handled {
+    type Output = Response<Body>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Response<Body>> {
+        match self.get_mut() {
+            // Taken once; a poll after that (which no caller makes) gets an empty `500`.
+            Handled::Ready(resp) => Poll::Ready(resp.take().unwrap_or_else(|| {
+                let mut r = Response::new(crate::body::empty());
+                *r.status_mut() = http::StatusCode::INTERNAL_SERVER_ERROR;
+                r
+            })),
+            Handled::Waiting(f) => f.as_mut().poll(cx),
+        }
+    }
+}
+
+/// The pipeline's entry point, through the front door ([`front`]'s checks, made here without
+/// a future): the phases run in order until one must wait; a fresh cache hit never does
+/// ([`Handled`]).
+pub(crate) fn handle(proxy: Arc<Proxy>, req: Request<Incoming>) -> Handled {
+    let seen = Outcome::default();
+    // Recorded once: when answered, or (handed to the waiting phases) when the client goes
+    // away first.
+    let recording = Recording::start(&proxy, &seen);
+    let (door, settings) = Door::open(&proxy, &req);
+    if let Err(p) = door.admits(&settings, &req) {
+        recording.end(true);
+        return Handled::Ready(Some(door.answer(&proxy, Err(p), None)));
+    }
+    let mut rule = None;
+    let waits = match phases(&proxy, req, &door.rid, settings, &seen, &mut rule) {
+        Phased::Answered(result) => {
+            recording.end(result.is_err());
+            return Handled::Ready(Some(door.answer(&proxy, result, rule)));
+        }
+        Phased::Waits(waits) => waits,
+    };
+    recording.hand_over();
+    let pending = record::Pending::new(proxy.clone(), seen);
+    // Boxed where it is made: passed to a function first, the future (kilobytes in any state)
+    // was copied once more (pass-through +0.26k instructions, callgrind). A managed request,
+    // the common one, runs its phases without the level that matches the others.
+    match waits {
+        Waits::Managed(m) => Handled::Waiting(Box::pin(async move {
+            let result = m.run(&proxy, pending.seen()).await;
+            pending.end(result.is_err());
+            door.answer(&proxy, result, rule)
+        })),
+        waits => Handled::Waiting(Box::pin(async move {
+            let result = waits.run(&proxy, pending.seen(), &mut rule).await;
+            pending.end(result.is_err());
+            door.answer(&proxy, result, rule)
+        })),
+    }
+}
+
+/// How far the phases got without waiting.
+// Made once per request and taken apart at once; a box would be an allocation per request.
+#[allow(clippy::large_enum_variant)]
+enum Phased {
+    Answered(Answer),
+    Waits(Waits),
+}
+
+/// The phases a request still has to go through, each of which may wait; owned, so the
+/// request's future can carry them.
+// Moved once, into the request's boxed future; a box of its own would be one more allocation
+// per request that waits.
+#[allow(clippy::large_enum_variant)]
+enum Waits {
+    Connect(Arc<Settings>, Request<Incoming>),
+    Unmanaged(Arc<Settings>, Request<Incoming>, Option<u16>),
+    /// Pass-through mode.
+    Untouched(Request<Incoming>),
+    /// A follow-up call that may name a create Weir queued ([`provisional`]), then the rest.
+    Follow(Request<Incoming>, Classified),
+    /// A managed request from its class handler on.
+    Managed(Managed),
+}
+
+/// Phases 0–2 for a managed request: where it goes and who asks.
+struct Classified {
+    settings: Arc<Settings>,
+    up: crate::config::UpstreamIndex,
+    route: crate::config::Route,
+    hold: Option<crate::mode::Hold>,
+    who: identity::Caller,
+}
+
+/// A managed request as its class handler gets it ([`Ctx`] without the outcome, which the
+/// request's future owns), and what its answer still goes through.
+struct Managed {
+    req: Request<Incoming>,
+    ctx: context::Detached,
+    after: After,
+}
+
+/// The phases in order, as far as they go without waiting: a fresh cache hit is answered
+/// here; anything else returns what it still has to do ([`Waits::run`]).
+fn phases(
     proxy: &Arc<Proxy>,
     mut req: Request<Incoming>,
-    rid: HeaderValue,
+    rid: &HeaderValue,
     settings: Arc<Settings>,
     seen: &Outcome,
     rule: &mut Option<HeaderValue>,
-) -> Result<Response<Body>, Problem> {
+) -> Phased {
+    // 1. classify
     let target = classify::target(&proxy.upstreams, &settings, &req);
     let surface = identity::surface_of(req.headers());
     seen.surface(surface);
     let (up, route) = match target {
-        Target::Connect => return Box::pin(connect(proxy, &settings, req)).await,
+        Target::Connect => return Phased::Waits(Waits::Connect(settings, req)),
         Target::Unmanaged(port) => {
             seen.unmanaged();
-            if let (Some(a), Some(port)) = (req.uri().authority(), port) {
-                let allow = settings.allow_private_targets;
-                private_target::check_literal(allow, a.host(), port)?;
-                if settings.upstream_proxy.is_some() {
-                    Box::pin(private_target::check_before_proxy(allow, a.host(), port)).await?;
-                }
-            }
-            return Box::pin(forward::unmanaged(&proxy.upstreams, req)).await;
+            return Phased::Waits(Waits::Unmanaged(settings, req, port));
         }
         Target::Managed(up, route) => (up, route),
     };
-    let class = route.class;
-    seen.managed(up, class);
+    seen.managed(up, route.class);
     let hold = match proxy.modes.behaviour() {
-        Behaviour::PassThrough => return Box::pin(forward::untouched(&proxy.upstreams, req)).await,
+        Behaviour::PassThrough => return Phased::Waits(Waits::Untouched(req)),
         Behaviour::Hold(h) => Some(h),
         Behaviour::Normal => None,
     };
-    req.headers_mut().insert(REQUEST_ID, rid);
+    // 2. identity
     let who = identity::caller(&proxy.identity_key, surface, req.headers());
-    // A provisional job or session id of a create Weir queued: answered from the queue, or
-    // (once sent) the real id in its place. Rare, so boxed, and only a request that could
-    // name one gets that far: the future is neither made nor moved for the others.
-    let req = match provisional::may_follow(&proxy.queue, &req) {
-        false => req,
-        true => match Box::pin(provisional::follow(
-            &proxy.queue,
-            &proxy.accounts,
-            req,
-            &who,
-        ))
-        .await
-        {
-            provisional::Follow::Answer(r) => return Ok(r),
-            provisional::Follow::Pass(req) => req,
-        },
+    let classified = Classified {
+        settings,
+        up,
+        route,
+        hold,
+        who,
     };
+    // 2a. A provisional job or session id of a create Weir queued: answered from the queue,
+    // or (once sent) the real id in its place. Only a request that could name one waits for
+    // the queue.
+    if provisional::may_follow(&proxy.queue, &req) {
+        req.headers_mut().insert(REQUEST_ID, rid.clone());
+        return Phased::Waits(Waits::Follow(req, classified));
+    }
+    // 2b–3. policy, context
+    let (ctx, after) = managed(proxy, &req, classified, seen, rule);
+    // 4. the class handler, when it can answer at once: a fresh cache hit.
+    let ctx = ctx.attach(seen);
+    if let Some(resp) = fresh_hit(proxy, &ctx, &after, &mut req) {
+        return Phased::Answered(after.now(&ctx, Ok(resp)));
+    }
+    // What goes on carries the request id upstream (a hit's answer gets it at the door).
+    req.headers_mut().insert(REQUEST_ID, rid.clone());
+    Phased::Waits(Waits::Managed(Managed {
+        req,
+        ctx: ctx.detach(),
+        after,
+    }))
+}
+
+/// Phases 2b and 3 for a managed request: the account it may resolve, the policy's decision,
+/// the context, and what its answer will go through. (The request is lent, not moved in and
+/// out: each move copied it.)
+fn managed(
+    proxy: &Arc<Proxy>,
+    req: &Request<Incoming>,
+    c: Classified,
+    seen: &Outcome,
+    rule: &mut Option<HeaderValue>,
+) -> (context::Detached, After) {
+    let Classified {
+        settings,
+        up,
+        route,
+        hold,
+        who,
+    } = c;
+    let class = route.class;
     // Off the request path: resolution (if needed) runs in the background; a client's own
     // `GET /user` is read instead (`user_answer`).
     let user_call = who
@@ -252,7 +411,7 @@ async fn phases(
         .then(|| {
             proxy
                 .accounts
-                .observe(&proxy.upstreams, up, who.identity, &req)
+                .observe(&proxy.upstreams, up, who.identity, req)
         })
         .flatten();
     let decision = policy::decide(
@@ -275,36 +434,116 @@ async fn phases(
         decision,
         seen,
     };
-    let after = After::of(proxy, &ctx, &req, user_call);
-    // A Task API list (minutes apart) is told the creates that wait in the queue.
-    let waiting = match (ctx.family, ctx.class) {
-        // Boxed: its queue read's future stays out of every request's.
-        (crate::config::Family::Tasks, RouteClass::List) => {
-            Box::pin(waiting_tasks::of(
-                &proxy.queue,
-                &proxy.accounts,
-                req.method(),
-                req.uri(),
-                &ctx.who,
-            ))
-            .await
-        }
-        _ => Vec::new(),
-    };
-    let answer = match step(proxy, &ctx, req) {
-        // A hit: no admission, and the driver's future is not made. (Boxing a call's instead
-        // shrank every level's copy of a hit's future by ~0.1k instructions and cost a
-        // pass-through request ~0.4k: callgrind.)
-        Step::Answered(answer) => answer,
-        step => admit_and_run(proxy, &ctx, step).await,
-    };
-    let answer = match waiting.is_empty() {
-        true => answer,
-        false => Box::pin(waiting_tasks::listed(answer, waiting)).await,
-    };
-    let answer = after.apply(proxy, &ctx, answer).await;
+    let after = After::of(proxy, &ctx, req, user_call);
+    (ctx.detach(), after)
+}
+
+/// A fresh copy of a cacheable GET's answer, when the class handler would answer with it
+/// ([`cache::fresh_hit`]) and nothing after it must wait: not held (cache only, offline, a
+/// `list = "cache"` rule), not a Task API list (told the creates that wait in the queue), not
+/// a log or a client's own `GET /user`.
+fn fresh_hit(
+    proxy: &Arc<Proxy>,
+    ctx: &Ctx<'_>,
+    after: &After,
+    req: &mut Request<Incoming>,
+) -> Option<Response<Body>> {
+    let plain = req.method() == Method::GET
+        && ctx.class.is_cacheable()
+        && ctx.hold.is_none()
+        && policy::list_hold(ctx.decision.as_ref()).is_none()
+        && !(ctx.family == crate::config::Family::Tasks && ctx.class == RouteClass::List)
+        && after.is_now();
+    match plain {
+        true => cache::fresh_hit(cache_handles(proxy), ctx, req),
+        false => None,
+    }
+}
+
+impl Waits {
+    /// The phases that may wait, in order, from where [`phases`] stopped.
+    async fn run(
+        self,
+        proxy: &Arc<Proxy>,
+        seen: &Outcome,
+        rule: &mut Option<HeaderValue>,
+    ) -> Answer {
+        let (mut req, classified) = match self {
+            // Rare or kilobytes of state: boxed, so a call's future holds none of them.
+            Waits::Connect(settings, req) => {
+                return Box::pin(connect(proxy, &settings, req)).await;
+            }
+            Waits::Unmanaged(settings, req, port) => {
+                if let (Some(a), Some(port)) = (req.uri().authority(), port) {
+                    let allow = settings.allow_private_targets;
+                    private_target::check_literal(allow, a.host(), port)?;
+                    if settings.upstream_proxy.is_some() {
+                        Box::pin(private_target::check_before_proxy(allow, a.host(), port)).await?;
+                    }
+                }
+                return Box::pin(forward::unmanaged(&proxy.upstreams, req)).await;
+            }
+            Waits::Untouched(req) => {
+                return Box::pin(forward::untouched(&proxy.upstreams, req)).await;
+            }
+            Waits::Managed(m) => return m.run(proxy, seen).await,
+            Waits::Follow(req, classified) => (req, classified),
+        };
+        // Boxed: rare.
+        let followed = Box::pin(provisional::follow(
+            &proxy.queue,
+            &proxy.accounts,
+            req,
+            &classified.who,
+        ))
+        .await;
+        req = match followed {
+            provisional::Follow::Answer(r) => return Ok(r),
+            provisional::Follow::Pass(req) => req,
+        };
+        let (ctx, after) = managed(proxy, &req, classified, seen, rule);
+        Managed { req, ctx, after }.run(proxy, seen).await
+    }
+}
+
+impl Managed {
+    /// Phases 4 to 8 for a managed request that was not a fresh hit.
+    async fn run(self, proxy: &Arc<Proxy>, seen: &Outcome) -> Answer {
+        let Managed { req, ctx, after } = self;
+        let ctx = ctx.attach(seen);
+        // A Task API list (minutes apart) is told the creates that wait in the queue.
+        let waiting = match (ctx.family, ctx.class) {
+            // Boxed: its queue read's future stays out of every request's.
+            (crate::config::Family::Tasks, RouteClass::List) => {
+                Box::pin(waiting_tasks::of(
+                    &proxy.queue,
+                    &proxy.accounts,
+                    req.method(),
+                    req.uri(),
+                    &ctx.who,
+                ))
+                .await
+            }
+            _ => Vec::new(),
+        };
+        let answer = match step(proxy, &ctx, req) {
+            // Answered by the handler (a stale hit, a hold's copy or miss): no admission, and
+            // the driver's future is not made.
+            Step::Answered(answer) => answer,
+            step => admit_and_run(proxy, &ctx, step).await,
+        };
+        let answer = match waiting.is_empty() {
+            true => answer,
+            false => Box::pin(waiting_tasks::listed(answer, waiting)).await,
+        };
+        let answer = after.apply(proxy, &ctx, answer).await;
+        explained(&ctx, answer)
+    }
+}
+
+/// A miss under `list = "cache"` names the rule (`explain` touches no other problem).
+fn explained(ctx: &Ctx<'_>, answer: Answer) -> Answer {
     match &ctx.decision {
-        // A miss under `list = "cache"` names the rule (`explain` touches no other problem).
         Some(d) => answer.map_err(|p| policy::explain(p, d)),
         None => answer,
     }
@@ -337,6 +576,21 @@ impl After {
                 .flatten(),
             user,
         }
+    }
+
+    /// Whether nothing here waits: no log follower, no client's own `GET /user`.
+    fn is_now(&self) -> bool {
+        self.follower.is_none() && self.user.is_none()
+    }
+
+    /// [`After::apply`] when nothing here waits ([`After::is_now`]), then the rule's
+    /// explanation ([`explained`]).
+    fn now(self, ctx: &Ctx<'_>, answer: Answer) -> Answer {
+        let answer = match self.asked {
+            Some(asked) => asked.answer(answer, ctx.seen),
+            None => answer,
+        };
+        explained(ctx, answer)
     }
 
     async fn apply(self, proxy: &Proxy, ctx: &Ctx<'_>, answer: Answer) -> Answer {
@@ -391,10 +645,8 @@ fn policy_handles(proxy: &Proxy) -> policy::PolicyHandles<'_> {
     }
 }
 
-/// The class handler for a managed request: what it can answer itself, or the call it needs.
-fn step<'a>(proxy: &'a Arc<Proxy>, ctx: &'a Ctx<'_>, req: Request<Incoming>) -> Step<'a> {
-    let (class, hold) = (ctx.class, ctx.hold);
-    let h = cache::CacheHandles {
+fn cache_handles(proxy: &Arc<Proxy>) -> cache::CacheHandles<'_> {
+    cache::CacheHandles {
         cache: &proxy.cache,
         coalescer: &proxy.coalescer,
         page_families: &proxy.page_families,
@@ -402,7 +654,13 @@ fn step<'a>(proxy: &'a Arc<Proxy>, ctx: &'a Ctx<'_>, req: Request<Incoming>) -> 
         upstreams: &proxy.upstreams,
         accounts: &proxy.accounts,
         task_groups: &proxy.task_groups,
-    };
+    }
+}
+
+/// The class handler for a managed request: what it can answer itself, or the call it needs.
+fn step<'a>(proxy: &'a Arc<Proxy>, ctx: &'a Ctx<'_>, req: Request<Incoming>) -> Step<'a> {
+    let (class, hold) = (ctx.class, ctx.hold);
+    let h = cache_handles(proxy);
     let get = req.method() == Method::GET;
     if class.is_cacheable() && get {
         return match hold.or(policy::list_hold(ctx.decision.as_ref())) {

@@ -242,7 +242,8 @@ pub(super) fn fresh_page(
         &settings.key_headers,
     );
     let e = h.cache.get(&key)?;
-    if e.freshness(tokio::time::Instant::now()) != crate::cache::Freshness::Fresh {
+    let now = tokio::time::Instant::now();
+    if e.freshness(now) != crate::cache::Freshness::Fresh {
         return None;
     }
     seen.saw(super::record::Event::FreshHit);
@@ -250,6 +251,7 @@ pub(super) fn fresh_page(
         &e,
         super::respond::FRESH_HIT,
         http::HeaderMap::new(),
+        now,
     ))
 }
 

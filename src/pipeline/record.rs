@@ -126,6 +126,47 @@ impl<'a> Recording<'a> {
     }
 }
 
+impl Recording<'_> {
+    /// The request must wait: its outcome goes to a [`Pending`], which records it instead.
+    pub(super) fn hand_over(self) {
+        std::mem::forget(self);
+    }
+}
+
+/// The recording of a request whose answer must wait: it owns the request's outcome, which its
+/// future's phases note on, and records it once when dropped — answered ([`Pending::end`]), or
+/// with the future when the client went away (even before the future was first polled).
+pub(super) struct Pending {
+    proxy: std::sync::Arc<Proxy>,
+    seen: Outcome,
+    refused: bool,
+}
+
+impl Pending {
+    pub(super) fn new(proxy: std::sync::Arc<Proxy>, seen: Outcome) -> Pending {
+        Pending {
+            proxy,
+            seen,
+            refused: false,
+        }
+    }
+
+    pub(super) fn seen(&self) -> &Outcome {
+        &self.seen
+    }
+
+    /// The request was answered (`refused`: with a problem).
+    pub(super) fn end(mut self, refused: bool) {
+        self.refused = refused;
+    }
+}
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        request(&self.proxy, &self.seen, self.refused);
+    }
+}
+
 impl Drop for Recording<'_> {
     fn drop(&mut self) {
         request(self.proxy, self.seen, self.refused);

@@ -31,14 +31,18 @@ pub(super) fn cached(entry: &Stored, cache_status: &str) -> Response<Body> {
 pub(super) const FRESH_HIT: HeaderValue = HeaderValue::from_static("weir; hit");
 
 /// [`cached`] with a fixed `Cache-Status` (a fresh hit's, [`FRESH_HIT`]), written into the
-/// request's own header map `room` (emptied first: [`Stored::to_response_in`]).
+/// request's own header map `room` (emptied first: [`Stored::to_response_in`]), aged at `now`
+/// (the instant its freshness was judged at).
 pub(super) fn cached_static(
     entry: &Stored,
     cache_status: HeaderValue,
     room: http::HeaderMap,
+    now: Instant,
 ) -> Response<Body> {
     let mut resp = entry.to_response_in(room);
-    stamp(&mut resp, entry, Some(cache_status));
+    let h = resp.headers_mut();
+    h.insert(header::AGE, age_value(entry.age(now).as_secs()));
+    h.insert(CACHE_STATUS, cache_status);
     resp
 }
 

@@ -43,7 +43,7 @@ impl DecisionLog {
             at_ms,
             repo: repo.map(str::to_string),
             header: d.header(),
-            why: d.why.clone(),
+            why: d.why.to_string(),
         })
     }
 

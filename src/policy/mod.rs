@@ -416,8 +416,9 @@ pub struct Decision {
     pub function: Function,
     pub action: Action,
     pub rule: RuleRef,
-    /// Why, in words (the rule's conditions, a tightening, an overruled user rule).
-    pub why: String,
+    /// Why, in words (the rule's conditions, a tightening, an overruled user rule). The
+    /// built-in default's fixed text is not copied: every list request is decided.
+    pub why: std::borrow::Cow<'static, str>,
     /// The rule matched on a named situation (not `any`): the action applies before any
     /// attempt while that situation holds.
     #[serde(skip)]
@@ -468,7 +469,7 @@ impl PolicySet {
             function,
             action: r.action(function).unwrap_or(Action::default_for(function)),
             rule: r.at.clone(),
-            why,
+            why: why.into(),
             situational: r.situation != Situation::Any,
         };
         match (org, user) {
@@ -507,7 +508,7 @@ impl PolicySet {
                 function,
                 action: Action::default_for(function),
                 rule: RuleRef::default_rule(),
-                why: "no rule matches: Weir's built-in behaviour".into(),
+                why: std::borrow::Cow::Borrowed("no rule matches: Weir's built-in behaviour"),
                 situational: false,
             },
         }
