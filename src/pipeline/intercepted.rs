@@ -14,7 +14,6 @@ use hyper::service::service_fn;
 use hyper::upgrade::Upgraded;
 use hyper_util::rt::TokioIo;
 use rustls::server::Acceptor;
-use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio_rustls::LazyConfigAcceptor;
@@ -103,12 +102,12 @@ async fn serve(proxy: Arc<Proxy>, upgraded: Upgraded, authority: Authority, i: &
         seen.store(true, std::sync::atomic::Ordering::Relaxed);
         let version = req.version();
         let open = streams.as_ref().map(|a| a.open());
-        // Boxed, as `server::connection` boxes the plain listener's: the request's future is
-        // kilobytes, and hyper moves it (into an HTTP/2 stream's task, through its states).
-        let answer = Box::pin(handle(p.clone(), base.clone(), req));
+        // Small, as the plain listener's is (`server::connection`): a fresh cache hit is
+        // answered at once, and what waits is boxed by the pipeline (`pipeline::Handled`).
+        let answer = handle(p.clone(), &base, req);
         let hint = hint.clone();
         async move {
-            let mut resp = answer.await?;
+            let mut resp = answer.await;
             crate::server::fit_to_connection(version, &mut resp, &hint);
             Ok::<_, std::convert::Infallible>(crate::server::idle::track(resp, open))
         }
@@ -288,14 +287,10 @@ impl Base {
     }
 }
 
-async fn handle(
-    proxy: Arc<Proxy>,
-    base: Base,
-    req: Request<Incoming>,
-) -> Result<Response<Body>, Infallible> {
-    match rewrite(req, &base) {
-        Ok(req) => Ok(super::handle(proxy, req).await),
-        Err(p) => Ok(p.with_base(&proxy.base_url).into_response(None)),
+fn handle(proxy: Arc<Proxy>, base: &Base, req: Request<Incoming>) -> super::Handled {
+    match rewrite(req, base) {
+        Ok(req) => super::handle(proxy, req),
+        Err(p) => super::Handled::Ready(Some(p.with_base(&proxy.base_url).into_response(None))),
     }
 }
 
