@@ -249,20 +249,41 @@ impl Future for Handled {
 /// a future): the phases run in order until one must wait; a fresh cache hit never does
 /// ([`Handled`]).
 pub(crate) fn handle(proxy: Arc<Proxy>, req: Request<Incoming>) -> Handled {
+    // The phases run here, in hyper's call of the service, not in the request's future: for an
+    // HTTP/2 stream that call is made in the connection's own poll, outside the stream task's
+    // `catch_unwind` (`server::InlineFirst`), so a panic in them would end every stream of
+    // the connection. It is caught here and answered `500` (recorded once: the request's
+    // recording is dropped with the unwind).
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| phases_now(&proxy, req))) {
+        Ok(handled) => handled,
+        Err(_) => {
+            tracing::error!("a request's handler panicked; it is answered 500");
+            let p = Problem::new(
+                http::StatusCode::INTERNAL_SERVER_ERROR,
+                crate::problem::ProblemKind::Internal,
+                "Weir failed on this request (a bug; the log has it). Other requests are not affected.",
+            );
+            Handled::Ready(Some(p.with_base(&proxy.base_url).into_response(None)))
+        }
+    }
+}
+
+/// [`handle`] made without the catch: the door, then the phases until one must wait.
+fn phases_now(proxy: &Arc<Proxy>, req: Request<Incoming>) -> Handled {
     let seen = Outcome::default();
     // Recorded once: when answered, or (handed to the waiting phases) when the client goes
     // away first.
-    let recording = Recording::start(&proxy, &seen);
-    let (door, settings) = Door::open(&proxy, &req);
+    let recording = Recording::start(proxy, &seen);
+    let (door, settings) = Door::open(proxy, &req);
     if let Err(p) = door.admits(&settings, &req) {
         recording.end(true);
-        return Handled::Ready(Some(door.answer(&proxy, Err(p), None)));
+        return Handled::Ready(Some(door.answer(proxy, Err(p), None)));
     }
     let mut rule = None;
-    let waits = match phases(&proxy, req, &door.rid, settings, &seen, &mut rule) {
+    let waits = match phases(proxy, req, &door.rid, settings, &seen, &mut rule) {
         Phased::Answered(result) => {
             recording.end(result.is_err());
-            return Handled::Ready(Some(door.answer(&proxy, result, rule)));
+            return Handled::Ready(Some(door.answer(proxy, result, rule)));
         }
         Phased::Waits(waits) => waits,
     };
@@ -271,6 +292,7 @@ pub(crate) fn handle(proxy: Arc<Proxy>, req: Request<Incoming>) -> Handled {
     // Boxed where it is made: passed to a function first, the future (kilobytes in any state)
     // was copied once more (pass-through +0.26k instructions, callgrind). A managed request,
     // the common one, runs its phases without the level that matches the others.
+    let proxy = proxy.clone();
     match waits {
         Waits::Managed(m) => Handled::Waiting(Box::pin(async move {
             let result = m.run(&proxy, pending.seen()).await;

@@ -109,7 +109,11 @@ pub(crate) async fn until<F: Future>(deadline: Instant, fut: F) -> Option<F::Out
         if let Poll::Ready(out) = fut.as_mut().poll(cx) {
             return Poll::Ready(Some(out));
         }
-        match Pin::new(&mut timer).poll(cx) {
+        // Unconstrained, as tokio's `timeout` polls its delay: when `fut` used up the task's
+        // cooperative budget (a body of many small frames on a loaded machine), a budgeted
+        // timer would answer `Pending` without looking at its deadline, and the timeout would
+        // wait as long as data kept coming.
+        match Pin::new(&mut tokio::task::unconstrained(Pin::new(&mut timer))).poll(cx) {
             Poll::Ready(()) => Poll::Ready(None),
             Poll::Pending => Poll::Pending,
         }
@@ -118,8 +122,9 @@ pub(crate) async fn until<F: Future>(deadline: Instant, fut: F) -> Option<F::Out
 }
 
 /// hyper's timer for a client connection (its header-read timeout, HTTP/2's timers): sleeps
-/// from the connection's spares ([`sleep_until`]) inside [`per_connection`]; elsewhere (a
-/// connection served without it, e.g. an intercepted one) hyper-util's own `TokioTimer`, whose
+/// from the connection's spares ([`sleep_until`]) inside [`per_connection`] (the plain
+/// listener's and intercepted connections); elsewhere (an HTTP/2 stream that became a task of
+/// its own) hyper-util's own `TokioTimer`, whose
 /// sleep is one allocation where a [`Reused`] without spares would be two.
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct ConnectionTimer;
@@ -155,6 +160,28 @@ impl hyper::rt::Timer for ConnectionTimer {
 mod tests {
     use super::*;
     use std::time::Duration;
+
+    /// A future that spends the task's whole cooperative budget at every poll (a body of many
+    /// small frames) still times out: its deadline is looked at, as tokio's `timeout` does.
+    /// Budgeted, the timer answered `Pending` until the channel was drained and the future won.
+    #[tokio::test]
+    async fn a_deadline_is_seen_when_the_future_spent_the_budget() {
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<u8>();
+        for _ in 0..2_000_000 {
+            tx.send(0).unwrap();
+        }
+        drop(tx);
+        let drain = std::future::poll_fn(move |cx| loop {
+            match rx.poll_recv(cx) {
+                Poll::Ready(Some(_)) => continue,
+                Poll::Ready(None) => return Poll::Ready(()),
+                // The budget is spent: tokio wakes the task again at once.
+                Poll::Pending => return Poll::Pending,
+            }
+        });
+        let deadline = Instant::now() + Duration::from_millis(1);
+        assert_eq!(until(deadline, drain).await, None, "the deadline came first");
+    }
 
     /// A timer given back in a connection is the one the next request gets, moved to its own
     /// deadline, and it fires at that deadline, not at the first one.
