@@ -134,3 +134,45 @@ async fn every_request_is_recorded_exactly_once() {
     assert_eq!(recorded(), sent);
     h.shutdown().await;
 }
+
+/// A panic in a request's synchronous phases (run in hyper's call of the service since fresh
+/// hits make no future) is answered `500`, recorded once, and the connection serves its next
+/// request: over HTTP/2 the same call is made in the connection's own poll, where a panic
+/// ended every stream. (Before the catch, the client saw its connection closed.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_panic_in_the_phases_is_answered_and_the_connection_lives() {
+    let up = upstream().await;
+    let toml = format!(
+        "default_upstreams = false\nlisten = \"127.0.0.1:0\"\nwatch_github_status = false\n\
+         [[upstream]]\nname = \"up0\"\norigin = \"http://{up}\"\n[network]\ndetect_os = false\n"
+    );
+    let settings = crate::config::parse_str(&toml, "test.toml").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let h = super::start(crate::EngineOptions::new(
+        settings,
+        dir.path().to_path_buf(),
+    ))
+    .await
+    .unwrap();
+    let weir = format!("http://{}", h.local_addr());
+    // One connection for both requests.
+    let c = reqwest::Client::builder()
+        .proxy(reqwest::Proxy::all(&weir).unwrap())
+        .pool_max_idle_per_host(1)
+        .build()
+        .unwrap();
+    let url = format!("http://{up}/agents/sessions");
+    let r = c
+        .get(&url)
+        .header(crate::pipeline::TEST_PANIC, "1")
+        .send()
+        .await;
+    let r = r.expect("an answer, not a closed connection");
+    assert_eq!(r.status(), 500);
+    let body = r.text().await.unwrap();
+    assert!(body.contains("a bug"), "{body}");
+    let r = c.get(&url).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(h.proxy().global.recorded.load(Relaxed), 2);
+    h.shutdown().await;
+}

@@ -268,12 +268,20 @@ pub(crate) fn handle(proxy: Arc<Proxy>, req: Request<Incoming>) -> Handled {
     }
 }
 
+/// A test's way to make [`phases_now`] panic (`engine::record_tests`); in no build.
+#[cfg(test)]
+pub(crate) const TEST_PANIC: &str = "x-weir-test-panic";
+
 /// [`handle`] made without the catch: the door, then the phases until one must wait.
 fn phases_now(proxy: &Arc<Proxy>, req: Request<Incoming>) -> Handled {
     let seen = Outcome::default();
     // Recorded once: when answered, or (handed to the waiting phases) when the client goes
     // away first.
     let recording = Recording::start(proxy, &seen);
+    #[cfg(test)]
+    if req.headers().contains_key(TEST_PANIC) {
+        panic!("a test asked the phases to panic");
+    }
     let (door, settings) = Door::open(proxy, &req);
     if let Err(p) = door.admits(&settings, &req) {
         recording.end(true);

@@ -180,7 +180,11 @@ mod tests {
             }
         });
         let deadline = Instant::now() + Duration::from_millis(1);
-        assert_eq!(until(deadline, drain).await, None, "the deadline came first");
+        assert_eq!(
+            until(deadline, drain).await,
+            None,
+            "the deadline came first"
+        );
     }
 
     /// A timer given back in a connection is the one the next request gets, moved to its own
