@@ -107,12 +107,10 @@ pub enum DirLockError {
     Io(std::io::Error),
 }
 
-/// Takes `dir`'s lock without waiting, and writes this process's id into the lock file (read
-/// back for the message another Weir gives). Two engines on one data dir would each recover
-/// the other's creates in flight as "in doubt" and replay the same queue.
-pub fn lock_dir(dir: &Path) -> Result<DirLock, DirLockError> {
-    use std::io::{ErrorKind, Read, Seek, Write};
-    let path = dir.join(LOCK_FILE);
+/// Opens (making it owner-only if new) a file to take an OS lock on: never truncated, since
+/// another holder's content (its process id) may be in it. The data dir's lock and the CA's
+/// creation lock (`intercept::ca_store`).
+pub(crate) fn open_lock_file(path: &Path) -> std::io::Result<std::fs::File> {
     let mut opts = std::fs::OpenOptions::new();
     opts.read(true).write(true).create(true).truncate(false);
     #[cfg(unix)]
@@ -120,7 +118,16 @@ pub fn lock_dir(dir: &Path) -> Result<DirLock, DirLockError> {
         use std::os::unix::fs::OpenOptionsExt;
         opts.mode(0o600);
     }
-    let (mut f, writable) = match opts.open(&path) {
+    opts.open(path)
+}
+
+/// Takes `dir`'s lock without waiting, and writes this process's id into the lock file (read
+/// back for the message another Weir gives). Two engines on one data dir would each recover
+/// the other's creates in flight as "in doubt" and replay the same queue.
+pub fn lock_dir(dir: &Path) -> Result<DirLock, DirLockError> {
+    use std::io::{ErrorKind, Read, Seek, Write};
+    let path = dir.join(LOCK_FILE);
+    let (mut f, writable) = match open_lock_file(&path) {
         Ok(f) => (f, true),
         // A read-only dir may still hold the lock file of an earlier run: a read-only handle
         // locks it as well.

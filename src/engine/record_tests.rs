@@ -37,6 +37,20 @@ async fn upstream() -> std::net::SocketAddr {
     addr
 }
 
+/// An engine on `toml` (its data dir kept with it), and its proxy URL.
+async fn engine(toml: &str) -> (super::EngineHandle, tempfile::TempDir, String) {
+    let settings = crate::config::parse_str(toml, "test.toml").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let h = super::start(crate::EngineOptions::new(
+        settings,
+        dir.path().to_path_buf(),
+    ))
+    .await
+    .unwrap();
+    let weir = format!("http://{}", h.local_addr());
+    (h, dir, weir)
+}
+
 /// A mixed run — cache miss and hits, managed and unmanaged pass-through, a refusal at the
 /// front door, the control API, a CONNECT, and a request whose client left before its
 /// answer — is recorded once per request, no more, no less.
@@ -49,15 +63,7 @@ async fn every_request_is_recorded_exactly_once() {
          [[upstream]]\nname = \"up0\"\norigin = \"http://{up}\"\n\
          [limits]\nmax_header_bytes = 1024\n[network]\ndetect_os = false\n"
     );
-    let settings = crate::config::parse_str(&toml, "test.toml").unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let h = super::start(crate::EngineOptions::new(
-        settings,
-        dir.path().to_path_buf(),
-    ))
-    .await
-    .unwrap();
-    let weir = format!("http://{}", h.local_addr());
+    let (h, _dir, weir) = engine(&toml).await;
     let c = reqwest::Client::builder()
         .proxy(reqwest::Proxy::all(&weir).unwrap())
         .build()
@@ -146,15 +152,7 @@ async fn a_panic_in_the_phases_is_answered_and_the_connection_lives() {
         "default_upstreams = false\nlisten = \"127.0.0.1:0\"\nwatch_github_status = false\n\
          [[upstream]]\nname = \"up0\"\norigin = \"http://{up}\"\n[network]\ndetect_os = false\n"
     );
-    let settings = crate::config::parse_str(&toml, "test.toml").unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let h = super::start(crate::EngineOptions::new(
-        settings,
-        dir.path().to_path_buf(),
-    ))
-    .await
-    .unwrap();
-    let weir = format!("http://{}", h.local_addr());
+    let (h, _dir, weir) = engine(&toml).await;
     // One connection for both requests.
     let c = reqwest::Client::builder()
         .proxy(reqwest::Proxy::all(&weir).unwrap())

@@ -259,11 +259,7 @@ impl CaStore {
         };
         crate::paths::create_private_dir(&self.dir).map_err(|e| io("create", &self.dir, e))?;
         let path = self.dir.join("create.lock");
-        let mut o = std::fs::OpenOptions::new();
-        o.read(true).write(true).create(true).truncate(false);
-        #[cfg(unix)]
-        std::os::unix::fs::OpenOptionsExt::mode(&mut o, 0o600);
-        let f = o.open(&path).map_err(|e| io("create", &path, e))?;
+        let f = crate::paths::open_lock_file(&path).map_err(|e| io("create", &path, e))?;
         let start = Instant::now();
         let mut waiting = Some(waiting);
         loop {
@@ -387,13 +383,7 @@ mod tests {
     /// between open files, in one process too).
     fn hold_lock(store: &CaStore) -> std::fs::File {
         crate::paths::create_private_dir(&store.dir).unwrap();
-        let f = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(store.dir.join("create.lock"))
-            .unwrap();
+        let f = crate::paths::open_lock_file(&store.dir.join("create.lock")).unwrap();
         f.lock().unwrap();
         f
     }
