@@ -546,35 +546,34 @@ async fn a_breaker_that_opens_on_one_replica_holds_the_others_back() {
     );
 }
 
-/// Opens a CONNECT tunnel through the gateway (TLS to the gateway, then TLS to `host` inside
-/// it, trusting `inner_root`), sends `GET path` and returns the status and `Cache-Status`.
-async fn get_through_tunnel(
+/// A rustls client config trusting `root` alone.
+fn client_trusting(
+    root: rustls::pki_types::CertificateDer<'static>,
+) -> std::sync::Arc<rustls::ClientConfig> {
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(root).unwrap();
+    std::sync::Arc::new(
+        rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth(),
+    )
+}
+
+/// TLS to the gateway, then `CONNECT host:443` on it: the open tunnel.
+async fn tunnel_through(
     gateway: std::net::SocketAddr,
     gateway_cert: &[u8],
-    inner_root: rustls::pki_types::CertificateDer<'static>,
     host: &str,
-    path: &str,
-) -> (u16, String) {
-    use http_body_util::BodyExt;
-    let client = |root: rustls::pki_types::CertificateDer<'static>| {
-        let mut roots = rustls::RootCertStore::empty();
-        roots.add(root).unwrap();
-        std::sync::Arc::new(
-            rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
-                rustls::crypto::ring::default_provider(),
-            ))
-            .with_safe_default_protocol_versions()
-            .unwrap()
-            .with_root_certificates(roots)
-            .with_no_client_auth(),
-        )
-    };
+) -> tokio_rustls::client::TlsStream<tokio::net::TcpStream> {
     let tcp = tokio::net::TcpStream::connect(gateway).await.unwrap();
-    let outer = tokio_rustls::TlsConnector::from(client(gateway_cert.to_vec().into()))
+    let mut outer = tokio_rustls::TlsConnector::from(client_trusting(gateway_cert.to_vec().into()))
         .connect("127.0.0.1".try_into().unwrap(), tcp)
         .await
         .unwrap();
-    let mut outer = outer;
     outer
         .write_all(format!("CONNECT {host}:443 HTTP/1.1\r\nhost: {host}:443\r\n\r\n").as_bytes())
         .await
@@ -595,7 +594,21 @@ async fn get_through_tunnel(
         "{}",
         String::from_utf8_lossy(&head)
     );
-    let inner = tokio_rustls::TlsConnector::from(client(inner_root))
+    outer
+}
+
+/// Opens a CONNECT tunnel through the gateway (TLS to the gateway, then TLS to `host` inside
+/// it, trusting `inner_root`), sends `GET path` and returns the status and `Cache-Status`.
+async fn get_through_tunnel(
+    gateway: std::net::SocketAddr,
+    gateway_cert: &[u8],
+    inner_root: rustls::pki_types::CertificateDer<'static>,
+    host: &str,
+    path: &str,
+) -> (u16, String) {
+    use http_body_util::BodyExt;
+    let outer = tunnel_through(gateway, gateway_cert, host).await;
+    let inner = tokio_rustls::TlsConnector::from(client_trusting(inner_root))
         .connect(host.to_string().try_into().unwrap(), outer)
         .await
         .expect("the gateway presents a leaf from the shared interception CA");
@@ -665,6 +678,33 @@ async fn https_through_the_gateway_is_served_with_the_shared_interception_ca() {
     // The gateway's policies apply inside the tunnel: the second list is its cache's answer.
     assert!(second.1.contains("hit"), "{second:?}");
     assert_eq!(tls_up.count(path), 1);
+
+    // A client that closes after the gateway's certificate, with no alert (what Node does when
+    // it does not trust the CA), is told to trust the CA file `[gateway]` names, not the
+    // replica's own data dir's (which holds no CA in this mode).
+    let mut inner = tunnel_through(r.addr, &files.cert_der, tls::HOST).await;
+    let name = rustls::pki_types::ServerName::try_from(tls::HOST.to_string()).unwrap();
+    let mut hello = Vec::new();
+    rustls::ClientConnection::new(client_trusting(ca.cert_der().clone()), name)
+        .unwrap()
+        .write_tls(&mut hello)
+        .unwrap();
+    inner.write_all(&hello).await.unwrap();
+    let mut answer = [0u8; 64];
+    assert!(
+        inner.read(&mut answer).await.unwrap() > 0,
+        "the gateway answered the hello"
+    );
+    drop(inner);
+    let named = format!(
+        "NODE_EXTRA_CA_CERTS={}",
+        files.dir.path().join("ca.pem").display()
+    );
+    assert!(
+        eventually(200, || async { r.log().contains(&named) }).await,
+        "the hint names the shared CA's file ({named}):\n{}",
+        r.log()
+    );
 }
 
 /// Not a check: how long 1 and 3 replicas take to drain 100 queued creates once the upstream

@@ -16,6 +16,7 @@ use crate::queue::QueueState;
 use crate::secrets::{Account, SecretStore};
 use crate::upstream::Upstreams;
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::Arc;
 use tokio::sync::oneshot;
 
@@ -52,6 +53,17 @@ pub(super) async fn admin_token(
 pub(super) fn identity_key(opts: &EngineOptions) -> Option<IdentityKey> {
     let (_, key) = opts.gateway.as_ref()?.postgres.as_ref()?;
     Some(IdentityKey::new(key.identity_key()))
+}
+
+/// The CA certificate file clients should trust, when the engine runs with the CA `[gateway]`
+/// names (`intercept_ca_cert_file`) rather than the install's own: hints that name the CA's
+/// file (a Node client that closed after Weir's certificate) name that one.
+pub(super) fn ca_cert_file(opts: &EngineOptions) -> Option<PathBuf> {
+    let g = opts.gateway.as_ref()?;
+    let shared = g.intercept_ca.as_ref()?;
+    let used = opts.local_ca.as_ref()?;
+    let (cert, _) = g.settings.intercept_ca.as_ref()?;
+    Arc::ptr_eq(shared, used).then(|| cert.clone())
 }
 
 /// The shared create queue a gateway's `[gateway]` names, to be opened.

@@ -275,7 +275,9 @@ async fn open_parts(
         intercept: crate::intercept::interceptor_for(
             &settings,
             opts.local_ca.clone(),
-            &opts.data_dir,
+            gateway::ca_cert_file(opts).unwrap_or_else(|| {
+                crate::intercept::ca_store::CaStore::cert_path_in(&opts.data_dir)
+            }),
         ),
         live: live.clone(),
         port: doors.local_addr.port(),

@@ -38,6 +38,10 @@ pub(super) mod gateway {
         None
     }
 
+    pub(in crate::engine) fn ca_cert_file(_: &EngineOptions) -> Option<std::path::PathBuf> {
+        None
+    }
+
     pub(in crate::engine) enum SharedQueue {}
 
     pub(in crate::engine) fn shared_queue(_: &EngineOptions) -> Option<SharedQueue> {

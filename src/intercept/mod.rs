@@ -247,16 +247,17 @@ pub(crate) fn should_intercept(
     settings.intercept && managed(host, port) && i.issuer.covers(host)
 }
 
-/// The interceptor the engine runs with: only when `intercept` is on and a CA was loaded (the
-/// CA of the install at `data_dir`). A CA that cannot serve (rustls refuses its config) is
-/// logged and leaves interception off.
+/// The interceptor the engine runs with: only when `intercept` is on and a CA was loaded.
+/// `ca_path` is the file holding that CA's certificate, which hints tell clients to trust (the
+/// install's `ca/weir-ca.pem`, or a gateway's `intercept_ca_cert_file`). A CA that cannot serve
+/// (rustls refuses its config) is logged and leaves interception off.
 pub fn interceptor_for(
     settings: &crate::config::Settings,
     ca: Option<Arc<LocalCa>>,
-    data_dir: &std::path::Path,
+    ca_path: std::path::PathBuf,
 ) -> Option<Arc<Interceptor>> {
     let ca = ca.filter(|_| settings.intercept)?;
-    match Interceptor::new(ca, CaStore::cert_path_in(data_dir)) {
+    match Interceptor::new(ca, ca_path) {
         Ok(i) => Some(Arc::new(i)),
         Err(e) => {
             tracing::warn!(error = %e, "TLS interception is off: the local CA cannot be used");
