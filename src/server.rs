@@ -461,11 +461,9 @@ where
         }
     });
     let conn = builder.serve_connection_with_upgrades(io, svc).into_owned();
-    // The connection's last credential is remembered in its task (`identity::per_connection`),
-    // and its timers are reused there (`timers::per_connection`).
-    crate::identity::per_connection(timers::per_connection(SelfWakeLoop::new(
-        watcher.watch(conn),
-    )))
+    // The connection's last credential is remembered in its task, and its timers are reused
+    // there (`identity::per_connection`: one scope for both).
+    crate::identity::per_connection(SelfWakeLoop::new(watcher.watch(conn)))
 }
 
 /// Waits for the connections still open to finish their requests, at most `timeout`.

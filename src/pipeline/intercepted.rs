@@ -120,11 +120,11 @@ async fn serve(proxy: Arc<Proxy>, upgraded: Upgraded, authority: Authority, i: &
     let mut stopping = proxy.bus.stopping();
     // The connection's last credential is remembered in its task, and its timers are reused
     // there (hyper's header-read timer, an attempt's per-try timeout), as on the plain
-    // listener (`identity::per_connection`, `server::timers::per_connection`).
+    // listener (`identity::per_connection`: one scope for both).
     let limit = limits.header_read_timeout;
     let target = authority.clone();
     let any_request = first.clone();
-    let ended = crate::identity::per_connection(crate::server::timers::per_connection(async move {
+    let ended = crate::identity::per_connection(async move {
         tokio::pin!(conn);
         tokio::select! {
             r = conn.as_mut() => return Ended::Closed(r),
@@ -173,7 +173,7 @@ async fn serve(proxy: Arc<Proxy>, upgraded: Upgraded, authority: Authority, i: &
                 conn.await
             }
         })
-    }))
+    })
     .await;
     let Ended::Closed(result) = ended else {
         return;

@@ -7,8 +7,8 @@
 //! the wheel under the driver's lock at its first poll, and took it out under the lock again
 //! when dropped, for a timeout that almost never fires.
 //!
-//! Here a connection keeps its spare `Sleep`s ([`per_connection`], a task-local scoped to the
-//! connection's future, as `identity::per_connection` keeps its last credential). A timer taken
+//! Here a connection keeps its spare `Sleep`s (in the task-local that `identity::per_connection`
+//! scopes to the connection's future, beside its last credential). A timer taken
 //! from the spares is moved to its new deadline with `Sleep::reset`: a deadline later than the
 //! one the wheel holds only raises the entry's expiry (one atomic store, no lock, the entry
 //! stays where it is); when the old slot comes round, tokio sees the later expiry and files it
@@ -31,21 +31,16 @@ use tokio::time::{Instant, Sleep};
 /// one more (an HTTP/2 connection's streams run side by side).
 const KEEP: usize = 3;
 
-tokio::task_local! {
-    static SPARE: RefCell<Vec<Pin<Box<Sleep>>>>;
-}
-
-/// Runs one client connection's future with its own spare timers (see the module's doc).
-pub(crate) fn per_connection<F: Future>(conn: F) -> impl Future<Output = F::Output> {
-    SPARE.scope(RefCell::new(Vec::new()), conn)
+/// Runs `f` with the connection's spare timers, if the task is a client connection's: they
+/// live in the connection's one task-local (`identity::per_connection`, which scopes its
+/// last credential too: one scope entered per poll of the connection, not two).
+fn with_spares<R>(f: impl FnOnce(&RefCell<Vec<Pin<Box<Sleep>>>>) -> R) -> Option<R> {
+    crate::identity::with_connection(|c| f(&c.timers))
 }
 
 /// A sleep until `deadline`: a spare of the connection's, moved to `deadline`, or a new one.
 pub(crate) fn sleep_until(deadline: Instant) -> Reused {
-    let spare = SPARE
-        .try_with(|s| s.try_borrow_mut().ok().and_then(|mut s| s.pop()))
-        .ok()
-        .flatten();
+    let spare = with_spares(|s| s.try_borrow_mut().ok().and_then(|mut s| s.pop())).flatten();
     let sleep = match spare {
         Some(mut s) => {
             s.as_mut().reset(deadline);
@@ -90,7 +85,7 @@ impl Drop for Reused {
         };
         // Outside the connection's task (or the list full), the timer is dropped: removed from
         // the wheel as any other.
-        let _ = SPARE.try_with(|s| {
+        let _ = with_spares(|s| {
             if let Ok(mut s) = s.try_borrow_mut() {
                 if s.len() < KEEP {
                     s.push(sleep);
@@ -122,7 +117,7 @@ pub(crate) async fn until<F: Future>(deadline: Instant, fut: F) -> Option<F::Out
 }
 
 /// hyper's timer for a client connection (its header-read timeout, HTTP/2's timers): sleeps
-/// from the connection's spares ([`sleep_until`]) inside [`per_connection`] (the plain
+/// from the connection's spares ([`sleep_until`]) inside `identity::per_connection` (the plain
 /// listener's and intercepted connections); elsewhere (an HTTP/2 stream that became a task of
 /// its own) hyper-util's own `TokioTimer`, whose
 /// sleep is one allocation where a [`Reused`] without spares would be two.
@@ -132,7 +127,7 @@ pub(crate) struct ConnectionTimer;
 impl hyper::rt::Sleep for Reused {}
 
 fn in_connection() -> bool {
-    SPARE.try_with(|_| ()).is_ok()
+    with_spares(|_| ()).is_some()
 }
 
 impl hyper::rt::Timer for ConnectionTimer {
@@ -159,6 +154,7 @@ impl hyper::rt::Timer for ConnectionTimer {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::identity::per_connection;
     use std::time::Duration;
 
     /// A future that spends the task's whole cooperative budget at every poll (a body of many
@@ -196,7 +192,7 @@ mod tests {
             let first = sleep_until(start + Duration::from_secs(10));
             let addr = first.sleep.as_ref().map(|s| &**s as *const Sleep);
             drop(first);
-            assert_eq!(SPARE.with(|s| s.borrow().len()), 1);
+            assert_eq!(with_spares(|s| s.borrow().len()).unwrap_or(0), 1);
             let second = sleep_until(start + Duration::from_secs(30));
             assert_eq!(second.sleep.as_ref().map(|s| &**s as *const Sleep), addr);
             // The first deadline passes without it firing; the second fires it.
@@ -230,7 +226,7 @@ mod tests {
             inside.await;
             assert_eq!(Instant::now(), start + Duration::from_secs(3));
             // Given back when dropped, and handed out again.
-            assert_eq!(SPARE.with(|s| s.borrow().len()), 1);
+            assert_eq!(with_spares(|s| s.borrow().len()).unwrap_or(0), 1);
         })
         .await;
     }

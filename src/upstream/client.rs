@@ -133,26 +133,38 @@ impl UpstreamClient {
     }
 
     /// Sends `req` and returns the response with its body still streaming.
-    pub async fn send(
+    ///
+    /// Not an `async fn`: the request is handed to hyper-util's client now (which only checks
+    /// it and boxes its own future), so the future returned holds that box, the timer and the
+    /// name for errors (160 bytes), not the request as well: an attempt's future holds this
+    /// one, and every byte of that future is copied into its box (see
+    /// `pipeline::forward::managed`).
+    pub fn send(
         &self,
         req: Request<Body>,
         t: Timeouts,
-    ) -> Result<Response<hyper::body::Incoming>, FetchError> {
+    ) -> impl std::future::Future<Output = Result<Response<hyper::body::Incoming>, FetchError>>
+           + Send
+           + 'static {
         // Named in errors only: keep the (cheap, shared) authority, format it on failure.
         let target = req.uri().authority().cloned();
-        let name = |a: Option<http::uri::Authority>| a.map(|a| a.to_string()).unwrap_or_default();
         // On the connection's reused timer (`server::timers`): a timer registered with tokio's
         // wheel and removed again for every attempt cost each pass-through request ~0.8k
         // instructions, for a timeout that almost never fires.
         let deadline = tokio::time::Instant::now() + t.headers;
-        match crate::server::timers::until(deadline, self.client.request(req)).await {
-            None => Err(FetchError::Timeout {
-                target: name(target),
-                phase: TimeoutPhase::Headers,
-                after: t.headers,
-            }),
-            Some(Err(e)) => Err(classify_client_error(name(target), &e)),
-            Some(Ok(resp)) => Ok(resp),
+        let sent = self.client.request(req);
+        async move {
+            let name =
+                |a: Option<http::uri::Authority>| a.map(|a| a.to_string()).unwrap_or_default();
+            match crate::server::timers::until(deadline, sent).await {
+                None => Err(FetchError::Timeout {
+                    target: name(target),
+                    phase: TimeoutPhase::Headers,
+                    after: t.headers,
+                }),
+                Some(Err(e)) => Err(classify_client_error(name(target), &e)),
+                Some(Ok(resp)) => Ok(resp),
+            }
         }
     }
 

@@ -172,6 +172,13 @@ impl Bulkhead {
             Err(tokio::sync::TryAcquireError::Closed) => return Err(self.count(Shed::Closed)),
             Err(tokio::sync::TryAcquireError::NoPermits) => {}
         }
+        // Boxed: a call queues rarely, and the wait's state (the semaphore's queue entry and
+        // the timer, ~300 bytes) would otherwise sit in the future of every caller's call.
+        Box::pin(self.queue()).await
+    }
+
+    /// [`Bulkhead::acquire`] when no slot is free: waits in the bounded queue.
+    async fn queue(&self) -> Result<BulkheadPermit, Shed> {
         // Read only when the call has to queue (its lock is not worth taking for a free slot).
         let config = self.config();
         let max_queue = config.max_queue;
