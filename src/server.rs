@@ -320,74 +320,17 @@ pub(crate) async fn serve<H, Fut>(
             continue;
         };
         let limits = live.get().limits.clone();
-        // hyper's header_read_timeout starts only once hyper-util has seen which protocol the
-        // client speaks, and that first read has no limit: a client that connects and sends
-        // nothing (or one byte of `PRI`) held its connection slot forever. Its first request
-        // head must now come within header_read_timeout, as every later one must.
-        let first = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let seen = first.clone();
-        let inner = handler.clone();
-        // HTTP/2's streams, for its idle limit (`idle`); HTTP/1's is hyper's.
-        let activity = idle::Activity::new();
-        let streams = activity.clone();
+        let watched = Watched::new();
         let conn = connection(
             &http_builder(&limits),
             TokioIo::new(stream),
             graceful.watcher(),
             keep_alive_value(limits.header_read_timeout),
-            move |req| {
-                use futures_util::future::Either;
-                seen.store(true, std::sync::atomic::Ordering::Relaxed);
-                // HTTP/1 pays a version check here, nothing more: only an HTTP/2 stream is
-                // counted, its answer wrapped (boxed: h2 streams are rare on this listener).
-                if req.version() != http::Version::HTTP_2 {
-                    return Either::Left(inner(req));
-                }
-                let open = streams.open();
-                let answer = inner(req);
-                Either::Right(Box::pin(
-                    async move { idle::track(answer.await, Some(open)) },
-                ))
-            },
+            watched.wrap(handler.clone()),
             None::<()>,
         );
-        let limit = limits.header_read_timeout;
         tokio::spawn(async move {
-            tokio::pin!(conn);
-            // Watched until the first request arrives, then dropped: polled beside every later
-            // request, it cost each of them a poll for a limit that no longer applies.
-            let mut first_head = Some(Box::pin(tokio::time::sleep(limit)));
-            // HTTP/2's idle limit (`idle`), made once the connection is known to speak it.
-            let mut idle_h2: Option<std::pin::Pin<Box<dyn Future<Output = ()> + Send>>> = None;
-            let result = std::future::poll_fn(|cx| {
-                use std::task::Poll;
-                // The connection first: a request already in its buffer opens its stream
-                // before the idle limit is looked at.
-                if let Poll::Ready(r) = conn.as_mut().poll(cx) {
-                    return Poll::Ready(r);
-                }
-                if let Some(wait) = &mut first_head {
-                    if first.load(std::sync::atomic::Ordering::Relaxed) {
-                        first_head = None;
-                    } else if wait.as_mut().poll(cx).is_ready() {
-                        tracing::debug!(%peer, "no request head within header_read_timeout; closed");
-                        return Poll::Ready(Ok(()));
-                    }
-                }
-                if idle_h2.is_none() && activity.is_h2() {
-                    let a = activity.clone();
-                    idle_h2 = Some(Box::pin(async move { a.idle(limit).await }));
-                }
-                if let Some(idle) = &mut idle_h2 {
-                    if idle.as_mut().poll(cx).is_ready() {
-                        tracing::debug!(%peer, "HTTP/2 connection idle for header_read_timeout; closed");
-                        return Poll::Ready(Ok(()));
-                    }
-                }
-                Poll::Pending
-            })
-            .await;
-            if let Err(e) = result {
+            if let Err(e) = watched.drive(conn, limits.header_read_timeout, peer).await {
                 tracing::debug!(%peer, error = %e, "connection ended with error");
             }
             drop(permit);
@@ -399,6 +342,111 @@ pub(crate) async fn serve<H, Fut>(
     tokio::select! {
         _ = graceful.shutdown() => tracing::info!("all connections closed"),
         _ = tokio::time::sleep(timeout) => tracing::warn!("drain timeout reached; closing the remaining connections"),
+    }
+}
+
+/// The limits hyper does not keep on a client connection, for every listener:
+/// - its first request head within `header_read_timeout`: hyper's timer starts only once
+///   hyper-util has seen which protocol the client speaks, and that first read has no limit, so
+///   a client that connected (or finished its TLS handshake) and sent nothing, or one byte of
+///   `PRI`, held its connection slot forever;
+/// - HTTP/2's idle limit ([`idle`]): the same `header_read_timeout` with no stream open.
+///
+/// [`Watched::wrap`] counts the handler's HTTP/2 streams; [`Watched::drive`] polls the
+/// connection and closes it when either limit is reached.
+pub(crate) struct Watched {
+    first: Arc<std::sync::atomic::AtomicBool>,
+    activity: Arc<idle::Activity>,
+}
+
+/// A wrapped handler's future: HTTP/1's as it was, an HTTP/2 stream's boxed with its count.
+type Counted<Fut> = futures_util::future::Either<
+    Fut,
+    std::pin::Pin<Box<dyn Future<Output = Response<Body>> + Send>>,
+>;
+
+impl Watched {
+    pub(crate) fn new() -> Watched {
+        Watched {
+            first: Arc::new(std::sync::atomic::AtomicBool::new(false)),
+            activity: idle::Activity::new(),
+        }
+    }
+
+    /// `handler`, noting that a request came and counting HTTP/2 streams until their answer's
+    /// body ends.
+    pub(crate) fn wrap<H, Fut>(
+        &self,
+        handler: H,
+    ) -> impl Fn(Request<Incoming>) -> Counted<Fut> + Clone + Send + Sync + 'static
+    where
+        H: Fn(Request<Incoming>) -> Fut + Clone + Send + Sync + 'static,
+        Fut: Future<Output = Response<Body>> + Send + Unpin + 'static,
+    {
+        use futures_util::future::Either;
+        let seen = self.first.clone();
+        let streams = self.activity.clone();
+        move |req| {
+            seen.store(true, std::sync::atomic::Ordering::Relaxed);
+            // HTTP/1 pays a version check here, nothing more: only an HTTP/2 stream is
+            // counted, its answer wrapped (boxed: h2 streams are rare on a plain listener).
+            if req.version() != http::Version::HTTP_2 {
+                return Either::Left(handler(req));
+            }
+            let open = streams.open();
+            let answer = handler(req);
+            Either::Right(Box::pin(
+                async move { idle::track(answer.await, Some(open)) },
+            ))
+        }
+    }
+
+    /// Polls `conn` (whose handler [`Watched::wrap`] made) until it ends, or until its first
+    /// head is late or, on HTTP/2, it has been idle for `limit`: then it is dropped (closed).
+    pub(crate) async fn drive<C, E>(
+        self,
+        conn: C,
+        limit: Duration,
+        peer: impl std::fmt::Display,
+    ) -> Result<(), E>
+    where
+        C: Future<Output = Result<(), E>>,
+    {
+        let Watched { first, activity } = self;
+        tokio::pin!(conn);
+        // Watched until the first request arrives, then dropped: polled beside every later
+        // request, it cost each of them a poll for a limit that no longer applies.
+        let mut first_head = Some(Box::pin(tokio::time::sleep(limit)));
+        // HTTP/2's idle limit (`idle`), made once the connection is known to speak it.
+        let mut idle_h2: Option<std::pin::Pin<Box<dyn Future<Output = ()> + Send>>> = None;
+        std::future::poll_fn(|cx| {
+            use std::task::Poll;
+            // The connection first: a request already in its buffer opens its stream before
+            // the limits are looked at.
+            if let Poll::Ready(r) = conn.as_mut().poll(cx) {
+                return Poll::Ready(r);
+            }
+            if let Some(wait) = &mut first_head {
+                if first.load(std::sync::atomic::Ordering::Relaxed) {
+                    first_head = None;
+                } else if wait.as_mut().poll(cx).is_ready() {
+                    tracing::debug!(%peer, "no request head within header_read_timeout; closed");
+                    return Poll::Ready(Ok(()));
+                }
+            }
+            if idle_h2.is_none() && activity.is_h2() {
+                let a = activity.clone();
+                idle_h2 = Some(Box::pin(async move { a.idle(limit).await }));
+            }
+            if let Some(idle) = &mut idle_h2 {
+                if idle.as_mut().poll(cx).is_ready() {
+                    tracing::debug!(%peer, "HTTP/2 connection idle for header_read_timeout; closed");
+                    return Poll::Ready(Ok(()));
+                }
+            }
+            Poll::Pending
+        })
+        .await
     }
 }
 

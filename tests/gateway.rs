@@ -788,3 +788,62 @@ fn a_replica_that_cannot_start_says_why() {
         "{err}"
     );
 }
+
+/// The gateway's listener keeps the plain listener's limits: a client that finishes its TLS
+/// handshake and then sends nothing, and an HTTP/2 connection left idle after its request,
+/// are closed after `header_read_timeout` (each held a gateway slot for as long as it stayed
+/// connected).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_or_idle_gateway_connection_is_closed_after_the_header_limit() {
+    let up = CountingUpstream::start().await;
+    let files = GatewayFiles::new();
+    let config = files.config(
+        up.addr,
+        "allow = [\"127.0.0.0/8\"]\n\n[limits]\nheader_read_timeout = \"500ms\"",
+    );
+    let r = Replica::start(&config);
+    let bound = Duration::from_secs(20);
+
+    // HTTP/2 (ALPN h2): one request answered, then idle.
+    let mut cfg = (*client_trusting(files.cert_der.clone().into())).clone();
+    cfg.alpn_protocols = vec![b"h2".to_vec()];
+    let tcp = tokio::net::TcpStream::connect(r.addr).await.unwrap();
+    let tls = tokio_rustls::TlsConnector::from(std::sync::Arc::new(cfg))
+        .connect("127.0.0.1".try_into().unwrap(), tcp)
+        .await
+        .unwrap();
+    assert_eq!(tls.get_ref().1.alpn_protocol(), Some(&b"h2"[..]));
+    let (mut sender, conn) = hyper::client::conn::http2::handshake(
+        hyper_util::rt::TokioExecutor::new(),
+        hyper_util::rt::TokioIo::new(tls),
+    )
+    .await
+    .unwrap();
+    let conn = tokio::spawn(conn);
+    let req = http::Request::builder()
+        .uri(format!("https://{}/_weir/api/health", r.addr))
+        .body(http_body_util::Empty::<bytes::Bytes>::new())
+        .unwrap();
+    let resp = sender.send_request(req).await.unwrap();
+    assert!(resp.status().as_u16() < 500, "{}", resp.status());
+    drop(resp);
+    tokio::time::timeout(bound, conn)
+        .await
+        .expect("the gateway closes an idle HTTP/2 connection")
+        .unwrap()
+        .ok();
+
+    // TLS done, then silence.
+    let tcp = tokio::net::TcpStream::connect(r.addr).await.unwrap();
+    let mut silent =
+        tokio_rustls::TlsConnector::from(client_trusting(files.cert_der.clone().into()))
+            .connect("127.0.0.1".try_into().unwrap(), tcp)
+            .await
+            .unwrap();
+    let mut buf = [0u8; 256];
+    let n = tokio::time::timeout(bound, silent.read(&mut buf))
+        .await
+        .expect("closed by the gateway, not by the test's bound")
+        .unwrap_or(0);
+    assert_eq!(n, 0, "{}", String::from_utf8_lossy(&buf[..n]));
+}

@@ -85,15 +85,20 @@ pub(crate) async fn serve_tls<H, Fut>(
                 return;
             };
             let hint = crate::server::keep_alive_value(limits.header_read_timeout);
+            // The first head's limit and HTTP/2's idle limit, as on the plain listener: a
+            // client that finished its handshake and then sent nothing, or left an HTTP/2
+            // connection idle, held a gateway slot for as long as it stayed connected.
+            let watched = crate::server::Watched::new();
             let conn = crate::server::connection(
                 &builder,
                 TokioIo::new(stream),
                 watcher,
                 hint,
-                h,
+                watched.wrap(h),
                 Some(peer),
             );
-            if let Err(e) = conn.await {
+            let result = watched.drive(conn, limits.header_read_timeout, addr).await;
+            if let Err(e) = result {
                 tracing::debug!(peer = %addr, error = %e, "gateway connection ended with error");
             }
             drop(permit);
