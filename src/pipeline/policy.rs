@@ -160,11 +160,10 @@ const fn default_header(function: Function) -> &'static str {
 }
 
 /// Names the rule in a problem the policy caused (a cache miss under `list = "cache"`).
-pub(super) fn explain(mut p: Problem, d: &Decision) -> Problem {
+pub(super) fn explain(p: &mut Problem, d: &Decision) {
     if p.kind == ProblemKind::PolicyCacheMiss {
         p.detail = format!("{} Rule: {}.", p.detail, d.why);
     }
-    p
 }
 
 /// How the create phase carries out a create decision.
