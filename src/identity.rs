@@ -92,7 +92,7 @@ impl<'a> Credentials<'a> {
 
     /// The `Authorization` and `Cookie` values, when there is at most one of each (the usual
     /// request).
-    fn single(&self) -> Option<(Option<&'a [u8]>, Option<&'a [u8]>)> {
+    fn single(&self) -> Option<Single<'a>> {
         let one = |v: Values<'a>| match v {
             Values::None => Some(None),
             Values::One(v) => Some(Some(v.as_bytes())),
@@ -142,6 +142,9 @@ impl<'a> Credentials<'a> {
         same.fits && same.at == input.len() && same.differ == 0
     }
 }
+
+/// A request's one `Authorization` value and one `Cookie` value, each if any.
+type Single<'a> = (Option<&'a [u8]>, Option<&'a [u8]>);
 
 /// Where a credential's layout goes: the buffer it is hashed from, or a comparison with the
 /// layout remembered.
