@@ -34,6 +34,189 @@ pub fn has_credential(headers: &HeaderMap) -> bool {
     headers.contains_key(http::header::AUTHORIZATION) || headers.contains_key(http::header::COOKIE)
 }
 
+/// A request's credential headers, as its identity reads them: its `Authorization` values
+/// and its `Cookie` values. Found by lookup ([`Credentials::of`]), or by the request's one
+/// pass over its headers (`pipeline::headers::Glance`), which fills in the first value of
+/// each name and whether there are more.
+pub struct Credentials<'a> {
+    map: &'a HeaderMap,
+    pub authorization: Values<'a>,
+    pub cookie: Values<'a>,
+}
+
+/// The values of one credential header: none, one, or more (then read from the map, in order).
+#[derive(Clone, Copy)]
+pub enum Values<'a> {
+    None,
+    One(&'a http::HeaderValue),
+    Many,
+}
+
+impl<'a> Values<'a> {
+    fn of(all: http::header::GetAll<'a, http::HeaderValue>) -> Values<'a> {
+        let mut it = all.iter();
+        match (it.next(), it.next()) {
+            (None, _) => Values::None,
+            (Some(v), None) => Values::One(v),
+            (Some(_), Some(_)) => Values::Many,
+        }
+    }
+}
+
+impl<'a> Credentials<'a> {
+    /// None found yet in `map` (for a caller that fills them in itself).
+    pub fn none(map: &'a HeaderMap) -> Credentials<'a> {
+        Credentials {
+            map,
+            authorization: Values::None,
+            cookie: Values::None,
+        }
+    }
+
+    /// The credential headers of `map`, by lookup.
+    pub fn of(map: &'a HeaderMap) -> Credentials<'a> {
+        Credentials {
+            map,
+            authorization: Values::of(map.get_all(http::header::AUTHORIZATION)),
+            cookie: Values::of(map.get_all(http::header::COOKIE)),
+        }
+    }
+
+    /// Whether there is any (as [`has_credential`] says).
+    fn present(&self) -> bool {
+        !matches!(
+            (self.authorization, self.cookie),
+            (Values::None, Values::None)
+        )
+    }
+
+    /// The `Authorization` and `Cookie` values, when there is at most one of each (the usual
+    /// request).
+    fn single(&self) -> Option<Single<'a>> {
+        let one = |v: Values<'a>| match v {
+            Values::None => Some(None),
+            Values::One(v) => Some(Some(v.as_bytes())),
+            Values::Many => None,
+        };
+        Some((one(self.authorization)?, one(self.cookie)?))
+    }
+
+    /// Writes the identity's input to `out`: each `Authorization` value, then each `Cookie`
+    /// value, as its name, its length (little-endian `u64`) and its bytes, an
+    /// `Authorization`'s scheme in one spelling ([`put_canonical_scheme`]: as long as the one
+    /// it replaces).
+    fn lay_out(&self, out: &mut impl Sink) {
+        use http::header::{AUTHORIZATION, COOKIE};
+        for (name, values) in [(AUTHORIZATION, self.authorization), (COOKIE, self.cookie)] {
+            let authorization = name == AUTHORIZATION;
+            let spelled = name.as_str().as_bytes();
+            let mut put = |v: &http::HeaderValue| {
+                let v = v.as_bytes();
+                out.room(spelled.len() + 8 + v.len());
+                out.put(spelled);
+                out.put(&(v.len() as u64).to_le_bytes());
+                match authorization {
+                    true => put_canonical_scheme(out, v),
+                    false => out.put(v),
+                }
+            };
+            match values {
+                Values::None => {}
+                Values::One(v) => put(v),
+                Values::Many => self.map.get_all(&name).iter().for_each(put),
+            }
+        }
+    }
+
+    /// Whether [`Credentials::lay_out`] would write exactly `input`, compared in time that
+    /// depends on the lengths only (one caller's secret against another's bytes: a gateway's
+    /// connections can come from a load balancer that pools callers).
+    fn laid_out_as(&self, input: &[u8]) -> bool {
+        let mut same = Same {
+            want: input,
+            at: 0,
+            differ: 0,
+            fits: true,
+        };
+        self.lay_out(&mut same);
+        same.fits && same.at == input.len() && same.differ == 0
+    }
+}
+
+/// A request's one `Authorization` value and one `Cookie` value, each if any.
+type Single<'a> = (Option<&'a [u8]>, Option<&'a [u8]>);
+
+/// Where a credential's layout goes: the buffer it is hashed from, or a comparison with the
+/// layout remembered.
+trait Sink {
+    /// Room for `more` bytes, before they are put.
+    fn room(&mut self, more: usize);
+    fn put(&mut self, bytes: &[u8]);
+    /// `bytes`, lower-cased.
+    fn put_lower(&mut self, bytes: &[u8]);
+}
+
+/// The layout written out, in a buffer that holds credential bytes ([`room_for`]).
+struct Buffer<'b>(&'b mut Vec<u8>);
+
+impl Sink for Buffer<'_> {
+    fn room(&mut self, more: usize) {
+        room_for(self.0, more);
+    }
+    fn put(&mut self, bytes: &[u8]) {
+        self.0.extend_from_slice(bytes);
+    }
+    fn put_lower(&mut self, bytes: &[u8]) {
+        self.0.extend(bytes.iter().map(u8::to_ascii_lowercase));
+    }
+}
+
+/// The layout compared with `want` as it is made: `differ` gathers the differing bits, `fits`
+/// says the layout has not run past `want`'s end.
+struct Same<'w> {
+    want: &'w [u8],
+    at: usize,
+    differ: u64,
+    fits: bool,
+}
+
+impl Sink for Same<'_> {
+    fn room(&mut self, _: usize) {}
+    fn put(&mut self, bytes: &[u8]) {
+        let end = self.at.saturating_add(bytes.len());
+        match self.want.get(self.at..end) {
+            Some(want) => self.differ |= differing_bits(want, bytes),
+            None => self.fits = false,
+        }
+        self.at = end;
+    }
+    fn put_lower(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.put(&[b.to_ascii_lowercase()]);
+        }
+    }
+}
+
+/// The bits in which `a` and `b` differ, ORed together (`a` and `b` of one length: the bytes
+/// past the shorter are not compared), in time that depends on the length only: eight bytes
+/// at a time, the last eight (overlapping the words before) for a length that is no multiple
+/// of eight.
+fn differing_bits(a: &[u8], b: &[u8]) -> u64 {
+    let n = a.len().min(b.len());
+    let (a, b) = (&a[..n], &b[..n]);
+    let word = |c: &[u8]| u64::from_ne_bytes(c.try_into().unwrap_or([0; 8]));
+    if n < 8 {
+        return a
+            .iter()
+            .zip(b)
+            .fold(0u64, |acc, (x, y)| acc | u64::from(x ^ y));
+    }
+    let last = word(&a[n - 8..]) ^ word(&b[n - 8..]);
+    a.chunks_exact(8)
+        .zip(b.chunks_exact(8))
+        .fold(last, |acc, (x, y)| acc | (word(x) ^ word(y)))
+}
+
 impl fmt::Debug for Identity {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "Identity({})", self.short())
@@ -60,59 +243,52 @@ impl IdentityKey {
     /// [`IdentityKey::identify`], and whether the request carries a credential at all (as
     /// [`has_credential`] says), found in the same look at the headers.
     pub fn caller(&self, headers: &HeaderMap) -> (Identity, bool) {
-        // Length-prefix each part so ("ab","c") and ("a","bc") differ. The parts are laid out
-        // in one buffer and hashed once (blake3's cost per `update` on short parts is more than
-        // the hashing: callgrind); the bytes are the same, so identities do not change. The
-        // buffer is the thread's own, reused: no allocation per request.
-        const NAMES: [http::header::HeaderName; 2] =
-            [http::header::AUTHORIZATION, http::header::COOKIE];
-        with_scratch(|buf| {
-            for name in NAMES {
-                let authorization = name == http::header::AUTHORIZATION;
-                let spelled = name.as_str().as_bytes();
-                for v in headers.get_all(&name) {
-                    let v = v.as_bytes();
-                    room_for(buf, spelled.len() + 8 + v.len());
-                    buf.extend_from_slice(spelled);
-                    // A canonical scheme is as long as the one it replaces.
-                    buf.extend_from_slice(&(v.len() as u64).to_le_bytes());
-                    match authorization {
-                        true => put_canonical_scheme(buf, v),
-                        false => buf.extend_from_slice(v),
-                    }
-                }
-            }
-            // Every `Authorization` or `Cookie` value put its name in: empty means neither.
-            let found = (self.remembered(buf), !buf.is_empty());
-            // The credential's bytes do not stay in the thread's buffer after the request.
-            zeroize::Zeroize::zeroize(buf.as_mut_slice());
-            found
-        })
+        self.caller_of(&Credentials::of(headers))
     }
 
-    /// The identity of a laid-out input `input`: the one this connection's last credential
-    /// gave when `input` is the same bytes under the same key ([`per_connection`]), else the
-    /// keyed hash. A client polling on a kept-alive connection sends one credential again and
-    /// again; its keyed blake3 was ~1k of a cache hit's instructions (callgrind). The bytes are
-    /// compared, never a hash of them, so one credential's identity is never another's.
-    fn remembered(&self, input: &[u8]) -> Identity {
-        let hash = || Identity(*blake3::keyed_hash(&self.0, input).as_bytes());
-        CONNECTION
-            .try_with(|c| {
-                let Ok(mut last) = c.credential.try_borrow_mut() else {
-                    return hash();
+    /// [`IdentityKey::caller`] of credentials already found ([`Credentials`]).
+    ///
+    /// Each `Authorization` value, then each `Cookie` value, is laid out as its header's name,
+    /// its length (so ("ab","c") and ("a","bc") differ) and its bytes (an `Authorization`'s
+    /// scheme in one spelling), and the layout is hashed with the install's key.
+    ///
+    /// A client polling on a kept-alive connection sends one credential again and again; its
+    /// keyed blake3 was ~1k of a cache hit's instructions (callgrind). So the identity of the
+    /// connection's last credential is remembered ([`per_connection`]), and the headers are
+    /// compared with that credential's layout where they are, in constant time, without being
+    /// laid out: only another credential is laid out (in the thread's reused buffer, zeroed
+    /// after) and hashed. The bytes are compared, never a hash of them, so one credential's
+    /// identity is never another's.
+    pub fn caller_of(&self, c: &Credentials<'_>) -> (Identity, bool) {
+        let identity = CONNECTION
+            .try_with(|conn| {
+                let Ok(mut last) = conn.credential.try_borrow_mut() else {
+                    return self.hashed(c, None);
                 };
-                // Compared in constant time: one caller's secret against another's bytes (a
-                // gateway's connections can come from a load balancer that pools callers).
-                if last.filled && last.key == self.0 && constant_time_eq(&last.input, input) {
+                if last.filled && last.key == self.0 && last.holds(c) {
                     return last.identity;
                 }
-                let identity = hash();
-                last.remember(&self.0, input, identity);
-                identity
+                self.hashed(c, Some(&mut last))
             })
             // Outside a connection (a replay, a lookup, a test): hashed every time.
-            .unwrap_or_else(|_| hash())
+            .unwrap_or_else(|_| self.hashed(c, None));
+        (identity, c.present())
+    }
+
+    /// The keyed hash of `c`'s layout, remembered in `last` when given. The layout is written
+    /// in one buffer and hashed once (blake3's cost per `update` on short parts is more than
+    /// the hashing); the buffer is the thread's own, reused: no allocation per request.
+    fn hashed(&self, c: &Credentials<'_>, last: Option<&mut LastCredential>) -> Identity {
+        with_scratch(|buf| {
+            c.lay_out(&mut Buffer(buf));
+            let identity = Identity(*blake3::keyed_hash(&self.0, buf).as_bytes());
+            if let Some(last) = last {
+                last.remember(&self.0, c, buf, identity);
+            }
+            // The credential's bytes do not stay in the thread's buffer after the request.
+            zeroize::Zeroize::zeroize(buf.as_mut_slice());
+            identity
+        })
     }
 
     /// The identity that the credentials of one GitHub account with the same access share
@@ -138,16 +314,30 @@ impl IdentityKey {
     }
 }
 
-/// The last credential one client connection's requests carried (its laid-out bytes, as
-/// [`IdentityKey::identify`] hashes them), the key it was hashed with, and the identity it
-/// gave. Lives in the connection's task ([`per_connection`]): never shared with another
-/// connection, never logged (no `Debug`), and zeroed when replaced and when the connection
-/// ends.
+/// The last credential one client connection's requests carried, the key it was hashed with,
+/// and the identity it gave. Lives in the connection's task ([`per_connection`]): never shared
+/// with another connection, never logged (no `Debug`), and zeroed when replaced and when the
+/// connection ends.
+///
+/// The credential is kept as it was sent when it was at most one `Authorization` and one
+/// `Cookie` (`kept`: their lengths; `input`: their bytes, one after the other), so the next
+/// request's values are compared with it whole, in one pass; else as laid out for the hash
+/// ([`Credentials::laid_out_as`]).
 struct LastCredential {
     filled: bool,
     key: [u8; 32],
+    kept: Kept,
     input: Vec<u8>,
     identity: Identity,
+}
+
+/// How [`LastCredential`] keeps its credential.
+#[derive(Clone, Copy, PartialEq)]
+enum Kept {
+    /// As sent: the `Authorization` value's length, the `Cookie` value's, if any.
+    AsSent(Option<usize>, Option<usize>),
+    /// As laid out for the hash (more than one value of a name).
+    LaidOut,
 }
 
 impl LastCredential {
@@ -159,20 +349,58 @@ impl LastCredential {
         LastCredential {
             filled: false,
             key: [0; 32],
+            kept: Kept::LaidOut,
             input: Vec::new(),
             identity: Identity([0; 32]),
         }
     }
 
-    fn remember(&mut self, key: &[u8; 32], input: &[u8], identity: Identity) {
+    /// Keeps `c` (laid out as `layout`), which gave `identity` under `key`.
+    fn remember(&mut self, key: &[u8; 32], c: &Credentials<'_>, layout: &[u8], identity: Identity) {
         self.forget();
-        if input.len() > Self::KEEP {
+        if layout.len() > Self::KEEP {
             return;
         }
-        self.input.extend_from_slice(input);
+        match c.single() {
+            Some((authorization, cookie)) => {
+                self.kept = Kept::AsSent(authorization.map(<[u8]>::len), cookie.map(<[u8]>::len));
+                // Room for both first: grown between them, the buffer would free the first
+                // value's bytes unzeroed.
+                let both = authorization.map_or(0, <[u8]>::len) + cookie.map_or(0, <[u8]>::len);
+                self.input.reserve(both);
+                for v in [authorization, cookie].into_iter().flatten() {
+                    self.input.extend_from_slice(v);
+                }
+            }
+            None => {
+                self.kept = Kept::LaidOut;
+                self.input.extend_from_slice(layout);
+            }
+        }
         self.key = *key;
         self.identity = identity;
         self.filled = true;
+    }
+
+    /// Whether `c` is the credential kept, compared in time that depends on the lengths only
+    /// (one caller's secret against another's bytes: a gateway's connections can come from a
+    /// load balancer that pools callers).
+    fn holds(&self, c: &Credentials<'_>) -> bool {
+        match (self.kept, c.single()) {
+            (Kept::AsSent(a_len, c_len), Some((authorization, cookie))) => {
+                if a_len != authorization.map(<[u8]>::len) || c_len != cookie.map(<[u8]>::len) {
+                    return false;
+                }
+                let (a, k) = (authorization.unwrap_or(b""), cookie.unwrap_or(b""));
+                let Some((kept_a, kept_k)) = self.input.split_at_checked(a.len()) else {
+                    return false;
+                };
+                kept_k.len() == k.len()
+                    && (differing_bits(kept_a, a) | differing_bits(kept_k, k)) == 0
+            }
+            (Kept::LaidOut, None) => c.laid_out_as(&self.input),
+            _ => false,
+        }
     }
 
     /// Zeroes what is kept (the whole buffer, spare capacity included).
@@ -228,7 +456,7 @@ pub(crate) fn per_connection<F: std::future::Future>(
 /// Whether two secrets are equal, in time that depends on their lengths only (the control
 /// secret, the gateway's admin token, a connection's remembered credential).
 pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+    a.len() == b.len() && differing_bits(a, b) == 0
 }
 
 /// Runs `f` with an empty byte buffer: the thread's own, reused from call to call, so laying
@@ -254,12 +482,6 @@ pub(crate) fn with_scratch<R>(f: impl FnOnce(&mut Vec<u8>) -> R) -> R {
     })
 }
 
-/// An `Authorization` value with its scheme in one spelling: the scheme is case-insensitive
-/// (RFC 9110 §11.1), the credential after it is not. The Copilot CLI sends `bearer` on one call
-/// and `Bearer` on the others: one token, so one identity (one account lookup, one cache
-/// entry). The usual spellings (`Bearer`, `token`, `Basic`) are kept as they are, so the
-/// identities of existing cache entries and queued items do not change; any other scheme is
-/// lower-cased. A value without a scheme (a bare token) is used as it is.
 /// Makes room for `more` bytes in a buffer that holds credential bytes: when it must grow,
 /// they are copied into the larger buffer and the old one is zeroed before it is freed (a
 /// `Vec` that grows by itself frees the old allocation as it was).
@@ -273,25 +495,32 @@ fn room_for(buf: &mut Vec<u8>, more: usize) {
     *buf = grown;
 }
 
+/// An `Authorization` value with its scheme in one spelling: the scheme is case-insensitive
+/// (RFC 9110 §11.1), the credential after it is not. The Copilot CLI sends `bearer` on one call
+/// and `Bearer` on the others: one token, so one identity (one account lookup, one cache
+/// entry). The usual spellings (`Bearer`, `token`, `Basic`) are kept as they are, so the
+/// identities of existing cache entries and queued items do not change; any other scheme is
+/// lower-cased. A value without a scheme (a bare token) is used as it is.
+///
 /// Written straight into the layout, never into a copy of its own (a copy of the credential
 /// would be freed with the credential still in it).
-fn put_canonical_scheme(buf: &mut Vec<u8>, v: &[u8]) {
+fn put_canonical_scheme(out: &mut impl Sink, v: &[u8]) {
     let Some(sp) = v.iter().position(|b| *b == b' ') else {
-        buf.extend_from_slice(v);
+        out.put(v);
         return;
     };
     let (scheme, rest) = v.split_at(sp);
     // Compared without lower-casing a copy first (this runs for every request).
     if scheme.eq_ignore_ascii_case(b"bearer") {
-        buf.extend_from_slice(b"Bearer");
+        out.put(b"Bearer");
     } else if scheme.eq_ignore_ascii_case(b"token") {
-        buf.extend_from_slice(b"token");
+        out.put(b"token");
     } else if scheme.eq_ignore_ascii_case(b"basic") {
-        buf.extend_from_slice(b"Basic");
+        out.put(b"Basic");
     } else {
-        buf.extend(scheme.iter().map(u8::to_ascii_lowercase));
+        out.put_lower(scheme);
     }
-    buf.extend_from_slice(rest);
+    out.put(rest);
 }
 
 impl fmt::Debug for IdentityKey {
@@ -391,6 +620,102 @@ mod tests {
             assert_eq!(k.identify(&hdrs("token b")), b);
         })
         .await;
+    }
+
+    /// Header maps with every shape of credential: none, one `Authorization` (schemes in
+    /// several spellings, lengths around a word), a `Cookie`, both, and more than one of each.
+    fn credential_shapes() -> Vec<HeaderMap> {
+        let mut shapes = vec![HeaderMap::new()];
+        for auth in [
+            "token a",
+            "token b",
+            "Token a",
+            "Bearer gho_1234567",
+            "bearer gho_1234567",
+            "Bearer gho_1234568",
+            "Bearer gho_12345678",
+            "",
+            "x",
+        ] {
+            shapes.push(hdrs(auth));
+        }
+        let mut h = HeaderMap::new();
+        h.insert(http::header::COOKIE, "s=1".parse().unwrap());
+        shapes.push(h.clone());
+        h.insert(http::header::AUTHORIZATION, "token a".parse().unwrap());
+        shapes.push(h.clone());
+        h.append(http::header::COOKIE, "t=2".parse().unwrap());
+        shapes.push(h.clone());
+        let mut two = hdrs("token a");
+        two.append(http::header::AUTHORIZATION, "token b".parse().unwrap());
+        shapes.push(two.clone());
+        two.append(http::header::AUTHORIZATION, "c".parse().unwrap());
+        shapes.push(two);
+        // The same bytes split differently between the two names.
+        let mut split = HeaderMap::new();
+        split.insert(http::header::AUTHORIZATION, "token ab".parse().unwrap());
+        split.insert(http::header::COOKIE, "c".parse().unwrap());
+        shapes.push(split);
+        let mut split = HeaderMap::new();
+        split.insert(http::header::AUTHORIZATION, "token a".parse().unwrap());
+        split.insert(http::header::COOKIE, "bc".parse().unwrap());
+        shapes.push(split);
+        shapes
+    }
+
+    /// On one connection, whatever credential came before, each request gets the identity
+    /// its credential gets outside any connection (hashed afresh): the memo never answers for
+    /// another credential, whether it kept the last one as sent or as laid out.
+    #[tokio::test]
+    async fn the_memo_answers_only_for_the_same_credential() {
+        let k = IdentityKey::new([7; 32]);
+        let shapes = credential_shapes();
+        let want: Vec<_> = shapes.iter().map(|h| k.caller(h)).collect();
+        per_connection(async {
+            for (i, a) in shapes.iter().enumerate() {
+                for (j, b) in shapes.iter().enumerate() {
+                    assert_eq!(k.caller(a), want[i], "{a:?}");
+                    assert_eq!(k.caller(b), want[j], "{b:?} after {a:?}");
+                    assert_eq!(k.caller(b), want[j], "{b:?} again");
+                }
+            }
+        })
+        .await;
+        // Distinct credentials, distinct identities (the spellings of one scheme aside).
+        for (i, a) in shapes.iter().enumerate() {
+            for (j, b) in shapes.iter().enumerate() {
+                assert_eq!(
+                    want[i].0 == want[j].0,
+                    layout(a) == layout(b),
+                    "{a:?} {b:?}"
+                );
+            }
+        }
+    }
+
+    fn layout(h: &HeaderMap) -> Vec<u8> {
+        let mut buf = Vec::new();
+        Credentials::of(h).lay_out(&mut Buffer(&mut buf));
+        buf
+    }
+
+    /// The word-wise comparison finds a difference in any bit of any byte, at every length.
+    #[test]
+    fn differing_bits_finds_every_difference() {
+        for n in 0..40usize {
+            let a: Vec<u8> = (0..n as u8).map(|i| i.wrapping_mul(37)).collect();
+            assert_eq!(differing_bits(&a, &a), 0, "{n}");
+            assert!(constant_time_eq(&a, &a));
+            for at in 0..n {
+                for bit in 0..8 {
+                    let mut b = a.clone();
+                    b[at] ^= 1 << bit;
+                    assert_ne!(differing_bits(&a, &b), 0, "{n} {at} {bit}");
+                    assert!(!constant_time_eq(&a, &b));
+                }
+            }
+        }
+        assert!(!constant_time_eq(b"ab", b"abc"));
     }
 
     /// Whether a request is credentialed is read in the identity's own look at the headers:

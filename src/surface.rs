@@ -30,7 +30,23 @@ impl Surface {
 
     pub fn from_user_agent(ua: Option<&str>) -> Surface {
         let Some(ua) = ua else { return Surface::Other };
-        let l = ua.to_ascii_lowercase();
+        // Lower-cased on the stack: this runs for every request, and a `User-Agent` is short
+        // (a longer one is lower-cased into a `String`, as every one was).
+        let mut room = [0u8; 256];
+        let Some(lowered) = room.get_mut(..ua.len()) else {
+            return Surface::of_lower(&ua.to_ascii_lowercase());
+        };
+        lowered.copy_from_slice(ua.as_bytes());
+        lowered.make_ascii_lowercase();
+        // Lower-casing ASCII letters keeps UTF-8 valid; the fallback is never used.
+        match std::str::from_utf8(lowered) {
+            Ok(l) => Surface::of_lower(l),
+            Err(_) => Surface::of_lower(&ua.to_ascii_lowercase()),
+        }
+    }
+
+    /// [`Surface::from_user_agent`] of a lower-cased `User-Agent`.
+    fn of_lower(l: &str) -> Surface {
         // VS Code's Copilot extensions send e.g. "GitHubCopilotChat/0.22.4" or "vscode/1.95".
         if l.contains("vscode")
             || l.contains("githubcopilotchat")
@@ -79,5 +95,16 @@ mod tests {
             Surface::Other
         );
         assert_eq!(Surface::from_user_agent(None), Surface::Other);
+        // Past the stack's room, and at its edge, the same answers.
+        for pad in [0, 200, 249, 250, 251, 300] {
+            let ua = format!("VSCode/1.95{}", " ".repeat(pad));
+            assert_eq!(
+                Surface::from_user_agent(Some(&ua)),
+                Surface::Vscode,
+                "{pad}"
+            );
+            let ua = format!("{}GitHub CLI", "x".repeat(pad));
+            assert_eq!(Surface::from_user_agent(Some(&ua)), Surface::GhCli, "{pad}");
+        }
     }
 }

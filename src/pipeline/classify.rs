@@ -57,63 +57,132 @@ fn trailing_port(s: &str) -> Option<u16> {
     }
 }
 
-/// The route table's answer for `method` and `path`: the one this thread found last when the
-/// request is the same method and path under the same settings version, else the table's. A
-/// client polling one list asks it again and again, and a path no rule names (pass-through's
-/// `other`) tried every rule (~2.3k instructions, callgrind). The memo holds its settings
-/// version weakly: the allocation stays, so its address is never reused while it is
-/// remembered, but a superseded version's contents (an upstream proxy's password, say) are
-/// dropped with its last strong holder, not kept by every worker thread.
-fn remembered_route(settings: &Arc<Settings>, method: &Method, path: &str) -> Route {
-    use std::cell::RefCell;
-    struct Last {
-        settings: std::sync::Weak<Settings>,
-        method: Method,
-        path: String,
-        route: Route,
+/// What [`target`] found last on this thread, under the settings version `settings`: which
+/// configured upstream `scheme` and `authority` name (`up`, `None`: none), and the route
+/// table's answer for `method` and `path`. A client polling one list sends the same target
+/// again and again: splitting its authority and matching it against the upstreams' origins
+/// was ~0.55k of a cache hit's instructions, and a path no rule names (pass-through's `other`)
+/// tried every rule (~2.3k, callgrind); comparing the bytes with the last ones is ~0.1k.
+///
+/// Only the configured upstreams are remembered: which one an origin names depends on the
+/// settings version alone, where a learned host can be learned or dropped at any time (so it
+/// is looked up every time). The memo holds its settings version weakly: the allocation
+/// stays, so its address is never reused while it is remembered, but a superseded version's
+/// contents (an upstream proxy's password, say) are dropped with its last strong holder, not
+/// kept by every worker thread.
+struct Last {
+    settings: std::sync::Weak<Settings>,
+    origin: Option<RememberedOrigin>,
+    route: Option<RememberedRoute>,
+}
+
+struct RememberedOrigin {
+    scheme: String,
+    authority: String,
+    up: Option<UpstreamIndex>,
+}
+
+struct RememberedRoute {
+    method: Method,
+    path: String,
+    route: Route,
+}
+
+/// Texts past this are not kept (the copy would cost more than the match).
+const KEEP: usize = 512;
+
+/// Puts `text` in `buf`, reusing its allocation.
+fn keep(buf: &mut String, text: &str) {
+    buf.clear();
+    buf.push_str(text);
+}
+
+impl Last {
+    /// The configured upstream that `scheme://authority` names.
+    fn configured(
+        &mut self,
+        settings: &Settings,
+        scheme: &str,
+        authority: &http::uri::Authority,
+    ) -> Option<UpstreamIndex> {
+        let a = authority.as_str();
+        if let Some(o) = &self.origin {
+            if o.authority == a && o.scheme == scheme {
+                return o.up;
+            }
+        }
+        let (host, port) = host_and_port(authority, default_port(scheme));
+        let up = settings.upstream_for(scheme, host, port);
+        if a.len() <= KEEP {
+            let o = self.origin.get_or_insert_with(|| RememberedOrigin {
+                scheme: String::new(),
+                authority: String::new(),
+                up,
+            });
+            keep(&mut o.scheme, scheme);
+            keep(&mut o.authority, a);
+            o.up = up;
+        }
+        up
     }
-    thread_local! {
-        static LAST: RefCell<Option<Last>> = const { RefCell::new(None) };
-    }
-    fn same(remembered: &std::sync::Weak<Settings>, now: &Arc<Settings>) -> bool {
-        std::ptr::eq(remembered.as_ptr(), Arc::as_ptr(now))
-    }
-    // Paths past this are not kept (the copy would cost more than the match).
-    const KEEP: usize = 512;
-    LAST.with(|cell| {
-        let Ok(mut last) = cell.try_borrow_mut() else {
-            return route(&settings.routes, method, path);
-        };
-        if let Some(l) = last.as_ref() {
-            if same(&l.settings, settings) && l.method == *method && l.path == path {
-                return l.route;
+
+    /// The route table's answer for `method` and `path`.
+    fn route(&mut self, settings: &Settings, method: &Method, path: &str) -> Route {
+        if let Some(r) = &self.route {
+            if r.method == *method && r.path == path {
+                return r.route;
             }
         }
         let found = route(&settings.routes, method, path);
         if path.len() <= KEEP {
-            match last.as_mut() {
-                // The path's buffer is reused; the settings are cloned only when they changed.
-                Some(l) => {
-                    if !same(&l.settings, settings) {
-                        l.settings = Arc::downgrade(settings);
-                    }
-                    l.method = method.clone();
-                    l.path.clear();
-                    l.path.push_str(path);
-                    l.route = found;
-                }
-                None => {
-                    *last = Some(Last {
-                        settings: Arc::downgrade(settings),
-                        method: method.clone(),
-                        path: path.to_owned(),
-                        route: found,
-                    })
-                }
-            }
+            let r = self.route.get_or_insert_with(|| RememberedRoute {
+                method: Method::GET,
+                path: String::new(),
+                route: found,
+            });
+            r.method = method.clone();
+            keep(&mut r.path, path);
+            r.route = found;
         }
         found
-    })
+    }
+}
+
+/// Runs `f` with this thread's [`Last`] for `settings` (emptied when it was another version's);
+/// with a fresh one when the thread's is in use or gone.
+fn with_last<R>(settings: &Arc<Settings>, f: impl FnOnce(&mut Last) -> R) -> R {
+    use std::cell::RefCell;
+    thread_local! {
+        static LAST: RefCell<Option<Last>> = const { RefCell::new(None) };
+    }
+    let fresh = || Last {
+        settings: Arc::downgrade(settings),
+        origin: None,
+        route: None,
+    };
+    let mut f = Some(f);
+    let remembered = LAST.try_with(|cell| {
+        let mut last = cell.try_borrow_mut().ok()?;
+        let l = last.get_or_insert_with(fresh);
+        if !std::ptr::eq(l.settings.as_ptr(), Arc::as_ptr(settings)) {
+            *l = fresh();
+        }
+        f.take().map(|f| f(l))
+    });
+    match (remembered, f) {
+        (Ok(Some(r)), _) => r,
+        (_, Some(f)) => f(&mut fresh()),
+        // `f` ran only when it answered.
+        (_, None) => unreachable!("the memo's closure ran and answered"),
+    }
+}
+
+/// The port a URI of `scheme` means when it names none.
+fn default_port(scheme: &str) -> u16 {
+    match scheme.eq_ignore_ascii_case("https") {
+        true => 443,
+        false => 80,
+    }
 }
 
 /// An authority's host and port (`default` when it names none), as `Authority::host` and
@@ -148,7 +217,7 @@ fn host_and_port(authority: &http::uri::Authority, default: u16) -> (&str, u16) 
 }
 
 /// `settings` is the request's one snapshot: the upstream and its route class are found in the
-/// same version.
+/// same version. The last target is remembered ([`Last`]).
 pub(super) fn target<B>(
     upstreams: &Upstreams,
     settings: &Arc<Settings>,
@@ -162,17 +231,21 @@ pub(super) fn target<B>(
         return Target::Unmanaged(None);
     };
     let scheme = uri.scheme_str().unwrap_or("http");
-    let default_port = if scheme.eq_ignore_ascii_case("https") {
-        443
-    } else {
-        80
-    };
-    let (host, port) = host_and_port(authority, default_port);
-    // A configured upstream, or a Copilot API host learned from a token answer.
-    match upstreams.find(settings, scheme, host, port) {
-        Some(up) => Target::Managed(up, remembered_route(settings, req.method(), uri.path())),
-        None => Target::Unmanaged(Some(port)),
-    }
+    with_last(settings, |last| {
+        // A configured upstream, else a Copilot API host learned from a token answer
+        // (`Upstreams::find`'s order).
+        let up = match last.configured(settings, scheme, authority) {
+            Some(up) => up,
+            None => {
+                let (host, port) = host_and_port(authority, default_port(scheme));
+                match upstreams.learned.find(scheme, host, port) {
+                    Some(up) => up,
+                    None => return Target::Unmanaged(Some(port)),
+                }
+            }
+        };
+        Target::Managed(up, last.route(settings, req.method(), uri.path()))
+    })
 }
 
 #[cfg(test)]
@@ -180,38 +253,54 @@ mod tests {
     use super::*;
     use http::uri::Authority;
 
-    /// The remembered route is only ever the table's answer for the same method, path and
-    /// settings version: requests in turn each get what the table says, and another settings
-    /// version (another table) is asked afresh.
+    /// The remembered route and upstream are only ever what the table and the origins say
+    /// for the same method, path, scheme, authority and settings version: requests in turn
+    /// each get what a fresh look gives, and another settings version (another table, other
+    /// upstreams) is asked afresh.
     #[test]
-    fn a_remembered_route_is_the_tables_answer() {
-        let a = Arc::new(Settings::default());
-        let mut other = Settings::default();
+    fn a_remembered_target_is_a_fresh_looks() {
+        let config = |port: u16| {
+            let toml = format!(
+                "default_upstreams = false\n[[upstream]]\nname = \"a\"\norigin = \"http://127.0.0.1:{port}\"\n\n[[upstream]]\nname = \"b\"\norigin = \"https://api.example.com\"\n"
+            );
+            crate::config::parse_str(&toml, "test").unwrap()
+        };
+        let a = Arc::new(config(9000));
+        let mut other = config(9001);
         other.routes.clear();
         let b = Arc::new(other);
-        let paths = [
-            "/agents/sessions",
-            "/agents/sessions/abc",
-            "/repos/o/r",
-            "/agents/sessions",
+        let targets = [
+            "http://127.0.0.1:9000/agents/sessions",
+            "http://127.0.0.1:9000/agents/sessions/abc",
+            "http://127.0.0.1:9001/agents/sessions",
+            "https://api.example.com/repos/o/r",
+            "https://API.example.com:443/repos/o/r",
+            "http://api.example.com/repos/o/r",
+            "http://127.0.0.1:9000/agents/sessions",
+            "http://elsewhere.example/agents/sessions",
         ];
+        let fresh = |s: &Settings, m: &Method, t: &http::Uri| {
+            let a = t.authority().unwrap();
+            let scheme = t.scheme_str().unwrap();
+            let (host, port) = host_and_port(a, default_port(scheme));
+            s.upstream_for(scheme, host, port)
+                .map(|up| (up, route(&s.routes, m, t.path())))
+        };
         for _ in 0..2 {
             for s in [&a, &a, &b, &a] {
                 for m in [Method::GET, Method::POST] {
-                    for p in paths {
-                        assert_eq!(
-                            remembered_route(s, &m, p),
-                            route(&s.routes, &m, p),
-                            "{m} {p}"
-                        );
+                    for t in targets {
+                        let uri: http::Uri = t.parse().unwrap();
+                        let got = with_last(s, |last| {
+                            let a = uri.authority().unwrap();
+                            let up = last.configured(s, uri.scheme_str().unwrap(), a)?;
+                            Some((up, last.route(s, &m, uri.path())))
+                        });
+                        assert_eq!(got, fresh(s, &m, &uri), "{m} {t}");
                     }
                 }
             }
         }
-        assert_ne!(
-            remembered_route(&a, &Method::GET, "/agents/sessions"),
-            remembered_route(&b, &Method::GET, "/agents/sessions"),
-        );
     }
 
     /// The port read from the end is `http`'s port whenever it is given (and then decides

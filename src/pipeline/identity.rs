@@ -1,9 +1,9 @@
 //! Phase 2, identity: who is asking — the tool (by `User-Agent`) and the keyed hash of the
 //! credential (`Authorization` + `Cookie`), never the credential itself.
 
-use crate::identity::{Identity, IdentityKey};
+use crate::identity::{Credentials, Identity, IdentityKey};
 use crate::surface::Surface;
-use http::{header, HeaderMap};
+use http::HeaderValue;
 
 /// Who is asking: the tool and the credential hash.
 #[derive(Clone, Copy, Debug)]
@@ -22,13 +22,15 @@ impl Caller {
     }
 }
 
-/// The surface alone (counted for every request, managed or not).
-pub(super) fn surface_of(h: &HeaderMap) -> Surface {
-    Surface::from_user_agent(h.get(header::USER_AGENT).and_then(|v| v.to_str().ok()))
+/// The surface alone (counted for every request, managed or not), from the request's
+/// `User-Agent` (its first value, as the front door's pass found it: `super::headers::Glance`).
+pub(super) fn surface_of(user_agent: Option<&HeaderValue>) -> Surface {
+    Surface::from_user_agent(user_agent.and_then(|v| v.to_str().ok()))
 }
 
-pub(super) fn caller(key: &IdentityKey, surface: Surface, h: &HeaderMap) -> Caller {
-    let (identity, credentialed) = key.caller(h);
+/// The caller of a request with credential headers `c`.
+pub(super) fn caller(key: &IdentityKey, surface: Surface, c: &Credentials<'_>) -> Caller {
+    let (identity, credentialed) = key.caller_of(c);
     Caller {
         surface,
         identity,

@@ -4,15 +4,14 @@
 //! that would reach an upstream (GCRA). Cache hits and requests joining a running flight reach
 //! none, so they are never limited.
 
-use super::headers::header_bytes;
 use super::identity::Caller;
 use super::state::ClientRateLimit;
 use crate::config::Limits;
 use crate::problem::{Problem, ProblemKind};
-use http::{HeaderMap, StatusCode};
+use http::StatusCode;
 
-pub(crate) fn header_size(limits: &Limits, h: &HeaderMap) -> Result<(), Problem> {
-    let size = header_bytes(h);
+/// The cap on a header section of `size` bytes (`super::headers::header_bytes`).
+pub(crate) fn header_size(limits: &Limits, size: usize) -> Result<(), Problem> {
     if size > limits.max_header_bytes {
         return Err(Problem::new(
             StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,

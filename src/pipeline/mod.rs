@@ -155,8 +155,9 @@ where
 {
     // Recorded once: when answered (below), or when the client goes away first.
     let recording = Recording::start(proxy, seen);
-    let (door, settings) = Door::open(proxy, &req);
-    let result = match door.admits(&settings, &req) {
+    let (door, settings) = Door::open(proxy, &req, req.headers().get(&REQUEST_ID));
+    let size = headers::header_bytes(req.headers());
+    let result = match limits::header_size(&settings.limits, size) {
         Ok(()) => next(req, door.rid.clone(), settings).await,
         Err(p) => Err(p),
     };
@@ -172,19 +173,28 @@ struct Door {
 }
 
 impl Door {
-    /// The request's id, and one version of the settings for this request's own checks (a
-    /// change lands on the next).
-    fn open(proxy: &Proxy, req: &Request<Incoming>) -> (Door, Arc<Settings>) {
+    /// A door not opened yet ([`phases`] opens it).
+    fn unopened() -> Door {
+        const NONE: HeaderValue = HeaderValue::from_static("");
+        Door {
+            rid: NONE,
+            body_pending: false,
+        }
+    }
+
+    /// The request's id (`given`: the client's `X-Request-Id`, kept when sane), and one
+    /// version of the settings for this request's own checks (a change lands on the next).
+    /// The header-size cap follows ([`limits::header_size`]).
+    fn open(
+        proxy: &Proxy,
+        req: &Request<Incoming>,
+        given: Option<&HeaderValue>,
+    ) -> (Door, Arc<Settings>) {
         let door = Door {
-            rid: request_id(req.headers()),
+            rid: headers::request_id_given(given),
             body_pending: !http_body::Body::is_end_stream(req.body()),
         };
         (door, proxy.settings())
-    }
-
-    /// The header-size cap.
-    fn admits(&self, settings: &Settings, req: &Request<Incoming>) -> Result<(), Problem> {
-        limits::header_size(&settings.limits, req.headers())
     }
 
     /// The final response: the answer or its problem, the request id, and the rule that
@@ -282,13 +292,12 @@ fn phases_now(proxy: &Arc<Proxy>, req: Request<Incoming>) -> Handled {
     if req.headers().contains_key(TEST_PANIC) {
         panic!("a test asked the phases to panic");
     }
-    let (door, settings) = Door::open(proxy, &req);
-    if let Err(p) = door.admits(&settings, &req) {
-        recording.end(true);
-        return Handled::Ready(Some(door.answer(proxy, Err(p), None)));
-    }
     let mut rule = None;
-    let waits = match phases(proxy, req, &door.rid, settings, &seen, &mut rule) {
+    // Opened by the phases, first (an out-parameter: a pair returned with the phases' state,
+    // kilobytes, was copied whole once more).
+    let mut door = Door::unopened();
+    let phased = phases(proxy, req, &seen, &mut rule, &mut door);
+    let waits = match phased {
         Phased::Answered(result) => {
             recording.end(result.is_err());
             return Handled::Ready(Some(door.answer(proxy, result, rule)));
@@ -357,75 +366,91 @@ struct Managed {
 }
 
 /// The phases in order, as far as they go without waiting: a fresh cache hit is answered
-/// here; anything else returns what it still has to do ([`Waits::run`]).
+/// here; anything else returns what it still has to do ([`Waits::run`]). The front door comes
+/// first (its request id and header-size cap, under one settings version: [`Door`]); what it
+/// and the phases read of the headers is gathered in one pass over them ([`headers::Glance`]).
 fn phases(
     proxy: &Arc<Proxy>,
     mut req: Request<Incoming>,
-    rid: &HeaderValue,
-    settings: Arc<Settings>,
     seen: &Outcome,
     rule: &mut Option<HeaderValue>,
+    door: &mut Door,
 ) -> Phased {
-    // 1. classify
-    let target = classify::target(&proxy.upstreams, &settings, &req);
-    let surface = identity::surface_of(req.headers());
-    seen.surface(surface);
-    let (up, route) = match target {
-        Target::Connect => return Phased::Waits(Waits::Connect(settings, req)),
-        Target::Unmanaged(port) => {
-            seen.unmanaged();
-            return Phased::Waits(Waits::Unmanaged(settings, req, port));
+    // 0. the front door
+    let glance = headers::Glance::of(req.headers());
+    let settings;
+    (*door, settings) = Door::open(proxy, &req, glance.request_id);
+    let rid = &door.rid;
+    let phased = 'phased: {
+        if let Err(p) = limits::header_size(&settings.limits, glance.bytes) {
+            break 'phased Phased::Answered(Err(p));
         }
-        Target::Managed(up, route) => (up, route),
-    };
-    seen.managed(up, route.class);
-    let hold = match proxy.modes.behaviour() {
-        Behaviour::PassThrough => return Phased::Waits(Waits::Untouched(req)),
-        Behaviour::Hold(h) => Some(h),
-        Behaviour::Normal => None,
-    };
-    // 2. identity
-    let who = identity::caller(&proxy.identity_key, surface, req.headers());
-    let classified = Classified {
-        settings,
-        up,
-        route,
-        hold,
-        who,
-    };
-    // 2a. A provisional job or session id of a create Weir queued: answered from the queue,
-    // or (once sent) the real id in its place. Only a request that could name one waits for
-    // the queue.
-    if provisional::may_follow(&proxy.queue, &req) {
+        // 1. classify
+        let target = classify::target(&proxy.upstreams, &settings, &req);
+        let surface = identity::surface_of(glance.user_agent);
+        seen.surface(surface);
+        let (up, route) = match target {
+            Target::Connect => break 'phased Phased::Waits(Waits::Connect(settings, req)),
+            Target::Unmanaged(port) => {
+                seen.unmanaged();
+                break 'phased Phased::Waits(Waits::Unmanaged(settings, req, port));
+            }
+            Target::Managed(up, route) => (up, route),
+        };
+        seen.managed(up, route.class);
+        let hold = match proxy.modes.behaviour() {
+            Behaviour::PassThrough => break 'phased Phased::Waits(Waits::Untouched(req)),
+            Behaviour::Hold(h) => Some(h),
+            Behaviour::Normal => None,
+        };
+        // 2. identity
+        let who = identity::caller(&proxy.identity_key, surface, &glance.credentials);
+        let conditional = glance.conditional;
+        let classified = Classified {
+            settings,
+            up,
+            route,
+            hold,
+            who,
+        };
+        // 2a. A provisional job or session id of a create Weir queued: answered from the
+        // queue, or (once sent) the real id in its place. Only a request that could name one
+        // waits for the queue.
+        if provisional::may_follow(&proxy.queue, &req) {
+            req.headers_mut().insert(REQUEST_ID, rid.clone());
+            break 'phased Phased::Waits(Waits::Follow(req, classified));
+        }
+        // 2b–3. policy, context
+        let (ctx, after) = managed(proxy, &req, classified, conditional, seen, rule);
+        // 4. the class handler, when it can answer at once: a fresh cache hit.
+        if let Some(resp) = fresh_hit(proxy, &ctx, &after, &mut req) {
+            break 'phased Phased::Answered(after.now(&ctx, Ok(resp)));
+        }
+        // What goes on carries the request id upstream (a hit's answer gets it at the door).
         req.headers_mut().insert(REQUEST_ID, rid.clone());
-        return Phased::Waits(Waits::Follow(req, classified));
-    }
-    // 2b–3. policy, context
-    let (ctx, after) = managed(proxy, &req, classified, seen, rule);
-    // 4. the class handler, when it can answer at once: a fresh cache hit.
-    let ctx = ctx.attach(seen);
-    if let Some(resp) = fresh_hit(proxy, &ctx, &after, &mut req) {
-        return Phased::Answered(after.now(&ctx, Ok(resp)));
-    }
-    // What goes on carries the request id upstream (a hit's answer gets it at the door).
-    req.headers_mut().insert(REQUEST_ID, rid.clone());
-    Phased::Waits(Waits::Managed(Managed {
-        req,
-        ctx: ctx.detach(),
-        after,
-    }))
+        Phased::Waits(Waits::Managed(Managed {
+            req,
+            ctx: ctx.detach(),
+            after,
+        }))
+    };
+    phased
 }
 
 /// Phases 2b and 3 for a managed request: the account it may resolve, the policy's decision,
 /// the context, and what its answer will go through. (The request is lent, not moved in and
-/// out: each move copied it.)
-fn managed(
+/// out: each move copied it; the context is detached from `seen` only by a request that
+/// waits.)
+// Inlined: its context is made where it is used (returned, it was copied).
+#[inline]
+fn managed<'o>(
     proxy: &Arc<Proxy>,
     req: &Request<Incoming>,
     c: Classified,
-    seen: &Outcome,
+    conditional: bool,
+    seen: &'o Outcome,
     rule: &mut Option<HeaderValue>,
-) -> (context::Detached, After) {
+) -> (Ctx<'o>, After) {
     let Classified {
         settings,
         up,
@@ -464,8 +489,8 @@ fn managed(
         decision,
         seen,
     };
-    let after = After::of(proxy, &ctx, req, user_call);
-    (ctx.detach(), after)
+    let after = After::of(proxy, &ctx, req, conditional, user_call);
+    (ctx, after)
 }
 
 /// A fresh copy of a cacheable GET's answer, when the class handler would answer with it
@@ -531,7 +556,9 @@ impl Waits {
             provisional::Follow::Answer(r) => return Ok(r),
             provisional::Follow::Pass(req) => req,
         };
-        let (ctx, after) = managed(proxy, &req, classified, seen, rule);
+        // The follow-up may have changed the request: its conditions are looked up.
+        let (ctx, after) = managed(proxy, &req, classified, true, seen, rule);
+        let ctx = ctx.detach();
         Managed { req, ctx, after }.run(proxy, seen).await
     }
 }
@@ -572,11 +599,14 @@ impl Managed {
 }
 
 /// A miss under `list = "cache"` names the rule (`explain` touches no other problem).
-fn explained(ctx: &Ctx<'_>, answer: Answer) -> Answer {
-    match &ctx.decision {
-        Some(d) => answer.map_err(|p| policy::explain(p, d)),
-        None => answer,
+// Inlined, and the problem named in place: an answer moved through a call (or `map_err`) is
+// copied whole.
+#[inline]
+fn explained(ctx: &Ctx<'_>, mut answer: Answer) -> Answer {
+    if let (Some(d), Err(p)) = (&ctx.decision, &mut answer) {
+        policy::explain(p, d);
     }
+    answer
 }
 
 /// What a cacheable or `stream` GET's answer still goes through: a log follower never gets a
@@ -590,10 +620,14 @@ struct After {
 }
 
 impl After {
+    /// `conditional`: whether the request may carry a condition (`If-None-Match` or
+    /// `If-Modified-Since`; `false` when the front door's pass saw neither, so none is looked
+    /// up).
     fn of(
         proxy: &Proxy,
         ctx: &Ctx<'_>,
         req: &Request<Incoming>,
+        conditional: bool,
         user: Option<crate::accounts::UserCall>,
     ) -> After {
         let cached = req.method() == Method::GET
@@ -601,7 +635,7 @@ impl After {
         After {
             follower: (cached && ctx.class == RouteClass::Stream)
                 .then(|| stream::follower(&proxy.upstreams, ctx, req)),
-            asked: cached
+            asked: (cached && conditional)
                 .then(|| conditional::Asked::of(req.headers()))
                 .flatten(),
             user,
@@ -615,6 +649,7 @@ impl After {
 
     /// [`After::apply`] when nothing here waits ([`After::is_now`]), then the rule's
     /// explanation ([`explained`]).
+    #[inline]
     fn now(self, ctx: &Ctx<'_>, answer: Answer) -> Answer {
         let answer = match self.asked {
             Some(asked) => asked.answer(answer, ctx.seen),

@@ -94,9 +94,10 @@ pub(super) fn decide(
         _ => return None,
     };
     let set = &settings.policy;
-    // No rules at all (the usual case): the built-in behaviour, without reading any state.
+    // No rules at all (the usual case): the built-in behaviour, without reading any state or
+    // making a context to match no rule against.
     if set.org.is_empty() && set.user.is_empty() {
-        return Some(set.decide(function, &Context::default()));
+        return Some(Decision::built_in(function));
     }
     let scope = who.scope();
     let cx = context(h, up, path, scope.as_ref());
@@ -159,11 +160,10 @@ const fn default_header(function: Function) -> &'static str {
 }
 
 /// Names the rule in a problem the policy caused (a cache miss under `list = "cache"`).
-pub(super) fn explain(mut p: Problem, d: &Decision) -> Problem {
+pub(super) fn explain(p: &mut Problem, d: &Decision) {
     if p.kind == ProblemKind::PolicyCacheMiss {
         p.detail = format!("{} Rule: {}.", p.detail, d.why);
     }
-    p
 }
 
 /// How the create phase carries out a create decision.
@@ -224,6 +224,12 @@ mod tests {
             };
             assert_eq!(default_header(function), d.header());
             assert_eq!(header(&d).unwrap(), d.header().as_str());
+            // The decision made without rules is the rule set's own when it has none.
+            let none = crate::policy::PolicySet::default();
+            assert_eq!(
+                Decision::built_in(function),
+                none.decide(function, &Context::default())
+            );
         }
     }
 }

@@ -426,6 +426,17 @@ pub struct Decision {
 }
 
 impl Decision {
+    /// The decision when no rule matches: Weir's built-in behaviour for `function`.
+    pub fn built_in(function: Function) -> Decision {
+        Decision {
+            function,
+            action: Action::default_for(function),
+            rule: RuleRef::default_rule(),
+            why: std::borrow::Cow::Borrowed("no rule matches: Weir's built-in behaviour"),
+            situational: false,
+        }
+    }
+
     /// For a `model` decision: whether model fallback may run (`never` forbids it).
     pub fn allows_model_fallback(&self) -> bool {
         self.action != Action::Never
@@ -504,13 +515,7 @@ impl PolicySet {
             }
             (Some(o), None) => pick(&o, format!("{} ({})", o.at, o.describe())),
             (None, Some(u)) => pick(&u, format!("{} ({})", u.at, u.describe())),
-            (None, None) => Decision {
-                function,
-                action: Action::default_for(function),
-                rule: RuleRef::default_rule(),
-                why: std::borrow::Cow::Borrowed("no rule matches: Weir's built-in behaviour"),
-                situational: false,
-            },
+            (None, None) => Decision::built_in(function),
         }
     }
 
