@@ -84,7 +84,9 @@ impl Stored {
         for (name, value) in &self.headers {
             room.append(name.clone(), value.clone());
         }
-        *resp.headers_mut() = room;
+        // The map `Response::new` made is empty and owns no memory (`HeaderMap::new` does not
+        // allocate): swapped out and forgotten rather than dropped (~50 instructions a hit).
+        std::mem::forget(std::mem::replace(resp.headers_mut(), room));
         resp
     }
 }

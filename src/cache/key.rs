@@ -97,14 +97,48 @@ impl CacheKey {
             let len = (buf.len() - at - 8) as u64;
             buf[at..at + 8].copy_from_slice(&len.to_le_bytes());
             part(buf, identity.as_bytes());
-            for name in key_headers {
-                part(buf, name.as_str().as_bytes());
-                for v in headers.get_all(name) {
-                    part(buf, v.as_bytes());
-                }
-            }
+            push_key_headers(buf, headers, key_headers);
             remembered(buf)
         })
+    }
+}
+
+/// Each key header's name, then each of its values in the request's order, as length-prefixed
+/// parts, as `get_all` gives them. A request of a few header values (a script's, a benchmark's:
+/// `Host`, `Authorization`, `Accept`) is read by comparing names, with no hashing: a `get_all`
+/// per key header hashed its name and probed the map (four lookups, ~0.55k of a cache hit's
+/// instructions, two of the names custom and hashed byte by byte). A request of more values
+/// (an editor's) is read name by name as before, where the walk would cost more than the
+/// lookups. `HeaderMap::iter` gives a name's values in the order `get_all` does, so the bytes
+/// are the same either way.
+fn push_key_headers(buf: &mut Vec<u8>, headers: &HeaderMap, key_headers: &[HeaderName]) {
+    /// The most header values a request may have to be read by comparing names.
+    const FEW: usize = 4;
+    let part = |buf: &mut Vec<u8>, b: &[u8]| {
+        buf.extend_from_slice(&(b.len() as u64).to_le_bytes());
+        buf.extend_from_slice(b);
+    };
+    if headers.len() > FEW {
+        for name in key_headers {
+            part(buf, name.as_str().as_bytes());
+            for v in headers.get_all(name) {
+                part(buf, v.as_bytes());
+            }
+        }
+        return;
+    }
+    // The map walked once (its iterator is the costly part), its few pairs compared after.
+    let mut pairs: [(Option<&HeaderName>, &[u8]); FEW] = [(None, &[]); FEW];
+    for (slot, (n, v)) in pairs.iter_mut().zip(headers) {
+        *slot = (Some(n), v.as_bytes());
+    }
+    for name in key_headers {
+        part(buf, name.as_str().as_bytes());
+        for (n, v) in &pairs {
+            if *n == Some(name) {
+                part(buf, v);
+            }
+        }
     }
 }
 
@@ -273,6 +307,66 @@ mod tests {
         let mut a2 = a.clone();
         a2.insert("accept", "text/html".parse().unwrap());
         assert_ne!(key("/s", &ia, &a), key("/s", &ia, &a2));
+    }
+
+    /// The key headers read by comparing names lay out the bytes `get_all` per key header did:
+    /// values in order, a header asked twice, absent headers and headers that are not key
+    /// headers, in requests of few names and of many.
+    #[test]
+    fn key_headers_read_in_one_pass_are_laid_out_as_name_by_name() {
+        let by_name = |headers: &HeaderMap, names: &[HeaderName]| {
+            let mut out = Vec::new();
+            for name in names {
+                out.extend_from_slice(&(name.as_str().len() as u64).to_le_bytes());
+                out.extend_from_slice(name.as_str().as_bytes());
+                for v in headers.get_all(name) {
+                    out.extend_from_slice(&(v.len() as u64).to_le_bytes());
+                    out.extend_from_slice(v.as_bytes());
+                }
+            }
+            out
+        };
+        let n = HeaderName::from_static;
+        let names = [
+            n("accept"),
+            n("accept-encoding"),
+            n("x-github-api-version"),
+            n("copilot-api-version"),
+        ];
+        let twice = [
+            n("x-github-api-version"),
+            n("accept"),
+            n("x-github-api-version"),
+        ];
+        let mut cases = Vec::new();
+        cases.push(HeaderMap::new());
+        let mut few = HeaderMap::new();
+        few.insert("x-github-api-version", "1".parse().unwrap());
+        few.append("accept", "a".parse().unwrap());
+        few.append("x-github-api-version", "2".parse().unwrap());
+        few.append("accept", "b".parse().unwrap());
+        cases.push(few);
+        let mut h = HeaderMap::new();
+        h.insert("host", "a".parse().unwrap());
+        h.insert("authorization", "token a".parse().unwrap());
+        h.insert("accept", "application/json".parse().unwrap());
+        cases.push(h.clone());
+        h.append("copilot-api-version", "2025-01-01".parse().unwrap());
+        h.append("accept", "text/html".parse().unwrap());
+        h.append("x-github-api-version", "2022-11-28".parse().unwrap());
+        h.append("accept", "*/*".parse().unwrap());
+        cases.push(h.clone());
+        for i in 0..20 {
+            h.append("accept-encoding", format!("e{i}").parse().unwrap());
+        }
+        cases.push(h);
+        for headers in &cases {
+            for list in [&names[..], &twice[..], &[]] {
+                let mut out = Vec::new();
+                push_key_headers(&mut out, headers, list);
+                assert_eq!(out, by_name(headers, list), "{headers:?} {list:?}");
+            }
+        }
     }
 
     #[test]
