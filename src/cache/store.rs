@@ -36,6 +36,15 @@ pub enum Durability {
 /// tokio's clock in [`Stored::freshness`]; this is only memory housekeeping.
 struct Expire;
 
+/// When the store stops giving `v` out: a second after its last window ([`Expire`]). moka's
+/// `get` returns nothing past it, and so must a memo ([`memo`]).
+fn kept_until(v: &Stored) -> Instant {
+    v.stale_if_error_until
+        .max(v.revalidate_until)
+        .max(v.fresh_until)
+        + Duration::from_secs(1)
+}
+
 impl moka::Expiry<CacheKey, Arc<Stored>> for Expire {
     fn expire_after_create(
         &self,
@@ -43,12 +52,7 @@ impl moka::Expiry<CacheKey, Arc<Stored>> for Expire {
         v: &Arc<Stored>,
         _now: std::time::Instant,
     ) -> Option<Duration> {
-        let now = Instant::now();
-        let last = v
-            .stale_if_error_until
-            .max(v.revalidate_until)
-            .max(v.fresh_until);
-        Some(last.saturating_duration_since(now) + Duration::from_secs(1))
+        Some(kept_until(v).saturating_duration_since(Instant::now()))
     }
 }
 
@@ -76,18 +80,22 @@ fn memory(max_bytes: u64) -> moka::sync::Cache<CacheKey, Arc<Stored>, KeyHash> {
 /// (compared whole). So a memo answer is always the store's current value for that key: an
 /// entry replaced, evicted or cleared is never served from a memo. The recency that moka's
 /// LRU order needs is still recorded: every [`memo::TOUCH_EVERY`]th use of an entry goes to
-/// the store again. Only entries of at most [`memo::MAX_WEIGHT`] bytes are kept, so what a
-/// memo can keep alive past an eviction (until that thread's next lookup) stays small.
+/// the store again.
+///
+/// Two more things moka's `get` did that a memo must too: an entry past its last window (plus
+/// a second, [`kept_until`]) is not given out, though moka's listener hears of its expiry only
+/// at its next housekeeping (a cache-only or offline Weir inserts nothing for hours, and would
+/// have served a long-expired answer as stale); and a memo keeps nothing alive: it holds a
+/// `Weak`, so an answer evicted or cleared is freed as the store lets it go.
 mod memo {
-    use super::{Arc, AtomicU64, CacheKey, Ordering, Stored};
+    use super::{kept_until, AtomicU64, CacheKey, Instant, Ordering, Stored};
     use std::cell::RefCell;
+    use std::sync::{Arc, Weak};
 
     /// Entries per thread: a client polling a few lists in turn still finds them.
     const SLOTS: usize = 4;
     /// Uses of a memo entry between two reads through the store (its LRU recency).
     pub const TOUCH_EVERY: u32 = 32;
-    /// The largest entry (its [`Stored::weight`]) a memo keeps.
-    pub const MAX_WEIGHT: u32 = 64 * 1024;
 
     static GENERATION: AtomicU64 = AtomicU64::new(0);
     static NEXT_STORE: AtomicU64 = AtomicU64::new(1);
@@ -113,7 +121,9 @@ mod memo {
         key: CacheKey,
         generation: u64,
         uses: u32,
-        value: Arc<Stored>,
+        /// When the store stops giving it out ([`kept_until`]).
+        until: Instant,
+        value: Weak<Stored>,
     }
 
     #[derive(Default)]
@@ -147,7 +157,10 @@ mod memo {
                         *slot = None;
                         return None;
                     }
-                    found = Some(s.value.clone());
+                    found = s.value.upgrade().filter(|_| Instant::now() < s.until);
+                    if found.is_none() {
+                        *slot = None;
+                    }
                 }
             }
             found
@@ -158,9 +171,6 @@ mod memo {
 
     /// Remembers `value`, read from store `store` under `key` at `generation`.
     pub fn put(store: u64, key: CacheKey, generation: u64, value: &Arc<Stored>) {
-        if value.weight() > MAX_WEIGHT {
-            return;
-        }
         let _ = MEMO.try_with(|m| {
             let Ok(mut m) = m.try_borrow_mut() else {
                 return;
@@ -172,7 +182,8 @@ mod memo {
                 key,
                 generation,
                 uses: 0,
-                value: value.clone(),
+                until: kept_until(value),
+                value: Arc::downgrade(value),
             });
         });
     }
@@ -373,6 +384,60 @@ mod tests {
                 assert_eq!(small.get(&key).is_some(), small.inner.contains_key(&key));
             }
         }
+    }
+
+    /// Past its last window and a second, an entry is given out by neither moka nor the memo,
+    /// though nothing was inserted since and moka's listener has not heard of the expiry (an
+    /// offline Weir would have served it as stale for as long as nothing else changed); and the
+    /// memo keeps no answer alive once the store lets it go.
+    #[tokio::test(start_paused = true)]
+    async fn the_memo_gives_out_no_expired_entry_and_keeps_none_alive() {
+        let c = memory_cache(1 << 20);
+        let k = CacheKey::from_bytes([4; 32]);
+        let now = Instant::now();
+        let short = Arc::new(Stored {
+            status: http::StatusCode::OK,
+            headers: http::HeaderMap::new(),
+            body: Bytes::from_static(b"short"),
+            stored_at: now,
+            fresh_until: now + Duration::from_secs(2),
+            revalidate_until: now + Duration::from_secs(2),
+            stale_if_error_until: now + Duration::from_secs(2),
+        });
+        c.insert(k, short, Durability::MemoryOnly);
+        for _ in 0..3 {
+            assert!(c.get(&k).is_some());
+        }
+        tokio::time::advance(Duration::from_secs(4)).await;
+        // Other tests' stores change the process-wide generation at any time, which voids the
+        // memo too: only a look with no change around it says what the memo itself does.
+        let v = c.inner.get(&k).expect("moka's own clock has not run");
+        let mut clean_looks = 0;
+        for _ in 0..1000 {
+            let generation = memo::generation();
+            memo::put(c.id, k, generation, &v);
+            let got = memo::get(c.id, &k);
+            if memo::generation() == generation {
+                assert!(got.is_none(), "the memo gave out an expired entry");
+                clean_looks += 1;
+            }
+        }
+        assert!(clean_looks > 0);
+
+        let k2 = CacheKey::from_bytes([5; 32]);
+        let kept = entry("kept");
+        let weak = Arc::downgrade(&kept);
+        c.insert(k2, kept, Durability::MemoryOnly);
+        for _ in 0..3 {
+            assert!(c.get(&k2).is_some());
+        }
+        // (moka's `invalidate_all` lets go lazily, at its housekeeping; `invalidate` at once.)
+        c.inner.invalidate(&k2);
+        c.inner.run_pending_tasks();
+        assert!(
+            weak.upgrade().is_none(),
+            "a memo kept a value the store let go"
+        );
     }
 
     /// Every [`memo::TOUCH_EVERY`]th read of a memo entry goes to the store, which records
