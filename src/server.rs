@@ -9,7 +9,6 @@ use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use hyper_util::server::conn::auto;
-use hyper_util::server::graceful::GracefulShutdown;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -540,7 +539,12 @@ where
 }
 
 /// Waits for the connections still open to finish their requests, at most `timeout`.
-pub(crate) async fn drain(graceful: GracefulShutdown, timeout: Duration, which: &str) {
+#[cfg(feature = "gateway")]
+pub(crate) async fn drain(
+    graceful: hyper_util::server::graceful::GracefulShutdown,
+    timeout: Duration,
+    which: &str,
+) {
     tracing::info!("draining in-flight requests{which} (at most {timeout:?})");
     tokio::select! {
         _ = graceful.shutdown() => tracing::info!("all connections closed{which}"),

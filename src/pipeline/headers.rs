@@ -64,6 +64,7 @@ fn is_hop_by_hop(name: &HeaderName) -> bool {
 }
 
 /// The client's `X-Request-Id` if it sent a sane one, else a new id ([`new_request_id`]).
+#[cfg(any(feature = "gateway", test))]
 pub fn request_id(h: &HeaderMap) -> HeaderValue {
     request_id_given(h.get(&REQUEST_ID))
 }

@@ -106,6 +106,8 @@ mod user_answer;
 mod waiting_tasks;
 
 pub(crate) use classify::is_for_weir;
+// The gateway's admin door answers with the same request ids.
+#[cfg(feature = "gateway")]
 pub(crate) use headers::request_id;
 pub(crate) use record::Outcome;
 pub(crate) use state::{host_for, is_own_host_name, Proxy, ProxyParts};
