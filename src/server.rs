@@ -300,19 +300,17 @@ const KEEP_ALIVE: http::HeaderName = http::HeaderName::from_static("keep-alive")
 pub(crate) fn keep_alive_value(idle: Duration) -> http::HeaderValue {
     static MADE: std::sync::Mutex<Vec<(u64, &'static str)>> = std::sync::Mutex::new(Vec::new());
     let secs = idle.as_secs().saturating_sub(1).max(1);
-    let text = match MADE.lock() {
-        Ok(mut made) => match made.iter().find(|(s, _)| *s == secs) {
-            Some((_, text)) => *text,
-            None => {
-                let text: &'static str = Box::leak(format!("timeout={secs}").into_boxed_str());
-                made.push((secs, text));
-                text
-            }
-        },
-        // A poisoned lock (a panic while it was held, which nothing here can do): made anew.
-        Err(_) => {
-            return http::HeaderValue::from_str(&format!("timeout={secs}"))
-                .unwrap_or_else(|_| http::HeaderValue::from_static("timeout=1"))
+    // A poisoned lock (a panic while it was held, which nothing here can do) still holds
+    // texts made whole.
+    let mut made = MADE
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let text = match made.iter().find(|(s, _)| *s == secs) {
+        Some((_, text)) => *text,
+        None => {
+            let text: &'static str = Box::leak(format!("timeout={secs}").into_boxed_str());
+            made.push((secs, text));
+            text
         }
     };
     // Digits and "timeout=" are always a valid value; the fallback is never used.

@@ -573,21 +573,7 @@ async fn smuggling_never_reaches_the_upstream_as_two_requests() {
     let gup = Upstream::start().await;
     let files = gw::GatewayFiles::new();
     let replica = gw::Replica::start(&files.config(gup.addr, "allow = [\"127.0.0.0/8\", \"::1\"]"));
-    let mut roots = rustls::RootCertStore::empty();
-    roots
-        .add(rustls::pki_types::CertificateDer::from(
-            files.cert_der.clone(),
-        ))
-        .unwrap();
-    let tls = std::sync::Arc::new(
-        rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
-            rustls::crypto::ring::default_provider(),
-        ))
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_root_certificates(roots)
-        .with_no_client_auth(),
-    );
+    let tls = gw::client_trusting(files.cert_der.clone().into());
     let gaddr = replica.addr;
     failures.extend(
         smuggling_against("gateway", &gup, || {

@@ -12,7 +12,7 @@ mod pg;
 #[path = "common/tls.rs"]
 mod tls;
 
-use gw::{eventually, send, CountingUpstream, GatewayFiles, Replica, CREATE_PATH};
+use gw::{client_trusting, eventually, send, CountingUpstream, GatewayFiles, Replica, CREATE_PATH};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -544,23 +544,6 @@ async fn a_breaker_that_opens_on_one_replica_holds_the_others_back() {
         refused_before,
         "B sent nothing to the failing upstream"
     );
-}
-
-/// A rustls client config trusting `root` alone.
-fn client_trusting(
-    root: rustls::pki_types::CertificateDer<'static>,
-) -> std::sync::Arc<rustls::ClientConfig> {
-    let mut roots = rustls::RootCertStore::empty();
-    roots.add(root).unwrap();
-    std::sync::Arc::new(
-        rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
-            rustls::crypto::ring::default_provider(),
-        ))
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_root_certificates(roots)
-        .with_no_client_auth(),
-    )
 }
 
 /// TLS to the gateway, then `CONNECT host:443` on it: the open tunnel.

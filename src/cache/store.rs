@@ -137,15 +137,17 @@ mod memo {
         static MEMO: RefCell<Memo> = RefCell::new(Memo::default());
     }
 
-    /// The memo's value for `key` of store `store`, when it is still the store's.
-    pub fn get(store: u64, key: &CacheKey) -> Option<Arc<Stored>> {
+    /// The memo's value for `key` of store `store`, when it is still the store's at `now`
+    /// (read only for an entry found: a caller that has the time already passes it).
+    pub fn get(store: u64, key: &CacheKey, now: impl FnOnce() -> Instant) -> Option<Arc<Stored>> {
+        let mut now = Some(now);
         MEMO.try_with(|m| {
             let mut m = m.try_borrow_mut().ok()?;
-            let now = generation();
+            let generation = generation();
             let mut found = None;
             for slot in m.slots.iter_mut() {
                 let Some(s) = slot else { continue };
-                if s.generation != now {
+                if s.generation != generation {
                     // Void, and what it holds is let go now.
                     *slot = None;
                     continue;
@@ -157,7 +159,11 @@ mod memo {
                         *slot = None;
                         return None;
                     }
-                    found = s.value.upgrade().filter(|_| Instant::now() < s.until);
+                    let now = now.take().map(|now| now());
+                    found = s
+                        .value
+                        .upgrade()
+                        .filter(|_| now.is_some_and(|n| n < s.until));
                     if found.is_none() {
                         *slot = None;
                     }
@@ -261,7 +267,17 @@ impl Cache {
     /// The entry under `key`: this thread's memo of it while it is still the store's
     /// (see [`memo`]), else moka's.
     pub fn get(&self, key: &CacheKey) -> Option<Arc<Stored>> {
-        if let Some(v) = memo::get(self.id, key) {
+        self.get_with(key, Instant::now)
+    }
+
+    /// [`Cache::get`] for a caller that read the time already (`now`): a fresh hit judges
+    /// freshness at that instant, and the memo needs no clock read of its own.
+    pub fn get_at(&self, key: &CacheKey, now: Instant) -> Option<Arc<Stored>> {
+        self.get_with(key, || now)
+    }
+
+    fn get_with(&self, key: &CacheKey, now: impl FnOnce() -> Instant) -> Option<Arc<Stored>> {
+        if let Some(v) = memo::get(self.id, key, now) {
             return Some(v);
         }
         let generation = memo::generation();
@@ -416,7 +432,7 @@ mod tests {
         for _ in 0..1000 {
             let generation = memo::generation();
             memo::put(c.id, k, generation, &v);
-            let got = memo::get(c.id, &k);
+            let got = memo::get(c.id, &k, Instant::now);
             if memo::generation() == generation {
                 assert!(got.is_none(), "the memo gave out an expired entry");
                 clean_looks += 1;
@@ -450,7 +466,7 @@ mod tests {
         let id = c.id;
         let mut from_memo = 0;
         for _ in 0..(3 * memo::TOUCH_EVERY) {
-            if memo::get(id, &k).is_some() {
+            if memo::get(id, &k, Instant::now).is_some() {
                 from_memo += 1;
             } else {
                 let g = memo::generation();

@@ -237,10 +237,11 @@ pub(super) fn fresh_hit(
         req.headers(),
         &ctx.settings.key_headers,
     );
-    let entry = h.cache.get(&key)?;
+    // One clock read: the store's memo and the freshness below judge at the same instant.
+    let now = Instant::now();
+    let entry = h.cache.get_at(&key, now)?;
     let cs = ctx.settings.classes.get(class).for_family(ctx.family);
     let entry = retime(entry, class, &cs);
-    let now = Instant::now();
     if entry.freshness(now) != Freshness::Fresh {
         return None;
     }

@@ -505,3 +505,21 @@ where
     }
     false
 }
+
+/// A rustls client config trusting `root` alone (the gateway's certificate, or an
+/// interception CA's).
+pub fn client_trusting(
+    root: rustls::pki_types::CertificateDer<'static>,
+) -> Arc<rustls::ClientConfig> {
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(root).unwrap();
+    Arc::new(
+        rustls::ClientConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth(),
+    )
+}
