@@ -688,6 +688,14 @@ async fn https_through_the_gateway_is_served_with_the_shared_interception_ca() {
         "the hint names the shared CA's file ({named}):\n{}",
         r.log()
     );
+    // `weir ca install` on a client installs that client's own CA, not the gateway's: the hint
+    // does not offer it.
+    let log = r.log();
+    let hint = log.lines().find(|l| l.contains(&named)).unwrap();
+    assert!(
+        !hint.contains("weir ca install") && hint.contains("intercept_ca_cert_file"),
+        "{hint}"
+    );
 }
 
 /// Not a check: how long 1 and 3 replicas take to drain 100 queued creates once the upstream

@@ -31,14 +31,47 @@ pub struct Interceptor {
     issuer: LeafIssuer,
     server_config: Arc<ServerConfig>,
     connections: AtomicU64,
-    /// Where this install keeps the CA certificate (`<data_dir>/ca/weir-ca.pem`), named in the
-    /// hints of the log.
-    ca_path: std::path::PathBuf,
+    /// The CA certificate clients must trust, named in the hints of the log.
+    ca_cert: CaCertificate,
     /// Failed client handshakes, by [`HandshakeFailure`] (its index).
     failures: [AtomicU64; HandshakeFailure::ALL.len()],
     /// When the `closed_after_certificate` hint was last logged, per target host
     /// ([`Interceptor::hint_due`]). Only intercepted (managed) hosts: a few entries.
     hinted: std::sync::Mutex<std::collections::HashMap<String, Instant>>,
+}
+
+/// The CA certificate clients must trust for interception, and so how they come to trust it:
+/// the hints of the log name the file, and `weir ca install` only where it installs that CA.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CaCertificate {
+    /// This install's own CA (`<data_dir>/ca/weir-ca.pem`), which `weir ca install` trusts.
+    Own(std::path::PathBuf),
+    /// A gateway's shared CA (`[gateway] intercept_ca_cert_file`), which the team hands out.
+    /// `weir ca install` on a client would install that client's own CA, not this one.
+    Shared(std::path::PathBuf),
+}
+
+impl CaCertificate {
+    /// The certificate's file (`NODE_EXTRA_CA_CERTS` names it).
+    pub fn path(&self) -> &std::path::Path {
+        match self {
+            CaCertificate::Own(path) | CaCertificate::Shared(path) => path,
+        }
+    }
+
+    /// The fix a hint names for a client that does not trust the CA.
+    pub(crate) fn how_to_trust(&self) -> String {
+        match self {
+            CaCertificate::Own(path) => format!(
+                "NODE_EXTRA_CA_CERTS={} for Node and VS Code, or `weir ca install`",
+                path.display()
+            ),
+            CaCertificate::Shared(path) => format!(
+                "NODE_EXTRA_CA_CERTS={} for Node and VS Code, or the system's trust store; this gateway's CA is the one `[gateway] intercept_ca_cert_file` names",
+                path.display()
+            ),
+        }
+    }
 }
 
 /// The `closed_after_certificate` hint is logged once per this long per host.
@@ -140,8 +173,8 @@ impl std::fmt::Debug for Interceptor {
 
 impl Interceptor {
     /// Builds the leaf issuer and its rustls `ServerConfig` (ALPN h2, http/1.1) for `ca`, whose
-    /// certificate is kept at `ca_path` (for the hints of the log).
-    pub fn new(ca: Arc<LocalCa>, ca_path: std::path::PathBuf) -> Result<Interceptor, TlsError> {
+    /// certificate is `ca_cert` (for the hints of the log).
+    pub fn new(ca: Arc<LocalCa>, ca_cert: CaCertificate) -> Result<Interceptor, TlsError> {
         // Exactly the managed hosts, plus the Copilot API hosts learned at run time (the CA's
         // `githubcopilot.com` constraint covers them; `should_intercept` decides which).
         let issuer = LeafIssuer::with_subdomains_of(ca, &[crate::config::COPILOT_DOMAIN]);
@@ -150,7 +183,7 @@ impl Interceptor {
             issuer,
             server_config,
             connections: AtomicU64::new(0),
-            ca_path,
+            ca_cert,
             failures: Default::default(),
             hinted: Default::default(),
         })
@@ -160,9 +193,9 @@ impl Interceptor {
         self.issuer.ca()
     }
 
-    /// Where the CA certificate is kept (`NODE_EXTRA_CA_CERTS` names this file).
-    pub fn ca_path(&self) -> &std::path::Path {
-        &self.ca_path
+    /// The CA certificate clients must trust.
+    pub fn ca_cert(&self) -> &CaCertificate {
+        &self.ca_cert
     }
 
     pub(crate) fn count_connection(&self) {
@@ -248,16 +281,16 @@ pub(crate) fn should_intercept(
 }
 
 /// The interceptor the engine runs with: only when `intercept` is on and a CA was loaded.
-/// `ca_path` is the file holding that CA's certificate, which hints tell clients to trust (the
-/// install's `ca/weir-ca.pem`, or a gateway's `intercept_ca_cert_file`). A CA that cannot serve
+/// `ca_cert` is that CA's certificate, which hints tell clients to trust (the install's
+/// `ca/weir-ca.pem`, or a gateway's `intercept_ca_cert_file`). A CA that cannot serve
 /// (rustls refuses its config) is logged and leaves interception off.
 pub fn interceptor_for(
     settings: &crate::config::Settings,
     ca: Option<Arc<LocalCa>>,
-    ca_path: std::path::PathBuf,
+    ca_cert: CaCertificate,
 ) -> Option<Arc<Interceptor>> {
     let ca = ca.filter(|_| settings.intercept)?;
-    match Interceptor::new(ca, ca_path) {
+    match Interceptor::new(ca, ca_cert) {
         Ok(i) => Some(Arc::new(i)),
         Err(e) => {
             tracing::warn!(error = %e, "TLS interception is off: the local CA cannot be used");
@@ -275,7 +308,7 @@ mod tests {
     fn the_hint_is_due_once_a_minute_per_host() {
         let hosts = vec!["api.githubcopilot.com".to_string()];
         let ca = LocalCa::generate(&hosts, weir_tls::OffsetDateTime::now_utc()).unwrap();
-        let i = Interceptor::new(Arc::new(ca), "weir-ca.pem".into()).unwrap();
+        let i = Interceptor::new(Arc::new(ca), CaCertificate::Own("weir-ca.pem".into())).unwrap();
         let t = Instant::now();
         let a = "api.githubcopilot.com";
         let b = "api.github.com";

@@ -245,14 +245,14 @@ fn log_failure(
     let error = error.map(ToString::to_string);
     match cause {
         HandshakeFailure::UntrustedCa => {
-            tracing::warn!(target = %authority, ?error, "a client refused Weir's certificate: it does not trust Weir's CA (see `weir ca install`)");
+            tracing::warn!(target = %authority, ?error, "a client refused Weir's certificate: it does not trust Weir's CA. Trust it: {}", i.ca_cert().how_to_trust());
         }
         // Once a minute per host at most: a client retrying in a loop, or Chromium's
         // pre-connects, would log a line per connection (the count counts each).
         HandshakeFailure::ClosedAfterCertificate if i.hint_due(authority.host()) => tracing::info!(
             target = %authority,
-            "a client closed its connection after Weir's certificate, before any request and without a TLS alert. Node (VS Code) does this when it does not trust Weir's CA; if that is the client, trust the CA: NODE_EXTRA_CA_CERTS={} for Node and VS Code, or `weir ca install` (said once a minute per host; `interception.handshake_failures.closed_after_certificate` in the status counts each)",
-            i.ca_path().display()
+            "a client closed its connection after Weir's certificate, before any request and without a TLS alert. Node (VS Code) does this when it does not trust Weir's CA; if that is the client, trust the CA: {} (said once a minute per host; `interception.handshake_failures.closed_after_certificate` in the status counts each)",
+            i.ca_cert().how_to_trust()
         ),
         _ => {
             tracing::debug!(target = %authority, cause = cause.as_str(), ?error, "TLS handshake with a client failed");
