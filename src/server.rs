@@ -215,9 +215,19 @@ pub(crate) fn http_builder(limits: &crate::config::Limits) -> auto::Builder<Inli
 pub(crate) struct CloseAfter;
 
 /// Marks the `200` that opens a CONNECT tunnel: the connection becomes the tunnel's bytes, so
-/// [`fit_to_connection`] gives it no keep-alive hint (it would be meaningless).
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct TunnelOpened;
+/// [`fit_to_connection`] gives it no keep-alive hint (it would be meaningless). The task that
+/// runs the tunnel keeps a clone ([`TunnelOpened::new`]) until the tunnel ends: on HTTP/2 the
+/// tunnel's stream counts as open for the connection's idle limit until then ([`idle::track`]).
+#[derive(Debug, Clone)]
+pub(crate) struct TunnelOpened(Arc<idle::TunnelLife>);
+
+impl TunnelOpened {
+    /// The mark for an answer, and the tunnel task's hold on it (drop it when the tunnel ends).
+    pub(crate) fn new() -> (TunnelOpened, TunnelOpened) {
+        let mark = TunnelOpened(Arc::default());
+        (mark.clone(), mark)
+    }
+}
 
 /// Fits an answer's headers to the client's connection, the last step before hyper writes it.
 ///

@@ -973,8 +973,9 @@ async fn echo() -> std::net::SocketAddr {
 
 /// An HTTP/2 CONNECT's stream ends for hyper once its `200` is sent (the tunnel runs in its own
 /// task), so the idle limit counted no stream open and closed the connection, and the tunnel
-/// on it, after `header_read_timeout` mid-transfer. A connection carrying a tunnel is exempt
-/// (the tunnel's own `tunnel_idle_timeout` governs it): bytes still flow after 3 limits.
+/// on it, after `header_read_timeout` mid-transfer. A tunnel's stream counts as open until the
+/// tunnel ends (its own `tunnel_idle_timeout` governs it): bytes still flow after 3 limits.
+/// Once the tunnel has ended, the connection is idle like any other, and is closed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_http2_connect_tunnel_outlives_the_http2_idle_limit() {
     let target = echo().await;
@@ -999,7 +1000,9 @@ async fn an_http2_connect_tunnel_outlives_the_http2_idle_limit() {
         .uri(target.to_string())
         .body(())
         .unwrap();
+    // A handle is kept: with none left, the client would close the connection itself.
     let (answer, mut up) = client
+        .clone()
         .ready()
         .await
         .unwrap()
@@ -1023,6 +1026,20 @@ async fn an_http2_connect_tunnel_outlives_the_http2_idle_limit() {
         assert!(!ended.is_finished(), "the connection was closed");
         tokio::time::sleep(Duration::from_millis(750)).await;
     }
+    // The client ends its side; the echo target then closes, and the tunnel ends.
+    up.send_data(bytes::Bytes::new(), true).unwrap();
+    let drained = tokio::time::timeout(Duration::from_secs(10), async {
+        while let Some(Ok(got)) = down.data().await {
+            let _ = down.flow_control().release_capacity(got.len());
+        }
+    })
+    .await;
+    assert!(drained.is_ok(), "the tunnel did not end");
+    tokio::time::timeout(Duration::from_secs(15), ended)
+        .await
+        .expect("Weir closes an HTTP/2 connection idle since its tunnel ended")
+        .unwrap();
+    drop(client);
 }
 
 /// A stream whose answer is still being sent is not idle: an intercepted HTTP/2 request whose

@@ -32,8 +32,11 @@ pub(super) fn accept(
     i.count_connection();
     let proxy = proxy.clone();
     let mut stop = proxy.bus.stopping();
+    let (mark, life) = crate::server::TunnelOpened::new();
     proxy.bus.clone().spawn(async move {
         let _slot = slot;
+        // Held while the connection inside runs: its HTTP/2 stream counts as open until then.
+        let _life = life;
         let work = async {
             match hyper::upgrade::on(req).await {
                 Ok(upgraded) => serve(proxy.clone(), upgraded, authority, &i).await,
@@ -46,7 +49,7 @@ pub(super) fn accept(
         }
     });
     let mut resp = Response::new(empty());
-    resp.extensions_mut().insert(crate::server::TunnelOpened);
+    resp.extensions_mut().insert(mark);
     resp
 }
 

@@ -9,11 +9,12 @@
 //! [`Activity::idle`] resolves once no stream has been open for the limit; the connection's
 //! task then closes it (GOAWAY, then close, where it can reach hyper's connection).
 //!
-//! A connection that opened a CONNECT tunnel (its answer carries [`super::TunnelOpened`]) has
-//! no idle limit from here: hyper drops that stream's answer once the `200` is sent and the
-//! tunnel runs in its own task, so the stream looks closed while the tunnel moves bytes, and
-//! closing the connection would cut the tunnel (and every other on it) mid-transfer. The
-//! tunnel's own `tunnel_idle_timeout` governs it.
+//! A stream that opened a CONNECT tunnel (its answer carries [`super::TunnelOpened`]) counts as
+//! open until the tunnel ends: hyper drops that stream's answer once the `200` is sent and the
+//! tunnel runs in its own task, so the stream would look closed while the tunnel moves bytes,
+//! and closing the connection would cut the tunnel (and every other on it) mid-transfer. The
+//! tunnel's own `tunnel_idle_timeout` governs it; once it ends, the connection's idle limit
+//! counts from then.
 
 use crate::body::{Body, BoxError};
 use bytes::Bytes;
@@ -36,8 +37,13 @@ pub(crate) struct Activity {
     /// An HTTP/2 stream was seen: only then is the connection HTTP/2 (hyper-util's auto
     /// builder decides on the first bytes).
     h2: AtomicBool,
-    /// A CONNECT tunnel was opened on the connection: [`Activity::idle`] never resolves.
-    tunnel: AtomicBool,
+}
+
+/// A CONNECT tunnel's hold on its stream: the stream's [`Open`], put here by [`track`], is
+/// dropped (the stream closes) once the tunnel's task and the answer have both let go.
+#[derive(Debug, Default)]
+pub(crate) struct TunnelLife {
+    stream: std::sync::Mutex<Option<Open>>,
 }
 
 impl Activity {
@@ -47,7 +53,6 @@ impl Activity {
             open: AtomicUsize::new(0),
             last_ms: AtomicU64::new(0),
             h2: AtomicBool::new(false),
-            tunnel: AtomicBool::new(false),
         })
     }
 
@@ -64,13 +69,8 @@ impl Activity {
         self.h2.load(Ordering::Relaxed)
     }
 
-    /// Whether a CONNECT tunnel was opened on the connection (then it is never idle here).
-    pub(crate) fn has_tunnel(&self) -> bool {
-        self.tunnel.load(Ordering::Relaxed)
-    }
-
-    /// Resolves once no stream has been open for `limit`; never on a connection that opened a
-    /// CONNECT tunnel. Wakes once per `limit` at most while streams come and go.
+    /// Resolves once no stream (and no CONNECT tunnel) has been open for `limit`. Wakes once
+    /// per `limit` at most while streams come and go.
     pub(crate) async fn idle(&self, limit: Duration) {
         self.idle_after(self.start, limit).await;
     }
@@ -79,9 +79,6 @@ impl Activity {
     /// idle already: the time it gets to close).
     pub(crate) async fn idle_after(&self, from: Instant, limit: Duration) {
         loop {
-            if self.has_tunnel() {
-                return std::future::pending().await;
-            }
             let (open, last) = self.open_and_last();
             let last = last.max(from);
             let deadline = if open > 0 {
@@ -92,7 +89,7 @@ impl Activity {
             tokio::time::sleep_until(deadline).await;
             let (open, last) = self.open_and_last();
             let last = last.max(from);
-            if open == 0 && !self.has_tunnel() && Instant::now() >= last + limit {
+            if open == 0 && Instant::now() >= last + limit {
                 return;
             }
         }
@@ -124,17 +121,18 @@ impl Drop for Open {
 }
 
 /// `resp` whose stream stays open until its body is done or dropped. `None`: as it is (an
-/// HTTP/1 answer). An answer that opened a CONNECT tunnel ([`super::TunnelOpened`]) exempts
-/// its connection from the idle limit (see the module's doc).
+/// HTTP/1 answer). The stream of an answer that opened a CONNECT tunnel
+/// ([`super::TunnelOpened`]) stays open until the tunnel ends (see the module's doc).
 pub(crate) fn track(resp: Response<Body>, open: Option<Open>) -> Response<Body> {
     match open {
         None => resp,
-        Some(open) => {
-            if resp.extensions().get::<super::TunnelOpened>().is_some() {
-                open.0.tunnel.store(true, Ordering::Relaxed);
+        Some(open) => match resp.extensions().get::<super::TunnelOpened>() {
+            Some(tunnel) => {
+                *tunnel.0.stream.lock().unwrap_or_else(|e| e.into_inner()) = Some(open);
+                resp
             }
-            resp.map(|inner| Tracked { inner, _open: open }.boxed())
-        }
+            None => resp.map(|inner| Tracked { inner, _open: open }.boxed()),
+        },
     }
 }
 
@@ -214,26 +212,33 @@ mod tests {
         assert!(Instant::now() < goaway + limit + Duration::from_secs(1));
     }
 
-    /// A connection whose stream opened a CONNECT tunnel is never idle here, though hyper drops
-    /// that stream's answer at once: the tunnel lives on in its own task.
+    /// A connection whose stream opened a CONNECT tunnel is not idle while the tunnel runs,
+    /// though hyper drops that stream's answer at once: the tunnel lives on in its own task.
+    /// Once the tunnel ends, the limit counts from then.
     #[tokio::test(start_paused = true)]
-    async fn a_connection_with_a_tunnel_is_never_idle() {
+    async fn a_connection_is_not_idle_while_its_tunnel_runs() {
         let a = Activity::new();
         let limit = Duration::from_secs(10);
+        let (mark, tunnel) = super::super::TunnelOpened::new();
         let mut opened = Response::new(crate::body::empty());
-        opened.extensions_mut().insert(super::super::TunnelOpened);
+        opened.extensions_mut().insert(mark);
         drop(track(opened, Some(a.open())));
-        assert!(a.has_tunnel());
+        let idle = a.idle(limit);
+        tokio::pin!(idle);
         assert!(
-            tokio::time::timeout(limit * 10, a.idle(limit))
+            tokio::time::timeout(limit * 10, idle.as_mut())
                 .await
                 .is_err(),
             "a connection carrying a tunnel was found idle"
         );
-        // Another connection, whose stream got an ordinary answer, is.
+        let ended = Instant::now();
+        drop(tunnel);
+        idle.await;
+        assert!(Instant::now() >= ended + limit);
+        assert!(Instant::now() < ended + limit + Duration::from_secs(1));
+        // Another connection, whose stream got an ordinary answer, is idle after the limit.
         let b = Activity::new();
         drop(track(Response::new(crate::body::empty()), Some(b.open())));
-        assert!(!b.has_tunnel());
         tokio::time::timeout(limit * 2, b.idle(limit))
             .await
             .expect("idle after the limit");

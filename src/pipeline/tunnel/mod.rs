@@ -149,8 +149,11 @@ pub(super) async fn connect(t: Tunnels<'_>, req: Request<Incoming>) -> Result<Op
     let meter = pipe::Meter::new(t.global.tunnel_bytes.clone());
     let idle = settings.limits.tunnel_idle_timeout;
     let mut stop = t.bus.stopping();
+    let (mark, life) = crate::server::TunnelOpened::new();
     t.bus.clone().spawn(async move {
         let _slot = slot;
+        // Held while the tunnel runs: its HTTP/2 stream counts as open until then.
+        let _life = life;
         let pipe = async {
             match hyper::upgrade::on(req).await {
                 Ok(upgraded) => match pipe::run(upgraded, upstream, &meter, idle).await {
@@ -172,6 +175,6 @@ pub(super) async fn connect(t: Tunnels<'_>, req: Request<Incoming>) -> Result<Op
         }
     });
     let mut resp = Response::new(empty());
-    resp.extensions_mut().insert(crate::server::TunnelOpened);
+    resp.extensions_mut().insert(mark);
     Ok(Opened::Answered(resp))
 }
