@@ -16,7 +16,7 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 
-mod drain;
+pub(crate) mod drain;
 pub(crate) mod idle;
 pub(crate) mod timers;
 
@@ -356,7 +356,7 @@ pub(crate) async fn serve<H, Fut>(
         let conn = connection(
             &http_builder(&limits),
             TokioIo::new(stream),
-            graceful.watcher(),
+            watched.watching(graceful.watcher()),
             keep_alive_value(limits.header_read_timeout),
             watched.wrap(handler.clone()),
             None::<()>,
@@ -369,12 +369,7 @@ pub(crate) async fn serve<H, Fut>(
         });
     }
     drop(listener);
-    let timeout = live.get().limits.drain_timeout;
-    tracing::info!("draining in-flight requests (at most {timeout:?})");
-    tokio::select! {
-        _ = graceful.shutdown() => tracing::info!("all connections closed"),
-        _ = tokio::time::sleep(timeout) => tracing::warn!("drain timeout reached; closing the remaining connections"),
-    }
+    drain(graceful, live.get().limits.drain_timeout, "").await;
 }
 
 /// The limits hyper does not keep on a client connection, for every listener:
@@ -385,10 +380,14 @@ pub(crate) async fn serve<H, Fut>(
 /// - HTTP/2's idle limit ([`idle`]): the same `header_read_timeout` with no stream open.
 ///
 /// [`Watched::wrap`] counts the handler's HTTP/2 streams; [`Watched::drive`] polls the
-/// connection and closes it when either limit is reached.
+/// connection and closes it when either limit is reached: an idle HTTP/2 connection gets a
+/// GOAWAY first, through the connection's drain watcher ([`Watched::watching`]).
 pub(crate) struct Watched {
     first: Arc<std::sync::atomic::AtomicBool>,
     activity: Arc<idle::Activity>,
+    /// Set when the HTTP/2 idle limit is reached: the watcher then starts hyper's graceful
+    /// close (GOAWAY) at the connection's next poll.
+    close: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// A wrapped handler's future: HTTP/1's as it was, an HTTP/2 stream's boxed with its count.
@@ -402,7 +401,13 @@ impl Watched {
         Watched {
             first: Arc::new(std::sync::atomic::AtomicBool::new(false)),
             activity: idle::Activity::new(),
+            close: Arc::new(std::sync::atomic::AtomicBool::new(false)),
         }
+    }
+
+    /// `watcher`, also closing the connection gracefully when [`Watched::drive`] finds it idle.
+    pub(crate) fn watching(&self, watcher: drain::Watcher) -> drain::Watcher {
+        watcher.or_when(self.close.clone())
     }
 
     /// `handler`, noting that a request came and counting HTTP/2 streams until their answer's
@@ -433,8 +438,11 @@ impl Watched {
         }
     }
 
-    /// Polls `conn` (whose handler [`Watched::wrap`] made) until it ends, or until its first
-    /// head is late or, on HTTP/2, it has been idle for `limit`: then it is dropped (closed).
+    /// Polls `conn` (whose handler [`Watched::wrap`] made, and whose drain watcher
+    /// [`Watched::watching`] made) until it ends, or until its first head is late: then it is
+    /// dropped (closed). On HTTP/2 idle for `limit`, it is sent a GOAWAY and given one more
+    /// `limit` with no stream open to finish its close (h2 waits for the client to answer a
+    /// PING, and serves the streams it opens meanwhile), then dropped.
     pub(crate) async fn drive<C, E>(
         self,
         conn: C,
@@ -444,26 +452,30 @@ impl Watched {
     where
         C: Future<Output = Result<(), E>>,
     {
-        let Watched { first, activity } = self;
+        let Watched {
+            first,
+            activity,
+            close,
+        } = self;
         tokio::pin!(conn);
         // Watched until the first request arrives, then dropped: polled beside every later
         // request, it cost each of them a poll for a limit that no longer applies.
         let mut first_head = Some(Box::pin(tokio::time::sleep(limit)));
         // HTTP/2's idle limit (`idle`), made once the connection is known to speak it.
         let mut idle_h2: Option<std::pin::Pin<Box<dyn Future<Output = ()> + Send>>> = None;
-        std::future::poll_fn(|cx| {
+        let ended = std::future::poll_fn(|cx| {
             use std::task::Poll;
             // The connection first: a request already in its buffer opens its stream before
             // the limits are looked at.
             if let Poll::Ready(r) = conn.as_mut().poll(cx) {
-                return Poll::Ready(r);
+                return Poll::Ready(Some(r));
             }
             if let Some(wait) = &mut first_head {
                 if first.load(std::sync::atomic::Ordering::Relaxed) {
                     first_head = None;
                 } else if wait.as_mut().poll(cx).is_ready() {
                     tracing::debug!(%peer, "no request head within header_read_timeout; closed");
-                    return Poll::Ready(Ok(()));
+                    return Poll::Ready(Some(Ok(())));
                 }
             }
             if idle_h2.is_none() && activity.is_h2() {
@@ -472,13 +484,25 @@ impl Watched {
             }
             if let Some(idle) = &mut idle_h2 {
                 if idle.as_mut().poll(cx).is_ready() {
-                    tracing::debug!(%peer, "HTTP/2 connection idle for header_read_timeout; closed");
-                    return Poll::Ready(Ok(()));
+                    return Poll::Ready(None);
                 }
             }
             Poll::Pending
         })
-        .await
+        .await;
+        if let Some(r) = ended {
+            return r;
+        }
+        tracing::debug!(%peer, "HTTP/2 connection idle for header_read_timeout; closing (GOAWAY)");
+        close.store(true, std::sync::atomic::Ordering::Relaxed);
+        let goaway = tokio::time::Instant::now();
+        tokio::select! {
+            r = conn.as_mut() => r,
+            () = activity.idle_after(goaway, limit) => {
+                tracing::debug!(%peer, "HTTP/2 client did not finish its close within header_read_timeout of the GOAWAY; dropped");
+                Ok(())
+            }
+        }
     }
 }
 
@@ -511,7 +535,7 @@ pub(crate) async fn next_connection(
 pub(crate) fn connection<I, H, Fut, X>(
     builder: &auto::Builder<InlineFirst>,
     io: I,
-    watcher: impl drain::Watch,
+    watcher: drain::Watcher,
     hint: http::HeaderValue,
     handler: H,
     tag: Option<X>,
@@ -547,12 +571,7 @@ where
 }
 
 /// Waits for the connections still open to finish their requests, at most `timeout`.
-#[cfg(feature = "gateway")]
-pub(crate) async fn drain(
-    graceful: hyper_util::server::graceful::GracefulShutdown,
-    timeout: Duration,
-    which: &str,
-) {
+pub(crate) async fn drain(graceful: drain::Drain, timeout: Duration, which: &str) {
     tracing::info!("draining in-flight requests{which} (at most {timeout:?})");
     tokio::select! {
         _ = graceful.shutdown() => tracing::info!("all connections closed{which}"),

@@ -931,7 +931,8 @@ async fn an_idle_intercepted_http2_connection_is_closed_and_an_active_one_is_not
     drop(client);
 }
 
-/// The plain listener's HTTP/2 (prior knowledge) has the same idle limit.
+/// The plain listener's HTTP/2 (prior knowledge) has the same idle limit, and is told so with a
+/// GOAWAY before the close, as an intercepted connection is.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_idle_plain_http2_connection_is_closed() {
     let ca = TestCa::new();
@@ -941,19 +942,26 @@ async fn an_idle_plain_http2_connection_is_closed() {
     let addr = weir.handle.local_addr();
     let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
     let (mut client, conn) = h2::client::handshake(tcp).await.unwrap();
-    let ended = tokio::spawn(async move {
-        let _ = conn.await;
-    });
+    let ended = tokio::spawn(conn);
     let url = format!("http://{addr}/_weir/api/health");
     for _ in 0..6 {
         assert_eq!(h2_get(&mut client, &url).await, 200);
         tokio::time::sleep(Duration::from_millis(200)).await;
         assert!(!ended.is_finished(), "an active connection was closed");
     }
-    tokio::time::timeout(Duration::from_secs(15), ended)
+    let ended = tokio::time::timeout(Duration::from_secs(15), ended)
         .await
         .expect("Weir closes an idle HTTP/2 connection")
         .unwrap();
+    // With a GOAWAY first, not a bare close: a new request is refused for the GOAWAY.
+    ended.unwrap();
+    let refused = client.ready().await.err();
+    assert!(
+        refused
+            .as_ref()
+            .is_some_and(|e| e.is_go_away() && e.is_remote()),
+        "closed without a GOAWAY: {refused:?}"
+    );
 }
 
 /// An echo target on loopback; returns its address.

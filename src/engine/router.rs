@@ -46,7 +46,7 @@ where
         control: h.control.clone(),
     };
     let limits = router.proxy.settings().limits.clone();
-    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let graceful = crate::server::drain::Drain::new();
     let mut builder = crate::server::http_builder(&limits);
     // The fuzz input is all the client sends (then its write side closes): answer what it
     // asked before closing, as a client that waits for its answers would get.

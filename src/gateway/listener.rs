@@ -13,7 +13,6 @@ use crate::problem::ProblemKind;
 use http::{Request, Response};
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
-use hyper_util::server::graceful::GracefulShutdown;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -63,7 +62,7 @@ pub(crate) async fn serve_tls<H, Fut>(
 {
     let acceptor = tokio_rustls::TlsAcceptor::from(tls);
     let builder = Arc::new(crate::server::http_builder(&limits));
-    let graceful = GracefulShutdown::new();
+    let graceful = crate::server::drain::Drain::new();
     let connections = Arc::new(Semaphore::new(limits.max_connections));
     tokio::pin!(shutdown);
     while let Some((stream, addr)) = crate::server::next_connection(&listener, &mut shutdown).await
@@ -92,7 +91,7 @@ pub(crate) async fn serve_tls<H, Fut>(
             let conn = crate::server::connection(
                 &builder,
                 TokioIo::new(stream),
-                watcher,
+                watched.watching(watcher),
                 hint,
                 watched.wrap(h),
                 Some(peer),

@@ -9,7 +9,10 @@
 //!
 //! [`Drain::watcher`] hands out a [`Watcher`] per connection; [`Drain::shutdown`] sets the flag,
 //! wakes every connection (each starts hyper's graceful shutdown: an idle connection closes, a
-//! busy one after its answer) and waits until every watched connection is done.
+//! busy one after its answer) and waits until every watched connection is done. A connection
+//! can also be asked to close on its own ([`Watcher::or_when`]): an HTTP/2 connection idle for
+//! its limit is sent a GOAWAY this way (`server::Watched`), since hyper's graceful shutdown
+//! can only be started by whoever holds the connection.
 
 use hyper_util::server::graceful::GracefulConnection;
 use std::collections::HashMap;
@@ -18,24 +21,6 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
-
-/// How a connection learns that the server drains: hyper-util's `Watcher` (the gateway's
-/// listener, the fuzz entry) or this module's.
-pub(crate) trait Watch: Send + 'static {
-    /// `conn`, shut down gracefully once the server drains.
-    fn watch<C>(self, conn: C) -> impl Future<Output = C::Output> + Send + 'static
-    where
-        C: GracefulConnection + Send + 'static;
-}
-
-impl Watch for hyper_util::server::graceful::Watcher {
-    fn watch<C>(self, conn: C) -> impl Future<Output = C::Output> + Send + 'static
-    where
-        C: GracefulConnection + Send + 'static,
-    {
-        hyper_util::server::graceful::Watcher::watch(self, conn)
-    }
-}
 
 /// The server's side: hands out watchers, and closes their connections when it stops.
 pub(crate) struct Drain {
@@ -71,6 +56,7 @@ impl Drain {
         Watcher {
             shared: self.shared.clone(),
             id,
+            asked: None,
         }
     }
 
@@ -117,6 +103,30 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 pub(crate) struct Watcher {
     shared: Arc<Shared>,
     id: u64,
+    /// Set by the connection's own watch ([`Watcher::or_when`]) to close it gracefully.
+    asked: Option<Arc<AtomicBool>>,
+}
+
+impl Watcher {
+    /// This watcher, closing its connection gracefully also once `asked` is set (seen at the
+    /// connection's next poll: whoever sets it polls the connection next).
+    pub(crate) fn or_when(mut self, asked: Arc<AtomicBool>) -> Watcher {
+        self.asked = Some(asked);
+        self
+    }
+
+    /// `conn`, shut down gracefully once the server drains, or once asked to.
+    pub(crate) fn watch<C>(self, conn: C) -> impl Future<Output = C::Output> + Send + 'static
+    where
+        C: GracefulConnection + Send + 'static,
+    {
+        Watched {
+            conn: Box::pin(conn),
+            watcher: self,
+            known: None,
+            shut: false,
+        }
+    }
 }
 
 impl Drop for Watcher {
@@ -128,20 +138,6 @@ impl Drop for Watcher {
         };
         if empty && self.shared.closing.load(Ordering::SeqCst) {
             self.shared.all_closed.notify_waiters();
-        }
-    }
-}
-
-impl Watch for Watcher {
-    fn watch<C>(self, conn: C) -> impl Future<Output = C::Output> + Send + 'static
-    where
-        C: GracefulConnection + Send + 'static,
-    {
-        Watched {
-            conn: Box::pin(conn),
-            watcher: self,
-            known: None,
-            shut: false,
         }
     }
 }
@@ -170,7 +166,10 @@ impl<C: GracefulConnection> Future for Watched<C> {
                 lock(&shared.open).insert(this.watcher.id, waker.clone());
                 this.known = Some(waker);
             }
-            if shared.closing.load(Ordering::SeqCst) {
+            let asked = this.watcher.asked.as_ref();
+            if shared.closing.load(Ordering::SeqCst)
+                || asked.is_some_and(|a| a.load(Ordering::Relaxed))
+            {
                 this.shut = true;
                 this.conn.as_mut().graceful_shutdown();
             }
@@ -222,6 +221,29 @@ mod tests {
             .expect("the shutdown waits only for the connection to close");
         assert!(done.is_finished());
         Drain::new().shutdown().await;
+    }
+
+    /// A connection asked to close on its own starts its graceful close at its next poll and
+    /// ends; the server's other connections stay open.
+    #[tokio::test]
+    async fn a_connection_asked_to_close_closes_alone() {
+        let drain = Drain::new();
+        let asked = Arc::new(AtomicBool::new(false));
+        let (conn, _client) = idle_connection().await;
+        let (other, _other_client) = idle_connection().await;
+        let stays = tokio::spawn(drain.watcher().watch(other));
+        let asked_conn = drain.watcher().or_when(asked.clone()).watch(conn);
+        tokio::pin!(asked_conn);
+        let waited = tokio::time::timeout(Duration::from_millis(50), asked_conn.as_mut()).await;
+        assert!(waited.is_err(), "an idle connection stays open");
+        // Whoever asks polls the connection next (`server::Watched::drive`).
+        asked.store(true, Ordering::Relaxed);
+        // (Its own result does not matter here: that it ended does.)
+        let _ = tokio::time::timeout(Duration::from_secs(5), asked_conn)
+            .await
+            .expect("the asked connection closes");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(!stays.is_finished(), "the other connection stays open");
     }
 
     /// A server dropped without a shutdown still closes its connections.
