@@ -693,7 +693,7 @@ async fn https_through_the_gateway_is_served_with_the_shared_interception_ca() {
     let log = r.log();
     let hint = log.lines().find(|l| l.contains(&named)).unwrap();
     assert!(
-        !hint.contains("weir ca install") && hint.contains("intercept_ca_cert_file"),
+        !hint.contains("weir ca install") && hint.contains("team gateway's CA"),
         "{hint}"
     );
 }
@@ -804,25 +804,35 @@ async fn a_silent_or_idle_gateway_connection_is_closed_after_the_header_limit() 
         .await
         .unwrap();
     assert_eq!(tls.get_ref().1.alpn_protocol(), Some(&b"h2"[..]));
-    let (mut sender, conn) = hyper::client::conn::http2::handshake(
-        hyper_util::rt::TokioExecutor::new(),
-        hyper_util::rt::TokioIo::new(tls),
-    )
-    .await
-    .unwrap();
+    let (client, conn) = h2::client::handshake(tls).await.unwrap();
     let conn = tokio::spawn(conn);
     let req = http::Request::builder()
         .uri(format!("https://{}/_weir/api/health", r.addr))
-        .body(http_body_util::Empty::<bytes::Bytes>::new())
+        .body(())
         .unwrap();
-    let resp = sender.send_request(req).await.unwrap();
-    assert!(resp.status().as_u16() < 500, "{}", resp.status());
-    drop(resp);
+    // A handle is kept: with none left, the client would close the connection itself.
+    let (answer, _) = client
+        .clone()
+        .ready()
+        .await
+        .unwrap()
+        .send_request(req, true)
+        .unwrap();
+    let status = answer.await.unwrap().status();
+    assert!(status.as_u16() < 500, "{status}");
     tokio::time::timeout(bound, conn)
         .await
         .expect("the gateway closes an idle HTTP/2 connection")
         .unwrap()
         .ok();
+    // With a GOAWAY first, not a bare close: a new request is refused for the GOAWAY.
+    let refused = client.ready().await.err();
+    assert!(
+        refused
+            .as_ref()
+            .is_some_and(|e| e.is_go_away() && e.is_remote()),
+        "closed without a GOAWAY: {refused:?}"
+    );
 
     // TLS done, then silence.
     let tcp = tokio::net::TcpStream::connect(r.addr).await.unwrap();

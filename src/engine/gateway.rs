@@ -10,13 +10,13 @@ use crate::control::Control;
 use crate::events::Bus;
 use crate::gateway::Gateway;
 use crate::identity::IdentityKey;
+use crate::intercept::CaCertificate;
 use crate::pipeline::Proxy;
 use crate::queue::sealed::GatewayKey;
 use crate::queue::QueueState;
 use crate::secrets::{Account, SecretStore};
 use crate::upstream::Upstreams;
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::Arc;
 use tokio::sync::oneshot;
 
@@ -55,15 +55,21 @@ pub(super) fn identity_key(opts: &EngineOptions) -> Option<IdentityKey> {
     Some(IdentityKey::new(key.identity_key()))
 }
 
-/// The CA certificate file clients should trust, when the engine runs with the CA `[gateway]`
-/// names (`intercept_ca_cert_file`) rather than the install's own: hints that name the CA's
-/// file (a Node client that closed after Weir's certificate) name that one.
-pub(super) fn ca_cert_file(opts: &EngineOptions) -> Option<PathBuf> {
+/// The CA certificate a gateway's clients must trust: the one `[gateway]` names
+/// (`intercept_ca_cert_file`) when the engine runs with it, else the replica's own CA in its
+/// data dir. Either way it is the gateway's, handed out to its clients: a client's own
+/// `weir ca install` would install the client's CA, so the hints do not offer it.
+pub(super) fn ca_certificate(opts: &EngineOptions) -> Option<CaCertificate> {
     let g = opts.gateway.as_ref()?;
-    let shared = g.intercept_ca.as_ref()?;
-    let used = opts.local_ca.as_ref()?;
-    let (cert, _) = g.settings.intercept_ca.as_ref()?;
-    Arc::ptr_eq(shared, used).then(|| cert.clone())
+    let shared = match (&g.intercept_ca, &opts.local_ca, &g.settings.intercept_ca) {
+        (Some(shared), Some(used), Some((cert, _))) if Arc::ptr_eq(shared, used) => {
+            Some(cert.clone())
+        }
+        _ => None,
+    };
+    Some(CaCertificate::Gateway(shared.unwrap_or_else(|| {
+        crate::intercept::ca_store::CaStore::cert_path_in(&opts.data_dir)
+    })))
 }
 
 /// The shared create queue a gateway's `[gateway]` names, to be opened.

@@ -275,13 +275,11 @@ async fn open_parts(
         intercept: crate::intercept::interceptor_for(
             &settings,
             opts.local_ca.clone(),
-            gateway::ca_cert_file(opts)
-                .map(crate::intercept::CaCertificate::Shared)
-                .unwrap_or_else(|| {
-                    crate::intercept::CaCertificate::Own(
-                        crate::intercept::ca_store::CaStore::cert_path_in(&opts.data_dir),
-                    )
-                }),
+            gateway::ca_certificate(opts).unwrap_or_else(|| {
+                crate::intercept::CaCertificate::Own(
+                    crate::intercept::ca_store::CaStore::cert_path_in(&opts.data_dir),
+                )
+            }),
         ),
         live: live.clone(),
         port: doors.local_addr.port(),

@@ -38,7 +38,9 @@ pub(super) mod gateway {
         None
     }
 
-    pub(in crate::engine) fn ca_cert_file(_: &EngineOptions) -> Option<std::path::PathBuf> {
+    pub(in crate::engine) fn ca_certificate(
+        _: &EngineOptions,
+    ) -> Option<crate::intercept::CaCertificate> {
         None
     }
 

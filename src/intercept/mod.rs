@@ -46,16 +46,17 @@ pub struct Interceptor {
 pub enum CaCertificate {
     /// This install's own CA (`<data_dir>/ca/weir-ca.pem`), which `weir ca install` trusts.
     Own(std::path::PathBuf),
-    /// A gateway's shared CA (`[gateway] intercept_ca_cert_file`), which the team hands out.
-    /// `weir ca install` on a client would install that client's own CA, not this one.
-    Shared(std::path::PathBuf),
+    /// A team gateway's CA (the one `[gateway] intercept_ca_cert_file` names, else the
+    /// replica's own), which the team hands out to the gateway's clients. `weir ca install` on
+    /// a client would install that client's own CA, not this one.
+    Gateway(std::path::PathBuf),
 }
 
 impl CaCertificate {
     /// The certificate's file (`NODE_EXTRA_CA_CERTS` names it).
     pub fn path(&self) -> &std::path::Path {
         match self {
-            CaCertificate::Own(path) | CaCertificate::Shared(path) => path,
+            CaCertificate::Own(path) | CaCertificate::Gateway(path) => path,
         }
     }
 
@@ -66,8 +67,8 @@ impl CaCertificate {
                 "NODE_EXTRA_CA_CERTS={} for Node and VS Code, or `weir ca install`",
                 path.display()
             ),
-            CaCertificate::Shared(path) => format!(
-                "NODE_EXTRA_CA_CERTS={} for Node and VS Code, or the system's trust store; this gateway's CA is the one `[gateway] intercept_ca_cert_file` names",
+            CaCertificate::Gateway(path) => format!(
+                "NODE_EXTRA_CA_CERTS={} for Node and VS Code, or the system's trust store: this is the team gateway's CA, handed out to its clients (a client's own `weir ca` installs its own CA, not this one)",
                 path.display()
             ),
         }

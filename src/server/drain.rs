@@ -1,4 +1,5 @@
-//! Graceful shutdown of the plain listener's connections, checked by a flag on each poll.
+//! Graceful shutdown of the listeners' connections (the plain listener, the team gateway's,
+//! the fuzz entry), checked by a flag on each poll.
 //!
 //! hyper-util's `GracefulShutdown` does the same with a `watch` channel: each connection's
 //! future polls a pending `Receiver::changed()` before the connection on every poll, ~0.5k
@@ -142,7 +143,8 @@ impl Drop for Watcher {
     }
 }
 
-/// A connection that starts hyper's graceful shutdown once its server drains.
+/// A connection that starts hyper's graceful shutdown once its server drains, or once asked
+/// to ([`Watcher::or_when`]).
 struct Watched<C> {
     /// Boxed (once per connection) so that this wrapper is `Unpin`.
     conn: Pin<Box<C>>,

@@ -7,14 +7,15 @@
 //! [`Activity`] counts a connection's open streams: one opens with a request and closes when
 //! its answer's body is done or dropped (a long streamed answer is activity, not idleness).
 //! [`Activity::idle`] resolves once no stream has been open for the limit; the connection's
-//! task then closes it (GOAWAY, then close, where it can reach hyper's connection).
+//! task then closes it (GOAWAY, then close; `server::Watched` and the intercepted loop).
 //!
 //! A stream that opened a CONNECT tunnel (its answer carries [`super::TunnelOpened`]) counts as
 //! open until the tunnel ends: hyper drops that stream's answer once the `200` is sent and the
 //! tunnel runs in its own task, so the stream would look closed while the tunnel moves bytes,
-//! and closing the connection would cut the tunnel (and every other on it) mid-transfer. The
-//! tunnel's own `tunnel_idle_timeout` governs it; once it ends, the connection's idle limit
-//! counts from then.
+//! and closing the connection would cut the tunnel (and every other on it) mid-transfer. What
+//! ends the tunnel governs it: a blind tunnel's `tunnel_idle_timeout` (none when that is
+//! turned off), an intercepted one's own connection limits. Once it ends, the connection's
+//! idle limit counts from then.
 
 use crate::body::{Body, BoxError};
 use bytes::Bytes;
