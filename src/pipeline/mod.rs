@@ -589,14 +589,30 @@ impl Managed {
             // Answered by the handler (a stale hit, a hold's copy or miss): no admission, and
             // the driver's future is not made.
             Step::Answered(answer) => answer,
+            // A plain forward (an `other` call), the common call: [`admit_and_run`]'s client
+            // rate and call made here, without its future around the call's (each level
+            // copies the request in and the answer out).
+            Step::Upstream(Call::Forward(req)) => {
+                match limits::client_rate(&proxy.rate_limiter, ctx.who) {
+                    Err(p) => rescue::stale_or(None, ctx.seen, p, "client-rate-limited"),
+                    Ok(()) => forward::managed(&proxy.upstreams, &ctx, req).await,
+                }
+            }
             step => admit_and_run(proxy, &ctx, step).await,
         };
         let answer = match waiting.is_empty() {
             true => answer,
             false => Box::pin(waiting_tasks::listed(answer, waiting)).await,
         };
-        let answer = after.apply(proxy, &ctx, answer).await;
-        explained(&ctx, answer)
+        // Nothing after it waits (no log follower, no client's own `GET /user`): answered
+        // here, without [`After::apply`]'s future.
+        match after.is_now() {
+            true => after.now(&ctx, answer),
+            false => {
+                let answer = after.apply(proxy, &ctx, answer).await;
+                explained(&ctx, answer)
+            }
+        }
     }
 }
 
