@@ -501,18 +501,32 @@ fn aim(
 /// URI and `Host`, HTTP/1.1 and no extensions (nothing of the client's connection goes
 /// upstream).
 fn aim_whole(origin: &Origin, mut req: Request<Body>) -> Result<Request<Body>, FetchError> {
-    let uri = origin
-        .uri_for(req.uri())
-        .map_err(|e| FetchError::Protocol {
-            target: origin.to_string(),
-            message: format!("bad URI: {e}"),
-        })?;
-    *req.uri_mut() = uri;
-    req.headers_mut()
-        .insert(header::HOST, origin.host_header().clone());
+    // A proxy client's request for the upstream it is configured with already names the origin
+    // and carries its one `Host`: left as it is (a new URI and `Host` equal to the old ones,
+    // each made, inserted and the old one dropped, were ~0.3k instructions of a pass-through
+    // request).
+    if !origin.names(req.uri()) {
+        let uri = origin
+            .uri_for(req.uri())
+            .map_err(|e| FetchError::Protocol {
+                target: origin.to_string(),
+                message: format!("bad URI: {e}"),
+            })?;
+        *req.uri_mut() = uri;
+    }
+    if !only_host_is(req.headers(), origin.host_header()) {
+        req.headers_mut()
+            .insert(header::HOST, origin.host_header().clone());
+    }
     *req.version_mut() = http::Version::default();
     req.extensions_mut().clear();
     Ok(req)
+}
+
+/// Whether `headers` has exactly one `Host`, and it is `host` (what inserting it would leave).
+fn only_host_is(headers: &HeaderMap, host: &HeaderValue) -> bool {
+    let mut all = headers.get_all(header::HOST).iter();
+    all.next() == Some(host) && all.next().is_none()
 }
 
 /// A request's head kept for another attempt (a retry or the fallback), its headers as a list
@@ -611,6 +625,36 @@ pub(crate) fn fetch_problem(e: &FetchError) -> Problem {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Aimed in place, a request gets the origin's URI and exactly one `Host`, the origin's,
+    /// whether it named the origin already or not (another host, no `Host`, two of them).
+    #[test]
+    fn a_request_aimed_whole_names_the_origin_once() {
+        let origin = Origin::parse("http://127.0.0.1:8081").unwrap();
+        let cases: [(&str, &[&str]); 5] = [
+            ("http://127.0.0.1:8081/repos/o/r?x=1", &["127.0.0.1:8081"]),
+            ("http://127.0.0.1:8081/repos/o/r?x=1", &[]),
+            ("http://127.0.0.1:8081/repos/o/r?x=1", &["127.0.0.1:8081", "evil.test"]),
+            ("http://other.test/repos/o/r?x=1", &["other.test"]),
+            ("/repos/o/r?x=1", &["127.0.0.1:8081"]),
+        ];
+        for (target, hosts) in cases {
+            let mut b = Request::builder().method(Method::GET).uri(target);
+            for h in hosts {
+                b = b.header(header::HOST, *h);
+            }
+            let req = b
+                .header("accept", "application/json")
+                .body(crate::body::empty())
+                .unwrap();
+            let aimed = aim_whole(&origin, req).unwrap();
+            assert_eq!(aimed.uri(), "http://127.0.0.1:8081/repos/o/r?x=1", "{target} {hosts:?}");
+            let got: Vec<_> = aimed.headers().get_all(header::HOST).iter().collect();
+            assert_eq!(got, [origin.host_header()], "{target} {hosts:?}");
+            assert_eq!(aimed.headers()["accept"], "application/json");
+            assert_eq!(aimed.version(), http::Version::HTTP_11);
+        }
+    }
 
     /// A kept head gives back the request's method, target and every header value in the
     /// request's order (repeated names included), and its buffer is reused by the next one.
