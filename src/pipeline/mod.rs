@@ -96,7 +96,6 @@ mod provisional;
 mod record;
 mod rescue;
 mod respond;
-mod room;
 mod shape;
 mod state;
 mod stream;
@@ -240,25 +239,20 @@ pub(crate) fn finish(proxy: &Proxy, result: Answer, rid: HeaderValue) -> Respons
 pub(crate) enum Handled {
     Ready(Option<Response<Body>>),
     Waiting(Pin<Box<dyn Future<Output = Response<Body>> + Send>>),
-    /// A managed request's phases from its class handler on, in a room reused per thread
-    /// ([`room`]: the box of every call, kilobytes, was allocated and freed per request).
-    Parked(room::Held),
 }
 
 impl Future for Handled {
     type Output = Response<Body>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Response<Body>> {
-        // Taken once; a poll after that (which no caller makes) gets an empty `500`.
-        let again = || {
-            let mut r = Response::new(crate::body::empty());
-            *r.status_mut() = http::StatusCode::INTERNAL_SERVER_ERROR;
-            r
-        };
         match self.get_mut() {
-            Handled::Ready(resp) => Poll::Ready(resp.take().unwrap_or_else(again)),
+            // Taken once; a poll after that (which no caller makes) gets an empty `500`.
+            Handled::Ready(resp) => Poll::Ready(resp.take().unwrap_or_else(|| {
+                let mut r = Response::new(crate::body::empty());
+                *r.status_mut() = http::StatusCode::INTERNAL_SERVER_ERROR;
+                r
+            })),
             Handled::Waiting(f) => f.as_mut().poll(cx),
-            Handled::Parked(h) => h.poll_held(cx).map(|r| r.unwrap_or_else(again)),
         }
     }
 }
@@ -319,43 +313,16 @@ fn phases_now(proxy: &Arc<Proxy>, req: Request<Incoming>) -> Handled {
     // the common one, runs its phases without the level that matches the others.
     let proxy = proxy.clone();
     match waits {
-        Waits::Managed(m) => Handled::Parked(room::hold(Parked {
-            m,
-            proxy,
-            pending,
-            door,
-            rule,
+        Waits::Managed(m) => Handled::Waiting(Box::pin(async move {
+            let result = m.run(&proxy, pending.seen()).await;
+            pending.end(result.is_err());
+            door.answer(&proxy, result, rule)
         })),
         waits => Handled::Waiting(Box::pin(async move {
             let result = waits.run(&proxy, pending.seen(), &mut rule).await;
             pending.end(result.is_err());
             door.answer(&proxy, result, rule)
         })),
-    }
-}
-
-/// What a managed request's waiting phases start from ([`parked`]).
-struct Parked {
-    m: Managed,
-    proxy: Arc<Proxy>,
-    pending: record::Pending,
-    door: Door,
-    rule: Option<HeaderValue>,
-}
-
-/// A managed request's waiting phases, then its answer: the one future [`room`]'s rooms hold.
-fn parked(p: Parked) -> impl Future<Output = Response<Body>> + Send + 'static {
-    let Parked {
-        m,
-        proxy,
-        pending,
-        door,
-        rule,
-    } = p;
-    async move {
-        let result = m.run(&proxy, pending.seen()).await;
-        pending.end(result.is_err());
-        door.answer(&proxy, result, rule)
     }
 }
 
