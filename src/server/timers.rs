@@ -240,6 +240,33 @@ mod tests {
         .await;
     }
 
+    /// A deadline moved later is only written down (the `Sleep` keeps its older one), and the
+    /// timer completes at the later deadline: not when the `Sleep` fires at the older one.
+    #[tokio::test(start_paused = true)]
+    async fn a_later_deadline_is_waited_for_past_the_older_one() {
+        for inside in [false, true] {
+            let run = async {
+                let start = Instant::now();
+                let mut t = sleep_until(start + Duration::from_secs(2));
+                t.reset(start + Duration::from_secs(7));
+                let held = t.sleep.as_ref().map(|s| s.deadline());
+                assert_eq!(held, Some(start + Duration::from_secs(2)), "not moved yet");
+                t.await;
+                assert_eq!(Instant::now(), start + Duration::from_secs(7));
+                // Given back (in a connection) still at 7 s: a later one is written down again.
+                let t = sleep_until(Instant::now() + Duration::from_secs(3));
+                let at = Instant::now();
+                t.await;
+                assert_eq!(Instant::now(), at + Duration::from_secs(3));
+            };
+            if inside {
+                per_connection(run).await;
+            } else {
+                run.await;
+            }
+        }
+    }
+
     /// hyper's timer hands out reused sleeps inside a connection, and hyper-util's own outside
     /// one; both are reset in place and fire at their new deadline.
     #[tokio::test(start_paused = true)]
