@@ -642,7 +642,10 @@ mod tests {
         let cases: [(&str, &[&str]); 5] = [
             ("http://127.0.0.1:8081/repos/o/r?x=1", &["127.0.0.1:8081"]),
             ("http://127.0.0.1:8081/repos/o/r?x=1", &[]),
-            ("http://127.0.0.1:8081/repos/o/r?x=1", &["127.0.0.1:8081", "evil.test"]),
+            (
+                "http://127.0.0.1:8081/repos/o/r?x=1",
+                &["127.0.0.1:8081", "evil.test"],
+            ),
             ("http://other.test/repos/o/r?x=1", &["other.test"]),
             ("/repos/o/r?x=1", &["127.0.0.1:8081"]),
         ];
@@ -656,7 +659,11 @@ mod tests {
                 .body(crate::body::empty())
                 .unwrap();
             let aimed = aim_whole(&origin, req).unwrap();
-            assert_eq!(aimed.uri(), "http://127.0.0.1:8081/repos/o/r?x=1", "{target} {hosts:?}");
+            assert_eq!(
+                aimed.uri(),
+                "http://127.0.0.1:8081/repos/o/r?x=1",
+                "{target} {hosts:?}"
+            );
             let got: Vec<_> = aimed.headers().get_all(header::HOST).iter().collect();
             assert_eq!(got, [origin.host_header()], "{target} {hosts:?}");
             assert_eq!(aimed.headers()["accept"], "application/json");
