@@ -21,9 +21,10 @@
 //!    stream passes, [`shape`]); [`held`] in cache-only mode, offline or under a `list =
 //!    "cache"` rule (the cache alone); else the call: [`create`] (duplicate suppression),
 //!    [`model`], or [`forward`]. Pass-through mode skips every phase after 1;
-//! 5. **driver admission** (`admit_and_run`): the client rate limit (GCRA per surface and
-//!    identity), applied here and nowhere else, only to steps that reach an upstream; a limited
-//!    cache fetch gets its stale copy instead ([`limits`]);
+//! 5. **driver admission** (`admit_and_run`; a plain forward's in `Managed::run` itself, the
+//!    same check): the client rate limit (GCRA per surface and identity), applied here and
+//!    nowhere else, only to steps that reach an upstream; a limited cache fetch gets its stale
+//!    copy instead ([`limits`]);
 //! 6. **upstream admission** (cooldown → breaker → bulkhead) and **attempt and retry** (one
 //!    retry layer, budget, fallback): [`crate::upstream`], shared with the queue's replays;
 //! 7. **rescue** ([`rescue`]): a stale answer when the upstream failed; creates go to the

@@ -121,7 +121,7 @@ impl RoutingConnector {
 /// The TLS connector over [`RoutingConnector`] as hyper-util's client keeps it: shared, and
 /// copied only for a connect. hyper-util clones its connector for every request (a connect is
 /// made ready lazily beside each pool checkout), and a copy of this one is five reference
-/// counts and a resolver, each taken and given back again: ~0.18k instructions of every
+/// counts and a resolver, each taken and given back again: ~0.29k instructions of every
 /// pass-through request (callgrind), for a connect a pooled connection never makes. A connect
 /// gets its own copy, as before, made when it is first asked whether it is ready.
 pub struct SharedConnector {
