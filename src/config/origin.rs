@@ -129,12 +129,7 @@ impl Origin {
     /// URI for the upstream it is configured with —, else the origin's scheme and authority
     /// with the target's path and query.
     pub fn uri_for(&self, target: &http::Uri) -> Result<http::Uri, http::Error> {
-        let same = target.scheme_str() == Some(self.scheme.as_str())
-            && target.path_and_query().is_some()
-            && target
-                .authority()
-                .is_some_and(|a| a.as_str() == self.uri_authority.as_str());
-        if same {
+        if self.names(target) {
             return Ok(target.clone());
         }
         let pq = target
@@ -142,6 +137,16 @@ impl Origin {
             .cloned()
             .unwrap_or_else(|| http::uri::PathAndQuery::from_static("/"));
         self.uri(pq)
+    }
+
+    /// Whether `target` is already [`Origin::uri_for`]'s answer: an absolute URI naming this
+    /// origin byte for byte, with a path.
+    pub fn names(&self, target: &http::Uri) -> bool {
+        target.scheme_str() == Some(self.scheme.as_str())
+            && target.path_and_query().is_some()
+            && target
+                .authority()
+                .is_some_and(|a| a.as_str() == self.uri_authority.as_str())
     }
 
     fn uri_scheme(&self) -> http::uri::Scheme {

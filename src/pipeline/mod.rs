@@ -21,9 +21,10 @@
 //!    stream passes, [`shape`]); [`held`] in cache-only mode, offline or under a `list =
 //!    "cache"` rule (the cache alone); else the call: [`create`] (duplicate suppression),
 //!    [`model`], or [`forward`]. Pass-through mode skips every phase after 1;
-//! 5. **driver admission** (`admit_and_run`): the client rate limit (GCRA per surface and
-//!    identity), applied here and nowhere else, only to steps that reach an upstream; a limited
-//!    cache fetch gets its stale copy instead ([`limits`]);
+//! 5. **driver admission** (`admit_and_run`; a plain forward's in `Managed::run` itself, the
+//!    same check): the client rate limit (GCRA per surface and identity), applied here and
+//!    nowhere else, only to steps that reach an upstream; a limited cache fetch gets its stale
+//!    copy instead ([`limits`]);
 //! 6. **upstream admission** (cooldown → breaker → bulkhead) and **attempt and retry** (one
 //!    retry layer, budget, fallback): [`crate::upstream`], shared with the queue's replays;
 //! 7. **rescue** ([`rescue`]): a stale answer when the upstream failed; creates go to the
@@ -589,14 +590,30 @@ impl Managed {
             // Answered by the handler (a stale hit, a hold's copy or miss): no admission, and
             // the driver's future is not made.
             Step::Answered(answer) => answer,
+            // A plain forward (an `other` call), the common call: [`admit_and_run`]'s client
+            // rate and call made here, without its future around the call's (each level
+            // copies the request in and the answer out).
+            Step::Upstream(Call::Forward(req)) => {
+                match limits::client_rate(&proxy.rate_limiter, ctx.who) {
+                    Err(p) => rescue::stale_or(None, ctx.seen, p, "client-rate-limited"),
+                    Ok(()) => forward::managed(&proxy.upstreams, &ctx, req).await,
+                }
+            }
             step => admit_and_run(proxy, &ctx, step).await,
         };
         let answer = match waiting.is_empty() {
             true => answer,
             false => Box::pin(waiting_tasks::listed(answer, waiting)).await,
         };
-        let answer = after.apply(proxy, &ctx, answer).await;
-        explained(&ctx, answer)
+        // Nothing after it waits (no log follower, no client's own `GET /user`): answered
+        // here, without [`After::apply`]'s future.
+        match after.is_now() {
+            true => after.now(&ctx, answer),
+            false => {
+                let answer = after.apply(proxy, &ctx, answer).await;
+                explained(&ctx, answer)
+            }
+        }
     }
 }
 

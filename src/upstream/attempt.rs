@@ -501,18 +501,40 @@ fn aim(
 /// URI and `Host`, HTTP/1.1 and no extensions (nothing of the client's connection goes
 /// upstream).
 fn aim_whole(origin: &Origin, mut req: Request<Body>) -> Result<Request<Body>, FetchError> {
-    let uri = origin
-        .uri_for(req.uri())
-        .map_err(|e| FetchError::Protocol {
-            target: origin.to_string(),
-            message: format!("bad URI: {e}"),
-        })?;
-    *req.uri_mut() = uri;
-    req.headers_mut()
-        .insert(header::HOST, origin.host_header().clone());
+    // A proxy client's request for the upstream it is configured with already names the origin
+    // (and usually carries its `Host`): left as it is, not given a new URI equal to the old
+    // one (a copy made and the old one dropped).
+    if !origin.names(req.uri()) {
+        let uri = origin
+            .uri_for(req.uri())
+            .map_err(|e| FetchError::Protocol {
+                target: origin.to_string(),
+                message: format!("bad URI: {e}"),
+            })?;
+        *req.uri_mut() = uri;
+    }
+    set_host(req.headers_mut(), origin.host_header());
     *req.version_mut() = http::Version::default();
     req.extensions_mut().clear();
     Ok(req)
+}
+
+/// `headers.insert(HOST, host)` with one lookup, and nothing replaced when the one `Host`
+/// there is `host` already.
+fn set_host(headers: &mut HeaderMap, host: &HeaderValue) {
+    match headers.entry(header::HOST) {
+        header::Entry::Occupied(mut e) => {
+            let mut all = e.iter();
+            let same = all.next() == Some(host) && all.next().is_none();
+            if !same {
+                // Every value replaced by this one, in the first one's place (as `insert`).
+                e.insert(host.clone());
+            }
+        }
+        header::Entry::Vacant(e) => {
+            e.insert(host.clone());
+        }
+    }
 }
 
 /// A request's head kept for another attempt (a retry or the fallback), its headers as a list
@@ -611,6 +633,43 @@ pub(crate) fn fetch_problem(e: &FetchError) -> Problem {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Aimed in place, a request gets the origin's URI and exactly one `Host`, the origin's,
+    /// whether it named the origin already or not (another host, no `Host`, two of them).
+    #[test]
+    fn a_request_aimed_whole_names_the_origin_once() {
+        let origin = Origin::parse("http://127.0.0.1:8081").unwrap();
+        let cases: [(&str, &[&str]); 5] = [
+            ("http://127.0.0.1:8081/repos/o/r?x=1", &["127.0.0.1:8081"]),
+            ("http://127.0.0.1:8081/repos/o/r?x=1", &[]),
+            (
+                "http://127.0.0.1:8081/repos/o/r?x=1",
+                &["127.0.0.1:8081", "evil.test"],
+            ),
+            ("http://other.test/repos/o/r?x=1", &["other.test"]),
+            ("/repos/o/r?x=1", &["127.0.0.1:8081"]),
+        ];
+        for (target, hosts) in cases {
+            let mut b = Request::builder().method(Method::GET).uri(target);
+            for h in hosts {
+                b = b.header(header::HOST, *h);
+            }
+            let req = b
+                .header("accept", "application/json")
+                .body(crate::body::empty())
+                .unwrap();
+            let aimed = aim_whole(&origin, req).unwrap();
+            assert_eq!(
+                aimed.uri(),
+                "http://127.0.0.1:8081/repos/o/r?x=1",
+                "{target} {hosts:?}"
+            );
+            let got: Vec<_> = aimed.headers().get_all(header::HOST).iter().collect();
+            assert_eq!(got, [origin.host_header()], "{target} {hosts:?}");
+            assert_eq!(aimed.headers()["accept"], "application/json");
+            assert_eq!(aimed.version(), http::Version::HTTP_11);
+        }
+    }
 
     /// A kept head gives back the request's method, target and every header value in the
     /// request's order (repeated names included), and its buffer is reused by the next one.

@@ -7,7 +7,7 @@ use http::{Request, Response};
 use hyper_util::client::legacy::Client;
 use std::time::Duration;
 
-pub type Connector = hyper_rustls::HttpsConnector<super::pool::RoutingConnector>;
+pub type Connector = super::pool::SharedConnector;
 
 /// Why an upstream exchange failed before a complete response was in hand.
 #[derive(Debug, Clone, thiserror::Error)]

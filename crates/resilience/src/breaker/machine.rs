@@ -6,7 +6,7 @@ use tokio::time::Instant;
 use super::baseline::Slowness;
 use super::reason::Reason;
 use super::state::BreakerEvent;
-use super::verdict::{self, Probes, Verdict};
+use super::verdict::{self, Calls, Probes, Verdict};
 use super::{Inner, Phase, Shared};
 
 impl Shared {
@@ -59,17 +59,22 @@ impl Shared {
             Phase::Closed | Phase::Degraded => {
                 inner.outstanding = inner.outstanding.saturating_sub(1);
                 let epoch = inner.window.epoch(now);
-                let slot = inner.window.current_at(epoch);
-                slot.calls += 1;
-                slot.failures += u64::from(failure);
-                slot.slow += u64::from(judged.slow);
-                slot.too_slow += u64::from(judged.too_slow);
+                // Counted, and the window's sum after it (kept in step: not every bucket
+                // added up again per call).
+                let sum = inner.window.add_at(
+                    epoch,
+                    &Calls {
+                        calls: 1,
+                        failures: u64::from(failure),
+                        slow: u64::from(judged.slow),
+                        too_slow: u64::from(judged.too_slow),
+                    },
+                );
                 inner.consecutive = if failure {
                     inner.consecutive.saturating_add(1)
                 } else {
                     0
                 };
-                let sum = inner.window.sum_at(epoch);
                 let counts = verdict::Closed {
                     sum,
                     consecutive: inner.consecutive,
