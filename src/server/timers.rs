@@ -8,13 +8,13 @@
 //! when dropped, for a timeout that almost never fires.
 //!
 //! Here a connection keeps its spare `Sleep`s (in the task-local that `identity::per_connection`
-//! scopes to the connection's future, beside its last credential). A timer taken
-//! from the spares is moved to its new deadline with `Sleep::reset`: a deadline later than the
-//! one the wheel holds only raises the entry's expiry (one atomic store, no lock, the entry
-//! stays where it is); when the old slot comes round, tokio sees the later expiry and files it
-//! again. A timer dropped while the connection runs goes back to the spares, still registered.
-//! So a kept-alive connection registers its timers once and moves them on, and a deadline is
-//! still exact: a timer fires at the deadline it was last given, never before.
+//! scopes to the connection's future, beside its last credential). A timer taken from the
+//! spares for an earlier deadline than the one it holds is moved there with `Sleep::reset`;
+//! for a later one (hyper's next header-read timer) it is left where it is, and moved on to
+//! its deadline only when it comes to the one it held ([`sleep_until`]). A timer dropped while
+//! the connection runs goes back to the spares, still registered. So a kept-alive connection
+//! registers its timers once and moves them on seldom, and a deadline is still exact: a timer
+//! fires at the deadline it was last given, never before.
 //!
 //! A spare that waits in the list may still fire at its last deadline, and wakes the task that
 //! polled it last: one spurious wake-up of the connection at most per timeout period (hyper
@@ -38,30 +38,50 @@ fn with_spares<R>(f: impl FnOnce(&RefCell<Vec<Pin<Box<Sleep>>>>) -> R) -> Option
     crate::identity::with_connection(|c| f(&c.timers))
 }
 
-/// A sleep until `deadline`: a spare of the connection's, moved to `deadline`, or a new one.
+/// A sleep until `deadline`: a spare of the connection's, or a new one.
+///
+/// A spare set at or before `deadline` is not moved here: hyper asks for its header-read
+/// timer again for every request, each time a little later, and `Sleep::reset` (the deadline
+/// turned into the wheel's ticks and stored) was ~0.14k of a cache hit's instructions. The
+/// [`Reused`] keeps the deadline it was given; should the `Sleep` come to its earlier one
+/// first, the poll that sees it moves it on to that deadline and waits again. So a timer
+/// still fires at the deadline it was last given, never before; the cost is one wake-up of
+/// the task at the earlier deadline, at most one per period of the timeout (hyper polls and
+/// finds nothing to do), instead of a reset per request.
 pub(crate) fn sleep_until(deadline: Instant) -> Reused {
     let spare = with_spares(|s| s.try_borrow_mut().ok().and_then(|mut s| s.pop())).flatten();
     let sleep = match spare {
         Some(mut s) => {
-            s.as_mut().reset(deadline);
+            if s.deadline() > deadline {
+                s.as_mut().reset(deadline);
+            }
             s
         }
         None => Box::pin(tokio::time::sleep_until(deadline)),
     };
-    Reused { sleep: Some(sleep) }
+    Reused {
+        sleep: Some(sleep),
+        deadline,
+    }
 }
 
 /// A timer that goes back to its connection's spares when dropped (see [`sleep_until`]).
 pub(crate) struct Reused {
-    /// Always `Some` until dropped.
+    /// Always `Some` until dropped. Set at or before `deadline` ([`sleep_until`]).
     sleep: Option<Pin<Box<Sleep>>>,
+    /// When this timer fires.
+    deadline: Instant,
 }
 
 impl Reused {
-    /// Moves the deadline (later: no lock, see the module's doc).
+    /// Moves the deadline: an earlier one at once, a later one when the `Sleep` comes to the
+    /// deadline it holds ([`sleep_until`]).
     pub(crate) fn reset(&mut self, deadline: Instant) {
+        self.deadline = deadline;
         if let Some(s) = &mut self.sleep {
-            s.as_mut().reset(deadline);
+            if s.deadline() > deadline {
+                s.as_mut().reset(deadline);
+            }
         }
     }
 }
@@ -71,9 +91,20 @@ impl Future for Reused {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         // `Reused` is `Unpin`: the timer itself is boxed.
-        match &mut self.get_mut().sleep {
-            Some(s) => s.as_mut().poll(cx),
-            None => Poll::Ready(()),
+        let this = self.get_mut();
+        let Some(s) = &mut this.sleep else {
+            return Poll::Ready(());
+        };
+        loop {
+            if s.as_mut().poll(cx).is_pending() {
+                return Poll::Pending;
+            }
+            if s.deadline() >= this.deadline {
+                return Poll::Ready(());
+            }
+            // At an earlier deadline the spare kept: moved on to this timer's own, and polled
+            // again (so that it wakes the task then; ready at once if that has passed too).
+            s.as_mut().reset(this.deadline);
         }
     }
 }
