@@ -73,18 +73,7 @@ impl Stored {
     /// [`Stored::to_response`] written into `room`, a header map this request no longer needs
     /// (the request's own): it is emptied first, and its memory is reused instead of freed
     /// while a new map is allocated. Nothing of what it held is kept.
-    pub fn to_response_in(&self, room: http::HeaderMap) -> http::Response<crate::body::Body> {
-        self.to_response_without(room, &[]).0
-    }
-
-    /// [`Stored::to_response_in`], telling whether the stored headers hold none of `names`
-    /// (looked for in the same pass over them: a caller that adds those headers may then
-    /// append them, where an insert would look each one up first).
-    pub fn to_response_without(
-        &self,
-        mut room: http::HeaderMap,
-        names: &[http::HeaderName],
-    ) -> (http::Response<crate::body::Body>, bool) {
+    pub fn to_response_in(&self, mut room: http::HeaderMap) -> http::Response<crate::body::Body> {
         let mut resp = http::Response::new(crate::body::full(self.body.clone()));
         *resp.status_mut() = self.status;
         room.clear();
@@ -92,10 +81,7 @@ impl Stored {
         // `X-Request-Id`, `Weir-Policy`, `Keep-Alive`): a clone has no spare room, and the
         // first of them grew (rehashed) the map on every cache hit.
         room.reserve(self.headers.len() + ADDED_HEADERS);
-        let mut without = true;
         for (name, value) in &self.headers {
-            // A standard name against a custom one differs at the first compare.
-            without &= !names.contains(name);
             room.append(name.clone(), value.clone());
         }
         // The map `Response::new` made is empty and owns no memory (`HeaderMap::new` does not
@@ -104,6 +90,6 @@ impl Stored {
         // hit: the debug builds (every test) say so.
         debug_assert_eq!(resp.headers().capacity(), 0);
         std::mem::forget(std::mem::replace(resp.headers_mut(), room));
-        (resp, without)
+        resp
     }
 }

@@ -143,12 +143,11 @@ impl IdKeys {
     }
 }
 
-/// One thread's request ids: the text of an id (its first half written once), the process's
-/// keys, the next counter value and how many are left in its block, and the buffer ids are
-/// cut from.
+/// One thread's request ids: the process's keys and its ids' random half as text, the next
+/// counter value and how many are left in its block, and the buffer ids are cut from.
 struct Ids {
-    text: [u8; 32],
-    keys: Option<IdKeys>,
+    keys: IdKeys,
+    prefix: [u8; 16],
     next: u64,
     left: u64,
     buf: bytes::BytesMut,
@@ -157,8 +156,12 @@ struct Ids {
 impl Ids {
     fn new() -> Ids {
         Ids {
-            text: [b'0'; 32],
-            keys: None,
+            keys: IdKeys {
+                prefix: 0,
+                before: 0,
+                after: 0,
+            },
+            prefix: [0; 16],
             next: 0,
             left: 0,
             buf: bytes::BytesMut::new(),
@@ -166,33 +169,32 @@ impl Ids {
     }
 
     fn next(&mut self) -> HeaderValue {
-        let keys = match (self.left, self.keys) {
-            (1.., Some(keys)) => keys,
-            _ => self.take_block(),
-        };
+        if self.left == 0 {
+            self.take_block();
+        }
         let n = self.next;
         self.next = n.wrapping_add(1);
         self.left -= 1;
-        self.text[16..].copy_from_slice(&hex16(keys.mix(n)));
-        if self.buf.capacity() - self.buf.len() < self.text.len() {
-            self.buf = bytes::BytesMut::with_capacity(self.text.len() * IDS_PER_BUFFER);
+        let mut text = [0u8; 32];
+        text[..16].copy_from_slice(&self.prefix);
+        text[16..].copy_from_slice(&hex16(self.keys.mix(n)));
+        if self.buf.capacity() - self.buf.len() < text.len() {
+            self.buf = bytes::BytesMut::with_capacity(text.len() * IDS_PER_BUFFER);
         }
-        self.buf.extend_from_slice(&self.text);
+        self.buf.extend_from_slice(&text);
         // Hex digits are always a valid value; the fallback is never used.
         HeaderValue::from_maybe_shared(self.buf.split().freeze())
             .unwrap_or_else(|_| HeaderValue::from_static("0"))
     }
 
-    /// A new block of counter values, and the process's keys (its ids' random half written
-    /// out).
-    fn take_block(&mut self) -> IdKeys {
+    /// A new block of counter values (and, the first time, the process's keys and its ids'
+    /// random half written out).
+    fn take_block(&mut self) {
         use std::sync::atomic::Ordering::Relaxed;
-        let keys = IdKeys::get();
-        self.keys = Some(keys);
-        self.text[..16].copy_from_slice(&hex16(keys.prefix));
+        self.keys = IdKeys::get();
+        self.prefix = hex16(self.keys.prefix);
         self.next = ID_COUNTER.fetch_add(ID_BLOCK, Relaxed);
         self.left = ID_BLOCK;
-        keys
     }
 }
 
