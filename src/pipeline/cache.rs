@@ -207,7 +207,7 @@ pub(super) fn fresh_hit(
     h: CacheHandles<'_>,
     ctx: &Ctx<'_>,
     req: &mut Request<Incoming>,
-) -> Option<Response<Body>> {
+) -> Option<respond::FreshHit> {
     let (up, class) = (ctx.up, ctx.class);
     let uri = req.uri();
     if class == RouteClass::List && uri.query().is_some() && page_subset::Page::of(uri).is_some() {
@@ -247,12 +247,7 @@ pub(super) fn fresh_hit(
     }
     ctx.seen.saw(Event::FreshHit);
     let room = std::mem::take(req.headers_mut());
-    Some(respond::cached_static(
-        &entry,
-        respond::FRESH_HIT,
-        room,
-        now,
-    ))
+    Some(respond::FreshHit { entry, room, now })
 }
 
 /// The same, for a request already taken apart (its body, if any, is not part of the key).

@@ -81,14 +81,17 @@ pub(super) fn request_id_given(given: Option<&HeaderValue>) -> HeaderValue {
 
 /// A new request id: 32 lower-case hex digits, unique within this process and, with 64 random
 /// bits per process, across Weir's runs. The first 16 digits are drawn once per process; the
-/// last 16 are a counter, each thread taking [`ID_BLOCK`] of them at a time. An id names a
-/// request in logs and problems and is no secret (it was never one: it is sent to the client
-/// and upstream); it does tell how many ids the process made before it.
+/// last 16 are a counter, each thread taking [`ID_BLOCK`] of its values at a time, put through
+/// a keyed mix ([`IdKeys::mix`], a bijection of 64-bit numbers, so two values never give one
+/// id). An id names a request in logs and problems and is no secret (it is sent to the client
+/// and upstream); the mix keeps it from telling how many requests the process served before
+/// it, or how far apart two requests came.
 ///
 /// This runs for every request: 128 random bits from the thread's generator, formatted and
-/// boxed, were ~0.6k of a cache hit's instructions (callgrind, #32). Now the next id's text
-/// is kept, its counter digits stepped in place, and ids are cut from one buffer per
-/// [`IDS_PER_BUFFER`] of them (`BytesMut::split`: shared, not allocated each).
+/// boxed, were ~0.6k of a cache hit's instructions (callgrind, #32). Now the id's random half
+/// is kept as text, its other half is the mixed counter written out (a few dozen instructions),
+/// and ids are made [`IDS_PER_BUFFER`] at a time into one buffer they are cut from (shared,
+/// not allocated each).
 fn new_request_id() -> HeaderValue {
     thread_local! {
         static IDS: std::cell::RefCell<Ids> = std::cell::RefCell::new(Ids::new());
@@ -100,80 +103,130 @@ fn new_request_id() -> HeaderValue {
         .unwrap_or_else(|| Ids::new().next())
 }
 
-/// Counter values a thread takes at once: `16^3`, so stepping the counter's digits within a
-/// block never carries past the last three.
+/// Counter values a thread takes at once.
 const ID_BLOCK: u64 = 1 << 12;
-/// Ids cut from one buffer before another is made.
+/// Ids made ahead into one buffer.
 const IDS_PER_BUFFER: usize = 64;
+/// An id's length: 32 hex digits.
+const ID_LEN: usize = 32;
 /// The ids' counter: the first value of the next block a thread takes.
 static ID_COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
-/// One thread's request ids: the next id's text, how many are left in its counter block, and
-/// the buffer ids are cut from.
+/// What a process draws once for its ids: their random half, and the mix's two keys.
+#[derive(Clone, Copy)]
+struct IdKeys {
+    prefix: u64,
+    before: u64,
+    after: u64,
+}
+
+impl IdKeys {
+    fn get() -> IdKeys {
+        static KEYS: std::sync::OnceLock<IdKeys> = std::sync::OnceLock::new();
+        *KEYS.get_or_init(|| IdKeys {
+            prefix: rand::random(),
+            before: rand::random(),
+            after: rand::random(),
+        })
+    }
+
+    /// The counter value `n` mixed: a xor with a key before and after a fixed mixer
+    /// (MurmurHash3's 64-bit finaliser). Each step (a xor with a key, a xor with the value
+    /// shifted right, a multiplication by an odd number) is a bijection of 64-bit numbers, so
+    /// distinct counter values stay distinct; consecutive ones come out in no visible order.
+    fn mix(&self, n: u64) -> u64 {
+        let mut x = n ^ self.before;
+        x ^= x >> 33;
+        x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
+        x ^= x >> 33;
+        x = x.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+        x ^= x >> 33;
+        x ^ self.after
+    }
+}
+
+/// One thread's request ids: the process's keys and its ids' random half as text, the next
+/// counter value and how many are left in its block, and ids made ahead, cut one at a time.
 struct Ids {
-    text: [u8; 32],
+    keys: IdKeys,
+    prefix: [u8; 16],
+    next: u64,
     left: u64,
-    buf: bytes::BytesMut,
+    ahead: bytes::Bytes,
 }
 
 impl Ids {
     fn new() -> Ids {
         Ids {
-            text: [b'0'; 32],
+            keys: IdKeys {
+                prefix: 0,
+                before: 0,
+                after: 0,
+            },
+            prefix: [0; 16],
+            next: 0,
             left: 0,
-            buf: bytes::BytesMut::new(),
+            ahead: bytes::Bytes::new(),
         }
     }
 
+    /// The next id, cut from those made ahead (`Bytes::split_to`: one count on the shared
+    /// buffer, cheaper than cutting each from a `BytesMut` as it is written).
     fn next(&mut self) -> HeaderValue {
-        if self.left == 0 {
-            self.take_block();
-        } else {
-            step_hex(&mut self.text[16..]);
+        if self.ahead.len() < ID_LEN {
+            self.make_ahead();
         }
-        self.left -= 1;
-        if self.buf.capacity() - self.buf.len() < self.text.len() {
-            self.buf = bytes::BytesMut::with_capacity(self.text.len() * IDS_PER_BUFFER);
-        }
-        self.buf.extend_from_slice(&self.text);
+        let id = self.ahead.split_to(ID_LEN);
         // Hex digits are always a valid value; the fallback is never used.
-        HeaderValue::from_maybe_shared(self.buf.split().freeze())
-            .unwrap_or_else(|_| HeaderValue::from_static("0"))
+        HeaderValue::from_maybe_shared(id).unwrap_or_else(|_| HeaderValue::from_static("0"))
     }
 
-    /// The first id of a new counter block, written out whole.
+    /// [`IDS_PER_BUFFER`] ids written into one new buffer.
+    fn make_ahead(&mut self) {
+        let mut buf = Vec::with_capacity(ID_LEN * IDS_PER_BUFFER);
+        for _ in 0..IDS_PER_BUFFER {
+            if self.left == 0 {
+                self.take_block();
+            }
+            let n = self.next;
+            self.next = n.wrapping_add(1);
+            self.left -= 1;
+            buf.extend_from_slice(&self.prefix);
+            buf.extend_from_slice(&hex16(self.keys.mix(n)));
+        }
+        self.ahead = bytes::Bytes::from(buf);
+    }
+
+    /// A new block of counter values (and, the first time, the process's keys and its ids'
+    /// random half written out).
     fn take_block(&mut self) {
         use std::sync::atomic::Ordering::Relaxed;
-        static PREFIX: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
-        let prefix = *PREFIX.get_or_init(rand::random::<u64>);
-        let first = ID_COUNTER.fetch_add(ID_BLOCK, Relaxed);
-        put_hex(&mut self.text[..16], prefix);
-        put_hex(&mut self.text[16..], first);
+        self.keys = IdKeys::get();
+        self.prefix = hex16(self.keys.prefix);
+        self.next = ID_COUNTER.fetch_add(ID_BLOCK, Relaxed);
         self.left = ID_BLOCK;
     }
 }
 
-/// `n` as 16 lower-case hex digits.
-fn put_hex(out: &mut [u8], n: u64) {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    for (i, d) in out.iter_mut().enumerate() {
-        *d = HEX[((n >> (60 - 4 * i)) & 0xf) as usize];
+/// `n` as 16 lower-case hex digits, most significant first: each half's nibbles spread one
+/// to a byte, then made digits eight at a time (no table, no loop).
+fn hex16(n: u64) -> [u8; 16] {
+    fn spread(half: u32) -> u64 {
+        let mut x = u64::from(half);
+        x = (x | (x << 16)) & 0x0000_ffff_0000_ffff;
+        x = (x | (x << 8)) & 0x00ff_00ff_00ff_00ff;
+        (x | (x << 4)) & 0x0f0f_0f0f_0f0f_0f0f
     }
-}
-
-/// Adds one to the lower-case hex number `digits`.
-fn step_hex(digits: &mut [u8]) {
-    for d in digits.iter_mut().rev() {
-        match *d {
-            b'9' => *d = b'a',
-            b'f' => {
-                *d = b'0';
-                continue;
-            }
-            _ => *d += 1,
-        }
-        return;
+    fn digits(nibbles: u64) -> [u8; 8] {
+        // 1 in each byte whose nibble is 10 or more (no byte carries into the next).
+        let letters = ((nibbles + 0x0606_0606_0606_0606) >> 4) & 0x0101_0101_0101_0101;
+        let gap = u64::from(b'a' - b'0' - 10);
+        (nibbles + 0x3030_3030_3030_3030 + letters * gap).to_be_bytes()
     }
+    let mut out = [0u8; 16];
+    out[..8].copy_from_slice(&digits(spread((n >> 32) as u32)));
+    out[8..].copy_from_slice(&digits(spread(n as u32)));
+    out
 }
 
 /// Bytes of the header section as received (names, values and separators).
@@ -381,25 +434,52 @@ mod tests {
         assert_eq!(all.len(), n, "an id repeated");
     }
 
-    /// The counter's digits step as a number does.
+    /// Hex digits as `format!` writes them.
     #[test]
-    fn hex_steps_as_numbers() {
-        for n in [
-            0u64,
-            9,
-            15,
-            0xff,
-            0xfff,
-            0x9f9,
-            0x1234_5678_9abc_def0,
-            u64::MAX - 1,
-        ] {
-            let mut d = [0u8; 16];
-            put_hex(&mut d, n);
-            step_hex(&mut d);
-            let mut want = [0u8; 16];
-            put_hex(&mut want, n + 1);
-            assert_eq!(d, want, "{n:x}");
+    fn hex16_writes_as_format_does() {
+        for fixed in [0u64, 9, 10, 15, 0xff, 0x9f9, 0xa0a0, u64::MAX - 1, u64::MAX] {
+            assert_eq!(hex16(fixed), *format!("{fixed:016x}").as_bytes());
         }
+        let mut n = 0x0123_4567_89ab_cdefu64;
+        for _ in 0..10_000 {
+            n = n.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+            assert_eq!(hex16(n), *format!("{n:016x}").as_bytes(), "{n:x}");
+        }
+    }
+
+    /// One thread's consecutive ids do not count up: their counter halves are neither steps of
+    /// one nor in order, so an id does not tell how many came before it. They stay unique
+    /// (across threads: `new_ids_are_unique_hex`).
+    #[test]
+    fn ids_do_not_count_up() {
+        let halves: Vec<u64> = (0..3 * ID_BLOCK as usize)
+            .map(|_| {
+                let id = new_request_id();
+                let digits = std::str::from_utf8(&id.as_bytes()[16..]).unwrap();
+                u64::from_str_radix(digits, 16).unwrap()
+            })
+            .collect();
+        let steps = halves
+            .windows(2)
+            .filter(|w| w[1] == w[0].wrapping_add(1))
+            .count();
+        assert_eq!(steps, 0, "consecutive ids counted up");
+        // About half rise, as random numbers do (a counter's all do).
+        let rising = halves.windows(2).filter(|w| w[1] > w[0]).count();
+        assert!(
+            rising < halves.len() * 3 / 4,
+            "{rising} of {} rose",
+            halves.len()
+        );
+        let mut unique = halves.clone();
+        unique.sort_unstable();
+        unique.dedup();
+        assert_eq!(unique.len(), halves.len(), "an id repeated");
+        // The mix alone keeps distinct values distinct.
+        let keys = IdKeys::get();
+        let mut mixed: Vec<u64> = (0..100_000u64).map(|n| keys.mix(n)).collect();
+        mixed.sort_unstable();
+        mixed.dedup();
+        assert_eq!(mixed.len(), 100_000);
     }
 }

@@ -305,6 +305,10 @@ fn phases_now(proxy: &Arc<Proxy>, req: Request<Incoming>) -> Handled {
             recording.end(result.is_err());
             return Handled::Ready(Some(door.answer(proxy, result, rule)));
         }
+        Phased::Finished(resp) => {
+            recording.end(false);
+            return Handled::Ready(Some(resp));
+        }
         Phased::Waits(waits) => waits,
     };
     recording.hand_over();
@@ -332,6 +336,9 @@ fn phases_now(proxy: &Arc<Proxy>, req: Request<Incoming>) -> Handled {
 #[allow(clippy::large_enum_variant)]
 enum Phased {
     Answered(Answer),
+    /// A fresh hit's answer with the front door's headers already written
+    /// ([`respond::FreshHit::finished`]): what [`Door::answer`] would make of it.
+    Finished(Response<Body>),
     Waits(Waits),
 }
 
@@ -383,7 +390,6 @@ fn phases(
     let glance = headers::Glance::of(req.headers());
     let settings;
     (*door, settings) = Door::open(proxy, &req, glance.request_id);
-    let rid = &door.rid;
     let phased = 'phased: {
         if let Err(p) = limits::header_size(&settings.limits, glance.bytes) {
             break 'phased Phased::Answered(Err(p));
@@ -420,17 +426,23 @@ fn phases(
         // queue, or (once sent) the real id in its place. Only a request that could name one
         // waits for the queue.
         if provisional::may_follow(&proxy.queue, &req) {
-            req.headers_mut().insert(REQUEST_ID, rid.clone());
+            req.headers_mut().insert(REQUEST_ID, door.rid.clone());
             break 'phased Phased::Waits(Waits::Follow(req, classified));
         }
         // 2b–3. policy, context
         let (ctx, after) = managed(proxy, &req, classified, conditional, seen, rule);
-        // 4. the class handler, when it can answer at once: a fresh cache hit.
-        if let Some(resp) = fresh_hit(proxy, &ctx, &after, &mut req) {
-            break 'phased Phased::Answered(after.now(&ctx, Ok(resp)));
+        // 4. the class handler, when it can answer at once: a fresh cache hit. Unless a
+        // condition may still turn it into a `304`, its answer is finished here, the front
+        // door's headers with the cache's in one go (as `Door::answer` would add them).
+        if let Some(hit) = fresh_hit(proxy, &ctx, &after, &mut req) {
+            if after.asked.is_none() {
+                let rid = std::mem::replace(&mut door.rid, Door::unopened().rid);
+                break 'phased Phased::Finished(hit.finished(rid, rule.take()));
+            }
+            break 'phased Phased::Answered(after.now(&ctx, Ok(hit.response())));
         }
         // What goes on carries the request id upstream (a hit's answer gets it at the door).
-        req.headers_mut().insert(REQUEST_ID, rid.clone());
+        req.headers_mut().insert(REQUEST_ID, door.rid.clone());
         Phased::Waits(Waits::Managed(Managed {
             req,
             ctx: ctx.detach(),
@@ -505,7 +517,7 @@ fn fresh_hit(
     ctx: &Ctx<'_>,
     after: &After,
     req: &mut Request<Incoming>,
-) -> Option<Response<Body>> {
+) -> Option<respond::FreshHit> {
     let plain = req.method() == Method::GET
         && ctx.class.is_cacheable()
         && ctx.hold.is_none()
