@@ -804,35 +804,16 @@ async fn a_silent_or_idle_gateway_connection_is_closed_after_the_header_limit() 
         .await
         .unwrap();
     assert_eq!(tls.get_ref().1.alpn_protocol(), Some(&b"h2"[..]));
-    let (client, conn) = h2::client::handshake(tls).await.unwrap();
+    let (mut client, conn) = h2::client::handshake(tls).await.unwrap();
     let conn = tokio::spawn(conn);
-    let req = http::Request::builder()
-        .uri(format!("https://{}/_weir/api/health", r.addr))
-        .body(())
-        .unwrap();
-    // A handle is kept: with none left, the client would close the connection itself.
-    let (answer, _) = client
-        .clone()
-        .ready()
-        .await
-        .unwrap()
-        .send_request(req, true)
-        .unwrap();
-    let status = answer.await.unwrap().status();
-    assert!(status.as_u16() < 500, "{status}");
+    let status = tls::h2_get(&mut client, &format!("https://{}/_weir/api/health", r.addr)).await;
+    assert!(status < 500, "{status}");
     tokio::time::timeout(bound, conn)
         .await
         .expect("the gateway closes an idle HTTP/2 connection")
         .unwrap()
         .ok();
-    // With a GOAWAY first, not a bare close: a new request is refused for the GOAWAY.
-    let refused = client.ready().await.err();
-    assert!(
-        refused
-            .as_ref()
-            .is_some_and(|e| e.is_go_away() && e.is_remote()),
-        "closed without a GOAWAY: {refused:?}"
-    );
+    tls::assert_told_goaway(client).await;
 
     // TLS done, then silence.
     let tcp = tokio::net::TcpStream::connect(r.addr).await.unwrap();

@@ -857,26 +857,6 @@ fn short_idle(limit: &str) -> String {
     format!("[limits]\nheader_read_timeout = \"{limit}\"\n")
 }
 
-/// Sends `GET url` on `client` and reads the whole answer; returns its status.
-async fn h2_get(client: &mut h2::client::SendRequest<bytes::Bytes>, url: &str) -> u16 {
-    let req = http::Request::get(url).body(()).unwrap();
-    let (answer, _) = client
-        .clone()
-        .ready()
-        .await
-        .unwrap()
-        .send_request(req, true)
-        .unwrap();
-    let answer = answer.await.unwrap();
-    let status = answer.status().as_u16();
-    let mut body = answer.into_body();
-    while let Some(chunk) = body.data().await {
-        let chunk = chunk.unwrap();
-        let _ = body.flow_control().release_capacity(chunk.len());
-    }
-    status
-}
-
 /// Issue 32: an intercepted HTTP/2 connection idle after its requests is closed (GOAWAY) once
 /// no stream was open for `header_read_timeout`, HTTP/1's idle limit; it held its CONNECT slot
 /// forever. One with a request every 200 ms (for 4 limits) stays open and answers each.
@@ -909,7 +889,7 @@ async fn an_idle_intercepted_http2_connection_is_closed_and_an_active_one_is_not
 
     // Idle after one request: closed by Weir.
     let (mut client, ended) = open().await;
-    assert_eq!(h2_get(&mut client, &url).await, 200);
+    assert_eq!(tls::h2_get(&mut client, &url).await, 200);
     let last = std::time::Instant::now();
     let closed_at = tokio::time::timeout(Duration::from_secs(15), ended)
         .await
@@ -924,7 +904,7 @@ async fn an_idle_intercepted_http2_connection_is_closed_and_an_active_one_is_not
     // Active: a request every 200 ms for 2 s, all on the one connection.
     let (mut client, ended) = open().await;
     for _ in 0..10 {
-        assert_eq!(h2_get(&mut client, &url).await, 200);
+        assert_eq!(tls::h2_get(&mut client, &url).await, 200);
         tokio::time::sleep(Duration::from_millis(200)).await;
         assert!(!ended.is_finished(), "an active connection was closed");
     }
@@ -945,7 +925,7 @@ async fn an_idle_plain_http2_connection_is_closed() {
     let ended = tokio::spawn(conn);
     let url = format!("http://{addr}/_weir/api/health");
     for _ in 0..6 {
-        assert_eq!(h2_get(&mut client, &url).await, 200);
+        assert_eq!(tls::h2_get(&mut client, &url).await, 200);
         tokio::time::sleep(Duration::from_millis(200)).await;
         assert!(!ended.is_finished(), "an active connection was closed");
     }
@@ -953,15 +933,8 @@ async fn an_idle_plain_http2_connection_is_closed() {
         .await
         .expect("Weir closes an idle HTTP/2 connection")
         .unwrap();
-    // With a GOAWAY first, not a bare close: a new request is refused for the GOAWAY.
     ended.unwrap();
-    let refused = client.ready().await.err();
-    assert!(
-        refused
-            .as_ref()
-            .is_some_and(|e| e.is_go_away() && e.is_remote()),
-        "closed without a GOAWAY: {refused:?}"
-    );
+    tls::assert_told_goaway(client).await;
 }
 
 /// An echo target on loopback; returns its address.

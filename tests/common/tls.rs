@@ -298,3 +298,36 @@ pub async fn output(mut cmd: std::process::Command) -> std::process::Output {
 pub fn repo_root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
+
+/// Sends `GET url` on `client` and reads the whole answer; returns its status. `client` itself
+/// is kept (a clone sends): with no handle left, h2 would close the connection on its own.
+pub async fn h2_get(client: &mut h2::client::SendRequest<bytes::Bytes>, url: &str) -> u16 {
+    let req = http::Request::get(url).body(()).unwrap();
+    let (answer, _) = client
+        .clone()
+        .ready()
+        .await
+        .unwrap()
+        .send_request(req, true)
+        .unwrap();
+    let answer = answer.await.unwrap();
+    let status = answer.status().as_u16();
+    let mut body = answer.into_body();
+    while let Some(chunk) = body.data().await {
+        let chunk = chunk.unwrap();
+        let _ = body.flow_control().release_capacity(chunk.len());
+    }
+    status
+}
+
+/// Asserts that the server closed `client`'s connection with a GOAWAY, not a bare close: a new
+/// request is refused for the peer's GOAWAY (a bare close refuses it for an I/O error).
+pub async fn assert_told_goaway(client: h2::client::SendRequest<bytes::Bytes>) {
+    let refused = client.ready().await.err();
+    assert!(
+        refused
+            .as_ref()
+            .is_some_and(|e| e.is_go_away() && e.is_remote()),
+        "closed without a GOAWAY: {refused:?}"
+    );
+}
