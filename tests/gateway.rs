@@ -665,10 +665,53 @@ async fn https_through_the_gateway_is_served_with_the_shared_interception_ca() {
     // A client that closes after the gateway's certificate, with no alert (what Node does when
     // it does not trust the CA), is told to trust the CA file `[gateway]` names, not the
     // replica's own data dir's (which holds no CA in this mode).
+    hinted_after_a_close(&r, &files, &files.dir.path().join("ca.pem")).await;
+}
+
+/// A gateway that intercepts with the replica's own CA (no `intercept_ca_cert_file`: the one in
+/// its keychain) is still the team's: its start-up line and the hint for a client that closed
+/// after its certificate name the replica's CA file, and do not offer `weir ca install`, which
+/// on a client installs that client's own CA.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gateway_with_its_own_ca_hands_that_file_out() {
+    let bus = std::env::var("DBUS_SESSION_BUS_ADDRESS")
+        .expect("a session bus with a keychain: run under scripts/with-keychain.sh");
+    let up_ca = tls::TestCa::new();
+    let tls_up = tls::TlsUpstream::start(&up_ca, tls::HOST).await;
+    let counting = CountingUpstream::start().await;
+    let files = GatewayFiles::new();
+    let config = files.config(
+        counting.addr,
+        &format!(
+            "allow = [\"127.0.0.0/8\"]\n\n{}",
+            tls::upstream_toml(&tls_up, &up_ca)
+        ),
+    );
+    let r = Replica::start_env(&config, &[("DBUS_SESSION_BUS_ADDRESS".into(), bus)]);
+    let ca_file = r.data.path().join("d/ca/weir-ca.pem");
+    let said = r
+        .banner
+        .iter()
+        .find(|l| l.starts_with("weir: HTTPS to"))
+        .unwrap();
+    assert!(
+        said.contains("intercepted with the gateway's CA")
+            && said.contains(&ca_file.display().to_string())
+            && !said.contains("weir ca install"),
+        "{said}"
+    );
+    hinted_after_a_close(&r, &files, &ca_file).await;
+}
+
+/// Through the gateway `r`, a client closes after the intercepted host's certificate with no
+/// alert (what Node does when it does not trust the CA): the hint it logs names `ca_file` as
+/// the gateway's CA, and does not offer `weir ca install`.
+async fn hinted_after_a_close(r: &Replica, files: &GatewayFiles, ca_file: &std::path::Path) {
     let mut inner = tunnel_through(r.addr, &files.cert_der, tls::HOST).await;
     let name = rustls::pki_types::ServerName::try_from(tls::HOST.to_string()).unwrap();
     let mut hello = Vec::new();
-    rustls::ClientConnection::new(client_trusting(ca.cert_der().clone()), name)
+    // (The client never reads the gateway's certificate: what it trusts does not matter.)
+    rustls::ClientConnection::new(client_trusting(files.cert_der.clone().into()), name)
         .unwrap()
         .write_tls(&mut hello)
         .unwrap();
@@ -679,17 +722,12 @@ async fn https_through_the_gateway_is_served_with_the_shared_interception_ca() {
         "the gateway answered the hello"
     );
     drop(inner);
-    let named = format!(
-        "NODE_EXTRA_CA_CERTS={}",
-        files.dir.path().join("ca.pem").display()
-    );
+    let named = format!("NODE_EXTRA_CA_CERTS={}", ca_file.display());
     assert!(
         eventually(200, || async { r.log().contains(&named) }).await,
-        "the hint names the shared CA's file ({named}):\n{}",
+        "the hint names the CA's file ({named}):\n{}",
         r.log()
     );
-    // `weir ca install` on a client installs that client's own CA, not the gateway's: the hint
-    // does not offer it.
     let log = r.log();
     let hint = log.lines().find(|l| l.contains(&named)).unwrap();
     assert!(
