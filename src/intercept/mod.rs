@@ -53,13 +53,6 @@ pub enum CaCertificate {
 }
 
 impl CaCertificate {
-    /// The certificate's file (`NODE_EXTRA_CA_CERTS` names it).
-    pub fn path(&self) -> &std::path::Path {
-        match self {
-            CaCertificate::Own(path) | CaCertificate::Gateway(path) => path,
-        }
-    }
-
     /// The fix a hint names for a client that does not trust the CA.
     pub(crate) fn how_to_trust(&self) -> String {
         match self {

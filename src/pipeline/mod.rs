@@ -204,7 +204,7 @@ impl Door {
     /// decided (`Weir-Policy`; a create's rescue may have said more, e.g. `local->queue`).
     fn answer(self, proxy: &Proxy, result: Answer, rule: Option<HeaderValue>) -> Response<Body> {
         let refused = result.is_err();
-        let mut resp = respond::finish(result, self.rid, &proxy.base_url);
+        let mut resp = respond::finish(result, self.rid, rule, &proxy.base_url);
         // Weir's own problem for a request with a body usually leaves the body unread (breaker
         // open, cooldown, client rate): hyper then closes an HTTP/1 connection unless the rest
         // was already in its buffer. The answer says so (`Connection: close`,
@@ -212,9 +212,6 @@ impl Door {
         // about to close.
         if refused && self.body_pending {
             resp.extensions_mut().insert(crate::server::CloseAfter);
-        }
-        if let Some(v) = rule {
-            resp.headers_mut().entry(policy::HEADER_NAME).or_insert(v);
         }
         resp
     }
@@ -226,7 +223,7 @@ impl Door {
 #[cfg(feature = "gateway")]
 pub(crate) fn finish(proxy: &Proxy, result: Answer, rid: HeaderValue) -> Response<Body> {
     Recording::start(proxy, &Outcome::default()).end(result.is_err());
-    respond::finish(result, rid, &proxy.base_url)
+    respond::finish(result, rid, None, &proxy.base_url)
 }
 
 /// A request's answer, as [`handle`] gives it: made at once, or the phases that must wait.
