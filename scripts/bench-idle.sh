@@ -7,6 +7,7 @@
 #   WEIR_BIN=/path/to/weir scripts/bench-idle.sh (measure that build; nothing is built)
 #   WEIR_BEFORE=/path/to/old/weir scripts/bench-idle.sh   (also measure an older build, same run)
 #   scripts/with-keychain.sh scripts/bench-idle.sh        (with a real keychain, as on a laptop)
+#   IDLE_STRACE=120 scripts/bench-idle.sh        (then what wakes: see "Tracing" below)
 #
 # The set-ups, each its own `weir serve` with its own data dir, HOME and XDG dirs (nothing of
 # the user's is read), listening on a free loopback port:
@@ -29,6 +30,12 @@
 # /proc wakes no one): a thread born during the window counts from 0, one that ends keeps its
 # last sample (tokio's blocking threads live at least 10 s). CPU is utime + stime of
 # /proc/PID/stat (the whole process, ended threads included). Output: out/bench/idle.md.
+#
+# Tracing (IDLE_STRACE=SECONDS): after the measured window, each process is traced with
+# `strace -f -tt` for that long, all of them at once (ptrace's stops are switches too, so this
+# never overlaps the measurement), and what woke is summed up by thread (its comm name) and by
+# the call it returned from (epoll_wait, futex, clock_nanosleep...), with each wake's times:
+# out/bench/idle-trace-LABEL.txt, the raw trace beside it (.strace).
 set -euo pipefail
 source "$(dirname "$0")/lib-bench.sh"
 MINUTES="${IDLE_MINUTES:-5}"
@@ -239,3 +246,48 @@ print(m["mode"] + ", " + str(d["sessions"]["poller"]))')"
       "$(python3 -c "print(round($cpu / $MINUTES, 1))")" "$threads" "$state"
   done
 } | tee "$OUT/idle.md"
+
+if [ -n "${IDLE_STRACE:-}" ]; then
+  bench_need bench-idle "" strace
+  TRACERS=()
+  for l in "${LABELS[@]}"; do
+    pid="${PID_OF[$l]}"
+    # The threads' names now (a thread born during the trace is named by strace's own lines).
+    for t in /proc/"$pid"/task/*; do echo "${t##*/} $(cat "$t/comm" 2>/dev/null)"; done >"$OUT/idle-trace-$l.comm"
+    timeout -s INT "$IDLE_STRACE" strace -f -tt -qq -o "$OUT/idle-trace-$l.strace" -p "$pid" 2>/dev/null &
+    TRACERS+=("$!")
+  done
+  for t in "${TRACERS[@]}"; do wait "$t" || true; done
+  for l in "${LABELS[@]}"; do
+    python3 - "$OUT/idle-trace-$l.strace" "$OUT/idle-trace-$l.comm" "$IDLE_STRACE" <<'PY' >"$OUT/idle-trace-$l.txt"
+import collections, re, sys
+trace, comm, secs = sys.argv[1], sys.argv[2], float(sys.argv[3])
+names = dict(l.split(" ", 1) for l in open(comm).read().splitlines() if " " in l)
+# A wake is a blocking call returning: the calls a parked thread sleeps in.
+BLOCKING = ("epoll_wait", "epoll_pwait", "futex", "clock_nanosleep", "nanosleep", "poll", "ppoll")
+wakes = collections.defaultdict(list)
+born = []  # (time, parent tid): a thread started (tokio's blocking pool, a library's own)
+line_re = re.compile(r"^(\d+)\s+(\S+)\s+(?:<\.\.\. (\w+) resumed>|(\w+)\()(.*)$")
+for line in open(trace, errors="replace"):
+    m = line_re.match(line)
+    if not m:
+        continue
+    tid, at, resumed, call, rest = m.groups()
+    name = resumed or call
+    if name in ("clone", "clone3") and not resumed:
+        born.append((at[:8], tid))
+    if name not in BLOCKING or "<unfinished ...>" in rest:
+        continue
+    if name == "futex" and "FUTEX_WAKE" in rest:
+        continue
+    wakes[(tid, name)].append(at)
+per_min = 60.0 / secs
+print(f"# wakes (blocking calls returned) per thread, {secs:.0f} s traced")
+print(f"threads started: {len(born)} ({' '.join(f'{a} by {t}' for a, t in born[:12])})")
+for (tid, name), ats in sorted(wakes.items(), key=lambda kv: -len(kv[1])):
+    who = names.get(tid, "(born during the trace)")
+    print(f"{len(ats) * per_min:7.1f}/min  tid {tid} {who:<18} {name:<16} at {' '.join(a[:8] for a in ats[:12])}{' ...' if len(ats) > 12 else ''}")
+PY
+    echo "bench-idle: what woke $l: $OUT/idle-trace-$l.txt"
+  done
+fi

@@ -8,13 +8,18 @@
 //! status can say "NetworkManager does not know").
 //!
 //! No bus, or no NetworkManager, is not an error: the value stays unknown, the status says why,
-//! and the watcher tries the bus again after [`RETRY_FIRST`], doubling up to [`RETRY_MAX`] (a
-//! restarted bus is found again within a second or two; a machine without one is asked once a
-//! minute). NetworkManager starting later is seen at once through `NameOwnerChanged`. The service is never started by this watcher: its name
-//! is checked for an owner before any call, so a read cannot trigger D-Bus activation.
+//! and the watcher tries the bus again. With no socket file at the bus's address (a machine
+//! without a system bus: a container, WSL, an SSH remote; or a bus that stopped) it waits for
+//! the file to appear, told by the OS ([`super::appears`]): nothing wakes it meanwhile, and a
+//! bus that starts is found at once. Any other failure is tried again after [`RETRY_FIRST`],
+//! doubling up to [`RETRY_MAX`] (also the fallback when the OS cannot watch for the file).
+//! NetworkManager starting later is seen at once through `NameOwnerChanged`. The service is
+//! never started by this watcher: its name is checked for an owner before any call, so a read
+//! cannot trigger D-Bus activation.
 
 use super::{Network, OsWatch};
 use futures_util::StreamExt;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
@@ -66,14 +71,22 @@ impl BusAddress {
         }
     }
 
+    /// The socket file the address names, when it is a plain `unix:path=` and no file is
+    /// there.
+    fn missing_socket(&self) -> Option<PathBuf> {
+        let path = PathBuf::from(unix_socket_path(&self.shown())?);
+        (!path.exists()).then_some(path)
+    }
+
     async fn connect(&self) -> zbus::Result<zbus::Connection> {
         // No socket, no bus: said without asking zbus, which makes its unix connection on a
         // blocking thread. On a box with no system bus (a container, WSL, an SSH remote) each
         // retry started a thread that lived 10 s: ~7 of an idle Weir's wakeups a minute.
-        if let Some(path) = unix_socket_path(&self.shown()) {
-            if !std::path::Path::new(path).exists() {
-                return Err(zbus::Error::Failure(format!("no bus socket at {path}")));
-            }
+        if let Some(path) = self.missing_socket() {
+            return Err(zbus::Error::Failure(format!(
+                "no bus socket at {}",
+                path.display()
+            )));
         }
         let builder = match self {
             BusAddress::System => zbus::connection::Builder::system()?,
@@ -127,12 +140,32 @@ pub(super) async fn watch(
                 error: error.to_string(),
             },
         );
-        tokio::select! {
-            _ = tokio::time::sleep(retry) => {}
+        let missing = address.missing_socket();
+        let appeared = tokio::select! {
+            a = before_retry(missing.as_deref(), retry) => a,
             _ = stop.wait_for(|s| *s) => return,
-        }
-        retry = (retry * 2).min(RETRY_MAX);
+        };
+        retry = if appeared {
+            RETRY_FIRST
+        } else {
+            (retry * 2).min(RETRY_MAX)
+        };
     }
+}
+
+/// Until the bus is worth trying again: a missing socket file until it appears (the OS says
+/// when; no timer runs meanwhile), anything else for `retry`. `true` when the socket appeared.
+async fn before_retry(missing: Option<&Path>, retry: Duration) -> bool {
+    if let Some(path) = missing {
+        match super::appears::exists(path).await {
+            Ok(()) => return true,
+            Err(e) => {
+                tracing::debug!(path = %path.display(), error = %e, "network: cannot watch for the bus socket; trying the bus again on a timer");
+            }
+        }
+    }
+    tokio::time::sleep(retry).await;
+    false
 }
 
 /// Follows NetworkManager on one connection; returns why the bus could not be used (or went
@@ -254,6 +287,35 @@ mod tests {
             e.contains("no bus socket at") && e.contains("no-bus"),
             "{e}"
         );
+    }
+
+    /// #32 item 4: with no bus socket the watcher waits for the file, not on a timer: it is
+    /// seen as soon as it appears, long before the retry it would otherwise have slept.
+    #[tokio::test]
+    async fn a_missing_socket_is_waited_for_not_polled() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("dbus/system_bus_socket");
+        let waiting = tokio::spawn({
+            let path = path.clone();
+            async move { before_retry(Some(&path), Duration::from_secs(3600)).await }
+        });
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert!(!waiting.is_finished());
+        std::fs::create_dir(dir.path().join("dbus")).unwrap();
+        std::fs::write(&path, b"").unwrap();
+        let appeared = tokio::time::timeout(Duration::from_secs(10), waiting)
+            .await
+            .expect("seen when it appeared, not after the hour's retry")
+            .unwrap();
+        assert!(appeared);
+    }
+
+    /// Any other failure (here: no socket path to wait for) keeps the timed retry.
+    #[tokio::test(start_paused = true)]
+    async fn other_failures_are_retried_on_the_timer() {
+        let start = tokio::time::Instant::now();
+        assert!(!before_retry(None, Duration::from_secs(8)).await);
+        assert_eq!(start.elapsed(), Duration::from_secs(8));
     }
 
     #[test]

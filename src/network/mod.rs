@@ -12,6 +12,8 @@ mod store;
 
 // The OS readers are the `metered` feature (their D-Bus / Network.framework / WinRT crates).
 #[cfg(all(feature = "metered", target_os = "linux"))]
+mod appears;
+#[cfg(all(feature = "metered", target_os = "linux"))]
 mod linux;
 #[cfg(all(feature = "metered", target_os = "macos"))]
 mod macos;

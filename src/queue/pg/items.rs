@@ -18,8 +18,13 @@ use weir_store::{
 /// differ still agree on when a lease ran out.
 pub(super) const DB_NOW_MS: &str = "(extract(epoch from clock_timestamp()) * 1000)::bigint";
 
-/// An idle worker looks again at least this often (a `NOTIFY` wakes it sooner).
-const MAX_IDLE: Duration = Duration::from_secs(30);
+/// An idle worker looks again at least this often, even with nothing due. Only a safety net:
+/// an insert or a retry is announced (`NOTIFY`, which wakes it at once), every other due time
+/// (a backoff's next attempt, another replica's lease running out) is in what `idle_wait`
+/// reads, and notifications lost while the `LISTEN` connection was down wake every worker when
+/// it is back (`listen`). A minute, not less: an idle replica's workers (one per upstream) do
+/// not wake on a short fixed period (#32, "idle means asleep"; it was 30 s).
+const MAX_IDLE: Duration = Duration::from_secs(60);
 const MIN_IDLE: Duration = Duration::from_millis(50);
 
 impl PgQueue {
@@ -211,11 +216,7 @@ impl QueueBackend for PgQueue {
             Ok(Some(r)) => r.get(0),
             _ => None,
         };
-        match next {
-            Some(at) => Duration::from_millis(at.saturating_sub(now_ms).max(0) as u64)
-                .clamp(MIN_IDLE, MAX_IDLE),
-            None => MAX_IDLE,
-        }
+        idle_for(next, now_ms)
     }
 
     async fn find_by_dedupe_key(&self, key: &str) -> Result<Option<Item>, StoreError> {
@@ -407,5 +408,38 @@ impl QueueBackend for PgQueue {
                 ended_updated_at: r.get(1),
             })
             .unwrap_or_default())
+    }
+}
+
+/// How long an idle worker sleeps when the next item is due at `next` (unix ms on this
+/// replica's clock; `None` when nothing is), within [`MIN_IDLE`]..[`MAX_IDLE`].
+fn idle_for(next: Option<i64>, now_ms: i64) -> Duration {
+    match next {
+        Some(at) => {
+            Duration::from_millis(at.saturating_sub(now_ms).max(0) as u64).clamp(MIN_IDLE, MAX_IDLE)
+        }
+        None => MAX_IDLE,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// #32 item 4: with nothing due an idle worker sleeps a minute, not 30 s; a due time
+    /// sooner than that is kept to the millisecond, and one that passed is not a spin.
+    #[test]
+    fn an_idle_worker_sleeps_until_the_next_due_time_or_a_minute() {
+        let now = 1_700_000_000_000;
+        assert_eq!(idle_for(None, now), Duration::from_secs(60));
+        assert_eq!(
+            idle_for(Some(now + 7_250), now),
+            Duration::from_millis(7_250)
+        );
+        assert_eq!(
+            idle_for(Some(now + 3_600_000), now),
+            Duration::from_secs(60)
+        );
+        assert_eq!(idle_for(Some(now - 5_000), now), MIN_IDLE);
     }
 }
