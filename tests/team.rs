@@ -386,6 +386,13 @@ async fn with_nats_down_weir_serves_and_says_disconnected_then_connects() {
         "{:?}",
         team_of(&w.status().await)
     );
+    // And this Weir's facts go out: the publish loop, asleep while the link was down with
+    // nothing to tick for (#32 item 4), woke with the connection.
+    assert!(
+        eventually_status(&w.handle, 2000, |s| team_of(s).published > 0).await,
+        "{:?}",
+        team_of(&w.status().await)
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

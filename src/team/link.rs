@@ -75,6 +75,9 @@ struct Shared {
     indicator: Box<dyn Fn() -> Option<Indicator> + Send + Sync>,
     peers: Mutex<Peers>,
     client: Mutex<Option<async_nats::Client>>,
+    /// Woken at each connection (the client's `Connected` event): what waits for the link
+    /// waits here, not on a timer (#32 item 4).
+    connected: tokio::sync::Notify,
     error: Mutex<Option<String>>,
     /// The TLS client configuration (OS roots plus `ca_file`), shared with the diagnosis.
     tls: Arc<rustls::ClientConfig>,
@@ -128,6 +131,7 @@ impl Team {
             indicator: parts.indicator,
             peers: Mutex::new(peers),
             client: Mutex::new(None),
+            connected: tokio::sync::Notify::new(),
             error: Mutex::new(None),
             tls,
             diagnosing: std::sync::atomic::AtomicBool::new(false),
@@ -258,6 +262,7 @@ fn connect_options(
             let (change, message) = match &ev {
                 async_nats::Event::Connected => {
                     *lock(&s.error) = None;
+                    s.connected.notify_waiters();
                     (
                         Some(TeamChange::Connected),
                         format!("connected to {}", s.settings.nats_url),
@@ -400,9 +405,7 @@ fn refuses_publish_to(error: &str, subject: &str) -> bool {
 async fn identity_enforced(shared: Arc<Shared>, client: async_nats::Client) {
     let probe = shared.probe.clone();
     loop {
-        while client.connection_state() != async_nats::connection::State::Connected {
-            tokio::time::sleep(TICK).await;
-        }
+        until_connected(&shared, &client).await;
         let Ok(mut sub) = client.subscribe(probe.clone()).await else {
             tokio::time::sleep(PROBE_WAIT).await;
             continue;
@@ -429,6 +432,49 @@ async fn identity_enforced(shared: Arc<Shared>, client: async_nats::Client) {
             Err(_) => tokio::time::sleep(PROBE_WAIT).await,
         }
     }
+}
+
+fn is_connected(client: &async_nats::Client) -> bool {
+    client.connection_state() == async_nats::connection::State::Connected
+}
+
+/// Until `client` is connected: woken by its connection event, not by a timer (it was a
+/// look every [`TICK`] while the server was unreachable).
+async fn until_connected(shared: &Shared, client: &async_nats::Client) {
+    loop {
+        // Enabled before the state is read: a connection in between is not missed.
+        let woken = shared.connected.notified();
+        tokio::pin!(woken);
+        woken.as_mut().enable();
+        if is_connected(client) {
+            return;
+        }
+        woken.await;
+        // async-nats sends the event a moment before its state says so: look a few times.
+        for _ in 0..100 {
+            if is_connected(client) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+}
+
+/// While the link is down the tick has nothing to do once no teammate has been heard from
+/// within the window, none of their decisions is being acted on and nothing holds an
+/// upstream: nothing can be published, and nothing of theirs can age out or be released.
+fn nothing_to_tick(shared: &Shared) -> bool {
+    let now = Instant::now();
+    if !lock(&shared.holds).is_empty() {
+        return false;
+    }
+    let peers = lock(&shared.peers);
+    peers.seen(now) == 0
+        && shared.upstreams.configured().all(|idx| {
+            !peers
+                .episode(&shared.upstreams.get(idx).settings.name)
+                .acting
+        })
 }
 
 /// Checks and applies every message on the subscription.
@@ -677,7 +723,8 @@ fn fact_for(shared: &Shared, idx: UpstreamIndex) -> Fact {
 }
 
 /// Publishes a fact when what it says changes, and every heartbeat; re-evaluates decisions
-/// every tick (reports age out of the window; local successes overrule).
+/// every tick (reports age out of the window; local successes overrule). While the link is
+/// down with nothing to tick for ([`nothing_to_tick`]) it sleeps until the link is back.
 async fn publish_loop(
     shared: &Arc<Shared>,
     key: &TeamKey,
@@ -695,6 +742,16 @@ async fn publish_loop(
         tokio::select! {
             _ = tick.tick() => {}
             _ = stop.changed() => return,
+        }
+        // Down, with nothing to tick for: asleep until the link is back (#32 item 4), then
+        // every fact is due again as it was (changed, or past its heartbeat).
+        if !is_connected(client) && nothing_to_tick(shared) {
+            tokio::select! {
+                _ = until_connected(shared, client) => {}
+                _ = stop.changed() => return,
+            }
+            tick.reset_immediately();
+            continue;
         }
         {
             let now = Instant::now();

@@ -284,6 +284,11 @@ impl Holds {
             .saturating_sub(now.saturating_duration_since(h.since))
     }
 
+    /// No upstream is held.
+    pub fn is_empty(&self) -> bool {
+        self.held.is_empty()
+    }
+
     /// Nothing holds `upstream` any more (its breaker is closed and no pause runs): the next
     /// hold starts with the whole budget.
     pub fn release(&mut self, upstream: &str) {
