@@ -97,8 +97,9 @@ pub trait QueueBackend: Send + Sync {
     /// Gives a claimed item back without changing it (the gate was closed, nothing was sent).
     async fn release(&self, id: i64);
     /// How long an idle worker may sleep before something of `upstream` can be due (a new
-    /// item wakes it sooner).
-    async fn idle_wait(&self, upstream: &UpstreamId, now_ms: i64) -> Duration;
+    /// item wakes it sooner); `None` when nothing of it waits, so only a change can make
+    /// something due: it sleeps until woken.
+    async fn idle_wait(&self, upstream: &UpstreamId, now_ms: i64) -> Option<Duration>;
 
     /// Every queued or in-doubt item created more than `max_age_ms` ago → expired.
     async fn expire_older_than(
@@ -119,23 +120,29 @@ pub trait QueueBackend: Send + Sync {
     async fn oldest(&self) -> Result<Oldest, StoreError>;
 }
 
-/// The longest an idle SQLite worker (or the housekeeping) sleeps, even with nothing due:
-/// every change that makes an item due wakes it (`Queue::wake`: an insert, a retry, an offer
-/// back in the queue), so this is only a safety net, and it bounds how late a due time is
-/// seen after the machine slept (tokio's clock stops during suspend; due times are wall
-/// clock). Five minutes: an idle Weir wakes once per worker per five minutes, not per second.
+/// The longest an idle SQLite worker (or the housekeeping) sleeps before a due time: it
+/// bounds how late that time is seen after the machine slept (tokio's clock stops during
+/// suspend; due times are wall clock). With nothing due there is no cap: every change that
+/// makes an item due wakes them (`Queue::wake`: an insert, a retry, an offer back in the
+/// queue), so an idle queue's workers sleep until one (#32 item 4; they woke every five
+/// minutes, all of them, each with two store calls).
 pub(super) const IDLE_CAP: Duration = Duration::from_secs(300);
 /// The shortest idle sleep: a due time that just passed (or a clock step) is not a spin.
 pub(super) const MIN_IDLE: Duration = Duration::from_millis(50);
 
-/// How long to sleep until `at` (unix ms), within [`MIN_IDLE`]..[`IDLE_CAP`]; the cap when
-/// nothing is due.
-pub(super) fn wait_until(at: Option<i64>, now_ms: i64) -> Duration {
-    match at {
-        Some(at) => {
-            Duration::from_millis(at.saturating_sub(now_ms).max(0) as u64).clamp(MIN_IDLE, IDLE_CAP)
-        }
-        None => IDLE_CAP,
+/// How long to sleep until `at` (unix ms), within [`MIN_IDLE`]..[`IDLE_CAP`]; `None` (until
+/// woken) when nothing is due.
+pub(super) fn wait_until(at: Option<i64>, now_ms: i64) -> Option<Duration> {
+    at.map(|at| {
+        Duration::from_millis(at.saturating_sub(now_ms).max(0) as u64).clamp(MIN_IDLE, IDLE_CAP)
+    })
+}
+
+/// Sleeps `wait`, or for ever (`None`: until whatever it is raced against).
+pub(super) async fn sleep_or_never(wait: Option<Duration>) {
+    match wait {
+        Some(d) => tokio::time::sleep(d).await,
+        None => std::future::pending().await,
     }
 }
 
@@ -236,7 +243,7 @@ impl QueueBackend for AsyncStore {
     /// Until the upstream's next due item (its earliest `next_attempt_at`): one process
     /// writes the file, and nothing is in flight while its one worker is idle, so no lease
     /// can make an item due sooner. New items wake the worker (`Queue::wake`).
-    async fn idle_wait(&self, upstream: &UpstreamId, now_ms: i64) -> Duration {
+    async fn idle_wait(&self, upstream: &UpstreamId, now_ms: i64) -> Option<Duration> {
         let upstream = upstream.clone();
         match self
             .call(move |s| s.next_attempt_at(upstream.as_str()))
@@ -244,7 +251,7 @@ impl QueueBackend for AsyncStore {
         {
             Ok(at) => wait_until(at, now_ms),
             // The next claim reports the trouble; look again soon, not in a loop.
-            Err(_) => Duration::from_secs(5),
+            Err(_) => Some(Duration::from_secs(5)),
         }
     }
 

@@ -4,7 +4,7 @@
 //! change wakes it ([`Queue::wake`](super::Queue)), instead of every worker asking every
 //! second.
 
-use super::backend::wait_until;
+use super::backend::{sleep_or_never, wait_until};
 use super::replay::{end, KEEP_ENDED};
 use super::{now_ms, Queue};
 use crate::events::Bus;
@@ -17,21 +17,22 @@ const AFTER_SWEEP: Duration = Duration::from_secs(1);
 /// How long to wait when the store cannot say what is due.
 const STORE_TROUBLE: Duration = Duration::from_secs(5);
 
-/// Expires and purges what is due now, if anything; how long until the next pass.
-pub(super) async fn pass(bus: &Bus, q: &Queue) -> Duration {
+/// Expires and purges what is due now, if anything; how long until the next pass (`None`:
+/// nothing can expire or be purged until the queue changes).
+pub(super) async fn pass(bus: &Bus, q: &Queue) -> Option<Duration> {
     let now = now_ms();
     let max_age = q.max_age.as_millis().min(i64::MAX as u128) as i64;
     let due = match q.store.oldest().await {
         Ok(o) => o.next_due(max_age, KEEP_ENDED.as_millis() as i64),
         Err(e) => {
             tracing::warn!(error = %e, "cannot read the create queue's oldest items");
-            return STORE_TROUBLE;
+            return Some(STORE_TROUBLE);
         }
     };
     match due {
         Some(at) if at <= now => {
             sweep(bus, q, max_age).await;
-            AFTER_SWEEP
+            Some(AFTER_SWEEP)
         }
         due => wait_until(due, now),
     }
@@ -49,7 +50,7 @@ pub(super) async fn keep(bus: &Bus, q: &Queue) {
         let wait = pass(bus, q).await;
         tokio::select! {
             _ = woken => {}
-            _ = tokio::time::sleep(wait) => {}
+            _ = sleep_or_never(wait) => {}
             _ = stop.changed() => return,
         }
         if *stop.borrow() {

@@ -161,7 +161,7 @@ impl QueueBackend for Counted {
     async fn release(&self, id: i64) {
         counted!(self, "release", self.inner.release(id))
     }
-    async fn idle_wait(&self, upstream: &UpstreamId, now_ms: i64) -> Duration {
+    async fn idle_wait(&self, upstream: &UpstreamId, now_ms: i64) -> Option<Duration> {
         counted!(self, "idle_wait", self.inner.idle_wait(upstream, now_ms))
     }
     async fn expire_older_than(
@@ -328,8 +328,9 @@ impl Rig {
 }
 
 /// A queue file left by a create that was queued and replayed (one ended item), nothing due:
-/// over ten idle minutes the worker claims once per five (not once a second) and nothing
-/// runs expiry or purge, since nothing can expire for a week.
+/// over ten idle minutes the worker claims once, at start (nothing of its upstream waits, so
+/// only a change can make something due; it claimed every five minutes, and once a second
+/// before that) and nothing runs expiry or purge, since nothing can expire for a week.
 #[tokio::test(start_paused = true)]
 async fn an_idle_worker_sleeps_until_something_is_due() {
     let rig = Rig::start(Duration::from_secs(24 * 3600), File::Replayed).await;
@@ -337,10 +338,7 @@ async fn an_idle_worker_sleeps_until_something_is_due() {
     tokio::time::sleep(Duration::from_secs(600) - Duration::from_millis(1)).await;
     assert!(start.elapsed() >= Duration::from_secs(599));
     let claims = rig.calls("claim_next");
-    assert!(
-        (1..=2).contains(&claims),
-        "one claim at start and one after five minutes, not {claims}"
-    );
+    assert_eq!(claims, 1, "one claim at start, then asleep until a change");
     assert!(rig.calls("idle_wait") <= claims);
     assert_eq!(rig.calls("expire_older_than"), 0, "nothing could expire");
     assert_eq!(
@@ -349,6 +347,25 @@ async fn an_idle_worker_sleeps_until_something_is_due() {
         "nothing could be purged"
     );
     assert!(rig.calls("oldest") <= 3, "{}", rig.calls("oldest"));
+}
+
+/// No queue file (no create was ever queued): after the first look at start nothing wakes
+/// for an hour, neither the worker nor the housekeeping (#32 item 4: both woke every five
+/// minutes). The first insert wakes them (`an_insert_during_the_claim_wakes_the_worker_at_once`).
+#[tokio::test(start_paused = true)]
+async fn without_a_queue_file_nothing_wakes() {
+    let rig = Rig::start(Duration::from_secs(24 * 3600), File::None).await;
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let (claims, oldest) = (rig.calls("claim_next"), rig.calls("oldest"));
+    assert_eq!(claims, 1, "the first claim, at start");
+    tokio::time::sleep(Duration::from_secs(3600)).await;
+    assert_eq!(rig.calls("claim_next"), claims, "no claim in the hour");
+    assert_eq!(rig.calls("idle_wait"), 1, "no idle wait asked again");
+    assert_eq!(
+        rig.calls("oldest"),
+        oldest,
+        "no housekeeping pass in the hour"
+    );
 }
 
 /// The race a long sleep must not lose: the claim read an empty queue, a create was

@@ -222,11 +222,11 @@ impl QueueBackend for LazySqlite {
         }
     }
 
-    async fn idle_wait(&self, upstream: &UpstreamId, now_ms: i64) -> Duration {
+    async fn idle_wait(&self, upstream: &UpstreamId, now_ms: i64) -> Option<Duration> {
         match self.existing() {
             Some(s) => s.idle_wait(upstream, now_ms).await,
             // No file, nothing due: the first insert wakes the workers (`Queue::wake`).
-            None => super::backend::IDLE_CAP,
+            None => None,
         }
     }
 

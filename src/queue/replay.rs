@@ -146,24 +146,25 @@ impl Replayer {
                     // Between items the pace holds: only a change during the wait wakes it
                     // early, as before (not one made while this item was replayed).
                     woken.set(q.wake.notified());
-                    wait
+                    Some(wait)
                 }
+                // `None`: nothing of this upstream waits; asleep until a change wakes it.
                 Ok(None) => q.store.idle_wait(&name, now_ms()).await,
                 Err(e) => {
                     tracing::warn!(error = %e, "cannot read the create queue");
-                    Duration::from_secs(5)
+                    Some(Duration::from_secs(5))
                 }
             };
             let waited_from = tokio::time::Instant::now();
             tokio::select! {
                 _ = woken => {}
-                _ = tokio::time::sleep(wait) => {}
+                _ = super::backend::sleep_or_never(wait) => {}
                 _ = recovered.as_mut() => {
                     recovered.set(recovery.recovered.notified());
                     self.bring_forward(q, up).await;
                     // Its items are due now; the pace between two replays still holds.
                     tokio::select! {
-                        _ = tokio::time::sleep_until(waited_from + wait.min(PACE)) => {}
+                        _ = tokio::time::sleep_until(waited_from + wait.map_or(PACE, |w| w.min(PACE))) => {}
                         _ = stop.changed() => return,
                     }
                 }

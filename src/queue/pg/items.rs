@@ -203,7 +203,7 @@ impl QueueBackend for PgQueue {
 
     /// Until the earliest moment something of `upstream` may be due or a lease runs out,
     /// bounded by [`MIN_IDLE`]..[`MAX_IDLE`]; [`MAX_IDLE`] when the database cannot say.
-    async fn idle_wait(&self, upstream: &UpstreamId, now_ms: i64) -> Duration {
+    async fn idle_wait(&self, upstream: &UpstreamId, now_ms: i64) -> Option<Duration> {
         let upstream = upstream.as_str();
         let sql = format!(
             "SELECT LEAST(
@@ -216,7 +216,8 @@ impl QueueBackend for PgQueue {
             Ok(Some(r)) => r.get(0),
             _ => None,
         };
-        idle_for(next, now_ms)
+        // Always a time: other replicas change the table too.
+        Some(idle_for(next, now_ms))
     }
 
     async fn find_by_dedupe_key(&self, key: &str) -> Result<Option<Item>, StoreError> {
