@@ -8,6 +8,7 @@
 #   WEIR_BEFORE=/path/to/old/weir scripts/bench-idle.sh   (also measure an older build, same run)
 #   scripts/with-keychain.sh scripts/bench-idle.sh        (with a real keychain, as on a laptop)
 #   IDLE_STRACE=120 scripts/bench-idle.sh        (then what wakes: see "Tracing" below)
+#   IDLE_TEAM=1 scripts/with-keychain.sh scripts/bench-idle.sh   (also `[team]`, needs nats-server)
 #
 # The set-ups, each its own `weir serve` with its own data dir, HOME and XDG dirs (nothing of
 # the user's is read), listening on a free loopback port:
@@ -20,6 +21,11 @@
 #             sessions poller). Parts this build lacks or this machine cannot run (`[team]`
 #             needs the `team` feature and a NATS server, `[network] detect_os` the `metered`
 #             feature and a system bus, gateway mode PostgreSQL and TLS) are left out.
+# With IDLE_TEAM=1 (a keychain for the team key, and `nats-server` on PATH), two more, each
+# with a config holding only `[team]` and a team key made with `weir team set-key --generate`:
+#   team-up   the link to a loopback nats-server (one for every team set-up), connected;
+#   team-down the link to a loopback port nothing listens on (NATS unreachable: a laptop away
+#             from the team's network).
 # All of them (and WEIR_BEFORE's) run at the same time; each is left alone for 15 s after it
 # answers its status (start-up done, tokio's blocking threads from start-up gone), then
 # measured for IDLE_MINUTES. Nothing but loopback: the default
@@ -142,30 +148,50 @@ PY
 make_queue_file "$TMP/seed"
 
 # --- the set-ups --------------------------------------------------------------------------------
+SETUPS=(nothing queue all)
+if [ -n "${IDLE_TEAM:-}" ]; then
+  bench_need bench-idle "the NATS server, e.g. its release binary on PATH" nats-server
+  NATS_PORT="$(free_port)"
+  nats-server -a 127.0.0.1 -p "$NATS_PORT" >"$TMP/nats.log" 2>&1 &
+  PIDS+=("$!")
+  SETUPS+=(team-up team-down)
+fi
 declare -A PID_OF PORT_OF
 start_setup() { # LABEL BIN SETUP
   local label="$1" bin="$2" setup="$3" dir="$TMP/$1" port
   port="$(free_port)"
   mkdir -p "$dir"
   local args=(--listen "127.0.0.1:$port")
+  # A config file sits in its own directory (`$dir/config`, XDG_CONFIG_HOME), as on a laptop:
+  # the config watcher watches that directory, and beside `weir.out` every log line woke it.
+  mkdir -p "$dir/config"
   case "$setup" in
     nothing) ;;
     queue) cp -a "$TMP/queue-data" "$dir/data" ;;
     all)
       cp -a "$TMP/queue-data" "$dir/data"
       mkdir -p "$dir/src/octo/app/.git"
-      cat >"$dir/weir.toml" <<TOML
+      cat >"$dir/config/weir.toml" <<TOML
 [local_agent]
 command = ["true", "{problem_statement}"]
 checkouts = { "octo/app" = "$dir/src/octo/app" }
 TOML
-      args+=(--config "$dir/weir.toml")
+      args+=(--config "$dir/config/weir.toml")
       if [ -n "${DBUS_SESSION_BUS_ADDRESS:-}" ]; then
         # The sessions poller runs with a stored token (a keychain is needed to store one).
         mkdir -p "$dir/home"
         echo gho_bench_idle_token | HOME="$dir/home" "$bin" token set --data-dir "$dir/data" >/dev/null 2>&1 \
           || echo "bench-idle: no token stored for $label (no keychain?)" >&2
       fi
+      ;;
+    team-up | team-down)
+      local nats="127.0.0.1:$NATS_PORT"
+      [ "$setup" = team-down ] && nats="127.0.0.1:$(free_port)"
+      printf '[team]\nnats_url = "nats://%s"\n' "$nats" >"$dir/config/weir.toml"
+      args+=(--config "$dir/config/weir.toml")
+      mkdir -p "$dir/home"
+      HOME="$dir/home" "$bin" team set-key --generate --data-dir "$dir/data" --config "$dir/config/weir.toml" >/dev/null 2>&1 \
+        || echo "bench-idle: no team key stored for $label (no keychain?)" >&2
       ;;
   esac
   serve "$bin" "$dir" "${args[@]}"
@@ -174,7 +200,7 @@ TOML
 }
 
 LABELS=()
-for setup in nothing queue all; do
+for setup in "${SETUPS[@]}"; do
   start_setup "after-$setup" "$WEIR" "$setup"; LABELS+=("after-$setup")
   if [ -n "${WEIR_BEFORE:-}" ]; then
     start_setup "before-$setup" "$WEIR_BEFORE" "$setup"; LABELS+=("before-$setup")
