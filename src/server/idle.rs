@@ -107,11 +107,19 @@ impl HeadGuard {
     }
 
     /// `Ready` once a head is late. Cheap while the timer has not fired (one load of its
-    /// state): it is polled, and registers the task's waker, only when it is armed anew.
+    /// state, inlined into the connection's poll): it is polled, and registers the task's
+    /// waker, only when it is armed anew.
+    #[inline]
     pub(crate) fn poll_late(&mut self, cx: &mut Context<'_>) -> Poll<()> {
         if self.armed && !self.timer.is_elapsed() {
             return Poll::Pending;
         }
+        self.look(cx)
+    }
+
+    /// The timer fired (or was never polled): a look at the heads, and the timer set again.
+    #[cold]
+    fn look(&mut self, cx: &mut Context<'_>) -> Poll<()> {
         // Twice at most: a timer just reset is not due (a millisecond at least, the wheel's
         // tick); should it be, the task looks again at its next poll, woken now.
         for _ in 0..2 {
