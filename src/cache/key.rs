@@ -128,6 +128,7 @@ mod last {
     use http::{HeaderName, Method};
     use std::cell::RefCell;
 
+    #[derive(Default)]
     struct Last {
         /// `None`: nothing remembered (yet, or the last request was not kept).
         key: Option<CacheKey>,
@@ -146,28 +147,7 @@ mod last {
     }
 
     thread_local! {
-        static LAST: RefCell<Last> = const {
-            RefCell::new(Last {
-                key: None,
-                upstream: String::new(),
-                method: None,
-                path: String::new(),
-                query: None,
-                identity: [0; 32],
-                key_headers: Vec::new(),
-                names: Vec::new(),
-                values: Vec::new(),
-                misses: 0,
-            })
-        };
-    }
-
-    /// Whether `a` and `b` are the same name: the same text at the same place (a standard
-    /// name's static text, or the bytes a configured name was made of, which the list kept
-    /// here holds on to, so that place cannot be another name's meanwhile), else compared.
-    fn same_name(a: &HeaderName, b: &HeaderName) -> bool {
-        let (x, y) = (a.as_str(), b.as_str());
-        std::ptr::eq(x, y) || x == y
+        static LAST: RefCell<Last> = RefCell::new(Last::default());
     }
 
     /// The key of `inputs`: the last one when they are the same, else `lay_out`'s, kept.
@@ -201,12 +181,7 @@ mod last {
                 || self.query.as_deref() != i.query
                 || self.upstream != i.upstream
                 || self.method.as_ref() != Some(i.method)
-                || self.key_headers.len() != i.key_headers.len()
-                || !self
-                    .key_headers
-                    .iter()
-                    .zip(i.key_headers)
-                    .all(|(a, b)| same_name(a, b))
+                || self.key_headers != i.key_headers
                 || self.names.len() != i.headers.len()
             {
                 return false;
