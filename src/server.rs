@@ -418,7 +418,10 @@ impl Watched {
     /// [`Watched::drive`] keeps: hyper's timer only marks the heads it awaits
     /// ([`timers::HeadTimer`]), so no timer is made per request. The limit then holds within
     /// [`header_read_timeout`, twice that] ([`idle::HeadGuard`]) where hyper's was exact.
-    pub(crate) fn http_builder(&mut self, limits: &crate::config::Limits) -> auto::Builder<InlineFirst> {
+    pub(crate) fn http_builder(
+        &mut self,
+        limits: &crate::config::Limits,
+    ) -> auto::Builder<InlineFirst> {
         self.every_head = true;
         let mut builder = http_builder(limits);
         builder

@@ -167,7 +167,7 @@ mod last {
             // A client whose requests all differ (a few lists in turn) makes every request a
             // miss: it pays the comparison, and the copy only now and then.
             last.misses = last.misses.saturating_add(1);
-            if last.misses <= 2 || last.misses % 16 == 0 {
+            if last.misses <= 2 || last.misses.is_multiple_of(16) {
                 last.keep(inputs, key);
             }
             key
@@ -667,7 +667,11 @@ mod tests {
                 n("x-github-api-version"),
                 n("copilot-api-version"),
             ],
-            vec![n("x-github-api-version"), n("accept"), n("x-github-api-version")],
+            vec![
+                n("x-github-api-version"),
+                n("accept"),
+                n("x-github-api-version"),
+            ],
             vec![],
         ];
         let upstreams = [upstream_named("up0"), upstream_named("up1")];
@@ -719,14 +723,19 @@ mod tests {
             x ^= x << 13;
             x ^= x >> 7;
             x ^= x << 17;
-            if x % 2 == 0 {
+            if x.is_multiple_of(2) {
                 let which = ((x >> 8) % 7) as usize;
                 pick[which] = ((x >> 16) as usize) % sizes[which];
             }
             let [up, method, target, identity, list, set, id] = pick;
             let h = headers(set, id as u64 + step * u64::from(set == 2));
             let (path, query) = targets[target];
-            let (u, m, i, l) = (&upstreams[up], &methods[method], &identities[identity], &lists[list]);
+            let (u, m, i, l) = (
+                &upstreams[up],
+                &methods[method],
+                &identities[identity],
+                &lists[list],
+            );
             assert_eq!(
                 CacheKey::of_target(u, m, (path, query), i, &h, l),
                 laid_out(u, m, (path, query), i, &h, l),

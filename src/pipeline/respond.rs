@@ -135,11 +135,17 @@ mod tests {
         for stored_policy in [false, true] {
             let now = Instant::now();
             let mut headers = http::HeaderMap::new();
-            headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+            headers.insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            );
             if stored_policy {
                 headers.insert(policy::HEADER_NAME, HeaderValue::from_static("stored"));
             }
-            headers.insert(header::DATE, HeaderValue::from_static("Mon, 07 Dec 2026 04:00:00 GMT"));
+            headers.insert(
+                header::DATE,
+                HeaderValue::from_static("Mon, 07 Dec 2026 04:00:00 GMT"),
+            );
             let entry = std::sync::Arc::new(Stored {
                 status: http::StatusCode::OK,
                 headers,
@@ -164,10 +170,18 @@ mod tests {
                 };
                 let finished = hit().finished(rid.clone(), rule.clone());
                 let through = finish(Ok(hit().response()), rid.clone(), rule.clone(), "http://w");
-                assert_eq!(fields(&finished), fields(&through), "{stored_policy} {rule:?}");
+                assert_eq!(
+                    fields(&finished),
+                    fields(&through),
+                    "{stored_policy} {rule:?}"
+                );
                 assert_eq!(finished.status(), through.status());
                 let policy = finished.headers().get(policy::HEADER_NAME);
-                let want = if stored_policy { Some("stored") } else { rule.as_ref().and_then(|v| v.to_str().ok()) };
+                let want = if stored_policy {
+                    Some("stored")
+                } else {
+                    rule.as_ref().and_then(|v| v.to_str().ok())
+                };
                 assert_eq!(policy.and_then(|v| v.to_str().ok()), want);
             }
         }

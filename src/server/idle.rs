@@ -316,7 +316,10 @@ mod tests {
             late(&mut guard).await;
             let waited = Instant::now() - begun;
             assert!(waited >= limit, "closed after {waited:?}, under the limit");
-            assert!(waited <= limit * 2, "closed after {waited:?}, past twice the limit");
+            assert!(
+                waited <= limit * 2,
+                "closed after {waited:?}, past twice the limit"
+            );
         }
 
         // Heads that keep coming within the limit are never late.
@@ -333,7 +336,10 @@ mod tests {
             }
         })
         .await;
-        assert!(kept.is_err(), "a connection whose heads kept coming was closed");
+        assert!(
+            kept.is_err(),
+            "a connection whose heads kept coming was closed"
+        );
     }
 
     /// Marks are idempotent: a head begun twice is one head, a head finished with none
