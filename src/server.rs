@@ -352,9 +352,10 @@ pub(crate) async fn serve<H, Fut>(
             continue;
         };
         let limits = live.get().limits.clone();
-        let watched = Watched::new();
+        let mut watched = Watched::new();
+        let builder = watched.http_builder(&limits);
         let conn = connection(
-            &http_builder(&limits),
+            &builder,
             TokioIo::new(stream),
             watched.watching(graceful.watcher()),
             keep_alive_value(limits.header_read_timeout),
@@ -377,13 +378,20 @@ pub(crate) async fn serve<H, Fut>(
 ///   hyper-util has seen which protocol the client speaks, and that first read has no limit, so
 ///   a client that connected (or finished its TLS handshake) and sent nothing, or one byte of
 ///   `PRI`, held its connection slot forever;
+/// - with a builder from [`Watched::http_builder`] (the plain listener), every later HTTP/1
+///   head within it too ([`idle::HeadGuard`], in place of hyper's timer per request);
 /// - HTTP/2's idle limit ([`idle`]): the same `header_read_timeout` with no stream open.
 ///
-/// [`Watched::wrap`] counts the handler's HTTP/2 streams; [`Watched::drive`] polls the
-/// connection and closes it when either limit is reached: an idle HTTP/2 connection gets a
-/// GOAWAY first, through the connection's drain watcher ([`Watched::watching`]).
+/// [`Watched::wrap`] notes each head's end and counts the handler's HTTP/2 streams;
+/// [`Watched::drive`] polls the connection and closes it when a limit is reached: an idle
+/// HTTP/2 connection gets a GOAWAY first, through the connection's drain watcher
+/// ([`Watched::watching`]).
 pub(crate) struct Watched {
-    first: Arc<std::sync::atomic::AtomicBool>,
+    heads: Arc<idle::Heads>,
+    /// hyper marks every head it awaits on `heads` ([`Watched::http_builder`]): the guard
+    /// keeps all of them. Otherwise only the first is marked (awaited from the start), and
+    /// hyper's own timer keeps the rest.
+    every_head: bool,
     activity: Arc<idle::Activity>,
     /// Set when the HTTP/2 idle limit is reached: the watcher then starts hyper's graceful
     /// close (GOAWAY) at the connection's next poll.
@@ -399,10 +407,27 @@ type Counted<Fut> = futures_util::future::Either<
 impl Watched {
     pub(crate) fn new() -> Watched {
         Watched {
-            first: Arc::new(std::sync::atomic::AtomicBool::new(false)),
+            heads: idle::Heads::new(),
+            every_head: false,
             activity: idle::Activity::new(),
             close: Arc::new(std::sync::atomic::AtomicBool::new(false)),
         }
+    }
+
+    /// [`http_builder`] for this one connection, whose HTTP/1 header-read limit this
+    /// [`Watched::drive`] keeps: hyper's timer only marks the heads it awaits
+    /// ([`timers::HeadTimer`]), so no timer is made per request. The limit then holds within
+    /// [`header_read_timeout`, twice that] ([`idle::HeadGuard`]) where hyper's was exact.
+    pub(crate) fn http_builder(
+        &mut self,
+        limits: &crate::config::Limits,
+    ) -> auto::Builder<InlineFirst> {
+        self.every_head = true;
+        let mut builder = http_builder(limits);
+        builder
+            .http1()
+            .timer(timers::HeadTimer::new(self.heads.clone()));
+        builder
     }
 
     /// `watcher`, also closing the connection gracefully when [`Watched::drive`] finds it idle.
@@ -421,10 +446,10 @@ impl Watched {
         Fut: Future<Output = Response<Body>> + Send + Unpin + 'static,
     {
         use futures_util::future::Either;
-        let seen = self.first.clone();
+        let heads = self.heads.clone();
         let streams = self.activity.clone();
         move |req| {
-            seen.store(true, std::sync::atomic::Ordering::Relaxed);
+            heads.finished();
             // HTTP/1 pays a version check here, nothing more: only an HTTP/2 stream is
             // counted, its answer wrapped (boxed: h2 streams are rare on a plain listener).
             if req.version() != http::Version::HTTP_2 {
@@ -439,10 +464,11 @@ impl Watched {
     }
 
     /// Polls `conn` (whose handler [`Watched::wrap`] made, and whose drain watcher
-    /// [`Watched::watching`] made) until it ends, or until its first head is late: then it is
-    /// dropped (closed). On HTTP/2 idle for `limit`, it is sent a GOAWAY and given one more
-    /// `limit` with no stream open to finish its close (h2 waits for the client to answer a
-    /// PING, and serves the streams it opens meanwhile), then dropped.
+    /// [`Watched::watching`] made) until it ends, or until its first head is late (any HTTP/1
+    /// head, with [`Watched::http_builder`]'s builder): then it is dropped (closed). On HTTP/2
+    /// idle for `limit`, it is sent a GOAWAY and given one more `limit` with no stream open to
+    /// finish its close (h2 waits for the client to answer a PING, and serves the streams it
+    /// opens meanwhile), then dropped.
     pub(crate) async fn drive<C, E>(
         self,
         conn: C,
@@ -453,14 +479,16 @@ impl Watched {
         C: Future<Output = Result<(), E>>,
     {
         let Watched {
-            first,
+            heads,
+            every_head,
             activity,
             close,
         } = self;
         tokio::pin!(conn);
-        // Watched until the first request arrives, then dropped: polled beside every later
-        // request, it cost each of them a poll for a limit that no longer applies.
-        let mut first_head = Some(Box::pin(tokio::time::sleep(limit)));
+        // Without `every_head`, dropped once the first request arrives: polled beside every
+        // later request, it cost each of them a look for a limit that no longer applies. And
+        // once the connection speaks HTTP/2, whose idle limit is below.
+        let mut head_guard = Some(idle::HeadGuard::new(heads.clone(), limit));
         // HTTP/2's idle limit (`idle`), made once the connection is known to speak it.
         let mut idle_h2: Option<std::pin::Pin<Box<dyn Future<Output = ()> + Send>>> = None;
         let ended = std::future::poll_fn(|cx| {
@@ -470,10 +498,10 @@ impl Watched {
             if let Poll::Ready(r) = conn.as_mut().poll(cx) {
                 return Poll::Ready(Some(r));
             }
-            if let Some(wait) = &mut first_head {
-                if first.load(std::sync::atomic::Ordering::Relaxed) {
-                    first_head = None;
-                } else if wait.as_mut().poll(cx).is_ready() {
+            if let Some(guard) = &mut head_guard {
+                if (!every_head && heads.awaited().is_none()) || activity.is_h2() {
+                    head_guard = None;
+                } else if guard.poll_late(cx).is_ready() {
                     tracing::debug!(%peer, "no request head within header_read_timeout; closed");
                     return Poll::Ready(Some(Ok(())));
                 }

@@ -126,6 +126,67 @@ fn age_value(secs: u64) -> HeaderValue {
 mod tests {
     use super::*;
 
+    /// A finished fresh hit has the fields, in the order, with the values that `finish` gives
+    /// the same hit's answer: the policy that decided when the stored answer names none, the
+    /// stored one when it does.
+    #[test]
+    fn a_finished_hit_has_the_fields_finish_gives() {
+        use std::time::Duration;
+        for stored_policy in [false, true] {
+            let now = Instant::now();
+            let mut headers = http::HeaderMap::new();
+            headers.insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            );
+            if stored_policy {
+                headers.insert(policy::HEADER_NAME, HeaderValue::from_static("stored"));
+            }
+            headers.insert(
+                header::DATE,
+                HeaderValue::from_static("Mon, 07 Dec 2026 04:00:00 GMT"),
+            );
+            let entry = std::sync::Arc::new(Stored {
+                status: http::StatusCode::OK,
+                headers,
+                body: bytes::Bytes::from_static(b"[]"),
+                stored_at: now - Duration::from_secs(3),
+                fresh_until: now + Duration::from_secs(60),
+                revalidate_until: now + Duration::from_secs(60),
+                stale_if_error_until: now + Duration::from_secs(60),
+            });
+            let hit = || FreshHit {
+                entry: entry.clone(),
+                room: http::HeaderMap::new(),
+                now,
+            };
+            let rid = HeaderValue::from_static("0123456789abcdef0123456789abcdef");
+            for rule in [None, Some(HeaderValue::from_static("rule"))] {
+                let fields = |r: &Response<Body>| {
+                    r.headers()
+                        .iter()
+                        .map(|(n, v)| (n.clone(), v.clone()))
+                        .collect::<Vec<_>>()
+                };
+                let finished = hit().finished(rid.clone(), rule.clone());
+                let through = finish(Ok(hit().response()), rid.clone(), rule.clone(), "http://w");
+                assert_eq!(
+                    fields(&finished),
+                    fields(&through),
+                    "{stored_policy} {rule:?}"
+                );
+                assert_eq!(finished.status(), through.status());
+                let policy = finished.headers().get(policy::HEADER_NAME);
+                let want = if stored_policy {
+                    Some("stored")
+                } else {
+                    rule.as_ref().and_then(|v| v.to_str().ok())
+                };
+                assert_eq!(policy.and_then(|v| v.to_str().ok()), want);
+            }
+        }
+    }
+
     #[test]
     fn ages_are_spelt_as_numbers() {
         for secs in [0u64, 1, 9, 10, 42, 99, 100, 3600, u64::MAX] {
