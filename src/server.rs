@@ -232,7 +232,8 @@ impl TunnelOpened {
 /// Fits an answer's headers to the client's connection, the last step before hyper writes it.
 ///
 /// HTTP/1.1: tells the client how long Weir keeps its idle connection open (`Keep-Alive:
-/// timeout=N`, a second under `header_read_timeout`, after which hyper closes it): a client
+/// timeout=N`, a second under `header_read_timeout`, after which the connection may be closed:
+/// hyper's timer, or on the plain listener the connection's head guard, `idle::HeadGuard`): a client
 /// that honours the hint (undici, Node's agents, many pools) opens a new connection instead of
 /// reusing one Weir is about to close, and never sees that race as a reset. Answers that close
 /// anyway ([`CloseAfter`]: `Connection: close`), upgrades and a CONNECT's `200`
