@@ -308,6 +308,31 @@ fn phases_now(proxy: &Arc<Proxy>, req: Request<Incoming>) -> Handled {
         }
         Phased::Waits(waits) => waits,
     };
+    // A plain forward (an `other` call, the common call that waits) is admitted and started
+    // here, its attempt future made and boxed now: the request's future then holds that box
+    // and the answer's last steps (a few hundred bytes, served by glibc's per-thread cache),
+    // not the request, its context and the frames of the phases around the call (~4 KB, each
+    // copied in, boxed past that cache).
+    let waits = match waits {
+        Waits::Managed(m) => match m.forward_now(proxy, &seen) {
+            Err(m) => Waits::Managed(m),
+            Ok(Forwarded::Answered(result)) => {
+                recording.end(result.is_err());
+                return Handled::Ready(Some(door.answer(proxy, result, rule)));
+            }
+            Ok(Forwarded::Sending(sending)) => {
+                recording.hand_over();
+                let pending = record::Pending::new(proxy.clone(), seen);
+                let proxy = proxy.clone();
+                return Handled::Waiting(Box::pin(async move {
+                    let result = sending.answer().await;
+                    pending.end(result.is_err());
+                    door.answer(&proxy, result, rule)
+                }));
+            }
+        },
+        waits => waits,
+    };
     recording.hand_over();
     let pending = record::Pending::new(proxy.clone(), seen);
     // Boxed where it is made: passed to a function first, the future (kilobytes in any state)
@@ -575,7 +600,61 @@ impl Waits {
     }
 }
 
+/// A plain forward as [`Managed::forward_now`] leaves it: answered at once (the client rate
+/// refused it), or its call started.
+enum Forwarded<F> {
+    Answered(Answer),
+    Sending(forward::Sending<F>),
+}
+
 impl Managed {
+    /// Phases 4 to 8 for a plain forward, as far as they go without waiting: what
+    /// [`Managed::run`] does for a `Call::Forward` its class handler ([`step`]) returns, when
+    /// nothing else in it waits or reads the context after the call (no Task API list, no
+    /// decision to name, nothing [`After`] waits for or answers): the client rate, then the
+    /// call, started. Anything else comes back as it was.
+    fn forward_now(
+        self,
+        proxy: &Arc<Proxy>,
+        seen: &Outcome,
+    ) -> Result<
+        Forwarded<
+            impl Future<
+                    Output = Result<
+                        crate::upstream::Attempted<Body>,
+                        crate::upstream::AttemptError,
+                    >,
+                > + Send
+                + 'static,
+        >,
+        Managed,
+    > {
+        let c = &self.ctx;
+        let get = self.req.method() == Method::GET;
+        let (class, family) = (c.class(), c.family());
+        // What [`step`] decides a `Call::Forward` for, and nothing after it to do.
+        let plain = !(class.is_cacheable() && get)
+            && !(class == RouteClass::Stream && get)
+            && class != RouteClass::Model
+            && class != RouteClass::Create
+            && c.hold().is_none()
+            && !c.decided()
+            && !(family == crate::config::Family::Tasks && class == RouteClass::List)
+            && self.after.is_now()
+            && self.after.asked.is_none();
+        if !plain {
+            return Err(self);
+        }
+        let Managed { req, ctx, after: _ } = self;
+        let ctx = ctx.attach(seen);
+        Ok(match limits::client_rate(&proxy.rate_limiter, ctx.who) {
+            Err(p) => {
+                Forwarded::Answered(rescue::stale_or(None, ctx.seen, p, "client-rate-limited"))
+            }
+            Ok(()) => Forwarded::Sending(forward::send(&proxy.upstreams, &ctx, req)),
+        })
+    }
+
     /// Phases 4 to 8 for a managed request that was not a fresh hit.
     async fn run(self, proxy: &Arc<Proxy>, seen: &Outcome) -> Answer {
         let Managed { req, ctx, after } = self;
