@@ -292,6 +292,49 @@ mod tests {
         assert!(!stays.is_finished(), "the other connection stays open");
     }
 
+    /// A connection's own flag ([`Watcher::or_when`]) is the one the shutdown sets: a
+    /// connection watched that way still closes when its server drains (and its flag reads
+    /// set), and one watched after the drain started closes at its first poll.
+    #[tokio::test]
+    async fn the_shutdown_sets_each_connections_own_flag() {
+        let drain = Drain::new();
+        let asked = Arc::new(AtomicBool::new(false));
+        let (conn, _client) = idle_connection().await;
+        let done = tokio::spawn(drain.watcher().or_when(asked.clone()).watch(conn));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(!done.is_finished(), "an idle connection stays open");
+        let late = drain.watcher();
+        let shared = drain.shared.clone();
+        tokio::time::timeout(Duration::from_secs(5), async {
+            // The late watcher holds the drain open until its connection ends.
+            let shutdown = tokio::spawn(drain.shutdown());
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            assert!(
+                asked.load(Ordering::SeqCst),
+                "the shutdown set the connection's flag"
+            );
+            let (conn, _client) = idle_connection().await;
+            let after = shared.watcher_after_close();
+            drop(late);
+            after.watch(conn).await.ok();
+            shutdown.await.unwrap();
+        })
+        .await
+        .expect("every connection closed");
+        assert!(done.is_finished());
+    }
+
+    impl Shared {
+        /// A watcher made once the drain has started, as [`Drain::watcher`] makes one (the
+        /// handle made for it closes every connection again when dropped: they are closing).
+        fn watcher_after_close(self: &Arc<Shared>) -> Watcher {
+            Drain {
+                shared: self.clone(),
+            }
+            .watcher()
+        }
+    }
+
     /// A server dropped without a shutdown still closes its connections.
     #[tokio::test]
     async fn a_dropped_drain_closes_its_connections() {

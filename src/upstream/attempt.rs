@@ -201,18 +201,16 @@ impl Upstreams {
         // another request (a PATCH applied empty, under the client's `Content-Length`).
         let again = empty
             && (policy.retries() || (policy.fallback && self.get(up).settings.fallback.is_some()));
-        let spare = again.then(|| KeptHead::of(&req));
-        let mut first = Some(req);
+        let mut held = Held::new(req, again);
         let send = move |ups: &Upstreams, origin: &Origin, t: Timeouts| {
-            let first = first.take();
             // Any later attempt (a streamed body is sent at most once: only an empty one is
             // retried) sends the kept head with no body.
-            let r = match (first, &spare) {
+            let r = match (held.take_first(), held.kept()) {
                 (Some(req), _) => aim_whole(origin, req),
                 (None, Some(head)) => aim(
                     origin,
-                    head.method().clone(),
-                    head.uri(),
+                    head.method.clone(),
+                    &head.uri,
                     head.headers(),
                     crate::body::empty(),
                 ),
@@ -223,8 +221,7 @@ impl Upstreams {
                 }),
             };
             // Handed to the client now: the future kept holds the client's, not the request.
-            let sent = r.map(|r| ups.client.send(r, t));
-            async move { Ok(sent?.await?.map(boxed)) }
+            futures_util::TryFutureExt::map_ok(ups.client.send_made(r, t), |r| r.map(boxed))
         };
         let call = Call {
             up,
@@ -280,7 +277,8 @@ impl Upstreams {
             let mut jitter: Option<Box<dyn weir_resilience::Jitter>> = None;
             g.budget.record_request_at(now);
             let mut last: Option<(Result<Response<B>, FetchError>, Kind)> = None;
-            let mut closed: Option<Closed> = None;
+            // Boxed: a refusal is rare, and its room in the future is a pointer.
+            let mut closed: Option<Box<Closed>> = None;
             let mut failed_attempts = 0u32;
             for attempt in 0..policy.max_attempts {
                 // One attempt, in a block: what it leaves behind (its answer, moved into `last`, its
@@ -293,7 +291,7 @@ impl Upstreams {
                         None => match g.admit_attempt(who.as_ref(), attempt > 0, family).await {
                             Ok(a) => a,
                             Err(c) => {
-                                closed = Some(c);
+                                closed = Some(Box::new(c));
                                 break;
                             }
                         },
@@ -401,7 +399,7 @@ impl Upstreams {
 
             if let (Some(fb), true) = (
                 &cfg.fallback,
-                policy.fallback && may_fallback(&policy, &last, &closed),
+                policy.fallback && may_fallback(&policy, &last, closed.is_some()),
             ) {
                 // One bounded attempt at the fallback; never for fatal/auth kinds (not reached then).
                 u.fallback_attempts.fetch_add(1, Relaxed);
@@ -435,7 +433,7 @@ impl Upstreams {
                 }),
                 (None, Some(closed)) => Err(AttemptError::Refused {
                     upstream: cfg.name.clone(),
-                    closed,
+                    closed: *closed,
                 }),
                 (None, None) => Err(AttemptError::NoAttempt),
             }
@@ -450,9 +448,9 @@ impl Upstreams {
 fn may_fallback<B>(
     policy: &AttemptPolicy,
     last: &Option<(Result<Response<B>, FetchError>, Kind)>,
-    closed: &Option<Closed>,
+    closed: bool,
 ) -> bool {
-    let primary_failed = closed.is_some()
+    let primary_failed = closed
         || last
             .as_ref()
             .is_some_and(|(_, k)| k.is_retryable() || *k == Kind::RateLimited);
@@ -545,87 +543,96 @@ fn set_host(headers: &mut HeaderMap, host: &HeaderValue) {
     }
 }
 
-/// A request's head kept for another attempt (a retry or the fallback), its headers as a list
-/// of pairs: a kept head is almost never sent, and a cloned `HeaderMap` (two allocations, its
-/// table and its entries, each freed again) cost ~1.2k instructions per pass-through GET with
-/// its drop, the list ~0.85k (callgrind). The map is built from the list only for the attempt
-/// that sends it.
+/// The client's request until its first attempt takes it, and, when another attempt can
+/// follow (a retry or the fallback), a copy of its head, its headers as a list of pairs: a
+/// kept head is almost never sent, and a cloned `HeaderMap` (two allocations, its table and
+/// its entries, each freed again) cost ~1.2k instructions per pass-through GET with its drop,
+/// the list ~0.85k (callgrind). The map is built from the list only for the attempt that
+/// sends it.
 ///
-/// The head lives in a box reused from request to request on each thread (its list's buffer
-/// with it): the attempt's future holds a pointer, not the method, target and list (~130
-/// bytes of a future that glibc serves from its per-thread cache only under 1,032 bytes).
-struct KeptHead(Option<Box<Head>>);
+/// Both live in a box reused from request to request on each thread (with the list's buffer):
+/// the attempt's future holds a pointer, not the request (224 bytes), the method, target and
+/// list, in a future that glibc serves from its per-thread cache only under 1,032 bytes.
+struct Held(Option<Box<Head>>);
 
 struct Head {
+    first: Option<Request<Body>>,
+    /// Whether `method`, `uri` and `pairs` hold the request's head.
+    kept: bool,
     method: Method,
     uri: Uri,
     pairs: Vec<(header::HeaderName, HeaderValue)>,
 }
 
 thread_local! {
-    /// [`KeptHead`]'s reused boxes.
+    /// [`Held`]'s reused boxes.
     static SPARE_HEADS: std::cell::RefCell<Vec<Box<Head>>> =
         const { std::cell::RefCell::new(Vec::new()) };
 }
 
-impl KeptHead {
+impl Held {
     /// Boxes kept per thread, and the largest list kept (a head of many headers is not).
     const POOL: usize = 4;
     const KEEP: usize = 64;
 
-    fn of<B>(req: &Request<B>) -> KeptHead {
+    /// `req`, and a copy of its head when `keep` (another attempt may send it).
+    fn new(req: Request<Body>, keep: bool) -> Held {
         let mut head = SPARE_HEADS
             .try_with(|s| s.try_borrow_mut().ok().and_then(|mut s| s.pop()))
             .ok()
             .flatten()
             .unwrap_or_else(|| {
                 Box::new(Head {
+                    first: None,
+                    kept: false,
                     method: Method::GET,
                     uri: Uri::default(),
                     pairs: Vec::new(),
                 })
             });
-        head.method.clone_from(req.method());
-        head.uri.clone_from(req.uri());
-        head.pairs
-            .extend(req.headers().iter().map(|(n, v)| (n.clone(), v.clone())));
-        KeptHead(Some(head))
-    }
-
-    fn head(&self) -> &Head {
-        match &self.0 {
-            Some(h) => h,
-            // Taken only by its drop.
-            None => unreachable!("a kept head is emptied only when dropped"),
+        if keep {
+            head.method.clone_from(req.method());
+            head.uri.clone_from(req.uri());
+            head.pairs
+                .extend(req.headers().iter().map(|(n, v)| (n.clone(), v.clone())));
+            head.kept = true;
         }
+        head.first = Some(req);
+        Held(Some(head))
     }
 
-    fn method(&self) -> &Method {
-        &self.head().method
+    /// The client's request, the first time (`None` after).
+    fn take_first(&mut self) -> Option<Request<Body>> {
+        self.0.as_mut()?.first.take()
     }
 
-    fn uri(&self) -> &Uri {
-        &self.head().uri
+    /// The kept head, if one was kept.
+    fn kept(&self) -> Option<&Head> {
+        self.0.as_deref().filter(|h| h.kept)
     }
+}
 
+impl Head {
     /// The kept headers as a map: every value, in the order the request had them.
     fn headers(&self) -> HeaderMap {
-        let pairs = &self.head().pairs;
-        let mut map = HeaderMap::with_capacity(pairs.len());
-        for (n, v) in pairs {
+        let mut map = HeaderMap::with_capacity(self.pairs.len());
+        for (n, v) in &self.pairs {
             map.append(n.clone(), v.clone());
         }
         map
     }
 }
 
-impl Drop for KeptHead {
+impl Drop for Held {
     fn drop(&mut self) {
         let Some(mut head) = self.0.take() else {
             return;
         };
-        // Emptied now: a kept target or value shares the client's read buffer, which a box
-        // waiting for the next request must not hold on to.
+        // Emptied now: a request never sent is dropped here, and a kept target or value
+        // shares the client's read buffer, which a box waiting for the next request must not
+        // hold on to.
+        head.first = None;
+        head.kept = false;
         head.pairs.clear();
         head.uri = Uri::default();
         head.method = Method::GET;
@@ -714,51 +721,65 @@ mod tests {
     }
 
     /// A kept head gives back the request's method, target and every header value in the
-    /// request's order (repeated names included), and its buffer is reused by the next one.
+    /// request's order (repeated names included), the request is taken once, and the box and
+    /// its buffer are reused by the next request, keeping nothing of the last one.
     #[test]
     fn a_kept_head_gives_back_every_header_in_order() {
-        let req = Request::builder()
-            .method(Method::GET)
-            .uri("http://up.test/repos/o/r?x=1")
-            .header("accept", "application/json")
-            .header("x-many", "one")
-            .header("authorization", "token a")
-            .header("x-many", "two")
-            .body(())
-            .unwrap();
-        let kept = KeptHead::of(&req);
-        assert_eq!(*kept.method(), Method::GET);
-        assert_eq!(*kept.uri(), *req.uri());
+        let make = || {
+            Request::builder()
+                .method(Method::GET)
+                .uri("http://up.test/repos/o/r?x=1")
+                .header("accept", "application/json")
+                .header("x-many", "one")
+                .header("authorization", "token a")
+                .header("x-many", "two")
+                .body(crate::body::empty())
+                .unwrap()
+        };
+        let req = make();
+        let want_headers = req.headers().clone();
+        let mut held = Held::new(req, true);
+        let kept = held.kept().expect("kept");
+        assert_eq!(kept.method, Method::GET);
+        assert_eq!(kept.uri, "http://up.test/repos/o/r?x=1");
         let map = kept.headers();
-        assert_eq!(map, *req.headers());
+        assert_eq!(map, want_headers);
         let got: Vec<_> = map
             .iter()
             .map(|(n, v)| (n.as_str(), v.as_bytes()))
             .collect();
-        let want: Vec<_> = req
-            .headers()
+        let want: Vec<_> = want_headers
             .iter()
             .map(|(n, v)| (n.as_str(), v.as_bytes()))
             .collect();
         assert_eq!(got, want);
-        let boxed: *const Head = kept.head();
-        let buffer = kept.head().pairs.as_ptr();
-        drop(kept);
-        // The next head reuses the box and its list, and keeps nothing of the last one.
+        let first = held.take_first().expect("the request, once");
+        assert_eq!(first.headers(), &want_headers);
+        assert!(held.take_first().is_none());
+        assert!(held.kept().is_some(), "the head stays for a retry");
+        let boxed: *const Head = held.kept().unwrap();
+        let buffer = held.kept().unwrap().pairs.as_ptr();
+        drop(held);
+        // The next request reuses the box and its list, and keeps nothing of the last one.
         let other = Request::builder()
             .method(Method::PUT)
             .uri("http://up.test/other")
             .header("accept", "text/plain")
-            .body(())
+            .body(crate::body::empty())
             .unwrap();
-        let again = KeptHead::of(&other);
-        assert!(std::ptr::eq(again.head(), boxed), "the box was reused");
-        assert_eq!(again.head().pairs.as_ptr(), buffer, "the buffer was reused");
-        assert_eq!(*again.method(), Method::PUT);
-        assert_eq!(*again.uri(), *other.uri());
-        assert_eq!(again.headers(), *other.headers());
+        let other_headers = other.headers().clone();
+        let again = Held::new(other, true);
+        let head = again.kept().unwrap();
+        assert!(std::ptr::eq(head, boxed), "the box was reused");
+        assert_eq!(head.pairs.as_ptr(), buffer, "the buffer was reused");
+        assert_eq!(head.method, Method::PUT);
+        assert_eq!(head.uri, "http://up.test/other");
+        assert_eq!(head.headers(), other_headers);
         drop(again);
-        let again = KeptHead::of(&req);
-        assert_eq!(again.headers(), *req.headers());
+        // Not kept: only the request is held.
+        let mut bare = Held::new(make(), false);
+        assert!(bare.kept().is_none());
+        assert!(bare.take_first().is_some());
+        assert!(bare.take_first().is_none());
     }
 }
