@@ -60,23 +60,6 @@ pub(super) struct Detached {
 }
 
 impl Detached {
-    pub fn class(&self) -> RouteClass {
-        self.class
-    }
-
-    pub fn family(&self) -> Family {
-        self.family
-    }
-
-    pub fn hold(&self) -> Option<Hold> {
-        self.hold
-    }
-
-    /// Whether the fallback policy decided for this request (`list`, `create`).
-    pub fn decided(&self) -> bool {
-        self.decision.is_some()
-    }
-
     /// The context again, noting on `seen`.
     pub fn attach(self, seen: &Outcome) -> Ctx<'_> {
         let Detached {

@@ -152,7 +152,7 @@ impl Upstreams {
         first: Option<Admitted>,
     ) -> Result<Attempted<Bytes>, AttemptError> {
         let limit = settings.limits.max_body_bytes;
-        let send = |_: &Upstreams, origin: &Origin, t: Timeouts| {
+        let send = |_: &Upstreams, origin: &Origin, t: Timeouts, _: Instant| {
             let r = build(origin, &req, full(req.body.clone()));
             let client = &self.client;
             async move { client.fetch(r?, t, limit).await }
@@ -202,7 +202,7 @@ impl Upstreams {
         let again = empty
             && (policy.retries() || (policy.fallback && self.get(up).settings.fallback.is_some()));
         let mut held = Held::new(req, again);
-        let send = move |ups: &Upstreams, origin: &Origin, t: Timeouts| {
+        let send = move |ups: &Upstreams, origin: &Origin, t: Timeouts, started: Instant| {
             // Any later attempt (a streamed body is sent at most once: only an empty one is
             // retried) sends the kept head with no body.
             let r = match (held.take_first(), held.kept()) {
@@ -210,7 +210,7 @@ impl Upstreams {
                 (None, Some(head)) => aim(
                     origin,
                     head.method.clone(),
-                    &head.uri,
+                    &head.target(),
                     head.headers(),
                     crate::body::empty(),
                 ),
@@ -221,7 +221,9 @@ impl Upstreams {
                 }),
             };
             // Handed to the client now: the future kept holds the client's, not the request.
-            futures_util::TryFutureExt::map_ok(ups.client.send_made(r, t), |r| r.map(boxed))
+            futures_util::TryFutureExt::map_ok(ups.client.send_made(r, t, started), |r| {
+                r.map(boxed)
+            })
         };
         let call = Call {
             up,
@@ -258,7 +260,7 @@ impl Upstreams {
         U: std::ops::Deref<Target = Upstreams> + 'a,
         S: std::ops::Deref<Target = Settings> + 'a,
         B: 'a,
-        F: FnMut(&Upstreams, &Origin, Timeouts) -> Fut + 'a,
+        F: FnMut(&Upstreams, &Origin, Timeouts, Instant) -> Fut + 'a,
         Fut: std::future::Future<Output = Result<Response<B>, FetchError>>,
         P: Fn(&Response<B>) -> Bytes + 'a,
     {
@@ -315,6 +317,7 @@ impl Upstreams {
                             headers: per_try,
                             body: per_try,
                         },
+                        started,
                     )
                     .await;
                     this.reach.observe(up, &res);
@@ -407,7 +410,7 @@ impl Upstreams {
                     headers: cs.per_try_timeout,
                     body: cs.per_try_timeout,
                 };
-                let res = send(this, fb, t).await;
+                let res = send(this, fb, t, Instant::now()).await;
                 let pre = res.as_ref().map(&prefix).unwrap_or_default();
                 if let Ok(mut resp) = res {
                     if classify_response(resp.status(), resp.headers(), &pre).is_ok() {
@@ -557,10 +560,12 @@ struct Held(Option<Box<Head>>);
 
 struct Head {
     first: Option<Request<Body>>,
-    /// Whether `method`, `uri` and `pairs` hold the request's head.
+    /// Whether `method`, `target` and `pairs` hold the request's head.
     kept: bool,
     method: Method,
-    uri: Uri,
+    /// The target's path and query: all an attempt takes of it ([`Origin::uri_for`]), and one
+    /// shared buffer to count, not three.
+    target: Option<http::uri::PathAndQuery>,
     pairs: Vec<(header::HeaderName, HeaderValue)>,
 }
 
@@ -586,13 +591,13 @@ impl Held {
                     first: None,
                     kept: false,
                     method: Method::GET,
-                    uri: Uri::default(),
+                    target: None,
                     pairs: Vec::new(),
                 })
             });
         if keep {
             head.method.clone_from(req.method());
-            head.uri.clone_from(req.uri());
+            head.target = req.uri().path_and_query().cloned();
             head.pairs
                 .extend(req.headers().iter().map(|(n, v)| (n.clone(), v.clone())));
             head.kept = true;
@@ -613,6 +618,18 @@ impl Held {
 }
 
 impl Head {
+    /// The kept target, origin-form: what [`Origin::uri_for`] makes of the request's own
+    /// (its path and query, `/` when it had none).
+    fn target(&self) -> Uri {
+        let mut parts = http::uri::Parts::default();
+        parts.path_and_query = Some(
+            self.target
+                .clone()
+                .unwrap_or_else(|| http::uri::PathAndQuery::from_static("/")),
+        );
+        Uri::from_parts(parts).unwrap_or_default()
+    }
+
     /// The kept headers as a map: every value, in the order the request had them.
     fn headers(&self) -> HeaderMap {
         let mut map = HeaderMap::with_capacity(self.pairs.len());
@@ -634,7 +651,7 @@ impl Drop for Held {
         head.first = None;
         head.kept = false;
         head.pairs.clear();
-        head.uri = Uri::default();
+        head.target = None;
         head.method = Method::GET;
         if head.pairs.capacity() > Self::KEEP {
             return;
@@ -741,7 +758,17 @@ mod tests {
         let mut held = Held::new(req, true);
         let kept = held.kept().expect("kept");
         assert_eq!(kept.method, Method::GET);
-        assert_eq!(kept.uri, "http://up.test/repos/o/r?x=1");
+        assert_eq!(kept.target(), "/repos/o/r?x=1");
+        // Aimed at an origin, the kept target is what the request's own would give.
+        for origin in ["http://up.test", "http://other.test:8080"] {
+            let origin = Origin::parse(origin).unwrap();
+            assert_eq!(
+                origin.uri_for(&kept.target()).unwrap(),
+                origin
+                    .uri_for(&"http://up.test/repos/o/r?x=1".parse().unwrap())
+                    .unwrap()
+            );
+        }
         let map = kept.headers();
         assert_eq!(map, want_headers);
         let got: Vec<_> = map
@@ -773,7 +800,7 @@ mod tests {
         assert!(std::ptr::eq(head, boxed), "the box was reused");
         assert_eq!(head.pairs.as_ptr(), buffer, "the buffer was reused");
         assert_eq!(head.method, Method::PUT);
-        assert_eq!(head.uri, "http://up.test/other");
+        assert_eq!(head.target(), "/other");
         assert_eq!(head.headers(), other_headers);
         drop(again);
         // Not kept: only the request is held.
