@@ -11,6 +11,7 @@ use hyper::body::Incoming;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 
 /// Passes `req` through untouched (managed upstreams while paused).
 pub(super) async fn untouched(
@@ -59,7 +60,7 @@ pub(super) async fn managed(
     ctx: &Ctx<'_>,
     req: Request<Incoming>,
 ) -> Result<Response<Body>, Problem> {
-    send(upstreams, ctx, req).answer().await
+    send(upstreams, ctx, req).await
 }
 
 /// [`managed`]'s call, started: its attempt future made (boxed, owning what it reads), and
@@ -107,18 +108,28 @@ pub(super) struct Sending<F> {
     watch: Option<super::announce::GraphqlWatch>,
 }
 
-impl<F> Sending<F>
+/// The upstream's answer, relayed (or the attempt's failure as a problem). A future of its
+/// own, not an `async fn`'s: the request's future awaits it in place, with no state machine
+/// of its own around the attempt's box to build, copy and poll.
+impl<F> Future for Sending<F>
 where
     F: Future<Output = Result<Attempted<Body>, AttemptError>>,
 {
-    /// The upstream's answer, relayed (or the attempt's failure as a problem).
-    pub(super) async fn answer(self) -> Result<Response<Body>, Problem> {
-        let attempted = self.attempt.await?;
+    type Output = Result<Response<Body>, Problem>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        // `Unpin`: the attempt is boxed, the watch is plain data.
+        let this = self.get_mut();
+        let attempted = match this.attempt.as_mut().poll(cx) {
+            Poll::Pending => return Poll::Pending,
+            Poll::Ready(Err(e)) => return Poll::Ready(Err(e.into())),
+            Poll::Ready(Ok(a)) => a,
+        };
         let resp = relay(attempted.response);
-        Ok(match self.watch {
+        Poll::Ready(Ok(match this.watch.take() {
             Some(w) => w.answer(resp),
             None => resp,
-        })
+        }))
     }
 }
 

@@ -315,7 +315,7 @@ fn phases_now(proxy: &Arc<Proxy>, req: Request<Incoming>) -> Handled {
             let pending = record::Pending::new(proxy.clone(), seen);
             let proxy = proxy.clone();
             return Handled::Waiting(Box::pin(async move {
-                let result = sending.answer().await;
+                let result = sending.await;
                 pending.end(result.is_err());
                 door.answer(&proxy, result, rule)
             }));
@@ -608,8 +608,7 @@ impl Waits {
 fn plain_forward(ctx: &Ctx<'_>, after: &After, method: &Method) -> bool {
     let get = method == Method::GET;
     let class = ctx.class;
-    !(class.is_cacheable() && get)
-        && !(class == RouteClass::Stream && get)
+    !(get && (class.is_cacheable() || class == RouteClass::Stream))
         && class != RouteClass::Model
         && class != RouteClass::Create
         && ctx.hold.is_none()

@@ -249,6 +249,8 @@ impl Upstreams {
     ///
     /// `this` and the call's settings are borrowed (`&Upstreams`, `&Settings`) or shared
     /// (`Arc`s: a future that owns what it reads).
+    // Written out (not an `async fn`) on purpose: see above.
+    #[allow(clippy::manual_async_fn)]
     fn run<'a, U, S, B, F, Fut, P>(
         this: U,
         call: Call<S>,
@@ -570,7 +572,8 @@ struct Head {
 }
 
 thread_local! {
-    /// [`Held`]'s reused boxes.
+    /// [`Held`]'s reused boxes (boxes on purpose: a [`Held`] is the pointer, taken out).
+    #[allow(clippy::vec_box)]
     static SPARE_HEADS: std::cell::RefCell<Vec<Box<Head>>> =
         const { std::cell::RefCell::new(Vec::new()) };
 }
