@@ -221,7 +221,9 @@ impl Upstreams {
                 }),
             };
             // Handed to the client now: the future kept holds the client's, not the request.
-            ups.client.send_made(r, t, started, |r| r.map(boxed))
+            futures_util::TryFutureExt::map_ok(ups.client.send_made(r, t, started), |r| {
+                r.map(boxed)
+            })
         };
         let call = Call {
             up,

@@ -146,7 +146,7 @@ impl UpstreamClient {
     ) -> impl std::future::Future<Output = Result<Response<hyper::body::Incoming>, FetchError>>
            + Send
            + 'static {
-        self.send_made(Ok(req), t, tokio::time::Instant::now(), |r| r)
+        self.send_made(Ok(req), t, tokio::time::Instant::now())
     }
 
     /// [`UpstreamClient::send`] of a request that may have failed to be made (`Err`: answered
@@ -154,15 +154,15 @@ impl UpstreamClient {
     /// clock read it made already). One future for both outcomes: an attempt's future
     /// awaiting a `Result` of a future kept both, the `Result` and the future taken out of it
     /// (~170 bytes more of a box that glibc serves from its per-thread cache only under 1,032
-    /// bytes). The response is given as `made` makes it (in place: a combinator around this
-    /// future was one more poll per attempt).
-    pub fn send_made<R>(
+    /// bytes).
+    pub fn send_made(
         &self,
         req: Result<Request<Body>, FetchError>,
         t: Timeouts,
         from: tokio::time::Instant,
-        made: impl FnOnce(Response<hyper::body::Incoming>) -> R + Send + 'static,
-    ) -> impl std::future::Future<Output = Result<R, FetchError>> + Send + 'static {
+    ) -> impl std::future::Future<Output = Result<Response<hyper::body::Incoming>, FetchError>>
+           + Send
+           + 'static {
         // On the connection's reused timer (`server::timers`): a timer registered with tokio's
         // wheel and removed again for every attempt cost each pass-through request ~0.8k
         // instructions, for a timeout that almost never fires.
@@ -183,7 +183,7 @@ impl UpstreamClient {
                     after: t.headers,
                 }),
                 Some(Err(e)) => Err(classify_client_error(name(target), &e)),
-                Some(Ok(resp)) => Ok(made(resp)),
+                Some(Ok(resp)) => Ok(resp),
             }
         }
     }
