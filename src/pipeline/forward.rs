@@ -5,10 +5,13 @@ use super::context::Ctx;
 use super::headers::strip_hop_by_hop;
 use crate::body::{boxed, Body};
 use crate::problem::{Problem, ProblemKind};
-use crate::upstream::{fetch_problem, Timeouts, Upstreams};
+use crate::upstream::{fetch_problem, AttemptError, Attempted, Timeouts, Upstreams};
 use http::{header, HeaderValue, Request, Response, StatusCode, Uri};
 use hyper::body::Incoming;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 
 /// Passes `req` through untouched (managed upstreams while paused).
 pub(super) async fn untouched(
@@ -57,6 +60,18 @@ pub(super) async fn managed(
     ctx: &Ctx<'_>,
     req: Request<Incoming>,
 ) -> Result<Response<Body>, Problem> {
+    send(upstreams, ctx, req).await
+}
+
+/// [`managed`]'s call, started: its attempt future made (boxed, owning what it reads), and
+/// what its answer goes through. Made where the call is decided, so a plain forward's request
+/// future holds this (a pointer and the watch), not the request and the frames around it
+/// (`pipeline::Forwarding`).
+pub(super) fn send(
+    upstreams: &Arc<Upstreams>,
+    ctx: &Ctx<'_>,
+    req: Request<Incoming>,
+) -> Sending<impl Future<Output = Result<Attempted<Body>, AttemptError>> + Send + 'static> {
     // gh learns its Copilot API host from GraphQL; so does Weir, from copies, when the
     // request is gh's own query to the `github-api` upstream.
     let watch = super::announce::GraphqlWatch::of(
@@ -75,21 +90,47 @@ pub(super) async fn managed(
     if let Some(w) = &watch {
         upstream_req = w.request(upstream_req);
     }
-    // Boxed: the attempt's state (~3 KB) would otherwise sit inline in every request's future,
+    // Boxed: the attempt's state (~1 KB) would otherwise sit inline in every request's future,
     // which is moved by value at each level of the pipeline (see `pipeline`'s module doc).
-    let attempted = Box::pin(upstreams.call_streaming(
+    let attempt = Box::pin(upstreams.call_streaming(
         &ctx.settings,
         ctx.up,
         ctx.route(),
         upstream_req,
         ctx.who.scope(),
-    ))
-    .await?;
-    let resp = relay(attempted.response);
-    Ok(match watch {
-        Some(w) => w.answer(resp),
-        None => resp,
-    })
+    ));
+    Sending { attempt, watch }
+}
+
+/// A forward's attempt, under way ([`send`]).
+pub(super) struct Sending<F> {
+    attempt: Pin<Box<F>>,
+    watch: Option<super::announce::GraphqlWatch>,
+}
+
+/// The upstream's answer, relayed (or the attempt's failure as a problem). A future of its
+/// own, not an `async fn`'s: the request's future awaits it in place, with no state machine
+/// of its own around the attempt's box to build, copy and poll.
+impl<F> Future for Sending<F>
+where
+    F: Future<Output = Result<Attempted<Body>, AttemptError>>,
+{
+    type Output = Result<Response<Body>, Problem>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        // `Unpin`: the attempt is boxed, the watch is plain data.
+        let this = self.get_mut();
+        let attempted = match this.attempt.as_mut().poll(cx) {
+            Poll::Pending => return Poll::Pending,
+            Poll::Ready(Err(e)) => return Poll::Ready(Err(e.into())),
+            Poll::Ready(Ok(a)) => a,
+        };
+        let resp = relay(attempted.response);
+        Poll::Ready(Ok(match this.watch.take() {
+            Some(w) => w.answer(resp),
+            None => resp,
+        }))
+    }
 }
 
 fn prepare(req: Request<Incoming>) -> Result<Request<Body>, Problem> {

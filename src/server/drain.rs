@@ -5,15 +5,18 @@
 //! future polls a pending `Receiver::changed()` before the connection on every poll, ~0.5k
 //! instructions per kept-alive pass-through request (its future, tokio's `Notified`, the
 //! version check) to learn, once in the process's life, that it is time to close. Here a
-//! connection reads one flag, and gives the server its task's waker once (again only if the
-//! waker changes), so that a shutdown can wake every connection to close, as `watch` did.
+//! connection reads one flag of its own, and gives the server its task's waker once (again
+//! only if the waker changes), so that a shutdown can set every connection's flag and wake it
+//! to close, as `watch` did.
 //!
-//! [`Drain::watcher`] hands out a [`Watcher`] per connection; [`Drain::shutdown`] sets the flag,
-//! wakes every connection (each starts hyper's graceful shutdown: an idle connection closes, a
-//! busy one after its answer) and waits until every watched connection is done. A connection
-//! can also be asked to close on its own ([`Watcher::or_when`]): an HTTP/2 connection idle for
-//! its limit is sent a GOAWAY this way (`server::Watched`), since hyper's graceful shutdown
-//! can only be started by whoever holds the connection.
+//! [`Drain::watcher`] hands out a [`Watcher`] per connection; [`Drain::shutdown`] sets every
+//! connection's flag, wakes it (each starts hyper's graceful shutdown: an idle connection
+//! closes, a busy one after its answer) and waits until every watched connection is done. A
+//! connection can also be asked to close on its own ([`Watcher::or_when`]): an HTTP/2
+//! connection idle for its limit is sent a GOAWAY this way (`server::Watched`), since hyper's
+//! graceful shutdown can only be started by whoever holds the connection. The flag it is asked
+//! through becomes the connection's one flag, which the shutdown sets too: a poll reads one
+//! flag, not the server's and then its own (~50 instructions per request, callgrind).
 
 use hyper_util::server::graceful::GracefulConnection;
 use std::collections::HashMap;
@@ -31,10 +34,33 @@ pub(crate) struct Drain {
 struct Shared {
     closing: AtomicBool,
     next_id: AtomicU64,
-    /// Each watched connection's task waker, by connection; a connection leaves when it ends.
-    open: Mutex<HashMap<u64, Waker>>,
+    /// Each watched connection's task waker and flag, by connection; a connection leaves when
+    /// it ends.
+    open: Mutex<HashMap<u64, Open>>,
     /// Told when the last connection left after `closing` was set.
     all_closed: tokio::sync::Notify,
+}
+
+/// What the server keeps of one open connection: its task's waker, and the flag that tells it
+/// to close (its [`Watcher`] reads the same one).
+struct Open {
+    waker: Waker,
+    close: Arc<AtomicBool>,
+}
+
+impl Shared {
+    /// Sets every open connection's flag and wakes it (`closing` is set first: a connection
+    /// watched from now on starts with its flag set, [`Drain::watcher`]). Whether none was
+    /// open.
+    fn close_all(&self) -> bool {
+        self.closing.store(true, Ordering::SeqCst);
+        let open = lock(&self.open);
+        for o in open.values() {
+            o.close.store(true, Ordering::SeqCst);
+            o.waker.wake_by_ref();
+        }
+        open.is_empty()
+    }
 }
 
 impl Drain {
@@ -52,12 +78,27 @@ impl Drain {
     /// A watcher for one new connection.
     pub(crate) fn watcher(&self) -> Watcher {
         let id = self.shared.next_id.fetch_add(1, Ordering::Relaxed);
-        // Counted from now: a connection is open until its watcher (or watched future) drops.
-        lock(&self.shared.open).insert(id, Waker::noop().clone());
+        let close = Arc::new(AtomicBool::new(false));
+        {
+            // Counted from now: a connection is open until its watcher (or watched future)
+            // drops. `closing` is read under the lock: a shutdown that set it before took the
+            // lock after this insert (and sets this flag), or it is seen here.
+            let mut open = lock(&self.shared.open);
+            open.insert(
+                id,
+                Open {
+                    waker: Waker::noop().clone(),
+                    close: close.clone(),
+                },
+            );
+            if self.shared.closing.load(Ordering::SeqCst) {
+                close.store(true, Ordering::SeqCst);
+            }
+        }
         Watcher {
             shared: self.shared.clone(),
             id,
-            asked: None,
+            close,
         }
     }
 
@@ -65,19 +106,12 @@ impl Drain {
     /// accepted after this are shut down at their first poll).
     pub(crate) async fn shutdown(self) {
         let shared = &self.shared;
-        shared.closing.store(true, Ordering::SeqCst);
         loop {
             let notified = shared.all_closed.notified();
             let mut notified = std::pin::pin!(notified);
             notified.as_mut().enable();
-            {
-                let open = lock(&shared.open);
-                if open.is_empty() {
-                    return;
-                }
-                for waker in open.values() {
-                    waker.wake_by_ref();
-                }
+            if shared.close_all() {
+                return;
             }
             notified.await;
         }
@@ -88,10 +122,7 @@ impl Drain {
 /// gracefully, as hyper-util's watchers see their channel closed.
 impl Drop for Drain {
     fn drop(&mut self) {
-        self.shared.closing.store(true, Ordering::SeqCst);
-        for waker in lock(&self.shared.open).values() {
-            waker.wake_by_ref();
-        }
+        let _ = self.shared.close_all();
     }
 }
 
@@ -104,15 +135,28 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 pub(crate) struct Watcher {
     shared: Arc<Shared>,
     id: u64,
-    /// Set by the connection's own watch ([`Watcher::or_when`]) to close it gracefully.
-    asked: Option<Arc<AtomicBool>>,
+    /// Set by the server's shutdown, or by the connection's own watch ([`Watcher::or_when`]),
+    /// to close it gracefully.
+    close: Arc<AtomicBool>,
 }
 
 impl Watcher {
     /// This watcher, closing its connection gracefully also once `asked` is set (seen at the
-    /// connection's next poll: whoever sets it polls the connection next).
+    /// connection's next poll: whoever sets it polls the connection next). `asked` becomes the
+    /// connection's one flag: the server's shutdown sets it from now on (and now, if it
+    /// already set the old one).
     pub(crate) fn or_when(mut self, asked: Arc<AtomicBool>) -> Watcher {
-        self.asked = Some(asked);
+        {
+            // Under the lock: a shutdown sets the flag it finds in the map, old or new.
+            let mut open = lock(&self.shared.open);
+            if self.close.load(Ordering::SeqCst) {
+                asked.store(true, Ordering::SeqCst);
+            }
+            if let Some(o) = open.get_mut(&self.id) {
+                o.close = asked.clone();
+            }
+        }
+        self.close = asked;
         self
     }
 
@@ -165,13 +209,13 @@ impl<C: GracefulConnection> Future for Watched<C> {
                 // Given under the lock, then the flag read again: a shutdown that set it
                 // before took the lock (and woke the wakers it found), so it is seen here.
                 let waker = cx.waker().clone();
-                lock(&shared.open).insert(this.watcher.id, waker.clone());
+                if let Some(o) = lock(&shared.open).get_mut(&this.watcher.id) {
+                    o.waker = waker.clone();
+                }
                 this.known = Some(waker);
             }
-            let asked = this.watcher.asked.as_ref();
-            if shared.closing.load(Ordering::SeqCst)
-                || asked.is_some_and(|a| a.load(Ordering::Relaxed))
-            {
+            // One flag: the server's shutdown and the connection's own watch both set it.
+            if this.watcher.close.load(Ordering::SeqCst) {
                 this.shut = true;
                 this.conn.as_mut().graceful_shutdown();
             }
@@ -246,6 +290,49 @@ mod tests {
             .expect("the asked connection closes");
         tokio::time::sleep(Duration::from_millis(50)).await;
         assert!(!stays.is_finished(), "the other connection stays open");
+    }
+
+    /// A connection's own flag ([`Watcher::or_when`]) is the one the shutdown sets: a
+    /// connection watched that way still closes when its server drains (and its flag reads
+    /// set), and one watched after the drain started closes at its first poll.
+    #[tokio::test]
+    async fn the_shutdown_sets_each_connections_own_flag() {
+        let drain = Drain::new();
+        let asked = Arc::new(AtomicBool::new(false));
+        let (conn, _client) = idle_connection().await;
+        let done = tokio::spawn(drain.watcher().or_when(asked.clone()).watch(conn));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(!done.is_finished(), "an idle connection stays open");
+        let late = drain.watcher();
+        let shared = drain.shared.clone();
+        tokio::time::timeout(Duration::from_secs(5), async {
+            // The late watcher holds the drain open until its connection ends.
+            let shutdown = tokio::spawn(drain.shutdown());
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            assert!(
+                asked.load(Ordering::SeqCst),
+                "the shutdown set the connection's flag"
+            );
+            let (conn, _client) = idle_connection().await;
+            let after = shared.watcher_after_close();
+            drop(late);
+            after.watch(conn).await.ok();
+            shutdown.await.unwrap();
+        })
+        .await
+        .expect("every connection closed");
+        assert!(done.is_finished());
+    }
+
+    impl Shared {
+        /// A watcher made once the drain has started, as [`Drain::watcher`] makes one (the
+        /// handle made for it closes every connection again when dropped: they are closing).
+        fn watcher_after_close(self: &Arc<Shared>) -> Watcher {
+            Drain {
+                shared: self.clone(),
+            }
+            .watcher()
+        }
     }
 
     /// A server dropped without a shutdown still closes its connections.

@@ -258,7 +258,16 @@ impl Gate {
         if let Some(rem) = who.and_then(|w| self.identity_cooldowns.remaining(w)) {
             return Err(Closed::IdentityCooldown(rem));
         }
-        let breaker = self.breaker_of(family);
+        // The upstream's own breaker borrowed, not cloned (a count taken and given back per
+        // attempt); a family's made or found.
+        let family_breaker;
+        let breaker = match family {
+            Family::Upstream => &self.breaker,
+            _ => {
+                family_breaker = self.breaker_of(family);
+                &family_breaker
+            }
+        };
         let permit = if retry {
             breaker.try_acquire_retry()
         } else {

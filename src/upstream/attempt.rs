@@ -17,6 +17,7 @@ use crate::problem::Problem;
 use bytes::Bytes;
 use http::{header, HeaderMap, HeaderValue, Method, Request, Response, Uri};
 use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 use tokio::time::Instant;
 use weir_resilience::{classify_response, wait_hint, Kind, TimeoutPhase};
@@ -41,32 +42,20 @@ pub(crate) struct AttemptPolicy {
 /// One call's routing: where it goes, its class, whose breaker it counts against, how it may
 /// be retried and whose credential it carries, and its class's settings as the caller's
 /// snapshot has them.
-struct Call {
+struct Call<S> {
     up: UpstreamIndex,
     route: Route,
     policy: AttemptPolicy,
     who: Option<Identity>,
-    class: ClassTimes,
+    /// The caller's snapshot, borrowed (`&Settings`) or shared (`Arc<Settings>`, for a
+    /// call's future that outlives its caller's frame): the call's future holds a pointer
+    /// across every attempt, not the class's durations it reads.
+    settings: S,
 }
 
-/// What the attempt loop reads of its class's settings (the caller's snapshot): four
-/// durations, not the whole class (the call's future holds it across every attempt).
-#[derive(Clone, Copy)]
-struct ClassTimes {
-    per_try_timeout: Duration,
-    deadline: Duration,
-    slow_call: Duration,
-    normal_latency: Duration,
-}
-
-impl ClassTimes {
-    fn of(c: &ClassSettings) -> ClassTimes {
-        ClassTimes {
-            per_try_timeout: c.per_try_timeout,
-            deadline: c.deadline,
-            slow_call: c.slow_call,
-            normal_latency: c.normal_latency,
-        }
+impl<S: std::ops::Deref<Target = Settings>> Call<S> {
+    fn class(&self) -> &ClassSettings {
+        self.settings.classes.get(self.route.class)
     }
 }
 
@@ -163,7 +152,7 @@ impl Upstreams {
         first: Option<Admitted>,
     ) -> Result<Attempted<Bytes>, AttemptError> {
         let limit = settings.limits.max_body_bytes;
-        let send = |origin: &Origin, t: Timeouts| {
+        let send = |_: &Upstreams, origin: &Origin, t: Timeouts, _: Instant| {
             let r = build(origin, &req, full(req.body.clone()));
             let client = &self.client;
             async move { client.fetch(r?, t, limit).await }
@@ -175,24 +164,28 @@ impl Upstreams {
             route,
             policy,
             who,
-            class: ClassTimes::of(settings.classes.get(route.class)),
+            settings,
         };
-        self.run(call, first, send, prefix).await
+        Upstreams::run(self, call, first, send, prefix).await
     }
 
     /// Sends a request and streams the response. A streamed body is sent at most once.
     /// `settings`: the caller's snapshot, as for [`Upstreams::attempt_buffered`].
     ///
     /// Not an `async fn`: it returns the attempt loop's own future, so the caller's box holds
-    /// that future and nothing around it (one level fewer to build and copy per request).
-    pub fn call_streaming<'a>(
-        &'a self,
-        settings: &Settings,
+    /// that future and nothing around it (one level fewer to build and copy per request). The
+    /// future owns what it reads (the upstreams and the snapshot, shared): a caller can start
+    /// the call where it decides to make it and hand the future on, without a frame of its own
+    /// around it (`pipeline::forward::send`).
+    pub fn call_streaming(
+        self: &Arc<Self>,
+        settings: &Arc<Settings>,
         up: UpstreamIndex,
         route: Route,
         req: Request<Body>,
         who: Option<Identity>,
-    ) -> impl std::future::Future<Output = Result<Attempted<Body>, AttemptError>> + Send + 'a {
+    ) -> impl std::future::Future<Output = Result<Attempted<Body>, AttemptError>> + Send + 'static
+    {
         // Decided from the body itself: headers may already have lost `Transfer-Encoding`.
         let empty = http_body::Body::is_end_stream(req.body());
         let policy = AttemptPolicy::for_request(req.method(), empty);
@@ -208,18 +201,16 @@ impl Upstreams {
         // another request (a PATCH applied empty, under the client's `Content-Length`).
         let again = empty
             && (policy.retries() || (policy.fallback && self.get(up).settings.fallback.is_some()));
-        let spare = again.then(|| KeptHead::of(&req));
-        let mut first = Some(req);
-        let send = move |origin: &Origin, t: Timeouts| {
-            let first = first.take();
+        let mut held = Held::new(req, again);
+        let send = move |ups: &Upstreams, origin: &Origin, t: Timeouts, started: Instant| {
             // Any later attempt (a streamed body is sent at most once: only an empty one is
             // retried) sends the kept head with no body.
-            let r = match (first, &spare) {
+            let r = match (held.take_first(), held.kept()) {
                 (Some(req), _) => aim_whole(origin, req),
                 (None, Some(head)) => aim(
                     origin,
                     head.method.clone(),
-                    &head.uri,
+                    &head.target(),
                     head.headers(),
                     crate::body::empty(),
                 ),
@@ -230,17 +221,18 @@ impl Upstreams {
                 }),
             };
             // Handed to the client now: the future kept holds the client's, not the request.
-            let sent = r.map(|r| self.client.send(r, t));
-            async move { Ok(sent?.await?.map(boxed)) }
+            futures_util::TryFutureExt::map_ok(ups.client.send_made(r, t, started), |r| {
+                r.map(boxed)
+            })
         };
         let call = Call {
             up,
             route,
             policy,
             who,
-            class: ClassTimes::of(settings.classes.get(route.class)),
+            settings: settings.clone(),
         };
-        self.run(call, None, send, |_| Bytes::new())
+        Upstreams::run(self.clone(), call, None, send, |_| Bytes::new())
     }
 
     /// The route of a request Weir sends for itself from stored data (a queued create's
@@ -250,187 +242,206 @@ impl Upstreams {
         crate::config::route(&self.settings_now().routes, method, path)
     }
 
-    async fn run<B, F, Fut>(
-        &self,
-        call: Call,
+    /// The attempt loop. Not an `async fn`: an `async fn` moves each argument into a local of
+    /// its own, and its future keeps room for both, the argument and the local (the call and
+    /// `send`, with the client's request and the kept head in it, twice). The block below
+    /// captures them once and reads them in place.
+    ///
+    /// `this` and the call's settings are borrowed (`&Upstreams`, `&Settings`) or shared
+    /// (`Arc`s: a future that owns what it reads).
+    // Written out (not an `async fn`) on purpose: see above.
+    #[allow(clippy::manual_async_fn)]
+    fn run<'a, U, S, B, F, Fut, P>(
+        this: U,
+        call: Call<S>,
         mut first: Option<Admitted>,
         mut send: F,
-        prefix: impl Fn(&Response<B>) -> Bytes,
-    ) -> Result<Attempted<B>, AttemptError>
+        prefix: P,
+    ) -> impl std::future::Future<Output = Result<Attempted<B>, AttemptError>> + 'a
     where
-        F: FnMut(&Origin, Timeouts) -> Fut,
+        U: std::ops::Deref<Target = Upstreams> + 'a,
+        S: std::ops::Deref<Target = Settings> + 'a,
+        B: 'a,
+        F: FnMut(&Upstreams, &Origin, Timeouts, Instant) -> Fut + 'a,
         Fut: std::future::Future<Output = Result<Response<B>, FetchError>>,
+        P: Fn(&Response<B>) -> Bytes + 'a,
     {
-        let Call {
-            up,
-            route: Route { class, family },
-            policy,
-            who,
-            class: cs,
-        } = call;
-        let u = self.get(up);
-        let (g, counters, cfg) = (&u.gate, &u.counters, &u.settings);
-        // One clock read for the deadline and the budget's count.
-        let now = Instant::now();
-        let deadline = now + cs.deadline;
-        // Built on the first retry only: most calls never need it.
-        let mut jitter: Option<Box<dyn weir_resilience::Jitter>> = None;
-        g.budget.record_request_at(now);
-        let mut last: Option<(Result<Response<B>, FetchError>, Kind)> = None;
-        let mut closed: Option<Closed> = None;
-        let mut failed_attempts = 0u32;
-        for attempt in 0..policy.max_attempts {
-            // One attempt, in a block: what it leaves behind (its answer, moved into `last`, its
-            // permit, its clock reads) ends with the block, so the future does not keep room for
-            // it beside the backoff's timer (a local's room lasts to the end of its scope, not to
-            // its last use).
-            let wait = {
-                let admitted = match first.take() {
-                    Some(a) => a,
-                    None => match g.admit_attempt(who.as_ref(), attempt > 0, family).await {
-                        Ok(a) => a,
-                        Err(c) => {
-                            closed = Some(c);
-                            break;
+        async move {
+            let this: &Upstreams = &this;
+            let (up, class, family, policy) =
+                (call.up, call.route.class, call.route.family, call.policy);
+            let cs = call.class();
+            let who = &call.who;
+            let u = this.get(up);
+            let (g, counters, cfg) = (&u.gate, &u.counters, &u.settings);
+            // One clock read for the deadline and the budget's count.
+            let now = Instant::now();
+            let deadline = now + cs.deadline;
+            // Built on the first retry only: most calls never need it.
+            let mut jitter: Option<Box<dyn weir_resilience::Jitter>> = None;
+            g.budget.record_request_at(now);
+            let mut last: Option<(Result<Response<B>, FetchError>, Kind)> = None;
+            // Boxed: a refusal is rare, and its room in the future is a pointer.
+            let mut closed: Option<Box<Closed>> = None;
+            let mut failed_attempts = 0u32;
+            for attempt in 0..policy.max_attempts {
+                // One attempt, in a block: what it leaves behind (its answer, moved into `last`, its
+                // permit, its clock reads) ends with the block, so the future does not keep room for
+                // it beside the backoff's timer (a local's room lasts to the end of its scope, not to
+                // its last use).
+                let wait = {
+                    let admitted = match first.take() {
+                        Some(a) => a,
+                        None => match g.admit_attempt(who.as_ref(), attempt > 0, family).await {
+                            Ok(a) => a,
+                            Err(c) => {
+                                closed = Some(Box::new(c));
+                                break;
+                            }
+                        },
+                    };
+                    let started = Instant::now();
+                    let per_try = cs
+                        .per_try_timeout
+                        .min(deadline.saturating_duration_since(started))
+                        .max(Duration::from_millis(1));
+                    counters
+                        .class(class)
+                        .upstream_requests
+                        .fetch_add(1, Relaxed);
+                    if let Some(id) = who.as_ref() {
+                        this.accounts.count_upstream(id);
+                    }
+                    let res = send(
+                        this,
+                        &cfg.origin,
+                        Timeouts {
+                            headers: per_try,
+                            body: per_try,
+                        },
+                        started,
+                    )
+                    .await;
+                    this.reach.observe(up, &res);
+                    // A 401 means the credential is not (or no longer) what it was: whatever account
+                    // it was mapped to, it stops sharing that account's answers now.
+                    if let (Ok(r), Some(id)) = (&res, who.as_ref()) {
+                        if r.status() == http::StatusCode::UNAUTHORIZED {
+                            this.accounts.forget(id);
                         }
-                    },
-                };
-                let started = Instant::now();
-                let per_try = cs
-                    .per_try_timeout
-                    .min(deadline.saturating_duration_since(started))
-                    .max(Duration::from_millis(1));
-                counters
-                    .class(class)
-                    .upstream_requests
-                    .fetch_add(1, Relaxed);
-                if let Some(id) = who.as_ref() {
-                    self.accounts.count_upstream(id);
-                }
-                let res = send(
-                    &cfg.origin,
-                    Timeouts {
-                        headers: per_try,
-                        body: per_try,
-                    },
-                )
-                .await;
-                self.reach.observe(up, &res);
-                // A 401 means the credential is not (or no longer) what it was: whatever account
-                // it was mapped to, it stops sharing that account's answers now.
-                if let (Ok(r), Some(id)) = (&res, who.as_ref()) {
-                    if r.status() == http::StatusCode::UNAUTHORIZED {
-                        self.accounts.forget(id);
                     }
-                }
-                // One clock read for the latency and the breaker's record.
-                let ended = Instant::now();
-                let elapsed = ended.saturating_duration_since(started);
-                let pre = res.as_ref().map(&prefix).unwrap_or_default();
-                let kind = kind_of(&res, &pre);
-                // Slow is judged against this class's own recent latency (see the breaker's
-                // baseline; its documented normal latency until it has learned one), with the
-                // class's `slow_call` as the absolute cut-off.
-                admitted.record(
-                    kind.counts_as_breaker_failure(),
-                    class.as_str(),
-                    elapsed,
-                    weir_resilience::Timing {
-                        normal: Some(cs.normal_latency).filter(|d| !d.is_zero()),
-                        ceiling: cs.slow_call,
-                    },
-                    ended,
-                );
-                if !kind.is_ok() {
-                    counters.error(class, kind.as_str());
-                    failed_attempts += 1;
-                }
-                // The upstream's own ill health, or its recovery (a refusal of this request is
-                // neither: it says nothing about the upstream).
-                if kind.is_ok() || kind.counts_as_breaker_failure() {
-                    u.recovery.observe(!kind.is_ok());
-                }
-                // Only a failure carries a wait worth reading.
-                let hint = if kind.is_ok() {
-                    None
-                } else {
-                    res.as_ref()
-                        .ok()
-                        .and_then(|r| wait_hint(r.headers(), SystemTime::now()))
-                };
-                // The upstream's own wait holds back every surface, replays included: of this
-                // identity for a rate limit, of everyone for an overload (see `Gate::cool_down`).
-                if matches!(kind, Kind::RateLimited | Kind::Overloaded) {
-                    if let Some(w) = hint {
-                        g.cool_down(w, kind, who.as_ref());
+                    // One clock read for the latency and the breaker's record.
+                    let ended = Instant::now();
+                    let elapsed = ended.saturating_duration_since(started);
+                    let pre = res.as_ref().map(&prefix).unwrap_or_default();
+                    let kind = kind_of(&res, &pre);
+                    // Slow is judged against this class's own recent latency (see the breaker's
+                    // baseline; its documented normal latency until it has learned one), with the
+                    // class's `slow_call` as the absolute cut-off.
+                    admitted.record(
+                        kind.counts_as_breaker_failure(),
+                        class.as_str(),
+                        elapsed,
+                        weir_resilience::Timing {
+                            normal: Some(cs.normal_latency).filter(|d| !d.is_zero()),
+                            ceiling: cs.slow_call,
+                        },
+                        ended,
+                    );
+                    if !kind.is_ok() {
+                        counters.error(class, kind.as_str());
+                        failed_attempts += 1;
                     }
-                }
-                // A rate limit (429, GitHub's secondary-limit 403) is never retried here: the
-                // upstream asked this caller to wait, its wait now holds back every later attempt
-                // (the cooldown above), and GitHub blocks integrations that retry while limited.
-                // The caller answers at once, with the upstream's `Retry-After` or a stale copy.
-                let retryable = kind.is_retryable();
-                last = Some((res, kind));
-                if kind.is_ok() || !retryable || !policy.retries() {
-                    break;
-                }
-                if hint.is_some() && !policy.wait_for_hint {
-                    break;
-                }
-                let left = deadline.saturating_duration_since(Instant::now());
-                let wait = g.backoff().delay_with_hint(
-                    attempt,
-                    hint,
-                    jitter.get_or_insert_with(|| g.jitter()).as_mut(),
-                );
-                if wait >= left || !kind.retryable_within(hint, left) || !g.budget.try_withdraw() {
-                    break;
-                }
-                tracing::debug!(upstream = %cfg.name, %kind, attempt, ?wait, "retrying");
-                wait
-            };
-            tokio::time::sleep(wait).await;
-        }
+                    // The upstream's own ill health, or its recovery (a refusal of this request is
+                    // neither: it says nothing about the upstream).
+                    if kind.is_ok() || kind.counts_as_breaker_failure() {
+                        u.recovery.observe(!kind.is_ok());
+                    }
+                    // Only a failure carries a wait worth reading.
+                    let hint = if kind.is_ok() {
+                        None
+                    } else {
+                        res.as_ref()
+                            .ok()
+                            .and_then(|r| wait_hint(r.headers(), SystemTime::now()))
+                    };
+                    // The upstream's own wait holds back every surface, replays included: of this
+                    // identity for a rate limit, of everyone for an overload (see `Gate::cool_down`).
+                    if matches!(kind, Kind::RateLimited | Kind::Overloaded) {
+                        if let Some(w) = hint {
+                            g.cool_down(w, kind, who.as_ref());
+                        }
+                    }
+                    // A rate limit (429, GitHub's secondary-limit 403) is never retried here: the
+                    // upstream asked this caller to wait, its wait now holds back every later attempt
+                    // (the cooldown above), and GitHub blocks integrations that retry while limited.
+                    // The caller answers at once, with the upstream's `Retry-After` or a stale copy.
+                    let retryable = kind.is_retryable();
+                    last = Some((res, kind));
+                    if kind.is_ok() || !retryable || !policy.retries() {
+                        break;
+                    }
+                    if hint.is_some() && !policy.wait_for_hint {
+                        break;
+                    }
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    let wait = g.backoff().delay_with_hint(
+                        attempt,
+                        hint,
+                        jitter.get_or_insert_with(|| g.jitter()).as_mut(),
+                    );
+                    if wait >= left
+                        || !kind.retryable_within(hint, left)
+                        || !g.budget.try_withdraw()
+                    {
+                        break;
+                    }
+                    tracing::debug!(upstream = %cfg.name, %kind, attempt, ?wait, "retrying");
+                    wait
+                };
+                tokio::time::sleep(wait).await;
+            }
 
-        if let (Some(fb), true) = (
-            &cfg.fallback,
-            policy.fallback && may_fallback(&policy, &last, &closed),
-        ) {
-            // One bounded attempt at the fallback; never for fatal/auth kinds (not reached then).
-            u.fallback_attempts.fetch_add(1, Relaxed);
-            let t = Timeouts {
-                headers: cs.per_try_timeout,
-                body: cs.per_try_timeout,
-            };
-            let res = send(fb, t).await;
-            let pre = res.as_ref().map(&prefix).unwrap_or_default();
-            if let Ok(mut resp) = res {
-                if classify_response(resp.status(), resp.headers(), &pre).is_ok() {
-                    if let Ok(v) = HeaderValue::from_str(&fb.to_string()) {
-                        resp.headers_mut().insert("weir-fallback", v);
+            if let (Some(fb), true) = (
+                &cfg.fallback,
+                policy.fallback && may_fallback(&policy, &last, closed.is_some()),
+            ) {
+                // One bounded attempt at the fallback; never for fatal/auth kinds (not reached then).
+                u.fallback_attempts.fetch_add(1, Relaxed);
+                let t = Timeouts {
+                    headers: cs.per_try_timeout,
+                    body: cs.per_try_timeout,
+                };
+                let res = send(this, fb, t, Instant::now()).await;
+                let pre = res.as_ref().map(&prefix).unwrap_or_default();
+                if let Ok(mut resp) = res {
+                    if classify_response(resp.status(), resp.headers(), &pre).is_ok() {
+                        if let Ok(v) = HeaderValue::from_str(&fb.to_string()) {
+                            resp.headers_mut().insert("weir-fallback", v);
+                        }
+                        return Ok(Attempted {
+                            response: resp,
+                            failed_attempts,
+                        });
                     }
-                    return Ok(Attempted {
-                        response: resp,
-                        failed_attempts,
-                    });
                 }
             }
-        }
-        match (last, closed) {
-            (Some((Ok(response), _)), _) => Ok(Attempted {
-                response,
-                failed_attempts,
-            }),
-            (Some((Err(error), _)), _) => Err(AttemptError::Failed {
-                upstream: cfg.name.clone(),
-                breaker: g.breaker.state(),
-                error,
-            }),
-            (None, Some(closed)) => Err(AttemptError::Refused {
-                upstream: cfg.name.clone(),
-                closed,
-            }),
-            (None, None) => Err(AttemptError::NoAttempt),
+            match (last, closed) {
+                (Some((Ok(response), _)), _) => Ok(Attempted {
+                    response,
+                    failed_attempts,
+                }),
+                (Some((Err(error), _)), _) => Err(AttemptError::Failed {
+                    upstream: cfg.name.clone(),
+                    breaker: g.breaker.state(),
+                    error,
+                }),
+                (None, Some(closed)) => Err(AttemptError::Refused {
+                    upstream: cfg.name.clone(),
+                    closed: *closed,
+                }),
+                (None, None) => Err(AttemptError::NoAttempt),
+            }
         }
     }
 }
@@ -442,9 +453,9 @@ impl Upstreams {
 fn may_fallback<B>(
     policy: &AttemptPolicy,
     last: &Option<(Result<Response<B>, FetchError>, Kind)>,
-    closed: &Option<Closed>,
+    closed: bool,
 ) -> bool {
-    let primary_failed = closed.is_some()
+    let primary_failed = closed
         || last
             .as_ref()
             .is_some_and(|(_, k)| k.is_retryable() || *k == Kind::RateLimited);
@@ -537,40 +548,89 @@ fn set_host(headers: &mut HeaderMap, host: &HeaderValue) {
     }
 }
 
-/// A request's head kept for another attempt (a retry or the fallback), its headers as a list
-/// of pairs in a buffer reused from request to request: a kept head is almost never sent, and
-/// a cloned `HeaderMap` (two allocations, its table and its entries, each freed again) cost
-/// ~1.2k instructions per pass-through GET with its drop, the list ~0.85k (callgrind). The map is
-/// built from the list only for the attempt that sends it.
-struct KeptHead {
+/// The client's request until its first attempt takes it, and, when another attempt can
+/// follow (a retry or the fallback), a copy of its head, its headers as a list of pairs: a
+/// kept head is almost never sent, and a cloned `HeaderMap` (two allocations, its table and
+/// its entries, each freed again) cost ~1.2k instructions per pass-through GET with its drop,
+/// the list ~0.85k (callgrind). The map is built from the list only for the attempt that
+/// sends it.
+///
+/// Both live in a box reused from request to request on each thread (with the list's buffer):
+/// the attempt's future holds a pointer, not the request (224 bytes), the method, target and
+/// list, in a future that glibc serves from its per-thread cache only under 1,032 bytes.
+struct Held(Option<Box<Head>>);
+
+struct Head {
+    first: Option<Request<Body>>,
+    /// Whether `method`, `target` and `pairs` hold the request's head.
+    kept: bool,
     method: Method,
-    uri: Uri,
+    /// The target's path and query: all an attempt takes of it ([`Origin::uri_for`]), and one
+    /// shared buffer to count, not three.
+    target: Option<http::uri::PathAndQuery>,
     pairs: Vec<(header::HeaderName, HeaderValue)>,
 }
 
 thread_local! {
-    /// [`KeptHead`]'s reused buffers.
-    static SPARE_HEADS: std::cell::RefCell<Vec<Vec<(header::HeaderName, HeaderValue)>>> =
+    /// [`Held`]'s reused boxes (boxes on purpose: a [`Held`] is the pointer, taken out).
+    #[allow(clippy::vec_box)]
+    static SPARE_HEADS: std::cell::RefCell<Vec<Box<Head>>> =
         const { std::cell::RefCell::new(Vec::new()) };
 }
 
-impl KeptHead {
-    /// Buffers kept per thread, and the largest one kept (a head of many headers is not).
+impl Held {
+    /// Boxes kept per thread, and the largest list kept (a head of many headers is not).
     const POOL: usize = 4;
     const KEEP: usize = 64;
 
-    fn of<B>(req: &Request<B>) -> KeptHead {
-        let mut pairs = SPARE_HEADS
+    /// `req`, and a copy of its head when `keep` (another attempt may send it).
+    fn new(req: Request<Body>, keep: bool) -> Held {
+        let mut head = SPARE_HEADS
             .try_with(|s| s.try_borrow_mut().ok().and_then(|mut s| s.pop()))
             .ok()
             .flatten()
-            .unwrap_or_default();
-        pairs.extend(req.headers().iter().map(|(n, v)| (n.clone(), v.clone())));
-        KeptHead {
-            method: req.method().clone(),
-            uri: req.uri().clone(),
-            pairs,
+            .unwrap_or_else(|| {
+                Box::new(Head {
+                    first: None,
+                    kept: false,
+                    method: Method::GET,
+                    target: None,
+                    pairs: Vec::new(),
+                })
+            });
+        if keep {
+            head.method.clone_from(req.method());
+            head.target = req.uri().path_and_query().cloned();
+            head.pairs
+                .extend(req.headers().iter().map(|(n, v)| (n.clone(), v.clone())));
+            head.kept = true;
         }
+        head.first = Some(req);
+        Held(Some(head))
+    }
+
+    /// The client's request, the first time (`None` after).
+    fn take_first(&mut self) -> Option<Request<Body>> {
+        self.0.as_mut()?.first.take()
+    }
+
+    /// The kept head, if one was kept.
+    fn kept(&self) -> Option<&Head> {
+        self.0.as_deref().filter(|h| h.kept)
+    }
+}
+
+impl Head {
+    /// The kept target, origin-form: what [`Origin::uri_for`] makes of the request's own
+    /// (its path and query, `/` when it had none).
+    fn target(&self) -> Uri {
+        let mut parts = http::uri::Parts::default();
+        parts.path_and_query = Some(
+            self.target
+                .clone()
+                .unwrap_or_else(|| http::uri::PathAndQuery::from_static("/")),
+        );
+        Uri::from_parts(parts).unwrap_or_default()
     }
 
     /// The kept headers as a map: every value, in the order the request had them.
@@ -583,17 +643,26 @@ impl KeptHead {
     }
 }
 
-impl Drop for KeptHead {
+impl Drop for Held {
     fn drop(&mut self) {
-        let mut pairs = std::mem::take(&mut self.pairs);
-        pairs.clear();
-        if pairs.capacity() == 0 || pairs.capacity() > Self::KEEP {
+        let Some(mut head) = self.0.take() else {
+            return;
+        };
+        // Emptied now: a request never sent is dropped here, and a kept target or value
+        // shares the client's read buffer, which a box waiting for the next request must not
+        // hold on to.
+        head.first = None;
+        head.kept = false;
+        head.pairs.clear();
+        head.target = None;
+        head.method = Method::GET;
+        if head.pairs.capacity() > Self::KEEP {
             return;
         }
         let _ = SPARE_HEADS.try_with(|s| {
             if let Ok(mut s) = s.try_borrow_mut() {
                 if s.len() < Self::POOL {
-                    s.push(pairs);
+                    s.push(head);
                 }
             }
         });
@@ -672,37 +741,75 @@ mod tests {
     }
 
     /// A kept head gives back the request's method, target and every header value in the
-    /// request's order (repeated names included), and its buffer is reused by the next one.
+    /// request's order (repeated names included), the request is taken once, and the box and
+    /// its buffer are reused by the next request, keeping nothing of the last one.
     #[test]
     fn a_kept_head_gives_back_every_header_in_order() {
-        let req = Request::builder()
-            .method(Method::GET)
-            .uri("http://up.test/repos/o/r?x=1")
-            .header("accept", "application/json")
-            .header("x-many", "one")
-            .header("authorization", "token a")
-            .header("x-many", "two")
-            .body(())
-            .unwrap();
-        let kept = KeptHead::of(&req);
+        let make = || {
+            Request::builder()
+                .method(Method::GET)
+                .uri("http://up.test/repos/o/r?x=1")
+                .header("accept", "application/json")
+                .header("x-many", "one")
+                .header("authorization", "token a")
+                .header("x-many", "two")
+                .body(crate::body::empty())
+                .unwrap()
+        };
+        let req = make();
+        let want_headers = req.headers().clone();
+        let mut held = Held::new(req, true);
+        let kept = held.kept().expect("kept");
         assert_eq!(kept.method, Method::GET);
-        assert_eq!(kept.uri, *req.uri());
+        assert_eq!(kept.target(), "/repos/o/r?x=1");
+        // Aimed at an origin, the kept target is what the request's own would give.
+        for origin in ["http://up.test", "http://other.test:8080"] {
+            let origin = Origin::parse(origin).unwrap();
+            assert_eq!(
+                origin.uri_for(&kept.target()).unwrap(),
+                origin
+                    .uri_for(&"http://up.test/repos/o/r?x=1".parse().unwrap())
+                    .unwrap()
+            );
+        }
         let map = kept.headers();
-        assert_eq!(map, *req.headers());
+        assert_eq!(map, want_headers);
         let got: Vec<_> = map
             .iter()
             .map(|(n, v)| (n.as_str(), v.as_bytes()))
             .collect();
-        let want: Vec<_> = req
-            .headers()
+        let want: Vec<_> = want_headers
             .iter()
             .map(|(n, v)| (n.as_str(), v.as_bytes()))
             .collect();
         assert_eq!(got, want);
-        let buffer = kept.pairs.as_ptr();
-        drop(kept);
-        let again = KeptHead::of(&req);
-        assert_eq!(again.pairs.as_ptr(), buffer, "the buffer was reused");
-        assert_eq!(again.headers(), *req.headers());
+        let first = held.take_first().expect("the request, once");
+        assert_eq!(first.headers(), &want_headers);
+        assert!(held.take_first().is_none());
+        assert!(held.kept().is_some(), "the head stays for a retry");
+        let boxed: *const Head = held.kept().unwrap();
+        let buffer = held.kept().unwrap().pairs.as_ptr();
+        drop(held);
+        // The next request reuses the box and its list, and keeps nothing of the last one.
+        let other = Request::builder()
+            .method(Method::PUT)
+            .uri("http://up.test/other")
+            .header("accept", "text/plain")
+            .body(crate::body::empty())
+            .unwrap();
+        let other_headers = other.headers().clone();
+        let again = Held::new(other, true);
+        let head = again.kept().unwrap();
+        assert!(std::ptr::eq(head, boxed), "the box was reused");
+        assert_eq!(head.pairs.as_ptr(), buffer, "the buffer was reused");
+        assert_eq!(head.method, Method::PUT);
+        assert_eq!(head.target(), "/other");
+        assert_eq!(head.headers(), other_headers);
+        drop(again);
+        // Not kept: only the request is held.
+        let mut bare = Held::new(make(), false);
+        assert!(bare.kept().is_none());
+        assert!(bare.take_first().is_some());
+        assert!(bare.take_first().is_none());
     }
 }

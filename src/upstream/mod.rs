@@ -34,7 +34,8 @@ pub(crate) use admission::Admitted;
 #[cfg(feature = "gateway")]
 pub(crate) use admission::SharedHold;
 pub use admission::{BreakerView, ClassLatencyView, GateStatus};
-pub(crate) use attempt::{fetch_problem, kind_of, AttemptPolicy, Replayable};
+pub(crate) use attempt::{fetch_problem, kind_of, AttemptPolicy, Attempted, Replayable};
+pub(crate) use attempt_error::AttemptError;
 pub use caution::{Caution, CautionSource};
 pub use client::{FetchError, TimeoutPhase as ClientTimeoutPhase, Timeouts, UpstreamClient};
 pub(crate) use model_breakers::{EpisodeChange, ModelBreakers};
