@@ -938,8 +938,9 @@ async fn a_quiet_link_still_publishes_a_change_at_once() {
         b.status = 429;
         b.extra_headers = vec![("retry-after".into(), "30".into())];
     });
+    // Two teammates needed: neither acts on the other's report (B, quiet, stays quiet).
     let team = format!(
-        "nats_url = \"{}\"\npeers_needed = 1\nwindow = \"60s\"\n",
+        "nats_url = \"{}\"\npeers_needed = 2\nwindow = \"60s\"\n",
         nats.url()
     );
     let a = TeamWeir::start(&broken.origin(), &team, None).await;
@@ -965,16 +966,6 @@ async fn a_quiet_link_still_publishes_a_change_at_once() {
         false
     }
 
-    fail_through(&a, &broken.origin(), 3).await;
-    assert_eq!(
-        a.status().await.upstreams[0].guard.breaker.state,
-        weir::events::BreakerState::Open
-    );
-    assert!(
-        published(&mut facts, Duration::from_secs(1), |v| v["state"] == "open").await,
-        "the opening was published within a second, not at the next heartbeat"
-    );
-
     // A request without a credential: the pause is upstream-wide.
     let _ = reqwest::Client::builder()
         .proxy(reqwest::Proxy::all(format!("http://{}", b.handle.local_addr())).unwrap())
@@ -993,5 +984,15 @@ async fn a_quiet_link_still_publishes_a_change_at_once() {
             .is_null())
         .await,
         "the pause was published within a second, not at the next heartbeat"
+    );
+
+    fail_through(&a, &broken.origin(), 3).await;
+    assert_eq!(
+        a.status().await.upstreams[0].guard.breaker.state,
+        weir::events::BreakerState::Open
+    );
+    assert!(
+        published(&mut facts, Duration::from_secs(1), |v| v["state"] == "open").await,
+        "the opening was published within a second, not at the next heartbeat"
     );
 }
