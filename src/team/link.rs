@@ -833,7 +833,18 @@ async fn sleep(
     let event = async {
         match events {
             Some(rx) => {
-                if let Err(tokio::sync::broadcast::error::RecvError::Closed) = rx.recv().await {
+                use tokio::sync::broadcast::error::{RecvError, TryRecvError};
+                let mut closed = matches!(rx.recv().await, Err(RecvError::Closed));
+                // One look for a burst: what queued up while the loop was busy is read now,
+                // not one wake-up each.
+                while !closed {
+                    match rx.try_recv() {
+                        Ok(_) | Err(TryRecvError::Lagged(_)) => {}
+                        Err(TryRecvError::Empty) => break,
+                        Err(TryRecvError::Closed) => closed = true,
+                    }
+                }
+                if closed {
                     *events = None; // no more events: never wake on a closed bus again
                 }
             }
