@@ -919,3 +919,80 @@ async fn a_refused_probe_subscription_is_not_taken_for_enforced_names() {
         weir::events::BreakerState::Closed
     );
 }
+
+/// #32 item 4: the publish loop of a quiet link sleeps until its next heartbeat (20 s here),
+/// yet what a call changes is still published at once: a breaker opened by failing calls,
+/// and an upstream-wide pause asked for by a 429 (recorded as a breaker success: no
+/// transition announces it; the breaker's activity signal wakes the link).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_quiet_link_still_publishes_a_change_at_once() {
+    let bin = require_nats!();
+    let nats = NatsServer::start(&bin, &[]).await;
+    let spy = async_nats::connect(nats.url()).await.unwrap();
+    let mut facts = spy.subscribe("weir.v1.copilot-api.>").await.unwrap();
+    spy.flush().await.unwrap();
+    let broken = Upstream::start().await;
+    broken.set(|b| b.status = 500);
+    let limited = Upstream::start().await;
+    limited.set(|b| {
+        b.status = 429;
+        b.extra_headers = vec![("retry-after".into(), "30".into())];
+    });
+    // Two teammates needed: neither acts on the other's report (B, quiet, stays quiet).
+    let team = format!(
+        "nats_url = \"{}\"\npeers_needed = 2\nwindow = \"60s\"\n",
+        nats.url()
+    );
+    let a = TeamWeir::start(&broken.origin(), &team, None).await;
+    let b = TeamWeir::start(&limited.origin(), &team, None).await;
+    connected(&[&a, &b]).await;
+    // The first facts go out, then both links are quiet (next heartbeat: 20 s away).
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    while let Ok(Some(_)) = tokio::time::timeout(Duration::from_millis(200), facts.next()).await {}
+
+    // Waits (at most `limit`) for a fact of `peer` that `pred` accepts.
+    async fn published(
+        facts: &mut async_nats::Subscriber,
+        limit: Duration,
+        pred: impl Fn(&serde_json::Value) -> bool,
+    ) -> bool {
+        let until = tokio::time::Instant::now() + limit;
+        while let Ok(Some(m)) = tokio::time::timeout_at(until, facts.next()).await {
+            let v: serde_json::Value = serde_json::from_slice(&m.payload).unwrap();
+            if pred(&v) {
+                return true;
+            }
+        }
+        false
+    }
+
+    // A request without a credential: the pause is upstream-wide.
+    let _ = reqwest::Client::builder()
+        .proxy(reqwest::Proxy::all(format!("http://{}", b.handle.local_addr())).unwrap())
+        .build()
+        .unwrap()
+        .get(format!("{}/agents/sessions", limited.origin()))
+        .send()
+        .await
+        .unwrap();
+    assert!(b.status().await.upstreams[0]
+        .guard
+        .cooldown_remaining_s
+        .is_some());
+    assert!(
+        published(&mut facts, Duration::from_secs(1), |v| !v["pause"]
+            .is_null())
+        .await,
+        "the pause was published within a second, not at the next heartbeat"
+    );
+
+    fail_through(&a, &broken.origin(), 3).await;
+    assert_eq!(
+        a.status().await.upstreams[0].guard.breaker.state,
+        weir::events::BreakerState::Open
+    );
+    assert!(
+        published(&mut facts, Duration::from_secs(1), |v| v["state"] == "open").await,
+        "the opening was published within a second, not at the next heartbeat"
+    );
+}

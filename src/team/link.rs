@@ -21,7 +21,9 @@ use std::time::{Duration, SystemTime};
 use tokio::time::Instant;
 use weir_resilience::Kind;
 
-/// How often the gates are looked at (a change is published within this long).
+/// How often the gates are looked at while something moves (calls in a breaker's window, a
+/// breaker not closed, a pause, teammates' failing reports, a hold): a change is published
+/// within this long. Quiet, the publish loop sleeps until something is due ([`next_wake`]).
 const TICK: Duration = Duration::from_millis(250);
 /// A teammate's pause is honoured for at most this long (a fact is not a licence to stop a
 /// team for a day).
@@ -78,6 +80,9 @@ struct Shared {
     /// Woken at each connection (the client's `Connected` event): what waits for the link
     /// waits here, not on a timer (#32 item 4).
     connected: tokio::sync::Notify,
+    /// Woken when a teammate's new fact was taken in: the publish loop, asleep, starts
+    /// ticking to see it age out (a permit is kept: never lost to a race).
+    heard: tokio::sync::Notify,
     error: Mutex<Option<String>>,
     /// The TLS client configuration (OS roots plus `ca_file`), shared with the diagnosis.
     tls: Arc<rustls::ClientConfig>,
@@ -132,6 +137,7 @@ impl Team {
             peers: Mutex::new(peers),
             client: Mutex::new(None),
             connected: tokio::sync::Notify::new(),
+            heard: tokio::sync::Notify::new(),
             error: Mutex::new(None),
             tls,
             diagnosing: std::sync::atomic::AtomicBool::new(false),
@@ -486,7 +492,10 @@ async fn receive(shared: Arc<Shared>, key: TeamKey, mut sub: async_nats::Subscri
         }
         shared.received.fetch_add(1, Relaxed);
         match accept(&shared, &key, &msg) {
-            Ok(Some(up)) => evaluate(&shared, up),
+            Ok(Some(up)) => {
+                evaluate(&shared, up);
+                shared.heard.notify_one();
+            }
             Ok(None) => {} // our own, or a newer fact was already seen
             Err(why) => {
                 shared.rejected.fetch_add(1, Relaxed);
@@ -723,8 +732,8 @@ fn fact_for(shared: &Shared, idx: UpstreamIndex) -> Fact {
 }
 
 /// Publishes a fact when what it says changes, and every heartbeat; re-evaluates decisions
-/// every tick (reports age out of the window; local successes overrule). While the link is
-/// down with nothing to tick for ([`nothing_to_tick`]) it sleeps until the link is back.
+/// every tick while something moves (reports age out of the window; local successes
+/// overrule). Quiet, it sleeps until the next heartbeat or a change ([`sleep`]; #32 item 4).
 async fn publish_loop(
     shared: &Arc<Shared>,
     key: &TeamKey,
@@ -736,23 +745,14 @@ async fn publish_loop(
     let n = shared.upstreams.list.len();
     // What was last published per upstream (the fact without its time) and when.
     let mut last: Vec<Option<(Fact, Instant)>> = vec![None; n];
-    let mut tick = tokio::time::interval(TICK);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // Engine events: settings applied, breaker transitions, GitHub Status changes.
+    let mut events = Some(shared.bus.subscribe());
+    let mut first = true;
     loop {
-        tokio::select! {
-            _ = tick.tick() => {}
-            _ = stop.changed() => return,
+        if !first && !sleep(shared, client, &last, heartbeat, &mut events, stop).await {
+            return;
         }
-        // Down, with nothing to tick for: asleep until the link is back (#32 item 4), then
-        // every fact is due again as it was (changed, or past its heartbeat).
-        if !is_connected(client) && nothing_to_tick(shared) {
-            tokio::select! {
-                _ = until_connected(shared, client) => {}
-                _ = stop.changed() => return,
-            }
-            tick.reset_immediately();
-            continue;
-        }
+        first = false;
         {
             let now = Instant::now();
             lock(&shared.peers).prune(now);
@@ -777,6 +777,145 @@ async fn publish_loop(
             }
         }
     }
+}
+
+/// Sleeps until the publish loop has something to do; `false` when the engine stops.
+/// While something moves ([`moving`]) that is the next [`TICK`]. Quiet, it is the next
+/// heartbeat ([`next_wake`]), or sooner: a recorded call (the breakers' `arm_activity`: the
+/// first outcome after quiet, whose window, failure rate or pause the fact may carry), an
+/// engine event (a breaker transition, new settings, GitHub Status), a teammate's new fact,
+/// or, down, the link coming back.
+async fn sleep(
+    shared: &Shared,
+    client: &async_nats::Client,
+    last: &[Option<(Fact, Instant)>],
+    heartbeat: Duration,
+    events: &mut Option<tokio::sync::broadcast::Receiver<Event>>,
+    stop: &mut tokio::sync::watch::Receiver<bool>,
+) -> bool {
+    let connected = is_connected(client);
+    // Down, with nothing to tick for: asleep until the link is back, then every fact is due
+    // again as it was (changed, or past its heartbeat).
+    if !connected && nothing_to_tick(shared) {
+        return tokio::select! {
+            _ = until_connected(shared, client) => true,
+            _ = stop.changed() => false,
+        };
+    }
+    let breakers: Vec<weir_resilience::Breaker> = shared
+        .upstreams
+        .configured()
+        .map(|idx| shared.upstreams.get(idx).gate.breaker.clone())
+        .collect();
+    let mut quiet = !moving(shared);
+    if quiet {
+        // Armed before looking again: a call recorded in between wakes the sleep below.
+        breakers.iter().for_each(|b| b.arm_activity());
+        quiet = !moving(shared);
+    }
+    let published = last.iter().map(|l| l.as_ref().map(|(_, at)| *at));
+    let wake = next_wake(
+        Instant::now(),
+        !quiet,
+        connected,
+        published,
+        heartbeat,
+        shared.settings.window,
+    );
+    // Never empty (`select_all` wants one): a pending future stands in for no upstream.
+    type Wait<'a> = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + 'a>>;
+    let activity = futures_util::future::select_all(
+        breakers
+            .iter()
+            .map(|b| Box::pin(b.activity()) as Wait<'_>)
+            .chain(std::iter::once(Box::pin(std::future::pending()) as Wait<'_>)),
+    );
+    let event = async {
+        match events {
+            Some(rx) => {
+                use tokio::sync::broadcast::error::{RecvError, TryRecvError};
+                let mut closed = matches!(rx.recv().await, Err(RecvError::Closed));
+                // One look for a burst: what queued up while the loop was busy is read now,
+                // not one wake-up each.
+                while !closed {
+                    match rx.try_recv() {
+                        Ok(_) | Err(TryRecvError::Lagged(_)) => {}
+                        Err(TryRecvError::Empty) => break,
+                        Err(TryRecvError::Closed) => closed = true,
+                    }
+                }
+                if closed {
+                    *events = None; // no more events: never wake on a closed bus again
+                }
+            }
+            None => std::future::pending().await,
+        }
+    };
+    let back = async {
+        if connected {
+            std::future::pending().await
+        } else {
+            until_connected(shared, client).await
+        }
+    };
+    tokio::select! {
+        _ = tokio::time::sleep_until(wake) => {}
+        _ = activity, if quiet => {}
+        _ = event => {}
+        _ = shared.heard.notified() => {}
+        _ = back => {}
+        _ = stop.changed() => return false,
+    }
+    true
+}
+
+/// Whether something can change the facts or decisions with time or with each call, so the
+/// loop looks every [`TICK`] as it always did: calls in a breaker's window (its failure rate,
+/// the `degraded` flag), a breaker not closed (open waits run out, probes), a pause running,
+/// teammates' failing reports or decisions (they age out; local successes overrule), a hold.
+fn moving(shared: &Shared) -> bool {
+    if !lock(&shared.holds).is_empty() {
+        return true;
+    }
+    let now = Instant::now();
+    shared.upstreams.configured().any(|idx| {
+        let u = shared.upstreams.get(idx);
+        let snap = u.gate.breaker.snapshot();
+        if snap.state != weir_resilience::State::Closed
+            || snap.calls_in_window > 0
+            || u.gate.cooling(None)
+        {
+            return true;
+        }
+        let peers = lock(&shared.peers);
+        let name = &u.settings.name;
+        peers.failing(name, now) > 0 || peers.episode(name).acting
+    })
+}
+
+/// When the publish loop looks next: the next [`TICK`] while something moves; quiet and
+/// connected, when the first fact is due as a heartbeat (one never published is due now,
+/// one that failed to go out is retried a [`TICK`] later); quiet and down, only a change or
+/// the link coming back can give it work, so the window is a safety net.
+fn next_wake(
+    now: Instant,
+    moving: bool,
+    connected: bool,
+    published: impl Iterator<Item = Option<Instant>>,
+    heartbeat: Duration,
+    window: Duration,
+) -> Instant {
+    if moving {
+        return now + TICK;
+    }
+    if !connected {
+        return now + window.max(TICK);
+    }
+    let due = published
+        .map(|at| at.map_or(now, |at| at + heartbeat))
+        .min()
+        .unwrap_or(now + heartbeat);
+    due.max(now + TICK)
 }
 
 /// An upstream whose breaker is back on the closed side with no pause running is held by
@@ -834,6 +973,77 @@ async fn publish(shared: &Shared, key: &TeamKey, client: &async_nats::Client, f:
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// #32 item 4: quiet and connected, the publish loop sleeps until the next heartbeat, not
+    /// a [`TICK`]; with a fact never published it looks at once, and a fact that failed to go
+    /// out is retried a tick later (never a busy loop); moving, it ticks as before; down and
+    /// quiet, only the window's safety net is a due time.
+    #[test]
+    fn the_publish_loop_sleeps_until_something_is_due() {
+        let now = Instant::now();
+        let hb = Duration::from_secs(20);
+        let window = Duration::from_secs(60);
+        let wake = |moving, connected, published: &[Option<Instant>]| {
+            next_wake(
+                now,
+                moving,
+                connected,
+                published.iter().copied(),
+                hb,
+                window,
+            ) - now
+        };
+        // Quiet: the oldest heartbeat decides (published 5 s and 15 s ago: due in 5 s).
+        let ago = |s| now - Duration::from_secs(s);
+        assert_eq!(
+            wake(false, true, &[Some(ago(5)), Some(ago(15))]),
+            Duration::from_secs(5)
+        );
+        assert_eq!(wake(false, true, &[Some(now)]), hb);
+        // Over a quiet minute: 3 looks, not 240.
+        let mut t = now;
+        let mut looks = 0;
+        while t < now + Duration::from_secs(60) {
+            t = next_wake(t, false, true, std::iter::once(Some(t)), hb, window);
+            looks += 1;
+        }
+        assert_eq!(looks, 3);
+        // Never published, or not published last time: at the tick floor, not a spin.
+        assert_eq!(wake(false, true, &[Some(now), None]), TICK);
+        assert_eq!(wake(false, true, &[]), hb);
+        // Moving: every tick, as before.
+        assert_eq!(wake(true, true, &[Some(now)]), TICK);
+        assert_eq!(wake(true, false, &[]), TICK);
+        // Down and quiet: the link's return or a change wakes it; the window is the net.
+        assert_eq!(wake(false, false, &[None]), window);
+    }
+
+    /// The breaker's activity signal: armed, the next recorded outcome wakes the watcher once
+    /// (kept if nobody waits yet); unarmed, outcomes wake nobody.
+    #[tokio::test(start_paused = true)]
+    async fn a_recorded_call_wakes_a_quiet_link_once() {
+        let b = weir_resilience::Breaker::new(
+            "up",
+            weir_resilience::BreakerConfig::default(),
+            weir_resilience::NoJitter,
+        )
+        .unwrap();
+        let woke = |b: &weir_resilience::Breaker| {
+            let b = b.clone();
+            async move {
+                tokio::time::timeout(Duration::from_secs(60), b.activity())
+                    .await
+                    .is_ok()
+            }
+        };
+        b.try_acquire().unwrap().record(false, false);
+        assert!(!woke(&b).await, "not armed: no wake-up");
+        b.arm_activity();
+        b.try_acquire().unwrap().record(false, false);
+        b.try_acquire().unwrap().record(true, false);
+        assert!(woke(&b).await, "armed: the first outcome wakes");
+        assert!(!woke(&b).await, "once per arming");
+    }
 
     /// Issue 31, item 4: only the refusal of the probe's own publish counts; a refused
     /// subscription to the probe, or another subject's refusal, does not.

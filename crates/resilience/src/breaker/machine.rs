@@ -50,6 +50,10 @@ impl Shared {
     ) -> Slowness {
         let mut guard = self.lock();
         let inner = &mut *guard;
+        if inner.armed {
+            inner.armed = false;
+            self.activity.notify_one();
+        }
         let judged = judge(inner);
         if inner.generation != generation {
             return judged; // issued before the last transition: stale

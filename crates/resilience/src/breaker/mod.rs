@@ -61,6 +61,8 @@ pub struct Breaker {
 struct Shared {
     name: String,
     events: broadcast::Sender<BreakerEvent>,
+    /// Fired by the first outcome recorded after [`Breaker::arm_activity`] (see there).
+    activity: tokio::sync::Notify,
     inner: Mutex<Inner>,
 }
 
@@ -88,6 +90,9 @@ struct Inner {
     /// Latency baselines by the caller's class key.
     baselines: BTreeMap<&'static str, Baseline>,
     jitter: Box<dyn Jitter>,
+    /// The next recorded outcome fires `activity` (one bool test per outcome, under the lock
+    /// it already holds; the notification itself only once per arming).
+    armed: bool,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -153,11 +158,13 @@ impl Breaker {
             caution: None,
             baselines: BTreeMap::new(),
             jitter: Box::new(jitter),
+            armed: false,
         };
         Ok(Breaker {
             shared: Arc::new(Shared {
                 name: name.into(),
                 events,
+                activity: tokio::sync::Notify::new(),
                 inner: Mutex::new(inner),
             }),
         })
@@ -192,6 +199,19 @@ impl Breaker {
     /// Receives every future transition.
     pub fn subscribe(&self) -> broadcast::Receiver<BreakerEvent> {
         self.shared.events.subscribe()
+    }
+
+    /// Asks for one wake-up at the next recorded outcome ([`Breaker::activity`]): a watcher
+    /// that sleeps while the breaker is quiet learns that calls flow again (its window, and
+    /// so its failure rate, changes with them) without polling and without a signal per call.
+    pub fn arm_activity(&self) {
+        self.shared.lock().armed = true;
+    }
+
+    /// Resolves once an outcome was recorded after [`Breaker::arm_activity`] (or at once if
+    /// one was since the last wait: the wake-up is kept, never lost to a race).
+    pub async fn activity(&self) {
+        self.shared.activity.notified().await;
     }
 
     /// Makes the breaker cautious (or not): while cautious, `cautious_minimum_calls` and
