@@ -1,6 +1,8 @@
-//! The running team link: one reconnecting NATS client (`retry_on_initial_connect`, unlimited
-//! reconnects), a task that publishes this Weir's facts (on change, and as a heartbeat), and a
-//! task that checks and applies teammates' facts. Neither touches the request path: they set
+//! The running team link: a NATS client that reconnects by itself through the first seconds of
+//! an outage and, past them, is replaced after a growing wait ([`keep_linked`]: an idle Weir
+//! away from the team's network is asleep, not retrying every 4 s), a task that publishes this
+//! Weir's facts (on change, and as a heartbeat), and a task that checks and applies teammates'
+//! facts. Neither touches the request path: they set
 //! the admission gate's caution, trip its breaker or hold its upstream-wide cooldown, all
 //! cheap, lock-short operations. The subscription's buffer is bounded (a slow consumer loses
 //! messages, which the heartbeat makes up for); a publish waits at most [`PUBLISH_TIMEOUT`].
@@ -38,6 +40,18 @@ const PUBLISH_TIMEOUT: Duration = Duration::from_secs(2);
 const DIAGNOSE_EVERY: Duration = Duration::from_secs(30);
 /// Messages buffered by the subscription before a slow consumer starts losing them.
 const SUBSCRIPTION_CAPACITY: usize = 1024;
+/// Connection attempts a client makes with async-nats's own delays (at once, then 2 ms doubling
+/// to its 4 s cap) before it gives up: ~20 s, through which a NATS restart or a network blip
+/// ends with the link back within 4 s, as before (#32 item 4).
+const QUICK_ATTEMPTS: usize = 16;
+/// Past that, one attempt (a new client) after each wait, doubling from this...
+const SLOW_FIRST: Duration = Duration::from_secs(15);
+/// ...to this: an idle Weir away from the team's network tries once a minute (async-nats alone
+/// would try every 4 s, ~50 wake-ups a minute).
+const SLOW_CAP: Duration = Duration::from_secs(60);
+/// A sign that the network may be back (a recorded call, an engine event) brings the next
+/// attempt forward, but never closer than this to the one before.
+const RETRY_FLOOR: Duration = Duration::from_secs(4);
 
 /// What the team link needs from the engine.
 pub(crate) struct TeamParts {
@@ -68,6 +82,8 @@ struct Shared {
     /// The server refused this Weir's publish on a subject of another name: senders' names are
     /// the server's to give, and teammates are counted by them.
     enforced: std::sync::atomic::AtomicBool,
+    /// The identity probe has its answer (refused, or echoed): a later client does not ask again.
+    probed: std::sync::atomic::AtomicBool,
     /// The subject of that probe: a name that is not this Weir's (`weir.v1._probe.breaker.<random>`).
     probe: String,
     /// How long teammates' reports have held each upstream without local evidence.
@@ -83,6 +99,9 @@ struct Shared {
     /// Woken when a teammate's new fact was taken in: the publish loop, asleep, starts
     /// ticking to see it age out (a permit is kept: never lost to a race).
     heard: tokio::sync::Notify,
+    /// Woken (waiters only, no permit kept) by a call recorded while the link is down: a
+    /// client waiting between attempts tries again soon ([`RETRY_FLOOR`]).
+    retry: tokio::sync::Notify,
     error: Mutex<Option<String>>,
     /// The TLS client configuration (OS roots plus `ca_file`), shared with the diagnosis.
     tls: Arc<rustls::ClientConfig>,
@@ -126,6 +145,7 @@ impl Team {
             me,
             install_id: parts.me,
             enforced: std::sync::atomic::AtomicBool::new(false),
+            probed: std::sync::atomic::AtomicBool::new(false),
             probe: fact::subject(
                 fact::PROBE_UPSTREAM,
                 &hex::encode(rand::random::<[u8; 8]>()),
@@ -138,6 +158,7 @@ impl Team {
             client: Mutex::new(None),
             connected: tokio::sync::Notify::new(),
             heard: tokio::sync::Notify::new(),
+            retry: tokio::sync::Notify::new(),
             error: Mutex::new(None),
             tls,
             diagnosing: std::sync::atomic::AtomicBool::new(false),
@@ -239,14 +260,17 @@ fn summary(ups: &[TeamUpstreamStatus]) -> Option<String> {
     (!parts.is_empty()).then(|| parts.join("; "))
 }
 
+/// A client's options; it makes at most `attempts` connection attempts in a row (counted
+/// afresh after each connection) before it gives up and [`keep_linked`] takes over.
 fn connect_options(
     shared: &Arc<Shared>,
     auth: Option<super::NatsAuth>,
+    attempts: usize,
 ) -> async_nats::ConnectOptions {
     let mut o = async_nats::ConnectOptions::new()
         .name("weir")
         .retry_on_initial_connect()
-        .max_reconnects(None)
+        .max_reconnects(attempts)
         .connection_timeout(Duration::from_secs(5))
         .subscription_capacity(SUBSCRIPTION_CAPACITY)
         .require_tls(shared.settings.tls)
@@ -265,6 +289,12 @@ fn connect_options(
         let weak = weak.clone();
         async move {
             let Some(s) = weak.upgrade() else { return };
+            if matches!(
+                ev,
+                async_nats::Event::ClientError(async_nats::ClientError::MaxReconnects)
+            ) {
+                return; // this client gave up as planned: `keep_linked` tries again later
+            }
             let (change, message) = match &ev {
                 async_nats::Event::Connected => {
                     *lock(&s.error) = None;
@@ -357,38 +387,129 @@ fn diagnose(s: &Arc<Shared>) {
     });
 }
 
-/// Connects, subscribes, and runs the receive and publish loops until the engine stops.
+/// Runs the link until the engine stops: the publish loop, and the clients one after another
+/// ([`keep_linked`]).
 async fn run(shared: Arc<Shared>, key: TeamKey, auth: Option<super::NatsAuth>) {
     let mut stop = shared.bus.stopping();
-    let client = match connect_options(&shared, auth)
-        .connect(shared.settings.nats_url.as_str())
-        .await
-    {
-        Ok(c) => c,
-        Err(e) => {
-            // Only a malformed address fails here (connecting is retried in the background).
-            tracing::warn!(error = %e, "team signals are off");
-            *lock(&shared.error) = Some(format!("cannot use {}: {e}", shared.settings.nats_url));
+    let mut stop_keeper = stop.clone();
+    tokio::join!(
+        publish_loop(&shared, &key, &mut stop),
+        keep_linked(&shared, &key, auth, &mut stop_keeper),
+    );
+    let client = lock(&shared.client).take();
+    if let Some(client) = client {
+        let _ = tokio::time::timeout(Duration::from_secs(1), client.flush()).await;
+    }
+}
+
+/// Keeps a client linked to the server, until the engine stops. A client reconnects by itself
+/// [`QUICK_ATTEMPTS`] times in a row (async-nats's delays: at once, then up to 4 s apart),
+/// which covers a server restart or a network blip; then it gives up, and a new client makes
+/// one attempt after a wait that doubles from [`SLOW_FIRST`] to [`SLOW_CAP`], or sooner (at
+/// least [`RETRY_FLOOR`] after the last) when something says the network may be back: a call
+/// recorded by a breaker, or any engine event but the link's own. async-nats's delay cannot be
+/// cut short (its sleep runs in the connection task; `force_reconnect` waits in a queue until
+/// a connection is made), hence clients that give up and a wait of our own.
+async fn keep_linked(
+    shared: &Arc<Shared>,
+    key: &TeamKey,
+    auth: Option<super::NatsAuth>,
+    stop: &mut tokio::sync::watch::Receiver<bool>,
+) {
+    let mut attempts = QUICK_ATTEMPTS;
+    let mut pause = SLOW_FIRST;
+    loop {
+        let client = match connect_options(shared, auth.clone(), attempts)
+            .connect(shared.settings.nats_url.as_str())
+            .await
+        {
+            Ok(c) => c,
+            Err(e) => {
+                // Only a malformed address fails here (connecting is retried in the background).
+                tracing::warn!(error = %e, "team signals are off");
+                *lock(&shared.error) =
+                    Some(format!("cannot use {}: {e}", shared.settings.nats_url));
+                return;
+            }
+        };
+        *lock(&shared.client) = Some(client.clone());
+        if !linked(shared, key, &client, stop).await {
             return;
         }
-    };
-    *lock(&shared.client) = Some(client.clone());
-    let sub = match client.subscribe(fact::SUBSCRIBE_SUBJECT).await {
-        Ok(s) => s,
-        Err(e) => {
-            *lock(&shared.error) = Some(format!("cannot subscribe: {e}"));
-            return;
+        let gave_up = Instant::now();
+        let was_connected = client.statistics().connects.load(Relaxed) > 0;
+        drop(client);
+        if was_connected {
+            pause = SLOW_FIRST;
+            if attempts == 1 {
+                // A connection of the slow phase was lost: a new outage, quick attempts first.
+                attempts = QUICK_ATTEMPTS;
+                continue;
+            }
+        }
+        attempts = 1;
+        let mut events = shared.bus.subscribe();
+        let hint = async {
+            network_may_be_back(shared, &mut events).await;
+            tokio::time::sleep_until(gave_up + RETRY_FLOOR).await;
+        };
+        tokio::select! {
+            _ = tokio::time::sleep_until(gave_up + pause) => {}
+            _ = hint => {}
+            _ = stop.changed() => return,
+        }
+        pause = (pause * 2).min(SLOW_CAP);
+    }
+}
+
+/// Until something says the network may be back: a call recorded while the link is down (the
+/// publish loop wakes [`Shared::retry`]) or an engine event (a breaker's or the mode's change,
+/// the network's, GitHub Status, a queued create, settings...), the link's own news aside.
+async fn network_may_be_back(shared: &Shared, events: &mut tokio::sync::broadcast::Receiver<Event>) {
+    use tokio::sync::broadcast::error::RecvError;
+    let event = async {
+        loop {
+            match events.recv().await {
+                Ok(Event::Team { .. }) => {}
+                Ok(_) | Err(RecvError::Lagged(_)) => return,
+                Err(RecvError::Closed) => std::future::pending::<()>().await,
+            }
         }
     };
-    let receiving = shared.bus.spawn(receive(shared.clone(), key.clone(), sub));
-    let probing = shared
-        .bus
-        .spawn(identity_enforced(shared.clone(), client.clone()));
-    publish_loop(&shared, &key, &client, &mut stop).await;
+    tokio::select! {
+        _ = shared.retry.notified() => {}
+        _ = event => {}
+    }
+}
+
+/// One client's life: subscribes, takes teammates' facts in and probes the server's
+/// permissions, until the client gives up (`true`) or the engine stops (`false`).
+async fn linked(
+    shared: &Arc<Shared>,
+    key: &TeamKey,
+    client: &async_nats::Client,
+    stop: &mut tokio::sync::watch::Receiver<bool>,
+) -> bool {
+    // The subscription ends when the client does (its connection task ends when it gives up,
+    // and with it the subscription's sender, or the queued request to subscribe).
+    let Ok(sub) = client.subscribe(fact::SUBSCRIBE_SUBJECT).await else {
+        return !*stop.borrow(); // gave up already
+    };
+    let mut receiving = shared.bus.spawn(receive(shared.clone(), key.clone(), sub));
+    let probing = (!shared.probed.load(Relaxed) && !shared.enforced.load(Relaxed)).then(|| {
+        shared
+            .bus
+            .spawn(identity_enforced(shared.clone(), client.clone()))
+    });
+    let gave_up = tokio::select! {
+        _ = &mut receiving => true,
+        _ = stop.changed() => false,
+    };
     receiving.abort();
-    probing.abort();
-    let _ = tokio::time::timeout(Duration::from_secs(1), client.flush()).await;
-    *lock(&shared.client) = None;
+    if let Some(probing) = probing {
+        probing.abort();
+    }
+    gave_up
 }
 
 /// Finds out, once connected, whether the server lets this Weir publish under a name that is
@@ -411,7 +532,7 @@ fn refuses_publish_to(error: &str, subject: &str) -> bool {
 async fn identity_enforced(shared: Arc<Shared>, client: async_nats::Client) {
     let probe = shared.probe.clone();
     loop {
-        until_connected(&shared, &client).await;
+        until_connected(&shared).await;
         let Ok(mut sub) = client.subscribe(probe.clone()).await else {
             tokio::time::sleep(PROBE_WAIT).await;
             continue;
@@ -428,6 +549,7 @@ async fn identity_enforced(shared: Arc<Shared>, client: async_nats::Client) {
         match echoed {
             Ok(Some(_)) => {
                 shared.enforced.store(false, Relaxed);
+                shared.probed.store(true, Relaxed);
                 tracing::warn!("the NATS server lets this Weir publish under any name: teammates cannot be told apart, so they count as one (peers_needed > 1 is never reached; docs/team.md, \"Security model\")");
                 return;
             }
@@ -444,21 +566,27 @@ fn is_connected(client: &async_nats::Client) -> bool {
     client.connection_state() == async_nats::connection::State::Connected
 }
 
-/// Until `client` is connected: woken by its connection event, not by a timer (it was a
-/// look every [`TICK`] while the server was unreachable).
-async fn until_connected(shared: &Shared, client: &async_nats::Client) {
+/// The client of the moment (none before the first; [`keep_linked`] replaces one that gave up).
+fn current(shared: &Shared) -> Option<async_nats::Client> {
+    lock(&shared.client).clone()
+}
+
+/// Until the link is connected: woken by a client's connection event, not by a timer (it was
+/// a look every [`TICK`] while the server was unreachable).
+async fn until_connected(shared: &Shared) {
+    let up = || current(shared).is_some_and(|c| is_connected(&c));
     loop {
         // Enabled before the state is read: a connection in between is not missed.
         let woken = shared.connected.notified();
         tokio::pin!(woken);
         woken.as_mut().enable();
-        if is_connected(client) {
+        if up() {
             return;
         }
         woken.await;
         // async-nats sends the event a moment before its state says so: look a few times.
         for _ in 0..100 {
-            if is_connected(client) {
+            if up() {
                 return;
             }
             tokio::time::sleep(Duration::from_millis(10)).await;
@@ -737,7 +865,6 @@ fn fact_for(shared: &Shared, idx: UpstreamIndex) -> Fact {
 async fn publish_loop(
     shared: &Arc<Shared>,
     key: &TeamKey,
-    client: &async_nats::Client,
     stop: &mut tokio::sync::watch::Receiver<bool>,
 ) {
     let heartbeat =
@@ -749,10 +876,12 @@ async fn publish_loop(
     let mut events = Some(shared.bus.subscribe());
     let mut first = true;
     loop {
-        if !first && !sleep(shared, client, &last, heartbeat, &mut events, stop).await {
+        if !first && !sleep(shared, &last, heartbeat, &mut events, stop).await {
             return;
         }
         first = false;
+        // The client of the moment ([`keep_linked`] replaces one that gave up).
+        let client = current(shared).filter(is_connected);
         {
             let now = Instant::now();
             lock(&shared.peers).prune(now);
@@ -769,9 +898,9 @@ async fn publish_loop(
                     !same_content(p, &f) || now.saturating_duration_since(*at) >= heartbeat
                 }
             };
-            if !due || client.connection_state() != async_nats::connection::State::Connected {
+            let Some(client) = client.as_ref().filter(|c| due && is_connected(c)) else {
                 continue;
-            }
+            };
             if publish(shared, key, client, &f).await {
                 *prev = Some((f, now));
             }
@@ -787,26 +916,41 @@ async fn publish_loop(
 /// or, down, the link coming back.
 async fn sleep(
     shared: &Shared,
-    client: &async_nats::Client,
     last: &[Option<(Fact, Instant)>],
     heartbeat: Duration,
     events: &mut Option<tokio::sync::broadcast::Receiver<Event>>,
     stop: &mut tokio::sync::watch::Receiver<bool>,
 ) -> bool {
-    let connected = is_connected(client);
-    // Down, with nothing to tick for: asleep until the link is back, then every fact is due
-    // again as it was (changed, or past its heartbeat).
-    if !connected && nothing_to_tick(shared) {
-        return tokio::select! {
-            _ = until_connected(shared, client) => true,
-            _ = stop.changed() => false,
-        };
-    }
+    let connected = current(shared).is_some_and(|c| is_connected(&c));
     let breakers: Vec<weir_resilience::Breaker> = shared
         .upstreams
         .configured()
         .map(|idx| shared.upstreams.get(idx).gate.breaker.clone())
         .collect();
+    // Never empty (`select_all` wants one): a pending future stands in for no upstream.
+    type Wait<'a> = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + 'a>>;
+    let activity = || {
+        futures_util::future::select_all(
+            breakers
+                .iter()
+                .map(|b| Box::pin(b.activity()) as Wait<'_>)
+                .chain(std::iter::once(Box::pin(std::future::pending()) as Wait<'_>)),
+        )
+    };
+    // Down, with nothing to tick for: asleep until the link is back, then every fact is due
+    // again as it was (changed, or past its heartbeat). A call recorded meanwhile says the
+    // network may be back: a client waiting between attempts tries again soon.
+    if !connected && nothing_to_tick(shared) {
+        breakers.iter().for_each(|b| b.arm_activity());
+        return tokio::select! {
+            _ = until_connected(shared) => true,
+            _ = activity() => {
+                shared.retry.notify_waiters();
+                true
+            }
+            _ = stop.changed() => false,
+        };
+    }
     let mut quiet = !moving(shared);
     if quiet {
         // Armed before looking again: a call recorded in between wakes the sleep below.
@@ -822,14 +966,7 @@ async fn sleep(
         heartbeat,
         shared.settings.window,
     );
-    // Never empty (`select_all` wants one): a pending future stands in for no upstream.
-    type Wait<'a> = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + 'a>>;
-    let activity = futures_util::future::select_all(
-        breakers
-            .iter()
-            .map(|b| Box::pin(b.activity()) as Wait<'_>)
-            .chain(std::iter::once(Box::pin(std::future::pending()) as Wait<'_>)),
-    );
+    let activity = activity();
     let event = async {
         match events {
             Some(rx) => {
@@ -855,7 +992,7 @@ async fn sleep(
         if connected {
             std::future::pending().await
         } else {
-            until_connected(shared, client).await
+            until_connected(shared).await
         }
     };
     tokio::select! {
