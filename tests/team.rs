@@ -395,6 +395,41 @@ async fn with_nats_down_weir_serves_and_says_disconnected_then_connects() {
     );
 }
 
+/// #32 item 4: past its first ~20 s of quick attempts, a link whose server is unreachable
+/// tries again only after a growing wait (15 s, then 30, to a minute), so an idle Weir away
+/// from the team's network sleeps. A call through this Weir says the network may be back: the
+/// next attempt comes at once (at least 4 s after the last), not at the end of the wait. The
+/// server comes up 24 s in (the quick attempts over, the next planned one ~35 s in), and the
+/// link must be up before 33 s: only the call can have brought the attempt forward.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_brings_a_waiting_link_back_at_once() {
+    let bin = require_nats!();
+    let port = nats::free_port();
+    let healthy = Upstream::start().await;
+    let team = format!("nats_url = \"nats://127.0.0.1:{port}\"\n");
+    let started = tokio::time::Instant::now();
+    let w = TeamWeir::start(&healthy.origin(), &team, None).await;
+    tokio::time::sleep_until(started + Duration::from_secs(24)).await;
+    assert!(!team_of(&w.status().await).connected);
+    let _nats = NatsServer::start_on(&bin, port, &[]).await;
+    let r = w
+        .client("ghp_w")
+        .get(format!("{}/agents/sessions", healthy.origin()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let until = started + Duration::from_secs(33);
+    while !team_of(&w.status().await).connected && tokio::time::Instant::now() < until {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        team_of(&w.status().await).connected,
+        "the call brought the next attempt forward: {:?}",
+        team_of(&w.status().await)
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn forged_unsigned_and_stale_facts_are_ignored() {
     let bin = require_nats!();

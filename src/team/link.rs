@@ -260,30 +260,39 @@ fn summary(ups: &[TeamUpstreamStatus]) -> Option<String> {
     (!parts.is_empty()).then(|| parts.join("; "))
 }
 
-/// A client's options; it makes at most `attempts` connection attempts in a row (counted
-/// afresh after each connection) before it gives up and [`keep_linked`] takes over.
-fn connect_options(
-    shared: &Arc<Shared>,
-    auth: Option<super::NatsAuth>,
-    attempts: usize,
-) -> async_nats::ConnectOptions {
-    let mut o = async_nats::ConnectOptions::new()
+/// What every connection to the team's server shares: TLS, the login.
+fn base_options(shared: &Shared, auth: Option<super::NatsAuth>) -> async_nats::ConnectOptions {
+    let o = async_nats::ConnectOptions::new()
         .name("weir")
-        .retry_on_initial_connect()
-        .max_reconnects(attempts)
         .connection_timeout(Duration::from_secs(5))
-        .subscription_capacity(SUBSCRIPTION_CAPACITY)
         .require_tls(shared.settings.tls)
         // Always ours (OS roots plus `ca_file`, ring): also used when a `nats://` server asks
         // for TLS and async-nats upgrades the connection.
         .tls_client_config((*shared.tls).clone());
-    o = match auth {
+    match auth {
         Some(super::NatsAuth::Token { token }) => o.token(token),
         Some(super::NatsAuth::UserPassword { user, password }) => {
             o.user_and_password(user, password)
         }
         None => o,
-    };
+    }
+}
+
+/// The link's client; it makes at most `attempts` connection attempts in a row (counted
+/// afresh after each connection) before it gives up and [`keep_linked`] takes over. Without
+/// echo: the server does not send this Weir's own facts back (each heartbeat was read and
+/// dropped, a wake-up for nothing; #32 item 4). The identity probe, which needs its own
+/// message back, has its own connection ([`identity_enforced`]).
+fn connect_options(
+    shared: &Arc<Shared>,
+    auth: Option<super::NatsAuth>,
+    attempts: usize,
+) -> async_nats::ConnectOptions {
+    let o = base_options(shared, auth)
+        .retry_on_initial_connect()
+        .max_reconnects(attempts)
+        .subscription_capacity(SUBSCRIPTION_CAPACITY)
+        .no_echo();
     let weak = Arc::downgrade(shared);
     o.event_callback(move |ev| {
         let weak = weak.clone();
@@ -311,20 +320,6 @@ fn connect_options(
                         s.settings.nats_url
                     ),
                 ),
-                // The refusal of our own probe's publish is the answer we hoped for, not a
-                // fault. Only that refusal: a refused subscription (to the probe or anything
-                // else) says nothing about what this Weir may publish.
-                async_nats::Event::ServerError(async_nats::ServerError::Other(text))
-                    if refuses_publish_to(text, &s.probe) =>
-                {
-                    if !s.enforced.swap(true, Relaxed) {
-                        // Reports taken in before this was known start again under their
-                        // senders' names.
-                        lock(&s.peers).forget_unverified();
-                        tracing::info!("the NATS server gives each teammate its own name: teammates are counted by their NATS users");
-                    }
-                    (None, String::new())
-                }
                 other => {
                     {
                         let mut error = lock(&s.error);
@@ -433,7 +428,7 @@ async fn keep_linked(
             }
         };
         *lock(&shared.client) = Some(client.clone());
-        if !linked(shared, key, &client, stop).await {
+        if !linked(shared, key, &client, &auth, stop).await {
             return;
         }
         let gave_up = Instant::now();
@@ -488,6 +483,7 @@ async fn linked(
     shared: &Arc<Shared>,
     key: &TeamKey,
     client: &async_nats::Client,
+    auth: &Option<super::NatsAuth>,
     stop: &mut tokio::sync::watch::Receiver<bool>,
 ) -> bool {
     // The subscription ends when the client does (its connection task ends when it gives up,
@@ -496,11 +492,8 @@ async fn linked(
         return !*stop.borrow(); // gave up already
     };
     let mut receiving = shared.bus.spawn(receive(shared.clone(), key.clone(), sub));
-    let probing = (!shared.probed.load(Relaxed) && !shared.enforced.load(Relaxed)).then(|| {
-        shared
-            .bus
-            .spawn(identity_enforced(shared.clone(), client.clone()))
-    });
+    let probing = (!shared.probed.load(Relaxed) && !shared.enforced.load(Relaxed))
+        .then(|| shared.bus.spawn(identity_enforced(shared.clone(), auth.clone())));
     let gave_up = tokio::select! {
         _ = &mut receiving => true,
         _ = stop.changed() => false,
@@ -512,13 +505,6 @@ async fn linked(
     gave_up
 }
 
-/// Finds out, once connected, whether the server lets this Weir publish under a name that is
-/// not its own: it publishes on `weir.v1._probe.breaker.<random>` and listens there. A server
-/// with per-user publish permissions (docs/team.md) refuses it, and then the subject's last
-/// token is an identity the sender cannot choose. Until the refusal is seen (or when the probe
-/// comes back), all teammates together count as one reporter ([`UNVERIFIED`]), so K > 1 teammates
-/// cannot be posed by one key holder. This sees this Weir's own permissions, which a team's
-/// server config gives every user alike.
 /// Whether a server error is nats-server's refusal of a publish to exactly `subject`
 /// (`Permissions Violation for Publish to "<subject>"`).
 fn refuses_publish_to(error: &str, subject: &str) -> bool {
@@ -529,10 +515,56 @@ fn refuses_publish_to(error: &str, subject: &str) -> bool {
         && error[REFUSED.len()..].trim() == format!("\"{subject}\"")
 }
 
-async fn identity_enforced(shared: Arc<Shared>, client: async_nats::Client) {
+/// The probe's own connection (echo on, unlike the link's), made only once the link is up
+/// (the server is reachable), for as long as the probe asks. Its events say one thing that
+/// matters: the refusal of the probe's publish, the answer we hoped for, not a fault. Only that
+/// refusal: a refused subscription (to the probe or anything else) says nothing about what
+/// this Weir may publish.
+fn probe_options(shared: &Arc<Shared>, auth: Option<super::NatsAuth>) -> async_nats::ConnectOptions {
+    let weak = Arc::downgrade(shared);
+    base_options(shared, auth).event_callback(move |ev| {
+        let weak = weak.clone();
+        async move {
+            let Some(s) = weak.upgrade() else { return };
+            match &ev {
+                async_nats::Event::ServerError(async_nats::ServerError::Other(text))
+                    if refuses_publish_to(text, &s.probe) =>
+                {
+                    if !s.enforced.swap(true, Relaxed) {
+                        // Reports taken in before this was known start again under their
+                        // senders' names.
+                        lock(&s.peers).forget_unverified();
+                        tracing::info!("the NATS server gives each teammate its own name: teammates are counted by their NATS users");
+                    }
+                }
+                other => tracing::debug!(event = %other, "team link: identity probe"),
+            }
+        }
+    })
+}
+
+/// Finds out, once connected, whether the server lets this Weir publish under a name that is
+/// not its own: it publishes on `weir.v1._probe.breaker.<random>` and listens there. A server
+/// with per-user publish permissions (docs/team.md) refuses it, and then the subject's last
+/// token is an identity the sender cannot choose. Until the refusal is seen (or when the probe
+/// comes back), all teammates together count as one reporter ([`UNVERIFIED`]), so K > 1 teammates
+/// cannot be posed by one key holder. This sees this Weir's own permissions, which a team's
+/// server config gives every user alike.
+/// It asks on a connection of its own with the same login (so the same permissions), echo on:
+/// the link's connection has none, and without echo a server that lets the probe through would
+/// never send it back (the probe would ask forever, and never warn).
+async fn identity_enforced(shared: Arc<Shared>, auth: Option<super::NatsAuth>) {
     let probe = shared.probe.clone();
     loop {
         until_connected(&shared).await;
+        // Its own connection: the link's has no echo, and the probe needs its message back.
+        let Ok(client) = probe_options(&shared, auth.clone())
+            .connect(shared.settings.nats_url.as_str())
+            .await
+        else {
+            tokio::time::sleep(PROBE_WAIT).await;
+            continue;
+        };
         let Ok(mut sub) = client.subscribe(probe.clone()).await else {
             tokio::time::sleep(PROBE_WAIT).await;
             continue;
@@ -553,7 +585,8 @@ async fn identity_enforced(shared: Arc<Shared>, client: async_nats::Client) {
                 tracing::warn!("the NATS server lets this Weir publish under any name: teammates cannot be told apart, so they count as one (peers_needed > 1 is never reached; docs/team.md, \"Security model\")");
                 return;
             }
-            Ok(None) => return,
+            // The connection closed under it: ask again on a new one.
+            Ok(None) => tokio::time::sleep(PROBE_WAIT).await,
             // Not delivered: refused (the error event sets `enforced`) or lost; either way no
             // name but our own is ours to use. Ask again only if the refusal was not seen.
             Err(_) if shared.enforced.load(Relaxed) => return,
