@@ -35,7 +35,9 @@
 # summed over the process's threads from one sampler that reads them every second (reading
 # /proc wakes no one): a thread born during the window counts from 0, one that ends keeps its
 # last sample (tokio's blocking threads live at least 10 s). CPU is utime + stime of
-# /proc/PID/stat (the whole process, ended threads included). Output: out/bench/idle.md.
+# /proc/PID/stat (the whole process, ended threads included). Also the window's last minute
+# alone (with IDLE_MINUTES > 1): what backs off while idle (the team link with NATS
+# unreachable) shows its settled rate there. Output: out/bench/idle.md.
 #
 # Tracing (IDLE_STRACE=SECONDS): after the measured window, each process is traced with
 # `strace -f -tt` for that long, all of them at once (ptrace's stops are switches too, so this
@@ -233,19 +235,24 @@ last = {p: dict(first[p]) for p in pids}
 born = {p: set() for p in pids}
 cpu0 = {p: cpu(p) for p in pids}
 end = time.monotonic() + secs
+mark = None  # per process, every thread's count a minute before the end
 while True:
     for p in pids:
         for tid, n in threads(p).items():
             if tid not in first[p]:
                 born[p].add(tid)
             last[p][tid] = n
+    if mark is None and secs > 60 and time.monotonic() >= end - 60:
+        mark = {p: dict(last[p]) for p in pids}
     if time.monotonic() >= end:
         break
     time.sleep(min(1.0, max(0.0, end - time.monotonic())))
 for p in pids:
     cs = sum(n - (0 if tid in born[p] else first[p].get(tid, 0)) for tid, n in last[p].items())
+    # A thread born after the mark counts from 0.
+    cs_last = sum(n - mark[p].get(tid, 0) for tid, n in last[p].items()) if mark else "-"
     alive = len(glob.glob(f"/proc/{p}/task/*"))
-    print(p, cs, round((cpu(p) - cpu0[p]) * 1000 / HZ), alive)
+    print(p, cs, round((cpu(p) - cpu0[p]) * 1000 / HZ), alive, cs_last)
 PY
 ALL_PIDS=()
 for l in "${LABELS[@]}"; do ALL_PIDS+=("${PID_OF[$l]}"); done
@@ -256,19 +263,19 @@ python3 "$TMP/sample.py" "$((MINUTES * 60))" "${ALL_PIDS[@]}" >"$TMP/sampled"
   echo "Keychain: $([ -n "${DBUS_SESSION_BUS_ADDRESS:-}" ] && echo "yes (session bus)" || echo no)."
   echo "after: $WEIR${WEIR_BEFORE:+; before: $WEIR_BEFORE}"
   echo
-  echo "| build | set-up | wakeups (voluntary switches) / min | CPU ms / min | threads at the end | mode, sessions poller at the end |"
-  echo "|---|---|---|---|---|---|"
+  echo "| build | set-up | wakeups (voluntary switches) / min | last minute | CPU ms / min | threads at the end | mode, sessions poller at the end |"
+  echo "|---|---|---|---|---|---|---|"
   for l in "${LABELS[@]}"; do
     pid="${PID_OF[$l]}"
     kill -0 "$pid" 2>/dev/null || { echo "bench-idle: $l exited; see $TMP/$l/weir.out" >&2; cat "$TMP/$l/weir.out" >&2; exit 1; }
-    read -r _ cs cpu threads < <(grep "^$pid " "$TMP/sampled")
+    read -r _ cs cpu threads cs_last < <(grep "^$pid " "$TMP/sampled")
     state="$(curl -s "http://127.0.0.1:${PORT_OF[$l]}/_weir/api/status" | python3 -c '
 import json, sys
 d = json.load(sys.stdin)
 m = d["mode"]
 print(m["mode"] + ", " + str(d["sessions"]["poller"]))')"
-    printf '| %s | %s | %s | %s | %s | %s |\n' "${l%%-*}" "${l#*-}" \
-      "$(python3 -c "print(round($cs / $MINUTES, 1))")" \
+    printf '| %s | %s | %s | %s | %s | %s | %s |\n' "${l%%-*}" "${l#*-}" \
+      "$(python3 -c "print(round($cs / $MINUTES, 1))")" "$cs_last" \
       "$(python3 -c "print(round($cpu / $MINUTES, 1))")" "$threads" "$state"
   done
 } | tee "$OUT/idle.md"
