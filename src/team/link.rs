@@ -460,7 +460,10 @@ async fn keep_linked(
 /// Until something says the network may be back: a call recorded while the link is down (the
 /// publish loop wakes [`Shared::retry`]) or an engine event (a breaker's or the mode's change,
 /// the network's, GitHub Status, a queued create, settings...), the link's own news aside.
-async fn network_may_be_back(shared: &Shared, events: &mut tokio::sync::broadcast::Receiver<Event>) {
+async fn network_may_be_back(
+    shared: &Shared,
+    events: &mut tokio::sync::broadcast::Receiver<Event>,
+) {
     use tokio::sync::broadcast::error::RecvError;
     let event = async {
         loop {
@@ -492,8 +495,11 @@ async fn linked(
         return !*stop.borrow(); // gave up already
     };
     let mut receiving = shared.bus.spawn(receive(shared.clone(), key.clone(), sub));
-    let probing = (!shared.probed.load(Relaxed) && !shared.enforced.load(Relaxed))
-        .then(|| shared.bus.spawn(identity_enforced(shared.clone(), auth.clone())));
+    let probing = (!shared.probed.load(Relaxed) && !shared.enforced.load(Relaxed)).then(|| {
+        shared
+            .bus
+            .spawn(identity_enforced(shared.clone(), auth.clone()))
+    });
     let gave_up = tokio::select! {
         _ = &mut receiving => true,
         _ = stop.changed() => false,
@@ -520,9 +526,14 @@ fn refuses_publish_to(error: &str, subject: &str) -> bool {
 /// matters: the refusal of the probe's publish, the answer we hoped for, not a fault. Only that
 /// refusal: a refused subscription (to the probe or anything else) says nothing about what
 /// this Weir may publish.
-fn probe_options(shared: &Arc<Shared>, auth: Option<super::NatsAuth>) -> async_nats::ConnectOptions {
+fn probe_options(
+    shared: &Arc<Shared>,
+    auth: Option<super::NatsAuth>,
+) -> async_nats::ConnectOptions {
     let weak = Arc::downgrade(shared);
-    base_options(shared, auth).event_callback(move |ev| {
+    // One reconnect at most: a probe connection lost with the server must not go on trying
+    // every 4 s in the background (the probe makes a new one when the link is back).
+    base_options(shared, auth).max_reconnects(1).event_callback(move |ev| {
         let weak = weak.clone();
         async move {
             let Some(s) = weak.upgrade() else { return };
@@ -555,13 +566,18 @@ fn probe_options(shared: &Arc<Shared>, auth: Option<super::NatsAuth>) -> async_n
 /// never send it back (the probe would ask forever, and never warn).
 async fn identity_enforced(shared: Arc<Shared>, auth: Option<super::NatsAuth>) {
     let probe = shared.probe.clone();
+    let mut own: Option<async_nats::Client> = None;
     loop {
         until_connected(&shared).await;
         // Its own connection: the link's has no echo, and the probe needs its message back.
-        let Ok(client) = probe_options(&shared, auth.clone())
-            .connect(shared.settings.nats_url.as_str())
-            .await
-        else {
+        // Kept while it asks again (a new one only when that one is lost).
+        if !own.as_ref().is_some_and(is_connected) {
+            own = probe_options(&shared, auth.clone())
+                .connect(shared.settings.nats_url.as_str())
+                .await
+                .ok();
+        }
+        let Some(client) = own.as_ref() else {
             tokio::time::sleep(PROBE_WAIT).await;
             continue;
         };
