@@ -395,6 +395,42 @@ async fn with_nats_down_weir_serves_and_says_disconnected_then_connects() {
     );
 }
 
+/// #32 item 4: a server that cannot be reached is tried ~16 times in the link's first ~20 s
+/// (async-nats's own delays, up to 4 s apart), then not again for 15 s: an idle Weir away from
+/// the team's network is asleep. A port that accepts and closes at once counts the attempts
+/// (and the TLS diagnosis's look, at most one per 30 s). Before, attempts went on every 4 s:
+/// no quiet stretch of 8 s ever came.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_server_is_tried_less_often_after_the_first_seconds() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let started = tokio::time::Instant::now();
+    let tried = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let counting = {
+        let tried = tried.clone();
+        tokio::spawn(async move {
+            while let Ok((sock, _)) = listener.accept().await {
+                tried.lock().unwrap().push(started.elapsed());
+                drop(sock);
+            }
+        })
+    };
+    let healthy = Upstream::start().await;
+    let team = format!("nats_url = \"nats://127.0.0.1:{port}\"\n");
+    let _w = TeamWeir::start(&healthy.origin(), &team, None).await;
+    let watched = Duration::from_secs(34);
+    tokio::time::sleep_until(started + watched).await;
+    counting.abort();
+    let tried = tried.lock().unwrap().clone();
+    assert!(tried.len() >= 10, "the quick attempts: {tried:?}");
+    assert!(tried.len() <= 16 + 2, "{tried:?}");
+    let quiet = watched - *tried.last().unwrap();
+    assert!(
+        quiet >= Duration::from_secs(8),
+        "a quiet stretch after the quick attempts: {tried:?}"
+    );
+}
+
 /// #32 item 4: past its first ~20 s of quick attempts, a link whose server is unreachable
 /// tries again only after a growing wait (15 s, then 30, to a minute), so an idle Weir away
 /// from the team's network sleeps. A call through this Weir says the network may be back: the
