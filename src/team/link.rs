@@ -105,8 +105,8 @@ struct Shared {
     error: Mutex<Option<String>>,
     /// The TLS client configuration (OS roots plus `ca_file`), shared with the diagnosis.
     tls: Arc<rustls::ClientConfig>,
-    /// A TLS diagnosis is running (at most one at a time; reconnects come every few seconds).
-    diagnosing: std::sync::atomic::AtomicBool,
+    /// When the last TLS diagnosis started (at most one per [`DIAGNOSE_EVERY`]).
+    diagnosed: Mutex<Option<Instant>>,
     /// Per upstream: the end of the latest teammate's pause.
     pauses: Mutex<HashMap<String, SystemTime>>,
     /// Per upstream: the breaker's `opens_total` right after teammates' reports opened it
@@ -161,7 +161,7 @@ impl Team {
             retry: tokio::sync::Notify::new(),
             error: Mutex::new(None),
             tls,
-            diagnosing: std::sync::atomic::AtomicBool::new(false),
+            diagnosed: Mutex::new(None),
             pauses: Mutex::new(HashMap::new()),
             tripped: Mutex::new(HashMap::new()),
             published: AtomicU64::new(0),
@@ -353,9 +353,16 @@ fn connect_options(
 /// A connection attempt failed: find out (in the background) whether TLS is why, and say so
 /// in the status (`team.error`) and the log.
 fn diagnose(s: &Arc<Shared>) {
-    use std::sync::atomic::Ordering::SeqCst;
-    if s.diagnosing.swap(true, SeqCst) {
-        return;
+    // At most one look per DIAGNOSE_EVERY while the link keeps failing (each look is a
+    // connection to the server; a look takes at most three 3 s steps, so one at a time). A
+    // time compared, not a timer: no wake-up 30 s after each failed attempt (#32 item 4).
+    {
+        let now = Instant::now();
+        let mut last = lock(&s.diagnosed);
+        if last.is_some_and(|at| now.saturating_duration_since(at) < DIAGNOSE_EVERY) {
+            return;
+        }
+        *last = Some(now);
     }
     let s = s.clone();
     s.bus.clone().spawn(async move {
@@ -370,14 +377,6 @@ fn diagnose(s: &Arc<Shared>) {
                 tracing::warn!(%why, "team link");
                 *error = Some(why);
             }
-        }
-        // At most one look per DIAGNOSE_EVERY while the link keeps failing (reconnects come
-        // every few seconds; each look is a connection to the server).
-        let weak = Arc::downgrade(&s);
-        drop(s);
-        tokio::time::sleep(DIAGNOSE_EVERY).await;
-        if let Some(s) = weak.upgrade() {
-            s.diagnosing.store(false, SeqCst);
         }
     });
 }
