@@ -17,9 +17,9 @@
 
 use super::{Behaviour, Mode, Modes};
 use crate::config::OfflineSettings;
+use crate::config::UpstreamIndex;
 use crate::events::Bus;
 use crate::upstream::{Reach, Upstreams};
-use crate::config::UpstreamIndex;
 use futures_util::future::BoxFuture;
 use std::sync::Arc;
 use std::time::Duration;
@@ -303,7 +303,7 @@ mod tests {
         for stopping in [false, true] {
             assert!(modes.enter_offline("all refused".into()));
             let task = {
-                let (modes, fake, mut stop, b) = (modes.clone(), fake.clone(), bus.stopping(), b.clone());
+                let (modes, fake, mut stop) = (modes.clone(), fake.clone(), bus.stopping());
                 tokio::spawn(async move {
                     let delay = |n| probe_delay(&b, n, &mut NoJitter);
                     probe_out(&modes, fake.as_ref(), delay, &mut stop).await
