@@ -74,6 +74,9 @@ pub(crate) struct SelfWakeLoop<F> {
     inner: std::pin::Pin<Box<F>>,
     /// `None`: polled straight through.
     turns: Option<Turns>,
+    /// Polled straight through since the connection was found to speak HTTP/1: the loop's
+    /// state, which wakes the task with the waker kept here (updated if the task's changes).
+    straight: Option<(Arc<TurnState>, std::task::Waker)>,
 }
 
 struct Turns {
@@ -91,6 +94,47 @@ const POLLING_WOKEN: u8 = 2;
 struct TurnState {
     state: std::sync::atomic::AtomicU8,
     task: futures_util::task::AtomicWaker,
+    /// Set by the connection's service when an HTTP/1 request arrives ([`SpeaksH1`]): the
+    /// loop is then dropped and the connection polled straight through.
+    h1: std::sync::atomic::AtomicBool,
+    /// Set once the loop polls straight through, after `task_waker` holds the waker it is
+    /// polled with: registrations made with the loop's waker before still wake that task (an
+    /// `AtomicWaker` gives its waker to the first wake-up only).
+    straight: std::sync::atomic::AtomicBool,
+    task_waker: std::sync::Mutex<Option<std::task::Waker>>,
+}
+
+/// Tells a [`SelfWakeLoop`] made by [`SelfWakeLoop::new`] that its connection speaks HTTP/1
+/// (a connection whose protocol was not known when it was made: the plain listener's, where a
+/// client may speak HTTP/2 with prior knowledge). HTTP/1 runs its service inside the
+/// connection's poll and does not wake itself, so the loop only cost it: its waker in every
+/// registration (each readiness wake-up passed through the loop's state and its
+/// `AtomicWaker`, ~0.25k instructions and four atomic writes per request, callgrind) for
+/// nothing. A connection that spoke HTTP/1 never becomes an HTTP/2 one (an upgrade hands its
+/// bytes to a tunnel and ends it).
+#[derive(Clone)]
+pub(crate) struct SpeaksH1(Arc<TurnState>);
+
+impl SpeaksH1 {
+    /// A mark for [`SelfWakeLoop::until_h1`]'s loop, made before the connection it is given
+    /// to (whose service notes HTTP/1 requests on it).
+    pub(crate) fn new() -> SpeaksH1 {
+        SpeaksH1(Arc::new(TurnState {
+            state: std::sync::atomic::AtomicU8::new(IDLE),
+            task: futures_util::task::AtomicWaker::new(),
+            h1: std::sync::atomic::AtomicBool::new(false),
+            straight: std::sync::atomic::AtomicBool::new(false),
+            task_waker: std::sync::Mutex::new(None),
+        }))
+    }
+
+    /// An HTTP/1 request arrived on the connection.
+    pub(crate) fn note(&self) {
+        use std::sync::atomic::Ordering::Relaxed;
+        if !self.0.h1.load(Relaxed) {
+            self.0.h1.store(true, Relaxed);
+        }
+    }
 }
 
 impl std::task::Wake for TurnState {
@@ -108,7 +152,20 @@ impl std::task::Wake for TurnState {
         ) {
             Ok(_) => {}
             Err(POLLING_WOKEN) => {}
-            Err(_) => self.task.wake(),
+            Err(_) => {
+                self.task.wake();
+                // Polled straight through since (HTTP/1): a wake-up registered before then
+                // still reaches the task, however many come.
+                if self.straight.load(std::sync::atomic::Ordering::Acquire) {
+                    let waker = self
+                        .task_waker
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner);
+                    if let Some(w) = waker.as_ref() {
+                        w.wake_by_ref();
+                    }
+                }
+            }
         }
     }
 }
@@ -116,14 +173,18 @@ impl std::task::Wake for TurnState {
 impl<F: Future> SelfWakeLoop<F> {
     /// Polls `inner` again in place when it wakes itself (any protocol, or one not known yet).
     pub(crate) fn new(inner: F) -> SelfWakeLoop<F> {
-        let state = Arc::new(TurnState {
-            state: std::sync::atomic::AtomicU8::new(IDLE),
-            task: futures_util::task::AtomicWaker::new(),
-        });
+        SelfWakeLoop::until_h1(inner, SpeaksH1::new())
+    }
+
+    /// As [`new`](Self::new), polled straight through once `mark` says the connection speaks
+    /// HTTP/1 ([`SpeaksH1`]).
+    pub(crate) fn until_h1(inner: F, mark: SpeaksH1) -> SelfWakeLoop<F> {
+        let state = mark.0;
         let waker = std::task::Waker::from(state.clone());
         SelfWakeLoop {
             inner: Box::pin(inner),
             turns: Some(Turns { state, waker }),
+            straight: None,
         }
     }
 
@@ -137,6 +198,7 @@ impl<F: Future> SelfWakeLoop<F> {
         SelfWakeLoop {
             inner: Box::pin(inner),
             turns: None,
+            straight: None,
         }
     }
 }
@@ -159,8 +221,31 @@ impl<F: Future> Future for SelfWakeLoop<F> {
         use std::task::Poll;
         let me = self.get_mut();
         let Some(turns) = &me.turns else {
+            if let Some((state, waker)) = &mut me.straight {
+                if !waker.will_wake(cx.waker()) {
+                    *waker = cx.waker().clone();
+                    *state
+                        .task_waker
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(waker.clone());
+                }
+            }
             return me.inner.as_mut().poll(cx);
         };
+        if turns.state.h1.load(std::sync::atomic::Ordering::Relaxed) {
+            // HTTP/1 from now on: straight through, and every registration from here on is
+            // the task's own waker. One made with the loop's before still reaches the task:
+            // the loop's state keeps the task's waker for them.
+            let state = turns.state.clone();
+            *state
+                .task_waker
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(cx.waker().clone());
+            state.straight.store(true, Release);
+            me.straight = Some((state, cx.waker().clone()));
+            me.turns = None;
+            return me.inner.as_mut().poll(cx);
+        }
         turns.state.task.register(cx.waker());
         for _ in 0..SELF_WAKE_TURNS {
             turns.state.state.store(POLLING, Release);
@@ -575,11 +660,16 @@ where
     Fut: Future<Output = Response<Body>> + Send + Unpin + 'static,
     X: Clone + Send + Sync + 'static,
 {
+    let h1 = SpeaksH1::new();
+    let speaks_h1 = h1.clone();
     let svc = service_fn(move |mut req: Request<Incoming>| {
         if let Some(t) = &tag {
             req.extensions_mut().insert(t.clone());
         }
         let version = req.version();
+        if version != http::Version::HTTP_2 {
+            speaks_h1.note();
+        }
         // Not boxed here: a handler's future is small (`Unpin`), since hyper moves the service
         // future several times per request. The router's is an answer made at once (a fresh
         // cache hit) or the phases it boxed itself (`pipeline::Handled`); the gateway's are
@@ -596,7 +686,7 @@ where
     let conn = builder.serve_connection_with_upgrades(io, svc).into_owned();
     // The connection's last credential is remembered in its task, and its timers are reused
     // there (`identity::per_connection`: one scope for both).
-    crate::identity::per_connection(SelfWakeLoop::new(watcher.watch(conn)))
+    crate::identity::per_connection(SelfWakeLoop::until_h1(watcher.watch(conn), h1))
 }
 
 /// Waits for the connections still open to finish their requests, at most `timeout`.
