@@ -360,6 +360,32 @@ pub(crate) fn fit_to_connection<B>(
     resp.headers_mut().append(KEEP_ALIVE, hint.clone());
 }
 
+thread_local! {
+    /// The keep-alive hint of the HTTP/1.1 request whose handler runs on this thread now
+    /// ([`connection`] sets it around the handler's call; [`take_keep_alive_hint`]).
+    static HINT_HERE: std::cell::Cell<Option<http::HeaderValue>> = const { std::cell::Cell::new(None) };
+}
+
+/// For a handler, while it makes its answer in its call (not in its future): the value
+/// [`fit_to_connection`] would give this answer's `Keep-Alive`, when the request is an
+/// HTTP/1.1 one. Taking it is a promise: the answer already ends with `Keep-Alive` of that
+/// value and is one `fit_to_connection` would only have appended it to (no `Connection`
+/// field, no [`CloseAfter`] or [`TunnelOpened`], not `101`), so it is not fitted again. A
+/// handler that makes its answer otherwise gives it back ([`give_back_keep_alive_hint`]).
+/// A fresh cache hit copied from a kept answer takes it (`pipeline::hit_copy`): its map then
+/// gets no insertion after the copy (an insertion into a cloned map grows it: a clone has no
+/// spare room).
+pub(crate) fn take_keep_alive_hint() -> Option<http::HeaderValue> {
+    HINT_HERE.try_with(|h| h.take()).ok().flatten()
+}
+
+/// Puts back what [`take_keep_alive_hint`] gave: the answer will be fitted as any other.
+pub(crate) fn give_back_keep_alive_hint(hint: Option<http::HeaderValue>) {
+    if hint.is_some() {
+        let _ = HINT_HERE.try_with(|h| h.set(hint));
+    }
+}
+
 /// Keeps an HTTP/2 answer's `X-Request-Id` out of the connection's HPACK table. h2 indexes
 /// every value it is not told otherwise about (only `Age`, `Content-Length`, `ETag` and a few
 /// others are left out by name): each answer's new request id was inserted, and the table
@@ -385,7 +411,7 @@ fn never_index_request_id(headers: &mut http::HeaderMap) {
 /// connection, and used by the pipeline (`pipeline::headers`), which depends on this module.
 pub(crate) const REQUEST_ID: http::HeaderName = http::HeaderName::from_static("x-request-id");
 
-const KEEP_ALIVE: http::HeaderName = http::HeaderName::from_static("keep-alive");
+pub(crate) const KEEP_ALIVE: http::HeaderName = http::HeaderName::from_static("keep-alive");
 
 /// `timeout=N` for [`fit_to_connection`]: a second under the idle limit `idle`, at least 1.
 ///
@@ -670,16 +696,27 @@ where
         if version != http::Version::HTTP_2 {
             speaks_h1.note();
         }
+        let offered = version == http::Version::HTTP_11;
+        if offered {
+            let _ = HINT_HERE.try_with(|h| h.set(Some(hint.clone())));
+        }
         // Not boxed here: a handler's future is small (`Unpin`), since hyper moves the service
         // future several times per request. The router's is an answer made at once (a fresh
         // cache hit) or the phases it boxed itself (`pipeline::Handled`); the gateway's are
         // boxed where they are made. A request future of kilobytes moved unboxed cost ~16 % of
         // a pass-through request's instructions (memcpy, callgrind).
         let fut = handler(req);
+        // Taken by the handler: its answer has the hint already ([`take_keep_alive_hint`]).
+        let fitted = offered
+            && HINT_HERE
+                .try_with(|h| h.take().is_none())
+                .unwrap_or(false);
         let hint = hint.clone();
         async move {
             let mut resp = fut.await;
-            fit_to_connection(version, &mut resp, &hint);
+            if !fitted {
+                fit_to_connection(version, &mut resp, &hint);
+            }
             Ok::<_, std::convert::Infallible>(resp)
         }
     });
@@ -809,6 +846,63 @@ mod tests {
             assert!(conn.as_mut().poll(&mut cx).is_ready());
             assert_eq!(seen.load(SeqCst), own_waker, "h2: {h2}");
         }
+    }
+
+    /// Once its connection is found to speak HTTP/1, the loop polls straight through with the
+    /// task's waker, and every wake-up registered with the loop's waker before still reaches
+    /// the task (two such: the first wakes it, and the second, whose resource the straight
+    /// poll did not poll again, must too).
+    #[tokio::test]
+    async fn a_loop_that_learns_http1_is_polled_straight_and_loses_no_wake_up() {
+        use std::sync::Mutex;
+        use std::task::{Poll, Waker};
+        let mark = SpeaksH1::new();
+        let noted = mark.clone();
+        let registered: Arc<Mutex<Vec<Waker>>> = Arc::default();
+        let reg = registered.clone();
+        let polls = Arc::new(AtomicUsize::new(0));
+        let p = polls.clone();
+        let task_waker_seen = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let seen = task_waker_seen.clone();
+        let inner = std::future::poll_fn(move |cx| match p.fetch_add(1, SeqCst) {
+            0 => {
+                // The first request: HTTP/1; two resources keep the waker of this poll.
+                noted.note();
+                let mut r = reg.lock().unwrap();
+                r.push(cx.waker().clone());
+                r.push(cx.waker().clone());
+                Poll::Pending
+            }
+            1 => {
+                // Straight through: the loop's waker is no longer the one given.
+                let loops = reg.lock().unwrap().iter().any(|w| w.will_wake(cx.waker()));
+                seen.store(!loops, SeqCst);
+                Poll::Pending
+            }
+            _ => Poll::Ready(()),
+        });
+        let task = tokio::spawn(SelfWakeLoop::until_h1(inner, mark));
+        for _ in 0..100 {
+            if polls.load(SeqCst) == 1 {
+                break;
+            }
+            tokio::task::yield_now().await;
+        }
+        let first = registered.lock().unwrap().remove(0);
+        first.wake();
+        for _ in 0..100 {
+            if polls.load(SeqCst) == 2 {
+                break;
+            }
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(polls.load(SeqCst), 2);
+        assert!(task_waker_seen.load(SeqCst));
+        let second = registered.lock().unwrap().remove(0);
+        second.wake();
+        let done = tokio::time::timeout(Duration::from_secs(5), task).await;
+        assert!(matches!(done, Ok(Ok(()))));
+        assert_eq!(polls.load(SeqCst), 3);
     }
 
     /// A panic in the first poll is caught there: it does not unwind into hyper's connection.
