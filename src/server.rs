@@ -362,8 +362,10 @@ pub(crate) fn fit_to_connection<B>(
 
 thread_local! {
     /// The keep-alive hint of the HTTP/1.1 request whose handler runs on this thread now
-    /// ([`connection`] sets it around the handler's call; [`take_keep_alive_hint`]).
-    static HINT_HERE: std::cell::Cell<Option<http::HeaderValue>> = const { std::cell::Cell::new(None) };
+    /// ([`connection`] sets it around the handler's call; [`take_keep_alive_hint`]): its text,
+    /// made once per process ([`keep_alive_value`]), so setting and taking it per request is a
+    /// pointer's copy.
+    static HINT_HERE: std::cell::Cell<Option<&'static str>> = const { std::cell::Cell::new(None) };
 }
 
 /// For a handler, while it makes its answer in its call (not in its future): the value
@@ -375,12 +377,12 @@ thread_local! {
 /// A fresh cache hit copied from a kept answer takes it (`pipeline::hit_copy`): its map then
 /// gets no insertion after the copy (an insertion into a cloned map grows it: a clone has no
 /// spare room).
-pub(crate) fn take_keep_alive_hint() -> Option<http::HeaderValue> {
+pub(crate) fn take_keep_alive_hint() -> Option<&'static str> {
     HINT_HERE.try_with(|h| h.take()).ok().flatten()
 }
 
 /// Puts back what [`take_keep_alive_hint`] gave: the answer will be fitted as any other.
-pub(crate) fn give_back_keep_alive_hint(hint: Option<http::HeaderValue>) {
+pub(crate) fn give_back_keep_alive_hint(hint: Option<&'static str>) {
     if hint.is_some() {
         let _ = HINT_HERE.try_with(|h| h.set(hint));
     }
@@ -413,6 +415,20 @@ pub(crate) const REQUEST_ID: http::HeaderName = http::HeaderName::from_static("x
 
 pub(crate) const KEEP_ALIVE: http::HeaderName = http::HeaderName::from_static("keep-alive");
 
+/// The texts [`keep_alive_value`] made, by their number of seconds.
+static MADE: std::sync::Mutex<Vec<(u64, &'static str)>> = std::sync::Mutex::new(Vec::new());
+
+/// The text [`keep_alive_value`] made for `hint` (`None`: a value it did not make). Looked up
+/// once per connection ([`connection`]).
+pub(crate) fn keep_alive_text(hint: &http::HeaderValue) -> Option<&'static str> {
+    let made = MADE
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    made.iter()
+        .map(|(_, text)| *text)
+        .find(|text| text.as_bytes() == hint.as_bytes())
+}
+
 /// `timeout=N` for [`fit_to_connection`]: a second under the idle limit `idle`, at least 1.
 ///
 /// Static text: the hint is cloned into every HTTP/1.1 answer, and a clone of a value made at
@@ -420,7 +436,6 @@ pub(crate) const KEEP_ALIVE: http::HeaderName = http::HeaderName::from_static("k
 /// are nothing. Each text is made once per process and kept for it: a process sees as many
 /// as the idle limits it was configured with (one, usually), each a few bytes.
 pub(crate) fn keep_alive_value(idle: Duration) -> http::HeaderValue {
-    static MADE: std::sync::Mutex<Vec<(u64, &'static str)>> = std::sync::Mutex::new(Vec::new());
     let secs = idle.as_secs().saturating_sub(1).max(1);
     // A poisoned lock (a panic while it was held, which nothing here can do) still holds
     // texts made whole.
@@ -687,6 +702,7 @@ where
     X: Clone + Send + Sync + 'static,
 {
     let h1 = SpeaksH1::new();
+    let hint_text = keep_alive_text(&hint);
     let speaks_h1 = h1.clone();
     let svc = service_fn(move |mut req: Request<Incoming>| {
         if let Some(t) = &tag {
@@ -696,9 +712,9 @@ where
         if version != http::Version::HTTP_2 {
             speaks_h1.note();
         }
-        let offered = version == http::Version::HTTP_11;
+        let offered = version == http::Version::HTTP_11 && hint_text.is_some();
         if offered {
-            let _ = HINT_HERE.try_with(|h| h.set(Some(hint.clone())));
+            let _ = HINT_HERE.try_with(|h| h.set(hint_text));
         }
         // Not boxed here: a handler's future is small (`Unpin`), since hyper moves the service
         // future several times per request. The router's is an answer made at once (a fresh

@@ -42,7 +42,7 @@ struct Kept {
     rule: Option<HeaderValue>,
     /// The connection's keep-alive hint the answer ends with (`None`: it has none, and is
     /// fitted to its connection as any answer is).
-    hint: Option<HeaderValue>,
+    hint: Option<&'static str>,
     /// `None` until the same entry (and rule) is answered a second time: an entry answered
     /// once costs a note, not a copy.
     answer: Option<Answer>,
@@ -73,12 +73,12 @@ fn is_for(
     kept: &Kept,
     entry: &Arc<Stored>,
     rule: Option<&HeaderValue>,
-    hint: Option<&HeaderValue>,
+    hint: Option<&'static str>,
 ) -> bool {
     // The weak hold keeps the address from being reused: the same address is the same entry.
     std::ptr::eq(kept.entry.as_ptr(), Arc::as_ptr(entry))
         && same(kept.rule.as_ref(), rule)
-        && same(kept.hint.as_ref(), hint)
+        && kept.hint == hint
 }
 
 fn same(a: Option<&HeaderValue>, b: Option<&HeaderValue>) -> bool {
@@ -109,7 +109,7 @@ pub(super) fn copy(
             .kept
             .iter()
             .flatten()
-            .find(|k| is_for(k, entry, rule, hint.as_ref()))?;
+            .find(|k| is_for(k, entry, rule, hint))?;
         let answer = kept.answer.as_ref()?;
         Some((answer.headers.clone(), answer.body.clone(), answer.age_at, answer.rid_at))
     });
@@ -149,12 +149,10 @@ pub(super) fn keep(entry: &Arc<Stored>, rule: Option<&HeaderValue>, resp: &Respo
         || (resp.status() != http::StatusCode::SWITCHING_PROTOCOLS
             && resp.extensions().is_empty()
             && !resp.headers().contains_key(header::CONNECTION));
-    let hint_kept = hint.clone();
     crate::server::give_back_keep_alive_hint(hint);
     if !fits {
         return;
     }
-    let hint = hint_kept.as_ref();
     let _ = SLOTS_HERE.try_with(|slots| {
         let Ok(mut slots) = slots.try_borrow_mut() else {
             return;
@@ -175,7 +173,7 @@ pub(super) fn keep(entry: &Arc<Stored>, rule: Option<&HeaderValue>, resp: &Respo
         slots.kept[at] = Some(Kept {
             entry: Arc::downgrade(entry),
             rule: rule.cloned(),
-            hint: hint.cloned(),
+            hint,
             answer: None,
         });
     });
@@ -184,7 +182,7 @@ pub(super) fn keep(entry: &Arc<Stored>, rule: Option<&HeaderValue>, resp: &Respo
 impl Answer {
     /// The answer to keep from `headers`, the map the insertions made; `None` when it has no
     /// single `Age` and `X-Request-Id` to write again (every fresh hit's has).
-    fn of(entry: &Stored, headers: &HeaderMap, hint: Option<&HeaderValue>) -> Option<Answer> {
+    fn of(entry: &Stored, headers: &HeaderMap, hint: Option<&'static str>) -> Option<Answer> {
         let (mut age_at, mut rid_at) = (None, None);
         for (i, (name, _)) in headers.iter().enumerate() {
             let at = match name {
@@ -214,7 +212,7 @@ impl Answer {
         }
         // Last, as `server::fit_to_connection` appends it.
         if let Some(hint) = hint {
-            own.append(crate::server::KEEP_ALIVE, hint.clone());
+            own.append(crate::server::KEEP_ALIVE, HeaderValue::from_static(hint));
         }
         let body = match entry.body.len() <= MAX_BODY {
             true => Bytes::copy_from_slice(&entry.body),
@@ -287,7 +285,7 @@ mod tests {
         handler: impl FnOnce() -> Response<Body>,
     ) -> (Response<Body>, bool) {
         if version == http::Version::HTTP_11 {
-            crate::server::give_back_keep_alive_hint(Some(hint.clone()));
+            crate::server::give_back_keep_alive_hint(crate::server::keep_alive_text(hint));
         }
         let mut resp = handler();
         let taken =
@@ -305,7 +303,7 @@ mod tests {
     /// HTTP/1.0 and HTTP/2; and the third is a copy.
     #[tokio::test]
     async fn a_copied_answer_is_the_answer_the_insertions_make() {
-        let hint = HeaderValue::from_static("timeout=29");
+        let hint = crate::server::keep_alive_value(Duration::from_secs(30));
         let stored_sets: [&[(&str, &str)]; 4] = [
             &[
                 ("content-type", "application/json"),
@@ -361,7 +359,7 @@ mod tests {
     /// kept copy of a different one's answer.
     #[tokio::test]
     async fn a_copy_is_only_of_the_same_entry_and_rule() {
-        let hint = HeaderValue::from_static("timeout=29");
+        let hint = crate::server::keep_alive_value(Duration::from_secs(30));
         let fields: &[(&str, &str)] = &[("content-type", "application/json")];
         let a = entry(fields);
         let mut b_stored = entry(fields);
