@@ -723,10 +723,7 @@ where
         // a pass-through request's instructions (memcpy, callgrind).
         let fut = handler(req);
         // Taken by the handler: its answer has the hint already ([`take_keep_alive_hint`]).
-        let fitted = offered
-            && HINT_HERE
-                .try_with(|h| h.take().is_none())
-                .unwrap_or(false);
+        let fitted = offered && HINT_HERE.try_with(|h| h.take().is_none()).unwrap_or(false);
         let hint = hint.clone();
         async move {
             let mut resp = fut.await;

@@ -111,7 +111,12 @@ pub(super) fn copy(
             .flatten()
             .find(|k| is_for(k, entry, rule, hint))?;
         let answer = kept.answer.as_ref()?;
-        Some((answer.headers.clone(), answer.body.clone(), answer.age_at, answer.rid_at))
+        Some((
+            answer.headers.clone(),
+            answer.body.clone(),
+            answer.age_at,
+            answer.rid_at,
+        ))
     });
     let Ok(Some((mut headers, body, age_at, rid_at))) = made else {
         crate::server::give_back_keep_alive_hint(hint);
@@ -338,9 +343,8 @@ mod tests {
                             room: HeaderMap::new(),
                             now,
                         };
-                        let (made, taken) = answered(version, &hint, || {
-                            hit().finished(rid.clone(), rule.clone())
-                        });
+                        let (made, taken) =
+                            answered(version, &hint, || hit().finished(rid.clone(), rule.clone()));
                         let (want, _) = answered(version, &hint, || {
                             finish(Ok(hit().response()), rid.clone(), rule.clone(), "http://w")
                         });
@@ -387,7 +391,9 @@ mod tests {
         });
         assert!(!taken);
         let (_, fields, _) = parts(resp).await;
-        let policy = fields.iter().find(|(n, _, _)| n == super::super::policy::HEADER_NAME);
+        let policy = fields
+            .iter()
+            .find(|(n, _, _)| n == super::super::policy::HEADER_NAME);
         assert_eq!(policy.map(|(_, v, _)| v.as_bytes()), Some(&b"other"[..]));
     }
 }
