@@ -187,10 +187,14 @@ mod last {
 
     impl Last {
         fn is(&self, i: &Inputs<'_>) -> bool {
-            // The field names first: inputs kept for another order of the same fields differ
-            // there, within a name or two.
+            // The field names first, one per value as the request has them: inputs kept for
+            // another order of the same fields differ there, within a name or two.
             if self.names.len() != i.headers.len()
-                || !self.names.iter().zip(i.headers.keys()).all(|((a, _), b)| a == b)
+                || !self
+                    .names
+                    .iter()
+                    .zip(i.headers)
+                    .all(|((a, _), (b, _))| a == b)
             {
                 return false;
             }
@@ -200,17 +204,13 @@ mod last {
                 || self.upstream != i.upstream
                 || self.method.as_ref() != Some(i.method)
                 || self.key_headers != i.key_headers
-                || self.names.len() != i.headers.len()
             {
                 return false;
             }
-            self.names
-                .iter()
-                .zip(i.headers)
-                .all(|((name, span), (n, v))| {
-                    name == n
-                        && span.is_none_or(|(from, to)| self.values[from..to] == *v.as_bytes())
-                })
+            // The names are the same, value by value (above): the key headers' values.
+            self.names.iter().zip(i.headers).all(|((_, span), (_, v))| {
+                span.is_none_or(|(from, to)| self.values[from..to] == *v.as_bytes())
+            })
         }
 
         fn keep(&mut self, i: &Inputs<'_>, key: CacheKey) {
