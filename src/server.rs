@@ -74,6 +74,9 @@ pub(crate) struct SelfWakeLoop<F> {
     inner: std::pin::Pin<Box<F>>,
     /// `None`: polled straight through.
     turns: Option<Turns>,
+    /// Polled straight through since the connection was found to speak HTTP/1: the loop's
+    /// state, which wakes the task with the waker kept here (updated if the task's changes).
+    straight: Option<(Arc<TurnState>, std::task::Waker)>,
 }
 
 struct Turns {
@@ -91,6 +94,47 @@ const POLLING_WOKEN: u8 = 2;
 struct TurnState {
     state: std::sync::atomic::AtomicU8,
     task: futures_util::task::AtomicWaker,
+    /// Set by the connection's service when an HTTP/1 request arrives ([`SpeaksH1`]): the
+    /// loop is then dropped and the connection polled straight through.
+    h1: std::sync::atomic::AtomicBool,
+    /// Set once the loop polls straight through, after `task_waker` holds the waker it is
+    /// polled with: registrations made with the loop's waker before still wake that task (an
+    /// `AtomicWaker` gives its waker to the first wake-up only).
+    straight: std::sync::atomic::AtomicBool,
+    task_waker: std::sync::Mutex<Option<std::task::Waker>>,
+}
+
+/// Tells a [`SelfWakeLoop`] made by [`SelfWakeLoop::new`] that its connection speaks HTTP/1
+/// (a connection whose protocol was not known when it was made: the plain listener's, where a
+/// client may speak HTTP/2 with prior knowledge). HTTP/1 runs its service inside the
+/// connection's poll and does not wake itself, so the loop only cost it: its waker in every
+/// registration (each readiness wake-up passed through the loop's state and its
+/// `AtomicWaker`, ~0.25k instructions and four atomic writes per request, callgrind) for
+/// nothing. A connection that spoke HTTP/1 never becomes an HTTP/2 one (an upgrade hands its
+/// bytes to a tunnel and ends it).
+#[derive(Clone)]
+pub(crate) struct SpeaksH1(Arc<TurnState>);
+
+impl SpeaksH1 {
+    /// A mark for [`SelfWakeLoop::until_h1`]'s loop, made before the connection it is given
+    /// to (whose service notes HTTP/1 requests on it).
+    pub(crate) fn new() -> SpeaksH1 {
+        SpeaksH1(Arc::new(TurnState {
+            state: std::sync::atomic::AtomicU8::new(IDLE),
+            task: futures_util::task::AtomicWaker::new(),
+            h1: std::sync::atomic::AtomicBool::new(false),
+            straight: std::sync::atomic::AtomicBool::new(false),
+            task_waker: std::sync::Mutex::new(None),
+        }))
+    }
+
+    /// An HTTP/1 request arrived on the connection.
+    pub(crate) fn note(&self) {
+        use std::sync::atomic::Ordering::Relaxed;
+        if !self.0.h1.load(Relaxed) {
+            self.0.h1.store(true, Relaxed);
+        }
+    }
 }
 
 impl std::task::Wake for TurnState {
@@ -108,7 +152,20 @@ impl std::task::Wake for TurnState {
         ) {
             Ok(_) => {}
             Err(POLLING_WOKEN) => {}
-            Err(_) => self.task.wake(),
+            Err(_) => {
+                self.task.wake();
+                // Polled straight through since (HTTP/1): a wake-up registered before then
+                // still reaches the task, however many come.
+                if self.straight.load(std::sync::atomic::Ordering::Acquire) {
+                    let waker = self
+                        .task_waker
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner);
+                    if let Some(w) = waker.as_ref() {
+                        w.wake_by_ref();
+                    }
+                }
+            }
         }
     }
 }
@@ -116,14 +173,18 @@ impl std::task::Wake for TurnState {
 impl<F: Future> SelfWakeLoop<F> {
     /// Polls `inner` again in place when it wakes itself (any protocol, or one not known yet).
     pub(crate) fn new(inner: F) -> SelfWakeLoop<F> {
-        let state = Arc::new(TurnState {
-            state: std::sync::atomic::AtomicU8::new(IDLE),
-            task: futures_util::task::AtomicWaker::new(),
-        });
+        SelfWakeLoop::until_h1(inner, SpeaksH1::new())
+    }
+
+    /// As [`new`](Self::new), polled straight through once `mark` says the connection speaks
+    /// HTTP/1 ([`SpeaksH1`]).
+    pub(crate) fn until_h1(inner: F, mark: SpeaksH1) -> SelfWakeLoop<F> {
+        let state = mark.0;
         let waker = std::task::Waker::from(state.clone());
         SelfWakeLoop {
             inner: Box::pin(inner),
             turns: Some(Turns { state, waker }),
+            straight: None,
         }
     }
 
@@ -137,6 +198,7 @@ impl<F: Future> SelfWakeLoop<F> {
         SelfWakeLoop {
             inner: Box::pin(inner),
             turns: None,
+            straight: None,
         }
     }
 }
@@ -159,8 +221,31 @@ impl<F: Future> Future for SelfWakeLoop<F> {
         use std::task::Poll;
         let me = self.get_mut();
         let Some(turns) = &me.turns else {
+            if let Some((state, waker)) = &mut me.straight {
+                if !waker.will_wake(cx.waker()) {
+                    *waker = cx.waker().clone();
+                    *state
+                        .task_waker
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(waker.clone());
+                }
+            }
             return me.inner.as_mut().poll(cx);
         };
+        if turns.state.h1.load(std::sync::atomic::Ordering::Relaxed) {
+            // HTTP/1 from now on: straight through, and every registration from here on is
+            // the task's own waker. One made with the loop's before still reaches the task:
+            // the loop's state keeps the task's waker for them.
+            let state = turns.state.clone();
+            *state
+                .task_waker
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(cx.waker().clone());
+            state.straight.store(true, Release);
+            me.straight = Some((state, cx.waker().clone()));
+            me.turns = None;
+            return me.inner.as_mut().poll(cx);
+        }
         turns.state.task.register(cx.waker());
         for _ in 0..SELF_WAKE_TURNS {
             turns.state.state.store(POLLING, Release);
@@ -275,6 +360,34 @@ pub(crate) fn fit_to_connection<B>(
     resp.headers_mut().append(KEEP_ALIVE, hint.clone());
 }
 
+thread_local! {
+    /// The keep-alive hint of the HTTP/1.1 request whose handler runs on this thread now
+    /// ([`connection`] sets it around the handler's call; [`take_keep_alive_hint`]): its text,
+    /// made once per process ([`keep_alive_value`]), so setting and taking it per request is a
+    /// pointer's copy.
+    static HINT_HERE: std::cell::Cell<Option<&'static str>> = const { std::cell::Cell::new(None) };
+}
+
+/// For a handler, while it makes its answer in its call (not in its future): the value
+/// [`fit_to_connection`] would give this answer's `Keep-Alive`, when the request is an
+/// HTTP/1.1 one. Taking it is a promise: the answer already ends with `Keep-Alive` of that
+/// value and is one `fit_to_connection` would only have appended it to (no `Connection`
+/// field, no [`CloseAfter`] or [`TunnelOpened`], not `101`), so it is not fitted again. A
+/// handler that makes its answer otherwise gives it back ([`give_back_keep_alive_hint`]).
+/// A fresh cache hit copied from a kept answer takes it (`pipeline::hit_copy`): its map then
+/// gets no insertion after the copy (an insertion into a cloned map grows it: a clone has no
+/// spare room).
+pub(crate) fn take_keep_alive_hint() -> Option<&'static str> {
+    HINT_HERE.try_with(|h| h.take()).ok().flatten()
+}
+
+/// Puts back what [`take_keep_alive_hint`] gave: the answer will be fitted as any other.
+pub(crate) fn give_back_keep_alive_hint(hint: Option<&'static str>) {
+    if hint.is_some() {
+        let _ = HINT_HERE.try_with(|h| h.set(hint));
+    }
+}
+
 /// Keeps an HTTP/2 answer's `X-Request-Id` out of the connection's HPACK table. h2 indexes
 /// every value it is not told otherwise about (only `Age`, `Content-Length`, `ETag` and a few
 /// others are left out by name): each answer's new request id was inserted, and the table
@@ -300,7 +413,21 @@ fn never_index_request_id(headers: &mut http::HeaderMap) {
 /// connection, and used by the pipeline (`pipeline::headers`), which depends on this module.
 pub(crate) const REQUEST_ID: http::HeaderName = http::HeaderName::from_static("x-request-id");
 
-const KEEP_ALIVE: http::HeaderName = http::HeaderName::from_static("keep-alive");
+pub(crate) const KEEP_ALIVE: http::HeaderName = http::HeaderName::from_static("keep-alive");
+
+/// The texts [`keep_alive_value`] made, by their number of seconds.
+static MADE: std::sync::Mutex<Vec<(u64, &'static str)>> = std::sync::Mutex::new(Vec::new());
+
+/// The text [`keep_alive_value`] made for `hint` (`None`: a value it did not make). Looked up
+/// once per connection ([`connection`]).
+pub(crate) fn keep_alive_text(hint: &http::HeaderValue) -> Option<&'static str> {
+    let made = MADE
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    made.iter()
+        .map(|(_, text)| *text)
+        .find(|text| text.as_bytes() == hint.as_bytes())
+}
 
 /// `timeout=N` for [`fit_to_connection`]: a second under the idle limit `idle`, at least 1.
 ///
@@ -309,7 +436,6 @@ const KEEP_ALIVE: http::HeaderName = http::HeaderName::from_static("keep-alive")
 /// are nothing. Each text is made once per process and kept for it: a process sees as many
 /// as the idle limits it was configured with (one, usually), each a few bytes.
 pub(crate) fn keep_alive_value(idle: Duration) -> http::HeaderValue {
-    static MADE: std::sync::Mutex<Vec<(u64, &'static str)>> = std::sync::Mutex::new(Vec::new());
     let secs = idle.as_secs().saturating_sub(1).max(1);
     // A poisoned lock (a panic while it was held, which nothing here can do) still holds
     // texts made whole.
@@ -575,28 +701,42 @@ where
     Fut: Future<Output = Response<Body>> + Send + Unpin + 'static,
     X: Clone + Send + Sync + 'static,
 {
+    let h1 = SpeaksH1::new();
+    let hint_text = keep_alive_text(&hint);
+    let speaks_h1 = h1.clone();
     let svc = service_fn(move |mut req: Request<Incoming>| {
         if let Some(t) = &tag {
             req.extensions_mut().insert(t.clone());
         }
         let version = req.version();
+        if version != http::Version::HTTP_2 {
+            speaks_h1.note();
+        }
+        let offered = version == http::Version::HTTP_11 && hint_text.is_some();
+        if offered {
+            let _ = HINT_HERE.try_with(|h| h.set(hint_text));
+        }
         // Not boxed here: a handler's future is small (`Unpin`), since hyper moves the service
         // future several times per request. The router's is an answer made at once (a fresh
         // cache hit) or the phases it boxed itself (`pipeline::Handled`); the gateway's are
         // boxed where they are made. A request future of kilobytes moved unboxed cost ~16 % of
         // a pass-through request's instructions (memcpy, callgrind).
         let fut = handler(req);
+        // Taken by the handler: its answer has the hint already ([`take_keep_alive_hint`]).
+        let fitted = offered && HINT_HERE.try_with(|h| h.take().is_none()).unwrap_or(false);
         let hint = hint.clone();
         async move {
             let mut resp = fut.await;
-            fit_to_connection(version, &mut resp, &hint);
+            if !fitted {
+                fit_to_connection(version, &mut resp, &hint);
+            }
             Ok::<_, std::convert::Infallible>(resp)
         }
     });
     let conn = builder.serve_connection_with_upgrades(io, svc).into_owned();
     // The connection's last credential is remembered in its task, and its timers are reused
     // there (`identity::per_connection`: one scope for both).
-    crate::identity::per_connection(SelfWakeLoop::new(watcher.watch(conn)))
+    crate::identity::per_connection(SelfWakeLoop::until_h1(watcher.watch(conn), h1))
 }
 
 /// Waits for the connections still open to finish their requests, at most `timeout`.
@@ -719,6 +859,63 @@ mod tests {
             assert!(conn.as_mut().poll(&mut cx).is_ready());
             assert_eq!(seen.load(SeqCst), own_waker, "h2: {h2}");
         }
+    }
+
+    /// Once its connection is found to speak HTTP/1, the loop polls straight through with the
+    /// task's waker, and every wake-up registered with the loop's waker before still reaches
+    /// the task (two such: the first wakes it, and the second, whose resource the straight
+    /// poll did not poll again, must too).
+    #[tokio::test]
+    async fn a_loop_that_learns_http1_is_polled_straight_and_loses_no_wake_up() {
+        use std::sync::Mutex;
+        use std::task::{Poll, Waker};
+        let mark = SpeaksH1::new();
+        let noted = mark.clone();
+        let registered: Arc<Mutex<Vec<Waker>>> = Arc::default();
+        let reg = registered.clone();
+        let polls = Arc::new(AtomicUsize::new(0));
+        let p = polls.clone();
+        let task_waker_seen = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let seen = task_waker_seen.clone();
+        let inner = std::future::poll_fn(move |cx| match p.fetch_add(1, SeqCst) {
+            0 => {
+                // The first request: HTTP/1; two resources keep the waker of this poll.
+                noted.note();
+                let mut r = reg.lock().unwrap();
+                r.push(cx.waker().clone());
+                r.push(cx.waker().clone());
+                Poll::Pending
+            }
+            1 => {
+                // Straight through: the loop's waker is no longer the one given.
+                let loops = reg.lock().unwrap().iter().any(|w| w.will_wake(cx.waker()));
+                seen.store(!loops, SeqCst);
+                Poll::Pending
+            }
+            _ => Poll::Ready(()),
+        });
+        let task = tokio::spawn(SelfWakeLoop::until_h1(inner, mark));
+        for _ in 0..100 {
+            if polls.load(SeqCst) == 1 {
+                break;
+            }
+            tokio::task::yield_now().await;
+        }
+        let first = registered.lock().unwrap().remove(0);
+        first.wake();
+        for _ in 0..100 {
+            if polls.load(SeqCst) == 2 {
+                break;
+            }
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(polls.load(SeqCst), 2);
+        assert!(task_waker_seen.load(SeqCst));
+        let second = registered.lock().unwrap().remove(0);
+        second.wake();
+        let done = tokio::time::timeout(Duration::from_secs(5), task).await;
+        assert!(matches!(done, Ok(Ok(()))));
+        assert_eq!(polls.load(SeqCst), 3);
     }
 
     /// A panic in the first poll is caught there: it does not unwind into hyper's connection.

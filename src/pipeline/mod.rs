@@ -84,6 +84,7 @@ mod create;
 mod forward;
 mod headers;
 mod held;
+mod hit_copy;
 mod identity;
 mod intercepted;
 mod limits;
