@@ -446,7 +446,8 @@ async fn a_seeded_fault_schedule_on_three_replicas_loses_and_doubles_nothing() {
     }
     let drained_in = drain_start.elapsed();
     // Every team link back up after the NATS restarts and replica kills (bounded: 30 s; the
-    // link's reconnect back-off is at most a few seconds).
+    // link's reconnect back-off is at most 4 s through an outage's first ~20 s, and the
+    // schedule's NATS outages are shorter; past that it waits up to a minute: docs/team.md).
     let links_start = Instant::now();
     let mut links = team_links(&fleet, &files.cert_der, &bearer).await;
     while links.iter().any(|(_, t)| t["connected"] != true)
