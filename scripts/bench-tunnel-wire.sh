@@ -5,6 +5,7 @@
 #
 #   scripts/bench-tunnel-wire.sh                        # WEIR_BIN defaults to the release build
 #   WIRE_RATES="1gbit 2500mbit" TUNNEL_MIB=1024 RUNS=3 scripts/bench-tunnel-wire.sh
+#   WIRE_RATES="loopback 1gbit" scripts/bench-tunnel-wire.sh   # loopback: no wire, the source on 127.0.0.1
 #
 # Why a second measure: on loopback the source, the sink and the proxy are three processes
 # competing for the same two cores, so a proxy's ratio to direct there measures the CPU the
@@ -13,12 +14,19 @@
 #
 # Everything runs in network namespaces this script makes itself (`unshare -rn`: an unprivileged
 # user namespace with a network namespace of its own, and a second one for the far side); no
-# address outside them is touched. Per rate and per run it reports, for direct, Weir and
-# tinyproxy (when installed): MB/s at the client and the proxy's CPU seconds per GiB
-# (utime+stime from /proc/<pid>/stat, children too). The link is `tc tbf` on both veth ends
+# address outside them is touched. Per rate and per run it reports, for direct, Weir,
+# tinyproxy and HAProxy (each when installed): MB/s at the client and the proxy's CPU seconds
+# per GiB (utime+stime from /proc/<pid>/stat, children too).
+#
+# HAProxy is the floor under any relay, not a CONNECT proxy: in `mode tcp` with `option
+# splice-auto` it moves bytes socket → pipe → socket with splice(2), as Weir's tunnel does, and
+# does nothing else (no CONNECT to read, no target to check). The client connects to it
+# directly. What a proxy costs above it is its own; what HAProxy too cannot reach is the
+# machine's (on loopback: a third process on the same cores, sending every byte once more). The link is `tc tbf` on both veth ends
 # (RATE, burst 512 KiB, at most 50 ms queued). No delay is added: this kernel has no `netem`.
 #
-# Needs: python3, iproute2 (ip, tc), util-linux (unshare, nsenter); tinyproxy is optional.
+# Needs: python3, iproute2 (ip, tc), util-linux (unshare, nsenter); tinyproxy and haproxy are
+# optional (HAPROXY=none or TINYPROXY=none skips one).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -27,6 +35,7 @@ TUNNEL_MIB="${TUNNEL_MIB:-1024}"
 RUNS="${RUNS:-3}"
 WIRE_RATES="${WIRE_RATES:-1gbit}"
 TINYPROXY="${TINYPROXY:-$(command -v tinyproxy || true)}"; [ "$TINYPROXY" = none ] && TINYPROXY=""  # none: skip it
+HAPROXY="${HAPROXY:-$(command -v haproxy || true)}"; [ "$HAPROXY" = none ] && HAPROXY=""
 [ -x "$WEIR_BIN" ] || { echo "no weir at $WEIR_BIN: cargo build --release -p weir" >&2; exit 1; }
 for tool in python3 ip tc unshare nsenter; do
   command -v "$tool" >/dev/null || { echo "bench-tunnel-wire: $tool is not installed" >&2; exit 2; }
@@ -34,7 +43,7 @@ done
 
 # Re-run inside a namespace of our own (root there, nobody outside).
 if [ -z "${WEIR_WIRE_INNER:-}" ]; then
-  exec unshare -rn env WEIR_WIRE_INNER=1 WEIR_BIN="$WEIR_BIN" TINYPROXY="$TINYPROXY" "$0" "$@"
+  exec unshare -rn env WEIR_WIRE_INNER=1 WEIR_BIN="$WEIR_BIN" TINYPROXY="$TINYPROXY" HAPROXY="$HAPROXY" "$0" "$@"
 fi
 
 # shellcheck source=scripts/lib-bench.sh
@@ -67,6 +76,10 @@ SRC_PORT=9000
 nsenter -t "$FAR" -n python3 "$ROOT/scripts/tunnel_source.py" 10.77.0.2 "$SRC_PORT" "$TUNNEL_MIB" &
 PIDS+=($!)
 wait_port 10.77.0.2 "$SRC_PORT"
+# The loopback source (rate `loopback`): the same source in this namespace, on the same cores.
+python3 "$ROOT/scripts/tunnel_source.py" 127.0.0.1 "$SRC_PORT" "$TUNNEL_MIB" &
+PIDS+=($!)
+wait_port 127.0.0.1 "$SRC_PORT"
 
 WEIR_PORT=9101
 cat > "$WORK/weir.toml" <<EOF
@@ -92,15 +105,45 @@ if [ -n "$TINYPROXY" ]; then
   wait_port 127.0.0.1 "$TINY_PORT"
 fi
 
-shape() { # rate, both directions
+HA_PID=""
+if [ -n "$HAPROXY" ]; then
+  HA_FAR=9103 HA_LO=9104   # one listener per source: a relay has no CONNECT to name its target
+  cat > "$WORK/haproxy.cfg" <<EOF
+global
+  maxconn 100
+defaults
+  mode tcp
+  option splice-auto
+  timeout connect 5s
+  timeout client 600s
+  timeout server 600s
+listen far
+  bind 127.0.0.1:$HA_FAR
+  server src 10.77.0.2:$SRC_PORT
+listen lo
+  bind 127.0.0.1:$HA_LO
+  server src 127.0.0.1:$SRC_PORT
+EOF
+  "$HAPROXY" -db -f "$WORK/haproxy.cfg" >"$WORK/haproxy.log" 2>&1 &
+  HA_PID=$!; PIDS+=("$HA_PID")
+  wait_port 127.0.0.1 "$HA_FAR"
+fi
+
+shape() { # rate, both directions; `loopback` has no wire to shape
+  [ "$1" = loopback ] && return 0
   tc qdisc replace dev wnear root tbf rate "$1" burst 512kb latency 50ms
   nsenter -t "$FAR" -n tc qdisc replace dev wfar root tbf rate "$1" burst 512kb latency 50ms
 }
 
-tunnel() { # name rate proxy-addr pid
-  local before after out secs bytes
+tunnel() { # name rate proxy-addr pid [relay-addr: connect there, no CONNECT]
+  local before after out secs bytes src=10.77.0.2
+  [ "$2" = loopback ] && src=127.0.0.1
   before="$( [ -n "$4" ] && bench_cpu_ticks "$4" || echo "0 0")"
-  out="$(python3 "$ROOT/scripts/tunnel_sink.py" "10.77.0.2:$SRC_PORT" "$3")"
+  if [ -n "${5:-}" ]; then
+    out="$(python3 "$ROOT/scripts/tunnel_sink.py" "$5")"
+  else
+    out="$(python3 "$ROOT/scripts/tunnel_sink.py" "$src:$SRC_PORT" "$3")"
+  fi
   after="$( [ -n "$4" ] && bench_cpu_ticks "$4" || echo "0 0")"
   secs="${out% *}"; bytes="${out#* }"
   [ "$bytes" -eq $((TUNNEL_MIB << 20)) ] || { echo "$1: got $bytes bytes" >&2; exit 1; }
@@ -112,12 +155,17 @@ tunnel() { # name rate proxy-addr pid
 }
 
 echo "# bench-tunnel-wire $(date -u +%Y-%m-%dT%H:%MZ) on $(uname -sr), $(nproc) cores; weir $("$WEIR_BIN" --version 2>/dev/null | head -1)"
-echo "# $TUNNEL_MIB MiB far side → client over veth shaped by tbf; $RUNS runs per rate, in turn"
+echo "# $TUNNEL_MIB MiB far side → client over veth shaped by tbf (loopback: no wire); $RUNS runs per rate, in turn"
+[ -n "$HA_PID" ] && echo "# haproxy: $("$HAPROXY" -v | head -1); a tcp relay with splice, the client connects to it (no CONNECT)"
 for rate in $WIRE_RATES; do
   shape "$rate"
   for _ in $(seq "$RUNS"); do
     tunnel direct "$rate" "" ""
     tunnel weir "$rate" "127.0.0.1:$WEIR_PORT" "$WEIR_PID"
     [ -n "$TINY_PID" ] && tunnel tinyproxy "$rate" "127.0.0.1:$TINY_PORT" "$TINY_PID"
+    if [ -n "$HA_PID" ]; then
+      ha=$HA_FAR; [ "$rate" = loopback ] && ha=$HA_LO
+      tunnel haproxy "$rate" "" "$HA_PID" "127.0.0.1:$ha"
+    fi
   done
 done
