@@ -22,6 +22,12 @@
 # `callgrind_annotate --inclusive=yes`). CPU figures are steady on a loaded machine only per request and
 # roughly: wall-clock ones (MB/s, req/s, p50) move with whatever else runs.
 #
+# FLOOR=1 adds to part 3 the floor under the hit (#32 item 2): the same hit answered from
+# memory by `weir-lab bare-tls` (hyper, hyper with streams in place, the h2 crate alone; LAB_BIN,
+# default the release build) and by nginx, HTTP/1.1 and HTTP/2; with CALLGRIND=1 they run under
+# callgrind too and a table of instructions per request ends the run. scripts/profile-h2-floor.sh
+# is that run in one command.
+#
 #   scripts/bench-tls-path.sh                       # WEIR_BIN defaults to the release build
 #   WEIR_BIN=target/release/weir TUNNEL_MIB=1024 RUNS=50 scripts/bench-tls-path.sh
 #
