@@ -22,6 +22,12 @@
 # `callgrind_annotate --inclusive=yes`). CPU figures are steady on a loaded machine only per request and
 # roughly: wall-clock ones (MB/s, req/s, p50) move with whatever else runs.
 #
+# FLOOR=1 adds to part 3 the floor under the hit (#32 item 2): the same hit answered from
+# memory by `weir-lab bare-tls` (hyper, hyper with streams in place, the h2 crate alone; LAB_BIN,
+# default the release build) and by nginx, HTTP/1.1 and HTTP/2; with CALLGRIND=1 they run under
+# callgrind too and a table of instructions per request ends the run. scripts/profile-h2-floor.sh
+# is that run in one command.
+#
 #   scripts/bench-tls-path.sh                       # WEIR_BIN defaults to the release build
 #   WEIR_BIN=target/release/weir TUNNEL_MIB=1024 RUNS=50 scripts/bench-tls-path.sh
 #
@@ -41,8 +47,11 @@ part() { case " $PARTS " in *" $1 "*) return 0 ;; esac; return 1; }
 MITMDUMP="${MITMDUMP:-$(command -v mitmdump || true)}"
 TINYPROXY="${TINYPROXY:-$(command -v tinyproxy || true)}"
 CALLGRIND="${CALLGRIND:-}"
+FLOOR="${FLOOR:-}"
+LAB_BIN="${LAB_BIN:-${CARGO_TARGET_DIR:-$ROOT/target}/release/weir-lab}"
 HOST=api.githubcopilot.com
 [ -x "$WEIR_BIN" ] || { echo "no weir at $WEIR_BIN: cargo build --release -p weir --all-features" >&2; exit 1; }
+[ -z "$FLOOR" ] || [ -x "$LAB_BIN" ] || { echo "no weir-lab at $LAB_BIN: cargo build --release -p weir-lab" >&2; exit 1; }
 
 # shellcheck source=scripts/lib-bench.sh
 . "$ROOT/scripts/lib-bench.sh"
@@ -189,29 +198,40 @@ run_ns() {
   done
   echo "$t"
 }
-# name proto(1.1|2) url proxy-addr pid cacert
+# The callgrind output file of each process run under callgrind (Weir; the floor's servers).
+declare -A CG_FILE=()
+[ -n "$CALLGRIND" ] && CG_FILE[$WEIR_PID]="$WORK/callgrind.out"
+# Instructions per request of each "name proto" row measured under callgrind (the floor's table).
+declare -A INSTR=()
+# name proto(1.1|2) url proxy-addr|direct:PORT pid cacert [n]
+# direct:PORT sends the same requests straight to a TLS server on PORT (curl --connect-to: the
+# same URL, SNI and Host as through a proxy's tunnel).
 kept() {
   local name="$1" proto="$2" url="$3" proxy="$4" pid="$5" ca="$6" n="${7:-$KEPT}" before after t0 t1
+  local route=(-x "http://$proxy")
+  case "$proxy" in direct:*) route=(--connect-to "$HOST:443:127.0.0.1:${proxy#direct:}") ;; esac
   : >"$WORK/urls.cfg"
   for _ in $(seq "$n"); do printf 'url = "%s"\noutput = "/dev/null"\n' "$url"; done >"$WORK/urls.cfg"
   # Warm-up: the cache entry, the upstream pool, the leaf.
-  curl -s -o /dev/null --cacert "$ca" -x "http://$proxy" -H 'Authorization: token gho_bench' "$url"
-  local cg=""; [ -n "$CALLGRIND" ] && [ "$pid" = "$WEIR_PID" ] && cg=1
+  curl -s -o /dev/null --cacert "$ca" "${route[@]}" -H 'Authorization: token gho_bench' "$url"
+  local cg="${CG_FILE[$pid]:-}"
   # Callgrind counts from here to the dump only (instrumentation is off elsewhere).
   [ -n "$cg" ] && callgrind_control -i on "$pid" >/dev/null 2>&1
   before="$(run_ns "$pid")"; t0="$(date +%s%N)"
-  curl -s --http"$proto" --cacert "$ca" -x "http://$proxy" -H 'Authorization: token gho_bench' \
+  curl -s --http"$proto" --cacert "$ca" "${route[@]}" -H 'Authorization: token gho_bench' \
     -K "$WORK/urls.cfg" -w '%{http_code}\n' >"$WORK/codes.txt"
   t1="$(date +%s%N)"; after="$(run_ns "$pid")"
   local instr=""
   if [ -n "$cg" ]; then
     callgrind_control -i off "$pid" >/dev/null 2>&1; callgrind_control -d "$pid" >/dev/null 2>&1; sleep 1
-    local f t total=0
-    for f in "$WORK"/callgrind.out.[0-9]*; do
+    local f t total=0 keep="callgrind-tls-h$proto-${url##*/}.out"
+    [ "$name" = weir ] || keep="callgrind-tls-$name-h$proto.out"
+    for f in "$cg".[0-9]*; do
       t="$(callgrind_annotate "$f" 2>/dev/null | awk '/PROGRAM TOTALS/ {gsub(",", "", $1); print $1}')"
       total=$((total + ${t:-0}))
-      mv "$f" "$OUT/callgrind-tls-h$proto-${url##*/}.out"
+      mv "$f" "$OUT/$keep"
     done
+    INSTR["$name ${url##*/} $proto"]=$((total / n))
     instr="  $((total / n)) instructions/req (callgrind)"
   fi
   [ "$(grep -c '^200$' "$WORK/codes.txt")" -eq "$n" ] || { echo "kept $name: not all 200: $(sort "$WORK/codes.txt" | uniq -c | head -3)" >&2; return 1; }
@@ -220,12 +240,123 @@ kept() {
 }
 HIT=/agents/sessions
 PASS=/bench/pass
+# ---- the floor (FLOOR=1): Weir's hit answered by servers with nothing of Weir's in them -----
+# Every one answers each GET from memory with Weir's answer to the hit (its status line, header
+# fields and body as curl reads them through Weir now; Age and X-Request-Id made per answer):
+# `weir-lab bare-tls` with hyper (tasks per HTTP/2 stream, stock), hyper with each stream polled
+# in place first (as Weir runs them), the h2 crate alone (HTTP/2 only); nginx (`return 200`
+# and add_header, one worker). The client is the same curl, the same URL, SNI and request
+# headers (straight to the server with --connect-to, where Weir's ran through the tunnel).
+# All run under callgrind when CALLGRIND=1.
+floor() {
+  curl -s -D "$WORK/hit.head" -o "$WORK/hit.body" --http1.1 --cacert "$WEIR_CA" -x "http://127.0.0.1:$WEIR_PORT" \
+    -H 'Authorization: token gho_bench' "https://$HOST$HIT"
+  local fields=() line
+  while IFS= read -r line; do
+    line="${line%$'\r'}"
+    # The last head only: curl -D writes the CONNECT's 200 first.
+    case "$line" in HTTP/*) fields=(); continue ;; '') continue ;; esac
+    fields+=("$line")
+  done <"$WORK/hit.head"
+  echo "# the floor's answer: Weir's hit, $(head -1 "$WORK/hit.head" | tr -d '\r'), $(wc -c <"$WORK/hit.body") body bytes, fields: $(printf '%s; ' "${fields[@]%%:*}")"
+  # An ECDSA P-256 leaf for HOST from a throwaway CA, as Weir's own leaves are.
+  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj "/CN=floor CA" \
+    -keyout "$WORK/floor-ca.key" -out "$WORK/floor-ca.pem" 2>/dev/null
+  openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/CN=$HOST" \
+    -keyout "$WORK/floor.key" -out "$WORK/floor.csr" 2>/dev/null
+  openssl x509 -req -in "$WORK/floor.csr" -CA "$WORK/floor-ca.pem" -CAkey "$WORK/floor-ca.key" -CAcreateserial \
+    -days 2 -extfile "$WORK/san.ext" -out "$WORK/floor.pem" 2>/dev/null
+  local args=() f engine port pid proto vg
+  for f in "${fields[@]}"; do args+=(--header "$f"); done
+  for engine in hyper hyper-inline h2; do
+    port="$(free_port)"; vg=()
+    [ -n "$CALLGRIND" ] && vg=(valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$WORK/cg-$engine.out")
+    "${vg[@]}" "$LAB_BIN" bare-tls --listen "127.0.0.1:$port" --cert "$WORK/floor.pem" --key "$WORK/floor.key" \
+      --engine "$engine" "${args[@]}" --body-file "$WORK/hit.body" >"$WORK/bare-$engine.log" 2>&1 &
+    pid=$!; PIDS+=("$pid")
+    [ -n "$CALLGRIND" ] && CG_FILE[$pid]="$WORK/cg-$engine.out"
+    wait_port "$port"
+    for proto in 1.1 2; do
+      [ "$engine" = h2 ] && [ "$proto" = 1.1 ] && continue   # the h2 crate speaks HTTP/2 only
+      kept "bare-$engine" "$proto" "https://$HOST$HIT" "direct:$port" "$pid" "$WORK/floor-ca.pem"
+    done
+    kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null || true
+  done
+  if command -v nginx >/dev/null; then
+    port="$(free_port)"; mkdir -p "$WORK/nginx/tmp"
+    local adds="" type="application/octet-stream" name value q body
+    for f in "${fields[@]}"; do
+      name="${f%%:*}"; value="${f#*:}"; value="${value# }"
+      case "${name,,}" in
+        content-type) type="$value" ;;
+        # nginx writes these itself (Keep-Alive from keepalive_timeout's second value).
+        age|x-request-id|connection|keep-alive|content-length|date|server) ;;
+        *) q="${value//\\/\\\\}"; adds+="      add_header $name '${q//\'/\\\'}' always;"$'\n' ;;
+      esac
+    done
+    body="$(cat "$WORK/hit.body")"; body="${body//\\/\\\\}"; body="${body//\'/\\\'}"
+    cat >"$WORK/nginx/nginx.conf" <<NGX
+worker_processes 1;
+master_process off;
+daemon off;
+pid $WORK/nginx/nginx.pid;
+error_log $WORK/nginx/error.log warn;
+events { worker_connections 256; }
+http {
+  access_log off;
+  keepalive_requests 1000000;
+  keepalive_timeout 75s 9s;
+  client_body_temp_path $WORK/nginx/tmp/body;
+  proxy_temp_path $WORK/nginx/tmp/proxy;
+  fastcgi_temp_path $WORK/nginx/tmp/fastcgi;
+  uwsgi_temp_path $WORK/nginx/tmp/uwsgi;
+  scgi_temp_path $WORK/nginx/tmp/scgi;
+  server {
+    listen 127.0.0.1:$port ssl http2;
+    server_name $HOST;
+    ssl_certificate $WORK/floor.pem;
+    ssl_certificate_key $WORK/floor.key;
+    location / {
+      default_type "$type";
+$adds      add_header Age 0 always;
+      add_header X-Request-Id \$request_id always;
+      return 200 '$body';
+    }
+  }
+}
+NGX
+    vg=(); [ -n "$CALLGRIND" ] && vg=(valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$WORK/cg-nginx.out")
+    "${vg[@]}" nginx -p "$WORK/nginx" -c "$WORK/nginx/nginx.conf" >"$WORK/nginx.log" 2>&1 &
+    pid=$!; PIDS+=("$pid")
+    [ -n "$CALLGRIND" ] && CG_FILE[$pid]="$WORK/cg-nginx.out"
+    wait_port "$port"
+    for proto in 1.1 2; do
+      kept nginx "$proto" "https://$HOST$HIT" "direct:$port" "$pid" "$WORK/floor-ca.pem"
+    done
+    kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null || true
+  else
+    echo "# nginx: not installed (apt-get install nginx)"
+  fi
+  [ -n "$CALLGRIND" ] || return 0
+  # The table: instructions per request, h2 against h1 and against Weir's own whole h1 hit.
+  local w1="${INSTR[weir sessions 1.1]:-0}" row a b
+  echo "## the floor: instructions per kept-alive hit (callgrind, $KEPT on one connection)"
+  printf '%-18s %10s %10s %8s %14s\n' server h1.1 h2 h2/h1 "h2 - weir h1"
+  for row in weir bare-hyper bare-hyper-inline bare-h2 nginx; do
+    a="${INSTR[$row sessions 1.1]:-}"; b="${INSTR[$row sessions 2]:-}"
+    [ -n "$a$b" ] || continue
+    awk -v r="$row" -v a="$a" -v b="$b" -v w="$w1" 'BEGIN {
+      printf "%-18s %10s %10s %8s %+14d\n", r, (a == "" ? "-" : a), (b == "" ? "-" : b),
+        (a == "" || b == "" ? "-" : sprintf("%.2f", b / a)), (b == "" ? 0 : b - w) }'
+  done
+}
 if part 3; then
   echo "## kept-alive intercepted requests, one connection (curl -K, $KEPT requests each)"
   for proto in 1.1 2; do
     kept weir "$proto" "https://$HOST$HIT" "127.0.0.1:$WEIR_PORT" "$WEIR_PID" "$WEIR_CA"
     kept weir "$proto" "https://$HOST$PASS" "127.0.0.1:$WEIR_PORT" "$WEIR_PID" "$WEIR_CA"
   done
+  [ -n "$FLOOR" ] && floor
   if [ -n "$MITM_PID" ]; then
     # mitmproxy caches nothing: its every request passes to the fake (named by IP, which it
     # reaches without DNS), with a quarter of the requests (it is ~20x slower per request).

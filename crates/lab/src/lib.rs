@@ -17,9 +17,12 @@
 //! - [`report`]: the Markdown tables and the SVG charts.
 //! - [`stats`]: latency percentiles; [`hold`]: idle connections for the memory check;
 //!   [`run`]: runs scenarios and writes the report; [`bare_proxy`]: the hyper-only forward
-//!   proxy the overhead benchmark measures as the floor under Weir's pass-through.
+//!   proxy the overhead benchmark measures as the floor under Weir's pass-through;
+//!   [`bare_tls`]: the TLS server answering from memory (hyper or h2 alone), the floor under
+//!   Weir's intercepted cache hit.
 
 pub mod bare_proxy;
+pub mod bare_tls;
 pub mod client;
 pub mod error;
 pub mod fleet;

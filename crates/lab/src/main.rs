@@ -61,6 +61,29 @@ enum Command {
         #[arg(long, default_value = "127.0.0.1:0")]
         listen: SocketAddr,
     },
+    /// A TLS server answering every request from memory with one fixed answer (HTTP/1.1 and
+    /// HTTP/2 by ALPN): the floor under Weir's intercepted cache hit (scripts/profile-h2-floor.sh).
+    BareTls {
+        #[arg(long, default_value = "127.0.0.1:0")]
+        listen: SocketAddr,
+        /// PEM certificate chain.
+        #[arg(long)]
+        cert: PathBuf,
+        /// PEM private key (PKCS#8, SEC1 or PKCS#1).
+        #[arg(long)]
+        key: PathBuf,
+        #[arg(long, value_enum, default_value = "hyper")]
+        engine: weir_lab::bare_tls::Engine,
+        #[arg(long, default_value_t = 200)]
+        status: u16,
+        /// A header field of every answer, `name: value` (repeatable); Age and X-Request-Id
+        /// are made per answer.
+        #[arg(long = "header")]
+        headers: Vec<String>,
+        /// The body of every answer.
+        #[arg(long)]
+        body_file: Option<PathBuf>,
+    },
     /// Opens --conns connections to --proxy, sends one GET --url on each, and holds them open.
     Hold {
         #[arg(long)]
@@ -157,6 +180,26 @@ async fn dispatch(command: Command) -> anyhow::Result<()> {
             println!("{}", l.local_addr()?.port());
         }
         Command::BareProxy { listen } => weir_lab::bare_proxy::serve(listen).await?,
+        Command::BareTls {
+            listen,
+            cert,
+            key,
+            engine,
+            status,
+            headers,
+            body_file,
+        } => {
+            let body = match body_file {
+                Some(p) => {
+                    std::fs::read(&p).with_context(|| format!("cannot read {}", p.display()))?
+                }
+                None => Vec::new(),
+            };
+            let status = http::StatusCode::from_u16(status).context("--status")?;
+            let answer = weir_lab::bare_tls::Answer::new(status, &headers, body.into())?;
+            let tls = weir_lab::bare_tls::tls_config(&cert, &key)?;
+            weir_lab::bare_tls::serve(listen, tls, engine, answer).await?
+        }
         Command::Hold {
             proxy,
             url,
