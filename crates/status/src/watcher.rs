@@ -75,7 +75,8 @@ impl StatusWatcher {
         self.failures
     }
 
-    /// Fetches both documents once (the second only if the first got an HTTP answer), updates the snapshot and broadcasts the changes.
+    /// Fetches both documents once (the second only if the first got an HTTP answer), updates
+    /// the snapshot and broadcasts the changes.
     pub async fn poll_once(&mut self) -> PollReport {
         let fetch = Arc::clone(&self.fetch);
         let timeout = self.config.request_timeout;
