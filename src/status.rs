@@ -281,6 +281,9 @@ pub enum PollerReason {
     Unauthorized,
     /// Weir is paused (everything passes through untouched), so the poller sends nothing.
     Paused,
+    /// Weir is offline (every managed upstream unreachable), so the poller sends nothing; it
+    /// polls as soon as Weir is back online.
+    Offline,
 }
 
 /// Sessions of the last list by group.

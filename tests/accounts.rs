@@ -565,3 +565,68 @@ async fn a_clients_own_user_call_resolves_its_credential_without_one_of_weirs() 
     weir.assert_no_token_anywhere().await;
     weir.handle.shutdown().await;
 }
+
+/// A credential's `GET /user` to a `github-api` last seen unreachable (no connection) is one
+/// attempt: the retry layer's quick retries were three name lookups in 200 ms for each
+/// credential an offline Weir saw. The first, with nothing seen yet, keeps its retries.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resolution_to_an_unreachable_github_api_is_tried_once() {
+    let fake = Fake::start().await;
+    let dead = TcpListener::bind("127.0.0.1:0")
+        .await
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let cfg = format!(
+        "default_upstreams = false\nlisten = \"127.0.0.1:0\"\nwatch_github_status = false\n\
+         [[upstream]]\nname = \"copilot-api\"\norigin = \"http://{}\"\n\
+         [[upstream]]\nname = \"github-api\"\norigin = \"http://{dead}\"\n\
+         [retry]\njitter = false\n[offline]\ndetect = false\n\
+         [breaker]\nminimum_calls = 1000\nconsecutive_failures = 0\n\
+         [classes.other]\ndeadline = \"300ms\"\n",
+        fake.copilot
+    );
+    // (The breaker is kept out of the way: opened, it would refuse the second call itself.)
+    let settings = weir::config::parse_str(&cfg, "t.toml").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let handle = weir::start(weir::EngineOptions::new(settings, dir.path().to_path_buf()))
+        .await
+        .unwrap();
+    let weir = Weir {
+        handle,
+        dir,
+        answers: Mutex::new(Vec::new()),
+    };
+    let url = list_url(&fake, 20);
+    let sent = |metrics: String| -> u64 {
+        let line = "weir_upstream_requests_total{upstream=\"github-api\",class=\"other\"} ";
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(line))
+            .map_or(0, |n| n.trim().parse().unwrap())
+    };
+    let mut counts = Vec::new();
+    for (i, (t, ua)) in [(ALICE_VSCODE, VSCODE_UA), (ALICE_GH, GH_UA)]
+        .into_iter()
+        .enumerate()
+    {
+        let (s, _) = weir.get(&weir.client(t, ua), &url).await;
+        assert_eq!(s, 200);
+        let mut failed = false;
+        for _ in 0..250 {
+            if weir.handle.status().await.identity.failed > i as u64 {
+                failed = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(failed, "{:?}", weir.handle.status().await.identity);
+        counts.push(sent(weir.control("/metrics").await));
+    }
+    assert!(
+        counts[0] > 1,
+        "the first resolution was retried: {counts:?}"
+    );
+    assert_eq!(counts[1], counts[0] + 1, "{counts:?}");
+    weir.handle.shutdown().await;
+}

@@ -442,3 +442,71 @@ async fn a_new_task_is_queued_when_github_cannot_take_it() {
     .unwrap();
     assert_eq!(q["path"], "/agents/swe/v1/jobs/octo/app", "{q}");
 }
+
+/// While Weir is offline (its one upstream refuses connections) the poller sends nothing, not
+/// even into Weir's own cache; once a probe finds the upstream back it polls at once.
+#[tokio::test(start_paused = true)]
+async fn the_poller_waits_while_weir_is_offline_and_polls_once_it_is_back() {
+    let up = Upstream::start().await;
+    serve_list(&up, three_running());
+    let addr = up.addr;
+    let cfg =
+        format!("{QUIET}[offline]\nprobe_base = \"1s\"\nprobe_cap = \"10s\"\njitter = false\n");
+    let weir = Weir::start(&[&up.origin()], &cfg).await;
+    if !has_keychain() {
+        return off_without_keychain(&weir, &up).await;
+    }
+    assert!(store_token(&weir, TOKEN).await);
+    // (Paused time runs ahead while a loopback exchange is in flight: waits, not sleeps.)
+    for _ in 0..50 {
+        if up.count(LIST) > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(up.count(LIST) > 0, "the first poll");
+
+    up.kill();
+    for _ in 0..100 {
+        if std::net::TcpStream::connect(addr).is_err() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // The next poll (15 s on: the list's `fresh_ttl`) finds the upstream gone and Weir goes
+    // offline; the one after (30 s) finds Weir offline and waits.
+    tokio::time::sleep(Duration::from_secs(40)).await;
+    let st = weir.handle.status().await;
+    assert_eq!(st.mode.mode, weir::mode::ModeKind::Offline, "{:?}", st.mode);
+    let s = weir.handle.sessions();
+    assert_eq!(s.reason, Some(PollerReason::Offline), "{s:?}");
+    let polls = s.polls;
+    tokio::time::sleep(Duration::from_secs(600)).await;
+    assert_eq!(
+        weir.handle.sessions().polls,
+        polls,
+        "no poll while offline (each one was a stale copy or an offline miss)"
+    );
+
+    let back = Upstream::start_on(tokio::net::TcpListener::bind(addr).await.unwrap()).await;
+    serve_list(&back, three_running());
+    // A probe within 10 s (the cap) ends offline; the poll follows at once (the next one
+    // is an interval, 5 s or more, later).
+    let back_at = tokio::time::Instant::now();
+    while weir.handle.status().await.mode.mode != weir::mode::ModeKind::Automatic {
+        assert!(back_at.elapsed() < Duration::from_secs(11), "back online");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let mut polled = false;
+    for _ in 0..10 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let s = weir.handle.sessions();
+        if s.polls > polls && s.reason.is_none() && back.count(LIST) > 0 {
+            polled = true;
+            break;
+        }
+    }
+    let s = weir.handle.sessions();
+    assert!(polled, "polled within a second of going back online: {s:?}");
+    assert_eq!(s.poller, PollerState::Polling);
+}

@@ -36,6 +36,7 @@ const REASON_TEXT = {
   upstream_error: 'the last poll failed',
   unauthorized: 'GitHub refused the stored token (401); store a new one',
   paused: 'Weir is paused',
+  offline: 'Weir is offline; polling again as soon as it is back online',
 };
 
 function newKey() {

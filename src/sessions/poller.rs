@@ -8,6 +8,9 @@
 //!   poll failed, it waits longer: exponential from the interval up to 10 minutes, full jitter
 //!   (`[retry] jitter = false` makes it exact, for tests);
 //! - while Weir is paused it sends nothing (a paused Weir would pass the poll upstream uncached);
+//! - while Weir is offline (every managed upstream unreachable) it sends nothing and waits for
+//!   Weir to be back online, then polls at once: a poll could only be held (a stale copy or an
+//!   offline miss), and each one wakes Weir's listener and pipeline for nothing;
 //! - after [`MAX_UNAUTHORIZED`] 401s in a row it stops and says so, until a token is stored
 //!   again.
 
@@ -15,6 +18,7 @@ use super::loopback::Loopback;
 use super::{model, Sessions, LIST_PATH};
 use crate::config::{RouteClass, UpstreamIndex};
 use crate::events::Event;
+use crate::mode::{Behaviour, Hold};
 use crate::pipeline::Proxy;
 use crate::secrets::Account;
 use crate::status::{PollerReason, PollerState};
@@ -52,6 +56,9 @@ pub const GH_HEADERS: [(&str, &str); 5] = [
     ("copilot-integration-id", "copilot-4-cli"),
     ("accept-encoding", "gzip"),
 ];
+
+/// Automatic's offline sub-state, as the request path sees it.
+const OFFLINE: Behaviour = Behaviour::Hold(Hold::Offline);
 
 /// The GitHub Status view, read at each poll (the watcher is owned by the control API).
 pub(crate) type GithubView = Arc<dyn Fn() -> Option<GithubStatus> + Send + Sync>;
@@ -189,6 +196,16 @@ impl Poller {
         let (mut attempt, mut unauthorized) = (0u32, 0u32);
         self.sessions.set_poller(PollerState::Polling, None);
         loop {
+            if self.proxy.modes.behaviour() == OFFLINE {
+                self.sessions
+                    .set_poller(PollerState::Polling, Some(PollerReason::Offline));
+                if let Some(end) = self.until_online(token, w).await {
+                    return end;
+                }
+                // Back online: poll now, on the interval again (the failures were the network's).
+                attempt = 0;
+                continue;
+            }
             let polled = if self.proxy.is_paused() {
                 None
             } else {
@@ -258,6 +275,31 @@ impl Poller {
                         return Some(RunEnd::TokenChanged);
                     }
                 }
+            }
+        }
+    }
+
+    /// Waits while Weir is offline; `Some` when the run must end first (as
+    /// [`Self::sleep_keeping`]: the same token stored again keeps waiting).
+    async fn until_online(&self, token: &str, w: &mut Waits<'_>) -> Option<RunEnd> {
+        let mut modes = self.proxy.modes.watch();
+        loop {
+            tokio::select! {
+                // The guard `wait_for` returns is dropped here: it must not live across an
+                // await.
+                online = async { modes.wait_for(|b| *b != OFFLINE).await.is_ok() } => {
+                    // The sender lives as long as the engine's modes, which `self` holds.
+                    return (!online).then_some(RunEnd::Stopping);
+                }
+                end = w.for_token() => match end {
+                    RunEnd::Stopping => return Some(RunEnd::Stopping),
+                    RunEnd::TokenChanged => {
+                        w.changes.borrow_and_update();
+                        if self.token().await.ok().as_deref() != Some(token) {
+                            return Some(RunEnd::TokenChanged);
+                        }
+                    }
+                },
             }
         }
     }

@@ -1,6 +1,7 @@
 //! The account directory's way to `GET /user` ([`crate::accounts::UserApi`]): one buffered
 //! call through admission (cooldown → breaker → bulkhead) and the retry layer, like any
-//! idempotent request. Implemented here, so `accounts` never imports the upstreams.
+//! idempotent request (one attempt, no retries, while the upstream was last seen unreachable).
+//! Implemented here, so `accounts` never imports the upstreams.
 
 use super::{AttemptPolicy, Replayable, UpstreamIndex, Upstreams};
 use crate::accounts::UserApi;
@@ -24,7 +25,15 @@ impl UserApi for Upstreams {
             body: Bytes::new(),
             identity: Some(id),
         };
-        let policy = AttemptPolicy::for_request(&Method::GET, true);
+        let mut policy = AttemptPolicy::for_request(&Method::GET, true);
+        // Last seen unreachable at the network level (no name, no connection): one attempt. A
+        // resolution is off every request path and a failure is not asked again for a minute,
+        // so the retry layer's quick retries (meant for a client's request, and a blip) only
+        // added name lookups in an outage: three in 200 ms for each credential seen while
+        // offline. Whatever reached it last time keeps the retries.
+        if self.reach.get(up) == super::Reach::Unreachable {
+            policy.max_attempts = 1;
+        }
         match self
             .attempt_buffered(
                 &self.settings_now(),

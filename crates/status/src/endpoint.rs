@@ -33,6 +33,21 @@ pub enum PollError {
     NotModifiedUncached { url: String },
 }
 
+impl PollError {
+    /// Whether no HTTP answer came at all (no connection, no name, no answer in time): another
+    /// request to the same host now would most likely fare the same.
+    pub fn got_no_answer(&self) -> bool {
+        matches!(
+            self,
+            PollError::Timeout { .. }
+                | PollError::Fetch {
+                    source: FetchError::Connect(_) | FetchError::Timeout,
+                    ..
+                }
+        )
+    }
+}
+
 /// How the last document was obtained; tests and logs use it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Freshness {

@@ -75,25 +75,41 @@ impl StatusWatcher {
         self.failures
     }
 
-    /// Fetches both documents once, updates the snapshot and broadcasts the changes.
+    /// Fetches both documents once (the second only if the first got an HTTP answer), updates
+    /// the snapshot and broadcasts the changes.
     pub async fn poll_once(&mut self) -> PollReport {
         let fetch = Arc::clone(&self.fetch);
         let timeout = self.config.request_timeout;
-        let (summary, unresolved) = tokio::join!(
-            self.summary.get(fetch.as_ref(), timeout),
-            self.unresolved.get(fetch.as_ref(), timeout)
-        );
+        // One after the other, each under its own timeout: online the second reuses the
+        // first's connection (one name lookup a check); when the first got no HTTP answer
+        // (offline, the page unreachable) the check fails whatever the second would say, so it
+        // is not sent. Both at once, an offline check was two lookups on two blocking threads.
+        let (summary, unresolved, docs) = match self.summary.get(fetch.as_ref(), timeout).await {
+            Err(e) if e.got_no_answer() => (None, None, Err(e)),
+            summary => {
+                let unresolved = self.unresolved.get(fetch.as_ref(), timeout).await;
+                let fresh = (
+                    summary.as_ref().ok().map(|(_, f)| *f),
+                    unresolved.as_ref().ok().map(|(_, f)| *f),
+                );
+                let docs = match (summary, unresolved) {
+                    (Ok((summary, _)), Ok((unresolved, _))) => Ok((summary, unresolved)),
+                    (Err(e), _) | (_, Err(e)) => Err(e),
+                };
+                (fresh.0, fresh.1, docs)
+            }
+        };
         let now = SystemTime::now();
         let old = self.snapshot();
         let mut report = PollReport {
             events: Vec::new(),
-            summary: summary.as_ref().ok().map(|(_, f)| *f),
-            unresolved: unresolved.as_ref().ok().map(|(_, f)| *f),
+            summary,
+            unresolved,
             error: None,
         };
 
-        let new = match (summary, unresolved) {
-            (Ok((summary, _)), Ok((unresolved, _))) => {
+        let new = match docs {
+            Ok((summary, unresolved)) => {
                 self.failures = 0;
                 let view = project(&summary, &unresolved, &self.config.components);
                 GithubStatus {
@@ -111,7 +127,7 @@ impl StatusWatcher {
                     incidents: view.incidents,
                 }
             }
-            (Err(e), _) | (_, Err(e)) => {
+            Err(e) => {
                 self.failures = self.failures.saturating_add(1);
                 let text = error_text(&e);
                 tracing::debug!(error = %text, failures = self.failures, "status check failed");

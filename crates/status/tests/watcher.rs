@@ -346,3 +346,57 @@ async fn configured_component_names_match_case_insensitively() {
     );
     assert_eq!(incident_ids(&w), [ACTIONS_INCIDENT, UNNAMED_INCIDENT]);
 }
+
+/// A client that records what it is asked for and answers as told: no connection at all, or
+/// an HTTP 500.
+struct Recording {
+    asked: std::sync::Mutex<Vec<String>>,
+    connects: bool,
+}
+
+impl weir_status::Fetch for Recording {
+    fn get<'a>(
+        &'a self,
+        url: &'a str,
+        _headers: http::HeaderMap,
+    ) -> weir_status::BoxFuture<'a, Result<weir_status::FetchResponse, weir_status::FetchError>>
+    {
+        self.asked.lock().unwrap().push(url.to_owned());
+        let connects = self.connects;
+        Box::pin(async move {
+            if !connects {
+                return Err(weir_status::FetchError::connect(std::io::Error::new(
+                    std::io::ErrorKind::NotFound,
+                    "failed to lookup address information",
+                )));
+            }
+            Ok(weir_status::FetchResponse {
+                status: StatusCode::INTERNAL_SERVER_ERROR,
+                headers: http::HeaderMap::new(),
+                body: bytes::Bytes::new(),
+            })
+        })
+    }
+}
+
+/// Offline (the name does not resolve), a check asks for the summary alone: the check fails
+/// whatever the incidents would say, and each request is a name lookup on a thread of its
+/// own. A page that answers, even with an error, is asked for both, as before.
+#[tokio::test]
+async fn a_check_that_gets_no_connection_asks_once() {
+    let cfg = || test_config("https://www.githubstatus.invalid");
+    for (connects, asked) in [(false, 1), (true, 2)] {
+        let fetch = std::sync::Arc::new(Recording {
+            asked: Default::default(),
+            connects,
+        });
+        let mut w = StatusWatcher::new(cfg(), fetch.clone());
+        let report = w.poll_once().await;
+        assert!(report.error.is_some());
+        assert_eq!(w.snapshot().reachability, Reachability::Unknown);
+        let urls = fetch.asked.lock().unwrap().clone();
+        assert_eq!(urls.len(), asked, "connects: {connects}, asked: {urls:?}");
+        assert!(urls[0].ends_with(SUMMARY), "{urls:?}");
+        assert_eq!(w.consecutive_failures(), 1);
+    }
+}
