@@ -532,7 +532,11 @@ mod tests {
             match (x >> 16) % 4 {
                 0 => a.forget(&id),
                 1 | 2 => {
-                    let scopes: &[&str] = if (x >> 20) % 2 == 0 { &["repo"] } else { &[] };
+                    let scopes: &[&str] = if (x >> 20).is_multiple_of(2) {
+                        &["repo"]
+                    } else {
+                        &[]
+                    };
                     a.remember(
                         id,
                         rec((x >> 24) % 3, kinds[((x >> 28) % 3) as usize], scopes),
