@@ -16,6 +16,7 @@
 mod learn;
 mod record;
 mod resolve;
+mod seen;
 mod store;
 
 pub(crate) use learn::UserCall;
@@ -28,7 +29,9 @@ use crate::identity::{Identity, IdentityKey};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{
+    AtomicU64, AtomicUsize, Ordering::Acquire, Ordering::Relaxed, Ordering::Release,
+};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 use store::AccountStore;
@@ -46,6 +49,9 @@ const AFTER_UNAUTHORIZED: Duration = Duration::from_secs(600);
 const CONCURRENT: usize = 2;
 const MAX_PENDING: usize = 256;
 
+/// Account tables made so far in the process (each numbered by it, [`seen`]).
+static INSTANCES: AtomicU64 = AtomicU64::new(0);
+
 /// Requests counted for one account.
 #[derive(Debug, Default, Clone, Copy)]
 struct Counts {
@@ -62,6 +68,12 @@ pub(crate) struct Accounts {
     /// Index of the `github-api` upstream; `None`: nothing is resolved.
     github_api: Option<UpstreamIndex>,
     known: RwLock<HashMap<Identity, Arc<AccountRecord>>>,
+    /// This table's number among those made in the process, and how many times `known` has
+    /// changed: what the threads' kept lookups are checked against ([`seen`]).
+    instance: u64,
+    generation: AtomicU64,
+    /// How many credentials `known` maps (set with each change): none, and no lookup is made.
+    mapped: AtomicUsize,
     store: Option<Arc<AccountStore>>,
     pending: Mutex<HashSet<Identity>>,
     /// Identities mapped as a token's other spelling ([`Accounts::other_spelling`]), each with
@@ -108,6 +120,7 @@ impl Accounts {
         };
         let mut a = Accounts::in_memory(settings, key);
         a.store = store;
+        a.mapped = AtomicUsize::new(rows.len());
         a.known = RwLock::new(rows.into_iter().map(|(i, r)| (i, Arc::new(r))).collect());
         a
     }
@@ -118,6 +131,9 @@ impl Accounts {
             key,
             github_api: settings.upstream_named(resolve::GITHUB_API),
             known: RwLock::default(),
+            instance: INSTANCES.fetch_add(1, Relaxed),
+            generation: AtomicU64::new(0),
+            mapped: AtomicUsize::new(0),
             store: None,
             pending: Mutex::default(),
             aliases: Mutex::default(),
@@ -160,9 +176,20 @@ impl Accounts {
         if self.share == ShareMode::Credential {
             return *id;
         }
-        let Some(rec) = self.record(id) else {
-            return *id;
-        };
+        // The thread's kept lookup, and the identity made of it the first time (a keyed blake3
+        // hash per request before).
+        self.with_record(id, |rec, sharing| {
+            if let Some(s) = sharing {
+                return *s;
+            }
+            let s = rec.map_or(*id, |rec| self.sharing_of(id, rec));
+            *sharing = Some(s);
+            s
+        })
+    }
+
+    /// [`Accounts::sharing_identity`] of a mapped credential.
+    fn sharing_of(&self, id: &Identity, rec: &AccountRecord) -> Identity {
         match (rec.share_class(), self.share) {
             (Some((account, repo)), ShareMode::Account) => self.key.shared(account, repo),
             // Only credentials of one OAuth app: a credential of no (known) app shares with none.
@@ -185,11 +212,35 @@ impl Accounts {
     }
 
     fn bump(&self, id: &Identity, f: impl FnOnce(&mut Counts)) {
-        if let Some(r) = self.record(id) {
+        if let Some(account) = self.with_record(id, |r, _| r.map(|r| r.account_id)) {
             if let Ok(mut m) = self.requests.lock() {
-                f(m.entry(r.account_id).or_default());
+                f(m.entry(account).or_default());
             }
         }
+    }
+
+    /// `f` of `id`'s record ([`Accounts::record`], read once per change of the table on each
+    /// thread: [`seen`]) and of its kept sharing identity.
+    fn with_record<R>(
+        &self,
+        id: &Identity,
+        f: impl FnOnce(Option<&AccountRecord>, &mut Option<Identity>) -> R,
+    ) -> R {
+        // Loaded before the table is read: a change made after this raises it first, so what
+        // is read under this count is not used once the table changed.
+        let generation = self.generation.load(Acquire);
+        // An empty table maps no one (a lookup made now would find nothing either).
+        if self.mapped.load(Acquire) == 0 {
+            return f(None, &mut None);
+        }
+        seen::with(self.instance, generation, id, || self.record(id), f)
+    }
+
+    /// Counts a change of `known`, which now maps `mapped` credentials (called after it, with
+    /// its lock still held).
+    fn changed(&self, mapped: usize) {
+        self.mapped.store(mapped, Release);
+        self.generation.fetch_add(1, Release);
     }
 
     /// Drops a credential's mapping (the upstream answered 401 to it): it is its own identity
@@ -205,7 +256,11 @@ impl Accounts {
     fn drop_mapping(&self, id: &Identity) {
         self.failed.insert(*id, Instant::now() + AFTER_UNAUTHORIZED);
         self.forgotten.insert(*id, crate::time_fmt::now_ms());
-        let removed = self.known.write().ok().and_then(|mut m| m.remove(id));
+        let removed = self.known.write().ok().and_then(|mut m| {
+            let removed = m.remove(id);
+            self.changed(m.len());
+            removed
+        });
         if removed.is_some() {
             tracing::info!(credential = %id.short(), "401: the credential's account mapping is dropped");
             self.persist(*id, None);
@@ -275,6 +330,7 @@ impl Accounts {
             if !own {
                 if let Ok(mut m) = self.known.write() {
                     m.insert(other, Arc::new(rec.clone()));
+                    self.changed(m.len());
                     aliases.insert(other, id);
                     self.failed.invalidate(&other);
                 }
@@ -326,6 +382,7 @@ impl Accounts {
         let rec = Arc::new(rec);
         if let Ok(mut m) = self.known.write() {
             m.insert(id, rec.clone());
+            self.changed(m.len());
         }
         self.failed.invalidate(&id);
         self.persist(id, Some(rec.clone()));
@@ -444,6 +501,60 @@ mod tests {
             scopes: scopes.iter().map(|s| s.to_string()).collect(),
             client_id: None,
             resolved_at_ms: crate::time_fmt::now_ms(),
+        }
+    }
+
+    /// The thread's kept lookups ([`seen`]) give what the table says now: along a walk of
+    /// mappings made, changed and dropped in two tables on one thread (more credentials than
+    /// a thread keeps), each credential's sharing identity and counted account is the one read
+    /// from the table at that moment.
+    #[tokio::test]
+    async fn kept_lookups_follow_every_change_of_the_table() {
+        let settings = Settings {
+            share: ShareMode::Account,
+            ..Settings::default()
+        };
+        let tables = [
+            Accounts::in_memory(&settings, IdentityKey::new([3; 32])),
+            Accounts::in_memory(&settings, IdentityKey::new([4; 32])),
+        ];
+        let ids: Vec<Identity> = (1..=7u8)
+            .map(|i| Identity::from_hex(&format!("{i:02x}").repeat(32)).unwrap())
+            .collect();
+        let kinds = [TokenKind::Oauth, TokenKind::Classic, TokenKind::FineGrained];
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        for step in 0..3000u64 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let a = &tables[(x % 2) as usize];
+            let id = ids[((x >> 8) % ids.len() as u64) as usize];
+            match (x >> 16) % 4 {
+                0 => a.forget(&id),
+                1 | 2 => {
+                    let scopes: &[&str] = if (x >> 20).is_multiple_of(2) {
+                        &["repo"]
+                    } else {
+                        &[]
+                    };
+                    a.remember(
+                        id,
+                        rec((x >> 24) % 3, kinds[((x >> 28) % 3) as usize], scopes),
+                    );
+                }
+                _ => {}
+            }
+            for a in &tables {
+                for id in &ids {
+                    let want = match a.record(id) {
+                        Some(r) => a.sharing_of(id, &r),
+                        None => *id,
+                    };
+                    assert_eq!(a.sharing_identity(id), want, "step {step}");
+                    let counted = a.with_record(id, |r, _| r.map(|r| r.account_id));
+                    assert_eq!(counted, a.record(id).map(|r| r.account_id), "step {step}");
+                }
+            }
         }
     }
 

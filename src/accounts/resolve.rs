@@ -75,8 +75,8 @@ impl Accounts {
         if self.is_user_call(up, req.method(), req.uri().path()) {
             return self.client_asks(id, h);
         }
-        if let Some(r) = self.record(&id) {
-            if crate::time_fmt::now_ms() - r.resolved_at_ms < REFRESH_AFTER_MS {
+        if let Some(at) = self.with_record(&id, |r, _| r.map(|r| r.resolved_at_ms)) {
+            if crate::time_fmt::now_ms() - at < REFRESH_AFTER_MS {
                 return None;
             }
         }

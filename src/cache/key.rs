@@ -187,30 +187,20 @@ mod last {
 
     impl Last {
         fn is(&self, i: &Inputs<'_>) -> bool {
-            // The field names first, one per value as the request has them: inputs kept for
+            // The fields first, one per value as the request has them, in one walk of the
+            // request's map (a second walk for the values cost ~0.07k of a hit, callgrind): the
+            // same names, and the same values where the name is a key header. Inputs kept for
             // another order of the same fields differ there, within a name or two.
-            if self.names.len() != i.headers.len()
-                || !self
-                    .names
-                    .iter()
-                    .zip(i.headers)
-                    .all(|((a, _), (b, _))| a == b)
-            {
-                return false;
-            }
-            if self.identity != *i.identity
-                || self.path != i.path
-                || self.query.as_deref() != i.query
-                || self.upstream != i.upstream
-                || self.method.as_ref() != Some(i.method)
-                || self.key_headers != i.key_headers
-            {
-                return false;
-            }
-            // The names are the same, value by value (above): the key headers' values.
-            self.names.iter().zip(i.headers).all(|((_, span), (_, v))| {
-                span.is_none_or(|(from, to)| self.values[from..to] == *v.as_bytes())
-            })
+            self.names.len() == i.headers.len()
+                && self.names.iter().zip(i.headers).all(|((a, span), (b, v))| {
+                    a == b && span.is_none_or(|(from, to)| self.values[from..to] == *v.as_bytes())
+                })
+                && self.identity == *i.identity
+                && self.path == i.path
+                && self.query.as_deref() == i.query
+                && self.upstream == i.upstream
+                && self.method.as_ref() == Some(i.method)
+                && self.key_headers == i.key_headers
         }
 
         fn keep(&mut self, i: &Inputs<'_>, key: CacheKey) {
