@@ -630,3 +630,31 @@ async fn a_resolution_to_an_unreachable_github_api_is_tried_once() {
     assert_eq!(counts[1], counts[0] + 1, "{counts:?}");
     weir.handle.shutdown().await;
 }
+
+/// Cache only sends nothing upstream but a token fetch (docs/reliability.md), so a credential
+/// first seen while the mode holds starts no `GET /user`: it stays its own identity, and its
+/// first request after the hold resolves it. Ordered, not timed: a second credential is
+/// resolved after the mode ends, and by then a resolution the first had started during the
+/// hold (earlier, on the same fake) would have reached the fake too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cache_only_starts_no_resolution_and_the_first_request_after_it_does() {
+    use weir::mode::{ChosenBy, Mode};
+    let fake = Fake::start().await;
+    let weir = start(&fake, "").await;
+    let url = format!("http://{}/agents/sessions/s1", fake.copilot);
+    let (alice, bob) = (weir.client(ALICE_GH, GH_UA), weir.client(BOB, VSCODE_UA));
+    weir.handle.set_mode(Mode::CacheOnly, ChosenBy::Cli);
+    for _ in 0..3 {
+        let (s, v) = weir.get(&alice, &url).await;
+        assert_eq!((s, v["kind"].as_str()), (503, Some("cache_only_miss")));
+    }
+    weir.handle.set_mode(Mode::Automatic, ChosenBy::Cli);
+    assert_eq!(weir.get(&bob, &url).await.0, 200);
+    weir.resolved(1).await;
+    let asked: Vec<String> = fake.user_calls().iter().map(|h| h.token.clone()).collect();
+    assert_eq!(asked, [BOB], "only the credential seen after the hold");
+    assert_eq!(weir.get(&alice, &url).await.0, 200);
+    weir.resolved(2).await;
+    assert_eq!(fake.user_calls().len(), 2);
+    weir.handle.shutdown().await;
+}

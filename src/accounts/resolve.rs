@@ -62,18 +62,25 @@ impl Accounts {
     /// account and, when the credential is not mapped yet (or its mapping is old), starts a
     /// resolution in the background. Returns at once. A client's own `GET /user` starts none:
     /// its answer is read instead ([`super::learn`]), through the [`UserCall`] returned.
+    /// `may_ask` is false while Weir's mode holds upstream calls (cache only, offline): then
+    /// none is started, and the credential stays its own identity until a request after the
+    /// hold ends (docs/reliability.md: cache only sends nothing but a token fetch).
     pub fn observe<U: UserApi + 'static, B>(
         self: &Arc<Self>,
         upstreams: &Arc<U>,
         up: UpstreamIndex,
         id: Identity,
         req: &http::Request<B>,
+        may_ask: bool,
     ) -> Option<UserCall> {
         self.count(&id);
         let gh = self.github_api?;
         let h = req.headers();
         if self.is_user_call(up, req.method(), req.uri().path()) {
             return self.client_asks(id, h);
+        }
+        if !may_ask {
+            return None;
         }
         if let Some(at) = self.with_record(&id, |r, _| r.map(|r| r.resolved_at_ms)) {
             if crate::time_fmt::now_ms() - at < REFRESH_AFTER_MS {

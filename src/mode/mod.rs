@@ -117,7 +117,8 @@ pub struct OfflineStatus {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Behaviour {
     Normal,
-    /// No upstream calls (except token resolutions): cache only, or offline.
+    /// No upstream calls (except a token fetch with no usable cached token): cache only, or
+    /// offline.
     Hold(Hold),
     PassThrough,
 }

@@ -499,14 +499,14 @@ fn managed<'o>(
         who,
     } = c;
     let class = route.class;
-    // Off the request path: resolution (if needed) runs in the background; a client's own
-    // `GET /user` is read instead (`user_answer`).
+    // Off the request path: resolution (if needed) runs in the background, never while the
+    // mode holds upstream calls; a client's own `GET /user` is read instead (`user_answer`).
     let user_call = who
         .credentialed
         .then(|| {
             proxy
                 .accounts
-                .observe(&proxy.upstreams, up, who.identity, req)
+                .observe(&proxy.upstreams, up, who.identity, req, hold.is_none())
         })
         .flatten();
     let decision = policy::decide(
