@@ -5,6 +5,7 @@
 #   WEIR_BIN=/path/to/weir scripts/bench-overhead.sh    (measure that build instead)
 #   WEIR_BIN=… LAB_BIN=/path/to/weir-lab scripts/bench-overhead.sh    (built already: no cargo)
 #   WEIR_BEFORE=/path/to/old/weir scripts/bench-overhead.sh   (also measure an older build, same run)
+#   PIN=1 scripts/bench-overhead.sh     (every server on the last CPU, wrk on the others)
 #
 # Starts (all on 127.0.0.1, all stopped at exit): the lab upstream (`weir-lab upstream`, answers
 # at once), `weir serve` (release) managing it, nginx 1.22 with its own temporary config as a
@@ -21,6 +22,12 @@
 # Weir. The same C load generator then measures every target, and it costs less CPU than any
 # client we would write (everything shares 2 cores here).
 #
+# PIN=1: on a machine with few cores, wrk's threads and the server's share them, and which one
+# the scheduler favours moves one run's req/s by ±10 % (BENCHMARKS.md, Session 23). Pinned,
+# every server (the upstream, each proxy) runs on the last CPU and wrk on the others, so a
+# target's req/s is what one core of it serves, and the ratio between targets follows their
+# CPU per request. Unpinned stays the default (it is how a laptop runs them).
+#
 # Memory: VmRSS of `weir serve` idle, holding 1,000 open keep-alive client connections
 # (`weir-lab hold`), and after the load runs.
 #
@@ -29,6 +36,15 @@
 set -euo pipefail
 source "$(dirname "$0")/lib-bench.sh"
 SECS="${1:-10}"
+WRK=(wrk)
+if [ "${PIN:-}" = 1 ]; then
+  command -v taskset >/dev/null || { echo "bench-overhead: PIN=1 needs taskset (util-linux)" >&2; exit 2; }
+  last=$(($(nproc --all) - 1))
+  [ "$last" -ge 1 ] || { echo "bench-overhead: PIN=1 needs at least 2 CPUs" >&2; exit 2; }
+  # This shell and every server it starts inherit the last CPU; wrk is moved to the others.
+  taskset -p -c "$last" $$ >/dev/null
+  WRK=(taskset -c "0-$((last - 1))" wrk)
+fi
 
 bench_install wrk nginx haproxy curl
 bench_need bench-overhead "" wrk nginx haproxy curl
@@ -166,12 +182,12 @@ cpu_ticks() {
 HZ="$(getconf CLK_TCK)"
 measure() { # LABEL URL SCRIPT PID: prints "label|rps|p50us|p99us|lat_p50us|lat_p99us|non2xx|cpu_us_per_req"
   local label="$1" url="$2" script="$TMP/$3.lua" pid="$4"
-  wrk -t1 -c8 -d2s -s "$script" "$url" >/dev/null           # warm-up (fills caches, pools)
+  "${WRK[@]}" -t1 -c8 -d2s -s "$script" "$url" >/dev/null   # warm-up (fills caches, pools)
   local c0 c1
   c0="$(cpu_ticks "$pid")"
-  wrk -t2 -c64 -d"${SECS}s" --latency -s "$script" "$url" >"$TMP/tp.txt"
+  "${WRK[@]}" -t2 -c64 -d"${SECS}s" --latency -s "$script" "$url" >"$TMP/tp.txt"
   c1="$(cpu_ticks "$pid")"
-  wrk -t1 -c1 -d5s --latency -s "$script" "$url" >"$TMP/lat.txt"
+  "${WRK[@]}" -t1 -c1 -d5s --latency -s "$script" "$url" >"$TMP/lat.txt"
   local rps p50 p99 l50 l99 non2xx
   rps="$(awk '/^Requests\/sec/ {print $2}' "$TMP/tp.txt")"
   p50="$(to_us "$(awk '$1 == "50%" {print $2}' "$TMP/tp.txt")")"
@@ -233,5 +249,5 @@ kill "$HOLD_PID" 2>/dev/null || true
   echo "| after the load runs above | $((RSS_AFTER / 1024)) MiB ($RSS_AFTER kB) |"
   echo "| holding ${HELD:-0} open client connections | $((RSS_HELD / 1024)) MiB ($RSS_HELD kB) |"
   echo
-  echo "Machine: $(nproc) CPUs ($(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo)), Linux $(uname -r), $(rustc --version), $(nginx -v 2>&1 | sed 's/^nginx version: //'), HAProxy $(haproxy -v 2>&1 | awk 'NR==1 {print $3}'), $(wrk --version 2>&1 | head -1 | awk '{print $1, $2}')."
+  echo "Machine: $(nproc --all) CPUs ($(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo)), Linux $(uname -r), $(rustc --version), $(nginx -v 2>&1 | sed 's/^nginx version: //'), HAProxy $(haproxy -v 2>&1 | awk 'NR==1 {print $3}'), $(wrk --version 2>&1 | head -1 | awk '{print $1, $2}').$([ "${PIN:-}" = 1 ] && echo " Pinned (PIN=1): the servers on CPU $last, wrk on the others.")"
 } | tee "$OUT/overhead.md"
