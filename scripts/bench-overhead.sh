@@ -26,7 +26,8 @@
 # the scheduler favours moves one run's req/s by ±10 % (BENCHMARKS.md, Session 23). Pinned,
 # every server (the upstream, each proxy) runs on the last CPU and wrk on the others, so a
 # target's req/s is what one core of it serves, and the ratio between targets follows their
-# CPU per request. Unpinned stays the default (it is how a laptop runs them).
+# CPU per request. nginx and HAProxy then get one worker each (`nproc` after pinning), as
+# Weir's runtime sizes itself to the CPUs it may use. Unpinned stays the default (it is how a laptop runs them).
 #
 # Memory: VmRSS of `weir serve` idle, holding 1,000 open keep-alive client connections
 # (`weir-lab hold`), and after the load runs.
@@ -45,6 +46,8 @@ if [ "${PIN:-}" = 1 ]; then
   taskset -p -c "$last" $$ >/dev/null
   WRK=(taskset -c "0-$((last - 1))" wrk)
 fi
+# One worker per CPU the servers may use, as Weir's runtime sizes itself (two unpinned here).
+WORKERS="$(nproc)"
 
 bench_install wrk nginx haproxy curl
 bench_need bench-overhead "" wrk nginx haproxy curl
@@ -95,7 +98,7 @@ NGX_CACHE="$("$LAB" free-port)"
 NGX_PLAIN="$("$LAB" free-port)"
 mkdir -p "$TMP/nginx/cache" "$TMP/nginx/tmp"
 cat >"$TMP/nginx/nginx.conf" <<EOF
-worker_processes 2;
+worker_processes $WORKERS;
 daemon off;
 pid $TMP/nginx/nginx.pid;
 error_log $TMP/nginx/error.log warn;
@@ -142,7 +145,7 @@ wait_for "http://127.0.0.1:$NGX_PLAIN/agents/sessions"
 HAP_PLAIN="$("$LAB" free-port)"
 cat >"$TMP/haproxy.cfg" <<EOF
 global
-  nbthread 2
+  nbthread $WORKERS
   maxconn 8192
 defaults
   mode http
