@@ -77,10 +77,13 @@ SRC_PORT=9000
 nsenter -t "$FAR" -n python3 "$ROOT/scripts/tunnel_source.py" 10.77.0.2 "$SRC_PORT" "$TUNNEL_MIB" &
 PIDS+=($!)
 wait_port 10.77.0.2 "$SRC_PORT"
-# The loopback source (rate `loopback`): the same source in this namespace, on the same cores.
-python3 "$ROOT/scripts/tunnel_source.py" 127.0.0.1 "$SRC_PORT" "$TUNNEL_MIB" &
-PIDS+=($!)
-wait_port 127.0.0.1 "$SRC_PORT"
+# The loopback source (rate `loopback`, only when asked): the same source in this namespace, on
+# the same cores.
+case " $WIRE_RATES " in *" loopback "*)
+  python3 "$ROOT/scripts/tunnel_source.py" 127.0.0.1 "$SRC_PORT" "$TUNNEL_MIB" &
+  PIDS+=($!)
+  wait_port 127.0.0.1 "$SRC_PORT" ;;
+esac
 
 WEIR_PORT=9101
 cat > "$WORK/weir.toml" <<EOF

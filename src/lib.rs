@@ -159,6 +159,7 @@ pub mod bench_api {
     pub use crate::cache::CacheKey;
     pub use crate::identity::IdentityKey;
     pub use crate::problem::Problem;
+    pub use crate::server::InlineFirst;
 
     /// An upstream called `name` (at a loopback origin it is never asked), for cache keys
     /// made outside an engine: a key names its upstream by its name.

@@ -35,8 +35,9 @@ pub(crate) const H2_MAX_STREAMS: u32 = 32;
 /// pending after it is spawned, and the spawned task polls it again at once, so every wake-up
 /// it waits for is registered with the task's real waker then. A panic in the first poll is
 /// caught, as tokio catches one in a spawned task, so one stream cannot end the connection.
+// `pub` for `bench_api` (the lab's HTTP/2 floor runs hyper with this very executor).
 #[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct InlineFirst;
+pub struct InlineFirst;
 
 impl<F> hyper::rt::Executor<F> for InlineFirst
 where

@@ -120,8 +120,9 @@ impl Accounts {
         };
         let mut a = Accounts::in_memory(settings, key);
         a.store = store;
-        a.mapped = AtomicUsize::new(rows.len());
-        a.known = RwLock::new(rows.into_iter().map(|(i, r)| (i, Arc::new(r))).collect());
+        let known: HashMap<_, _> = rows.into_iter().map(|(i, r)| (i, Arc::new(r))).collect();
+        a.mapped = AtomicUsize::new(known.len());
+        a.known = RwLock::new(known);
         a
     }
 

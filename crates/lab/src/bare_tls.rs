@@ -10,8 +10,8 @@
 //! - [`Engine::Hyper`]: hyper's own HTTP/1 or HTTP/2 server by ALPN, stock settings; HTTP/2
 //!   streams spawned as tasks (hyper-util's `TokioExecutor`), as a plain hyper server does;
 //! - [`Engine::HyperInline`]: the same, but an HTTP/2 stream's future is polled once in place
-//!   before it would be spawned (what Weir's `server::InlineFirst` does): the lightest way to
-//!   run hyper's HTTP/2 server;
+//!   before it would be spawned, by Weir's own executor (`weir::bench_api::InlineFirst`): the
+//!   lightest way to run hyper's HTTP/2 server;
 //! - [`Engine::H2`]: the `h2` crate's server without hyper (HTTP/2 only): the only lighter
 //!   HTTP/2 on this stack.
 //!
@@ -189,7 +189,7 @@ pub async fn serve(
                         .await;
                 }
                 (Engine::HyperInline, true) => {
-                    let _ = hyper::server::conn::http2::Builder::new(InPlaceFirst)
+                    let _ = hyper::server::conn::http2::Builder::new(weir::bench_api::InlineFirst)
                         .serve_connection(TokioIo::new(tls), service(answer, true))
                         .await;
                 }
@@ -240,25 +240,6 @@ where
         }
     }
     Ok(())
-}
-
-/// hyper's executor for HTTP/2 streams that polls a stream's future once in place, and spawns
-/// it only if it is still pending (a stream answered from memory never is).
-#[derive(Clone, Copy, Debug)]
-struct InPlaceFirst;
-
-impl<F> hyper::rt::Executor<F> for InPlaceFirst
-where
-    F: std::future::Future + Send + 'static,
-    F::Output: Send + 'static,
-{
-    fn execute(&self, fut: F) {
-        let mut fut = Box::pin(fut);
-        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
-        if fut.as_mut().poll(&mut cx).is_pending() {
-            tokio::spawn(fut);
-        }
-    }
 }
 
 #[cfg(test)]
