@@ -23,6 +23,8 @@ mod setup_steps;
 mod snapshot;
 mod token_api;
 mod ui;
+#[cfg(test)]
+mod ui_words;
 
 pub(crate) use saved::SavedWindow;
 pub(crate) use snapshot::{snapshot, snapshot_full};

@@ -4,7 +4,7 @@ use crate::body::Body;
 use http::Response;
 use include_dir::{include_dir, Dir};
 
-static UI: Dir<'static> = include_dir!("$CARGO_MANIFEST_DIR/ui");
+pub(super) static UI: Dir<'static> = include_dir!("$CARGO_MANIFEST_DIR/ui");
 
 /// The file for a path under `/_weir/` (`""` is `index.html`), if there is one.
 pub fn file(rel: &str) -> Option<Response<Body>> {
