@@ -16,6 +16,7 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 
+pub(crate) mod cork;
 pub(crate) mod drain;
 pub(crate) mod idle;
 pub(crate) mod timers;
@@ -78,6 +79,9 @@ pub(crate) struct SelfWakeLoop<F> {
     /// Polled straight through since the connection was found to speak HTTP/1: the loop's
     /// state, which wakes the task with the waker kept here (updated if the task's changes).
     straight: Option<(Arc<TurnState>, std::task::Waker)>,
+    /// The connection's corked IO ([`cork`]): each turn's answers leave in one write when
+    /// the turn ends.
+    cork: Option<Box<dyn cork::Ends>>,
 }
 
 struct Turns {
@@ -186,6 +190,7 @@ impl<F: Future> SelfWakeLoop<F> {
             inner: Box::pin(inner),
             turns: Some(Turns { state, waker }),
             straight: None,
+            cork: None,
         }
     }
 
@@ -200,7 +205,15 @@ impl<F: Future> SelfWakeLoop<F> {
             inner: Box::pin(inner),
             turns: None,
             straight: None,
+            cork: None,
         }
+    }
+
+    /// Ends each turn by writing what the connection's corked IO kept during it
+    /// ([`cork::ConnIo::for_protocol`]; `None`: nothing is corked).
+    pub(crate) fn corked(mut self, cork: Option<Box<dyn cork::Ends>>) -> SelfWakeLoop<F> {
+        self.cork = cork;
+        self
     }
 }
 
@@ -251,7 +264,16 @@ impl<F: Future> Future for SelfWakeLoop<F> {
         for _ in 0..SELF_WAKE_TURNS {
             turns.state.state.store(POLLING, Release);
             let mut inner_cx = std::task::Context::from_waker(&turns.waker);
-            if let Poll::Ready(out) = me.inner.as_mut().poll(&mut inner_cx) {
+            if let Some(cork) = &me.cork {
+                cork.begin();
+            }
+            let polled = me.inner.as_mut().poll(&mut inner_cx);
+            // Before the state is looked at: a write that fails here wakes the loop, so the
+            // connection is polled once more and meets the error.
+            if let Some(cork) = &me.cork {
+                cork.end(&mut inner_cx);
+            }
+            if let Poll::Ready(out) = polled {
                 turns.state.state.store(IDLE, Release);
                 return Poll::Ready(out);
             }

@@ -173,6 +173,149 @@ async fn http2_answers_index_no_request_id_and_carry_no_keep_alive() {
     assert!(text.contains("\r\nkeep-alive: timeout="), "{text}");
 }
 
+/// Answers to requests that arrive together on one intercepted HTTP/2 connection leave
+/// together: Go's transport (`gh`) multiplexes its concurrent calls on one connection, and
+/// each answer used to cost a TLS record and a `writev` of its own (`server::cork`, #32).
+/// Here 24 requests go out in one TLS record; their 24 cached answers come back, each whole
+/// and with its own request id, in a few records rather than 24 (counted below Weir's TLS,
+/// on the client's socket).
+#[tokio::test]
+async fn http2_answers_to_requests_that_came_together_leave_together() {
+    let (_ca, _up, weir) = managed().await;
+    let roots = vec![weir.ca.cert_der().clone()];
+    let tcp = tls_client::connect_through_proxy(weir.handle.local_addr(), &format!("{HOST}:443"))
+        .await
+        .unwrap();
+    let records = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = RecordCounter {
+        inner: tcp,
+        records: records.clone(),
+        header: Vec::new(),
+        left: 0,
+    };
+    let tls = tls_client::tls_over(counted, HOST, &roots, &[b"h2"])
+        .await
+        .unwrap();
+    let (mut client, conn) = h2::client::handshake(tls).await.unwrap();
+    tokio::spawn(conn);
+    let get = |rid: &str| {
+        http::Request::get(format!("https://{HOST}{LIST}"))
+            .header("x-request-id", rid)
+            .body(())
+            .unwrap()
+    };
+    async fn read_whole(resp: h2::client::ResponseFuture) -> (http::StatusCode, String, Vec<u8>) {
+        let resp = resp.await.unwrap();
+        let status = resp.status();
+        let rid = resp.headers()["x-request-id"].to_str().unwrap().to_string();
+        let mut body = resp.into_body();
+        let mut bytes = Vec::new();
+        while let Some(chunk) = body.data().await {
+            let chunk = chunk.unwrap();
+            body.flow_control().release_capacity(chunk.len()).unwrap();
+            bytes.extend_from_slice(&chunk);
+        }
+        (status, rid, bytes)
+    }
+    // The first fills the cache (and the connection's settings are exchanged).
+    let (resp, _) = client.send_request(get("first"), true).unwrap();
+    let (status, _, first_body) = read_whole(resp).await;
+    assert_eq!(status, 200);
+    assert!(!first_body.is_empty());
+
+    // 24 at once: queued without a yield on this one-thread runtime, so the client's
+    // connection task writes them in one flush, one TLS record.
+    const AT_ONCE: usize = 24;
+    let before = records.load(std::sync::atomic::Ordering::SeqCst);
+    let pending: Vec<_> = (0..AT_ONCE)
+        .map(|i| {
+            client
+                .send_request(get(&format!("together-{i}")), true)
+                .unwrap()
+                .0
+        })
+        .collect();
+    let answers = futures::future::join_all(pending.into_iter().map(read_whole)).await;
+    let sent = records.load(std::sync::atomic::Ordering::SeqCst) - before;
+    for (i, (status, rid, body)) in answers.iter().enumerate() {
+        assert_eq!(*status, 200);
+        assert_eq!(
+            *rid,
+            format!("together-{i}"),
+            "each answer carries its own request id"
+        );
+        assert_eq!(*body, first_body, "each answer whole");
+    }
+    // Uncorked this was 24 or more (one record per answer, each its own `writev`).
+    assert!(
+        sent <= 4,
+        "{AT_ONCE} answers to requests that came together took {sent} TLS records"
+    );
+}
+
+/// Counts the TLS records read from the socket (below the TLS session): each is at least
+/// one write of the server's.
+struct RecordCounter<S> {
+    inner: S,
+    records: Arc<std::sync::atomic::AtomicUsize>,
+    /// The bytes of the record header being read (5 when complete).
+    header: Vec<u8>,
+    /// Bytes of the current record's body still to come.
+    left: usize,
+}
+
+impl<S: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for RecordCounter<S> {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let r = std::pin::Pin::new(&mut self.inner).poll_read(cx, buf);
+        let mut got = &buf.filled()[before..];
+        while !got.is_empty() {
+            if self.left > 0 {
+                let n = self.left.min(got.len());
+                self.left -= n;
+                got = &got[n..];
+                continue;
+            }
+            let n = (5 - self.header.len()).min(got.len());
+            self.header.extend_from_slice(&got[..n]);
+            got = &got[n..];
+            if self.header.len() == 5 {
+                self.left = usize::from(u16::from_be_bytes([self.header[3], self.header[4]]));
+                self.header.clear();
+                self.records
+                    .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            }
+        }
+        r
+    }
+}
+
+impl<S: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for RecordCounter<S> {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        std::pin::Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_flush(cx)
+    }
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
 /// Records every byte read from the stream (the server's HTTP/2 frames, decrypted).
 struct Tee<S> {
     inner: S,

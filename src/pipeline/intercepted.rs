@@ -115,11 +115,14 @@ async fn serve(proxy: Arc<Proxy>, upgraded: Upgraded, authority: Authority, i: &
             Ok::<_, std::convert::Infallible>(crate::server::idle::track(resp, open))
         }
     });
-    // Polled again in place when an HTTP/2 answer wakes it (see `server::SelfWakeLoop`).
+    // Polled again in place when an HTTP/2 answer wakes it (see `server::SelfWakeLoop`); on
+    // HTTP/2 the answers of one poll leave in one write (`server::cork`).
+    let (io, cork) = crate::server::cork::ConnIo::for_protocol(h2, tls);
     let conn = crate::server::SelfWakeLoop::for_protocol(
         h2,
-        builder.serve_connection(TokioIo::new(tls), svc),
-    );
+        builder.serve_connection(TokioIo::new(io), svc),
+    )
+    .corked(cork);
     let mut stopping = proxy.bus.stopping();
     // The connection's last credential is remembered in its task, and its timers are reused
     // there (hyper's header-read timer, an attempt's per-try timeout), as on the plain

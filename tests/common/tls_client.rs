@@ -83,6 +83,15 @@ pub async fn tls_stream_through_proxy(
     roots: &[CertificateDer<'static>],
     alpn: &[&[u8]],
 ) -> Result<tokio_rustls::client::TlsStream<tokio::net::TcpStream>, String> {
+    let s = connect_through_proxy(proxy, target).await?;
+    tls_over(s, sni, roots, alpn).await
+}
+
+/// A CONNECT tunnel to `target` through Weir at `proxy`, its `200` read.
+pub async fn connect_through_proxy(
+    proxy: SocketAddr,
+    target: &str,
+) -> Result<tokio::net::TcpStream, String> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut s = tokio::net::TcpStream::connect(proxy)
         .await
@@ -107,6 +116,19 @@ pub async fn tls_stream_through_proxy(
             String::from_utf8_lossy(&head)
         ));
     }
+    Ok(s)
+}
+
+/// A TLS session over `s` with SNI `sni`, trusting only `roots`, offering `alpn`.
+pub async fn tls_over<S>(
+    s: S,
+    sni: &str,
+    roots: &[CertificateDer<'static>],
+    alpn: &[&[u8]],
+) -> Result<tokio_rustls::client::TlsStream<S>, String>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
     let mut store = rustls::RootCertStore::empty();
     for r in roots {
         store.add(r.clone()).map_err(|e| e.to_string())?;
