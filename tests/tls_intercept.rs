@@ -186,16 +186,16 @@ async fn http2_answers_to_requests_that_came_together_leave_together() {
     let tcp = tls_client::connect_through_proxy(weir.handle.local_addr(), &format!("{HOST}:443"))
         .await
         .unwrap();
-    let records = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let counted = RecordCounter {
+    // Every byte read from the socket, below the TLS session.
+    let raw = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let io = Tee {
         inner: tcp,
-        records: records.clone(),
-        header: Vec::new(),
-        left: 0,
+        seen: raw.clone(),
     };
-    let tls = tls_client::tls_over(counted, HOST, &roots, &[b"h2"])
+    let tls = tls_client::tls_over(io, HOST, &roots, &[b"h2"])
         .await
         .unwrap();
+    let records = || tls_records(&raw.lock().unwrap());
     let (mut client, conn) = h2::client::handshake(tls).await.unwrap();
     tokio::spawn(conn);
     let get = |rid: &str| {
@@ -226,7 +226,7 @@ async fn http2_answers_to_requests_that_came_together_leave_together() {
     // 24 at once: queued without a yield on this one-thread runtime, so the client's
     // connection task writes them in one flush, one TLS record.
     const AT_ONCE: usize = 24;
-    let before = records.load(std::sync::atomic::Ordering::SeqCst);
+    let before = records();
     let pending: Vec<_> = (0..AT_ONCE)
         .map(|i| {
             client
@@ -236,7 +236,7 @@ async fn http2_answers_to_requests_that_came_together_leave_together() {
         })
         .collect();
     let answers = futures::future::join_all(pending.into_iter().map(read_whole)).await;
-    let sent = records.load(std::sync::atomic::Ordering::SeqCst) - before;
+    let sent = records() - before;
     for (i, (status, rid, body)) in answers.iter().enumerate() {
         assert_eq!(*status, 200);
         assert_eq!(
@@ -253,70 +253,18 @@ async fn http2_answers_to_requests_that_came_together_leave_together() {
     );
 }
 
-/// Counts the TLS records read from the socket (below the TLS session): each is at least
-/// one write of the server's.
-struct RecordCounter<S> {
-    inner: S,
-    records: Arc<std::sync::atomic::AtomicUsize>,
-    /// The bytes of the record header being read (5 when complete).
-    header: Vec<u8>,
-    /// Bytes of the current record's body still to come.
-    left: usize,
+/// How many TLS records `raw` (bytes read from a socket, from the first on) begins: each is at
+/// least one write of the server's.
+fn tls_records(raw: &[u8]) -> usize {
+    let (mut at, mut n) = (0, 0);
+    while at + 5 <= raw.len() {
+        n += 1;
+        at += 5 + usize::from(u16::from_be_bytes([raw[at + 3], raw[at + 4]]));
+    }
+    n
 }
 
-impl<S: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for RecordCounter<S> {
-    fn poll_read(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-        buf: &mut tokio::io::ReadBuf<'_>,
-    ) -> std::task::Poll<std::io::Result<()>> {
-        let before = buf.filled().len();
-        let r = std::pin::Pin::new(&mut self.inner).poll_read(cx, buf);
-        let mut got = &buf.filled()[before..];
-        while !got.is_empty() {
-            if self.left > 0 {
-                let n = self.left.min(got.len());
-                self.left -= n;
-                got = &got[n..];
-                continue;
-            }
-            let n = (5 - self.header.len()).min(got.len());
-            self.header.extend_from_slice(&got[..n]);
-            got = &got[n..];
-            if self.header.len() == 5 {
-                self.left = usize::from(u16::from_be_bytes([self.header[3], self.header[4]]));
-                self.header.clear();
-                self.records
-                    .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-            }
-        }
-        r
-    }
-}
-
-impl<S: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for RecordCounter<S> {
-    fn poll_write(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-        buf: &[u8],
-    ) -> std::task::Poll<std::io::Result<usize>> {
-        std::pin::Pin::new(&mut self.inner).poll_write(cx, buf)
-    }
-    fn poll_flush(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<std::io::Result<()>> {
-        std::pin::Pin::new(&mut self.inner).poll_flush(cx)
-    }
-    fn poll_shutdown(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<std::io::Result<()>> {
-        std::pin::Pin::new(&mut self.inner).poll_shutdown(cx)
-    }
-}
-
-/// Records every byte read from the stream (the server's HTTP/2 frames, decrypted).
+/// Records every byte read from the stream: over TLS, the server's HTTP/2 frames; under it, its TLS records.
 struct Tee<S> {
     inner: S,
     seen: Arc<std::sync::Mutex<Vec<u8>>>,
