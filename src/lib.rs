@@ -42,7 +42,8 @@
 //! - `accounts`: which GitHub account each credential belongs to (`GET /user` through a
 //!   `UserApi` handle the upstreams implement) and the rule for when credentials share;
 //! - [`events`]: typed events and the bus; [`intercept`]: the local CA and TLS interception;
-//! - `server`: the listener (bounded accept, HTTP/1.1 + HTTP/2, drain); `stats`: counters.
+//! - `server`: the listener (bounded accept, HTTP/1.1 + HTTP/2, one write for the answers an
+//!   HTTP/2 poll makes, drain); `stats`: counters.
 //!
 //! **Layer 4**
 //! - `upstream`: the client, connection routing, admission (cooldown → breaker → bulkhead),

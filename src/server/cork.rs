@@ -10,15 +10,19 @@
 //!
 //! Corked, the first flush of a poll goes out as before, so a lone answer is written at once,
 //! with nothing copied. Bytes written after it are kept here until the connection's poll ends
-//! ([`SelfWakeLoop`](super::SelfWakeLoop) calls [`Cork::end`]). Then they go out in one write,
+//! ([`SelfWakeLoop`](super::SelfWakeLoop) calls [`Ends::end`]). Then they go out in one write,
 //! so the socket gets one TLS record for the whole batch. Nothing waits past the poll that
 //! made it, so no answer is delayed by more than the poll's own work. Order is kept: kept
 //! bytes are written before any new ones.
 //!
 //! The IO sits behind a mutex because two owners reach it: hyper's connection, through
 //! [`CorkedIo`], and the loop that ends each poll. Both run in the connection's task, one at a
-//! time, so the lock is never contended. It is taken a few times per request (~2 atomic
-//! writes each).
+//! time, so the lock is never contended. It is taken on each of hyper's reads, writes and
+//! flushes, a few per request: a lone request on a connection pays ~1k instructions for it
+//! (51.4k → 52.4k per intercepted h2 hit, callgrind) and saves no write. Under `hey -c 32 -h2`
+//! the hit's CPU per request fell from 1.09–1.38× HTTP/1.1's to 0.78–0.97× (BENCHMARKS.md,
+//! session 24). HTTP/1.1 is not corked ([`ConnIo::Straight`]): one answer per request is one
+//! flush already.
 
 use std::io;
 use std::pin::Pin;
@@ -173,16 +177,20 @@ impl<T: AsyncWrite + Unpin + Send> Ends for Cork<T> {
             return;
         }
         let done = match st.drain(cx) {
-            Poll::Ready(Ok(())) => {
-                sh.pending.store(false, Relaxed);
-                Pin::new(&mut st.io).poll_flush(cx)
-            }
+            Poll::Ready(Ok(())) => Pin::new(&mut st.io).poll_flush(cx),
             other => other,
         };
-        if let Poll::Ready(Err(e)) = done {
-            st.failed = Some(e.kind());
-            // The connection's next operation returns the error: poll it again.
-            cx.waker().wake_by_ref();
+        match done {
+            Poll::Ready(Ok(())) => sh.pending.store(false, Relaxed),
+            Poll::Ready(Err(e)) => {
+                st.failed = Some(e.kind());
+                // The connection's next operation returns the error: poll it again.
+                cx.waker().wake_by_ref();
+            }
+            // The socket is full: the kept bytes (or the TLS records of them) wait, and the
+            // next poll's `end` tries again when `cx` is woken. hyper was told they were
+            // flushed, so it is this end's to finish them.
+            Poll::Pending => {}
         }
     }
 }
@@ -267,6 +275,8 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for CorkedIo<T> {
         st.check()?;
         ready!(st.drain(cx))?;
         ready!(Pin::new(&mut st.io).poll_flush(cx))?;
+        // Everything is out: the poll's end has nothing left to write.
+        sh.pending.store(false, Relaxed);
         if sh.corked.load(Relaxed) {
             sh.flushed.store(true, Relaxed);
         }
@@ -428,6 +438,68 @@ mod tests {
         io.shutdown().await.unwrap();
         drop((io, cork));
         assert_eq!(reader.await.unwrap(), want);
+    }
+
+    /// The socket is full when a poll ends: the kept bytes wait, and go out (after what was
+    /// already queued, in order) once the peer reads and the poll's end is called again.
+    #[tokio::test]
+    async fn kept_bytes_wait_out_a_full_socket_and_then_go_in_order() {
+        let (a, mut b) = socket_pair().await;
+        // Fill the socket: the peer reads nothing yet.
+        let mut filler = 0usize;
+        let chunk = [1u8; 64 * 1024];
+        loop {
+            match a.try_write(&chunk) {
+                Ok(n) => filler += n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) => panic!("{e}"),
+            }
+        }
+        let (mut io, cork) = pair(a);
+        cork.begin();
+        cork.shared.flushed.store(true, Relaxed);
+        now_ready(&mut Box::pin(io.write_all(b"kept after a full socket"))).unwrap();
+        now_ready(&mut Box::pin(io.flush())).unwrap();
+        let woken = Arc::new(Woken::default());
+        let waker = std::task::Waker::from(woken.clone());
+        cork.end(&mut Context::from_waker(&waker));
+        assert!(cork.shared.pending.load(Relaxed), "the kept bytes wait");
+        assert!(cork.shared.lock().failed.is_none());
+
+        let reader = tokio::spawn(async move {
+            let mut all = Vec::new();
+            b.read_to_end(&mut all).await.unwrap();
+            all
+        });
+        // The loop's waker is woken when the socket has room; each wake-up is a poll's end.
+        for _ in 0..1000 {
+            if !cork.shared.pending.load(Relaxed) {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+            if woken.0.swap(false, std::sync::atomic::Ordering::SeqCst) {
+                cork.end(&mut Context::from_waker(&waker));
+            }
+        }
+        assert!(
+            !cork.shared.pending.load(Relaxed),
+            "sent once the peer read"
+        );
+        io.shutdown().await.unwrap();
+        drop((io, cork));
+        let all = reader.await.unwrap();
+        assert_eq!(all.len(), filler + b"kept after a full socket".len());
+        assert!(all[..filler].iter().all(|&x| x == 1));
+        assert_eq!(&all[filler..], b"kept after a full socket");
+    }
+
+    #[derive(Default)]
+    struct Woken(AtomicBool);
+
+    impl std::task::Wake for Woken {
+        fn wake(self: Arc<Self>) {
+            self.0.store(true, std::sync::atomic::Ordering::SeqCst);
+        }
     }
 
     /// A write that fails at the end of a poll is the connection's next operation's error
