@@ -62,7 +62,7 @@ fn keys_in(src: &str, file: &str, name: &str) -> BTreeSet<String> {
         assert!(
             key_len > 0,
             "ui/{file} {name}: a key, at {:?}",
-            &rest[..20.min(rest.len())]
+            rest.chars().take(20).collect::<String>()
         );
         out.insert(rest[..key_len].to_string());
         rest = rest[key_len..].trim_start();

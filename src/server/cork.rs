@@ -79,7 +79,7 @@ struct Shared<T> {
     corked: AtomicBool,
     /// A flush went out during this poll: what is written after it is kept.
     flushed: AtomicBool,
-    /// Bytes are kept (or a failure is to be reported): `end` has work.
+    /// Kept bytes, or the flush of them, are still to finish: `end` has work.
     pending: AtomicBool,
     state: Mutex<State<T>>,
 }
