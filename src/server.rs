@@ -210,7 +210,7 @@ impl<F: Future> SelfWakeLoop<F> {
     }
 
     /// Ends each turn by writing what the connection's corked IO kept during it
-    /// ([`cork::ConnIo::for_protocol`]; `None`: nothing is corked).
+    /// ([`cork::for_protocol`]; `None`: nothing is corked).
     pub(crate) fn corked(mut self, cork: Option<Box<dyn cork::Ends>>) -> SelfWakeLoop<F> {
         self.cork = cork;
         self

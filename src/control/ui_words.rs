@@ -7,7 +7,8 @@
 //! each map is read from the embedded file the dashboard is served from, and its keys are
 //! compared with the values serde writes for every variant (the producer's real output, not
 //! a list typed again). `every!` names each variant in a `match`, so a new variant does not
-//! compile until it is listed here, and then this test asks the dashboard for its words.
+//! compile until it is listed here, and then this test asks the dashboard for its words. `Mode`
+//! and `Surface` keep their own list of every variant (`ALL`), which is used instead.
 
 use super::ui::UI;
 use serde::Serialize;
@@ -124,52 +125,50 @@ fn every_enum_value_the_dashboard_shows_has_its_words() {
 
     let reasons = every!(PollerReason: NoToken, NoKeychain, KeychainUnavailable, NoUpstream,
         BreakerOpen, GithubIncident, UpstreamError, Unauthorized, Paused, Offline);
-    same("sessions.js", "REASON_TEXT", reasons.clone());
-    same(
-        "sessions.js",
-        "POLLER_TEXT",
-        every!(PollerState: Off, Polling, BackingOff, StoppedUnauthorized),
-    );
-    same(
-        "sessions.js",
-        "GROUP_LABEL",
-        every!(SessionGroup: Running, ReadyForReview, Failed, Finished, Other),
-    );
-    same(
-        "accounts.js",
-        "KIND_TEXT",
-        every!(TokenKind: Oauth, Classic, FineGrained, AppUser, Other),
-    );
-    same(
-        "app.js",
-        "MODE_NOTICES",
-        every!(Mode: Automatic, CacheOnly, PassThrough),
-    );
-    same(
-        "cache.js",
-        "REASONS",
-        every!(MemoryOnlyReason: Disabled, NoKeychain, KeychainError, OpenFailed, WriteFailed),
-    );
-    same(
-        "team.js",
-        "LINK_TEXT",
-        every!(TeamLink: Connected, Disconnected, NoKey),
-    );
-    same(
-        "upstreams.js",
-        "CAUTION_SOURCE",
-        every!(CautionSource: GithubStatus, Peers),
-    );
-    same(
-        "handoffs.js",
-        "SURFACES",
-        every!(Surface: Vscode, GhCli, Browser, Other),
-    );
-    same(
-        "setup-view.js",
-        "STATE_TEXT",
-        every!(StepState: Done, Needed, NotPossible),
-    );
+    // Mode and Surface keep their own list of every variant (`ALL`): that one is used.
+    let maps = [
+        ("sessions.js", "REASON_TEXT", reasons.clone()),
+        (
+            "sessions.js",
+            "POLLER_TEXT",
+            every!(PollerState: Off, Polling, BackingOff, StoppedUnauthorized),
+        ),
+        (
+            "sessions.js",
+            "GROUP_LABEL",
+            every!(SessionGroup: Running, ReadyForReview, Failed, Finished, Other),
+        ),
+        (
+            "accounts.js",
+            "KIND_TEXT",
+            every!(TokenKind: Oauth, Classic, FineGrained, AppUser, Other),
+        ),
+        ("app.js", "MODE_NOTICES", names(&Mode::ALL)),
+        (
+            "cache.js",
+            "REASONS",
+            every!(MemoryOnlyReason: Disabled, NoKeychain, KeychainError, OpenFailed, WriteFailed),
+        ),
+        (
+            "team.js",
+            "LINK_TEXT",
+            every!(TeamLink: Connected, Disconnected, NoKey),
+        ),
+        (
+            "upstreams.js",
+            "CAUTION_SOURCE",
+            every!(CautionSource: GithubStatus, Peers),
+        ),
+        ("handoffs.js", "SURFACES", names(&Surface::ALL)),
+        (
+            "setup-view.js",
+            "STATE_TEXT",
+            every!(StepState: Done, Needed, NotPossible),
+        ),
+    ];
+    for (file, name, variants) in maps {
+        same(file, name, variants);
+    }
     // The header's short words cover only the reasons the poller is off for; each is one.
     let off = keys("app.js", "SESSIONS_OFF");
     assert!(

@@ -117,7 +117,7 @@ async fn serve(proxy: Arc<Proxy>, upgraded: Upgraded, authority: Authority, i: &
     });
     // Polled again in place when an HTTP/2 answer wakes it (see `server::SelfWakeLoop`); on
     // HTTP/2 the answers of one poll leave in one write (`server::cork`).
-    let (io, cork) = crate::server::cork::ConnIo::for_protocol(h2, tls);
+    let (io, cork) = crate::server::cork::for_protocol(h2, tls);
     let conn = crate::server::SelfWakeLoop::for_protocol(
         h2,
         builder.serve_connection(TokioIo::new(io), svc),

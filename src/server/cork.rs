@@ -21,7 +21,7 @@
 //! flushes, a few per request: a lone request on a connection pays ~1k instructions for it
 //! (51.4k → 52.4k per intercepted h2 hit, callgrind) and saves no write. Under `hey -c 32 -h2`
 //! the hit's CPU per request fell from 1.09–1.38× HTTP/1.1's to 0.78–0.97× (BENCHMARKS.md,
-//! session 24). HTTP/1.1 is not corked ([`ConnIo::Straight`]): one answer per request is one
+//! session 24). HTTP/1.1 is not corked ([`ConnIo`]'s `Left`): one answer per request is one
 //! flush already.
 
 use std::io;
@@ -140,24 +140,22 @@ pub(crate) trait Ends: Send {
     fn end(&self, cx: &mut Context<'_>);
 }
 
-/// An intercepted connection's IO for hyper: corked when it speaks HTTP/2, straight through
-/// when it speaks HTTP/1 (one answer per request, flushed once: nothing to gather, and no lock
-/// to pay for).
-pub(crate) enum ConnIo<T> {
-    Straight(T),
-    Corked(CorkedIo<T>),
-}
+/// An intercepted connection's IO for hyper: straight through (`Left`) when it speaks
+/// HTTP/1 (one answer per request, flushed once: nothing to gather, and no lock to pay for),
+/// corked (`Right`) when it speaks HTTP/2. tokio-util's `Either` passes every call through.
+pub(crate) type ConnIo<T> = tokio_util::either::Either<T, CorkedIo<T>>;
 
-impl<T: AsyncWrite + Unpin + Send + 'static> ConnIo<T> {
-    /// `io` for a connection that negotiated HTTP/2 (`h2`) or not, and the loop's [`Ends`]
-    /// when it is corked.
-    pub(crate) fn for_protocol(h2: bool, io: T) -> (ConnIo<T>, Option<Box<dyn Ends>>) {
-        if !h2 {
-            return (ConnIo::Straight(io), None);
-        }
-        let (io, cork) = pair(io);
-        (ConnIo::Corked(io), Some(Box::new(cork)))
+/// `io` for a connection that negotiated HTTP/2 (`h2`) or not, and the loop's [`Ends`] when it
+/// is corked.
+pub(crate) fn for_protocol<T>(h2: bool, io: T) -> (ConnIo<T>, Option<Box<dyn Ends>>)
+where
+    T: AsyncWrite + Unpin + Send + 'static,
+{
+    if !h2 {
+        return (ConnIo::Left(io), None);
     }
+    let (io, cork) = pair(io);
+    (ConnIo::Right(io), Some(Box::new(cork)))
 }
 
 impl<T: AsyncWrite + Unpin + Send> Ends for Cork<T> {
@@ -291,64 +289,6 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for CorkedIo<T> {
     }
 }
 
-impl<T: AsyncRead + Unpin> AsyncRead for ConnIo<T> {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            ConnIo::Straight(io) => Pin::new(io).poll_read(cx, buf),
-            ConnIo::Corked(io) => Pin::new(io).poll_read(cx, buf),
-        }
-    }
-}
-
-impl<T: AsyncWrite + Unpin> AsyncWrite for ConnIo<T> {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        match self.get_mut() {
-            ConnIo::Straight(io) => Pin::new(io).poll_write(cx, buf),
-            ConnIo::Corked(io) => Pin::new(io).poll_write(cx, buf),
-        }
-    }
-
-    fn poll_write_vectored(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        match self.get_mut() {
-            ConnIo::Straight(io) => Pin::new(io).poll_write_vectored(cx, bufs),
-            ConnIo::Corked(io) => Pin::new(io).poll_write_vectored(cx, bufs),
-        }
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        match self {
-            ConnIo::Straight(io) => io.is_write_vectored(),
-            ConnIo::Corked(io) => io.is_write_vectored(),
-        }
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            ConnIo::Straight(io) => Pin::new(io).poll_flush(cx),
-            ConnIo::Corked(io) => Pin::new(io).poll_flush(cx),
-        }
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            ConnIo::Straight(io) => Pin::new(io).poll_shutdown(cx),
-            ConnIo::Corked(io) => Pin::new(io).poll_shutdown(cx),
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -362,12 +302,10 @@ mod tests {
         (a.unwrap(), b.unwrap().0)
     }
 
-    fn now_ready<F: std::future::Future + Unpin>(f: &mut F) -> F::Output {
-        let mut cx = Context::from_waker(std::task::Waker::noop());
-        match Pin::new(f).poll(&mut cx) {
-            Poll::Ready(v) => v,
-            Poll::Pending => panic!("pending"),
-        }
+    /// `f`'s output when it is ready at its first poll (a corked write always is).
+    fn now<F: std::future::Future>(f: F) -> F::Output {
+        use futures_util::FutureExt;
+        f.now_or_never().expect("ready at the first poll")
     }
 
     /// Inside a poll the first flush goes out at once; what follows is kept until the poll
@@ -377,22 +315,23 @@ mod tests {
         let (a, mut b) = socket_pair().await;
         let (mut io, cork) = pair(a);
         cork.begin();
-        now_ready(&mut Box::pin(io.write_all(b"one;"))).unwrap();
-        now_ready(&mut Box::pin(io.flush())).unwrap();
+        now(io.write_all(b"one;")).unwrap();
+        now(io.flush()).unwrap();
         let mut got = [0u8; 4];
         b.read_exact(&mut got).await.unwrap();
         assert_eq!(&got, b"one;", "the poll's first flush is written at once");
 
-        now_ready(&mut Box::pin(io.write_all(b"two;"))).unwrap();
-        now_ready(&mut Box::pin(io.flush())).unwrap();
-        now_ready(&mut Box::pin(io.write_all(b"three;"))).unwrap();
-        now_ready(&mut Box::pin(io.flush())).unwrap();
+        now(io.write_all(b"two;")).unwrap();
+        now(io.flush()).unwrap();
+        now(io.write_all(b"three;")).unwrap();
+        now(io.flush()).unwrap();
         assert_eq!(cork.shared.lock().kept, b"two;three;", "kept, not written");
+        // Loopback delivers a write within the call: had they been written, they would be
+        // readable now.
         let mut one = [0u8; 1];
-        let nothing =
-            tokio::time::timeout(std::time::Duration::from_millis(50), b.read(&mut one)).await;
-        assert!(
-            nothing.is_err(),
+        assert_eq!(
+            b.try_read(&mut one).map_err(|e| e.kind()),
+            Err(io::ErrorKind::WouldBlock),
             "nothing more reached the peer before the poll ended"
         );
 
@@ -404,7 +343,7 @@ mod tests {
         assert_eq!(&got, b"two;three;");
 
         // Outside a poll nothing is kept.
-        now_ready(&mut Box::pin(io.write_all(b"four"))).unwrap();
+        now(io.write_all(b"four")).unwrap();
         assert!(cork.shared.lock().kept.is_empty());
         let mut got = [0u8; 4];
         b.read_exact(&mut got).await.unwrap();
@@ -458,8 +397,8 @@ mod tests {
         let (mut io, cork) = pair(a);
         cork.begin();
         cork.shared.flushed.store(true, Relaxed);
-        now_ready(&mut Box::pin(io.write_all(b"kept after a full socket"))).unwrap();
-        now_ready(&mut Box::pin(io.flush())).unwrap();
+        now(io.write_all(b"kept after a full socket")).unwrap();
+        now(io.flush()).unwrap();
         let woken = Arc::new(Woken::default());
         let waker = std::task::Waker::from(woken.clone());
         cork.end(&mut Context::from_waker(&waker));
